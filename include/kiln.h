@@ -1,0 +1,536 @@
+/*
+ * kiln.h: train neural networks on OpenCL devices from C.
+ *
+ * The one public header of kiln. It compiles alone as C99 (-pedantic) and as
+ * C++, and names no OpenCL type (see kiln_opencl.h for interop).
+ *
+ * Conventions, true of every declaration below unless its doc block says
+ * otherwise:
+ *  - A fallible call returns kiln_status; KILN_OK is 0. The object acted on
+ *    comes first, out-parameters last; an out-pointer is set to NULL (or 0) on
+ *    failure. kiln_context_last_error() then says what went wrong: which call,
+ *    which layer, which shapes, which device, which OpenCL error by name.
+ *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
+ *    read as the size this header declares). A NULL options pointer means all
+ *    defaults. Fields added in later versions go at the end and default to 0.
+ *  - Destructors accept NULL.
+ *  - kiln never aborts the process on bad input: every bad argument, shape,
+ *    file, device or allocation failure comes back as a status.
+ *  - All sizes count float32 elements unless named *_bytes.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+/** Version as one comparable number: major * 10000 + minor * 100 + patch. */
+#define KILN_VERSION_NUMBER \
+    (KILN_VERSION_MAJOR * 10000 + KILN_VERSION_MINOR * 100 + KILN_VERSION_PATCH)
+
+#if defined(KILN_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#elif defined(KILN_BUILDING_LIBRARY) && defined(_WIN32)
+#define KILN_API __declspec(dllexport)
+#else
+#define KILN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/** X(name, value, description): the single list behind kiln_status,
+ *  kiln_status_name() and kiln_status_description(). */
+#define KILN_STATUS_LIST(X)                                                              \
+    X(OK, 0, "success")                                                                  \
+    X(ERROR_INVALID_ARGUMENT, -1, "an argument or option is invalid")                    \
+    X(ERROR_SHAPE, -2, "tensor shapes do not fit together")                              \
+    X(ERROR_OUT_OF_MEMORY, -3, "host or device memory could not be allocated")           \
+    X(ERROR_NO_DEVICE, -4, "no OpenCL platform or device matches the request")           \
+    X(ERROR_DEVICE, -5, "an OpenCL or CLBlast call failed on a device")                  \
+    X(ERROR_BUILD, -6, "an OpenCL program failed to build")                              \
+    X(ERROR_IO, -7, "a file could not be opened, read or written")                       \
+    X(ERROR_FORMAT, -8, "a file is malformed: wrong magic, size or truncated")           \
+    X(ERROR_DATA, -9, "data is invalid: a label out of range, a size that disagrees")    \
+    X(ERROR_STATE, -10, "the call does not fit the object's state (e.g. fit before compile)") \
+    X(ERROR_UNSUPPORTED, -11, "not supported by this build, device or version")          \
+    X(ERROR_NUMERIC, -12, "a loss or gradient is not finite (NaN or Inf)")               \
+    X(ERROR_STOPPED, -13, "a callback asked training to stop")
+
+typedef enum kiln_status {
+#define KILN_STATUS_ENUM_(name, value, text) KILN_##name = value,
+    KILN_STATUS_LIST(KILN_STATUS_ENUM_)
+#undef KILN_STATUS_ENUM_
+    KILN_STATUS_LAST_ = -14
+} kiln_status;
+
+/** "KILN_ERROR_SHAPE" for KILN_ERROR_SHAPE; "KILN_UNKNOWN_STATUS" for others.
+ *  The string is static. */
+KILN_API const char *kiln_status_name(kiln_status status);
+
+/** One line saying what the status means. The string is static. */
+KILN_API const char *kiln_status_description(kiln_status status);
+
+/** "major.minor.patch" of the library actually linked. The string is static. */
+KILN_API const char *kiln_version(void);
+
+/** KILN_VERSION_NUMBER of the library actually linked. */
+KILN_API int kiln_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Context: devices, seed, allocator, log                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kiln_context kiln_context;
+
+typedef enum kiln_device_type {
+    KILN_DEVICE_DEFAULT = 0,  /**< every GPU if there is one, else every device */
+    KILN_DEVICE_ALL,          /**< every device of every platform */
+    KILN_DEVICE_CPU,
+    KILN_DEVICE_GPU,
+    KILN_DEVICE_ACCELERATOR
+} kiln_device_type;
+
+typedef enum kiln_log_level {
+    KILN_LOG_ERROR = 0,
+    KILN_LOG_WARNING,
+    KILN_LOG_INFO,
+    KILN_LOG_DEBUG
+} kiln_log_level;
+
+/** Receives log lines (without trailing newline). Called from kiln's threads;
+ *  it must be thread-safe. */
+typedef void (*kiln_log_fn)(void *user, kiln_log_level level, const char *message);
+
+/** One function does all host allocation, as Lua's lua_Alloc does:
+ *  realloc(user, NULL, n) allocates, realloc(user, p, n) resizes,
+ *  realloc(user, p, 0) frees and returns NULL. It must be thread-safe. */
+typedef void *(*kiln_realloc_fn)(void *user, void *ptr, size_t size);
+
+typedef struct kiln_context_options {
+    size_t struct_size;
+    /** Which devices to use; overridden by the KILN_DEVICES variable. */
+    kiln_device_type device_type;
+    /** If n_device_indices > 0, use exactly these devices, by their index in
+     *  the list of all devices of all platforms (as `KILN_DEVICES=0,2` would);
+     *  device_type is then ignored. The array is read during the call only. */
+    int32_t n_device_indices;
+    const int32_t *device_indices;
+    /** Seed of every random choice (weights, shuffling). 0: the default seed
+     *  (a fixed constant, so runs are reproducible unless asked otherwise). */
+    uint64_t seed;
+    /** Folder for the OpenCL program binary cache. NULL: $KILN_CACHE_DIR,
+     *  else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln. */
+    const char *cache_dir;
+    /** Nonzero: never read or write the program binary cache. */
+    int32_t disable_cache;
+    /** Host allocator; NULL: the C library's. */
+    kiln_realloc_fn realloc_fn;
+    void *realloc_user;
+    /** Log sink; NULL: warnings and errors go to stderr. */
+    kiln_log_fn log_fn;
+    void *log_user;
+    /** Most verbose level passed to log_fn (default KILN_LOG_ERROR = 0 keeps
+     *  errors only; set KILN_LOG_WARNING or above for more). */
+    kiln_log_level log_level;
+    /** Where a failed kiln_context_create() writes its message (there is no
+     *  context yet to hold it); may be NULL. Written only during the call. */
+    char *error_buffer;
+    size_t error_buffer_size;
+} kiln_context_options;
+
+/**
+ * Discovers OpenCL platforms and devices and opens the selected ones.
+ *
+ * The environment variable KILN_DEVICES overrides the options: "all", "cpu",
+ * "gpu", "accelerator", or a comma-separated list of indices ("0,1").
+ *
+ * Returns KILN_ERROR_NO_DEVICE when there is no OpenCL platform at all or no
+ * device matches, KILN_ERROR_INVALID_ARGUMENT for an index that does not
+ * exist or a malformed KILN_DEVICES, KILN_ERROR_DEVICE when a device cannot
+ * be opened, KILN_ERROR_OUT_OF_MEMORY. On failure *out is NULL and the
+ * message goes to options->error_buffer (when given) and to stderr.
+ * The caller owns *out and releases it with kiln_context_destroy().
+ */
+KILN_API kiln_status kiln_context_create(const kiln_context_options *options,
+                                         kiln_context **out);
+
+/** Releases the context and every device resource it holds. Models and
+ *  datasets made from it must be destroyed first. Accepts NULL. */
+KILN_API void kiln_context_destroy(kiln_context *ctx);
+
+/** Message of the last error on this context (empty if none). Owned by the
+ *  context; valid until its next failing call. Thread-safe to call. */
+KILN_API const char *kiln_context_last_error(const kiln_context *ctx);
+
+/** Number of devices the context uses. */
+KILN_API kiln_status kiln_context_device_count(const kiln_context *ctx, int32_t *count);
+
+typedef struct kiln_device_info {
+    size_t struct_size;
+    int32_t index;               /**< index among all devices (as in KILN_DEVICES) */
+    kiln_device_type type;       /**< CPU, GPU or ACCELERATOR */
+    char name[256];
+    char vendor[128];
+    char platform[128];
+    char driver_version[64];
+    uint64_t global_memory_bytes;
+    uint32_t compute_units;
+    uint32_t max_clock_mhz;
+} kiln_device_info;
+
+/** Describes device i (0 <= i < device count) of the context.
+ *  KILN_ERROR_INVALID_ARGUMENT if i is out of range. */
+KILN_API kiln_status kiln_context_device_info(const kiln_context *ctx, int32_t i,
+                                              kiln_device_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Model building: one builder for Sequential and functional models        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kiln_model kiln_model;
+
+/** A node is the output of one layer. Node ids are small non-negative
+ *  integers in the order layers were added. */
+typedef int32_t kiln_node;
+/** Returned by a builder call that failed (the error is kept on the model
+ *  and reported by kiln_model_compile). Passing it on is allowed. */
+#define KILN_NODE_INVALID ((kiln_node)-1)
+/** As an input: the node added just before (Keras Sequential style). */
+#define KILN_NODE_PREVIOUS ((kiln_node)-2)
+
+/** The largest rank of a sample (the batch dimension not counted). */
+#define KILN_MAX_RANK 4
+
+typedef enum kiln_activation {
+    KILN_ACTIVATION_LINEAR = 0,
+    KILN_ACTIVATION_RELU,
+    KILN_ACTIVATION_SIGMOID,
+    KILN_ACTIVATION_TANH,
+    KILN_ACTIVATION_SOFTMAX   /**< over the last dimension */
+} kiln_activation;
+
+typedef enum kiln_padding {
+    KILN_PADDING_VALID = 0,
+    KILN_PADDING_SAME
+} kiln_padding;
+
+/** Creates an empty model on a context. The caller owns *out. */
+KILN_API kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out);
+
+/** Releases the model and its device memory. Accepts NULL. */
+KILN_API void kiln_model_destroy(kiln_model *model);
+
+/**
+ * Builder calls. Each adds one layer fed by earlier node(s) and returns its
+ * output node, or KILN_NODE_INVALID after recording the error on the model
+ * (the first error is kept; kiln_model_compile returns it). Shapes are
+ * inferred as layers are added; data layout is channels-last (NHWC).
+ * `name` may be NULL (then "conv2d", "conv2d_1", ... as Keras names them);
+ * it is copied.
+ */
+
+/** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
+ *  e.g. {28, 28, 1}. A model has exactly one Input for now. */
+KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
+                              const char *name);
+
+typedef struct kiln_dense_options {
+    size_t struct_size;
+    const char *name;
+    int32_t units;               /**< required, > 0 */
+    kiln_activation activation;  /**< default linear */
+    int32_t no_bias;             /**< nonzero: no bias vector */
+} kiln_dense_options;
+
+/** Dense (fully connected) on the last dimension; kernel (in, units). */
+KILN_API kiln_node kiln_dense(kiln_model *model, kiln_node input,
+                              const kiln_dense_options *options);
+
+typedef struct kiln_conv2d_options {
+    size_t struct_size;
+    const char *name;
+    int32_t filters;             /**< required, > 0 */
+    int32_t kernel_size[2];      /**< (height, width), required, > 0 */
+    int32_t strides[2];          /**< default (1, 1) */
+    kiln_padding padding;        /**< default valid */
+    kiln_activation activation;  /**< default linear */
+    int32_t no_bias;
+} kiln_conv2d_options;
+
+/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters). */
+KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
+                               const kiln_conv2d_options *options);
+
+typedef struct kiln_pool2d_options {
+    size_t struct_size;
+    const char *name;
+    int32_t pool_size[2];        /**< default (2, 2) */
+    int32_t strides[2];          /**< default: pool_size */
+    kiln_padding padding;        /**< default valid */
+} kiln_pool2d_options;
+
+/** Max pooling over (H, W) of an (H, W, C) input. */
+KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
+                                      const kiln_pool2d_options *options);
+
+/** Flattens a sample to one dimension (row-major, channels last). */
+KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
+
+/** Applies an activation as a layer of its own. */
+KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
+                                         kiln_activation activation, const char *name);
+
+/** Makes `node` the model's output (default: the last node added). */
+KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
+
+/* ------------------------------------------------------------------------ */
+/* Compile                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum kiln_loss {
+    KILN_LOSS_NONE = 0,                         /**< invalid: compile needs a loss */
+    KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,  /**< integer class labels */
+    KILN_LOSS_CATEGORICAL_CROSSENTROPY,         /**< one-hot / probability labels */
+    KILN_LOSS_BINARY_CROSSENTROPY,              /**< labels in [0, 1] per output */
+    KILN_LOSS_MEAN_SQUARED_ERROR
+} kiln_loss;
+
+typedef enum kiln_optimizer_kind {
+    KILN_OPTIMIZER_ADAM = 0,
+    KILN_OPTIMIZER_SGD
+} kiln_optimizer_kind;
+
+/** Zero fields take Keras's defaults: Adam(learning_rate 1e-3, beta_1 0.9,
+ *  beta_2 0.999, epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0). */
+typedef struct kiln_optimizer_options {
+    size_t struct_size;
+    kiln_optimizer_kind kind;
+    float learning_rate;
+    float momentum;              /**< SGD only, in [0, 1) */
+    int32_t nesterov;            /**< SGD only, needs momentum > 0 */
+    float beta_1, beta_2, epsilon;  /**< Adam only */
+} kiln_optimizer_options;
+
+typedef enum kiln_strategy {
+    KILN_STRATEGY_AUTO = 0,       /**< one_device for one device, mirrored for more */
+    KILN_STRATEGY_ONE_DEVICE,     /**< train on the context's first device */
+    KILN_STRATEGY_MIRRORED,       /**< synchronous replicas, one per device */
+    KILN_STRATEGY_CENTRAL_STORAGE /**< parameters on the host, replicas compute */
+} kiln_strategy;
+
+typedef struct kiln_compile_options {
+    size_t struct_size;
+    kiln_loss loss;                    /**< required */
+    kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
+    /** How training is spread over the context's devices; the
+     *  KILN_STRATEGY environment variable ("one_device", "mirrored",
+     *  "central_storage") overrides it. */
+    kiln_strategy strategy;
+    /** Nonzero: do not compute accuracy (it is computed by default for the
+     *  cross-entropy losses). */
+    int32_t no_accuracy;
+} kiln_compile_options;
+
+/**
+ * Checks the graph, lays out parameters, initialises them (Glorot uniform
+ * kernels, zero biases, from the context's seed) and readies the devices.
+ * Returns the first error recorded while building (KILN_ERROR_SHAPE naming
+ * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
+ * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
+ * KILN_ERROR_SHAPE when the loss does not fit the output,
+ * KILN_ERROR_UNSUPPORTED for a strategy this version does not implement,
+ * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
+ * A model is compiled once; KILN_ERROR_STATE if called again.
+ */
+KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_options *options);
+
+/** Number of float32 parameters (weights and biases) of a compiled model. */
+KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
+
+/** Copies all parameters, in layer order (kernel before bias), to `weights`
+ *  (capacity `count` floats; KILN_ERROR_INVALID_ARGUMENT if too small). */
+KILN_API kiln_status kiln_model_get_weights(kiln_model *model, float *weights, int64_t count);
+
+/** Replaces all parameters (same order as get). Optimizer state is kept. */
+KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weights,
+                                            int64_t count);
+
+/** Number of floats one sample's output has (e.g. 10 for a 10-way softmax). */
+KILN_API kiln_status kiln_model_output_size(const kiln_model *model, int64_t *size);
+
+/* ------------------------------------------------------------------------ */
+/* Datasets                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kiln_dataset kiln_dataset;
+
+typedef enum kiln_label_kind {
+    KILN_LABELS_SPARSE = 0,  /**< one int32 class id per sample */
+    KILN_LABELS_DENSE        /**< label_size floats per sample (one-hot, targets) */
+} kiln_label_kind;
+
+typedef struct kiln_arrays_desc {
+    size_t struct_size;
+    int64_t count;                 /**< number of samples, > 0 */
+    int32_t feature_rank;          /**< 1..KILN_MAX_RANK */
+    int32_t feature_dims[KILN_MAX_RANK];
+    const float *features;         /**< count * prod(feature_dims) floats */
+    kiln_label_kind label_kind;
+    const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count ids */
+    int32_t label_size;            /**< KILN_LABELS_DENSE: floats per sample */
+    const float *dense_labels;     /**< KILN_LABELS_DENSE: count * label_size */
+    /** Sparse labels must be in [0, num_classes); 0: not checked here (the
+     *  model's output size is checked against every label at fit). */
+    int32_t num_classes;
+} kiln_arrays_desc;
+
+/** Makes a dataset from host arrays, which are copied (the caller keeps
+ *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes,
+ *  KILN_ERROR_DATA for a label out of range. */
+KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
+                                              kiln_dataset **out);
+
+typedef struct kiln_idx_options {
+    size_t struct_size;
+    /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1]. */
+    float scale;
+    /** Reads at most this many samples (0: all). */
+    int64_t limit;
+} kiln_idx_options;
+
+/**
+ * Reads an IDX image file and its IDX label file, as MNIST and
+ * Fashion-MNIST ship them: plain, or gzip-compressed (".gz", needs a build
+ * with zlib). Images become (rows, cols, 1) floats, labels sparse int32.
+ * KILN_ERROR_IO if a file cannot be opened or read, KILN_ERROR_FORMAT for a
+ * wrong magic number, a truncated file or sizes that disagree,
+ * KILN_ERROR_UNSUPPORTED for a .gz file in a build without zlib.
+ */
+KILN_API kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
+                                           const char *labels_path,
+                                           const kiln_idx_options *options,
+                                           kiln_dataset **out);
+
+/** Number of samples. */
+KILN_API kiln_status kiln_dataset_count(const kiln_dataset *dataset, int64_t *count);
+
+/** A new dataset holding samples [start, start + count) of `dataset` (a
+ *  copy). KILN_ERROR_INVALID_ARGUMENT if the range is out of bounds. */
+KILN_API kiln_status kiln_dataset_subset(const kiln_dataset *dataset, int64_t start,
+                                         int64_t count, kiln_dataset **out);
+
+/** Accepts NULL. */
+KILN_API void kiln_dataset_destroy(kiln_dataset *dataset);
+
+/* ------------------------------------------------------------------------ */
+/* Training, evaluation, prediction                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum kiln_verbosity {
+    KILN_VERBOSE_AUTO = 0,   /**< a live bar on a terminal, one line per epoch otherwise */
+    KILN_VERBOSE_SILENT,
+    KILN_VERBOSE_BAR,        /**< the live bar even when stderr is not a terminal */
+    KILN_VERBOSE_EPOCH       /**< one line per epoch */
+} kiln_verbosity;
+
+typedef enum kiln_event {
+    KILN_EVENT_BATCH_END = 0,
+    KILN_EVENT_EPOCH_END
+} kiln_event;
+
+/** What a callback sees. Loss and accuracy are running means over the epoch
+ *  so far (as Keras reports them); accuracy is negative when not computed;
+ *  val_* are set at KILN_EVENT_EPOCH_END when validation data was given. */
+typedef struct kiln_progress {
+    size_t struct_size;
+    kiln_event event;
+    int32_t epoch, epochs;       /**< epoch counts from 0 */
+    int64_t step, steps;         /**< step within the epoch, counts from 1 */
+    double loss, accuracy;
+    int32_t has_validation;
+    double val_loss, val_accuracy;
+    double seconds;              /**< since the epoch started */
+} kiln_progress;
+
+/** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED). */
+typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
+
+typedef struct kiln_fit_options {
+    size_t struct_size;
+    /** Number of epochs, >= 1. Must be set (0 is an error, as are negative
+     *  values); kiln_fit_options_init() sets Keras's default 1. */
+    int32_t epochs;
+    /** Samples per step, >= 1; kiln_fit_options_init() sets 32. The last
+     *  batch of an epoch holds what is left. */
+    int32_t batch_size;
+    int32_t no_shuffle;          /**< nonzero: keep dataset order */
+    uint64_t shuffle_seed;       /**< 0: derived from the context's seed */
+    const kiln_dataset *validation;  /**< evaluated after each epoch; may be NULL */
+    kiln_verbosity verbosity;
+    kiln_callback_fn callback;   /**< called on the fitting thread */
+    void *callback_user;
+} kiln_fit_options;
+
+/** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
+ *  verbosity). */
+KILN_API void kiln_fit_options_init(kiln_fit_options *options);
+
+/**
+ * Trains a compiled model. Each epoch shuffles (seeded) and visits every
+ * sample once. Per-epoch metrics go to the history.
+ * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
+ * or batch size < 1; KILN_ERROR_SHAPE if the dataset's features or labels do
+ * not fit the model; KILN_ERROR_DATA for a label out of range;
+ * KILN_ERROR_NUMERIC when the loss becomes NaN or Inf (naming the step);
+ * KILN_ERROR_STOPPED if the callback stopped it; device errors.
+ */
+KILN_API kiln_status kiln_model_fit(kiln_model *model, const kiln_dataset *train,
+                                    const kiln_fit_options *options);
+
+typedef struct kiln_metrics {
+    size_t struct_size;
+    double loss;
+    double accuracy;   /**< negative when not computed */
+    int64_t samples;
+} kiln_metrics;
+
+/** Mean loss and accuracy over a dataset, in inference mode, in batches of
+ *  `batch_size` (0: 32). */
+KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *data,
+                                         int32_t batch_size, kiln_metrics *out);
+
+/** Runs the model on `count` samples of host features (count * input size
+ *  floats) and writes count * output size floats to `outputs`. */
+KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
+                                        float *outputs, int32_t batch_size);
+
+typedef struct kiln_epoch_record {
+    size_t struct_size;
+    double loss, accuracy;
+    int32_t has_validation;
+    double val_loss, val_accuracy;
+    double seconds;
+    int64_t samples;
+} kiln_epoch_record;
+
+/** Number of epochs in the history (every fit appends its epochs). */
+KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t *length);
+
+/** Metrics of history epoch i (0 <= i < length). */
+KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i,
+                                              kiln_epoch_record *record);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_H */

@@ -1,0 +1,85 @@
+/* Kernels several layers share (activation, bias gradient, copies). */
+#include "layers/layer.h"
+
+kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
+                                    const kiln_buffer *x, kiln_buffer *y, size_t rows,
+                                    size_t cols)
+{
+    if (act == KILN_ACTIVATION_SOFTMAX) {
+        kiln_arg a[] = {kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
+                        kiln_arg_int((int64_t)cols)};
+        return kiln_run1(dev, "activation", "kiln_softmax_forward", rows, a, 4);
+    }
+    kiln_arg a[] = {kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)(rows * cols)),
+                    kiln_arg_int(act)};
+    return kiln_run1(dev, "activation", "kiln_activation_forward", rows * cols, a, 4);
+}
+
+kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
+                                     const kiln_buffer *y, kiln_buffer *dy, size_t rows,
+                                     size_t cols)
+{
+    if (act == KILN_ACTIVATION_LINEAR)
+        return KILN_OK;
+    if (act == KILN_ACTIVATION_SOFTMAX) {
+        kiln_arg a[] = {kiln_arg_buffer(y), kiln_arg_buffer(dy), kiln_arg_int((int64_t)rows),
+                        kiln_arg_int((int64_t)cols)};
+        return kiln_run1(dev, "activation", "kiln_softmax_backward", rows, a, 4);
+    }
+    kiln_arg a[] = {kiln_arg_buffer(y), kiln_arg_buffer(dy), kiln_arg_int((int64_t)(rows * cols)),
+                    kiln_arg_int(act)};
+    return kiln_run1(dev, "activation", "kiln_activation_backward", rows * cols, a, 4);
+}
+
+kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,
+                            kiln_buffer *out, size_t offset, int accumulate)
+{
+    kiln_arg a[] = {kiln_arg_buffer(x), kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
+                    kiln_arg_buffer(out), kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate)};
+    /* One 64-wide work-group per column. */
+    return kiln_run1(dev, "elementwise", "kiln_column_sum", cols * 64, a, 6);
+}
+
+kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
+                             size_t n, int accumulate)
+{
+    if (!accumulate)
+        return kiln_buffer_copy(dev, dst, 0, src, 0, n * sizeof(float));
+    kiln_arg a[] = {kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
+                    kiln_arg_int(1)};
+    return kiln_run1(dev, "elementwise", "kiln_copy_or_add", n, a, 4);
+}
+
+int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
+                       int32_t *out, int32_t *pad_before)
+{
+    if (padding == KILN_PADDING_SAME) {
+        *out = (in + stride - 1) / stride;
+        int32_t total = (*out - 1) * stride + window - in;
+        *pad_before = total > 0 ? total / 2 : 0;
+        return 1;
+    }
+    *pad_before = 0;
+    if (in < window)
+        return 0;
+    *out = (in - window) / stride + 1;
+    return 1;
+}
+
+kiln_status kiln_identity_forward(const void *config, void *replica, const kiln_step *s)
+{
+    (void)config;
+    (void)replica;
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    return kiln_copy_or_add(s->dev, s->in[0], s->out, n, 0);
+}
+
+kiln_status kiln_identity_backward(const void *config, void *replica, const kiln_step *s)
+{
+    (void)config;
+    (void)replica;
+    if (!s->d_in[0])
+        return KILN_OK;
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    return kiln_copy_or_add(s->dev, s->d_out, s->d_in[0], n, s->d_in_accumulate[0]);
+}

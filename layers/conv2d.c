@@ -1,0 +1,183 @@
+/* Conv2D over NHWC as im2col + one GEMM per batch; kernel (kh, kw, C, F). */
+#include "layers/layer.h"
+#include "runtime/context.h"
+
+#include <stdio.h>
+
+typedef struct conv2d_config {
+    int32_t filters, kh, kw, sh, sw;
+    kiln_padding padding;
+    int32_t use_bias;
+    /* inferred */
+    int32_t h, w, c, oh, ow, pad_top, pad_left;
+} conv2d_config;
+
+typedef struct conv2d_replica {
+    kiln_buffer *col;   /* im2col matrix; reused for its gradient in backward */
+} conv2d_replica;
+
+static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
+{
+    conv2d_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    char s[64];
+    if (c->filters <= 0 || c->kh <= 0 || c->kw <= 0 || c->sh <= 0 || c->sw <= 0) {
+        snprintf(b->error, sizeof b->error, "filters (%d), kernel_size (%d, %d) and strides "
+                 "(%d, %d) must be > 0", (int)c->filters, (int)c->kh, (int)c->kw, (int)c->sh,
+                 (int)c->sw);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+        snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (in->rank != 3) {
+        snprintf(b->error, sizeof b->error, "expects a (height, width, channels) input, got %s",
+                 kiln_shape_str(in, s, sizeof s));
+        return KILN_ERROR_SHAPE;
+    }
+    c->h = in->dims[0];
+    c->w = in->dims[1];
+    c->c = in->dims[2];
+    if (!kiln_window_output(c->h, c->kh, c->sh, c->padding, &c->oh, &c->pad_top) ||
+        !kiln_window_output(c->w, c->kw, c->sw, c->padding, &c->ow, &c->pad_left)) {
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d) is larger than input %s with "
+                 "'valid' padding", (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s));
+        return KILN_ERROR_SHAPE;
+    }
+    b->out.rank = 3;
+    b->out.dims[0] = c->oh;
+    b->out.dims[1] = c->ow;
+    b->out.dims[2] = c->filters;
+    kiln_param_spec *k = &b->params[b->n_params++];
+    k->name = "kernel";
+    k->shape.rank = 4;
+    k->shape.dims[0] = c->kh;
+    k->shape.dims[1] = c->kw;
+    k->shape.dims[2] = c->c;
+    k->shape.dims[3] = c->filters;
+    k->init = KILN_INIT_GLOROT_UNIFORM;
+    k->fan_in = (int64_t)c->kh * c->kw * c->c;
+    k->fan_out = (int64_t)c->kh * c->kw * c->filters;
+    if (c->use_bias) {
+        kiln_param_spec *bias = &b->params[b->n_params++];
+        bias->name = "bias";
+        bias->shape.rank = 1;
+        bias->shape.dims[0] = c->filters;
+        bias->init = KILN_INIT_ZEROS;
+    }
+    return KILN_OK;
+}
+
+static size_t patch_size(const conv2d_config *c)
+{
+    return (size_t)c->kh * (size_t)c->kw * (size_t)c->c;
+}
+
+static size_t out_pixels(const conv2d_config *c, int32_t batch)
+{
+    return (size_t)batch * (size_t)c->oh * (size_t)c->ow;
+}
+
+static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device *dev,
+                                  const kiln_shape *in_shape, int32_t max_batch)
+{
+    const conv2d_config *c = config;
+    conv2d_replica *r = replica;
+    (void)in_shape;
+    return kiln_buffer_create(dev, out_pixels(c, max_batch) * patch_size(c) * sizeof(float),
+                              "a conv2d im2col buffer", &r->col);
+}
+
+static void conv2d_release(void *replica)
+{
+    conv2d_replica *r = replica;
+    kiln_buffer_destroy(r->col);
+    r->col = NULL;
+}
+
+/* The kernel arguments im2col and col2im share, after their two buffers. */
+static void geometry_args(const conv2d_config *c, size_t total, kiln_arg *a)
+{
+    a[0] = kiln_arg_int((int64_t)total);
+    a[1] = kiln_arg_int(c->h);
+    a[2] = kiln_arg_int(c->w);
+    a[3] = kiln_arg_int(c->c);
+    a[4] = kiln_arg_int(c->oh);
+    a[5] = kiln_arg_int(c->ow);
+    a[6] = kiln_arg_int(c->kh);
+    a[7] = kiln_arg_int(c->kw);
+    a[8] = kiln_arg_int(c->sh);
+    a[9] = kiln_arg_int(c->sw);
+    a[10] = kiln_arg_int(c->pad_top);
+    a[11] = kiln_arg_int(c->pad_left);
+}
+
+static kiln_status conv2d_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const conv2d_config *c = config;
+    conv2d_replica *r = replica;
+    const size_t m = out_pixels(c, s->batch), k = patch_size(c), f = (size_t)c->filters;
+    kiln_arg a[14];
+    a[0] = kiln_arg_buffer(s->in[0]);
+    a[1] = kiln_arg_buffer(r->col);
+    geometry_args(c, m * k, a + 2);
+    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m * k, a, 14);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->col, 0, k, s->params,
+                       s->param_offset[0], f, 0.0f, s->out, 0, f);
+    if (st != KILN_OK || !c->use_bias)
+        return st;
+    kiln_arg b[] = {kiln_arg_buffer(s->out), kiln_arg_int((int64_t)m), kiln_arg_int(c->filters),
+                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[1])};
+    return kiln_run1(s->dev, "elementwise", "kiln_bias_add", m * f, b, 5);
+}
+
+static kiln_status conv2d_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const conv2d_config *c = config;
+    conv2d_replica *r = replica;
+    const size_t m = out_pixels(c, s->batch), k = patch_size(c), f = (size_t)c->filters;
+    /* dW = col^T dy, while col still holds the forward patches. */
+    kiln_status st = kiln_gemm(s->dev, 1, 0, k, f, m, 1.0f, r->col, 0, k, s->d_out, 0, f, 0.0f,
+                               s->grads, s->param_offset[0], f);
+    if (st == KILN_OK && c->use_bias)
+        st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
+    if (st != KILN_OK || !s->d_in[0])
+        return st;
+    /* dcol = dy W^T overwrites col, then gathers back to the input. */
+    st = kiln_gemm(s->dev, 0, 1, m, k, f, 1.0f, s->d_out, 0, f, s->params, s->param_offset[0], f,
+                   0.0f, r->col, 0, k);
+    if (st != KILN_OK)
+        return st;
+    const size_t total = (size_t)s->batch * (size_t)c->h * (size_t)c->w * (size_t)c->c;
+    kiln_arg a[15];
+    a[0] = kiln_arg_buffer(r->col);
+    a[1] = kiln_arg_buffer(s->d_in[0]);
+    geometry_args(c, total, a + 2);
+    a[14] = kiln_arg_int(s->d_in_accumulate[0]);
+    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", total, a, 15);
+}
+
+static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
+{
+    const conv2d_config *c = config;
+    (void)in_shape;
+    return 2u * (uint64_t)out_pixels(c, 1) * patch_size(c) * (uint64_t)c->filters;
+}
+
+const kiln_layer_ops kiln_layer_conv2d = {
+    "conv2d", sizeof(conv2d_config), sizeof(conv2d_replica), 1, 1, conv2d_infer,
+    conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops,
+};
+
+kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
+{
+    kiln_conv2d_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    conv2d_config c = {o.filters, o.kernel_size[0], o.kernel_size[1],
+                       o.strides[0] ? o.strides[0] : 1, o.strides[1] ? o.strides[1] : 1,
+                       o.padding, !o.no_bias, 0, 0, 0, 0, 0, 0, 0};
+    return kiln_model_add_layer(model, &kiln_layer_conv2d, &c, &input, 1, o.name,
+                                o.activation);
+}

@@ -1,0 +1,96 @@
+/* Dense: y = x W + b on the last dimension; kernel (in, units). */
+#include "layers/layer.h"
+#include "runtime/context.h"
+
+#include <stdio.h>
+
+typedef struct dense_config {
+    int32_t units;
+    int32_t use_bias;
+    int32_t in;          /* inferred: last input dimension */
+    int64_t rows;        /* inferred: rows per sample (product of other dims) */
+} dense_config;
+
+static kiln_status dense_infer(void *config, kiln_layer_build *b)
+{
+    dense_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    if (c->units <= 0) {
+        snprintf(b->error, sizeof b->error, "units must be > 0, got %d", (int)c->units);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    c->in = in->dims[in->rank - 1];
+    c->rows = kiln_shape_size(in) / c->in;
+    b->out = *in;
+    b->out.dims[in->rank - 1] = c->units;
+    kiln_param_spec *k = &b->params[b->n_params++];
+    k->name = "kernel";
+    k->shape.rank = 2;
+    k->shape.dims[0] = c->in;
+    k->shape.dims[1] = c->units;
+    k->init = KILN_INIT_GLOROT_UNIFORM;
+    k->fan_in = c->in;
+    k->fan_out = c->units;
+    if (c->use_bias) {
+        kiln_param_spec *bias = &b->params[b->n_params++];
+        bias->name = "bias";
+        bias->shape.rank = 1;
+        bias->shape.dims[0] = c->units;
+        bias->init = KILN_INIT_ZEROS;
+    }
+    return KILN_OK;
+}
+
+static kiln_status dense_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const dense_config *c = config;
+    (void)replica;
+    const size_t m = (size_t)s->batch * (size_t)c->rows;
+    kiln_status st = kiln_gemm(s->dev, 0, 0, m, (size_t)c->units, (size_t)c->in, 1.0f, s->in[0],
+                               0, (size_t)c->in, s->params, s->param_offset[0],
+                               (size_t)c->units, 0.0f, s->out, 0, (size_t)c->units);
+    if (st != KILN_OK || !c->use_bias)
+        return st;
+    kiln_arg a[] = {kiln_arg_buffer(s->out), kiln_arg_int((int64_t)m), kiln_arg_int(c->units),
+                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[1])};
+    return kiln_run1(s->dev, "elementwise", "kiln_bias_add", m * (size_t)c->units, a, 5);
+}
+
+static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const dense_config *c = config;
+    (void)replica;
+    const size_t m = (size_t)s->batch * (size_t)c->rows;
+    const size_t in = (size_t)c->in, units = (size_t)c->units;
+    /* dW = x^T dy */
+    kiln_status st = kiln_gemm(s->dev, 1, 0, in, units, m, 1.0f, s->in[0], 0, in, s->d_out, 0,
+                               units, 0.0f, s->grads, s->param_offset[0], units);
+    if (st == KILN_OK && c->use_bias)
+        st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
+    /* dx = dy W^T */
+    if (st == KILN_OK && s->d_in[0])
+        st = kiln_gemm(s->dev, 0, 1, m, in, units, 1.0f, s->d_out, 0, units, s->params,
+                       s->param_offset[0], units, s->d_in_accumulate[0] ? 1.0f : 0.0f,
+                       s->d_in[0], 0, in);
+    return st;
+}
+
+static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
+{
+    const dense_config *c = config;
+    (void)in_shape;
+    return 2u * (uint64_t)c->rows * (uint64_t)c->in * (uint64_t)c->units;
+}
+
+const kiln_layer_ops kiln_layer_dense = {
+    "dense", sizeof(dense_config), 0, 1, 1, dense_infer, NULL, dense_forward, dense_backward,
+    NULL, dense_flops,
+};
+
+kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
+{
+    kiln_dense_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    dense_config c = {o.units, !o.no_bias, 0, 0};
+    return kiln_model_add_layer(model, &kiln_layer_dense, &c, &input, 1, o.name, o.activation);
+}

@@ -1,0 +1,34 @@
+/* Flatten: one dimension per sample; memory order is unchanged. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct flatten_config {
+    int32_t unused;
+} flatten_config;
+
+static kiln_status flatten_infer(void *config, kiln_layer_build *b)
+{
+    (void)config;
+    const int64_t size = kiln_shape_size(&b->in[0]);
+    if (size > INT32_MAX) {
+        snprintf(b->error, sizeof b->error, "%lld values per sample is too many",
+                 (long long)size);
+        return KILN_ERROR_SHAPE;
+    }
+    b->out.rank = 1;
+    b->out.dims[0] = (int32_t)size;
+    return KILN_OK;
+}
+
+const kiln_layer_ops kiln_layer_flatten = {
+    "flatten", sizeof(flatten_config), 0, 1, 1, flatten_infer, NULL, kiln_identity_forward,
+    kiln_identity_backward, NULL, NULL,
+};
+
+kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)
+{
+    flatten_config c = {0};
+    return kiln_model_add_layer(model, &kiln_layer_flatten, &c, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}

@@ -1,0 +1,122 @@
+/* Private: all the runtime knows about a layer kind. A layer file defines its
+ * configuration struct, its per-replica device state and one ops table. */
+#ifndef KILN_LAYERS_LAYER_H
+#define KILN_LAYERS_LAYER_H
+
+#include "kiln.h"
+#include "opencl/device.h"
+
+#define KILN_MAX_INPUTS 8
+#define KILN_MAX_PARAMS 4
+
+typedef struct kiln_shape {
+    int32_t rank;
+    int32_t dims[KILN_MAX_RANK];
+} kiln_shape;
+
+int64_t kiln_shape_size(const kiln_shape *shape);
+/* "(28, 28, 1)" into buf; returns buf. */
+const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size);
+
+typedef enum kiln_init { KILN_INIT_ZEROS, KILN_INIT_GLOROT_UNIFORM } kiln_init;
+
+typedef struct kiln_param_spec {
+    const char *name;     /* "kernel", "bias": a static string */
+    kiln_shape shape;
+    kiln_init init;
+    int64_t fan_in, fan_out;
+} kiln_param_spec;
+
+/* What infer receives and fills. On a shape error infer writes a message
+ * (without the layer's name; the caller adds it) and returns KILN_ERROR_SHAPE
+ * or KILN_ERROR_INVALID_ARGUMENT. */
+typedef struct kiln_layer_build {
+    const kiln_shape *in;
+    int n_in;
+    kiln_shape out;
+    kiln_param_spec params[KILN_MAX_PARAMS];
+    int n_params;
+    char error[256];
+} kiln_layer_build;
+
+/* One forward or backward call on one replica. Offsets count floats. */
+typedef struct kiln_step {
+    kiln_device *dev;
+    int32_t batch;
+    int training;
+    const kiln_shape *in_shape;     /* n_in shapes, batch not counted */
+    const kiln_shape *out_shape;
+    kiln_buffer *const *in;         /* n_in activations, batch x size */
+    kiln_buffer *out;
+    kiln_buffer *params;            /* the replica's flat parameter buffer */
+    kiln_buffer *grads;             /* its flat gradient buffer, same layout */
+    const size_t *param_offset;     /* per parameter of this layer */
+    /* Backward: the gradient arriving at `out`, and where the input
+     * gradients go. d_in[i] is NULL when input i needs none; when
+     * d_in_accumulate[i] is set the layer adds to it instead of writing. */
+    kiln_buffer *d_out;
+    kiln_buffer *const *d_in;
+    const int *d_in_accumulate;
+} kiln_step;
+
+typedef struct kiln_layer_ops {
+    const char *kind;
+    size_t config_size;    /* the layer's options and inferred shapes */
+    size_t replica_size;   /* per-replica device state (0: none) */
+    int min_inputs, max_inputs;
+    kiln_status (*infer)(void *config, kiln_layer_build *build);
+    /* Allocates per-replica buffers for batches up to max_batch; called
+     * again with a larger max_batch after release. May be NULL. */
+    kiln_status (*prepare)(const void *config, void *replica, kiln_device *dev,
+                           const kiln_shape *in_shape, int32_t max_batch);
+    kiln_status (*forward)(const void *config, void *replica, const kiln_step *step);
+    /* Writes parameter gradients (overwriting) and requested input gradients. */
+    kiln_status (*backward)(const void *config, void *replica, const kiln_step *step);
+    void (*release)(void *replica);  /* may be NULL */
+    uint64_t (*flops)(const void *config, const kiln_shape *in_shape);  /* per sample */
+} kiln_layer_ops;
+
+/* Adds a layer node to a model (runtime/graph.c). `config` (ops->config_size
+ * bytes) is copied. Records the first error on the model. */
+kiln_node kiln_model_add_layer(kiln_model *model, const kiln_layer_ops *ops,
+                               const void *config, const kiln_node *inputs, int n_inputs,
+                               const char *name, kiln_activation activation);
+
+/* Applies an activation to rows x cols values (softmax over each row).
+ * Backward turns dy (in place) into the gradient before the activation,
+ * given the activation's output y. */
+kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
+                                    const kiln_buffer *x, kiln_buffer *y, size_t rows,
+                                    size_t cols);
+kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
+                                     const kiln_buffer *y, kiln_buffer *dy, size_t rows,
+                                     size_t cols);
+
+/* Column sums of a rows x cols matrix into out[offset..offset+cols), added to
+ * out when accumulate is set: the bias gradient. */
+kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,
+                            kiln_buffer *out, size_t offset, int accumulate);
+
+/* Keras's window arithmetic along one axis: output length and the padding
+ * before the first element ('same' puts the odd pixel after). Returns 0 if
+ * the window does not fit ('valid' with in < window). */
+int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
+                       int32_t *out, int32_t *pad_before);
+
+/* Forward and backward of layers that leave the data as it is (Flatten,
+ * Activation): copies of batch x output-size floats. */
+kiln_status kiln_identity_forward(const void *config, void *replica, const kiln_step *step);
+kiln_status kiln_identity_backward(const void *config, void *replica, const kiln_step *step);
+
+/* dst = src (accumulate 0) or dst += src, n floats. */
+kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
+                             size_t n, int accumulate);
+
+extern const kiln_layer_ops kiln_layer_input;
+extern const kiln_layer_ops kiln_layer_dense;
+extern const kiln_layer_ops kiln_layer_conv2d;
+extern const kiln_layer_ops kiln_layer_max_pooling2d;
+extern const kiln_layer_ops kiln_layer_flatten;
+extern const kiln_layer_ops kiln_layer_activation;
+
+#endif

@@ -1,0 +1,214 @@
+#include "opencl/cl_internal.h"
+
+#include <string.h>
+
+#define KILN_WORK_GROUP 64
+
+kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
+                               kiln_buffer **out)
+{
+    *out = NULL;
+    kiln_buffer *buf = kiln_calloc(dev->ctx, 1, sizeof *buf);
+    if (!buf)
+        return kiln_error_oom(dev->ctx, what, sizeof *buf);
+    cl_int err;
+    buf->dev = dev;
+    buf->bytes = bytes;
+    buf->mem = clCreateBuffer(dev->cl, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        kiln_free(dev->ctx, buf);
+        return kiln_error(dev->ctx, KILN_ERROR_OUT_OF_MEMORY,
+                          "cannot allocate %zu bytes of device memory for %s on %s: %s",
+                          bytes, what, dev->label, kiln_cl_error_name(err));
+    }
+    *out = buf;
+    return KILN_OK;
+}
+
+void kiln_buffer_destroy(kiln_buffer *buf)
+{
+    if (!buf)
+        return;
+    clReleaseMemObject(buf->mem);
+    kiln_free(buf->dev->ctx, buf);
+}
+
+size_t kiln_buffer_bytes(const kiln_buffer *buf)
+{
+    return buf->bytes;
+}
+
+static kiln_status check_range(kiln_device *dev, const kiln_buffer *buf, size_t offset,
+                               size_t bytes, const char *op)
+{
+    if (offset > buf->bytes || bytes > buf->bytes - offset)
+        return kiln_error(dev->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s of %zu bytes at offset %zu overruns a %zu-byte buffer on %s", op,
+                          bytes, offset, buf->bytes, dev->label);
+    return KILN_OK;
+}
+
+kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,
+                              const void *src, size_t bytes, int blocking)
+{
+    kiln_status st = check_range(dev, dst, offset, bytes, "write");
+    if (st != KILN_OK || bytes == 0)
+        return st;
+    KILN_CL_CHECK(dev, clEnqueueWriteBuffer(dev->queue, dst->mem, blocking ? CL_TRUE : CL_FALSE,
+                                            offset, bytes, src, 0, NULL, NULL));
+    return KILN_OK;
+}
+
+kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t offset,
+                             void *dst, size_t bytes)
+{
+    kiln_status st = check_range(dev, src, offset, bytes, "read");
+    if (st != KILN_OK || bytes == 0)
+        return st;
+    KILN_CL_CHECK(dev, clEnqueueReadBuffer(dev->queue, src->mem, CL_TRUE, offset, bytes, dst, 0,
+                                           NULL, NULL));
+    return KILN_OK;
+}
+
+kiln_status kiln_buffer_copy(kiln_device *dev, kiln_buffer *dst, size_t dst_offset,
+                             const kiln_buffer *src, size_t src_offset, size_t bytes)
+{
+    kiln_status st = check_range(dev, dst, dst_offset, bytes, "copy");
+    if (st == KILN_OK)
+        st = check_range(dev, src, src_offset, bytes, "copy");
+    if (st != KILN_OK || bytes == 0)
+        return st;
+    KILN_CL_CHECK(dev, clEnqueueCopyBuffer(dev->queue, src->mem, dst->mem, src_offset,
+                                           dst_offset, bytes, 0, NULL, NULL));
+    return KILN_OK;
+}
+
+kiln_status kiln_buffer_zero(kiln_device *dev, kiln_buffer *buf, size_t offset, size_t bytes)
+{
+    kiln_status st = check_range(dev, buf, offset, bytes, "fill");
+    if (st != KILN_OK || bytes == 0)
+        return st;
+    const float zero = 0.0f;
+    KILN_CL_CHECK(dev, clEnqueueFillBuffer(dev->queue, buf->mem, &zero, sizeof zero, offset,
+                                           bytes, 0, NULL, NULL));
+    return KILN_OK;
+}
+
+kiln_status kiln_device_finish(kiln_device *dev)
+{
+    KILN_CL_CHECK(dev, clFinish(dev->queue));
+    return KILN_OK;
+}
+
+kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
+                            kiln_kernel **out)
+{
+    for (int i = 0; i < dev->n_kernels; i++) {
+        if (strcmp(dev->kernels[i].name, name) == 0) {
+            *out = &dev->kernels[i];
+            return KILN_OK;
+        }
+    }
+    *out = NULL;
+    if (dev->n_kernels == KILN_MAX_KERNELS || strlen(name) >= sizeof dev->kernels[0].name)
+        return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED, "kernel table full or name too "
+                          "long at %s", name);
+    cl_program program;
+    kiln_status st = kiln_program_build(dev, file, &program);
+    if (st != KILN_OK)
+        return st;
+    cl_int err;
+    kiln_kernel *k = &dev->kernels[dev->n_kernels];
+    k->kernel = clCreateKernel(program, name, &err);
+    if (err != CL_SUCCESS)
+        return kiln_error(dev->ctx, KILN_ERROR_BUILD, "kernel %s not found in %s.cl on %s: %s",
+                          name, file, dev->label, kiln_cl_error_name(err));
+    k->file = file;
+    strcpy(k->name, name);
+    dev->n_kernels++;
+    *out = k;
+    return KILN_OK;
+}
+
+kiln_arg kiln_arg_buffer(const kiln_buffer *b)
+{
+    kiln_arg a;
+    memset(&a, 0, sizeof a);
+    a.kind = KILN_ARG_BUFFER;
+    a.buffer = b;
+    return a;
+}
+
+kiln_arg kiln_arg_int(int64_t i)
+{
+    kiln_arg a;
+    memset(&a, 0, sizeof a);
+    a.kind = KILN_ARG_INT;
+    /* Values past int32 are clamped to a marker that kiln_kernel_run rejects. */
+    a.i = (i > INT32_MAX || i < INT32_MIN) ? INT32_MIN : (int32_t)i;
+    a.f = (i > INT32_MAX || i < INT32_MIN) ? 1.0f : 0.0f;
+    return a;
+}
+
+kiln_arg kiln_arg_float(float f)
+{
+    kiln_arg a;
+    memset(&a, 0, sizeof a);
+    a.kind = KILN_ARG_FLOAT;
+    a.f = f;
+    return a;
+}
+
+kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
+                            const size_t *size, const kiln_arg *args, int n_args)
+{
+    for (int i = 0; i < n_args; i++) {
+        const kiln_arg *a = &args[i];
+        cl_int err = CL_SUCCESS;
+        switch (a->kind) {
+        case KILN_ARG_BUFFER:
+            err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_mem), &a->buffer->mem);
+            break;
+        case KILN_ARG_INT:
+            if (a->i == INT32_MIN && a->f != 0.0f)
+                return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED,
+                                  "%s: argument %d exceeds the 32-bit range kernels use",
+                                  kernel->name, i);
+            err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_int), &a->i);
+            break;
+        case KILN_ARG_FLOAT:
+            err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_float), &a->f);
+            break;
+        }
+        if (err != CL_SUCCESS)
+            return kiln_error(dev->ctx, KILN_ERROR_DEVICE, "clSetKernelArg(%s, %d) failed on "
+                              "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
+    }
+    size_t global[3], local[3];
+    size_t group = KILN_WORK_GROUP < dev->max_work_group ? KILN_WORK_GROUP : dev->max_work_group;
+    for (int d = 0; d < dims; d++) {
+        /* 1-D ranges get whole groups; higher dimensions put the group on the first. */
+        local[d] = d == 0 ? group : 1;
+        global[d] = (size[d] + local[d] - 1) / local[d] * local[d];
+        if (size[d] == 0)
+            return KILN_OK;
+    }
+    cl_int err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL, global,
+                                        local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return kiln_error(dev->ctx, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
+                                                               : KILN_ERROR_DEVICE,
+                          "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
+                          kiln_cl_error_name(err), err);
+    return KILN_OK;
+}
+
+kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
+                      const kiln_arg *args, int n_args)
+{
+    kiln_kernel *k;
+    kiln_status st = kiln_kernel_get(dev, file, name, &k);
+    if (st != KILN_OK)
+        return st;
+    return kiln_kernel_run(dev, k, 1, &n, args, n_args);
+}

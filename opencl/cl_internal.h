@@ -1,0 +1,77 @@
+/* Private to opencl/: the OpenCL-typed bodies of devices, buffers and
+ * kernels, and the one macro every OpenCL call goes through. */
+#ifndef KILN_OPENCL_CL_INTERNAL_H
+#define KILN_OPENCL_CL_INTERNAL_H
+
+#include "opencl/device.h"
+#include "runtime/context.h"
+
+#include <CL/cl.h>
+
+#define KILN_MAX_PROGRAMS 32
+#define KILN_MAX_KERNELS 128
+
+typedef struct kiln_program_slot {
+    const char *file;      /* embedded source name (static) */
+    cl_program program;
+} kiln_program_slot;
+
+struct kiln_kernel {
+    const char *file;
+    char name[64];
+    cl_kernel kernel;
+};
+
+struct kiln_device {
+    kiln_context *ctx;
+    int32_t index;                 /* among all devices of all platforms */
+    cl_platform_id platform;
+    cl_device_id id;
+    cl_context cl;
+    cl_command_queue queue;
+    char label[320];
+    kiln_device_info info;
+    size_t max_work_group;
+    kiln_program_slot programs[KILN_MAX_PROGRAMS];
+    int n_programs;
+    kiln_kernel kernels[KILN_MAX_KERNELS];
+    int n_kernels;
+};
+
+struct kiln_buffer {
+    kiln_device *dev;
+    cl_mem mem;
+    size_t bytes;
+};
+
+/* Names of OpenCL and CLBlast error codes ("CL_OUT_OF_RESOURCES"). */
+const char *kiln_cl_error_name(int code);
+
+/* Turns a failed OpenCL call into a status and a message naming the call,
+ * the device and the error. */
+kiln_status kiln_cl_fail(const kiln_device *dev, const char *call, int code);
+
+#define KILN_CL_CHECK(dev, call)                                      \
+    do {                                                              \
+        cl_int kiln_cl_err_ = (call);                                 \
+        if (kiln_cl_err_ != CL_SUCCESS)                               \
+            return kiln_cl_fail((dev), #call, kiln_cl_err_);          \
+    } while (0)
+
+/* Builds (or loads from the disk cache) the program for embedded file
+ * `file` on `dev`. */
+kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *out);
+
+/* Disk cache of program binaries (program_cache.c). Lookup returns 1 and a
+ * kiln_alloc'd binary when a valid entry exists for `key`. */
+typedef struct kiln_cache_key {
+    uint64_t hash[2];
+} kiln_cache_key;
+
+kiln_cache_key kiln_cache_key_of(const char *const *parts, const size_t *lengths, int n);
+int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char **binary,
+                    size_t *size);
+void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
+                      const unsigned char *binary, size_t size);
+
+#endif

@@ -1,0 +1,77 @@
+/* Private: devices, buffers and kernels as the rest of kiln sees them.
+ * No OpenCL type appears here: only the files in opencl/ include CL/cl.h. */
+#ifndef KILN_OPENCL_DEVICE_H
+#define KILN_OPENCL_DEVICE_H
+
+#include "kiln.h"
+
+typedef struct kiln_device kiln_device;
+typedef struct kiln_buffer kiln_buffer;
+typedef struct kiln_kernel kiln_kernel;
+
+/* Opens the devices that `options` (and KILN_DEVICES) select; fills
+ * ctx->devices / ctx->n_devices. */
+kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *options);
+void kiln_device_destroy(kiln_device *dev);
+
+void kiln_device_describe(const kiln_device *dev, kiln_device_info *info);
+/* "device 0 (pthread-skylake-avx512)": for messages. */
+const char *kiln_device_label(const kiln_device *dev);
+kiln_context *kiln_device_context(const kiln_device *dev);
+
+/* Device memory. `what` names the allocation in an out-of-memory message. */
+kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
+                               kiln_buffer **out);
+void kiln_buffer_destroy(kiln_buffer *buf);
+size_t kiln_buffer_bytes(const kiln_buffer *buf);
+
+/* Transfers on the device's in-order queue. A non-blocking write must keep
+ * `src` alive and unchanged until the next kiln_device_finish(). */
+kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,
+                              const void *src, size_t bytes, int blocking);
+kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t offset,
+                             void *dst, size_t bytes);
+kiln_status kiln_buffer_copy(kiln_device *dev, kiln_buffer *dst, size_t dst_offset,
+                             const kiln_buffer *src, size_t src_offset, size_t bytes);
+kiln_status kiln_buffer_zero(kiln_device *dev, kiln_buffer *buf, size_t offset, size_t bytes);
+
+/* Waits for everything enqueued on the device. */
+kiln_status kiln_device_finish(kiln_device *dev);
+
+/* A kernel of an embedded .cl file (opencl/kernels/<file>.cl), built on
+ * first use (binary cache on disk) and kept for the device's lifetime. */
+kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
+                            kiln_kernel **out);
+
+typedef enum kiln_arg_kind { KILN_ARG_BUFFER, KILN_ARG_INT, KILN_ARG_FLOAT } kiln_arg_kind;
+
+typedef struct kiln_arg {
+    kiln_arg_kind kind;
+    const kiln_buffer *buffer;
+    int32_t i;
+    float f;
+} kiln_arg;
+
+kiln_arg kiln_arg_buffer(const kiln_buffer *b);
+kiln_arg kiln_arg_int(int64_t i);  /* checked to fit int32 at launch */
+kiln_arg kiln_arg_float(float f);
+
+/* Enqueues `kernel` over a `dims`-dimensional range of exactly `size`
+ * work-items; the range is padded up to whole work-groups, so every kernel
+ * checks its bounds. */
+kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
+                            const size_t *size, const kiln_arg *args, int n_args);
+
+/* Shorthand for the common 1-D case. */
+kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
+                      const kiln_arg *args, int n_args);
+
+/* Row-major single-precision GEMM through CLBlast:
+ * C = alpha * op(A) * op(B) + beta * C, with op(A) m x k and op(B) k x n.
+ * Offsets and leading dimensions count floats. */
+kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
+                      size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
+                      size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
+                      float beta, kiln_buffer *c, size_t c_offset, size_t ldc);
+
+#endif

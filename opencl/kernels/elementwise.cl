@@ -1,0 +1,46 @@
+/* Small building blocks shared by several layers. */
+
+/* dst = src, or dst += src when accumulate is set. */
+__kernel void kiln_copy_or_add(__global const float *src, __global float *dst, int n,
+                               int accumulate)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    dst[i] = accumulate ? dst[i] + src[i] : src[i];
+}
+
+/* y[r, c] += bias[c] for a rows x cols matrix; bias lives in the flat
+ * parameter buffer at bias_offset. */
+__kernel void kiln_bias_add(__global float *y, int rows, int cols,
+                            __global const float *params, int bias_offset)
+{
+    const int i = get_global_id(0);
+    if (i >= rows * cols)
+        return;
+    y[i] += params[bias_offset + i % cols];
+}
+
+/* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].
+ * The tree reduction has a fixed order, so results are deterministic. */
+__kernel void kiln_column_sum(__global const float *x, int rows, int cols,
+                              __global float *out, int offset, int accumulate)
+{
+    __local float partial[64];
+    const int c = get_group_id(0);
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = lid; r < rows; r += group)
+            s += x[(size_t)r * cols + c];
+    partial[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = group / 2; step > 0; step /= 2) {
+        if (lid < step)
+            partial[lid] += partial[lid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && c < cols)
+        out[offset + c] = accumulate ? out[offset + c] + partial[0] : partial[0];
+}

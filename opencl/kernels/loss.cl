@@ -1,0 +1,206 @@
+/* Losses, one work-item per sample. Each writes the sample's loss and
+ * whether it was classified correctly (a fraction for binary outputs), and
+ * the gradient of the batch loss, scaled by `scale` (1 / global batch).
+ * The *_logits variants are fused with the output's activation: they read
+ * the pre-activation z and its activation y, and write the gradient with
+ * respect to z (softmax or sigmoid backward is then skipped). */
+
+#define KILN_PROB_EPSILON 1e-7f
+
+inline int kiln_argmax(__global const float *v, int n)
+{
+    int best = 0;
+    for (int j = 1; j < n; j++)
+        if (v[j] > v[best])
+            best = j;
+    return best;
+}
+
+inline float kiln_log_sum_exp(__global const float *z, int n)
+{
+    float m = z[0];
+    for (int j = 1; j < n; j++)
+        m = fmax(m, z[j]);
+    float s = 0.0f;
+    for (int j = 0; j < n; j++)
+        s += exp(z[j] - m);
+    return m + log(s);
+}
+
+__kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const float *y,
+                                         __global const int *labels, __global float *grad,
+                                         __global float *loss, __global float *correct,
+                                         int batch, int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    __global const float *zr = z + (size_t)r * cols;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    const int t = labels[r];
+    loss[r] = kiln_log_sum_exp(zr, cols) - zr[t];
+    correct[r] = kiln_argmax(zr, cols) == t ? 1.0f : 0.0f;
+    for (int j = 0; j < cols; j++)
+        gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
+}
+
+__kernel void kiln_loss_ce_logits(__global const float *z, __global const float *y,
+                                  __global const float *target, __global float *grad,
+                                  __global float *loss, __global float *correct, int batch,
+                                  int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    __global const float *zr = z + (size_t)r * cols;
+    __global const float *yr = y + (size_t)r * cols;
+    __global const float *tr = target + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    const float lse = kiln_log_sum_exp(zr, cols);
+    float l = 0.0f, tsum = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        l -= tr[j] * (zr[j] - lse);
+        tsum += tr[j];
+    }
+    loss[r] = l;
+    correct[r] = kiln_argmax(zr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
+    for (int j = 0; j < cols; j++)
+        gr[j] = (yr[j] * tsum - tr[j]) * scale;
+}
+
+/* On probabilities (an output without softmax), clipped as Keras clips. */
+__kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const float *y,
+                                        __global const int *labels, __global float *grad,
+                                        __global float *loss, __global float *correct,
+                                        int batch, int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    const int t = labels[r];
+    const float p = clamp(yr[t], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+    loss[r] = -log(p);
+    correct[r] = kiln_argmax(yr, cols) == t ? 1.0f : 0.0f;
+    for (int j = 0; j < cols; j++)
+        gr[j] = 0.0f;
+    if (p == yr[t])
+        gr[t] = -scale / p;
+    (void)z;
+}
+
+__kernel void kiln_loss_ce_probs(__global const float *z, __global const float *y,
+                                 __global const float *target, __global float *grad,
+                                 __global float *loss, __global float *correct, int batch,
+                                 int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global const float *tr = target + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    float l = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        const float p = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+        l -= tr[j] * log(p);
+        gr[j] = p == yr[j] ? -tr[j] / p * scale : 0.0f;
+    }
+    loss[r] = l;
+    correct[r] = kiln_argmax(yr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
+    (void)z;
+}
+
+/* Binary cross-entropy averaged over the outputs; fused with sigmoid. */
+__kernel void kiln_loss_bce_logits(__global const float *z, __global const float *y,
+                                   __global const float *target, __global float *grad,
+                                   __global float *loss, __global float *correct, int batch,
+                                   int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    float l = 0.0f, right = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        const size_t i = (size_t)r * cols + j;
+        const float zi = z[i], t = target[i];
+        l += fmax(zi, 0.0f) - zi * t + log1p(exp(-fabs(zi)));
+        right += (y[i] > 0.5f) == (t > 0.5f) ? 1.0f : 0.0f;
+        grad[i] = (y[i] - t) * scale / cols;
+    }
+    loss[r] = l / cols;
+    correct[r] = right / cols;
+}
+
+__kernel void kiln_loss_bce_probs(__global const float *z, __global const float *y,
+                                  __global const float *target, __global float *grad,
+                                  __global float *loss, __global float *correct, int batch,
+                                  int cols, float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    float l = 0.0f, right = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        const size_t i = (size_t)r * cols + j;
+        const float t = target[i];
+        const float p = clamp(y[i], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+        l -= t * log(p) + (1.0f - t) * log(1.0f - p);
+        right += (y[i] > 0.5f) == (t > 0.5f) ? 1.0f : 0.0f;
+        grad[i] = p == y[i] ? (-t / p + (1.0f - t) / (1.0f - p)) * scale / cols : 0.0f;
+    }
+    loss[r] = l / cols;
+    correct[r] = right / cols;
+    (void)z;
+}
+
+__kernel void kiln_loss_mse(__global const float *z, __global const float *y,
+                            __global const float *target, __global float *grad,
+                            __global float *loss, __global float *correct, int batch, int cols,
+                            float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    float l = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        const size_t i = (size_t)r * cols + j;
+        const float d = y[i] - target[i];
+        l += d * d;
+        grad[i] = 2.0f * d * scale / cols;
+    }
+    loss[r] = l / cols;
+    correct[r] = 0.0f;
+    (void)z;
+}
+
+/* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order. One
+ * work-group of up to 64 items. */
+__kernel void kiln_loss_sum(__global const float *loss, __global const float *correct, int n,
+                            __global float *sums)
+{
+    __local float pl[64], pc[64];
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    float sl = 0.0f, sc = 0.0f;
+    for (int i = lid; i < n; i += group) {
+        sl += loss[i];
+        sc += correct[i];
+    }
+    pl[lid] = sl;
+    pc[lid] = sc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = group / 2; step > 0; step /= 2) {
+        if (lid < step) {
+            pl[lid] += pl[lid + step];
+            pc[lid] += pc[lid + step];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        sums[0] = pl[0];
+        sums[1] = pc[0];
+    }
+}

@@ -1,0 +1,34 @@
+/* Optimizer updates over the flat parameter buffer: one work-item per
+ * parameter, so they never need to know what a layer is. */
+
+/* Keras SGD: v = momentum * v - lr * g; p += v (Nesterov: p += momentum * v - lr * g). */
+__kernel void kiln_sgd(__global float *p, __global const float *g, __global float *v, int n,
+                       float lr, float momentum, int nesterov)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    if (momentum == 0.0f) {
+        p[i] -= lr * g[i];
+        return;
+    }
+    const float vi = momentum * v[i] - lr * g[i];
+    v[i] = vi;
+    p[i] += nesterov ? momentum * vi - lr * g[i] : vi;
+}
+
+/* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
+__kernel void kiln_adam(__global float *p, __global const float *g, __global float *m,
+                        __global float *v, int n, float alpha, float beta_1, float beta_2,
+                        float epsilon)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float gi = g[i];
+    const float mi = m[i] + (gi - m[i]) * (1.0f - beta_1);
+    const float vi = v[i] + (gi * gi - v[i]) * (1.0f - beta_2);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= alpha * mi / (sqrt(vi) + epsilon);
+}

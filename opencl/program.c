@@ -1,0 +1,123 @@
+#include "opencl/cl_internal.h"
+#include "opencl/kernel_sources.h"
+
+#include <string.h>
+
+#define KILN_BUILD_OPTIONS "-cl-std=CL1.2"
+
+static const kiln_kernel_source *find_source(const char *file)
+{
+    for (int i = 0; i < kiln_kernel_source_count; i++)
+        if (strcmp(kiln_kernel_sources[i].name, file) == 0)
+            return &kiln_kernel_sources[i];
+    return NULL;
+}
+
+static kiln_status build_log_error(kiln_device *dev, cl_program program, const char *file,
+                                   cl_int err)
+{
+    char log[768] = "";
+    clGetProgramBuildInfo(program, dev->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    log[sizeof log - 1] = '\0';
+    return kiln_error(dev->ctx, KILN_ERROR_BUILD, "building %s.cl on %s failed: %s: %s", file,
+                      dev->label, kiln_cl_error_name(err), log);
+}
+
+/* The cache key covers everything that changes the binary. */
+static kiln_cache_key key_for(const kiln_device *dev, const kiln_kernel_source *prelude,
+                              const kiln_kernel_source *src)
+{
+    char platform_version[128] = "";
+    clGetPlatformInfo(dev->platform, CL_PLATFORM_VERSION, sizeof platform_version - 1,
+                      platform_version, NULL);
+    const char *parts[] = {prelude->text, src->text, KILN_BUILD_OPTIONS, dev->info.name,
+                           dev->info.vendor, dev->info.driver_version, dev->info.platform,
+                           platform_version};
+    size_t lengths[] = {prelude->length, src->length, 0, 0, 0, 0, 0, 0};
+    for (int i = 2; i < 8; i++)
+        lengths[i] = strlen(parts[i]);
+    return kiln_cache_key_of(parts, lengths, 8);
+}
+
+static kiln_status try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *out)
+{
+    unsigned char *binary;
+    size_t size;
+    *out = NULL;
+    if (!kiln_cache_load(dev->ctx, key, &binary, &size))
+        return KILN_OK;
+    cl_int status, err;
+    const unsigned char *bin = binary;
+    cl_program p = clCreateProgramWithBinary(dev->cl, 1, &dev->id, &size, &bin, &status, &err);
+    kiln_free(dev->ctx, binary);
+    if (err == CL_SUCCESS && status == CL_SUCCESS &&
+        clBuildProgram(p, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
+        *out = p;
+        return KILN_OK;
+    }
+    /* A stale or corrupt entry: rebuild from source and overwrite it. */
+    if (p)
+        clReleaseProgram(p);
+    kiln_log(dev->ctx, KILN_LOG_WARNING, "ignoring an unusable cached program on %s",
+             dev->label);
+    return KILN_OK;
+}
+
+static void store(kiln_device *dev, const kiln_cache_key *key, cl_program program)
+{
+    size_t size = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
+            CL_SUCCESS || size == 0)
+        return;
+    unsigned char *binary = kiln_alloc(dev->ctx, size);
+    if (!binary)
+        return;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) ==
+        CL_SUCCESS)
+        kiln_cache_store(dev->ctx, key, binary, size);
+    kiln_free(dev->ctx, binary);
+}
+
+kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *out)
+{
+    for (int i = 0; i < dev->n_programs; i++) {
+        if (strcmp(dev->programs[i].file, file) == 0) {
+            *out = dev->programs[i].program;
+            return KILN_OK;
+        }
+    }
+    const kiln_kernel_source *src = find_source(file);
+    const kiln_kernel_source *prelude = find_source("prelude");
+    if (!src || !prelude)
+        return kiln_error(dev->ctx, KILN_ERROR_BUILD, "no embedded kernel file %s.cl", file);
+    if (dev->n_programs == KILN_MAX_PROGRAMS)
+        return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED, "program table full on %s",
+                          dev->label);
+
+    kiln_cache_key key = key_for(dev, prelude, src);
+    cl_program program = NULL;
+    kiln_status st = try_cached(dev, &key, &program);
+    if (st != KILN_OK)
+        return st;
+    if (!program) {
+        /* The shared prelude is the first source string. */
+        const char *texts[] = {prelude->text, src->text};
+        size_t lengths[] = {prelude->length, src->length};
+        cl_int err;
+        program = clCreateProgramWithSource(dev->cl, 2, texts, lengths, &err);
+        if (err != CL_SUCCESS)
+            return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
+        err = clBuildProgram(program, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            st = build_log_error(dev, program, file, err);
+            clReleaseProgram(program);
+            return st;
+        }
+        store(dev, &key, program);
+    }
+    dev->programs[dev->n_programs].file = src->name;
+    dev->programs[dev->n_programs].program = program;
+    dev->n_programs++;
+    *out = program;
+    return KILN_OK;
+}

@@ -1,0 +1,122 @@
+/* Program binaries on disk. An entry is a header (magic, key, size,
+ * checksum) and the binary; anything that does not check out is ignored
+ * and later overwritten. Writes go to a temporary file that is renamed. */
+#include "opencl/cl_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CACHE_MAGIC 0x314e4c4b45484341ULL  /* "ACHEKLN1" */
+#define CACHE_MAX_BINARY (256u << 20)
+
+typedef struct cache_header {
+    uint64_t magic;
+    uint64_t key[2];
+    uint64_t size;
+    uint64_t checksum;
+} cache_header;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+kiln_cache_key kiln_cache_key_of(const char *const *parts, const size_t *lengths, int n)
+{
+    kiln_cache_key k = {{0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL}};
+    for (int i = 0; i < n; i++) {
+        /* Hash the length too, so ("ab","c") and ("a","bc") differ. */
+        uint64_t len = lengths[i];
+        for (int j = 0; j < 2; j++) {
+            k.hash[j] = fnv1a(k.hash[j], &len, sizeof len);
+            k.hash[j] = fnv1a(k.hash[j], parts[i], lengths[i]);
+        }
+        k.hash[1] = fnv1a(k.hash[1], &k.hash[0], sizeof k.hash[0]);
+    }
+    return k;
+}
+
+static int entry_path(const kiln_context *ctx, const kiln_cache_key *key, char *path,
+                      size_t size)
+{
+    int n = snprintf(path, size, "%s/%016llx%016llx.bin", ctx->cache_dir,
+                     (unsigned long long)key->hash[0], (unsigned long long)key->hash[1]);
+    return n > 0 && (size_t)n < size;
+}
+
+int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char **binary,
+                    size_t *size)
+{
+    char path[1200];
+    *binary = NULL;
+    if (!ctx->cache_dir[0] || !entry_path(ctx, key, path, sizeof path))
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    cache_header h;
+    unsigned char *data = NULL;
+    if (fread(&h, sizeof h, 1, f) != 1 || h.magic != CACHE_MAGIC || h.key[0] != key->hash[0] ||
+        h.key[1] != key->hash[1] || h.size == 0 || h.size > CACHE_MAX_BINARY)
+        goto fail;
+    data = kiln_alloc(ctx, (size_t)h.size);
+    if (!data || fread(data, 1, (size_t)h.size, f) != h.size ||
+        fnv1a(0xcbf29ce484222325ULL, data, (size_t)h.size) != h.checksum)
+        goto fail;
+    fclose(f);
+    *binary = data;
+    *size = (size_t)h.size;
+    return 1;
+fail:
+    kiln_log(ctx, KILN_LOG_INFO, "program cache entry %s is invalid; rebuilding", path);
+    kiln_free(ctx, data);
+    fclose(f);
+    return 0;
+}
+
+/* mkdir -p; failures surface when the entry is written. */
+static void make_dirs(const char *dir)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    }
+    mkdir(tmp, 0755);
+}
+
+void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
+                      const unsigned char *binary, size_t size)
+{
+    char path[1200], tmp[1300];
+    if (!ctx->cache_dir[0] || !entry_path(ctx, key, path, sizeof path))
+        return;
+    make_dirs(ctx->cache_dir);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        kiln_log(ctx, KILN_LOG_WARNING, "cannot write program cache %s: %s", tmp,
+                 strerror(errno));
+        return;
+    }
+    cache_header h = {CACHE_MAGIC, {key->hash[0], key->hash[1]}, size,
+                      fnv1a(0xcbf29ce484222325ULL, binary, size)};
+    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(binary, 1, size, f) == size;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        kiln_log(ctx, KILN_LOG_WARNING, "cannot write program cache %s", path);
+        remove(tmp);
+    }
+}

@@ -1,0 +1,243 @@
+/* compile: check the graph, lay out parameters, pick the loss kernel, the
+ * optimizer and the strategy, and put initial weights on the devices. */
+#include "runtime/loss.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameters start on 64-byte boundaries in the flat buffer. */
+#define KILN_PARAM_ALIGN 16
+
+static kiln_status find_input_and_path(kiln_model *m)
+{
+    kiln_context *ctx = m->ctx;
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        m->nodes[i].on_path = 0;
+    m->nodes[m->output].on_path = 1;
+    for (int32_t i = m->output; i >= 0; i--) {
+        if (!m->nodes[i].on_path)
+            continue;
+        for (int k = 0; k < m->nodes[i].n_inputs; k++)
+            m->nodes[m->nodes[i].inputs[k]].on_path = 1;
+    }
+    m->input = -1;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        if (m->nodes[i].ops != &kiln_layer_input || !m->nodes[i].on_path)
+            continue;
+        if (m->input >= 0)
+            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+                              "kiln_model_compile: the output depends on two inputs ('%s' and "
+                              "'%s'); models with several inputs are not supported yet",
+                              m->nodes[m->input].name, m->nodes[i].name);
+        m->input = i;
+    }
+    if (m->input < 0 || m->input == m->output)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: the output '%s' must be a layer fed by an "
+                          "Input", m->nodes[m->output].name);
+    return KILN_OK;
+}
+
+static kiln_status lay_out_params(kiln_model *m)
+{
+    size_t offset = 0;
+    int64_t weights = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        kiln_node_rec *node = &m->nodes[i];
+        for (int p = 0; p < node->n_params; p++) {
+            const int64_t size = kiln_shape_size(&node->params[p].shape);
+            node->param_offset[p] = offset;
+            offset += ((size_t)size + KILN_PARAM_ALIGN - 1) / KILN_PARAM_ALIGN * KILN_PARAM_ALIGN;
+            weights += size;
+        }
+    }
+    if (offset > (size_t)INT32_MAX)
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: %lld parameters exceed the 2^31 kiln supports",
+                          (long long)weights);
+    m->n_param_floats = offset;
+    m->n_weights = weights;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_init_params(kiln_model *m, float *flat)
+{
+    kiln_rng rng;
+    kiln_rng_seed(&rng, m->ctx->seed, 1);
+    memset(flat, 0, m->n_param_floats * sizeof(float));
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        for (int p = 0; p < node->n_params; p++) {
+            const kiln_param_spec *spec = &node->params[p];
+            float *dst = flat + node->param_offset[p];
+            const int64_t size = kiln_shape_size(&spec->shape);
+            if (spec->init != KILN_INIT_GLOROT_UNIFORM)
+                continue;  /* zeros */
+            const float limit = (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
+            for (int64_t j = 0; j < size; j++)
+                dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
+{
+    static const struct { const char *name; kiln_strategy value; } names[] = {
+        {"auto", KILN_STRATEGY_AUTO}, {"one_device", KILN_STRATEGY_ONE_DEVICE},
+        {"mirrored", KILN_STRATEGY_MIRRORED}, {"central_storage", KILN_STRATEGY_CENTRAL_STORAGE},
+    };
+    const char *env = getenv("KILN_STRATEGY");
+    if (env && *env) {
+        size_t i = 0;
+        while (i < sizeof names / sizeof names[0] && strcmp(env, names[i].name) != 0)
+            i++;
+        if (i == sizeof names / sizeof names[0])
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "KILN_STRATEGY=\"%s\" is not one of auto, one_device, mirrored, "
+                              "central_storage", env);
+        requested = names[i].value;
+    }
+    switch (requested) {
+    case KILN_STRATEGY_AUTO:
+        /* Until the mirrored strategy lands, several devices train on the first. */
+        if (m->ctx->n_devices > 1)
+            kiln_log(m->ctx, KILN_LOG_WARNING, "%d devices selected; training on the first "
+                     "(multi-device strategies are not implemented yet)", m->ctx->n_devices);
+        m->strategy = &kiln_strategy_one_device;
+        return KILN_OK;
+    case KILN_STRATEGY_ONE_DEVICE:
+        m->strategy = &kiln_strategy_one_device;
+        return KILN_OK;
+    case KILN_STRATEGY_MIRRORED:
+    case KILN_STRATEGY_CENTRAL_STORAGE:
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: the %s strategy is not implemented in kiln %s",
+                          requested == KILN_STRATEGY_MIRRORED ? "mirrored" : "central_storage",
+                          kiln_version());
+    default:
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: strategy %d is not a kiln_strategy",
+                          (int)requested);
+    }
+}
+
+kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_context *ctx = m->ctx;
+    if (m->compiled)
+        return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: already compiled");
+    if (m->build_status != KILN_OK)
+        return kiln_error(ctx, m->build_status, "%s", m->build_error);
+    if (m->n_nodes == 0)
+        return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: the model has no layers");
+    kiln_compile_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    if (m->output < 0)
+        m->output = m->n_nodes - 1;
+
+    kiln_status st = find_input_and_path(m);
+    if (st == KILN_OK)
+        st = lay_out_params(m);
+    if (st == KILN_OK)
+        st = kiln_loss_plan_make(m, o.loss, !o.no_accuracy, &m->loss);
+    kiln_optimizer_options opt;
+    kiln_options_copy(&opt, sizeof opt, &o.optimizer);
+    if (st == KILN_OK)
+        st = kiln_optimizer_resolve(ctx, &opt);
+    if (st == KILN_OK)
+        st = pick_strategy(m, o.strategy);
+    if (st != KILN_OK)
+        return st;
+    m->optimizer = opt;
+    st = m->strategy->create(m, &m->strategy_impl);
+    if (st != KILN_OK) {
+        m->strategy = NULL;
+        return st;
+    }
+    m->compiled = 1;
+    return KILN_OK;
+}
+
+static kiln_status check_compiled(const kiln_model *m, const char *call)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
+{
+    kiln_status st = check_compiled(m, "kiln_model_parameter_count");
+    if (st == KILN_OK && count)
+        *count = m->n_weights;
+    return count ? st : KILN_ERROR_INVALID_ARGUMENT;
+}
+
+kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
+{
+    kiln_status st = check_compiled(m, "kiln_model_output_size");
+    if (st == KILN_OK && size)
+        *size = kiln_node_size(m, m->output);
+    return size ? st : KILN_ERROR_INVALID_ARGUMENT;
+}
+
+/* Copies between the padded flat layout and the caller's packed array. */
+static void pack(const kiln_model *m, float *flat, float *packed, int to_packed)
+{
+    int64_t at = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        for (int p = 0; p < node->n_params; p++) {
+            const size_t bytes = (size_t)kiln_shape_size(&node->params[p].shape) * sizeof(float);
+            if (to_packed)
+                memcpy(packed + at, flat + node->param_offset[p], bytes);
+            else
+                memcpy(flat + node->param_offset[p], packed + at, bytes);
+            at += (int64_t)(bytes / sizeof(float));
+        }
+    }
+}
+
+static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int get)
+{
+    const char *call = get ? "kiln_model_get_weights" : "kiln_model_set_weights";
+    kiln_status st = check_compiled(m, call);
+    if (st != KILN_OK)
+        return st;
+    if (!weights || count < m->n_weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: room for %lld floats given, the model has %lld parameters", call,
+                          (long long)count, (long long)m->n_weights);
+    float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
+    if (!flat)
+        return kiln_error_oom(m->ctx, "a parameter copy", m->n_param_floats * sizeof(float));
+    if (get) {
+        st = m->strategy->get_params(m->strategy_impl, flat);
+        if (st == KILN_OK)
+            pack(m, flat, weights, 1);
+    } else {
+        pack(m, flat, weights, 0);
+        st = m->strategy->set_params(m->strategy_impl, flat);
+    }
+    kiln_free(m->ctx, flat);
+    return st;
+}
+
+kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
+{
+    return weights_io(m, weights, count, 1);
+}
+
+kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
+{
+    return weights_io(m, (float *)weights, count, 0);
+}

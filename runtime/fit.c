@@ -1,0 +1,321 @@
+/* fit / evaluate / predict: host-side batch assembly, metrics, history and
+ * progress around the strategy's steps. */
+#include "runtime/dataset.h"
+#include "runtime/model.h"
+#include "runtime/progress.h"
+
+#include <math.h>
+#include <string.h>
+
+void kiln_fit_options_init(kiln_fit_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->epochs = 1;
+    o->batch_size = 32;
+}
+
+/* Does `ds` fit the model's input and loss? */
+static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const char *call,
+                                 const char *what)
+{
+    char a[64], b[64];
+    const kiln_node_rec *in = &m->nodes[m->input];
+    if (ds->feature_size != kiln_shape_size(&in->shape))
+        return kiln_error(m->ctx, KILN_ERROR_SHAPE,
+                          "%s: %s samples are %s but input '%s' is %s", call, what,
+                          kiln_shape_str(&ds->feature_shape, a, sizeof a), in->name,
+                          kiln_shape_str(&in->shape, b, sizeof b));
+    const int64_t outputs = kiln_node_size(m, m->output);
+    if (m->loss.sparse) {
+        if (ds->label_kind != KILN_LABELS_SPARSE)
+            return kiln_error(m->ctx, KILN_ERROR_SHAPE,
+                              "%s: %s has dense labels but the loss is "
+                              "sparse_categorical_crossentropy (integer class ids)", call, what);
+        if (ds->max_label >= outputs)
+            return kiln_error(m->ctx, KILN_ERROR_DATA,
+                              "%s: %s has label %d but the output '%s' has %lld classes "
+                              "(labels 0 to %lld)", call, what, (int)ds->max_label,
+                              m->nodes[m->output].name, (long long)outputs,
+                              (long long)outputs - 1);
+    } else if (ds->label_kind != KILN_LABELS_DENSE || ds->label_size != outputs) {
+        return kiln_error(m->ctx, KILN_ERROR_SHAPE,
+                          "%s: %s labels must be %lld floats per sample to match output '%s' "
+                          "(%s); they are %s", call, what, (long long)outputs,
+                          m->nodes[m->output].name, "dense",
+                          ds->label_kind == KILN_LABELS_SPARSE ? "sparse class ids" : "dense");
+    }
+    return KILN_OK;
+}
+
+static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char *call)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    if (!ds)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the dataset is NULL", call);
+    return check_dataset(m, ds, call, "the dataset");
+}
+
+/* Host staging for one batch. */
+typedef struct staging {
+    float *features;
+    void *labels;
+    int64_t *order;
+} staging;
+
+static void staging_free(kiln_context *ctx, staging *s)
+{
+    kiln_free(ctx, s->features);
+    kiln_free(ctx, s->labels);
+    kiln_free(ctx, s->order);
+}
+
+static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t batch,
+                                 staging *s)
+{
+    memset(s, 0, sizeof *s);
+    const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
+                                   ? sizeof(int32_t)
+                                   : (size_t)ds->label_size * sizeof(float);
+    s->features = kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
+    s->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
+    s->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
+    if (!s->features || !s->labels || !s->order) {
+        staging_free(m->ctx, s);
+        return kiln_error_oom(m->ctx, "batch staging",
+                              (size_t)batch * (size_t)ds->feature_size * sizeof(float));
+    }
+    return KILN_OK;
+}
+
+static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
+                                    kiln_metrics *out)
+{
+    staging s;
+    kiln_status st = staging_alloc(m, ds, batch, &s);
+    if (st != KILN_OK)
+        return st;
+    kiln_epoch_order(ds->count, 0, 0, 0, s.order);
+    double loss = 0, correct = 0;
+    for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
+        const int32_t n = (int32_t)(ds->count - start < batch ? ds->count - start : batch);
+        kiln_dataset_gather(ds, s.order + start, n, s.features, s.labels);
+        kiln_batch b = {n, s.features, s.labels};
+        double sums[2];
+        st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+        loss += sums[0];
+        correct += sums[1];
+    }
+    staging_free(m->ctx, &s);
+    out->loss = loss / (double)ds->count;
+    out->accuracy = m->loss.accuracy ? correct / (double)ds->count : -1.0;
+    out->samples = ds->count;
+    return st;
+}
+
+kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t batch_size,
+                                kiln_metrics *out)
+{
+    kiln_status st = check_ready(m, ds, "kiln_model_evaluate");
+    if (st != KILN_OK)
+        return st;
+    if (!out || batch_size < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_evaluate: %s", !out ? "out is NULL"
+                                                          : "batch_size must be >= 0");
+    kiln_metrics r;
+    memset(&r, 0, sizeof r);
+    st = evaluate_dataset(m, ds, batch_size ? batch_size : 32, &r);
+    if (st == KILN_OK)
+        kiln_struct_export(out, &r, sizeof r);
+    return st;
+}
+
+kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
+                               float *outputs, int32_t batch_size)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_predict: compile the model "
+                          "first");
+    if (!inputs || !outputs || count < 0 || batch_size < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_predict: inputs and outputs must be set, count (%lld) "
+                          "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
+    const int32_t batch = batch_size ? batch_size : 32;
+    const int64_t in_size = kiln_node_size(m, m->input), out_size = kiln_node_size(m, m->output);
+    kiln_status st = KILN_OK;
+    for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
+        const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
+        kiln_batch b = {n, inputs + start * in_size, NULL};
+        st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
+    }
+    return st;
+}
+
+static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
+{
+    if (o->epochs < 1)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: epochs is %d; it must be >= 1", (int)o->epochs);
+    if (o->batch_size < 1)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: batch_size is %d; it must be >= 1",
+                          (int)o->batch_size);
+    if ((int)o->verbosity < KILN_VERBOSE_AUTO || o->verbosity > KILN_VERBOSE_EPOCH)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: verbosity %d is not a kiln_verbosity",
+                          (int)o->verbosity);
+    if (o->validation)
+        return check_dataset(m, o->validation, "kiln_model_fit", "the validation data");
+    return KILN_OK;
+}
+
+static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
+{
+    if (m->n_history == m->cap_history) {
+        int32_t cap = m->cap_history ? m->cap_history * 2 : 16;
+        kiln_epoch_record *grown = kiln_realloc(m->ctx, m->history, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return kiln_error_oom(m->ctx, "the history", (size_t)cap * sizeof *grown);
+        m->history = grown;
+        m->cap_history = cap;
+    }
+    m->history[m->n_history++] = *r;
+    return KILN_OK;
+}
+
+static int notify(const kiln_fit_options *o, kiln_event event, int32_t epoch, int64_t step,
+                  int64_t steps, const kiln_epoch_record *r)
+{
+    if (!o->callback)
+        return 0;
+    kiln_progress p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.event = event;
+    p.epoch = epoch;
+    p.epochs = o->epochs;
+    p.step = step;
+    p.steps = steps;
+    p.loss = r->loss;
+    p.accuracy = r->accuracy;
+    p.has_validation = r->has_validation;
+    p.val_loss = r->val_loss;
+    p.val_accuracy = r->val_accuracy;
+    p.seconds = r->seconds;
+    return o->callback(o->callback_user, &p);
+}
+
+static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
+                             int32_t epoch, staging *s, kiln_progress_bar *bar)
+{
+    const int32_t batch = o->batch_size;
+    const int64_t steps = (ds->count + batch - 1) / batch;
+    const uint64_t seed = o->shuffle_seed ? o->shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
+    /* Each fit call continues the epoch count, so a second fit reshuffles anew. */
+    kiln_epoch_order(ds->count, seed, m->n_history, !o->no_shuffle, s->order);
+    kiln_progress_begin(bar, epoch, o->epochs, steps);
+    kiln_epoch_record r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    const double start = kiln_now();
+    double loss = 0, correct = 0;
+    int64_t seen = 0;
+    for (int64_t step = 0; step < steps; step++) {
+        const int64_t first = step * batch;
+        const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
+        kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
+        kiln_batch b = {n, s->features, s->labels};
+        double sums[2];
+        kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
+        if (st != KILN_OK)
+            return st;
+        if (!isfinite(sums[0]))
+            return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
+                              "kiln_model_fit: the loss is %s at epoch %d, step %lld; training "
+                              "stopped", isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
+                              (long long)step + 1);
+        loss += sums[0];
+        correct += sums[1];
+        seen += n;
+        r.loss = loss / (double)seen;
+        r.accuracy = m->loss.accuracy ? correct / (double)seen : -1.0;
+        r.seconds = kiln_now() - start;
+        kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
+        if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, &r))
+            return kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                              "kiln_model_fit: the callback stopped training at epoch %d, step "
+                              "%lld", (int)epoch + 1, (long long)step + 1);
+    }
+    r.samples = seen;
+    if (o->validation) {
+        kiln_metrics v;
+        kiln_status st = evaluate_dataset(m, o->validation, batch, &v);
+        if (st != KILN_OK)
+            return st;
+        r.has_validation = 1;
+        r.val_loss = v.loss;
+        r.val_accuracy = v.accuracy;
+    }
+    r.seconds = kiln_now() - start;
+    kiln_progress_end(bar, &r);
+    kiln_status st = append_history(m, &r);
+    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, &r))
+        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                        "kiln_model_fit: the callback stopped training after epoch %d",
+                        (int)epoch + 1);
+    return st;
+}
+
+kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
+                           const kiln_fit_options *options)
+{
+    kiln_status st = check_ready(m, train, "kiln_model_fit");
+    if (st != KILN_OK)
+        return st;
+    kiln_fit_options o;
+    if (options)
+        kiln_options_copy(&o, sizeof o, options);
+    else
+        kiln_fit_options_init(&o);
+    st = check_fit_options(m, &o);
+    if (st != KILN_OK)
+        return st;
+    staging s;
+    st = staging_alloc(m, train, o.batch_size, &s);
+    if (st != KILN_OK)
+        return st;
+    kiln_progress_bar bar;
+    kiln_progress_init(&bar, o.verbosity, stderr);
+    for (int32_t e = 0; e < o.epochs && st == KILN_OK; e++)
+        st = fit_epoch(m, train, &o, e, &s, &bar);
+    staging_free(m->ctx, &s);
+    return st;
+}
+
+kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
+{
+    if (!m || !length)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    *length = m->n_history;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_record *record)
+{
+    if (!m || !record)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (i < 0 || i >= m->n_history)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",
+                          (int)i, (int)m->n_history);
+    kiln_struct_export(record, &m->history[i], sizeof *record);
+    return KILN_OK;
+}

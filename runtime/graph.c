@@ -1,0 +1,177 @@
+/* The model builder: nodes are added in order, so insertion order is a
+ * topological order. Shapes are inferred as each layer is added. */
+#include "runtime/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
+{
+    if (!out)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!ctx)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_model *m = kiln_calloc(ctx, 1, sizeof *m);
+    if (!m)
+        return kiln_error_oom(ctx, "a model", sizeof *m);
+    m->ctx = ctx;
+    m->output = -1;
+    m->input = -1;
+    *out = m;
+    return KILN_OK;
+}
+
+void kiln_model_destroy(kiln_model *m)
+{
+    if (!m)
+        return;
+    if (m->strategy)
+        m->strategy->destroy(m->strategy_impl);
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        kiln_free(m->ctx, m->nodes[i].config);
+    kiln_free(m->ctx, m->nodes);
+    kiln_free(m->ctx, m->history);
+    kiln_free(m->ctx, m);
+}
+
+static kiln_node build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
+    KILN_PRINTF(3, 4);
+
+/* Keeps the first error only: later ones are usually its consequences. */
+static kiln_node build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
+{
+    if (m->build_status == KILN_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->build_error, sizeof m->build_error, fmt, ap);
+        va_end(ap);
+        m->build_status = st;
+    }
+    return KILN_NODE_INVALID;
+}
+
+/* Keras names layers "dense", "dense_1", ... per kind. */
+static void default_name(const kiln_model *m, const kiln_layer_ops *ops, char *name,
+                         size_t size)
+{
+    int same = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].ops == ops)
+            same++;
+    if (same == 0)
+        snprintf(name, size, "%s", ops->kind);
+    else
+        snprintf(name, size, "%s_%d", ops->kind, same);
+}
+
+kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *config,
+                               const kiln_node *inputs, int n_inputs, const char *name,
+                               kiln_activation activation)
+{
+    if (!m)
+        return KILN_NODE_INVALID;
+    char label[64];
+    if (name && (strlen(name) == 0 || strlen(name) >= sizeof label))
+        return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
+                          "a %s layer's name must have 1 to %d characters", ops->kind,
+                          (int)sizeof label - 1);
+    if (name)
+        snprintf(label, sizeof label, "%s", name);
+    else
+        default_name(m, ops, label, sizeof label);
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        if (strcmp(m->nodes[i].name, label) == 0)
+            return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
+                              "layer name '%s' is used twice", label);
+    if (m->compiled)
+        return build_fail(m, KILN_ERROR_STATE, "layer '%s' added after compile", label);
+    if ((int)activation < KILN_ACTIVATION_LINEAR || activation > KILN_ACTIVATION_SOFTMAX)
+        return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
+                          "layer '%s': activation %d is not a kiln_activation", label,
+                          (int)activation);
+    if (n_inputs < ops->min_inputs || n_inputs > ops->max_inputs)
+        return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
+                          "layer '%s' takes %d to %d inputs, got %d", label, ops->min_inputs,
+                          ops->max_inputs, n_inputs);
+
+    kiln_node_rec rec;
+    memset(&rec, 0, sizeof rec);
+    kiln_shape in_shapes[KILN_MAX_INPUTS];
+    for (int k = 0; k < n_inputs; k++) {
+        kiln_node in = inputs[k];
+        if (in == KILN_NODE_PREVIOUS)
+            in = m->n_nodes - 1;
+        if (in == KILN_NODE_INVALID && m->build_status != KILN_OK)
+            return KILN_NODE_INVALID;  /* an earlier error already explains it */
+        if (in < 0 || in >= m->n_nodes)
+            return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
+                              "layer '%s': input %d is node %d, which does not exist (the "
+                              "model has %d nodes)", label, k, (int)inputs[k], (int)m->n_nodes);
+        rec.inputs[k] = in;
+        in_shapes[k] = m->nodes[in].shape;
+    }
+    rec.n_inputs = n_inputs;
+    rec.ops = ops;
+    rec.activation = activation;
+    snprintf(rec.name, sizeof rec.name, "%s", label);
+
+    kiln_layer_build build;
+    memset(&build, 0, sizeof build);
+    build.in = in_shapes;
+    build.n_in = n_inputs;
+    void *cfg = kiln_alloc(m->ctx, ops->config_size);
+    if (!cfg)
+        return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'", label);
+    memcpy(cfg, config, ops->config_size);
+    kiln_status st = ops->infer(cfg, &build);
+    if (st != KILN_OK) {
+        kiln_free(m->ctx, cfg);
+        return build_fail(m, st, "layer '%s' (%s): %s", label, ops->kind, build.error);
+    }
+    if (build.out.rank < 1 || kiln_shape_size(&build.out) <= 0) {
+        kiln_free(m->ctx, cfg);
+        return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): output would be empty", label,
+                          ops->kind);
+    }
+    rec.config = cfg;
+    rec.shape = build.out;
+    rec.n_params = build.n_params;
+    memcpy(rec.params, build.params, sizeof rec.params);
+
+    if (m->n_nodes == m->cap_nodes) {
+        int32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 16;
+        kiln_node_rec *grown = kiln_realloc(m->ctx, m->nodes, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            kiln_free(m->ctx, cfg);
+            return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'",
+                              label);
+        }
+        m->nodes = grown;
+        m->cap_nodes = cap;
+    }
+    m->nodes[m->n_nodes] = rec;
+    return m->n_nodes++;
+}
+
+kiln_status kiln_model_set_output(kiln_model *m, kiln_node node)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (node == KILN_NODE_PREVIOUS)
+        node = m->n_nodes - 1;
+    if (node < 0 || node >= m->n_nodes)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_set_output: node %d does not exist (the model has %d)",
+                          (int)node, (int)m->n_nodes);
+    if (m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE,
+                          "kiln_model_set_output: the model is already compiled");
+    m->output = node;
+    return KILN_OK;
+}
+
+int64_t kiln_node_size(const kiln_model *m, kiln_node node)
+{
+    return kiln_shape_size(&m->nodes[node].shape);
+}

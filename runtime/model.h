@@ -1,0 +1,60 @@
+/* Private: the model body: the node graph, compiled state and history. */
+#ifndef KILN_RUNTIME_MODEL_H
+#define KILN_RUNTIME_MODEL_H
+
+#include "layers/layer.h"
+#include "runtime/context.h"
+#include "runtime/strategy.h"
+
+typedef struct kiln_node_rec {
+    const kiln_layer_ops *ops;
+    void *config;
+    char name[64];
+    kiln_node inputs[KILN_MAX_INPUTS];
+    int n_inputs;
+    kiln_activation activation;   /* applied by the runtime after the layer */
+    kiln_shape shape;             /* output, batch not counted */
+    kiln_param_spec params[KILN_MAX_PARAMS];
+    int n_params;
+    size_t param_offset[KILN_MAX_PARAMS];  /* floats into the flat buffer */
+    int on_path;                  /* the output depends on it */
+} kiln_node_rec;
+
+/* How the loss meets the output: fused with its softmax/sigmoid or not. */
+typedef struct kiln_loss_plan {
+    kiln_loss loss;
+    const char *kernel;    /* in loss.cl */
+    int fused;             /* gradient is w.r.t. the pre-activation */
+    int sparse;            /* labels are int32 class ids */
+    int accuracy;          /* report accuracy */
+} kiln_loss_plan;
+
+struct kiln_model {
+    kiln_context *ctx;
+    kiln_node_rec *nodes;
+    int32_t n_nodes, cap_nodes;
+    kiln_node output;            /* -1: the last node */
+    kiln_status build_status;    /* first builder error, reported by compile */
+    char build_error[512];
+
+    int compiled;
+    kiln_node input;
+    kiln_loss_plan loss;
+    kiln_optimizer_options optimizer;
+    size_t n_param_floats;       /* flat buffer length, with alignment padding */
+    int64_t n_weights;           /* parameters without padding */
+    int64_t n_optimizer_steps;
+    const kiln_strategy_ops *strategy;
+    void *strategy_impl;
+
+    kiln_epoch_record *history;
+    int32_t n_history, cap_history;
+};
+
+/* The node's output size per sample and the input size of the model. */
+int64_t kiln_node_size(const kiln_model *m, kiln_node node);
+
+/* Host copy of initial parameters in the flat layout (n_param_floats). */
+kiln_status kiln_model_init_params(kiln_model *m, float *flat);
+
+#endif

@@ -1,0 +1,19 @@
+/* Private: optimizers over the flat parameter buffer. */
+#ifndef KILN_RUNTIME_OPTIMIZER_H
+#define KILN_RUNTIME_OPTIMIZER_H
+
+#include "runtime/context.h"
+#include "opencl/device.h"
+
+/* Fills Keras's defaults into zero fields and checks the rest. */
+kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o);
+
+/* How many parameter-sized state buffers the optimizer keeps. */
+int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
+
+/* Applies update number `step` (counting from 1) to n parameters. */
+kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o,
+                                 kiln_buffer *params, const kiln_buffer *grads,
+                                 kiln_buffer *const *slots, size_t n, int64_t step);
+
+#endif

@@ -1,0 +1,32 @@
+/* Private: the Keras-style progress bar fit prints on stderr. */
+#ifndef KILN_RUNTIME_PROGRESS_H
+#define KILN_RUNTIME_PROGRESS_H
+
+#include "kiln.h"
+
+#include <stdio.h>
+
+typedef struct kiln_progress_bar {
+    FILE *out;
+    int live;           /* redraw one line in place */
+    int silent;
+    int32_t epoch, epochs;
+    int64_t steps;
+    double start, last_draw;
+} kiln_progress_bar;
+
+/* Resolves KILN_VERBOSE_AUTO from whether `out` is a terminal. */
+void kiln_progress_init(kiln_progress_bar *bar, kiln_verbosity verbosity, FILE *out);
+void kiln_progress_begin(kiln_progress_bar *bar, int32_t epoch, int32_t epochs, int64_t steps);
+/* accuracy < 0: not shown. */
+void kiln_progress_step(kiln_progress_bar *bar, int64_t step, double loss, double accuracy);
+void kiln_progress_end(kiln_progress_bar *bar, const kiln_epoch_record *record);
+
+/* Formats one bar line (no newline) into buf; shared by the live and the
+ * per-epoch output, and unit-tested. `seconds` is elapsed time at the end of
+ * the epoch and the estimated time left before it. */
+void kiln_progress_format(char *buf, size_t size, int64_t step, int64_t steps, double seconds,
+                          double per_step, double loss, double accuracy,
+                          const kiln_epoch_record *validation);
+
+#endif

@@ -1,0 +1,275 @@
+#include "runtime/replica.h"
+
+#include "runtime/loss.h"
+#include "runtime/optimizer.h"
+
+#include <string.h>
+
+static void release_activations(kiln_replica *r)
+{
+    const kiln_model *m = r->model;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        if (r->act[i] != r->out[i])
+            kiln_buffer_destroy(r->act[i]);
+        kiln_buffer_destroy(r->out[i]);
+        kiln_buffer_destroy(r->grad[i]);
+        r->act[i] = r->out[i] = r->grad[i] = NULL;
+        if (r->state[i] && m->nodes[i].ops->release)
+            m->nodes[i].ops->release(r->state[i]);
+    }
+    kiln_buffer_destroy(r->labels);
+    kiln_buffer_destroy(r->loss);
+    kiln_buffer_destroy(r->correct);
+    r->labels = r->loss = r->correct = NULL;
+    r->capacity = 0;
+}
+
+kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
+{
+    kiln_context *ctx = m->ctx;
+    *out = NULL;
+    kiln_replica *r = kiln_calloc(ctx, 1, sizeof *r);
+    if (!r)
+        return kiln_error_oom(ctx, "a replica", sizeof *r);
+    r->model = m;
+    r->dev = dev;
+    const size_t n = (size_t)m->n_nodes;
+    r->out = kiln_calloc(ctx, n, sizeof *r->out);
+    r->act = kiln_calloc(ctx, n, sizeof *r->act);
+    r->grad = kiln_calloc(ctx, n, sizeof *r->grad);
+    r->state = kiln_calloc(ctx, n, sizeof *r->state);
+    r->written = kiln_calloc(ctx, n, 1);
+    kiln_status st = KILN_OK;
+    if (!r->out || !r->act || !r->grad || !r->state || !r->written) {
+        st = kiln_error_oom(ctx, "replica tables", n * sizeof(void *));
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t size = m->nodes[i].ops->replica_size;
+        if (size && !(r->state[i] = kiln_calloc(ctx, 1, size))) {
+            st = kiln_error_oom(ctx, "layer state", size);
+            goto fail;
+        }
+    }
+    const size_t bytes = m->n_param_floats * sizeof(float);
+    st = kiln_buffer_create(dev, bytes, "parameters", &r->params);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, bytes, "gradients", &r->grads);
+    if (st == KILN_OK)
+        st = kiln_buffer_zero(dev, r->grads, 0, bytes);
+    for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->optimizer); s++) {
+        st = kiln_buffer_create(dev, bytes, "optimizer state", &r->slots[s]);
+        if (st == KILN_OK)
+            st = kiln_buffer_zero(dev, r->slots[s], 0, bytes);
+    }
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, 2 * sizeof(float), "loss sums", &r->sums);
+    if (st != KILN_OK)
+        goto fail;
+    *out = r;
+    return KILN_OK;
+fail:
+    kiln_replica_destroy(r);
+    return st;
+}
+
+void kiln_replica_destroy(kiln_replica *r)
+{
+    if (!r)
+        return;
+    kiln_context *ctx = r->model->ctx;
+    if (r->out && r->act && r->grad && r->state)
+        release_activations(r);
+    for (int32_t i = 0; r->state && i < r->model->n_nodes; i++)
+        kiln_free(ctx, r->state[i]);
+    kiln_buffer_destroy(r->params);
+    kiln_buffer_destroy(r->grads);
+    for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+        kiln_buffer_destroy(r->slots[s]);
+    kiln_buffer_destroy(r->sums);
+    kiln_free(ctx, r->out);
+    kiln_free(ctx, r->act);
+    kiln_free(ctx, r->grad);
+    kiln_free(ctx, r->state);
+    kiln_free(ctx, r->written);
+    kiln_free(ctx, r);
+}
+
+kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
+{
+    if (n <= r->capacity)
+        return KILN_OK;
+    const kiln_model *m = r->model;
+    release_activations(r);
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < m->n_nodes && st == KILN_OK; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path)
+            continue;
+        const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
+        st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
+        r->act[i] = r->out[i];
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR)
+            st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
+        if (st == KILN_OK && i != m->input)
+            st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
+        if (st == KILN_OK && node->ops->prepare)
+            st = node->ops->prepare(node->config, r->state[i], r->dev,
+                                    &m->nodes[node->inputs[0]].shape, n);
+    }
+    const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(r->dev, label_floats * sizeof(float), "labels", &r->labels);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "losses", &r->loss);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "metrics", &r->correct);
+    if (st != KILN_OK) {
+        release_activations(r);
+        return st;
+    }
+    r->capacity = n;
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
+{
+    const kiln_model *m = r->model;
+    kiln_status st = kiln_replica_reserve(r, b->n);
+    if (st != KILN_OK)
+        return st;
+    const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
+    st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 0);
+    if (st != KILN_OK || !b->labels)
+        return st;
+    const size_t label_bytes = m->loss.sparse ? (size_t)b->n * sizeof(int32_t)
+                                              : (size_t)b->n *
+                                                    (size_t)kiln_node_size(m, m->output) *
+                                                    sizeof(float);
+    return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 0);
+}
+
+/* The step a layer sees for node i. */
+static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_step *s,
+                      kiln_buffer **in, kiln_shape *in_shape, kiln_buffer **d_in, int *acc)
+{
+    const kiln_model *m = r->model;
+    const kiln_node_rec *node = &m->nodes[i];
+    for (int k = 0; k < node->n_inputs; k++) {
+        const kiln_node j = node->inputs[k];
+        in[k] = r->act[j];
+        in_shape[k] = m->nodes[j].shape;
+        d_in[k] = r->grad[j];
+        acc[k] = 0;
+    }
+    memset(s, 0, sizeof *s);
+    s->dev = r->dev;
+    s->batch = n;
+    s->training = training;
+    s->in_shape = in_shape;
+    s->out_shape = &node->shape;
+    s->in = in;
+    s->out = r->out[i];
+    s->params = r->params;
+    s->grads = r->grads;
+    s->param_offset = node->param_offset;
+    s->d_out = r->grad[i];
+    s->d_in = d_in;
+    s->d_in_accumulate = acc;
+}
+
+kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
+{
+    const kiln_model *m = r->model;
+    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
+    kiln_shape in_shape[KILN_MAX_INPUTS];
+    int acc[KILN_MAX_INPUTS];
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path || i == m->input)
+            continue;
+        kiln_step s;
+        make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
+        kiln_status st = node->ops->forward(node->config, r->state[i], &s);
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR) {
+            const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+            const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+            st = kiln_activation_forward(r->dev, node->activation, r->out[i], r->act[i], rows,
+                                         cols);
+        }
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
+{
+    const kiln_model *m = r->model;
+    return kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output], r->labels,
+                             r->grad[m->output], r->loss, r->correct, r->sums, n,
+                             kiln_node_size(m, m->output), scale);
+}
+
+kiln_status kiln_replica_backward(kiln_replica *r, int32_t n)
+{
+    const kiln_model *m = r->model;
+    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
+    kiln_shape in_shape[KILN_MAX_INPUTS];
+    int acc[KILN_MAX_INPUTS];
+    memset(r->written, 0, (size_t)m->n_nodes);
+    for (int32_t i = m->output; i >= 0; i--) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path || i == m->input)
+            continue;
+        kiln_status st = KILN_OK;
+        const int fused = i == m->output && m->loss.fused;
+        if (node->activation != KILN_ACTIVATION_LINEAR && !fused) {
+            const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+            const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+            st = kiln_activation_backward(r->dev, node->activation, r->act[i], r->grad[i], rows,
+                                          cols);
+        }
+        kiln_step s;
+        make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
+        /* The first consumer to reach a node writes its gradient; later ones add. */
+        for (int k = 0; k < node->n_inputs; k++) {
+            const kiln_node j = node->inputs[k];
+            acc[k] = r->written[j];
+            r->written[j] = 1;
+        }
+        if (st == KILN_OK)
+            st = node->ops->backward(node->config, r->state[i], &s);
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])
+{
+    float host[2];
+    kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    sums[0] = host[0];
+    sums[1] = host[1];
+    return st;
+}
+
+kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
+{
+    const kiln_model *m = r->model;
+    return kiln_buffer_read(r->dev, r->act[m->output], 0, host,
+                            (size_t)n * (size_t)kiln_node_size(m, m->output) * sizeof(float));
+}
+
+kiln_status kiln_replica_read_params(kiln_replica *r, float *flat)
+{
+    return kiln_buffer_read(r->dev, r->params, 0, flat,
+                            r->model->n_param_floats * sizeof(float));
+}
+
+kiln_status kiln_replica_write_params(kiln_replica *r, const float *flat)
+{
+    return kiln_buffer_write(r->dev, r->params, 0, flat,
+                             r->model->n_param_floats * sizeof(float), 1);
+}

@@ -1,0 +1,24 @@
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+int64_t kiln_shape_size(const kiln_shape *shape)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < shape->rank; i++)
+        n *= shape->dims[i];
+    return n;
+}
+
+const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, size, "(");
+    for (int32_t i = 0; i < shape->rank && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%d", i ? ", " : "",
+                                 (int)shape->dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, shape->rank == 1 ? ",)" : ")");
+    return buf;
+}

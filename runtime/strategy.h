@@ -1,0 +1,32 @@
+/* Private: a distribution strategy drives one or more replicas through the
+ * steps fit/evaluate/predict ask for. The model code never changes between
+ * strategies; compile picks one. */
+#ifndef KILN_RUNTIME_STRATEGY_H
+#define KILN_RUNTIME_STRATEGY_H
+
+#include "kiln.h"
+
+/* One global batch as assembled on the host: n samples of features and
+ * labels (int32 ids or floats, per the loss). */
+typedef struct kiln_batch {
+    int32_t n;
+    const float *features;
+    const void *labels;
+} kiln_batch;
+
+typedef struct kiln_strategy_ops {
+    const char *name;
+    kiln_status (*create)(kiln_model *model, void **impl);
+    void (*destroy)(void *impl);
+    /* Forward, loss, backward and update on one global batch; sums[0] is the
+     * summed loss, sums[1] the summed correct count (over the batch). */
+    kiln_status (*train_step)(void *impl, const kiln_batch *batch, double sums[2]);
+    kiln_status (*eval_step)(void *impl, const kiln_batch *batch, double sums[2]);
+    kiln_status (*predict_step)(void *impl, const kiln_batch *batch, float *outputs);
+    kiln_status (*get_params)(void *impl, float *flat);
+    kiln_status (*set_params)(void *impl, const float *flat);
+} kiln_strategy_ops;
+
+extern const kiln_strategy_ops kiln_strategy_one_device;
+
+#endif

@@ -1,0 +1,83 @@
+/* Minimal test harness: CHECK records a failure and goes on; the test's exit
+ * code is the failure count (0 = pass); SKIP exits 77, which meson reports
+ * as a skipped test. */
+#ifndef KILN_TEST_HARNESS_H
+#define KILN_TEST_HARNESS_H
+
+#include "kiln.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            test_failures++;                                                \
+        }                                                                   \
+    } while (0)
+
+/* A call that must succeed; on failure prints the context's message. */
+#define CHECK_OK(ctx, call)                                                  \
+    do {                                                                     \
+        kiln_status check_st_ = (call);                                      \
+        if (check_st_ != KILN_OK) {                                          \
+            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, \
+                    kiln_status_name(check_st_), kiln_context_last_error(ctx)); \
+            test_failures++;                                                 \
+        }                                                                    \
+    } while (0)
+
+/* A call that must fail with `expected` and a message containing `needle`. */
+#define CHECK_FAILS(ctx, expected, needle, call)                            \
+    do {                                                                    \
+        kiln_status check_st_ = (call);                                     \
+        const char *check_msg_ = kiln_context_last_error(ctx);              \
+        if (check_st_ != (expected)) {                                      \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, \
+                    #call, kiln_status_name(check_st_), kiln_status_name(expected), check_msg_); \
+            test_failures++;                                                \
+        } else if (!strstr(check_msg_, (needle))) {                         \
+            fprintf(stderr, "%s:%d: message of %s lacks \"%s\": %s\n", __FILE__, __LINE__, \
+                    #call, (needle), check_msg_);                           \
+            test_failures++;                                                \
+        }                                                                   \
+    } while (0)
+
+#define SKIP(...)                                                           \
+    do {                                                                    \
+        printf("SKIP: " __VA_ARGS__);                                       \
+        printf("\n");                                                       \
+        exit(77);                                                           \
+    } while (0)
+
+static inline int test_finish(const char *name)
+{
+    if (test_failures)
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+    else
+        printf("%s: all checks passed\n", name);
+    return test_failures ? 1 : 0;
+}
+
+/* A context on the default device, or NULL with the reason printed. */
+static inline kiln_context *test_context(uint64_t seed)
+{
+    kiln_context_options o;
+    char err[512] = "";
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.seed = seed;
+    o.error_buffer = err;
+    o.error_buffer_size = sizeof err;
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&o, &ctx) != KILN_OK)
+        fprintf(stderr, "no context: %s\n", err);
+    return ctx;
+}
+
+#endif
