@@ -157,7 +157,7 @@ typedef struct kiln_context_options {
  * device matches, KILN_ERROR_INVALID_ARGUMENT for an index that does not
  * exist or a malformed KILN_DEVICES, KILN_ERROR_DEVICE when a device cannot
  * be opened, KILN_ERROR_OUT_OF_MEMORY. On failure *out is NULL and the
- * message goes to options->error_buffer (when given) and to stderr.
+ * message goes to options->error_buffer when given, else to the log.
  * The caller owns *out and releases it with kiln_context_destroy().
  */
 KILN_API kiln_status kiln_context_create(const kiln_context_options *options,
@@ -288,6 +288,10 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *
 /** Applies an activation as a layer of its own. */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation, const char *name);
+
+/** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
+KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                            const char *name);
 
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);

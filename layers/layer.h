@@ -46,6 +46,7 @@ typedef struct kiln_step {
     int training;
     const kiln_shape *in_shape;     /* n_in shapes, batch not counted */
     const kiln_shape *out_shape;
+    int n_in;
     kiln_buffer *const *in;         /* n_in activations, batch x size */
     kiln_buffer *out;
     kiln_buffer *params;            /* the replica's flat parameter buffer */
@@ -118,5 +119,6 @@ extern const kiln_layer_ops kiln_layer_conv2d;
 extern const kiln_layer_ops kiln_layer_max_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;
+extern const kiln_layer_ops kiln_layer_add;
 
 #endif

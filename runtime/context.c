@@ -163,7 +163,8 @@ kiln_status kiln_context_create(const kiln_context_options *options, kiln_contex
     if (st != KILN_OK) {
         if (o.error_buffer && o.error_buffer_size)
             snprintf(o.error_buffer, o.error_buffer_size, "%s", ctx->error);
-        kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_create: %s", ctx->error);
+        else
+            kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_create: %s", ctx->error);
         kiln_context_destroy(ctx);
         return st;
     }

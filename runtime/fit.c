@@ -58,7 +58,7 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
         return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
     if (!ds)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the dataset is NULL", call);
-    return check_dataset(m, ds, call, "the dataset");
+    return KILN_OK;
 }
 
 /* Host staging for one batch. */
@@ -122,6 +122,8 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
                                 kiln_metrics *out)
 {
     kiln_status st = check_ready(m, ds, "kiln_model_evaluate");
+    if (st == KILN_OK)
+        st = check_dataset(m, ds, "kiln_model_evaluate", "the dataset");
     if (st != KILN_OK)
         return st;
     if (!out || batch_size < 0)
@@ -286,6 +288,8 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     else
         kiln_fit_options_init(&o);
     st = check_fit_options(m, &o);
+    if (st == KILN_OK)
+        st = check_dataset(m, train, "kiln_model_fit", "the dataset");
     if (st != KILN_OK)
         return st;
     staging s;

@@ -167,6 +167,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->batch = n;
     s->training = training;
     s->in_shape = in_shape;
+    s->n_in = node->n_inputs;
     s->out_shape = &node->shape;
     s->in = in;
     s->out = r->out[i];

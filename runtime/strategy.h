@@ -25,6 +25,9 @@ typedef struct kiln_strategy_ops {
     kiln_status (*predict_step)(void *impl, const kiln_batch *batch, float *outputs);
     kiln_status (*get_params)(void *impl, float *flat);
     kiln_status (*set_params)(void *impl, const float *flat);
+    /* The replicas, for tests and for strategies built on others. */
+    int32_t (*replica_count)(void *impl);
+    struct kiln_replica *(*replica)(void *impl, int32_t i);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;

@@ -99,7 +99,18 @@ static kiln_status one_set_params(void *impl, const float *flat)
     return kiln_replica_write_params(((one_device *)impl)->replica, flat);
 }
 
+static int32_t one_replica_count(void *impl)
+{
+    (void)impl;
+    return 1;
+}
+
+static kiln_replica *one_replica(void *impl, int32_t i)
+{
+    return i == 0 ? ((one_device *)impl)->replica : NULL;
+}
+
 const kiln_strategy_ops kiln_strategy_one_device = {
     "one_device", one_create, one_destroy, one_train_step, one_eval_step, one_predict_step,
-    one_get_params, one_set_params,
+    one_get_params, one_set_params, one_replica_count, one_replica,
 };

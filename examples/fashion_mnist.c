@@ -1,0 +1,162 @@
+/* The seed CNN on Fashion-MNIST:
+ *   Input(28,28,1) -> Conv2D(32, 3x3, relu) -> MaxPooling2D(2x2) -> Flatten
+ *   -> Dense(64, relu) -> Dense(10, softmax); Adam(1e-3); batch 32; 5 epochs.
+ * Usage: fashion_mnist [--epochs N] [--batch N] [--limit N] [--devices SPEC]
+ *                      [--data DIR]
+ * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all"). */
+#include "kiln.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+typedef struct args {
+    int epochs, batch;
+    long limit;
+    const char *devices, *data;
+} args;
+
+static int parse_args(int argc, char **argv, args *a)
+{
+    a->epochs = 5;
+    a->batch = 32;
+    a->limit = 0;
+    a->devices = NULL;
+    a->data = DEFAULT_DATA;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "%s needs a value\n", argv[i]);
+            return 0;
+        }
+        if (strcmp(argv[i], "--epochs") == 0)
+            a->epochs = atoi(v);
+        else if (strcmp(argv[i], "--batch") == 0)
+            a->batch = atoi(v);
+        else if (strcmp(argv[i], "--limit") == 0)
+            a->limit = atol(v);
+        else if (strcmp(argv[i], "--devices") == 0)
+            a->devices = v;
+        else if (strcmp(argv[i], "--data") == 0)
+            a->data = v;
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, long limit,
+                        kiln_dataset **out)
+{
+    char images[1024], labels[1024];
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    kiln_idx_options o = {sizeof o, 0.0f, limit};
+    return kiln_dataset_from_idx(ctx, images, labels, &o, out);
+}
+
+static kiln_model *seed_cnn(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    if (kiln_model_create(ctx, &m) != KILN_OK)
+        return NULL;
+    const int32_t shape[] = {28, 28, 1};
+    kiln_conv2d_options conv = {sizeof conv, NULL, 32, {3, 3}, {1, 1}, KILN_PADDING_VALID,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
+    kiln_dense_options hidden = {sizeof hidden, NULL, 64, KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options head = {sizeof head, NULL, 10, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, shape, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    if (!parse_args(argc, argv, &a))
+        return 2;
+    if (a.devices)
+        setenv("KILN_DEVICES", a.devices, 1);
+
+    kiln_context_options co = {0};
+    char err[1024] = "";
+    co.struct_size = sizeof co;
+    co.error_buffer = err;
+    co.error_buffer_size = sizeof err;
+    co.log_level = KILN_LOG_WARNING;
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&co, &ctx) != KILN_OK)
+        return fprintf(stderr, "fashion_mnist: %s\n", err), 1;
+    int32_t n_devices = 0;
+    kiln_context_device_count(ctx, &n_devices);
+    for (int32_t i = 0; i < n_devices; i++) {
+        kiln_device_info info = {.struct_size = sizeof info};
+        kiln_context_device_info(ctx, i, &info);
+        printf("device %d: %s (%s), %u compute units, %.1f GiB\n", (int)info.index, info.name,
+               info.platform, info.compute_units,
+               (double)info.global_memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    }
+
+    int rc = 1;
+    kiln_dataset *train = NULL, *test = NULL;
+    kiln_model *model = NULL;
+    kiln_status st = load(ctx, a.data, "train", a.limit, &train);
+    if (st == KILN_OK)
+        st = load(ctx, a.data, "t10k", 0, &test);
+    if (st == KILN_OK && !(model = seed_cnn(ctx)))
+        st = KILN_ERROR_OUT_OF_MEMORY;
+    kiln_compile_options opts = {.struct_size = sizeof opts};
+    opts.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    opts.optimizer.learning_rate = 1e-3f;
+    if (st == KILN_OK)
+        st = kiln_model_compile(model, &opts);
+    kiln_fit_options fit;
+    kiln_fit_options_init(&fit);
+    fit.epochs = a.epochs;
+    fit.batch_size = a.batch;
+    int64_t n_train = 0;
+    double t0 = seconds(), t1 = t0;
+    if (st == KILN_OK) {
+        kiln_dataset_count(train, &n_train);
+        st = kiln_model_fit(model, train, &fit);
+        t1 = seconds();
+    }
+    kiln_metrics result = {.struct_size = sizeof result};
+    if (st == KILN_OK)
+        st = kiln_model_evaluate(model, test, 256, &result);
+    if (st == KILN_OK) {
+        const double samples = (double)n_train * a.epochs;
+        printf("training time: %.1f s for %d epochs, %.0f samples/s\n", t1 - t0, a.epochs,
+               samples / (t1 - t0));
+        printf("test loss: %.4f\n", result.loss);
+        printf("test accuracy: %.4f\n", result.accuracy);
+        rc = 0;
+    } else {
+        fprintf(stderr, "fashion_mnist: %s: %s\n", kiln_status_name(st),
+                kiln_context_last_error(ctx));
+    }
+    kiln_model_destroy(model);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(test);
+    kiln_context_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* Add: the element-wise sum of inputs of one shape (a residual shortcut). */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct add_config {
+    int32_t unused;
+} add_config;
+
+static kiln_status add_infer(void *config, kiln_layer_build *b)
+{
+    (void)config;
+    char a[64], c[64];
+    for (int k = 1; k < b->n_in; k++) {
+        const kiln_shape *x = &b->in[0], *y = &b->in[k];
+        int same = x->rank == y->rank;
+        for (int32_t d = 0; same && d < x->rank; d++)
+            same = x->dims[d] == y->dims[d];
+        if (!same) {
+            snprintf(b->error, sizeof b->error, "input 0 is %s but input %d is %s",
+                     kiln_shape_str(x, a, sizeof a), k, kiln_shape_str(y, c, sizeof c));
+            return KILN_ERROR_SHAPE;
+        }
+    }
+    b->out = b->in[0];
+    return KILN_OK;
+}
+
+static kiln_status add_forward(const void *config, void *replica, const kiln_step *s)
+{
+    (void)config;
+    (void)replica;
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < s->n_in && st == KILN_OK; k++)
+        st = kiln_copy_or_add(s->dev, s->in[k], s->out, n, k > 0);
+    return st;
+}
+
+static kiln_status add_backward(const void *config, void *replica, const kiln_step *s)
+{
+    (void)config;
+    (void)replica;
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < s->n_in && st == KILN_OK; k++)
+        if (s->d_in[k])
+            st = kiln_copy_or_add(s->dev, s->d_out, s->d_in[k], n, s->d_in_accumulate[k]);
+    return st;
+}
+
+const kiln_layer_ops kiln_layer_add = {
+    "add", sizeof(add_config), 0, 2, KILN_MAX_INPUTS, add_infer, NULL, add_forward,
+    add_backward, NULL, NULL,
+};
+
+kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                   const char *name)
+{
+    add_config c = {0};
+    if (!inputs)
+        n_inputs = 0;
+    return kiln_model_add_layer(model, &kiln_layer_add, &c, inputs, (int)n_inputs, name,
+                                KILN_ACTIVATION_LINEAR);
+}

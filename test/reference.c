@@ -1,0 +1,197 @@
+#include "reference.h"
+
+#include <math.h>
+#include <string.h>
+
+void ref_dense_forward(const double *x, const double *w, const double *b, int rows, int in,
+                       int units, double *y)
+{
+    for (int r = 0; r < rows; r++)
+        for (int u = 0; u < units; u++) {
+            double s = b ? b[u] : 0.0;
+            for (int i = 0; i < in; i++)
+                s += x[r * in + i] * w[i * units + u];
+            y[r * units + u] = s;
+        }
+}
+
+void ref_dense_backward(const double *x, const double *w, const double *dy, int rows, int in,
+                        int units, double *dw, double *db, double *dx)
+{
+    for (int i = 0; i < in; i++)
+        for (int u = 0; u < units; u++) {
+            double s = 0;
+            for (int r = 0; r < rows; r++)
+                s += x[r * in + i] * dy[r * units + u];
+            dw[i * units + u] = s;
+        }
+    for (int u = 0; db && u < units; u++) {
+        double s = 0;
+        for (int r = 0; r < rows; r++)
+            s += dy[r * units + u];
+        db[u] = s;
+    }
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < in; i++) {
+            double s = 0;
+            for (int u = 0; u < units; u++)
+                s += dy[r * units + u] * w[i * units + u];
+            dx[r * in + i] = s;
+        }
+}
+
+void ref_window(int in, int k, int s, int same, int *out, int *pad_before)
+{
+    if (same) {
+        *out = (int)ceil((double)in / s);
+        int pad = (*out - 1) * s + k - in;
+        *pad_before = pad > 0 ? pad / 2 : 0;
+    } else {
+        *out = (int)floor((double)(in - k) / s) + 1;
+        *pad_before = 0;
+    }
+}
+
+static int in_index(const ref_conv *g, int n, int y, int x, int c)
+{
+    return ((n * g->h + y) * g->w + x) * g->c + c;
+}
+
+void ref_conv2d_forward(const ref_conv *g, const double *x, const double *w, const double *b,
+                        double *y)
+{
+    for (int n = 0; n < g->batch; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int f = 0; f < g->f; f++) {
+                    double s = b ? b[f] : 0.0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            int iy = oy * g->sh - g->pad_top + ky;
+                            int ix = ox * g->sw - g->pad_left + kx;
+                            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                                continue;
+                            for (int c = 0; c < g->c; c++)
+                                s += x[in_index(g, n, iy, ix, c)] *
+                                     w[((ky * g->kw + kx) * g->c + c) * g->f + f];
+                        }
+                    y[((n * g->oh + oy) * g->ow + ox) * g->f + f] = s;
+                }
+}
+
+void ref_conv2d_backward(const ref_conv *g, const double *x, const double *w, const double *dy,
+                         double *dw, double *db, double *dx)
+{
+    memset(dw, 0, sizeof(double) * (size_t)(g->kh * g->kw * g->c * g->f));
+    if (db)
+        memset(db, 0, sizeof(double) * (size_t)g->f);
+    memset(dx, 0, sizeof(double) * (size_t)(g->batch * g->h * g->w * g->c));
+    for (int n = 0; n < g->batch; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int f = 0; f < g->f; f++) {
+                    const double d = dy[((n * g->oh + oy) * g->ow + ox) * g->f + f];
+                    if (db)
+                        db[f] += d;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            int iy = oy * g->sh - g->pad_top + ky;
+                            int ix = ox * g->sw - g->pad_left + kx;
+                            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                                continue;
+                            for (int c = 0; c < g->c; c++) {
+                                const int wi = ((ky * g->kw + kx) * g->c + c) * g->f + f;
+                                dw[wi] += x[in_index(g, n, iy, ix, c)] * d;
+                                dx[in_index(g, n, iy, ix, c)] += w[wi] * d;
+                            }
+                        }
+                }
+}
+
+/* The first maximum in window order wins, as in kiln. */
+static int pool_argmax(const ref_conv *g, const double *x, int n, int oy, int ox, int c)
+{
+    int best = -1;
+    for (int ky = 0; ky < g->kh; ky++)
+        for (int kx = 0; kx < g->kw; kx++) {
+            int iy = oy * g->sh - g->pad_top + ky;
+            int ix = ox * g->sw - g->pad_left + kx;
+            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                continue;
+            int i = in_index(g, n, iy, ix, c);
+            if (best < 0 || x[i] > x[best])
+                best = i;
+        }
+    return best;
+}
+
+void ref_max_pool_forward(const ref_conv *g, const double *x, double *y)
+{
+    for (int n = 0; n < g->batch; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int c = 0; c < g->c; c++)
+                    y[((n * g->oh + oy) * g->ow + ox) * g->c + c] =
+                        x[pool_argmax(g, x, n, oy, ox, c)];
+}
+
+void ref_max_pool_backward(const ref_conv *g, const double *x, const double *dy, double *dx)
+{
+    memset(dx, 0, sizeof(double) * (size_t)(g->batch * g->h * g->w * g->c));
+    for (int n = 0; n < g->batch; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int c = 0; c < g->c; c++)
+                    dx[pool_argmax(g, x, n, oy, ox, c)] +=
+                        dy[((n * g->oh + oy) * g->ow + ox) * g->c + c];
+}
+
+void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
+                            double *y)
+{
+    for (int r = 0; r < rows; r++) {
+        const double *zr = z + r * cols;
+        double *yr = y + r * cols;
+        if (act == KILN_ACTIVATION_SOFTMAX) {
+            double m = zr[0], s = 0;
+            for (int j = 1; j < cols; j++)
+                m = zr[j] > m ? zr[j] : m;
+            for (int j = 0; j < cols; j++)
+                s += exp(zr[j] - m);
+            for (int j = 0; j < cols; j++)
+                yr[j] = exp(zr[j] - m) / s;
+            continue;
+        }
+        for (int j = 0; j < cols; j++) {
+            const double v = zr[j];
+            yr[j] = act == KILN_ACTIVATION_RELU      ? (v > 0 ? v : 0)
+                    : act == KILN_ACTIVATION_SIGMOID ? 1.0 / (1.0 + exp(-v))
+                    : act == KILN_ACTIVATION_TANH    ? tanh(v)
+                                                     : v;
+        }
+    }
+}
+
+void ref_activation_backward(kiln_activation act, const double *y, const double *dy, int rows,
+                             int cols, double *dz)
+{
+    for (int r = 0; r < rows; r++) {
+        const double *yr = y + r * cols, *gr = dy + r * cols;
+        double *dr = dz + r * cols;
+        if (act == KILN_ACTIVATION_SOFTMAX) {
+            double dot = 0;
+            for (int j = 0; j < cols; j++)
+                dot += gr[j] * yr[j];
+            for (int j = 0; j < cols; j++)
+                dr[j] = yr[j] * (gr[j] - dot);
+            continue;
+        }
+        for (int j = 0; j < cols; j++) {
+            const double v = yr[j], g = gr[j];
+            dr[j] = act == KILN_ACTIVATION_RELU      ? (v > 0 ? g : 0)
+                    : act == KILN_ACTIVATION_SIGMOID ? g * v * (1 - v)
+                    : act == KILN_ACTIVATION_TANH    ? g * (1 - v * v)
+                                                     : g;
+        }
+    }
+}

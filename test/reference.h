@@ -1,0 +1,36 @@
+/* float64 host references for every layer, activation, loss and optimizer.
+ * Layouts follow kiln: NHWC activations, dense kernel (in, units), conv
+ * kernel (kh, kw, C, F). */
+#ifndef KILN_TEST_REFERENCE_H
+#define KILN_TEST_REFERENCE_H
+
+#include "kiln.h"
+
+void ref_dense_forward(const double *x, const double *w, const double *b, int rows, int in,
+                       int units, double *y);
+void ref_dense_backward(const double *x, const double *w, const double *dy, int rows, int in,
+                        int units, double *dw, double *db, double *dx);
+
+typedef struct ref_conv {
+    int batch, h, w, c, f, kh, kw, sh, sw, oh, ow, pad_top, pad_left;
+} ref_conv;
+
+/* Keras's 'same'/'valid' arithmetic, written independently of kiln's. */
+void ref_window(int in, int k, int s, int same, int *out, int *pad_before);
+
+void ref_conv2d_forward(const ref_conv *g, const double *x, const double *w, const double *b,
+                        double *y);
+void ref_conv2d_backward(const ref_conv *g, const double *x, const double *w, const double *dy,
+                         double *dw, double *db, double *dx);
+
+/* Pooling reuses ref_conv's geometry with kh/kw as the pool and f == c. */
+void ref_max_pool_forward(const ref_conv *g, const double *x, double *y);
+void ref_max_pool_backward(const ref_conv *g, const double *x, const double *dy, double *dx);
+
+void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
+                            double *y);
+/* dz from y = act(z) and dy. */
+void ref_activation_backward(kiln_activation act, const double *y, const double *dy, int rows,
+                             int cols, double *dz);
+
+#endif

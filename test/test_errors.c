@@ -1,0 +1,222 @@
+/* Bad input of every kind returns the right status and a message naming
+ * the problem; nothing aborts. */
+#include "harness.h"
+
+#include <stdint.h>
+
+static kiln_model *new_model(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    return m;
+}
+
+static void test_build_errors(kiln_context *ctx)
+{
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
+
+    /* Mismatched shapes: the message names the layer and both shapes. */
+    kiln_model *m = new_model(ctx);
+    const int32_t a_dims[] = {3}, img[] = {5, 5, 2};
+    kiln_node a = kiln_input(m, 1, a_dims, "a");
+    kiln_dense_options d4 = {sizeof d4, "four", 4, KILN_ACTIVATION_LINEAR, 0};
+    kiln_node b = kiln_dense(m, a, &d4);
+    kiln_node pair[] = {a, b};
+    CHECK(kiln_add(m, pair, 2, "sum") == KILN_NODE_INVALID);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d4);  /* later calls keep the first error */
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'sum' (add): input 0 is (3,) but input 1 is (4,)",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    kiln_conv2d_options conv = {sizeof conv, NULL, 8, {3, 3}, {1, 1}, KILN_PADDING_VALID,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): expects a (height, width, "
+                "channels) input, got (3,)", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    conv.kernel_size[0] = 7;
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "kernel (7, 3) is larger than input (5, 5, 2)",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    CHECK(kiln_dense(m, 42, &d4) == KILN_NODE_INVALID);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 0 is node 42, which does not exist",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    kiln_dense_options zero = {sizeof zero, "empty", 0, KILN_ACTIVATION_LINEAR, 0};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &zero);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'empty' (dense): units must be > 0",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, "x");
+    kiln_dense_options dup = {sizeof dup, "x", 2, KILN_ACTIVATION_LINEAR, 0};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &dup);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer name 'x' is used twice",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    const int32_t bad_dims[] = {4, -1};
+    m = new_model(ctx);
+    kiln_input(m, 2, bad_dims, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "dimension 1 is -1",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+static kiln_model *small_classifier(kiln_context *ctx, int classes)
+{
+    kiln_model *m = new_model(ctx);
+    const int32_t dims[] = {6};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options head = {sizeof head, NULL, classes, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+static void test_compile_and_fit_errors(kiln_context *ctx)
+{
+    kiln_model *m = small_classifier(ctx, 3);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loss 0 is not a kiln_loss",
+                kiln_model_compile(m, &co));
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer.momentum = 1.5f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "momentum 1.5 is not in [0, 1)",
+                kiln_model_compile(m, &co));
+    co.optimizer.momentum = 0.0f;
+    co.optimizer.learning_rate = -1.0f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "learning_rate -1 must be a positive number",
+                kiln_model_compile(m, &co));
+    co.optimizer.learning_rate = 0.0f;
+    co.strategy = KILN_STRATEGY_CENTRAL_STORAGE;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "central_storage strategy is not implemented",
+                kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_AUTO;
+
+    float x[4 * 6];
+    int32_t labels[4] = {0, 1, 2, 3};  /* 3 is out of range for 3 classes */
+    for (int i = 0; i < 24; i++)
+        x[i] = (float)i / 24.0f;
+    kiln_arrays_desc desc = {.struct_size = sizeof desc};
+    desc.count = 4;
+    desc.feature_rank = 1;
+    desc.feature_dims[0] = 6;
+    desc.features = x;
+    desc.label_kind = KILN_LABELS_SPARSE;
+    desc.sparse_labels = labels;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first", kiln_model_fit(m, ds, &fo));
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "already compiled", kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "has label 3 but the output 'dense' has 3 classes",
+                kiln_model_fit(m, ds, &fo));
+    fo.batch_size = 0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "batch_size is 0", kiln_model_fit(m, ds, &fo));
+    fo.batch_size = -3;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "batch_size is -3",
+                kiln_model_fit(m, ds, &fo));
+    fo.batch_size = 2;
+    fo.epochs = 0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epochs is 0", kiln_model_fit(m, ds, &fo));
+    fo.epochs = -1;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epochs is -1", kiln_model_fit(m, ds, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "the dataset is NULL",
+                kiln_model_fit(m, NULL, &fo));
+    kiln_dataset_destroy(ds);
+
+    /* Features that do not fit the input: names both shapes. */
+    desc.feature_rank = 2;
+    desc.feature_dims[0] = 2;
+    desc.feature_dims[1] = 3;
+    labels[3] = 0;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    fo.epochs = 1;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));  /* 6 floats either way: allowed */
+    kiln_dataset_destroy(ds);
+    desc.feature_rank = 1;
+    desc.feature_dims[0] = 5;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,) but input 'input_layer' is (6,)",
+                kiln_model_fit(m, ds, &fo));
+    kiln_metrics met = {.struct_size = sizeof met};
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,)", kiln_model_evaluate(m, ds, 8, &met));
+    kiln_dataset_destroy(ds);
+
+    float w[1];
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "room for 1 floats given, the model has 21",
+                kiln_model_get_weights(m, w, 1));
+    kiln_epoch_record rec = {.struct_size = sizeof rec};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epoch 5 is not in the history",
+                kiln_model_history_epoch(m, 5, &rec));
+    kiln_model_destroy(m);
+}
+
+static void test_context_errors(void)
+{
+    char err[512];
+    kiln_context_options o = {.struct_size = sizeof o};
+    o.error_buffer = err;
+    o.error_buffer_size = sizeof err;
+    const int32_t missing[] = {63};
+    o.n_device_indices = 1;
+    o.device_indices = missing;
+    kiln_context *ctx = (kiln_context *)&o;  /* must be reset to NULL */
+    CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(ctx == NULL);
+    CHECK(strstr(err, "device index 63 does not exist") != NULL);
+
+    o.n_device_indices = 0;
+    setenv("KILN_DEVICES", "7", 1);
+    CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "device index 7 does not exist") != NULL);
+    setenv("KILN_DEVICES", "zero", 1);
+    CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "KILN_DEVICES=\"zero\" is not understood") != NULL);
+    unsetenv("KILN_DEVICES");
+
+    o.device_type = KILN_DEVICE_ACCELERATOR;
+    kiln_status st = kiln_context_create(&o, &ctx);
+    if (st == KILN_OK)
+        kiln_context_destroy(ctx);  /* a machine with an accelerator */
+    else
+        CHECK(st == KILN_ERROR_NO_DEVICE && strstr(err, "no accelerator device") != NULL);
+
+    CHECK(strcmp(kiln_status_name(KILN_ERROR_SHAPE), "KILN_ERROR_SHAPE") == 0);
+    CHECK(strcmp(kiln_status_name((kiln_status)-99), "KILN_UNKNOWN_STATUS") == 0);
+    CHECK(strlen(kiln_status_description(KILN_ERROR_DATA)) > 10);
+    kiln_context_destroy(NULL);
+    kiln_model_destroy(NULL);
+    kiln_dataset_destroy(NULL);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(1);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    test_build_errors(ctx);
+    test_compile_and_fit_errors(ctx);
+    kiln_context_destroy(ctx);
+    test_context_errors();
+    return test_finish("test_errors");
+}

@@ -1,0 +1,222 @@
+/* Every layer forward and backward against the float64 reference, on odd
+ * sizes, batch 1 and odd batches, with each activation. */
+#include "layer_check.h"
+#include "reference.h"
+
+#define TOL 2e-5
+
+static const char *act_name(kiln_activation a)
+{
+    static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+    return names[a];
+}
+
+/* z -> y = act(z) and dy -> dz, in the reference. */
+static void apply_act(kiln_activation act, double *z, const double *dy, int rows, int cols,
+                      double *y, double *dz)
+{
+    ref_activation_forward(act, z, rows, cols, y);
+    ref_activation_backward(act, y, dy, rows, cols, dz);
+}
+
+typedef struct dense_case {
+    int units;
+    kiln_activation act;
+    int no_bias;
+} dense_case;
+
+static kiln_node build_dense(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const dense_case *c = arg;
+    kiln_dense_options o = {sizeof o, NULL, c->units, c->act, c->no_bias};
+    return kiln_dense(m, pre, &o);
+}
+
+static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                       const dense_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_dense, c, &r))
+        return;
+    const int in = dims[rank - 1];
+    const int rows = (int)(batch * r.in_size / in);
+    const int64_t ny = (int64_t)rows * c->units;
+    double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
+    double *dz = calloc((size_t)ny, sizeof(double));
+    double *dw = calloc((size_t)in * c->units, sizeof(double));
+    double *db = calloc((size_t)c->units, sizeof(double));
+    double *dx = calloc((size_t)(batch * r.in_size), sizeof(double));
+    ref_dense_forward(r.x, r.params[0], c->no_bias ? NULL : r.params[1], rows, in, c->units, z);
+    apply_act(c->act, z, r.dy, rows, c->units, y, dz);
+    ref_dense_backward(r.x, r.params[0], dz, rows, in, c->units, dw, c->no_bias ? NULL : db,
+                       dx);
+    char what[128];
+    snprintf(what, sizeof what, "dense(%d, %s%s) rank %d batch %d", c->units, act_name(c->act),
+             c->no_bias ? ", no bias" : "", rank, batch);
+    printf("%s\n", what);
+    check_close(what, r.y, y, ny, TOL);
+    check_close(what, r.dparams[0], dw, (int64_t)in * c->units, TOL);
+    if (!c->no_bias)
+        check_close(what, r.dparams[1], db, c->units, TOL);
+    check_close(what, r.dx, dx, batch * r.in_size, TOL);
+    free(z), free(y), free(dz), free(dw), free(db), free(dx);
+    layer_run_free(&r);
+}
+
+typedef struct conv_case {
+    int filters, kh, kw, sh, sw;
+    kiln_padding padding;
+    kiln_activation act;
+    int no_bias;
+    int pool;   /* nonzero: max pooling with kh x kw, strides sh x sw */
+} conv_case;
+
+static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const conv_case *c = arg;
+    if (c->pool) {
+        kiln_pool2d_options o = {sizeof o, NULL, {c->kh, c->kw}, {c->sh, c->sw}, c->padding};
+        return kiln_max_pooling2d(m, pre, &o);
+    }
+    kiln_conv2d_options o = {sizeof o, NULL, c->filters, {c->kh, c->kw}, {c->sh, c->sw},
+                             c->padding, c->act, c->no_bias};
+    return kiln_conv2d(m, pre, &o);
+}
+
+static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const conv_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_conv, c, &r))
+        return;
+    ref_conv g = {batch, dims[0], dims[1], dims[2], c->pool ? dims[2] : c->filters, c->kh,
+                  c->kw, c->sh, c->sw, 0, 0, 0, 0};
+    ref_window(g.h, g.kh, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
+    ref_window(g.w, g.kw, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+    const int64_t ny = (int64_t)batch * g.oh * g.ow * g.f, nx = batch * r.in_size;
+    char what[160];
+    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s, %d filters, %s, batch %d on "
+             "(%d, %d, %d)", c->pool ? "max_pooling2d" : "conv2d", c->kh, c->kw, c->sh, c->sw,
+             c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
+             dims[0], dims[1], dims[2]);
+    printf("%s\n", what);
+    if (ny != batch * r.out_size) {
+        fprintf(stderr, "%s: output size %lld, reference %lld\n", what,
+                (long long)(batch * r.out_size), (long long)ny);
+        test_failures++;
+        layer_run_free(&r);
+        return;
+    }
+    double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
+    double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
+    const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
+    double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
+    if (c->pool) {
+        ref_max_pool_forward(&g, r.x, y);
+        ref_max_pool_backward(&g, r.x, r.dy, dx);
+    } else {
+        ref_conv2d_forward(&g, r.x, r.params[0], c->no_bias ? NULL : r.params[1], z);
+        apply_act(c->act, z, r.dy, (int)(ny / g.f), g.f, y, dz);
+        ref_conv2d_backward(&g, r.x, r.params[0], dz, dw, c->no_bias ? NULL : db, dx);
+        check_close(what, r.dparams[0], dw, nw, TOL);
+        if (!c->no_bias)
+            check_close(what, r.dparams[1], db, g.f, TOL);
+    }
+    check_close(what, r.y, y, ny, TOL);
+    check_close(what, r.dx, dx, nx, TOL);
+    free(z), free(y), free(dz), free(dx), free(dw), free(db);
+    layer_run_free(&r);
+}
+
+static kiln_node build_flatten(kiln_model *m, kiln_node pre, const void *arg)
+{
+    (void)arg;
+    return kiln_flatten(m, pre, NULL);
+}
+
+static kiln_node build_activation(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_activation_layer(m, pre, *(const kiln_activation *)arg, NULL);
+}
+
+/* Add(pre, pre, tanh(pre)): one node feeds the same layer twice and another. */
+static kiln_node build_add(kiln_model *m, kiln_node pre, const void *arg)
+{
+    (void)arg;
+    kiln_node t = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t");
+    kiln_node in[] = {pre, pre, t};
+    return kiln_add(m, in, 3, NULL);
+}
+
+static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
+                             const void *arg, kiln_activation act, int add)
+{
+    const int32_t dims[] = {3, 5, 7};
+    const int batch = 3;
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build, arg, &r))
+        return;
+    const int64_t n = batch * r.in_size;
+    const int cols = dims[2];  /* softmax runs over the last dimension */
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    if (add) {
+        double *t = calloc((size_t)n, sizeof(double));
+        for (int64_t i = 0; i < n; i++) {
+            t[i] = tanh(r.x[i]);
+            y[i] = 2 * r.x[i] + t[i];
+            dx[i] = 2 * r.dy[i] + r.dy[i] * (1 - t[i] * t[i]);
+        }
+        free(t);
+    } else {
+        apply_act(act, r.x, r.dy, (int)(n / cols), cols, y, dx);
+    }
+    printf("%s\n", name);
+    check_close(name, r.y, y, n, TOL);
+    check_close(name, r.dx, dx, n, TOL);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(7);
+    if (!ctx)
+        SKIP("no OpenCL device");
+
+    const int32_t flat37[] = {37}, cube[] = {2, 3, 5};
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {
+        dense_case c = {19, (kiln_activation)act, 0};
+        test_dense(ctx, 1, flat37, 5, &c);
+    }
+    dense_case one = {1, KILN_ACTIVATION_SIGMOID, 0}, nobias = {13, KILN_ACTIVATION_RELU, 1};
+    test_dense(ctx, 1, flat37, 1, &one);
+    test_dense(ctx, 1, flat37, 7, &nobias);
+    dense_case last_axis = {11, KILN_ACTIVATION_TANH, 0};
+    test_dense(ctx, 3, cube, 3, &last_axis);
+
+    const int32_t img[] = {9, 7, 3}, tall[] = {11, 4, 2};
+    const conv_case convs[] = {
+        {5, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0},
+        {4, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, 0},
+        {6, 1, 1, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_TANH, 1, 0},
+        {3, 4, 3, 3, 2, KILN_PADDING_SAME, KILN_ACTIVATION_SIGMOID, 0, 0},
+        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, 1},
+        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, 1},
+        {0, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+        test_conv(ctx, img, 1, &convs[i]);
+        test_conv(ctx, tall, 3, &convs[i]);
+    }
+
+    test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {
+        char name[64];
+        kiln_activation a = (kiln_activation)act;
+        snprintf(name, sizeof name, "activation layer %s", act_name(a));
+        test_elementwise(ctx, name, build_activation, &a, a, 0);
+    }
+    test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
+                     1);
+    kiln_context_destroy(ctx);
+    return test_finish("test_layers");
+}

@@ -1,0 +1,381 @@
+/* Losses and optimizer steps against float64 references; determinism;
+ * history, callbacks, partial batches, evaluate and predict. */
+#include "layer_check.h"
+#include "reference.h"
+#include "runtime/context.h"
+#include "runtime/loss.h"
+#include "runtime/optimizer.h"
+
+#define N 5      /* batch */
+#define IN 5
+#define OUT 4
+
+typedef struct loss_case {
+    const char *name;
+    kiln_loss loss;
+    kiln_activation act;
+    int fused;
+} loss_case;
+
+/* Reference loss (mean over the batch) and gradient w.r.t. z (fused) or y. */
+static double ref_loss(const loss_case *c, const double *z, const double *y, const int *ids,
+                       const double *t, double *grad)
+{
+    const double eps = 1e-7, scale = 1.0 / N;
+    double total = 0;
+    for (int r = 0; r < N; r++) {
+        const double *zr = z + r * OUT, *yr = y + r * OUT, *tr = t + r * OUT;
+        double *gr = grad + r * OUT;
+        double m = zr[0], s = 0, tsum = 0;
+        for (int j = 0; j < OUT; j++)
+            tsum += c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? j == ids[r] : tr[j];
+        for (int j = 1; j < OUT; j++)
+            m = zr[j] > m ? zr[j] : m;
+        for (int j = 0; j < OUT; j++)
+            s += exp(zr[j] - m);
+        const double lse = m + log(s);
+        for (int j = 0; j < OUT; j++) {
+            const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+            const double target = sparse ? (double)(j == ids[r]) : tr[j];
+            const double p = yr[j] < eps ? eps : yr[j] > 1 - eps ? 1 - eps : yr[j];
+            switch (c->loss) {
+            case KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+            case KILN_LOSS_CATEGORICAL_CROSSENTROPY:
+                total += c->fused ? -target * (zr[j] - lse) : -target * log(p);
+                /* d/dz of -sum t (z - lse) is y * sum(t) - t: targets need not sum to 1. */
+                gr[j] = c->fused ? (yr[j] * tsum - target) * scale : -target / p * scale;
+                break;
+            case KILN_LOSS_BINARY_CROSSENTROPY:
+                total += (c->fused ? (zr[j] > 0 ? zr[j] : 0) - zr[j] * target +
+                                         log1p(exp(-fabs(zr[j])))
+                                   : -(target * log(p) + (1 - target) * log(1 - p))) / OUT;
+                gr[j] = (c->fused ? yr[j] - target : -target / p + (1 - target) / (1 - p)) *
+                        scale / OUT;
+                break;
+            default:
+                total += (yr[j] - target) * (yr[j] - target) / OUT;
+                gr[j] = 2 * (yr[j] - target) * scale / OUT;
+            }
+        }
+    }
+    return total / N;
+}
+
+static void test_loss(kiln_context *ctx, const loss_case *c)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options d = {sizeof d, NULL, OUT, c->act, 0};
+    kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = c->loss;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    CHECK(m->loss.fused == c->fused);
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    float x[N * IN], t[N * OUT];
+    int32_t ids[N];
+    int ids_int[N];
+    double td[N * OUT];
+    for (int i = 0; i < N * IN; i++)
+        x[i] = (float)(2.0 * check_uniform());
+    for (int i = 0; i < N * OUT; i++) {
+        t[i] = (float)(0.5 + 0.5 * check_uniform());
+        td[i] = t[i];
+    }
+    for (int i = 0; i < N; i++)
+        ids[i] = ids_int[i] = i % OUT;
+    const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    kiln_batch b = {N, x, sparse ? (const void *)ids : (const void *)t};
+    double sums[2];
+    float z[N * OUT], y[N * OUT], g[N * OUT];
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
+    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
+    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[out], 0, y, sizeof y));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[out], 0, g, sizeof g));
+    double zd[N * OUT], yd[N * OUT], gd[N * OUT], want_g[N * OUT];
+    for (int i = 0; i < N * OUT; i++) {
+        zd[i] = z[i];
+        gd[i] = g[i];
+    }
+    /* y from the float64 activation of kiln's z, so only the loss is tested. */
+    ref_activation_forward(c->act, zd, N, OUT, yd);
+    const double want = ref_loss(c, zd, yd, ids_int, td, want_g);
+    const double got = sums[0] / N;
+    printf("%s: loss %.6f (reference %.6f)\n", c->name, got, want);
+    if (fabs(got - want) > 1e-5 * (1 + fabs(want))) {
+        fprintf(stderr, "%s: loss %.7g, want %.7g\n", c->name, got, want);
+        test_failures++;
+    }
+    check_close(c->name, gd, want_g, N * OUT, 1e-4);
+    (void)y;
+    kiln_model_destroy(m);
+}
+
+typedef struct opt_case {
+    const char *name;
+    kiln_optimizer_options o;
+} opt_case;
+
+/* Keras's update rules, in float64. */
+static void ref_optimizer(const kiln_optimizer_options *o, double *p, const double *g,
+                          double *s0, double *s1, int n, int step)
+{
+    for (int i = 0; i < n; i++) {
+        if (o->kind == KILN_OPTIMIZER_ADAM) {
+            s0[i] += (g[i] - s0[i]) * (1 - (double)o->beta_1);
+            s1[i] += (g[i] * g[i] - s1[i]) * (1 - (double)o->beta_2);
+            const double alpha = o->learning_rate * sqrt(1 - pow(o->beta_2, step)) /
+                                 (1 - pow(o->beta_1, step));
+            p[i] -= alpha * s0[i] / (sqrt(s1[i]) + o->epsilon);
+        } else if (o->momentum == 0) {
+            p[i] -= o->learning_rate * g[i];
+        } else {
+            s0[i] = o->momentum * s0[i] - o->learning_rate * g[i];
+            p[i] += o->nesterov ? o->momentum * s0[i] - o->learning_rate * g[i] : s0[i];
+        }
+    }
+}
+
+static void test_optimizer(kiln_context *ctx, opt_case *c)
+{
+    enum { n = 37, steps = 4 };
+    kiln_device *dev = ctx->devices[0];
+    CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &c->o));
+    kiln_buffer *p = NULL, *g = NULL, *slots[2] = {NULL, NULL};
+    CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "p", &p));
+    CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "g", &g));
+    for (int s = 0; s < kiln_optimizer_slot_count(&c->o); s++) {
+        CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "slot", &slots[s]));
+        CHECK_OK(ctx, kiln_buffer_zero(dev, slots[s], 0, n * sizeof(float)));
+    }
+    float pf[n], gf[n];
+    double pd[n], gd[n], s0[n] = {0}, s1[n] = {0};
+    for (int i = 0; i < n; i++)
+        pd[i] = pf[i] = (float)check_uniform();
+    CHECK_OK(ctx, kiln_buffer_write(dev, p, 0, pf, sizeof pf, 1));
+    for (int step = 1; step <= steps; step++) {
+        for (int i = 0; i < n; i++)
+            gd[i] = gf[i] = (float)check_uniform();
+        CHECK_OK(ctx, kiln_buffer_write(dev, g, 0, gf, sizeof gf, 1));
+        CHECK_OK(ctx, kiln_optimizer_apply(dev, &c->o, p, g, slots, n, step));
+        ref_optimizer(&c->o, pd, gd, s0, s1, n, step);
+    }
+    CHECK_OK(ctx, kiln_buffer_read(dev, p, 0, pf, sizeof pf));
+    double got[n];
+    for (int i = 0; i < n; i++)
+        got[i] = pf[i];
+    printf("optimizer %s\n", c->name);
+    check_close(c->name, got, pd, n, 1e-5);
+    kiln_buffer_destroy(p);
+    kiln_buffer_destroy(g);
+    kiln_buffer_destroy(slots[0]);
+    kiln_buffer_destroy(slots[1]);
+}
+
+/* A small three-class problem that a classifier can learn. */
+static void blob_arrays(int count, uint64_t seed, float *x, int32_t *y)
+{
+    check_rng_state = seed;
+    for (int i = 0; i < count; i++) {
+        y[i] = i % 3;
+        for (int j = 0; j < 8; j++)
+            x[i * 8 + j] = (float)(0.5 * check_uniform() + (j % 3 == y[i] ? 1.0 : 0.0));
+    }
+}
+
+static kiln_dataset *blobs(kiln_context *ctx, int count, uint64_t seed)
+{
+    float *x = malloc(sizeof(float) * (size_t)count * 8);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)count);
+    blob_arrays(count, seed, x, y);
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = count;
+    d.feature_rank = 1;
+    d.feature_dims[0] = 8;
+    d.features = x;
+    d.sparse_labels = y;
+    d.num_classes = 3;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    free(x);
+    free(y);
+    return ds;
+}
+
+static kiln_model *mlp(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {8};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options h = {sizeof h, NULL, 16, KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options o = {sizeof o, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &h);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &o);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.optimizer.learning_rate = 1e-2f;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+typedef struct events {
+    int batches, epochs, stop_after;
+    int64_t last_steps;
+} events;
+
+static int on_progress(void *user, const kiln_progress *p)
+{
+    events *e = user;
+    if (p->event == KILN_EVENT_BATCH_END)
+        e->batches++;
+    else
+        e->epochs++;
+    e->last_steps = p->steps;
+    return e->stop_after && e->batches >= e->stop_after;
+}
+
+/* Same seed, same weights, bit for bit; another seed differs. */
+static void train_weights(uint64_t seed, float *w, int64_t n)
+{
+    kiln_context *ctx = test_context(seed);
+    kiln_dataset *ds = blobs(ctx, 100, 5);
+    kiln_model *m = mlp(ctx);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.batch_size = 7;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+}
+
+static void test_determinism(void)
+{
+    enum { n = 8 * 16 + 16 + 16 * 3 + 3 };
+    float a[n], b[n], c[n];
+    train_weights(11, a, n);
+    train_weights(11, b, n);
+    train_weights(12, c, n);
+    printf("determinism\n");
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK(memcmp(a, c, sizeof a) != 0);
+}
+
+static void test_fit_loop(kiln_context *ctx)
+{
+    kiln_dataset *train = blobs(ctx, 250, 1), *val = blobs(ctx, 61, 2);
+    kiln_model *m = mlp(ctx);
+    int64_t count = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
+    CHECK(count == 8 * 16 + 16 + 16 * 3 + 3);
+
+    events e = {0, 0, 0, 0};
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 3;
+    fo.batch_size = 16;  /* 250 = 15 * 16 + 10: a partial last batch */
+    fo.validation = val;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.callback = on_progress;
+    fo.callback_user = &e;
+    CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+    CHECK(e.batches == 3 * 16 && e.epochs == 3 && e.last_steps == 16);
+    int32_t len = 0;
+    CHECK_OK(ctx, kiln_model_history_length(m, &len));
+    CHECK(len == 3);
+    kiln_epoch_record first = {.struct_size = sizeof first}, last = {.struct_size = sizeof last};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &first));
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 2, &last));
+    printf("fit: loss %.4f -> %.4f, accuracy %.4f, val_accuracy %.4f\n", first.loss, last.loss,
+           last.accuracy, last.val_accuracy);
+    CHECK(last.samples == 250 && last.has_validation);
+    CHECK(last.loss < first.loss);
+    CHECK(last.val_accuracy > 0.9);
+
+    /* evaluate agrees with the last validation pass and with predict. */
+    kiln_metrics met = {.struct_size = sizeof met};
+    CHECK_OK(ctx, kiln_model_evaluate(m, val, 5, &met));
+    CHECK(fabs(met.loss - last.val_loss) < 1e-5 && fabs(met.accuracy - last.val_accuracy) < 1e-9);
+    CHECK(met.samples == 61);
+    int64_t out_size = 0;
+    CHECK_OK(ctx, kiln_model_output_size(m, &out_size));
+    CHECK(out_size == 3);
+    float x[61 * 8], p[61 * 3];
+    int32_t y[61];
+    blob_arrays(61, 2, x, y);
+    CHECK_OK(ctx, kiln_model_predict(m, x, 61, p, 7));
+    int right = 0;
+    for (int i = 0; i < 61; i++) {
+        const float *pi = p + i * 3;
+        const int best = pi[0] >= pi[1] && pi[0] >= pi[2] ? 0 : pi[1] >= pi[2] ? 1 : 2;
+        right += best == y[i];
+        CHECK(fabs(pi[0] + pi[1] + pi[2] - 1.0) < 1e-5);
+    }
+    CHECK(fabs(right / 61.0 - met.accuracy) < 1e-9);
+
+    /* A callback can stop training. */
+    e.batches = 0;
+    e.stop_after = 5;
+    CHECK_FAILS(ctx, KILN_ERROR_STOPPED, "callback stopped training at epoch 1, step 5",
+                kiln_model_fit(m, train, &fo));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(val);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(3);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    const loss_case losses[] = {
+        {"sparse_categorical_crossentropy + softmax", KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+         KILN_ACTIVATION_SOFTMAX, 1},
+        {"sparse_categorical_crossentropy on sigmoid", KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+         KILN_ACTIVATION_SIGMOID, 0},
+        {"categorical_crossentropy + softmax", KILN_LOSS_CATEGORICAL_CROSSENTROPY,
+         KILN_ACTIVATION_SOFTMAX, 1},
+        {"categorical_crossentropy on sigmoid", KILN_LOSS_CATEGORICAL_CROSSENTROPY,
+         KILN_ACTIVATION_SIGMOID, 0},
+        {"binary_crossentropy + sigmoid", KILN_LOSS_BINARY_CROSSENTROPY, KILN_ACTIVATION_SIGMOID,
+         1},
+        {"binary_crossentropy on softmax", KILN_LOSS_BINARY_CROSSENTROPY,
+         KILN_ACTIVATION_SOFTMAX, 0},
+        {"mean_squared_error", KILN_LOSS_MEAN_SQUARED_ERROR, KILN_ACTIVATION_LINEAR, 0},
+        {"mean_squared_error on tanh", KILN_LOSS_MEAN_SQUARED_ERROR, KILN_ACTIVATION_TANH, 0},
+    };
+    for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++)
+        test_loss(ctx, &losses[i]);
+
+    opt_case opts[] = {
+        {"sgd", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.1f, 0, 0, 0, 0, 0}},
+        {"sgd momentum", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.05f, 0.9f, 0, 0,
+                          0, 0}},
+        {"sgd nesterov", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.05f, 0.8f, 1, 0,
+                          0, 0}},
+        {"adam defaults", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_ADAM, 0, 0, 0, 0, 0,
+                           0}},
+        {"adam custom", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_ADAM, 0.01f, 0, 0, 0.8f,
+                         0.99f, 1e-4f}},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        test_optimizer(ctx, &opts[i]);
+
+    test_fit_loop(ctx);
+    kiln_context_destroy(ctx);
+    test_determinism();
+    return test_finish("test_train");
+}

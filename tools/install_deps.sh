@@ -1,0 +1,28 @@
+#!/bin/sh
+# Installs, with apt-get, what kiln needs to build, test and run its examples
+# on Debian 12. Only missing packages are installed. Run as root (or with sudo
+# available). Extra package names may be passed as arguments.
+set -eu
+
+packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
+libclblast-dev pocl-opencl-icd zlib1g-dev dataset-fashion-mnist $*"
+
+missing=""
+for p in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+else
+    echo "install_deps: need root to install:$missing" >&2
+    exit 1
+fi
+echo "install_deps: installing$missing"
+$sudo apt-get update
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends $missing
