@@ -18,6 +18,10 @@ struct kiln_dataset {
     int32_t max_label;          /* largest sparse label (-1 if dense) */
 };
 
+/* An uninitialised dataset of `count` samples of `shape` (idx.c fills one). */
+kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
+                               kiln_label_kind kind, int32_t label_size, kiln_dataset **out);
+
 /* The order of an epoch's samples: 0..count-1, shuffled (Fisher-Yates)
  * from (seed, epoch) when `shuffle` is set. */
 void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,

@@ -1,0 +1,208 @@
+/* IDX files (MNIST, Fashion-MNIST): big-endian header, then unsigned bytes.
+ * Plain or gzip-compressed; zlib reads both when the build has it. */
+#include "runtime/dataset.h"
+
+#include "kiln_config.h"
+#include "runtime/context.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#if KILN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define IDX_IMAGES_MAGIC 0x00000803u
+#define IDX_LABELS_MAGIC 0x00000801u
+#define IDX_MAX_BYTES (1ull << 32)   /* refuse headers promising more */
+
+typedef struct idx_file {
+    const char *path;
+#if KILN_HAVE_ZLIB
+    gzFile gz;
+#else
+    FILE *f;
+#endif
+} idx_file;
+
+static kiln_status idx_open(kiln_context *ctx, const char *path, idx_file *f)
+{
+    f->path = path;
+#if KILN_HAVE_ZLIB
+    errno = 0;
+    f->gz = gzopen(path, "rb");
+    if (!f->gz)
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path,
+                          errno ? strerror(errno) : "out of memory");
+    gzbuffer(f->gz, 1 << 17);
+#else
+    f->f = fopen(path, "rb");
+    if (!f->f)
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    const int b0 = getc(f->f), b1 = getc(f->f);
+    if (b0 == 0x1f && b1 == 0x8b) {
+        fclose(f->f);
+        f->f = NULL;
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+                          "%s is gzip-compressed and this build of kiln has no zlib", path);
+    }
+    rewind(f->f);
+#endif
+    return KILN_OK;
+}
+
+/* Reads up to n bytes; returns how many were read, or -1 on a read error. */
+static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
+{
+    uint64_t got = 0;
+    unsigned char *p = buf;
+    while (got < n) {
+        const unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
+#if KILN_HAVE_ZLIB
+        const int r = gzread(f->gz, p + got, chunk);
+        if (r < 0)
+            return -1;
+#else
+        const size_t r = fread(p + got, 1, chunk, f->f);
+        if (ferror(f->f))
+            return -1;
+#endif
+        if (r == 0)
+            break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+static void idx_close(idx_file *f)
+{
+#if KILN_HAVE_ZLIB
+    if (f->gz)
+        gzclose(f->gz);
+    f->gz = NULL;
+#else
+    if (f->f)
+        fclose(f->f);
+    f->f = NULL;
+#endif
+}
+
+static uint32_t be32(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Reads the header: magic, then `n_dims` big-endian sizes. The magic is
+ * checked first, so a wrong file is named as such even when it is short. */
+static kiln_status read_header(kiln_context *ctx, idx_file *f, uint32_t magic, int n_dims,
+                               uint32_t *dims)
+{
+    unsigned char head[16];
+    const uint64_t want = 4u * (uint64_t)(n_dims + 1);
+    const int64_t got = idx_read(f, head, want);
+    if (got < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed (corrupt gzip stream?)",
+                          f->path);
+    if (got >= 4 && be32(head) != magic)
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not an IDX %s file: magic 0x%08x, "
+                          "expected 0x%08x", f->path, n_dims == 3 ? "image" : "label",
+                          be32(head), magic);
+    if ((uint64_t)got < want)
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: %lld bytes, shorter than "
+                          "an IDX header", f->path, (long long)got);
+    for (int i = 0; i < n_dims; i++) {
+        dims[i] = be32(head + 4 * (i + 1));
+        if (dims[i] == 0)
+            return kiln_error(ctx, KILN_ERROR_FORMAT, "%s: dimension %d is 0", f->path, i);
+    }
+    return KILN_OK;
+}
+
+static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char *buf,
+                             uint64_t bytes, const char *what)
+{
+    const int64_t got = idx_read(f, buf, bytes);
+    if (got < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed (corrupt gzip stream?)",
+                          f->path);
+    if ((uint64_t)got < bytes)
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
+                          "got %lld", f->path, (unsigned long long)bytes, what, (long long)got);
+    return KILN_OK;
+}
+
+kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
+                                  const char *labels_path, const kiln_idx_options *options,
+                                  kiln_dataset **out)
+{
+    if (!out)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!ctx)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_idx_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    if (!images_path || !labels_path || o.limit < 0 || !(o.scale >= 0.0f))
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_from_idx: both paths must be set, limit >= 0 and "
+                          "scale >= 0");
+    const float scale = o.scale > 0.0f ? o.scale : 1.0f / 255.0f;
+
+    idx_file img = {images_path, NULL}, lab = {labels_path, NULL};
+    uint32_t idims[3], ldims[1];
+    unsigned char *pixels = NULL, *labels = NULL;
+    kiln_dataset *ds = NULL;
+    kiln_status st = idx_open(ctx, images_path, &img);
+    if (st == KILN_OK)
+        st = idx_open(ctx, labels_path, &lab);
+    if (st == KILN_OK)
+        st = read_header(ctx, &img, IDX_IMAGES_MAGIC, 3, idims);
+    if (st == KILN_OK)
+        st = read_header(ctx, &lab, IDX_LABELS_MAGIC, 1, ldims);
+    if (st != KILN_OK)
+        goto fail;
+    if (idims[0] != ldims[0]) {
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %u images but %s has %u labels",
+                        images_path, idims[0], labels_path, ldims[0]);
+        goto fail;
+    }
+    const uint64_t per_image = (uint64_t)idims[1] * idims[2];
+    if ((uint64_t)idims[0] * per_image > IDX_MAX_BYTES || idims[1] > INT32_MAX ||
+        idims[2] > INT32_MAX) {
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: a header of %u x %u x %u bytes is beyond "
+                        "what kiln reads", images_path, idims[0], idims[1], idims[2]);
+        goto fail;
+    }
+    const int64_t count = o.limit > 0 && o.limit < idims[0] ? o.limit : (int64_t)idims[0];
+    pixels = kiln_alloc(ctx, (size_t)(count * (int64_t)per_image));
+    labels = kiln_alloc(ctx, (size_t)count);
+    if (!pixels || !labels) {
+        st = kiln_error_oom(ctx, images_path, (size_t)(count * (int64_t)per_image));
+        goto fail;
+    }
+    st = read_body(ctx, &img, pixels, (uint64_t)count * per_image, "pixels");
+    if (st == KILN_OK)
+        st = read_body(ctx, &lab, labels, (uint64_t)count, "labels");
+    kiln_shape shape = {3, {(int32_t)idims[1], (int32_t)idims[2], 1, 0}};
+    if (st == KILN_OK)
+        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
+    if (st != KILN_OK)
+        goto fail;
+    for (int64_t i = 0; i < count * (int64_t)per_image; i++)
+        ds->features[i] = (float)pixels[i] * scale;
+    for (int64_t i = 0; i < count; i++) {
+        ds->sparse_labels[i] = labels[i];
+        if (labels[i] > ds->max_label)
+            ds->max_label = labels[i];
+    }
+    *out = ds;
+    ds = NULL;
+fail:
+    kiln_dataset_destroy(ds);
+    kiln_free(ctx, pixels);
+    kiln_free(ctx, labels);
+    idx_close(&img);
+    idx_close(&lab);
+    return st;
+}

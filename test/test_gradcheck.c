@@ -1,0 +1,128 @@
+/* Finite differences against backward, through small multi-layer models:
+ * one where a node feeds two layers that meet again in Add, and a
+ * convolutional one. Smooth activations keep the differences meaningful. */
+#include "layer_check.h"
+
+#define BATCH 3
+#define EPS 1e-3  /* small enough that max pooling keeps its winners */
+
+typedef kiln_model *(*model_fn)(kiln_context *ctx);
+
+static kiln_model *branchy(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6};
+    kiln_node x = kiln_input(m, 1, dims, NULL);
+    kiln_dense_options a = {sizeof a, "a", 5, KILN_ACTIVATION_TANH, 0};
+    kiln_dense_options b1 = {sizeof b1, "b1", 4, KILN_ACTIVATION_SIGMOID, 0};
+    kiln_dense_options b2 = {sizeof b2, "b2", 4, KILN_ACTIVATION_TANH, 1};
+    kiln_dense_options head = {sizeof head, "head", 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_node h = kiln_dense(m, x, &a);
+    kiln_node both[] = {kiln_dense(m, h, &b1), kiln_dense(m, h, &b2)};  /* h feeds two */
+    kiln_node sum = kiln_add(m, both, 2, NULL);
+    kiln_dense(m, sum, &head);
+    return m;
+}
+
+static kiln_model *convolutional(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {7, 6, 2};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d_options c1 = {sizeof c1, NULL, 3, {3, 3}, {1, 1}, KILN_PADDING_SAME,
+                              KILN_ACTIVATION_TANH, 0};
+    kiln_conv2d_options c2 = {sizeof c2, NULL, 4, {2, 3}, {2, 1}, KILN_PADDING_VALID,
+                              KILN_ACTIVATION_SIGMOID, 0};
+    kiln_pool2d_options p = {sizeof p, NULL, {2, 2}, {1, 2}, KILN_PADDING_SAME};
+    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &c1);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &c2);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &p);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+static double batch_loss(kiln_context *ctx, kiln_replica *r)
+{
+    double sums[2] = {0, 0};
+    CHECK_OK(ctx, kiln_replica_forward(r, BATCH, 1));
+    CHECK_OK(ctx, kiln_replica_loss(r, BATCH, 1.0f / BATCH));
+    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
+    return sums[0] / BATCH;
+}
+
+static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
+{
+    kiln_model *m = make(ctx);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    const int64_t in = kiln_node_size(m, m->input);
+    float *x = malloc(sizeof(float) * (size_t)(BATCH * in));
+    for (int64_t i = 0; i < BATCH * in; i++)
+        x[i] = (float)check_uniform();
+    int32_t labels[BATCH] = {2, 0, 1};
+    kiln_batch b = {BATCH, x, labels};
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+
+    const size_t n = m->n_param_floats;
+    float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+    CHECK_OK(ctx, kiln_replica_read_params(r, p));
+    batch_loss(ctx, r);
+    CHECK_OK(ctx, kiln_replica_backward(r, BATCH));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, g, sizeof(float) * n));
+
+    /* Every parameter of every layer, one at a time. */
+    int checked = 0, bad = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        for (int k = 0; k < node->n_params; k++) {
+            const int64_t size = kiln_shape_size(&node->params[k].shape);
+            for (int64_t j = 0; j < size; j++) {
+                const size_t at = node->param_offset[k] + (size_t)j;
+                const float keep = p[at];
+                p[at] = keep + (float)EPS;
+                kiln_replica_write_params(r, p);
+                const double up = batch_loss(ctx, r);
+                p[at] = keep - (float)EPS;
+                kiln_replica_write_params(r, p);
+                const double down = batch_loss(ctx, r);
+                p[at] = keep;
+                const double numeric = (up - down) / (2 * EPS), analytic = g[at];
+                checked++;
+                if (fabs(numeric - analytic) > 2e-3 + 3e-2 * fabs(numeric)) {
+                    if (bad++ < 5)
+                        fprintf(stderr, "%s: %s/%s[%lld]: backward %.6g, finite difference "
+                                "%.6g\n", name, node->name, node->params[k].name, (long long)j,
+                                analytic, numeric);
+                }
+            }
+        }
+    }
+    kiln_replica_write_params(r, p);
+    printf("%s: %d parameters checked, %d off\n", name, checked, bad);
+    CHECK(bad == 0 && checked > 50);
+    free(x);
+    free(p);
+    free(g);
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(5);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    gradcheck(ctx, "dense with a branch and Add", branchy);
+    gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
+    kiln_context_destroy(ctx);
+    return test_finish("test_gradcheck");
+}
