@@ -113,6 +113,7 @@ int main(int argc, char **argv)
         printf("device %d: %s (%s), %u compute units, %.1f GiB\n", (int)info.index, info.name,
                info.platform, info.compute_units,
                (double)info.global_memory_bytes / (1024.0 * 1024.0 * 1024.0));
+        fflush(stdout);
     }
 
     int rc = 1;
