@@ -96,10 +96,11 @@ static void conv2d_release(void *replica)
     r->col = NULL;
 }
 
-/* The kernel arguments im2col and col2im share, after their two buffers. */
-static void geometry_args(const conv2d_config *c, size_t total, kiln_arg *a)
+/* The kernel arguments im2col and col2im share, after their two buffers;
+ * `count` is the number of work-items (output or input pixels). */
+static void geometry_args(const conv2d_config *c, size_t count, kiln_arg *a)
 {
-    a[0] = kiln_arg_int((int64_t)total);
+    a[0] = kiln_arg_int((int64_t)count);
     a[1] = kiln_arg_int(c->h);
     a[2] = kiln_arg_int(c->w);
     a[3] = kiln_arg_int(c->c);
@@ -121,16 +122,14 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
     kiln_arg a[14];
     a[0] = kiln_arg_buffer(s->in[0]);
     a[1] = kiln_arg_buffer(r->col);
-    geometry_args(c, m * k, a + 2);
-    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m * k, a, 14);
+    geometry_args(c, m, a + 2);
+    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a, 14);
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->col, 0, k, s->params,
                        s->param_offset[0], f, 0.0f, s->out, 0, f);
     if (st != KILN_OK || !c->use_bias)
         return st;
-    kiln_arg b[] = {kiln_arg_buffer(s->out), kiln_arg_int((int64_t)m), kiln_arg_int(c->filters),
-                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[1])};
-    return kiln_run1(s->dev, "elementwise", "kiln_bias_add", m * f, b, 5);
+    return kiln_bias_add(s->dev, s->out, m, f, s->params, s->param_offset[1]);
 }
 
 static kiln_status conv2d_backward(const void *config, void *replica, const kiln_step *s)
@@ -150,13 +149,13 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
                    0.0f, r->col, 0, k);
     if (st != KILN_OK)
         return st;
-    const size_t total = (size_t)s->batch * (size_t)c->h * (size_t)c->w * (size_t)c->c;
+    const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_arg a[15];
     a[0] = kiln_arg_buffer(r->col);
     a[1] = kiln_arg_buffer(s->d_in[0]);
-    geometry_args(c, total, a + 2);
+    geometry_args(c, pixels, a + 2);
     a[14] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", total, a, 15);
+    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a, 15);
 }
 
 static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)

@@ -51,9 +51,7 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
                                (size_t)c->units, 0.0f, s->out, 0, (size_t)c->units);
     if (st != KILN_OK || !c->use_bias)
         return st;
-    kiln_arg a[] = {kiln_arg_buffer(s->out), kiln_arg_int((int64_t)m), kiln_arg_int(c->units),
-                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[1])};
-    return kiln_run1(s->dev, "elementwise", "kiln_bias_add", m * (size_t)c->units, a, 5);
+    return kiln_bias_add(s->dev, s->out, m, (size_t)c->units, s->params, s->param_offset[1]);
 }
 
 static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)

@@ -93,6 +93,11 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
                                      const kiln_buffer *y, kiln_buffer *dy, size_t rows,
                                      size_t cols);
 
+/* y[r, c] += bias[c] over a rows x cols matrix; the bias is at `offset`
+ * in the flat parameter buffer. */
+kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,
+                          const kiln_buffer *params, size_t offset);
+
 /* Column sums of a rows x cols matrix into out[offset..offset+cols), added to
  * out when accumulate is set: the bias gradient. */
 kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,

@@ -70,9 +70,10 @@ static void pool_release(void *replica)
     r->argmax = NULL;
 }
 
-static void geometry_args(const pool_config *c, size_t total, kiln_arg *a)
+/* Arguments after the buffers; `count` is the number of pixels (work-items). */
+static void geometry_args(const pool_config *c, size_t count, kiln_arg *a)
 {
-    a[0] = kiln_arg_int((int64_t)total);
+    a[0] = kiln_arg_int((int64_t)count);
     a[1] = kiln_arg_int(c->h);
     a[2] = kiln_arg_int(c->w);
     a[3] = kiln_arg_int(c->c);
@@ -90,13 +91,13 @@ static kiln_status pool_forward(const void *config, void *replica, const kiln_st
 {
     const pool_config *c = config;
     const pool_replica *r = replica;
-    const size_t total = out_count(c, s->batch);
+    const size_t pixels = out_count(c, s->batch) / (size_t)c->c;
     kiln_arg a[15];
     a[0] = kiln_arg_buffer(s->in[0]);
     a[1] = kiln_arg_buffer(s->out);
     a[2] = kiln_arg_buffer(r->argmax);
-    geometry_args(c, total, a + 3);
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_forward", total, a, 15);
+    geometry_args(c, pixels, a + 3);
+    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_forward", pixels, a, 15);
 }
 
 static kiln_status pool_backward(const void *config, void *replica, const kiln_step *s)
@@ -105,14 +106,14 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
     const pool_replica *r = replica;
     if (!s->d_in[0])
         return KILN_OK;
-    const size_t total = (size_t)s->batch * (size_t)c->h * (size_t)c->w * (size_t)c->c;
+    const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_arg a[16];
     a[0] = kiln_arg_buffer(s->d_out);
     a[1] = kiln_arg_buffer(r->argmax);
     a[2] = kiln_arg_buffer(s->d_in[0]);
-    geometry_args(c, total, a + 3);
+    geometry_args(c, pixels, a + 3);
     a[15] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_backward", total, a, 16);
+    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_backward", pixels, a, 16);
 }
 
 static uint64_t pool_flops(const void *config, const kiln_shape *in_shape)

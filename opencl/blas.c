@@ -1,6 +1,7 @@
 #include "opencl/cl_internal.h"
 
 #include <clblast_c.h>
+#include <stdio.h>
 
 kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
                       size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
@@ -9,11 +10,18 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
 {
     if (m == 0 || n == 0)
         return KILN_OK;
+    cl_event *event = NULL;
+    if (dev->profile) {
+        char name[64];
+        snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c", m, n, k, trans_a ? 'T' : 'N',
+                 trans_b ? 'T' : 'N');
+        event = kiln_profile_event(dev, name);
+    }
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor,
                                        trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
                                        trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n,
                                        k, alpha, a->mem, a_offset, lda, b->mem, b_offset, ldb,
-                                       beta, c->mem, c_offset, ldc, &dev->queue, NULL);
+                                       beta, c->mem, c_offset, ldc, &dev->queue, event);
     if (s != CLBlastSuccess)
         return kiln_error(dev->ctx,
                           s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure

@@ -186,15 +186,17 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
     }
     size_t global[3], local[3];
     size_t group = KILN_WORK_GROUP < dev->max_work_group ? KILN_WORK_GROUP : dev->max_work_group;
+    /* The group lies along the first dimension, no wider than it needs to be. */
+    while (group > 1 && group / 2 >= size[0])
+        group /= 2;
     for (int d = 0; d < dims; d++) {
-        /* 1-D ranges get whole groups; higher dimensions put the group on the first. */
         local[d] = d == 0 ? group : 1;
         global[d] = (size[d] + local[d] - 1) / local[d] * local[d];
         if (size[d] == 0)
             return KILN_OK;
     }
     cl_int err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL, global,
-                                        local, 0, NULL, NULL);
+                                        local, 0, NULL, kiln_profile_event(dev, kernel->name));
     if (err != CL_SUCCESS)
         return kiln_error(dev->ctx, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
                                                                : KILN_ERROR_DEVICE,

@@ -22,6 +22,24 @@ struct kiln_kernel {
     cl_kernel kernel;
 };
 
+/* KILN_PROFILE=1: per-kernel device time, printed when the device closes. */
+#define KILN_PROFILE_PENDING 256
+#define KILN_PROFILE_ENTRIES 64
+
+typedef struct kiln_profile_entry {
+    char name[64];
+    double ms;
+    long count;
+} kiln_profile_entry;
+
+typedef struct kiln_profile {
+    cl_event pending[KILN_PROFILE_PENDING];
+    int pending_entry[KILN_PROFILE_PENDING];
+    int n_pending;
+    kiln_profile_entry entries[KILN_PROFILE_ENTRIES];
+    int n_entries;
+} kiln_profile;
+
 struct kiln_device {
     kiln_context *ctx;
     int32_t index;                 /* among all devices of all platforms */
@@ -36,6 +54,7 @@ struct kiln_device {
     int n_programs;
     kiln_kernel kernels[KILN_MAX_KERNELS];
     int n_kernels;
+    kiln_profile *profile;         /* NULL unless KILN_PROFILE is set */
 };
 
 struct kiln_buffer {
@@ -57,6 +76,11 @@ kiln_status kiln_cl_fail(const kiln_device *dev, const char *call, int code);
         if (kiln_cl_err_ != CL_SUCCESS)                               \
             return kiln_cl_fail((dev), #call, kiln_cl_err_);          \
     } while (0)
+
+/* Where a profiled command stores its event (NULL when not profiling). */
+cl_event *kiln_profile_event(kiln_device *dev, const char *name);
+/* Collects finished events into the totals; prints them when `report`. */
+void kiln_profile_flush(kiln_device *dev, int report);
 
 /* Builds (or loads from the disk cache) the program for embedded file
  * `file` on `dev`. */

@@ -137,7 +137,14 @@ static kiln_status open_device(kiln_context *ctx, const found_device *f, int32_t
         kiln_device_destroy(dev);
         return st;
     }
-    dev->queue = clCreateCommandQueue(dev->cl, f->id, 0, &err);
+    const char *profile = getenv("KILN_PROFILE");
+    const int profiling = profile && *profile && strcmp(profile, "0") != 0;
+    if (profiling && !(dev->profile = kiln_calloc(ctx, 1, sizeof *dev->profile))) {
+        kiln_device_destroy(dev);
+        return kiln_error_oom(ctx, "the profile", sizeof *dev->profile);
+    }
+    dev->queue = clCreateCommandQueue(dev->cl, f->id,
+                                      profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
     if (err != CL_SUCCESS) {
         kiln_status st = kiln_cl_fail(dev, "clCreateCommandQueue", err);
         kiln_device_destroy(dev);
@@ -242,6 +249,10 @@ void kiln_device_destroy(kiln_device *dev)
 {
     if (!dev)
         return;
+    if (dev->profile) {
+        kiln_profile_flush(dev, 1);
+        kiln_free(dev->ctx, dev->profile);
+    }
     for (int i = 0; i < dev->n_kernels; i++)
         clReleaseKernel(dev->kernels[i].kernel);
     for (int i = 0; i < dev->n_programs; i++)

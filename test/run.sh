@@ -3,7 +3,7 @@
 # is "N passed, N failed" (skipped tests are counted apart).
 set -eu
 cd "$(dirname "$0")/.."
-sh tools/install_deps.sh clang
+sh tools/install_deps.sh
 [ -f build/build.ninja ] || meson setup build
 ninja -C build
 status=0

@@ -10,15 +10,15 @@ __kernel void kiln_copy_or_add(__global const float *src, __global float *dst, i
     dst[i] = accumulate ? dst[i] + src[i] : src[i];
 }
 
-/* y[r, c] += bias[c] for a rows x cols matrix; bias lives in the flat
- * parameter buffer at bias_offset. */
+/* y[r, c] += bias[c] for a rows x cols matrix over a (cols, rows) range;
+ * bias lives in the flat parameter buffer at bias_offset. */
 __kernel void kiln_bias_add(__global float *y, int rows, int cols,
                             __global const float *params, int bias_offset)
 {
-    const int i = get_global_id(0);
-    if (i >= rows * cols)
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= cols || r >= rows)
         return;
-    y[i] += params[bias_offset + i % cols];
+    y[(size_t)r * cols + c] += params[bias_offset + c];
 }
 
 /* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].

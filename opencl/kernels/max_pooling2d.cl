@@ -1,66 +1,83 @@
-/* Max pooling, channels last. Forward keeps, per output, the index of the
- * winning input within its sample, for the backward gather. */
+/* Max pooling, channels last. Forward: one work-item per output pixel (few,
+ * large work-groups suit CPU devices); it keeps, per output, the index of
+ * the winning input within its sample, for the backward gather. */
 __kernel void kiln_max_pooling2d_forward(__global const float *in, __global float *out,
-                                         __global int *argmax, int total, int H, int W, int C,
+                                         __global int *argmax, int pixels, int H, int W, int C,
                                          int OH, int OW, int PH, int PW, int stride_h,
                                          int stride_w, int pad_top, int pad_left)
 {
-    const int i = get_global_id(0);
-    if (i >= total)
+    const int p = get_global_id(0);
+    if (p >= pixels)
         return;
-    const int c = i % C;
-    const int ox = (i / C) % OW;
-    const int oy = (i / (C * OW)) % OH;
-    const int n = i / (C * OW * OH);
+    const int ox = p % OW;
+    const int oy = (p / OW) % OH;
+    const int n = p / (OW * OH);
     __global const float *sample = in + (size_t)n * H * W * C;
-    float best = -INFINITY;
-    int best_index = -1;
-    for (int py = 0; py < PH; py++) {
-        const int y = oy * stride_h - pad_top + py;
-        if (y < 0 || y >= H)
-            continue;
-        for (int px = 0; px < PW; px++) {
-            const int x = ox * stride_w - pad_left + px;
-            if (x < 0 || x >= W)
-                continue;
-            const int idx = (y * W + x) * C + c;
-            const float v = sample[idx];
-            /* The first maximum wins, as in the host reference; NaN propagates. */
-            if (best_index < 0 || v > best || (isnan(v) && !isnan(best))) {
-                best = v;
-                best_index = idx;
+    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
+    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    /* Channels in blocks of 8 kept in registers, so each window cell is one
+     * contiguous read of 8 floats. */
+    for (int c0 = 0; c0 < C; c0 += 8) {
+        const int nc = min(8, C - c0);
+        float best[8];
+        int index[8];
+        for (int j = 0; j < 8; j++) {
+            const int first = (y0 * W + x0) * C + c0 + (j < nc ? j : 0);
+            best[j] = sample[first];
+            index[j] = first;
+        }
+        for (int y = y0; y < y1; y++)
+            for (int x = x0; x < x1; x++) {
+                const int base = (y * W + x) * C + c0;
+                for (int j = 0; j < 8; j++) {
+                    const int idx = base + (j < nc ? j : 0);
+                    const float v = sample[idx];
+                    /* The first maximum wins, as in the host reference; NaN propagates. */
+                    const int better = v > best[j] || (isnan(v) && !isnan(best[j]));
+                    best[j] = better ? v : best[j];
+                    index[j] = better ? idx : index[j];
+                }
             }
+        for (int j = 0; j < nc; j++) {
+            out[(size_t)p * C + c0 + j] = best[j];
+            argmax[(size_t)p * C + c0 + j] = index[j];
         }
     }
-    out[i] = best;
-    argmax[i] = best_index;
 }
 
+/* Backward: one work-item per input pixel gathers, for each channel, the
+ * outputs whose window holds it and chose it. */
 __kernel void kiln_max_pooling2d_backward(__global const float *d_out,
                                           __global const int *argmax, __global float *d_in,
-                                          int total, int H, int W, int C, int OH, int OW,
+                                          int pixels, int H, int W, int C, int OH, int OW,
                                           int PH, int PW, int stride_h, int stride_w,
                                           int pad_top, int pad_left, int accumulate)
 {
-    const int i = get_global_id(0);
-    if (i >= total)
+    const int p = get_global_id(0);
+    if (p >= pixels)
         return;
-    const int c = i % C;
-    const int x = (i / C) % W;
-    const int y = (i / (C * W)) % H;
-    const int n = i / (C * W * H);
-    const int self = (y * W + x) * C + c;
-    /* Outputs whose window holds (y, x): oy * stride - pad <= y < oy * stride - pad + PH. */
+    const int x = p % W;
+    const int y = (p / W) % H;
+    const int n = p / (W * H);
+    /* oy * stride - pad <= y < oy * stride - pad + PH */
     const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
     const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
     const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
     const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
-    float s = 0.0f;
-    for (int oy = oy_lo; oy <= oy_hi; oy++)
-        for (int ox = ox_lo; ox <= ox_hi; ox++) {
-            const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c;
-            if (argmax[o] == self)
-                s += d_out[o];
-        }
-    d_in[i] = accumulate ? d_in[i] + s : s;
+    const int self = (y * W + x) * C;
+    __global float *dst = d_in + (size_t)p * C;
+    for (int c0 = 0; c0 < C; c0 += 8) {
+        const int nc = min(8, C - c0);
+        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int oy = oy_lo; oy <= oy_hi; oy++)
+            for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c0;
+                for (int j = 0; j < 8; j++) {
+                    const int jj = j < nc ? j : 0;
+                    s[j] += argmax[o + jj] == self + c0 + j ? d_out[o + jj] : 0.0f;
+                }
+            }
+        for (int j = 0; j < nc; j++)
+            dst[c0 + j] = accumulate ? dst[c0 + j] + s[j] : s[j];
+    }
 }
