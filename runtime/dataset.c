@@ -1,3 +1,5 @@
+/* Datasets in host memory: built from arrays or IDX files, cut into subsets,
+ * visited in a seeded order and gathered into batches. */
 #include "runtime/dataset.h"
 
 #include "runtime/context.h"
@@ -5,18 +7,54 @@
 
 #include <string.h>
 
-/* Allocates an empty dataset body for count samples of `shape`. */
+#define SHUFFLE_STREAM 0x5348554646ULL  /* "SHUFF": one stream per epoch from here */
+
+/* Floats per sample of `shape`, or -1 when a dimension is not positive or
+ * the product does not fit int64. */
+static int64_t sample_size(const kiln_shape *shape)
+{
+    if (shape->rank < 1 || shape->rank > KILN_MAX_RANK)
+        return -1;
+    int64_t n = 1;
+    for (int32_t i = 0; i < shape->rank; i++) {
+        if (shape->dims[i] <= 0 || n > INT64_MAX / shape->dims[i])
+            return -1;
+        n *= shape->dims[i];
+    }
+    return n;
+}
+
+/* Largest label of a sparse dataset (labels are known to be >= 0). */
+static int32_t sparse_max(const int32_t *labels, int64_t count)
+{
+    int32_t max = -1;
+    for (int64_t i = 0; i < count; i++)
+        max = labels[i] > max ? labels[i] : max;
+    return max;
+}
+
 kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
                                kiln_label_kind kind, int32_t label_size, kiln_dataset **out)
 {
     *out = NULL;
-    const int64_t fsize = kiln_shape_size(shape);
-    if (count <= 0 || fsize <= 0 || label_size <= 0 || count > INT64_MAX / fsize ||
-        (uint64_t)(count * fsize) > SIZE_MAX / sizeof(float) ||
-        count > INT64_MAX / label_size)
+    const int64_t fsize = sample_size(shape);
+    if (fsize < 0)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "a dataset of %lld samples of %lld floats is not possible",
-                          (long long)count, (long long)fsize);
+                          "a sample shape of rank %d with a dimension <= 0 or a size beyond "
+                          "int64 is not possible", (int)shape->rank);
+    /* Both arrays must be addressable in bytes, not only counted in int64. */
+    const int64_t max_elems = (int64_t)(SIZE_MAX / sizeof(float) < (uint64_t)INT64_MAX
+                                        ? SIZE_MAX / sizeof(float) : (uint64_t)INT64_MAX);
+    if (count <= 0 || label_size <= 0 || count > max_elems / fsize ||
+        count > max_elems / label_size)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "a dataset of %lld samples of %lld floats (labels of %d) does not "
+                          "fit in memory: the size overflows", (long long)count,
+                          (long long)fsize, (int)label_size);
+    const size_t feature_bytes = (size_t)(count * fsize) * sizeof(float);
+    const size_t label_bytes = (size_t)(count * label_size) *
+                               (kind == KILN_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float));
+    kiln_status st = KILN_OK;
     kiln_dataset *ds = kiln_calloc(ctx, 1, sizeof *ds);
     if (!ds)
         return kiln_error_oom(ctx, "a dataset", sizeof *ds);
@@ -27,31 +65,84 @@ kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shap
     ds->label_kind = kind;
     ds->label_size = label_size;
     ds->max_label = -1;
-    ds->features = kiln_calloc(ctx, (size_t)(count * fsize), sizeof(float));
+    ds->features = kiln_alloc(ctx, feature_bytes);
+    if (!ds->features) {
+        st = kiln_error_oom(ctx, "dataset features", feature_bytes);
+        goto fail;
+    }
     if (kind == KILN_LABELS_SPARSE)
-        ds->sparse_labels = kiln_calloc(ctx, (size_t)count, sizeof(int32_t));
+        ds->sparse_labels = kiln_alloc(ctx, label_bytes);
     else
-        ds->dense_labels = kiln_calloc(ctx, (size_t)(count * label_size), sizeof(float));
-    if (!ds->features || (!ds->sparse_labels && !ds->dense_labels)) {
-        kiln_dataset_destroy(ds);
-        return kiln_error_oom(ctx, "dataset samples", (size_t)(count * fsize) * sizeof(float));
+        ds->dense_labels = kiln_alloc(ctx, label_bytes);
+    if (!ds->sparse_labels && !ds->dense_labels) {
+        st = kiln_error_oom(ctx, "dataset labels", label_bytes);
+        goto fail;
     }
     *out = ds;
     return KILN_OK;
+fail:
+    kiln_dataset_destroy(ds);
+    return st;
 }
 
-/* Checks sparse labels: never negative, below num_classes when it is set. */
-static kiln_status scan_labels(kiln_dataset *ds, int32_t num_classes)
+/* The first argument error of a copied desc, recorded on ctx; KILN_OK if none. */
+static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
 {
-    for (int64_t i = 0; i < ds->count; i++) {
-        const int32_t y = ds->sparse_labels[i];
-        if (y < 0 || (num_classes > 0 && y >= num_classes))
-            return kiln_error(ds->ctx, KILN_ERROR_DATA,
-                              "label %d of sample %lld is out of range: labels must be in "
-                              "[0, %d)", (int)y, (long long)i,
-                              num_classes > 0 ? (int)num_classes : INT32_MAX);
-        if (y > ds->max_label)
-            ds->max_label = y;
+    const char *fn = "kiln_dataset_from_arrays";
+    if (d->count <= 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: count is %lld; it must be > 0",
+                          fn, (long long)d->count);
+    if (d->feature_rank < 1 || d->feature_rank > KILN_MAX_RANK)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: feature_rank is %d; it must be in 1..%d", fn,
+                          (int)d->feature_rank, KILN_MAX_RANK);
+    for (int32_t i = 0; i < d->feature_rank; i++)
+        if (d->feature_dims[i] <= 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: feature_dims[%d] is %d; every dimension must be > 0", fn,
+                              (int)i, (int)d->feature_dims[i]);
+    if (!d->features)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features is NULL", fn);
+    if (d->label_kind == KILN_LABELS_SPARSE) {
+        if (!d->sparse_labels)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: sparse_labels is NULL (label_kind is KILN_LABELS_SPARSE)",
+                              fn);
+        if (d->num_classes < 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: num_classes is %d; it must be >= 0 (0: not checked)", fn,
+                              (int)d->num_classes);
+    } else if (d->label_kind == KILN_LABELS_DENSE) {
+        if (d->label_size <= 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: label_size is %d; dense labels need label_size > 0", fn,
+                              (int)d->label_size);
+        if (!d->dense_labels)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: dense_labels is NULL (label_kind is KILN_LABELS_DENSE)", fn);
+    } else {
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: label_kind is %d, which is not a kiln_label_kind", fn,
+                          (int)d->label_kind);
+    }
+    return KILN_OK;
+}
+
+/* Negative labels are never valid: they would index outside the output. */
+static kiln_status check_labels(kiln_context *ctx, const int32_t *labels, int64_t count,
+                                int32_t num_classes)
+{
+    for (int64_t i = 0; i < count; i++) {
+        const int32_t y = labels[i];
+        if (y < 0)
+            return kiln_error(ctx, KILN_ERROR_DATA,
+                              "kiln_dataset_from_arrays: sample %lld has label %d; labels "
+                              "must be >= 0", (long long)i, (int)y);
+        if (num_classes > 0 && y >= num_classes)
+            return kiln_error(ctx, KILN_ERROR_DATA,
+                              "kiln_dataset_from_arrays: sample %lld has label %d, outside "
+                              "[0, %d) for num_classes %d", (long long)i, (int)y,
+                              (int)num_classes, (int)num_classes);
     }
     return KILN_OK;
 }
@@ -59,65 +150,58 @@ static kiln_status scan_labels(kiln_dataset *ds, int32_t num_classes)
 kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                      kiln_dataset **out)
 {
-    if (!out)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!out)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_from_arrays: out is NULL");
     if (!desc)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_from_arrays: desc is NULL");
     kiln_arrays_desc d;
     kiln_options_copy(&d, sizeof d, desc);
-    const char *bad = NULL;
-    kiln_shape shape = {d.feature_rank, {0}};
-    if (d.count <= 0)
-        bad = "count must be > 0";
-    else if (d.feature_rank < 1 || d.feature_rank > KILN_MAX_RANK)
-        bad = "feature_rank must be in 1..4";
-    else if (!d.features)
-        bad = "features is NULL";
-    else if (d.label_kind != KILN_LABELS_SPARSE && d.label_kind != KILN_LABELS_DENSE)
-        bad = "label_kind is not a kiln_label_kind";
-    else if (d.label_kind == KILN_LABELS_SPARSE && !d.sparse_labels)
-        bad = "sparse_labels is NULL";
-    else if (d.label_kind == KILN_LABELS_DENSE && (d.label_size <= 0 || !d.dense_labels))
-        bad = "dense labels need label_size > 0 and dense_labels";
-    else if (d.num_classes < 0)
-        bad = "num_classes must be >= 0";
-    for (int32_t i = 0; !bad && i < d.feature_rank; i++) {
-        shape.dims[i] = d.feature_dims[i];
-        if (d.feature_dims[i] <= 0)
-            bad = "every feature dimension must be > 0";
-    }
-    if (bad)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_from_arrays: %s",
-                          bad);
-    const int32_t label_size = d.label_kind == KILN_LABELS_SPARSE ? 1 : d.label_size;
-    kiln_dataset *ds;
-    kiln_status st = kiln_dataset_alloc(ctx, d.count, &shape, d.label_kind, label_size, &ds);
+    kiln_status st = check_desc(ctx, &d);
     if (st != KILN_OK)
         return st;
-    memcpy(ds->features, d.features, (size_t)(ds->count * ds->feature_size) * sizeof(float));
-    if (d.label_kind == KILN_LABELS_SPARSE) {
-        memcpy(ds->sparse_labels, d.sparse_labels, (size_t)ds->count * sizeof(int32_t));
-        st = scan_labels(ds, d.num_classes);
+    kiln_shape shape = {d.feature_rank, {0}};
+    for (int32_t i = 0; i < d.feature_rank; i++)
+        shape.dims[i] = d.feature_dims[i];
+    const int sparse = d.label_kind == KILN_LABELS_SPARSE;
+    const int32_t label_size = sparse ? 1 : d.label_size;
+    kiln_dataset *ds;
+    /* Sizes are checked for overflow here, before the caller's arrays are read. */
+    st = kiln_dataset_alloc(ctx, d.count, &shape, d.label_kind, label_size, &ds);
+    if (st != KILN_OK)
+        return st;
+    if (sparse) {
+        st = check_labels(ctx, d.sparse_labels, d.count, d.num_classes);
+        if (st != KILN_OK)
+            goto fail;
+        memcpy(ds->sparse_labels, d.sparse_labels, (size_t)d.count * sizeof(int32_t));
+        ds->max_label = sparse_max(ds->sparse_labels, ds->count);
     } else {
         memcpy(ds->dense_labels, d.dense_labels,
-               (size_t)(ds->count * label_size) * sizeof(float));
+               (size_t)(d.count * label_size) * sizeof(float));
     }
-    if (st != KILN_OK) {
-        kiln_dataset_destroy(ds);
-        return st;
-    }
+    memcpy(ds->features, d.features, (size_t)(ds->count * ds->feature_size) * sizeof(float));
     *out = ds;
     return KILN_OK;
+fail:
+    kiln_dataset_destroy(ds);
+    return st;
 }
 
 kiln_status kiln_dataset_count(const kiln_dataset *ds, int64_t *count)
 {
-    if (!ds || !count)
+    if (count)
+        *count = 0;
+    if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!count)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_count: count is NULL");
     *count = ds->count;
     return KILN_OK;
 }
@@ -125,26 +209,29 @@ kiln_status kiln_dataset_count(const kiln_dataset *ds, int64_t *count)
 kiln_status kiln_dataset_subset(const kiln_dataset *ds, int64_t start, int64_t count,
                                 kiln_dataset **out)
 {
-    if (!out)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (start < 0 || count <= 0 || start > ds->count || count > ds->count - start)
+    if (!out)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_dataset_subset: samples [%lld, %lld + %lld) are not within the "
-                          "dataset's %lld", (long long)start, (long long)start,
-                          (long long)count, (long long)ds->count);
+                          "kiln_dataset_subset: out is NULL");
+    if (start < 0 || count <= 0 || start >= ds->count || count > ds->count - start)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_subset: start %lld, count %lld is not within the "
+                          "dataset's %lld samples (need start >= 0, count > 0, "
+                          "start + count <= %lld)", (long long)start, (long long)count,
+                          (long long)ds->count, (long long)ds->count);
     kiln_dataset *sub;
-    kiln_status st = kiln_dataset_alloc(ds->ctx, count, &ds->feature_shape, ds->label_kind,
-                                        ds->label_size, &sub);
+    const kiln_status st = kiln_dataset_alloc(ds->ctx, count, &ds->feature_shape,
+                                              ds->label_kind, ds->label_size, &sub);
     if (st != KILN_OK)
         return st;
     memcpy(sub->features, ds->features + start * ds->feature_size,
            (size_t)(count * ds->feature_size) * sizeof(float));
     if (ds->label_kind == KILN_LABELS_SPARSE) {
         memcpy(sub->sparse_labels, ds->sparse_labels + start, (size_t)count * sizeof(int32_t));
-        scan_labels(sub, 0);
+        sub->max_label = sparse_max(sub->sparse_labels, count);
     } else {
         memcpy(sub->dense_labels, ds->dense_labels + start * ds->label_size,
                (size_t)(count * ds->label_size) * sizeof(float));
@@ -171,7 +258,7 @@ void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,
     if (!shuffle)
         return;
     kiln_rng rng;
-    kiln_rng_seed(&rng, seed, 0x5348554646ULL + (uint64_t)epoch);
+    kiln_rng_seed(&rng, seed, SHUFFLE_STREAM + (uint64_t)epoch);
     for (int64_t i = count - 1; i > 0; i--) {
         const int64_t j = (int64_t)kiln_rng_below(&rng, (uint64_t)i + 1);
         const int64_t t = order[i];
@@ -183,16 +270,15 @@ void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,
 void kiln_dataset_gather(const kiln_dataset *ds, const int64_t *order, int32_t n,
                          float *features, void *labels)
 {
-    const size_t fbytes = (size_t)ds->feature_size * sizeof(float);
+    const size_t fsize = (size_t)ds->feature_size;
+    const size_t lsize = (size_t)ds->label_size;
     for (int32_t i = 0; i < n; i++) {
-        const int64_t s = order[i];
-        memcpy(features + (size_t)i * (size_t)ds->feature_size,
-               ds->features + s * ds->feature_size, fbytes);
+        const size_t s = (size_t)order[i];
+        memcpy(features + (size_t)i * fsize, ds->features + s * fsize, fsize * sizeof(float));
         if (ds->label_kind == KILN_LABELS_SPARSE)
             ((int32_t *)labels)[i] = ds->sparse_labels[s];
         else
-            memcpy((float *)labels + (size_t)i * (size_t)ds->label_size,
-                   ds->dense_labels + s * ds->label_size,
-                   (size_t)ds->label_size * sizeof(float));
+            memcpy((float *)labels + (size_t)i * lsize, ds->dense_labels + s * lsize,
+                   lsize * sizeof(float));
     }
 }

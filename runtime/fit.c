@@ -300,6 +300,8 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     kiln_progress_init(&bar, o.verbosity, stderr);
     for (int32_t e = 0; e < o.epochs && st == KILN_OK; e++)
         st = fit_epoch(m, train, &o, e, &s, &bar);
+    if (st != KILN_OK)
+        kiln_progress_abort(&bar);
     staging_free(m->ctx, &s);
     return st;
 }

@@ -115,3 +115,11 @@ void kiln_progress_end(kiln_progress_bar *bar, const kiln_epoch_record *r)
     fprintf(bar->out, bar->live ? "\r%s\x1b[K\n" : "%s\n", line);
     fflush(bar->out);
 }
+
+void kiln_progress_abort(kiln_progress_bar *bar)
+{
+    if (!bar->silent && bar->live && bar->last_draw > 0) {
+        fputc('\n', bar->out);
+        fflush(bar->out);
+    }
+}

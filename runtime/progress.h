@@ -21,6 +21,8 @@ void kiln_progress_begin(kiln_progress_bar *bar, int32_t epoch, int32_t epochs, 
 /* accuracy < 0: not shown. */
 void kiln_progress_step(kiln_progress_bar *bar, int64_t step, double loss, double accuracy);
 void kiln_progress_end(kiln_progress_bar *bar, const kiln_epoch_record *record);
+/* Ends a live line that an error interrupted, so the next output starts clean. */
+void kiln_progress_abort(kiln_progress_bar *bar);
 
 /* Formats one bar line (no newline) into buf; shared by the live and the
  * per-epoch output, and unit-tested. `seconds` is elapsed time at the end of
