@@ -63,13 +63,14 @@ extern "C" {
     X(ERROR_STATE, -10, "the call does not fit the object's state (e.g. fit before compile)") \
     X(ERROR_UNSUPPORTED, -11, "not supported by this build, device or version")          \
     X(ERROR_NUMERIC, -12, "a loss or gradient is not finite (NaN or Inf)")               \
-    X(ERROR_STOPPED, -13, "a callback asked training to stop")
+    X(ERROR_STOPPED, -13, "a callback asked training to stop")                          \
+    X(ERROR_TIMEOUT, -14, "a replica did not finish a step within the watchdog timeout")
 
 typedef enum kiln_status {
 #define KILN_STATUS_ENUM_(name, value, text) KILN_##name = value,
     KILN_STATUS_LIST(KILN_STATUS_ENUM_)
 #undef KILN_STATUS_ENUM_
-    KILN_STATUS_LAST_ = -14
+    KILN_STATUS_LAST_ = -15
 } kiln_status;
 
 /** "KILN_ERROR_SHAPE" for KILN_ERROR_SHAPE; "KILN_UNKNOWN_STATUS" for others.
@@ -313,8 +314,33 @@ typedef enum kiln_optimizer_kind {
     KILN_OPTIMIZER_SGD
 } kiln_optimizer_kind;
 
+typedef enum kiln_lr_schedule_kind {
+    KILN_LR_CONSTANT = 0,
+    /** learning_rate * decay_rate ^ floor(step / decay_steps) */
+    KILN_LR_STEP_DECAY,
+    /** learning_rate * decay_rate ^ (step / decay_steps) (Keras ExponentialDecay) */
+    KILN_LR_EXPONENTIAL_DECAY,
+    /** from learning_rate down to alpha * learning_rate along a half cosine
+     *  over decay_steps, then constant (Keras CosineDecay) */
+    KILN_LR_COSINE_DECAY
+} kiln_lr_schedule_kind;
+
+/** How the learning rate moves with the optimizer step (updates applied so
+ *  far, counting from 0). With warmup_steps > 0 it first rises linearly from
+ *  0 to learning_rate over warmup_steps updates, and the schedule then runs
+ *  on (step - warmup_steps): the linear-scaling-plus-warm-up recipe for large
+ *  global batches. */
+typedef struct kiln_lr_schedule {
+    kiln_lr_schedule_kind kind;
+    int64_t decay_steps;         /**< > 0 for the decaying kinds */
+    float decay_rate;            /**< step and exponential decay, > 0 */
+    float alpha;                 /**< cosine: final fraction of learning_rate, in [0, 1] */
+    int64_t warmup_steps;        /**< >= 0 */
+} kiln_lr_schedule;
+
 /** Zero fields take Keras's defaults: Adam(learning_rate 1e-3, beta_1 0.9,
- *  beta_2 0.999, epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0). */
+ *  beta_2 0.999, epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); a
+ *  constant learning rate. */
 typedef struct kiln_optimizer_options {
     size_t struct_size;
     kiln_optimizer_kind kind;
@@ -322,13 +348,26 @@ typedef struct kiln_optimizer_options {
     float momentum;              /**< SGD only, in [0, 1) */
     int32_t nesterov;            /**< SGD only, needs momentum > 0 */
     float beta_1, beta_2, epsilon;  /**< Adam only */
+    kiln_lr_schedule schedule;
 } kiln_optimizer_options;
+
+/** The learning rate `options` give at optimizer step `step` (defaults
+ *  filled in as compile fills them). Returns a negative value for invalid
+ *  options. */
+KILN_API float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step);
 
 typedef enum kiln_strategy {
     KILN_STRATEGY_AUTO = 0,       /**< one_device for one device, mirrored for more */
     KILN_STRATEGY_ONE_DEVICE,     /**< train on the context's first device */
-    KILN_STRATEGY_MIRRORED,       /**< synchronous replicas, one per device */
-    KILN_STRATEGY_CENTRAL_STORAGE /**< parameters on the host, replicas compute */
+    /** One replica per device, each driven by its own host thread; every
+     *  global batch is split across them, gradients are summed by a
+     *  shared-memory reducer (in a fixed order: deterministic) while
+     *  backward runs, and every replica applies the same update. */
+    KILN_STRATEGY_MIRRORED,
+    /** Parameters and optimizer state in host memory; the replicas compute
+     *  gradients on their share of the batch, the host sums them and applies
+     *  the optimizer. */
+    KILN_STRATEGY_CENTRAL_STORAGE
 } kiln_strategy;
 
 typedef struct kiln_compile_options {
@@ -342,6 +381,22 @@ typedef struct kiln_compile_options {
     /** Nonzero: do not compute accuracy (it is computed by default for the
      *  cross-entropy losses). */
     int32_t no_accuracy;
+    /** Update every K steps with the mean gradient of the K (Keras's
+     *  gradient_accumulation_steps); 0 or 1: every step. */
+    int32_t gradient_accumulation_steps;
+    /** Replicas (devices) for mirrored and central storage: the context's
+     *  first n devices; 0: all of them. More than the context has is
+     *  KILN_ERROR_INVALID_ARGUMENT. */
+    int32_t replicas;
+    /** Watchdog: a step that a replica has not finished after this many
+     *  seconds fails with KILN_ERROR_TIMEOUT naming the replica, its device
+     *  and layer. 0: 600 s. */
+    double step_timeout_seconds;
+    /** Gradient bucket sizes for the reducer; 0: 1 MiB for the first bucket
+     *  (the last layers), 25 MiB for the others (PyTorch DDP's defaults). */
+    int64_t first_bucket_bytes, bucket_bytes;
+    /** Reducer threads; 0: 1. */
+    int32_t reducer_threads;
 } kiln_compile_options;
 
 /**
@@ -351,7 +406,6 @@ typedef struct kiln_compile_options {
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output,
- * KILN_ERROR_UNSUPPORTED for a strategy this version does not implement,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */
@@ -495,7 +549,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * or batch size < 1; KILN_ERROR_SHAPE if the dataset's features or labels do
  * not fit the model; KILN_ERROR_DATA for a label out of range;
  * KILN_ERROR_NUMERIC when the loss becomes NaN or Inf (naming the step);
- * KILN_ERROR_STOPPED if the callback stopped it; device errors.
+ * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
+ * replica stalls past the watchdog; device errors, naming the replica, device
+ * and layer. After a replica failed or stalled, the model only accepts
+ * kiln_model_destroy (KILN_ERROR_STATE otherwise).
  */
 KILN_API kiln_status kiln_model_fit(kiln_model *model, const kiln_dataset *train,
                                     const kiln_fit_options *options);

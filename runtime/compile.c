@@ -104,26 +104,43 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
     }
     switch (requested) {
     case KILN_STRATEGY_AUTO:
-        /* Until the mirrored strategy lands, several devices train on the first. */
-        if (m->ctx->n_devices > 1)
-            kiln_log(m->ctx, KILN_LOG_WARNING, "%d devices selected; training on the first "
-                     "(multi-device strategies are not implemented yet)", m->ctx->n_devices);
-        m->strategy = &kiln_strategy_one_device;
+        m->strategy = m->ctx->n_devices > 1 && m->n_replicas != 1 ? &kiln_strategy_mirrored
+                                                                  : &kiln_strategy_one_device;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
         m->strategy = &kiln_strategy_one_device;
         return KILN_OK;
     case KILN_STRATEGY_MIRRORED:
+        m->strategy = &kiln_strategy_mirrored;
+        return KILN_OK;
     case KILN_STRATEGY_CENTRAL_STORAGE:
-        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
-                          "kiln_model_compile: the %s strategy is not implemented in kiln %s",
-                          requested == KILN_STRATEGY_MIRRORED ? "mirrored" : "central_storage",
-                          kiln_version());
+        m->strategy = &kiln_strategy_central_storage;
+        return KILN_OK;
     default:
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: strategy %d is not a kiln_strategy",
                           (int)requested);
     }
+}
+
+/* Accumulation, replicas, watchdog and reducer settings. */
+static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_options *o)
+{
+    if (o->gradient_accumulation_steps < 0 || o->replicas < 0 || o->step_timeout_seconds < 0 ||
+        o->first_bucket_bytes < 0 || o->bucket_bytes < 0 || o->reducer_threads < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: gradient_accumulation_steps (%d), replicas (%d), "
+                          "step_timeout_seconds (%g), bucket sizes and reducer_threads (%d) "
+                          "must be >= 0", (int)o->gradient_accumulation_steps,
+                          (int)o->replicas, o->step_timeout_seconds, (int)o->reducer_threads);
+    m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
+                                                               : 1;
+    m->n_replicas = o->replicas;
+    m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds : 600.0;
+    m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
+    m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 25u << 20;
+    m->reducer_threads = o->reducer_threads ? o->reducer_threads : 1;
+    return KILN_OK;
 }
 
 kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
@@ -151,6 +168,8 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *option
     kiln_options_copy(&opt, sizeof opt, &o.optimizer);
     if (st == KILN_OK)
         st = kiln_optimizer_resolve(ctx, &opt);
+    if (st == KILN_OK)
+        st = take_distribution_options(m, &o);
     if (st == KILN_OK)
         st = pick_strategy(m, o.strategy);
     if (st != KILN_OK)

@@ -5,6 +5,7 @@
 #include "runtime/context.h"
 #include "runtime/rng.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define SHUFFLE_STREAM 0x5348554646ULL  /* "SHUFF": one stream per epoch from here */
@@ -38,19 +39,20 @@ kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shap
 {
     *out = NULL;
     const int64_t fsize = sample_size(shape);
-    if (fsize < 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "a sample shape of rank %d with a dimension <= 0 or a size beyond "
-                          "int64 is not possible", (int)shape->rank);
     /* Both arrays must be addressable in bytes, not only counted in int64. */
-    const int64_t max_elems = (int64_t)(SIZE_MAX / sizeof(float) < (uint64_t)INT64_MAX
-                                        ? SIZE_MAX / sizeof(float) : (uint64_t)INT64_MAX);
-    if (count <= 0 || label_size <= 0 || count > max_elems / fsize ||
-        count > max_elems / label_size)
+    const uint64_t max_elems = SIZE_MAX / sizeof(float);
+    if (fsize < 0 || count <= 0 || label_size <= 0 ||
+        (uint64_t)count > max_elems / (uint64_t)fsize ||
+        (uint64_t)count > max_elems / (uint64_t)label_size) {
+        char dims[64] = "";
+        for (int32_t i = 0, n = 0; i < shape->rank && i < KILN_MAX_RANK; i++)
+            n += snprintf(dims + n, sizeof dims - (size_t)n, "%s%d", i ? " x " : "",
+                          (int)shape->dims[i]);
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "a dataset of %lld samples of %lld floats (labels of %d) does not "
-                          "fit in memory: the size overflows", (long long)count,
-                          (long long)fsize, (int)label_size);
+                          "a dataset of %lld samples of shape (%s) with labels of %d is not "
+                          "possible: a size is <= 0 or overflows", (long long)count, dims,
+                          (int)label_size);
+    }
     const size_t feature_bytes = (size_t)(count * fsize) * sizeof(float);
     const size_t label_bytes = (size_t)(count * label_size) *
                                (kind == KILN_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float));

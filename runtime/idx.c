@@ -6,6 +6,7 @@
 #include "runtime/context.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,9 +14,10 @@
 #include <zlib.h>
 #endif
 
-#define IDX_IMAGES_MAGIC 0x00000803u
-#define IDX_LABELS_MAGIC 0x00000801u
-#define IDX_MAX_BYTES (1ull << 32)   /* refuse headers promising more */
+#define IDX_IMAGES_MAGIC 0x00000803u  /* unsigned bytes, 3 dimensions */
+#define IDX_LABELS_MAGIC 0x00000801u  /* unsigned bytes, 1 dimension */
+#define IDX_MAX_BYTES ((uint64_t)INT32_MAX)  /* refuse headers promising more */
+#define IDX_CHUNK (1u << 30)          /* gzread takes an unsigned count */
 
 typedef struct idx_file {
     const char *path;
@@ -35,30 +37,46 @@ static kiln_status idx_open(kiln_context *ctx, const char *path, idx_file *f)
     if (!f->gz)
         return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path,
                           errno ? strerror(errno) : "out of memory");
-    gzbuffer(f->gz, 1 << 17);
+    gzbuffer(f->gz, 1u << 17);
 #else
     f->f = fopen(path, "rb");
     if (!f->f)
         return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
     const int b0 = getc(f->f), b1 = getc(f->f);
-    if (b0 == 0x1f && b1 == 0x8b) {
-        fclose(f->f);
-        f->f = NULL;
+    if (b0 == 0x1f && b1 == 0x8b)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
                           "%s is gzip-compressed and this build of kiln has no zlib", path);
-    }
     rewind(f->f);
 #endif
     return KILN_OK;
 }
 
-/* Reads up to n bytes; returns how many were read, or -1 on a read error. */
+/* Reports why the last read failed: the system (KILN_ERROR_IO) or a corrupt
+ * compressed stream (KILN_ERROR_FORMAT). */
+static kiln_status idx_read_failed(kiln_context *ctx, idx_file *f)
+{
+#if KILN_HAVE_ZLIB
+    int code = 0;
+    const char *text = gzerror(f->gz, &code);
+    if (code != Z_ERRNO) {
+        const size_t n = strlen(f->path);
+        if (strncmp(text, f->path, n) == 0 && text[n] == ':')
+            text += n + 1 + (text[n + 1] == ' ');  /* zlib prefixes the path */
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not a valid gzip stream: %s",
+                          f->path, text);
+    }
+#endif
+    return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed: %s", f->path, strerror(errno));
+}
+
+/* Reads up to n bytes in large chunks; returns how many were read, or -1 on
+ * a read error (a short count means end of file). */
 static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
 {
+    unsigned char *const p = buf;
     uint64_t got = 0;
-    unsigned char *p = buf;
     while (got < n) {
-        const unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
+        const unsigned chunk = n - got > IDX_CHUNK ? IDX_CHUNK : (unsigned)(n - got);
 #if KILN_HAVE_ZLIB
         const int r = gzread(f->gz, p + got, chunk);
         if (r < 0)
@@ -93,28 +111,30 @@ static uint32_t be32(const unsigned char *b)
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-/* Reads the header: magic, then `n_dims` big-endian sizes. The magic is
- * checked first, so a wrong file is named as such even when it is short. */
+/* Reads the header: magic, then `n_dims` big-endian sizes, each > 0. The
+ * magic is checked first, so a wrong file is named as such even when short. */
 static kiln_status read_header(kiln_context *ctx, idx_file *f, uint32_t magic, int n_dims,
                                uint32_t *dims)
 {
+    const char *what = n_dims == 3 ? "images" : "labels";
     unsigned char head[16];
     const uint64_t want = 4u * (uint64_t)(n_dims + 1);
     const int64_t got = idx_read(f, head, want);
     if (got < 0)
-        return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed (corrupt gzip stream?)",
-                          f->path);
+        return idx_read_failed(ctx, f);
     if (got >= 4 && be32(head) != magic)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not an IDX %s file: magic 0x%08x, "
-                          "expected 0x%08x", f->path, n_dims == 3 ? "image" : "label",
-                          be32(head), magic);
+                          "expected 0x%08x", f->path, what, (unsigned)be32(head),
+                          (unsigned)magic);
     if ((uint64_t)got < want)
-        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: %lld bytes, shorter than "
-                          "an IDX header", f->path, (long long)got);
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected a %llu-byte IDX "
+                          "header, got %lld bytes", f->path, (unsigned long long)want,
+                          (long long)got);
     for (int i = 0; i < n_dims; i++) {
         dims[i] = be32(head + 4 * (i + 1));
         if (dims[i] == 0)
-            return kiln_error(ctx, KILN_ERROR_FORMAT, "%s: dimension %d is 0", f->path, i);
+            return kiln_error(ctx, KILN_ERROR_FORMAT, "%s: dimension %d of the IDX header is "
+                              "0; IDX %s need sizes > 0", f->path, i, what);
     }
     return KILN_OK;
 }
@@ -124,11 +144,30 @@ static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char *buf,
 {
     const int64_t got = idx_read(f, buf, bytes);
     if (got < 0)
-        return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed (corrupt gzip stream?)",
-                          f->path);
+        return idx_read_failed(ctx, f);
     if ((uint64_t)got < bytes)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
                           "got %lld", f->path, (unsigned long long)bytes, what, (long long)got);
+    return KILN_OK;
+}
+
+static kiln_status check_args(kiln_context *ctx, const char *images_path,
+                              const char *labels_path, const kiln_idx_options *o)
+{
+    const char *fn = "kiln_dataset_from_idx";
+    if (!images_path)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: images_path is NULL", fn);
+    if (!labels_path)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: labels_path is NULL", fn);
+    if (o->limit < 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: limit is %lld; it must be >= 0 (0: all samples)", fn,
+                          (long long)o->limit);
+    /* A negative scale is surely a mistake; NaN or Inf would poison every pixel. */
+    if (!isfinite(o->scale) || o->scale < 0.0f)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: scale is %g; it must be finite and >= 0 (0: 1/255)", fn,
+                          (double)o->scale);
     return KILN_OK;
 }
 
@@ -136,65 +175,71 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
                                   const char *labels_path, const kiln_idx_options *options,
                                   kiln_dataset **out)
 {
-    if (!out)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!out)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_from_idx: out is NULL");
     kiln_idx_options o;
     kiln_options_copy(&o, sizeof o, options);
-    if (!images_path || !labels_path || o.limit < 0 || !(o.scale >= 0.0f))
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_dataset_from_idx: both paths must be set, limit >= 0 and "
-                          "scale >= 0");
+    kiln_status st = check_args(ctx, images_path, labels_path, &o);
+    if (st != KILN_OK)
+        return st;
     const float scale = o.scale > 0.0f ? o.scale : 1.0f / 255.0f;
 
     idx_file img = {images_path, NULL}, lab = {labels_path, NULL};
     uint32_t idims[3], ldims[1];
     unsigned char *pixels = NULL, *labels = NULL;
     kiln_dataset *ds = NULL;
-    kiln_status st = idx_open(ctx, images_path, &img);
-    if (st == KILN_OK)
-        st = idx_open(ctx, labels_path, &lab);
+    st = idx_open(ctx, images_path, &img);
     if (st == KILN_OK)
         st = read_header(ctx, &img, IDX_IMAGES_MAGIC, 3, idims);
+    if (st == KILN_OK)
+        st = idx_open(ctx, labels_path, &lab);
     if (st == KILN_OK)
         st = read_header(ctx, &lab, IDX_LABELS_MAGIC, 1, ldims);
     if (st != KILN_OK)
         goto fail;
     if (idims[0] != ldims[0]) {
         st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %u images but %s has %u labels",
-                        images_path, idims[0], labels_path, ldims[0]);
+                        images_path, (unsigned)idims[0], labels_path, (unsigned)ldims[0]);
         goto fail;
     }
+    /* Two uint32 multiply exactly in 64 bits; the cap on the whole file also keeps
+     * rows and cols within int32. */
     const uint64_t per_image = (uint64_t)idims[1] * idims[2];
-    if ((uint64_t)idims[0] * per_image > IDX_MAX_BYTES || idims[1] > INT32_MAX ||
-        idims[2] > INT32_MAX) {
-        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: a header of %u x %u x %u bytes is beyond "
-                        "what kiln reads", images_path, idims[0], idims[1], idims[2]);
+    if (per_image > IDX_MAX_BYTES || idims[0] > IDX_MAX_BYTES / per_image) {
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: a header of %u images of %u x %u bytes "
+                        "is beyond the %llu bytes kiln reads", images_path, (unsigned)idims[0],
+                        (unsigned)idims[1], (unsigned)idims[2],
+                        (unsigned long long)IDX_MAX_BYTES);
         goto fail;
     }
     const int64_t count = o.limit > 0 && o.limit < idims[0] ? o.limit : (int64_t)idims[0];
-    pixels = kiln_alloc(ctx, (size_t)(count * (int64_t)per_image));
-    labels = kiln_alloc(ctx, (size_t)count);
-    if (!pixels || !labels) {
-        st = kiln_error_oom(ctx, images_path, (size_t)(count * (int64_t)per_image));
-        goto fail;
-    }
-    st = read_body(ctx, &img, pixels, (uint64_t)count * per_image, "pixels");
-    if (st == KILN_OK)
-        st = read_body(ctx, &lab, labels, (uint64_t)count, "labels");
-    kiln_shape shape = {3, {(int32_t)idims[1], (int32_t)idims[2], 1, 0}};
-    if (st == KILN_OK)
-        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
+    const uint64_t pixel_bytes = (uint64_t)count * per_image;
+    const kiln_shape shape = {3, {(int32_t)idims[1], (int32_t)idims[2], 1, 0}};
+    st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
     if (st != KILN_OK)
         goto fail;
-    for (int64_t i = 0; i < count * (int64_t)per_image; i++)
+    pixels = kiln_alloc(ctx, (size_t)pixel_bytes);
+    labels = kiln_alloc(ctx, (size_t)count);
+    if (!pixels || !labels) {
+        st = pixels ? kiln_error_oom(ctx, labels_path, (size_t)count)
+                    : kiln_error_oom(ctx, images_path, (size_t)pixel_bytes);
+        goto fail;
+    }
+    st = read_body(ctx, &img, pixels, pixel_bytes, "pixels");
+    if (st == KILN_OK)
+        st = read_body(ctx, &lab, labels, (uint64_t)count, "labels");
+    if (st != KILN_OK)
+        goto fail;
+    for (uint64_t i = 0; i < pixel_bytes; i++)
         ds->features[i] = (float)pixels[i] * scale;
     for (int64_t i = 0; i < count; i++) {
         ds->sparse_labels[i] = labels[i];
-        if (labels[i] > ds->max_label)
-            ds->max_label = labels[i];
+        ds->max_label = labels[i] > ds->max_label ? labels[i] : ds->max_label;
     }
     *out = ds;
     ds = NULL;

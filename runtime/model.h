@@ -44,8 +44,14 @@ struct kiln_model {
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     int64_t n_weights;           /* parameters without padding */
     int64_t n_optimizer_steps;
+    int32_t accumulation_steps;  /* micro-steps per optimizer update (>= 1) */
+    int32_t n_replicas;          /* requested (0: every device) */
+    double step_timeout;         /* watchdog, seconds */
+    size_t bucket_bytes, first_bucket_bytes;
+    int reducer_threads;
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
+    struct kiln_fault *fault;    /* test-only fault hook (replica.h) */
 
     kiln_epoch_record *history;
     int32_t n_history, cap_history;

@@ -1,6 +1,14 @@
 #include "runtime/optimizer.h"
 
 #include <math.h>
+#include <string.h>
+
+static void discard_log(void *user, kiln_log_level level, const char *message)
+{
+    (void)user;
+    (void)level;
+    (void)message;
+}
 
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
 {
@@ -34,7 +42,64 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
     if (!(o->learning_rate > 0.0f) || !isfinite(o->learning_rate))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "learning_rate %g must be a positive number", o->learning_rate);
+    const kiln_lr_schedule *sc = &o->schedule;
+    if ((int)sc->kind < KILN_LR_CONSTANT || sc->kind > KILN_LR_COSINE_DECAY)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "schedule kind %d is not a kiln_lr_schedule_kind", (int)sc->kind);
+    if (sc->warmup_steps < 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "schedule: warmup_steps %lld must be >= 0",
+                          (long long)sc->warmup_steps);
+    if (sc->kind != KILN_LR_CONSTANT && sc->decay_steps <= 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "schedule: decay_steps %lld must be > 0", (long long)sc->decay_steps);
+    if ((sc->kind == KILN_LR_STEP_DECAY || sc->kind == KILN_LR_EXPONENTIAL_DECAY) &&
+        !(sc->decay_rate > 0.0f))
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "schedule: decay_rate %g must be > 0", sc->decay_rate);
+    if (sc->kind == KILN_LR_COSINE_DECAY && !(sc->alpha >= 0.0f && sc->alpha <= 1.0f))
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "schedule: alpha %g must be in [0, 1]", sc->alpha);
     return KILN_OK;
+}
+
+double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step)
+{
+    const kiln_lr_schedule *sc = &o->schedule;
+    const double lr = o->learning_rate;
+    if (step < sc->warmup_steps)
+        return lr * (double)step / (double)sc->warmup_steps;
+    const double t = (double)(step - sc->warmup_steps);
+    switch (sc->kind) {
+    case KILN_LR_STEP_DECAY:
+        return lr * pow(sc->decay_rate, floor(t / (double)sc->decay_steps));
+    case KILN_LR_EXPONENTIAL_DECAY:
+        return lr * pow(sc->decay_rate, t / (double)sc->decay_steps);
+    case KILN_LR_COSINE_DECAY: {
+        const double done = fmin(t, (double)sc->decay_steps) / (double)sc->decay_steps;
+        const double pi = 3.14159265358979323846;
+        return lr * ((1.0 - sc->alpha) * 0.5 * (1.0 + cos(pi * done)) + sc->alpha);
+    }
+    default:
+        return lr;
+    }
+}
+
+float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step)
+{
+    kiln_optimizer_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    /* Validation without a context: a scratch one only collects the message. */
+    kiln_context scratch;
+    memset(&scratch, 0, sizeof scratch);
+    scratch.log_level = KILN_LOG_ERROR;
+    scratch.log_fn = discard_log;
+    pthread_mutex_init(&scratch.error_lock, NULL);
+    const kiln_status st = kiln_optimizer_resolve(&scratch, &o);
+    pthread_mutex_destroy(&scratch.error_lock);
+    if (st != KILN_OK || step < 0)
+        return -1.0f;
+    return (float)kiln_optimizer_learning_rate(&o, step);
 }
 
 int kiln_optimizer_slot_count(const kiln_optimizer_options *o)
@@ -44,15 +109,19 @@ int kiln_optimizer_slot_count(const kiln_optimizer_options *o)
     return o->momentum > 0.0f ? 1 : 0;
 }
 
-kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o,
+/* Adam's step size with its bias correction, in double, as one scalar. */
+static double adam_alpha(const kiln_optimizer_options *o, double lr, int64_t step)
+{
+    const double t = (double)step;
+    return lr * sqrt(1.0 - pow(o->beta_2, t)) / (1.0 - pow(o->beta_1, t));
+}
+
+kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step)
 {
     if (o->kind == KILN_OPTIMIZER_ADAM) {
-        /* Bias correction in double on the host, as one scalar. */
-        const double t = (double)step;
-        const double alpha = o->learning_rate * sqrt(1.0 - pow(o->beta_2, t)) /
-                             (1.0 - pow(o->beta_1, t));
+        const double alpha = adam_alpha(o, lr, step);
         kiln_arg a[] = {kiln_arg_buffer(params), kiln_arg_buffer(grads),
                         kiln_arg_buffer(slots[0]), kiln_arg_buffer(slots[1]),
                         kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
@@ -63,7 +132,32 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;
     kiln_arg a[] = {kiln_arg_buffer(params), kiln_arg_buffer(grads), kiln_arg_buffer(velocity),
-                    kiln_arg_int((int64_t)n), kiln_arg_float(o->learning_rate),
+                    kiln_arg_int((int64_t)n), kiln_arg_float((float)lr),
                     kiln_arg_float(o->momentum), kiln_arg_int(o->nesterov ? 1 : 0)};
     return kiln_run1(dev, "optimizer", "kiln_sgd", n, a, 7);
+}
+
+void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *p,
+                               const float *g, float *const *slots, size_t n, int64_t step)
+{
+    if (o->kind == KILN_OPTIMIZER_ADAM) {
+        const float alpha = (float)adam_alpha(o, lr, step);
+        float *m = slots[0], *v = slots[1];
+        for (size_t i = 0; i < n; i++) {
+            m[i] += (g[i] - m[i]) * (1.0f - o->beta_1);
+            v[i] += (g[i] * g[i] - v[i]) * (1.0f - o->beta_2);
+            p[i] -= alpha * m[i] / (sqrtf(v[i]) + o->epsilon);
+        }
+        return;
+    }
+    const float rate = (float)lr;
+    for (size_t i = 0; i < n; i++) {
+        if (o->momentum == 0.0f) {
+            p[i] -= rate * g[i];
+            continue;
+        }
+        const float vi = o->momentum * slots[0][i] - rate * g[i];
+        slots[0][i] = vi;
+        p[i] += o->nesterov ? o->momentum * vi - rate * g[i] : vi;
+    }
 }

@@ -3,7 +3,9 @@
 #include "runtime/loss.h"
 #include "runtime/optimizer.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static void release_activations(kiln_replica *r)
 {
@@ -33,6 +35,9 @@ kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_repl
         return kiln_error_oom(ctx, "a replica", sizeof *r);
     r->model = m;
     r->dev = dev;
+    r->stage_node = -1;
+    r->stage_phase = "idle";
+    pthread_mutex_init(&r->stage_lock, NULL);
     const size_t n = (size_t)m->n_nodes;
     r->out = kiln_calloc(ctx, n, sizeof *r->out);
     r->act = kiln_calloc(ctx, n, sizeof *r->act);
@@ -64,6 +69,10 @@ kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_repl
     }
     if (st == KILN_OK)
         st = kiln_buffer_create(dev, 2 * sizeof(float), "loss sums", &r->sums);
+    if (st == KILN_OK && m->accumulation_steps > 1)
+        st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
+    if (st == KILN_OK && r->accum)
+        st = kiln_buffer_zero(dev, r->accum, 0, bytes);
     if (st != KILN_OK)
         goto fail;
     *out = r;
@@ -87,6 +96,8 @@ void kiln_replica_destroy(kiln_replica *r)
     for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
         kiln_buffer_destroy(r->slots[s]);
     kiln_buffer_destroy(r->sums);
+    kiln_buffer_destroy(r->accum);
+    pthread_mutex_destroy(&r->stage_lock);
     kiln_free(ctx, r->out);
     kiln_free(ctx, r->act);
     kiln_free(ctx, r->grad);
@@ -149,6 +160,45 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
     return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 0);
 }
 
+static void set_stage(kiln_replica *r, kiln_node node, const char *phase)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    r->stage_node = node;
+    r->stage_phase = phase;
+    pthread_mutex_unlock(&r->stage_lock);
+}
+
+void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    const kiln_node node = r->stage_node;
+    const char *phase = r->stage_phase;
+    pthread_mutex_unlock(&r->stage_lock);
+    if (node >= 0)
+        snprintf(buf, size, "replica %d on %s, layer '%s' (%s)", r->index,
+                 kiln_device_label(r->dev), r->model->nodes[node].name, phase);
+    else
+        snprintf(buf, size, "replica %d on %s (%s)", r->index, kiln_device_label(r->dev),
+                 phase);
+}
+
+/* The test-only fault hook: fail, or stall until the time passes or the
+ * strategy cancels the replica. */
+static kiln_status check_fault(kiln_replica *r, kiln_node node, int backward)
+{
+    const kiln_fault *f = r->fault;
+    if (!f || !f->armed || f->replica != r->index || f->node != node ||
+        f->backward != backward || f->step != r->train_steps)
+        return KILN_OK;
+    if (f->stall_seconds <= 0)
+        return kiln_error(r->model->ctx, KILN_ERROR_DEVICE, "injected fault on %s",
+                          kiln_device_label(r->dev));
+    const struct timespec tick = {0, 10000000};
+    for (double waited = 0; waited < f->stall_seconds && !r->cancel; waited += 0.01)
+        nanosleep(&tick, NULL);
+    return KILN_OK;
+}
+
 /* The step a layer sees for node i. */
 static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_step *s,
                       kiln_buffer **in, kiln_shape *in_shape, kiln_buffer **d_in, int *acc)
@@ -189,9 +239,13 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
         const kiln_node_rec *node = &m->nodes[i];
         if (!node->on_path || i == m->input)
             continue;
+        set_stage(r, i, "forward");
+        kiln_status st = training ? check_fault(r, i, 0) : KILN_OK;
+        if (st != KILN_OK)
+            return st;
         kiln_step s;
         make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
-        kiln_status st = node->ops->forward(node->config, r->state[i], &s);
+        st = node->ops->forward(node->config, r->state[i], &s);
         if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR) {
             const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
             const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
@@ -212,39 +266,54 @@ kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
                              kiln_node_size(m, m->output), scale);
 }
 
-kiln_status kiln_replica_backward(kiln_replica *r, int32_t n)
+kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
+                                  void *user)
 {
     const kiln_model *m = r->model;
     kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
     kiln_shape in_shape[KILN_MAX_INPUTS];
     int acc[KILN_MAX_INPUTS];
     memset(r->written, 0, (size_t)m->n_nodes);
-    for (int32_t i = m->output; i >= 0; i--) {
+    for (int32_t i = m->n_nodes - 1; i >= 0; i--) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (!node->on_path || i == m->input)
-            continue;
         kiln_status st = KILN_OK;
-        const int fused = i == m->output && m->loss.fused;
-        if (node->activation != KILN_ACTIVATION_LINEAR && !fused) {
-            const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
-            const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
-            st = kiln_activation_backward(r->dev, node->activation, r->act[i], r->grad[i], rows,
-                                          cols);
+        if (node->on_path && i != m->input) {
+            set_stage(r, i, "backward");
+            st = check_fault(r, i, 1);
+            const int fused = i == m->output && m->loss.fused;
+            if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
+                const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+                const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+                st = kiln_activation_backward(r->dev, node->activation, r->act[i], r->grad[i],
+                                              rows, cols);
+            }
+            kiln_step s;
+            make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
+            /* The first consumer to reach a node writes its gradient; later ones add. */
+            for (int k = 0; k < node->n_inputs; k++) {
+                const kiln_node j = node->inputs[k];
+                acc[k] = r->written[j];
+                r->written[j] = 1;
+            }
+            if (st == KILN_OK)
+                st = node->ops->backward(node->config, r->state[i], &s);
         }
-        kiln_step s;
-        make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
-        /* The first consumer to reach a node writes its gradient; later ones add. */
-        for (int k = 0; k < node->n_inputs; k++) {
-            const kiln_node j = node->inputs[k];
-            acc[k] = r->written[j];
-            r->written[j] = 1;
-        }
-        if (st == KILN_OK)
-            st = node->ops->backward(node->config, r->state[i], &s);
+        if (st == KILN_OK && hook)
+            st = hook(user, i);
         if (st != KILN_OK)
             return st;
     }
+    set_stage(r, -1, "after backward");
     return KILN_OK;
+}
+
+kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
+                                    float scale)
+{
+    kiln_arg a[] = {kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
+                    kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
+                    kiln_arg_int(final), kiln_arg_float(scale)};
+    return kiln_run1(r->dev, "optimizer", "kiln_accumulate", n, a, 6);
 }
 
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])

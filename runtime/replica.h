@@ -9,6 +9,22 @@
 
 #define KILN_MAX_OPTIMIZER_SLOTS 2
 
+/* A test-only fault: replica `replica` fails (or stalls) when it reaches
+ * node `node` in forward (backward when `backward` is set) during training
+ * step `step` (counting from 0). */
+typedef struct kiln_fault {
+    int armed;
+    int replica;
+    kiln_node node;
+    int backward;
+    int64_t step;
+    double stall_seconds;   /* > 0: stall this long (or until cancelled) instead of failing */
+} kiln_fault;
+
+/* Called after backward has finished with node i (for every node, from the
+ * last to the first, whether or not it ran). */
+typedef kiln_status (*kiln_backward_hook)(void *user, kiln_node i);
+
 typedef struct kiln_replica {
     const kiln_model *model;
     kiln_device *dev;
@@ -21,6 +37,15 @@ typedef struct kiln_replica {
     void **state;                /* per node: the layer's replica state */
     unsigned char *written;      /* per node: grad written this backward pass */
     kiln_buffer *labels, *loss, *correct, *sums;
+    kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
+    int index;                   /* replica number within its strategy */
+    /* Where the replica is, for watchdog messages; under stage_lock. */
+    pthread_mutex_t stage_lock;
+    kiln_node stage_node;
+    const char *stage_phase;
+    int64_t train_steps;         /* training steps run, for the fault hook */
+    const kiln_fault *fault;
+    volatile int cancel;         /* set to make a stalled replica give up */
 } kiln_replica;
 
 kiln_status kiln_replica_create(const kiln_model *model, kiln_device *dev, kiln_replica **out);
@@ -38,7 +63,16 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);
 /* Loss, metrics and the output gradient; `scale` is 1 / global batch. */
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale);
 
-kiln_status kiln_replica_backward(kiln_replica *r, int32_t n);
+kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
+                                  void *user);
+
+/* Gradient accumulation over the flat gradient range [offset, offset + n):
+ * accum += grads, or (final) grads = (accum + grads) * scale and accum = 0. */
+kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
+                                    float scale);
+
+/* "replica 1 on device 1 (name), layer 'dense' (backward)": for messages. */
+void kiln_replica_describe(kiln_replica *r, char *buf, size_t size);
 
 /* Blocking: waits for the queue, returns the loss and correct sums. */
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2]);

@@ -31,5 +31,7 @@ typedef struct kiln_strategy_ops {
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;
+extern const kiln_strategy_ops kiln_strategy_mirrored;
+extern const kiln_strategy_ops kiln_strategy_central_storage;
 
 #endif

@@ -98,7 +98,7 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     CHECK_OK(ctx, kiln_replica_forward(r, batch, 1));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)ny));
     CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g, sizeof(float) * (size_t)ny, 1));
-    CHECK_OK(ctx, kiln_replica_backward(r, batch));
+    CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));
     float *dflat = calloc(m->n_param_floats + 1, sizeof(float));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, dflat,

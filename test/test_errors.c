@@ -103,9 +103,21 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "learning_rate -1 must be a positive number",
                 kiln_model_compile(m, &co));
     co.optimizer.learning_rate = 0.0f;
-    co.strategy = KILN_STRATEGY_CENTRAL_STORAGE;
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "central_storage strategy is not implemented",
+    co.strategy = KILN_STRATEGY_MIRRORED;
+    co.replicas = 5;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "5 replicas asked for, but the context has",
                 kiln_model_compile(m, &co));
+    co.replicas = -1;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "replicas (-1)", kiln_model_compile(m, &co));
+    co.replicas = 0;
+    co.gradient_accumulation_steps = -2;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "gradient_accumulation_steps (-2)",
+                kiln_model_compile(m, &co));
+    co.gradient_accumulation_steps = 0;
+    co.optimizer.schedule.kind = KILN_LR_COSINE_DECAY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_steps 0 must be > 0",
+                kiln_model_compile(m, &co));
+    co.optimizer.schedule.kind = KILN_LR_CONSTANT;
     co.strategy = KILN_STRATEGY_AUTO;
 
     float x[4 * 6];

@@ -77,7 +77,7 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
     CHECK_OK(ctx, kiln_replica_read_params(r, p));
     batch_loss(ctx, r);
-    CHECK_OK(ctx, kiln_replica_backward(r, BATCH));
+    CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, g, sizeof(float) * n));
 
     /* Every parameter of every layer, one at a time. */

@@ -166,7 +166,7 @@ static void test_optimizer(kiln_context *ctx, opt_case *c)
         for (int i = 0; i < n; i++)
             gd[i] = gf[i] = (float)check_uniform();
         CHECK_OK(ctx, kiln_buffer_write(dev, g, 0, gf, sizeof gf, 1));
-        CHECK_OK(ctx, kiln_optimizer_apply(dev, &c->o, p, g, slots, n, step));
+        CHECK_OK(ctx, kiln_optimizer_apply(dev, &c->o, c->o.learning_rate, p, g, slots, n, step));
         ref_optimizer(&c->o, pd, gd, s0, s1, n, step);
     }
     CHECK_OK(ctx, kiln_buffer_read(dev, p, 0, pf, sizeof pf));
@@ -360,17 +360,18 @@ int main(void)
     for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++)
         test_loss(ctx, &losses[i]);
 
+#define OPT(...) {.struct_size = sizeof(kiln_optimizer_options), __VA_ARGS__}
     opt_case opts[] = {
-        {"sgd", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.1f, 0, 0, 0, 0, 0}},
-        {"sgd momentum", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.05f, 0.9f, 0, 0,
-                          0, 0}},
-        {"sgd nesterov", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_SGD, 0.05f, 0.8f, 1, 0,
-                          0, 0}},
-        {"adam defaults", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_ADAM, 0, 0, 0, 0, 0,
-                           0}},
-        {"adam custom", {sizeof(kiln_optimizer_options), KILN_OPTIMIZER_ADAM, 0.01f, 0, 0, 0.8f,
-                         0.99f, 1e-4f}},
+        {"sgd", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f)},
+        {"sgd momentum", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
+                             .momentum = 0.9f)},
+        {"sgd nesterov", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
+                             .momentum = 0.8f, .nesterov = 1)},
+        {"adam defaults", OPT(.kind = KILN_OPTIMIZER_ADAM)},
+        {"adam custom", OPT(.kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f, .beta_1 = 0.8f,
+                            .beta_2 = 0.99f, .epsilon = 1e-4f)},
     };
+#undef OPT
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         test_optimizer(ctx, &opts[i]);
 

@@ -1,0 +1,239 @@
+#include "comm/reducer.h"
+
+#include "runtime/context.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+struct kiln_reducer {
+    kiln_context *ctx;
+    int n_replicas, n_buckets, n_threads;
+    size_t length;
+    kiln_bucket *buckets;
+    float **slots;
+    float *result;
+    int *submitted;      /* per bucket: replicas that submitted this round */
+    int *taken;          /* per bucket: a thread is summing it */
+    int n_reduced;
+    int cancelled, stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    pthread_t *threads;
+    int n_started;
+};
+
+/* A fixed replica order makes the float sums reproducible. */
+static void reduce_bucket(kiln_reducer *r, int b)
+{
+    const size_t lo = r->buckets[b].offset, hi = lo + r->buckets[b].count;
+    float *out = r->result;
+    memcpy(out + lo, r->slots[0] + lo, (hi - lo) * sizeof(float));
+    for (int k = 1; k < r->n_replicas; k++) {
+        const float *in = r->slots[k];
+        for (size_t i = lo; i < hi; i++)
+            out[i] += in[i];
+    }
+}
+
+static int ready_bucket(const kiln_reducer *r)
+{
+    for (int b = 0; b < r->n_buckets; b++)
+        if (!r->taken[b] && r->submitted[b] == r->n_replicas)
+            return b;
+    return -1;
+}
+
+static void *reducer_thread(void *arg)
+{
+    kiln_reducer *r = arg;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        int b;
+        while (!r->stopping && (b = ready_bucket(r)) < 0)
+            pthread_cond_wait(&r->work, &r->lock);
+        if (r->stopping)
+            break;
+        r->taken[b] = 1;
+        pthread_mutex_unlock(&r->lock);
+        reduce_bucket(r, b);
+        pthread_mutex_lock(&r->lock);
+        r->n_reduced++;
+        if (r->n_reduced == r->n_buckets)
+            pthread_cond_broadcast(&r->done);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length,
+                                const kiln_bucket *buckets, int n_buckets, int n_threads,
+                                kiln_reducer **out)
+{
+    *out = NULL;
+    if (n_replicas < 1 || n_buckets < 1 || n_threads < 1)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "reducer: %d replicas, %d buckets, %d threads (each must be >= 1)",
+                          n_replicas, n_buckets, n_threads);
+    for (int b = 0; b < n_buckets; b++)
+        if (buckets[b].offset > length || buckets[b].count > length - buckets[b].offset)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "reducer: bucket %d [%zu, +%zu) overruns %zu floats", b,
+                              buckets[b].offset, buckets[b].count, length);
+    kiln_reducer *r = kiln_calloc(ctx, 1, sizeof *r);
+    if (!r)
+        return kiln_error_oom(ctx, "a reducer", sizeof *r);
+    r->ctx = ctx;
+    r->n_replicas = n_replicas;
+    r->n_buckets = n_buckets;
+    r->n_threads = n_threads;
+    r->length = length;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->work, NULL);
+    pthread_cond_init(&r->done, NULL);
+    r->buckets = kiln_calloc(ctx, (size_t)n_buckets, sizeof *r->buckets);
+    r->submitted = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
+    r->taken = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
+    r->slots = kiln_calloc(ctx, (size_t)n_replicas, sizeof(float *));
+    r->result = kiln_calloc(ctx, length ? length : 1, sizeof(float));
+    r->threads = kiln_calloc(ctx, (size_t)n_threads, sizeof(pthread_t));
+    int ok = r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads;
+    for (int k = 0; ok && k < n_replicas; k++)
+        ok = (r->slots[k] = kiln_calloc(ctx, length ? length : 1, sizeof(float))) != NULL;
+    if (!ok) {
+        kiln_reducer_destroy(r);
+        return kiln_error_oom(ctx, "reducer buffers", (size_t)(n_replicas + 1) * length * 4);
+    }
+    memcpy(r->buckets, buckets, (size_t)n_buckets * sizeof *buckets);
+    r->n_reduced = n_buckets;  /* no round yet */
+    for (int t = 0; t < n_threads; t++) {
+        if (pthread_create(&r->threads[t], NULL, reducer_thread, r) != 0) {
+            kiln_reducer_destroy(r);
+            return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start thread %d",
+                              t);
+        }
+        r->n_started++;
+    }
+    *out = r;
+    return KILN_OK;
+}
+
+void kiln_reducer_destroy(kiln_reducer *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->stopping = 1;
+    pthread_cond_broadcast(&r->work);
+    pthread_cond_broadcast(&r->done);
+    pthread_mutex_unlock(&r->lock);
+    for (int t = 0; t < r->n_started; t++)
+        pthread_join(r->threads[t], NULL);
+    for (int k = 0; r->slots && k < r->n_replicas; k++)
+        kiln_free(r->ctx, r->slots[k]);
+    kiln_free(r->ctx, r->slots);
+    kiln_free(r->ctx, r->result);
+    kiln_free(r->ctx, r->buckets);
+    kiln_free(r->ctx, r->submitted);
+    kiln_free(r->ctx, r->taken);
+    kiln_free(r->ctx, r->threads);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->work);
+    pthread_cond_destroy(&r->done);
+    kiln_free(r->ctx, r);
+}
+
+float *kiln_reducer_slot(kiln_reducer *r, int replica)
+{
+    return r->slots[replica];
+}
+
+const float *kiln_reducer_result(const kiln_reducer *r)
+{
+    return r->result;
+}
+
+void kiln_reducer_begin(kiln_reducer *r)
+{
+    pthread_mutex_lock(&r->lock);
+    memset(r->submitted, 0, (size_t)r->n_buckets * sizeof(int));
+    memset(r->taken, 0, (size_t)r->n_buckets * sizeof(int));
+    r->n_reduced = 0;
+    r->cancelled = 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void kiln_reducer_submit(kiln_reducer *r, int replica, int bucket)
+{
+    (void)replica;
+    pthread_mutex_lock(&r->lock);
+    if (++r->submitted[bucket] == r->n_replicas)
+        pthread_cond_signal(&r->work);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void kiln_reducer_cancel(kiln_reducer *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->cancelled = 1;
+    pthread_cond_broadcast(&r->done);
+    pthread_mutex_unlock(&r->lock);
+}
+
+int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_seconds > 0) {
+        const double whole = (double)(long)timeout_seconds;
+        until.tv_sec += (time_t)whole;
+        until.tv_nsec += (long)((timeout_seconds - whole) * 1e9);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    int result = KILN_REDUCER_DONE;
+    pthread_mutex_lock(&r->lock);
+    while (r->n_reduced < r->n_buckets && !r->cancelled && !r->stopping) {
+        if (timeout_seconds <= 0) {
+            pthread_cond_wait(&r->done, &r->lock);
+        } else if (pthread_cond_timedwait(&r->done, &r->lock, &until) == ETIMEDOUT) {
+            result = KILN_REDUCER_TIMEOUT;
+            break;
+        }
+    }
+    if (result == KILN_REDUCER_DONE && r->n_reduced < r->n_buckets)
+        result = KILN_REDUCER_CANCELLED;
+    pthread_mutex_unlock(&r->lock);
+    return result;
+}
+
+int kiln_reducer_plan(const size_t *cuts, int n_cuts, size_t length, size_t first_bytes,
+                      size_t bucket_bytes, kiln_bucket *out)
+{
+    int n = 0;
+    size_t hi = length;
+    /* Walk the cuts from the end; close a bucket once it would exceed its cap. */
+    for (int i = n_cuts - 1; i >= 0; i--) {
+        const size_t lo = cuts[i];
+        if (lo >= hi)
+            continue;
+        const size_t cap = (n == 0 ? first_bytes : bucket_bytes) / sizeof(float);
+        const size_t next = i > 0 ? cuts[i - 1] : 0;
+        /* Close at lo when the bucket already reaches its cap or the next
+         * layer would take it past the cap. */
+        if (cap == 0 || hi - lo >= cap || hi - next > cap || i == 0) {
+            out[n].offset = lo;
+            out[n].count = hi - lo;
+            n++;
+            hi = lo;
+        }
+    }
+    if (hi > 0) {
+        out[n].offset = 0;
+        out[n].count = hi;
+        n++;
+    }
+    return n;
+}

@@ -1,0 +1,522 @@
+/* The data-parallel strategies, one engine in three modes:
+ *  one_device:      one replica, driven from the calling thread;
+ *  mirrored:        a replica per device, each on its own worker thread;
+ *                   gradients are summed by the shared-memory reducer bucket
+ *                   by bucket while backward goes on, and every replica
+ *                   applies the same update to its own copy;
+ *  central_storage: the same replicas compute gradients; parameters and
+ *                   optimizer state live on the host, which applies the update.
+ * A global batch is split into contiguous shards (uneven when it must be);
+ * each replica scales its loss by 1 / global batch, so the summed gradient
+ * is exactly the global mean. A watchdog bounds every step. */
+#include "comm/reducer.h"
+#include "runtime/optimizer.h"
+#include "runtime/replica.h"
+#include "runtime/worker.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KILN_DEFAULT_STEP_TIMEOUT 600.0
+#define KILN_STOP_GRACE 10.0
+
+typedef enum dp_mode { DP_ONE_DEVICE, DP_MIRRORED, DP_CENTRAL } dp_mode;
+typedef enum dp_job { JOB_TRAIN, JOB_EVAL, JOB_PREDICT } dp_job;
+
+typedef struct dp dp;
+
+typedef struct dp_replica {
+    dp *owner;
+    kiln_replica *r;
+    kiln_worker *worker;
+    /* the current job */
+    dp_job job;
+    kiln_batch shard;
+    float *outputs;
+    double sums[2];
+    int64_t params_version;      /* central storage: host parameters it holds */
+    char error[768];
+} dp_replica;
+
+struct dp {
+    kiln_model *m;
+    dp_mode mode;
+    int n;
+    dp_replica *reps;
+    kiln_reducer *reducer;       /* mirrored and central storage */
+    kiln_bucket *buckets;
+    int n_buckets;
+    int *bucket_at_node;         /* per node: bucket completed after its backward, or -1 */
+    /* the current step */
+    int final_micro;             /* this step ends an accumulation cycle */
+    int micro;                   /* micro-steps done in the cycle */
+    float global_scale;
+    double lr;
+    int64_t update;              /* optimizer step number, from 1 */
+    /* central storage */
+    float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
+    int64_t params_version;
+    int broken;
+    char broken_reason[768];
+};
+
+/* Records the first failure of a replica with its place, before another
+ * thread can overwrite the context's message. */
+static kiln_status replica_failed(dp_replica *d, kiln_status st)
+{
+    char where[320];
+    kiln_replica_describe(d->r, where, sizeof where);
+    snprintf(d->error, sizeof d->error, "%s: %s", where, kiln_context_last_error(d->owner->m->ctx));
+    return st;
+}
+
+/* After node i's backward: hand every bucket it completes to the reducer. */
+static kiln_status on_backward(void *user, kiln_node i)
+{
+    dp_replica *d = user;
+    dp *s = d->owner;
+    if (!s->reducer || !s->final_micro || s->bucket_at_node[i] < 0)
+        return KILN_OK;
+    const int b = s->bucket_at_node[i];
+    const kiln_bucket *k = &s->buckets[b];
+    kiln_status st = KILN_OK;
+    if (d->r->accum)
+        st = kiln_replica_accumulate(d->r, k->offset, k->count, 1,
+                                     1.0f / (float)s->m->accumulation_steps);
+    /* A blocking read: this thread also drives the device's queue. */
+    if (st == KILN_OK)
+        st = kiln_buffer_read(d->r->dev, d->r->grads, k->offset * sizeof(float),
+                              kiln_reducer_slot(s->reducer, d->r->index) + k->offset,
+                              k->count * sizeof(float));
+    if (st == KILN_OK)
+        kiln_reducer_submit(s->reducer, d->r->index, b);
+    return st;
+}
+
+/* A replica with no samples in this batch still joins the reduction. */
+static kiln_status empty_shard(dp_replica *d)
+{
+    dp *s = d->owner;
+    kiln_status st = kiln_buffer_zero(d->r->dev, d->r->grads, 0,
+                                      s->m->n_param_floats * sizeof(float));
+    for (kiln_node i = s->m->n_nodes - 1; st == KILN_OK && i >= 0; i--)
+        st = on_backward(d, i);
+    return st;
+}
+
+static kiln_status wait_reduced(dp_replica *d)
+{
+    dp *s = d->owner;
+    const int w = kiln_reducer_wait(s->reducer, 0);
+    if (w == KILN_REDUCER_DONE)
+        return KILN_OK;
+    snprintf(d->error, sizeof d->error, "replica %d: the step was abandoned because another "
+             "replica failed", d->r->index);
+    return KILN_ERROR_STOPPED;
+}
+
+static kiln_status train_job(void *arg)
+{
+    dp_replica *d = arg;
+    dp *s = d->owner;
+    kiln_replica *r = d->r;
+    kiln_model *m = s->m;
+    kiln_status st = KILN_OK;
+    if (s->mode == DP_CENTRAL && d->params_version != s->params_version) {
+        st = kiln_replica_write_params(r, s->host_params);
+        d->params_version = s->params_version;
+    }
+    d->sums[0] = d->sums[1] = 0;
+    const int32_t n = d->shard.n;
+    if (st == KILN_OK && n > 0) {
+        st = kiln_replica_upload(r, &d->shard);
+        if (st == KILN_OK)
+            st = kiln_replica_forward(r, n, 1);
+        if (st == KILN_OK)
+            st = kiln_replica_loss(r, n, s->global_scale);
+        if (st == KILN_OK)
+            st = kiln_replica_backward(r, n, on_backward, d);
+    } else if (st == KILN_OK) {
+        st = s->final_micro && s->reducer ? empty_shard(d) : KILN_OK;
+    }
+    r->train_steps++;
+    if (st == KILN_OK && r->accum && !s->final_micro && n > 0)
+        st = kiln_replica_accumulate(r, 0, m->n_param_floats, 0, 1.0f);
+    if (st == KILN_OK && r->accum && s->final_micro && !s->reducer)
+        st = kiln_replica_accumulate(r, 0, m->n_param_floats, 1,
+                                     1.0f / (float)m->accumulation_steps);
+    if (st != KILN_OK) {
+        replica_failed(d, st);
+        if (s->reducer)
+            kiln_reducer_cancel(s->reducer);  /* nobody waits for this replica */
+        return st;
+    }
+    if (s->final_micro && s->mode != DP_CENTRAL) {
+        if (s->reducer) {
+            st = wait_reduced(d);
+            if (st != KILN_OK)
+                return st;
+            st = kiln_buffer_write(r->dev, r->grads, 0, kiln_reducer_result(s->reducer),
+                                   m->n_param_floats * sizeof(float), 0);
+        }
+        if (st == KILN_OK)
+            st = kiln_optimizer_apply(r->dev, &m->optimizer, s->lr, r->params, r->grads,
+                                      r->slots, m->n_param_floats, s->update);
+    }
+    if (st == KILN_OK && n > 0)
+        st = kiln_replica_read_sums(r, d->sums);  /* the step's one synchronisation */
+    return st == KILN_OK ? KILN_OK : replica_failed(d, st);
+}
+
+static kiln_status eval_job(void *arg)
+{
+    dp_replica *d = arg;
+    dp *s = d->owner;
+    kiln_replica *r = d->r;
+    d->sums[0] = d->sums[1] = 0;
+    if (d->shard.n == 0)
+        return KILN_OK;
+    kiln_status st = KILN_OK;
+    if (s->mode == DP_CENTRAL && d->params_version != s->params_version) {
+        st = kiln_replica_write_params(r, s->host_params);
+        d->params_version = s->params_version;
+    }
+    if (st == KILN_OK)
+        st = kiln_replica_upload(r, &d->shard);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(r, d->shard.n, 0);
+    if (st == KILN_OK && d->job == JOB_EVAL) {
+        st = kiln_replica_loss(r, d->shard.n, 1.0f);
+        if (st == KILN_OK)
+            st = kiln_replica_read_sums(r, d->sums);
+    } else if (st == KILN_OK) {
+        st = kiln_replica_read_output(r, d->shard.n, d->outputs);
+    }
+    return st == KILN_OK ? KILN_OK : replica_failed(d, st);
+}
+
+/* Splits a batch into contiguous shards, the first n % R one larger. */
+static void split(dp *s, const kiln_batch *b, float *outputs)
+{
+    const kiln_model *m = s->m;
+    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
+    const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
+    int32_t start = 0;
+    for (int k = 0; k < s->n; k++) {
+        dp_replica *d = &s->reps[k];
+        const int32_t n = b->n / s->n + (k < b->n % s->n);
+        d->shard.n = n;
+        d->shard.features = b->features + (size_t)start * (size_t)in;
+        d->shard.labels = b->labels ? (const char *)b->labels + (size_t)start * label_bytes
+                                    : NULL;
+        d->outputs = outputs ? outputs + (size_t)start * (size_t)out : NULL;
+        start += n;
+    }
+}
+
+static kiln_status mark_broken(dp *s, kiln_status st, const char *fmt, const char *detail)
+{
+    s->broken = 1;
+    snprintf(s->broken_reason, sizeof s->broken_reason, fmt, detail);
+    return kiln_error(s->m->ctx, st, "%s", s->broken_reason);
+}
+
+/* Runs `fn` on every replica (inline for one_device) under the watchdog.
+ * The first failing replica's message wins over the ones it made abandon
+ * their step. */
+static kiln_status run_all(dp *s, kiln_job_fn fn)
+{
+    if (s->broken)
+        return kiln_error(s->m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier "
+                          "(%s); destroy the model", s->broken_reason);
+    if (s->mode == DP_ONE_DEVICE) {
+        kiln_status st = fn(&s->reps[0]);
+        if (st != KILN_OK)
+            return kiln_error(s->m->ctx, st, "%s", s->reps[0].error);
+        return KILN_OK;
+    }
+    for (int k = 0; k < s->n; k++)
+        kiln_worker_post(s->reps[k].worker, fn, &s->reps[k]);
+    const double deadline = kiln_wall_clock() + s->m->step_timeout;
+    kiln_status first = KILN_OK;
+    int culprit = -1, stalled = -1;
+    for (int k = 0; k < s->n; k++) {
+        kiln_status st = KILN_OK;
+        if (!kiln_worker_wait(s->reps[k].worker, deadline, &st)) {
+            stalled = k;
+            break;
+        }
+        /* A replica that gave up because another failed is not the cause. */
+        const int cause = st != KILN_ERROR_STOPPED;
+        if (st != KILN_OK && (first == KILN_OK || (cause && first == KILN_ERROR_STOPPED))) {
+            first = st;
+            culprit = k;
+        }
+    }
+    if (stalled >= 0) {
+        char where[320];
+        kiln_replica_describe(s->reps[stalled].r, where, sizeof where);
+        for (int k = 0; k < s->n; k++)
+            s->reps[k].r->cancel = 1;
+        if (s->reducer)
+            kiln_reducer_cancel(s->reducer);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog", where,
+                 s->m->step_timeout);
+        return mark_broken(s, KILN_ERROR_TIMEOUT, "%s", msg);
+    }
+    if (first != KILN_OK)
+        return mark_broken(s, first, "%s", s->reps[culprit].error);
+    return KILN_OK;
+}
+
+static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2])
+{
+    dp *s = impl;
+    kiln_model *m = s->m;
+    s->final_micro = s->micro + 1 >= m->accumulation_steps;
+    s->global_scale = 1.0f / (float)b->n;
+    s->update = m->n_optimizer_steps + 1;
+    s->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
+    split(s, b, NULL);
+    if (s->reducer && s->final_micro)
+        kiln_reducer_begin(s->reducer);
+    kiln_status st = run_all(s, train_job);
+    if (st != KILN_OK)
+        return st;
+    if (s->final_micro && s->mode == DP_CENTRAL) {
+        /* The reducer finished while the workers ran; its sum is the mean. */
+        if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
+            return mark_broken(s, KILN_ERROR_STATE, "%s", "central storage: reduction lost");
+        kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
+                                  kiln_reducer_result(s->reducer), s->host_slots,
+                                  m->n_param_floats, s->update);
+        s->params_version++;
+    }
+    sums[0] = sums[1] = 0;
+    for (int k = 0; k < s->n; k++) {
+        sums[0] += s->reps[k].sums[0];
+        sums[1] += s->reps[k].sums[1];
+    }
+    s->micro = s->final_micro ? 0 : s->micro + 1;
+    if (s->final_micro)
+        m->n_optimizer_steps++;
+    return KILN_OK;
+}
+
+static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
+{
+    dp *s = impl;
+    split(s, b, NULL);
+    for (int k = 0; k < s->n; k++)
+        s->reps[k].job = JOB_EVAL;
+    kiln_status st = run_all(s, eval_job);
+    sums[0] = sums[1] = 0;
+    for (int k = 0; st == KILN_OK && k < s->n; k++) {
+        sums[0] += s->reps[k].sums[0];
+        sums[1] += s->reps[k].sums[1];
+    }
+    return st;
+}
+
+static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outputs)
+{
+    dp *s = impl;
+    split(s, b, outputs);
+    for (int k = 0; k < s->n; k++)
+        s->reps[k].job = JOB_PREDICT;
+    return run_all(s, eval_job);
+}
+
+static kiln_status dp_get_params(void *impl, float *flat)
+{
+    dp *s = impl;
+    if (s->mode == DP_CENTRAL) {
+        memcpy(flat, s->host_params, s->m->n_param_floats * sizeof(float));
+        return KILN_OK;
+    }
+    return kiln_replica_read_params(s->reps[0].r, flat);
+}
+
+static kiln_status dp_set_params(void *impl, const float *flat)
+{
+    dp *s = impl;
+    kiln_status st = KILN_OK;
+    if (s->mode == DP_CENTRAL) {
+        memcpy(s->host_params, flat, s->m->n_param_floats * sizeof(float));
+        s->params_version++;
+        return KILN_OK;
+    }
+    for (int k = 0; k < s->n && st == KILN_OK; k++)
+        st = kiln_replica_write_params(s->reps[k].r, flat);
+    return st;
+}
+
+static int32_t dp_replica_count(void *impl)
+{
+    return ((dp *)impl)->n;
+}
+
+static kiln_replica *dp_replica_at(void *impl, int32_t i)
+{
+    dp *s = impl;
+    return i >= 0 && i < s->n ? s->reps[i].r : NULL;
+}
+
+static void dp_destroy(void *impl)
+{
+    dp *s = impl;
+    if (!s)
+        return;
+    kiln_context *ctx = s->m->ctx;
+    int leaked = 0;
+    for (int k = 0; s->reps && k < s->n; k++)
+        if (s->reps[k].r)
+            s->reps[k].r->cancel = 1;
+    if (s->reducer)
+        kiln_reducer_cancel(s->reducer);
+    for (int k = 0; s->reps && k < s->n; k++)
+        if (!kiln_worker_stop(s->reps[k].worker, KILN_STOP_GRACE))
+            leaked = 1;
+    if (leaked) {
+        /* A thread still uses these; freeing them under it would crash. */
+        kiln_log(ctx, KILN_LOG_ERROR, "a replica thread is stuck; its buffers are leaked");
+        return;
+    }
+    for (int k = 0; s->reps && k < s->n; k++)
+        kiln_replica_destroy(s->reps[k].r);
+    kiln_reducer_destroy(s->reducer);
+    kiln_free(ctx, s->reps);
+    kiln_free(ctx, s->buckets);
+    kiln_free(ctx, s->bucket_at_node);
+    kiln_free(ctx, s->host_params);
+    for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+        kiln_free(ctx, s->host_slots[i]);
+    kiln_free(ctx, s);
+}
+
+/* Buckets in reverse layer order, cut at layer boundaries; bucket b is
+ * complete once backward has passed the first layer it holds. */
+static kiln_status plan_buckets(dp *s)
+{
+    kiln_model *m = s->m;
+    kiln_context *ctx = m->ctx;
+    size_t *cuts = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *cuts);
+    kiln_node *owner = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *owner);
+    s->buckets = kiln_calloc(ctx, (size_t)m->n_nodes + 2, sizeof *s->buckets);
+    s->bucket_at_node = kiln_calloc(ctx, (size_t)m->n_nodes, sizeof(int));
+    if (!cuts || !owner || !s->buckets || !s->bucket_at_node) {
+        kiln_free(ctx, cuts);
+        kiln_free(ctx, owner);
+        return kiln_error_oom(ctx, "gradient buckets", (size_t)m->n_nodes * 64);
+    }
+    int n_cuts = 0;
+    for (kiln_node i = 0; i < m->n_nodes; i++) {
+        s->bucket_at_node[i] = -1;
+        if (m->nodes[i].n_params > 0) {
+            owner[n_cuts] = i;
+            cuts[n_cuts++] = m->nodes[i].param_offset[0];
+        }
+    }
+    s->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->n_param_floats,
+                                              m->first_bucket_bytes, m->bucket_bytes,
+                                              s->buckets)
+                          : 0;
+    if (s->n_buckets == 0) {
+        s->buckets[0].offset = 0;
+        s->buckets[0].count = m->n_param_floats;
+        s->n_buckets = 1;
+        s->bucket_at_node[0] = 0;
+    }
+    /* The node whose parameters start a bucket completes it. */
+    for (int b = 0; b < s->n_buckets; b++)
+        for (int c = 0; c < n_cuts; c++)
+            if (cuts[c] == s->buckets[b].offset)
+                s->bucket_at_node[owner[c]] = b;
+    kiln_free(ctx, cuts);
+    kiln_free(ctx, owner);
+    return KILN_OK;
+}
+
+static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
+{
+    kiln_context *ctx = m->ctx;
+    int n = mode == DP_ONE_DEVICE ? 1 : (m->n_replicas ? m->n_replicas : ctx->n_devices);
+    if (n > ctx->n_devices)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %d replicas asked for, but the context has %d "
+                          "device(s)", n, (int)ctx->n_devices);
+    dp *s = kiln_calloc(ctx, 1, sizeof *s);
+    if (!s)
+        return kiln_error_oom(ctx, "a strategy", sizeof *s);
+    s->m = m;
+    s->mode = mode;
+    s->n = n;
+    float *init = kiln_calloc(ctx, m->n_param_floats, sizeof(float));
+    s->reps = kiln_calloc(ctx, (size_t)n, sizeof *s->reps);
+    kiln_status st = init && s->reps ? KILN_OK
+                                     : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *s->reps);
+    if (st == KILN_OK)
+        st = kiln_model_init_params(m, init);
+    for (int k = 0; st == KILN_OK && k < n; k++) {
+        dp_replica *d = &s->reps[k];
+        d->owner = s;
+        st = kiln_replica_create(m, ctx->devices[k], &d->r);
+        if (st == KILN_OK) {
+            d->r->index = k;
+            d->r->fault = m->fault;
+            st = kiln_replica_write_params(d->r, init);
+        }
+        if (st == KILN_OK && mode != DP_ONE_DEVICE)
+            st = kiln_worker_start(ctx, &d->worker);
+    }
+    if (st == KILN_OK && mode != DP_ONE_DEVICE)
+        st = plan_buckets(s);
+    if (st == KILN_OK && mode != DP_ONE_DEVICE)
+        st = kiln_reducer_create(ctx, n, m->n_param_floats, s->buckets, s->n_buckets,
+                                 m->reducer_threads, &s->reducer);
+    if (st == KILN_OK && mode == DP_CENTRAL) {
+        s->host_params = init;
+        init = NULL;
+        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
+            if (!(s->host_slots[i] = kiln_calloc(ctx, m->n_param_floats, sizeof(float))))
+                st = kiln_error_oom(ctx, "host optimizer state", m->n_param_floats * 4);
+    }
+    kiln_free(ctx, init);
+    if (st != KILN_OK) {
+        dp_destroy(s);
+        return st;
+    }
+    *impl = s;
+    return KILN_OK;
+}
+
+static kiln_status one_create(kiln_model *m, void **impl)
+{
+    return dp_create(m, DP_ONE_DEVICE, impl);
+}
+
+static kiln_status mirrored_create(kiln_model *m, void **impl)
+{
+    return dp_create(m, DP_MIRRORED, impl);
+}
+
+static kiln_status central_create(kiln_model *m, void **impl)
+{
+    return dp_create(m, DP_CENTRAL, impl);
+}
+
+const kiln_strategy_ops kiln_strategy_one_device = {
+    "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+};
+
+const kiln_strategy_ops kiln_strategy_mirrored = {
+    "mirrored", mirrored_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+};
+
+const kiln_strategy_ops kiln_strategy_central_storage = {
+    "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+};
