@@ -1,0 +1,296 @@
+/* The data-parallel strategies against one-device training: mirrored and
+ * central storage on two devices (meson runs this with POCL_DEVICES="basic
+ * basic"), uneven and empty shards, gradient accumulation, learning-rate
+ * schedules, and the faults: a replica that fails and one that stalls. What
+ * needs two devices is skipped, with the reason printed, on one. */
+#include "harness.h"
+#include "runtime/model.h"
+#include "runtime/replica.h"
+
+#define SAMPLES 64
+#define SIDE 8
+#define TOL 1e-5
+
+typedef struct counter {
+    long live;
+} counter;
+
+static void *counting_realloc(void *user, void *ptr, size_t size)
+{
+    counter *c = user;
+    if (size == 0) {
+        c->live -= ptr != NULL;
+        free(ptr);
+        return NULL;
+    }
+    void *p = realloc(ptr, size);
+    c->live += p && !ptr;
+    return p;
+}
+
+static kiln_context *context(counter *c)
+{
+    kiln_context_options o = {.struct_size = sizeof o};
+    o.seed = 99;
+    o.realloc_fn = c ? counting_realloc : NULL;
+    o.realloc_user = c;
+    kiln_context *ctx = NULL;
+    kiln_context_create(&o, &ctx);
+    return ctx;
+}
+
+static kiln_dataset *data(kiln_context *ctx)
+{
+    static float x[SAMPLES * SIDE * SIDE];
+    static int32_t y[SAMPLES];
+    uint64_t s = 12345;
+    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)(s >> 40) / 16777216.0f;
+    }
+    for (int i = 0; i < SAMPLES; i++)
+        y[i] = (int32_t)((x[i * SIDE * SIDE] + x[i * SIDE * SIDE + 9]) * 2.5f);
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = SAMPLES;
+    d.feature_rank = 3;
+    d.feature_dims[0] = SIDE;
+    d.feature_dims[1] = SIDE;
+    d.feature_dims[2] = 1;
+    d.features = x;
+    d.sparse_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    return ds;
+}
+
+typedef struct run {
+    kiln_strategy strategy;
+    int replicas, accumulation, batch, epochs;
+    kiln_optimizer_kind optimizer;
+} run;
+
+static kiln_model *build(kiln_context *ctx, const run *r, kiln_fault *fault,
+                         double timeout)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {SIDE, SIDE, 1};
+    kiln_conv2d_options conv = {sizeof conv, NULL, 4, {3, 3}, {1, 1}, KILN_PADDING_SAME,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
+    kiln_dense_options hidden = {sizeof hidden, NULL, 12, KILN_ACTIVATION_TANH, 0};
+    kiln_dense_options head = {sizeof head, NULL, 5, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    m->fault = fault;
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.optimizer.kind = r->optimizer;
+    co.optimizer.learning_rate = 0.01f;
+    co.strategy = r->strategy;
+    co.replicas = r->replicas;
+    co.gradient_accumulation_steps = r->accumulation;
+    co.step_timeout_seconds = timeout;
+    co.bucket_bytes = 64;   /* several buckets even for this small model */
+    co.first_bucket_bytes = 64;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static kiln_status train(kiln_model *m, kiln_dataset *ds, const run *r)
+{
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = r->epochs;
+    fo.batch_size = r->batch;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    return kiln_model_fit(m, ds, &fo);
+}
+
+/* Trains and returns the weights (caller frees), NULL on failure. */
+static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, int64_t *n)
+{
+    kiln_model *m = build(ctx, r, NULL, 0);
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return NULL;
+    }
+    CHECK_OK(ctx, train(m, ds, r));
+    kiln_model_parameter_count(m, n);
+    float *w = calloc((size_t)*n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));
+    /* Replicas hold bit-identical copies. */
+    for (int32_t k = 1; k < m->strategy->replica_count(m->strategy_impl); k++) {
+        kiln_replica *a = m->strategy->replica(m->strategy_impl, 0);
+        kiln_replica *b = m->strategy->replica(m->strategy_impl, k);
+        float *pa = calloc(m->n_param_floats, sizeof(float));
+        float *pb = calloc(m->n_param_floats, sizeof(float));
+        kiln_replica_read_params(a, pa);
+        kiln_replica_read_params(b, pb);
+        if (r->strategy == KILN_STRATEGY_MIRRORED && memcmp(pa, pb, m->n_param_floats * 4)) {
+            fprintf(stderr, "replica %d differs from replica 0\n", (int)k);
+            test_failures++;
+        }
+        free(pa);
+        free(pb);
+    }
+    kiln_model_destroy(m);
+    return w;
+}
+
+/* Largest |a - b| / max(1, |b|) over the parameters. */
+static double compare(const char *what, const float *a, const float *b, int64_t n, double tol)
+{
+    double worst = 0;
+    for (int64_t i = 0; a && b && i < n; i++) {
+        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+        worst = e > worst ? e : worst;
+    }
+    printf("%-58s max relative difference %.2e\n", what, worst);
+    if (!a || !b || !(worst <= tol)) {
+        fprintf(stderr, "%s: %.3g exceeds %.1g\n", what, worst, tol);
+        test_failures++;
+    }
+    return worst;
+}
+
+static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
+{
+    int64_t n = 0;
+    /* Batch 7 splits 4 + 3; the last batch of 64 has 1 sample: 1 + 0. */
+    const run one = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 7, 2, KILN_OPTIMIZER_ADAM};
+    float *base = weights_after(ctx, ds, &one, &n);
+    run r = one;
+    r.strategy = KILN_STRATEGY_MIRRORED;
+    r.replicas = 1;
+    float *w = weights_after(ctx, ds, &r, &n);
+    compare("mirrored, 1 replica == one_device (bit for bit)", w, base, n, 0.0);
+    free(w);
+    r.strategy = KILN_STRATEGY_CENTRAL_STORAGE;
+    w = weights_after(ctx, ds, &r, &n);
+    compare("central_storage, 1 replica vs one_device", w, base, n, TOL);
+    free(w);
+    if (devices < 2) {
+        printf("SKIP (one device): mirrored and central_storage on 2 devices need two; run with "
+               "POCL_DEVICES=\"basic basic\"\n");
+    } else {
+        r.replicas = 2;
+        r.strategy = KILN_STRATEGY_MIRRORED;
+        w = weights_after(ctx, ds, &r, &n);
+        compare("mirrored, 2 replicas, uneven and empty shards vs one_device", w, base, n, TOL);
+        free(w);
+        r.strategy = KILN_STRATEGY_CENTRAL_STORAGE;
+        w = weights_after(ctx, ds, &r, &n);
+        compare("central_storage, 2 replicas vs one_device", w, base, n, TOL);
+        free(w);
+        r = one;
+        r.optimizer = KILN_OPTIMIZER_SGD;
+        float *sgd = weights_after(ctx, ds, &r, &n);
+        r.strategy = KILN_STRATEGY_MIRRORED;
+        r.replicas = 2;
+        w = weights_after(ctx, ds, &r, &n);
+        compare("mirrored, 2 replicas, SGD vs one_device", w, sgd, n, TOL);
+        free(w);
+        free(sgd);
+    }
+    free(base);
+
+    /* Accumulating 2 micro-batches of 8 equals one batch of 16. */
+    const run big = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 16, 1, KILN_OPTIMIZER_ADAM};
+    float *whole = weights_after(ctx, ds, &big, &n);
+    run acc = {KILN_STRATEGY_ONE_DEVICE, 0, 2, 8, 1, KILN_OPTIMIZER_ADAM};
+    w = weights_after(ctx, ds, &acc, &n);
+    compare("one_device, 2 x 8 accumulated vs batch 16", w, whole, n, TOL);
+    free(w);
+    if (devices >= 2) {
+        acc.strategy = KILN_STRATEGY_MIRRORED;
+        acc.replicas = 2;
+        w = weights_after(ctx, ds, &acc, &n);
+        compare("mirrored, 2 replicas, 2 x 8 accumulated vs batch 16", w, whole, n, TOL);
+        free(w);
+    }
+    free(whole);
+}
+
+static void test_schedules(void)
+{
+    kiln_optimizer_options o = {.struct_size = sizeof o};
+    o.learning_rate = 0.1f;
+    CHECK(fabs(kiln_learning_rate_at(&o, 1000) - 0.1f) < 1e-9);
+    o.schedule.kind = KILN_LR_STEP_DECAY;
+    o.schedule.decay_steps = 10;
+    o.schedule.decay_rate = 0.5f;
+    CHECK(fabs(kiln_learning_rate_at(&o, 9) - 0.1) < 1e-7);
+    CHECK(fabs(kiln_learning_rate_at(&o, 25) - 0.025) < 1e-7);
+    o.schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
+    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.1 * pow(0.5, 0.5)) < 1e-7);
+    o.schedule.kind = KILN_LR_COSINE_DECAY;
+    o.schedule.decay_steps = 100;
+    o.schedule.alpha = 0.1f;
+    o.schedule.warmup_steps = 10;
+    CHECK(fabs(kiln_learning_rate_at(&o, 0)) < 1e-9);
+    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.05) < 1e-7);
+    CHECK(fabs(kiln_learning_rate_at(&o, 10) - 0.1) < 1e-7);
+    CHECK(fabs(kiln_learning_rate_at(&o, 60) - 0.1 * (0.9 * 0.5 + 0.1)) < 1e-7);
+    CHECK(fabs(kiln_learning_rate_at(&o, 500) - 0.01) < 1e-7);
+    o.schedule.decay_steps = 0;
+    CHECK(kiln_learning_rate_at(&o, 3) < 0);
+}
+
+static void test_faults(int devices)
+{
+    if (devices < 2) {
+        printf("SKIP (one device): replica faults need two devices\n");
+        return;
+    }
+    counter c = {0};
+    kiln_context *ctx = context(&c);
+    kiln_dataset *ds = data(ctx);
+    const run r = {KILN_STRATEGY_MIRRORED, 2, 1, 8, 1, KILN_OPTIMIZER_ADAM};
+
+    /* Replica 1 fails in the backward of its hidden dense layer at step 2. */
+    kiln_fault fail = {1, 1, 4, 1, 2, 0};
+    kiln_model *m = build(ctx, &r, &fail, 0);
+    CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "replica 1 on device 1", train(m, ds, &r));
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
+    printf("failure: %s\n", kiln_context_last_error(ctx));
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", train(m, ds, &r));
+    kiln_model_destroy(m);
+
+    /* Replica 0 stalls in the forward of its convolution: the watchdog. */
+    kiln_fault stall = {1, 0, 1, 0, 1, 60.0};
+    m = build(ctx, &r, &stall, 0.5);
+    const double t0 = kiln_now();
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "replica 0 on device 0", train(m, ds, &r));
+    const double waited = kiln_now() - t0;
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'conv2d' (forward) did not finish") != NULL);
+    printf("stall: %s (after %.2f s)\n", kiln_context_last_error(ctx), waited);
+    CHECK(waited < 5.0);
+    kiln_model_destroy(m);   /* joins the stalled thread: it was cancelled */
+
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    CHECK(c.live == 0);
+    printf("faults: no host allocation left (%ld)\n", c.live);
+}
+
+int main(void)
+{
+    kiln_context *ctx = context(NULL);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    int32_t devices = 0;
+    kiln_context_device_count(ctx, &devices);
+    printf("%d device(s)\n", (int)devices);
+    kiln_dataset *ds = data(ctx);
+    test_equivalence(ctx, ds, devices);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    test_schedules();
+    test_faults(devices);
+    return test_finish("test_strategies");
+}
