@@ -15,6 +15,7 @@ struct kiln_reducer {
     float *result;
     int *submitted;      /* per bucket: replicas that submitted this round */
     int *taken;          /* per bucket: a thread is summing it */
+    double *started, *ended;  /* per bucket: when it was summed (kiln_now) */
     int n_reduced;
     int cancelled, stopping;
     pthread_mutex_t lock;
@@ -56,8 +57,12 @@ static void *reducer_thread(void *arg)
             break;
         r->taken[b] = 1;
         pthread_mutex_unlock(&r->lock);
+        const double t0 = kiln_now();
         reduce_bucket(r, b);
+        const double t1 = kiln_now();
         pthread_mutex_lock(&r->lock);
+        r->started[b] = t0;
+        r->ended[b] = t1;
         r->n_reduced++;
         if (r->n_reduced == r->n_buckets)
             pthread_cond_broadcast(&r->done);
@@ -94,10 +99,13 @@ kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length
     r->buckets = kiln_calloc(ctx, (size_t)n_buckets, sizeof *r->buckets);
     r->submitted = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
     r->taken = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
+    r->started = kiln_calloc(ctx, (size_t)n_buckets, sizeof(double));
+    r->ended = kiln_calloc(ctx, (size_t)n_buckets, sizeof(double));
     r->slots = kiln_calloc(ctx, (size_t)n_replicas, sizeof(float *));
     r->result = kiln_calloc(ctx, length ? length : 1, sizeof(float));
     r->threads = kiln_calloc(ctx, (size_t)n_threads, sizeof(pthread_t));
-    int ok = r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads;
+    int ok = r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads &&
+             r->started && r->ended;
     for (int k = 0; ok && k < n_replicas; k++)
         ok = (r->slots[k] = kiln_calloc(ctx, length ? length : 1, sizeof(float))) != NULL;
     if (!ok) {
@@ -136,6 +144,8 @@ void kiln_reducer_destroy(kiln_reducer *r)
     kiln_free(r->ctx, r->buckets);
     kiln_free(r->ctx, r->submitted);
     kiln_free(r->ctx, r->taken);
+    kiln_free(r->ctx, r->started);
+    kiln_free(r->ctx, r->ended);
     kiln_free(r->ctx, r->threads);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->work);
@@ -207,6 +217,18 @@ int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
         result = KILN_REDUCER_CANCELLED;
     pthread_mutex_unlock(&r->lock);
     return result;
+}
+
+void kiln_reducer_timing(const kiln_reducer *r, double until, double *busy, double *hidden)
+{
+    *busy = *hidden = 0;
+    pthread_mutex_lock((pthread_mutex_t *)&r->lock);
+    for (int b = 0; b < r->n_buckets; b++) {
+        *busy += r->ended[b] - r->started[b];
+        if (r->started[b] < until)
+            *hidden += (r->ended[b] < until ? r->ended[b] : until) - r->started[b];
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&r->lock);
 }
 
 int kiln_reducer_plan(const size_t *cuts, int n_cuts, size_t length, size_t first_bytes,

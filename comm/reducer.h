@@ -46,6 +46,11 @@ void kiln_reducer_cancel(kiln_reducer *r);
 /* Waits until every bucket of the round is reduced (timeout <= 0: forever). */
 int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds);
 
+/* Time the last round's buckets spent being summed, and how much of it fell
+ * before `until` (a kiln_now() time, e.g. when backward ended everywhere):
+ * the reduction hidden behind compute. */
+void kiln_reducer_timing(const kiln_reducer *r, double until, double *busy, double *hidden);
+
 /* Plans buckets over a gradient of `length` floats given the boundaries it
  * may be cut at (ascending offsets, e.g. where each layer's parameters
  * start), in reverse order: the last layers' parameters first, since

@@ -130,6 +130,13 @@ int main(int argc, char **argv)
     opts.optimizer.learning_rate = 1e-3f;
     if (st == KILN_OK)
         st = kiln_model_compile(model, &opts);
+    const char *strategy = "";
+    int32_t replicas = 0;
+    if (st == KILN_OK && kiln_model_distribution(model, &strategy, &replicas) == KILN_OK) {
+        printf("strategy: %s, %d replica(s), global batch %d\n", strategy, (int)replicas,
+               a.batch);
+        fflush(stdout);
+    }
     kiln_fit_options fit;
     kiln_fit_options_init(&fit);
     fit.epochs = a.epochs;

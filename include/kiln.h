@@ -411,6 +411,12 @@ typedef struct kiln_compile_options {
  */
 KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_options *options);
 
+/** How a compiled model trains: the strategy's name ("one_device",
+ *  "mirrored", "central_storage"; static string) and its replica count.
+ *  Either pointer may be NULL. */
+KILN_API kiln_status kiln_model_distribution(const kiln_model *model, const char **strategy,
+                                             int32_t *replicas);
+
 /** Number of float32 parameters (weights and biases) of a compiled model. */
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 

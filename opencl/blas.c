@@ -1,7 +1,31 @@
 #include "opencl/cl_internal.h"
 
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdio.h>
+
+/* Two threads that use a CLBlast routine for the first time at once (it
+ * compiles and caches its kernels then) can fail with CLBlastUnexpectedError
+ * ("basic_string::_M_create"): replicas starting together did. So a shape's
+ * first call on a device is serialised; later calls run freely, since on
+ * PoCL's basic devices a GEMM computes inside the call and a lock would
+ * serialise the devices. This is kiln's one process-wide lock; it guards
+ * CLBlast, not kiln. */
+static pthread_mutex_t clblast_first_use = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t shape_key(size_t m, size_t n, size_t k, int ta, int tb)
+{
+    return ((uint64_t)m * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)n * 0xc2b2ae3d27d4eb4fULL) ^
+           ((uint64_t)k * 0x165667b19e3779f9ULL) ^ (uint64_t)(ta * 2 + tb);
+}
+
+static int seen(const kiln_device *dev, uint64_t key)
+{
+    for (int i = 0; i < dev->n_gemm_seen; i++)
+        if (dev->gemm_seen[i] == key)
+            return 1;
+    return 0;
+}
 
 kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
                       size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
@@ -17,11 +41,20 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
                  trans_b ? 'T' : 'N');
         event = kiln_profile_event(dev, name);
     }
+    const uint64_t key = shape_key(m, n, k, trans_a, trans_b);
+    const int first = !seen(dev, key);
+    if (first)
+        pthread_mutex_lock(&clblast_first_use);
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor,
                                        trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
                                        trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n,
                                        k, alpha, a->mem, a_offset, lda, b->mem, b_offset, ldb,
                                        beta, c->mem, c_offset, ldc, &dev->queue, event);
+    if (first) {
+        if (s == CLBlastSuccess && dev->n_gemm_seen < (int)(sizeof dev->gemm_seen / 8))
+            dev->gemm_seen[dev->n_gemm_seen++] = key;
+        pthread_mutex_unlock(&clblast_first_use);
+    }
     if (s != CLBlastSuccess)
         return kiln_error(dev->ctx,
                           s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure

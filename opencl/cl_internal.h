@@ -55,6 +55,8 @@ struct kiln_device {
     kiln_kernel kernels[KILN_MAX_KERNELS];
     int n_kernels;
     kiln_profile *profile;         /* NULL unless KILN_PROFILE is set */
+    uint64_t gemm_seen[64];        /* GEMM shapes CLBlast has run here (blas.c) */
+    int n_gemm_seen;
 };
 
 struct kiln_buffer {

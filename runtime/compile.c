@@ -193,6 +193,19 @@ static kiln_status check_compiled(const kiln_model *m, const char *call)
     return KILN_OK;
 }
 
+kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
+                                    int32_t *replicas)
+{
+    kiln_status st = check_compiled(m, "kiln_model_distribution");
+    if (st != KILN_OK)
+        return st;
+    if (strategy)
+        *strategy = m->strategy->name;
+    if (replicas)
+        *replicas = m->strategy->replica_count(m->strategy_impl);
+    return KILN_OK;
+}
+
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
 {
     kiln_status st = check_compiled(m, "kiln_model_parameter_count");

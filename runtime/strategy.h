@@ -14,6 +14,13 @@ typedef struct kiln_batch {
     const void *labels;
 } kiln_batch;
 
+/* What a strategy measured of itself (benchmarks read it). */
+typedef struct kiln_strategy_stats {
+    int64_t reductions;
+    double reduce_seconds;   /* reducer threads summing buckets */
+    double hidden_seconds;   /* of which before backward had ended on every replica */
+} kiln_strategy_stats;
+
 typedef struct kiln_strategy_ops {
     const char *name;
     kiln_status (*create)(kiln_model *model, void **impl);
@@ -28,6 +35,7 @@ typedef struct kiln_strategy_ops {
     /* The replicas, for tests and for strategies built on others. */
     int32_t (*replica_count)(void *impl);
     struct kiln_replica *(*replica)(void *impl, int32_t i);
+    void (*stats)(void *impl, kiln_strategy_stats *out);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;

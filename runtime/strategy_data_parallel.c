@@ -35,6 +35,7 @@ typedef struct dp_replica {
     float *outputs;
     double sums[2];
     int64_t params_version;      /* central storage: host parameters it holds */
+    double backward_end;         /* kiln_now() when its backward returned */
     char error[768];
 } dp_replica;
 
@@ -58,6 +59,7 @@ struct dp {
     int64_t params_version;
     int broken;
     char broken_reason[768];
+    kiln_strategy_stats stats;
 };
 
 /* Records the first failure of a replica with its place, before another
@@ -136,6 +138,7 @@ static kiln_status train_job(void *arg)
             st = kiln_replica_loss(r, n, s->global_scale);
         if (st == KILN_OK)
             st = kiln_replica_backward(r, n, on_backward, d);
+        d->backward_end = kiln_now();
     } else if (st == KILN_OK) {
         st = s->final_micro && s->reducer ? empty_shard(d) : KILN_OK;
     }
@@ -281,9 +284,20 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     split(s, b, NULL);
     if (s->reducer && s->final_micro)
         kiln_reducer_begin(s->reducer);
+    for (int k = 0; k < s->n; k++)
+        s->reps[k].backward_end = 0;
     kiln_status st = run_all(s, train_job);
     if (st != KILN_OK)
         return st;
+    if (s->reducer && s->final_micro) {
+        double end = 0, busy, hidden;
+        for (int k = 0; k < s->n; k++)
+            end = s->reps[k].backward_end > end ? s->reps[k].backward_end : end;
+        kiln_reducer_timing(s->reducer, end, &busy, &hidden);
+        s->stats.reductions++;
+        s->stats.reduce_seconds += busy;
+        s->stats.hidden_seconds += hidden;
+    }
     if (s->final_micro && s->mode == DP_CENTRAL) {
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
@@ -361,6 +375,11 @@ static kiln_replica *dp_replica_at(void *impl, int32_t i)
 {
     dp *s = impl;
     return i >= 0 && i < s->n ? s->reps[i].r : NULL;
+}
+
+static void dp_stats(void *impl, kiln_strategy_stats *out)
+{
+    *out = ((dp *)impl)->stats;
 }
 
 static void dp_destroy(void *impl)
@@ -508,15 +527,15 @@ static kiln_status central_create(kiln_model *m, void **impl)
 
 const kiln_strategy_ops kiln_strategy_one_device = {
     "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
 };
 
 const kiln_strategy_ops kiln_strategy_mirrored = {
     "mirrored", mirrored_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
 };
 
 const kiln_strategy_ops kiln_strategy_central_storage = {
     "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at,
+    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
 };

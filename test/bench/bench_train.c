@@ -1,8 +1,10 @@
 /* Training (and optionally evaluation) throughput of the seed CNN on
  * Fashion-MNIST, timed as torch_seed_cnn.py times its peer: the same
  * warm-up steps, then `steps` timed steps of `batch` samples. Prints one
- * JSON object. Usage: bench_train [--batch B] [--steps N] [--warmup W] [--eval] */
+ * JSON object. Usage: bench_train [--batch B] [--steps N] [--warmup W] [--eval]
+ * [--bucket-bytes N] (gradient buckets for the mirrored strategy; 0: default) */
 #include "kiln.h"
+#include "runtime/model.h"   /* the strategy's own timing of its reducer */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static kiln_status build(kiln_context *ctx, kiln_model **out)
+static kiln_status build(kiln_context *ctx, int64_t bucket_bytes, kiln_model **out)
 {
     kiln_model *m = NULL;
     kiln_status st = kiln_model_create(ctx, &m);
@@ -38,6 +40,8 @@ static kiln_status build(kiln_context *ctx, kiln_model **out)
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.bucket_bytes = bucket_bytes;
+    co.first_bucket_bytes = bucket_bytes;
     st = kiln_model_compile(m, &co);
     if (st != KILN_OK)
         kiln_model_destroy(m);
@@ -65,6 +69,7 @@ static kiln_status train(kiln_model *m, const kiln_dataset *data, int64_t start,
 int main(int argc, char **argv)
 {
     int batch = 128, steps = 200, warmup = 20, eval = 0;
+    int64_t bucket_bytes = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--eval") == 0)
             eval = 1;
@@ -74,9 +79,11 @@ int main(int argc, char **argv)
             steps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--warmup") == 0)
             warmup = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--bucket-bytes") == 0)
+            bucket_bytes = atoll(argv[++i]);
         else
             return fprintf(stderr, "usage: bench_train [--batch B] [--steps N] [--warmup W] "
-                           "[--eval]\n"), 2;
+                           "[--eval] [--bucket-bytes N]\n"), 2;
     }
     if (batch < 1 || steps < 1 || warmup < 1 || (int64_t)(steps + warmup + 1) * batch > 60000)
         return fprintf(stderr, "bench_train: need 1 <= (steps + warmup + 1) * batch <= "
@@ -92,7 +99,7 @@ int main(int argc, char **argv)
         st = kiln_dataset_from_idx(ctx, DATA "/train-images-idx3-ubyte.gz",
                                    DATA "/train-labels-idx1-ubyte.gz", &io, &data);
     if (st == KILN_OK)
-        st = build(ctx, &m);
+        st = build(ctx, bucket_bytes, &m);
     if (st == KILN_OK)
         st = train(m, data, 0, batch, 1);
     const double startup = now() - t_start;
@@ -119,13 +126,25 @@ int main(int argc, char **argv)
     }
     kiln_device_info info = {.struct_size = sizeof info};
     kiln_context_device_info(ctx, 0, &info);
+    const char *strategy = "";
+    int32_t replicas = 0;
+    kiln_model_distribution(m, &strategy, &replicas);
+    kiln_strategy_stats stats = {0, 0, 0};
+    m->strategy->stats(m->strategy_impl, &stats);
     printf("{\"name\": \"kiln\", \"batch\": %d, \"steps\": %d, \"train_samples_per_s\": %.1f, "
            "\"eval_samples_per_s\": ", batch, steps, train_rate);
     if (eval_rate > 0)
         printf("%.1f", eval_rate);
     else
         printf("null");
-    printf(", \"startup_s\": %.3f, \"device\": \"%s\"}\n", startup, info.name);
+    printf(", \"startup_s\": %.3f, \"device\": \"%s\", \"strategy\": \"%s\", "
+           "\"replicas\": %d, \"reduce_ms_per_step\": %.3f, \"reduce_hidden_fraction\": ",
+           startup, info.name, strategy, (int)replicas,
+           stats.reductions ? 1e3 * stats.reduce_seconds / (double)stats.reductions : 0.0);
+    if (stats.reduce_seconds > 0)
+        printf("%.3f}\n", stats.hidden_seconds / stats.reduce_seconds);
+    else
+        printf("null}\n");
     kiln_model_destroy(m);
     kiln_dataset_destroy(data);
     kiln_dataset_destroy(test);
