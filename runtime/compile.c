@@ -138,8 +138,8 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->n_replicas = o->replicas;
     m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds : 600.0;
     m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
-    m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 25u << 20;
-    m->reducer_threads = o->reducer_threads ? o->reducer_threads : 1;
+    m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
+    m->reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
     return KILN_OK;
 }
 
