@@ -201,6 +201,9 @@ static void test_context_errors(void)
     setenv("KILN_DEVICES", "7", 1);
     CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(err, "device index 7 does not exist") != NULL);
+    setenv("KILN_DEVICES", ",", 1);   /* an empty device list */
+    CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT && ctx == NULL);
+    CHECK(strstr(err, "KILN_DEVICES=\",\" is not understood") != NULL);
     setenv("KILN_DEVICES", "zero", 1);
     CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(err, "KILN_DEVICES=\"zero\" is not understood") != NULL);
