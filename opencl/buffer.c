@@ -185,9 +185,10 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                               "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
     }
     size_t global[3], local[3];
-    size_t group = KILN_WORK_GROUP < dev->max_work_group ? KILN_WORK_GROUP : dev->max_work_group;
-    /* The group lies along the first dimension, no wider than it needs to be. */
-    while (group > 1 && group / 2 >= size[0])
+    /* A power of two (the reduction kernels halve it), within the device's
+     * limit, along the first dimension, no wider than it needs to be. */
+    size_t group = KILN_WORK_GROUP;
+    while (group > dev->max_work_group || (group > 1 && group / 2 >= size[0]))
         group /= 2;
     for (int d = 0; d < dims; d++) {
         local[d] = d == 0 ? group : 1;
