@@ -26,7 +26,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->limit = 0;
     a->devices = NULL;
     a->data = DEFAULT_DATA;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "%s needs a value\n", argv[i]);
@@ -46,7 +46,6 @@ static int parse_args(int argc, char **argv, args *a)
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 0;
         }
-        i++;
     }
     return 1;
 }

@@ -116,15 +116,16 @@ typedef void (*kiln_log_fn)(void *user, kiln_log_level level, const char *messag
  *  realloc(user, p, 0) frees and returns NULL. It must be thread-safe. */
 typedef void *(*kiln_realloc_fn)(void *user, void *ptr, size_t size);
 
+/** Options of kiln_context_create(). */
 typedef struct kiln_context_options {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_context_options) */
     /** Which devices to use; overridden by the KILN_DEVICES variable. */
     kiln_device_type device_type;
     /** If n_device_indices > 0, use exactly these devices, by their index in
      *  the list of all devices of all platforms (as `KILN_DEVICES=0,2` would);
      *  device_type is then ignored. The array is read during the call only. */
     int32_t n_device_indices;
-    const int32_t *device_indices;
+    const int32_t *device_indices;  /**< see n_device_indices */
     /** Seed of every random choice (weights, shuffling). 0: the default seed
      *  (a fixed constant, so runs are reproducible unless asked otherwise). */
     uint64_t seed;
@@ -135,17 +136,17 @@ typedef struct kiln_context_options {
     int32_t disable_cache;
     /** Host allocator; NULL: the C library's. */
     kiln_realloc_fn realloc_fn;
-    void *realloc_user;
+    void *realloc_user;          /**< passed to realloc_fn */
     /** Log sink; NULL: warnings and errors go to stderr. */
     kiln_log_fn log_fn;
-    void *log_user;
+    void *log_user;              /**< passed to log_fn */
     /** Most verbose level passed to log_fn (default KILN_LOG_ERROR = 0 keeps
      *  errors only; set KILN_LOG_WARNING or above for more). */
     kiln_log_level log_level;
     /** Where a failed kiln_context_create() writes its message (there is no
      *  context yet to hold it); may be NULL. Written only during the call. */
     char *error_buffer;
-    size_t error_buffer_size;
+    size_t error_buffer_size;    /**< bytes at error_buffer */
 } kiln_context_options;
 
 /**
@@ -175,17 +176,18 @@ KILN_API const char *kiln_context_last_error(const kiln_context *ctx);
 /** Number of devices the context uses. */
 KILN_API kiln_status kiln_context_device_count(const kiln_context *ctx, int32_t *count);
 
+/** What kiln_context_device_info() reports about a device. */
 typedef struct kiln_device_info {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_device_info) */
     int32_t index;               /**< index among all devices (as in KILN_DEVICES) */
     kiln_device_type type;       /**< CPU, GPU or ACCELERATOR */
-    char name[256];
-    char vendor[128];
-    char platform[128];
-    char driver_version[64];
-    uint64_t global_memory_bytes;
-    uint32_t compute_units;
-    uint32_t max_clock_mhz;
+    char name[256];              /**< CL_DEVICE_NAME */
+    char vendor[128];            /**< CL_DEVICE_VENDOR */
+    char platform[128];          /**< the platform's CL_PLATFORM_NAME */
+    char driver_version[64];     /**< CL_DRIVER_VERSION */
+    uint64_t global_memory_bytes;  /**< CL_DEVICE_GLOBAL_MEM_SIZE */
+    uint32_t compute_units;      /**< CL_DEVICE_MAX_COMPUTE_UNITS */
+    uint32_t max_clock_mhz;      /**< CL_DEVICE_MAX_CLOCK_FREQUENCY */
 } kiln_device_info;
 
 /** Describes device i (0 <= i < device count) of the context.
@@ -244,9 +246,10 @@ KILN_API void kiln_model_destroy(kiln_model *model);
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
+/** Options of kiln_dense(). */
 typedef struct kiln_dense_options {
-    size_t struct_size;
-    const char *name;
+    size_t struct_size;          /**< sizeof(kiln_dense_options) */
+    const char *name;            /**< layer name, or NULL for "dense", "dense_1", ... */
     int32_t units;               /**< required, > 0 */
     kiln_activation activation;  /**< default linear */
     int32_t no_bias;             /**< nonzero: no bias vector */
@@ -256,24 +259,26 @@ typedef struct kiln_dense_options {
 KILN_API kiln_node kiln_dense(kiln_model *model, kiln_node input,
                               const kiln_dense_options *options);
 
+/** Options of kiln_conv2d(). */
 typedef struct kiln_conv2d_options {
-    size_t struct_size;
-    const char *name;
+    size_t struct_size;          /**< sizeof(kiln_conv2d_options) */
+    const char *name;            /**< layer name, or NULL for "conv2d", "conv2d_1", ... */
     int32_t filters;             /**< required, > 0 */
     int32_t kernel_size[2];      /**< (height, width), required, > 0 */
     int32_t strides[2];          /**< default (1, 1) */
     kiln_padding padding;        /**< default valid */
     kiln_activation activation;  /**< default linear */
-    int32_t no_bias;
+    int32_t no_bias;             /**< nonzero: no bias vector */
 } kiln_conv2d_options;
 
 /** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters). */
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 
+/** Options of kiln_max_pooling2d(). */
 typedef struct kiln_pool2d_options {
-    size_t struct_size;
-    const char *name;
+    size_t struct_size;          /**< sizeof(kiln_pool2d_options) */
+    const char *name;            /**< layer name, or NULL for "max_pooling2d", ... */
     int32_t pool_size[2];        /**< default (2, 2) */
     int32_t strides[2];          /**< default: pool_size */
     kiln_padding padding;        /**< default valid */
@@ -331,7 +336,7 @@ typedef enum kiln_lr_schedule_kind {
  *  on (step - warmup_steps): the linear-scaling-plus-warm-up recipe for large
  *  global batches. */
 typedef struct kiln_lr_schedule {
-    kiln_lr_schedule_kind kind;
+    kiln_lr_schedule_kind kind;  /**< default constant */
     int64_t decay_steps;         /**< > 0 for the decaying kinds */
     float decay_rate;            /**< step and exponential decay, > 0 */
     float alpha;                 /**< cosine: final fraction of learning_rate, in [0, 1] */
@@ -342,13 +347,15 @@ typedef struct kiln_lr_schedule {
  *  beta_2 0.999, epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); a
  *  constant learning rate. */
 typedef struct kiln_optimizer_options {
-    size_t struct_size;
-    kiln_optimizer_kind kind;
-    float learning_rate;
+    size_t struct_size;          /**< sizeof(kiln_optimizer_options) */
+    kiln_optimizer_kind kind;    /**< default Adam */
+    float learning_rate;         /**< the base rate, before the schedule */
     float momentum;              /**< SGD only, in [0, 1) */
     int32_t nesterov;            /**< SGD only, needs momentum > 0 */
-    float beta_1, beta_2, epsilon;  /**< Adam only */
-    kiln_lr_schedule schedule;
+    float beta_1;                /**< Adam only */
+    float beta_2;                /**< Adam only */
+    float epsilon;               /**< Adam only */
+    kiln_lr_schedule schedule;   /**< default: constant */
 } kiln_optimizer_options;
 
 /** The learning rate `options` give at optimizer step `step` (defaults
@@ -370,8 +377,9 @@ typedef enum kiln_strategy {
     KILN_STRATEGY_CENTRAL_STORAGE
 } kiln_strategy;
 
+/** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_compile_options) */
     kiln_loss loss;                    /**< required */
     kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
     /** How training is spread over the context's devices; the
@@ -396,7 +404,8 @@ typedef struct kiln_compile_options {
      *  gets a bucket of its own); 0: 1 MiB for both. PyTorch DDP uses 1 MiB
      *  first and 25 MiB after; on the seed CNN, 1 MiB buckets hid all of the
      *  reduction behind backward where 25 MiB hid half (test/bench/scaling.sh). */
-    int64_t first_bucket_bytes, bucket_bytes;
+    int64_t first_bucket_bytes;
+    int64_t bucket_bytes;        /**< see first_bucket_bytes */
     /** Reducer threads; 0: 2 (measured: one thread sums 64 MiB over 2 replicas
      *  at 0.57 of memcpy speed, two at 0.94). */
     int32_t reducer_threads;
@@ -445,13 +454,14 @@ typedef enum kiln_label_kind {
     KILN_LABELS_DENSE        /**< label_size floats per sample (one-hot, targets) */
 } kiln_label_kind;
 
+/** Host arrays for kiln_dataset_from_arrays(). */
 typedef struct kiln_arrays_desc {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_arrays_desc) */
     int64_t count;                 /**< number of samples, > 0 */
     int32_t feature_rank;          /**< 1..KILN_MAX_RANK */
-    int32_t feature_dims[KILN_MAX_RANK];
+    int32_t feature_dims[KILN_MAX_RANK];  /**< one sample's shape, e.g. {28, 28, 1} */
     const float *features;         /**< count * prod(feature_dims) floats */
-    kiln_label_kind label_kind;
+    kiln_label_kind label_kind;  /**< default sparse */
     const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count ids */
     int32_t label_size;            /**< KILN_LABELS_DENSE: floats per sample */
     const float *dense_labels;     /**< KILN_LABELS_DENSE: count * label_size */
@@ -466,8 +476,9 @@ typedef struct kiln_arrays_desc {
 KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                               kiln_dataset **out);
 
+/** Options of kiln_dataset_from_idx(). */
 typedef struct kiln_idx_options {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_idx_options) */
     /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1]. */
     float scale;
     /** Reads at most this many samples (0: all). */
@@ -518,21 +529,26 @@ typedef enum kiln_event {
  *  so far (as Keras reports them); accuracy is negative when not computed;
  *  val_* are set at KILN_EVENT_EPOCH_END when validation data was given. */
 typedef struct kiln_progress {
-    size_t struct_size;
-    kiln_event event;
-    int32_t epoch, epochs;       /**< epoch counts from 0 */
-    int64_t step, steps;         /**< step within the epoch, counts from 1 */
-    double loss, accuracy;
-    int32_t has_validation;
-    double val_loss, val_accuracy;
+    size_t struct_size;          /**< sizeof(kiln_progress) */
+    kiln_event event;            /**< batch or epoch end */
+    int32_t epoch;               /**< counts from 0 */
+    int32_t epochs;              /**< of this fit */
+    int64_t step;                /**< step within the epoch, counts from 1 */
+    int64_t steps;               /**< steps in the epoch */
+    double loss;                 /**< running mean over the epoch */
+    double accuracy;             /**< running mean, negative when not computed */
+    int32_t has_validation;      /**< val_* are set */
+    double val_loss;             /**< at epoch end, with validation data */
+    double val_accuracy;         /**< at epoch end, with validation data */
     double seconds;              /**< since the epoch started */
 } kiln_progress;
 
 /** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED). */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
 
+/** Options of kiln_model_fit(); kiln_fit_options_init() sets the defaults. */
 typedef struct kiln_fit_options {
-    size_t struct_size;
+    size_t struct_size;          /**< sizeof(kiln_fit_options) */
     /** Number of epochs, >= 1. Must be set (0 is an error, as are negative
      *  values); kiln_fit_options_init() sets Keras's default 1. */
     int32_t epochs;
@@ -542,9 +558,9 @@ typedef struct kiln_fit_options {
     int32_t no_shuffle;          /**< nonzero: keep dataset order */
     uint64_t shuffle_seed;       /**< 0: derived from the context's seed */
     const kiln_dataset *validation;  /**< evaluated after each epoch; may be NULL */
-    kiln_verbosity verbosity;
+    kiln_verbosity verbosity;    /**< progress output on stderr */
     kiln_callback_fn callback;   /**< called on the fitting thread */
-    void *callback_user;
+    void *callback_user;         /**< passed to callback */
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -566,11 +582,12 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
 KILN_API kiln_status kiln_model_fit(kiln_model *model, const kiln_dataset *train,
                                     const kiln_fit_options *options);
 
+/** What kiln_model_evaluate() measured. */
 typedef struct kiln_metrics {
-    size_t struct_size;
-    double loss;
-    double accuracy;   /**< negative when not computed */
-    int64_t samples;
+    size_t struct_size;          /**< sizeof(kiln_metrics) */
+    double loss;                 /**< mean over the samples */
+    double accuracy;             /**< negative when not computed */
+    int64_t samples;             /**< samples evaluated */
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
@@ -583,13 +600,16 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
 
+/** One epoch of a model's history. */
 typedef struct kiln_epoch_record {
-    size_t struct_size;
-    double loss, accuracy;
-    int32_t has_validation;
-    double val_loss, val_accuracy;
-    double seconds;
-    int64_t samples;
+    size_t struct_size;          /**< sizeof(kiln_epoch_record) */
+    double loss;                 /**< mean training loss over the epoch */
+    double accuracy;             /**< mean training accuracy, negative when not computed */
+    int32_t has_validation;      /**< val_* are set */
+    double val_loss;             /**< on the validation data after the epoch */
+    double val_accuracy;         /**< on the validation data after the epoch */
+    double seconds;              /**< wall time of the epoch */
+    int64_t samples;             /**< training samples seen */
 } kiln_epoch_record;
 
 /** Number of epochs in the history (every fit appends its epochs). */
