@@ -561,6 +561,20 @@ typedef struct kiln_fit_options {
     kiln_verbosity verbosity;    /**< progress output on stderr */
     kiln_callback_fn callback;   /**< called on the fitting thread */
     void *callback_user;         /**< passed to callback */
+    /** Folder for training checkpoints, "ckpt-<training step>.safetensors"
+     *  (created if missing; NULL: no checkpoints). One writer saves them,
+     *  whatever the number of replicas. */
+    const char *checkpoint_dir;
+    /** Save every this many training steps (0: not by steps). With gradient
+     *  accumulation, only at the end of an accumulation cycle. */
+    int64_t checkpoint_every_steps;
+    int32_t checkpoint_every_epoch;  /**< nonzero: save after every epoch */
+    int32_t keep_checkpoints;    /**< how many of the newest to keep; 0: 3 */
+    /** Nonzero: first load the newest valid checkpoint in checkpoint_dir (a
+     *  damaged one is skipped) and continue exactly where it was, mid-epoch
+     *  included, with the same shuffled order; `epochs` is then the total to
+     *  reach. Without a checkpoint, training starts afresh. */
+    int32_t resume;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -618,6 +632,51 @@ KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t 
 /** Metrics of history epoch i (0 <= i < length). */
 KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i,
                                               kiln_epoch_record *record);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Saves the parameters of a compiled model as a safetensors file (readable
+ * by PyTorch, NumPy and the safetensors tools): one F32 tensor per
+ * parameter, named "<layer name>/<parameter>" ("conv2d/kernel",
+ * "dense_1/bias"), with kiln's shapes (dense kernel (in, units), conv kernel
+ * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder,
+ * fsync'd and renamed, so an interrupted save leaves the previous file whole.
+ * KILN_ERROR_STATE if not compiled, KILN_ERROR_IO if the file cannot be
+ * written (the message names the path and the system's reason).
+ */
+KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path);
+
+/**
+ * Saves the full training state: the parameters as kiln_model_save_weights
+ * does, the optimizer state as "optimizer/<layer>/<parameter>/m" and "/v"
+ * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
+ * format version, the model fingerprint, the optimizer and its settings, the
+ * optimizer step, the epoch and step within it, the shuffle seed and the
+ * history. Atomic as above.
+ */
+KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
+
+/**
+ * Loads parameters from a safetensors file written by kiln or another tool:
+ * every parameter of the model must be there as an F32 tensor of the right
+ * shape. KILN_ERROR_SHAPE lists every missing, misshapen, mistyped or
+ * unexpected tensor by name; KILN_ERROR_FORMAT for a malformed file;
+ * KILN_ERROR_IO. Optimizer tensors in the file are ignored. The model's
+ * parameters are unchanged on failure.
+ */
+KILN_API kiln_status kiln_model_load_weights(kiln_model *model, const char *path);
+
+/**
+ * Loads a file written by kiln_model_save_checkpoint, under any strategy or
+ * device count: parameters, optimizer state, optimizer step, history and
+ * position in the epoch, so that fit with resume continues exactly.
+ * KILN_ERROR_DATA if the file is for another model (fingerprint) or
+ * optimizer, plus the errors of kiln_model_load_weights.
+ */
+KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *path);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,13 @@
 #include "runtime/model.h"
 #include "runtime/progress.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void kiln_fit_options_init(kiln_fit_options *o)
 {
@@ -163,6 +168,12 @@ kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count
 
 static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
 {
+    if (o->checkpoint_every_steps < 0 || o->keep_checkpoints < 0 ||
+        ((o->checkpoint_every_steps || o->checkpoint_every_epoch || o->resume) &&
+         !o->checkpoint_dir))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: checkpoint_every_steps and keep_checkpoints must be "
+                          ">= 0, and checkpoints or resume need checkpoint_dir");
     if (o->epochs < 1)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: epochs is %d; it must be >= 1", (int)o->epochs);
@@ -215,22 +226,118 @@ static int notify(const kiln_fit_options *o, kiln_event event, int32_t epoch, in
     return o->callback(o->callback_user, &p);
 }
 
+/* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
+static int is_checkpoint(const char *name)
+{
+    const size_t n = strlen(name);
+    return n == 5 + 12 + 12 && strncmp(name, "ckpt-", 5) == 0 &&
+           strcmp(name + n - 12, ".safetensors") == 0;
+}
+
+static int by_name_desc(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+/* The checkpoints in `dir`, newest first (caller frees each and the list). */
+static int list_checkpoints(kiln_context *ctx, const char *dir, char ***out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_checkpoint(e->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = kiln_realloc(ctx, names, (size_t)cap * sizeof *names);
+            if (!grown)
+                break;
+            names = grown;
+        }
+        if (!(names[n] = kiln_strdup(ctx, e->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, (size_t)n, sizeof *names, by_name_desc);
+    *out = names;
+    return n;
+}
+
+static void free_list(kiln_context *ctx, char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        kiln_free(ctx, names[i]);
+    kiln_free(ctx, names);
+}
+
+static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
+{
+    char path[4200];
+    if (mkdir(o->checkpoint_dir, 0755) != 0 && errno != EEXIST)
+        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
+                          "folder %s: %s", o->checkpoint_dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", o->checkpoint_dir,
+             (long long)m->n_train_steps);
+    kiln_status st = kiln_model_save_checkpoint(m, path);
+    if (st != KILN_OK)
+        return st;
+    char **names;
+    const int n = list_checkpoints(m->ctx, o->checkpoint_dir, &names);
+    const int keep = o->keep_checkpoints > 0 ? o->keep_checkpoints : 3;
+    for (int i = keep; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", o->checkpoint_dir, names[i]);
+        remove(path);
+    }
+    free_list(m->ctx, names, n);
+    return KILN_OK;
+}
+
+/* Loads the newest checkpoint that loads. A damaged one is renamed to
+ * "<name>.damaged" (kept for inspection, out of the rotation). */
+static kiln_status resume_from(kiln_model *m, const char *dir, int *resumed)
+{
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    *resumed = 0;
+    for (int i = 0; i < n && !*resumed; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        const kiln_status st = kiln_model_load_checkpoint(m, path);
+        if (st == KILN_OK) {
+            *resumed = 1;
+            continue;
+        }
+        char aside[4300];
+        snprintf(aside, sizeof aside, "%s.damaged", path);
+        kiln_log(m->ctx, KILN_LOG_WARNING, "skipping checkpoint %s (renamed %s.damaged): %s",
+                 path, names[i], kiln_context_last_error(m->ctx));
+        rename(path, aside);
+    }
+    free_list(m->ctx, names, n);
+    return KILN_OK;
+}
+
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
                              int32_t epoch, staging *s, kiln_progress_bar *bar)
 {
     const int32_t batch = o->batch_size;
     const int64_t steps = (ds->count + batch - 1) / batch;
-    const uint64_t seed = o->shuffle_seed ? o->shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
-    /* Each fit call continues the epoch count, so a second fit reshuffles anew. */
-    kiln_epoch_order(ds->count, seed, m->n_history, !o->no_shuffle, s->order);
+    /* The epoch's order depends on the seed and the epoch count only, so a
+     * resumed run replays it exactly. */
+    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, s->order);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
     const double start = kiln_now();
-    double loss = 0, correct = 0;
-    int64_t seen = 0;
-    for (int64_t step = 0; step < steps; step++) {
+    for (int64_t step = m->epoch_step; step < steps; step++) {
         const int64_t first = step * batch;
         const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
         kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
@@ -244,19 +351,28 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
                               "kiln_model_fit: the loss is %s at epoch %d, step %lld; training "
                               "stopped", isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
                               (long long)step + 1);
-        loss += sums[0];
-        correct += sums[1];
-        seen += n;
-        r.loss = loss / (double)seen;
-        r.accuracy = m->loss.accuracy ? correct / (double)seen : -1.0;
+        m->n_train_steps++;
+        m->epoch_step = step + 1;
+        m->epoch_loss += sums[0];
+        m->epoch_correct += sums[1];
+        m->epoch_seen += n;
+        r.loss = m->epoch_loss / (double)m->epoch_seen;
+        r.accuracy = m->loss.accuracy ? m->epoch_correct / (double)m->epoch_seen : -1.0;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
+        if (o->checkpoint_dir && o->checkpoint_every_steps > 0 &&
+            m->n_train_steps % o->checkpoint_every_steps == 0 &&
+            m->strategy->micro_step(m->strategy_impl) == 0 && step + 1 < steps) {
+            st = save_checkpoint(m, o);
+            if (st != KILN_OK)
+                return st;
+        }
         if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, &r))
             return kiln_error(m->ctx, KILN_ERROR_STOPPED,
                               "kiln_model_fit: the callback stopped training at epoch %d, step "
                               "%lld", (int)epoch + 1, (long long)step + 1);
     }
-    r.samples = seen;
+    r.samples = m->epoch_seen;
     if (o->validation) {
         kiln_metrics v;
         kiln_status st = evaluate_dataset(m, o->validation, batch, &v);
@@ -269,6 +385,14 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     r.seconds = kiln_now() - start;
     kiln_progress_end(bar, &r);
     kiln_status st = append_history(m, &r);
+    m->epoch_step = 0;
+    m->epoch_loss = m->epoch_correct = 0;
+    m->epoch_seen = 0;
+    if (st == KILN_OK && o->checkpoint_dir &&
+        (o->checkpoint_every_epoch ||
+         (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
+        m->strategy->micro_step(m->strategy_impl) == 0)
+        st = save_checkpoint(m, o);
     if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, &r))
         st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
                         "kiln_model_fit: the callback stopped training after epoch %d",
@@ -296,9 +420,21 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     st = staging_alloc(m, train, o.batch_size, &s);
     if (st != KILN_OK)
         return st;
+    int resumed = 0;
+    if (o.resume && o.checkpoint_dir)
+        st = resume_from(m, o.checkpoint_dir, &resumed);
+    if (!resumed) {
+        m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
+        m->epoch_step = 0;
+        m->epoch_loss = m->epoch_correct = 0;
+        m->epoch_seen = 0;
+    }
+    /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
+    const int32_t first = resumed ? m->n_history : 0;
+    const int32_t last = o.epochs;
     kiln_progress_bar bar;
     kiln_progress_init(&bar, o.verbosity, stderr);
-    for (int32_t e = 0; e < o.epochs && st == KILN_OK; e++)
+    for (int32_t e = first; e < last && st == KILN_OK; e++)
         st = fit_epoch(m, train, &o, e, &s, &bar);
     if (st != KILN_OK)
         kiln_progress_abort(&bar);

@@ -55,6 +55,14 @@ struct kiln_model {
 
     kiln_epoch_record *history;
     int32_t n_history, cap_history;
+
+    /* Where training stands inside the current epoch (saved in checkpoints;
+     * fit with resume continues from here). */
+    int64_t n_train_steps;       /* training steps run, all epochs */
+    int64_t epoch_step;          /* steps done in epoch n_history */
+    double epoch_loss, epoch_correct;
+    int64_t epoch_seen;
+    uint64_t shuffle_seed;
 };
 
 /* The node's output size per sample and the input size of the model. */

@@ -36,6 +36,12 @@ typedef struct kiln_strategy_ops {
     int32_t (*replica_count)(void *impl);
     struct kiln_replica *(*replica)(void *impl, int32_t i);
     void (*stats)(void *impl, kiln_strategy_stats *out);
+    /* Optimizer state: `slots` holds kiln_optimizer_slot_count() arrays of
+     * n_param_floats each (checkpoints). */
+    kiln_status (*get_slots)(void *impl, float *const *slots);
+    kiln_status (*set_slots)(void *impl, const float *const *slots);
+    /* Micro-steps done in the current accumulation cycle. */
+    int32_t (*micro_step)(void *impl);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;

@@ -377,6 +377,42 @@ static kiln_replica *dp_replica_at(void *impl, int32_t i)
     return i >= 0 && i < s->n ? s->reps[i].r : NULL;
 }
 
+static kiln_status dp_get_slots(void *impl, float *const *slots)
+{
+    dp *s = impl;
+    const size_t bytes = s->m->n_param_floats * sizeof(float);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&s->m->optimizer) && st == KILN_OK; i++) {
+        if (s->mode == DP_CENTRAL)
+            memcpy(slots[i], s->host_slots[i], bytes);
+        else
+            st = kiln_buffer_read(s->reps[0].r->dev, s->reps[0].r->slots[i], 0, slots[i], bytes);
+    }
+    return st;
+}
+
+static kiln_status dp_set_slots(void *impl, const float *const *slots)
+{
+    dp *s = impl;
+    const size_t bytes = s->m->n_param_floats * sizeof(float);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&s->m->optimizer) && st == KILN_OK; i++) {
+        if (s->mode == DP_CENTRAL) {
+            memcpy(s->host_slots[i], slots[i], bytes);
+            continue;
+        }
+        for (int k = 0; k < s->n && st == KILN_OK; k++)
+            st = kiln_buffer_write(s->reps[k].r->dev, s->reps[k].r->slots[i], 0, slots[i], bytes,
+                                   1);
+    }
+    return st;
+}
+
+static int32_t dp_micro_step(void *impl)
+{
+    return ((dp *)impl)->micro;
+}
+
 static void dp_stats(void *impl, kiln_strategy_stats *out)
 {
     *out = ((dp *)impl)->stats;
@@ -528,14 +564,17 @@ static kiln_status central_create(kiln_model *m, void **impl)
 const kiln_strategy_ops kiln_strategy_one_device = {
     "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
+    dp_get_slots, dp_set_slots, dp_micro_step,
 };
 
 const kiln_strategy_ops kiln_strategy_mirrored = {
     "mirrored", mirrored_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
+    dp_get_slots, dp_set_slots, dp_micro_step,
 };
 
 const kiln_strategy_ops kiln_strategy_central_storage = {
     "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
+    dp_get_slots, dp_set_slots, dp_micro_step,
 };

@@ -1,17 +1,38 @@
-/* Training (and optionally evaluation) throughput of the seed CNN on
- * Fashion-MNIST, timed as torch_seed_cnn.py times its peer: the same
- * warm-up steps, then `steps` timed steps of `batch` samples. Prints one
- * JSON object. Usage: bench_train [--batch B] [--steps N] [--warmup W] [--eval]
- * [--bucket-bytes N] (gradient buckets for the mirrored strategy; 0: default) */
+/* Training and evaluation throughput of the seed CNN on Fashion-MNIST, through
+ * the public API only. torch_seed_cnn.py is its peer and times the same things
+ * the same way:
+ *  - startup_s: context creation to the end of the first training step
+ *    (device discovery, reading the training samples, compile, kernel builds
+ *    or cache hits, the first step);
+ *  - train_samples_per_s: after a warm-up fit over W*B samples, one silent,
+ *    shuffled epoch over N*B further samples; only kiln_model_fit is timed;
+ *  - eval_samples_per_s (--eval): kiln_model_evaluate over the 10k test set
+ *    at batch B, after a warm-up evaluate that meets the same batch shapes;
+ *  - accuracy (--epochs-accuracy E): a fresh model trained E epochs on all
+ *    60k training samples at batch B, then its test accuracy.
+ * Usage: bench_train [--batch B] [--steps N] [--warmup W] [--limit L] [--eval]
+ *                    [--epochs-accuracy E] [--json PATH] [--data DIR]
+ * Exits 0, 1 on a kiln error, 2 on bad usage, 77 (skip) without an OpenCL device. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
+#endif
 #include "kiln.h"
-#include "runtime/model.h"   /* the strategy's own timing of its reducer */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define DATA "/usr/share/datasets/fashion-mnist"
+#define TRAIN_SAMPLES 60000
+#define TEST_SAMPLES 10000
+
+typedef struct bench_args {
+    long batch, steps, warmup, epochs;
+    long limit;              /* training samples read; 0: what warm-up and timing use */
+    int eval;
+    const char *json, *data;
+} bench_args;
 
 static double now(void)
 {
@@ -20,7 +41,83 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static kiln_status build(kiln_context *ctx, int64_t bucket_bytes, kiln_model **out)
+static int parse_long(const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    const long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "bench_train: %s needs an integer in [%ld, %ld]\n", opt, min, max);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    a->batch = 128;
+    a->steps = 200;
+    a->warmup = 20;
+    a->epochs = 0;
+    a->limit = 0;
+    a->eval = 0;
+    a->json = NULL;
+    a->data = "/usr/share/datasets/fashion-mnist";
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (strcmp(opt, "--eval") == 0) {
+            a->eval = 1;
+            continue;
+        }
+        if (strcmp(opt, "--batch") == 0)
+            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->batch);
+        else if (strcmp(opt, "--steps") == 0)
+            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->steps);
+        else if (strcmp(opt, "--warmup") == 0)   /* >= 1: startup ends with its first step */
+            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->warmup);
+        else if (strcmp(opt, "--limit") == 0)
+            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->limit);
+        else if (strcmp(opt, "--epochs-accuracy") == 0)
+            ok = parse_long(opt, v, 0, 1000, &a->epochs);
+        else if (strcmp(opt, "--json") == 0 && v)
+            a->json = v;
+        else if (strcmp(opt, "--data") == 0 && v)
+            a->data = v;
+        else {
+            fprintf(stderr, "usage: bench_train [--batch B] [--steps N] [--warmup W] "
+                    "[--limit L] [--eval] [--epochs-accuracy E] [--json PATH] [--data DIR]\n");
+            return 0;
+        }
+        if (!ok)
+            return 0;
+        i++;
+    }
+    const long need = (a->warmup + a->steps) * a->batch;
+    if (need > TRAIN_SAMPLES || (a->limit && a->limit < need)) {
+        fprintf(stderr, "bench_train: (warmup + steps) * batch = %ld samples, more than the "
+                "%ld read\n", need, a->limit ? a->limit : (long)TRAIN_SAMPLES);
+        return 0;
+    }
+    if (!a->limit)
+        a->limit = need;
+    return 1;
+}
+
+static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, long limit,
+                        kiln_dataset **out)
+{
+    char images[1024], labels[1024];
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    kiln_idx_options o = {sizeof o, 0.0f, limit};
+    return kiln_dataset_from_idx(ctx, images, labels, &o, out);
+}
+
+/* Input(28,28,1) -> Conv2D(32, 3x3, relu, valid) -> MaxPooling2D(2x2) -> Flatten
+ * -> Dense(64, relu) -> Dense(10, softmax); Adam(1e-3), sparse categorical CE. */
+static kiln_status seed_cnn(kiln_context *ctx, kiln_model **out)
 {
     kiln_model *m = NULL;
     kiln_status st = kiln_model_create(ctx, &m);
@@ -38,116 +135,192 @@ static kiln_status build(kiln_context *ctx, int64_t bucket_bytes, kiln_model **o
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    kiln_compile_options co = {.struct_size = sizeof co};
+    kiln_compile_options co;
+    memset(&co, 0, sizeof co);
+    co.struct_size = sizeof co;
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.bucket_bytes = bucket_bytes;
-    co.first_bucket_bytes = bucket_bytes;
-    st = kiln_model_compile(m, &co);
-    if (st != KILN_OK)
+    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer.learning_rate = 1e-3f;
+    st = kiln_model_compile(m, &co);   /* builder errors surface here */
+    if (st != KILN_OK) {
         kiln_model_destroy(m);
-    *out = st == KILN_OK ? m : NULL;
+        m = NULL;
+    }
+    *out = m;
     return st;
 }
 
-/* One silent epoch over the first steps * batch samples of `data`. */
-static kiln_status train(kiln_model *m, const kiln_dataset *data, int64_t start, int batch,
-                         int steps)
+/* Marks the end of the first training step of a fit. */
+static int first_step_done(void *user, const kiln_progress *p)
 {
-    kiln_dataset *part = NULL;
-    kiln_status st = kiln_dataset_subset(data, start, (int64_t)steps * batch, &part);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
-    fo.batch_size = batch;
-    fo.no_shuffle = 1;
-    fo.verbosity = KILN_VERBOSE_SILENT;
-    if (st == KILN_OK)
-        st = kiln_model_fit(m, part, &fo);
-    kiln_dataset_destroy(part);
-    return st;
+    double *t = user;
+    if (p->event == KILN_EVENT_BATCH_END && p->epoch == 0 && p->step == 1)
+        *t = now();
+    return 0;
+}
+
+static void fit_options(kiln_fit_options *fo, long batch, long epochs)
+{
+    kiln_fit_options_init(fo);
+    fo->epochs = (int32_t)epochs;
+    fo->batch_size = (int32_t)batch;
+    fo->verbosity = KILN_VERBOSE_SILENT;
+}
+
+/* Writes s as a JSON string (device names are free text). */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_number(FILE *f, const char *key, double v, int valid)
+{
+    if (valid)
+        fprintf(f, ", \"%s\": %.4f", key, v);
+    else
+        fprintf(f, ", \"%s\": null", key);
 }
 
 int main(int argc, char **argv)
 {
-    int batch = 128, steps = 200, warmup = 20, eval = 0;
-    int64_t bucket_bytes = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--eval") == 0)
-            eval = 1;
-        else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0)
-            batch = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
-            steps = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--warmup") == 0)
-            warmup = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--bucket-bytes") == 0)
-            bucket_bytes = atoll(argv[++i]);
-        else
-            return fprintf(stderr, "usage: bench_train [--batch B] [--steps N] [--warmup W] "
-                           "[--eval] [--bucket-bytes N]\n"), 2;
-    }
-    if (batch < 1 || steps < 1 || warmup < 1 || (int64_t)(steps + warmup + 1) * batch > 60000)
-        return fprintf(stderr, "bench_train: need 1 <= (steps + warmup + 1) * batch <= "
-                       "60000\n"), 2;
-    const double t_start = now();
+    bench_args a;
+    if (!parse_args(argc, argv, &a))
+        return 2;
+
+    char err[1024] = "";
+    kiln_context_options co;
+    memset(&co, 0, sizeof co);
+    co.struct_size = sizeof co;
+    co.error_buffer = err;
+    co.error_buffer_size = sizeof err;
     kiln_context *ctx = NULL;
-    kiln_model *m = NULL;
-    kiln_dataset *data = NULL, *test = NULL;
-    kiln_idx_options io = {.struct_size = sizeof io};
-    io.limit = (int64_t)(steps + warmup + 1) * batch;
-    kiln_status st = kiln_context_create(NULL, &ctx);
-    if (st == KILN_OK)
-        st = kiln_dataset_from_idx(ctx, DATA "/train-images-idx3-ubyte.gz",
-                                   DATA "/train-labels-idx1-ubyte.gz", &io, &data);
-    if (st == KILN_OK)
-        st = build(ctx, bucket_bytes, &m);
-    if (st == KILN_OK)
-        st = train(m, data, 0, batch, 1);
-    const double startup = now() - t_start;
-    if (st == KILN_OK)
-        st = train(m, data, batch, batch, warmup);
-    double t0 = now();
-    if (st == KILN_OK)
-        st = train(m, data, (int64_t)(warmup + 1) * batch, batch, steps);
-    const double train_rate = (double)steps * batch / (now() - t0);
-    double eval_rate = -1;
-    if (st == KILN_OK && eval) {
-        st = kiln_dataset_from_idx(ctx, DATA "/t10k-images-idx3-ubyte.gz",
-                                   DATA "/t10k-labels-idx1-ubyte.gz", NULL, &test);
-        kiln_metrics met = {.struct_size = sizeof met};
-        t0 = now();
-        if (st == KILN_OK)
-            st = kiln_model_evaluate(m, test, 256, &met);
-        eval_rate = 10000.0 / (now() - t0);
-    }
+    kiln_model *model = NULL, *fresh = NULL;
+    kiln_dataset *train = NULL, *warm = NULL, *timed = NULL, *test = NULL, *test_warm = NULL;
+    kiln_dataset *full = NULL;
+    double t_first = 0, train_rate = 0, eval_rate = 0, accuracy = 0;
+    FILE *f = NULL;
+
+    const double t_start = now();
+    kiln_status st = kiln_context_create(&co, &ctx);
     if (st != KILN_OK) {
-        fprintf(stderr, "bench_train: %s: %s\n", kiln_status_name(st),
-                ctx ? kiln_context_last_error(ctx) : "no context");
-        return 1;
+        fprintf(stderr, "bench_train: %s: %s\n", kiln_status_name(st), err);
+        return st == KILN_ERROR_NO_DEVICE ? 77 : 1;
     }
-    kiln_device_info info = {.struct_size = sizeof info};
-    kiln_context_device_info(ctx, 0, &info);
+    st = load(ctx, a.data, "train", a.limit, &train);
+    if (st == KILN_OK)
+        st = seed_cnn(ctx, &model);
+    if (st == KILN_OK)
+        st = kiln_dataset_subset(train, 0, a.warmup * a.batch, &warm);
+    if (st == KILN_OK) {
+        kiln_fit_options fo;
+        fit_options(&fo, a.batch, 1);
+        fo.callback = first_step_done;
+        fo.callback_user = &t_first;
+        st = kiln_model_fit(model, warm, &fo);
+    }
+    const double startup = t_first - t_start;
+
+    /* The subset is cut before the clock starts: only the fit is timed. */
+    if (st == KILN_OK)
+        st = kiln_dataset_subset(train, a.warmup * a.batch, a.steps * a.batch, &timed);
+    if (st == KILN_OK) {
+        kiln_fit_options fo;
+        fit_options(&fo, a.batch, 1);
+        const double t0 = now();
+        st = kiln_model_fit(model, timed, &fo);
+        train_rate = (double)(a.steps * a.batch) / (now() - t0);
+    }
+
+    if (st == KILN_OK && (a.eval || a.epochs))
+        st = load(ctx, a.data, "t10k", 0, &test);
+    if (st == KILN_OK && a.eval) {
+        /* Warm-up: full batches plus the same ragged last batch as the timed pass. */
+        long n = a.warmup * a.batch + TEST_SAMPLES % a.batch;
+        n = n < TEST_SAMPLES ? n : TEST_SAMPLES;
+        kiln_metrics met = {sizeof met, 0, 0, 0};
+        st = kiln_dataset_subset(test, 0, n, &test_warm);
+        if (st == KILN_OK)
+            st = kiln_model_evaluate(model, test_warm, (int32_t)a.batch, &met);
+        const double t0 = now();
+        if (st == KILN_OK)
+            st = kiln_model_evaluate(model, test, (int32_t)a.batch, &met);
+        eval_rate = (double)met.samples / (now() - t0);
+    }
+
+    if (st == KILN_OK && a.epochs) {
+        kiln_metrics met = {sizeof met, 0, 0, 0};
+        kiln_fit_options fo;
+        fit_options(&fo, a.batch, a.epochs);
+        st = load(ctx, a.data, "train", 0, &full);
+        if (st == KILN_OK)
+            st = seed_cnn(ctx, &fresh);
+        if (st == KILN_OK)
+            st = kiln_model_fit(fresh, full, &fo);
+        if (st == KILN_OK)
+            st = kiln_model_evaluate(fresh, test, (int32_t)a.batch, &met);
+        accuracy = met.accuracy;
+    }
+
+    kiln_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
     const char *strategy = "";
     int32_t replicas = 0;
-    kiln_model_distribution(m, &strategy, &replicas);
-    kiln_strategy_stats stats = {0, 0, 0};
-    m->strategy->stats(m->strategy_impl, &stats);
-    printf("{\"name\": \"kiln\", \"batch\": %d, \"steps\": %d, \"train_samples_per_s\": %.1f, "
-           "\"eval_samples_per_s\": ", batch, steps, train_rate);
-    if (eval_rate > 0)
-        printf("%.1f", eval_rate);
-    else
-        printf("null");
-    printf(", \"startup_s\": %.3f, \"device\": \"%s\", \"strategy\": \"%s\", "
-           "\"replicas\": %d, \"reduce_ms_per_step\": %.3f, \"reduce_hidden_fraction\": ",
-           startup, info.name, strategy, (int)replicas,
-           stats.reductions ? 1e3 * stats.reduce_seconds / (double)stats.reductions : 0.0);
-    if (stats.reduce_seconds > 0)
-        printf("%.3f}\n", stats.hidden_seconds / stats.reduce_seconds);
-    else
-        printf("null}\n");
-    kiln_model_destroy(m);
-    kiln_dataset_destroy(data);
+    if (st == KILN_OK)
+        st = kiln_context_device_info(ctx, 0, &info);
+    if (st == KILN_OK)
+        st = kiln_model_distribution(model, &strategy, &replicas);
+    if (st != KILN_OK) {
+        fprintf(stderr, "bench_train: %s: %s\n", kiln_status_name(st),
+                kiln_context_last_error(ctx));
+        goto fail;
+    }
+    if (a.json && !(f = fopen(a.json, "a"))) {
+        fprintf(stderr, "bench_train: cannot open %s: %s\n", a.json, strerror(errno));
+        st = KILN_ERROR_IO;
+    }
+    if (f) {
+        fprintf(f, "{\"name\": \"kiln\", \"batch\": %ld, \"steps\": %ld, \"warmup\": %ld",
+                a.batch, a.steps, a.warmup);
+        json_number(f, "train_samples_per_s", train_rate, 1);
+        json_number(f, "eval_samples_per_s", eval_rate, a.eval);
+        json_number(f, "startup_s", startup, 1);
+        json_number(f, "accuracy", accuracy, a.epochs > 0);
+        fprintf(f, ", \"epochs_accuracy\": %ld, \"device\": ", a.epochs);
+        json_string(f, info.name);
+        fprintf(f, ", \"strategy\": \"%s\", \"replicas\": %d}\n", strategy, (int)replicas);
+        if (fclose(f) != 0) {
+            fprintf(stderr, "bench_train: cannot write %s\n", a.json);
+            st = KILN_ERROR_IO;
+        }
+    }
+    if (st == KILN_OK) {
+        printf("kiln: batch %ld, %ld steps: %.0f train samples/s", a.batch, a.steps, train_rate);
+        if (a.eval)
+            printf(", %.0f eval samples/s", eval_rate);
+        printf(", startup %.2f s", startup);
+        if (a.epochs)
+            printf(", test accuracy %.4f after %ld epoch(s)", accuracy, a.epochs);
+        printf(" [%s, %s x%d]\n", info.name, strategy, (int)replicas);
+    }
+fail:
+    kiln_model_destroy(fresh);
+    kiln_model_destroy(model);
+    kiln_dataset_destroy(full);
+    kiln_dataset_destroy(test_warm);
     kiln_dataset_destroy(test);
+    kiln_dataset_destroy(timed);
+    kiln_dataset_destroy(warm);
+    kiln_dataset_destroy(train);
     kiln_context_destroy(ctx);
-    return 0;
+    return st == KILN_OK ? 0 : 1;
 }

@@ -1,47 +1,104 @@
 #!/bin/sh
-# Side-by-side training and inference throughput, kiln vs PyTorch (CPU), on
-# the seed CNN; the two alternate within one run, since this machine's speed
-# drifts by up to 20% between runs. Prints medians and ratios, and keeps the
-# raw JSON in bench-results/. BENCH_REPEATS (default 3) sets the rounds.
+# kiln beside its peer, PyTorch on the CPU, on the seed CNN: training and
+# evaluation samples/s at batch 32 and 128. This machine's speed drifts by up
+# to 20% between runs, so the two alternate within one run (taking turns to go
+# first) and the table reports medians and the ratio kiln / PyTorch.
+#
+# Environment (defaults in brackets):
+#   BENCH_REPEATS [3]    rounds per batch size
+#   BENCH_STEPS [200]    timed training steps per run
+#   BENCH_WARMUP [20]    warm-up steps per run
+#   BENCH_EPOCHS [0]     >0: also train that many full epochs and report test accuracy
+#   BENCH_BUILD_DIR [build]  meson build folder, set up if missing
+# POCL_DEVICES and KILN_DEVICES pass through untouched (default: PoCL's
+# pthread device). Raw results: bench-results/results.json, one JSON object a
+# line, rewritten by each run.
 set -eu
 cd "$(dirname "$0")/../.."
-# The peer needs PyTorch and an optimised BLAS (Debian's default libblas3 is
-# the reference implementation, which makes PyTorch's dense layers 4x slower).
-sh tools/install_deps.sh python3-torch libopenblas0-pthread
-[ -f build/build.ninja ] || meson setup build
-ninja -C build >/dev/null
 repeats=${BENCH_REPEATS:-3}
-steps=${BENCH_STEPS:-150}
+steps=${BENCH_STEPS:-200}
+warmup=${BENCH_WARMUP:-20}
+epochs=${BENCH_EPOCHS:-0}
+build=${BENCH_BUILD_DIR:-build}
+
+[ -f "$build/build.ninja" ] || meson setup "$build"
+# Only the benchmark's target: a test mid-edit elsewhere must not block it.
+ninja -C "$build" test/bench/bench_train >/dev/null
+
+out=bench-results/results.json
 mkdir -p bench-results
-out=bench-results/results.jsonl
 : > "$out"
-have_torch=1
-/usr/bin/python3 -c "import torch" 2>/dev/null || have_torch=0
-[ $have_torch = 1 ] || echo "PyTorch (python3-torch) is not installed: kiln's numbers only"
+
+peer=1
+why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
+if [ $peer = 0 ]; then
+    echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
+fi
+
+opts="--steps $steps --warmup $warmup --eval --epochs-accuracy $epochs --json $out"
+kiln_cmd="$build/test/bench/bench_train $opts"
+peer_cmd="/usr/bin/python3 test/bench/torch_seed_cnn.py $opts"
+
+run_kiln() {
+    $kiln_cmd --batch "$1" || { echo "run.sh: bench_train failed (batch $1)" >&2; exit 1; }
+}
+
+run_peer() {
+    [ $peer = 1 ] || return 0
+    $peer_cmd --batch "$1" || { echo "run.sh: torch_seed_cnn.py failed (batch $1)" >&2; exit 1; }
+}
+
+start=$(date +%s)
 for batch in 32 128; do
-    r=0
-    while [ $r -lt "$repeats" ]; do
-        ./build/test/bench/bench_train --batch $batch --steps "$steps" --eval >> "$out"
-        if [ $have_torch = 1 ]; then
-            /usr/bin/python3 test/bench/torch_seed_cnn.py --batch $batch --steps "$steps" \
-                --eval >> "$out"
+    r=1
+    while [ "$r" -le "$repeats" ]; do
+        if [ $((r % 2)) = 1 ]; then
+            run_kiln "$batch"
+            run_peer "$batch"
+        else
+            run_peer "$batch"
+            run_kiln "$batch"
         fi
         r=$((r + 1))
     done
 done
-echo "command: BENCH_REPEATS=$repeats BENCH_STEPS=$steps sh test/bench/run.sh"
-/usr/bin/python3 - "$out" <<'PY'
+echo "took $(($(date +%s) - start)) s"
+
+echo
+echo "command: BENCH_REPEATS=$repeats BENCH_STEPS=$steps BENCH_WARMUP=$warmup" \
+    "BENCH_EPOCHS=$epochs BENCH_BUILD_DIR=$build POCL_DEVICES=${POCL_DEVICES:-} sh test/bench/run.sh"
+echo "  kiln:    $kiln_cmd --batch B"
+[ $peer = 0 ] || echo "  pytorch: $peer_cmd --batch B"
+echo
+
+/usr/bin/python3 - "$out" "$repeats" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+
 def med(name, batch, key):
-    v = [r[key] for r in rows if r["name"] == name and r["batch"] == batch and r[key]]
+    v = [r[key] for r in rows if r["name"] == name and r["batch"] == batch
+         and r.get(key) is not None]
     return statistics.median(v) if v else None
-print("| batch | metric | kiln samples/s | PyTorch samples/s | kiln / PyTorch |")
+
+def cell(v, fmt):
+    return fmt % v if v is not None else "-"
+
+print("medians of %s run(s) each, kiln and PyTorch alternating" % sys.argv[2])
+print("| batch | metric | kiln | PyTorch | kiln / PyTorch |")
 print("|---|---|---|---|---|")
+metrics = [("train_samples_per_s", "training samples/s", "%.0f"),
+           ("eval_samples_per_s", "eval samples/s", "%.0f"),
+           ("startup_s", "startup s", "%.2f"),
+           ("accuracy", "test accuracy", "%.4f")]
 for batch in sorted({r["batch"] for r in rows}):
-    for key, label in (("train_samples_per_s", "training"), ("eval_samples_per_s", "inference")):
+    for key, label, fmt in metrics:
         k, t = med("kiln", batch, key), med("pytorch", batch, key)
-        ratio = "%.2f" % (k / t) if k and t else "-"
-        print("| %d | %s | %s | %s | %s |" % (batch, label, "%.0f" % k if k else "-",
-                                              "%.0f" % t if t else "-", ratio))
+        if k is None and t is None:
+            continue
+        ratio = "%.2f" % (k / t) if k is not None and t else "-"
+        print("| %d | %s | %s | %s | %s |" % (batch, label, cell(k, fmt), cell(t, fmt), ratio))
+for name in ("kiln", "pytorch"):
+    dev = [r["device"] for r in rows if r["name"] == name]
+    if dev:
+        print("%s device: %s" % (name, dev[0]))
 PY

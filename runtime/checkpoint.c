@@ -1,0 +1,404 @@
+/* Checkpoints: a model's tensors and training position in safetensors files.
+ * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORMAT "kiln-checkpoint"
+#define FORMAT_VERSION "1"
+#define MAX_META 16
+
+static const char *slot_name(const kiln_optimizer_options *o, int slot)
+{
+    if (o->kind == KILN_OPTIMIZER_ADAM)
+        return slot == 0 ? "m" : "v";
+    return "momentum";
+}
+
+static const char *optimizer_name(const kiln_optimizer_options *o)
+{
+    return o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd";
+}
+
+/* A hash of every parameter's layer kind, name and shape. */
+static uint64_t fingerprint(const kiln_model *m)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *n = &m->nodes[i];
+        for (int p = 0; p < n->n_params; p++) {
+            char text[256];
+            char shape[64];
+            snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name, n->params[p].name,
+                     kiln_shape_str(&n->params[p].shape, shape, sizeof shape));
+            for (const char *c = text; *c; c++) {
+                h ^= (unsigned char)*c;
+                h *= 0x100000001b3ULL;
+            }
+        }
+    }
+    return h;
+}
+
+typedef struct names {
+    char (*text)[160];
+    size_t n;
+} names;
+
+static kiln_status check_compiled(kiln_model *m, const char *call, const char *path)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    if (!path)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: path is NULL", call);
+    return KILN_OK;
+}
+
+/* The history as text: one line per epoch. */
+static char *history_text(const kiln_model *m)
+{
+    const size_t size = (size_t)m->n_history * 200 + 1;
+    char *t = kiln_alloc(m->ctx, size);
+    if (!t)
+        return NULL;
+    size_t at = 0;
+    t[0] = '\0';
+    for (int32_t i = 0; i < m->n_history; i++) {
+        const kiln_epoch_record *r = &m->history[i];
+        at += (size_t)snprintf(t + at, size - at, "%.17g %.17g %d %.17g %.17g %.17g %lld\n",
+                               r->loss, r->accuracy, (int)r->has_validation, r->val_loss,
+                               r->val_accuracy, r->seconds, (long long)r->samples);
+    }
+    return t;
+}
+
+static kiln_status save(kiln_model *m, const char *path, int full)
+{
+    const char *call = full ? "kiln_model_save_checkpoint" : "kiln_model_save_weights";
+    kiln_status st = check_compiled(m, call, path);
+    if (st != KILN_OK)
+        return st;
+    kiln_context *ctx = m->ctx;
+    const int n_slots = full ? kiln_optimizer_slot_count(&m->optimizer) : 0;
+    const size_t floats = m->n_param_floats;
+    float *flat = kiln_calloc(ctx, floats * (size_t)(1 + n_slots), sizeof(float));
+    size_t n_params = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        n_params += (size_t)m->nodes[i].n_params;
+    kiln_st_entry *e = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, sizeof *e);
+    char (*name)[160] = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, 160);
+    char *history = full ? history_text(m) : NULL;
+    if (!flat || !e || !name || (full && !history)) {
+        st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
+        goto done;
+    }
+    float *slots[2] = {flat + floats, flat + 2 * floats};
+    st = m->strategy->get_params(m->strategy_impl, flat);
+    if (st == KILN_OK && n_slots)
+        st = m->strategy->get_slots(m->strategy_impl, slots);
+    if (st != KILN_OK)
+        goto done;
+    size_t n = 0;
+    for (int s = -1; s < n_slots; s++) {
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            const kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++, n++) {
+                const kiln_param_spec *spec = &node->params[p];
+                if (s < 0)
+                    snprintf(name[n], 160, "%s/%s", node->name, spec->name);
+                else
+                    snprintf(name[n], 160, "optimizer/%s/%s/%s", node->name, spec->name,
+                             slot_name(&m->optimizer, s));
+                e[n].name = name[n];
+                e[n].rank = spec->shape.rank;
+                for (int d = 0; d < spec->shape.rank; d++)
+                    e[n].shape[d] = spec->shape.dims[d];
+                e[n].data = (s < 0 ? flat : slots[s]) + node->param_offset[p];
+            }
+        }
+    }
+    char values[MAX_META][160];
+    const char *keys[MAX_META], *vals[MAX_META];
+    size_t k = 0;
+#define META(key, ...)                                          \
+    do {                                                        \
+        keys[k] = key;                                          \
+        snprintf(values[k], sizeof values[k], __VA_ARGS__);     \
+        vals[k] = values[k];                                    \
+        k++;                                                    \
+    } while (0)
+    META("format", "%s", FORMAT);
+    META("format_version", "%s", FORMAT_VERSION);
+    META("kind", "%s", full ? "training_state" : "weights");
+    META("fingerprint", "%016llx", (unsigned long long)fingerprint(m));
+    if (full) {
+        const kiln_optimizer_options *o = &m->optimizer;
+        META("optimizer", "%s", optimizer_name(o));
+        META("optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g momentum=%.9g "
+             "nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon, o->momentum,
+             (int)o->nesterov);
+        META("optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
+        META("train_steps", "%lld", (long long)m->n_train_steps);
+        META("epoch", "%d", (int)m->n_history);
+        META("epoch_step", "%lld", (long long)m->epoch_step);
+        META("epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
+             (long long)m->epoch_seen);
+        META("shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+        keys[k] = "history";
+        vals[k++] = history;
+    }
+#undef META
+    st = kiln_st_write(ctx, path, e, n, keys, vals, k);
+done:
+    kiln_free(ctx, flat);
+    kiln_free(ctx, e);
+    kiln_free(ctx, name);
+    kiln_free(ctx, history);
+    return st;
+}
+
+kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
+{
+    return save(m, path, 0);
+}
+
+kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)
+{
+    return save(m, path, 1);
+}
+
+/* Appends "; <text>" to the mismatch list, keeping it bounded. */
+static void note(char *list, size_t size, int *count, const char *text)
+{
+    const size_t used = strlen(list);
+    if (used + strlen(text) + 4 < size)
+        snprintf(list + used, size - used, "%s%s", *count ? "; " : "", text);
+    else if (used + 5 < size && !strstr(list, "..."))
+        snprintf(list + used, size - used, "; ...");
+    (*count)++;
+}
+
+static float read_f32(const unsigned char *p)
+{
+    const uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                       (uint32_t)p[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Copies tensor `name` of `spec`'s shape into dst, or notes why not. */
+static void take(const kiln_st_file *f, const char *name, const kiln_param_spec *spec,
+                 float *dst, char *list, size_t size, int *bad)
+{
+    char text[320], a[64];
+    const kiln_st_tensor *t = kiln_st_find(f, name);
+    if (!t) {
+        snprintf(text, sizeof text, "'%s' is missing", name);
+        note(list, size, bad, text);
+        return;
+    }
+    if (strcmp(t->dtype, "F32") != 0) {
+        snprintf(text, sizeof text, "'%s' is %s, kiln needs F32", name, t->dtype);
+        note(list, size, bad, text);
+        return;
+    }
+    int same = t->rank == spec->shape.rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = t->shape[d] == (uint64_t)spec->shape.dims[d];
+    if (!same) {
+        size_t at = (size_t)snprintf(text, sizeof text, "'%s' has shape (", name);
+        for (int d = 0; d < t->rank && at < sizeof text; d++)
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s%llu", d ? ", " : "",
+                                   (unsigned long long)t->shape[d]);
+        if (at < sizeof text)
+            snprintf(text + at, sizeof text - at, "), the model needs %s",
+                     kiln_shape_str(&spec->shape, a, sizeof a));
+        note(list, size, bad, text);
+        return;
+    }
+    const unsigned char *src = kiln_st_data(f, t);
+    const int64_t count = kiln_shape_size(&spec->shape);
+    for (int64_t i = 0; i < count; i++)
+        dst[i] = read_f32(src + 4 * i);
+}
+
+static int known(const kiln_model *m, const char *name, int n_slots)
+{
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        for (int p = 0; p < m->nodes[i].n_params; p++) {
+            char want[160];
+            snprintf(want, sizeof want, "%s/%s", m->nodes[i].name, m->nodes[i].params[p].name);
+            if (strcmp(want, name) == 0)
+                return 1;
+            for (int s = 0; s < n_slots; s++) {
+                snprintf(want, sizeof want, "optimizer/%s/%s/%s", m->nodes[i].name,
+                         m->nodes[i].params[p].name, slot_name(&m->optimizer, s));
+                if (strcmp(want, name) == 0)
+                    return 1;
+            }
+        }
+    return strncmp(name, "optimizer/", 10) == 0 && n_slots == 0;
+}
+
+static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const char *path,
+                                    int apply);
+
+static kiln_status load(kiln_model *m, const char *path, int full)
+{
+    const char *call = full ? "kiln_model_load_checkpoint" : "kiln_model_load_weights";
+    kiln_status st = check_compiled(m, call, path);
+    if (st != KILN_OK)
+        return st;
+    kiln_context *ctx = m->ctx;
+    kiln_st_file f;
+    st = kiln_st_read(ctx, path, &f);
+    if (st != KILN_OK)
+        return st;
+    const int n_slots = full ? kiln_optimizer_slot_count(&m->optimizer) : 0;
+    if (full) {
+        const char *kind = kiln_st_meta(&f, "kind"), *opt = kiln_st_meta(&f, "optimizer");
+        const char *fp = kiln_st_meta(&f, "fingerprint");
+        char want[32];
+        snprintf(want, sizeof want, "%016llx", (unsigned long long)fingerprint(m));
+        if (!kind || strcmp(kind, "training_state") != 0)
+            st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s holds weights only, not a training "
+                            "state (use kiln_model_load_weights)", call, path);
+        else if (!fp || strcmp(fp, want) != 0)
+            st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s was saved from another model "
+                            "(fingerprint %s, this model %s)", call, path, fp ? fp : "none",
+                            want);
+        else if (!opt || strcmp(opt, optimizer_name(&m->optimizer)) != 0)
+            st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s holds %s state, the model uses %s",
+                            call, path, opt ? opt : "no optimizer",
+                            optimizer_name(&m->optimizer));
+    }
+    const size_t floats = m->n_param_floats;
+    float *flat = st == KILN_OK ? kiln_calloc(ctx, floats * (size_t)(1 + n_slots), 4) : NULL;
+    if (st == KILN_OK && !flat)
+        st = kiln_error_oom(ctx, "a checkpoint", floats * 4 * (size_t)(1 + n_slots));
+    if (st != KILN_OK) {
+        kiln_st_free(&f);
+        return st;
+    }
+    float *slots[2] = {flat + floats, flat + 2 * floats};
+    char list[900] = "";
+    int bad = 0;
+    for (int s = -1; s < n_slots; s++)
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            const kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++) {
+                char name[160];
+                if (s < 0)
+                    snprintf(name, sizeof name, "%s/%s", node->name, node->params[p].name);
+                else
+                    snprintf(name, sizeof name, "optimizer/%s/%s/%s", node->name,
+                             node->params[p].name, slot_name(&m->optimizer, s));
+                take(&f, name, &node->params[p], (s < 0 ? flat : slots[s]) + node->param_offset[p],
+                     list, sizeof list, &bad);
+            }
+        }
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        if (!known(m, f.tensors[i].name, full ? n_slots : 0) &&
+            strncmp(f.tensors[i].name, "optimizer/", 10) != 0) {
+            char text[200];
+            snprintf(text, sizeof text, "'%s' is not in the model", f.tensors[i].name);
+            note(list, sizeof list, &bad, text);
+        }
+    }
+    if (bad)
+        st = kiln_error(ctx, KILN_ERROR_SHAPE, "%s: %s does not fit the model (%d mismatch%s): %s",
+                        call, path, bad, bad == 1 ? "" : "es", list);
+    /* Everything is checked before anything of the model changes. */
+    if (st == KILN_OK && full)
+        st = restore_position(m, &f, path, 0);
+    if (st == KILN_OK)
+        st = m->strategy->set_params(m->strategy_impl, flat);
+    if (st == KILN_OK && n_slots)
+        st = m->strategy->set_slots(m->strategy_impl, (const float *const *)slots);
+    if (st == KILN_OK && full)
+        st = restore_position(m, &f, path, 1);
+    kiln_free(ctx, flat);
+    kiln_st_free(&f);
+    return st;
+}
+
+/* Reads one metadata number; 0 if absent or malformed. */
+static int meta_ll(const kiln_st_file *f, const char *key, long long *out)
+{
+    const char *v = kiln_st_meta(f, key);
+    char *end;
+    if (!v)
+        return 0;
+    *out = strtoll(v, &end, 10);
+    return end != v && *end == '\0';
+}
+
+/* Validates the training position (apply 0), or sets it on the model. */
+static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const char *path,
+                                    int apply)
+{
+    long long opt_steps, train_steps, epoch, epoch_step;
+    const char *sums = kiln_st_meta(f, "epoch_sums"), *seed = kiln_st_meta(f, "shuffle_seed");
+    const char *history = kiln_st_meta(f, "history");
+    double loss, correct;
+    long long seen;
+    if (!meta_ll(f, "optimizer_steps", &opt_steps) || !meta_ll(f, "train_steps", &train_steps) ||
+        !meta_ll(f, "epoch", &epoch) || !meta_ll(f, "epoch_step", &epoch_step) || !sums ||
+        sscanf(sums, "%lf %lf %lld", &loss, &correct, &seen) != 3 || !seed || !history ||
+        opt_steps < 0 || epoch < 0 || epoch > INT32_MAX || epoch_step < 0 || seen < 0)
+        return kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: the "
+                          "training position in __metadata__ is missing or malformed", path);
+    /* History: one line per completed epoch. */
+    kiln_epoch_record *records = kiln_calloc(m->ctx, (size_t)epoch + 1, sizeof *records);
+    if (!records)
+        return kiln_error_oom(m->ctx, "the history", (size_t)epoch * sizeof *records);
+    const char *p = history;
+    for (long long i = 0; i < epoch; i++) {
+        kiln_epoch_record *r = &records[i];
+        int has_val = 0, used = 0;
+        long long samples = 0;
+        if (sscanf(p, "%lf %lf %d %lf %lf %lf %lld%n", &r->loss, &r->accuracy, &has_val,
+                   &r->val_loss, &r->val_accuracy, &r->seconds, &samples, &used) != 7) {
+            kiln_free(m->ctx, records);
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: "
+                              "history line %lld is malformed", path, i + 1);
+        }
+        r->struct_size = sizeof *r;
+        r->has_validation = has_val;
+        r->samples = samples;
+        p += used;
+    }
+    if (!apply) {
+        kiln_free(m->ctx, records);
+        return KILN_OK;
+    }
+    kiln_free(m->ctx, m->history);
+    m->history = records;
+    m->n_history = (int32_t)epoch;
+    m->cap_history = (int32_t)epoch + 1;
+    m->n_optimizer_steps = opt_steps;
+    m->n_train_steps = train_steps;
+    m->epoch_step = epoch_step;
+    m->epoch_loss = loss;
+    m->epoch_correct = correct;
+    m->epoch_seen = seen;
+    m->shuffle_seed = strtoull(seed, NULL, 10);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
+{
+    return load(m, path, 0);
+}
+
+kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
+{
+    return load(m, path, 1);
+}
