@@ -65,8 +65,12 @@ done
 echo "took $(($(date +%s) - start)) s"
 
 echo
-echo "command: BENCH_REPEATS=$repeats BENCH_STEPS=$steps BENCH_WARMUP=$warmup" \
-    "BENCH_EPOCHS=$epochs BENCH_BUILD_DIR=$build POCL_DEVICES=${POCL_DEVICES:-} sh test/bench/run.sh"
+# Device selection only where the caller set it (unset and empty differ for PoCL).
+devices=""
+[ -z "${POCL_DEVICES+set}" ] || devices="POCL_DEVICES='$POCL_DEVICES' "
+[ -z "${KILN_DEVICES+set}" ] || devices="${devices}KILN_DEVICES='$KILN_DEVICES' "
+echo "command: ${devices}BENCH_REPEATS=$repeats BENCH_STEPS=$steps BENCH_WARMUP=$warmup" \
+    "BENCH_EPOCHS=$epochs BENCH_BUILD_DIR=$build sh test/bench/run.sh"
 echo "  kiln:    $kiln_cmd --batch B"
 [ $peer = 0 ] || echo "  pytorch: $peer_cmd --batch B"
 echo

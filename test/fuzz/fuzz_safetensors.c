@@ -1,0 +1,43 @@
+/* Fuzz target: the safetensors reader (and its JSON parser) on any bytes.
+ * Built for libFuzzer with -Dfuzzing=true (clang); otherwise linked with
+ * fuzz_driver.c, which replays a corpus and mutations of it for a bounded
+ * time as part of the test suite. */
+#include "runtime/context.h"
+#include "runtime/safetensors.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *plain_realloc(void *user, void *ptr, size_t size)
+{
+    (void)user;
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, size);
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    kiln_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.realloc_fn = plain_realloc;
+    pthread_mutex_init(&ctx.error_lock, NULL);
+    kiln_st_file f;
+    if (kiln_st_parse(&ctx, "fuzz", data, size, &f) == KILN_OK) {
+        /* Touch every tensor's bytes: they must lie inside the input. */
+        volatile unsigned char sink = 0;
+        for (size_t i = 0; i < f.n_tensors; i++) {
+            const kiln_st_tensor *t = &f.tensors[i];
+            if (t->end > t->begin)
+                sink ^= kiln_st_data(&f, t)[t->end - t->begin - 1];
+        }
+        (void)kiln_st_meta(&f, "format");
+        kiln_st_free(&f);
+    }
+    pthread_mutex_destroy(&ctx.error_lock);
+    return 0;
+}

@@ -1,0 +1,190 @@
+/* The safetensors reader on one small file per malformed case (the files
+ * in test/data/safetensors/ double as the fuzzer's seed corpus), the JSON
+ * parser's edge cases, and an atomic write killed at random points. */
+#include "harness.h"
+#include "runtime/context.h"
+#include "runtime/safetensors.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *plain_realloc(void *user, void *ptr, size_t size)
+{
+    (void)user;
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, size);
+}
+
+typedef struct bad_case {
+    const char *file;
+    kiln_status status;
+    const char *message;
+} bad_case;
+
+static void test_files(kiln_context *ctx, const char *root)
+{
+    char path[512];
+    static const bad_case cases[] = {
+        {"too_short", KILN_ERROR_FORMAT, "too short for a safetensors header"},
+        {"header_length_huge", KILN_ERROR_FORMAT, "header length 1099511627776 is out of range"},
+        {"header_past_end", KILN_ERROR_FORMAT, "header length 500 is out of range"},
+        {"not_an_object", KILN_ERROR_FORMAT, "does not start with '{'"},
+        {"bad_json", KILN_ERROR_FORMAT, "malformed JSON header at byte"},
+        {"bad_utf8", KILN_ERROR_FORMAT, "invalid UTF-8"},
+        {"unknown_dtype", KILN_ERROR_FORMAT, "tensor 'a' has unknown dtype 'F33'"},
+        {"offsets_past_end", KILN_ERROR_FORMAT, "tensor 'a' ends at byte 16, past the 4 bytes"},
+        {"overlap", KILN_ERROR_FORMAT, "tensor 'b' starts at byte 4 where 8 was expected"},
+        {"gap", KILN_ERROR_FORMAT, "tensor 'b' starts at byte 8 where 4 was expected"},
+        {"size_mismatch", KILN_ERROR_FORMAT, "data_offsets span 8 bytes, its shape and dtype "
+                                             "need 12"},
+        {"size_overflow", KILN_ERROR_FORMAT, "its size overflows"},
+        {"negative_dim", KILN_ERROR_FORMAT, "shape entry 0 is not a non-negative integer"},
+        {"backwards_offsets", KILN_ERROR_FORMAT, "data_offsets [4, 0] run backwards"},
+        {"trailing_data", KILN_ERROR_FORMAT, "the tensors cover 4 bytes of the 8 bytes"},
+        {"truncated_data", KILN_ERROR_FORMAT, "past the 8 bytes of data"},
+        {"duplicate_key", KILN_ERROR_FORMAT, "duplicate key"},
+        {"deep_nesting", KILN_ERROR_FORMAT, "nested too deeply"},
+        {"metadata_not_string", KILN_ERROR_FORMAT, "__metadata__ value 'k' is not a string"},
+        {"extra_field", KILN_ERROR_FORMAT, "must be an object of dtype, shape and data_offsets"},
+        {"control_char", KILN_ERROR_FORMAT, "control character in a string"},
+        {"missing", KILN_ERROR_IO, "cannot open"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/test/data/safetensors/%s.safetensors", root,
+                 cases[i].file);
+        kiln_st_file f;
+        CHECK_FAILS(ctx, cases[i].status, cases[i].message, kiln_st_read(ctx, path, &f));
+    }
+    snprintf(path, sizeof path, "%s/test/data/safetensors/valid.safetensors", root);
+    kiln_st_file f;
+    CHECK_OK(ctx, kiln_st_read(ctx, path, &f));
+    const kiln_st_tensor *a = kiln_st_find(&f, "a"), *b = kiln_st_find(&f, "b");
+    CHECK(a && b && a->rank == 1 && a->shape[0] == 2 && b->rank == 2 && b->begin == 8);
+    if (b) {
+        float v;
+        memcpy(&v, kiln_st_data(&f, b), 4);
+        CHECK(v == 3.0f);
+    }
+    CHECK(kiln_st_meta(&f, "format") && strcmp(kiln_st_meta(&f, "format"), "pt") == 0);
+    kiln_st_free(&f);
+    snprintf(path, sizeof path, "%s/test/data/safetensors/valid_empty.safetensors", root);
+    CHECK_OK(ctx, kiln_st_read(ctx, path, &f));
+    kiln_st_free(&f);
+    printf("safetensors: %zu malformed files rejected, valid ones read\n",
+           sizeof cases / sizeof cases[0]);
+}
+
+static void test_json(kiln_context *ctx)
+{
+    static const char *good[] = {
+        "{}", " { \"a\" : [ 1 , 2 ] } ", "{\"\\u00e9\\ud83d\\ude00\":\"x\\n\"}", "[true,false,null]",
+        "{\"k\":\"caf\xc3\xa9\"}",
+    };
+    static const char *bad[] = {
+        "", "{", "{\"a\"}", "{\"a\":}", "[1,]", "{\"a\":1,}", "\"\\ud800\"", "\"\\x\"", "01",
+        "{} x", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "[\"\\u0000\"]", "tru", "{\"a\":1 \"b\":2}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        kiln_json_doc d;
+        CHECK_OK(ctx, kiln_json_parse(ctx, "good", good[i], strlen(good[i]), &d));
+        kiln_json_free(&d);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_json_doc d;
+        if (kiln_json_parse(ctx, "bad", bad[i], strlen(bad[i]), &d) != KILN_ERROR_FORMAT) {
+            fprintf(stderr, "JSON case %zu (%s) was accepted\n", i, bad[i]);
+            test_failures++;
+            kiln_json_free(&d);
+        }
+    }
+    kiln_json_doc d;
+    const char *s = "{\"x\":\"a\\\"b\"}";
+    CHECK_OK(ctx, kiln_json_parse(ctx, "s", s, strlen(s), &d));
+    const kiln_json *x = kiln_json_get(d.root, "x");
+    CHECK(x && strcmp(x->text, "a\"b") == 0);
+    kiln_json_free(&d);
+}
+
+/* A child saves 1 MiB files over and over; the parent kills it at a random
+ * moment, 50 times. The file at the path must always be complete: some
+ * earlier save, whole. */
+static void test_killed_saves(kiln_context *ctx)
+{
+    char dir[] = "/tmp/kiln-kill-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    enum { floats = 1 << 18 };
+    static float data[floats];
+    srand((unsigned)time(NULL));
+    int checked = 0;
+    for (int round = 0; round < 50; round++) {
+        const pid_t child = fork();
+        if (child == 0) {
+            for (int i = 0;; i++) {
+                for (int j = 0; j < floats; j++)
+                    data[j] = (float)(round * 1000 + i);
+                kiln_st_entry e = {"w", 1, {floats}, data};
+                char value[32];
+                snprintf(value, sizeof value, "%d", round * 1000 + i);
+                const char *key = "save", *val = value;
+                kiln_st_write(ctx, path, &e, 1, &key, &val, 1);
+            }
+        }
+        struct timespec pause = {0, (long)(rand() % 30000000)};
+        nanosleep(&pause, NULL);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        kiln_st_file f;
+        if (access(path, F_OK) != 0)
+            continue;   /* killed before the first save finished */
+        kiln_status st = kiln_st_read(ctx, path, &f);
+        CHECK(st == KILN_OK);
+        if (st != KILN_OK)
+            continue;
+        const kiln_st_tensor *t = kiln_st_find(&f, "w");
+        const char *saved = kiln_st_meta(&f, "save");
+        CHECK(t && saved && t->shape[0] == floats);
+        if (t && saved) {
+            const float want = (float)atoi(saved);
+            const unsigned char *p = kiln_st_data(&f, t);
+            int same = 1;
+            for (int j = 0; j < floats && same; j += 997) {
+                float v;
+                memcpy(&v, p + 4 * j, 4);
+                same = v == want;
+            }
+            CHECK(same);
+            checked++;
+        }
+        kiln_st_free(&f);
+    }
+    printf("killed saves: %d of 50 kills left a file, each complete and consistent\n", checked);
+    CHECK(checked > 10);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    if (argc > 1)
+        root = argv[1];
+    if (!root)
+        SKIP("KILN_SOURCE_ROOT is not set");
+    kiln_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.realloc_fn = plain_realloc;
+    pthread_mutex_init(&ctx.error_lock, NULL);
+    test_files(&ctx, root);
+    test_json(&ctx);
+    test_killed_saves(&ctx);
+    pthread_mutex_destroy(&ctx.error_lock);
+    return test_finish("test_safetensors");
+}
