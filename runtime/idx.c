@@ -139,15 +139,38 @@ static kiln_status read_header(kiln_context *ctx, idx_file *f, uint32_t magic, i
     return KILN_OK;
 }
 
-static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char *buf,
+/* Reads `bytes` into a buffer that grows as data arrives, so a header that
+ * promises gigabytes in a small (or compressed) file costs no more memory
+ * than the file holds. */
+static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char **out,
                              uint64_t bytes, const char *what)
 {
-    const int64_t got = idx_read(f, buf, bytes);
-    if (got < 0)
-        return idx_read_failed(ctx, f);
-    if ((uint64_t)got < bytes)
-        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
-                          "got %lld", f->path, (unsigned long long)bytes, what, (long long)got);
+    unsigned char *buf = NULL;
+    uint64_t have = 0;
+    *out = NULL;
+    while (have < bytes) {
+        const uint64_t step = have < (1u << 20) ? (1u << 20) : have;
+        const uint64_t want = bytes - have < step ? bytes - have : step;
+        unsigned char *grown = kiln_realloc(ctx, buf, (size_t)(have + want));
+        if (!grown) {
+            kiln_free(ctx, buf);
+            return kiln_error_oom(ctx, f->path, (size_t)(have + want));
+        }
+        buf = grown;
+        const int64_t got = idx_read(f, buf + have, want);
+        if (got < 0) {
+            kiln_free(ctx, buf);
+            return idx_read_failed(ctx, f);
+        }
+        have += (uint64_t)got;
+        if ((uint64_t)got < want) {
+            kiln_free(ctx, buf);
+            return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of "
+                              "%s, got %llu", f->path, (unsigned long long)bytes, what,
+                              (unsigned long long)have);
+        }
+    }
+    *out = buf;
     return KILN_OK;
 }
 
@@ -220,19 +243,12 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
     const int64_t count = o.limit > 0 && o.limit < idims[0] ? o.limit : (int64_t)idims[0];
     const uint64_t pixel_bytes = (uint64_t)count * per_image;
     const kiln_shape shape = {3, {(int32_t)idims[1], (int32_t)idims[2], 1, 0}};
-    st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
-    if (st != KILN_OK)
-        goto fail;
-    pixels = kiln_alloc(ctx, (size_t)pixel_bytes);
-    labels = kiln_alloc(ctx, (size_t)count);
-    if (!pixels || !labels) {
-        st = pixels ? kiln_error_oom(ctx, labels_path, (size_t)count)
-                    : kiln_error_oom(ctx, images_path, (size_t)pixel_bytes);
-        goto fail;
-    }
-    st = read_body(ctx, &img, pixels, pixel_bytes, "pixels");
+    /* The data first: the dataset is allocated only for what really arrived. */
+    st = read_body(ctx, &img, &pixels, pixel_bytes, "pixels");
     if (st == KILN_OK)
-        st = read_body(ctx, &lab, labels, (uint64_t)count, "labels");
+        st = read_body(ctx, &lab, &labels, (uint64_t)count, "labels");
+    if (st == KILN_OK)
+        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
     if (st != KILN_OK)
         goto fail;
     for (uint64_t i = 0; i < pixel_bytes; i++)
