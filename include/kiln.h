@@ -575,6 +575,11 @@ typedef struct kiln_fit_options {
      *  included, with the same shuffled order; `epochs` is then the total to
      *  reach. Without a checkpoint, training starts afresh. */
     int32_t resume;
+    /** A step whose loss is NaN or infinite never updates the parameters.
+     *  By default fit then stops with KILN_ERROR_NUMERIC naming the step;
+     *  nonzero: it skips the step, counts it (kiln_epoch_record.skipped_steps)
+     *  and goes on. */
+    int32_t skip_nonfinite;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -624,6 +629,7 @@ typedef struct kiln_epoch_record {
     double val_accuracy;         /**< on the validation data after the epoch */
     double seconds;              /**< wall time of the epoch */
     int64_t samples;             /**< training samples seen */
+    int64_t skipped_steps;       /**< non-finite steps skipped (skip_nonfinite) */
 } kiln_epoch_record;
 
 /** Number of epochs in the history (every fit appends its epochs). */

@@ -346,18 +346,24 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
         if (st != KILN_OK)
             return st;
-        if (!isfinite(sums[0]))
+        if (!isfinite(sums[0]) && !o->skip_nonfinite)
             return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                              "kiln_model_fit: the loss is %s at epoch %d, step %lld; training "
-                              "stopped", isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
+                              "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
+                              "was not applied and training stopped",
+                              isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
                               (long long)step + 1);
         m->n_train_steps++;
         m->epoch_step = step + 1;
-        m->epoch_loss += sums[0];
-        m->epoch_correct += sums[1];
-        m->epoch_seen += n;
-        r.loss = m->epoch_loss / (double)m->epoch_seen;
-        r.accuracy = m->loss.accuracy ? m->epoch_correct / (double)m->epoch_seen : -1.0;
+        if (isfinite(sums[0])) {
+            m->epoch_loss += sums[0];
+            m->epoch_correct += sums[1];
+            m->epoch_seen += n;
+        } else {
+            r.skipped_steps++;
+        }
+        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
+        r.loss = m->epoch_loss / seen;
+        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
         if (o->checkpoint_dir && o->checkpoint_every_steps > 0 &&

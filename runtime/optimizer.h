@@ -16,10 +16,12 @@ int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step);
 
 /* Applies update number `step` (counting from 1) to n parameters with
- * learning rate `lr`. */
+ * learning rate `lr`; skipped on the device when `guard` (the step's loss
+ * sums, may be NULL) holds a non-finite loss. */
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
-                                 kiln_buffer *const *slots, size_t n, int64_t step);
+                                 kiln_buffer *const *slots, size_t n, int64_t step,
+                                 const kiln_buffer *guard);
 
 /* The same update on host arrays, in float32 as on a device (central
  * storage). */

@@ -14,6 +14,7 @@
 #include "runtime/replica.h"
 #include "runtime/worker.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -117,6 +118,14 @@ static kiln_status wait_reduced(dp_replica *d)
     return KILN_ERROR_STOPPED;
 }
 
+static int all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] * 0.0f;   /* stays 0 unless some x[i] is NaN or infinite */
+    return acc == 0.0f;
+}
+
 static kiln_status train_job(void *arg)
 {
     dp_replica *d = arg;
@@ -155,16 +164,21 @@ static kiln_status train_job(void *arg)
         return st;
     }
     if (s->final_micro && s->mode != DP_CENTRAL) {
+        int finite = 1;
         if (s->reducer) {
             st = wait_reduced(d);
             if (st != KILN_OK)
                 return st;
-            st = kiln_buffer_write(r->dev, r->grads, 0, kiln_reducer_result(s->reducer),
-                                   m->n_param_floats * sizeof(float), 0);
+            /* Every replica sees the same sum, so all skip a non-finite step alike. */
+            finite = all_finite(kiln_reducer_result(s->reducer), m->n_param_floats);
+            if (finite)
+                st = kiln_buffer_write(r->dev, r->grads, 0, kiln_reducer_result(s->reducer),
+                                       m->n_param_floats * sizeof(float), 0);
         }
-        if (st == KILN_OK)
+        if (st == KILN_OK && finite)
             st = kiln_optimizer_apply(r->dev, &m->optimizer, s->lr, r->params, r->grads,
-                                      r->slots, m->n_param_floats, s->update);
+                                      r->slots, m->n_param_floats, s->update,
+                                      s->reducer ? NULL : r->sums);
     }
     if (st == KILN_OK && n > 0)
         st = kiln_replica_read_sums(r, d->sums);  /* the step's one synchronisation */
@@ -302,10 +316,12 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
             return mark_broken(s, KILN_ERROR_STATE, "%s", "central storage: reduction lost");
-        kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
-                                  kiln_reducer_result(s->reducer), s->host_slots,
-                                  m->n_param_floats, s->update);
-        s->params_version++;
+        if (all_finite(kiln_reducer_result(s->reducer), m->n_param_floats)) {
+            kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
+                                      kiln_reducer_result(s->reducer), s->host_slots,
+                                      m->n_param_floats, s->update);
+            s->params_version++;
+        }
     }
     sums[0] = sums[1] = 0;
     for (int k = 0; k < s->n; k++) {
@@ -313,7 +329,8 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         sums[1] += s->reps[k].sums[1];
     }
     s->micro = s->final_micro ? 0 : s->micro + 1;
-    if (s->final_micro)
+    /* A non-finite step was skipped on every replica: it is not an update. */
+    if (s->final_micro && isfinite(sums[0]))
         m->n_optimizer_steps++;
     return KILN_OK;
 }

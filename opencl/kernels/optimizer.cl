@@ -2,11 +2,14 @@
  * parameter, so they never need to know what a layer is. */
 
 /* Keras SGD: v = momentum * v - lr * g; p += v (Nesterov: p += momentum * v - lr * g). */
+/* guard: the step's loss sums; a non-finite loss skips the update, so a NaN
+ * step never reaches the parameters (use_guard 0: the host decided). */
 __kernel void kiln_sgd(__global float *p, __global const float *g, __global float *v, int n,
-                       float lr, float momentum, int nesterov)
+                       float lr, float momentum, int nesterov, __global const float *guard,
+                       int use_guard)
 {
     const int i = get_global_id(0);
-    if (i >= n)
+    if (i >= n || (use_guard && !isfinite(guard[0])))
         return;
     if (momentum == 0.0f) {
         p[i] -= lr * g[i];
@@ -20,10 +23,10 @@ __kernel void kiln_sgd(__global float *p, __global const float *g, __global floa
 /* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
 __kernel void kiln_adam(__global float *p, __global const float *g, __global float *m,
                         __global float *v, int n, float alpha, float beta_1, float beta_2,
-                        float epsilon)
+                        float epsilon, __global const float *guard, int use_guard)
 {
     const int i = get_global_id(0);
-    if (i >= n)
+    if (i >= n || (use_guard && !isfinite(guard[0])))
         return;
     const float gi = g[i];
     const float mi = m[i] + (gi - m[i]) * (1.0f - beta_1);

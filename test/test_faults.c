@@ -1,0 +1,189 @@
+/* Numerical and device faults during fit, under every strategy there is:
+ * a poisoned sample (NaN) stops training naming the step, without touching
+ * the parameters, or is skipped and counted; a kernel launch that fails
+ * (KILN_TEST_FAIL_LAUNCH) returns an error naming the device and kernel.
+ * Each time the last checkpoint still loads, teardown is clean and no host
+ * allocation is left. Run with POCL_DEVICES="basic basic". */
+#include "harness.h"
+
+#include <unistd.h>
+
+typedef struct counter {
+    long live;
+} counter;
+
+static void *counting_realloc(void *user, void *ptr, size_t size)
+{
+    counter *c = user;
+    if (size == 0) {
+        c->live -= ptr != NULL;
+        free(ptr);
+        return NULL;
+    }
+    void *p = realloc(ptr, size);
+    c->live += p && !ptr;
+    return p;
+}
+
+static kiln_context *context(counter *c)
+{
+    kiln_context_options o = {.struct_size = sizeof o, .seed = 4, .realloc_fn = counting_realloc,
+                              .realloc_user = c};
+    kiln_context *ctx = NULL;
+    kiln_context_create(&o, &ctx);
+    return ctx;
+}
+
+static kiln_dataset *data(kiln_context *ctx, int poison)
+{
+    float x[40 * 6];
+    int32_t y[40];
+    for (int i = 0; i < 40 * 6; i++)
+        x[i] = (float)(i % 13) / 13.0f;
+    for (int i = 0; i < 40; i++)
+        y[i] = i % 2;
+    if (poison)
+        x[17 * 6 + 2] = NAN;
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = 40, .feature_rank = 1,
+                          .feature_dims = {6}, .features = x, .sparse_labels = y};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    return ds;
+}
+
+static kiln_model *model(kiln_context *ctx, kiln_strategy strategy)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6};
+    kiln_dense_options h = {.struct_size = sizeof h, .units = 5,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options o = {.struct_size = sizeof o, .units = 2,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &h);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &o);
+    kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static int all_finite(kiln_model *m)
+{
+    float w[64];
+    int64_t n = 0;
+    kiln_model_parameter_count(m, &n);
+    if (n > 64 || kiln_model_get_weights(m, w, n) != KILN_OK)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return 0;
+    return 1;
+}
+
+static const char *names[] = {"auto", "one_device", "mirrored", "central_storage"};
+
+static void test_nan(kiln_strategy strategy, const char *dir)
+{
+    counter c = {0};
+    kiln_context *ctx = context(&c);
+    kiln_dataset *ds = data(ctx, 1);
+    kiln_model *m = model(ctx, strategy);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.batch_size = 4;   /* sample 17 is in step 5 */
+    fo.no_shuffle = 1;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.checkpoint_dir = dir;
+    fo.checkpoint_every_steps = 2;
+    CHECK_FAILS(ctx, KILN_ERROR_NUMERIC, "the loss is NaN at epoch 1, step 5",
+                kiln_model_fit(m, ds, &fo));
+    CHECK(all_finite(m));   /* the NaN step was never applied */
+    char path[256];
+    snprintf(path, sizeof path, "%s/ckpt-000000000004.safetensors", dir);
+    kiln_model *again = model(ctx, strategy);
+    CHECK_OK(ctx, kiln_model_load_checkpoint(again, path));
+    kiln_model_destroy(again);
+
+    fo.skip_nonfinite = 1;
+    fo.checkpoint_dir = NULL;
+    fo.checkpoint_every_steps = 0;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_epoch_record r = {.struct_size = sizeof r};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &r));
+    CHECK(r.skipped_steps == 1 && r.samples == 36 && isfinite(r.loss));
+    CHECK(all_finite(m));
+    printf("NaN under %s: stopped at the poisoned step, then skipped it (%lld skipped)\n",
+           names[strategy], (long long)r.skipped_steps);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    CHECK(c.live == 0);
+}
+
+static void test_failed_launch(kiln_strategy strategy, int device, const char *dir)
+{
+    char spec[32];
+    snprintf(spec, sizeof spec, "%d:60", device);
+    setenv("KILN_TEST_FAIL_LAUNCH", spec, 1);
+    counter c = {0};
+    kiln_context *ctx = context(&c);
+    unsetenv("KILN_TEST_FAIL_LAUNCH");
+    kiln_dataset *ds = data(ctx, 0);
+    kiln_model *m = model(ctx, strategy);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 3;
+    fo.batch_size = 4;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.checkpoint_dir = dir;
+    fo.checkpoint_every_steps = 1;
+    char want[64];
+    snprintf(want, sizeof want, "on device %d", device);
+    CHECK_FAILS(ctx, KILN_ERROR_OUT_OF_MEMORY, want, kiln_model_fit(m, ds, &fo));
+    CHECK(strstr(kiln_context_last_error(ctx), "launching kiln_") != NULL);
+    printf("failed launch under %s: %s\n", names[strategy], kiln_context_last_error(ctx));
+    kiln_model *again = model(ctx, KILN_STRATEGY_ONE_DEVICE);
+    char path[256];
+    int loaded = 0;
+    for (int step = 40; step > 0 && !loaded; step--) {
+        snprintf(path, sizeof path, "%s/ckpt-%012d.safetensors", dir, step);
+        loaded = access(path, F_OK) == 0 && kiln_model_load_checkpoint(again, path) == KILN_OK;
+    }
+    CHECK(loaded);
+    kiln_model_destroy(again);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    CHECK(c.live == 0);
+}
+
+int main(void)
+{
+    counter c = {0};
+    kiln_context *probe = context(&c);
+    if (!probe)
+        SKIP("no OpenCL device");
+    int32_t devices = 0;
+    kiln_context_device_count(probe, &devices);
+    kiln_context_destroy(probe);
+    char dir[] = "/tmp/kiln-faults-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    test_nan(KILN_STRATEGY_ONE_DEVICE, dir);
+    test_failed_launch(KILN_STRATEGY_ONE_DEVICE, 0, dir);
+    if (devices >= 2) {
+        test_nan(KILN_STRATEGY_MIRRORED, dir);
+        test_nan(KILN_STRATEGY_CENTRAL_STORAGE, dir);
+        test_failed_launch(KILN_STRATEGY_MIRRORED, 1, dir);
+        test_failed_launch(KILN_STRATEGY_CENTRAL_STORAGE, 1, dir);
+    } else {
+        printf("SKIP (one device): the faults under mirrored and central_storage need two\n");
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    return test_finish("test_faults");
+}
