@@ -141,7 +141,8 @@ kiln_status kiln_st_parse(kiln_context *ctx, const char *what, const unsigned ch
         return st;
     }
     /* Tensors must tile the data section: sorted, no gap, no overlap. */
-    qsort(f->tensors, f->n_tensors, sizeof *f->tensors, by_begin);
+    if (f->n_tensors > 1)
+        qsort(f->tensors, f->n_tensors, sizeof *f->tensors, by_begin);
     const uint64_t data_size = size - f->data_start;
     uint64_t at = 0;
     for (size_t i = 0; i < f->n_tensors && st == KILN_OK; i++) {

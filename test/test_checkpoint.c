@@ -119,6 +119,35 @@ static void test_round_trip(kiln_context *ctx, kiln_optimizer_kind opt)
     CHECK(memcmp(wa, wc, (size_t)n * 4) == 0);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "holds weights only",
                 kiln_model_load_checkpoint(c, file("weights.safetensors")));
+    /* Another tool reads the same numbers (the standard library's struct
+     * module on the documented layout). */
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    if (root && access("/usr/bin/python3", X_OK) == 0) {
+        char cmd[1024], line[128] = "";
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/test/read_checkpoint.py %s dense/kernel "
+                 "head/bias", root, file("full.safetensors"));
+        FILE *p = popen(cmd, "r");
+        if (p && fgets(line, sizeof line, p)) {
+            double want = 0;
+            int64_t at = 0;
+            for (int32_t i = 0; i < a->n_nodes; i++)
+                for (int q = 0; q < a->nodes[i].n_params; q++) {
+                    const int64_t size = kiln_shape_size(&a->nodes[i].params[q].shape);
+                    const int pick = (!strcmp(a->nodes[i].name, "dense") && q == 0) ||
+                                     (!strcmp(a->nodes[i].name, "head") && q == 1);
+                    for (int64_t j = 0; pick && j < size; j++)
+                        want += wa[at + j];
+                    at += size;
+                }
+            double got = 0;
+            CHECK(sscanf(line, "kiln-checkpoint %lf", &got) == 1 &&
+                  fabs(got - want) <= 1e-5 * (1 + fabs(want)));
+        } else {
+            CHECK(0);
+        }
+        if (p)
+            pclose(p);
+    }
     printf("round trip (%s): %lld parameters and %d optimizer slot(s) identical\n",
            opt == KILN_OPTIMIZER_ADAM ? "adam" : "sgd momentum", (long long)n, ns);
     free(wa), free(wb), free(wc), free(sa), free(sb);
