@@ -48,6 +48,10 @@ run_peer() {
     $peer_cmd --batch "$1" || { echo "run.sh: torch_seed_cnn.py failed (batch $1)" >&2; exit 1; }
 }
 
+# Other work on the machine skews the ratio (PyTorch's two OpenMP threads
+# suffer most when cores are oversubscribed), so the load goes in the report.
+load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
+load_start=$(load)
 start=$(date +%s)
 for batch in 32 128; do
     r=1
@@ -62,7 +66,8 @@ for batch in 32 128; do
         r=$((r + 1))
     done
 done
-echo "took $(($(date +%s) - start)) s"
+echo "took $(($(date +%s) - start)) s; 1-minute load average $load_start at the start," \
+    "$(load) at the end, on $(getconf _NPROCESSORS_ONLN) cores"
 
 echo
 # Device selection only where the caller set it (unset and empty differ for PoCL).

@@ -35,6 +35,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             if (t->end > t->begin)
                 sink ^= kiln_st_data(&f, t)[t->end - t->begin - 1];
         }
+        (void)sink;
         (void)kiln_st_meta(&f, "format");
         kiln_st_free(&f);
     }
