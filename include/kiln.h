@@ -429,6 +429,25 @@ KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_op
 KILN_API kiln_status kiln_model_distribution(const kiln_model *model, const char **strategy,
                                              int32_t *replicas);
 
+/** Where a model's training time went, since compile in this process
+ *  (kiln_model_training_stats). Times are wall-clock seconds. */
+typedef struct kiln_training_stats {
+    size_t struct_size;            /**< sizeof(kiln_training_stats) */
+    int64_t steps;                 /**< training steps run by fit */
+    double input_seconds;          /**< assembling batches on the host */
+    double step_seconds;           /**< forward, backward, reduction and update */
+    int64_t reductions;            /**< gradient all-reduces (data-parallel strategies) */
+    double reduce_seconds;         /**< reducer threads summing gradient buckets */
+    double reduce_hidden_seconds;  /**< of which overlapped backward on every replica */
+} kiln_training_stats;
+
+/** Fills `stats` (struct_size set by the caller) with the model's training
+ *  time breakdown: how long fit spent assembling input, in steps, and, for
+ *  data-parallel strategies, in the gradient reduction and how much of that
+ *  hid behind backward. */
+KILN_API kiln_status kiln_model_training_stats(const kiln_model *model,
+                                               kiln_training_stats *stats);
+
 /** Number of float32 parameters (weights and biases) of a compiled model. */
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 

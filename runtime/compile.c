@@ -206,6 +206,28 @@ kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
     return KILN_OK;
 }
 
+kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *stats)
+{
+    kiln_status st = check_compiled(m, "kiln_model_training_stats");
+    if (st != KILN_OK)
+        return st;
+    if (!stats || stats->struct_size < sizeof *stats)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_training_stats: stats is NULL or its struct_size is not "
+                          "sizeof(kiln_training_stats)");
+    kiln_strategy_stats s;
+    memset(&s, 0, sizeof s);
+    if (m->strategy->stats)
+        m->strategy->stats(m->strategy_impl, &s);
+    stats->steps = m->timed_steps;
+    stats->input_seconds = m->input_seconds;
+    stats->step_seconds = m->step_seconds;
+    stats->reductions = s.reductions;
+    stats->reduce_seconds = s.reduce_seconds;
+    stats->reduce_hidden_seconds = s.hidden_seconds;
+    return KILN_OK;
+}
+
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
 {
     kiln_status st = check_compiled(m, "kiln_model_parameter_count");

@@ -340,12 +340,17 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     for (int64_t step = m->epoch_step; step < steps; step++) {
         const int64_t first = step * batch;
         const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
+        const double t0 = kiln_now();
         kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
         kiln_batch b = {n, s->features, s->labels};
         double sums[2];
+        const double t1 = kiln_now();
         kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
         if (st != KILN_OK)
             return st;
+        m->input_seconds += t1 - t0;
+        m->step_seconds += kiln_now() - t1;
+        m->timed_steps++;
         if (!isfinite(sums[0]) && !o->skip_nonfinite)
             return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
                               "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "

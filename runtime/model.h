@@ -63,6 +63,10 @@ struct kiln_model {
     double epoch_loss, epoch_correct;
     int64_t epoch_seen;
     uint64_t shuffle_seed;
+
+    /* Since compile, in this process (kiln_model_training_stats). */
+    int64_t timed_steps;
+    double input_seconds, step_seconds;
 };
 
 /* The node's output size per sample and the input size of the model. */

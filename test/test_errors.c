@@ -138,8 +138,13 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     kiln_fit_options_init(&fo);
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first", kiln_model_fit(m, ds, &fo));
+    kiln_training_stats stats = {sizeof stats, 0, 0, 0, 0, 0, 0};
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first",
+                kiln_model_training_stats(m, &stats));
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "already compiled", kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_training_stats: stats is NULL",
+                kiln_model_training_stats(m, NULL));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "has label 3 but the output 'dense' has 3 classes",
                 kiln_model_fit(m, ds, &fo));
     fo.batch_size = 0;

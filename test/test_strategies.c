@@ -111,6 +111,24 @@ static kiln_status train(kiln_model *m, kiln_dataset *ds, const run *r)
     return kiln_model_fit(m, ds, &fo);
 }
 
+/* The time breakdown counts every step, and reductions exactly where
+ * replicas exchange gradients: once per optimizer update. */
+static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
+{
+    kiln_training_stats s = {sizeof s, 0, 0, 0, 0, 0, 0};
+    CHECK_OK(m->ctx, kiln_model_training_stats(m, &s));
+    int64_t count = 0;
+    kiln_dataset_count(ds, &count);
+    const int64_t steps = r->epochs * ((count + r->batch - 1) / r->batch);
+    const int exchanges = m->strategy != &kiln_strategy_one_device;
+    CHECK(s.steps == steps);
+    CHECK(s.step_seconds > 0 && s.input_seconds >= 0);
+    CHECK(s.reductions == (exchanges ? steps / (r->accumulation > 1 ? r->accumulation : 1) : 0));
+    CHECK(s.reduce_hidden_seconds <= s.reduce_seconds + 1e-9);
+    kiln_training_stats small = {sizeof s - 1, 0, 0, 0, 0, 0, 0};
+    CHECK(kiln_model_training_stats(m, &small) == KILN_ERROR_INVALID_ARGUMENT);
+}
+
 /* Trains and returns the weights (caller frees), NULL on failure. */
 static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, int64_t *n)
 {
@@ -120,6 +138,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
         return NULL;
     }
     CHECK_OK(ctx, train(m, ds, r));
+    check_stats(m, ds, r);
     kiln_model_parameter_count(m, n);
     float *w = calloc((size_t)*n, sizeof(float));
     CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));

@@ -207,6 +207,7 @@ int main(int argc, char **argv)
     kiln_dataset *train = NULL, *warm = NULL, *timed = NULL, *test = NULL, *test_warm = NULL;
     kiln_dataset *full = NULL;
     double t_first = 0, train_rate = 0, eval_rate = 0, accuracy = 0;
+    kiln_training_stats timed_stats = {sizeof timed_stats, 0, 0, 0, 0, 0, 0};
     FILE *f = NULL;
 
     const double t_start = now();
@@ -235,9 +236,17 @@ int main(int argc, char **argv)
     if (st == KILN_OK) {
         kiln_fit_options fo;
         fit_options(&fo, a.batch, 1);
+        kiln_training_stats before = {sizeof before, 0, 0, 0, 0, 0, 0};
+        kiln_model_training_stats(model, &before);
         const double t0 = now();
         st = kiln_model_fit(model, timed, &fo);
         train_rate = (double)(a.steps * a.batch) / (now() - t0);
+        if (st == KILN_OK)
+            st = kiln_model_training_stats(model, &timed_stats);
+        timed_stats.reductions -= before.reductions;
+        timed_stats.reduce_seconds -= before.reduce_seconds;
+        timed_stats.reduce_hidden_seconds -= before.reduce_hidden_seconds;
+        timed_stats.input_seconds -= before.input_seconds;
     }
 
     if (st == KILN_OK && (a.eval || a.epochs))
@@ -295,6 +304,17 @@ int main(int argc, char **argv)
         json_number(f, "eval_samples_per_s", eval_rate, a.eval);
         json_number(f, "startup_s", startup, 1);
         json_number(f, "accuracy", accuracy, a.epochs > 0);
+        /* Data-parallel only: the gradient reduction per step and the share of
+         * it that overlapped backward. */
+        const int reduced = timed_stats.reductions > 0;
+        json_number(f, "reduce_ms_per_step",
+                    reduced ? 1e3 * timed_stats.reduce_seconds / (double)timed_stats.reductions
+                            : 0, reduced);
+        json_number(f, "reduce_hidden_fraction",
+                    reduced && timed_stats.reduce_seconds > 0
+                        ? timed_stats.reduce_hidden_seconds / timed_stats.reduce_seconds : 0,
+                    reduced && timed_stats.reduce_seconds > 0);
+        json_number(f, "input_ms_per_step", 1e3 * timed_stats.input_seconds / (double)a.steps, 1);
         fprintf(f, ", \"epochs_accuracy\": %ld, \"device\": ", a.epochs);
         json_string(f, info.name);
         fprintf(f, ", \"strategy\": \"%s\", \"replicas\": %d}\n", strategy, (int)replicas);

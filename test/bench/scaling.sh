@@ -16,9 +16,10 @@ out=bench-results/scaling.jsonl
 : > "$out"
 r=0
 while [ $r -lt "$repeats" ]; do
-    POCL_DEVICES="basic" ./build/test/bench/bench_train --batch "$batch" --steps "$steps" >> "$out"
+    POCL_DEVICES="basic" ./build/test/bench/bench_train --batch "$batch" --steps "$steps" \
+        --json "$out"
     POCL_DEVICES="basic basic" ./build/test/bench/bench_train --batch "$batch" --steps "$steps" \
-        >> "$out"
+        --json "$out"
     ./build/test/bench/bench_reducer 1 >> "$out"
     ./build/test/bench/bench_reducer 2 >> "$out"
     r=$((r + 1))
