@@ -34,14 +34,10 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,
                           const kiln_buffer *params, size_t offset)
 {
-    kiln_kernel *k;
-    kiln_status st = kiln_kernel_get(dev, "elementwise", "kiln_bias_add", &k);
-    if (st != KILN_OK)
-        return st;
     kiln_arg a[] = {kiln_arg_buffer(y), kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                     kiln_arg_buffer(params), kiln_arg_int((int64_t)offset)};
     const size_t range[2] = {cols, rows};
-    return kiln_kernel_run(dev, k, 2, range, a, 5);
+    return kiln_run(dev, "elementwise", "kiln_bias_add", 2, range, a, 5);
 }
 
 kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,

@@ -1,20 +1,33 @@
-/* Conv2D over NHWC as im2col + one GEMM per batch; kernel (kh, kw, C, F). */
-#include "layers/layer.h"
+/* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch, or
+ * direct kernels when the patch is small (conv2d_direct.c). */
+#include "layers/conv2d.h"
 #include "runtime/context.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-typedef struct conv2d_config {
-    int32_t filters, kh, kw, sh, sw;
-    kiln_padding padding;
-    int32_t use_bias;
-    /* inferred */
-    int32_t h, w, c, oh, ow, pad_top, pad_left;
-} conv2d_config;
+size_t kiln_conv2d_patch(const conv2d_config *c)
+{
+    return (size_t)c->kh * (size_t)c->kw * (size_t)c->c;
+}
 
-typedef struct conv2d_replica {
-    kiln_buffer *col;   /* im2col matrix; reused for its gradient in backward */
-} conv2d_replica;
+size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch)
+{
+    return (size_t)batch * (size_t)c->oh * (size_t)c->ow;
+}
+
+/* Small patches go direct. KILN_TEST_CONV=gemm or =direct forces one path
+ * (the tests run both on every shape). */
+static int32_t choose_direct(const conv2d_config *c)
+{
+    const char *force = getenv("KILN_TEST_CONV");
+    if (force && strcmp(force, "gemm") == 0)
+        return 0;
+    if (force && strcmp(force, "direct") == 0)
+        return 1;
+    return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
+}
 
 static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
 {
@@ -45,6 +58,7 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
                  "'valid' padding", (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s));
         return KILN_ERROR_SHAPE;
     }
+    c->direct = choose_direct(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
@@ -69,31 +83,25 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-static size_t patch_size(const conv2d_config *c)
-{
-    return (size_t)c->kh * (size_t)c->kw * (size_t)c->c;
-}
-
-static size_t out_pixels(const conv2d_config *c, int32_t batch)
-{
-    return (size_t)batch * (size_t)c->oh * (size_t)c->ow;
-}
-
 static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device *dev,
                                   const kiln_shape *in_shape, int32_t max_batch)
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
     (void)in_shape;
-    return kiln_buffer_create(dev, out_pixels(c, max_batch) * patch_size(c) * sizeof(float),
-                              "a conv2d im2col buffer", &r->col);
+    if (c->direct)
+        return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, max_batch),
+                                  "conv2d partial weight gradients", &r->scratch);
+    return kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
+                                       kiln_conv2d_patch(c) * sizeof(float),
+                              "a conv2d im2col buffer", &r->scratch);
 }
 
 static void conv2d_release(void *replica)
 {
     conv2d_replica *r = replica;
-    kiln_buffer_destroy(r->col);
-    r->col = NULL;
+    kiln_buffer_destroy(r->scratch);
+    r->scratch = NULL;
 }
 
 /* The kernel arguments im2col and col2im share, after their two buffers;
@@ -118,14 +126,17 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
-    const size_t m = out_pixels(c, s->batch), k = patch_size(c), f = (size_t)c->filters;
+    if (c->direct)
+        return kiln_conv2d_direct_forward(c, r, s);
+    const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
+    const size_t f = (size_t)c->filters;
     kiln_arg a[14];
     a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(r->col);
+    a[1] = kiln_arg_buffer(r->scratch);
     geometry_args(c, m, a + 2);
     kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a, 14);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->col, 0, k, s->params,
+        st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->scratch, 0, k, s->params,
                        s->param_offset[0], f, 0.0f, s->out, 0, f);
     if (st != KILN_OK || !c->use_bias)
         return st;
@@ -136,9 +147,12 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
-    const size_t m = out_pixels(c, s->batch), k = patch_size(c), f = (size_t)c->filters;
+    if (c->direct)
+        return kiln_conv2d_direct_backward(c, r, s);
+    const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
+    const size_t f = (size_t)c->filters;
     /* dW = col^T dy, while col still holds the forward patches. */
-    kiln_status st = kiln_gemm(s->dev, 1, 0, k, f, m, 1.0f, r->col, 0, k, s->d_out, 0, f, 0.0f,
+    kiln_status st = kiln_gemm(s->dev, 1, 0, k, f, m, 1.0f, r->scratch, 0, k, s->d_out, 0, f, 0.0f,
                                s->grads, s->param_offset[0], f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
@@ -146,12 +160,12 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
         return st;
     /* dcol = dy W^T overwrites col, then gathers back to the input. */
     st = kiln_gemm(s->dev, 0, 1, m, k, f, 1.0f, s->d_out, 0, f, s->params, s->param_offset[0], f,
-                   0.0f, r->col, 0, k);
+                   0.0f, r->scratch, 0, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_arg a[15];
-    a[0] = kiln_arg_buffer(r->col);
+    a[0] = kiln_arg_buffer(r->scratch);
     a[1] = kiln_arg_buffer(s->d_in[0]);
     geometry_args(c, pixels, a + 2);
     a[14] = kiln_arg_int(s->d_in_accumulate[0]);
@@ -162,7 +176,7 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 {
     const conv2d_config *c = config;
     (void)in_shape;
-    return 2u * (uint64_t)out_pixels(c, 1) * patch_size(c) * (uint64_t)c->filters;
+    return 2u * (uint64_t)kiln_conv2d_out_pixels(c, 1) * kiln_conv2d_patch(c) * (uint64_t)c->filters;
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {
@@ -176,7 +190,7 @@ kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_opti
     kiln_options_copy(&o, sizeof o, options);
     conv2d_config c = {o.filters, o.kernel_size[0], o.kernel_size[1],
                        o.strides[0] ? o.strides[0] : 1, o.strides[1] ? o.strides[1] : 1,
-                       o.padding, !o.no_bias, 0, 0, 0, 0, 0, 0, 0};
+                       o.padding, !o.no_bias, 0, 0, 0, 0, 0, 0, 0, 0};
     return kiln_model_add_layer(model, &kiln_layer_conv2d, &c, &input, 1, o.name,
                                 o.activation);
 }

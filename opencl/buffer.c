@@ -208,12 +208,18 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
     return KILN_OK;
 }
 
-kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
-                      const kiln_arg *args, int n_args)
+kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
+                     const size_t *size, const kiln_arg *args, int n_args)
 {
     kiln_kernel *k;
     kiln_status st = kiln_kernel_get(dev, file, name, &k);
     if (st != KILN_OK)
         return st;
-    return kiln_kernel_run(dev, k, 1, &n, args, n_args);
+    return kiln_kernel_run(dev, k, dims, size, args, n_args);
+}
+
+kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
+                      const kiln_arg *args, int n_args)
+{
+    return kiln_run(dev, file, name, 1, &n, args, n_args);
 }

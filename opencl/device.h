@@ -62,6 +62,10 @@ kiln_arg kiln_arg_float(float f);
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                             const size_t *size, const kiln_arg *args, int n_args);
 
+/* kiln_kernel_get + kiln_kernel_run. */
+kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
+                     const size_t *size, const kiln_arg *args, int n_args);
+
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
                       const kiln_arg *args, int n_args);

@@ -207,6 +207,11 @@ int main(void)
         test_conv(ctx, img, 1, &convs[i]);
         test_conv(ctx, tall, 3, &convs[i]);
     }
+    /* The seed CNN's first layer: enough output pixels that the direct
+     * path's weight gradient is summed in several chunks, the last partial. */
+    const int32_t fashion[] = {28, 28, 1};
+    const conv_case seed = {32, 3, 3, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0};
+    test_conv(ctx, fashion, 5, &seed);
 
     test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
     for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {

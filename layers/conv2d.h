@@ -1,0 +1,38 @@
+/* Private to the Conv2D layer: its configuration, shared by the im2col +
+ * GEMM path (conv2d.c) and the direct kernels for small patches
+ * (conv2d_direct.c). */
+#ifndef KILN_LAYERS_CONV2D_H
+#define KILN_LAYERS_CONV2D_H
+
+#include "layers/layer.h"
+
+/* Largest patch (KH * KW * C) the direct kernels take. Up to here they beat
+ * im2col + GEMM on the devices measured (README, performance). */
+#define KILN_CONV_DIRECT_MAX_PATCH 32
+
+typedef struct conv2d_config {
+    int32_t filters, kh, kw, sh, sw;
+    kiln_padding padding;
+    int32_t use_bias;
+    /* inferred */
+    int32_t h, w, c, oh, ow, pad_top, pad_left;
+    int32_t direct;   /* direct kernels, not im2col + GEMM */
+} conv2d_config;
+
+/* Per replica: the im2col matrix (GEMM path) or the per-chunk partial
+ * weight gradients (direct path). */
+typedef struct conv2d_replica {
+    kiln_buffer *scratch;
+} conv2d_replica;
+
+size_t kiln_conv2d_patch(const conv2d_config *c);
+size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
+
+/* The direct path: scratch bytes for max_batch, forward, backward. */
+size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch);
+kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
+                                       const kiln_step *s);
+kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,
+                                        const kiln_step *s);
+
+#endif

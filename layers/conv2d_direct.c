@@ -1,0 +1,104 @@
+/* Conv2D's direct path (opencl/kernels/conv2d_direct.cl): no im2col matrix;
+ * the weight gradient is summed per chunk of output pixels, then over the
+ * chunks in a fixed order, so results do not depend on the device. */
+#include "layers/conv2d.h"
+
+/* At most this many chunks (enough parallel work for a GPU, few partial
+ * sums), of at least this many pixels (enough work per work-item). */
+#define MAX_CHUNKS 64
+#define MIN_CHUNK_PIXELS 256
+
+static size_t chunk_pixels(size_t pixels)
+{
+    const size_t even = (pixels + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    return even > MIN_CHUNK_PIXELS ? even : MIN_CHUNK_PIXELS;
+}
+
+size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
+{
+    const size_t pixels = kiln_conv2d_out_pixels(c, max_batch);
+    const size_t chunks = (pixels + chunk_pixels(pixels) - 1) / chunk_pixels(pixels);
+    return chunks * (kiln_conv2d_patch(c) + 1) * (size_t)c->filters * sizeof(float);
+}
+
+/* The window arguments every direct kernel ends with. */
+static void window_args(const conv2d_config *c, kiln_arg *a)
+{
+    a[0] = kiln_arg_int(c->h);
+    a[1] = kiln_arg_int(c->w);
+    a[2] = kiln_arg_int(c->c);
+    a[3] = kiln_arg_int(c->oh);
+    a[4] = kiln_arg_int(c->ow);
+    a[5] = kiln_arg_int(c->kh);
+    a[6] = kiln_arg_int(c->kw);
+    a[7] = kiln_arg_int(c->sh);
+    a[8] = kiln_arg_int(c->sw);
+    a[9] = kiln_arg_int(c->pad_top);
+    a[10] = kiln_arg_int(c->pad_left);
+}
+
+kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
+                                       const kiln_step *s)
+{
+    (void)r;
+    const size_t pixels = kiln_conv2d_out_pixels(c, s->batch);
+    kiln_arg a[19];
+    a[0] = kiln_arg_buffer(s->in[0]);
+    a[1] = kiln_arg_buffer(s->out);
+    a[2] = kiln_arg_buffer(s->params);
+    a[3] = kiln_arg_int((int64_t)s->param_offset[0]);
+    a[4] = kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0);
+    a[5] = kiln_arg_int(c->use_bias);
+    a[6] = kiln_arg_int(c->filters);
+    a[7] = kiln_arg_int((int64_t)pixels);
+    window_args(c, a + 8);
+    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", pixels, a, 19);
+}
+
+static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
+{
+    const size_t pixels = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
+    const size_t per = chunk_pixels(pixels), chunks = (pixels + per - 1) / per;
+    kiln_arg a[19];
+    a[0] = kiln_arg_buffer(s->in[0]);
+    a[1] = kiln_arg_buffer(s->d_out);
+    a[2] = kiln_arg_buffer(r->scratch);
+    a[3] = kiln_arg_int(c->filters);
+    a[4] = kiln_arg_int((int64_t)k);
+    a[5] = kiln_arg_int((int64_t)chunks);
+    a[6] = kiln_arg_int((int64_t)per);
+    a[7] = kiln_arg_int((int64_t)pixels);
+    window_args(c, a + 8);
+    const size_t range[3] = {((size_t)c->filters + 7) / 8, k + 1, chunks};
+    kiln_status st = kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial", 3,
+                              range, a, 19);
+    if (st != KILN_OK)
+        return st;
+    kiln_arg b[] = {kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),
+                    kiln_arg_int((int64_t)s->param_offset[0]),
+                    kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
+                    kiln_arg_int(c->use_bias), kiln_arg_int(c->filters),
+                    kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)chunks)};
+    const size_t sums[2] = {(size_t)c->filters, k + 1};
+    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_reduce", 2, sums, b, 8);
+}
+
+kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,
+                                        const kiln_step *s)
+{
+    kiln_status st = weight_grad(c, r, s);
+    if (st != KILN_OK || !s->d_in[0])
+        return st;
+    const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
+    kiln_arg a[18];
+    a[0] = kiln_arg_buffer(s->d_out);
+    a[1] = kiln_arg_buffer(s->params);
+    a[2] = kiln_arg_int((int64_t)s->param_offset[0]);
+    a[3] = kiln_arg_buffer(s->d_in[0]);
+    a[4] = kiln_arg_int(s->d_in_accumulate[0]);
+    a[5] = kiln_arg_int(c->filters);
+    a[6] = kiln_arg_int((int64_t)pixels);
+    window_args(c, a + 7);
+    const size_t range[2] = {(size_t)c->c, pixels};
+    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_input_grad", 2, range, a, 18);
+}

@@ -1,0 +1,169 @@
+/* Direct convolution for small patches (K = KH * KW * C of a few dozen at
+ * most: the first layers of image models). im2col + GEMM spends most of its
+ * time there on a K-wide matrix it writes and reads back and on a GEMM too
+ * thin to block well; these kernels read the input where it lies.
+ *
+ * Filters go in blocks of eight as float8 values: explicit vectors reach
+ * the SIMD units of CPU devices, which do not vectorise these loops across
+ * work-items, and cost a GPU nothing. NHWC input, kernel (KH, KW, C, F). */
+
+/* Up to eight consecutive floats (the rest zero), and their store. */
+inline float8 kiln_load8(__global const float *p, int count)
+{
+    if (count >= 8)
+        return vload8(0, p);
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < count; j++)
+        v[j] = p[j];
+    return vload8(0, v);
+}
+
+inline void kiln_store8(__global float *p, float8 x, int count)
+{
+    if (count >= 8) {
+        vstore8(x, 0, p);
+        return;
+    }
+    float v[8];
+    vstore8(x, 0, v);
+    for (int j = 0; j < count; j++)
+        p[j] = v[j];
+}
+
+/* out[p, f] = bias[f] + sum over the window and channels of in * kernel;
+ * one work-item per output pixel, all filters. use_bias 0: no bias. */
+__kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
+                                         __global const float *params, int kernel_offset,
+                                         int bias_offset, int use_bias, int F, int pixels,
+                                         int H, int W, int C, int OH, int OW, int KH, int KW,
+                                         int stride_h, int stride_w, int pad_top,
+                                         int pad_left)
+{
+    const int p = get_global_id(0);
+    if (p >= pixels)
+        return;
+    const int ox = p % OW;
+    const int oy = (p / OW) % OH;
+    const int n = p / (OW * OH);
+    __global const float *sample = in + (size_t)n * H * W * C;
+    for (int f0 = 0; f0 < F; f0 += 8) {
+        const int count = F - f0;
+        float8 acc = use_bias ? kiln_load8(params + bias_offset + f0, count) : (float8)(0.0f);
+        for (int ky = 0; ky < KH; ky++) {
+            const int y = oy * stride_h - pad_top + ky;
+            if (y < 0 || y >= H)
+                continue;
+            for (int kx = 0; kx < KW; kx++) {
+                const int x = ox * stride_w - pad_left + kx;
+                if (x < 0 || x >= W)
+                    continue;
+                __global const float *src = sample + ((size_t)y * W + x) * C;
+                __global const float *w =
+                    params + kernel_offset + (size_t)((ky * KW + kx) * C) * F + f0;
+                for (int c = 0; c < C; c++)
+                    acc += src[c] * kiln_load8(w + (size_t)c * F, count);
+            }
+        }
+        kiln_store8(out + (size_t)p * F + f0, acc, count);
+    }
+}
+
+/* Partial weight and bias gradients over one chunk of output pixels, over a
+ * (filter blocks, K + 1, chunks) range: partial[chunk, k, f] = sum over the
+ * chunk's pixels of in(window element k) * dy[p, f]; k = K is the bias
+ * (in = 1). kiln_conv2d_direct_reduce sums the chunks in a fixed order. */
+__kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
+                                              __global const float *dy,
+                                              __global float *partial, int F, int K,
+                                              int chunks, int chunk_pixels, int pixels, int H,
+                                              int W, int C, int OH, int OW, int KH, int KW,
+                                              int stride_h, int stride_w, int pad_top,
+                                              int pad_left)
+{
+    (void)KH;  /* the window arguments are the same for every kernel */
+    const int f0 = get_global_id(0) * 8, k = get_global_id(1), chunk = get_global_id(2);
+    if (f0 >= F || k > K || chunk >= chunks)
+        return;
+    const int count = F - f0;
+    /* k -> (ky, kx, c) once; the bias row reads no input. */
+    const int c = k % C, kx = (k / C) % KW, ky = k / (C * KW);
+    const int first = chunk * chunk_pixels;
+    const int last = min(first + chunk_pixels, pixels);
+    float8 acc = (float8)(0.0f);
+    int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
+    for (int p = first; p < last; p++) {
+        const float8 g = kiln_load8(dy + (size_t)p * F + f0, count);
+        if (k == K) {
+            acc += g;
+        } else {
+            const int y = oy * stride_h - pad_top + ky, x = ox * stride_w - pad_left + kx;
+            if (y >= 0 && y < H && x >= 0 && x < W)
+                acc += in[(((size_t)n * H + y) * W + x) * C + c] * g;
+        }
+        /* Step (n, oy, ox) without dividing again. */
+        if (++ox == OW) {
+            ox = 0;
+            if (++oy == OH) {
+                oy = 0;
+                n++;
+            }
+        }
+    }
+    kiln_store8(partial + ((size_t)chunk * (K + 1) + k) * F + f0, acc, count);
+}
+
+/* grads[kernel_offset + k * F + f] = sum over chunks of partial[chunk, k, f],
+ * chunk by chunk (deterministic); row K goes to the bias when use_bias. */
+__kernel void kiln_conv2d_direct_reduce(__global const float *partial, __global float *grads,
+                                        int kernel_offset, int bias_offset, int use_bias,
+                                        int F, int K, int chunks)
+{
+    const int f = get_global_id(0), k = get_global_id(1);
+    if (f >= F || k > K || (k == K && !use_bias))
+        return;
+    float s = 0.0f;
+    for (int chunk = 0; chunk < chunks; chunk++)
+        s += partial[((size_t)chunk * (K + 1) + k) * F + f];
+    grads[(k == K ? bias_offset : kernel_offset + k * F) + f] = s;
+}
+
+/* d_in[q, c] (+)= sum over the outputs whose window holds input pixel q and
+ * over the filters of dy[p, f] * kernel[ky, kx, c, f], over a (C, input
+ * pixels) range: a gather, so no atomics and a fixed summation order. */
+__kernel void kiln_conv2d_direct_input_grad(__global const float *dy,
+                                            __global const float *params, int kernel_offset,
+                                            __global float *d_in, int accumulate, int F,
+                                            int pixels, int H, int W, int C, int OH, int OW,
+                                            int KH, int KW, int stride_h, int stride_w,
+                                            int pad_top, int pad_left)
+{
+    const int c = get_global_id(0), q = get_global_id(1);
+    if (c >= C || q >= pixels)
+        return;
+    const int x = q % W;
+    const int y = (q / W) % H;
+    const int n = q / (W * H);
+    float acc = 0.0f;
+    for (int ky = 0; ky < KH; ky++) {
+        const int ty = y + pad_top - ky;
+        if (ty < 0 || ty % stride_h)
+            continue;
+        const int oy = ty / stride_h;
+        if (oy >= OH)
+            continue;
+        for (int kx = 0; kx < KW; kx++) {
+            const int tx = x + pad_left - kx;
+            if (tx < 0 || tx % stride_w)
+                continue;
+            const int ox = tx / stride_w;
+            if (ox >= OW)
+                continue;
+            __global const float *g = dy + (((size_t)n * OH + oy) * OW + ox) * F;
+            __global const float *w = params + kernel_offset + (size_t)((ky * KW + kx) * C + c) * F;
+            for (int f = 0; f < F; f++)
+                acc += g[f] * w[f];
+        }
+    }
+    __global float *dst = d_in + (size_t)q * C + c;
+    *dst = accumulate ? *dst + acc : acc;
+}
