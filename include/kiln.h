@@ -116,6 +116,25 @@ typedef void (*kiln_log_fn)(void *user, kiln_log_level level, const char *messag
  *  realloc(user, p, 0) frees and returns NULL. It must be thread-safe. */
 typedef void *(*kiln_realloc_fn)(void *user, void *ptr, size_t size);
 
+/** What kiln_context_create() does about CLBlast's GEMM parameters, which
+ *  decide most of a dense or convolutional model's speed. CLBlast ships
+ *  parameters tuned for the devices in its database; on others (CPU
+ *  OpenCL devices, many embedded GPUs) its defaults can be several times
+ *  slower than the device allows. */
+typedef enum kiln_gemm_tuning {
+    /** Apply parameters an earlier search stored for this device (same name,
+     *  vendor, platform and driver) in the cache folder; else CLBlast's. */
+    KILN_GEMM_TUNING_STORED = 0,
+    /** As STORED, but a device with nothing stored is searched first: a few
+     *  candidate parameter sets are compiled and timed on GEMM shapes of
+     *  dense and convolution layers, and the fastest (or CLBlast's defaults,
+     *  if none beats them) is stored. Once per device: tens of seconds to a
+     *  few minutes, mostly kernel compilation. */
+    KILN_GEMM_TUNING_SEARCH,
+    /** CLBlast's own parameters, nothing read or stored. */
+    KILN_GEMM_TUNING_OFF
+} kiln_gemm_tuning;
+
 /** Options of kiln_context_create(). */
 typedef struct kiln_context_options {
     size_t struct_size;          /**< sizeof(kiln_context_options) */
@@ -147,6 +166,9 @@ typedef struct kiln_context_options {
      *  context yet to hold it); may be NULL. Written only during the call. */
     char *error_buffer;
     size_t error_buffer_size;    /**< bytes at error_buffer */
+    /** GEMM parameter tuning; overridden by the KILN_GEMM_TUNING variable
+     *  ("stored", "search" or "off"). */
+    kiln_gemm_tuning gemm_tuning;
 } kiln_context_options;
 
 /**
@@ -188,6 +210,9 @@ typedef struct kiln_device_info {
     uint64_t global_memory_bytes;  /**< CL_DEVICE_GLOBAL_MEM_SIZE */
     uint32_t compute_units;      /**< CL_DEVICE_MAX_COMPUTE_UNITS */
     uint32_t max_clock_mhz;      /**< CL_DEVICE_MAX_CLOCK_FREQUENCY */
+    /** The GEMM parameters in use: "CLBlast defaults", or the tuned
+     *  XgemmDirect parameters ("WGD=64 MDIMCD=8 ..."). */
+    char gemm_parameters[128];
 } kiln_device_info;
 
 /** Describes device i (0 <= i < device count) of the context.

@@ -103,4 +103,8 @@ int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char 
 void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size);
 
+/* Applies stored GEMM parameters to the context's devices, searching first
+ * where `mode` asks (gemm_tuning.c). */
+kiln_status kiln_gemm_tuning_setup(kiln_context *ctx, kiln_gemm_tuning mode);
+
 #endif

@@ -186,6 +186,28 @@ static const char *type_word(kiln_device_type t)
     }
 }
 
+/* The option, unless KILN_GEMM_TUNING says otherwise. */
+static kiln_status gemm_tuning_mode(kiln_context *ctx, const kiln_context_options *o,
+                                    kiln_gemm_tuning *mode)
+{
+    static const char *const words[] = {"stored", "search", "off"};
+    const char *env = getenv("KILN_GEMM_TUNING");
+    *mode = o->gemm_tuning;
+    if (env && *env) {
+        int i = 0;
+        while (i < 3 && strcmp(env, words[i]) != 0)
+            i++;
+        if (i == 3)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "KILN_GEMM_TUNING='%s': expected "
+                              "'stored', 'search' or 'off'", env);
+        *mode = (kiln_gemm_tuning)i;
+    }
+    if ((int)*mode < KILN_GEMM_TUNING_STORED || *mode > KILN_GEMM_TUNING_OFF)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "gemm_tuning %d is not a "
+                          "kiln_gemm_tuning", (int)*mode);
+    return KILN_OK;
+}
+
 kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
 {
     found_device found[KILN_MAX_ALL_DEVICES];
@@ -202,6 +224,10 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
     if ((int)type < KILN_DEVICE_DEFAULT || type > KILN_DEVICE_ACCELERATOR)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "device_type %d is not a "
                           "kiln_device_type", (int)type);
+    kiln_gemm_tuning tuning;
+    kiln_status st = gemm_tuning_mode(ctx, o, &tuning);
+    if (st != KILN_OK)
+        return st;
     for (int32_t i = 0; i < o->n_device_indices; i++)
         indices[n_indices++] = o->device_indices[i];
     const char *env = getenv("KILN_DEVICES");
@@ -210,7 +236,7 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
         if (st != KILN_OK)
             return st;
     }
-    kiln_status st = list_all(ctx, found, &n_found);
+    st = list_all(ctx, found, &n_found);
     if (st != KILN_OK)
         return st;
 
@@ -254,7 +280,7 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
             return st;  /* the context's destroy closes those already open */
         ctx->n_devices++;
     }
-    return KILN_OK;
+    return kiln_gemm_tuning_setup(ctx, tuning);
 }
 
 void kiln_device_destroy(kiln_device *dev)

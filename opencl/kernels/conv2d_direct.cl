@@ -3,32 +3,8 @@
  * time there on a K-wide matrix it writes and reads back and on a GEMM too
  * thin to block well; these kernels read the input where it lies.
  *
- * Filters go in blocks of eight as float8 values: explicit vectors reach
- * the SIMD units of CPU devices, which do not vectorise these loops across
- * work-items, and cost a GPU nothing. NHWC input, kernel (KH, KW, C, F). */
-
-/* Up to eight consecutive floats (the rest zero), and their store. */
-inline float8 kiln_load8(__global const float *p, int count)
-{
-    if (count >= 8)
-        return vload8(0, p);
-    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < count; j++)
-        v[j] = p[j];
-    return vload8(0, v);
-}
-
-inline void kiln_store8(__global float *p, float8 x, int count)
-{
-    if (count >= 8) {
-        vstore8(x, 0, p);
-        return;
-    }
-    float v[8];
-    vstore8(x, 0, v);
-    for (int j = 0; j < count; j++)
-        p[j] = v[j];
-}
+ * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl).
+ * NHWC input, kernel (KH, KW, C, F). */
 
 /* out[p, f] = bias[f] + sum over the window and channels of in * kernel;
  * one work-item per output pixel, all filters. use_bias 0: no bias. */

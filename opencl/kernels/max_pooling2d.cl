@@ -15,33 +15,23 @@ __kernel void kiln_max_pooling2d_forward(__global const float *in, __global floa
     __global const float *sample = in + (size_t)n * H * W * C;
     const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
     const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
-    /* Channels in blocks of 8 kept in registers, so each window cell is one
-     * contiguous read of 8 floats. */
+    /* Channels in blocks of eight as vectors (kiln_load8, prelude.cl). */
     for (int c0 = 0; c0 < C; c0 += 8) {
-        const int nc = min(8, C - c0);
-        float best[8];
-        int index[8];
-        for (int j = 0; j < 8; j++) {
-            const int first = (y0 * W + x0) * C + c0 + (j < nc ? j : 0);
-            best[j] = sample[first];
-            index[j] = first;
-        }
+        const int count = C - c0;
+        const int first = (y0 * W + x0) * C + c0;
+        float8 best = kiln_load8(sample + first, count);
+        int8 index = (int8)(first) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
         for (int y = y0; y < y1; y++)
             for (int x = x0; x < x1; x++) {
                 const int base = (y * W + x) * C + c0;
-                for (int j = 0; j < 8; j++) {
-                    const int idx = base + (j < nc ? j : 0);
-                    const float v = sample[idx];
-                    /* The first maximum wins, as in the host reference; NaN propagates. */
-                    const int better = v > best[j] || (isnan(v) && !isnan(best[j]));
-                    best[j] = better ? v : best[j];
-                    index[j] = better ? idx : index[j];
-                }
+                const float8 v = kiln_load8(sample + base, count);
+                /* The first maximum wins, as in the host reference; NaN propagates. */
+                const int8 better = isgreater(v, best) | (isnan(v) & ~isnan(best));
+                best = select(best, v, better);
+                index = select(index, (int8)(base) + (int8)(0, 1, 2, 3, 4, 5, 6, 7), better);
             }
-        for (int j = 0; j < nc; j++) {
-            out[(size_t)p * C + c0 + j] = best[j];
-            argmax[(size_t)p * C + c0 + j] = index[j];
-        }
+        kiln_store8(out + (size_t)p * C + c0, best, count);
+        kiln_store8i(argmax + (size_t)p * C + c0, index, count);
     }
 }
 
@@ -67,17 +57,17 @@ __kernel void kiln_max_pooling2d_backward(__global const float *d_out,
     const int self = (y * W + x) * C;
     __global float *dst = d_in + (size_t)p * C;
     for (int c0 = 0; c0 < C; c0 += 8) {
-        const int nc = min(8, C - c0);
-        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        const int count = C - c0;
+        const int8 mine = (int8)(self + c0) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+        float8 s = (float8)(0.0f);
         for (int oy = oy_lo; oy <= oy_hi; oy++)
             for (int ox = ox_lo; ox <= ox_hi; ox++) {
                 const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c0;
-                for (int j = 0; j < 8; j++) {
-                    const int jj = j < nc ? j : 0;
-                    s[j] += argmax[o + jj] == self + c0 + j ? d_out[o + jj] : 0.0f;
-                }
+                const int8 won = kiln_load8i(argmax + o, count) == mine;
+                s += select((float8)(0.0f), kiln_load8(d_out + o, count), won);
             }
-        for (int j = 0; j < nc; j++)
-            dst[c0 + j] = accumulate ? dst[c0 + j] + s[j] : s[j];
+        if (accumulate)
+            s += kiln_load8(dst + c0, count);
+        kiln_store8(dst + c0, s, count);
     }
 }

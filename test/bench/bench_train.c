@@ -317,6 +317,8 @@ int main(int argc, char **argv)
         json_number(f, "input_ms_per_step", 1e3 * timed_stats.input_seconds / (double)a.steps, 1);
         fprintf(f, ", \"epochs_accuracy\": %ld, \"device\": ", a.epochs);
         json_string(f, info.name);
+        fprintf(f, ", \"gemm_parameters\": ");
+        json_string(f, info.gemm_parameters);
         fprintf(f, ", \"strategy\": \"%s\", \"replicas\": %d}\n", strategy, (int)replicas);
         if (fclose(f) != 0) {
             fprintf(stderr, "bench_train: cannot write %s\n", a.json);
@@ -330,7 +332,8 @@ int main(int argc, char **argv)
         printf(", startup %.2f s", startup);
         if (a.epochs)
             printf(", test accuracy %.4f after %ld epoch(s)", accuracy, a.epochs);
-        printf(" [%s, %s x%d]\n", info.name, strategy, (int)replicas);
+        printf(" [%s, %s x%d; GEMM: %s]\n", info.name, strategy, (int)replicas,
+               info.gemm_parameters);
     }
 fail:
     kiln_model_destroy(fresh);
