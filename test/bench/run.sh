@@ -3,6 +3,8 @@
 # evaluation samples/s at batch 32 and 128. This machine's speed drifts by up
 # to 20% between runs, so the two alternate within one run (taking turns to go
 # first) and the table reports medians and the ratio kiln / PyTorch.
+# Then kiln's GEMM beside OpenBLAS (bench_gemm): GFLOPS on the seed CNN's
+# GEMM shapes, as ratios to OpenBLAS and to the device's peak.
 #
 # Environment (defaults in brackets):
 #   BENCH_REPEATS [3]    rounds per batch size
@@ -10,6 +12,7 @@
 #   BENCH_WARMUP [20]    warm-up steps per run
 #   BENCH_EPOCHS [0]     >0: also train that many full epochs and report test accuracy
 #   BENCH_BUILD_DIR [build]  meson build folder, set up if missing
+#   KILN_GEMM_TUNING [stored]  off: CLBlast's default GEMM parameters (before/after)
 # POCL_DEVICES and KILN_DEVICES pass through untouched (default: PoCL's
 # pthread device). Raw results: bench-results/results.json, one JSON object a
 # line, rewritten by each run.
@@ -21,13 +24,28 @@ warmup=${BENCH_WARMUP:-20}
 epochs=${BENCH_EPOCHS:-0}
 build=${BENCH_BUILD_DIR:-build}
 
+# The peers' packages, where missing: PyTorch, and OpenBLAS for bench_gemm and
+# for PyTorch itself (Debian's default libblas3 is the reference BLAS, with
+# which PyTorch runs about 4x slower). Without them the peers are left out.
+deps=$(sh tools/install_deps.sh python3-torch libopenblas0-pthread libopenblas-dev 2>&1) ||
+    echo "run.sh: could not install the peers' packages; going on without them" >&2
+[ -z "$deps" ] || printf '%s\n' "$deps"
+# A build folder set up before OpenBLAS was installed would not look again.
+case $deps in
+    *"install_deps: installing"*)
+        [ ! -f "$build/build.ninja" ] || meson setup --reconfigure "$build" >/dev/null ;;
+esac
+
 [ -f "$build/build.ninja" ] || meson setup "$build"
 # Only the benchmark's target: a test mid-edit elsewhere must not block it.
-ninja -C "$build" test/bench/bench_train >/dev/null
+ninja -C "$build" test/bench/bench_train test/bench/bench_gemm >/dev/null
 
 out=bench-results/results.json
 mkdir -p bench-results
 : > "$out"
+
+# kiln's GEMM parameters searched for this device first (once; stored).
+sh test/bench/tune.sh "$build"
 
 peer=1
 why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
@@ -111,3 +129,12 @@ for name in ("kiln", "pytorch"):
     if dev:
         print("%s device: %s" % (name, dev[0]))
 PY
+
+echo
+# OpenBLAS gets as many threads as there are cores, all of which PoCL's
+# pthread device uses; set for bench_gemm only.
+blas_threads=$(getconf _NPROCESSORS_ONLN)
+echo "GEMM efficiency: OpenBLAS with OPENBLAS_NUM_THREADS=$blas_threads (the number of cores)"
+echo "command: ${devices}OPENBLAS_NUM_THREADS=$blas_threads $build/test/bench/bench_gemm --json $out"
+OPENBLAS_NUM_THREADS=$blas_threads "$build/test/bench/bench_gemm" --json "$out" ||
+    { echo "run.sh: bench_gemm failed" >&2; exit 1; }

@@ -14,6 +14,7 @@ batch=${BENCH_BATCH:-64}
 mkdir -p bench-results
 out=bench-results/scaling.jsonl
 : > "$out"
+POCL_DEVICES="basic" sh test/bench/tune.sh build
 r=0
 while [ $r -lt "$repeats" ]; do
     POCL_DEVICES="basic" ./build/test/bench/bench_train --batch "$batch" --steps "$steps" \

@@ -1,0 +1,172 @@
+/* GEMM tuning: a search stores its result in the cache folder and later
+ * contexts apply it without searching; a damaged record is ignored; the
+ * tuned kernels compute the same GEMMs as a float64 host loop, in every
+ * transposition and at sizes no tile divides; bad settings are errors.
+ * KILN_TEST_GEMM_CANDIDATES (set by meson) limits the search to the first
+ * candidate, which it then applies even if CLBlast's defaults are faster. */
+#include "harness.h"
+#include "opencl/device.h"
+#include "runtime/context.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char cache[256];
+static int searches;  /* "tuning GEMM" log lines seen */
+
+static void count_search(void *user, kiln_log_level level, const char *message)
+{
+    (void)user;
+    (void)level;
+    if (strstr(message, "tuning GEMM"))
+        searches++;
+}
+
+static kiln_context *open_ctx(kiln_gemm_tuning mode, kiln_status *st, char *err, size_t size)
+{
+    kiln_context_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.cache_dir = cache;
+    o.gemm_tuning = mode;
+    o.log_fn = count_search;
+    o.log_level = KILN_LOG_INFO;
+    o.error_buffer = err;
+    o.error_buffer_size = size;
+    kiln_context *ctx = NULL;
+    *st = kiln_context_create(&o, &ctx);
+    return ctx;
+}
+
+static void parameters(kiln_context *ctx, char *out, size_t size)
+{
+    kiln_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK_OK(ctx, kiln_context_device_info(ctx, 0, &info));
+    snprintf(out, size, "%s", info.gemm_parameters);
+}
+
+/* Every file in the cache folder (only the tuning record: no kernel runs). */
+static int damage_records(void)
+{
+    DIR *d = opendir(cache);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", cache, e->d_name);
+        FILE *f = fopen(path, "r+b");
+        if (f && fseek(f, 60, SEEK_SET) == 0 && fputc(0x5a, f) != EOF)
+            n++;
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static double frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*s >> 40) / (double)(1ULL << 24) - 0.5;
+}
+
+/* C = op(A) op(B) on the device against a float64 loop. */
+static void check_gemm(kiln_context *ctx, int m, int n, int k, int ta, int tb)
+{
+    kiln_device *dev = ctx->devices[0];
+    float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)k * n, 4);
+    float *c = calloc((size_t)m * n, 4);
+    uint64_t s = (uint64_t)(m * 131 + n * 17 + k + ta * 7 + tb);
+    for (int i = 0; i < m * k; i++)
+        a[i] = (float)frand(&s);
+    for (int i = 0; i < k * n; i++)
+        b[i] = (float)frand(&s);
+    kiln_buffer *da = NULL, *db = NULL, *dc = NULL;
+    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * k * 4, "a", &da));
+    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)k * n * 4, "b", &db));
+    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * n * 4, "c", &dc));
+    CHECK_OK(ctx, kiln_buffer_write(dev, da, 0, a, (size_t)m * k * 4, 1));
+    CHECK_OK(ctx, kiln_buffer_write(dev, db, 0, b, (size_t)k * n * 4, 1));
+    CHECK_OK(ctx, kiln_gemm(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, da, 0,
+                            ta ? (size_t)m : (size_t)k, db, 0, tb ? (size_t)k : (size_t)n, 0.0f,
+                            dc, 0, (size_t)n));
+    CHECK_OK(ctx, kiln_buffer_read(dev, dc, 0, c, (size_t)m * n * 4));
+    double worst = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double ref = 0;
+            for (int l = 0; l < k; l++)
+                ref += (double)a[ta ? l * m + i : i * k + l] * b[tb ? j * k + l : l * n + j];
+            const double e = fabs(c[i * n + j] - ref) / (1.0 + fabs(ref));
+            worst = e > worst ? e : worst;
+        }
+    printf("gemm %dx%dx%d %c%c: max relative error %.2e\n", m, n, k, ta ? 'T' : 'N',
+           tb ? 'T' : 'N', worst);
+    CHECK(worst < 1e-4);
+    kiln_buffer_destroy(da);
+    kiln_buffer_destroy(db);
+    kiln_buffer_destroy(dc);
+    free(a);
+    free(b);
+    free(c);
+}
+
+int main(void)
+{
+    snprintf(cache, sizeof cache, "/tmp/kiln-test-gemm-tuning-%ld", (long)getpid());
+    mkdir(cache, 0700);
+    char err[512] = "", first[128] = "", again[128] = "";
+    kiln_status st;
+
+    kiln_context *ctx = open_ctx(KILN_GEMM_TUNING_SEARCH, &st, err, sizeof err);
+    if (st == KILN_ERROR_NO_DEVICE)
+        SKIP("no OpenCL device");
+    CHECK(st == KILN_OK);
+    CHECK(searches > 0);
+    parameters(ctx, first, sizeof first);
+    printf("searched: %s\n", first);
+    CHECK(strncmp(first, "WGD=32 MDIMCD=8", 15) == 0);  /* the first candidate */
+    const int shapes[][3] = {{37, 13, 101}, {128, 64, 300}, {5, 70, 9}};
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 3; t++)
+            check_gemm(ctx, shapes[i][0], shapes[i][1], shapes[i][2], t == 1, t == 2);
+    kiln_context_destroy(ctx);
+
+    /* Stored: applied again, no search. */
+    searches = 0;
+    ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
+    CHECK(st == KILN_OK && searches == 0);
+    parameters(ctx, again, sizeof again);
+    CHECK(strcmp(first, again) == 0);
+    kiln_context_destroy(ctx);
+
+    ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
+    parameters(ctx, again, sizeof again);
+    CHECK(strcmp(again, "CLBlast defaults") == 0);
+    kiln_context_destroy(ctx);
+
+    /* A damaged record is not applied (nor an error). */
+    CHECK(damage_records() == 1);
+    ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
+    CHECK(st == KILN_OK && searches == 0);
+    parameters(ctx, again, sizeof again);
+    CHECK(strcmp(again, "CLBlast defaults") == 0);
+    kiln_context_destroy(ctx);
+
+    ctx = open_ctx((kiln_gemm_tuning)7, &st, err, sizeof err);
+    CHECK(st == KILN_ERROR_INVALID_ARGUMENT && !ctx && strstr(err, "gemm_tuning 7"));
+    setenv("KILN_GEMM_TUNING", "fast", 1);
+    ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
+    CHECK(st == KILN_ERROR_INVALID_ARGUMENT && !ctx && strstr(err, "KILN_GEMM_TUNING='fast'"));
+    unsetenv("KILN_GEMM_TUNING");
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    CHECK(system(cmd) == 0);
+    return test_finish("test_gemm_tuning");
+}
