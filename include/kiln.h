@@ -473,6 +473,29 @@ typedef struct kiln_training_stats {
 KILN_API kiln_status kiln_model_training_stats(const kiln_model *model,
                                                kiln_training_stats *stats);
 
+/** Device memory one replica of a compiled model holds
+ *  (kiln_model_memory). Activation and workspace buffers are sized for the
+ *  largest batch run so far, so they are 0 before the first fit, evaluate
+ *  or predict. */
+typedef struct kiln_memory_report {
+    size_t struct_size;           /**< sizeof(kiln_memory_report) */
+    int32_t device;               /**< the replica's device, as kiln_context_device_info counts */
+    int32_t batch_capacity;       /**< samples per replica the activation buffers hold */
+    uint64_t parameter_bytes;     /**< weights and biases */
+    uint64_t gradient_bytes;      /**< their gradients (and accumulated gradients) */
+    uint64_t optimizer_bytes;     /**< optimizer state (Adam's moments, momentum) */
+    uint64_t activation_bytes;    /**< layer outputs, activations and their gradients, labels */
+    uint64_t workspace_bytes;     /**< layers' scratch: im2col matrices, pooling indices */
+    uint64_t device_bytes;        /**< everything kiln holds on the device now */
+    uint64_t device_peak_bytes;   /**< the most kiln has held on the device at once */
+} kiln_memory_report;
+
+/** Fills `report` (struct_size set by the caller) for replica `replica`
+ *  (0 <= replica < the count kiln_model_distribution gives). Buffers
+ *  CLBlast allocates for itself are not counted. */
+KILN_API kiln_status kiln_model_memory(const kiln_model *model, int32_t replica,
+                                       kiln_memory_report *report);
+
 /** Number of float32 parameters (weights and biases) of a compiled model. */
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 

@@ -92,3 +92,13 @@ kiln_status kiln_identity_backward(const void *config, void *replica, const kiln
     const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
     return kiln_copy_or_add(s->dev, s->d_out, s->d_in[0], n, s->d_in_accumulate[0]);
 }
+
+kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_offset,
+                           size_t rows, size_t cols, kiln_buffer *dst)
+{
+    kiln_arg a[] = {kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
+                    kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
+                    kiln_arg_buffer(dst)};
+    const size_t range[2] = {rows, cols};
+    return kiln_run(dev, "elementwise", "kiln_transpose", 2, range, a, 5);
+}

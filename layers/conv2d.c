@@ -92,16 +92,21 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     if (c->direct)
         return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, max_batch),
                                   "conv2d partial weight gradients", &r->scratch);
-    return kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
-                                       kiln_conv2d_patch(c) * sizeof(float),
-                              "a conv2d im2col buffer", &r->scratch);
+    kiln_status st = kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
+                                                 kiln_conv2d_patch(c) * sizeof(float),
+                                        "a conv2d im2col buffer", &r->scratch);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, kiln_conv2d_patch(c) * (size_t)c->filters * sizeof(float),
+                                "a transposed conv2d kernel", &r->kernel_t);
+    return st;
 }
 
 static void conv2d_release(void *replica)
 {
     conv2d_replica *r = replica;
     kiln_buffer_destroy(r->scratch);
-    r->scratch = NULL;
+    kiln_buffer_destroy(r->kernel_t);
+    r->scratch = r->kernel_t = NULL;
 }
 
 /* The kernel arguments im2col and col2im share, after their two buffers;
@@ -158,9 +163,12 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
-    /* dcol = dy W^T overwrites col, then gathers back to the input. */
-    st = kiln_gemm(s->dev, 0, 1, m, k, f, 1.0f, s->d_out, 0, f, s->params, s->param_offset[0], f,
-                   0.0f, r->scratch, 0, k);
+    /* dcol = dy W^T overwrites col, then gathers back to the input; a plain
+     * GEMM on W^T (kiln_transpose says why). */
+    st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, 0, 0, m, k, f, 1.0f, s->d_out, 0, f, r->kernel_t, 0, k, 0.0f,
+                       r->scratch, 0, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;

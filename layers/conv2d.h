@@ -20,9 +20,10 @@ typedef struct conv2d_config {
 } conv2d_config;
 
 /* Per replica: the im2col matrix (GEMM path) or the per-chunk partial
- * weight gradients (direct path). */
+ * weight gradients (direct path); the GEMM path's transposed kernel. */
 typedef struct conv2d_replica {
     kiln_buffer *scratch;
+    kiln_buffer *kernel_t;
 } conv2d_replica;
 
 size_t kiln_conv2d_patch(const conv2d_config *c);

@@ -41,6 +41,29 @@ static kiln_status dense_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+/* Per replica: the kernel transposed, for the input gradient. */
+typedef struct dense_replica {
+    kiln_buffer *kernel_t;
+} dense_replica;
+
+static kiln_status dense_prepare(const void *config, void *replica, kiln_device *dev,
+                                 const kiln_shape *in_shape, int32_t max_batch)
+{
+    const dense_config *c = config;
+    dense_replica *r = replica;
+    (void)in_shape;
+    (void)max_batch;
+    return kiln_buffer_create(dev, (size_t)c->in * (size_t)c->units * sizeof(float),
+                              "a transposed dense kernel", &r->kernel_t);
+}
+
+static void dense_release(void *replica)
+{
+    dense_replica *r = replica;
+    kiln_buffer_destroy(r->kernel_t);
+    r->kernel_t = NULL;
+}
+
 static kiln_status dense_forward(const void *config, void *replica, const kiln_step *s)
 {
     const dense_config *c = config;
@@ -57,7 +80,7 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
 static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)
 {
     const dense_config *c = config;
-    (void)replica;
+    dense_replica *r = replica;
     const size_t m = (size_t)s->batch * (size_t)c->rows;
     const size_t in = (size_t)c->in, units = (size_t)c->units;
     /* dW = x^T dy */
@@ -65,11 +88,13 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
                                units, 0.0f, s->grads, s->param_offset[0], units);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
-    /* dx = dy W^T */
-    if (st == KILN_OK && s->d_in[0])
-        st = kiln_gemm(s->dev, 0, 1, m, in, units, 1.0f, s->d_out, 0, units, s->params,
-                       s->param_offset[0], units, s->d_in_accumulate[0] ? 1.0f : 0.0f,
-                       s->d_in[0], 0, in);
+    if (st != KILN_OK || !s->d_in[0])
+        return st;
+    /* dx = dy W^T, as a plain GEMM on W^T (kiln_transpose says why). */
+    st = kiln_transpose(s->dev, s->params, s->param_offset[0], in, units, r->kernel_t);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, 0, 0, m, in, units, 1.0f, s->d_out, 0, units, r->kernel_t, 0, in,
+                       s->d_in_accumulate[0] ? 1.0f : 0.0f, s->d_in[0], 0, in);
     return st;
 }
 
@@ -81,8 +106,8 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_dense = {
-    "dense", sizeof(dense_config), 0, 1, 1, dense_infer, NULL, dense_forward, dense_backward,
-    NULL, dense_flops,
+    "dense", sizeof(dense_config), sizeof(dense_replica), 1, 1, dense_infer, dense_prepare,
+    dense_forward, dense_backward, dense_release, dense_flops,
 };
 
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)

@@ -21,6 +21,11 @@ kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
                           "cannot allocate %zu bytes of device memory for %s on %s: %s",
                           bytes, what, dev->label, kiln_cl_error_name(err));
     }
+    pthread_mutex_lock(&dev->memory_lock);
+    dev->bytes_in_use += bytes;
+    if (dev->bytes_in_use > dev->peak_bytes)
+        dev->peak_bytes = dev->bytes_in_use;
+    pthread_mutex_unlock(&dev->memory_lock);
     *out = buf;
     return KILN_OK;
 }
@@ -29,8 +34,22 @@ void kiln_buffer_destroy(kiln_buffer *buf)
 {
     if (!buf)
         return;
+    kiln_device *dev = buf->dev;
+    pthread_mutex_lock(&dev->memory_lock);
+    dev->bytes_in_use -= buf->bytes;
+    pthread_mutex_unlock(&dev->memory_lock);
     clReleaseMemObject(buf->mem);
-    kiln_free(buf->dev->ctx, buf);
+    kiln_free(dev->ctx, buf);
+}
+
+void kiln_device_memory(kiln_device *dev, size_t *in_use, size_t *peak)
+{
+    pthread_mutex_lock(&dev->memory_lock);
+    if (in_use)
+        *in_use = dev->bytes_in_use;
+    if (peak)
+        *peak = dev->peak_bytes;
+    pthread_mutex_unlock(&dev->memory_lock);
 }
 
 size_t kiln_buffer_bytes(const kiln_buffer *buf)

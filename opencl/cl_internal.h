@@ -7,6 +7,7 @@
 #include "runtime/context.h"
 
 #include <CL/cl.h>
+#include <pthread.h>
 
 #define KILN_MAX_PROGRAMS 32
 #define KILN_MAX_KERNELS 128
@@ -60,6 +61,9 @@ struct kiln_device {
      * the driver had run out of resources. */
     int64_t fail_launch_at, launches;
     int n_gemm_seen;
+    /* Device memory kiln holds (buffer.c), now and at most. */
+    pthread_mutex_t memory_lock;
+    size_t bytes_in_use, peak_bytes;
 };
 
 struct kiln_buffer {

@@ -25,6 +25,10 @@ kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
 void kiln_buffer_destroy(kiln_buffer *buf);
 size_t kiln_buffer_bytes(const kiln_buffer *buf);
 
+/* Bytes of the device's buffers kiln holds now and the most it has held at
+ * once since the context opened it (CLBlast's own temporaries not counted). */
+void kiln_device_memory(kiln_device *dev, size_t *in_use, size_t *peak);
+
 /* Transfers on the device's in-order queue. A non-blocking write must keep
  * `src` alive and unchanged until the next kiln_device_finish(). */
 kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,

@@ -104,6 +104,7 @@ static kiln_status open_device(kiln_context *ctx, const found_device *f, int32_t
         return kiln_error_oom(ctx, "a device", sizeof *dev);
     dev->ctx = ctx;
     dev->index = index;
+    pthread_mutex_init(&dev->memory_lock, NULL);
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
@@ -299,6 +300,7 @@ void kiln_device_destroy(kiln_device *dev)
         clReleaseCommandQueue(dev->queue);
     if (dev->cl)
         clReleaseContext(dev->cl);
+    pthread_mutex_destroy(&dev->memory_lock);
     kiln_free(dev->ctx, dev);
 }
 

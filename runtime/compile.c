@@ -3,6 +3,7 @@
 #include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/replica.h"
 #include "runtime/rng.h"
 
 #include <math.h>
@@ -225,6 +226,26 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     stats->reductions = s.reductions;
     stats->reduce_seconds = s.reduce_seconds;
     stats->reduce_hidden_seconds = s.hidden_seconds;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_report *report)
+{
+    kiln_status st = check_compiled(m, "kiln_model_memory");
+    if (st != KILN_OK)
+        return st;
+    const int32_t n = m->strategy->replica_count(m->strategy_impl);
+    if (!report || report->struct_size < sizeof *report || replica < 0 || replica >= n)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_memory: replica %d of %d, or a report that is NULL or "
+                          "whose struct_size is not sizeof(kiln_memory_report)",
+                          (int)replica, (int)n);
+    const kiln_replica *r = m->strategy->replica(m->strategy_impl, replica);
+    report->device = -1;
+    for (int32_t d = 0; d < m->ctx->n_devices; d++)
+        if (m->ctx->devices[d] == r->dev)
+            report->device = d;
+    kiln_replica_memory(r, report);
     return KILN_OK;
 }
 

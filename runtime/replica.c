@@ -24,6 +24,33 @@ static void release_activations(kiln_replica *r)
     kiln_buffer_destroy(r->correct);
     r->labels = r->loss = r->correct = NULL;
     r->capacity = 0;
+    r->workspace_bytes = 0;
+}
+
+static uint64_t bytes_of(const kiln_buffer *b)
+{
+    return b ? kiln_buffer_bytes(b) : 0;
+}
+
+void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
+{
+    const kiln_model *m = r->model;
+    o->batch_capacity = r->capacity;
+    o->parameter_bytes = bytes_of(r->params);
+    o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum);
+    o->optimizer_bytes = 0;
+    for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+        o->optimizer_bytes += bytes_of(r->slots[s]);
+    o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
+                          bytes_of(r->sums);
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
+                               (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
+    o->workspace_bytes = r->workspace_bytes;
+    size_t now, peak;
+    kiln_device_memory(r->dev, &now, &peak);
+    o->device_bytes = now;
+    o->device_peak_bytes = peak;
 }
 
 kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
@@ -124,9 +151,14 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
         if (st == KILN_OK && i != m->input)
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
-        if (st == KILN_OK && node->ops->prepare)
+        if (st == KILN_OK && node->ops->prepare) {
+            size_t before, after;
+            kiln_device_memory(r->dev, &before, NULL);
             st = node->ops->prepare(node->config, r->state[i], r->dev,
                                     &m->nodes[node->inputs[0]].shape, n);
+            kiln_device_memory(r->dev, &after, NULL);
+            r->workspace_bytes += after - before;
+        }
     }
     const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
     if (st == KILN_OK)

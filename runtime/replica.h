@@ -38,6 +38,7 @@ typedef struct kiln_replica {
     unsigned char *written;      /* per node: grad written this backward pass */
     kiln_buffer *labels, *loss, *correct, *sums;
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
+    size_t workspace_bytes;      /* what the layers' prepare allocated */
     int index;                   /* replica number within its strategy */
     /* Where the replica is, for watchdog messages; under stage_lock. */
     pthread_mutex_t stage_lock;
@@ -50,6 +51,9 @@ typedef struct kiln_replica {
 
 kiln_status kiln_replica_create(const kiln_model *model, kiln_device *dev, kiln_replica **out);
 void kiln_replica_destroy(kiln_replica *r);
+
+/* The replica's share of kiln_model_memory (device left to the caller). */
+void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *report);
 
 /* Makes the activation buffers hold batches of n samples. */
 kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n);

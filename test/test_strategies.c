@@ -5,6 +5,7 @@
  * needs two devices is skipped, with the reason printed, on one. */
 #include "harness.h"
 #include "runtime/model.h"
+#include "runtime/optimizer.h"
 #include "runtime/replica.h"
 
 #define SAMPLES 64
@@ -127,6 +128,30 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
     CHECK(s.reduce_hidden_seconds <= s.reduce_seconds + 1e-9);
     kiln_training_stats small = {sizeof s - 1, 0, 0, 0, 0, 0, 0};
     CHECK(kiln_model_training_stats(m, &small) == KILN_ERROR_INVALID_ARGUMENT);
+
+    /* Every replica holds its own copy of everything. */
+    const int32_t n = m->strategy->replica_count(m->strategy_impl);
+    const uint64_t flat = (uint64_t)m->n_param_floats * sizeof(float);
+    for (int32_t k = 0; k < n; k++) {
+        kiln_memory_report mem;
+        memset(&mem, 0, sizeof mem);
+        mem.struct_size = sizeof mem;
+        CHECK_OK(m->ctx, kiln_model_memory(m, k, &mem));
+        CHECK(mem.device >= 0 && mem.device < m->ctx->n_devices);
+        CHECK(mem.parameter_bytes == flat);
+        CHECK(mem.gradient_bytes == flat * (r->accumulation > 1 ? 2 : 1));
+        CHECK(mem.optimizer_bytes ==
+              flat * (uint64_t)kiln_optimizer_slot_count(&m->optimizer));
+        CHECK(mem.batch_capacity > 0 && mem.batch_capacity <= r->batch);
+        CHECK(mem.activation_bytes > 0 && mem.workspace_bytes > 0);
+        const uint64_t sum = mem.parameter_bytes + mem.gradient_bytes + mem.optimizer_bytes +
+                             mem.activation_bytes + mem.workspace_bytes;
+        CHECK(mem.device_bytes >= sum && mem.device_peak_bytes >= mem.device_bytes);
+    }
+    kiln_memory_report bad;
+    memset(&bad, 0, sizeof bad);
+    bad.struct_size = sizeof bad;
+    CHECK_FAILS(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "replica", kiln_model_memory(m, n, &bad));
 }
 
 /* Trains and returns the weights (caller frees), NULL on failure. */

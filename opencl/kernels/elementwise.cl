@@ -44,3 +44,14 @@ __kernel void kiln_column_sum(__global const float *x, int rows, int cols,
     if (lid == 0 && c < cols)
         out[offset + c] = accumulate ? out[offset + c] + partial[0] : partial[0];
 }
+
+/* dst (cols x rows) = src (rows x cols, at src_offset) transposed, over a
+ * (rows, cols) range: consecutive work-items write consecutive floats. */
+__kernel void kiln_transpose(__global const float *src, int src_offset, int rows, int cols,
+                             __global float *dst)
+{
+    const int r = get_global_id(0), c = get_global_id(1);
+    if (r >= rows || c >= cols)
+        return;
+    dst[(size_t)c * rows + r] = src[src_offset + (size_t)r * cols + c];
+}

@@ -55,6 +55,7 @@ static const gemm_shape shapes[] = {
     {"dense1 fwd b128", 128, 64, 5408, 0, 0},
     {"dense1 wgrad b128", 5408, 64, 128, 1, 0},
     {"dense1 igrad b128", 128, 5408, 64, 0, 1},
+    {"dense1 igrad b128 NN", 128, 5408, 64, 0, 0},
     {"conv fwd b32", 21632, 32, 9, 0, 0},
     {"conv wgrad b32", 9, 32, 21632, 1, 0},
     {"dense1 fwd b32", 32, 64, 5408, 0, 0},
@@ -383,11 +384,9 @@ fail:
 
 static void print_header(const kiln_device_info *info, const peak_info *p, int rounds)
 {
-    const char *tuning = getenv("KILN_GEMM_TUNING");
     printf("GEMM efficiency on %s (%s, %s); median of %d rounds of >= %.1f s each\n",
            info->name, info->platform, info->driver_version, rounds, MIN_ROUND_S);
-    printf("kiln: kiln_gemm (CLBlast), GEMM tuning %s\n",
-           tuning ? tuning : "default (KILN_GEMM_TUNING unset)");
+    printf("kiln: kiln_gemm (CLBlast), GEMM parameters: %s\n", info->gemm_parameters);
     printf("peak = clock_GHz x compute_units x vector_width x 2 (FMA) = %.3f x %u x %u x 2"
            " = %.1f GFLOPS\n", p->clock_mhz / 1e3, p->units, p->width, p->gflops);
     printf("  (vector width: native %u, preferred %u; a CPU core with 2 FMA ports can do"

@@ -208,6 +208,9 @@ int main(int argc, char **argv)
     kiln_dataset *full = NULL;
     double t_first = 0, train_rate = 0, eval_rate = 0, accuracy = 0;
     kiln_training_stats timed_stats = {sizeof timed_stats, 0, 0, 0, 0, 0, 0};
+    kiln_memory_report memory;
+    memset(&memory, 0, sizeof memory);
+    memory.struct_size = sizeof memory;
     FILE *f = NULL;
 
     const double t_start = now();
@@ -243,6 +246,8 @@ int main(int argc, char **argv)
         train_rate = (double)(a.steps * a.batch) / (now() - t0);
         if (st == KILN_OK)
             st = kiln_model_training_stats(model, &timed_stats);
+        if (st == KILN_OK)
+            st = kiln_model_memory(model, 0, &memory);
         timed_stats.reductions -= before.reductions;
         timed_stats.reduce_seconds -= before.reduce_seconds;
         timed_stats.reduce_hidden_seconds -= before.reduce_hidden_seconds;
@@ -314,6 +319,12 @@ int main(int argc, char **argv)
                     reduced && timed_stats.reduce_seconds > 0
                         ? timed_stats.reduce_hidden_seconds / timed_stats.reduce_seconds : 0,
                     reduced && timed_stats.reduce_seconds > 0);
+        /* Replica 0 after training: what it holds beside the least it could. */
+        const double least = (double)(memory.parameter_bytes + memory.gradient_bytes +
+                                      memory.optimizer_bytes + memory.activation_bytes);
+        json_number(f, "memory_peak_mib", (double)memory.device_peak_bytes / 1048576.0, 1);
+        json_number(f, "memory_least_mib", least / 1048576.0, 1);
+        json_number(f, "memory_workspace_mib", (double)memory.workspace_bytes / 1048576.0, 1);
         json_number(f, "input_ms_per_step", 1e3 * timed_stats.input_seconds / (double)a.steps, 1);
         fprintf(f, ", \"epochs_accuracy\": %ld, \"device\": ", a.epochs);
         json_string(f, info.name);
@@ -329,7 +340,11 @@ int main(int argc, char **argv)
         printf("kiln: batch %ld, %ld steps: %.0f train samples/s", a.batch, a.steps, train_rate);
         if (a.eval)
             printf(", %.0f eval samples/s", eval_rate);
-        printf(", startup %.2f s", startup);
+        printf(", startup %.2f s, device memory peak %.1f MiB (parameters, gradients, "
+               "optimizer state and activations %.1f MiB)", startup,
+               (double)memory.device_peak_bytes / 1048576.0,
+               (double)(memory.parameter_bytes + memory.gradient_bytes +
+                        memory.optimizer_bytes + memory.activation_bytes) / 1048576.0);
         if (a.epochs)
             printf(", test accuracy %.4f after %ld epoch(s)", accuracy, a.epochs);
         printf(" [%s, %s x%d; GEMM: %s]\n", info.name, strategy, (int)replicas,
