@@ -128,7 +128,32 @@ for name in ("kiln", "pytorch"):
     dev = [r["device"] for r in rows if r["name"] == name]
     if dev:
         print("%s device: %s" % (name, dev[0]))
+print()
+print("kiln device memory after training (replica 0), MiB")
+print("| batch | peak | parameters + gradients + optimizer state + activations | layers' workspace |")
+print("|---|---|---|---|")
+for batch in sorted({r["batch"] for r in rows}):
+    print("| %d | %s | %s | %s |" % (batch, cell(med("kiln", batch, "memory_peak_mib"), "%.1f"),
+          cell(med("kiln", batch, "memory_least_mib"), "%.1f"),
+          cell(med("kiln", batch, "memory_workspace_mib"), "%.1f")))
 PY
+
+echo
+# Start-up to the end of the first training step. Cold: an empty kiln cache
+# folder and the drivers' own kernel caches off (PoCL's, NVIDIA's), so every
+# kernel compiles and GEMM runs untuned; warm: the same folder again, every
+# cache full.
+startup() {
+    "$build/test/bench/bench_train" --batch 128 --steps 1 --warmup 1 --limit 256 |
+        sed -n 's/.*startup \([0-9.]*\) s.*/\1/p'
+}
+fresh=$(mktemp -d)
+cold=$(POCL_KERNEL_CACHE=0 CUDA_CACHE_DISABLE=1 KILN_CACHE_DIR=$fresh startup)
+# (the first warm run fills the drivers' caches the cold one left empty)
+KILN_CACHE_DIR=$fresh startup >/dev/null
+warm=$(KILN_CACHE_DIR=$fresh startup)
+rm -rf "$fresh"
+echo "kiln start-up, context creation to the end of the first step: cold $cold s, warm $warm s"
 
 echo
 # OpenBLAS gets as many threads as there are cores, all of which PoCL's
