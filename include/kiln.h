@@ -313,6 +313,17 @@ typedef struct kiln_pool2d_options {
 KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                                       const kiln_pool2d_options *options);
 
+/** Average pooling over (H, W) of an (H, W, C) input (Keras
+ *  AveragePooling2D): with 'same' padding an output averages only the
+ *  window's cells inside the input. */
+KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
+                                          const kiln_pool2d_options *options);
+
+/** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
+ *  GlobalAveragePooling2D). `name` may be NULL. */
+KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
+                                                 const char *name);
+
 /** Flattens a sample to one dimension (row-major, channels last). */
 KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
 

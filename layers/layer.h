@@ -128,6 +128,8 @@ extern const kiln_layer_ops kiln_layer_input;
 extern const kiln_layer_ops kiln_layer_dense;
 extern const kiln_layer_ops kiln_layer_conv2d;
 extern const kiln_layer_ops kiln_layer_max_pooling2d;
+extern const kiln_layer_ops kiln_layer_average_pooling2d;
+extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;
 extern const kiln_layer_ops kiln_layer_add;

@@ -146,6 +146,51 @@ void ref_max_pool_backward(const ref_conv *g, const double *x, const double *dy,
                         dy[((n * g->oh + oy) * g->ow + ox) * g->c + c];
 }
 
+/* Average pooling: each output is the mean of its window's cells inside
+ * the input; backward spreads dy evenly over those cells. One function does
+ * both (dy NULL: forward into y; else backward into dx). */
+static void avg_pool(const ref_conv *g, const double *x, double *y, const double *dy,
+                     double *dx)
+{
+    if (dy)
+        memset(dx, 0, sizeof(double) * (size_t)(g->batch * g->h * g->w * g->c));
+    for (int n = 0; n < g->batch; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int c = 0; c < g->c; c++) {
+                    int cells = 0;
+                    double sum = 0;
+                    for (int pass = 0; pass < 2; pass++)
+                        for (int ky = 0; ky < g->kh; ky++)
+                            for (int kx = 0; kx < g->kw; kx++) {
+                                const int iy = oy * g->sh - g->pad_top + ky;
+                                const int ix = ox * g->sw - g->pad_left + kx;
+                                if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                                    continue;
+                                const int i = ((n * g->h + iy) * g->w + ix) * g->c + c;
+                                const int o = ((n * g->oh + oy) * g->ow + ox) * g->c + c;
+                                if (pass == 0) {
+                                    cells++;
+                                    sum += dy ? 0 : x[i];
+                                } else if (dy) {
+                                    dx[i] += dy[o] / cells;
+                                }
+                            }
+                    if (!dy)
+                        y[((n * g->oh + oy) * g->ow + ox) * g->c + c] = sum / cells;
+                }
+}
+
+void ref_avg_pool_forward(const ref_conv *g, const double *x, double *y)
+{
+    avg_pool(g, x, y, NULL, NULL);
+}
+
+void ref_avg_pool_backward(const ref_conv *g, const double *dy, double *dx)
+{
+    avg_pool(g, NULL, NULL, dy, dx);
+}
+
 void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
                             double *y)
 {

@@ -26,6 +26,8 @@ void ref_conv2d_backward(const ref_conv *g, const double *x, const double *w, co
 /* Pooling reuses ref_conv's geometry with kh/kw as the pool and f == c. */
 void ref_max_pool_forward(const ref_conv *g, const double *x, double *y);
 void ref_max_pool_backward(const ref_conv *g, const double *x, const double *dy, double *dx);
+void ref_avg_pool_forward(const ref_conv *g, const double *x, double *y);
+void ref_avg_pool_backward(const ref_conv *g, const double *dy, double *dx);
 
 void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
                             double *y);

@@ -63,25 +63,33 @@ static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int bat
     layer_run_free(&r);
 }
 
+enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL };
+
 typedef struct conv_case {
     int filters, kh, kw, sh, sw;
     kiln_padding padding;
     kiln_activation act;
     int no_bias;
-    int pool;   /* nonzero: max pooling with kh x kw, strides sh x sw */
+    int pool;   /* POOL_*: pooling with kh x kw, strides sh x sw, not conv */
 } conv_case;
 
 static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 {
     const conv_case *c = arg;
-    if (c->pool) {
-        kiln_pool2d_options o = {sizeof o, NULL, {c->kh, c->kw}, {c->sh, c->sw}, c->padding};
+    kiln_pool2d_options o = {sizeof o, NULL, {c->kh, c->kw}, {c->sh, c->sw}, c->padding};
+    if (c->pool == POOL_MAX)
         return kiln_max_pooling2d(m, pre, &o);
-    }
-    kiln_conv2d_options o = {sizeof o, NULL, c->filters, {c->kh, c->kw}, {c->sh, c->sw},
-                             c->padding, c->act, c->no_bias};
-    return kiln_conv2d(m, pre, &o);
+    if (c->pool == POOL_AVERAGE)
+        return kiln_average_pooling2d(m, pre, &o);
+    if (c->pool == POOL_GLOBAL)
+        return kiln_global_average_pooling2d(m, pre, NULL);
+    kiln_conv2d_options co = {sizeof co, NULL, c->filters, {c->kh, c->kw}, {c->sh, c->sw},
+                              c->padding, c->act, c->no_bias};
+    return kiln_conv2d(m, pre, &co);
 }
+
+static const char *const pool_name[] = {"conv2d", "max_pooling2d", "average_pooling2d",
+                                         "global_average_pooling2d"};
 
 static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const conv_case *c)
 {
@@ -90,12 +98,16 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
         return;
     ref_conv g = {batch, dims[0], dims[1], dims[2], c->pool ? dims[2] : c->filters, c->kh,
                   c->kw, c->sh, c->sw, 0, 0, 0, 0};
+    if (c->pool == POOL_GLOBAL) {
+        g.kh = g.sh = g.h;
+        g.kw = g.sw = g.w;
+    }
     ref_window(g.h, g.kh, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
     ref_window(g.w, g.kw, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
     const int64_t ny = (int64_t)batch * g.oh * g.ow * g.f, nx = batch * r.in_size;
     char what[160];
     snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s, %d filters, %s, batch %d on "
-             "(%d, %d, %d)", c->pool ? "max_pooling2d" : "conv2d", c->kh, c->kw, c->sh, c->sw,
+             "(%d, %d, %d)", pool_name[c->pool], g.kh, g.kw, g.sh, g.sw,
              c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
              dims[0], dims[1], dims[2]);
     printf("%s\n", what);
@@ -110,9 +122,12 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
     const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
-    if (c->pool) {
+    if (c->pool == POOL_MAX) {
         ref_max_pool_forward(&g, r.x, y);
         ref_max_pool_backward(&g, r.x, r.dy, dx);
+    } else if (c->pool) {
+        ref_avg_pool_forward(&g, r.x, y);
+        ref_avg_pool_backward(&g, r.dy, dx);
     } else {
         ref_conv2d_forward(&g, r.x, r.params[0], c->no_bias ? NULL : r.params[1], z);
         apply_act(c->act, z, r.dy, (int)(ny / g.f), g.f, y, dz);
@@ -199,13 +214,21 @@ int main(void)
         {4, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, 0},
         {6, 1, 1, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_TANH, 1, 0},
         {3, 4, 3, 3, 2, KILN_PADDING_SAME, KILN_ACTIVATION_SIGMOID, 0, 0},
-        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, 1},
-        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, 1},
-        {0, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, 1},
+        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
+        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
+        {0, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
+        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
+        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
+        {0, 3, 2, 1, 1, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
+        {0, 0, 0, 0, 0, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_GLOBAL},
     };
+    /* More channels than one vector of eight holds, for the pooling kernels. */
+    const int32_t wide[] = {6, 5, 11};
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
         test_conv(ctx, img, 1, &convs[i]);
         test_conv(ctx, tall, 3, &convs[i]);
+        if (convs[i].pool)
+            test_conv(ctx, wide, 2, &convs[i]);
     }
     /* The seed CNN's first layer: enough output pixels that the direct
      * path's weight gradient is summed in several chunks, the last partial. */

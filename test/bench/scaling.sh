@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 ninja -C build >/dev/null
 repeats=${BENCH_REPEATS:-3}
 steps=${BENCH_STEPS:-150}
-batch=${BENCH_BATCH:-64}
+batch=${BENCH_BATCH:-128}
 mkdir -p bench-results
 out=bench-results/scaling.jsonl
 : > "$out"

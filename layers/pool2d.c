@@ -1,0 +1,88 @@
+/* Window arithmetic shared by the pooling layers. */
+#include "layers/pool2d.h"
+
+#include <stdio.h>
+
+pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
+{
+    pool_config c = {0, 0, 0, 0, KILN_PADDING_VALID, 0, 0, 0, 0, 0, 0, 0, 0};
+    c.ph = o->pool_size[0] ? o->pool_size[0] : 2;
+    c.pw = o->pool_size[1] ? o->pool_size[1] : 2;
+    c.sh = o->strides[0] ? o->strides[0] : c.ph;
+    c.sw = o->strides[1] ? o->strides[1] : c.pw;
+    c.padding = o->padding;
+    return c;
+}
+
+kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
+{
+    pool_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    char s[64];
+    if (in->rank != 3) {
+        snprintf(b->error, sizeof b->error, "expects a (height, width, channels) input, got %s",
+                 kiln_shape_str(in, s, sizeof s));
+        return KILN_ERROR_SHAPE;
+    }
+    if (c->global) {
+        c->ph = c->sh = in->dims[0];
+        c->pw = c->sw = in->dims[1];
+        c->padding = KILN_PADDING_VALID;
+    }
+    if (c->ph <= 0 || c->pw <= 0 || c->sh <= 0 || c->sw <= 0) {
+        snprintf(b->error, sizeof b->error, "pool_size (%d, %d) and strides (%d, %d) must be "
+                 "> 0", (int)c->ph, (int)c->pw, (int)c->sh, (int)c->sw);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+        snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    c->h = in->dims[0];
+    c->w = in->dims[1];
+    c->c = in->dims[2];
+    if (!kiln_window_output(c->h, c->ph, c->sh, c->padding, &c->oh, &c->pad_top) ||
+        !kiln_window_output(c->w, c->pw, c->sw, c->padding, &c->ow, &c->pad_left)) {
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with "
+                 "'valid' padding", (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s));
+        return KILN_ERROR_SHAPE;
+    }
+    if (c->global) {
+        b->out.rank = 1;
+        b->out.dims[0] = c->c;
+        return KILN_OK;
+    }
+    b->out.rank = 3;
+    b->out.dims[0] = c->oh;
+    b->out.dims[1] = c->ow;
+    b->out.dims[2] = c->c;
+    return KILN_OK;
+}
+
+size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch)
+{
+    return (size_t)batch * (size_t)c->oh * (size_t)c->ow * (size_t)c->c;
+}
+
+void kiln_pool2d_geometry_args(const pool_config *c, size_t count, kiln_arg *a)
+{
+    a[0] = kiln_arg_int((int64_t)count);
+    a[1] = kiln_arg_int(c->h);
+    a[2] = kiln_arg_int(c->w);
+    a[3] = kiln_arg_int(c->c);
+    a[4] = kiln_arg_int(c->oh);
+    a[5] = kiln_arg_int(c->ow);
+    a[6] = kiln_arg_int(c->ph);
+    a[7] = kiln_arg_int(c->pw);
+    a[8] = kiln_arg_int(c->sh);
+    a[9] = kiln_arg_int(c->sw);
+    a[10] = kiln_arg_int(c->pad_top);
+    a[11] = kiln_arg_int(c->pad_left);
+}
+
+uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)
+{
+    const pool_config *c = config;
+    (void)in_shape;
+    return (uint64_t)kiln_pool2d_out_count(c, 1) * (uint64_t)c->ph * (uint64_t)c->pw;
+}

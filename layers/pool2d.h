@@ -1,0 +1,33 @@
+/* Private to the pooling layers: the window configuration and arithmetic
+ * MaxPooling2D, AveragePooling2D and GlobalAveragePooling2D share. */
+#ifndef KILN_LAYERS_POOL2D_H
+#define KILN_LAYERS_POOL2D_H
+
+#include "layers/layer.h"
+
+typedef struct pool_config {
+    int32_t ph, pw, sh, sw;
+    kiln_padding padding;
+    int32_t global;   /* GlobalAveragePooling2D: the window is the whole input */
+    /* inferred */
+    int32_t h, w, c, oh, ow, pad_top, pad_left;
+} pool_config;
+
+/* A configuration from the public options (Keras's defaults: pool (2, 2),
+ * strides = pool). */
+pool_config kiln_pool2d_config(const kiln_pool2d_options *options);
+
+/* Checks the options against an (H, W, C) input and infers the output;
+ * a global pool outputs (C). */
+kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *build);
+
+/* Outputs (pixels x channels) for a batch. */
+size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch);
+
+/* The 12 kernel arguments after the buffers: `count` work-items, then the
+ * input, output and window geometry. */
+void kiln_pool2d_geometry_args(const pool_config *c, size_t count, kiln_arg *args);
+
+uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
+
+#endif

@@ -1,0 +1,68 @@
+/* Average pooling, channels last, over the window's cells inside the input
+ * (with 'same' padding the padded cells are not counted, as in Keras).
+ * GlobalAveragePooling2D is the case where the window is the whole input.
+ * Channels go in blocks of eight as vectors (kiln_load8, prelude.cl). */
+
+/* Forward: one work-item per output pixel. */
+__kernel void kiln_average_pooling2d_forward(__global const float *in, __global float *out,
+                                             int pixels, int H, int W, int C, int OH, int OW,
+                                             int PH, int PW, int stride_h, int stride_w,
+                                             int pad_top, int pad_left)
+{
+    const int p = get_global_id(0);
+    if (p >= pixels)
+        return;
+    const int ox = p % OW;
+    const int oy = (p / OW) % OH;
+    const int n = p / (OW * OH);
+    __global const float *sample = in + (size_t)n * H * W * C;
+    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
+    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    const float scale = 1.0f / (float)((y1 - y0) * (x1 - x0));
+    for (int c0 = 0; c0 < C; c0 += 8) {
+        const int count = C - c0;
+        float8 s = (float8)(0.0f);
+        for (int y = y0; y < y1; y++)
+            for (int x = x0; x < x1; x++)
+                s += kiln_load8(sample + ((size_t)y * W + x) * C + c0, count);
+        kiln_store8(out + (size_t)p * C + c0, s * scale, count);
+    }
+}
+
+/* Backward: one work-item per input pixel gathers dy / cells of every
+ * output whose window holds it. */
+__kernel void kiln_average_pooling2d_backward(__global const float *d_out,
+                                              __global float *d_in, int pixels, int H, int W,
+                                              int C, int OH, int OW, int PH, int PW,
+                                              int stride_h, int stride_w, int pad_top,
+                                              int pad_left, int accumulate)
+{
+    const int p = get_global_id(0);
+    if (p >= pixels)
+        return;
+    const int x = p % W;
+    const int y = (p / W) % H;
+    const int n = p / (W * H);
+    /* oy * stride - pad <= y < oy * stride - pad + PH */
+    const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
+    const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
+    const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
+    const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
+    __global float *dst = d_in + (size_t)p * C;
+    for (int c0 = 0; c0 < C; c0 += 8) {
+        const int count = C - c0;
+        float8 s = (float8)(0.0f);
+        for (int oy = oy_lo; oy <= oy_hi; oy++) {
+            const int cells_y = min(oy * stride_h - pad_top + PH, H) - max(oy * stride_h - pad_top, 0);
+            for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                const int cells_x =
+                    min(ox * stride_w - pad_left + PW, W) - max(ox * stride_w - pad_left, 0);
+                const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c0;
+                s += kiln_load8(d_out + o, count) / (float)(cells_y * cells_x);
+            }
+        }
+        if (accumulate)
+            s += kiln_load8(dst + c0, count);
+        kiln_store8(dst + c0, s, count);
+    }
+}
