@@ -324,6 +324,33 @@ KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                                  const char *name);
 
+/** Options of kiln_batch_normalization(); zero fields take Keras's
+ *  defaults. */
+typedef struct kiln_batch_norm_options {
+    size_t struct_size;          /**< sizeof(kiln_batch_norm_options) */
+    const char *name;            /**< layer name, or NULL for "batch_normalization", ... */
+    float momentum;              /**< of the moving statistics; 0: 0.99 */
+    float epsilon;               /**< added to the variance; 0: 1e-3 */
+    /** Nonzero: under a data-parallel strategy, normalise with the statistics
+     *  of the global batch (Keras's SyncBatchNormalization, PyTorch's
+     *  SyncBatchNorm), the replicas exchanging per-channel sums twice
+     *  forward and once backward. Zero (Keras's default): each replica uses
+     *  its own shard's statistics; the moving statistics are then the mean
+     *  of the replicas'. */
+    int32_t synchronized;
+    kiln_activation activation;  /**< applied after normalising (default linear) */
+} kiln_batch_norm_options;
+
+/** Batch normalisation over the last axis (channels): y = gamma (x - mean)
+ *  / sqrt(var + epsilon) + beta. fit normalises with the batch's statistics
+ *  and updates the moving mean and variance (the unbiased batch variance,
+ *  as PyTorch and Keras's fused kernel; with one value per channel the
+ *  batch variance is 0); evaluate and predict use the moving statistics.
+ *  Parameters: gamma and beta (trainable), moving_mean and moving_variance
+ *  (saved and loaded with the weights, never touched by the optimizer). */
+KILN_API kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
+                                            const kiln_batch_norm_options *options);
+
 /** Flattens a sample to one dimension (row-major, channels last). */
 KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
 

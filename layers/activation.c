@@ -16,7 +16,7 @@ static kiln_status activation_infer(void *config, kiln_layer_build *b)
 
 const kiln_layer_ops kiln_layer_activation = {
     "activation", sizeof(activation_config), 0, 1, 1, activation_infer, NULL,
-    kiln_identity_forward, kiln_identity_backward, NULL, NULL,
+    kiln_identity_forward, kiln_identity_backward, NULL, NULL, NULL,
 };
 
 kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,

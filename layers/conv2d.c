@@ -189,7 +189,7 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 
 const kiln_layer_ops kiln_layer_conv2d = {
     "conv2d", sizeof(conv2d_config), sizeof(conv2d_replica), 1, 1, conv2d_infer,
-    conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops,
+    conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops, NULL,
 };
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)

@@ -107,7 +107,7 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 
 const kiln_layer_ops kiln_layer_dense = {
     "dense", sizeof(dense_config), sizeof(dense_replica), 1, 1, dense_infer, dense_prepare,
-    dense_forward, dense_backward, dense_release, dense_flops,
+    dense_forward, dense_backward, dense_release, dense_flops, NULL,
 };
 
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)

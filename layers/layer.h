@@ -18,13 +18,16 @@ int64_t kiln_shape_size(const kiln_shape *shape);
 /* "(28, 28, 1)" into buf; returns buf. */
 const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size);
 
-typedef enum kiln_init { KILN_INIT_ZEROS, KILN_INIT_GLOROT_UNIFORM } kiln_init;
+typedef enum kiln_init { KILN_INIT_ZEROS, KILN_INIT_GLOROT_UNIFORM, KILN_INIT_ONES } kiln_init;
 
 typedef struct kiln_param_spec {
     const char *name;     /* "kernel", "bias": a static string */
     kiln_shape shape;
     kiln_init init;
     int64_t fan_in, fan_out;
+    /* State the layer updates itself (batch norm's moving statistics): no
+     * gradient, no optimizer; saved and loaded with the weights. */
+    int non_trainable;
 } kiln_param_spec;
 
 /* What infer receives and fills. On a shape error infer writes a message
@@ -58,6 +61,10 @@ typedef struct kiln_step {
     kiln_buffer *d_out;
     kiln_buffer *const *d_in;
     const int *d_in_accumulate;
+    /* Where replicas exchange statistics mid-step (synchronised batch
+     * norm), and this replica's member number; NULL: this replica alone. */
+    struct kiln_collective *collective;
+    int member;
 } kiln_step;
 
 typedef struct kiln_layer_ops {
@@ -75,6 +82,9 @@ typedef struct kiln_layer_ops {
     kiln_status (*backward)(const void *config, void *replica, const kiln_step *step);
     void (*release)(void *replica);  /* may be NULL */
     uint64_t (*flops)(const void *config, const kiln_shape *in_shape);  /* per sample */
+    /* Nonzero when the layer exchanges values between replicas through
+     * kiln_step.collective (may be NULL: never). */
+    int (*synchronized)(const void *config);
 } kiln_layer_ops;
 
 /* Adds a layer node to a model (runtime/graph.c). `config` (ops->config_size
@@ -129,6 +139,7 @@ extern const kiln_layer_ops kiln_layer_dense;
 extern const kiln_layer_ops kiln_layer_conv2d;
 extern const kiln_layer_ops kiln_layer_max_pooling2d;
 extern const kiln_layer_ops kiln_layer_average_pooling2d;
+extern const kiln_layer_ops kiln_layer_batch_norm;
 extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;

@@ -43,18 +43,28 @@ static kiln_status find_input_and_path(kiln_model *m)
     return KILN_OK;
 }
 
+/* Trainable parameters first, in layer order, then the non-trainable
+ * state: the optimizer and the gradient buffers' users work on the prefix. */
 static kiln_status lay_out_params(kiln_model *m)
 {
     size_t offset = 0;
     int64_t weights = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        kiln_node_rec *node = &m->nodes[i];
-        for (int p = 0; p < node->n_params; p++) {
-            const int64_t size = kiln_shape_size(&node->params[p].shape);
-            node->param_offset[p] = offset;
-            offset += ((size_t)size + KILN_PARAM_ALIGN - 1) / KILN_PARAM_ALIGN * KILN_PARAM_ALIGN;
-            weights += size;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++) {
+                if (node->params[p].non_trainable != pass)
+                    continue;
+                const int64_t size = kiln_shape_size(&node->params[p].shape);
+                node->param_offset[p] = offset;
+                offset += ((size_t)size + KILN_PARAM_ALIGN - 1) / KILN_PARAM_ALIGN *
+                          KILN_PARAM_ALIGN;
+                weights += size;
+                m->n_trainable_weights += pass == 0 ? size : 0;
+            }
         }
+        if (pass == 0)
+            m->n_trainable_floats = offset;
     }
     if (offset > (size_t)INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
@@ -76,8 +86,10 @@ kiln_status kiln_model_init_params(kiln_model *m, float *flat)
             const kiln_param_spec *spec = &node->params[p];
             float *dst = flat + node->param_offset[p];
             const int64_t size = kiln_shape_size(&spec->shape);
+            for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
+                dst[j] = 1.0f;
             if (spec->init != KILN_INIT_GLOROT_UNIFORM)
-                continue;  /* zeros */
+                continue;  /* zeros or ones */
             const float limit = (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
             for (int64_t j = 0; j < size; j++)
                 dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;

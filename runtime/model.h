@@ -42,6 +42,8 @@ struct kiln_model {
     kiln_loss_plan loss;
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
+    size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */
+    int64_t n_trainable_weights;
     int64_t n_weights;           /* parameters without padding */
     int64_t n_optimizer_steps;
     int32_t accumulation_steps;  /* micro-steps per optimizer update (>= 1) */

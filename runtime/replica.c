@@ -259,6 +259,8 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->d_out = r->grad[i];
     s->d_in = d_in;
     s->d_in_accumulate = acc;
+    s->collective = r->collective;
+    s->member = r->member;
 }
 
 kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)

@@ -39,6 +39,8 @@ typedef struct kiln_replica {
     kiln_buffer *labels, *loss, *correct, *sums;
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
     size_t workspace_bytes;      /* what the layers' prepare allocated */
+    struct kiln_collective *collective;  /* this step's, for synchronised layers (or NULL) */
+    int member;
     int index;                   /* replica number within its strategy */
     /* Where the replica is, for watchdog messages; under stage_lock. */
     pthread_mutex_t stage_lock;

@@ -9,6 +9,7 @@
  * A global batch is split into contiguous shards (uneven when it must be);
  * each replica scales its loss by 1 / global batch, so the summed gradient
  * is exactly the global mean. A watchdog bounds every step. */
+#include "comm/collective.h"
 #include "comm/reducer.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
@@ -37,6 +38,7 @@ typedef struct dp_replica {
     double sums[2];
     int64_t params_version;      /* central storage: host parameters it holds */
     double backward_end;         /* kiln_now() when its backward returned */
+    float *state;                /* its non-trainable state after its last step */
     char error[768];
 } dp_replica;
 
@@ -61,6 +63,14 @@ struct dp {
     int broken;
     char broken_reason[768];
     kiln_strategy_stats stats;
+    /* Layers that exchange statistics mid-step (synchronised batch norm). */
+    kiln_collective *collective;
+    /* Non-trainable state (moving statistics) each replica updates itself:
+     * after a training step the replicas' copies are averaged, and the mean
+     * goes to every replica before its next job. */
+    size_t n_state;              /* 0 when replicas need not agree on any */
+    float *state_mean;
+    int state_pending;           /* state_mean not yet written to the replicas */
 };
 
 /* Records the first failure of a replica with its place, before another
@@ -126,14 +136,58 @@ static int all_finite(const float *x, size_t n)
     return acc == 0.0f;
 }
 
+/* Writes the replicas' mean state to this replica when a step left one;
+ * the host array stays untouched until the next step ends. */
+static kiln_status push_state(dp_replica *d)
+{
+    dp *s = d->owner;
+    if (!s->state_pending || s->mode == DP_CENTRAL)
+        return KILN_OK;
+    return kiln_buffer_write(d->r->dev, d->r->params, s->m->n_trainable_floats * sizeof(float),
+                             s->state_mean, s->n_state * sizeof(float), 1);
+}
+
+/* After a training step: the mean of the replicas' state, in replica order,
+ * for the next jobs (central storage: into the host parameters they load). */
+static void average_state(dp *s)
+{
+    if (!s->n_state)
+        return;
+    for (size_t j = 0; j < s->n_state; j++) {
+        float sum = 0;
+        for (int k = 0; k < s->n; k++)
+            sum += s->reps[k].state[j];
+        s->state_mean[j] = sum / (float)s->n;
+    }
+    if (s->mode == DP_CENTRAL) {
+        memcpy(s->host_params + s->m->n_trainable_floats, s->state_mean,
+               s->n_state * sizeof(float));
+        s->params_version++;
+    } else {
+        s->state_pending = 1;
+    }
+}
+
+/* Synchronised layers: the replicas with samples this step are its members. */
+static void begin_collective(dp *s)
+{
+    int members = 0;
+    for (int k = 0; k < s->n; k++) {
+        s->reps[k].r->collective = s->collective && s->reps[k].shard.n > 0 ? s->collective : NULL;
+        s->reps[k].r->member = s->reps[k].shard.n > 0 ? members++ : -1;
+    }
+    if (s->collective)
+        kiln_collective_begin(s->collective, members);
+}
+
 static kiln_status train_job(void *arg)
 {
     dp_replica *d = arg;
     dp *s = d->owner;
     kiln_replica *r = d->r;
     kiln_model *m = s->m;
-    kiln_status st = KILN_OK;
-    if (s->mode == DP_CENTRAL && d->params_version != s->params_version) {
+    kiln_status st = push_state(d);
+    if (st == KILN_OK && s->mode == DP_CENTRAL && d->params_version != s->params_version) {
         st = kiln_replica_write_params(r, s->host_params);
         d->params_version = s->params_version;
     }
@@ -161,6 +215,8 @@ static kiln_status train_job(void *arg)
         replica_failed(d, st);
         if (s->reducer)
             kiln_reducer_cancel(s->reducer);  /* nobody waits for this replica */
+        if (s->collective)
+            kiln_collective_cancel(s->collective);
         return st;
     }
     if (s->final_micro && s->mode != DP_CENTRAL) {
@@ -177,11 +233,14 @@ static kiln_status train_job(void *arg)
         }
         if (st == KILN_OK && finite)
             st = kiln_optimizer_apply(r->dev, &m->optimizer, s->lr, r->params, r->grads,
-                                      r->slots, m->n_param_floats, s->update,
+                                      r->slots, m->n_trainable_floats, s->update,
                                       s->reducer ? NULL : r->sums);
     }
     if (st == KILN_OK && n > 0)
         st = kiln_replica_read_sums(r, d->sums);  /* the step's one synchronisation */
+    if (st == KILN_OK && s->n_state)
+        st = kiln_buffer_read(r->dev, r->params, m->n_trainable_floats * sizeof(float),
+                              d->state, s->n_state * sizeof(float));
     return st == KILN_OK ? KILN_OK : replica_failed(d, st);
 }
 
@@ -191,9 +250,9 @@ static kiln_status eval_job(void *arg)
     dp *s = d->owner;
     kiln_replica *r = d->r;
     d->sums[0] = d->sums[1] = 0;
-    if (d->shard.n == 0)
-        return KILN_OK;
-    kiln_status st = KILN_OK;
+    kiln_status st = push_state(d);
+    if (st != KILN_OK || d->shard.n == 0)
+        return st == KILN_OK ? KILN_OK : replica_failed(d, st);
     if (s->mode == DP_CENTRAL && d->params_version != s->params_version) {
         st = kiln_replica_write_params(r, s->host_params);
         d->params_version = s->params_version;
@@ -277,6 +336,8 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
             s->reps[k].r->cancel = 1;
         if (s->reducer)
             kiln_reducer_cancel(s->reducer);
+        if (s->collective)
+            kiln_collective_cancel(s->collective);
         char msg[512];
         snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog", where,
                  s->m->step_timeout);
@@ -284,6 +345,7 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
     }
     if (first != KILN_OK)
         return mark_broken(s, first, "%s", s->reps[culprit].error);
+    s->state_pending = 0;  /* every job starts with push_state */
     return KILN_OK;
 }
 
@@ -300,9 +362,11 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         kiln_reducer_begin(s->reducer);
     for (int k = 0; k < s->n; k++)
         s->reps[k].backward_end = 0;
+    begin_collective(s);
     kiln_status st = run_all(s, train_job);
     if (st != KILN_OK)
         return st;
+    average_state(s);
     if (s->reducer && s->final_micro) {
         double end = 0, busy, hidden;
         for (int k = 0; k < s->n; k++)
@@ -319,7 +383,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         if (all_finite(kiln_reducer_result(s->reducer), m->n_param_floats)) {
             kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
                                       kiln_reducer_result(s->reducer), s->host_slots,
-                                      m->n_param_floats, s->update);
+                                      m->n_trainable_floats, s->update);
             s->params_version++;
         }
     }
@@ -366,13 +430,17 @@ static kiln_status dp_get_params(void *impl, float *flat)
         memcpy(flat, s->host_params, s->m->n_param_floats * sizeof(float));
         return KILN_OK;
     }
-    return kiln_replica_read_params(s->reps[0].r, flat);
+    kiln_status st = kiln_replica_read_params(s->reps[0].r, flat);
+    if (st == KILN_OK && s->state_pending)
+        memcpy(flat + s->m->n_trainable_floats, s->state_mean, s->n_state * sizeof(float));
+    return st;
 }
 
 static kiln_status dp_set_params(void *impl, const float *flat)
 {
     dp *s = impl;
     kiln_status st = KILN_OK;
+    s->state_pending = 0;
     if (s->mode == DP_CENTRAL) {
         memcpy(s->host_params, flat, s->m->n_param_floats * sizeof(float));
         s->params_version++;
@@ -447,6 +515,8 @@ static void dp_destroy(void *impl)
             s->reps[k].r->cancel = 1;
     if (s->reducer)
         kiln_reducer_cancel(s->reducer);
+    if (s->collective)
+        kiln_collective_cancel(s->collective);
     for (int k = 0; s->reps && k < s->n; k++)
         if (!kiln_worker_stop(s->reps[k].worker, KILN_STOP_GRACE))
             leaked = 1;
@@ -455,9 +525,13 @@ static void dp_destroy(void *impl)
         kiln_log(ctx, KILN_LOG_ERROR, "a replica thread is stuck; its buffers are leaked");
         return;
     }
-    for (int k = 0; s->reps && k < s->n; k++)
+    for (int k = 0; s->reps && k < s->n; k++) {
         kiln_replica_destroy(s->reps[k].r);
+        kiln_free(ctx, s->reps[k].state);
+    }
     kiln_reducer_destroy(s->reducer);
+    kiln_collective_destroy(s->collective);
+    kiln_free(ctx, s->state_mean);
     kiln_free(ctx, s->reps);
     kiln_free(ctx, s->buckets);
     kiln_free(ctx, s->bucket_at_node);
@@ -465,6 +539,29 @@ static void dp_destroy(void *impl)
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
         kiln_free(ctx, s->host_slots[i]);
     kiln_free(ctx, s);
+}
+
+/* Host room for averaging the replicas' non-trainable state, and the
+ * collective of synchronised layers, where the model has them. */
+static kiln_status plan_state(dp *s)
+{
+    kiln_model *m = s->m;
+    kiln_context *ctx = m->ctx;
+    if (m->n_param_floats > m->n_trainable_floats && (s->n > 1 || s->mode == DP_CENTRAL)) {
+        s->n_state = m->n_param_floats - m->n_trainable_floats;
+        if (!(s->state_mean = kiln_calloc(ctx, s->n_state, sizeof(float))))
+            return kiln_error_oom(ctx, "replica state", s->n_state * sizeof(float));
+        for (int k = 0; k < s->n; k++)
+            if (!(s->reps[k].state = kiln_calloc(ctx, s->n_state, sizeof(float))))
+                return kiln_error_oom(ctx, "replica state", s->n_state * sizeof(float));
+    }
+    int wants = 0;
+    for (kiln_node i = 0; i < m->n_nodes; i++)
+        wants |= m->nodes[i].on_path && m->nodes[i].ops->synchronized &&
+                 m->nodes[i].ops->synchronized(m->nodes[i].config);
+    if (wants && s->n > 1)
+        return kiln_collective_create(ctx, s->n, KILN_COLLECTIVE_MAX_VALUES, &s->collective);
+    return KILN_OK;
 }
 
 /* Buckets in reverse layer order, cut at layer boundaries; bucket b is
@@ -547,6 +644,8 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = kiln_reducer_create(ctx, n, m->n_param_floats, s->buckets, s->n_buckets,
                                  m->reducer_threads, &s->reducer);
+    if (st == KILN_OK && mode != DP_ONE_DEVICE)
+        st = plan_state(s);
     if (st == KILN_OK && mode == DP_CENTRAL) {
         s->host_params = init;
         init = NULL;

@@ -19,11 +19,15 @@ typedef struct layer_run {
     double *x, *y, *dy, *dx;          /* batch * size */
     int n_params;
     double *params[CHECK_MAX_PARAMS]; /* as the layer sees them */
+    double *params_after[CHECK_MAX_PARAMS];  /* after forward and backward (moving statistics) */
     double *dparams[CHECK_MAX_PARAMS];
     int64_t param_size[CHECK_MAX_PARAMS];
 } layer_run;
 
 static uint64_t check_rng_state = 88172645463325252ULL;
+
+/* 0: run forward as evaluate does (no backward, dx and dparams left 0). */
+static int check_training = 1;
 
 /* Uniform in [-1, 1), reproducible. */
 static inline double check_uniform(void)
@@ -50,6 +54,7 @@ static inline void layer_run_free(layer_run *r)
     free(r->dx);
     for (int p = 0; p < r->n_params; p++) {
         free(r->params[p]);
+        free(r->params_after[p]);
         free(r->dparams[p]);
     }
     memset(r, 0, sizeof *r);
@@ -86,6 +91,10 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     float *flat = calloc(m->n_param_floats + 1, sizeof(float));
     for (size_t i = 0; i < m->n_param_floats; i++)
         flat[i] = (float)(0.5 * check_uniform());
+    for (int p = 0; p < rec->n_params; p++)   /* a variance is positive */
+        for (int64_t j = 0; !strcmp(rec->params[p].name, "moving_variance") &&
+                            j < kiln_shape_size(&rec->params[p].shape); j++)
+            flat[rec->param_offset[p] + j] = (float)(0.75 + 0.5 * check_uniform());
     float *x = malloc(sizeof(float) * (size_t)nx), *g = malloc(sizeof(float) * (size_t)ny);
     float *y = malloc(sizeof(float) * (size_t)ny), *dx = malloc(sizeof(float) * (size_t)nx);
     for (int64_t i = 0; i < nx; i++)
@@ -95,14 +104,20 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     kiln_batch b = {batch, x, NULL};
     CHECK_OK(ctx, kiln_replica_write_params(r, flat));
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
-    CHECK_OK(ctx, kiln_replica_forward(r, batch, 1));
+    CHECK_OK(ctx, kiln_replica_forward(r, batch, check_training));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)ny));
-    CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g, sizeof(float) * (size_t)ny, 1));
-    CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));
     float *dflat = calloc(m->n_param_floats + 1, sizeof(float));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, dflat,
-                                   sizeof(float) * m->n_param_floats));
+    float *after = calloc(m->n_param_floats + 1, sizeof(float));
+    memset(dx, 0, sizeof(float) * (size_t)nx);
+    if (check_training) {
+        CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g, sizeof(float) * (size_t)ny,
+                                        1));
+        CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
+        CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));
+        CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, dflat,
+                                       sizeof(float) * m->n_param_floats));
+    }
+    CHECK_OK(ctx, kiln_replica_read_params(r, after));
 
     out->x = to_double(x, nx);
     out->y = to_double(y, ny);
@@ -112,9 +127,11 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     for (int p = 0; p < rec->n_params; p++) {
         out->param_size[p] = kiln_shape_size(&rec->params[p].shape);
         out->params[p] = to_double(flat + rec->param_offset[p], out->param_size[p]);
+        out->params_after[p] = to_double(after + rec->param_offset[p], out->param_size[p]);
         out->dparams[p] = to_double(dflat + rec->param_offset[p], out->param_size[p]);
     }
     free(flat);
+    free(after);
     free(dflat);
     free(x);
     free(g);

@@ -240,3 +240,50 @@ void ref_activation_backward(kiln_activation act, const double *y, const double 
         }
     }
 }
+
+void ref_batch_norm_forward(int rows, int c, const double *x, const double *gamma,
+                            const double *beta, const double *moving_mean,
+                            const double *moving_var, double eps, double momentum,
+                            int training, double *y, double *new_mean, double *new_var)
+{
+    for (int j = 0; j < c; j++) {
+        double mean = moving_mean[j], var = moving_var[j];
+        if (training) {
+            double s = 0, q = 0;
+            for (int r = 0; r < rows; r++)
+                s += x[r * c + j];
+            mean = s / rows;
+            for (int r = 0; r < rows; r++)
+                q += (x[r * c + j] - mean) * (x[r * c + j] - mean);
+            var = q / rows;
+            new_mean[j] = moving_mean[j] * momentum + mean * (1 - momentum);
+            new_var[j] = moving_var[j] * momentum +
+                         (rows > 1 ? q / (rows - 1) : 0.0) * (1 - momentum);
+        }
+        for (int r = 0; r < rows; r++)
+            y[r * c + j] = gamma[j] * (x[r * c + j] - mean) / sqrt(var + eps) + beta[j];
+    }
+}
+
+void ref_batch_norm_backward(int rows, int c, const double *x, const double *gamma, double eps,
+                             const double *dy, double *dx, double *dgamma, double *dbeta)
+{
+    for (int j = 0; j < c; j++) {
+        double mean = 0, var = 0, sum_dy = 0, sum_dy_xhat = 0;
+        for (int r = 0; r < rows; r++)
+            mean += x[r * c + j] / rows;
+        for (int r = 0; r < rows; r++)
+            var += (x[r * c + j] - mean) * (x[r * c + j] - mean) / rows;
+        const double inv = 1 / sqrt(var + eps);
+        for (int r = 0; r < rows; r++) {
+            sum_dy += dy[r * c + j];
+            sum_dy_xhat += dy[r * c + j] * (x[r * c + j] - mean) * inv;
+        }
+        dbeta[j] = sum_dy;
+        dgamma[j] = sum_dy_xhat;
+        for (int r = 0; r < rows; r++) {
+            const double xhat = (x[r * c + j] - mean) * inv;
+            dx[r * c + j] = gamma[j] * inv / rows * (rows * dy[r * c + j] - sum_dy - xhat * sum_dy_xhat);
+        }
+    }
+}

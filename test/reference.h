@@ -29,6 +29,16 @@ void ref_max_pool_backward(const ref_conv *g, const double *x, const double *dy,
 void ref_avg_pool_forward(const ref_conv *g, const double *x, double *y);
 void ref_avg_pool_backward(const ref_conv *g, const double *dy, double *dx);
 
+/* Batch norm over the last axis of rows x c; training: the batch's
+ * statistics and the moving ones updated (unbiased variance), else the
+ * moving ones. Backward in training. */
+void ref_batch_norm_forward(int rows, int c, const double *x, const double *gamma,
+                            const double *beta, const double *moving_mean,
+                            const double *moving_var, double eps, double momentum,
+                            int training, double *y, double *new_mean, double *new_var);
+void ref_batch_norm_backward(int rows, int c, const double *x, const double *gamma, double eps,
+                             const double *dy, double *dx, double *dgamma, double *dbeta);
+
 void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
                             double *y);
 /* dz from y = act(z) and dy. */

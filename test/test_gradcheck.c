@@ -1,6 +1,6 @@
 /* Finite differences against backward, through small multi-layer models:
- * one where a node feeds two layers that meet again in Add, and a
- * convolutional one. Smooth activations keep the differences meaningful. */
+ * one where a node feeds two layers that meet again in Add, a
+ * convolutional one, and a residual block with batch normalisation. Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
 #define BATCH 3
@@ -42,6 +42,36 @@ static kiln_model *convolutional(kiln_context *ctx)
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &p);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+/* A downsampling residual block, as the seed ResNet's: conv 3x3/2 - BN -
+ * tanh - conv 3x3 - BN on one path, conv 1x1/2 - BN on the shortcut (the
+ * input feeds both), Add, tanh, global average pooling, softmax head. */
+static kiln_model *residual(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {7, 6, 3};
+    kiln_node x = kiln_input(m, 3, dims, NULL);
+    kiln_conv2d_options c1 = {sizeof c1, NULL, 4, {3, 3}, {2, 2}, KILN_PADDING_SAME,
+                              KILN_ACTIVATION_LINEAR, 1};
+    kiln_conv2d_options c2 = {sizeof c2, NULL, 4, {3, 3}, {1, 1}, KILN_PADDING_SAME,
+                              KILN_ACTIVATION_LINEAR, 1};
+    kiln_conv2d_options sc = {sizeof sc, NULL, 4, {1, 1}, {2, 2}, KILN_PADDING_SAME,
+                              KILN_ACTIVATION_LINEAR, 1};
+    kiln_batch_norm_options bn = {sizeof bn, NULL, 0, 0, 0, KILN_ACTIVATION_LINEAR};
+    kiln_batch_norm_options bn_tanh = {sizeof bn_tanh, NULL, 0, 0, 0, KILN_ACTIVATION_TANH};
+    kiln_node y = kiln_conv2d(m, x, &c1);
+    y = kiln_batch_normalization(m, y, &bn_tanh);
+    y = kiln_conv2d(m, y, &c2);
+    y = kiln_batch_normalization(m, y, &bn);
+    kiln_node shortcut = kiln_batch_normalization(m, kiln_conv2d(m, x, &sc), &bn);
+    kiln_node both[] = {y, shortcut};
+    kiln_node sum = kiln_activation_layer(m, kiln_add(m, both, 2, NULL), KILN_ACTIVATION_TANH,
+                                          NULL);
+    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense(m, kiln_global_average_pooling2d(m, sum, NULL), &head);
     return m;
 }
 
@@ -123,6 +153,7 @@ int main(void)
         SKIP("no OpenCL device");
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
+    gradcheck(ctx, "residual block with batch norm", residual);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

@@ -191,6 +191,58 @@ static void test_elementwise(kiln_context *ctx, const char *name, build_fn build
     layer_run_free(&r);
 }
 
+typedef struct bn_case {
+    float momentum, epsilon;
+} bn_case;
+
+static kiln_node build_bn(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const bn_case *c = arg;
+    kiln_batch_norm_options o = {sizeof o, NULL, c->momentum, c->epsilon, 0,
+                                 KILN_ACTIVATION_LINEAR};
+    return kiln_batch_normalization(m, pre, &o);
+}
+
+/* Batch norm in training (forward, moving statistics, backward) and as
+ * evaluate runs it, against float64. */
+static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch, int training,
+                    const bn_case *c)
+{
+    layer_run r;
+    check_training = training;
+    const int ok = layer_run_once(ctx, rank, dims, batch, build_bn, c, &r);
+    check_training = 1;
+    if (!ok)
+        return;
+    const int ch = dims[rank - 1];
+    const int rows = (int)(batch * r.in_size / ch);
+    char what[128];
+    snprintf(what, sizeof what, "batch_normalization %s, %d rows x %d channels, momentum %g",
+             training ? "training" : "inference", rows, ch, (double)c->momentum);
+    printf("%s\n", what);
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    double *mean = calloc((size_t)ch, sizeof(double)), *var = calloc((size_t)ch, sizeof(double));
+    double *dg = calloc((size_t)ch, sizeof(double)), *db = calloc((size_t)ch, sizeof(double));
+    const double momentum = c->momentum ? c->momentum : 0.99, eps = c->epsilon ? c->epsilon : 1e-3;
+    ref_batch_norm_forward(rows, ch, r.x, r.params[0], r.params[1], r.params[2], r.params[3], eps,
+                           momentum, training, y, mean, var);
+    check_close(what, r.y, y, n, TOL);
+    if (training) {
+        ref_batch_norm_backward(rows, ch, r.x, r.params[0], eps, r.dy, dx, dg, db);
+        check_close(what, r.dx, dx, n, TOL);
+        check_close(what, r.dparams[0], dg, ch, TOL);
+        check_close(what, r.dparams[1], db, ch, TOL);
+        check_close(what, r.params_after[2], mean, ch, TOL);
+        check_close(what, r.params_after[3], var, ch, TOL);
+    } else {
+        check_close(what, r.params_after[2], r.params[2], ch, 0);  /* untouched */
+        check_close(what, r.params_after[3], r.params[3], ch, 0);
+    }
+    free(y), free(dx), free(mean), free(var), free(dg), free(db);
+    layer_run_free(&r);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(7);
@@ -235,6 +287,18 @@ int main(void)
     const int32_t fashion[] = {28, 28, 1};
     const conv_case seed = {32, 3, 3, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0};
     test_conv(ctx, fashion, 5, &seed);
+
+    /* Batch norm: channels in and beyond one vector of eight, rows in one
+     * chunk and in several (the last partial), batch 1 with one value per
+     * channel (variance 0: output beta, moving variance decays). */
+    const int32_t feat[] = {13}, maps[] = {5, 3, 11}, big[] = {20, 20, 3};
+    const bn_case keras = {0, 0}, fast = {0.5f, 1e-2f};
+    for (int training = 1; training >= 0; training--) {
+        test_bn(ctx, 1, feat, 7, training, &keras);
+        test_bn(ctx, 3, maps, 3, training, &fast);
+        test_bn(ctx, 1, feat, 1, training, &fast);
+        test_bn(ctx, 3, big, 30, training, &keras);
+    }
 
     test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
     for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {

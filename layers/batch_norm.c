@@ -1,0 +1,242 @@
+/* BatchNormalization over the last axis (Keras's default for channels-last
+ * data): in training, normalise with the batch's statistics and update the
+ * moving ones; otherwise use the moving ones. Synchronised, the statistics
+ * are those of the global batch: the replicas add their per-channel sums
+ * through the step's collective (opencl/kernels/batch_norm.cl). */
+#include "comm/collective.h"
+#include "layers/layer.h"
+#include "runtime/context.h"
+
+#include <stdio.h>
+
+/* At most this many chunks of rows per sum, of at least this many rows. */
+#define MAX_CHUNKS 64
+#define MIN_CHUNK_ROWS 64
+
+typedef struct bn_config {
+    float momentum, epsilon;
+    int32_t synchronized;
+    int32_t channels;   /* inferred */
+} bn_config;
+
+typedef struct bn_replica {
+    kiln_buffer *partial;  /* chunks x 2C */
+    kiln_buffer *sums;     /* forward: sum x, sum (x - mean)^2; backward: sum dy, sum dy xhat */
+    kiln_buffer *stats;    /* mean, 1 / sqrt(var + eps) of the last training batch */
+    float count;           /* rows those statistics cover (all replicas' when synchronised) */
+} bn_replica;
+
+enum { GAMMA, BETA, MOVING_MEAN, MOVING_VARIANCE };
+
+static kiln_status bn_infer(void *config, kiln_layer_build *b)
+{
+    bn_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    if (!(c->momentum >= 0.0f && c->momentum <= 1.0f) || !(c->epsilon > 0.0f)) {
+        snprintf(b->error, sizeof b->error, "momentum (%g) must be in [0, 1] and epsilon (%g) "
+                 "> 0", (double)c->momentum, (double)c->epsilon);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    c->channels = in->dims[in->rank - 1];
+    b->out = *in;
+    static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
+    for (int p = GAMMA; p <= MOVING_VARIANCE; p++) {
+        kiln_param_spec *spec = &b->params[b->n_params++];
+        spec->name = names[p];
+        spec->shape.rank = 1;
+        spec->shape.dims[0] = c->channels;
+        spec->init = p == GAMMA || p == MOVING_VARIANCE ? KILN_INIT_ONES : KILN_INIT_ZEROS;
+        spec->non_trainable = p >= MOVING_MEAN;
+    }
+    return KILN_OK;
+}
+
+static size_t chunk_rows(size_t rows)
+{
+    const size_t even = (rows + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    return even > MIN_CHUNK_ROWS ? even : MIN_CHUNK_ROWS;
+}
+
+static kiln_status bn_prepare(const void *config, void *replica, kiln_device *dev,
+                              const kiln_shape *in_shape, int32_t max_batch)
+{
+    const bn_config *c = config;
+    bn_replica *r = replica;
+    (void)in_shape;
+    (void)max_batch;
+    const size_t two_c = 2 * (size_t)c->channels * sizeof(float);
+    kiln_status st = kiln_buffer_create(dev, MAX_CHUNKS * two_c, "batch norm partial sums",
+                                        &r->partial);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, two_c, "batch norm sums", &r->sums);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, two_c, "batch norm statistics", &r->stats);
+    return st;
+}
+
+static void bn_release(void *replica)
+{
+    bn_replica *r = replica;
+    kiln_buffer_destroy(r->partial);
+    kiln_buffer_destroy(r->sums);
+    kiln_buffer_destroy(r->stats);
+    r->partial = r->sums = r->stats = NULL;
+}
+
+static size_t rows_of(const kiln_step *s, int32_t channels)
+{
+    return (size_t)s->batch * (size_t)(kiln_shape_size(&s->in_shape[0]) / channels);
+}
+
+/* Per-channel sums over the rows into sums[offset .. offset + width): of
+ * x (centred 0), of (x - mean)^2 (centred 1, the mean from sums[0..C)). */
+static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *s, int centred)
+{
+    const size_t rows = rows_of(s, c->channels), per = chunk_rows(rows);
+    const size_t chunks = (rows + per - 1) / per;
+    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
+                    kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
+                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                    kiln_arg_float(r->count), kiln_arg_int(centred), kiln_arg_buffer(r->partial)};
+    const size_t range[2] = {((size_t)c->channels + 7) / 8, chunks};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a, 9);
+    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
+                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                    kiln_arg_int(centred ? c->channels : 0)};
+    if (st == KILN_OK)
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b, 5);
+    return st;
+}
+
+/* Synchronised: replaces sums[offset .. offset + n) (and the count, when
+ * asked) with their totals over the replicas. */
+static kiln_status all_reduce(bn_replica *r, const kiln_step *s, size_t offset, size_t n,
+                              int with_count)
+{
+    if (!s->collective)
+        return KILN_OK;
+    float local[KILN_COLLECTIVE_MAX_VALUES];
+    double total[KILN_COLLECTIVE_MAX_VALUES];
+    if (n + 1 > KILN_COLLECTIVE_MAX_VALUES)
+        return kiln_error(kiln_device_context(s->dev), KILN_ERROR_UNSUPPORTED,
+                          "synchronised batch normalization supports up to %d channels",
+                          (KILN_COLLECTIVE_MAX_VALUES - 1) / 2);
+    kiln_status st = kiln_buffer_read(s->dev, r->sums, offset * sizeof(float), local,
+                                      n * sizeof(float));
+    if (st != KILN_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        total[j] = local[j];
+    total[n] = r->count;
+    st = kiln_collective_sum(s->collective, s->member, total, n + (with_count ? 1 : 0));
+    if (st != KILN_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        local[j] = (float)total[j];
+    if (with_count)
+        r->count = (float)total[n];
+    return kiln_buffer_write(s->dev, r->sums, offset * sizeof(float), local, n * sizeof(float),
+                             1);
+}
+
+static kiln_status bn_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const bn_config *c = config;
+    bn_replica *r = replica;
+    const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
+    kiln_status st = KILN_OK;
+    if (s->training) {
+        r->count = (float)rows;
+        st = sum_rows(c, r, s, 0);
+        if (st == KILN_OK)
+            st = all_reduce(r, s, 0, C, 1);
+        if (st == KILN_OK)
+            st = sum_rows(c, r, s, 1);
+        if (st == KILN_OK)
+            st = all_reduce(r, s, C, C, 0);
+        kiln_arg a[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                        kiln_arg_float(r->count), kiln_arg_float(c->epsilon),
+                        kiln_arg_float(c->momentum), kiln_arg_buffer(r->stats),
+                        kiln_arg_buffer(s->params),
+                        kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                        kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE])};
+        if (st == KILN_OK)
+            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a, 9);
+    }
+    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                    kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
+                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                    kiln_arg_int((int64_t)s->param_offset[BETA]),
+                    kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                    kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
+                    kiln_arg_float(c->epsilon)};
+    const size_t range[2] = {(C + 7) / 8, rows};
+    if (st == KILN_OK)
+        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a, 12);
+    return st;
+}
+
+static kiln_status bn_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const bn_config *c = config;
+    bn_replica *r = replica;
+    const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
+    const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
+    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                    kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
+                    kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial)};
+    const size_t range[2] = {(C + 7) / 8, chunks};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a, 8);
+    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
+                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums), kiln_arg_int(0)};
+    if (st == KILN_OK)
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b, 5);
+    kiln_arg g[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                    kiln_arg_buffer(s->grads), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                    kiln_arg_int((int64_t)s->param_offset[BETA])};
+    if (st == KILN_OK)
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g, 5);
+    /* gamma and beta's gradients stay this replica's (the reducer adds them);
+     * the input gradient needs the sums over all who shared the statistics. */
+    if (st == KILN_OK && s->d_in[0])
+        st = all_reduce(r, s, 0, 2 * C, 0);
+    if (st != KILN_OK || !s->d_in[0])
+        return st;
+    kiln_arg d[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                    kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
+                    kiln_arg_int(c->channels), kiln_arg_buffer(r->stats),
+                    kiln_arg_buffer(r->sums), kiln_arg_float(r->count), kiln_arg_buffer(s->params),
+                    kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                    kiln_arg_int(s->d_in_accumulate[0])};
+    const size_t all[2] = {(C + 7) / 8, rows};
+    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d, 11);
+}
+
+static int bn_synchronized(const void *config)
+{
+    return ((const bn_config *)config)->synchronized;
+}
+
+static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
+{
+    (void)config;
+    return 8u * (uint64_t)kiln_shape_size(in_shape);
+}
+
+const kiln_layer_ops kiln_layer_batch_norm = {
+    "batch_normalization", sizeof(bn_config), sizeof(bn_replica), 1, 1, bn_infer, bn_prepare,
+    bn_forward, bn_backward, bn_release, bn_flops, bn_synchronized,
+};
+
+kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
+                                   const kiln_batch_norm_options *options)
+{
+    kiln_batch_norm_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    bn_config c = {o.momentum != 0.0f ? o.momentum : 0.99f,
+                   o.epsilon != 0.0f ? o.epsilon : 1e-3f, o.synchronized != 0, 0};
+    return kiln_model_add_layer(model, &kiln_layer_batch_norm, &c, &input, 1, o.name,
+                                o.activation);
+}
