@@ -147,17 +147,21 @@ static kiln_status push_state(dp_replica *d)
                              s->state_mean, s->n_state * sizeof(float), 1);
 }
 
-/* After a training step: the mean of the replicas' state, in replica order,
- * for the next jobs (central storage: into the host parameters they load). */
+/* After a training step: the mean of the state of the replicas that had
+ * samples (the others' is stale), in replica order, for the next jobs
+ * (central storage: into the host parameters they load). */
 static void average_state(dp *s)
 {
-    if (!s->n_state)
+    int ran = 0;
+    for (int k = 0; k < s->n; k++)
+        ran += s->reps[k].shard.n > 0;
+    if (!s->n_state || ran == 0)
         return;
     for (size_t j = 0; j < s->n_state; j++) {
         float sum = 0;
         for (int k = 0; k < s->n; k++)
-            sum += s->reps[k].state[j];
-        s->state_mean[j] = sum / (float)s->n;
+            sum += s->reps[k].shard.n > 0 ? s->reps[k].state[j] : 0.0f;
+        s->state_mean[j] = sum / (float)ran;
     }
     if (s->mode == DP_CENTRAL) {
         memcpy(s->host_params + s->m->n_trainable_floats, s->state_mean,
