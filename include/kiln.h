@@ -351,6 +351,15 @@ typedef struct kiln_batch_norm_options {
 KILN_API kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                             const kiln_batch_norm_options *options);
 
+/** Dropout (Keras Dropout): during fit each value is zeroed with
+ *  probability `rate` (0 <= rate < 1) and the others are scaled by
+ *  1 / (1 - rate); evaluate and predict pass values through. The mask is a
+ *  hash of the context's seed, `seed`, the training step and the sample's
+ *  place in the global batch: runs with the same seeds are identical, under
+ *  every strategy and replica count. `name` may be NULL. */
+KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
+                                const char *name);
+
 /** Flattens a sample to one dimension (row-major, channels last). */
 KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
 

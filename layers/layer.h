@@ -65,6 +65,12 @@ typedef struct kiln_step {
      * norm), and this replica's member number; NULL: this replica alone. */
     struct kiln_collective *collective;
     int member;
+    /* Random masks (dropout) depend only on these, so every strategy draws
+     * the same for a sample: the context's seed, the training step, and
+     * where this replica's first sample sits in the global batch. */
+    uint64_t seed;
+    int64_t step_number;
+    int32_t first_sample;
 } kiln_step;
 
 typedef struct kiln_layer_ops {
@@ -140,6 +146,7 @@ extern const kiln_layer_ops kiln_layer_conv2d;
 extern const kiln_layer_ops kiln_layer_max_pooling2d;
 extern const kiln_layer_ops kiln_layer_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_batch_norm;
+extern const kiln_layer_ops kiln_layer_dropout;
 extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;

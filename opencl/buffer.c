@@ -169,6 +169,15 @@ kiln_arg kiln_arg_int(int64_t i)
     return a;
 }
 
+kiln_arg kiln_arg_uint(uint32_t u)
+{
+    kiln_arg a;
+    memset(&a, 0, sizeof a);
+    a.kind = KILN_ARG_UINT;
+    a.u = u;
+    return a;
+}
+
 kiln_arg kiln_arg_float(float f)
 {
     kiln_arg a;
@@ -194,6 +203,9 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                                   "%s: argument %d exceeds the 32-bit range kernels use",
                                   kernel->name, i);
             err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_int), &a->i);
+            break;
+        case KILN_ARG_UINT:
+            err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_uint), &a->u);
             break;
         case KILN_ARG_FLOAT:
             err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_float), &a->f);

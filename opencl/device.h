@@ -47,17 +47,24 @@ kiln_status kiln_device_finish(kiln_device *dev);
 kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
                             kiln_kernel **out);
 
-typedef enum kiln_arg_kind { KILN_ARG_BUFFER, KILN_ARG_INT, KILN_ARG_FLOAT } kiln_arg_kind;
+typedef enum kiln_arg_kind {
+    KILN_ARG_BUFFER,
+    KILN_ARG_INT,
+    KILN_ARG_UINT,
+    KILN_ARG_FLOAT
+} kiln_arg_kind;
 
 typedef struct kiln_arg {
     kiln_arg_kind kind;
     const kiln_buffer *buffer;
     int32_t i;
+    uint32_t u;
     float f;
 } kiln_arg;
 
 kiln_arg kiln_arg_buffer(const kiln_buffer *b);
 kiln_arg kiln_arg_int(int64_t i);  /* checked to fit int32 at launch */
+kiln_arg kiln_arg_uint(uint32_t u);  /* a kernel's uint: hashes, seeds */
 kiln_arg kiln_arg_float(float f);
 
 /* Enqueues `kernel` over a `dims`-dimensional range of exactly `size`

@@ -261,6 +261,9 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->d_in_accumulate = acc;
     s->collective = r->collective;
     s->member = r->member;
+    s->seed = r->model->ctx->seed;
+    s->step_number = r->step_number;
+    s->first_sample = r->first_sample;
 }
 
 kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)

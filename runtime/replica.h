@@ -40,6 +40,8 @@ typedef struct kiln_replica {
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
     size_t workspace_bytes;      /* what the layers' prepare allocated */
     struct kiln_collective *collective;  /* this step's, for synchronised layers (or NULL) */
+    int64_t step_number;         /* training steps before this one (random masks) */
+    int32_t first_sample;        /* its shard's place in the global batch */
     int member;
     int index;                   /* replica number within its strategy */
     /* Where the replica is, for watchdog messages; under stage_lock. */

@@ -286,6 +286,8 @@ static void split(dp *s, const kiln_batch *b, float *outputs)
         dp_replica *d = &s->reps[k];
         const int32_t n = b->n / s->n + (k < b->n % s->n);
         d->shard.n = n;
+        d->r->first_sample = start;
+        d->r->step_number = m->n_train_steps;
         d->shard.features = b->features + (size_t)start * (size_t)in;
         d->shard.labels = b->labels ? (const char *)b->labels + (size_t)start * label_bytes
                                     : NULL;

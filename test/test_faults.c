@@ -4,26 +4,10 @@
  * (KILN_TEST_FAIL_LAUNCH) returns an error naming the device and kernel.
  * Each time the last checkpoint still loads, teardown is clean and no host
  * allocation is left. Run with POCL_DEVICES="basic basic". */
+#include "counting_alloc.h"
 #include "harness.h"
 
 #include <unistd.h>
-
-typedef struct counter {
-    long live;
-} counter;
-
-static void *counting_realloc(void *user, void *ptr, size_t size)
-{
-    counter *c = user;
-    if (size == 0) {
-        c->live -= ptr != NULL;
-        free(ptr);
-        return NULL;
-    }
-    void *p = realloc(ptr, size);
-    c->live += p && !ptr;
-    return p;
-}
 
 static kiln_context *context(counter *c)
 {

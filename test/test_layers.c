@@ -243,6 +243,41 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
     layer_run_free(&r);
 }
 
+static kiln_node build_dropout(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_dropout(m, pre, *(const float *)arg, 7, NULL);
+}
+
+/* Dropout: every value is dropped or scaled by 1 / (1 - rate), about `rate`
+ * of them dropped, the gradient through the same mask; at inference the
+ * identity. */
+static void test_dropout(kiln_context *ctx, float rate)
+{
+    const int32_t dims[] = {9, 7, 5};
+    for (int training = 1; training >= 0; training--) {
+        layer_run r;
+        check_training = training;
+        const int ok = layer_run_once(ctx, 3, dims, 6, build_dropout, &rate, &r);
+        check_training = 1;
+        if (!ok)
+            return;
+        const int64_t n = r.batch * r.in_size;
+        int64_t dropped = 0, wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double kept = training ? r.x[i] / (1.0 - rate) : r.x[i];
+            const int drop = training && r.y[i] == 0.0;
+            dropped += drop;
+            wrong += fabs(r.y[i] - (drop ? 0.0 : kept)) > 1e-6 ||
+                     (training && fabs(r.dx[i] - (drop ? 0.0 : r.dy[i] / (1.0 - rate))) > 1e-6);
+        }
+        printf("dropout %.2f %s: %lld of %lld dropped\n", (double)rate,
+               training ? "training" : "inference", (long long)dropped, (long long)n);
+        CHECK(wrong == 0);
+        CHECK(training ? fabs((double)dropped / (double)n - rate) < 0.04 : dropped == 0);
+        layer_run_free(&r);
+    }
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(7);
@@ -299,6 +334,9 @@ int main(void)
         test_bn(ctx, 1, feat, 1, training, &fast);
         test_bn(ctx, 3, big, 30, training, &keras);
     }
+
+    test_dropout(ctx, 0.3f);
+    test_dropout(ctx, 0.75f);
 
     test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
     for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {

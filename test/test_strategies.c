@@ -3,31 +3,16 @@
  * basic"), uneven and empty shards, gradient accumulation, learning-rate
  * schedules, and the faults: a replica that fails and one that stalls. What
  * needs two devices is skipped, with the reason printed, on one. */
+#include "counting_alloc.h"
 #include "harness.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
 
+
 #define SAMPLES 64
 #define SIDE 8
 #define TOL 1e-5
-
-typedef struct counter {
-    long live;
-} counter;
-
-static void *counting_realloc(void *user, void *ptr, size_t size)
-{
-    counter *c = user;
-    if (size == 0) {
-        c->live -= ptr != NULL;
-        free(ptr);
-        return NULL;
-    }
-    void *p = realloc(ptr, size);
-    c->live += p && !ptr;
-    return p;
-}
 
 static kiln_context *context(counter *c)
 {
@@ -100,6 +85,9 @@ static kiln_model *build(kiln_context *ctx, const run *r, kiln_fault *fault,
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    /* Dropout masks follow the sample, not the replica holding it. */
+    if (r->bn == BN_SYNCHRONIZED)
+        kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 3, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     m->fault = fault;
     kiln_compile_options co = {.struct_size = sizeof co};
@@ -296,7 +284,7 @@ static void test_batch_norm(kiln_context *ctx, kiln_dataset *ds, int devices)
     r.strategy = KILN_STRATEGY_MIRRORED;
     r.replicas = 2;
     float *w = weights_after(ctx, ds, &r, &n);
-    compare("mirrored, synchronised batch norm vs one_device", w, base, n, TOL);
+    compare("mirrored, synchronised batch norm and dropout vs one_device", w, base, n, TOL);
     free(w);
     free(base);
 

@@ -1,0 +1,68 @@
+/* Dropout: in training, zeroes each value with probability `rate` and
+ * scales the others by 1 / (1 - rate); otherwise the identity. The mask is
+ * a hash (opencl/kernels/dropout.cl), deterministic for a seed. */
+#include "layers/layer.h"
+#include "runtime/context.h"
+
+#include <stdio.h>
+
+typedef struct dropout_config {
+    float rate;
+    uint64_t seed;   /* mixed with the context's */
+} dropout_config;
+
+static kiln_status dropout_infer(void *config, kiln_layer_build *b)
+{
+    const dropout_config *c = config;
+    if (!(c->rate >= 0.0f && c->rate < 1.0f)) {
+        snprintf(b->error, sizeof b->error, "rate must be in [0, 1), got %g", (double)c->rate);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    b->out = b->in[0];
+    return KILN_OK;
+}
+
+static kiln_status apply(const dropout_config *c, const kiln_step *s, const kiln_buffer *src,
+                         kiln_buffer *dst, int accumulate)
+{
+    const int64_t size = kiln_shape_size(s->out_shape);
+    const size_t n = (size_t)s->batch * (size_t)size;
+    const uint64_t seed = s->seed ^ (c->seed * 0x9e3779b97f4a7c15ULL);
+    kiln_arg a[] = {kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
+                    kiln_arg_int(size), kiln_arg_int(s->first_sample),
+                    kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
+                    kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
+                    kiln_arg_int(accumulate)};
+    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a, 10);
+}
+
+static kiln_status dropout_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const dropout_config *c = config;
+    if (!s->training || c->rate == 0.0f)
+        return kiln_identity_forward(config, replica, s);
+    return apply(c, s, s->in[0], s->out, 0);
+}
+
+static kiln_status dropout_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const dropout_config *c = config;
+    if (!s->d_in[0])
+        return KILN_OK;
+    if (c->rate == 0.0f)
+        return kiln_identity_backward(config, replica, s);
+    return apply(c, s, s->d_out, s->d_in[0], s->d_in_accumulate[0]);
+}
+
+const kiln_layer_ops kiln_layer_dropout = {
+    "dropout", sizeof(dropout_config), 0, 1, 1, dropout_infer, NULL, dropout_forward,
+    dropout_backward, NULL, NULL, NULL,
+};
+
+kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
+                       const char *name)
+{
+    dropout_config c = {rate, seed};
+    return kiln_model_add_layer(model, &kiln_layer_dropout, &c, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
