@@ -543,6 +543,17 @@ typedef struct kiln_memory_report {
 KILN_API kiln_status kiln_model_memory(const kiln_model *model, int32_t replica,
                                        kiln_memory_report *report);
 
+/** Writes a table of the model's layers like Keras's model.summary(): each
+ *  layer's name and kind, output shape, parameter count and the layers it
+ *  takes (for functional graphs), then the total, trainable and
+ *  non-trainable parameter counts. Works before compile (on a model whose
+ *  building failed it reports that error). At most `size` bytes including
+ *  the terminating NUL go to `text` (which may be NULL when size is 0);
+ *  `length`, when not NULL, receives the full length, so a first call with
+ *  size 0 sizes the buffer. */
+KILN_API kiln_status kiln_model_summary(const kiln_model *model, char *text, size_t size,
+                                        size_t *length);
+
 /** Number of float32 parameters (weights and biases) of a compiled model. */
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 

@@ -1,0 +1,207 @@
+/* The seed ResNet (examples/resnet_model.c) on Fashion-MNIST at its own
+ * 28x28x1 size (no resizing: the stride-2 stem and pooling take it to 1x1
+ * by the last block), printing its summary, training briefly and printing
+ * the test accuracy. The strategy is the default for the devices (one_device
+ * on one, mirrored on several; KILN_STRATEGY overrides).
+ *
+ * Usage: resnet [--epochs N] [--batch N] [--limit N] [--test-limit N]
+ *               [--sync-bn] [--data DIR]
+ *        resnet --input 224 [--batch N] [--steps N] [--sync-bn]
+ * --input S benchmarks training at the seed's S x S x 3 input on synthetic
+ * data (step time and samples/s; no accuracy). */
+#include "resnet_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+typedef struct args {
+    int epochs, batch, steps, input, sync_bn;
+    long limit, test_limit;
+    const char *data;
+} args;
+
+static int parse_args(int argc, char **argv, args *a)
+{
+    *a = (args){2, 32, 10, 0, 0, 4096, 2000, DEFAULT_DATA};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--sync-bn") == 0) {
+            a->sync_bn = 1;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        long n = v ? atol(v) : 0;
+        if (!v || (strcmp(argv[i - 1], "--data") != 0 && n <= 0)) {
+            fprintf(stderr, "resnet: %s needs a positive value\n", argv[i - 1]);
+            return 0;
+        }
+        if (strcmp(argv[i - 1], "--epochs") == 0)
+            a->epochs = (int)n;
+        else if (strcmp(argv[i - 1], "--batch") == 0)
+            a->batch = (int)n;
+        else if (strcmp(argv[i - 1], "--steps") == 0)
+            a->steps = (int)n;
+        else if (strcmp(argv[i - 1], "--input") == 0)
+            a->input = (int)n;
+        else if (strcmp(argv[i - 1], "--limit") == 0)
+            a->limit = n;
+        else if (strcmp(argv[i - 1], "--test-limit") == 0)
+            a->test_limit = n;
+        else if (strcmp(argv[i - 1], "--data") == 0)
+            a->data = v;
+        else {
+            fprintf(stderr, "resnet: unknown option %s\n", argv[i - 1]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, long limit,
+                        kiln_dataset **out)
+{
+    char images[1024], labels[1024];
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    kiln_idx_options o = {sizeof o, 0.0f, limit};
+    return kiln_dataset_from_idx(ctx, images, labels, &o, out);
+}
+
+/* Random images and labels of the benchmark's size (speed only). */
+static kiln_status synthetic(kiln_context *ctx, int side, long count, float **x, int32_t **y,
+                             kiln_dataset **out)
+{
+    const size_t n = (size_t)count * (size_t)side * (size_t)side * 3;
+    *x = malloc(n * sizeof(float));
+    *y = malloc((size_t)count * sizeof(int32_t));
+    if (!*x || !*y)
+        return KILN_ERROR_OUT_OF_MEMORY;
+    uint64_t s = 42;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        (*x)[i] = (float)(s >> 40) / 16777216.0f;
+    }
+    for (long i = 0; i < count; i++)
+        (*y)[i] = (int32_t)(i % 10);
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = count;
+    d.feature_rank = 3;
+    d.feature_dims[0] = side;
+    d.feature_dims[1] = side;
+    d.feature_dims[2] = 3;
+    d.features = *x;
+    d.sparse_labels = *y;
+    return kiln_dataset_from_arrays(ctx, &d, out);
+}
+
+static void print_summary(const kiln_model *m)
+{
+    size_t length = 0;
+    if (kiln_model_summary(m, NULL, 0, &length) != KILN_OK)
+        return;
+    char *text = malloc(length + 1);
+    if (text && kiln_model_summary(m, text, length + 1, NULL) == KILN_OK)
+        fputs(text, stdout);
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    if (!parse_args(argc, argv, &a))
+        return 2;
+    kiln_context_options co = {.struct_size = sizeof co};
+    char err[1024] = "";
+    co.error_buffer = err;
+    co.error_buffer_size = sizeof err;
+    co.log_level = KILN_LOG_WARNING;
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&co, &ctx) != KILN_OK)
+        return fprintf(stderr, "resnet: %s\n", err), 1;
+
+    const int side = a.input ? a.input : 28, channels = a.input ? 3 : 1;
+    kiln_model *model = NULL;
+    kiln_dataset *train = NULL, *test = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    kiln_status st = kiln_model_create(ctx, &model);
+    if (st == KILN_OK)
+        resnet_build(model, side, side, channels, 10, a.sync_bn);
+    kiln_compile_options opts = {.struct_size = sizeof opts};
+    opts.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    opts.optimizer.learning_rate = 1e-3f;
+    if (st == KILN_OK)
+        st = kiln_model_compile(model, &opts);
+    if (st == KILN_OK)
+        print_summary(model);
+    const char *strategy = "";
+    int32_t replicas = 0;
+    if (st == KILN_OK && kiln_model_distribution(model, &strategy, &replicas) == KILN_OK)
+        printf("strategy: %s, %d replica(s), global batch %d, %s batch norm\n", strategy,
+               (int)replicas, a.batch, a.sync_bn ? "synchronised" : "per-replica");
+    fflush(stdout);
+
+    if (st == KILN_OK && a.input)
+        st = synthetic(ctx, side, (long)a.batch * (a.steps + 1), &x, &y, &train);
+    else if (st == KILN_OK)
+        st = load(ctx, a.data, "train", a.limit, &train);
+    if (st == KILN_OK && !a.input)
+        st = load(ctx, a.data, "t10k", a.test_limit, &test);
+    kiln_fit_options fit;
+    kiln_fit_options_init(&fit);
+    fit.epochs = a.input ? 1 : a.epochs;
+    fit.batch_size = a.batch;
+    fit.no_shuffle = a.input != 0;
+    int64_t n_train = 0;
+    if (st == KILN_OK && a.input) {
+        /* One warm-up step (kernel builds), then the timed ones. */
+        kiln_dataset *warm = NULL, *timed = NULL;
+        st = kiln_dataset_subset(train, 0, a.batch, &warm);
+        if (st == KILN_OK)
+            st = kiln_dataset_subset(train, a.batch, (int64_t)a.batch * a.steps, &timed);
+        if (st == KILN_OK)
+            st = kiln_model_fit(model, warm, &fit);
+        const double t0 = seconds();
+        if (st == KILN_OK)
+            st = kiln_model_fit(model, timed, &fit);
+        const double dt = seconds() - t0;
+        if (st == KILN_OK)
+            printf("input %dx%dx3, batch %d: %.3f s per step, %.1f samples/s\n", side, side,
+                   a.batch, dt / a.steps, (double)a.batch * a.steps / dt);
+        kiln_dataset_destroy(warm);
+        kiln_dataset_destroy(timed);
+    } else if (st == KILN_OK) {
+        kiln_dataset_count(train, &n_train);
+        const double t0 = seconds();
+        st = kiln_model_fit(model, train, &fit);
+        const double dt = seconds() - t0;
+        if (st == KILN_OK)
+            printf("training: %lld samples x %d epochs in %.1f s, %.0f samples/s\n",
+                   (long long)n_train, a.epochs, dt, (double)n_train * a.epochs / dt);
+    }
+    kiln_metrics result = {.struct_size = sizeof result};
+    if (st == KILN_OK && test)
+        st = kiln_model_evaluate(model, test, 256, &result);
+    if (st == KILN_OK && test)
+        printf("test accuracy: %.4f\n", result.accuracy);
+    if (st != KILN_OK)
+        fprintf(stderr, "resnet: %s: %s\n", kiln_status_name(st), kiln_context_last_error(ctx));
+    kiln_model_destroy(model);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(test);
+    kiln_context_destroy(ctx);
+    free(x);
+    free(y);
+    return st == KILN_OK ? 0 : 1;
+}
