@@ -1,9 +1,12 @@
 /* The seed ResNet (examples/resnet_model.c): its summary's parameter counts
  * equal the ones computed by hand below, and it trains (the loss falls over
  * two epochs on a Fashion-MNIST subset) and evaluates under whatever
- * strategy and batch norm meson asks for (KILN_STRATEGY, RESNET_SYNC_BN). */
+ * strategy and batch norm meson asks for (POCL_DEVICES, RESNET_SYNC_BN),
+ * and its weights, moving statistics included, reload into a fresh model. */
 #include "harness.h"
 #include "resnet_model.h"
+
+#include <unistd.h>
 
 /* Keras's counts: a k x k conv from i to o channels has k*k*i*o weights and
  * o biases; batch norm has 4 per channel (gamma, beta trainable; moving mean
@@ -99,6 +102,23 @@ int main(void)
     kiln_metrics met = {.struct_size = sizeof met};
     CHECK_OK(ctx, kiln_model_evaluate(m, train, 64, &met));
     CHECK(met.samples == 384 && met.loss == met.loss);
+
+    /* The moving statistics travel with the weights: a fresh model loading
+     * them evaluates alike. */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/kiln-test-resnet-%ld.safetensors", (long)getpid());
+    CHECK_OK(ctx, kiln_model_save_weights(m, path));
+    kiln_model *copy = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &copy));
+    resnet_build(copy, 28, 28, 1, 10, 0);
+    CHECK_OK(ctx, kiln_model_compile(copy, &opts));
+    CHECK_OK(ctx, kiln_model_load_weights(copy, path));
+    kiln_metrics again = {.struct_size = sizeof again};
+    CHECK_OK(ctx, kiln_model_evaluate(copy, train, 64, &again));
+    printf("evaluate: loss %.6f, reloaded %.6f\n", met.loss, again.loss);
+    CHECK(fabs(again.loss - met.loss) <= 1e-5 * fabs(met.loss));
+    remove(path);
+    kiln_model_destroy(copy);
     kiln_dataset_destroy(train);
     kiln_model_destroy(m);
     kiln_context_destroy(ctx);
