@@ -61,6 +61,7 @@ struct kiln_device {
      * the driver had run out of resources. */
     int64_t fail_launch_at, launches;
     int n_gemm_seen;
+    int own_gemm;                  /* kiln's GEMM kernel where it wins (blas.c); -1: undecided */
     /* Device memory kiln holds (buffer.c), now and at most. */
     pthread_mutex_t memory_lock;
     size_t bytes_in_use, peak_bytes;

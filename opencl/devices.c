@@ -105,6 +105,7 @@ static kiln_status open_device(kiln_context *ctx, const found_device *f, int32_t
     dev->ctx = ctx;
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
+    dev->own_gemm = -1;
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
