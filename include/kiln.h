@@ -446,8 +446,27 @@ typedef enum kiln_strategy {
     /** Parameters and optimizer state in host memory; the replicas compute
      *  gradients on their share of the batch, the host sums them and applies
      *  the optimizer. */
-    KILN_STRATEGY_CENTRAL_STORAGE
+    KILN_STRATEGY_CENTRAL_STORAGE,
+    /** Model parallelism: the layers are split into stages, one per device
+     *  (kiln_model_place, or balanced automatically), and each global batch
+     *  flows through them as micro-batches, so every device works at once
+     *  (see kiln_pipeline_schedule). The default when any layer is placed. */
+    KILN_STRATEGY_PIPELINE
 } kiln_strategy;
+
+/** How pipeline stages order their micro-batches' forward (F) and backward
+ *  (B) passes. Both compute the same gradients and leave the same idle
+ *  share ("bubble"), (S - 1) / (M + S - 1) for S equal stages and M
+ *  micro-batches; they differ in activation memory. */
+typedef enum kiln_pipeline_schedule {
+    KILN_PIPELINE_DEFAULT = 0,   /**< 1F1B */
+    /** All forwards, then all backwards: each stage keeps the activations
+     *  of all M micro-batches. */
+    KILN_PIPELINE_GPIPE,
+    /** One forward, one backward in steady state: stage s keeps at most
+     *  S - s micro-batches' activations. */
+    KILN_PIPELINE_1F1B
+} kiln_pipeline_schedule;
 
 /** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
@@ -481,6 +500,19 @@ typedef struct kiln_compile_options {
     /** Reducer threads; 0: 2 (measured: one thread sums 64 MiB over 2 replicas
      *  at 0.57 of memcpy speed, two at 0.94). */
     int32_t reducer_threads;
+    /** Pipeline: stages when no layer is placed (the context's first n
+     *  devices, one stage each, layers split by compute cost); 0: every
+     *  device. With placements the stages are the placed devices. */
+    int32_t pipeline_stages;
+    /** Pipeline: micro-batches per global batch (uneven when they must
+     *  be); 0: 4. */
+    int32_t micro_batches;
+    kiln_pipeline_schedule pipeline_schedule;   /**< 0: 1F1B */
+    /** Pipeline: device memory each stage may use, in bytes, standing in for
+     *  smaller devices; 0: each device's global memory. Parameters,
+     *  gradients and optimizer state are checked at compile, activations
+     *  when the batch size is first seen (before the first step). */
+    uint64_t device_memory_budget;
 } kiln_compile_options;
 
 /**
@@ -511,6 +543,10 @@ typedef struct kiln_training_stats {
     int64_t reductions;            /**< gradient all-reduces (data-parallel strategies) */
     double reduce_seconds;         /**< reducer threads summing gradient buckets */
     double reduce_hidden_seconds;  /**< of which overlapped backward on every replica */
+    /** Pipeline: the share of stage time spent waiting for other stages
+     *  (the "bubble"), 1 - sum of stage busy time / (stages x step time),
+     *  over all training steps; 0 for other strategies. */
+    double pipeline_bubble;
 } kiln_training_stats;
 
 /** Fills `stats` (struct_size set by the caller) with the model's training
@@ -542,6 +578,24 @@ typedef struct kiln_memory_report {
  *  CLBlast allocates for itself are not counted. */
 KILN_API kiln_status kiln_model_memory(const kiln_model *model, int32_t replica,
                                        kiln_memory_report *report);
+
+/** Places nodes first..last (inclusive, in the order they were added) on
+ *  the context's device `device` (as kiln_context_device_info counts), like
+ *  TensorFlow's `with tf.device(...)`. Nodes left unplaced go with the node
+ *  before them. Placing any node makes the pipeline strategy the default;
+ *  each device's nodes must form one contiguous range (a stage). Errors
+ *  (a bad range, a device the context lacks) are also kept on the model
+ *  and reported by kiln_model_compile. */
+KILN_API kiln_status kiln_model_place(kiln_model *model, kiln_node first, kiln_node last,
+                                      int32_t device);
+
+/** The pipeline's stage plan of a compiled model as a table: each stage's
+ *  device, layers, compute share and memory (parameters, gradients,
+ *  optimizer state, and activations once a batch has run), like
+ *  kiln_model_summary (same `text`, `size`, `length` rules).
+ *  KILN_ERROR_STATE when the model does not train as a pipeline. */
+KILN_API kiln_status kiln_model_stage_plan(const kiln_model *model, char *text, size_t size,
+                                           size_t *length);
 
 /** Writes a table of the model's layers like Keras's model.summary(): each
  *  layer's name and kind, output shape, parameter count and the layers it

@@ -103,6 +103,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
     static const struct { const char *name; kiln_strategy value; } names[] = {
         {"auto", KILN_STRATEGY_AUTO}, {"one_device", KILN_STRATEGY_ONE_DEVICE},
         {"mirrored", KILN_STRATEGY_MIRRORED}, {"central_storage", KILN_STRATEGY_CENTRAL_STORAGE},
+        {"pipeline", KILN_STRATEGY_PIPELINE},
     };
     const char *env = getenv("KILN_STRATEGY");
     if (env && *env) {
@@ -112,13 +113,19 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         if (i == sizeof names / sizeof names[0])
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "KILN_STRATEGY=\"%s\" is not one of auto, one_device, mirrored, "
-                              "central_storage", env);
+                              "central_storage, pipeline", env);
         requested = names[i].value;
     }
     switch (requested) {
     case KILN_STRATEGY_AUTO:
-        m->strategy = m->ctx->n_devices > 1 && m->n_replicas != 1 ? &kiln_strategy_mirrored
-                                                                  : &kiln_strategy_one_device;
+        if (m->placed)
+            m->strategy = &kiln_strategy_pipeline;
+        else
+            m->strategy = m->ctx->n_devices > 1 && m->n_replicas != 1 ? &kiln_strategy_mirrored
+                                                                      : &kiln_strategy_one_device;
+        return KILN_OK;
+    case KILN_STRATEGY_PIPELINE:
+        m->strategy = &kiln_strategy_pipeline;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
         m->strategy = &kiln_strategy_one_device;
@@ -153,6 +160,19 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
     m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
     m->reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
+    if (o->pipeline_stages < 0 || o->micro_batches < 0 ||
+        (int)o->pipeline_schedule < KILN_PIPELINE_DEFAULT ||
+        o->pipeline_schedule > KILN_PIPELINE_1F1B)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: pipeline_stages (%d) and micro_batches (%d) must "
+                          "be >= 0 and pipeline_schedule (%d) a kiln_pipeline_schedule",
+                          (int)o->pipeline_stages, (int)o->micro_batches,
+                          (int)o->pipeline_schedule);
+    m->pipeline_stages = o->pipeline_stages;
+    m->micro_batches = o->micro_batches ? o->micro_batches : 4;
+    m->schedule = o->pipeline_schedule == KILN_PIPELINE_GPIPE ? KILN_PIPELINE_GPIPE
+                                                              : KILN_PIPELINE_1F1B;
+    m->memory_budget = o->device_memory_budget;
     return KILN_OK;
 }
 
@@ -238,6 +258,7 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     stats->reductions = s.reductions;
     stats->reduce_seconds = s.reduce_seconds;
     stats->reduce_hidden_seconds = s.hidden_seconds;
+    stats->pipeline_bubble = s.stage_seconds > 0 ? 1.0 - s.busy_seconds / s.stage_seconds : 0.0;
     return KILN_OK;
 }
 
@@ -257,7 +278,10 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
     for (int32_t d = 0; d < m->ctx->n_devices; d++)
         if (m->ctx->devices[d] == r->dev)
             report->device = d;
-    kiln_replica_memory(r, report);
+    if (m->strategy->memory)
+        m->strategy->memory(m->strategy_impl, replica, report);
+    else
+        kiln_replica_memory(r, report);
     return KILN_OK;
 }
 

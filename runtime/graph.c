@@ -112,6 +112,7 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
         in_shapes[k] = m->nodes[in].shape;
     }
     rec.n_inputs = n_inputs;
+    rec.device = -1;
     rec.ops = ops;
     rec.activation = activation;
     snprintf(rec.name, sizeof rec.name, "%s", label);
@@ -152,6 +153,34 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
     }
     m->nodes[m->n_nodes] = rec;
     return m->n_nodes++;
+}
+
+kiln_status kiln_model_place(kiln_model *m, kiln_node first, kiln_node last, int32_t device)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE,
+                          "kiln_model_place: the model is already compiled");
+    if (last == KILN_NODE_PREVIOUS)
+        last = m->n_nodes - 1;
+    char msg[320];
+    msg[0] = '\0';
+    if (first < 0 || last < first || last >= m->n_nodes)
+        snprintf(msg, sizeof msg, "kiln_model_place: nodes %d to %d are not a range of the "
+                 "model's %d nodes", (int)first, (int)last, (int)m->n_nodes);
+    else if (device < 0 || device >= m->ctx->n_devices)
+        snprintf(msg, sizeof msg, "kiln_model_place: layers '%s' to '%s' placed on device %d, "
+                 "but the context has %d device(s)", m->nodes[first].name,
+                 m->nodes[last].name, (int)device, (int)m->ctx->n_devices);
+    if (msg[0]) {
+        build_fail(m, KILN_ERROR_INVALID_ARGUMENT, "%s", msg);
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s", msg);
+    }
+    for (kiln_node i = first; i <= last; i++)
+        m->nodes[i].device = device;
+    m->placed = 1;
+    return KILN_OK;
 }
 
 kiln_status kiln_model_set_output(kiln_model *m, kiln_node node)

@@ -18,6 +18,7 @@ typedef struct kiln_node_rec {
     int n_params;
     size_t param_offset[KILN_MAX_PARAMS];  /* floats into the flat buffer */
     int on_path;                  /* the output depends on it */
+    int32_t device;               /* kiln_model_place: its device, or -1 */
 } kiln_node_rec;
 
 /* How the loss meets the output: fused with its softmax/sigmoid or not. */
@@ -51,6 +52,12 @@ struct kiln_model {
     double step_timeout;         /* watchdog, seconds */
     size_t bucket_bytes, first_bucket_bytes;
     int reducer_threads;
+    /* Pipeline (model parallelism) settings. */
+    int placed;                  /* some node was placed on a device */
+    int32_t pipeline_stages;     /* 0: every device (automatic partition) */
+    int32_t micro_batches;
+    kiln_pipeline_schedule schedule;
+    uint64_t memory_budget;      /* per device; 0: its global memory */
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
     struct kiln_fault *fault;    /* test-only fault hook (replica.h) */

@@ -36,11 +36,13 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
 {
     const kiln_model *m = r->model;
     o->batch_capacity = r->capacity;
-    o->parameter_bytes = bytes_of(r->params);
-    o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum);
-    o->optimizer_bytes = 0;
-    for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
-        o->optimizer_bytes += bytes_of(r->slots[s]);
+    o->parameter_bytes = o->gradient_bytes = o->optimizer_bytes = 0;
+    if (!r->shared) {
+        o->parameter_bytes = bytes_of(r->params);
+        o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum);
+        for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+            o->optimizer_bytes += bytes_of(r->slots[s]);
+    }
     o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
                           bytes_of(r->sums);
     for (int32_t i = 0; i < m->n_nodes; i++)
@@ -53,37 +55,111 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
     o->device_peak_bytes = peak;
 }
 
-kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
+static int in_span(const kiln_replica *r, kiln_node i)
 {
+    return i >= r->span.first && i <= r->span.last;
+}
+
+/* The replica's tables: which nodes it holds, where their parameters sit in
+ * its buffers, and each layer's state. */
+static kiln_status make_tables(kiln_replica *r)
+{
+    const kiln_model *m = r->model;
     kiln_context *ctx = m->ctx;
-    *out = NULL;
-    kiln_replica *r = kiln_calloc(ctx, 1, sizeof *r);
-    if (!r)
-        return kiln_error_oom(ctx, "a replica", sizeof *r);
-    r->model = m;
-    r->dev = dev;
-    r->stage_node = -1;
-    r->stage_phase = "idle";
-    pthread_mutex_init(&r->stage_lock, NULL);
+    const kiln_stage_span *sp = &r->span;
     const size_t n = (size_t)m->n_nodes;
+    r->n_trainable = sp->trainable_end - sp->trainable_begin;
+    r->n_floats = r->n_trainable + sp->state_end - sp->state_begin;
     r->out = kiln_calloc(ctx, n, sizeof *r->out);
     r->act = kiln_calloc(ctx, n, sizeof *r->act);
     r->grad = kiln_calloc(ctx, n, sizeof *r->grad);
     r->state = kiln_calloc(ctx, n, sizeof *r->state);
     r->written = kiln_calloc(ctx, n, 1);
-    kiln_status st = KILN_OK;
-    if (!r->out || !r->act || !r->grad || !r->state || !r->written) {
-        st = kiln_error_oom(ctx, "replica tables", n * sizeof(void *));
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t size = m->nodes[i].ops->replica_size;
-        if (size && !(r->state[i] = kiln_calloc(ctx, 1, size))) {
-            st = kiln_error_oom(ctx, "layer state", size);
-            goto fail;
+    r->present = kiln_calloc(ctx, n, 1);
+    r->offsets = kiln_calloc(ctx, n * KILN_MAX_PARAMS, sizeof *r->offsets);
+    if (!r->out || !r->act || !r->grad || !r->state || !r->written || !r->present ||
+        !r->offsets)
+        return kiln_error_oom(ctx, "replica tables", n * sizeof(void *));
+    for (kiln_node i = sp->first; i <= sp->last; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path)
+            continue;
+        r->present[i] = 1;
+        for (int k = 0; k < node->n_inputs; k++)
+            r->present[node->inputs[k]] = 1;
+        for (int p = 0; p < node->n_params; p++) {
+            const size_t off = node->param_offset[p];
+            r->offsets[(size_t)i * KILN_MAX_PARAMS + (size_t)p] =
+                off < m->n_trainable_floats ? off - sp->trainable_begin
+                                            : r->n_trainable + off - sp->state_begin;
         }
+        const size_t size = node->ops->replica_size;
+        if (size && !(r->state[i] = kiln_calloc(ctx, 1, size)))
+            return kiln_error_oom(ctx, "layer state", size);
     }
-    const size_t bytes = m->n_param_floats * sizeof(float);
+    return KILN_OK;
+}
+
+static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
+                                 const kiln_stage_span *span)
+{
+    kiln_replica *r = kiln_calloc(m->ctx, 1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->model = m;
+    r->dev = dev;
+    r->span = *span;
+    r->stage_node = -1;
+    r->stage_phase = "idle";
+    pthread_mutex_init(&r->stage_lock, NULL);
+    return r;
+}
+
+kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
+{
+    const kiln_stage_span whole = {0, m->n_nodes - 1, 0, m->n_trainable_floats,
+                                   m->n_trainable_floats, m->n_param_floats,
+                                   m->accumulation_steps > 1};
+    return kiln_replica_create_stage(m, dev, &whole, out);
+}
+
+kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **out)
+{
+    const kiln_model *m = base->model;
+    *out = NULL;
+    kiln_replica *r = replica_new(m, base->dev, &base->span);
+    if (!r)
+        return kiln_error_oom(m->ctx, "a replica", sizeof *r);
+    r->shared = 1;
+    r->params = base->params;
+    r->grads = base->grads;
+    r->accum = base->accum;
+    memcpy(r->slots, base->slots, sizeof r->slots);
+    r->index = base->index;
+    r->fault = base->fault;
+    kiln_status st = make_tables(r);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(r->dev, 2 * sizeof(float), "loss sums", &r->sums);
+    if (st != KILN_OK) {
+        kiln_replica_destroy(r);
+        return st;
+    }
+    *out = r;
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
+                                      const kiln_stage_span *span, kiln_replica **out)
+{
+    kiln_context *ctx = m->ctx;
+    *out = NULL;
+    kiln_replica *r = replica_new(m, dev, span);
+    if (!r)
+        return kiln_error_oom(ctx, "a replica", sizeof *r);
+    kiln_status st = make_tables(r);
+    if (st != KILN_OK)
+        goto fail;
+    const size_t bytes = (r->n_floats ? r->n_floats : 1) * sizeof(float);
     st = kiln_buffer_create(dev, bytes, "parameters", &r->params);
     if (st == KILN_OK)
         st = kiln_buffer_create(dev, bytes, "gradients", &r->grads);
@@ -96,7 +172,7 @@ kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_repl
     }
     if (st == KILN_OK)
         st = kiln_buffer_create(dev, 2 * sizeof(float), "loss sums", &r->sums);
-    if (st == KILN_OK && m->accumulation_steps > 1)
+    if (st == KILN_OK && span->accumulate)
         st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
     if (st == KILN_OK && r->accum)
         st = kiln_buffer_zero(dev, r->accum, 0, bytes);
@@ -118,18 +194,22 @@ void kiln_replica_destroy(kiln_replica *r)
         release_activations(r);
     for (int32_t i = 0; r->state && i < r->model->n_nodes; i++)
         kiln_free(ctx, r->state[i]);
-    kiln_buffer_destroy(r->params);
-    kiln_buffer_destroy(r->grads);
-    for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
-        kiln_buffer_destroy(r->slots[s]);
+    if (!r->shared) {
+        kiln_buffer_destroy(r->params);
+        kiln_buffer_destroy(r->grads);
+        for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+            kiln_buffer_destroy(r->slots[s]);
+        kiln_buffer_destroy(r->accum);
+    }
     kiln_buffer_destroy(r->sums);
-    kiln_buffer_destroy(r->accum);
     pthread_mutex_destroy(&r->stage_lock);
     kiln_free(ctx, r->out);
     kiln_free(ctx, r->act);
     kiln_free(ctx, r->grad);
     kiln_free(ctx, r->state);
     kiln_free(ctx, r->written);
+    kiln_free(ctx, r->present);
+    kiln_free(ctx, r->offsets);
     kiln_free(ctx, r);
 }
 
@@ -142,11 +222,16 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
     kiln_status st = KILN_OK;
     for (int32_t i = 0; i < m->n_nodes && st == KILN_OK; i++) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (!node->on_path)
+        if (!r->present[i])
             continue;
         const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
         st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
         r->act[i] = r->out[i];
+        if (!in_span(r, i)) {  /* another stage's output: its activation, its gradient */
+            if (st == KILN_OK && i != m->input)
+                st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
+            continue;
+        }
         if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR)
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
         if (st == KILN_OK && i != m->input)
@@ -161,11 +246,12 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
         }
     }
     const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
-    if (st == KILN_OK)
+    const int loss_here = in_span(r, m->output);
+    if (st == KILN_OK && loss_here)
         st = kiln_buffer_create(r->dev, label_floats * sizeof(float), "labels", &r->labels);
-    if (st == KILN_OK)
+    if (st == KILN_OK && loss_here)
         st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "losses", &r->loss);
-    if (st == KILN_OK)
+    if (st == KILN_OK && loss_here)
         st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "metrics", &r->correct);
     if (st != KILN_OK) {
         release_activations(r);
@@ -182,8 +268,9 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
     if (st != KILN_OK)
         return st;
     const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
-    st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 0);
-    if (st != KILN_OK || !b->labels)
+    if (r->act[m->input] && b->features)
+        st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 0);
+    if (st != KILN_OK || !b->labels || !r->labels)
         return st;
     const size_t label_bytes = m->loss.sparse ? (size_t)b->n * sizeof(int32_t)
                                               : (size_t)b->n *
@@ -255,7 +342,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->out = r->out[i];
     s->params = r->params;
     s->grads = r->grads;
-    s->param_offset = node->param_offset;
+    s->param_offset = r->offsets + (size_t)i * KILN_MAX_PARAMS;
     s->d_out = r->grad[i];
     s->d_in = d_in;
     s->d_in_accumulate = acc;
@@ -272,7 +359,7 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
     kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
     kiln_shape in_shape[KILN_MAX_INPUTS];
     int acc[KILN_MAX_INPUTS];
-    for (int32_t i = 0; i < m->n_nodes; i++) {
+    for (int32_t i = r->span.first; i <= r->span.last; i++) {
         const kiln_node_rec *node = &m->nodes[i];
         if (!node->on_path || i == m->input)
             continue;
@@ -310,10 +397,9 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
     kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
     kiln_shape in_shape[KILN_MAX_INPUTS];
     int acc[KILN_MAX_INPUTS];
-    memset(r->written, 0, (size_t)m->n_nodes);
-    for (int32_t i = m->n_nodes - 1; i >= 0; i--) {
+    kiln_status st = KILN_OK;
+    for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
         const kiln_node_rec *node = &m->nodes[i];
-        kiln_status st = KILN_OK;
         if (node->on_path && i != m->input) {
             set_stage(r, i, "backward");
             st = check_fault(r, i, 1);
@@ -337,11 +423,16 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
         }
         if (st == KILN_OK && hook)
             st = hook(user, i);
-        if (st != KILN_OK)
-            return st;
     }
-    set_stage(r, -1, "after backward");
-    return KILN_OK;
+    memset(r->written, 0, (size_t)m->n_nodes);  /* the next pass starts clean */
+    if (st == KILN_OK)
+        set_stage(r, -1, "after backward");
+    return st;
+}
+
+void kiln_replica_mark_gradient(kiln_replica *r, kiln_node j)
+{
+    r->written[j] = 1;
 }
 
 kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
@@ -371,12 +462,10 @@ kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
 
 kiln_status kiln_replica_read_params(kiln_replica *r, float *flat)
 {
-    return kiln_buffer_read(r->dev, r->params, 0, flat,
-                            r->model->n_param_floats * sizeof(float));
+    return kiln_buffer_read(r->dev, r->params, 0, flat, r->n_floats * sizeof(float));
 }
 
 kiln_status kiln_replica_write_params(kiln_replica *r, const float *flat)
 {
-    return kiln_buffer_write(r->dev, r->params, 0, flat,
-                             r->model->n_param_floats * sizeof(float), 1);
+    return kiln_buffer_write(r->dev, r->params, 0, flat, r->n_floats * sizeof(float), 1);
 }

@@ -25,9 +25,25 @@ typedef struct kiln_fault {
  * last to the first, whether or not it ran). */
 typedef kiln_status (*kiln_backward_hook)(void *user, kiln_node i);
 
+/* The part of a model a replica computes: a pipeline stage's contiguous
+ * node range and its slices of the flat parameter layout (trainable, then
+ * non-trainable state), which the replica's buffers hold back to back. */
+typedef struct kiln_stage_span {
+    kiln_node first, last;                  /* computed here, inclusive */
+    size_t trainable_begin, trainable_end;  /* floats of the model's flat layout */
+    size_t state_begin, state_end;
+    int accumulate;                         /* keep an accumulation buffer */
+} kiln_stage_span;
+
 typedef struct kiln_replica {
     const kiln_model *model;
     kiln_device *dev;
+    kiln_stage_span span;        /* the whole model for data-parallel replicas */
+    size_t n_floats;             /* parameter floats held here */
+    size_t n_trainable;          /* their trainable prefix */
+    size_t *offsets;             /* per node x KILN_MAX_PARAMS: offsets into params */
+    unsigned char *present;      /* per node: buffers here (computed or received) */
+    int shared;                  /* a view: params, grads, slots, accum are borrowed */
     int32_t capacity;            /* largest batch the buffers hold */
     kiln_buffer *params, *grads;
     kiln_buffer *slots[KILN_MAX_OPTIMIZER_SLOTS];  /* optimizer state */
@@ -54,6 +70,17 @@ typedef struct kiln_replica {
 } kiln_replica;
 
 kiln_status kiln_replica_create(const kiln_model *model, kiln_device *dev, kiln_replica **out);
+
+/* A replica computing only `span` of the model. Nodes outside it that the
+ * span's layers read are present too: their activations (and gradients)
+ * are written and read by the caller, which moves them between stages. */
+kiln_status kiln_replica_create_stage(const kiln_model *model, kiln_device *dev,
+                                      const kiln_stage_span *span, kiln_replica **out);
+
+/* Another set of activations for `base`'s stage (a micro-batch in flight):
+ * it borrows base's parameters, gradients, optimizer state and
+ * accumulation buffer, and must be destroyed before it. */
+kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **out);
 void kiln_replica_destroy(kiln_replica *r);
 
 /* The replica's share of kiln_model_memory (device left to the caller). */
@@ -71,8 +98,12 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);
 /* Loss, metrics and the output gradient; `scale` is 1 / global batch. */
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale);
 
+/* Backward over the span. A gradient arriving from another stage is
+ * written into r->grad[j] before, with kiln_replica_mark_gradient(r, j), so
+ * the span's own consumers of j add to it. */
 kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
                                   void *user);
+void kiln_replica_mark_gradient(kiln_replica *r, kiln_node j);
 
 /* Gradient accumulation over the flat gradient range [offset, offset + n):
  * accum += grads, or (final) grads = (accum + grads) * scale and accum = 0. */

@@ -19,6 +19,8 @@ typedef struct kiln_strategy_stats {
     int64_t reductions;
     double reduce_seconds;   /* reducer threads summing buckets */
     double hidden_seconds;   /* of which before backward had ended on every replica */
+    double busy_seconds;     /* pipeline: stages computing, summed over stages */
+    double stage_seconds;    /* pipeline: stages x training step time */
 } kiln_strategy_stats;
 
 typedef struct kiln_strategy_ops {
@@ -42,10 +44,14 @@ typedef struct kiln_strategy_ops {
     kiln_status (*set_slots)(void *impl, const float *const *slots);
     /* Micro-steps done in the current accumulation cycle. */
     int32_t (*micro_step)(void *impl);
+    /* Device memory of replica (stage) i when it is more than one replica
+     * object's (pipeline stages hold several activation sets); may be NULL. */
+    void (*memory)(void *impl, int32_t i, kiln_memory_report *report);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;
 extern const kiln_strategy_ops kiln_strategy_mirrored;
 extern const kiln_strategy_ops kiln_strategy_central_storage;
+extern const kiln_strategy_ops kiln_strategy_pipeline;
 
 #endif

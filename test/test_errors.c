@@ -138,7 +138,7 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     kiln_fit_options_init(&fo);
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first", kiln_model_fit(m, ds, &fo));
-    kiln_training_stats stats = {sizeof stats, 0, 0, 0, 0, 0, 0};
+    kiln_training_stats stats = {.struct_size = sizeof stats};
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first",
                 kiln_model_training_stats(m, &stats));
     CHECK_OK(ctx, kiln_model_compile(m, &co));

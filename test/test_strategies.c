@@ -118,7 +118,7 @@ static kiln_status train(kiln_model *m, kiln_dataset *ds, const run *r)
  * replicas exchange gradients: once per optimizer update. */
 static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
 {
-    kiln_training_stats s = {sizeof s, 0, 0, 0, 0, 0, 0};
+    kiln_training_stats s = {.struct_size = sizeof s};
     CHECK_OK(m->ctx, kiln_model_training_stats(m, &s));
     int64_t count = 0;
     kiln_dataset_count(ds, &count);
@@ -128,7 +128,7 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
     CHECK(s.step_seconds > 0 && s.input_seconds >= 0);
     CHECK(s.reductions == (exchanges ? steps / (r->accumulation > 1 ? r->accumulation : 1) : 0));
     CHECK(s.reduce_hidden_seconds <= s.reduce_seconds + 1e-9);
-    kiln_training_stats small = {sizeof s - 1, 0, 0, 0, 0, 0, 0};
+    kiln_training_stats small = {.struct_size = sizeof s - 1};
     CHECK(kiln_model_training_stats(m, &small) == KILN_ERROR_INVALID_ARGUMENT);
 
     /* Every replica holds its own copy of everything. */

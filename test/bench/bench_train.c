@@ -207,7 +207,7 @@ int main(int argc, char **argv)
     kiln_dataset *train = NULL, *warm = NULL, *timed = NULL, *test = NULL, *test_warm = NULL;
     kiln_dataset *full = NULL;
     double t_first = 0, train_rate = 0, eval_rate = 0, accuracy = 0;
-    kiln_training_stats timed_stats = {sizeof timed_stats, 0, 0, 0, 0, 0, 0};
+    kiln_training_stats timed_stats = {.struct_size = sizeof timed_stats};
     kiln_memory_report memory;
     memset(&memory, 0, sizeof memory);
     memory.struct_size = sizeof memory;
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     if (st == KILN_OK) {
         kiln_fit_options fo;
         fit_options(&fo, a.batch, 1);
-        kiln_training_stats before = {sizeof before, 0, 0, 0, 0, 0, 0};
+        kiln_training_stats before = {.struct_size = sizeof before};
         kiln_model_training_stats(model, &before);
         const double t0 = now();
         st = kiln_model_fit(model, timed, &fo);

@@ -1,0 +1,814 @@
+/* The pipeline strategy (model parallelism): the layers are split into
+ * contiguous stages (runtime/partition.c), one per device, each driven by
+ * its own worker thread. A global batch is cut into micro-batches that
+ * flow through the stages: stage s runs forward (F) on micro-batch m as
+ * soon as the stages before it have sent m's activations, and backward (B)
+ * as soon as the stages after it have sent m's gradients, so the stages
+ * work at once. Activations and gradients crossing stages go through host
+ * rows (one per edge: a node read by a later stage), written by the
+ * sending stage's thread and waited for by the receiving one; a skip
+ * connection across several stages is just another edge.
+ *
+ * Schedules: GPipe (all F, then all B in reverse) keeps every
+ * micro-batch's activations; 1F1B (S - s - 1 warm-up forwards, then F and B
+ * alternating) keeps at most S - s, so each stage has that many activation
+ * sets (replica views sharing the stage's parameters). Parameter gradients
+ * accumulate over the micro-batches; each stage then applies the
+ * optimizer to its own parameters, once the last stage has said whether
+ * the loss was finite. */
+#include "runtime/partition.h"
+#include "runtime/optimizer.h"
+#include "runtime/text.h"
+#include "runtime/worker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PP_STOP_GRACE 10.0
+
+typedef enum pp_job { PP_TRAIN, PP_EVAL, PP_PREDICT } pp_job;
+
+typedef struct pp pp;
+
+/* Node `node`, computed by stage `from`, read by stage `to`. */
+typedef struct pp_edge {
+    kiln_node node;
+    int32_t from, to;
+    size_t width;                 /* floats per sample */
+    float *act, *grad;            /* rows of the global batch */
+    int64_t *act_ready, *grad_ready;  /* per micro-batch: the pass that filled it */
+} pp_edge;
+
+typedef struct pp_stage {
+    pp *owner;
+    int32_t index;
+    kiln_stage_plan plan;
+    kiln_replica **views;         /* views[0] owns the parameters */
+    int32_t n_views;
+    kiln_worker *worker;
+    float *scratch;               /* summing gradients from several stages */
+    double wait_seconds;          /* this pass */
+    double sums[2];
+    char error[768];
+} pp_stage;
+
+struct pp {
+    kiln_model *m;
+    pp_stage *stages;
+    int32_t n;
+    pp_edge *edges;
+    int32_t n_edges;
+    int32_t max_micro;            /* micro-batches asked for */
+    int32_t capacity;             /* samples the host rows hold */
+    int32_t micro_capacity;       /* samples each activation set holds */
+    /* the current pass */
+    pp_job job;
+    kiln_batch batch;
+    float *outputs;
+    int32_t n_micro;
+    int32_t *start, *count;       /* per micro-batch */
+    float scale;
+    int final_micro;
+    int micro;                    /* micro-steps done in the accumulation cycle */
+    double lr;
+    int64_t update;
+    int64_t pass;
+    int64_t verdict_pass;         /* the last stage's finite-loss verdict */
+    int finite;
+    int abort;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int broken;
+    char broken_reason[768];
+    kiln_strategy_stats stats;
+};
+
+static int32_t view_of(const pp_stage *st, int32_t micro)
+{
+    return micro % st->n_views;
+}
+
+static int is_last(const pp_stage *st)
+{
+    return st->index == st->owner->n - 1;
+}
+
+static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status status)
+{
+    pp *p = st->owner;
+    if (status == KILN_ERROR_STOPPED) {
+        snprintf(st->error, sizeof st->error, "stage %d: the step was abandoned because "
+                 "another stage failed", (int)st->index);
+    } else {
+        char where[320];
+        kiln_replica_describe(v, where, sizeof where);
+        snprintf(st->error, sizeof st->error, "stage %d, %s: %s", (int)st->index, where,
+                 kiln_context_last_error(p->m->ctx));
+    }
+    pthread_mutex_lock(&p->lock);
+    p->abort = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return status;
+}
+
+/* Waits until *stamp reaches this pass, counting the time as waiting. */
+static kiln_status wait_for(pp_stage *st, const int64_t *stamp)
+{
+    pp *p = st->owner;
+    const double t0 = kiln_now();
+    pthread_mutex_lock(&p->lock);
+    while (*stamp != p->pass && !p->abort)
+        pthread_cond_wait(&p->cond, &p->lock);
+    const int aborted = p->abort;
+    pthread_mutex_unlock(&p->lock);
+    st->wait_seconds += kiln_now() - t0;
+    return aborted ? KILN_ERROR_STOPPED : KILN_OK;
+}
+
+static void post(pp *p, int64_t *stamp)
+{
+    pthread_mutex_lock(&p->lock);
+    *stamp = p->pass;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static kiln_status forward_micro(pp_stage *st, int32_t mb)
+{
+    pp *p = st->owner;
+    kiln_model *m = p->m;
+    kiln_replica *v = st->views[view_of(st, mb)];
+    const int32_t start = p->start[mb], n = p->count[mb];
+    kiln_status s = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+        pp_edge *edge = &p->edges[e];
+        if (edge->to != st->index)
+            continue;
+        s = wait_for(st, &edge->act_ready[mb]);
+        if (s == KILN_OK)
+            s = kiln_buffer_write(v->dev, v->act[edge->node], 0,
+                                  edge->act + (size_t)start * edge->width,
+                                  (size_t)n * edge->width * sizeof(float), 0);
+    }
+    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
+    const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
+    const kiln_batch part = {
+        n, p->batch.features + (size_t)start * (size_t)in,
+        p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes : NULL};
+    v->first_sample = start;
+    v->step_number = m->n_train_steps;
+    v->train_steps = m->n_train_steps;
+    if (s == KILN_OK)
+        s = kiln_replica_upload(v, &part);
+    if (s == KILN_OK)
+        s = kiln_replica_forward(v, n, p->job == PP_TRAIN);
+    if (s == KILN_OK && is_last(st) && p->job != PP_PREDICT) {
+        double sums[2];
+        s = kiln_replica_loss(v, n, p->job == PP_TRAIN ? p->scale : 1.0f);
+        if (s == KILN_OK)
+            s = kiln_replica_read_sums(v, sums);
+        st->sums[0] += sums[0];
+        st->sums[1] += sums[1];
+    } else if (s == KILN_OK && is_last(st)) {
+        s = kiln_replica_read_output(v, n, p->outputs + (size_t)start * (size_t)out);
+    }
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+        pp_edge *edge = &p->edges[e];
+        if (edge->from != st->index)
+            continue;
+        s = kiln_buffer_read(v->dev, v->act[edge->node], 0,
+                             edge->act + (size_t)start * edge->width,
+                             (size_t)n * edge->width * sizeof(float));
+        if (s == KILN_OK)
+            post(p, &edge->act_ready[mb]);
+    }
+    return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
+}
+
+/* The gradient of node j from every later stage that reads it, summed in
+ * edge order, into the activation set's grad[j]. */
+static kiln_status receive_gradient(pp_stage *st, kiln_replica *v, kiln_node j, int32_t mb)
+{
+    pp *p = st->owner;
+    const int32_t start = p->start[mb], n = p->count[mb];
+    const float *src = NULL;
+    size_t width = 0;
+    int senders = 0;
+    for (int32_t e = 0; e < p->n_edges; e++) {
+        pp_edge *edge = &p->edges[e];
+        if (edge->from != st->index || edge->node != j)
+            continue;
+        kiln_status s = wait_for(st, &edge->grad_ready[mb]);
+        if (s != KILN_OK)
+            return s;
+        const float *rows = edge->grad + (size_t)start * edge->width;
+        width = edge->width;
+        if (senders == 1)
+            memcpy(st->scratch, src, (size_t)n * width * sizeof(float));
+        if (senders >= 1)
+            for (size_t x = 0; x < (size_t)n * width; x++)
+                st->scratch[x] += rows[x];
+        src = senders >= 1 ? st->scratch : rows;
+        senders++;
+    }
+    if (!senders)
+        return KILN_OK;
+    kiln_replica_mark_gradient(v, j);
+    return kiln_buffer_write(v->dev, v->grad[j], 0, src, (size_t)n * width * sizeof(float), 1);
+}
+
+static kiln_status backward_micro(pp_stage *st, int32_t mb, int last_backward)
+{
+    pp *p = st->owner;
+    kiln_model *m = p->m;
+    kiln_replica *v = st->views[view_of(st, mb)], *base = st->views[0];
+    const int32_t start = p->start[mb], n = p->count[mb];
+    kiln_status s = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+        const pp_edge *edge = &p->edges[e];
+        int first = edge->from == st->index;
+        for (int32_t f = 0; f < e && first; f++)
+            first = !(p->edges[f].from == st->index && p->edges[f].node == edge->node);
+        if (first)
+            s = receive_gradient(st, v, edge->node, mb);
+    }
+    if (s == KILN_OK)
+        s = kiln_replica_backward(v, n, NULL, NULL);
+    /* Parameter gradients of each micro-batch add up in the accumulation
+     * buffer; the last one of an update leaves the sum in grads. */
+    if (s == KILN_OK && base->accum && base->n_trainable > 0) {
+        const int final = last_backward && p->final_micro;
+        s = kiln_replica_accumulate(base, 0, base->n_trainable, final,
+                                    final ? 1.0f / (float)m->accumulation_steps : 1.0f);
+    }
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+        pp_edge *edge = &p->edges[e];
+        if (edge->to != st->index || edge->node == m->input)
+            continue;
+        s = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
+                             edge->grad + (size_t)start * edge->width,
+                             (size_t)n * edge->width * sizeof(float));
+        if (s == KILN_OK)
+            post(p, &edge->grad_ready[mb]);
+    }
+    return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
+}
+
+/* Stage s's order of passes: micro-batch m as m (forward) or -(m + 1)
+ * (backward). Returns the count. */
+static int32_t schedule(const pp *p, int32_t s, int32_t *ops)
+{
+    const int32_t M = p->n_micro;
+    int32_t k = 0;
+    if (p->job != PP_TRAIN) {
+        for (int32_t mb = 0; mb < M; mb++)
+            ops[k++] = mb;
+        return k;
+    }
+    if (p->m->schedule == KILN_PIPELINE_GPIPE) {
+        for (int32_t mb = 0; mb < M; mb++)
+            ops[k++] = mb;
+        for (int32_t mb = M - 1; mb >= 0; mb--)
+            ops[k++] = -(mb + 1);
+        return k;
+    }
+    const int32_t warm = p->n - 1 - s < M ? p->n - 1 - s : M;
+    for (int32_t mb = 0; mb < warm; mb++)
+        ops[k++] = mb;
+    for (int32_t i = 0; i + warm < M; i++) {
+        ops[k++] = i + warm;
+        ops[k++] = -(i + 1);
+    }
+    for (int32_t mb = M - warm; mb < M; mb++)
+        ops[k++] = -(mb + 1);
+    return k;
+}
+
+static kiln_status stage_job(void *arg)
+{
+    pp_stage *st = arg;
+    pp *p = st->owner;
+    kiln_model *m = p->m;
+    kiln_replica *base = st->views[0];
+    int32_t ops[2 * 1024];
+    const int32_t n_ops = schedule(p, st->index, ops);
+    st->sums[0] = st->sums[1] = 0;
+    st->wait_seconds = 0;
+    kiln_status s = KILN_OK;
+    int32_t backwards = 0;
+    for (int32_t k = 0; k < n_ops && s == KILN_OK; k++) {
+        if (ops[k] >= 0)
+            s = forward_micro(st, ops[k]);
+        else
+            s = backward_micro(st, -ops[k] - 1, ++backwards == p->n_micro);
+    }
+    if (s != KILN_OK || p->job != PP_TRAIN)
+        return s;
+    if (is_last(st)) {
+        pthread_mutex_lock(&p->lock);
+        p->finite = isfinite(st->sums[0]);
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        post(p, &p->verdict_pass);
+    }
+    s = wait_for(st, &p->verdict_pass);
+    if (s == KILN_OK && p->final_micro && p->finite && base->n_trainable > 0)
+        s = kiln_optimizer_apply(base->dev, &m->optimizer, p->lr, base->params, base->grads,
+                                 base->slots, base->n_trainable, p->update, NULL);
+    if (s == KILN_OK)
+        s = kiln_device_finish(base->dev);
+    return s == KILN_OK ? KILN_OK : stage_failed(st, base, s);
+}
+
+static kiln_status mark_broken(pp *p, kiln_status st, const char *msg)
+{
+    p->broken = 1;
+    snprintf(p->broken_reason, sizeof p->broken_reason, "%s", msg);
+    return kiln_error(p->m->ctx, st, "%s", p->broken_reason);
+}
+
+/* Device memory the activation sets will take for micro-batches of n, as
+ * kiln_replica_reserve allocates them (layers' workspace not counted). */
+static uint64_t activation_bytes(const pp *p, const pp_stage *st, int32_t n)
+{
+    const kiln_model *m = p->m;
+    const kiln_replica *v = st->views[0];
+    uint64_t floats = 0;
+    for (kiln_node i = 0; i < m->n_nodes; i++) {
+        if (!v->present[i])
+            continue;
+        const int here = i >= v->span.first && i <= v->span.last;
+        const int copies = 1 + (i != m->input) +
+                           (here && m->nodes[i].activation != KILN_ACTIVATION_LINEAR);
+        floats += (uint64_t)copies * (uint64_t)kiln_node_size(m, i);
+    }
+    if (m->output >= v->span.first && m->output <= v->span.last)
+        floats += (uint64_t)kiln_node_size(m, m->output) + 2;
+    return floats * (uint64_t)n * sizeof(float) * (uint64_t)st->n_views;
+}
+
+/* Room for a global batch of n: host rows, and activation sets checked
+ * against each device's budget before they are allocated. */
+static kiln_status reserve(pp *p, int32_t n)
+{
+    kiln_context *ctx = p->m->ctx;
+    const int32_t micro = (n + p->max_micro - 1) / p->max_micro;
+    if (micro > p->micro_capacity) {
+        for (int32_t k = 0; k < p->n; k++) {
+            pp_stage *st = &p->stages[k];
+            const uint64_t need = st->plan.state_bytes + activation_bytes(p, st, micro);
+            if (need > st->plan.budget)
+                return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
+                                  "pipeline stage %d on %s: batches of %d in %d micro-batches "
+                                  "need %llu bytes (parameters, gradients, optimizer state and "
+                                  "%d activation set(s) of %d samples), the device has %llu "
+                                  "(%s); use more micro-batches, the 1F1B schedule or a "
+                                  "smaller batch", (int)k,
+                                  kiln_device_label(ctx->devices[st->plan.device]), (int)n,
+                                  (int)p->max_micro, (unsigned long long)need,
+                                  (int)st->n_views, (int)micro,
+                                  (unsigned long long)st->plan.budget,
+                                  p->m->memory_budget ? "its budget" : "its global memory");
+        }
+        for (int32_t k = 0; k < p->n; k++)
+            for (int32_t v = 0; v < p->stages[k].n_views; v++) {
+                kiln_status s = kiln_replica_reserve(p->stages[k].views[v], micro);
+                if (s != KILN_OK)
+                    return s;
+            }
+        p->micro_capacity = micro;
+    }
+    if (n <= p->capacity)
+        return KILN_OK;
+    size_t widest = 0;
+    for (int32_t e = 0; e < p->n_edges; e++) {
+        pp_edge *edge = &p->edges[e];
+        const size_t rows = (size_t)n * edge->width;
+        kiln_free(ctx, edge->act);
+        kiln_free(ctx, edge->grad);
+        edge->act = kiln_calloc(ctx, rows, sizeof(float));
+        edge->grad = kiln_calloc(ctx, rows, sizeof(float));
+        if (!edge->act || !edge->grad)
+            return kiln_error_oom(ctx, "pipeline transfer rows", 2 * rows * sizeof(float));
+        widest = edge->width > widest ? edge->width : widest;
+    }
+    for (int32_t k = 0; k < p->n; k++) {
+        kiln_free(ctx, p->stages[k].scratch);
+        if (!(p->stages[k].scratch = kiln_calloc(ctx, (size_t)n * widest + 1, sizeof(float))))
+            return kiln_error_oom(ctx, "pipeline gradient sums", (size_t)n * widest * 4);
+    }
+    p->capacity = n;
+    return KILN_OK;
+}
+
+/* One pass of every stage over a global batch, under the watchdog. */
+static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outputs)
+{
+    kiln_model *m = p->m;
+    if (p->broken)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier (%s); "
+                          "destroy the model", p->broken_reason);
+    kiln_status status = reserve(p, b->n);
+    if (status != KILN_OK)
+        return status;
+    p->job = job;
+    p->batch = *b;
+    p->outputs = outputs;
+    p->n_micro = b->n < p->max_micro ? b->n : p->max_micro;
+    for (int32_t mb = 0, at = 0; mb < p->n_micro; mb++) {
+        p->start[mb] = at;
+        p->count[mb] = b->n / p->n_micro + (mb < b->n % p->n_micro);
+        at += p->count[mb];
+    }
+    p->pass++;
+    p->abort = 0;
+    const double t0 = kiln_now();
+    for (int32_t k = 0; k < p->n; k++)
+        kiln_worker_post(p->stages[k].worker, stage_job, &p->stages[k]);
+    const double deadline = kiln_wall_clock() + m->step_timeout;
+    kiln_status first = KILN_OK;
+    int32_t culprit = -1, stalled = -1;
+    for (int32_t k = 0; k < p->n; k++) {
+        kiln_status s = KILN_OK;
+        if (!kiln_worker_wait(p->stages[k].worker, deadline, &s)) {
+            stalled = k;
+            break;
+        }
+        if (s != KILN_OK && (first == KILN_OK || (s != KILN_ERROR_STOPPED &&
+                                                  first == KILN_ERROR_STOPPED))) {
+            first = s;
+            culprit = k;
+        }
+    }
+    if (stalled >= 0) {
+        char where[320], msg[512];
+        kiln_replica_describe(p->stages[stalled].views[0], where, sizeof where);
+        pthread_mutex_lock(&p->lock);
+        p->abort = 1;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        for (int32_t k = 0; k < p->n; k++)
+            for (int32_t v = 0; v < p->stages[k].n_views; v++)
+                p->stages[k].views[v]->cancel = 1;
+        snprintf(msg, sizeof msg, "pipeline stage %d, %s, did not finish its step within the "
+                 "%.1f s watchdog", (int)stalled, where, m->step_timeout);
+        return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
+    }
+    if (first != KILN_OK)
+        return mark_broken(p, first, p->stages[culprit].error);
+    if (job == PP_TRAIN) {
+        const double elapsed = kiln_now() - t0;
+        p->stats.stage_seconds += elapsed * p->n;
+        for (int32_t k = 0; k < p->n; k++) {
+            const double busy = elapsed - p->stages[k].wait_seconds;
+            p->stats.busy_seconds += busy > 0 ? busy : 0;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2])
+{
+    pp *p = impl;
+    kiln_model *m = p->m;
+    p->final_micro = p->micro + 1 >= m->accumulation_steps;
+    p->scale = 1.0f / (float)b->n;
+    p->update = m->n_optimizer_steps + 1;
+    p->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
+    kiln_status s = run_pass(p, PP_TRAIN, b, NULL);
+    if (s != KILN_OK)
+        return s;
+    const pp_stage *last = &p->stages[p->n - 1];
+    sums[0] = last->sums[0];
+    sums[1] = last->sums[1];
+    p->micro = p->final_micro ? 0 : p->micro + 1;
+    if (p->final_micro && isfinite(sums[0]))
+        m->n_optimizer_steps++;
+    return KILN_OK;
+}
+
+static kiln_status pp_eval_step(void *impl, const kiln_batch *b, double sums[2])
+{
+    pp *p = impl;
+    kiln_status s = run_pass(p, PP_EVAL, b, NULL);
+    sums[0] = s == KILN_OK ? p->stages[p->n - 1].sums[0] : 0;
+    sums[1] = s == KILN_OK ? p->stages[p->n - 1].sums[1] : 0;
+    return s;
+}
+
+static kiln_status pp_predict_step(void *impl, const kiln_batch *b, float *outputs)
+{
+    return run_pass(impl, PP_PREDICT, b, outputs);
+}
+
+/* Between a stage's buffer and the model's flat layout. */
+static void scatter(const kiln_stage_span *sp, const float *local, float *flat, int to_flat)
+{
+    const size_t nt = sp->trainable_end - sp->trainable_begin;
+    const size_t ns = sp->state_end - sp->state_begin;
+    if (to_flat) {
+        memcpy(flat + sp->trainable_begin, local, nt * sizeof(float));
+        memcpy(flat + sp->state_begin, local + nt, ns * sizeof(float));
+    } else {
+        memcpy((float *)local, flat + sp->trainable_begin, nt * sizeof(float));
+        memcpy((float *)local + nt, flat + sp->state_begin, ns * sizeof(float));
+    }
+}
+
+/* Reads (get) or writes every stage's `which` buffer: -1 parameters, else
+ * optimizer slot `which`. */
+static kiln_status stage_io(pp *p, int which, float *flat, int get)
+{
+    kiln_context *ctx = p->m->ctx;
+    kiln_status s = KILN_OK;
+    for (int32_t k = 0; k < p->n && s == KILN_OK; k++) {
+        kiln_replica *base = p->stages[k].views[0];
+        if (base->n_floats == 0)
+            continue;
+        float *local = kiln_calloc(ctx, base->n_floats, sizeof(float));
+        if (!local)
+            return kiln_error_oom(ctx, "a stage's parameters", base->n_floats * 4);
+        kiln_buffer *buf = which < 0 ? base->params : base->slots[which];
+        if (get) {
+            s = kiln_buffer_read(base->dev, buf, 0, local, base->n_floats * sizeof(float));
+            if (s == KILN_OK)
+                scatter(&base->span, local, flat, 1);
+        } else {
+            scatter(&base->span, local, flat, 0);
+            s = kiln_buffer_write(base->dev, buf, 0, local, base->n_floats * sizeof(float), 1);
+        }
+        kiln_free(ctx, local);
+    }
+    return s;
+}
+
+static kiln_status pp_get_params(void *impl, float *flat)
+{
+    return stage_io(impl, -1, flat, 1);
+}
+
+static kiln_status pp_set_params(void *impl, const float *flat)
+{
+    return stage_io(impl, -1, (float *)flat, 0);
+}
+
+static kiln_status pp_get_slots(void *impl, float *const *slots)
+{
+    pp *p = impl;
+    kiln_status s = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && s == KILN_OK; i++)
+        s = stage_io(p, i, slots[i], 1);
+    return s;
+}
+
+static kiln_status pp_set_slots(void *impl, const float *const *slots)
+{
+    pp *p = impl;
+    kiln_status s = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && s == KILN_OK; i++)
+        s = stage_io(p, i, (float *)slots[i], 0);
+    return s;
+}
+
+static int32_t pp_replica_count(void *impl)
+{
+    return ((pp *)impl)->n;
+}
+
+static kiln_replica *pp_replica_at(void *impl, int32_t i)
+{
+    pp *p = impl;
+    return i >= 0 && i < p->n ? p->stages[i].views[0] : NULL;
+}
+
+static void pp_stats(void *impl, kiln_strategy_stats *out)
+{
+    *out = ((pp *)impl)->stats;
+}
+
+static int32_t pp_micro_step(void *impl)
+{
+    return ((pp *)impl)->micro;
+}
+
+static void pp_memory(void *impl, int32_t i, kiln_memory_report *report)
+{
+    pp *p = impl;
+    const pp_stage *st = &p->stages[i];
+    kiln_replica_memory(st->views[0], report);
+    for (int32_t v = 1; v < st->n_views; v++) {
+        kiln_memory_report extra;
+        memset(&extra, 0, sizeof extra);
+        kiln_replica_memory(st->views[v], &extra);
+        report->activation_bytes += extra.activation_bytes;
+        report->workspace_bytes += extra.workspace_bytes;
+    }
+}
+
+static void pp_destroy(void *impl)
+{
+    pp *p = impl;
+    if (!p)
+        return;
+    kiln_context *ctx = p->m->ctx;
+    pthread_mutex_lock(&p->lock);
+    p->abort = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    int leaked = 0;
+    for (int32_t k = 0; p->stages && k < p->n; k++)
+        for (int32_t v = 0; p->stages[k].views && v < p->stages[k].n_views; v++)
+            if (p->stages[k].views[v])
+                p->stages[k].views[v]->cancel = 1;
+    for (int32_t k = 0; p->stages && k < p->n; k++)
+        if (!kiln_worker_stop(p->stages[k].worker, PP_STOP_GRACE))
+            leaked = 1;
+    if (leaked) {
+        kiln_log(ctx, KILN_LOG_ERROR, "a pipeline stage's thread is stuck; its buffers are "
+                 "leaked");
+        return;
+    }
+    for (int32_t k = 0; p->stages && k < p->n; k++) {
+        pp_stage *st = &p->stages[k];
+        for (int32_t v = st->n_views - 1; st->views && v >= 0; v--)
+            kiln_replica_destroy(st->views[v]);
+        kiln_free(ctx, st->views);
+        kiln_free(ctx, st->scratch);
+    }
+    for (int32_t e = 0; p->edges && e < p->n_edges; e++) {
+        kiln_free(ctx, p->edges[e].act);
+        kiln_free(ctx, p->edges[e].grad);
+        kiln_free(ctx, p->edges[e].act_ready);
+        kiln_free(ctx, p->edges[e].grad_ready);
+    }
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    kiln_free(ctx, p->edges);
+    kiln_free(ctx, p->stages);
+    kiln_free(ctx, p->start);
+    kiln_free(ctx, p->count);
+    kiln_free(ctx, p);
+}
+
+static int32_t stage_of(const pp *p, kiln_node i)
+{
+    for (int32_t k = 0; k < p->n; k++)
+        if (i >= p->stages[k].plan.span.first && i <= p->stages[k].plan.span.last)
+            return k;
+    return -1;
+}
+
+/* Every (node, reading stage) pair that crosses stages; the input is not
+ * sent: every stage that reads it uploads it from the batch. */
+static kiln_status plan_edges(pp *p)
+{
+    kiln_model *m = p->m;
+    kiln_context *ctx = m->ctx;
+    p->edges = kiln_calloc(ctx, (size_t)m->n_nodes * (size_t)p->n, sizeof *p->edges);
+    if (!p->edges)
+        return kiln_error_oom(ctx, "pipeline edges", (size_t)m->n_nodes * sizeof *p->edges);
+    for (kiln_node j = 0; j < m->n_nodes; j++) {
+        if (!m->nodes[j].on_path || j == m->input)
+            continue;
+        const int32_t from = stage_of(p, j);
+        for (int32_t to = from + 1; to < p->n; to++) {
+            int reads = 0;
+            for (kiln_node i = p->stages[to].plan.span.first;
+                 i <= p->stages[to].plan.span.last; i++)
+                for (int k = 0; m->nodes[i].on_path && k < m->nodes[i].n_inputs; k++)
+                    reads |= m->nodes[i].inputs[k] == j;
+            if (!reads)
+                continue;
+            pp_edge *e = &p->edges[p->n_edges++];
+            e->node = j;
+            e->from = from;
+            e->to = to;
+            e->width = (size_t)kiln_node_size(m, j);
+            e->act_ready = kiln_calloc(ctx, (size_t)p->max_micro, sizeof(int64_t));
+            e->grad_ready = kiln_calloc(ctx, (size_t)p->max_micro, sizeof(int64_t));
+            if (!e->act_ready || !e->grad_ready)
+                return kiln_error_oom(ctx, "pipeline edges", (size_t)p->max_micro * 16);
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status pp_create(kiln_model *m, void **impl)
+{
+    kiln_context *ctx = m->ctx;
+    if (m->micro_batches > 1024)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: micro_batches is %d; at most 1024",
+                          (int)m->micro_batches);
+    kiln_stage_plan *plan = NULL;
+    int32_t n = 0;
+    const int accumulate = m->micro_batches > 1 || m->accumulation_steps > 1;
+    kiln_status s = kiln_partition(m, accumulate, &plan, &n);
+    if (s != KILN_OK)
+        return s;
+    pp *p = kiln_calloc(ctx, 1, sizeof *p);
+    if (!p) {
+        kiln_free(ctx, plan);
+        return kiln_error_oom(ctx, "a strategy", sizeof *p);
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->m = m;
+    p->n = n;
+    p->max_micro = m->micro_batches;
+    p->stages = kiln_calloc(ctx, (size_t)n, sizeof *p->stages);
+    p->start = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->start);
+    p->count = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->count);
+    float *init = kiln_calloc(ctx, m->n_param_floats ? m->n_param_floats : 1, sizeof(float));
+    if (!p->stages || !p->start || !p->count || !init)
+        s = kiln_error_oom(ctx, "pipeline stages", (size_t)n * sizeof *p->stages);
+    else
+        p->n = n;
+    for (int32_t k = 0; s == KILN_OK && k < n; k++) {
+        pp_stage *st = &p->stages[k];
+        st->owner = p;
+        st->index = k;
+        st->plan = plan[k];
+        st->n_views = m->schedule == KILN_PIPELINE_GPIPE ? p->max_micro
+                      : n - k < p->max_micro             ? n - k
+                                                         : p->max_micro;
+        st->views = kiln_calloc(ctx, (size_t)st->n_views, sizeof *st->views);
+        if (!st->views) {
+            s = kiln_error_oom(ctx, "pipeline activation sets", (size_t)st->n_views * 8);
+            break;
+        }
+        s = kiln_replica_create_stage(m, ctx->devices[plan[k].device], &plan[k].span,
+                                      &st->views[0]);
+        if (s == KILN_OK) {
+            st->views[0]->index = k;
+            st->views[0]->fault = m->fault;
+        }
+        for (int32_t v = 1; s == KILN_OK && v < st->n_views; v++)
+            s = kiln_replica_create_view(st->views[0], &st->views[v]);
+        if (s == KILN_OK)
+            s = kiln_worker_start(ctx, &st->worker);
+    }
+    kiln_free(ctx, plan);
+    if (s == KILN_OK)
+        s = plan_edges(p);
+    if (s == KILN_OK)
+        s = kiln_model_init_params(m, init);
+    if (s == KILN_OK)
+        s = pp_set_params(p, init);
+    kiln_free(ctx, init);
+    if (s != KILN_OK) {
+        pp_destroy(p);
+        return s;
+    }
+    *impl = p;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, size_t *length)
+{
+    if (!m || (!text && size > 0))
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled || m->strategy != &kiln_strategy_pipeline)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_stage_plan: the model is not "
+                          "compiled with the pipeline strategy");
+    const pp *p = m->strategy_impl;
+    kiln_text t = {text, size, 0};
+    if (size > 0)
+        text[0] = '\0';
+    uint64_t total = 0;
+    for (int32_t k = 0; k < p->n; k++)
+        total += p->stages[k].plan.cost;
+    kiln_text_printf(&t, "Pipeline: %d stage(s), %s schedule, %d micro-batch(es)\n", (int)p->n,
+                     m->schedule == KILN_PIPELINE_GPIPE ? "GPipe" : "1F1B",
+                     (int)p->max_micro);
+    for (int32_t k = 0; k < p->n; k++) {
+        const pp_stage *st = &p->stages[k];
+        kiln_memory_report r;
+        memset(&r, 0, sizeof r);
+        pp_memory((void *)p, k, &r);
+        kiln_text_printf(&t, "stage %d on %s: %.0f%% of the compute, layers", (int)k,
+                         kiln_device_label(m->ctx->devices[st->plan.device]),
+                         total ? 100.0 * (double)st->plan.cost / (double)total : 0.0);
+        for (kiln_node i = st->plan.span.first; i <= st->plan.span.last; i++)
+            if (m->nodes[i].on_path)
+                kiln_text_printf(&t, " %s", m->nodes[i].name);
+        kiln_text_printf(&t, "\n  memory: parameters %.2f MiB, gradients %.2f MiB, optimizer "
+                         "%.2f MiB, activations %.2f MiB (%d set(s)), budget %.2f MiB\n",
+                         (double)r.parameter_bytes / 1048576.0,
+                         (double)r.gradient_bytes / 1048576.0,
+                         (double)r.optimizer_bytes / 1048576.0,
+                         (double)(r.activation_bytes + r.workspace_bytes) / 1048576.0,
+                         (int)st->n_views, (double)st->plan.budget / 1048576.0);
+    }
+    if (length)
+        *length = t.length;
+    return KILN_OK;
+}
+
+const kiln_strategy_ops kiln_strategy_pipeline = {
+    "pipeline", pp_create, pp_destroy, pp_train_step, pp_eval_step, pp_predict_step,
+    pp_get_params, pp_set_params, pp_replica_count, pp_replica_at, pp_stats,
+    pp_get_slots, pp_set_slots, pp_micro_step, pp_memory,
+};
