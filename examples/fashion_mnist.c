@@ -4,14 +4,12 @@
  * Usage: fashion_mnist [--epochs N] [--batch N] [--limit N] [--devices SPEC]
  *                      [--data DIR]
  * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all"). */
+#include "fashion_data.h"
 #include "kiln.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct args {
     int epochs, batch;
@@ -25,7 +23,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->batch = 32;
     a->limit = 0;
     a->devices = NULL;
-    a->data = DEFAULT_DATA;
+    a->data = FASHION_DEFAULT_DIR;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -48,23 +46,6 @@ static int parse_args(int argc, char **argv, args *a)
         }
     }
     return 1;
-}
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, long limit,
-                        kiln_dataset **out)
-{
-    char images[1024], labels[1024];
-    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    kiln_idx_options o = {sizeof o, 0.0f, limit};
-    return kiln_dataset_from_idx(ctx, images, labels, &o, out);
 }
 
 static kiln_model *seed_cnn(kiln_context *ctx)
@@ -118,9 +99,9 @@ int main(int argc, char **argv)
     int rc = 1;
     kiln_dataset *train = NULL, *test = NULL;
     kiln_model *model = NULL;
-    kiln_status st = load(ctx, a.data, "train", a.limit, &train);
+    kiln_status st = fashion_load(ctx, a.data, "train", a.limit, &train);
     if (st == KILN_OK)
-        st = load(ctx, a.data, "t10k", 0, &test);
+        st = fashion_load(ctx, a.data, "t10k", 0, &test);
     if (st == KILN_OK && !(model = seed_cnn(ctx)))
         st = KILN_ERROR_OUT_OF_MEMORY;
     kiln_compile_options opts = {.struct_size = sizeof opts};
@@ -141,11 +122,11 @@ int main(int argc, char **argv)
     fit.epochs = a.epochs;
     fit.batch_size = a.batch;
     int64_t n_train = 0;
-    double t0 = seconds(), t1 = t0;
+    double t0 = fashion_seconds(), t1 = t0;
     if (st == KILN_OK) {
         kiln_dataset_count(train, &n_train);
         st = kiln_model_fit(model, train, &fit);
-        t1 = seconds();
+        t1 = fashion_seconds();
     }
     kiln_metrics result = {.struct_size = sizeof result};
     if (st == KILN_OK)

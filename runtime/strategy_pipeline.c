@@ -80,6 +80,8 @@ struct pp {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int broken;
+    int serial;                   /* this pass runs one stage at a time */
+    unsigned char *seen;          /* per job x micro-batch size: run before */
     char broken_reason[768];
     kiln_strategy_stats stats;
 };
@@ -135,6 +137,26 @@ static void post(pp *p, int64_t *stamp)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* PoCL 3.1's CPU devices abort (an assertion in pocl_release_dlhandle_cache)
+ * when stages on two devices run at once while kernels are first
+ * specialised for a shape; once every shape has run, concurrent passes are
+ * fine (measured on the model_parallel example). So a pass with a
+ * micro-batch size not seen before runs one stage's computation at a time:
+ * a lock held across the process, as PoCL's kernel cache is. */
+static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void enter(pp *p)
+{
+    if (p->serial)
+        pthread_mutex_lock(&serial_lock);
+}
+
+static void leave(pp *p)
+{
+    if (p->serial)
+        pthread_mutex_unlock(&serial_lock);
+}
+
 static kiln_status forward_micro(pp_stage *st, int32_t mb)
 {
     pp *p = st->owner;
@@ -142,12 +164,13 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
     kiln_replica *v = st->views[view_of(st, mb)];
     const int32_t start = p->start[mb], n = p->count[mb];
     kiln_status s = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
+        if (p->edges[e].to == st->index)
+            s = wait_for(st, &p->edges[e].act_ready[mb]);
+    enter(p);
     for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->to != st->index)
-            continue;
-        s = wait_for(st, &edge->act_ready[mb]);
-        if (s == KILN_OK)
+        if (edge->to == st->index)
             s = kiln_buffer_write(v->dev, v->act[edge->node], 0,
                                   edge->act + (size_t)start * edge->width,
                                   (size_t)n * edge->width * sizeof(float), 0);
@@ -176,14 +199,15 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
     }
     for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->from != st->index)
-            continue;
-        s = kiln_buffer_read(v->dev, v->act[edge->node], 0,
-                             edge->act + (size_t)start * edge->width,
-                             (size_t)n * edge->width * sizeof(float));
-        if (s == KILN_OK)
-            post(p, &edge->act_ready[mb]);
+        if (edge->from == st->index)
+            s = kiln_buffer_read(v->dev, v->act[edge->node], 0,
+                                 edge->act + (size_t)start * edge->width,
+                                 (size_t)n * edge->width * sizeof(float));
     }
+    leave(p);
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
+        if (p->edges[e].from == st->index)
+            post(p, &p->edges[e].act_ready[mb]);
     return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
 }
 
@@ -200,9 +224,6 @@ static kiln_status receive_gradient(pp_stage *st, kiln_replica *v, kiln_node j, 
         pp_edge *edge = &p->edges[e];
         if (edge->from != st->index || edge->node != j)
             continue;
-        kiln_status s = wait_for(st, &edge->grad_ready[mb]);
-        if (s != KILN_OK)
-            return s;
         const float *rows = edge->grad + (size_t)start * edge->width;
         width = edge->width;
         if (senders == 1)
@@ -226,6 +247,10 @@ static kiln_status backward_micro(pp_stage *st, int32_t mb, int last_backward)
     kiln_replica *v = st->views[view_of(st, mb)], *base = st->views[0];
     const int32_t start = p->start[mb], n = p->count[mb];
     kiln_status s = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
+        if (p->edges[e].from == st->index)
+            s = wait_for(st, &p->edges[e].grad_ready[mb]);
+    enter(p);
     for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
         const pp_edge *edge = &p->edges[e];
         int first = edge->from == st->index;
@@ -245,14 +270,15 @@ static kiln_status backward_micro(pp_stage *st, int32_t mb, int last_backward)
     }
     for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->to != st->index || edge->node == m->input)
-            continue;
-        s = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
-                             edge->grad + (size_t)start * edge->width,
-                             (size_t)n * edge->width * sizeof(float));
-        if (s == KILN_OK)
-            post(p, &edge->grad_ready[mb]);
+        if (edge->to == st->index)
+            s = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
+                                 edge->grad + (size_t)start * edge->width,
+                                 (size_t)n * edge->width * sizeof(float));
     }
+    leave(p);
+    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
+        if (p->edges[e].to == st->index)
+            post(p, &p->edges[e].grad_ready[mb]);
     return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
 }
 
@@ -378,6 +404,9 @@ static kiln_status reserve(pp *p, int32_t n)
                 if (s != KILN_OK)
                     return s;
             }
+        kiln_free(ctx, p->seen);
+        if (!(p->seen = kiln_calloc(ctx, 3 * ((size_t)micro + 1), 1)))
+            return kiln_error_oom(ctx, "pipeline shapes", 3 * ((size_t)micro + 1));
         p->micro_capacity = micro;
     }
     if (n <= p->capacity)
@@ -424,6 +453,13 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     }
     p->pass++;
     p->abort = 0;
+    p->serial = 0;
+    for (int32_t mb = 0; mb < p->n_micro; mb++) {
+        unsigned char *seen = &p->seen[(size_t)job * (size_t)(p->micro_capacity + 1) +
+                                       (size_t)p->count[mb]];
+        p->serial |= !*seen;
+        *seen = 1;
+    }
     const double t0 = kiln_now();
     for (int32_t k = 0; k < p->n; k++)
         kiln_worker_post(p->stages[k].worker, stage_job, &p->stages[k]);
@@ -649,6 +685,7 @@ static void pp_destroy(void *impl)
     kiln_free(ctx, p->stages);
     kiln_free(ctx, p->start);
     kiln_free(ctx, p->count);
+    kiln_free(ctx, p->seen);
     kiln_free(ctx, p);
 }
 
