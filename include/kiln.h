@@ -475,7 +475,7 @@ typedef struct kiln_compile_options {
     kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
     /** How training is spread over the context's devices; the
      *  KILN_STRATEGY environment variable ("one_device", "mirrored",
-     *  "central_storage") overrides it. */
+     *  "central_storage", "pipeline") overrides it. */
     kiln_strategy strategy;
     /** Nonzero: do not compute accuracy (it is computed by default for the
      *  cross-entropy losses). */
@@ -528,8 +528,9 @@ typedef struct kiln_compile_options {
 KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_options *options);
 
 /** How a compiled model trains: the strategy's name ("one_device",
- *  "mirrored", "central_storage"; static string) and its replica count.
- *  Either pointer may be NULL. */
+ *  "mirrored", "central_storage", "pipeline"; static string) and its
+ *  replica count (for the pipeline: its stages, which kiln_model_memory
+ *  reports one by one). Either pointer may be NULL. */
 KILN_API kiln_status kiln_model_distribution(const kiln_model *model, const char **strategy,
                                              int32_t *replicas);
 
@@ -547,6 +548,9 @@ typedef struct kiln_training_stats {
      *  (the "bubble"), 1 - sum of stage busy time / (stages x step time),
      *  over all training steps; 0 for other strategies. */
     double pipeline_bubble;
+    /** Pipeline: stages x training step time, seconds, over the same steps
+     *  (so busy time is (1 - pipeline_bubble) x this). */
+    double pipeline_stage_seconds;
 } kiln_training_stats;
 
 /** Fills `stats` (struct_size set by the caller) with the model's training

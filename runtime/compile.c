@@ -259,6 +259,7 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     stats->reduce_seconds = s.reduce_seconds;
     stats->reduce_hidden_seconds = s.hidden_seconds;
     stats->pipeline_bubble = s.stage_seconds > 0 ? 1.0 - s.busy_seconds / s.stage_seconds : 0.0;
+    stats->pipeline_stage_seconds = s.stage_seconds;
     return KILN_OK;
 }
 

@@ -109,6 +109,7 @@ static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
     r->model = m;
     r->dev = dev;
     r->span = *span;
+    r->role = "replica";
     r->stage_node = -1;
     r->stage_phase = "idle";
     pthread_mutex_init(&r->stage_lock, NULL);
@@ -294,10 +295,10 @@ void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
     const char *phase = r->stage_phase;
     pthread_mutex_unlock(&r->stage_lock);
     if (node >= 0)
-        snprintf(buf, size, "replica %d on %s, layer '%s' (%s)", r->index,
+        snprintf(buf, size, "%s %d on %s, layer '%s' (%s)", r->role, r->index,
                  kiln_device_label(r->dev), r->model->nodes[node].name, phase);
     else
-        snprintf(buf, size, "replica %d on %s (%s)", r->index, kiln_device_label(r->dev),
+        snprintf(buf, size, "%s %d on %s (%s)", r->role, r->index, kiln_device_label(r->dev),
                  phase);
 }
 

@@ -44,6 +44,7 @@ typedef struct kiln_replica {
     size_t *offsets;             /* per node x KILN_MAX_PARAMS: offsets into params */
     unsigned char *present;      /* per node: buffers here (computed or received) */
     int shared;                  /* a view: params, grads, slots, accum are borrowed */
+    const char *role;            /* "replica" or "stage", for messages */
     int32_t capacity;            /* largest batch the buffers hold */
     kiln_buffer *params, *grads;
     kiln_buffer *slots[KILN_MAX_OPTIMIZER_SLOTS];  /* optimizer state */

@@ -105,7 +105,7 @@ static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status statu
     } else {
         char where[320];
         kiln_replica_describe(v, where, sizeof where);
-        snprintf(st->error, sizeof st->error, "stage %d, %s: %s", (int)st->index, where,
+        snprintf(st->error, sizeof st->error, "pipeline %s: %s", where,
                  kiln_context_last_error(p->m->ctx));
     }
     pthread_mutex_lock(&p->lock);
@@ -488,8 +488,8 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         for (int32_t k = 0; k < p->n; k++)
             for (int32_t v = 0; v < p->stages[k].n_views; v++)
                 p->stages[k].views[v]->cancel = 1;
-        snprintf(msg, sizeof msg, "pipeline stage %d, %s, did not finish its step within the "
-                 "%.1f s watchdog", (int)stalled, where, m->step_timeout);
+        snprintf(msg, sizeof msg, "pipeline %s did not finish its step within the %.1f s "
+                 "watchdog", where, m->step_timeout);
         return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
     }
     if (first != KILN_OK)
@@ -784,6 +784,8 @@ static kiln_status pp_create(kiln_model *m, void **impl)
         }
         for (int32_t v = 1; s == KILN_OK && v < st->n_views; v++)
             s = kiln_replica_create_view(st->views[0], &st->views[v]);
+        for (int32_t v = 0; s == KILN_OK && v < st->n_views; v++)
+            st->views[v]->role = "stage";
         if (s == KILN_OK)
             s = kiln_worker_start(ctx, &st->worker);
     }

@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "runtime/model.h"
 #include "runtime/partition.h"
+#include "runtime/replica.h"
 
 #define SAMPLES 64
 #define SIDE 8
@@ -46,6 +47,8 @@ typedef struct run {
     kiln_pipeline_schedule schedule;
     int place;           /* place the layers explicitly */
     int32_t stages;      /* automatic partition into this many */
+    kiln_fault *fault;   /* test-only fault hook */
+    double timeout;      /* watchdog, seconds (0: default) */
 } run;
 
 /* conv, pool, flatten | dense, dense (the cut after flatten), or the
@@ -101,6 +104,8 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
     co.pipeline_schedule = r->schedule;
     co.pipeline_stages = r->stages;
     co.device_memory_budget = budget;
+    co.step_timeout_seconds = r->timeout;
+    m->fault = r->fault;
     kiln_model_compile(m, &co);
     return m;
 }
@@ -126,7 +131,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
         kiln_model_destroy(m);
         return NULL;
     }
-    CHECK_OK(ctx, train(m, ds, 14));
+    CHECK_OK(ctx, train(m, ds, 15));
     kiln_model_parameter_count(m, n);
     float *w = calloc((size_t)*n, sizeof(float));
     CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));
@@ -156,40 +161,40 @@ static void compare(const char *what, const float *a, const float *b, int64_t n,
 static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
 {
     int64_t n = 0;
-    const run one = {KILN_STRATEGY_ONE_DEVICE, SEQUENTIAL, 0, 0, 0, 0};
+    const run one = {KILN_STRATEGY_ONE_DEVICE, SEQUENTIAL, 0, 0, 0, 0, NULL, 0};
     float *base = weights_after(ctx, ds, &one, &n);
     static const int micro[] = {1, 2, 4, 7};
     for (int s = 0; s < 2; s++) {
         for (int k = 0; k < 4; k++) {
             const run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, micro[k],
-                           s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0};
+                           s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
             float *w = weights_after(ctx, ds, &r, &n);
             char what[128];
-            snprintf(what, sizeof what, "2 stages, %s, M = %d (batch 14) vs one_device",
+            snprintf(what, sizeof what, "2 stages, %s, M = %d (batch 15) vs one_device",
                      s ? "1F1B" : "GPipe", micro[k]);
             compare(what, w, base, n, TOL);
             free(w);
         }
     }
     /* The automatic split of the same model. */
-    const run autosplit = {KILN_STRATEGY_PIPELINE, SEQUENTIAL, 3, 0, 0, 2};
+    const run autosplit = {KILN_STRATEGY_PIPELINE, SEQUENTIAL, 3, 0, 0, 2, NULL, 0};
     float *w = weights_after(ctx, ds, &autosplit, &n);
     compare("2 stages split automatically, 1F1B, M = 3 vs one_device", w, base, n, TOL);
     free(w);
     free(base);
 
-    const run skip_one = {KILN_STRATEGY_ONE_DEVICE, SKIP_TWO_STAGES, 0, 0, 0, 0};
+    const run skip_one = {KILN_STRATEGY_ONE_DEVICE, SKIP_TWO_STAGES, 0, 0, 0, 0, NULL, 0};
     base = weights_after(ctx, ds, &skip_one, &n);
-    const run skip2 = {KILN_STRATEGY_AUTO, SKIP_TWO_STAGES, 4, KILN_PIPELINE_1F1B, 1, 0};
+    const run skip2 = {KILN_STRATEGY_AUTO, SKIP_TWO_STAGES, 4, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
     w = weights_after(ctx, ds, &skip2, &n);
     compare("skip connections across 2 stages, 1F1B, M = 4 vs one_device", w, base, n, TOL);
     free(w);
-    const run skip3 = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 4, KILN_PIPELINE_GPIPE, 1, 0};
+    const run skip3 = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 4, KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
     w = weights_after(ctx, ds, &skip3, &n);
     compare("a skip across a whole stage, 3 stages, GPipe, M = 4 vs one_device", w, base, n,
             TOL);
     free(w);
-    const run skip3b = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 5, KILN_PIPELINE_1F1B, 1, 0};
+    const run skip3b = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 5, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
     w = weights_after(ctx, ds, &skip3b, &n);
     compare("the same, 1F1B, M = 5 vs one_device", w, base, n, TOL);
     free(w);
@@ -200,8 +205,8 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
  * holding the same weights. */
 static void test_inference(kiln_context *ctx, kiln_dataset *ds)
 {
-    const run pipe = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 3, KILN_PIPELINE_1F1B, 1, 0};
-    const run one = {KILN_STRATEGY_ONE_DEVICE, SKIP_THREE_STAGES, 0, 0, 0, 0};
+    const run pipe = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 3, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
+    const run one = {KILN_STRATEGY_ONE_DEVICE, SKIP_THREE_STAGES, 0, 0, 0, 0, NULL, 0};
     kiln_model *a = build(ctx, &pipe, 0), *b = build(ctx, &one, 0);
     CHECK_OK(ctx, train(a, ds, 16));
     int64_t n = 0;
@@ -318,7 +323,7 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
     uint64_t act[2][2];
     for (int s = 0; s < 2; s++) {
         const run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, 4,
-                       s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0};
+                       s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
         kiln_model *m = build(ctx, &r, 0);
         CHECK_OK(ctx, train(m, ds, 16));
         for (int k = 0; k < 2; k++) {
@@ -342,7 +347,7 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
 
     /* The skip model's state is about 4/3 of a stage's share: a budget of
      * 70% of the whole fits no single device but fits two. */
-    const run whole = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 2, 0, 0, 1};
+    const run whole = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 2, 0, 0, 1, NULL, 0};
     kiln_model *probe = build(ctx, &whole, 0);
     const uint64_t need = kiln_span_state_bytes(probe, 0, probe->n_nodes - 1, 1);
     kiln_model_destroy(probe);
@@ -353,7 +358,7 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
            kiln_context_last_error(ctx));
     kiln_model_destroy(m);
     /* One sample per micro-batch keeps the activations small. */
-    const run two = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 8, 0, 0, 2};
+    const run two = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 8, 0, 0, 2, NULL, 0};
     m = build(ctx, &two, budget);
     CHECK(m->compiled);
     if (m->compiled)
@@ -469,6 +474,32 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
     kiln_model_destroy(m);
 }
 
+/* A stage that fails, and one that stalls past the watchdog: errors naming
+ * the stage, device and layer; the other stage gives up; nothing hangs. */
+static void test_faults(kiln_context *ctx, kiln_dataset *ds)
+{
+    kiln_fault fail = {1, 1, 4, 1, 2, 0};   /* stage 1, dense, backward, step 2 */
+    run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, 4, KILN_PIPELINE_1F1B, 1, 0, &fail, 0};
+    kiln_model *m = build(ctx, &r, 0);
+    CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "pipeline stage 1 on device 1", train(m, ds, 16));
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
+    printf("failure: %s\n", kiln_context_last_error(ctx));
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", train(m, ds, 16));
+    kiln_model_destroy(m);
+
+    kiln_fault stall = {1, 0, 1, 0, 1, 60.0};   /* stage 0, conv2d, forward, step 1 */
+    r.fault = &stall;
+    r.timeout = 0.5;
+    m = build(ctx, &r, 0);
+    const double t0 = kiln_now();
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "pipeline stage 0 on device 0", train(m, ds, 16));
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'conv2d' (forward) did not finish") !=
+          NULL);
+    printf("stall: %s (after %.2f s)\n", kiln_context_last_error(ctx), kiln_now() - t0);
+    CHECK(kiln_now() - t0 < 5.0);
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(7);
@@ -487,6 +518,7 @@ int main(void)
     test_equivalence(ctx, ds);
     test_inference(ctx, ds);
     test_memory(ctx, ds);
+    test_faults(ctx, ds);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);
     return test_finish("test_pipeline");
