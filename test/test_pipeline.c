@@ -4,11 +4,13 @@
  * whose skip connections cross stage boundaries (and one that crosses a
  * whole stage); the automatic partition against a brute-force optimum and
  * the budgets; activation memory of the two schedules; a model that only
- * fits split; and the errors. */
+ * fits split; checkpoints across strategies; faults; and the errors. */
 #include "harness.h"
 #include "runtime/model.h"
 #include "runtime/partition.h"
 #include "runtime/replica.h"
+
+#include <unistd.h>
 
 #define SAMPLES 64
 #define SIDE 8
@@ -226,6 +228,25 @@ static void test_inference(kiln_context *ctx, kiln_dataset *ds)
     for (int i = 0; i < 25; i++)
         CHECK(fabs(ya[i] - yb[i]) < 1e-6);
     free(w);
+
+    /* A checkpoint (weights and Adam state) written by the pipeline loads on
+     * one device, and both continue alike. */
+    char path[] = "/tmp/kiln_pipeline_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK_OK(ctx, kiln_model_save_checkpoint(a, path));
+    CHECK_OK(ctx, kiln_model_load_checkpoint(b, path));
+    remove(path);
+    CHECK_OK(ctx, train(a, ds, 16));
+    CHECK_OK(ctx, train(b, ds, 16));
+    float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
+    CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
+    compare("pipeline checkpoint resumed on one device, 2 more epochs", wb, wa, n, TOL);
+    free(wa);
+    free(wb);
     kiln_model_destroy(a);
     kiln_model_destroy(b);
 }
