@@ -214,6 +214,11 @@ void kiln_replica_destroy(kiln_replica *r)
     kiln_free(ctx, r);
 }
 
+void kiln_replica_release(kiln_replica *r)
+{
+    release_activations(r);
+}
+
 kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
 {
     if (n <= r->capacity)

@@ -90,6 +90,10 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *report);
 /* Makes the activation buffers hold batches of n samples. */
 kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n);
 
+/* Frees the activation buffers and the layers' workspace (reserve
+ * allocates them again). */
+void kiln_replica_release(kiln_replica *r);
+
 /* Enqueues the upload of a batch (labels may be NULL for predict). The host
  * arrays must stay unchanged until the next blocking read. */
 kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *batch);

@@ -375,6 +375,24 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *st, int32_t n)
     return floats * (uint64_t)n * sizeof(float) * (uint64_t)st->n_views;
 }
 
+static void pp_memory(void *impl, int32_t i, kiln_memory_report *report);
+
+static kiln_status over_budget(pp *p, int32_t k, int32_t n, uint64_t need)
+{
+    kiln_context *ctx = p->m->ctx;
+    const pp_stage *st = &p->stages[k];
+    return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
+                      "pipeline stage %d on %s: batches of %d in %d micro-batches need %llu "
+                      "bytes (parameters, gradients, optimizer state and %d activation set(s) "
+                      "of %d samples), the device has %llu (%s); use more micro-batches, the "
+                      "1F1B schedule or a smaller batch", (int)k,
+                      kiln_device_label(ctx->devices[st->plan.device]), (int)n,
+                      (int)p->max_micro, (unsigned long long)need, (int)st->n_views,
+                      (int)((n + p->max_micro - 1) / p->max_micro),
+                      (unsigned long long)st->plan.budget,
+                      p->m->memory_budget ? "its budget" : "its global memory");
+}
+
 /* Room for a global batch of n: host rows, and activation sets checked
  * against each device's budget before they are allocated. */
 static kiln_status reserve(pp *p, int32_t n)
@@ -386,24 +404,27 @@ static kiln_status reserve(pp *p, int32_t n)
             pp_stage *st = &p->stages[k];
             const uint64_t need = st->plan.state_bytes + activation_bytes(p, st, micro);
             if (need > st->plan.budget)
-                return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
-                                  "pipeline stage %d on %s: batches of %d in %d micro-batches "
-                                  "need %llu bytes (parameters, gradients, optimizer state and "
-                                  "%d activation set(s) of %d samples), the device has %llu "
-                                  "(%s); use more micro-batches, the 1F1B schedule or a "
-                                  "smaller batch", (int)k,
-                                  kiln_device_label(ctx->devices[st->plan.device]), (int)n,
-                                  (int)p->max_micro, (unsigned long long)need,
-                                  (int)st->n_views, (int)micro,
-                                  (unsigned long long)st->plan.budget,
-                                  p->m->memory_budget ? "its budget" : "its global memory");
+                return over_budget(p, k, n, need);
         }
-        for (int32_t k = 0; k < p->n; k++)
-            for (int32_t v = 0; v < p->stages[k].n_views; v++) {
-                kiln_status s = kiln_replica_reserve(p->stages[k].views[v], micro);
+        for (int32_t k = 0; k < p->n; k++) {
+            pp_stage *st = &p->stages[k];
+            for (int32_t v = 0; v < st->n_views; v++) {
+                kiln_status s = kiln_replica_reserve(st->views[v], micro);
                 if (s != KILN_OK)
                     return s;
             }
+            /* Now with the layers' workspace, which only they can size. */
+            kiln_memory_report r;
+            memset(&r, 0, sizeof r);
+            pp_memory(p, k, &r);
+            const uint64_t held = r.parameter_bytes + r.gradient_bytes + r.optimizer_bytes +
+                                  r.activation_bytes + r.workspace_bytes;
+            if (held > st->plan.budget) {
+                for (int32_t v = 0; v < st->n_views; v++)
+                    kiln_replica_release(st->views[v]);
+                return over_budget(p, k, n, held);
+            }
+        }
         kiln_free(ctx, p->seen);
         if (!(p->seen = kiln_calloc(ctx, 3 * ((size_t)micro + 1), 1)))
             return kiln_error_oom(ctx, "pipeline shapes", 3 * ((size_t)micro + 1));
