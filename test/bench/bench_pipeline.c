@@ -121,7 +121,7 @@ static kiln_dataset *synthetic(kiln_context *ctx, int64_t n, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    int batch = 128, steps = 20;
+    int batch = 512, steps = 8;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--batch") == 0)
             batch = atoi(argv[i + 1]);
