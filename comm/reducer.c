@@ -22,7 +22,23 @@ struct kiln_reducer {
     pthread_cond_t work, done;
     pthread_t *threads;
     int n_started;
+    /* the cross stage (kiln_reducer_set_cross) */
+    kiln_reducer_cross_fn cross;
+    void *cross_user;
+    pthread_t cross_thread;
+    int cross_started;
+    pthread_cond_t cross_cv;
+    int *local_done;     /* per bucket: summed here this round */
+    int next_cross, n_crossed;
+    volatile int cross_abort;
+    kiln_status cross_status;
 };
+
+/* Every bucket of the round has gone through every stage. */
+static int round_done(const kiln_reducer *r)
+{
+    return r->cross ? r->n_crossed == r->n_buckets : r->n_reduced == r->n_buckets;
+}
 
 /* A fixed replica order makes the float sums reproducible: ((s0 + s1) + s2)...
  * Chunks small enough to stay in cache make it one pass over memory: each
@@ -77,11 +93,70 @@ static void *reducer_thread(void *arg)
         r->started[b] = t0;
         r->ended[b] = t1;
         r->n_reduced++;
-        if (r->n_reduced == r->n_buckets)
+        r->local_done[b] = 1;
+        if (r->cross)
+            pthread_cond_broadcast(&r->cross_cv);
+        else if (r->n_reduced == r->n_buckets)
             pthread_cond_broadcast(&r->done);
     }
     pthread_mutex_unlock(&r->lock);
     return NULL;
+}
+
+/* Feeds the locally summed buckets to the cross stage, in bucket order. */
+static void *cross_thread(void *arg)
+{
+    kiln_reducer *r = arg;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        while (!r->stopping && (r->cancelled || r->next_cross >= r->n_buckets ||
+                                !r->local_done[r->next_cross]))
+            pthread_cond_wait(&r->cross_cv, &r->lock);
+        if (r->stopping)
+            break;
+        const kiln_bucket k = r->buckets[r->next_cross];
+        pthread_mutex_unlock(&r->lock);
+        const kiln_status st = r->cross(r->cross_user, r->result + k.offset, k.count,
+                                        &r->cross_abort);
+        pthread_mutex_lock(&r->lock);
+        if (st != KILN_OK) {
+            r->cross_status = st;
+            r->cancelled = 1;
+            r->cross_abort = 1;
+        } else {
+            r->next_cross++;
+            r->n_crossed++;
+        }
+        if (st != KILN_OK || r->n_crossed == r->n_buckets)
+            pthread_cond_broadcast(&r->done);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+kiln_status kiln_reducer_set_cross(kiln_reducer *r, kiln_reducer_cross_fn fn, void *user)
+{
+    if (r->cross_started)
+        return kiln_error(r->ctx, KILN_ERROR_STATE, "reducer: the cross stage is already set");
+    pthread_mutex_lock(&r->lock);
+    r->cross = fn;
+    r->cross_user = user;
+    r->n_crossed = r->n_buckets;  /* no round yet */
+    pthread_mutex_unlock(&r->lock);
+    if (pthread_create(&r->cross_thread, NULL, cross_thread, r) != 0) {
+        r->cross = NULL;
+        return kiln_error(r->ctx, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start a thread");
+    }
+    r->cross_started = 1;
+    return KILN_OK;
+}
+
+kiln_status kiln_reducer_cross_status(kiln_reducer *r)
+{
+    pthread_mutex_lock(&r->lock);
+    const kiln_status st = r->cross_status;
+    pthread_mutex_unlock(&r->lock);
+    return st;
 }
 
 kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length,
@@ -109,6 +184,8 @@ kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->work, NULL);
     pthread_cond_init(&r->done, NULL);
+    pthread_cond_init(&r->cross_cv, NULL);
+    r->local_done = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
     r->buckets = kiln_calloc(ctx, (size_t)n_buckets, sizeof *r->buckets);
     r->submitted = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
     r->taken = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
@@ -117,7 +194,7 @@ kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length
     r->slots = kiln_calloc(ctx, (size_t)n_replicas, sizeof(float *));
     r->result = kiln_calloc(ctx, length ? length : 1, sizeof(float));
     r->threads = kiln_calloc(ctx, (size_t)n_threads, sizeof(pthread_t));
-    int ok = r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads &&
+    int ok = r->local_done && r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads &&
              r->started && r->ended;
     for (int k = 0; ok && k < n_replicas; k++)
         ok = (r->slots[k] = kiln_calloc(ctx, length ? length : 1, sizeof(float))) != NULL;
@@ -145,11 +222,16 @@ void kiln_reducer_destroy(kiln_reducer *r)
         return;
     pthread_mutex_lock(&r->lock);
     r->stopping = 1;
+    r->cross_abort = 1;
     pthread_cond_broadcast(&r->work);
     pthread_cond_broadcast(&r->done);
+    pthread_cond_broadcast(&r->cross_cv);
     pthread_mutex_unlock(&r->lock);
     for (int t = 0; t < r->n_started; t++)
         pthread_join(r->threads[t], NULL);
+    if (r->cross_started)
+        pthread_join(r->cross_thread, NULL);
+    kiln_free(r->ctx, r->local_done);
     for (int k = 0; r->slots && k < r->n_replicas; k++)
         kiln_free(r->ctx, r->slots[k]);
     kiln_free(r->ctx, r->slots);
@@ -163,6 +245,7 @@ void kiln_reducer_destroy(kiln_reducer *r)
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->work);
     pthread_cond_destroy(&r->done);
+    pthread_cond_destroy(&r->cross_cv);
     kiln_free(r->ctx, r);
 }
 
@@ -181,8 +264,12 @@ void kiln_reducer_begin(kiln_reducer *r)
     pthread_mutex_lock(&r->lock);
     memset(r->submitted, 0, (size_t)r->n_buckets * sizeof(int));
     memset(r->taken, 0, (size_t)r->n_buckets * sizeof(int));
+    memset(r->local_done, 0, (size_t)r->n_buckets * sizeof(int));
     r->n_reduced = 0;
     r->cancelled = 0;
+    r->next_cross = r->n_crossed = 0;
+    r->cross_abort = 0;
+    r->cross_status = KILN_OK;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -199,6 +286,7 @@ void kiln_reducer_cancel(kiln_reducer *r)
 {
     pthread_mutex_lock(&r->lock);
     r->cancelled = 1;
+    r->cross_abort = 1;
     pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->lock);
 }
@@ -218,7 +306,7 @@ int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
     }
     int result = KILN_REDUCER_DONE;
     pthread_mutex_lock(&r->lock);
-    while (r->n_reduced < r->n_buckets && !r->cancelled && !r->stopping) {
+    while (!round_done(r) && !r->cancelled && !r->stopping) {
         if (timeout_seconds <= 0) {
             pthread_cond_wait(&r->done, &r->lock);
         } else if (pthread_cond_timedwait(&r->done, &r->lock, &until) == ETIMEDOUT) {
@@ -226,7 +314,7 @@ int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
             break;
         }
     }
-    if (result == KILN_REDUCER_DONE && r->n_reduced < r->n_buckets)
+    if (result == KILN_REDUCER_DONE && !round_done(r))
         result = KILN_REDUCER_CANCELLED;
     pthread_mutex_unlock(&r->lock);
     return result;

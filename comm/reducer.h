@@ -46,6 +46,19 @@ void kiln_reducer_cancel(kiln_reducer *r);
 /* Waits until every bucket of the round is reduced (timeout <= 0: forever). */
 int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds);
 
+/* A second stage for every bucket (multi-worker training: the sum across
+ * processes). After bucket b is summed here, `fn` transforms its range of
+ * the result in place; buckets go through fn one at a time, in bucket
+ * order, on a thread of its own, so that every process calls it in the
+ * same order. `abort` becomes nonzero when the round is cancelled. A
+ * round is done once every bucket went through fn; a failing fn cancels
+ * the round and its status is kept (kiln_reducer_cross_status). */
+typedef kiln_status (*kiln_reducer_cross_fn)(void *user, float *data, size_t count,
+                                             const volatile int *abort);
+kiln_status kiln_reducer_set_cross(kiln_reducer *r, kiln_reducer_cross_fn fn, void *user);
+/* KILN_OK, or the status of the fn call that failed this round. */
+kiln_status kiln_reducer_cross_status(kiln_reducer *r);
+
 /* Time the last round's buckets spent being summed, and how much of it fell
  * before `until` (a kiln_now() time, e.g. when backward ended everywhere):
  * the reduction hidden behind compute. */

@@ -451,7 +451,15 @@ typedef enum kiln_strategy {
      *  (kiln_model_place, or balanced automatically), and each global batch
      *  flows through them as micro-batches, so every device works at once
      *  (see kiln_pipeline_schedule). The default when any layer is placed. */
-    KILN_STRATEGY_PIPELINE
+    KILN_STRATEGY_PIPELINE,
+    /** Mirrored across the processes of an MPI job (one per machine or
+     *  group of devices, launched by mpirun) and the devices of each: every
+     *  process assembles the same global batch and trains on its part;
+     *  gradients are summed over the local replicas, then over the
+     *  processes bucket by bucket (MPI) while backward goes on. Initial
+     *  weights come from rank 0; loss and metrics are global; only rank 0
+     *  prints progress and writes checkpoints. Needs kiln built with MPI. */
+    KILN_STRATEGY_MULTI_WORKER
 } kiln_strategy;
 
 /** How pipeline stages order their micro-batches' forward (F) and backward
@@ -475,7 +483,7 @@ typedef struct kiln_compile_options {
     kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
     /** How training is spread over the context's devices; the
      *  KILN_STRATEGY environment variable ("one_device", "mirrored",
-     *  "central_storage", "pipeline") overrides it. */
+     *  "central_storage", "pipeline", "multi_worker") overrides it. */
     kiln_strategy strategy;
     /** Nonzero: do not compute accuracy (it is computed by default for the
      *  cross-entropy losses). */
@@ -533,6 +541,11 @@ KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_op
  *  reports one by one). Either pointer may be NULL. */
 KILN_API kiln_status kiln_model_distribution(const kiln_model *model, const char **strategy,
                                              int32_t *replicas);
+
+/** This process's place among the processes training a compiled model:
+ *  its MPI rank and their number under multi_worker, 0 and 1 otherwise.
+ *  Applications print and save on rank 0 only. Either pointer may be NULL. */
+KILN_API kiln_status kiln_model_rank(const kiln_model *model, int32_t *rank, int32_t *count);
 
 /** Where a model's training time went, since compile in this process
  *  (kiln_model_training_stats). Times are wall-clock seconds. */

@@ -103,7 +103,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
     static const struct { const char *name; kiln_strategy value; } names[] = {
         {"auto", KILN_STRATEGY_AUTO}, {"one_device", KILN_STRATEGY_ONE_DEVICE},
         {"mirrored", KILN_STRATEGY_MIRRORED}, {"central_storage", KILN_STRATEGY_CENTRAL_STORAGE},
-        {"pipeline", KILN_STRATEGY_PIPELINE},
+        {"pipeline", KILN_STRATEGY_PIPELINE}, {"multi_worker", KILN_STRATEGY_MULTI_WORKER},
     };
     const char *env = getenv("KILN_STRATEGY");
     if (env && *env) {
@@ -113,7 +113,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         if (i == sizeof names / sizeof names[0])
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "KILN_STRATEGY=\"%s\" is not one of auto, one_device, mirrored, "
-                              "central_storage, pipeline", env);
+                              "central_storage, pipeline, multi_worker", env);
         requested = names[i].value;
     }
     switch (requested) {
@@ -126,6 +126,9 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         return KILN_OK;
     case KILN_STRATEGY_PIPELINE:
         m->strategy = &kiln_strategy_pipeline;
+        return KILN_OK;
+    case KILN_STRATEGY_MULTI_WORKER:
+        m->strategy = &kiln_strategy_multi_worker;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
         m->strategy = &kiln_strategy_one_device;
@@ -236,6 +239,18 @@ kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
         *strategy = m->strategy->name;
     if (replicas)
         *replicas = m->strategy->replica_count(m->strategy_impl);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
+{
+    kiln_status st = check_compiled(m, "kiln_model_rank");
+    if (st != KILN_OK)
+        return st;
+    if (rank)
+        *rank = m->rank;
+    if (count)
+        *count = m->world > 0 ? m->world : 1;
     return KILN_OK;
 }
 

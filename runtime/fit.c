@@ -280,6 +280,8 @@ static void free_list(kiln_context *ctx, char **names, int n)
 static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 {
     char path[4200];
+    if (m->rank != 0)
+        return KILN_OK;   /* multi-worker: rank 0 writes for everyone */
     if (mkdir(o->checkpoint_dir, 0755) != 0 && errno != EEXIST)
         return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
                           "folder %s: %s", o->checkpoint_dir, strerror(errno));
@@ -444,7 +446,7 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o.epochs;
     kiln_progress_bar bar;
-    kiln_progress_init(&bar, o.verbosity, stderr);
+    kiln_progress_init(&bar, m->rank == 0 ? o.verbosity : KILN_VERBOSE_SILENT, stderr);
     for (int32_t e = first; e < last && st == KILN_OK; e++)
         st = fit_epoch(m, train, &o, e, &s, &bar);
     if (st != KILN_OK)

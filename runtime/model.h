@@ -60,6 +60,7 @@ struct kiln_model {
     uint64_t memory_budget;      /* per device; 0: its global memory */
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
+    int32_t rank, world;         /* multi-worker: this process among `world` (else 0, 1) */
     struct kiln_fault *fault;    /* test-only fault hook (replica.h) */
 
     kiln_epoch_record *history;

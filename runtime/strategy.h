@@ -53,5 +53,6 @@ extern const kiln_strategy_ops kiln_strategy_one_device;
 extern const kiln_strategy_ops kiln_strategy_mirrored;
 extern const kiln_strategy_ops kiln_strategy_central_storage;
 extern const kiln_strategy_ops kiln_strategy_pipeline;
+extern const kiln_strategy_ops kiln_strategy_multi_worker;
 
 #endif

@@ -5,11 +5,17 @@
  *                   by bucket while backward goes on, and every replica
  *                   applies the same update to its own copy;
  *  central_storage: the same replicas compute gradients; parameters and
- *                   optimizer state live on the host, which applies the update.
+ *                   optimizer state live on the host, which applies the update;
+ *  multi_worker:    mirrored in every process of an MPI job: the global batch
+ *                   is split over every process's replicas, and each bucket,
+ *                   once summed over the local replicas, is summed over the
+ *                   processes (comm/mpi_world.c) by the reducer's cross stage,
+ *                   still while backward goes on.
  * A global batch is split into contiguous shards (uneven when it must be);
  * each replica scales its loss by 1 / global batch, so the summed gradient
  * is exactly the global mean. A watchdog bounds every step. */
 #include "comm/collective.h"
+#include "comm/mpi_world.h"
 #include "comm/reducer.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
@@ -22,7 +28,7 @@
 #define KILN_DEFAULT_STEP_TIMEOUT 600.0
 #define KILN_STOP_GRACE 10.0
 
-typedef enum dp_mode { DP_ONE_DEVICE, DP_MIRRORED, DP_CENTRAL } dp_mode;
+typedef enum dp_mode { DP_ONE_DEVICE, DP_MIRRORED, DP_CENTRAL, DP_MULTI_WORKER } dp_mode;
 typedef enum dp_job { JOB_TRAIN, JOB_EVAL, JOB_PREDICT } dp_job;
 
 typedef struct dp dp;
@@ -63,6 +69,11 @@ struct dp {
     int broken;
     char broken_reason[768];
     kiln_strategy_stats stats;
+    /* multi_worker: the MPI world; this process's replicas are global
+     * replicas rank * n ... rank * n + n - 1 of world * n. */
+    kiln_mpi *mpi;
+    int rank, world;
+    char cross_error[768];       /* why the last cross-process sum failed */
     /* Layers that exchange statistics mid-step (synchronised batch norm). */
     kiln_collective *collective;
     /* Non-trainable state (moving statistics) each replica updates itself:
@@ -123,6 +134,11 @@ static kiln_status wait_reduced(dp_replica *d)
     const int w = kiln_reducer_wait(s->reducer, 0);
     if (w == KILN_REDUCER_DONE)
         return KILN_OK;
+    const kiln_status cross = kiln_reducer_cross_status(s->reducer);
+    if (cross != KILN_OK) {
+        snprintf(d->error, sizeof d->error, "%.700s", s->cross_error);
+        return cross;
+    }
     snprintf(d->error, sizeof d->error, "replica %d: the step was abandoned because another "
              "replica failed", d->r->index);
     return KILN_ERROR_STOPPED;
@@ -163,6 +179,11 @@ static void average_state(dp *s)
             sum += s->reps[k].shard.n > 0 ? s->reps[k].state[j] : 0.0f;
         s->state_mean[j] = sum / (float)ran;
     }
+    /* Across processes, each process's mean weighs the same. */
+    if (s->mpi && kiln_mpi_sum_floats(s->mpi, s->state_mean, s->n_state, NULL,
+                                      s->m->step_timeout) == KILN_OK)
+        for (size_t j = 0; j < s->n_state; j++)
+            s->state_mean[j] /= (float)s->world;
     if (s->mode == DP_CENTRAL) {
         memcpy(s->host_params + s->m->n_trainable_floats, s->state_mean,
                s->n_state * sizeof(float));
@@ -281,10 +302,14 @@ static void split(dp *s, const kiln_batch *b, float *outputs)
     const kiln_model *m = s->m;
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
     const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
+    /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
+    const int G = s->n * s->world, g0 = s->rank * s->n;
     int32_t start = 0;
+    for (int g = 0; g < g0; g++)
+        start += b->n / G + (g < b->n % G);
     for (int k = 0; k < s->n; k++) {
         dp_replica *d = &s->reps[k];
-        const int32_t n = b->n / s->n + (k < b->n % s->n);
+        const int32_t n = b->n / G + (g0 + k < b->n % G);
         d->shard.n = n;
         d->r->first_sample = start;
         d->r->step_number = m->n_train_steps;
@@ -355,6 +380,20 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
     return KILN_OK;
 }
 
+/* The replicas' loss and correct sums, over every process. */
+static kiln_status local_sums(dp *s, double sums[2])
+{
+    sums[0] = sums[1] = 0;
+    for (int k = 0; k < s->n; k++) {
+        sums[0] += s->reps[k].sums[0];
+        sums[1] += s->reps[k].sums[1];
+    }
+    if (!s->mpi)
+        return KILN_OK;
+    const kiln_status st = kiln_mpi_sum_doubles(s->mpi, sums, 2, s->m->step_timeout);
+    return st == KILN_OK ? KILN_OK : mark_broken(s, st, "%s", kiln_context_last_error(s->m->ctx));
+}
+
 static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2])
 {
     dp *s = impl;
@@ -393,11 +432,9 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
             s->params_version++;
         }
     }
-    sums[0] = sums[1] = 0;
-    for (int k = 0; k < s->n; k++) {
-        sums[0] += s->reps[k].sums[0];
-        sums[1] += s->reps[k].sums[1];
-    }
+    st = local_sums(s, sums);
+    if (st != KILN_OK)
+        return st;
     s->micro = s->final_micro ? 0 : s->micro + 1;
     /* A non-finite step was skipped on every replica: it is not an update. */
     if (s->final_micro && isfinite(sums[0]))
@@ -413,11 +450,7 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
         s->reps[k].job = JOB_EVAL;
     kiln_status st = run_all(s, eval_job);
     sums[0] = sums[1] = 0;
-    for (int k = 0; st == KILN_OK && k < s->n; k++) {
-        sums[0] += s->reps[k].sums[0];
-        sums[1] += s->reps[k].sums[1];
-    }
-    return st;
+    return st == KILN_OK ? local_sums(s, sums) : st;
 }
 
 static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outputs)
@@ -426,7 +459,32 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     split(s, b, outputs);
     for (int k = 0; k < s->n; k++)
         s->reps[k].job = JOB_PREDICT;
-    return run_all(s, eval_job);
+    kiln_status st = run_all(s, eval_job);
+    if (st != KILN_OK || !s->mpi)
+        return st;
+    /* Every process gets every output: rank r's rows follow rank r - 1's. */
+    const int64_t width = kiln_node_size(s->m, s->m->output);
+    const int G = s->n * s->world;
+    int *counts = kiln_calloc(s->m->ctx, (size_t)s->world, sizeof(int));
+    float *mine = kiln_calloc(s->m->ctx, (size_t)b->n * (size_t)width + 1, sizeof(float));
+    if (!counts || !mine) {
+        kiln_free(s->m->ctx, counts);
+        kiln_free(s->m->ctx, mine);
+        return kiln_error_oom(s->m->ctx, "gathered outputs", (size_t)b->n * (size_t)width * 4);
+    }
+    int32_t start = 0;
+    for (int g = 0; g < G; g++) {
+        const int32_t rows = b->n / G + (g < b->n % G);
+        if (g / s->n == s->rank)
+            memcpy(mine + (size_t)counts[s->rank], outputs + (size_t)start * (size_t)width,
+                   (size_t)rows * (size_t)width * sizeof(float));
+        counts[g / s->n] += (int)(rows * width);
+        start += rows;
+    }
+    st = kiln_mpi_gather_all(s->mpi, mine, counts, outputs, s->m->step_timeout);
+    kiln_free(s->m->ctx, counts);
+    kiln_free(s->m->ctx, mine);
+    return st;
 }
 
 static kiln_status dp_get_params(void *impl, float *flat)
@@ -536,6 +594,7 @@ static void dp_destroy(void *impl)
         kiln_free(ctx, s->reps[k].state);
     }
     kiln_reducer_destroy(s->reducer);
+    kiln_mpi_leave(s->mpi);
     kiln_collective_destroy(s->collective);
     kiln_free(ctx, s->state_mean);
     kiln_free(ctx, s->reps);
@@ -553,7 +612,8 @@ static kiln_status plan_state(dp *s)
 {
     kiln_model *m = s->m;
     kiln_context *ctx = m->ctx;
-    if (m->n_param_floats > m->n_trainable_floats && (s->n > 1 || s->mode == DP_CENTRAL)) {
+    if (m->n_param_floats > m->n_trainable_floats &&
+        (s->n > 1 || s->mode == DP_CENTRAL || s->mpi)) {
         s->n_state = m->n_param_floats - m->n_trainable_floats;
         if (!(s->state_mean = kiln_calloc(ctx, s->n_state, sizeof(float))))
             return kiln_error_oom(ctx, "replica state", s->n_state * sizeof(float));
@@ -613,6 +673,41 @@ static kiln_status plan_buckets(dp *s)
     return KILN_OK;
 }
 
+/* The reducer's cross stage: a locally summed bucket, summed over the
+ * processes. */
+static kiln_status cross_sum(void *user, float *data, size_t count, const volatile int *abort)
+{
+    dp *s = user;
+    const kiln_status st = kiln_mpi_sum_floats(s->mpi, data, count, abort, s->m->step_timeout);
+    if (st != KILN_OK)
+        snprintf(s->cross_error, sizeof s->cross_error, "%s", kiln_context_last_error(s->m->ctx));
+    return st;
+}
+
+/* Joins the MPI job: every process must bring as many replicas, and all
+ * start from rank 0's parameters. */
+static kiln_status join_world(dp *s, float *init)
+{
+    kiln_model *m = s->m;
+    kiln_status st = kiln_mpi_join(m->ctx, &s->mpi);
+    if (st != KILN_OK)
+        return st;
+    s->rank = kiln_mpi_rank(s->mpi);
+    s->world = kiln_mpi_size(s->mpi);
+    m->rank = s->rank;
+    m->world = s->world;
+    double counts[2] = {(double)s->n, (double)s->n * (double)s->n};
+    st = kiln_mpi_sum_doubles(s->mpi, counts, 2, m->step_timeout);
+    if (st == KILN_OK && counts[1] != counts[0] * counts[0] / s->world)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: multi_worker needs the same number of replicas in "
+                          "every process (this is rank %d of %d with %d)", s->rank, s->world,
+                          s->n);
+    if (st == KILN_OK)
+        st = kiln_mpi_broadcast(s->mpi, init, m->n_param_floats, m->step_timeout);
+    return st;
+}
+
 static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
 {
     kiln_context *ctx = m->ctx;
@@ -627,12 +722,15 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     s->m = m;
     s->mode = mode;
     s->n = n;
+    s->world = 1;
     float *init = kiln_calloc(ctx, m->n_param_floats, sizeof(float));
     s->reps = kiln_calloc(ctx, (size_t)n, sizeof *s->reps);
     kiln_status st = init && s->reps ? KILN_OK
                                      : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *s->reps);
     if (st == KILN_OK)
         st = kiln_model_init_params(m, init);
+    if (st == KILN_OK && mode == DP_MULTI_WORKER)
+        st = join_world(s, init);
     for (int k = 0; st == KILN_OK && k < n; k++) {
         dp_replica *d = &s->reps[k];
         d->owner = s;
@@ -650,6 +748,8 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = kiln_reducer_create(ctx, n, m->n_param_floats, s->buckets, s->n_buckets,
                                  m->reducer_threads, &s->reducer);
+    if (st == KILN_OK && s->mpi)
+        st = kiln_reducer_set_cross(s->reducer, cross_sum, s);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_state(s);
     if (st == KILN_OK && mode == DP_CENTRAL) {
@@ -683,6 +783,11 @@ static kiln_status central_create(kiln_model *m, void **impl)
     return dp_create(m, DP_CENTRAL, impl);
 }
 
+static kiln_status multi_worker_create(kiln_model *m, void **impl)
+{
+    return dp_create(m, DP_MULTI_WORKER, impl);
+}
+
 const kiln_strategy_ops kiln_strategy_one_device = {
     "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
@@ -698,5 +803,11 @@ const kiln_strategy_ops kiln_strategy_mirrored = {
 const kiln_strategy_ops kiln_strategy_central_storage = {
     "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
+    dp_get_slots, dp_set_slots, dp_micro_step, NULL,
+};
+
+const kiln_strategy_ops kiln_strategy_multi_worker = {
+    "multi_worker", multi_worker_create, dp_destroy, dp_train_step, dp_eval_step,
+    dp_predict_step, dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
     dp_get_slots, dp_set_slots, dp_micro_step, NULL,
 };

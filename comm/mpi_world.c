@@ -1,0 +1,235 @@
+#include "comm/mpi_world.h"
+
+#include "kiln_config.h"
+#include "runtime/context.h"
+
+#if KILN_HAVE_MPI
+
+#include <mpi.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct kiln_mpi {
+    kiln_context *ctx;
+    MPI_Comm comm;
+    int rank, size;
+};
+
+/* Contexts that joined, and whether kiln initialised MPI (then the last
+ * one to leave finalises it). MPI calls are serialised through `lock`. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int joined, kiln_initialised;
+
+static kiln_status mpi_fail(kiln_context *ctx, const char *call, int err)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(err, text, &len);
+    return kiln_error(ctx, KILN_ERROR_DEVICE, "%s failed: %s", call, text);
+}
+
+kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
+{
+    *out = NULL;
+    kiln_mpi *w = kiln_calloc(ctx, 1, sizeof *w);
+    if (!w)
+        return kiln_error_oom(ctx, "an MPI handle", sizeof *w);
+    w->ctx = ctx;
+    pthread_mutex_lock(&lock);
+    int ready = 0, err = MPI_Initialized(&ready);
+    if (err == MPI_SUCCESS && !ready) {
+        int provided = 0;
+        err = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        if (err == MPI_SUCCESS && provided < MPI_THREAD_SERIALIZED) {
+            pthread_mutex_unlock(&lock);
+            kiln_free(ctx, w);
+            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+                              "MPI provides thread level %d; kiln needs "
+                              "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
+        }
+        kiln_initialised = err == MPI_SUCCESS;
+    }
+    if (err == MPI_SUCCESS)
+        err = MPI_Comm_dup(MPI_COMM_WORLD, &w->comm);
+    if (err == MPI_SUCCESS)
+        err = MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+    if (err == MPI_SUCCESS)
+        err = MPI_Comm_rank(w->comm, &w->rank);
+    if (err == MPI_SUCCESS)
+        err = MPI_Comm_size(w->comm, &w->size);
+    if (err == MPI_SUCCESS)
+        joined++;
+    pthread_mutex_unlock(&lock);
+    if (err != MPI_SUCCESS) {
+        kiln_free(ctx, w);
+        return mpi_fail(ctx, "joining MPI_COMM_WORLD", err);
+    }
+    *out = w;
+    return KILN_OK;
+}
+
+void kiln_mpi_leave(kiln_mpi *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&lock);
+    MPI_Comm_free(&w->comm);
+    if (--joined == 0 && kiln_initialised) {
+        MPI_Finalize();
+        kiln_initialised = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    kiln_free(w->ctx, w);
+}
+
+int kiln_mpi_rank(const kiln_mpi *w)
+{
+    return w->rank;
+}
+
+int kiln_mpi_size(const kiln_mpi *w)
+{
+    return w->size;
+}
+
+/* Waits for a non-blocking request, polling cancel and the deadline. A
+ * request given up on is left to MPI (the job is broken by then). */
+static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
+                          const volatile int *cancel, double timeout)
+{
+    const double deadline = timeout > 0 ? kiln_now() + timeout : 0;
+    const struct timespec tick = {0, 100000};
+    for (;;) {
+        int done = 0;
+        pthread_mutex_lock(&lock);
+        const int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&lock);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(w->ctx, what, err);
+        if (done)
+            return KILN_OK;
+        if (cancel && *cancel)
+            return kiln_error(w->ctx, KILN_ERROR_STOPPED, "%s abandoned", what);
+        if (deadline > 0 && kiln_now() > deadline)
+            return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,
+                              "%s: rank %d of %d waited %.1f s for the other ranks; one of "
+                              "them has stalled or died", what, w->rank, w->size, timeout);
+        nanosleep(&tick, NULL);
+    }
+}
+
+static kiln_status sum(kiln_mpi *w, void *x, size_t n, MPI_Datatype type, const char *what,
+                       const volatile int *cancel, double timeout)
+{
+    if (n > (size_t)INT32_MAX)
+        return kiln_error(w->ctx, KILN_ERROR_UNSUPPORTED, "%s: %zu values", what, n);
+    MPI_Request req;
+    pthread_mutex_lock(&lock);
+    const int err = MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, type, MPI_SUM, w->comm, &req);
+    pthread_mutex_unlock(&lock);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(w->ctx, what, err);
+    return finish(w, &req, what, cancel, timeout);
+}
+
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+                                double timeout)
+{
+    return sum(w, x, n, MPI_FLOAT, "MPI all-reduce of gradients", cancel, timeout);
+}
+
+kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeout)
+{
+    return sum(w, x, n, MPI_DOUBLE, "MPI all-reduce of metrics", NULL, timeout);
+}
+
+kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
+{
+    MPI_Request req;
+    pthread_mutex_lock(&lock);
+    const int err = MPI_Ibcast(x, (int)n, MPI_FLOAT, 0, w->comm, &req);
+    pthread_mutex_unlock(&lock);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(w->ctx, "MPI broadcast of parameters", err);
+    return finish(w, &req, "MPI broadcast of parameters", NULL, timeout);
+}
+
+kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,
+                                double timeout)
+{
+    int *displs = kiln_calloc(w->ctx, (size_t)w->size, sizeof(int));
+    if (!displs)
+        return kiln_error_oom(w->ctx, "MPI displacements", (size_t)w->size * sizeof(int));
+    for (int r = 1; r < w->size; r++)
+        displs[r] = displs[r - 1] + counts[r - 1];
+    MPI_Request req;
+    pthread_mutex_lock(&lock);
+    const int err = MPI_Iallgatherv(mine, counts[w->rank], MPI_FLOAT, all, counts, displs,
+                                    MPI_FLOAT, w->comm, &req);
+    pthread_mutex_unlock(&lock);
+    kiln_status st = err != MPI_SUCCESS ? mpi_fail(w->ctx, "MPI gather of outputs", err)
+                                        : finish(w, &req, "MPI gather of outputs", NULL, timeout);
+    kiln_free(w->ctx, displs);
+    return st;
+}
+
+#else /* !KILN_HAVE_MPI */
+
+struct kiln_mpi {
+    int unused;
+};
+
+kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
+{
+    *out = NULL;
+    return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+                      "the multi_worker strategy needs MPI, and this kiln was built without it "
+                      "(meson option -Dmpi=enabled with libopenmpi-dev installed)");
+}
+
+void kiln_mpi_leave(kiln_mpi *w)
+{
+    (void)w;
+}
+
+int kiln_mpi_rank(const kiln_mpi *w)
+{
+    (void)w;
+    return 0;
+}
+
+int kiln_mpi_size(const kiln_mpi *w)
+{
+    (void)w;
+    return 1;
+}
+
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+                                double timeout)
+{
+    (void)w, (void)x, (void)n, (void)cancel, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeout)
+{
+    (void)w, (void)x, (void)n, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
+{
+    (void)w, (void)x, (void)n, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,
+                                double timeout)
+{
+    (void)w, (void)mine, (void)counts, (void)all, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+#endif

@@ -1,0 +1,39 @@
+/* Private: kiln's use of MPI across processes (multi-worker training).
+ * Everything goes through this file, so the library builds without MPI
+ * (meson option `mpi`): then kiln_mpi_join reports that it is missing.
+ *
+ * kiln joins MPI_COMM_WORLD through a duplicate communicator whose errors
+ * are returned, not fatal. If the application has not initialised MPI,
+ * kiln does (MPI_THREAD_SERIALIZED: one kiln thread calls MPI at a time)
+ * and finalises it when the last context that joined closes. */
+#ifndef KILN_COMM_MPI_WORLD_H
+#define KILN_COMM_MPI_WORLD_H
+
+#include "kiln.h"
+
+typedef struct kiln_mpi kiln_mpi;
+
+/* Joins the world; rank and size through the handle. */
+kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out);
+void kiln_mpi_leave(kiln_mpi *w);   /* accepts NULL */
+
+int kiln_mpi_rank(const kiln_mpi *w);
+int kiln_mpi_size(const kiln_mpi *w);
+
+/* In-place sum over every rank of n floats (or doubles). Polls so that
+ * *cancel (when not NULL) set by another thread makes it give up with
+ * KILN_ERROR_STOPPED, and gives up with KILN_ERROR_TIMEOUT after
+ * `timeout` seconds (<= 0: never). */
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+                                double timeout);
+kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeout);
+
+/* Rank 0's n floats to every rank. */
+kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout);
+
+/* Every rank's `counts[r]` floats, concatenated in rank order into `all`;
+ * `mine` is this rank's part. */
+kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,
+                                double timeout);
+
+#endif
