@@ -17,10 +17,18 @@ struct kiln_mpi {
     int rank, size;
 };
 
-/* Contexts that joined, and whether kiln initialised MPI (then the last
- * one to leave finalises it). MPI calls are serialised through `lock`. */
+/* Whether kiln initialised MPI: then it finalises it when the process
+ * exits (MPI cannot be initialised twice in a process, so not when the
+ * last model leaves). MPI calls are serialised through `lock`. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int joined, kiln_initialised;
+static int kiln_initialised;
+
+static void finalize_at_exit(void)
+{
+    int done = 0;
+    if (kiln_initialised && MPI_Finalized(&done) == MPI_SUCCESS && !done)
+        MPI_Finalize();
+}
 
 static kiln_status mpi_fail(kiln_context *ctx, const char *call, int err)
 {
@@ -50,6 +58,8 @@ kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
                               "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
         }
         kiln_initialised = err == MPI_SUCCESS;
+        if (kiln_initialised)
+            atexit(finalize_at_exit);
     }
     if (err == MPI_SUCCESS)
         err = MPI_Comm_dup(MPI_COMM_WORLD, &w->comm);
@@ -59,8 +69,6 @@ kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
         err = MPI_Comm_rank(w->comm, &w->rank);
     if (err == MPI_SUCCESS)
         err = MPI_Comm_size(w->comm, &w->size);
-    if (err == MPI_SUCCESS)
-        joined++;
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS) {
         kiln_free(ctx, w);
@@ -76,10 +84,6 @@ void kiln_mpi_leave(kiln_mpi *w)
         return;
     pthread_mutex_lock(&lock);
     MPI_Comm_free(&w->comm);
-    if (--joined == 0 && kiln_initialised) {
-        MPI_Finalize();
-        kiln_initialised = 0;
-    }
     pthread_mutex_unlock(&lock);
     kiln_free(w->ctx, w);
 }

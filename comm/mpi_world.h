@@ -5,7 +5,7 @@
  * kiln joins MPI_COMM_WORLD through a duplicate communicator whose errors
  * are returned, not fatal. If the application has not initialised MPI,
  * kiln does (MPI_THREAD_SERIALIZED: one kiln thread calls MPI at a time)
- * and finalises it when the last context that joined closes. */
+ * and finalises it when the process exits. */
 #ifndef KILN_COMM_MPI_WORLD_H
 #define KILN_COMM_MPI_WORLD_H
 

@@ -275,14 +275,14 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         return st;
     const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
     if (r->act[m->input] && b->features)
-        st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 0);
+        st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 1);
     if (st != KILN_OK || !b->labels || !r->labels)
         return st;
     const size_t label_bytes = m->loss.sparse ? (size_t)b->n * sizeof(int32_t)
                                               : (size_t)b->n *
                                                     (size_t)kiln_node_size(m, m->output) *
                                                     sizeof(float);
-    return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 0);
+    return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
 }
 
 static void set_stage(kiln_replica *r, kiln_node node, const char *phase)

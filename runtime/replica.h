@@ -94,8 +94,9 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n);
  * allocates them again). */
 void kiln_replica_release(kiln_replica *r);
 
-/* Enqueues the upload of a batch (labels may be NULL for predict). The host
- * arrays must stay unchanged until the next blocking read. */
+/* Uploads a batch (labels may be NULL for predict), copied before it
+ * returns: a step abandoned by the watchdog must not read the caller's
+ * arrays after they are freed. */
 kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *batch);
 
 kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);

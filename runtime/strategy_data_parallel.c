@@ -17,6 +17,7 @@
 #include "comm/collective.h"
 #include "comm/mpi_world.h"
 #include "comm/reducer.h"
+#include "runtime/first_run.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
 #include "runtime/worker.h"
@@ -73,6 +74,10 @@ struct dp {
      * replicas rank * n ... rank * n + n - 1 of world * n. */
     kiln_mpi *mpi;
     int rank, world;
+    /* Shard sizes run so far per job, and whether this step has new ones:
+     * then the replicas compute one at a time (runtime/first_run.h). */
+    kiln_shape_log seen[3];
+    int serial;
     char cross_error[768];       /* why the last cross-process sum failed */
     /* Layers that exchange statistics mid-step (synchronised batch norm). */
     kiln_collective *collective;
@@ -219,6 +224,7 @@ static kiln_status train_job(void *arg)
     d->sums[0] = d->sums[1] = 0;
     const int32_t n = d->shard.n;
     if (st == KILN_OK && n > 0) {
+        kiln_first_run_enter(s->serial);
         st = kiln_replica_upload(r, &d->shard);
         if (st == KILN_OK)
             st = kiln_replica_forward(r, n, 1);
@@ -226,6 +232,9 @@ static kiln_status train_job(void *arg)
             st = kiln_replica_loss(r, n, s->global_scale);
         if (st == KILN_OK)
             st = kiln_replica_backward(r, n, on_backward, d);
+        if (st == KILN_OK && s->serial)
+            st = kiln_device_finish(r->dev);   /* the kernels run under the lock */
+        kiln_first_run_leave(s->serial);
         d->backward_end = kiln_now();
     } else if (st == KILN_OK) {
         st = s->final_micro && s->reducer ? empty_shard(d) : KILN_OK;
@@ -282,6 +291,7 @@ static kiln_status eval_job(void *arg)
         st = kiln_replica_write_params(r, s->host_params);
         d->params_version = s->params_version;
     }
+    kiln_first_run_enter(s->serial);
     if (st == KILN_OK)
         st = kiln_replica_upload(r, &d->shard);
     if (st == KILN_OK)
@@ -293,11 +303,13 @@ static kiln_status eval_job(void *arg)
     } else if (st == KILN_OK) {
         st = kiln_replica_read_output(r, d->shard.n, d->outputs);
     }
+    kiln_first_run_leave(s->serial);
     return st == KILN_OK ? KILN_OK : replica_failed(d, st);
 }
 
-/* Splits a batch into contiguous shards, the first n % R one larger. */
-static void split(dp *s, const kiln_batch *b, float *outputs)
+/* Splits a batch into contiguous shards, the first n % R one larger, for
+ * a job of kind `job`. */
+static void split(dp *s, const kiln_batch *b, float *outputs, dp_job job)
 {
     const kiln_model *m = s->m;
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
@@ -319,6 +331,11 @@ static void split(dp *s, const kiln_batch *b, float *outputs)
         d->outputs = outputs ? outputs + (size_t)start * (size_t)out : NULL;
         start += n;
     }
+    /* Synchronised layers wait for every replica mid-step: never serialised. */
+    s->serial = 0;
+    for (int k = 0; k < s->n; k++)
+        s->serial |= kiln_shape_log_add(&s->seen[job], s->reps[k].shard.n);
+    s->serial &= s->n > 1 && !s->collective;
 }
 
 static kiln_status mark_broken(dp *s, kiln_status st, const char *fmt, const char *detail)
@@ -402,7 +419,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     s->global_scale = 1.0f / (float)b->n;
     s->update = m->n_optimizer_steps + 1;
     s->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
-    split(s, b, NULL);
+    split(s, b, NULL, JOB_TRAIN);
     if (s->reducer && s->final_micro)
         kiln_reducer_begin(s->reducer);
     for (int k = 0; k < s->n; k++)
@@ -445,7 +462,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
 static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 {
     dp *s = impl;
-    split(s, b, NULL);
+    split(s, b, NULL, JOB_EVAL);
     for (int k = 0; k < s->n; k++)
         s->reps[k].job = JOB_EVAL;
     kiln_status st = run_all(s, eval_job);
@@ -456,7 +473,7 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outputs)
 {
     dp *s = impl;
-    split(s, b, outputs);
+    split(s, b, outputs, JOB_PREDICT);
     for (int k = 0; k < s->n; k++)
         s->reps[k].job = JOB_PREDICT;
     kiln_status st = run_all(s, eval_job);

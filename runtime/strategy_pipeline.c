@@ -16,6 +16,7 @@
  * accumulate over the micro-batches; each stage then applies the
  * optimizer to its own parameters, once the last stage has said whether
  * the loss was finite. */
+#include "runtime/first_run.h"
 #include "runtime/partition.h"
 #include "runtime/optimizer.h"
 #include "runtime/text.h"
@@ -137,24 +138,16 @@ static void post(pp *p, int64_t *stamp)
     pthread_mutex_unlock(&p->lock);
 }
 
-/* PoCL 3.1's CPU devices abort (an assertion in pocl_release_dlhandle_cache)
- * when stages on two devices run at once while kernels are first
- * specialised for a shape; once every shape has run, concurrent passes are
- * fine (measured on the model_parallel example). So a pass with a
- * micro-batch size not seen before runs one stage's computation at a time:
- * a lock held across the process, as PoCL's kernel cache is. */
-static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
-
+/* A pass with a micro-batch size not run before computes one stage at a
+ * time (runtime/first_run.h). */
 static void enter(pp *p)
 {
-    if (p->serial)
-        pthread_mutex_lock(&serial_lock);
+    kiln_first_run_enter(p->serial);
 }
 
 static void leave(pp *p)
 {
-    if (p->serial)
-        pthread_mutex_unlock(&serial_lock);
+    kiln_first_run_leave(p->serial);
 }
 
 static kiln_status forward_micro(pp_stage *st, int32_t mb)

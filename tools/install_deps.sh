@@ -5,7 +5,7 @@
 set -eu
 
 packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
-libclblast-dev pocl-opencl-icd zlib1g-dev dataset-fashion-mnist $*"
+libclblast-dev pocl-opencl-icd zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin $*"
 
 missing=""
 for p in $packages; do

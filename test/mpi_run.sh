@@ -1,0 +1,9 @@
+#!/bin/sh
+# Runs an MPI test program as 2 processes on this machine (loopback, more
+# processes than cores allowed, as root when run as root), passing kiln's
+# and PoCL's settings on. Exits 77 (meson: skipped) without mpirun.
+set -eu
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
+root=""
+[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+exec mpirun $root --oversubscribe -np 2 -x POCL_DEVICES -x KILN_CACHE_DIR "$@"

@@ -1,0 +1,229 @@
+/* The multi_worker strategy, run by test/mpi_run.sh as 2 MPI processes with
+ * two PoCL basic devices each. Every rank checks, against training done
+ * in-process without MPI on the same global batches: 2 processes x 1
+ * device and 2 x 2 equal one device (and 1 process x 2 devices, mirrored);
+ * evaluate is global; predict gathers every process's rows; checkpoints
+ * are written once (by rank 0) and load on one device and under 2
+ * processes. Usage: test_multi_worker CHECKPOINT_DIR */
+#include "harness.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#define SAMPLES 60
+#define SIDE 6
+#define CLASSES 4
+#define TOL 1e-5
+
+static kiln_dataset *data(kiln_context *ctx)
+{
+    static float x[SAMPLES * SIDE * SIDE];
+    static int32_t y[SAMPLES];
+    uint64_t s = 777;
+    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)(s >> 40) / 16777216.0f;
+    }
+    for (int i = 0; i < SAMPLES; i++)
+        y[i] = (int32_t)((x[i * SIDE * SIDE] + x[i * SIDE * SIDE + 7]) * 2.0f) % CLASSES;
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = SAMPLES;
+    d.feature_rank = 3;
+    d.feature_dims[0] = SIDE;
+    d.feature_dims[1] = SIDE;
+    d.feature_dims[2] = 1;
+    d.features = x;
+    d.sparse_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    return ds;
+}
+
+static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {SIDE, SIDE, 1};
+    kiln_conv2d_options conv = {sizeof conv, NULL, 3, {3, 3}, {1, 1}, KILN_PADDING_SAME,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options hidden = {sizeof hidden, NULL, 10, KILN_ACTIVATION_TANH, 0};
+    kiln_dense_options head = {sizeof head, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.optimizer.learning_rate = 0.01f;
+    co.strategy = strategy;
+    co.replicas = replicas;
+    co.step_timeout_seconds = 60;
+    co.bucket_bytes = co.first_bucket_bytes = 256;   /* several buckets */
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static kiln_fit_options fit_options(int epochs)
+{
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = epochs;
+    fo.batch_size = 7;   /* 7 over 2 or 4 replicas: uneven; the last batch has 4 */
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    return fo;
+}
+
+static float *weights(kiln_context *ctx, kiln_model *m, int64_t *n)
+{
+    kiln_model_parameter_count(m, n);
+    float *w = calloc((size_t)*n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));
+    return w;
+}
+
+static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy, int replicas,
+                    int64_t *n, kiln_metrics *metrics)
+{
+    kiln_model *m = build(ctx, strategy, replicas);
+    kiln_fit_options fo = fit_options(2);
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    metrics->struct_size = sizeof *metrics;
+    CHECK_OK(ctx, kiln_model_evaluate(m, ds, 9, metrics));
+    float *w = weights(ctx, m, n);
+    kiln_model_destroy(m);
+    return w;
+}
+
+static void compare(int rank, const char *what, const float *a, const float *b, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+        worst = e > worst ? e : worst;
+    }
+    if (rank == 0)
+        printf("%-56s max relative difference %.2e\n", what, worst);
+    if (!(worst <= TOL)) {
+        fprintf(stderr, "rank %d: %s: %.3g exceeds %.1g\n", rank, what, worst, TOL);
+        test_failures++;
+    }
+}
+
+static int count_checkpoints(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        n += strstr(e->d_name, ".safetensors") != NULL && !strstr(e->d_name, ".tmp");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void remove_checkpoints(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char path[4200];
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        if (!strstr(e->d_name, ".safetensors"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_multi_worker CHECKPOINT_DIR\n");
+        return 2;
+    }
+    kiln_context *ctx = test_context(5);
+    if (!ctx)
+        return 1;
+    kiln_dataset *ds = data(ctx);
+    int64_t n = 0;
+    kiln_metrics one_m, mw_m, mw2_m, mirrored_m;
+    float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, 0, &n, &one_m);
+    float *mirrored = train(ctx, ds, KILN_STRATEGY_MIRRORED, 2, &n, &mirrored_m);
+
+    /* 2 processes x 1 device; learn this process's place. */
+    kiln_model *m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 1);
+    int32_t rank = -1, world = 0;
+    CHECK_OK(ctx, kiln_model_rank(m, &rank, &world));
+    CHECK(world == 2 && (rank == 0 || rank == 1));
+    kiln_model_destroy(m);
+    if (rank == 0)
+        remove_checkpoints(argv[1]);   /* before any rank can count them */
+    float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 1, &n, &mw_m);
+    float *mw2 = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 2, &n, &mw2_m);
+    compare(rank, "1 process x 2 devices (mirrored) vs one device", mirrored, one, n);
+    compare(rank, "2 processes x 1 device vs one device", mw, one, n);
+    compare(rank, "2 processes x 1 device vs 1 process x 2 devices", mw, mirrored, n);
+    compare(rank, "2 processes x 2 devices vs one device", mw2, one, n);
+    CHECK(fabs(mw_m.loss - one_m.loss) < 1e-5 && mw_m.accuracy == one_m.accuracy &&
+          mw_m.samples == SAMPLES);
+    CHECK(fabs(mw2_m.loss - one_m.loss) < 1e-5 && mw2_m.accuracy == one_m.accuracy);
+    if (rank == 0)
+        printf("evaluate: one device loss %.6f accuracy %.4f; 2 x 1 %.6f %.4f; 2 x 2 %.6f "
+               "%.4f\n", one_m.loss, one_m.accuracy, mw_m.loss, mw_m.accuracy, mw2_m.loss,
+               mw2_m.accuracy);
+
+    /* Predict: every process gets every row. */
+    static float x[11 * SIDE * SIDE], y_mw[11 * CLASSES], y_one[11 * CLASSES];
+    for (int i = 0; i < 11 * SIDE * SIDE; i++)
+        x[i] = (float)((i * 7) % 13) / 13.0f;
+    m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 2);
+    kiln_model *o = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+    CHECK_OK(ctx, kiln_model_set_weights(m, mw2, n));
+    CHECK_OK(ctx, kiln_model_set_weights(o, mw2, n));
+    CHECK_OK(ctx, kiln_model_predict(m, x, 11, y_mw, 11));
+    CHECK_OK(ctx, kiln_model_predict(o, x, 11, y_one, 11));
+    for (int i = 0; i < 11 * CLASSES; i++)
+        CHECK(fabs(y_mw[i] - y_one[i]) < 1e-6);
+    kiln_model_destroy(m);
+
+    /* Checkpoints: one writer; they load on one device and resume under 2. */
+    const char *dir = argv[1];
+    m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 1);
+    kiln_fit_options fo = fit_options(2);
+    fo.checkpoint_dir = dir;
+    fo.checkpoint_every_steps = 3;
+    fo.keep_checkpoints = 50;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));   /* 18 steps: 6 checkpoints */
+    kiln_metrics after = {.struct_size = sizeof after};
+    CHECK_OK(ctx, kiln_model_evaluate(m, ds, 9, &after));   /* rank 0 has saved by now */
+    const int files = count_checkpoints(dir);
+    if (rank == 0)
+        printf("checkpoints written for 18 steps every 3 by 2 processes: %d\n", files);
+    CHECK(files == 6);
+    kiln_model_destroy(m);
+    kiln_model *resumed = build(ctx, KILN_STRATEGY_MULTI_WORKER, 1);
+    fo.epochs = 3;
+    fo.resume = 1;
+    CHECK_OK(ctx, kiln_model_fit(resumed, ds, &fo));
+    kiln_model *straight = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+    kiln_fit_options so = fit_options(3);
+    CHECK_OK(ctx, kiln_model_fit(straight, ds, &so));
+    int64_t k = 0;
+    float *wr = weights(ctx, resumed, &k), *ws = weights(ctx, straight, &k);
+    compare(rank, "2 epochs, resumed under 2 processes to 3, vs one device", wr, ws, n);
+    kiln_model_destroy(resumed);
+    kiln_model_destroy(straight);
+    free(wr);
+    free(ws);
+
+    free(one);
+    free(mirrored);
+    free(mw);
+    free(mw2);
+    kiln_model_destroy(o);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    char name[32];
+    snprintf(name, sizeof name, "test_multi_worker rank %d", (int)rank);
+    return test_finish(name);
+}
