@@ -21,13 +21,20 @@ struct kiln_mpi {
  * exits (MPI cannot be initialised twice in a process, so not when the
  * last model leaves). MPI calls are serialised through `lock`. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int kiln_initialised;
+static int kiln_initialised, abandoned;
 
 static void finalize_at_exit(void)
 {
     int done = 0;
-    if (kiln_initialised && MPI_Finalized(&done) == MPI_SUCCESS && !done)
+    if (kiln_initialised && !abandoned && MPI_Finalized(&done) == MPI_SUCCESS && !done)
         MPI_Finalize();
+}
+
+void kiln_mpi_abandon(void)
+{
+    pthread_mutex_lock(&lock);
+    abandoned = 1;
+    pthread_mutex_unlock(&lock);
 }
 
 static kiln_status mpi_fail(kiln_context *ctx, const char *call, int err)
@@ -110,10 +117,14 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
         pthread_mutex_lock(&lock);
         const int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&lock);
-        if (err != MPI_SUCCESS)
+        if (err != MPI_SUCCESS) {
+            kiln_mpi_abandon();
             return mpi_fail(w->ctx, what, err);
+        }
         if (done)
             return KILN_OK;
+        if ((cancel && *cancel) || (deadline > 0 && kiln_now() > deadline))
+            kiln_mpi_abandon();
         if (cancel && *cancel)
             return kiln_error(w->ctx, KILN_ERROR_STOPPED, "%s abandoned", what);
         if (deadline > 0 && kiln_now() > deadline)
@@ -196,6 +207,10 @@ kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
 void kiln_mpi_leave(kiln_mpi *w)
 {
     (void)w;
+}
+
+void kiln_mpi_abandon(void)
+{
 }
 
 int kiln_mpi_rank(const kiln_mpi *w)

@@ -28,6 +28,11 @@ kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile 
                                 double timeout);
 kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeout);
 
+/* After a failed or abandoned collective the job cannot finish MPI
+ * properly (MPI_Finalize would wait for it): kiln then leaves MPI
+ * unfinalised at exit. Called by kiln on such failures. */
+void kiln_mpi_abandon(void);
+
 /* Rank 0's n floats to every rank. */
 kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout);
 

@@ -68,6 +68,19 @@ static kiln_model *seed_cnn(kiln_context *ctx)
     return m;
 }
 
+static void print_devices(kiln_context *ctx)
+{
+    int32_t n_devices = 0;
+    kiln_context_device_count(ctx, &n_devices);
+    for (int32_t i = 0; i < n_devices; i++) {
+        kiln_device_info info = {.struct_size = sizeof info};
+        kiln_context_device_info(ctx, i, &info);
+        printf("device %d: %s (%s), %u compute units, %.1f GiB\n", (int)info.index, info.name,
+               info.platform, info.compute_units,
+               (double)info.global_memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    }
+}
+
 int main(int argc, char **argv)
 {
     args a;
@@ -85,17 +98,6 @@ int main(int argc, char **argv)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK)
         return fprintf(stderr, "fashion_mnist: %s\n", err), 1;
-    int32_t n_devices = 0;
-    kiln_context_device_count(ctx, &n_devices);
-    for (int32_t i = 0; i < n_devices; i++) {
-        kiln_device_info info = {.struct_size = sizeof info};
-        kiln_context_device_info(ctx, i, &info);
-        printf("device %d: %s (%s), %u compute units, %.1f GiB\n", (int)info.index, info.name,
-               info.platform, info.compute_units,
-               (double)info.global_memory_bytes / (1024.0 * 1024.0 * 1024.0));
-        fflush(stdout);
-    }
-
     int rc = 1;
     kiln_dataset *train = NULL, *test = NULL;
     kiln_model *model = NULL;
@@ -110,11 +112,19 @@ int main(int argc, char **argv)
     opts.optimizer.learning_rate = 1e-3f;
     if (st == KILN_OK)
         st = kiln_model_compile(model, &opts);
+    /* Under multi_worker (mpirun), every process trains; rank 0 reports. */
+    int32_t rank = 0, processes = 1;
+    if (st == KILN_OK)
+        st = kiln_model_rank(model, &rank, &processes);
     const char *strategy = "";
     int32_t replicas = 0;
-    if (st == KILN_OK && kiln_model_distribution(model, &strategy, &replicas) == KILN_OK) {
-        printf("strategy: %s, %d replica(s), global batch %d\n", strategy, (int)replicas,
-               a.batch);
+    if (st == KILN_OK && rank == 0 &&
+        kiln_model_distribution(model, &strategy, &replicas) == KILN_OK) {
+        print_devices(ctx);
+        printf("strategy: %s, %d replica(s)", strategy, (int)replicas);
+        if (processes > 1)
+            printf(" in each of %d processes", (int)processes);
+        printf(", global batch %d\n", a.batch);
         fflush(stdout);
     }
     kiln_fit_options fit;
@@ -131,7 +141,9 @@ int main(int argc, char **argv)
     kiln_metrics result = {.struct_size = sizeof result};
     if (st == KILN_OK)
         st = kiln_model_evaluate(model, test, 256, &result);
-    if (st == KILN_OK) {
+    if (st == KILN_OK && rank != 0) {
+        rc = 0;
+    } else if (st == KILN_OK) {
         const double samples = (double)n_train * a.epochs;
         printf("training time: %.1f s for %d epochs, %.0f samples/s\n", t1 - t0, a.epochs,
                samples / (t1 - t0));

@@ -341,6 +341,8 @@ static void split(dp *s, const kiln_batch *b, float *outputs, dp_job job)
 static kiln_status mark_broken(dp *s, kiln_status st, const char *fmt, const char *detail)
 {
     s->broken = 1;
+    if (s->mpi)
+        kiln_mpi_abandon();   /* the other processes may be mid-collective */
     snprintf(s->broken_reason, sizeof s->broken_reason, fmt, detail);
     return kiln_error(s->m->ctx, st, "%s", s->broken_reason);
 }
@@ -386,9 +388,17 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
             kiln_reducer_cancel(s->reducer);
         if (s->collective)
             kiln_collective_cancel(s->collective);
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog", where,
-                 s->m->step_timeout);
+        char msg[700];
+        const int waiting = strstr(where, "(after backward)") != NULL;
+        snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog%s", where,
+                 s->m->step_timeout,
+                 s->mpi && waiting ? ": it was waiting for the other processes' gradients "
+                                     "(MPI all-reduce); one of them has stalled or died"
+                                   : "");
+        if (s->mpi) {
+            const size_t used = strlen(msg);
+            snprintf(msg + used, sizeof msg - used, " [rank %d of %d]", s->rank, s->world);
+        }
         return mark_broken(s, KILN_ERROR_TIMEOUT, "%s", msg);
     }
     if (first != KILN_OK)

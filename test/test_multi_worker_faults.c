@@ -1,0 +1,82 @@
+/* A process of a multi_worker job that stalls: run by test/mpi_faults.sh as
+ * 2 MPI processes with one device each. Rank 1 stalls for 60 s in its
+ * convolution's forward at step 2; with a 2 s watchdog both ranks must
+ * return KILN_ERROR_TIMEOUT within seconds (rank 0 from its all-reduce,
+ * rank 1 from its own watchdog), name what they waited for, tear down
+ * without hanging, and print "rank R: ok". */
+#include "harness.h"
+#include "runtime/model.h"
+#include "runtime/replica.h"
+
+#define SAMPLES 64
+#define SIDE 6
+
+int main(void)
+{
+    kiln_context *ctx = test_context(3);
+    if (!ctx)
+        return 1;
+    static float x[SAMPLES * SIDE * SIDE];
+    static int32_t y[SAMPLES];
+    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++)
+        x[i] = (float)(i % 17) / 17.0f;
+    for (int i = 0; i < SAMPLES; i++)
+        y[i] = i % 3;
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = SAMPLES;
+    d.feature_rank = 3;
+    d.feature_dims[0] = d.feature_dims[1] = SIDE;
+    d.feature_dims[2] = 1;
+    d.features = x;
+    d.sparse_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+
+    /* The rank is known only after compile, and the fault must be armed
+     * before it; MPI's environment says it first. */
+    const char *env = getenv("OMPI_COMM_WORLD_RANK");
+    const int my_rank = env ? atoi(env) : 0;
+    kiln_fault stall = {my_rank == 1, 0, 1, 0, 2, 60.0};
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {SIDE, SIDE, 1};
+    kiln_conv2d_options conv = {sizeof conv, NULL, 2, {3, 3}, {1, 1}, KILN_PADDING_SAME,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    m->fault = &stall;
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.strategy = KILN_STRATEGY_MULTI_WORKER;
+    co.step_timeout_seconds = 2.0;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    int32_t rank = -1, world = 0;
+    CHECK_OK(ctx, kiln_model_rank(m, &rank, &world));
+    CHECK(rank == my_rank && world == 2);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.batch_size = 8;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    const double t0 = kiln_now();
+    const kiln_status st = kiln_model_fit(m, ds, &fo);
+    const double waited = kiln_now() - t0;
+    const char *msg = kiln_context_last_error(ctx);
+    printf("rank %d: %s after %.1f s: %s\n", (int)rank, kiln_status_name(st), waited, msg);
+    CHECK(st == KILN_ERROR_TIMEOUT);
+    CHECK(waited < 15.0);
+    CHECK(strstr(msg, rank == 0 ? "waiting for the other processes' gradients"
+                                : "layer 'conv2d' (forward) did not finish") != NULL);
+    CHECK(strstr(msg, rank == 0 ? "[rank 0 of 2]" : "[rank 1 of 2]") != NULL);
+    const double t1 = kiln_now();
+    kiln_model_destroy(m);   /* joins the stalled thread: it was cancelled */
+    CHECK(kiln_now() - t1 < 15.0);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    if (test_failures == 0)
+        printf("rank %d: ok\n", (int)rank);
+    fflush(stdout);
+    return test_finish("test_multi_worker_faults");
+}
