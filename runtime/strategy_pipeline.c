@@ -65,8 +65,11 @@ struct pp {
     int32_t micro_capacity;       /* samples each activation set holds */
     /* the current pass */
     pp_job job;
-    kiln_batch batch;
-    float *outputs;
+    kiln_batch batch;             /* points into the copies below */
+    /* The pass's batch and outputs in the strategy's own memory: a stage
+     * still running after the watchdog gave up must not touch the caller's. */
+    float *features, *outputs;
+    void *labels;
     int32_t n_micro;
     int32_t *start, *count;       /* per micro-batch */
     float scale;
@@ -128,6 +131,14 @@ static kiln_status wait_for(pp_stage *st, const int64_t *stamp)
     pthread_mutex_unlock(&p->lock);
     st->wait_seconds += kiln_now() - t0;
     return aborted ? KILN_ERROR_STOPPED : KILN_OK;
+}
+
+static int aborted(pp *p)
+{
+    pthread_mutex_lock(&p->lock);
+    const int a = p->abort;
+    pthread_mutex_unlock(&p->lock);
+    return a;
 }
 
 static void post(pp *p, int64_t *stamp)
@@ -318,6 +329,10 @@ static kiln_status stage_job(void *arg)
     kiln_status s = KILN_OK;
     int32_t backwards = 0;
     for (int32_t k = 0; k < n_ops && s == KILN_OK; k++) {
+        if (aborted(p)) {
+            s = stage_failed(st, base, KILN_ERROR_STOPPED);
+            break;
+        }
         if (ops[k] >= 0)
             s = forward_micro(st, ops[k]);
         else
@@ -425,6 +440,17 @@ static kiln_status reserve(pp *p, int32_t n)
     }
     if (n <= p->capacity)
         return KILN_OK;
+    const kiln_model *m = p->m;
+    const size_t in = (size_t)n * (size_t)kiln_node_size(m, m->input);
+    const size_t out = (size_t)n * (size_t)kiln_node_size(m, m->output);
+    kiln_free(ctx, p->features);
+    kiln_free(ctx, p->outputs);
+    kiln_free(ctx, p->labels);
+    p->features = kiln_calloc(ctx, in, sizeof(float));
+    p->outputs = kiln_calloc(ctx, out, sizeof(float));
+    p->labels = kiln_calloc(ctx, out, sizeof(float));   /* room for either kind */
+    if (!p->features || !p->outputs || !p->labels)
+        return kiln_error_oom(ctx, "the pipeline's batch", (in + 2 * out) * sizeof(float));
     size_t widest = 0;
     for (int32_t e = 0; e < p->n_edges; e++) {
         pp_edge *edge = &p->edges[e];
@@ -457,8 +483,16 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     if (status != KILN_OK)
         return status;
     p->job = job;
-    p->batch = *b;
-    p->outputs = outputs;
+    const kiln_model *m0 = p->m;
+    const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m0, m0->input) * sizeof(float);
+    const size_t out_floats = (size_t)b->n * (size_t)kiln_node_size(m0, m0->output);
+    memcpy(p->features, b->features, in_bytes);
+    if (b->labels)
+        memcpy(p->labels, b->labels,
+               m0->loss.sparse ? (size_t)b->n * sizeof(int32_t) : out_floats * sizeof(float));
+    p->batch.n = b->n;
+    p->batch.features = p->features;
+    p->batch.labels = b->labels ? p->labels : NULL;
     p->n_micro = b->n < p->max_micro ? b->n : p->max_micro;
     for (int32_t mb = 0, at = 0; mb < p->n_micro; mb++) {
         p->start[mb] = at;
@@ -508,6 +542,8 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     }
     if (first != KILN_OK)
         return mark_broken(p, first, p->stages[culprit].error);
+    if (outputs)
+        memcpy(outputs, p->outputs, out_floats * sizeof(float));
     if (job == PP_TRAIN) {
         const double elapsed = kiln_now() - t0;
         p->stats.stage_seconds += elapsed * p->n;
@@ -700,6 +736,9 @@ static void pp_destroy(void *impl)
     kiln_free(ctx, p->start);
     kiln_free(ctx, p->count);
     kiln_free(ctx, p->seen);
+    kiln_free(ctx, p->features);
+    kiln_free(ctx, p->outputs);
+    kiln_free(ctx, p->labels);
     kiln_free(ctx, p);
 }
 
