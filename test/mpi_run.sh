@@ -6,6 +6,11 @@ set -eu
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+# Every process gets kiln's and PoCL's settings that are set here.
+for v in POCL_DEVICES KILN_CACHE_DIR KILN_STRATEGY; do
+    eval "isset=\${$v+x}"
+    [ -n "$isset" ] && root="$root -x $v"
+done
 # Under tools/sanitize.sh: Open MPI's plugins (dlopen'd, unloaded at exit)
 # leak memory that LSan cannot attribute to a module to suppress, so leak
 # checking is off here; kiln's own paths are leak-checked by the other tests.
@@ -14,4 +19,4 @@ if [ -n "${ASAN_OPTIONS:-}" ]; then
     export ASAN_OPTIONS
     root="$root -x ASAN_OPTIONS"
 fi
-exec mpirun $root --oversubscribe -np 2 -x POCL_DEVICES -x KILN_CACHE_DIR "$@"
+exec mpirun $root --oversubscribe -np 2 "$@"
