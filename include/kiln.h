@@ -459,7 +459,14 @@ typedef enum kiln_strategy {
      *  processes bucket by bucket (MPI) while backward goes on. Initial
      *  weights come from rank 0; loss and metrics are global; only rank 0
      *  prints progress and writes checkpoints. Needs kiln built with MPI. */
-    KILN_STRATEGY_MULTI_WORKER
+    KILN_STRATEGY_MULTI_WORKER,
+    /** Asynchronous training in one process: parameters and optimizer
+     *  state in a host store; each device's worker takes the next batch
+     *  when it is free, pulls the parameters if they changed, and pushes
+     *  its gradient, which the store applies at once (no barrier between
+     *  workers, so gradients may be a few updates stale; see
+     *  max_staleness). Loss and accuracy reach fit as batches finish. */
+    KILN_STRATEGY_PARAMETER_SERVER
 } kiln_strategy;
 
 /** How pipeline stages order their micro-batches' forward (F) and backward
@@ -483,7 +490,8 @@ typedef struct kiln_compile_options {
     kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
     /** How training is spread over the context's devices; the
      *  KILN_STRATEGY environment variable ("one_device", "mirrored",
-     *  "central_storage", "pipeline", "multi_worker") overrides it. */
+     *  "central_storage", "pipeline", "multi_worker", "parameter_server")
+     *  overrides it. */
     kiln_strategy strategy;
     /** Nonzero: do not compute accuracy (it is computed by default for the
      *  cross-entropy losses). */
@@ -521,6 +529,10 @@ typedef struct kiln_compile_options {
      *  gradients and optimizer state are checked at compile, activations
      *  when the batch size is first seen (before the first step). */
     uint64_t device_memory_budget;
+    /** Parameter server: a worker that has finished more than this many
+     *  batches beyond the slowest worker waits (stale synchronous
+     *  parallel); 0: no bound. */
+    int32_t max_staleness;
 } kiln_compile_options;
 
 /**
@@ -564,6 +576,12 @@ typedef struct kiln_training_stats {
     /** Pipeline: stages x training step time, seconds, over the same steps
      *  (so busy time is (1 - pipeline_bubble) x this). */
     double pipeline_stage_seconds;
+    /** Parameter server: the most updates applied between a worker's pull
+     *  and its push (how stale a gradient got), and the most batches a
+     *  worker had finished beyond the slowest when it took one (bounded by
+     *  max_staleness). */
+    int64_t max_staleness;
+    int64_t max_lead;
 } kiln_training_stats;
 
 /** Fills `stats` (struct_size set by the caller) with the model's training

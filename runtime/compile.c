@@ -104,6 +104,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         {"auto", KILN_STRATEGY_AUTO}, {"one_device", KILN_STRATEGY_ONE_DEVICE},
         {"mirrored", KILN_STRATEGY_MIRRORED}, {"central_storage", KILN_STRATEGY_CENTRAL_STORAGE},
         {"pipeline", KILN_STRATEGY_PIPELINE}, {"multi_worker", KILN_STRATEGY_MULTI_WORKER},
+        {"parameter_server", KILN_STRATEGY_PARAMETER_SERVER},
     };
     const char *env = getenv("KILN_STRATEGY");
     if (env && *env) {
@@ -113,7 +114,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         if (i == sizeof names / sizeof names[0])
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "KILN_STRATEGY=\"%s\" is not one of auto, one_device, mirrored, "
-                              "central_storage, pipeline, multi_worker", env);
+                              "central_storage, pipeline, multi_worker, parameter_server", env);
         requested = names[i].value;
     }
     switch (requested) {
@@ -129,6 +130,9 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         return KILN_OK;
     case KILN_STRATEGY_MULTI_WORKER:
         m->strategy = &kiln_strategy_multi_worker;
+        return KILN_OK;
+    case KILN_STRATEGY_PARAMETER_SERVER:
+        m->strategy = &kiln_strategy_parameter_server;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
         m->strategy = &kiln_strategy_one_device;
@@ -176,6 +180,11 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->schedule = o->pipeline_schedule == KILN_PIPELINE_GPIPE ? KILN_PIPELINE_GPIPE
                                                               : KILN_PIPELINE_1F1B;
     m->memory_budget = o->device_memory_budget;
+    if (o->max_staleness < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: max_staleness (%d) must be >= 0",
+                          (int)o->max_staleness);
+    m->max_staleness = o->max_staleness;
     return KILN_OK;
 }
 
@@ -275,6 +284,8 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     stats->reduce_hidden_seconds = s.hidden_seconds;
     stats->pipeline_bubble = s.stage_seconds > 0 ? 1.0 - s.busy_seconds / s.stage_seconds : 0.0;
     stats->pipeline_stage_seconds = s.stage_seconds;
+    stats->max_staleness = s.max_staleness;
+    stats->max_lead = s.max_lead;
     return KILN_OK;
 }
 

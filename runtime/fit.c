@@ -345,7 +345,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         const double t0 = kiln_now();
         kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
         kiln_batch b = {n, s->features, s->labels};
-        double sums[2];
+        double sums[3] = {0, 0, n};   /* asynchronous strategies report other batches */
         const double t1 = kiln_now();
         kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
         if (st != KILN_OK)
@@ -364,7 +364,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         if (isfinite(sums[0])) {
             m->epoch_loss += sums[0];
             m->epoch_correct += sums[1];
-            m->epoch_seen += n;
+            m->epoch_seen += (int64_t)sums[2];
         } else {
             r.skipped_steps++;
         }
@@ -384,6 +384,18 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
             return kiln_error(m->ctx, KILN_ERROR_STOPPED,
                               "kiln_model_fit: the callback stopped training at epoch %d, step "
                               "%lld", (int)epoch + 1, (long long)step + 1);
+    }
+    if (m->strategy->drain) {   /* the batches still in flight */
+        double sums[3];
+        kiln_status st = m->strategy->drain(m->strategy_impl, sums);
+        if (st != KILN_OK)
+            return st;
+        m->epoch_loss += sums[0];
+        m->epoch_correct += sums[1];
+        m->epoch_seen += (int64_t)sums[2];
+        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
+        r.loss = m->epoch_loss / seen;
+        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
     }
     r.samples = m->epoch_seen;
     if (o->validation) {

@@ -58,6 +58,7 @@ struct kiln_model {
     int32_t micro_batches;
     kiln_pipeline_schedule schedule;
     uint64_t memory_budget;      /* per device; 0: its global memory */
+    int32_t max_staleness;       /* parameter server: steps ahead of the slowest (0: any) */
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
     int32_t rank, world;         /* multi-worker: this process among `world` (else 0, 1) */

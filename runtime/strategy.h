@@ -20,6 +20,8 @@ typedef struct kiln_strategy_stats {
     double reduce_seconds;   /* reducer threads summing buckets */
     double hidden_seconds;   /* of which before backward had ended on every replica */
     double busy_seconds;     /* pipeline: stages computing, summed over stages */
+    int64_t max_staleness;   /* parameter server: most updates between pull and push */
+    int64_t max_lead;        /* parameter server: most steps a worker started ahead */
     double stage_seconds;    /* pipeline: stages x training step time */
 } kiln_strategy_stats;
 
@@ -47,6 +49,12 @@ typedef struct kiln_strategy_ops {
     /* Device memory of replica (stage) i when it is more than one replica
      * object's (pipeline stages hold several activation sets); may be NULL. */
     void (*memory)(void *impl, int32_t i, kiln_memory_report *report);
+    /* Asynchronous strategies: train_step reports in sums[0..2] (loss,
+     * correct, samples) the batches that finished since its last call, not
+     * necessarily its own (fit presets sums[2] to the batch size for the
+     * others); drain waits for every batch in flight and reports the rest.
+     * NULL for synchronous strategies. */
+    kiln_status (*drain)(void *impl, double sums[3]);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;
@@ -54,5 +62,6 @@ extern const kiln_strategy_ops kiln_strategy_mirrored;
 extern const kiln_strategy_ops kiln_strategy_central_storage;
 extern const kiln_strategy_ops kiln_strategy_pipeline;
 extern const kiln_strategy_ops kiln_strategy_multi_worker;
+extern const kiln_strategy_ops kiln_strategy_parameter_server;
 
 #endif

@@ -818,23 +818,23 @@ static kiln_status multi_worker_create(kiln_model *m, void **impl)
 const kiln_strategy_ops kiln_strategy_one_device = {
     "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL,
+    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
 };
 
 const kiln_strategy_ops kiln_strategy_mirrored = {
     "mirrored", mirrored_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL,
+    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
 };
 
 const kiln_strategy_ops kiln_strategy_central_storage = {
     "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
     dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL,
+    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
 };
 
 const kiln_strategy_ops kiln_strategy_multi_worker = {
     "multi_worker", multi_worker_create, dp_destroy, dp_train_step, dp_eval_step,
     dp_predict_step, dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL,
+    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
 };

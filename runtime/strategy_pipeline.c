@@ -902,5 +902,5 @@ kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, 
 const kiln_strategy_ops kiln_strategy_pipeline = {
     "pipeline", pp_create, pp_destroy, pp_train_step, pp_eval_step, pp_predict_step,
     pp_get_params, pp_set_params, pp_replica_count, pp_replica_at, pp_stats,
-    pp_get_slots, pp_set_slots, pp_micro_step, pp_memory,
+    pp_get_slots, pp_set_slots, pp_micro_step, pp_memory, NULL,
 };
