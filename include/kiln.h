@@ -577,10 +577,10 @@ typedef struct kiln_training_stats {
      *  (so busy time is (1 - pipeline_bubble) x this). */
     double pipeline_stage_seconds;
     /** Parameter server: the most updates applied between a worker's pull
-     *  and its push (how stale a gradient got), and the most batches a
-     *  worker had finished beyond the slowest when it took one (bounded by
-     *  max_staleness). */
+     *  and its push (how stale a gradient got). */
     int64_t max_staleness;
+    /** Parameter server: the most batches a worker had finished beyond the
+     *  slowest worker when it took one (bounded by max_staleness). */
     int64_t max_lead;
 } kiln_training_stats;
 
