@@ -1,9 +1,14 @@
-/* A process of a multi_worker job that stalls: run by test/mpi_faults.sh as
- * 2 MPI processes with one device each. Rank 1 stalls for 60 s in its
- * convolution's forward at step 2; with a 2 s watchdog both ranks must
- * return KILN_ERROR_TIMEOUT within seconds (rank 0 from its all-reduce,
- * rank 1 from its own watchdog), name what they waited for, tear down
- * without hanging, and print "rank R: ok". */
+/* A process of a multi_worker job that stalls or dies: run by
+ * test/mpi_faults.sh as 2 MPI processes with one device each.
+ *  stall: rank 1 stalls for 60 s in its convolution's forward at step 2;
+ *         with a 2 s watchdog both ranks must return KILN_ERROR_TIMEOUT
+ *         within seconds (rank 0 from its all-reduce, rank 1 from its own
+ *         watchdog), name what they waited for and tear down: "rank R: ok".
+ *  kill:  rank 1 kills itself (SIGKILL) after step 2; rank 0 must return
+ *         an error naming what it waited for within the watchdog and tear
+ *         down: "rank 0: ok" (mpirun must be told not to end the job). */
+#include <signal.h>
+
 #include "harness.h"
 #include "runtime/model.h"
 #include "runtime/replica.h"
@@ -11,8 +16,17 @@
 #define SAMPLES 64
 #define SIDE 6
 
-int main(void)
+static int kill_rank1(void *user, const kiln_progress *progress)
 {
+    if (*(const int *)user == 1 && progress->event == KILN_EVENT_BATCH_END &&
+        progress->step == 2)
+        raise(SIGKILL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const int kill = argc > 1 && strcmp(argv[1], "kill") == 0;
     kiln_context *ctx = test_context(3);
     if (!ctx)
         return 1;
@@ -36,7 +50,7 @@ int main(void)
      * before it; MPI's environment says it first. */
     const char *env = getenv("OMPI_COMM_WORLD_RANK");
     const int my_rank = env ? atoi(env) : 0;
-    kiln_fault stall = {my_rank == 1, 0, 1, 0, 2, 60.0};
+    kiln_fault stall = {my_rank == 1 && !kill, 0, 1, 0, 2, 60.0};
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
@@ -60,14 +74,19 @@ int main(void)
     kiln_fit_options_init(&fo);
     fo.batch_size = 8;
     fo.verbosity = KILN_VERBOSE_SILENT;
+    if (kill) {
+        fo.callback = kill_rank1;
+        fo.callback_user = (void *)&my_rank;
+    }
     const double t0 = kiln_now();
     const kiln_status st = kiln_model_fit(m, ds, &fo);
     const double waited = kiln_now() - t0;
     const char *msg = kiln_context_last_error(ctx);
     printf("rank %d: %s after %.1f s: %s\n", (int)rank, kiln_status_name(st), waited, msg);
-    CHECK(st == KILN_ERROR_TIMEOUT);
+    CHECK(st == KILN_ERROR_TIMEOUT || (kill && st == KILN_ERROR_DEVICE));
     CHECK(waited < 15.0);
-    CHECK(strstr(msg, rank == 0 ? "waiting for the other processes' gradients"
+    CHECK(strstr(msg, rank == 0 ? (kill ? "rank 0 of 2" : "waiting for the other processes' "
+                                                          "gradients")
                                 : "layer 'conv2d' (forward) did not finish") != NULL);
     CHECK(strstr(msg, rank == 0 ? "[rank 0 of 2]" : "[rank 1 of 2]") != NULL);
     const double t1 = kiln_now();
