@@ -171,6 +171,65 @@ kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
     return finish(w, &req, "MPI broadcast of parameters", NULL, timeout);
 }
 
+kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t n, int doubles,
+                          double timeout)
+{
+    MPI_Request req;
+    pthread_mutex_lock(&lock);
+    const int err = MPI_Isend(x, (int)n, doubles ? MPI_DOUBLE : MPI_FLOAT, dest, tag, w->comm,
+                              &req);
+    pthread_mutex_unlock(&lock);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(w->ctx, "MPI send", err);
+    return finish(w, &req, "MPI send to the parameter store or a worker", NULL, timeout);
+}
+
+kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
+                             int *from, int *got_tag, const volatile int *cancel,
+                             double timeout)
+{
+    MPI_Request req;
+    MPI_Status status;
+    pthread_mutex_lock(&lock);
+    int err = MPI_Irecv(x, (int)n, doubles ? MPI_DOUBLE : MPI_FLOAT,
+                        source < 0 ? MPI_ANY_SOURCE : source, tag < 0 ? MPI_ANY_TAG : tag,
+                        w->comm, &req);
+    pthread_mutex_unlock(&lock);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(w->ctx, "MPI receive", err);
+    const double deadline = timeout > 0 ? kiln_now() + timeout : 0;
+    const struct timespec tick = {0, 100000};
+    for (;;) {
+        int done = 0;
+        pthread_mutex_lock(&lock);
+        err = MPI_Test(&req, &done, &status);
+        if (!done && ((cancel && *cancel) || (deadline > 0 && kiln_now() > deadline))) {
+            MPI_Cancel(&req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        pthread_mutex_unlock(&lock);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(w->ctx, "MPI receive", err);
+        if (done) {
+            if (from)
+                *from = status.MPI_SOURCE;
+            if (got_tag)
+                *got_tag = status.MPI_TAG;
+            return KILN_OK;
+        }
+        if (cancel && *cancel)
+            return kiln_error(w->ctx, KILN_ERROR_STOPPED, "MPI receive abandoned");
+        if (deadline > 0 && kiln_now() > deadline) {
+            kiln_mpi_abandon();
+            return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,
+                              "MPI receive: rank %d of %d waited %.1f s for a message; the "
+                              "parameter store or a worker has stalled or died", w->rank,
+                              w->size, timeout);
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
 kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,
                                 double timeout)
 {
@@ -248,6 +307,22 @@ kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *count
                                 double timeout)
 {
     (void)w, (void)mine, (void)counts, (void)all, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t n, int doubles,
+                          double timeout)
+{
+    (void)w, (void)dest, (void)tag, (void)x, (void)n, (void)doubles, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
+                             int *from, int *got_tag, const volatile int *cancel,
+                             double timeout)
+{
+    (void)w, (void)source, (void)tag, (void)x, (void)n, (void)doubles, (void)from;
+    (void)got_tag, (void)cancel, (void)timeout;
     return KILN_ERROR_UNSUPPORTED;
 }
 

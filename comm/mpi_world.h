@@ -36,6 +36,16 @@ void kiln_mpi_abandon(void);
 /* Rank 0's n floats to every rank. */
 kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout);
 
+/* Point to point (the parameter server): n floats (or doubles) to rank
+ * `dest` with `tag`; and a receive from `source` (-1: any) with `tag` (-1:
+ * any), telling which rank and tag it came from. Both poll like the sums;
+ * the receive gives up with KILN_ERROR_STOPPED when *cancel is set. */
+kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t n, int doubles,
+                          double timeout);
+kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
+                             int *from, int *got_tag, const volatile int *cancel,
+                             double timeout);
+
 /* Every rank's `counts[r]` floats, concatenated in rank order into `all`;
  * `mine` is this rank's part. */
 kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,

@@ -132,7 +132,8 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         m->strategy = &kiln_strategy_multi_worker;
         return KILN_OK;
     case KILN_STRATEGY_PARAMETER_SERVER:
-        m->strategy = &kiln_strategy_parameter_server;
+        m->strategy = m->store_ranks ? &kiln_strategy_parameter_server_mpi
+                                     : &kiln_strategy_parameter_server;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
         m->strategy = &kiln_strategy_one_device;
@@ -185,6 +186,14 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "kiln_model_compile: max_staleness (%d) must be >= 0",
                           (int)o->max_staleness);
     m->max_staleness = o->max_staleness;
+    const char *ranks = getenv("KILN_PARAMETER_STORE_RANKS");
+    m->store_ranks = ranks && *ranks ? atoi(ranks) : o->parameter_store_ranks;
+    if (m->store_ranks < 0 || m->store_ranks > 1)
+        return kiln_error(m->ctx, m->store_ranks < 0 ? KILN_ERROR_INVALID_ARGUMENT
+                                                     : KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: parameter_store_ranks is %d; 0 (in-process) and "
+                          "1 (rank 0 of an MPI job) are supported, sharded stores are not yet",
+                          (int)m->store_ranks);
     return KILN_OK;
 }
 

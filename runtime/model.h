@@ -59,6 +59,7 @@ struct kiln_model {
     kiln_pipeline_schedule schedule;
     uint64_t memory_budget;      /* per device; 0: its global memory */
     int32_t max_staleness;       /* parameter server: steps ahead of the slowest (0: any) */
+    int32_t store_ranks;         /* parameter server: 0 in-process, 1 over MPI (rank 0) */
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
     int32_t rank, world;         /* multi-worker: this process among `world` (else 0, 1) */

@@ -63,5 +63,6 @@ extern const kiln_strategy_ops kiln_strategy_central_storage;
 extern const kiln_strategy_ops kiln_strategy_pipeline;
 extern const kiln_strategy_ops kiln_strategy_multi_worker;
 extern const kiln_strategy_ops kiln_strategy_parameter_server;
+extern const kiln_strategy_ops kiln_strategy_parameter_server_mpi;
 
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Runs an MPI test program as 2 processes on this machine (loopback, more
-# processes than cores allowed, as root when run as root), passing kiln's
-# and PoCL's settings on. Exits 77 (meson: skipped) without mpirun.
+# Runs an MPI test program as MPI_PROCESSES (default 2) processes on this
+# machine (loopback, more processes than cores allowed, as root when run as
+# root), passing kiln's and PoCL's settings on. Exits 77 (meson: skipped)
+# without mpirun.
 set -eu
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
 root=""
@@ -19,4 +20,4 @@ if [ -n "${ASAN_OPTIONS:-}" ]; then
     export ASAN_OPTIONS
     root="$root -x ASAN_OPTIONS"
 fi
-exec mpirun $root --oversubscribe -np 2 "$@"
+exec mpirun $root --oversubscribe -np "${MPI_PROCESSES:-2}" "$@"

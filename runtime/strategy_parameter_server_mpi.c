@@ -1,0 +1,432 @@
+/* The parameter-server strategy across the processes of an MPI job
+ * (parameter_store_ranks = 1): rank 0 holds the store (parameters and
+ * optimizer state, on the host) and serves it from a thread of its own;
+ * ranks 1..W-1 are workers, each with its device. Every process runs the
+ * same fit over the same batches; worker k trains batches k, k + W - 1, ...
+ * of each epoch: it computes the gradient on the parameters it holds,
+ * pushes it (with its loss sums and non-trainable state) to the store, and
+ * receives the store's parameters after its push was applied. The store
+ * applies each push as it arrives, with no barrier between workers; with
+ * max_staleness S > 0 it holds back the reply to a worker that has pushed
+ * more than S times beyond the slowest active worker (stale synchronous
+ * parallel). At the end of an epoch (drain) every worker says it is done,
+ * the loss sums are summed over the ranks and every rank receives the
+ * store's parameters, so evaluate, predict and checkpoints see one model. */
+#include "comm/mpi_world.h"
+#include "runtime/optimizer.h"
+#include "runtime/replica.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { TAG_PUSH = 11, TAG_PARAMS = 12, TAG_DONE = 13 };
+
+typedef struct psm {
+    kiln_model *m;
+    kiln_mpi *mpi;
+    int rank, world, workers;
+    kiln_replica *r;              /* this process's device (rank 0: for inference) */
+    float *msg;                   /* n_param_floats + 3: gradient, state, loss sums */
+    int64_t counter;              /* batches fit handed out this epoch */
+    double reported[3];           /* this rank's sums given to fit this epoch */
+    /* the store (rank 0) */
+    float *params, *slots[KILN_MAX_OPTIMIZER_SLOTS];
+    int64_t version;
+    int64_t *clock, *replied;     /* per worker: pushes, version of its last reply */
+    int *done, *deferred;
+    int n_done;
+    pthread_t server;
+    int server_started;
+    volatile int stop;
+    kiln_status server_status;
+    char server_error[512];
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    kiln_strategy_stats stats;
+} psm;
+
+static kiln_status reply(psm *p, int w)
+{
+    p->replied[w] = p->version;
+    p->deferred[w] = 0;
+    return kiln_mpi_send(p->mpi, w + 1, TAG_PARAMS, p->params, p->m->n_param_floats, 0,
+                         p->m->step_timeout);
+}
+
+static int64_t slowest(const psm *p)
+{
+    int64_t s = INT64_MAX;
+    for (int w = 0; w < p->workers; w++)
+        if (!p->done[w] && p->clock[w] < s)
+            s = p->clock[w];
+    return s;
+}
+
+/* Replies held back by the staleness bound that it now allows. */
+static kiln_status release_deferred(psm *p)
+{
+    kiln_status st = KILN_OK;
+    const int64_t low = slowest(p);
+    for (int w = 0; w < p->workers && st == KILN_OK; w++)
+        if (p->deferred[w] && (low == INT64_MAX || p->clock[w] - low <= p->m->max_staleness))
+            st = reply(p, w);
+    return st;
+}
+
+/* Applies one push from worker w (under the lock). */
+static kiln_status apply_push(psm *p, int w)
+{
+    kiln_model *m = p->m;
+    const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
+    const float *g = p->msg;
+    if (isfinite(g[n])) {
+        const double lr = kiln_optimizer_learning_rate(&m->optimizer, p->version);
+        kiln_optimizer_apply_host(&m->optimizer, lr, p->params, g, p->slots, nt,
+                                  p->version + 1);
+        memcpy(p->params + nt, g + nt, (n - nt) * sizeof(float));
+        const int64_t stale = p->version - p->replied[w];
+        if (stale > p->stats.max_staleness)
+            p->stats.max_staleness = stale;
+        p->version++;
+        p->stats.reductions++;
+    }
+    p->clock[w]++;
+    const int64_t lead = p->clock[w] - slowest(p);
+    if (lead > p->stats.max_lead)
+        p->stats.max_lead = lead;
+    if (m->max_staleness > 0 && lead > m->max_staleness) {
+        p->deferred[w] = 1;
+        return KILN_OK;
+    }
+    return reply(p, w);
+}
+
+static void *serve(void *arg)
+{
+    psm *p = arg;
+    const size_t len = p->m->n_param_floats + 3;
+    float *buf = kiln_calloc(p->m->ctx, len, sizeof(float));
+    kiln_status st = buf ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
+    while (st == KILN_OK && !p->stop) {
+        int from = -1, tag = -1;
+        st = kiln_mpi_receive(p->mpi, -1, -1, buf, len, 0, &from, &tag, &p->stop, 0);
+        if (st != KILN_OK)
+            break;
+        pthread_mutex_lock(&p->lock);
+        const int w = from - 1;
+        if (w < 0 || w >= p->workers) {
+            st = kiln_error(p->m->ctx, KILN_ERROR_STATE, "parameter store: a message from "
+                            "rank %d, which is not a worker", from);
+        } else if (tag == TAG_PUSH) {
+            memcpy(p->msg, buf, len * sizeof(float));
+            st = apply_push(p, w);
+        } else if (tag == TAG_DONE) {
+            p->done[w] = 1;
+            p->n_done++;
+        }
+        if (st == KILN_OK)
+            st = release_deferred(p);
+        pthread_cond_broadcast(&p->changed);
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_lock(&p->lock);
+    if (st != KILN_OK && st != KILN_ERROR_STOPPED) {
+        p->server_status = st;
+        snprintf(p->server_error, sizeof p->server_error, "%s",
+                 kiln_context_last_error(p->m->ctx));
+    }
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    kiln_free(p->m->ctx, buf);
+    return NULL;
+}
+
+static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3])
+{
+    psm *p = impl;
+    kiln_model *m = p->m;
+    const int64_t idx = p->counter++;
+    sums[0] = sums[1] = sums[2] = 0;
+    if (p->rank == 0 || idx % p->workers != p->rank - 1)
+        return KILN_OK;   /* another worker's batch (or the store) */
+    const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
+    kiln_replica *r = p->r;
+    double s[2] = {0, 0};
+    r->first_sample = 0;
+    r->step_number = m->n_train_steps;
+    kiln_status st = kiln_replica_upload(r, b);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(r, b->n, 1);
+    if (st == KILN_OK)
+        st = kiln_replica_loss(r, b->n, 1.0f / (float)b->n);
+    if (st == KILN_OK)
+        st = kiln_replica_backward(r, b->n, NULL, NULL);
+    if (st == KILN_OK)
+        st = kiln_buffer_read(r->dev, r->grads, 0, p->msg, nt * sizeof(float));
+    if (st == KILN_OK && n > nt)
+        st = kiln_buffer_read(r->dev, r->params, nt * sizeof(float), p->msg + nt,
+                              (n - nt) * sizeof(float));
+    if (st == KILN_OK)
+        st = kiln_replica_read_sums(r, s);
+    if (st != KILN_OK)
+        return st;
+    p->msg[n] = (float)s[0];
+    p->msg[n + 1] = (float)s[1];
+    p->msg[n + 2] = (float)b->n;
+    st = kiln_mpi_send(p->mpi, 0, TAG_PUSH, p->msg, n + 3, 0, m->step_timeout);
+    if (st == KILN_OK)   /* the store's parameters, after this push */
+        st = kiln_mpi_receive(p->mpi, 0, TAG_PARAMS, p->msg, n, 0, NULL, NULL, NULL,
+                              m->step_timeout);
+    if (st == KILN_OK)
+        st = kiln_replica_write_params(r, p->msg);
+    sums[0] = s[0];
+    sums[1] = s[1];
+    sums[2] = b->n;
+    for (int i = 0; i < 3; i++)
+        p->reported[i] += sums[i];
+    return st;
+}
+
+/* End of an epoch: every worker done, sums over the ranks, one model. */
+static kiln_status psm_drain(void *impl, double sums[3])
+{
+    psm *p = impl;
+    kiln_model *m = p->m;
+    const size_t n = m->n_param_floats;
+    kiln_status st = KILN_OK;
+    if (p->rank != 0) {
+        float one = 1;
+        st = kiln_mpi_send(p->mpi, 0, TAG_DONE, &one, 1, 0, m->step_timeout);
+    } else {
+        const double deadline = kiln_now() + m->step_timeout;
+        pthread_mutex_lock(&p->lock);
+        while (p->n_done < p->workers && p->server_status == KILN_OK && kiln_now() < deadline) {
+            pthread_mutex_unlock(&p->lock);
+            const struct timespec tick = {0, 1000000};
+            nanosleep(&tick, NULL);
+            pthread_mutex_lock(&p->lock);
+        }
+        if (p->server_status != KILN_OK)
+            st = kiln_error(m->ctx, p->server_status, "%s", p->server_error);
+        else if (p->n_done < p->workers)
+            st = kiln_error(m->ctx, KILN_ERROR_TIMEOUT, "parameter store: %d of %d workers "
+                            "finished the epoch within the %.1f s watchdog", p->n_done,
+                            p->workers, m->step_timeout);
+        p->n_done = 0;
+        memset(p->done, 0, (size_t)p->workers * sizeof(int));
+        memcpy(p->msg, p->params, n * sizeof(float));
+        pthread_mutex_unlock(&p->lock);
+    }
+    double all[3] = {p->reported[0], p->reported[1], p->reported[2]};
+    if (st == KILN_OK)
+        st = kiln_mpi_sum_doubles(p->mpi, all, 3, m->step_timeout);
+    for (int i = 0; i < 3; i++) {
+        sums[i] = all[i] - p->reported[i];
+        p->reported[i] = 0;
+    }
+    if (st == KILN_OK)
+        st = kiln_mpi_broadcast(p->mpi, p->msg, n, m->step_timeout);
+    if (st == KILN_OK)
+        st = kiln_replica_write_params(p->r, p->msg);
+    p->counter = 0;
+    pthread_mutex_lock(&p->lock);
+    m->n_optimizer_steps = p->version;
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+static kiln_status psm_eval_step(void *impl, const kiln_batch *b, double sums[2])
+{
+    psm *p = impl;
+    kiln_status st = kiln_replica_upload(p->r, b);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(p->r, b->n, 0);
+    if (st == KILN_OK)
+        st = kiln_replica_loss(p->r, b->n, 1.0f);
+    if (st == KILN_OK)
+        st = kiln_replica_read_sums(p->r, sums);
+    return st;
+}
+
+static kiln_status psm_predict_step(void *impl, const kiln_batch *b, float *outputs)
+{
+    psm *p = impl;
+    kiln_status st = kiln_replica_upload(p->r, b);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(p->r, b->n, 0);
+    if (st == KILN_OK)
+        st = kiln_replica_read_output(p->r, b->n, outputs);
+    return st;
+}
+
+static kiln_status psm_get_params(void *impl, float *flat)
+{
+    psm *p = impl;
+    if (p->rank != 0)
+        return kiln_replica_read_params(p->r, flat);
+    pthread_mutex_lock(&p->lock);
+    memcpy(flat, p->params, p->m->n_param_floats * sizeof(float));
+    pthread_mutex_unlock(&p->lock);
+    return KILN_OK;
+}
+
+static kiln_status psm_set_params(void *impl, const float *flat)
+{
+    psm *p = impl;
+    if (p->rank == 0) {
+        pthread_mutex_lock(&p->lock);
+        memcpy(p->params, flat, p->m->n_param_floats * sizeof(float));
+        pthread_mutex_unlock(&p->lock);
+    }
+    return kiln_replica_write_params(p->r, flat);
+}
+
+/* Optimizer state lives on rank 0 (which writes checkpoints); workers keep
+ * none. */
+static kiln_status psm_slots(void *impl, float *const *slots, int get)
+{
+    psm *p = impl;
+    const size_t bytes = p->m->n_param_floats * sizeof(float);
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer); i++) {
+        if (p->rank != 0 && get)
+            memset(slots[i], 0, bytes);
+        else if (p->rank == 0)
+            memcpy(get ? slots[i] : p->slots[i], get ? p->slots[i] : slots[i], bytes);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return KILN_OK;
+}
+
+static kiln_status psm_get_slots(void *impl, float *const *slots)
+{
+    return psm_slots(impl, slots, 1);
+}
+
+static kiln_status psm_set_slots(void *impl, const float *const *slots)
+{
+    return psm_slots(impl, (float *const *)slots, 0);
+}
+
+static int32_t psm_replica_count(void *impl)
+{
+    (void)impl;
+    return 1;
+}
+
+static kiln_replica *psm_replica_at(void *impl, int32_t i)
+{
+    return i == 0 ? ((psm *)impl)->r : NULL;
+}
+
+static void psm_stats(void *impl, kiln_strategy_stats *out)
+{
+    psm *p = impl;
+    pthread_mutex_lock(&p->lock);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static int32_t psm_micro_step(void *impl)
+{
+    (void)impl;
+    return 0;
+}
+
+static void psm_destroy(void *impl)
+{
+    psm *p = impl;
+    if (!p)
+        return;
+    kiln_context *ctx = p->m->ctx;
+    p->stop = 1;
+    if (p->server_started)
+        pthread_join(p->server, NULL);
+    kiln_replica_destroy(p->r);
+    kiln_mpi_leave(p->mpi);
+    for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+        kiln_free(ctx, p->slots[i]);
+    kiln_free(ctx, p->params);
+    kiln_free(ctx, p->msg);
+    kiln_free(ctx, p->clock);
+    kiln_free(ctx, p->replied);
+    kiln_free(ctx, p->done);
+    kiln_free(ctx, p->deferred);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->changed);
+    kiln_free(ctx, p);
+}
+
+static kiln_status psm_create(kiln_model *m, void **impl)
+{
+    kiln_context *ctx = m->ctx;
+    if (m->accumulation_steps > 1)
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: the parameter_server strategy applies every "
+                          "batch's gradient as it arrives; gradient_accumulation_steps must be "
+                          "0 or 1");
+    psm *p = kiln_calloc(ctx, 1, sizeof *p);
+    if (!p)
+        return kiln_error_oom(ctx, "a strategy", sizeof *p);
+    p->m = m;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->changed, NULL);
+    const size_t n = m->n_param_floats ? m->n_param_floats : 1;
+    kiln_status st = kiln_mpi_join(ctx, &p->mpi);
+    if (st == KILN_OK) {
+        p->rank = kiln_mpi_rank(p->mpi);
+        p->world = kiln_mpi_size(p->mpi);
+        p->workers = p->world - 1;
+        m->rank = p->rank;
+        m->world = p->world;
+        if (p->workers < 1)
+            st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                            "kiln_model_compile: a parameter store over MPI needs a store "
+                            "rank and at least one worker; the job has %d process(es)",
+                            p->world);
+    }
+    if (st == KILN_OK && !(p->msg = kiln_calloc(ctx, n + 3, sizeof(float))))
+        st = kiln_error_oom(ctx, "a push", (n + 3) * sizeof(float));
+    float *init = st == KILN_OK ? kiln_calloc(ctx, n, sizeof(float)) : NULL;
+    if (st == KILN_OK && !init)
+        st = kiln_error_oom(ctx, "initial parameters", n * sizeof(float));
+    if (st == KILN_OK)
+        st = kiln_model_init_params(m, init);
+    if (st == KILN_OK)   /* one model everywhere: rank 0's */
+        st = kiln_mpi_broadcast(p->mpi, init, m->n_param_floats, m->step_timeout);
+    if (st == KILN_OK)
+        st = kiln_replica_create(m, ctx->devices[0], &p->r);
+    if (st == KILN_OK)
+        st = kiln_replica_write_params(p->r, init);
+    if (st == KILN_OK && p->rank == 0) {
+        p->params = init;
+        init = NULL;
+        p->clock = kiln_calloc(ctx, (size_t)p->workers, sizeof(int64_t));
+        p->replied = kiln_calloc(ctx, (size_t)p->workers, sizeof(int64_t));
+        p->done = kiln_calloc(ctx, (size_t)p->workers, sizeof(int));
+        p->deferred = kiln_calloc(ctx, (size_t)p->workers, sizeof(int));
+        if (!p->clock || !p->replied || !p->done || !p->deferred)
+            st = kiln_error_oom(ctx, "the store's bookkeeping", (size_t)p->workers * 32);
+        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
+            if (!(p->slots[i] = kiln_calloc(ctx, n, sizeof(float))))
+                st = kiln_error_oom(ctx, "the parameter store", n * sizeof(float));
+        if (st == KILN_OK && pthread_create(&p->server, NULL, serve, p) != 0)
+            st = kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "parameter store: cannot start its "
+                            "thread");
+        p->server_started = st == KILN_OK;
+    }
+    kiln_free(ctx, init);
+    if (st != KILN_OK) {
+        psm_destroy(p);
+        return st;
+    }
+    *impl = p;
+    return KILN_OK;
+}
+
+const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
+    "parameter_server", psm_create, psm_destroy, psm_train_step, psm_eval_step,
+    psm_predict_step, psm_get_params, psm_set_params, psm_replica_count, psm_replica_at,
+    psm_stats, psm_get_slots, psm_set_slots, psm_micro_step, NULL, psm_drain,
+};

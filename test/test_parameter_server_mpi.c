@@ -1,0 +1,112 @@
+/* The parameter server across processes: run by test/mpi_run.sh as 3 MPI
+ * processes (rank 0 the store, ranks 1 and 2 workers with one device
+ * each). On a Fashion-MNIST subset with max_staleness 1: every rank ends
+ * with the same model and the epoch's record counts every sample; the
+ * store applied one update per batch, some of them stale, and no worker
+ * ran more than 1 push ahead; rank 0 then checks the accuracy against
+ * one-device synchronous training on the same batches (within 1 point)
+ * and that the store's checkpoint loads on one device. */
+#include "harness.h"
+
+#include <unistd.h>
+
+#define DIR "/usr/share/datasets/fashion-mnist"
+#define TRAIN 6000
+
+static kiln_model *seed_cnn(kiln_context *ctx, kiln_strategy strategy, int32_t store_ranks)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t shape[] = {28, 28, 1};
+    kiln_conv2d_options conv = {sizeof conv, NULL, 32, {3, 3}, {1, 1}, KILN_PADDING_VALID,
+                                KILN_ACTIVATION_RELU, 0};
+    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
+    kiln_dense_options hidden = {sizeof hidden, NULL, 64, KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options head = {sizeof head, NULL, 10, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, shape, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.strategy = strategy;
+    co.max_staleness = 1;
+    co.parameter_store_ranks = store_ranks;
+    co.step_timeout_seconds = 60;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static double fit_and_evaluate(kiln_context *ctx, kiln_model *m, const kiln_dataset *train,
+                               const kiln_dataset *test)
+{
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+    kiln_epoch_record last = {.struct_size = sizeof last};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &last));
+    CHECK(last.samples == TRAIN);
+    kiln_metrics met = {.struct_size = sizeof met};
+    CHECK_OK(ctx, kiln_model_evaluate(m, test, 100, &met));
+    return met.accuracy;
+}
+
+int main(void)
+{
+    if (access(DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
+        SKIP("%s is missing: install dataset-fashion-mnist", DIR);
+    kiln_context *ctx = test_context(13);
+    if (!ctx)
+        return 1;
+    kiln_dataset *train = NULL, *test = NULL;
+    kiln_idx_options train_opts = {.struct_size = sizeof train_opts};
+    train_opts.limit = TRAIN;
+    kiln_idx_options test_opts = {.struct_size = sizeof test_opts};
+    test_opts.limit = 2000;
+    CHECK_OK(ctx, kiln_dataset_from_idx(ctx, DIR "/train-images-idx3-ubyte.gz",
+                                        DIR "/train-labels-idx1-ubyte.gz", &train_opts, &train));
+    CHECK_OK(ctx, kiln_dataset_from_idx(ctx, DIR "/t10k-images-idx3-ubyte.gz",
+                                        DIR "/t10k-labels-idx1-ubyte.gz", &test_opts, &test));
+    kiln_model *ps = seed_cnn(ctx, KILN_STRATEGY_PARAMETER_SERVER, 1);
+    int32_t rank = -1, world = 0;
+    CHECK_OK(ctx, kiln_model_rank(ps, &rank, &world));
+    CHECK(world == 3);
+    const double ps_acc = fit_and_evaluate(ctx, ps, train, test);
+    printf("rank %d: parameter server test accuracy %.4f\n", (int)rank, ps_acc);
+    if (rank == 0) {
+        kiln_training_stats s = {.struct_size = sizeof s};
+        CHECK_OK(ctx, kiln_model_training_stats(ps, &s));
+        printf("store: %lld updates, most stale gradient %lld updates, most pushes ahead %lld\n",
+               (long long)s.reductions, (long long)s.max_staleness, (long long)s.max_lead);
+        CHECK(s.reductions == 2 * ((TRAIN + 31) / 32));
+        CHECK(s.max_staleness >= 1);
+        CHECK(s.max_lead <= 1);
+        kiln_model *one = seed_cnn(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+        const double sync_acc = fit_and_evaluate(ctx, one, train, test);
+        printf("one device, synchronous, same batches: %.4f\n", sync_acc);
+        CHECK(ps_acc >= sync_acc - 0.01);
+        char path[] = "/tmp/kiln_psmpi_XXXXXX";
+        const int fd = mkstemp(path);
+        if (fd >= 0)
+            close(fd);
+        CHECK_OK(ctx, kiln_model_save_checkpoint(ps, path));
+        CHECK_OK(ctx, kiln_model_load_checkpoint(one, path));
+        remove(path);
+        kiln_metrics a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+        CHECK_OK(ctx, kiln_model_evaluate(ps, test, 100, &a));
+        CHECK_OK(ctx, kiln_model_evaluate(one, test, 100, &b));
+        CHECK(fabs(a.loss - b.loss) < 1e-5 && a.accuracy == b.accuracy);
+        kiln_model_destroy(one);
+    }
+    kiln_model_destroy(ps);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(test);
+    kiln_context_destroy(ctx);
+    char name[48];
+    snprintf(name, sizeof name, "test_parameter_server_mpi rank %d", (int)rank);
+    return test_finish(name);
+}
