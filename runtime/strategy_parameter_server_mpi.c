@@ -46,8 +46,15 @@ typedef struct psm {
     kiln_strategy_stats stats;
 } psm;
 
+static int64_t slowest(const psm *p);
+
+/* Releases worker w to its next batch with the store's parameters; its
+ * lead over the slowest worker then is what the staleness bound limits. */
 static kiln_status reply(psm *p, int w)
 {
+    const int64_t low = slowest(p);
+    if (low != INT64_MAX && p->clock[w] - low > p->stats.max_lead)
+        p->stats.max_lead = p->clock[w] - low;
     p->replied[w] = p->version;
     p->deferred[w] = 0;
     return kiln_mpi_send(p->mpi, w + 1, TAG_PARAMS, p->params, p->m->n_param_floats, 0,
@@ -92,10 +99,7 @@ static kiln_status apply_push(psm *p, int w)
         p->stats.reductions++;
     }
     p->clock[w]++;
-    const int64_t lead = p->clock[w] - slowest(p);
-    if (lead > p->stats.max_lead)
-        p->stats.max_lead = lead;
-    if (m->max_staleness > 0 && lead > m->max_staleness) {
+    if (m->max_staleness > 0 && p->clock[w] - slowest(p) > m->max_staleness) {
         p->deferred[w] = 1;
         return KILN_OK;
     }
