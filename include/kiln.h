@@ -533,11 +533,11 @@ typedef struct kiln_compile_options {
      *  batches beyond the slowest worker waits (stale synchronous
      *  parallel); 0: no bound. */
     int32_t max_staleness;
-    /** Parameter server across the processes of an MPI job: 1 makes rank 0
-     *  the store and every other rank a worker (the
-     *  KILN_PARAMETER_STORE_RANKS environment variable overrides it); 0:
-     *  the store and its workers live in this process. More than one store
-     *  rank (sharded stores) is not supported yet. */
+    /** Parameter server across the processes of an MPI job: R > 0 makes
+     *  ranks 0..R-1 the store, the parameters cut into R shards of equal
+     *  size, and every other rank a worker (the KILN_PARAMETER_STORE_RANKS
+     *  environment variable overrides it); 0: the store and its workers
+     *  live in this process. */
     int32_t parameter_store_ranks;
 } kiln_compile_options;
 

@@ -188,11 +188,9 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->max_staleness = o->max_staleness;
     const char *ranks = getenv("KILN_PARAMETER_STORE_RANKS");
     m->store_ranks = ranks && *ranks ? atoi(ranks) : o->parameter_store_ranks;
-    if (m->store_ranks < 0 || m->store_ranks > 1)
-        return kiln_error(m->ctx, m->store_ranks < 0 ? KILN_ERROR_INVALID_ARGUMENT
-                                                     : KILN_ERROR_UNSUPPORTED,
-                          "kiln_model_compile: parameter_store_ranks is %d; 0 (in-process) and "
-                          "1 (rank 0 of an MPI job) are supported, sharded stores are not yet",
+    if (m->store_ranks < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: parameter_store_ranks (%d) must be >= 0",
                           (int)m->store_ranks);
     return KILN_OK;
 }

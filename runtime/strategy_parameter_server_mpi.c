@@ -1,17 +1,20 @@
 /* The parameter-server strategy across the processes of an MPI job
- * (parameter_store_ranks = 1): rank 0 holds the store (parameters and
- * optimizer state, on the host) and serves it from a thread of its own;
- * ranks 1..W-1 are workers, each with its device. Every process runs the
- * same fit over the same batches; worker k trains batches k, k + W - 1, ...
- * of each epoch: it computes the gradient on the parameters it holds,
- * pushes it (with its loss sums and non-trainable state) to the store, and
- * receives the store's parameters after its push was applied. The store
+ * (parameter_store_ranks = R >= 1): ranks 0..R-1 hold the store (parameters
+ * and optimizer state, on the host), the flat parameter array cut into R
+ * contiguous shards of equal size (the update is element-wise, so any cut
+ * works), each served by a thread of its store rank; ranks R..W-1 are
+ * workers, each with its device. Every process runs the same fit over the
+ * same batches; worker k trains batches k, k + (W - R), ... of each epoch:
+ * it computes the gradient on the parameters it holds, pushes each shard of
+ * it (with its loss sums and non-trainable state) to that shard's store,
+ * and receives each store's shard after its push was applied. A store
  * applies each push as it arrives, with no barrier between workers; with
  * max_staleness S > 0 it holds back the reply to a worker that has pushed
  * more than S times beyond the slowest active worker (stale synchronous
- * parallel). At the end of an epoch (drain) every worker says it is done,
- * the loss sums are summed over the ranks and every rank receives the
- * store's parameters, so evaluate, predict and checkpoints see one model. */
+ * parallel; every store sees the same pushes, so they agree). At the end of
+ * an epoch (drain) every worker says it is done, the loss sums are summed
+ * over the ranks and every rank receives the whole store (parameters and
+ * optimizer state), so evaluate, predict and checkpoints see one model. */
 #include "comm/mpi_world.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
@@ -26,6 +29,12 @@ typedef struct psm {
     kiln_model *m;
     kiln_mpi *mpi;
     int rank, world, workers;
+    int stores;                   /* ranks 0..stores-1 hold the store */
+    size_t *bound;                /* stores + 1: shard s is [bound[s], bound[s + 1]) */
+    size_t widest;                /* the largest shard */
+    float *slice;                 /* widest + 3: one shard of a push */
+    int *counts;                  /* per rank: floats of its shard (workers: 0) */
+    float *slice_all;             /* n_param_floats: a gathered optimizer slot */
     kiln_replica *r;              /* this process's device (rank 0: for inference) */
     float *msg;                   /* n_param_floats + 3: gradient, state, loss sums */
     int64_t counter;              /* batches fit handed out this epoch */
@@ -57,7 +66,8 @@ static kiln_status reply(psm *p, int w)
         p->stats.max_lead = p->clock[w] - low;
     p->replied[w] = p->version;
     p->deferred[w] = 0;
-    return kiln_mpi_send(p->mpi, w + 1, TAG_PARAMS, p->params, p->m->n_param_floats, 0,
+    const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
+    return kiln_mpi_send(p->mpi, p->stores + w, TAG_PARAMS, p->params + lo, hi - lo, 0,
                          p->m->step_timeout);
 }
 
@@ -81,17 +91,25 @@ static kiln_status release_deferred(psm *p)
     return st;
 }
 
-/* Applies one push from worker w (under the lock). */
+/* Applies one push of this store's shard from worker w (under the lock):
+ * the trainable part through the optimizer, the state part as sent. */
 static kiln_status apply_push(psm *p, int w)
 {
     kiln_model *m = p->m;
-    const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
+    const size_t nt = m->n_trainable_floats;
+    const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
     const float *g = p->msg;
-    if (isfinite(g[n])) {
+    if (isfinite(g[hi - lo])) {
         const double lr = kiln_optimizer_learning_rate(&m->optimizer, p->version);
-        kiln_optimizer_apply_host(&m->optimizer, lr, p->params, g, p->slots, nt,
-                                  p->version + 1);
-        memcpy(p->params + nt, g + nt, (n - nt) * sizeof(float));
+        const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
+        float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
+        for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+            slots[i] = p->slots[i] ? p->slots[i] + lo : NULL;
+        if (t_hi > lo)
+            kiln_optimizer_apply_host(&m->optimizer, lr, p->params + lo, g, slots, t_hi - lo,
+                                      p->version + 1);
+        if (hi > s_lo)
+            memcpy(p->params + s_lo, g + (s_lo - lo), (hi - s_lo) * sizeof(float));
         const int64_t stale = p->version - p->replied[w];
         if (stale > p->stats.max_staleness)
             p->stats.max_staleness = stale;
@@ -109,7 +127,7 @@ static kiln_status apply_push(psm *p, int w)
 static void *serve(void *arg)
 {
     psm *p = arg;
-    const size_t len = p->m->n_param_floats + 3;
+    const size_t len = p->widest + 3;
     float *buf = kiln_calloc(p->m->ctx, len, sizeof(float));
     kiln_status st = buf ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
     while (st == KILN_OK && !p->stop) {
@@ -118,7 +136,7 @@ static void *serve(void *arg)
         if (st != KILN_OK)
             break;
         pthread_mutex_lock(&p->lock);
-        const int w = from - 1;
+        const int w = from - p->stores;
         if (w < 0 || w >= p->workers) {
             st = kiln_error(p->m->ctx, KILN_ERROR_STATE, "parameter store: a message from "
                             "rank %d, which is not a worker", from);
@@ -152,8 +170,8 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3
     kiln_model *m = p->m;
     const int64_t idx = p->counter++;
     sums[0] = sums[1] = sums[2] = 0;
-    if (p->rank == 0 || idx % p->workers != p->rank - 1)
-        return KILN_OK;   /* another worker's batch (or the store) */
+    if (p->rank < p->stores || idx % p->workers != p->rank - p->stores)
+        return KILN_OK;   /* another worker's batch (or a store) */
     const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
     kiln_replica *r = p->r;
     double s[2] = {0, 0};
@@ -175,12 +193,17 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3
         st = kiln_replica_read_sums(r, s);
     if (st != KILN_OK)
         return st;
-    p->msg[n] = (float)s[0];
-    p->msg[n + 1] = (float)s[1];
-    p->msg[n + 2] = (float)b->n;
-    st = kiln_mpi_send(p->mpi, 0, TAG_PUSH, p->msg, n + 3, 0, m->step_timeout);
-    if (st == KILN_OK)   /* the store's parameters, after this push */
-        st = kiln_mpi_receive(p->mpi, 0, TAG_PARAMS, p->msg, n, 0, NULL, NULL, NULL,
+    for (int k = 0; k < p->stores && st == KILN_OK; k++) {
+        const size_t lo = p->bound[k], hi = p->bound[k + 1];
+        memcpy(p->slice, p->msg + lo, (hi - lo) * sizeof(float));
+        p->slice[hi - lo] = (float)s[0];
+        p->slice[hi - lo + 1] = (float)s[1];
+        p->slice[hi - lo + 2] = (float)b->n;
+        st = kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->step_timeout);
+    }
+    for (int k = 0; k < p->stores && st == KILN_OK; k++)   /* each shard, after this push */
+        st = kiln_mpi_receive(p->mpi, k, TAG_PARAMS, p->msg + p->bound[k],
+                              p->bound[k + 1] - p->bound[k], 0, NULL, NULL, NULL,
                               m->step_timeout);
     if (st == KILN_OK)
         st = kiln_replica_write_params(r, p->msg);
@@ -199,9 +222,10 @@ static kiln_status psm_drain(void *impl, double sums[3])
     kiln_model *m = p->m;
     const size_t n = m->n_param_floats;
     kiln_status st = KILN_OK;
-    if (p->rank != 0) {
+    if (p->rank >= p->stores) {
         float one = 1;
-        st = kiln_mpi_send(p->mpi, 0, TAG_DONE, &one, 1, 0, m->step_timeout);
+        for (int k = 0; k < p->stores && st == KILN_OK; k++)
+            st = kiln_mpi_send(p->mpi, k, TAG_DONE, &one, 1, 0, m->step_timeout);
     } else {
         const double deadline = kiln_now() + m->step_timeout;
         pthread_mutex_lock(&p->lock);
@@ -219,7 +243,6 @@ static kiln_status psm_drain(void *impl, double sums[3])
                             p->workers, m->step_timeout);
         p->n_done = 0;
         memset(p->done, 0, (size_t)p->workers * sizeof(int));
-        memcpy(p->msg, p->params, n * sizeof(float));
         pthread_mutex_unlock(&p->lock);
     }
     double all[3] = {p->reported[0], p->reported[1], p->reported[2]};
@@ -229,8 +252,21 @@ static kiln_status psm_drain(void *impl, double sums[3])
         sums[i] = all[i] - p->reported[i];
         p->reported[i] = 0;
     }
-    if (st == KILN_OK)
-        st = kiln_mpi_broadcast(p->mpi, p->msg, n, m->step_timeout);
+    /* The whole store to every rank: parameters, then each optimizer slot. */
+    const int slots = kiln_optimizer_slot_count(&m->optimizer);
+    for (int i = -1; i < slots && st == KILN_OK; i++) {
+        float *mine = p->rank < p->stores
+                          ? (i < 0 ? p->params : p->slots[i]) + p->bound[p->rank]
+                          : p->slice;
+        st = kiln_mpi_gather_all(p->mpi, mine, p->counts, i < 0 ? p->msg : p->slice_all,
+                                 m->step_timeout);
+        if (st == KILN_OK && p->rank < p->stores) {   /* workers keep no optimizer state */
+            pthread_mutex_lock(&p->lock);
+            memcpy(i < 0 ? p->params : p->slots[i], i < 0 ? p->msg : p->slice_all,
+                   n * sizeof(float));
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
     if (st == KILN_OK)
         st = kiln_replica_write_params(p->r, p->msg);
     p->counter = 0;
@@ -267,7 +303,7 @@ static kiln_status psm_predict_step(void *impl, const kiln_batch *b, float *outp
 static kiln_status psm_get_params(void *impl, float *flat)
 {
     psm *p = impl;
-    if (p->rank != 0)
+    if (p->rank >= p->stores)
         return kiln_replica_read_params(p->r, flat);
     pthread_mutex_lock(&p->lock);
     memcpy(flat, p->params, p->m->n_param_floats * sizeof(float));
@@ -278,7 +314,7 @@ static kiln_status psm_get_params(void *impl, float *flat)
 static kiln_status psm_set_params(void *impl, const float *flat)
 {
     psm *p = impl;
-    if (p->rank == 0) {
+    if (p->rank < p->stores) {
         pthread_mutex_lock(&p->lock);
         memcpy(p->params, flat, p->m->n_param_floats * sizeof(float));
         pthread_mutex_unlock(&p->lock);
@@ -286,17 +322,17 @@ static kiln_status psm_set_params(void *impl, const float *flat)
     return kiln_replica_write_params(p->r, flat);
 }
 
-/* Optimizer state lives on rank 0 (which writes checkpoints); workers keep
- * none. */
+/* Optimizer state lives on the store ranks (whole after each epoch's
+ * drain; rank 0 writes checkpoints); workers keep none. */
 static kiln_status psm_slots(void *impl, float *const *slots, int get)
 {
     psm *p = impl;
     const size_t bytes = p->m->n_param_floats * sizeof(float);
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer); i++) {
-        if (p->rank != 0 && get)
+        if (p->rank >= p->stores && get)
             memset(slots[i], 0, bytes);
-        else if (p->rank == 0)
+        else if (p->rank < p->stores)
             memcpy(get ? slots[i] : p->slots[i], get ? p->slots[i] : slots[i], bytes);
     }
     pthread_mutex_unlock(&p->lock);
@@ -353,6 +389,10 @@ static void psm_destroy(void *impl)
         kiln_free(ctx, p->slots[i]);
     kiln_free(ctx, p->params);
     kiln_free(ctx, p->msg);
+    kiln_free(ctx, p->bound);
+    kiln_free(ctx, p->slice);
+    kiln_free(ctx, p->slice_all);
+    kiln_free(ctx, p->counts);
     kiln_free(ctx, p->clock);
     kiln_free(ctx, p->replied);
     kiln_free(ctx, p->done);
@@ -381,14 +421,31 @@ static kiln_status psm_create(kiln_model *m, void **impl)
     if (st == KILN_OK) {
         p->rank = kiln_mpi_rank(p->mpi);
         p->world = kiln_mpi_size(p->mpi);
-        p->workers = p->world - 1;
+        p->stores = m->store_ranks;
+        p->workers = p->world - p->stores;
         m->rank = p->rank;
         m->world = p->world;
         if (p->workers < 1)
             st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                            "kiln_model_compile: a parameter store over MPI needs a store "
-                            "rank and at least one worker; the job has %d process(es)",
-                            p->world);
+                            "kiln_model_compile: a parameter store on %d rank(s) needs at "
+                            "least one worker rank besides; the job has %d process(es)",
+                            p->stores, p->world);
+    }
+    if (st == KILN_OK) {   /* equal shards of the flat array */
+        p->bound = kiln_calloc(ctx, (size_t)p->stores + 1, sizeof(size_t));
+        p->counts = kiln_calloc(ctx, (size_t)p->world, sizeof(int));
+        p->slice_all = kiln_calloc(ctx, n, sizeof(float));
+        if (!p->bound || !p->counts || !p->slice_all)
+            st = kiln_error_oom(ctx, "the store's shards", n * sizeof(float));
+        for (int k = 0; st == KILN_OK && k <= p->stores; k++)
+            p->bound[k] = m->n_param_floats * (size_t)k / (size_t)p->stores;
+        for (int k = 0; st == KILN_OK && k < p->stores; k++) {
+            p->counts[k] = (int)(p->bound[k + 1] - p->bound[k]);
+            if (p->bound[k + 1] - p->bound[k] > p->widest)
+                p->widest = p->bound[k + 1] - p->bound[k];
+        }
+        if (st == KILN_OK && !(p->slice = kiln_calloc(ctx, p->widest + 3, sizeof(float))))
+            st = kiln_error_oom(ctx, "a push", (p->widest + 3) * sizeof(float));
     }
     if (st == KILN_OK && !(p->msg = kiln_calloc(ctx, n + 3, sizeof(float))))
         st = kiln_error_oom(ctx, "a push", (n + 3) * sizeof(float));
@@ -403,7 +460,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         st = kiln_replica_create(m, ctx->devices[0], &p->r);
     if (st == KILN_OK)
         st = kiln_replica_write_params(p->r, init);
-    if (st == KILN_OK && p->rank == 0) {
+    if (st == KILN_OK && p->rank < p->stores) {
         p->params = init;
         init = NULL;
         p->clock = kiln_calloc(ctx, (size_t)p->workers, sizeof(int64_t));

@@ -1,6 +1,6 @@
-/* The parameter server across processes: run by test/mpi_run.sh as 3 MPI
- * processes (rank 0 the store, ranks 1 and 2 workers with one device
- * each). On a Fashion-MNIST subset with max_staleness 1: every rank ends
+/* The parameter server across processes: run by test/mpi_run.sh with
+ * STORES store ranks (argument, default 1; the parameters sharded over
+ * them) and two workers with one device each. On a Fashion-MNIST subset with max_staleness 1: every rank ends
  * with the same model and the epoch's record counts every sample; the
  * store applied one update per batch, some of them stale, and no worker
  * ran more than 1 push ahead; rank 0 then checks the accuracy against
@@ -55,8 +55,9 @@ static double fit_and_evaluate(kiln_context *ctx, kiln_model *m, const kiln_data
     return met.accuracy;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const int stores = argc > 1 ? atoi(argv[1]) : 1;
     if (access(DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
         SKIP("%s is missing: install dataset-fashion-mnist", DIR);
     kiln_context *ctx = test_context(13);
@@ -71,10 +72,10 @@ int main(void)
                                         DIR "/train-labels-idx1-ubyte.gz", &train_opts, &train));
     CHECK_OK(ctx, kiln_dataset_from_idx(ctx, DIR "/t10k-images-idx3-ubyte.gz",
                                         DIR "/t10k-labels-idx1-ubyte.gz", &test_opts, &test));
-    kiln_model *ps = seed_cnn(ctx, KILN_STRATEGY_PARAMETER_SERVER, 1);
+    kiln_model *ps = seed_cnn(ctx, KILN_STRATEGY_PARAMETER_SERVER, stores);
     int32_t rank = -1, world = 0;
     CHECK_OK(ctx, kiln_model_rank(ps, &rank, &world));
-    CHECK(world == 3);
+    CHECK(world == stores + 2);
     const double ps_acc = fit_and_evaluate(ctx, ps, train, test);
     printf("rank %d: parameter server test accuracy %.4f\n", (int)rank, ps_acc);
     if (rank == 0) {
