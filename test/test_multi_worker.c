@@ -82,12 +82,19 @@ static float *weights(kiln_context *ctx, kiln_model *m, int64_t *n)
     return w;
 }
 
+/* The first epoch's training loss and accuracy as fit reports them:
+ * global, so a sample seen twice or never would change them. */
+static kiln_epoch_record first_epoch;
+
 static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy, int replicas,
                     int64_t *n, kiln_metrics *metrics)
 {
     kiln_model *m = build(ctx, strategy, replicas);
     kiln_fit_options fo = fit_options(2);
     CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    first_epoch.struct_size = sizeof first_epoch;
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &first_epoch));
+    CHECK(first_epoch.samples == SAMPLES);
     metrics->struct_size = sizeof *metrics;
     CHECK_OK(ctx, kiln_model_evaluate(m, ds, 9, metrics));
     float *w = weights(ctx, m, n);
@@ -148,6 +155,7 @@ int main(int argc, char **argv)
     int64_t n = 0;
     kiln_metrics one_m, mw_m, mw2_m, mirrored_m;
     float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, 0, &n, &one_m);
+    const kiln_epoch_record one_epoch = first_epoch;
     float *mirrored = train(ctx, ds, KILN_STRATEGY_MIRRORED, 2, &n, &mirrored_m);
 
     /* 2 processes x 1 device; learn this process's place. */
@@ -159,7 +167,16 @@ int main(int argc, char **argv)
     if (rank == 0)
         remove_checkpoints(argv[1]);   /* before any rank can count them */
     float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 1, &n, &mw_m);
+    /* Every sample once per epoch across the ranks, uneven shards included
+     * (batch 7 over 2 and 4 replicas, a last batch of 4). */
+    CHECK(fabs(first_epoch.loss - one_epoch.loss) < 1e-6 &&
+          first_epoch.accuracy == one_epoch.accuracy);
     float *mw2 = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 2, &n, &mw2_m);
+    CHECK(fabs(first_epoch.loss - one_epoch.loss) < 1e-6 &&
+          first_epoch.accuracy == one_epoch.accuracy);
+    if (rank == 0)
+        printf("first epoch's training loss: one device %.7f, 2 x 2 %.7f\n", one_epoch.loss,
+               first_epoch.loss);
     compare(rank, "1 process x 2 devices (mirrored) vs one device", mirrored, one, n);
     compare(rank, "2 processes x 1 device vs one device", mw, one, n);
     compare(rank, "2 processes x 1 device vs 1 process x 2 devices", mw, mirrored, n);
@@ -215,6 +232,39 @@ int main(int argc, char **argv)
     kiln_model_destroy(straight);
     free(wr);
     free(ws);
+
+    /* The same checkpoints resume in a single process (no MPI, one device):
+     * to 4 epochs, as 4 epochs straight. */
+    kiln_model *alone = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+    kiln_fit_options ao = fit_options(4);
+    ao.checkpoint_dir = dir;
+    ao.resume = 1;
+    CHECK_OK(ctx, kiln_model_fit(alone, ds, &ao));
+    straight = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+    so = fit_options(4);
+    CHECK_OK(ctx, kiln_model_fit(straight, ds, &so));
+    wr = weights(ctx, alone, &k);
+    ws = weights(ctx, straight, &k);
+    compare(rank, "resumed by one process to 4 epochs vs one device", wr, ws, n);
+    kiln_model_destroy(alone);
+    kiln_model_destroy(straight);
+    free(wr);
+    free(ws);
+
+    /* Processes that bring different replica counts: a clear error on each. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {SIDE, SIDE, 1};
+    kiln_dense_options d = {sizeof d, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, dims, NULL);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_compile_options bad = {.struct_size = sizeof bad};
+    bad.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    bad.strategy = KILN_STRATEGY_MULTI_WORKER;
+    bad.replicas = rank + 1;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same number of replicas",
+                kiln_model_compile(m, &bad));
+    kiln_model_destroy(m);
 
     free(one);
     free(mirrored);
