@@ -125,8 +125,8 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
             return KILN_OK;
         if ((cancel && *cancel) || (deadline > 0 && kiln_now() > deadline))
             kiln_mpi_abandon();
-        if (cancel && *cancel)
-            return kiln_error(w->ctx, KILN_ERROR_STOPPED, "%s abandoned", what);
+        if (cancel && *cancel)   /* kiln gave up after reporting why: keep that message */
+            return KILN_ERROR_STOPPED;
         if (deadline > 0 && kiln_now() > deadline)
             return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,
                               "%s: rank %d of %d waited %.1f s for the other ranks; one of "
@@ -218,7 +218,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
             return KILN_OK;
         }
         if (cancel && *cancel)
-            return kiln_error(w->ctx, KILN_ERROR_STOPPED, "MPI receive abandoned");
+            return KILN_ERROR_STOPPED;
         if (deadline > 0 && kiln_now() > deadline) {
             kiln_mpi_abandon();
             return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,

@@ -705,7 +705,10 @@ static kiln_status plan_buckets(dp *s)
 static kiln_status cross_sum(void *user, float *data, size_t count, const volatile int *abort)
 {
     dp *s = user;
-    const kiln_status st = kiln_mpi_sum_floats(s->mpi, data, count, abort, s->m->step_timeout);
+    /* Twice the watchdog: a stalled peer is reported by the step's watchdog,
+     * which names the replica and rank, and cancels this wait. */
+    const kiln_status st =
+        kiln_mpi_sum_floats(s->mpi, data, count, abort, 2.0 * s->m->step_timeout);
     if (st != KILN_OK)
         snprintf(s->cross_error, sizeof s->cross_error, "%s", kiln_context_last_error(s->m->ctx));
     return st;
