@@ -292,6 +292,10 @@ int main(void)
     dense_case one = {1, KILN_ACTIVATION_SIGMOID, 0}, nobias = {13, KILN_ACTIVATION_RELU, 1};
     test_dense(ctx, 1, flat37, 1, &one);
     test_dense(ctx, 1, flat37, 7, &nobias);
+    /* 64 rows: the thin weight gradient (x transposed, plain GEMM); 70: the
+     * transposed-operand GEMM. */
+    test_dense(ctx, 1, flat37, 64, &nobias);
+    test_dense(ctx, 1, flat37, 70, &nobias);
     dense_case last_axis = {11, KILN_ACTIVATION_TANH, 0};
     test_dense(ctx, 3, cube, 3, &last_axis);
 
