@@ -45,7 +45,6 @@ struct ps {
     int n;
     ps_worker *w;
     pthread_mutex_t lock;         /* workers' state, pending sums */
-    pthread_cond_t idle;
     /* the store */
     pthread_mutex_t store_lock;
     float *params, *slots[KILN_MAX_OPTIMIZER_SLOTS];
@@ -130,7 +129,6 @@ static kiln_status step_job(void *arg)
     p->pending[2] += w->n;
     w->clock++;
     w->busy = 0;
-    pthread_cond_broadcast(&p->idle);
     pthread_mutex_unlock(&p->lock);
     return st;
 }
@@ -425,7 +423,6 @@ static void ps_destroy(void *impl)
     kiln_free(ctx, p->w);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->store_lock);
-    pthread_cond_destroy(&p->idle);
     kiln_free(ctx, p);
 }
 
@@ -450,7 +447,6 @@ static kiln_status ps_create(kiln_model *m, void **impl)
     p->max_staleness = m->max_staleness;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->store_lock, NULL);
-    pthread_cond_init(&p->idle, NULL);
     const size_t floats = m->n_param_floats ? m->n_param_floats : 1;
     p->w = kiln_calloc(ctx, (size_t)n, sizeof *p->w);
     p->params = kiln_calloc(ctx, floats, sizeof(float));

@@ -51,7 +51,6 @@ typedef struct psm {
     kiln_status server_status;
     char server_error[512];
     pthread_mutex_t lock;
-    pthread_cond_t changed;
     kiln_strategy_stats stats;
 } psm;
 
@@ -149,7 +148,6 @@ static void *serve(void *arg)
         }
         if (st == KILN_OK)
             st = release_deferred(p);
-        pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
     }
     pthread_mutex_lock(&p->lock);
@@ -158,7 +156,6 @@ static void *serve(void *arg)
         snprintf(p->server_error, sizeof p->server_error, "%s",
                  kiln_context_last_error(p->m->ctx));
     }
-    pthread_cond_broadcast(&p->changed);
     pthread_mutex_unlock(&p->lock);
     kiln_free(p->m->ctx, buf);
     return NULL;
@@ -398,7 +395,6 @@ static void psm_destroy(void *impl)
     kiln_free(ctx, p->done);
     kiln_free(ctx, p->deferred);
     pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->changed);
     kiln_free(ctx, p);
 }
 
@@ -415,7 +411,6 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         return kiln_error_oom(ctx, "a strategy", sizeof *p);
     p->m = m;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->changed, NULL);
     const size_t n = m->n_param_floats ? m->n_param_floats : 1;
     kiln_status st = kiln_mpi_join(ctx, &p->mpi);
     if (st == KILN_OK) {

@@ -85,7 +85,7 @@ struct pp {
     pthread_cond_t cond;
     int broken;
     int serial;                   /* this pass runs one stage at a time */
-    unsigned char *seen;          /* per job x micro-batch size: run before */
+    kiln_shape_log seen[3];       /* per job: micro-batch sizes run before */
     char broken_reason[768];
     kiln_strategy_stats stats;
 };
@@ -433,9 +433,6 @@ static kiln_status reserve(pp *p, int32_t n)
                 return over_budget(p, k, n, held);
             }
         }
-        kiln_free(ctx, p->seen);
-        if (!(p->seen = kiln_calloc(ctx, 3 * ((size_t)micro + 1), 1)))
-            return kiln_error_oom(ctx, "pipeline shapes", 3 * ((size_t)micro + 1));
         p->micro_capacity = micro;
     }
     if (n <= p->capacity)
@@ -502,12 +499,8 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     p->pass++;
     p->abort = 0;
     p->serial = 0;
-    for (int32_t mb = 0; mb < p->n_micro; mb++) {
-        unsigned char *seen = &p->seen[(size_t)job * (size_t)(p->micro_capacity + 1) +
-                                       (size_t)p->count[mb]];
-        p->serial |= !*seen;
-        *seen = 1;
-    }
+    for (int32_t mb = 0; mb < p->n_micro; mb++)
+        p->serial |= kiln_shape_log_add(&p->seen[job], p->count[mb]);
     const double t0 = kiln_now();
     for (int32_t k = 0; k < p->n; k++)
         kiln_worker_post(p->stages[k].worker, stage_job, &p->stages[k]);
@@ -735,7 +728,6 @@ static void pp_destroy(void *impl)
     kiln_free(ctx, p->stages);
     kiln_free(ctx, p->start);
     kiln_free(ctx, p->count);
-    kiln_free(ctx, p->seen);
     kiln_free(ctx, p->features);
     kiln_free(ctx, p->outputs);
     kiln_free(ctx, p->labels);
