@@ -5,7 +5,7 @@
  * evaluate is global; predict gathers every process's rows; checkpoints
  * are written once (by rank 0) and load on one device and under 2
  * processes. Usage: test_multi_worker CHECKPOINT_DIR */
-#include "harness.h"
+#include "test_data.h"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -17,26 +17,7 @@
 
 static kiln_dataset *data(kiln_context *ctx)
 {
-    static float x[SAMPLES * SIDE * SIDE];
-    static int32_t y[SAMPLES];
-    uint64_t s = 777;
-    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)(s >> 40) / 16777216.0f;
-    }
-    for (int i = 0; i < SAMPLES; i++)
-        y[i] = (int32_t)((x[i * SIDE * SIDE] + x[i * SIDE * SIDE + 7]) * 2.0f) % CLASSES;
-    kiln_arrays_desc d = {.struct_size = sizeof d};
-    d.count = SAMPLES;
-    d.feature_rank = 3;
-    d.feature_dims[0] = SIDE;
-    d.feature_dims[1] = SIDE;
-    d.feature_dims[2] = 1;
-    d.features = x;
-    d.sparse_labels = y;
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    return ds;
+    return synthetic_images(ctx, SAMPLES, SIDE, 777, CLASSES);
 }
 
 static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas)

@@ -5,7 +5,7 @@
  * whole stage); the automatic partition against a brute-force optimum and
  * the budgets; activation memory of the two schedules; a model that only
  * fits split; checkpoints across strategies; faults; and the errors. */
-#include "harness.h"
+#include "test_data.h"
 #include "runtime/model.h"
 #include "runtime/partition.h"
 #include "runtime/replica.h"
@@ -18,26 +18,7 @@
 
 static kiln_dataset *data(kiln_context *ctx)
 {
-    static float x[SAMPLES * SIDE * SIDE];
-    static int32_t y[SAMPLES];
-    uint64_t s = 4242;
-    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)(s >> 40) / 16777216.0f;
-    }
-    for (int i = 0; i < SAMPLES; i++)
-        y[i] = (int32_t)((x[i * SIDE * SIDE] + x[i * SIDE * SIDE + 9]) * 2.5f);
-    kiln_arrays_desc d = {.struct_size = sizeof d};
-    d.count = SAMPLES;
-    d.feature_rank = 3;
-    d.feature_dims[0] = SIDE;
-    d.feature_dims[1] = SIDE;
-    d.feature_dims[2] = 1;
-    d.features = x;
-    d.sparse_labels = y;
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    return ds;
+    return synthetic_images(ctx, SAMPLES, SIDE, 4242, 5);
 }
 
 typedef enum shape_kind { SEQUENTIAL, SKIP_TWO_STAGES, SKIP_THREE_STAGES } shape_kind;

@@ -4,7 +4,7 @@
  * schedules, and the faults: a replica that fails and one that stalls. What
  * needs two devices is skipped, with the reason printed, on one. */
 #include "counting_alloc.h"
-#include "harness.h"
+#include "test_data.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
@@ -27,26 +27,7 @@ static kiln_context *context(counter *c)
 
 static kiln_dataset *data(kiln_context *ctx)
 {
-    static float x[SAMPLES * SIDE * SIDE];
-    static int32_t y[SAMPLES];
-    uint64_t s = 12345;
-    for (int i = 0; i < SAMPLES * SIDE * SIDE; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)(s >> 40) / 16777216.0f;
-    }
-    for (int i = 0; i < SAMPLES; i++)
-        y[i] = (int32_t)((x[i * SIDE * SIDE] + x[i * SIDE * SIDE + 9]) * 2.5f);
-    kiln_arrays_desc d = {.struct_size = sizeof d};
-    d.count = SAMPLES;
-    d.feature_rank = 3;
-    d.feature_dims[0] = SIDE;
-    d.feature_dims[1] = SIDE;
-    d.feature_dims[2] = 1;
-    d.features = x;
-    d.sparse_labels = y;
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    return ds;
+    return synthetic_images(ctx, SAMPLES, SIDE, 12345, 5);
 }
 
 typedef struct run {
