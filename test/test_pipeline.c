@@ -368,19 +368,27 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
     kiln_model_destroy(m);
 }
 
-static void test_errors(kiln_context *ctx, kiln_dataset *ds)
+/* Input, Flatten and `dense` Dense(8) layers: the errors' model. */
+static kiln_model *flat_model(kiln_context *ctx, int dense)
 {
     kiln_model *m = NULL;
     const int32_t dims[] = {SIDE, SIDE, 1};
     kiln_dense_options d = {sizeof d, NULL, 8, KILN_ACTIVATION_RELU, 0};
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_input(m, 3, dims, NULL);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    for (int i = 0; i < dense; i++)
+        kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    return m;
+}
+
+static void test_errors(kiln_context *ctx, kiln_dataset *ds)
+{
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
 
     /* A device the context lacks: refused at once, and again by compile. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_model *m = flat_model(ctx, 1);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "placed on device 7",
                 kiln_model_place(m, 1, 2, 7));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "not a range", kiln_model_place(m, 2, 1, 0));
@@ -388,50 +396,35 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
-    /* More stages than layers. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    /* More stages than layers, or than devices. */
     co.strategy = KILN_STRATEGY_PIPELINE;
     co.pipeline_stages = 3;
+    m = flat_model(ctx, 1);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "only 2 layer(s)", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
     co.pipeline_stages = 4;
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 1);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "the context has 3",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
     co.pipeline_stages = 0;
 
     /* A device's layers split in two ranges; a stage holding only the input. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 2);
     kiln_model_place(m, 0, 1, 0);
     kiln_model_place(m, 2, 2, 1);
     kiln_model_place(m, 3, 3, 0);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "one contiguous range",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    m = flat_model(ctx, 0);
     kiln_model_place(m, 0, 0, 0);
     kiln_model_place(m, 1, 1, 1);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "only the input", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
     /* A budget nothing fits: compile names the layer, the bytes and the device. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 1);
     co.device_memory_budget = 1024;
     co.pipeline_stages = 1;
     CHECK_FAILS(ctx, KILN_ERROR_OUT_OF_MEMORY, "layer 'dense' alone needs",
@@ -440,10 +433,7 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
 
     /* Parameters fit but the activations of a large batch do not: fit fails
      * before the first step, saying what to change. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 1);
     co.device_memory_budget = 16 * 1024;
     co.pipeline_stages = 2;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
@@ -455,18 +445,12 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
     kiln_model_destroy(m);
 
     /* Bad options. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 1);
     co.device_memory_budget = 0;
     co.micro_batches = -1;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "micro_batches", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    m = flat_model(ctx, 1);
     co.micro_batches = 0;
     co.pipeline_stages = 0;
     co.strategy = KILN_STRATEGY_ONE_DEVICE;
