@@ -9,14 +9,13 @@
  *        resnet --input 224 [--batch N] [--steps N] [--sync-bn]
  * --input S benchmarks training at the seed's S x S x 3 input on synthetic
  * data (step time and samples/s; no accuracy). */
+#include "fashion_data.h"
 #include "resnet_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct args {
     int epochs, batch, steps, input, sync_bn;
@@ -26,7 +25,7 @@ typedef struct args {
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){2, 32, 10, 0, 0, 4096, 2000, DEFAULT_DATA};
+    *a = (args){2, 32, 10, 0, 0, 4096, 2000, FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sync-bn") == 0) {
             a->sync_bn = 1;
@@ -58,23 +57,6 @@ static int parse_args(int argc, char **argv, args *a)
         }
     }
     return 1;
-}
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, long limit,
-                        kiln_dataset **out)
-{
-    char images[1024], labels[1024];
-    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    kiln_idx_options o = {sizeof o, 0.0f, limit};
-    return kiln_dataset_from_idx(ctx, images, labels, &o, out);
 }
 
 /* Random images and labels of the benchmark's size (speed only). */
@@ -155,9 +137,9 @@ int main(int argc, char **argv)
     if (st == KILN_OK && a.input)
         st = synthetic(ctx, side, (long)a.batch * (a.steps + 1), &x, &y, &train);
     else if (st == KILN_OK)
-        st = load(ctx, a.data, "train", a.limit, &train);
+        st = fashion_load(ctx, a.data, "train", a.limit, &train);
     if (st == KILN_OK && !a.input)
-        st = load(ctx, a.data, "t10k", a.test_limit, &test);
+        st = fashion_load(ctx, a.data, "t10k", a.test_limit, &test);
     kiln_fit_options fit;
     kiln_fit_options_init(&fit);
     fit.epochs = a.input ? 1 : a.epochs;
@@ -172,10 +154,10 @@ int main(int argc, char **argv)
             st = kiln_dataset_subset(train, a.batch, (int64_t)a.batch * a.steps, &timed);
         if (st == KILN_OK)
             st = kiln_model_fit(model, warm, &fit);
-        const double t0 = seconds();
+        const double t0 = fashion_seconds();
         if (st == KILN_OK)
             st = kiln_model_fit(model, timed, &fit);
-        const double dt = seconds() - t0;
+        const double dt = fashion_seconds() - t0;
         if (st == KILN_OK)
             printf("input %dx%dx3, batch %d: %.3f s per step, %.1f samples/s\n", side, side,
                    a.batch, dt / a.steps, (double)a.batch * a.steps / dt);
@@ -183,9 +165,9 @@ int main(int argc, char **argv)
         kiln_dataset_destroy(timed);
     } else if (st == KILN_OK) {
         kiln_dataset_count(train, &n_train);
-        const double t0 = seconds();
+        const double t0 = fashion_seconds();
         st = kiln_model_fit(model, train, &fit);
-        const double dt = seconds() - t0;
+        const double dt = fashion_seconds() - t0;
         if (st == KILN_OK)
             printf("training: %lld samples x %d epochs in %.1f s, %.0f samples/s\n",
                    (long long)n_train, a.epochs, dt, (double)n_train * a.epochs / dt);
