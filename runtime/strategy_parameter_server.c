@@ -97,8 +97,9 @@ static kiln_status step_job(void *arg)
     if (st == KILN_OK)
         st = kiln_replica_backward(r, w->n, NULL, NULL);
     if (st == KILN_OK)
-        st = kiln_buffer_read(r->dev, r->grads, 0, w->grads, bytes);
-    if (st == KILN_OK)   /* non-trainable state (moving statistics) it updated */
+        st = kiln_buffer_read(r->dev, r->grads, 0, w->grads,
+                              m->n_trainable_floats * sizeof(float));
+    if (st == KILN_OK && m->n_param_floats > m->n_trainable_floats)   /* moving statistics */
         st = kiln_buffer_read(r->dev, r->params, m->n_trainable_floats * sizeof(float),
                               w->snapshot + m->n_trainable_floats,
                               (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
