@@ -7,8 +7,10 @@
 
 #include <mpi.h>
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 struct kiln_mpi {
@@ -160,6 +162,41 @@ kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeou
     return sum(w, x, n, MPI_DOUBLE, "MPI all-reduce of metrics", NULL, timeout);
 }
 
+kiln_status kiln_mpi_check_same(kiln_mpi *w, const char *call, const char *const *names,
+                                const int64_t *values, int n, double timeout)
+{
+    enum { MOST = 16 };
+    assert(n > 0 && n <= MOST);
+    int64_t low[MOST], high[MOST];
+    memcpy(low, values, (size_t)n * sizeof *values);
+    memcpy(high, values, (size_t)n * sizeof *values);
+    MPI_Request req[2];
+    pthread_mutex_lock(&lock);
+    int err = MPI_Iallreduce(MPI_IN_PLACE, low, n, MPI_INT64_T, MPI_MIN, w->comm, &req[0]);
+    if (err == MPI_SUCCESS)
+        err = MPI_Iallreduce(MPI_IN_PLACE, high, n, MPI_INT64_T, MPI_MAX, w->comm, &req[1]);
+    pthread_mutex_unlock(&lock);
+    const char *what = "MPI comparison of the processes' settings";
+    kiln_status st = err == MPI_SUCCESS ? finish(w, &req[0], what, NULL, timeout)
+                                        : mpi_fail(w->ctx, what, err);
+    if (st == KILN_OK)
+        st = finish(w, &req[1], what, NULL, timeout);
+    for (int i = 0; st == KILN_OK && i < n; i++) {
+        if (low[i] == high[i])
+            continue;
+        if (names[i][0] == '#')   /* a hash: its digits mean nothing to a reader */
+            return kiln_error(w->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: every process of the MPI job must have the same %s; rank %d "
+                              "of %d differs from another rank", call, names[i] + 1, w->rank,
+                              w->size);
+        return kiln_error(w->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: every process of the MPI job must have the same %s; rank %d of "
+                          "%d has %lld, the ranks %lld to %lld", call, names[i], w->rank,
+                          w->size, (long long)values[i], (long long)low[i], (long long)high[i]);
+    }
+    return st;
+}
+
 kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
 {
     MPI_Request req;
@@ -300,6 +337,13 @@ kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeou
 kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
 {
     (void)w, (void)x, (void)n, (void)timeout;
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+kiln_status kiln_mpi_check_same(kiln_mpi *w, const char *call, const char *const *names,
+                                const int64_t *values, int n, double timeout)
+{
+    (void)w, (void)call, (void)names, (void)values, (void)n, (void)timeout;
     return KILN_ERROR_UNSUPPORTED;
 }
 

@@ -33,6 +33,15 @@ kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeou
  * unfinalised at exit. Called by kiln on such failures. */
 void kiln_mpi_abandon(void);
 
+/* The job is misconfigured unless every rank passes the same n (at most
+ * 16) values: the first that differs gives KILN_ERROR_INVALID_ARGUMENT,
+ * "<call>: every process of the MPI job must have the same <names[i]>",
+ * with this rank's value and the range over the ranks (a name starting with
+ * '#' is a hash's: the '#' is dropped and no value shown). A collective:
+ * every rank calls it with the same n. */
+kiln_status kiln_mpi_check_same(kiln_mpi *w, const char *call, const char *const *names,
+                                const int64_t *values, int n, double timeout);
+
 /* Rank 0's n floats to every rank. */
 kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout);
 

@@ -19,27 +19,17 @@ typedef struct cache_header {
     uint64_t checksum;
 } cache_header;
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 kiln_cache_key kiln_cache_key_of(const char *const *parts, const size_t *lengths, int n)
 {
-    kiln_cache_key k = {{0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL}};
+    kiln_cache_key k = {{KILN_HASH_SEED, 0x84222325cbf29ce4ULL}};
     for (int i = 0; i < n; i++) {
         /* Hash the length too, so ("ab","c") and ("a","bc") differ. */
         uint64_t len = lengths[i];
         for (int j = 0; j < 2; j++) {
-            k.hash[j] = fnv1a(k.hash[j], &len, sizeof len);
-            k.hash[j] = fnv1a(k.hash[j], parts[i], lengths[i]);
+            k.hash[j] = kiln_hash(k.hash[j], &len, sizeof len);
+            k.hash[j] = kiln_hash(k.hash[j], parts[i], lengths[i]);
         }
-        k.hash[1] = fnv1a(k.hash[1], &k.hash[0], sizeof k.hash[0]);
+        k.hash[1] = kiln_hash(k.hash[1], &k.hash[0], sizeof k.hash[0]);
     }
     return k;
 }
@@ -69,7 +59,7 @@ int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char 
         goto fail;
     data = kiln_alloc(ctx, (size_t)h.size);
     if (!data || fread(data, 1, (size_t)h.size, f) != h.size ||
-        fnv1a(0xcbf29ce484222325ULL, data, (size_t)h.size) != h.checksum)
+        kiln_hash(KILN_HASH_SEED, data, (size_t)h.size) != h.checksum)
         goto fail;
     fclose(f);
     *binary = data;
@@ -112,7 +102,7 @@ void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
         return;
     }
     cache_header h = {CACHE_MAGIC, {key->hash[0], key->hash[1]}, size,
-                      fnv1a(0xcbf29ce484222325ULL, binary, size)};
+                      kiln_hash(KILN_HASH_SEED, binary, size)};
     int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(binary, 1, size, f) == size;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

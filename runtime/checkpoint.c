@@ -24,26 +24,6 @@ static const char *optimizer_name(const kiln_optimizer_options *o)
     return o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd";
 }
 
-/* A hash of every parameter's layer kind, name and shape. */
-static uint64_t fingerprint(const kiln_model *m)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *n = &m->nodes[i];
-        for (int p = 0; p < n->n_params; p++) {
-            char text[256];
-            char shape[64];
-            snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name, n->params[p].name,
-                     kiln_shape_str(&n->params[p].shape, shape, sizeof shape));
-            for (const char *c = text; *c; c++) {
-                h ^= (unsigned char)*c;
-                h *= 0x100000001b3ULL;
-            }
-        }
-    }
-    return h;
-}
-
 typedef struct names {
     char (*text)[160];
     size_t n;
@@ -136,7 +116,7 @@ static kiln_status save(kiln_model *m, const char *path, int full)
     META("format", "%s", FORMAT);
     META("format_version", "%s", FORMAT_VERSION);
     META("kind", "%s", full ? "training_state" : "weights");
-    META("fingerprint", "%016llx", (unsigned long long)fingerprint(m));
+    META("fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
     if (full) {
         const kiln_optimizer_options *o = &m->optimizer;
         META("optimizer", "%s", optimizer_name(o));
@@ -266,7 +246,7 @@ static kiln_status load(kiln_model *m, const char *path, int full)
         const char *kind = kiln_st_meta(&f, "kind"), *opt = kiln_st_meta(&f, "optimizer");
         const char *fp = kiln_st_meta(&f, "fingerprint");
         char want[32];
-        snprintf(want, sizeof want, "%016llx", (unsigned long long)fingerprint(m));
+        snprintf(want, sizeof want, "%016llx", (unsigned long long)kiln_model_fingerprint(m));
         if (!kind || strcmp(kind, "training_state") != 0)
             st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s holds weights only, not a training "
                             "state (use kiln_model_load_weights)", call, path);

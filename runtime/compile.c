@@ -7,6 +7,7 @@
 #include "runtime/rng.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,6 +235,36 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *option
     }
     m->compiled = 1;
     return KILN_OK;
+}
+
+uint64_t kiln_model_fingerprint(const kiln_model *m)
+{
+    uint64_t h = KILN_HASH_SEED;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *n = &m->nodes[i];
+        for (int p = 0; p < n->n_params; p++) {
+            char text[256];
+            char shape[64];
+            const int len = snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name,
+                                     n->params[p].name,
+                                     kiln_shape_str(&n->params[p].shape, shape, sizeof shape));
+            h = kiln_hash(h, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+        }
+    }
+    return h;
+}
+
+uint64_t kiln_model_training_hash(const kiln_model *m)
+{
+    const kiln_optimizer_options *o = &m->optimizer;
+    const kiln_lr_schedule *s = &o->schedule;
+    char text[512];   /* %a: every float exactly */
+    const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d",
+                             (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
+                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)s->kind,
+                             (long long)s->decay_steps, s->decay_rate, s->alpha,
+                             (long long)s->warmup_steps, (int)m->accumulation_steps);
+    return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
 }
 
 static kiln_status check_compiled(const kiln_model *m, const char *call)

@@ -59,4 +59,9 @@ void kiln_struct_export(void *dst, const void *src, size_t size);
 /* Monotonic wall-clock seconds. */
 double kiln_now(void);
 
+/* 64-bit FNV-1a of n bytes, continuing from h (start from KILN_HASH_SEED):
+ * cache keys and model fingerprints, never security. */
+#define KILN_HASH_SEED 0xcbf29ce484222325ULL
+uint64_t kiln_hash(uint64_t h, const void *data, size_t n);
+
 #endif

@@ -1,5 +1,6 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
+#include "comm/mpi_world.h"
 #include "runtime/dataset.h"
 #include "runtime/model.h"
 #include "runtime/progress.h"
@@ -64,6 +65,17 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
     if (!ds)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the dataset is NULL", call);
     return KILN_OK;
+}
+
+/* Where the ranks of an MPI job run a call together (`together`), each
+ * must be called with the same settings, or their steps' collectives would
+ * not pair up. */
+static kiln_status check_same_everywhere(kiln_model *m, int together, const char *call,
+                                         const char *const *names, const int64_t *values, int n)
+{
+    return m->mpi && together
+               ? kiln_mpi_check_same(m->mpi, call, names, values, n, m->step_timeout)
+               : KILN_OK;
 }
 
 /* Host staging for one batch. */
@@ -135,6 +147,11 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_evaluate: %s", !out ? "out is NULL"
                                                           : "batch_size must be >= 0");
+    static const char *const names[] = {"batch_size", "number of samples"};
+    const int64_t mine[] = {batch_size, ds->count};
+    st = check_same_everywhere(m, m->mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
+    if (st != KILN_OK)
+        return st;
     kiln_metrics r;
     memset(&r, 0, sizeof r);
     st = evaluate_dataset(m, ds, batch_size ? batch_size : 32, &r);
@@ -157,7 +174,10 @@ kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : 32;
     const int64_t in_size = kiln_node_size(m, m->input), out_size = kiln_node_size(m, m->output);
-    kiln_status st = KILN_OK;
+    static const char *const names[] = {"batch_size", "count"};
+    const int64_t mine[] = {batch_size, count};
+    kiln_status st =
+        check_same_everywhere(m, m->mpi_evaluates, "kiln_model_predict", names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
         kiln_batch b = {n, inputs + start * in_size, NULL};
@@ -454,6 +474,18 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
         m->epoch_loss = m->epoch_correct = 0;
         m->epoch_seen = 0;
     }
+    /* A rank whose resume failed keeps its own message; the others learn
+     * that it differs. */
+    static const char *const names[] = {
+        "epochs", "batch_size", "number of training samples", "number of validation samples",
+        "shuffle seed", "outcome of resuming from checkpoint_dir (a kiln_status)",
+        "epochs in the history", "steps done in the current epoch"};
+    const int64_t mine[] = {o.epochs, o.batch_size, train->count,
+                            o.validation ? o.validation->count : 0, (int64_t)m->shuffle_seed,
+                            st, m->n_history, m->epoch_step};
+    const kiln_status same = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
+    if (st == KILN_OK)
+        st = same;
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o.epochs;

@@ -63,6 +63,8 @@ struct kiln_model {
     const kiln_strategy_ops *strategy;
     void *strategy_impl;
     int32_t rank, world;         /* multi-worker: this process among `world` (else 0, 1) */
+    struct kiln_mpi *mpi;        /* the strategy's MPI world, whose ranks fit together */
+    int mpi_evaluates;           /* ... and evaluate and predict together (multi_worker) */
     struct kiln_fault *fault;    /* test-only fault hook (replica.h) */
 
     kiln_epoch_record *history;
@@ -83,6 +85,14 @@ struct kiln_model {
 
 /* The node's output size per sample and the input size of the model. */
 int64_t kiln_node_size(const kiln_model *m, kiln_node node);
+
+/* A hash of every parameter's layer kind, name and shape (checkpoints
+ * carry it; the processes of an MPI job compare it). */
+uint64_t kiln_model_fingerprint(const kiln_model *m);
+
+/* A hash of what else decides an update: the loss, the optimizer with its
+ * settings and schedule, the accumulation steps. */
+uint64_t kiln_model_training_hash(const kiln_model *m);
 
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 kiln_status kiln_model_init_params(kiln_model *m, float *flat);

@@ -621,6 +621,10 @@ static void dp_destroy(void *impl)
         kiln_free(ctx, s->reps[k].state);
     }
     kiln_reducer_destroy(s->reducer);
+    if (s->mpi) {
+        s->m->mpi = NULL;
+        s->m->mpi_evaluates = 0;
+    }
     kiln_mpi_leave(s->mpi);
     kiln_collective_destroy(s->collective);
     kiln_free(ctx, s->state_mean);
@@ -714,8 +718,9 @@ static kiln_status cross_sum(void *user, float *data, size_t count, const volati
     return st;
 }
 
-/* Joins the MPI job: every process must bring as many replicas, and all
- * start from rank 0's parameters. */
+/* Joins the MPI job: every process must bring as many replicas and the
+ * same model and training settings, and all start from rank 0's
+ * parameters. */
 static kiln_status join_world(dp *s, float *init)
 {
     kiln_model *m = s->m;
@@ -726,13 +731,15 @@ static kiln_status join_world(dp *s, float *init)
     s->world = kiln_mpi_size(s->mpi);
     m->rank = s->rank;
     m->world = s->world;
-    double counts[2] = {(double)s->n, (double)s->n * (double)s->n};
-    st = kiln_mpi_sum_doubles(s->mpi, counts, 2, m->step_timeout);
-    if (st == KILN_OK && counts[1] != counts[0] * counts[0] / s->world)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_compile: multi_worker needs the same number of replicas in "
-                          "every process (this is rank %d of %d with %d)", s->rank, s->world,
-                          s->n);
+    m->mpi = s->mpi;
+    m->mpi_evaluates = 1;
+    static const char *const names[] = {
+        "number of replicas", "#model (its layers' kinds, names and parameter shapes)",
+        "#loss, optimizer and optimizer settings"};
+    const int64_t mine[] = {s->n, (int64_t)kiln_model_fingerprint(m),
+                            (int64_t)kiln_model_training_hash(m)};
+    st = kiln_mpi_check_same(s->mpi, "kiln_model_compile: multi_worker", names, mine, 3,
+                             m->step_timeout);
     if (st == KILN_OK)
         st = kiln_mpi_broadcast(s->mpi, init, m->n_param_floats, m->step_timeout);
     return st;

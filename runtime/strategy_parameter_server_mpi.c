@@ -381,6 +381,8 @@ static void psm_destroy(void *impl)
     if (p->server_started)
         pthread_join(p->server, NULL);
     kiln_replica_destroy(p->r);
+    if (p->mpi)
+        p->m->mpi = NULL;
     kiln_mpi_leave(p->mpi);
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
         kiln_free(ctx, p->slots[i]);
@@ -420,12 +422,21 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         p->workers = p->world - p->stores;
         m->rank = p->rank;
         m->world = p->world;
-        if (p->workers < 1)
-            st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                            "kiln_model_compile: a parameter store on %d rank(s) needs at "
-                            "least one worker rank besides; the job has %d process(es)",
-                            p->stores, p->world);
+        m->mpi = p->mpi;
+        static const char *const names[] = {
+            "parameter_store_ranks", "max_staleness",
+            "#model (its layers' kinds, names and parameter shapes)",
+            "#loss, optimizer and optimizer settings"};
+        const int64_t mine[] = {p->stores, m->max_staleness,
+                                (int64_t)kiln_model_fingerprint(m),
+                                (int64_t)kiln_model_training_hash(m)};
+        st = kiln_mpi_check_same(p->mpi, "kiln_model_compile: parameter_server", names, mine, 4,
+                                 m->step_timeout);
     }
+    if (st == KILN_OK && p->workers < 1)
+        st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                        "kiln_model_compile: a parameter store on %d rank(s) needs at least one "
+                        "worker rank besides; the job has %d process(es)", p->stores, p->world);
     if (st == KILN_OK) {   /* equal shards of the flat array */
         p->bound = kiln_calloc(ctx, (size_t)p->stores + 1, sizeof(size_t));
         p->counts = kiln_calloc(ctx, (size_t)p->world, sizeof(int));

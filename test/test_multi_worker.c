@@ -4,7 +4,9 @@
  * device and 2 x 2 equal one device (and 1 process x 2 devices, mirrored);
  * evaluate is global; predict gathers every process's rows; checkpoints
  * are written once (by rank 0) and load on one device and under 2
- * processes. Usage: test_multi_worker CHECKPOINT_DIR */
+ * processes; processes that disagree on the replica count, the model, the
+ * optimizer or fit's and evaluate's settings get an error naming it.
+ * Usage: test_multi_worker CHECKPOINT_DIR */
 #include "test_data.h"
 
 #include <dirent.h>
@@ -123,6 +125,65 @@ static void remove_checkpoints(const char *dir)
         closedir(d);
 }
 
+/* A small multi_worker model whose hidden width, learning rate and
+ * replica count a rank may get wrong. */
+static kiln_status compile_small(kiln_context *ctx, kiln_model **out, int32_t units,
+                                 float learning_rate, int32_t replicas)
+{
+    kiln_model *m = NULL;
+    *out = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {SIDE, SIDE, 1};
+    kiln_dense_options hidden = {sizeof hidden, NULL, units, KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options head = {sizeof head, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 3, dims, NULL);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.strategy = KILN_STRATEGY_MULTI_WORKER;
+    co.optimizer.learning_rate = learning_rate;
+    co.replicas = replicas;
+    co.step_timeout_seconds = 60;
+    *out = m;
+    return kiln_model_compile(m, &co);
+}
+
+/* Processes that disagree (as hosts set up differently would): a clear
+ * error naming what differs, on every rank, at compile or at the call,
+ * never steps whose all-reduces do not pair up; agreeing again, the same
+ * model trains. */
+static void misconfigured(kiln_context *ctx, const kiln_dataset *ds, int rank)
+{
+    kiln_model *m = NULL;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same number of replicas",
+                compile_small(ctx, &m, 5, 0.01f, rank + 1));
+    kiln_model_destroy(m);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same model",
+                compile_small(ctx, &m, 5 + rank, 0.01f, 1));
+    kiln_model_destroy(m);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same loss, optimizer and optimizer settings",
+                compile_small(ctx, &m, 5, rank ? 0.02f : 0.01f, 1));
+    kiln_model_destroy(m);
+
+    CHECK_OK(ctx, compile_small(ctx, &m, 5, 0.01f, 1));
+    kiln_fit_options fo = fit_options(1);
+    fo.batch_size = 7 + rank;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same batch_size", kiln_model_fit(m, ds, &fo));
+    fo.batch_size = 7;
+    fo.shuffle_seed = 100 + (uint64_t)rank;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same shuffle seed",
+                kiln_model_fit(m, ds, &fo));
+    fo.shuffle_seed = 0;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_metrics met = {.struct_size = sizeof met};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same batch_size",
+                kiln_model_evaluate(m, ds, 9 + rank, &met));
+    CHECK_OK(ctx, kiln_model_evaluate(m, ds, 9, &met));
+    kiln_model_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -232,20 +293,7 @@ int main(int argc, char **argv)
     free(wr);
     free(ws);
 
-    /* Processes that bring different replica counts: a clear error on each. */
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_dense_options d = {sizeof d, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
-    kiln_input(m, 3, dims, NULL);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
-    kiln_compile_options bad = {.struct_size = sizeof bad};
-    bad.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    bad.strategy = KILN_STRATEGY_MULTI_WORKER;
-    bad.replicas = rank + 1;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same number of replicas",
-                kiln_model_compile(m, &bad));
-    kiln_model_destroy(m);
+    misconfigured(ctx, ds, (int)rank);
 
     free(one);
     free(mirrored);

@@ -5,7 +5,9 @@
  * store applied one update per batch, some of them stale, and no worker
  * ran more than 1 push ahead; rank 0 then checks the accuracy against
  * one-device synchronous training on the same batches (within 1 point)
- * and that the store's checkpoint loads on one device. */
+ * and that the store's checkpoint loads on one device. A job with no
+ * worker rank, or whose ranks disagree on the staleness bound, gets an
+ * error on every rank. */
 #include "test_data.h"
 
 #include <unistd.h>
@@ -25,6 +27,27 @@ static kiln_model *seed_cnn(kiln_context *ctx, kiln_strategy strategy, int32_t s
     co.step_timeout_seconds = 60;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
+}
+
+/* A small model under the parameter server with the given store ranks and
+ * staleness bound; the compile's status. */
+static kiln_status compile_small(kiln_context *ctx, int32_t store_ranks, int32_t staleness)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4};
+    kiln_dense_options d = {sizeof d, NULL, 2, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    co.strategy = KILN_STRATEGY_PARAMETER_SERVER;
+    co.parameter_store_ranks = store_ranks;
+    co.max_staleness = staleness;
+    co.step_timeout_seconds = 60;
+    const kiln_status st = kiln_model_compile(m, &co);
+    kiln_model_destroy(m);
+    return st;
 }
 
 static double fit_and_evaluate(kiln_context *ctx, kiln_model *m, const kiln_dataset *train,
@@ -85,6 +108,14 @@ int main(int argc, char **argv)
         kiln_model_destroy(one);
     }
     kiln_model_destroy(ps);
+
+    /* A job set up wrong: every rank a store, or ranks that disagree. */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "at least one worker rank",
+                compile_small(ctx, world, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "same max_staleness",
+                compile_small(ctx, stores, rank == 1 ? 2 : 1));
+    CHECK_OK(ctx, compile_small(ctx, stores, 1));
+
     kiln_dataset_destroy(train);
     kiln_dataset_destroy(test);
     kiln_context_destroy(ctx);
