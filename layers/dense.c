@@ -41,17 +41,9 @@ static kiln_status dense_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-/* Up to this many rows (batch x rows per sample), the weight gradient
- * transposes x and runs a plain GEMM: CLBlast's transposed-operand GEMM is
- * slowest on thin shapes (0.81 ms for 5408x64x32 where the transpose and
- * kiln's own NN kernel take less than half; bench_train --batch 32). */
-#define THIN_WEIGHT_GRADIENT 64
-
-/* Per replica: the kernel transposed, for the input gradient, and x
- * transposed for thin weight gradients (NULL for larger batches). */
+/* Per replica: the kernel transposed, for the input gradient. */
 typedef struct dense_replica {
     kiln_buffer *kernel_t;
-    kiln_buffer *x_t;
 } dense_replica;
 
 static kiln_status dense_prepare(const void *config, void *replica, kiln_device *dev,
@@ -59,22 +51,16 @@ static kiln_status dense_prepare(const void *config, void *replica, kiln_device 
 {
     const dense_config *c = config;
     dense_replica *r = replica;
-    (void)in_shape;
-    const size_t rows = (size_t)max_batch * (size_t)c->rows;
-    kiln_status st = kiln_buffer_create(dev, (size_t)c->in * (size_t)c->units * sizeof(float),
-                                        "a transposed dense kernel", &r->kernel_t);
-    if (st == KILN_OK && rows <= THIN_WEIGHT_GRADIENT)
-        st = kiln_buffer_create(dev, rows * (size_t)c->in * sizeof(float),
-                                "a transposed dense input", &r->x_t);
-    return st;
+    (void)in_shape, (void)max_batch;
+    return kiln_buffer_create(dev, (size_t)c->in * (size_t)c->units * sizeof(float),
+                              "a transposed dense kernel", &r->kernel_t);
 }
 
 static void dense_release(void *replica)
 {
     dense_replica *r = replica;
     kiln_buffer_destroy(r->kernel_t);
-    kiln_buffer_destroy(r->x_t);
-    r->kernel_t = r->x_t = NULL;
+    r->kernel_t = NULL;
 }
 
 static kiln_status dense_forward(const void *config, void *replica, const kiln_step *s)
@@ -96,17 +82,9 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
     dense_replica *r = replica;
     const size_t m = (size_t)s->batch * (size_t)c->rows;
     const size_t in = (size_t)c->in, units = (size_t)c->units;
-    /* dW = x^T dy; on thin batches as a plain GEMM on x transposed. */
-    kiln_status st;
-    if (r->x_t && m <= THIN_WEIGHT_GRADIENT) {
-        st = kiln_transpose(s->dev, s->in[0], 0, m, in, r->x_t);
-        if (st == KILN_OK)
-            st = kiln_gemm(s->dev, 0, 0, in, units, m, 1.0f, r->x_t, 0, m, s->d_out, 0, units,
-                           0.0f, s->grads, s->param_offset[0], units);
-    } else {
-        st = kiln_gemm(s->dev, 1, 0, in, units, m, 1.0f, s->in[0], 0, in, s->d_out, 0, units,
-                       0.0f, s->grads, s->param_offset[0], units);
-    }
+    /* dW = x^T dy (kiln's TN kernel while dy fits in cache). */
+    kiln_status st = kiln_gemm(s->dev, 1, 0, in, units, m, 1.0f, s->in[0], 0, in, s->d_out, 0,
+                               units, 0.0f, s->grads, s->param_offset[0], units);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])

@@ -29,17 +29,19 @@ static int seen(const kiln_device *dev, uint64_t key)
     return 0;
 }
 
-/* Plain (NN) GEMMs go to kiln's own kernel (gemm_nn.cl) when B fits in
- * this many bytes, which a CPU's L2 or a GPU's caches hold, or when A has at
- * most THIN_ROWS rows; the rest to CLBlast, whose blocking wins on large
- * operands (bench_gemm: 1024^3 runs at 46 GFLOPS in kiln's kernel, 55 in
- * CLBlast's). KILN_TEST_OWN_GEMM=0 sends everything to CLBlast. */
+/* GEMMs with B as stored go to kiln's own kernels (gemm.cl) when B fits
+ * in this many bytes, which a CPU's L2 or a GPU's caches hold; plain (NN)
+ * ones also when A has at most THIN_ROWS rows. The rest go to CLBlast,
+ * whose blocking wins on large operands (bench_gemm: 1024^3 runs at 46
+ * GFLOPS in kiln's kernel, 55 in CLBlast's). KILN_TEST_OWN_GEMM=0 sends
+ * everything to CLBlast. */
 #define OWN_MAX_B_BYTES (2u << 20)
 #define THIN_ROWS 64
 
 static int own_kernel(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n, size_t k)
 {
-    if (trans_a || trans_b || (m > THIN_ROWS && k * n * sizeof(float) > OWN_MAX_B_BYTES))
+    const int b_fits = k * n * sizeof(float) <= OWN_MAX_B_BYTES;
+    if (trans_b || !(b_fits || (!trans_a && m <= THIN_ROWS)))
         return 0;
     if (dev->own_gemm < 0) {
         const char *env = getenv("KILN_TEST_OWN_GEMM");
@@ -48,10 +50,10 @@ static int own_kernel(kiln_device *dev, int trans_a, int trans_b, size_t m, size
     return dev->own_gemm;
 }
 
-static kiln_status gemm_nn(kiln_device *dev, size_t m, size_t n, size_t k, float alpha,
-                             const kiln_buffer *a, size_t a_offset, size_t lda,
-                             const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
-                             kiln_buffer *c, size_t c_offset, size_t ldc)
+static kiln_status own_gemm(kiln_device *dev, int trans_a, size_t m, size_t n, size_t k,
+                           float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
+                           const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
+                           kiln_buffer *c, size_t c_offset, size_t ldc)
 {
     kiln_arg args[] = {kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
                        kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
@@ -60,7 +62,7 @@ static kiln_status gemm_nn(kiln_device *dev, size_t m, size_t n, size_t k, float
                        kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
                        kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc)};
     const size_t range[2] = {(n + 7) / 8, (m + 3) / 4};
-    return kiln_run(dev, "gemm_nn", "kiln_gemm_nn", 2, range, args, 14);
+    return kiln_run(dev, "gemm", trans_a ? "kiln_gemm_tn" : "kiln_gemm_nn", 2, range, args, 14);
 }
 
 kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
@@ -71,8 +73,8 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
     if (m == 0 || n == 0)
         return KILN_OK;
     if (own_kernel(dev, trans_a, trans_b, m, n, k))
-        return gemm_nn(dev, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta, c,
-                         c_offset, ldc);
+        return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta,
+                        c, c_offset, ldc);
     cl_event *event = NULL;
     if (dev->profile) {
         char name[64];

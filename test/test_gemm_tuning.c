@@ -2,7 +2,7 @@
  * contexts apply it without searching; a damaged record is ignored; the
  * tuned kernels compute the same GEMMs as a float64 host loop, in every
  * transposition and at sizes no tile divides; bad settings are errors.
- * Last, kiln's own NN GEMM kernel against the same float64 loop.
+ * Last, kiln's own NN and TN GEMM kernels against the same float64 loop.
  * KILN_TEST_GEMM_CANDIDATES (set by meson) limits the search to the first
  * candidate, which it then applies even if CLBlast's defaults are faster. */
 #include "harness.h"
@@ -169,13 +169,14 @@ int main(void)
     CHECK(st == KILN_ERROR_INVALID_ARGUMENT && !ctx && strstr(err, "KILN_GEMM_TUNING='fast'"));
     unsetenv("KILN_GEMM_TUNING");
 
-    /* kiln's NN kernel, at sizes no tile divides. */
+    /* kiln's NN and TN kernels, at sizes no tile divides. */
     unsetenv("KILN_TEST_OWN_GEMM");
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     const int own[][3] = {{1, 1, 1}, {3, 70, 9}, {37, 13, 101}, {64, 64, 5408}, {32, 5408, 64},
                           {61, 9, 300}, {301, 99, 577}};
     for (int i = 0; i < 7 && ctx; i++)
-        check_gemm(ctx, own[i][0], own[i][1], own[i][2], 0, 0);
+        for (int ta = 0; ta < 2; ta++)
+            check_gemm(ctx, own[i][0], own[i][1], own[i][2], ta, 0);
     kiln_context_destroy(ctx);
 
     char cmd[300];
