@@ -1,6 +1,7 @@
 /* Activation as a layer: an identity whose node carries the activation, so
- * the runtime applies it (and fuses softmax or sigmoid with the loss) exactly
- * as for a layer's own activation option. */
+ * the runtime treats it exactly as a layer's own activation option: applied
+ * here when the runtime lets the layer fuse it, else by the runtime (and
+ * softmax or sigmoid fused with the loss). */
 #include "layers/layer.h"
 
 typedef struct activation_config {
@@ -14,9 +15,17 @@ static kiln_status activation_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+static kiln_status activation_forward(const void *config, void *replica, const kiln_step *s)
+{
+    if (s->activation == KILN_ACTIVATION_LINEAR)
+        return kiln_identity_forward(config, replica, s);
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    return kiln_activation_forward(s->dev, s->activation, s->in[0], s->out, n, 1);
+}
+
 const kiln_layer_ops kiln_layer_activation = {
     "activation", sizeof(activation_config), 0, 1, 1, activation_infer, NULL,
-    kiln_identity_forward, kiln_identity_backward, NULL, NULL, NULL,
+    activation_forward, kiln_identity_backward, NULL, NULL, NULL, kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,

@@ -51,7 +51,7 @@ static kiln_status add_backward(const void *config, void *replica, const kiln_st
 
 const kiln_layer_ops kiln_layer_add = {
     "add", sizeof(add_config), 0, 2, KILN_MAX_INPUTS, add_infer, NULL, add_forward,
-    add_backward, NULL, NULL, NULL,
+    add_backward, NULL, NULL, NULL, NULL,
 };
 
 kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,

@@ -34,12 +34,12 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
 
 const kiln_layer_ops kiln_layer_average_pooling2d = {
     "average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL, avg_forward,
-    avg_backward, NULL, kiln_pool2d_flops, NULL,
+    avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
     "global_average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL,
-    avg_forward, avg_backward, NULL, kiln_pool2d_flops, NULL,
+    avg_forward, avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
 };
 
 kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,

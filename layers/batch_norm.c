@@ -227,7 +227,7 @@ static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
 
 const kiln_layer_ops kiln_layer_batch_norm = {
     "batch_normalization", sizeof(bn_config), sizeof(bn_replica), 1, 1, bn_infer, bn_prepare,
-    bn_forward, bn_backward, bn_release, bn_flops, bn_synchronized,
+    bn_forward, bn_backward, bn_release, bn_flops, bn_synchronized, NULL,
 };
 
 kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,

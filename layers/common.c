@@ -32,12 +32,26 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
 }
 
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,
-                          const kiln_buffer *params, size_t offset)
+                          const kiln_buffer *params, size_t offset, kiln_activation act)
 {
     kiln_arg a[] = {kiln_arg_buffer(y), kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
-                    kiln_arg_buffer(params), kiln_arg_int((int64_t)offset)};
+                    kiln_arg_buffer(params), kiln_arg_int((int64_t)offset), kiln_arg_int(act)};
     const size_t range[2] = {cols, rows};
-    return kiln_run(dev, "elementwise", "kiln_bias_add", 2, range, a, 5);
+    return kiln_run(dev, "elementwise", "kiln_bias_add", 2, range, a, 6);
+}
+
+kiln_status kiln_step_activate(const kiln_step *s)
+{
+    if (s->activation == KILN_ACTIVATION_LINEAR)
+        return KILN_OK;
+    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
+    return kiln_activation_forward(s->dev, s->activation, s->out, s->out, n, 1);
+}
+
+int kiln_layer_fuses_activation(const void *config)
+{
+    (void)config;
+    return 1;
 }
 
 kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,

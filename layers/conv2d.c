@@ -143,9 +143,11 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->scratch, 0, k, s->params,
                        s->param_offset[0], f, 0.0f, s->out, 0, f);
-    if (st != KILN_OK || !c->use_bias)
+    if (st != KILN_OK)
         return st;
-    return kiln_bias_add(s->dev, s->out, m, f, s->params, s->param_offset[1]);
+    if (!c->use_bias)
+        return kiln_step_activate(s);
+    return kiln_bias_add(s->dev, s->out, m, f, s->params, s->param_offset[1], s->activation);
 }
 
 static kiln_status conv2d_backward(const void *config, void *replica, const kiln_step *s)
@@ -190,6 +192,7 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 const kiln_layer_ops kiln_layer_conv2d = {
     "conv2d", sizeof(conv2d_config), sizeof(conv2d_replica), 1, 1, conv2d_infer,
     conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops, NULL,
+    kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)

@@ -42,17 +42,18 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
 {
     (void)r;
     const size_t pixels = kiln_conv2d_out_pixels(c, s->batch);
-    kiln_arg a[19];
+    kiln_arg a[20];
     a[0] = kiln_arg_buffer(s->in[0]);
     a[1] = kiln_arg_buffer(s->out);
     a[2] = kiln_arg_buffer(s->params);
     a[3] = kiln_arg_int((int64_t)s->param_offset[0]);
     a[4] = kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0);
     a[5] = kiln_arg_int(c->use_bias);
-    a[6] = kiln_arg_int(c->filters);
-    a[7] = kiln_arg_int((int64_t)pixels);
-    window_args(c, a + 8);
-    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", pixels, a, 19);
+    a[6] = kiln_arg_int(s->activation);
+    a[7] = kiln_arg_int(c->filters);
+    a[8] = kiln_arg_int((int64_t)pixels);
+    window_args(c, a + 9);
+    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", pixels, a, 20);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)

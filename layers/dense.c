@@ -71,9 +71,12 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
     kiln_status st = kiln_gemm(s->dev, 0, 0, m, (size_t)c->units, (size_t)c->in, 1.0f, s->in[0],
                                0, (size_t)c->in, s->params, s->param_offset[0],
                                (size_t)c->units, 0.0f, s->out, 0, (size_t)c->units);
-    if (st != KILN_OK || !c->use_bias)
+    if (st != KILN_OK)
         return st;
-    return kiln_bias_add(s->dev, s->out, m, (size_t)c->units, s->params, s->param_offset[1]);
+    if (!c->use_bias)
+        return kiln_step_activate(s);
+    return kiln_bias_add(s->dev, s->out, m, (size_t)c->units, s->params, s->param_offset[1],
+                         s->activation);
 }
 
 static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)
@@ -106,7 +109,7 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 
 const kiln_layer_ops kiln_layer_dense = {
     "dense", sizeof(dense_config), sizeof(dense_replica), 1, 1, dense_infer, dense_prepare,
-    dense_forward, dense_backward, dense_release, dense_flops, NULL,
+    dense_forward, dense_backward, dense_release, dense_flops, NULL, kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)

@@ -56,7 +56,7 @@ static kiln_status dropout_backward(const void *config, void *replica, const kil
 
 const kiln_layer_ops kiln_layer_dropout = {
     "dropout", sizeof(dropout_config), 0, 1, 1, dropout_infer, NULL, dropout_forward,
-    dropout_backward, NULL, NULL, NULL,
+    dropout_backward, NULL, NULL, NULL, NULL,
 };
 
 kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,

@@ -28,6 +28,7 @@ static kiln_status input_infer(void *config, kiln_layer_build *b)
 
 const kiln_layer_ops kiln_layer_input = {
     "input_layer", sizeof(input_config), 0, 0, 0, input_infer, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL,
 };
 
 kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)

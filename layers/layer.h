@@ -52,6 +52,10 @@ typedef struct kiln_step {
     int n_in;
     kiln_buffer *const *in;         /* n_in activations, batch x size */
     kiln_buffer *out;
+    /* Forward: the element-wise activation the layer applies to `out`
+     * itself (fuses_activation said it would); KILN_ACTIVATION_LINEAR when
+     * the runtime applies the node's activation, or there is none. */
+    kiln_activation activation;
     kiln_buffer *params;            /* the replica's flat parameter buffer */
     kiln_buffer *grads;             /* its flat gradient buffer, same layout */
     const size_t *param_offset;     /* per parameter of this layer */
@@ -91,7 +95,14 @@ typedef struct kiln_layer_ops {
     /* Nonzero when the layer exchanges values between replicas through
      * kiln_step.collective (may be NULL: never). */
     int (*synchronized)(const void *config);
+    /* Nonzero when forward applies an element-wise activation
+     * (kiln_step.activation) to its output itself, saving the runtime's
+     * pass over it and its separate buffer (may be NULL: never). */
+    int (*fuses_activation)(const void *config);
 } kiln_layer_ops;
+
+/* For fuses_activation: always. */
+int kiln_layer_fuses_activation(const void *config);
 
 /* Adds a layer node to a model (runtime/graph.c). `config` (ops->config_size
  * bytes) is copied. Records the first error on the model. */
@@ -109,10 +120,14 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
                                      const kiln_buffer *y, kiln_buffer *dy, size_t rows,
                                      size_t cols);
 
-/* y[r, c] += bias[c] over a rows x cols matrix; the bias is at `offset`
- * in the flat parameter buffer. */
+/* y[r, c] = act(y[r, c] + bias[c]) over a rows x cols matrix; the bias is
+ * at `offset` in the flat parameter buffer; act is element-wise or linear. */
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,
-                          const kiln_buffer *params, size_t offset);
+                          const kiln_buffer *params, size_t offset, kiln_activation act);
+
+/* After a layer's own forward: applies kiln_step.activation to `out` in
+ * place (nothing when it is linear); for layers that fuse it no better. */
+kiln_status kiln_step_activate(const kiln_step *s);
 
 /* Column sums of a rows x cols matrix into out[offset..offset+cols), added to
  * out when accumulate is set: the bias gradient. */

@@ -238,7 +238,8 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
                 st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
             continue;
         }
-        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR)
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
+            !kiln_node_fuses_activation(m, i))
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
         if (st == KILN_OK && i != m->input)
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
@@ -346,6 +347,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->out_shape = &node->shape;
     s->in = in;
     s->out = r->out[i];
+    s->activation = kiln_node_fuses_activation(m, i) ? node->activation : KILN_ACTIVATION_LINEAR;
     s->params = r->params;
     s->grads = r->grads;
     s->param_offset = r->offsets + (size_t)i * KILN_MAX_PARAMS;
@@ -357,6 +359,14 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->seed = r->model->ctx->seed;
     s->step_number = r->step_number;
     s->first_sample = r->first_sample;
+}
+
+int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
+{
+    const kiln_node_rec *node = &m->nodes[i];
+    const kiln_activation a = node->activation;
+    return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX && i != m->output &&
+           node->ops->fuses_activation && node->ops->fuses_activation(node->config);
 }
 
 kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
@@ -376,7 +386,8 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
         kiln_step s;
         make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
         st = node->ops->forward(node->config, r->state[i], &s);
-        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR) {
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
+            s.activation == KILN_ACTIVATION_LINEAR) {   /* the layer did not apply it */
             const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
             const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
             st = kiln_activation_forward(r->dev, node->activation, r->out[i], r->act[i], rows,

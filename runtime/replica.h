@@ -101,6 +101,11 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *batch);
 
 kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);
 
+/* Whether node i's layer applies its element-wise activation in its own
+ * forward pass, into its output buffer (then no separate post-activation
+ * buffer). Never the model's output, whose loss may need the logits. */
+int kiln_node_fuses_activation(const kiln_model *m, kiln_node i);
+
 /* Loss, metrics and the output gradient; `scale` is 1 / global batch. */
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale);
 

@@ -375,7 +375,8 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *st, int32_t n)
             continue;
         const int here = i >= v->span.first && i <= v->span.last;
         const int copies = 1 + (i != m->input) +
-                           (here && m->nodes[i].activation != KILN_ACTIVATION_LINEAR);
+                           (here && m->nodes[i].activation != KILN_ACTIVATION_LINEAR &&
+                            !kiln_node_fuses_activation(m, i));
         floats += (uint64_t)copies * (uint64_t)kiln_node_size(m, i);
     }
     if (m->output >= v->span.first && m->output <= v->span.last)

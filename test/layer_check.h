@@ -1,7 +1,9 @@
 /* Runs one layer on a device through a real replica and hands back its
  * inputs, outputs and gradients as float64, for comparison with
  * test/reference.c. The model is Input -> Activation(linear) "pre" -> layer,
- * so the layer's input gradient lands in "pre"'s gradient buffer. */
+ * so the layer's input gradient lands in "pre"'s gradient buffer; with
+ * check_inner, -> Activation(linear) "post" after it, so the layer is not the
+ * model's output and applies its own activation where it can (fused). */
 #ifndef KILN_TEST_LAYER_CHECK_H
 #define KILN_TEST_LAYER_CHECK_H
 
@@ -28,6 +30,8 @@ static uint64_t check_rng_state = 88172645463325252ULL;
 
 /* 0: run forward as evaluate does (no backward, dx and dparams left 0). */
 static int check_training = 1;
+/* 1: the layer feeds a "post" node instead of being the output. */
+static int check_inner = 0;
 
 /* Uniform in [-1, 1), reproducible. */
 static inline double check_uniform(void)
@@ -71,6 +75,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     kiln_node in = kiln_input(m, rank, dims, NULL);
     kiln_node pre = kiln_activation_layer(m, in, KILN_ACTIVATION_LINEAR, "pre");
     kiln_node node = build(m, pre, arg);
+    const kiln_node last =
+        check_inner ? kiln_activation_layer(m, node, KILN_ACTIVATION_LINEAR, "post") : node;
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
     co.optimizer.kind = KILN_OPTIMIZER_SGD;
@@ -83,6 +89,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     }
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
     const kiln_node_rec *rec = &m->nodes[node];
+    if (check_inner)   /* the layers checked this way apply any element-wise activation */
+        CHECK(rec->activation == KILN_ACTIVATION_LINEAR || kiln_node_fuses_activation(m, node));
     out->batch = batch;
     out->in_size = kiln_node_size(m, in);
     out->out_size = kiln_node_size(m, node);
@@ -110,7 +118,7 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     float *after = calloc(m->n_param_floats + 1, sizeof(float));
     memset(dx, 0, sizeof(float) * (size_t)nx);
     if (check_training) {
-        CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g, sizeof(float) * (size_t)ny,
+        CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[last], 0, g, sizeof(float) * (size_t)ny,
                                         1));
         CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));

@@ -292,12 +292,20 @@ int main(void)
     dense_case one = {1, KILN_ACTIVATION_SIGMOID, 0}, nobias = {13, KILN_ACTIVATION_RELU, 1};
     test_dense(ctx, 1, flat37, 1, &one);
     test_dense(ctx, 1, flat37, 7, &nobias);
-    /* 64 rows: the thin weight gradient (x transposed, plain GEMM); 70: the
-     * transposed-operand GEMM. */
+    /* Batches of 64 and 70 rows: the weight gradient's GEMM (TN) sums over
+     * them. */
     test_dense(ctx, 1, flat37, 64, &nobias);
     test_dense(ctx, 1, flat37, 70, &nobias);
     dense_case last_axis = {11, KILN_ACTIVATION_TANH, 0};
     test_dense(ctx, 3, cube, 3, &last_axis);
+    /* Not the output: each element-wise activation applied by the layer
+     * itself (with its bias, or after its GEMM without one). */
+    check_inner = 1;
+    for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_TANH; act++) {
+        dense_case c = {19, (kiln_activation)act, act == KILN_ACTIVATION_TANH};
+        test_dense(ctx, 1, flat37, 5, &c);
+    }
+    check_inner = 0;
 
     const int32_t img[] = {9, 7, 3}, tall[] = {11, 4, 2};
     const conv_case convs[] = {
@@ -326,6 +334,12 @@ int main(void)
     const int32_t fashion[] = {28, 28, 1};
     const conv_case seed = {32, 3, 3, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0};
     test_conv(ctx, fashion, 5, &seed);
+    /* Not the output: the activations applied by the convolution itself. */
+    check_inner = 1;
+    for (size_t i = 0; i < 4; i++)
+        test_conv(ctx, img, 2, &convs[i]);
+    test_conv(ctx, fashion, 3, &seed);
+    check_inner = 0;
 
     /* Batch norm: channels in and beyond one vector of eight, rows in one
      * chunk and in several (the last partial), batch 1 with one value per

@@ -5,15 +5,7 @@ __kernel void kiln_activation_forward(__global const float *x, __global float *y
     const int i = get_global_id(0);
     if (i >= n)
         return;
-    const float v = x[i];
-    float r = v;
-    if (act == KILN_ACT_RELU)
-        r = fmax(v, 0.0f);
-    else if (act == KILN_ACT_SIGMOID)
-        r = kiln_sigmoid(v);
-    else if (act == KILN_ACT_TANH)
-        r = tanh(v);
-    y[i] = r;
+    y[i] = kiln_activate(x[i], act);
 }
 
 /* dy becomes the gradient before the activation, given its output y. */

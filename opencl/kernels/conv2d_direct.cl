@@ -6,14 +6,15 @@
  * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl).
  * NHWC input, kernel (KH, KW, C, F). */
 
-/* out[p, f] = bias[f] + sum over the window and channels of in * kernel;
- * one work-item per output pixel, all filters. use_bias 0: no bias. */
+/* out[p, f] = act(bias[f] + sum over the window and channels of in *
+ * kernel); one work-item per output pixel, all filters. use_bias 0: no
+ * bias; act is element-wise (KILN_ACT_LINEAR: none). */
 __kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
                                          __global const float *params, int kernel_offset,
-                                         int bias_offset, int use_bias, int F, int pixels,
-                                         int H, int W, int C, int OH, int OW, int KH, int KW,
-                                         int stride_h, int stride_w, int pad_top,
-                                         int pad_left)
+                                         int bias_offset, int use_bias, int act, int F,
+                                         int pixels, int H, int W, int C, int OH, int OW,
+                                         int KH, int KW, int stride_h, int stride_w,
+                                         int pad_top, int pad_left)
 {
     const int p = get_global_id(0);
     if (p >= pixels)
@@ -40,7 +41,7 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
                     acc += src[c] * kiln_load8(w + (size_t)c * F, count);
             }
         }
-        kiln_store8(out + (size_t)p * F + f0, acc, count);
+        kiln_store8(out + (size_t)p * F + f0, kiln_activate8(acc, act), count);
     }
 }
 

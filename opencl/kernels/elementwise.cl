@@ -10,15 +10,17 @@ __kernel void kiln_copy_or_add(__global const float *src, __global float *dst, i
     dst[i] = accumulate ? dst[i] + src[i] : src[i];
 }
 
-/* y[r, c] += bias[c] for a rows x cols matrix over a (cols, rows) range;
- * bias lives in the flat parameter buffer at bias_offset. */
+/* y[r, c] = act(y[r, c] + bias[c]) for a rows x cols matrix over a (cols,
+ * rows) range; bias lives in the flat parameter buffer at bias_offset, act
+ * is element-wise (KILN_ACT_LINEAR: none). */
 __kernel void kiln_bias_add(__global float *y, int rows, int cols,
-                            __global const float *params, int bias_offset)
+                            __global const float *params, int bias_offset, int act)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= cols || r >= rows)
         return;
-    y[(size_t)r * cols + c] += params[bias_offset + c];
+    __global float *v = y + (size_t)r * cols + c;
+    *v = kiln_activate(*v + params[bias_offset + c], act);
 }
 
 /* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].

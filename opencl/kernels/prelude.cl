@@ -15,6 +15,33 @@ inline float kiln_sigmoid(float x)
     return e / (1.0f + e);
 }
 
+/* An element-wise activation (not softmax) of one value, and of eight:
+ * layers that apply their activation in their own forward pass call these
+ * (the same arithmetic as kiln_activation_forward, lane by lane). */
+inline float kiln_activate(float v, int act)
+{
+    if (act == KILN_ACT_RELU)
+        return fmax(v, 0.0f);
+    if (act == KILN_ACT_SIGMOID)
+        return kiln_sigmoid(v);
+    if (act == KILN_ACT_TANH)
+        return tanh(v);
+    return v;
+}
+
+inline float8 kiln_activate8(float8 v, int act)
+{
+    if (act == KILN_ACT_RELU)
+        return fmax(v, (float8)(0.0f));
+    if (act == KILN_ACT_SIGMOID) {
+        const float8 e = exp(-fabs(v));   /* kiln_sigmoid for either sign */
+        return select(e / (1.0f + e), 1.0f / (1.0f + e), isgreaterequal(v, (float8)(0.0f)));
+    }
+    if (act == KILN_ACT_TANH)
+        return tanh(v);
+    return v;
+}
+
 /* Up to eight consecutive values (the rest zero) as one vector, and their
  * store: kernels that work on channels or filters in blocks of eight reach a
  * CPU device's SIMD units this way (PoCL does not vectorise such loops across
