@@ -7,6 +7,8 @@
  * sums), of at least this many pixels (enough work per work-item). */
 #define MAX_CHUNKS 64
 #define MIN_CHUNK_PIXELS 256
+/* Most window elements per weight-gradient work-item (TAPS in the kernel). */
+#define GRAD_TAPS 8
 
 static size_t chunk_pixels(size_t pixels)
 {
@@ -60,19 +62,22 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t per = chunk_pixels(pixels), chunks = (pixels + per - 1) / per;
-    kiln_arg a[19];
+    /* The K + 1 rows (the bias last) in equal groups of at most GRAD_TAPS. */
+    const size_t groups = (k + GRAD_TAPS) / GRAD_TAPS, taps = (k + groups) / groups;
+    kiln_arg a[20];
     a[0] = kiln_arg_buffer(s->in[0]);
     a[1] = kiln_arg_buffer(s->d_out);
     a[2] = kiln_arg_buffer(r->scratch);
     a[3] = kiln_arg_int(c->filters);
     a[4] = kiln_arg_int((int64_t)k);
-    a[5] = kiln_arg_int((int64_t)chunks);
-    a[6] = kiln_arg_int((int64_t)per);
-    a[7] = kiln_arg_int((int64_t)pixels);
-    window_args(c, a + 8);
-    const size_t range[3] = {((size_t)c->filters + 7) / 8, k + 1, chunks};
+    a[5] = kiln_arg_int((int64_t)taps);
+    a[6] = kiln_arg_int((int64_t)chunks);
+    a[7] = kiln_arg_int((int64_t)per);
+    a[8] = kiln_arg_int((int64_t)pixels);
+    window_args(c, a + 9);
+    const size_t range[3] = {((size_t)c->filters + 7) / 8, groups, chunks};
     kiln_status st = kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial", 3,
-                              range, a, 19);
+                              range, a, 20);
     if (st != KILN_OK)
         return st;
     kiln_arg b[] = {kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),

@@ -46,36 +46,53 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
 }
 
 /* Partial weight and bias gradients over one chunk of output pixels, over a
- * (filter blocks, K + 1, chunks) range: partial[chunk, k, f] = sum over the
- * chunk's pixels of in(window element k) * dy[p, f]; k = K is the bias
- * (in = 1). kiln_conv2d_direct_reduce sums the chunks in a fixed order. */
+ * (filter blocks, groups of `taps` <= TAPS window elements, chunks) range:
+ * partial[chunk, k, f] = sum over the chunk's pixels of in(window element
+ * k) * dy[p, f]; k = K is the bias (in = 1). A work-item reads each dy
+ * vector once for its window elements. kiln_conv2d_direct_reduce sums the
+ * chunks in a fixed order. */
+#define TAPS 8
 __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               __global const float *dy,
                                               __global float *partial, int F, int K,
-                                              int chunks, int chunk_pixels, int pixels, int H,
+                                              int taps, int chunks, int chunk_pixels, int pixels, int H,
                                               int W, int C, int OH, int OW, int KH, int KW,
                                               int stride_h, int stride_w, int pad_top,
                                               int pad_left)
 {
     (void)KH;  /* the window arguments are the same for every kernel */
-    const int f0 = get_global_id(0) * 8, k = get_global_id(1), chunk = get_global_id(2);
-    if (f0 >= F || k > K || chunk >= chunks)
+    const int f0 = get_global_id(0) * 8, k0 = get_global_id(1) * taps;
+    const int chunk = get_global_id(2);
+    if (f0 >= F || k0 > K || chunk >= chunks)
         return;
-    const int count = F - f0;
-    /* k -> (ky, kx, c) once; the bias row reads no input. */
-    const int c = k % C, kx = (k / C) % KW, ky = k / (C * KW);
+    const int count = F - f0, mine = min(taps, K + 1 - k0);
+    /* Each element's (ky, kx, c) once; the bias row (k = K) reads no input. */
+    int wy[TAPS], wx[TAPS], c_of[TAPS];   /* window offsets from the output pixel */
+    float8 acc[TAPS];
+    for (int t = 0; t < TAPS; t++) {
+        const int k = min(k0 + t, K);
+        c_of[t] = k % C;
+        wx[t] = (k / C) % KW - pad_left;
+        wy[t] = k / (C * KW) - pad_top;
+        acc[t] = (float8)(0.0f);
+    }
+    const int bias = K - k0;   /* its place among the taps, if there */
     const int first = chunk * chunk_pixels;
     const int last = min(first + chunk_pixels, pixels);
-    float8 acc = (float8)(0.0f);
     int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
     for (int p = first; p < last; p++) {
         const float8 g = kiln_load8(dy + (size_t)p * F + f0, count);
-        if (k == K) {
-            acc += g;
-        } else {
-            const int y = oy * stride_h - pad_top + ky, x = ox * stride_w - pad_left + kx;
+        __global const float *sample = in + (size_t)n * H * W * C;
+        for (int t = 0; t < TAPS; t++) {
+            if (t >= mine)
+                break;
+            if (t == bias) {
+                acc[t] += g;
+                continue;
+            }
+            const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
             if (y >= 0 && y < H && x >= 0 && x < W)
-                acc += in[(((size_t)n * H + y) * W + x) * C + c] * g;
+                acc[t] += sample[((size_t)y * W + x) * C + c_of[t]] * g;
         }
         /* Step (n, oy, ox) without dividing again. */
         if (++ox == OW) {
@@ -86,7 +103,8 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
             }
         }
     }
-    kiln_store8(partial + ((size_t)chunk * (K + 1) + k) * F + f0, acc, count);
+    for (int t = 0; t < mine; t++)
+        kiln_store8(partial + ((size_t)chunk * (K + 1) + k0 + t) * F + f0, acc[t], count);
 }
 
 /* grads[kernel_offset + k * F + f] = sum over chunks of partial[chunk, k, f],
