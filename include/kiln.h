@@ -458,7 +458,12 @@ typedef enum kiln_strategy {
      *  gradients are summed over the local replicas, then over the
      *  processes bucket by bucket (MPI) while backward goes on. Initial
      *  weights come from rank 0; loss and metrics are global; only rank 0
-     *  prints progress and writes checkpoints. Needs kiln built with MPI. */
+     *  prints progress and writes checkpoints. Needs kiln built with MPI.
+     *  Every process must build the same model with the same replica count,
+     *  loss and optimizer settings, and call fit, evaluate and predict with
+     *  the same settings and dataset sizes: compile, fit, evaluate and
+     *  predict return KILN_ERROR_INVALID_ARGUMENT on every rank, naming
+     *  what differs, when they do not. */
     KILN_STRATEGY_MULTI_WORKER,
     /** Asynchronous training in one process: parameters and optimizer
      *  state in a host store; each device's worker takes the next batch
@@ -537,7 +542,11 @@ typedef struct kiln_compile_options {
      *  ranks 0..R-1 the store, the parameters cut into R shards of equal
      *  size, and every other rank a worker (the KILN_PARAMETER_STORE_RANKS
      *  environment variable overrides it); 0: the store and its workers
-     *  live in this process. */
+     *  live in this process. The job needs a worker rank besides the
+     *  stores, and every rank the same model, loss, optimizer settings,
+     *  parameter_store_ranks and max_staleness, and the same fit settings
+     *  and dataset sizes: else KILN_ERROR_INVALID_ARGUMENT on every rank,
+     *  naming what differs. */
     int32_t parameter_store_ranks;
 } kiln_compile_options;
 
