@@ -43,8 +43,10 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
                                        const kiln_step *s)
 {
     (void)r;
-    const size_t pixels = kiln_conv2d_out_pixels(c, s->batch);
-    kiln_arg a[20];
+    /* Runs of up to four output pixels of a row, a work-item each. */
+    const size_t runs = ((size_t)c->ow + 3) / 4;
+    const size_t items = (size_t)s->batch * (size_t)c->oh * runs;
+    kiln_arg a[21];
     a[0] = kiln_arg_buffer(s->in[0]);
     a[1] = kiln_arg_buffer(s->out);
     a[2] = kiln_arg_buffer(s->params);
@@ -53,9 +55,10 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
     a[5] = kiln_arg_int(c->use_bias);
     a[6] = kiln_arg_int(s->activation);
     a[7] = kiln_arg_int(c->filters);
-    a[8] = kiln_arg_int((int64_t)pixels);
-    window_args(c, a + 9);
-    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", pixels, a, 20);
+    a[8] = kiln_arg_int((int64_t)items);
+    a[9] = kiln_arg_int((int64_t)runs);
+    window_args(c, a + 10);
+    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", items, a, 21);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)

@@ -7,41 +7,64 @@
  * NHWC input, kernel (KH, KW, C, F). */
 
 /* out[p, f] = act(bias[f] + sum over the window and channels of in *
- * kernel); one work-item per output pixel, all filters. use_bias 0: no
- * bias; act is element-wise (KILN_ACT_LINEAR: none). */
+ * kernel); one work-item per run of up to four neighbouring output pixels
+ * of a row (`runs` = ceil(OW / 4) per row), all filters in blocks of eight:
+ * each weight vector is read once for the four. use_bias 0: no bias; act
+ * is element-wise (KILN_ACT_LINEAR: none). */
 __kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
                                          __global const float *params, int kernel_offset,
                                          int bias_offset, int use_bias, int act, int F,
-                                         int pixels, int H, int W, int C, int OH, int OW,
-                                         int KH, int KW, int stride_h, int stride_w,
+                                         int items, int runs, int H, int W, int C, int OH,
+                                         int OW, int KH, int KW, int stride_h, int stride_w,
                                          int pad_top, int pad_left)
 {
-    const int p = get_global_id(0);
-    if (p >= pixels)
+    const int id = get_global_id(0);
+    if (id >= items)
         return;
-    const int ox = p % OW;
-    const int oy = (p / OW) % OH;
-    const int n = p / (OW * OH);
+    const int ox0 = (id % runs) * 4;
+    const int oy = (id / runs) % OH;
+    const int n = id / (runs * OH);
+    const int px = min(4, OW - ox0);
     __global const float *sample = in + (size_t)n * H * W * C;
+    const size_t p0 = ((size_t)n * OH + oy) * OW + ox0;
+    /* Input columns of the four pixels at kx = 0; a pixel past the row
+     * repeats the first (in bounds, never stored). */
+    const int x0 = ox0 * stride_w - pad_left;
+    const int x1 = px > 1 ? x0 + stride_w : x0, x2 = px > 2 ? x0 + 2 * stride_w : x0;
+    const int x3 = px > 3 ? x0 + 3 * stride_w : x0;
     for (int f0 = 0; f0 < F; f0 += 8) {
         const int count = F - f0;
-        float8 acc = use_bias ? kiln_load8(params + bias_offset + f0, count) : (float8)(0.0f);
+        const float8 bias =
+            use_bias ? kiln_load8(params + bias_offset + f0, count) : (float8)(0.0f);
+        float8 acc0 = bias, acc1 = bias, acc2 = bias, acc3 = bias;
         for (int ky = 0; ky < KH; ky++) {
             const int y = oy * stride_h - pad_top + ky;
             if (y < 0 || y >= H)
                 continue;
+            __global const float *row = sample + (size_t)y * W * C;
             for (int kx = 0; kx < KW; kx++) {
-                const int x = ox * stride_w - pad_left + kx;
-                if (x < 0 || x >= W)
-                    continue;
-                __global const float *src = sample + ((size_t)y * W + x) * C;
                 __global const float *w =
                     params + kernel_offset + (size_t)((ky * KW + kx) * C) * F + f0;
-                for (int c = 0; c < C; c++)
-                    acc += src[c] * kiln_load8(w + (size_t)c * F, count);
+                const int a = x0 + kx, b = x1 + kx, d = x2 + kx, e = x3 + kx;
+                const int in0 = a >= 0 && a < W, in1 = b >= 0 && b < W;
+                const int in2 = d >= 0 && d < W, in3 = e >= 0 && e < W;
+                for (int c = 0; c < C; c++) {
+                    const float8 wv = kiln_load8(w + (size_t)c * F, count);
+                    acc0 += (in0 ? row[a * C + c] : 0.0f) * wv;
+                    acc1 += (in1 ? row[b * C + c] : 0.0f) * wv;
+                    acc2 += (in2 ? row[d * C + c] : 0.0f) * wv;
+                    acc3 += (in3 ? row[e * C + c] : 0.0f) * wv;
+                }
             }
         }
-        kiln_store8(out + (size_t)p * F + f0, kiln_activate8(acc, act), count);
+        __global float *dst = out + p0 * F + f0;
+        kiln_store8(dst, kiln_activate8(acc0, act), count);
+        if (px > 1)
+            kiln_store8(dst + F, kiln_activate8(acc1, act), count);
+        if (px > 2)
+            kiln_store8(dst + 2 * F, kiln_activate8(acc2, act), count);
+        if (px > 3)
+            kiln_store8(dst + 3 * F, kiln_activate8(acc3, act), count);
     }
 }
 
