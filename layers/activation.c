@@ -19,8 +19,7 @@ static kiln_status activation_forward(const void *config, void *replica, const k
 {
     if (s->activation == KILN_ACTIVATION_LINEAR)
         return kiln_identity_forward(config, replica, s);
-    const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
-    return kiln_activation_forward(s->dev, s->activation, s->in[0], s->out, n, 1);
+    return kiln_step_activate(s, s->in[0]);
 }
 
 const kiln_layer_ops kiln_layer_activation = {

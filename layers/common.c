@@ -40,12 +40,12 @@ kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t 
     return kiln_run(dev, "elementwise", "kiln_bias_add", 2, range, a, 6);
 }
 
-kiln_status kiln_step_activate(const kiln_step *s)
+kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from)
 {
     if (s->activation == KILN_ACTIVATION_LINEAR)
         return KILN_OK;
     const size_t n = (size_t)s->batch * (size_t)kiln_shape_size(s->out_shape);
-    return kiln_activation_forward(s->dev, s->activation, s->out, s->out, n, 1);
+    return kiln_activation_forward(s->dev, s->activation, from, s->out, n, 1);
 }
 
 int kiln_layer_fuses_activation(const void *config)

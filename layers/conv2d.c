@@ -146,7 +146,7 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
-        return kiln_step_activate(s);
+        return kiln_step_activate(s, s->out);
     return kiln_bias_add(s->dev, s->out, m, f, s->params, s->param_offset[1], s->activation);
 }
 
@@ -186,7 +186,8 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 {
     const conv2d_config *c = config;
     (void)in_shape;
-    return 2u * (uint64_t)kiln_conv2d_out_pixels(c, 1) * kiln_conv2d_patch(c) * (uint64_t)c->filters;
+    return 2u * (uint64_t)kiln_conv2d_out_pixels(c, 1) * kiln_conv2d_patch(c) *
+           (uint64_t)c->filters;
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {

@@ -74,7 +74,7 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
-        return kiln_step_activate(s);
+        return kiln_step_activate(s, s->out);
     return kiln_bias_add(s->dev, s->out, m, (size_t)c->units, s->params, s->param_offset[1],
                          s->activation);
 }

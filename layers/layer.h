@@ -125,9 +125,10 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,
                           const kiln_buffer *params, size_t offset, kiln_activation act);
 
-/* After a layer's own forward: applies kiln_step.activation to `out` in
- * place (nothing when it is linear); for layers that fuse it no better. */
-kiln_status kiln_step_activate(const kiln_step *s);
+/* out = kiln_step.activation(from), batch x output-size values (nothing
+ * when the activation is linear); `from` may be `out`: in place, for
+ * layers that fuse it no better. */
+kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from);
 
 /* Column sums of a rows x cols matrix into out[offset..offset+cols), added to
  * out when accumulate is set: the bias gradient. */

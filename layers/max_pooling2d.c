@@ -51,8 +51,8 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {
-    "max_pooling2d", sizeof(pool_config), sizeof(pool_replica), 1, 1, kiln_pool2d_infer, pool_prepare,
-    pool_forward, pool_backward, pool_release, kiln_pool2d_flops, NULL, NULL,
+    "max_pooling2d", sizeof(pool_config), sizeof(pool_replica), 1, 1, kiln_pool2d_infer,
+    pool_prepare, pool_forward, pool_backward, pool_release, kiln_pool2d_flops, NULL, NULL,
 };
 
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,

@@ -147,14 +147,15 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_evaluate: %s", !out ? "out is NULL"
                                                           : "batch_size must be >= 0");
+    const int32_t batch = batch_size ? batch_size : 32;
     static const char *const names[] = {"batch_size", "number of samples"};
-    const int64_t mine[] = {batch_size, ds->count};
+    const int64_t mine[] = {batch, ds->count};
     st = check_same_everywhere(m, m->mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
     if (st != KILN_OK)
         return st;
     kiln_metrics r;
     memset(&r, 0, sizeof r);
-    st = evaluate_dataset(m, ds, batch_size ? batch_size : 32, &r);
+    st = evaluate_dataset(m, ds, batch, &r);
     if (st == KILN_OK)
         kiln_struct_export(out, &r, sizeof r);
     return st;
@@ -175,7 +176,7 @@ kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count
     const int32_t batch = batch_size ? batch_size : 32;
     const int64_t in_size = kiln_node_size(m, m->input), out_size = kiln_node_size(m, m->output);
     static const char *const names[] = {"batch_size", "count"};
-    const int64_t mine[] = {batch_size, count};
+    const int64_t mine[] = {batch, count};
     kiln_status st =
         check_same_everywhere(m, m->mpi_evaluates, "kiln_model_predict", names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {

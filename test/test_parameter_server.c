@@ -3,8 +3,9 @@
  * on a Fashion-MNIST subset it reaches the accuracy of synchronous
  * (mirrored) training on the same batches within 1 point with
  * max_staleness 1 (mean of eight runs); without a bound it still learns
- * (5 points); every batch is accounted for in the epoch's record; with max_staleness 1 no worker
- * takes a batch more than 1 step ahead of the slowest (instrumented), while
+ * (5 points); every batch is accounted for in the epoch's record; with
+ * max_staleness 1 no worker takes a batch more than 1 step ahead of the
+ * slowest (instrumented), while
  * without a bound the fast worker runs ahead; its checkpoint loads on one
  * device; bad options are errors. Skips without the dataset. */
 #include "test_data.h"

@@ -78,10 +78,10 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
 __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               __global const float *dy,
                                               __global float *partial, int F, int K,
-                                              int taps, int chunks, int chunk_pixels, int pixels, int H,
-                                              int W, int C, int OH, int OW, int KH, int KW,
-                                              int stride_h, int stride_w, int pad_top,
-                                              int pad_left)
+                                              int taps, int chunks, int chunk_pixels,
+                                              int pixels, int H, int W, int C, int OH, int OW,
+                                              int KH, int KW, int stride_h, int stride_w,
+                                              int pad_top, int pad_left)
 {
     (void)KH;  /* the window arguments are the same for every kernel */
     const int f0 = get_global_id(0) * 8, k0 = get_global_id(1) * taps;
