@@ -5,13 +5,13 @@
  * one result buffer serves every round. */
 #include "comm/collective.h"
 
-#include "runtime/context.h"
+#include "base/host.h"
 
 #include <pthread.h>
 #include <string.h>
 
 struct kiln_collective {
-    kiln_context *ctx;
+    kiln_host *host;
     pthread_mutex_t lock;
     pthread_cond_t done;
     int max_members, members, arrived, cancelled;
@@ -21,23 +21,23 @@ struct kiln_collective {
     double *result;   /* max_values */
 };
 
-kiln_status kiln_collective_create(kiln_context *ctx, int max_members, size_t max_values,
+kiln_status kiln_collective_create(kiln_host *host, int max_members, size_t max_values,
                                    kiln_collective **out)
 {
     *out = NULL;
-    kiln_collective *c = kiln_calloc(ctx, 1, sizeof *c);
+    kiln_collective *c = kiln_host_calloc(host, 1, sizeof *c);
     if (!c)
-        return kiln_error_oom(ctx, "a collective", sizeof *c);
-    c->ctx = ctx;
+        return kiln_fail_oom(host, "a collective", sizeof *c);
+    c->host = host;
     c->max_members = c->members = max_members;
     c->max_values = max_values;
-    c->rows = kiln_calloc(ctx, (size_t)max_members * max_values, sizeof(double));
-    c->result = kiln_calloc(ctx, max_values, sizeof(double));
+    c->rows = kiln_host_calloc(host, (size_t)max_members * max_values, sizeof(double));
+    c->result = kiln_host_calloc(host, max_values, sizeof(double));
     if (!c->rows || !c->result) {
-        kiln_free(ctx, c->rows);
-        kiln_free(ctx, c->result);
-        kiln_free(ctx, c);
-        return kiln_error_oom(ctx, "collective buffers", max_values * sizeof(double));
+        kiln_host_free(host, c->rows);
+        kiln_host_free(host, c->result);
+        kiln_host_free(host, c);
+        return kiln_fail_oom(host, "collective buffers", max_values * sizeof(double));
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->done, NULL);
@@ -51,9 +51,9 @@ void kiln_collective_destroy(kiln_collective *c)
         return;
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->done);
-    kiln_free(c->ctx, c->rows);
-    kiln_free(c->ctx, c->result);
-    kiln_free(c->ctx, c);
+    kiln_host_free(c->host, c->rows);
+    kiln_host_free(c->host, c->result);
+    kiln_host_free(c->host, c);
 }
 
 void kiln_collective_begin(kiln_collective *c, int members)
@@ -77,12 +77,15 @@ kiln_status kiln_collective_sum(kiln_collective *c, int member, double *values, 
 {
     pthread_mutex_lock(&c->lock);
     if (member < 0 || member >= c->members || n > c->max_values) {
+        const int members = c->members;
         pthread_mutex_unlock(&c->lock);
-        return KILN_ERROR_INVALID_ARGUMENT;
+        return kiln_fail(c->host, KILN_ERROR_INVALID_ARGUMENT, "replica sum: member %d of %d "
+                         "with %zu values (at most %zu)", member, members, n, c->max_values);
     }
     if (c->cancelled) {
         pthread_mutex_unlock(&c->lock);
-        return KILN_ERROR_STOPPED;
+        return kiln_fail(c->host, KILN_ERROR_STOPPED, "replica sum: cancelled because "
+                         "another replica failed or stalled");
     }
     memcpy(c->rows + (size_t)member * c->max_values, values, n * sizeof(double));
     const unsigned long generation = c->generation;
@@ -103,5 +106,7 @@ kiln_status kiln_collective_sum(kiln_collective *c, int member, double *values, 
     if (ok)
         memcpy(values, c->result, n * sizeof(double));
     pthread_mutex_unlock(&c->lock);
-    return ok ? KILN_OK : KILN_ERROR_STOPPED;
+    return ok ? KILN_OK
+              : kiln_fail(c->host, KILN_ERROR_STOPPED, "replica sum: cancelled because "
+                          "another replica failed or stalled");
 }

@@ -6,18 +6,15 @@
 #ifndef KILN_COMM_COLLECTIVE_H
 #define KILN_COMM_COLLECTIVE_H
 
+#include "base/host.h"
 #include "kiln.h"
 
 #include <stddef.h>
 
 typedef struct kiln_collective kiln_collective;
 
-/* Values a round may carry: batch norm's two sums per channel for up to
- * 4096 channels, and a count. */
-#define KILN_COLLECTIVE_MAX_VALUES (2 * 4096 + 1)
-
 /* Up to max_members members exchanging up to max_values doubles a round. */
-kiln_status kiln_collective_create(kiln_context *ctx, int max_members, size_t max_values,
+kiln_status kiln_collective_create(kiln_host *host, int max_members, size_t max_values,
                                    kiln_collective **out);
 void kiln_collective_destroy(kiln_collective *c);  /* accepts NULL */
 
@@ -30,7 +27,8 @@ void kiln_collective_cancel(kiln_collective *c);
 
 /* Member `member` (0 <= member < members) adds its n values; on return
  * values holds the sum over every member. KILN_ERROR_STOPPED if the round
- * was cancelled; KILN_ERROR_INVALID_ARGUMENT for a bad member or size. */
+ * was cancelled; KILN_ERROR_INVALID_ARGUMENT for a bad member or size; both
+ * with a message in the calling thread's diagnostics. */
 kiln_status kiln_collective_sum(kiln_collective *c, int member, double *values, size_t n);
 
 #endif

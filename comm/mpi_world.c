@@ -1,7 +1,8 @@
 #include "comm/mpi_world.h"
 
 #include "kiln_config.h"
-#include "runtime/context.h"
+#include "base/clock.h"
+#include "base/host.h"
 
 #if KILN_HAVE_MPI
 
@@ -14,7 +15,7 @@
 #include <time.h>
 
 struct kiln_mpi {
-    kiln_context *ctx;
+    kiln_host *host;
     MPI_Comm comm;
     int rank, size;
 };
@@ -39,21 +40,21 @@ void kiln_mpi_abandon(void)
     pthread_mutex_unlock(&lock);
 }
 
-static kiln_status mpi_fail(kiln_context *ctx, const char *call, int err)
+static kiln_status mpi_fail(kiln_host *host, const char *call, int err)
 {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(err, text, &len);
-    return kiln_error(ctx, KILN_ERROR_DEVICE, "%s failed: %s", call, text);
+    return kiln_fail(host, KILN_ERROR_DEVICE, "%s failed: %s", call, text);
 }
 
-kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
+kiln_status kiln_mpi_join(kiln_host *host, kiln_mpi **out)
 {
     *out = NULL;
-    kiln_mpi *w = kiln_calloc(ctx, 1, sizeof *w);
+    kiln_mpi *w = kiln_host_calloc(host, 1, sizeof *w);
     if (!w)
-        return kiln_error_oom(ctx, "an MPI handle", sizeof *w);
-    w->ctx = ctx;
+        return kiln_fail_oom(host, "an MPI handle", sizeof *w);
+    w->host = host;
     pthread_mutex_lock(&lock);
     int ready = 0, err = MPI_Initialized(&ready);
     if (err == MPI_SUCCESS && !ready) {
@@ -61,8 +62,8 @@ kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
         err = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (err == MPI_SUCCESS && provided < MPI_THREAD_SERIALIZED) {
             pthread_mutex_unlock(&lock);
-            kiln_free(ctx, w);
-            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+            kiln_host_free(host, w);
+            return kiln_fail(host, KILN_ERROR_UNSUPPORTED,
                               "MPI provides thread level %d; kiln needs "
                               "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
         }
@@ -80,8 +81,8 @@ kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
         err = MPI_Comm_size(w->comm, &w->size);
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS) {
-        kiln_free(ctx, w);
-        return mpi_fail(ctx, "joining MPI_COMM_WORLD", err);
+        kiln_host_free(host, w);
+        return mpi_fail(host, "joining MPI_COMM_WORLD", err);
     }
     *out = w;
     return KILN_OK;
@@ -94,7 +95,7 @@ void kiln_mpi_leave(kiln_mpi *w)
     pthread_mutex_lock(&lock);
     MPI_Comm_free(&w->comm);
     pthread_mutex_unlock(&lock);
-    kiln_free(w->ctx, w);
+    kiln_host_free(w->host, w);
 }
 
 int kiln_mpi_rank(const kiln_mpi *w)
@@ -121,7 +122,7 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
         pthread_mutex_unlock(&lock);
         if (err != MPI_SUCCESS) {
             kiln_mpi_abandon();
-            return mpi_fail(w->ctx, what, err);
+            return mpi_fail(w->host, what, err);
         }
         if (done)
             return KILN_OK;
@@ -130,7 +131,7 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
         if (cancel && *cancel)   /* kiln gave up after reporting why: keep that message */
             return KILN_ERROR_STOPPED;
         if (deadline > 0 && kiln_now() > deadline)
-            return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,
+            return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
                               "%s: rank %d of %d waited %.1f s for the other ranks; one of "
                               "them has stalled or died", what, w->rank, w->size, timeout);
         nanosleep(&tick, NULL);
@@ -141,13 +142,13 @@ static kiln_status sum(kiln_mpi *w, void *x, size_t n, MPI_Datatype type, const 
                        const volatile int *cancel, double timeout)
 {
     if (n > (size_t)INT32_MAX)
-        return kiln_error(w->ctx, KILN_ERROR_UNSUPPORTED, "%s: %zu values", what, n);
+        return kiln_fail(w->host, KILN_ERROR_UNSUPPORTED, "%s: %zu values", what, n);
     MPI_Request req;
     pthread_mutex_lock(&lock);
     const int err = MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, type, MPI_SUM, w->comm, &req);
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS)
-        return mpi_fail(w->ctx, what, err);
+        return mpi_fail(w->host, what, err);
     return finish(w, &req, what, cancel, timeout);
 }
 
@@ -178,18 +179,18 @@ kiln_status kiln_mpi_check_same(kiln_mpi *w, const char *call, const char *const
     pthread_mutex_unlock(&lock);
     const char *what = "MPI comparison of the processes' settings";
     kiln_status st = err == MPI_SUCCESS ? finish(w, &req[0], what, NULL, timeout)
-                                        : mpi_fail(w->ctx, what, err);
+                                        : mpi_fail(w->host, what, err);
     if (st == KILN_OK)
         st = finish(w, &req[1], what, NULL, timeout);
     for (int i = 0; st == KILN_OK && i < n; i++) {
         if (low[i] == high[i])
             continue;
         if (names[i][0] == '#')   /* a hash: its digits mean nothing to a reader */
-            return kiln_error(w->ctx, KILN_ERROR_INVALID_ARGUMENT,
+            return kiln_fail(w->host, KILN_ERROR_INVALID_ARGUMENT,
                               "%s: every process of the MPI job must have the same %s; rank %d "
                               "of %d differs from another rank", call, names[i] + 1, w->rank,
                               w->size);
-        return kiln_error(w->ctx, KILN_ERROR_INVALID_ARGUMENT,
+        return kiln_fail(w->host, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: every process of the MPI job must have the same %s; rank %d of "
                           "%d has %lld, the ranks %lld to %lld", call, names[i], w->rank,
                           w->size, (long long)values[i], (long long)low[i], (long long)high[i]);
@@ -204,7 +205,7 @@ kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout)
     const int err = MPI_Ibcast(x, (int)n, MPI_FLOAT, 0, w->comm, &req);
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS)
-        return mpi_fail(w->ctx, "MPI broadcast of parameters", err);
+        return mpi_fail(w->host, "MPI broadcast of parameters", err);
     return finish(w, &req, "MPI broadcast of parameters", NULL, timeout);
 }
 
@@ -217,7 +218,7 @@ kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t 
                               &req);
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS)
-        return mpi_fail(w->ctx, "MPI send", err);
+        return mpi_fail(w->host, "MPI send", err);
     return finish(w, &req, "MPI send to the parameter store or a worker", NULL, timeout);
 }
 
@@ -233,7 +234,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
                         w->comm, &req);
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS)
-        return mpi_fail(w->ctx, "MPI receive", err);
+        return mpi_fail(w->host, "MPI receive", err);
     const double deadline = timeout > 0 ? kiln_now() + timeout : 0;
     const struct timespec tick = {0, 100000};
     for (;;) {
@@ -246,7 +247,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
         }
         pthread_mutex_unlock(&lock);
         if (err != MPI_SUCCESS)
-            return mpi_fail(w->ctx, "MPI receive", err);
+            return mpi_fail(w->host, "MPI receive", err);
         if (done) {
             if (from)
                 *from = status.MPI_SOURCE;
@@ -258,7 +259,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
             return KILN_ERROR_STOPPED;
         if (deadline > 0 && kiln_now() > deadline) {
             kiln_mpi_abandon();
-            return kiln_error(w->ctx, KILN_ERROR_TIMEOUT,
+            return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
                               "MPI receive: rank %d of %d waited %.1f s for a message; the "
                               "parameter store or a worker has stalled or died", w->rank,
                               w->size, timeout);
@@ -270,9 +271,9 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
 kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *counts, float *all,
                                 double timeout)
 {
-    int *displs = kiln_calloc(w->ctx, (size_t)w->size, sizeof(int));
+    int *displs = kiln_host_calloc(w->host, (size_t)w->size, sizeof(int));
     if (!displs)
-        return kiln_error_oom(w->ctx, "MPI displacements", (size_t)w->size * sizeof(int));
+        return kiln_fail_oom(w->host, "MPI displacements", (size_t)w->size * sizeof(int));
     for (int r = 1; r < w->size; r++)
         displs[r] = displs[r - 1] + counts[r - 1];
     MPI_Request req;
@@ -280,9 +281,9 @@ kiln_status kiln_mpi_gather_all(kiln_mpi *w, const float *mine, const int *count
     const int err = MPI_Iallgatherv(mine, counts[w->rank], MPI_FLOAT, all, counts, displs,
                                     MPI_FLOAT, w->comm, &req);
     pthread_mutex_unlock(&lock);
-    kiln_status st = err != MPI_SUCCESS ? mpi_fail(w->ctx, "MPI gather of outputs", err)
+    kiln_status st = err != MPI_SUCCESS ? mpi_fail(w->host, "MPI gather of outputs", err)
                                         : finish(w, &req, "MPI gather of outputs", NULL, timeout);
-    kiln_free(w->ctx, displs);
+    kiln_host_free(w->host, displs);
     return st;
 }
 
@@ -292,10 +293,10 @@ struct kiln_mpi {
     int unused;
 };
 
-kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out)
+kiln_status kiln_mpi_join(kiln_host *host, kiln_mpi **out)
 {
     *out = NULL;
-    return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
+    return kiln_fail(host, KILN_ERROR_UNSUPPORTED,
                       "the multi_worker strategy needs MPI, and this kiln was built without it "
                       "(meson option -Dmpi=enabled with libopenmpi-dev installed)");
 }

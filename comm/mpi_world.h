@@ -9,12 +9,13 @@
 #ifndef KILN_COMM_MPI_WORLD_H
 #define KILN_COMM_MPI_WORLD_H
 
+#include "base/host.h"
 #include "kiln.h"
 
 typedef struct kiln_mpi kiln_mpi;
 
 /* Joins the world; rank and size through the handle. */
-kiln_status kiln_mpi_join(kiln_context *ctx, kiln_mpi **out);
+kiln_status kiln_mpi_join(kiln_host *host, kiln_mpi **out);
 void kiln_mpi_leave(kiln_mpi *w);   /* accepts NULL */
 
 int kiln_mpi_rank(const kiln_mpi *w);

@@ -1,13 +1,14 @@
 #include "comm/reducer.h"
 
-#include "runtime/context.h"
+#include "base/clock.h"
+#include "base/host.h"
 
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
 struct kiln_reducer {
-    kiln_context *ctx;
+    kiln_host *host;
     int n_replicas, n_buckets, n_threads;
     size_t length;
     kiln_bucket *buckets;
@@ -137,7 +138,7 @@ static void *cross_thread(void *arg)
 kiln_status kiln_reducer_set_cross(kiln_reducer *r, kiln_reducer_cross_fn fn, void *user)
 {
     if (r->cross_started)
-        return kiln_error(r->ctx, KILN_ERROR_STATE, "reducer: the cross stage is already set");
+        return kiln_fail(r->host, KILN_ERROR_STATE, "reducer: the cross stage is already set");
     pthread_mutex_lock(&r->lock);
     r->cross = fn;
     r->cross_user = user;
@@ -145,7 +146,7 @@ kiln_status kiln_reducer_set_cross(kiln_reducer *r, kiln_reducer_cross_fn fn, vo
     pthread_mutex_unlock(&r->lock);
     if (pthread_create(&r->cross_thread, NULL, cross_thread, r) != 0) {
         r->cross = NULL;
-        return kiln_error(r->ctx, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start a thread");
+        return kiln_fail(r->host, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start a thread");
     }
     r->cross_started = 1;
     return KILN_OK;
@@ -159,24 +160,24 @@ kiln_status kiln_reducer_cross_status(kiln_reducer *r)
     return st;
 }
 
-kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length,
+kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
                                 const kiln_bucket *buckets, int n_buckets, int n_threads,
                                 kiln_reducer **out)
 {
     *out = NULL;
     if (n_replicas < 1 || n_buckets < 1 || n_threads < 1)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+        return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                           "reducer: %d replicas, %d buckets, %d threads (each must be >= 1)",
                           n_replicas, n_buckets, n_threads);
     for (int b = 0; b < n_buckets; b++)
         if (buckets[b].offset > length || buckets[b].count > length - buckets[b].offset)
-            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+            return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                               "reducer: bucket %d [%zu, +%zu) overruns %zu floats", b,
                               buckets[b].offset, buckets[b].count, length);
-    kiln_reducer *r = kiln_calloc(ctx, 1, sizeof *r);
+    kiln_reducer *r = kiln_host_calloc(host, 1, sizeof *r);
     if (!r)
-        return kiln_error_oom(ctx, "a reducer", sizeof *r);
-    r->ctx = ctx;
+        return kiln_fail_oom(host, "a reducer", sizeof *r);
+    r->host = host;
     r->n_replicas = n_replicas;
     r->n_buckets = n_buckets;
     r->n_threads = n_threads;
@@ -185,29 +186,29 @@ kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length
     pthread_cond_init(&r->work, NULL);
     pthread_cond_init(&r->done, NULL);
     pthread_cond_init(&r->cross_cv, NULL);
-    r->local_done = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
-    r->buckets = kiln_calloc(ctx, (size_t)n_buckets, sizeof *r->buckets);
-    r->submitted = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
-    r->taken = kiln_calloc(ctx, (size_t)n_buckets, sizeof(int));
-    r->started = kiln_calloc(ctx, (size_t)n_buckets, sizeof(double));
-    r->ended = kiln_calloc(ctx, (size_t)n_buckets, sizeof(double));
-    r->slots = kiln_calloc(ctx, (size_t)n_replicas, sizeof(float *));
-    r->result = kiln_calloc(ctx, length ? length : 1, sizeof(float));
-    r->threads = kiln_calloc(ctx, (size_t)n_threads, sizeof(pthread_t));
+    r->local_done = kiln_host_calloc(host, (size_t)n_buckets, sizeof(int));
+    r->buckets = kiln_host_calloc(host, (size_t)n_buckets, sizeof *r->buckets);
+    r->submitted = kiln_host_calloc(host, (size_t)n_buckets, sizeof(int));
+    r->taken = kiln_host_calloc(host, (size_t)n_buckets, sizeof(int));
+    r->started = kiln_host_calloc(host, (size_t)n_buckets, sizeof(double));
+    r->ended = kiln_host_calloc(host, (size_t)n_buckets, sizeof(double));
+    r->slots = kiln_host_calloc(host, (size_t)n_replicas, sizeof(float *));
+    r->result = kiln_host_calloc(host, length ? length : 1, sizeof(float));
+    r->threads = kiln_host_calloc(host, (size_t)n_threads, sizeof(pthread_t));
     int ok = r->local_done && r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads &&
              r->started && r->ended;
     for (int k = 0; ok && k < n_replicas; k++)
-        ok = (r->slots[k] = kiln_calloc(ctx, length ? length : 1, sizeof(float))) != NULL;
+        ok = (r->slots[k] = kiln_host_calloc(host, length ? length : 1, sizeof(float))) != NULL;
     if (!ok) {
         kiln_reducer_destroy(r);
-        return kiln_error_oom(ctx, "reducer buffers", (size_t)(n_replicas + 1) * length * 4);
+        return kiln_fail_oom(host, "reducer buffers", (size_t)(n_replicas + 1) * length * 4);
     }
     memcpy(r->buckets, buckets, (size_t)n_buckets * sizeof *buckets);
     r->n_reduced = n_buckets;  /* no round yet */
     for (int t = 0; t < n_threads; t++) {
         if (pthread_create(&r->threads[t], NULL, reducer_thread, r) != 0) {
             kiln_reducer_destroy(r);
-            return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start thread %d",
+            return kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start thread %d",
                               t);
         }
         r->n_started++;
@@ -231,22 +232,22 @@ void kiln_reducer_destroy(kiln_reducer *r)
         pthread_join(r->threads[t], NULL);
     if (r->cross_started)
         pthread_join(r->cross_thread, NULL);
-    kiln_free(r->ctx, r->local_done);
+    kiln_host_free(r->host, r->local_done);
     for (int k = 0; r->slots && k < r->n_replicas; k++)
-        kiln_free(r->ctx, r->slots[k]);
-    kiln_free(r->ctx, r->slots);
-    kiln_free(r->ctx, r->result);
-    kiln_free(r->ctx, r->buckets);
-    kiln_free(r->ctx, r->submitted);
-    kiln_free(r->ctx, r->taken);
-    kiln_free(r->ctx, r->started);
-    kiln_free(r->ctx, r->ended);
-    kiln_free(r->ctx, r->threads);
+        kiln_host_free(r->host, r->slots[k]);
+    kiln_host_free(r->host, r->slots);
+    kiln_host_free(r->host, r->result);
+    kiln_host_free(r->host, r->buckets);
+    kiln_host_free(r->host, r->submitted);
+    kiln_host_free(r->host, r->taken);
+    kiln_host_free(r->host, r->started);
+    kiln_host_free(r->host, r->ended);
+    kiln_host_free(r->host, r->threads);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->work);
     pthread_cond_destroy(&r->done);
     pthread_cond_destroy(&r->cross_cv);
-    kiln_free(r->ctx, r);
+    kiln_host_free(r->host, r);
 }
 
 float *kiln_reducer_slot(kiln_reducer *r, int replica)

@@ -10,6 +10,7 @@
 #ifndef KILN_COMM_REDUCER_H
 #define KILN_COMM_REDUCER_H
 
+#include "base/host.h"
 #include "kiln.h"
 
 #include <stddef.h>
@@ -21,7 +22,7 @@ typedef struct kiln_bucket {
 } kiln_bucket;
 
 /* Copies `buckets`. n_threads reducer threads (>= 1) are started. */
-kiln_status kiln_reducer_create(kiln_context *ctx, int n_replicas, size_t length,
+kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
                                 const kiln_bucket *buckets, int n_buckets, int n_threads,
                                 kiln_reducer **out);
 /* Stops and joins the threads. Accepts NULL. */

@@ -1,7 +1,7 @@
 /* AveragePooling2D and GlobalAveragePooling2D over NHWC: one pair of
  * kernels, the global layer's window being the whole input. */
 #include "layers/pool2d.h"
-#include "runtime/context.h"
+#include "base/options.h"
 
 static kiln_status avg_forward(const void *config, void *replica, const kiln_step *s)
 {

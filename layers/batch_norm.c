@@ -3,9 +3,8 @@
  * moving ones; otherwise use the moving ones. Synchronised, the statistics
  * are those of the global batch: the replicas add their per-channel sums
  * through the step's collective (opencl/kernels/batch_norm.cl). */
-#include "comm/collective.h"
+#include "base/options.h"
 #include "layers/layer.h"
-#include "runtime/context.h"
 
 #include <stdio.h>
 
@@ -113,14 +112,14 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
 static kiln_status all_reduce(bn_replica *r, const kiln_step *s, size_t offset, size_t n,
                               int with_count)
 {
-    if (!s->collective)
+    if (!s->sum_replicas)
         return KILN_OK;
-    float local[KILN_COLLECTIVE_MAX_VALUES];
-    double total[KILN_COLLECTIVE_MAX_VALUES];
-    if (n + 1 > KILN_COLLECTIVE_MAX_VALUES)
-        return kiln_error(kiln_device_context(s->dev), KILN_ERROR_UNSUPPORTED,
-                          "synchronised batch normalization supports up to %d channels",
-                          (KILN_COLLECTIVE_MAX_VALUES - 1) / 2);
+    float local[KILN_MAX_SYNC_VALUES];
+    double total[KILN_MAX_SYNC_VALUES];
+    if (n + 1 > KILN_MAX_SYNC_VALUES)
+        return kiln_fail(kiln_device_host(s->dev), KILN_ERROR_UNSUPPORTED,
+                         "synchronised batch normalization supports up to %d channels",
+                         (KILN_MAX_SYNC_VALUES - 1) / 2);
     kiln_status st = kiln_buffer_read(s->dev, r->sums, offset * sizeof(float), local,
                                       n * sizeof(float));
     if (st != KILN_OK)
@@ -128,7 +127,7 @@ static kiln_status all_reduce(bn_replica *r, const kiln_step *s, size_t offset, 
     for (size_t j = 0; j < n; j++)
         total[j] = local[j];
     total[n] = r->count;
-    st = kiln_collective_sum(s->collective, s->member, total, n + (with_count ? 1 : 0));
+    st = s->sum_replicas(s->sum_replicas_user, total, n + (with_count ? 1 : 0));
     if (st != KILN_OK)
         return st;
     for (size_t j = 0; j < n; j++)

@@ -1,7 +1,7 @@
 /* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch, or
  * direct kernels when the patch is small (conv2d_direct.c). */
 #include "layers/conv2d.h"
-#include "runtime/context.h"
+#include "base/options.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Dense: y = x W + b on the last dimension; kernel (in, units). */
 #include "layers/layer.h"
-#include "runtime/context.h"
+#include "base/options.h"
 
 #include <stdio.h>
 

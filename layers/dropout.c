@@ -2,7 +2,7 @@
  * scales the others by 1 / (1 - rate); otherwise the identity. The mask is
  * a hash (opencl/kernels/dropout.cl), deterministic for a seed. */
 #include "layers/layer.h"
-#include "runtime/context.h"
+#include "base/options.h"
 
 #include <stdio.h>
 

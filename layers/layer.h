@@ -8,6 +8,9 @@
 
 #define KILN_MAX_INPUTS 8
 #define KILN_MAX_PARAMS 4
+/* Values one kiln_step.sum_replicas call may carry: batch norm's two sums
+ * per channel for up to 4096 channels, and a count. */
+#define KILN_MAX_SYNC_VALUES (2 * 4096 + 1)
 
 typedef struct kiln_shape {
     int32_t rank;
@@ -65,10 +68,12 @@ typedef struct kiln_step {
     kiln_buffer *d_out;
     kiln_buffer *const *d_in;
     const int *d_in_accumulate;
-    /* Where replicas exchange statistics mid-step (synchronised batch
-     * norm), and this replica's member number; NULL: this replica alone. */
-    struct kiln_collective *collective;
-    int member;
+    /* Synchronised layers (batch norm) replace values[0..n) (n at most
+     * KILN_MAX_SYNC_VALUES) with their sums over the step's replicas, in a
+     * fixed order; NULL: this replica alone. Fails with a message when a
+     * replica stopped. */
+    kiln_status (*sum_replicas)(void *user, double *values, size_t n);
+    void *sum_replicas_user;
     /* Random masks (dropout) depend only on these, so every strategy draws
      * the same for a sample: the context's seed, the training step, and
      * where this replica's first sample sits in the global batch. */
@@ -93,7 +98,7 @@ typedef struct kiln_layer_ops {
     void (*release)(void *replica);  /* may be NULL */
     uint64_t (*flops)(const void *config, const kiln_shape *in_shape);  /* per sample */
     /* Nonzero when the layer exchanges values between replicas through
-     * kiln_step.collective (may be NULL: never). */
+     * kiln_step.sum_replicas (may be NULL: never). */
     int (*synchronized)(const void *config);
     /* Nonzero when forward applies an element-wise activation
      * (kiln_step.activation) to its output itself, saving the runtime's

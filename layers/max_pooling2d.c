@@ -1,6 +1,6 @@
 /* MaxPooling2D over NHWC; 'same' padding never picks a padded cell. */
 #include "layers/pool2d.h"
-#include "runtime/context.h"
+#include "base/options.h"
 
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */

@@ -97,7 +97,7 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
         pthread_mutex_unlock(&clblast_first_use);
     }
     if (s != CLBlastSuccess)
-        return kiln_error(dev->ctx,
+        return kiln_fail(dev->host,
                           s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure
                               ? KILN_ERROR_OUT_OF_MEMORY
                               : KILN_ERROR_DEVICE,

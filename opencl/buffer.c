@@ -8,16 +8,16 @@ kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
                                kiln_buffer **out)
 {
     *out = NULL;
-    kiln_buffer *buf = kiln_calloc(dev->ctx, 1, sizeof *buf);
+    kiln_buffer *buf = kiln_host_calloc(dev->host, 1, sizeof *buf);
     if (!buf)
-        return kiln_error_oom(dev->ctx, what, sizeof *buf);
+        return kiln_fail_oom(dev->host, what, sizeof *buf);
     cl_int err;
     buf->dev = dev;
     buf->bytes = bytes;
     buf->mem = clCreateBuffer(dev->cl, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
     if (err != CL_SUCCESS) {
-        kiln_free(dev->ctx, buf);
-        return kiln_error(dev->ctx, KILN_ERROR_OUT_OF_MEMORY,
+        kiln_host_free(dev->host, buf);
+        return kiln_fail(dev->host, KILN_ERROR_OUT_OF_MEMORY,
                           "cannot allocate %zu bytes of device memory for %s on %s: %s",
                           bytes, what, dev->label, kiln_cl_error_name(err));
     }
@@ -39,7 +39,7 @@ void kiln_buffer_destroy(kiln_buffer *buf)
     dev->bytes_in_use -= buf->bytes;
     pthread_mutex_unlock(&dev->memory_lock);
     clReleaseMemObject(buf->mem);
-    kiln_free(dev->ctx, buf);
+    kiln_host_free(dev->host, buf);
 }
 
 void kiln_device_memory(kiln_device *dev, size_t *in_use, size_t *peak)
@@ -61,7 +61,7 @@ static kiln_status check_range(kiln_device *dev, const kiln_buffer *buf, size_t 
                                size_t bytes, const char *op)
 {
     if (offset > buf->bytes || bytes > buf->bytes - offset)
-        return kiln_error(dev->ctx, KILN_ERROR_INVALID_ARGUMENT,
+        return kiln_fail(dev->host, KILN_ERROR_INVALID_ARGUMENT,
                           "%s of %zu bytes at offset %zu overruns a %zu-byte buffer on %s", op,
                           bytes, offset, buf->bytes, dev->label);
     return KILN_OK;
@@ -130,7 +130,7 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     }
     *out = NULL;
     if (dev->n_kernels == KILN_MAX_KERNELS || strlen(name) >= sizeof dev->kernels[0].name)
-        return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED, "kernel table full or name too "
+        return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "kernel table full or name too "
                           "long at %s", name);
     cl_program program;
     kiln_status st = kiln_program_build(dev, file, &program);
@@ -140,7 +140,7 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     kiln_kernel *k = &dev->kernels[dev->n_kernels];
     k->kernel = clCreateKernel(program, name, &err);
     if (err != CL_SUCCESS)
-        return kiln_error(dev->ctx, KILN_ERROR_BUILD, "kernel %s not found in %s.cl on %s: %s",
+        return kiln_fail(dev->host, KILN_ERROR_BUILD, "kernel %s not found in %s.cl on %s: %s",
                           name, file, dev->label, kiln_cl_error_name(err));
     k->file = file;
     strcpy(k->name, name);
@@ -199,7 +199,7 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
             break;
         case KILN_ARG_INT:
             if (a->i == INT32_MIN && a->f != 0.0f)
-                return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED,
+                return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED,
                                   "%s: argument %d exceeds the 32-bit range kernels use",
                                   kernel->name, i);
             err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_int), &a->i);
@@ -212,7 +212,7 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
             break;
         }
         if (err != CL_SUCCESS)
-            return kiln_error(dev->ctx, KILN_ERROR_DEVICE, "clSetKernelArg(%s, %d) failed on "
+            return kiln_fail(dev->host, KILN_ERROR_DEVICE, "clSetKernelArg(%s, %d) failed on "
                               "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
     }
     size_t global[3], local[3];
@@ -232,7 +232,7 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL, global,
                                      local, 0, NULL, kiln_profile_event(dev, kernel->name));
     if (err != CL_SUCCESS)
-        return kiln_error(dev->ctx, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
+        return kiln_fail(dev->host, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
                                                                : KILN_ERROR_DEVICE,
                           "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
                           kiln_cl_error_name(err), err);

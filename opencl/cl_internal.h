@@ -4,7 +4,10 @@
 #define KILN_OPENCL_CL_INTERNAL_H
 
 #include "opencl/device.h"
-#include "runtime/context.h"
+#include "base/clock.h"
+#include "base/hash.h"
+#include "base/host.h"
+#include "base/options.h"
 
 #include <CL/cl.h>
 #include <pthread.h>
@@ -42,7 +45,8 @@ typedef struct kiln_profile {
 } kiln_profile;
 
 struct kiln_device {
-    kiln_context *ctx;
+    kiln_host *host;               /* the context's: allocator, log, diagnostics */
+    const char *cache_dir;         /* the context's program cache folder ("": none) */
     int32_t index;                 /* among all devices of all platforms */
     cl_platform_id platform;
     cl_device_id id;
@@ -96,20 +100,22 @@ void kiln_profile_flush(kiln_device *dev, int report);
  * `file` on `dev`. */
 kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *out);
 
-/* Disk cache of program binaries (program_cache.c). Lookup returns 1 and a
- * kiln_alloc'd binary when a valid entry exists for `key`. */
+/* Disk cache of program binaries and tuning records (program_cache.c) in
+ * folder `dir` ("": no cache). A lookup sets *binary to a kiln_host_alloc'd
+ * copy when a valid entry exists for `key`, else to NULL. */
 typedef struct kiln_cache_key {
     uint64_t hash[2];
 } kiln_cache_key;
 
 kiln_cache_key kiln_cache_key_of(const char *const *parts, const size_t *lengths, int n);
-int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char **binary,
-                    size_t *size);
-void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
+void kiln_cache_load(kiln_host *host, const char *dir, const kiln_cache_key *key,
+                     unsigned char **binary, size_t *size);
+void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size);
 
-/* Applies stored GEMM parameters to the context's devices, searching first
- * where `mode` asks (gemm_tuning.c). */
-kiln_status kiln_gemm_tuning_setup(kiln_context *ctx, kiln_gemm_tuning mode);
+/* Applies stored GEMM parameters to the devices, searching first where
+ * `mode` asks (gemm_tuning.c). */
+kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices, int32_t n_devices,
+                                   kiln_gemm_tuning mode);
 
 #endif

@@ -3,21 +3,27 @@
 #ifndef KILN_OPENCL_DEVICE_H
 #define KILN_OPENCL_DEVICE_H
 
+#include "base/host.h"
 #include "kiln.h"
 
 typedef struct kiln_device kiln_device;
 typedef struct kiln_buffer kiln_buffer;
 typedef struct kiln_kernel kiln_kernel;
 
-/* Opens the devices that `options` (and KILN_DEVICES) select; fills
- * ctx->devices / ctx->n_devices. */
-kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *options);
+/* Opens the devices that `options` (and KILN_DEVICES) select, with their
+ * GEMM parameters applied, into a kiln_host_alloc'd array. `host` and
+ * `cache_dir` (the program cache folder, "" for none) must outlive them. */
+kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *options,
+                              const char *cache_dir, kiln_device ***devices, int32_t *n_devices);
+/* Closes devices[0..n_devices) and frees the array; accepts NULL. */
+void kiln_devices_close(kiln_host *host, kiln_device **devices, int32_t n_devices);
 void kiln_device_destroy(kiln_device *dev);
 
 void kiln_device_describe(const kiln_device *dev, kiln_device_info *info);
 /* "device 0 (pthread-skylake-avx512)": for messages. */
 const char *kiln_device_label(const kiln_device *dev);
-kiln_context *kiln_device_context(const kiln_device *dev);
+/* The host (allocator, log, diagnostics) the device reports through. */
+kiln_host *kiln_device_host(const kiln_device *dev);
 
 /* Device memory. `what` names the allocation in an out-of-memory message. */
 kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,

@@ -23,17 +23,17 @@ static kiln_device_type type_of(cl_device_type t)
     return KILN_DEVICE_CPU;
 }
 
-static kiln_status list_all(kiln_context *ctx, found_device *found, int32_t *n_found)
+static kiln_status list_all(kiln_host *host, found_device *found, int32_t *n_found)
 {
     cl_platform_id platforms[16];
     cl_uint n_platforms = 0;
     cl_int err = clGetPlatformIDs(16, platforms, &n_platforms);
     if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n_platforms == 0))
-        return kiln_error(ctx, KILN_ERROR_NO_DEVICE,
+        return kiln_fail(host, KILN_ERROR_NO_DEVICE,
                           "no OpenCL platform found: install an OpenCL driver (for the CPU, "
                           "Debian's pocl-opencl-icd) and check /etc/OpenCL/vendors");
     if (err != CL_SUCCESS)
-        return kiln_error(ctx, KILN_ERROR_NO_DEVICE, "clGetPlatformIDs failed: %s (%d)",
+        return kiln_fail(host, KILN_ERROR_NO_DEVICE, "clGetPlatformIDs failed: %s (%d)",
                           kiln_cl_error_name(err), err);
     *n_found = 0;
     for (cl_uint p = 0; p < n_platforms && p < 16; p++) {
@@ -50,14 +50,14 @@ static kiln_status list_all(kiln_context *ctx, found_device *found, int32_t *n_f
         }
     }
     if (*n_found == 0)
-        return kiln_error(ctx, KILN_ERROR_NO_DEVICE,
+        return kiln_fail(host, KILN_ERROR_NO_DEVICE,
                           "%u OpenCL platform(s) found but no device on any of them",
                           (unsigned)n_platforms);
     return KILN_OK;
 }
 
 /* Parses KILN_DEVICES: a type word or comma-separated indices. */
-static kiln_status parse_env(kiln_context *ctx, const char *s, kiln_device_type *type,
+static kiln_status parse_env(kiln_host *host, const char *s, kiln_device_type *type,
                              int32_t *indices, int32_t *n_indices)
 {
     static const struct { const char *word; kiln_device_type type; } words[] = {
@@ -78,14 +78,14 @@ static kiln_status parse_env(kiln_context *ctx, const char *s, kiln_device_type 
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v >= KILN_MAX_ALL_DEVICES || *n_indices >= KILN_MAX_ALL_DEVICES ||
             (*end && *end != ','))
-            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+            return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                               "KILN_DEVICES=\"%s\" is not understood: use all, cpu, gpu, "
                               "accelerator or device indices such as 0,1", s);
         indices[(*n_indices)++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
     if (*n_indices == 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "KILN_DEVICES is empty");
+        return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "KILN_DEVICES is empty");
     return KILN_OK;
 }
 
@@ -96,13 +96,14 @@ static void get_string(cl_device_id id, cl_device_info what, char *buf, size_t s
     buf[size - 1] = '\0';
 }
 
-static kiln_status open_device(kiln_context *ctx, const found_device *f, int32_t index,
-                               kiln_device **out)
+static kiln_status open_device(kiln_host *host, const char *cache_dir, const found_device *f,
+                               int32_t index, kiln_device **out)
 {
-    kiln_device *dev = kiln_calloc(ctx, 1, sizeof *dev);
+    kiln_device *dev = kiln_host_calloc(host, 1, sizeof *dev);
     if (!dev)
-        return kiln_error_oom(ctx, "a device", sizeof *dev);
-    dev->ctx = ctx;
+        return kiln_fail_oom(host, "a device", sizeof *dev);
+    dev->host = host;
+    dev->cache_dir = cache_dir;
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
     dev->own_gemm = -1;
@@ -153,9 +154,9 @@ static kiln_status open_device(kiln_context *ctx, const found_device *f, int32_t
     }
     const char *profile = getenv("KILN_PROFILE");
     const int profiling = profile && *profile && strcmp(profile, "0") != 0;
-    if (profiling && !(dev->profile = kiln_calloc(ctx, 1, sizeof *dev->profile))) {
+    if (profiling && !(dev->profile = kiln_host_calloc(host, 1, sizeof *dev->profile))) {
         kiln_device_destroy(dev);
-        return kiln_error_oom(ctx, "the profile", sizeof *dev->profile);
+        return kiln_fail_oom(host, "the profile", sizeof *dev->profile);
     }
     dev->queue = clCreateCommandQueue(dev->cl, f->id,
                                       profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
@@ -189,7 +190,7 @@ static const char *type_word(kiln_device_type t)
 }
 
 /* The option, unless KILN_GEMM_TUNING says otherwise. */
-static kiln_status gemm_tuning_mode(kiln_context *ctx, const kiln_context_options *o,
+static kiln_status gemm_tuning_mode(kiln_host *host, const kiln_context_options *o,
                                     kiln_gemm_tuning *mode)
 {
     static const char *const words[] = {"stored", "search", "off"};
@@ -200,18 +201,21 @@ static kiln_status gemm_tuning_mode(kiln_context *ctx, const kiln_context_option
         while (i < 3 && strcmp(env, words[i]) != 0)
             i++;
         if (i == 3)
-            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "KILN_GEMM_TUNING='%s': expected "
+            return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "KILN_GEMM_TUNING='%s': expected "
                               "'stored', 'search' or 'off'", env);
         *mode = (kiln_gemm_tuning)i;
     }
     if ((int)*mode < KILN_GEMM_TUNING_STORED || *mode > KILN_GEMM_TUNING_OFF)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "gemm_tuning %d is not a "
+        return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "gemm_tuning %d is not a "
                           "kiln_gemm_tuning", (int)*mode);
     return KILN_OK;
 }
 
-kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
+kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, const char *cache_dir,
+                              kiln_device ***devices, int32_t *n_devices)
 {
+    *devices = NULL;
+    *n_devices = 0;
     found_device found[KILN_MAX_ALL_DEVICES];
     int32_t n_found = 0;
     kiln_device_type type = o->device_type;
@@ -220,25 +224,25 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
 
     if (o->n_device_indices < 0 || (o->n_device_indices > 0 && !o->device_indices) ||
         o->n_device_indices > KILN_MAX_ALL_DEVICES)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+        return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                           "device_indices: %d indices (at most %d, and the array must be set)",
                           (int)o->n_device_indices, KILN_MAX_ALL_DEVICES);
     if ((int)type < KILN_DEVICE_DEFAULT || type > KILN_DEVICE_ACCELERATOR)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "device_type %d is not a "
+        return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "device_type %d is not a "
                           "kiln_device_type", (int)type);
     kiln_gemm_tuning tuning;
-    kiln_status st = gemm_tuning_mode(ctx, o, &tuning);
+    kiln_status st = gemm_tuning_mode(host, o, &tuning);
     if (st != KILN_OK)
         return st;
     for (int32_t i = 0; i < o->n_device_indices; i++)
         indices[n_indices++] = o->device_indices[i];
     const char *env = getenv("KILN_DEVICES");
     if (env && *env) {
-        kiln_status st = parse_env(ctx, env, &type, indices, &n_indices);
+        st = parse_env(host, env, &type, indices, &n_indices);
         if (st != KILN_OK)
             return st;
     }
-    st = list_all(ctx, found, &n_found);
+    st = list_all(host, found, &n_found);
     if (st != KILN_OK)
         return st;
 
@@ -247,13 +251,13 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
     if (n_indices > 0) {
         for (int32_t i = 0; i < n_indices; i++) {
             if (indices[i] < 0 || indices[i] >= n_found)
-                return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                                   "device index %d does not exist: there are %d device(s), "
                                   "indices 0 to %d", (int)indices[i], (int)n_found,
                                   (int)n_found - 1);
             for (int32_t j = 0; j < i; j++)
                 if (indices[j] == indices[i])
-                    return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                    return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
                                       "device index %d is listed twice", (int)indices[i]);
             chosen[n_chosen++] = indices[i];
         }
@@ -268,21 +272,32 @@ kiln_status kiln_devices_open(kiln_context *ctx, const kiln_context_options *o)
             if (type_matches(type, found[i].type))
                 chosen[n_chosen++] = i;
         if (n_chosen == 0)
-            return kiln_error(ctx, KILN_ERROR_NO_DEVICE,
+            return kiln_fail(host, KILN_ERROR_NO_DEVICE,
                               "no %s device among the %d OpenCL device(s) found",
                               type_word(type), (int)n_found);
     }
 
-    ctx->devices = kiln_calloc(ctx, (size_t)n_chosen, sizeof *ctx->devices);
-    if (!ctx->devices)
-        return kiln_error_oom(ctx, "the device list", (size_t)n_chosen * sizeof(void *));
-    for (int32_t i = 0; i < n_chosen; i++) {
-        st = open_device(ctx, &found[chosen[i]], chosen[i], &ctx->devices[i]);
-        if (st != KILN_OK)
-            return st;  /* the context's destroy closes those already open */
-        ctx->n_devices++;
+    kiln_device **opened = kiln_host_calloc(host, (size_t)n_chosen, sizeof *opened);
+    if (!opened)
+        return kiln_fail_oom(host, "the device list", (size_t)n_chosen * sizeof(void *));
+    for (int32_t i = 0; i < n_chosen && st == KILN_OK; i++)
+        st = open_device(host, cache_dir, &found[chosen[i]], chosen[i], &opened[i]);
+    if (st == KILN_OK)
+        st = kiln_gemm_tuning_setup(host, opened, n_chosen, tuning);
+    if (st != KILN_OK) {
+        kiln_devices_close(host, opened, n_chosen);
+        return st;
     }
-    return kiln_gemm_tuning_setup(ctx, tuning);
+    *devices = opened;
+    *n_devices = n_chosen;
+    return KILN_OK;
+}
+
+void kiln_devices_close(kiln_host *host, kiln_device **devices, int32_t n_devices)
+{
+    for (int32_t i = 0; devices && i < n_devices; i++)
+        kiln_device_destroy(devices[i]);
+    kiln_host_free(host, devices);
 }
 
 void kiln_device_destroy(kiln_device *dev)
@@ -291,7 +306,7 @@ void kiln_device_destroy(kiln_device *dev)
         return;
     if (dev->profile) {
         kiln_profile_flush(dev, 1);
-        kiln_free(dev->ctx, dev->profile);
+        kiln_host_free(dev->host, dev->profile);
     }
     for (int i = 0; i < dev->n_kernels; i++)
         clReleaseKernel(dev->kernels[i].kernel);
@@ -302,7 +317,7 @@ void kiln_device_destroy(kiln_device *dev)
     if (dev->cl)
         clReleaseContext(dev->cl);
     pthread_mutex_destroy(&dev->memory_lock);
-    kiln_free(dev->ctx, dev);
+    kiln_host_free(dev->host, dev);
 }
 
 void kiln_device_describe(const kiln_device *dev, kiln_device_info *info)
@@ -315,7 +330,7 @@ const char *kiln_device_label(const kiln_device *dev)
     return dev->label;
 }
 
-kiln_context *kiln_device_context(const kiln_device *dev)
+kiln_host *kiln_device_host(const kiln_device *dev)
 {
-    return dev->ctx;
+    return dev->host;
 }

@@ -108,7 +108,7 @@ static kiln_status apply(kiln_device *dev, const stored_tuning *t)
         v[i] = (size_t)t->values[i];
     CLBlastStatusCode s = override(dev, v);
     if (s != CLBlastSuccess)
-        return kiln_error(dev->ctx, KILN_ERROR_DEVICE, "applying tuned GEMM parameters (%s) on "
+        return kiln_fail(dev->host, KILN_ERROR_DEVICE, "applying tuned GEMM parameters (%s) on "
                           "%s failed: %s (%d)", dev->info.gemm_parameters, dev->label,
                           kiln_cl_error_name(s), (int)s);
     return KILN_OK;
@@ -167,7 +167,7 @@ static int test_candidates(void)
 
 static kiln_status search(kiln_device *dev, stored_tuning *out)
 {
-    kiln_context *ctx = dev->ctx;
+    kiln_host *host = dev->host;
     kiln_buffer *buf[3] = {NULL, NULL, NULL};
     const char which[3] = {'a', 'b', 'c'};
     kiln_status st = KILN_OK;
@@ -184,13 +184,13 @@ static kiln_status search(kiln_device *dev, stored_tuning *out)
     out->default_seconds = time_probes(dev, buf[0]->mem, buf[1]->mem, buf[2]->mem);
     out->seconds = out->default_seconds > 0 && !test_candidates() ? out->default_seconds : 1e30;
     const int n = test_candidates() ? test_candidates() : N_CANDIDATES;
-    kiln_log(ctx, KILN_LOG_INFO, "tuning GEMM on %s: CLBlast defaults %.1f ms; trying %d "
+    kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: CLBlast defaults %.1f ms; trying %d "
              "parameter sets", dev->label, 1e3 * out->default_seconds, n);
     for (int c = 0; c < n; c++) {
         double t = -1;
         if (override(dev, candidates[c]) == CLBlastSuccess)
             t = time_probes(dev, buf[0]->mem, buf[1]->mem, buf[2]->mem);
-        kiln_log(ctx, KILN_LOG_INFO, "tuning GEMM on %s: candidate %d: %.1f ms", dev->label, c,
+        kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: candidate %d: %.1f ms", dev->label, c,
                  t < 0 ? -1.0 : 1e3 * t);
         if (t > 0 && t < out->seconds) {
             out->seconds = t;
@@ -209,16 +209,17 @@ done:
     return st;
 }
 
-static int load(kiln_context *ctx, const kiln_cache_key *key, stored_tuning *out)
+static int load(kiln_host *host, const char *dir, const kiln_cache_key *key, stored_tuning *out)
 {
     unsigned char *data = NULL;
     size_t size = 0;
-    if (!kiln_cache_load(ctx, key, &data, &size))
+    kiln_cache_load(host, dir, key, &data, &size);
+    if (!data)
         return 0;
     const int ok = size == sizeof *out;
     if (ok)
         memcpy(out, data, sizeof *out);
-    kiln_free(ctx, data);
+    kiln_host_free(host, data);
     if (!ok || out->version != STORE_VERSION || out->tuned > 1)
         return 0;
     for (int i = 0; i < N_PARAMS && out->tuned; i++)
@@ -227,15 +228,16 @@ static int load(kiln_context *ctx, const kiln_cache_key *key, stored_tuning *out
     return 1;
 }
 
-kiln_status kiln_gemm_tuning_setup(kiln_context *ctx, kiln_gemm_tuning mode)
+kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices, int32_t n_devices,
+                                    kiln_gemm_tuning mode)
 {
-    stored_tuning *found = kiln_calloc(ctx, (size_t)ctx->n_devices, sizeof *found);
-    kiln_cache_key *keys = kiln_calloc(ctx, (size_t)ctx->n_devices, sizeof *keys);
+    stored_tuning *found = kiln_host_calloc(host, (size_t)n_devices, sizeof *found);
+    kiln_cache_key *keys = kiln_host_calloc(host, (size_t)n_devices, sizeof *keys);
     kiln_status st = found && keys ? KILN_OK
-                                   : kiln_error_oom(ctx, "GEMM tuning records",
-                                                    (size_t)ctx->n_devices * sizeof *found);
-    for (int32_t d = 0; d < ctx->n_devices && st == KILN_OK; d++) {
-        kiln_device *dev = ctx->devices[d];
+                                   : kiln_fail_oom(host, "GEMM tuning records",
+                                                    (size_t)n_devices * sizeof *found);
+    for (int32_t d = 0; d < n_devices && st == KILN_OK; d++) {
+        kiln_device *dev = devices[d];
         stored_tuning *t = &found[d];
         memset(t, 0, sizeof *t);
         keys[d] = device_key(dev);
@@ -250,21 +252,21 @@ kiln_status kiln_gemm_tuning_setup(kiln_context *ctx, kiln_gemm_tuning mode)
                 same = e;
         if (same >= 0) {
             *t = found[same];
-        } else if (!load(ctx, &keys[d], t)) {
+        } else if (!load(host, dev->cache_dir, &keys[d], t)) {
             memset(t, 0, sizeof *t);
             if (mode == KILN_GEMM_TUNING_SEARCH) {
                 st = search(dev, t);
                 if (st == KILN_OK)
-                    kiln_cache_store(ctx, &keys[d], (const unsigned char *)t, sizeof *t);
+                    kiln_cache_store(host, dev->cache_dir, &keys[d], (const unsigned char *)t, sizeof *t);
                 /* Forgetting the search's overrides forgot the earlier devices' too. */
                 for (int32_t e = 0; e < d && st == KILN_OK && !t->tuned; e++)
-                    st = apply(ctx->devices[e], &found[e]);
+                    st = apply(devices[e], &found[e]);
             }
         }
         if (st == KILN_OK)
             st = apply(dev, t);
     }
-    kiln_free(ctx, found);
-    kiln_free(ctx, keys);
+    kiln_host_free(host, found);
+    kiln_host_free(host, keys);
     return st;
 }

@@ -19,7 +19,7 @@ static kiln_status build_log_error(kiln_device *dev, cl_program program, const c
     char log[768] = "";
     clGetProgramBuildInfo(program, dev->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
     log[sizeof log - 1] = '\0';
-    return kiln_error(dev->ctx, KILN_ERROR_BUILD, "building %s.cl on %s failed: %s: %s", file,
+    return kiln_fail(dev->host, KILN_ERROR_BUILD, "building %s.cl on %s failed: %s: %s", file,
                       dev->label, kiln_cl_error_name(err), log);
 }
 
@@ -39,28 +39,29 @@ static kiln_cache_key key_for(const kiln_device *dev, const kiln_kernel_source *
     return kiln_cache_key_of(parts, lengths, 8);
 }
 
-static kiln_status try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *out)
+/* The cached binary for `key`, if there is a usable one (*out NULL if not). */
+static void try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *out)
 {
     unsigned char *binary;
     size_t size;
     *out = NULL;
-    if (!kiln_cache_load(dev->ctx, key, &binary, &size))
-        return KILN_OK;
+    kiln_cache_load(dev->host, dev->cache_dir, key, &binary, &size);
+    if (!binary)
+        return;
     cl_int status, err;
     const unsigned char *bin = binary;
     cl_program p = clCreateProgramWithBinary(dev->cl, 1, &dev->id, &size, &bin, &status, &err);
-    kiln_free(dev->ctx, binary);
+    kiln_host_free(dev->host, binary);
     if (err == CL_SUCCESS && status == CL_SUCCESS &&
         clBuildProgram(p, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
         *out = p;
-        return KILN_OK;
+        return;
     }
     /* A stale or corrupt entry: rebuild from source and overwrite it. */
     if (p)
         clReleaseProgram(p);
-    kiln_log(dev->ctx, KILN_LOG_WARNING, "ignoring an unusable cached program on %s",
+    kiln_host_log(dev->host, KILN_LOG_WARNING, "ignoring an unusable cached program on %s",
              dev->label);
-    return KILN_OK;
 }
 
 static void store(kiln_device *dev, const kiln_cache_key *key, cl_program program)
@@ -69,13 +70,13 @@ static void store(kiln_device *dev, const kiln_cache_key *key, cl_program progra
     if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
             CL_SUCCESS || size == 0)
         return;
-    unsigned char *binary = kiln_alloc(dev->ctx, size);
+    unsigned char *binary = kiln_host_alloc(dev->host, size);
     if (!binary)
         return;
     if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) ==
         CL_SUCCESS)
-        kiln_cache_store(dev->ctx, key, binary, size);
-    kiln_free(dev->ctx, binary);
+        kiln_cache_store(dev->host, dev->cache_dir, key, binary, size);
+    kiln_host_free(dev->host, binary);
 }
 
 kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *out)
@@ -89,16 +90,14 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
     const kiln_kernel_source *src = find_source(file);
     const kiln_kernel_source *prelude = find_source("prelude");
     if (!src || !prelude)
-        return kiln_error(dev->ctx, KILN_ERROR_BUILD, "no embedded kernel file %s.cl", file);
+        return kiln_fail(dev->host, KILN_ERROR_BUILD, "no embedded kernel file %s.cl", file);
     if (dev->n_programs == KILN_MAX_PROGRAMS)
-        return kiln_error(dev->ctx, KILN_ERROR_UNSUPPORTED, "program table full on %s",
+        return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "program table full on %s",
                           dev->label);
 
     kiln_cache_key key = key_for(dev, prelude, src);
     cl_program program = NULL;
-    kiln_status st = try_cached(dev, &key, &program);
-    if (st != KILN_OK)
-        return st;
+    try_cached(dev, &key, &program);
     if (!program) {
         /* The shared prelude is the first source string. */
         const char *texts[] = {prelude->text, src->text};
@@ -109,7 +108,7 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
             return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
         err = clBuildProgram(program, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL);
         if (err != CL_SUCCESS) {
-            st = build_log_error(dev, program, file, err);
+            const kiln_status st = build_log_error(dev, program, file, err);
             clReleaseProgram(program);
             return st;
         }

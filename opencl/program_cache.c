@@ -34,42 +34,40 @@ kiln_cache_key kiln_cache_key_of(const char *const *parts, const size_t *lengths
     return k;
 }
 
-static int entry_path(const kiln_context *ctx, const kiln_cache_key *key, char *path,
-                      size_t size)
+static int entry_path(const char *dir, const kiln_cache_key *key, char *path, size_t size)
 {
-    int n = snprintf(path, size, "%s/%016llx%016llx.bin", ctx->cache_dir,
+    int n = snprintf(path, size, "%s/%016llx%016llx.bin", dir,
                      (unsigned long long)key->hash[0], (unsigned long long)key->hash[1]);
     return n > 0 && (size_t)n < size;
 }
 
-int kiln_cache_load(kiln_context *ctx, const kiln_cache_key *key, unsigned char **binary,
-                    size_t *size)
+void kiln_cache_load(kiln_host *host, const char *dir, const kiln_cache_key *key,
+                     unsigned char **binary, size_t *size)
 {
     char path[1200];
     *binary = NULL;
-    if (!ctx->cache_dir[0] || !entry_path(ctx, key, path, sizeof path))
-        return 0;
+    if (!dir[0] || !entry_path(dir, key, path, sizeof path))
+        return;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
+        return;
     cache_header h;
     unsigned char *data = NULL;
     if (fread(&h, sizeof h, 1, f) != 1 || h.magic != CACHE_MAGIC || h.key[0] != key->hash[0] ||
         h.key[1] != key->hash[1] || h.size == 0 || h.size > CACHE_MAX_BINARY)
         goto fail;
-    data = kiln_alloc(ctx, (size_t)h.size);
+    data = kiln_host_alloc(host, (size_t)h.size);
     if (!data || fread(data, 1, (size_t)h.size, f) != h.size ||
         kiln_hash(KILN_HASH_SEED, data, (size_t)h.size) != h.checksum)
         goto fail;
     fclose(f);
     *binary = data;
     *size = (size_t)h.size;
-    return 1;
+    return;
 fail:
-    kiln_log(ctx, KILN_LOG_INFO, "program cache entry %s is invalid; rebuilding", path);
-    kiln_free(ctx, data);
+    kiln_host_log(host, KILN_LOG_INFO, "program cache entry %s is invalid; rebuilding", path);
+    kiln_host_free(host, data);
     fclose(f);
-    return 0;
 }
 
 /* mkdir -p; failures surface when the entry is written. */
@@ -87,17 +85,17 @@ static void make_dirs(const char *dir)
     mkdir(tmp, 0755);
 }
 
-void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
+void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size)
 {
     char path[1200], tmp[1300];
-    if (!ctx->cache_dir[0] || !entry_path(ctx, key, path, sizeof path))
+    if (!dir[0] || !entry_path(dir, key, path, sizeof path))
         return;
-    make_dirs(ctx->cache_dir);
+    make_dirs(dir);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        kiln_log(ctx, KILN_LOG_WARNING, "cannot write program cache %s: %s", tmp,
+        kiln_host_log(host, KILN_LOG_WARNING, "cannot write program cache %s: %s", tmp,
                  strerror(errno));
         return;
     }
@@ -106,7 +104,7 @@ void kiln_cache_store(kiln_context *ctx, const kiln_cache_key *key,
     int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(binary, 1, size, f) == size;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
-        kiln_log(ctx, KILN_LOG_WARNING, "cannot write program cache %s", path);
+        kiln_host_log(host, KILN_LOG_WARNING, "cannot write program cache %s", path);
         remove(tmp);
     }
 }

@@ -5,131 +5,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KILN_DEFAULT_SEED 0x6b696c6eULL  /* "kiln" */
-
-static void *default_realloc(void *user, void *ptr, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, size);
-}
-
-void *kiln_alloc(kiln_context *ctx, size_t size)
-{
-    return ctx->realloc_fn(ctx->realloc_user, NULL, size ? size : 1);
-}
-
-void *kiln_calloc(kiln_context *ctx, size_t n, size_t size)
-{
-    if (size && n > SIZE_MAX / size)
-        return NULL;
-    void *p = kiln_alloc(ctx, n * size);
-    if (p)
-        memset(p, 0, n * size);
-    return p;
-}
-
-void *kiln_realloc(kiln_context *ctx, void *ptr, size_t size)
-{
-    return ctx->realloc_fn(ctx->realloc_user, ptr, size ? size : 1);
-}
-
-void kiln_free(kiln_context *ctx, void *ptr)
-{
-    if (ptr)
-        ctx->realloc_fn(ctx->realloc_user, ptr, 0);
-}
-
-char *kiln_strdup(kiln_context *ctx, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *copy = kiln_alloc(ctx, n);
-    if (copy)
-        memcpy(copy, s, n);
-    return copy;
-}
-
-kiln_status kiln_verror(kiln_context *ctx, kiln_status status, const char *fmt, va_list ap)
-{
-    char msg[sizeof ctx->error];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    pthread_mutex_lock(&ctx->error_lock);
-    memcpy(ctx->error, msg, sizeof msg);
-    pthread_mutex_unlock(&ctx->error_lock);
-    kiln_log(ctx, KILN_LOG_DEBUG, "%s: %s", kiln_status_name(status), msg);
-    return status;
-}
 
 kiln_status kiln_error(kiln_context *ctx, kiln_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    kiln_verror(ctx, status, fmt, ap);
+    kiln_vfail(&ctx->host, status, fmt, ap);
     va_end(ap);
     return status;
 }
 
-kiln_status kiln_error_oom(kiln_context *ctx, const char *what, size_t bytes)
-{
-    return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "out of host memory: %zu bytes for %s",
-                      bytes, what);
-}
-
 void kiln_log(kiln_context *ctx, kiln_log_level level, const char *fmt, ...)
 {
-    if (level > ctx->log_level)
+    if (level > ctx->host.log_level)
         return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (ctx->log_fn)
-        ctx->log_fn(ctx->log_user, level, msg);
-    else
-        fprintf(stderr, "kiln: %s\n", msg);
+    kiln_host_log(&ctx->host, level, "%s", msg);
 }
 
-void kiln_options_copy(void *dst, size_t size, const void *src)
+kiln_status kiln_context_init_host_only(kiln_context *ctx, kiln_realloc_fn realloc_fn,
+                                        void *realloc_user, kiln_log_fn log_fn)
 {
-    memset(dst, 0, size);
-    if (!src)
-        return;
-    size_t n = *(const size_t *)src;
-    if (n == 0 || n > size)
-        n = size;
-    memcpy(dst, src, n);
+    memset(ctx, 0, sizeof *ctx);
+    return kiln_host_init(&ctx->host, realloc_fn, realloc_user, log_fn, NULL, KILN_LOG_ERROR);
 }
 
-void kiln_struct_export(void *dst, const void *src, size_t size)
+void kiln_context_release_host_only(kiln_context *ctx)
 {
-    size_t n = *(const size_t *)dst;
-    if (n == 0 || n > size)
-        n = size;
-    memcpy(dst, src, n);
-    *(size_t *)dst = n;
-}
-
-uint64_t kiln_hash(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-double kiln_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+    kiln_host_destroy(&ctx->host);
 }
 
 static void resolve_cache_dir(kiln_context *ctx, const kiln_context_options *o)
@@ -155,26 +64,27 @@ kiln_status kiln_context_create(const kiln_context_options *options, kiln_contex
     if (!out)
         return KILN_ERROR_INVALID_ARGUMENT;
     *out = NULL;
-    kiln_realloc_fn rf = o.realloc_fn ? o.realloc_fn : default_realloc;
+    const kiln_realloc_fn rf = o.realloc_fn ? o.realloc_fn : kiln_default_realloc;
     kiln_context *ctx = rf(o.realloc_user, NULL, sizeof *ctx);
     if (!ctx)
         return KILN_ERROR_OUT_OF_MEMORY;
     memset(ctx, 0, sizeof *ctx);
-    ctx->realloc_fn = rf;
-    ctx->realloc_user = o.realloc_user;
-    ctx->log_fn = o.log_fn;
-    ctx->log_user = o.log_user;
-    ctx->log_level = o.log_level;
+    if (kiln_host_init(&ctx->host, rf, o.realloc_user, o.log_fn, o.log_user,
+                       o.log_level) != KILN_OK) {
+        rf(o.realloc_user, ctx, 0);
+        return KILN_ERROR_OUT_OF_MEMORY;
+    }
     ctx->seed = o.seed ? o.seed : KILN_DEFAULT_SEED;
-    pthread_mutex_init(&ctx->error_lock, NULL);
     resolve_cache_dir(ctx, &o);
 
-    kiln_status st = kiln_devices_open(ctx, &o);
+    kiln_status st = kiln_devices_open(&ctx->host, &o, ctx->cache_dir, &ctx->devices,
+                                       &ctx->n_devices);
     if (st != KILN_OK) {
+        const char *why = kiln_diag_message(&ctx->host);
         if (o.error_buffer && o.error_buffer_size)
-            snprintf(o.error_buffer, o.error_buffer_size, "%s", ctx->error);
+            snprintf(o.error_buffer, o.error_buffer_size, "%s", why);
         else
-            kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_create: %s", ctx->error);
+            kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_create: %s", why);
         kiln_context_destroy(ctx);
         return st;
     }
@@ -186,16 +96,17 @@ void kiln_context_destroy(kiln_context *ctx)
 {
     if (!ctx)
         return;
-    for (int32_t i = 0; i < ctx->n_devices; i++)
-        kiln_device_destroy(ctx->devices[i]);
-    kiln_free(ctx, ctx->devices);
-    pthread_mutex_destroy(&ctx->error_lock);
-    ctx->realloc_fn(ctx->realloc_user, ctx, 0);
+    kiln_devices_close(&ctx->host, ctx->devices, ctx->n_devices);
+    const kiln_realloc_fn rf = ctx->host.realloc_fn;
+    void *user = ctx->host.realloc_user;
+    kiln_host_destroy(&ctx->host);
+    rf(user, ctx, 0);
 }
 
 const char *kiln_context_last_error(const kiln_context *ctx)
 {
-    return ctx ? ctx->error : "no context";
+    /* The calling thread's own message: threads never see each other's. */
+    return ctx ? kiln_diag_message((kiln_host *)&ctx->host) : "no context";
 }
 
 kiln_status kiln_context_device_count(const kiln_context *ctx, int32_t *count)

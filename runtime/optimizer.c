@@ -91,12 +91,10 @@ float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step)
     kiln_options_copy(&o, sizeof o, options);
     /* Validation without a context: a scratch one only collects the message. */
     kiln_context scratch;
-    memset(&scratch, 0, sizeof scratch);
-    scratch.log_level = KILN_LOG_ERROR;
-    scratch.log_fn = discard_log;
-    pthread_mutex_init(&scratch.error_lock, NULL);
+    if (kiln_context_init_host_only(&scratch, NULL, NULL, discard_log) != KILN_OK)
+        return -1.0f;
     const kiln_status st = kiln_optimizer_resolve(&scratch, &o);
-    pthread_mutex_destroy(&scratch.error_lock);
+    kiln_context_release_host_only(&scratch);
     if (st != KILN_OK || step < 0)
         return -1.0f;
     return (float)kiln_optimizer_learning_rate(&o, step);

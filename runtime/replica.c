@@ -1,5 +1,7 @@
 #include "runtime/replica.h"
 
+#include "comm/collective.h"
+
 #include "runtime/loss.h"
 #include "runtime/optimizer.h"
 
@@ -326,6 +328,13 @@ static kiln_status check_fault(kiln_replica *r, kiln_node node, int backward)
 }
 
 /* The step a layer sees for node i. */
+/* kiln_step.sum_replicas for replicas whose step has a collective. */
+static kiln_status sum_over_replicas(void *user, double *values, size_t n)
+{
+    const kiln_replica *r = user;
+    return kiln_collective_sum(r->collective, r->member, values, n);
+}
+
 static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_step *s,
                       kiln_buffer **in, kiln_shape *in_shape, kiln_buffer **d_in, int *acc)
 {
@@ -354,8 +363,8 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->d_out = r->grad[i];
     s->d_in = d_in;
     s->d_in_accumulate = acc;
-    s->collective = r->collective;
-    s->member = r->member;
+    s->sum_replicas = r->collective ? sum_over_replicas : NULL;
+    s->sum_replicas_user = r;
     s->seed = r->model->ctx->seed;
     s->step_number = r->step_number;
     s->first_sample = r->first_sample;

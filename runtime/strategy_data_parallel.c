@@ -363,7 +363,7 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
     }
     for (int k = 0; k < s->n; k++)
         kiln_worker_post(s->reps[k].worker, fn, &s->reps[k]);
-    const double deadline = kiln_wall_clock() + s->m->step_timeout;
+    const kiln_deadline deadline = kiln_deadline_in(s->m->step_timeout);
     kiln_status first = KILN_OK;
     int culprit = -1, stalled = -1;
     for (int k = 0; k < s->n; k++) {
@@ -657,7 +657,7 @@ static kiln_status plan_state(dp *s)
         wants |= m->nodes[i].on_path && m->nodes[i].ops->synchronized &&
                  m->nodes[i].ops->synchronized(m->nodes[i].config);
     if (wants && s->n > 1)
-        return kiln_collective_create(ctx, s->n, KILN_COLLECTIVE_MAX_VALUES, &s->collective);
+        return kiln_collective_create(&ctx->host, s->n, KILN_MAX_SYNC_VALUES, &s->collective);
     return KILN_OK;
 }
 
@@ -724,7 +724,7 @@ static kiln_status cross_sum(void *user, float *data, size_t count, const volati
 static kiln_status join_world(dp *s, float *init)
 {
     kiln_model *m = s->m;
-    kiln_status st = kiln_mpi_join(m->ctx, &s->mpi);
+    kiln_status st = kiln_mpi_join(&m->ctx->host, &s->mpi);
     if (st != KILN_OK)
         return st;
     s->rank = kiln_mpi_rank(s->mpi);
@@ -783,7 +783,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_buckets(s);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = kiln_reducer_create(ctx, n, m->n_param_floats, s->buckets, s->n_buckets,
+        st = kiln_reducer_create(&ctx->host, n, m->n_param_floats, s->buckets, s->n_buckets,
                                  m->reducer_threads, &s->reducer);
     if (st == KILN_OK && s->mpi)
         st = kiln_reducer_set_cross(s->reducer, cross_sum, s);

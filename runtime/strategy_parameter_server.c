@@ -147,7 +147,7 @@ static kiln_status collect(ps *p, ps_worker *w)
     if (!w->posted)
         return KILN_OK;
     kiln_status st = KILN_OK;
-    if (!kiln_worker_wait(w->thread, kiln_wall_clock() + p->m->step_timeout, &st))
+    if (!kiln_worker_wait(w->thread, kiln_deadline_in(p->m->step_timeout), &st))
         return mark_broken(p, KILN_ERROR_TIMEOUT, "a parameter-server worker did not finish");
     w->posted = 0;
     return st == KILN_OK ? KILN_OK : mark_broken(p, st, w->error);
@@ -162,7 +162,7 @@ static kiln_status wait_idle(ps *p)
         while (p->w[k].busy && kiln_now() < deadline) {
             pthread_mutex_unlock(&p->lock);
             kiln_status st = KILN_OK;
-            const int done = kiln_worker_wait(p->w[k].thread, kiln_wall_clock() + 0.05, &st);
+            const int done = kiln_worker_wait(p->w[k].thread, kiln_deadline_in(0.05), &st);
             pthread_mutex_lock(&p->lock);
             if (done) {
                 p->w[k].posted = 0;
@@ -233,7 +233,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
         /* Collect finished jobs while waiting: a failed worker ends it. */
         for (int j = 0; j < p->n; j++) {
             kiln_status s = KILN_OK;
-            if (p->w[j].posted && kiln_worker_wait(p->w[j].thread, kiln_wall_clock() + 0.01, &s)) {
+            if (p->w[j].posted && kiln_worker_wait(p->w[j].thread, kiln_deadline_in(0.01), &s)) {
                 p->w[j].posted = 0;
                 if (s != KILN_OK)
                     return mark_broken(p, s, p->w[j].error);

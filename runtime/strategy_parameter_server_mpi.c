@@ -414,7 +414,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
     p->m = m;
     pthread_mutex_init(&p->lock, NULL);
     const size_t n = m->n_param_floats ? m->n_param_floats : 1;
-    kiln_status st = kiln_mpi_join(ctx, &p->mpi);
+    kiln_status st = kiln_mpi_join(&ctx->host, &p->mpi);
     if (st == KILN_OK) {
         p->rank = kiln_mpi_rank(p->mpi);
         p->world = kiln_mpi_size(p->mpi);

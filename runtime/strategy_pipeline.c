@@ -505,7 +505,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     const double t0 = kiln_now();
     for (int32_t k = 0; k < p->n; k++)
         kiln_worker_post(p->stages[k].worker, stage_job, &p->stages[k]);
-    const double deadline = kiln_wall_clock() + m->step_timeout;
+    const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
     kiln_status first = KILN_OK;
     int32_t culprit = -1, stalled = -1;
     for (int32_t k = 0; k < p->n; k++) {

@@ -2,8 +2,6 @@
 
 #include "runtime/context.h"
 
-#include <errno.h>
-#include <time.h>
 
 struct kiln_worker {
     kiln_context *ctx;
@@ -14,30 +12,13 @@ struct kiln_worker {
     void *arg;
     int has_job, done, stopping;
     kiln_status status;
+    kiln_diag diag;          /* what the jobs' failures say; this thread's alone */
 };
-
-double kiln_wall_clock(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static struct timespec to_timespec(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
 
 static void *worker_main(void *arg)
 {
     kiln_worker *w = arg;
+    kiln_diag_bind(&w->ctx->host, &w->diag);
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->has_job && !w->stopping)
@@ -67,7 +48,7 @@ kiln_status kiln_worker_start(kiln_context *ctx, kiln_worker **out)
     w->ctx = ctx;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
-    pthread_cond_init(&w->finished, NULL);
+    kiln_cond_init_monotonic(&w->finished);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->wake);
@@ -90,15 +71,12 @@ void kiln_worker_post(kiln_worker *w, kiln_job_fn fn, void *arg)
     pthread_mutex_unlock(&w->lock);
 }
 
-int kiln_worker_wait(kiln_worker *w, double deadline, kiln_status *status)
+int kiln_worker_wait(kiln_worker *w, kiln_deadline deadline, kiln_status *status)
 {
-    const struct timespec until = to_timespec(deadline);
     int finished = 1;
     pthread_mutex_lock(&w->lock);
     while (!w->done) {
-        if (deadline <= 0) {
-            pthread_cond_wait(&w->finished, &w->lock);
-        } else if (pthread_cond_timedwait(&w->finished, &w->lock, &until) == ETIMEDOUT) {
+        if (!kiln_cond_wait_until(&w->finished, &w->lock, deadline)) {
             finished = w->done;
             break;
         }
@@ -118,7 +96,7 @@ int kiln_worker_stop(kiln_worker *w, double grace)
     w->stopping = 1;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
-    if (busy && !kiln_worker_wait(w, kiln_wall_clock() + grace, NULL)) {
+    if (busy && !kiln_worker_wait(w, kiln_deadline_in(grace), NULL)) {
         /* Stuck in a driver call: joining would hang the caller. */
         pthread_detach(w->thread);
         kiln_log(w->ctx, KILN_LOG_ERROR, "a worker thread did not stop within %.0f s; it is "
@@ -131,4 +109,9 @@ int kiln_worker_stop(kiln_worker *w, double grace)
     pthread_cond_destroy(&w->finished);
     kiln_free(w->ctx, w);
     return 1;
+}
+
+const kiln_diag *kiln_worker_diag(const kiln_worker *w)
+{
+    return &w->diag;
 }

@@ -4,6 +4,8 @@
 #ifndef KILN_RUNTIME_WORKER_H
 #define KILN_RUNTIME_WORKER_H
 
+#include "base/clock.h"
+#include "base/host.h"
 #include "kiln.h"
 
 typedef struct kiln_worker kiln_worker;
@@ -12,15 +14,16 @@ typedef kiln_status (*kiln_job_fn)(void *arg);
 kiln_status kiln_worker_start(kiln_context *ctx, kiln_worker **out);
 /* Hands the idle worker a job. */
 void kiln_worker_post(kiln_worker *w, kiln_job_fn fn, void *arg);
-/* Waits for the job until `deadline` (CLOCK_REALTIME seconds; <= 0: no
- * limit). Returns 1 and the job's status when it finished, 0 on timeout. */
-int kiln_worker_wait(kiln_worker *w, double deadline, kiln_status *status);
+/* Waits for the job until `deadline`. Returns 1 and the job's status when
+ * it finished, 0 on timeout. */
+int kiln_worker_wait(kiln_worker *w, kiln_deadline deadline, kiln_status *status);
 /* Stops the thread, waiting up to `grace` seconds for a running job; a
  * thread still busy then is detached (its job's memory is the caller's to
  * leak). Returns 1 if the thread was joined. Accepts NULL. */
 int kiln_worker_stop(kiln_worker *w, double grace);
 
-/* CLOCK_REALTIME now, in seconds: deadlines for kiln_worker_wait. */
-double kiln_wall_clock(void);
+/* The worker thread's diagnostics: what its failed jobs said. Read it only
+ * after kiln_worker_wait has returned the job's status. */
+const kiln_diag *kiln_worker_diag(const kiln_worker *w);
 
 #endif

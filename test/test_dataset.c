@@ -36,11 +36,7 @@ static void *test_realloc(void *user, void *ptr, size_t size)
 /* A context without devices: datasets live in host memory only. */
 static void host_context(kiln_context *ctx, alloc_budget *budget)
 {
-    memset(ctx, 0, sizeof *ctx);
-    ctx->realloc_fn = test_realloc;
-    ctx->realloc_user = budget;
-    ctx->log_level = KILN_LOG_ERROR;
-    pthread_mutex_init(&ctx->error_lock, NULL);
+    kiln_context_init_host_only(ctx, test_realloc, budget, NULL);
 }
 
 /* Stale out-pointers show: *out starts as junk and must be NULL after a failure. */
@@ -257,7 +253,7 @@ static void test_out_of_memory(void)
         kiln_dataset *ds = NULL;
         CHECK_FAILS(&ctx, KILN_ERROR_OUT_OF_MEMORY, "out of host memory",
                     from_arrays(&ctx, &d, &ds));
-        pthread_mutex_destroy(&ctx.error_lock);
+        kiln_context_release_host_only(&ctx);
     }
 }
 
@@ -664,6 +660,6 @@ int main(void)
     test_epoch_order();
     test_idx(&ctx);
     test_fashion(&ctx);
-    pthread_mutex_destroy(&ctx.error_lock);
+    kiln_context_release_host_only(&ctx);
     return test_finish("test_dataset");
 }

@@ -51,7 +51,7 @@ static void run_case(kiln_context *ctx, int replicas, size_t length, const kiln_
                      int n_buckets, int threads, int rounds)
 {
     kiln_reducer *r = NULL;
-    CHECK_OK(ctx, kiln_reducer_create(ctx, replicas, length, buckets, n_buckets, threads, &r));
+    CHECK_OK(ctx, kiln_reducer_create(&ctx->host, replicas, length, buckets, n_buckets, threads, &r));
     if (!r)
         return;
     for (int round = 0; round < rounds; round++) {
@@ -104,13 +104,13 @@ static void test_errors_and_cancel(kiln_context *ctx)
     kiln_reducer *r = (kiln_reducer *)ctx;
     kiln_bucket over[] = {{10, 5}};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "bucket 0 [10, +5) overruns 12 floats",
-                kiln_reducer_create(ctx, 2, 12, over, 1, 1, &r));
+                kiln_reducer_create(&ctx->host, 2, 12, over, 1, 1, &r));
     CHECK(r == NULL);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "0 replicas",
-                kiln_reducer_create(ctx, 0, 12, over, 1, 1, &r));
+                kiln_reducer_create(&ctx->host, 0, 12, over, 1, 1, &r));
 
     kiln_bucket two[] = {{0, 6}, {6, 6}};
-    CHECK_OK(ctx, kiln_reducer_create(ctx, 2, 12, two, 2, 1, &r));
+    CHECK_OK(ctx, kiln_reducer_create(&ctx->host, 2, 12, two, 2, 1, &r));
     kiln_reducer_begin(r);
     kiln_reducer_submit(r, 0, 0);
     kiln_reducer_submit(r, 1, 0);
@@ -156,12 +156,10 @@ static void test_plan(void)
 int main(void)
 {
     kiln_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.realloc_fn = plain_realloc;
-    pthread_mutex_init(&ctx.error_lock, NULL);
+    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
     test_sums(&ctx);
     test_errors_and_cancel(&ctx);
     test_plan();
-    pthread_mutex_destroy(&ctx.error_lock);
+    kiln_context_release_host_only(&ctx);
     return test_finish("test_reducer");
 }

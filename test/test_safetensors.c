@@ -179,12 +179,10 @@ int main(int argc, char **argv)
     if (!root)
         SKIP("KILN_SOURCE_ROOT is not set");
     kiln_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.realloc_fn = plain_realloc;
-    pthread_mutex_init(&ctx.error_lock, NULL);
+    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
     test_files(&ctx, root);
     test_json(&ctx);
     test_killed_saves(&ctx);
-    pthread_mutex_destroy(&ctx.error_lock);
+    kiln_context_release_host_only(&ctx);
     return test_finish("test_safetensors");
 }

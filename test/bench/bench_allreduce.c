@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         return printf("SKIP: no OpenCL device for a context\n"), 77;
     kiln_mpi *w = NULL;
-    if (kiln_mpi_join(ctx, &w) != KILN_OK) {
+    if (kiln_mpi_join(&ctx->host, &w) != KILN_OK) {
         printf("SKIP: %s\n", kiln_context_last_error(ctx));
         kiln_context_destroy(ctx);
         return 77;

@@ -41,9 +41,7 @@ int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : 1;
     kiln_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.realloc_fn = plain_realloc;
-    pthread_mutex_init(&ctx.error_lock, NULL);
+    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
     kiln_bucket buckets[4];
     const size_t q = FLOATS / 4;
     for (int b = 0; b < 4; b++) {
@@ -51,8 +49,8 @@ int main(int argc, char **argv)
         buckets[b].count = q;
     }
     kiln_reducer *r = NULL;
-    if (kiln_reducer_create(&ctx, 2, FLOATS, buckets, 4, threads, &r) != KILN_OK)
-        return fprintf(stderr, "bench_reducer: %s\n", ctx.error), 1;
+    if (kiln_reducer_create(&ctx.host, 2, FLOATS, buckets, 4, threads, &r) != KILN_OK)
+        return fprintf(stderr, "bench_reducer: %s\n", kiln_context_last_error(&ctx)), 1;
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < FLOATS; i++)
             kiln_reducer_slot(r, k)[i] = (float)(i % 97) * 0.5f;
@@ -85,6 +83,6 @@ int main(int argc, char **argv)
     kiln_reducer_destroy(r);
     free(src);
     free(dst);
-    pthread_mutex_destroy(&ctx.error_lock);
+    kiln_context_release_host_only(&ctx);
     return 0;
 }

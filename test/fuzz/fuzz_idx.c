@@ -38,14 +38,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     char images[] = "/tmp/kiln-fuzz-images-XXXXXX", labels[] = "/tmp/kiln-fuzz-labels-XXXXXX";
     if (write_file(images, data + 1, split - 1) && write_file(labels, data + split, size - split)) {
         kiln_context ctx;
-        memset(&ctx, 0, sizeof ctx);
-        ctx.realloc_fn = plain_realloc;
-        pthread_mutex_init(&ctx.error_lock, NULL);
+        kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
         kiln_idx_options o = {.struct_size = sizeof o, .limit = 64};
         kiln_dataset *ds = NULL;
         if (kiln_dataset_from_idx(&ctx, images, labels, &o, &ds) == KILN_OK)
             kiln_dataset_destroy(ds);
-        pthread_mutex_destroy(&ctx.error_lock);
+        kiln_context_release_host_only(&ctx);
     }
     unlink(images);
     unlink(labels);

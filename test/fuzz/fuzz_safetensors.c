@@ -23,9 +23,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     kiln_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.realloc_fn = plain_realloc;
-    pthread_mutex_init(&ctx.error_lock, NULL);
+    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
     kiln_st_file f;
     if (kiln_st_parse(&ctx, "fuzz", data, size, &f) == KILN_OK) {
         /* Touch every tensor's bytes: they must lie inside the input. */
@@ -39,6 +37,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         (void)kiln_st_meta(&f, "format");
         kiln_st_free(&f);
     }
-    pthread_mutex_destroy(&ctx.error_lock);
+    kiln_context_release_host_only(&ctx);
     return 0;
 }
