@@ -1,12 +1,16 @@
-/* Checkpoints: a model's tensors and training position in safetensors files.
+/* Checkpoints: a model's tensors and training position in safetensors files,
+ * and the folder of rotating checkpoints fit keeps.
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
-#include "runtime/model.h"
+#include "runtime/checkpoint.h"
 #include "runtime/optimizer.h"
 #include "runtime/safetensors.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
@@ -381,4 +385,101 @@ kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
 kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
 {
     return load(m, path, 1);
+}
+
+/* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
+static int is_checkpoint(const char *name)
+{
+    const size_t n = strlen(name);
+    return n == 5 + 12 + 12 && strncmp(name, "ckpt-", 5) == 0 &&
+           strcmp(name + n - 12, ".safetensors") == 0;
+}
+
+static int by_name_desc(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+/* The checkpoints in `dir`, newest first (caller frees each and the list). */
+static int list_checkpoints(kiln_context *ctx, const char *dir, char ***out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_checkpoint(e->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = kiln_realloc(ctx, names, (size_t)cap * sizeof *names);
+            if (!grown)
+                break;
+            names = grown;
+        }
+        if (!(names[n] = kiln_strdup(ctx, e->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, (size_t)n, sizeof *names, by_name_desc);
+    *out = names;
+    return n;
+}
+
+static void free_list(kiln_context *ctx, char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        kiln_free(ctx, names[i]);
+    kiln_free(ctx, names);
+}
+
+kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep)
+{
+    char path[4200];
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
+                          "folder %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", dir,
+             (long long)m->n_train_steps);
+    kiln_status st = kiln_model_save_checkpoint(m, path);
+    if (st != KILN_OK)
+        return st;
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    for (int i = keep; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    free_list(m->ctx, names, n);
+    return KILN_OK;
+}
+
+/* A damaged checkpoint is renamed to "<name>.damaged": kept for
+ * inspection, out of the rotation. */
+kiln_status kiln_checkpoint_folder_resume(kiln_model *m, const char *dir, int *resumed)
+{
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    *resumed = 0;
+    for (int i = 0; i < n && !*resumed; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        const kiln_status st = kiln_model_load_checkpoint(m, path);
+        if (st == KILN_OK) {
+            *resumed = 1;
+            continue;
+        }
+        char aside[4300];
+        snprintf(aside, sizeof aside, "%s.damaged", path);
+        kiln_log(m->ctx, KILN_LOG_WARNING, "skipping checkpoint %s (renamed %s.damaged): %s",
+                 path, names[i], kiln_context_last_error(m->ctx));
+        rename(path, aside);
+    }
+    free_list(m->ctx, names, n);
+    return KILN_OK;
 }

@@ -1,17 +1,13 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
 #include "comm/mpi_world.h"
+#include "runtime/checkpoint.h"
 #include "runtime/dataset.h"
-#include "runtime/model.h"
 #include "runtime/progress.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void kiln_fit_options_init(kiln_fit_options *o)
 {
@@ -247,104 +243,13 @@ static int notify(const kiln_fit_options *o, kiln_event event, int32_t epoch, in
     return o->callback(o->callback_user, &p);
 }
 
-/* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
-static int is_checkpoint(const char *name)
-{
-    const size_t n = strlen(name);
-    return n == 5 + 12 + 12 && strncmp(name, "ckpt-", 5) == 0 &&
-           strcmp(name + n - 12, ".safetensors") == 0;
-}
-
-static int by_name_desc(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)b, *(char *const *)a);
-}
-
-/* The checkpoints in `dir`, newest first (caller frees each and the list). */
-static int list_checkpoints(kiln_context *ctx, const char *dir, char ***out)
-{
-    *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0, cap = 0;
-    char **names = NULL;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!is_checkpoint(e->d_name))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **grown = kiln_realloc(ctx, names, (size_t)cap * sizeof *names);
-            if (!grown)
-                break;
-            names = grown;
-        }
-        if (!(names[n] = kiln_strdup(ctx, e->d_name)))
-            break;
-        n++;
-    }
-    closedir(d);
-    if (n)
-        qsort(names, (size_t)n, sizeof *names, by_name_desc);
-    *out = names;
-    return n;
-}
-
-static void free_list(kiln_context *ctx, char **names, int n)
-{
-    for (int i = 0; i < n; i++)
-        kiln_free(ctx, names[i]);
-    kiln_free(ctx, names);
-}
-
+/* Multi-worker: rank 0 writes for everyone. */
 static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 {
-    char path[4200];
     if (m->rank != 0)
-        return KILN_OK;   /* multi-worker: rank 0 writes for everyone */
-    if (mkdir(o->checkpoint_dir, 0755) != 0 && errno != EEXIST)
-        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
-                          "folder %s: %s", o->checkpoint_dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", o->checkpoint_dir,
-             (long long)m->n_train_steps);
-    kiln_status st = kiln_model_save_checkpoint(m, path);
-    if (st != KILN_OK)
-        return st;
-    char **names;
-    const int n = list_checkpoints(m->ctx, o->checkpoint_dir, &names);
-    const int keep = o->keep_checkpoints > 0 ? o->keep_checkpoints : 3;
-    for (int i = keep; i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", o->checkpoint_dir, names[i]);
-        remove(path);
-    }
-    free_list(m->ctx, names, n);
-    return KILN_OK;
-}
-
-/* Loads the newest checkpoint that loads. A damaged one is renamed to
- * "<name>.damaged" (kept for inspection, out of the rotation). */
-static kiln_status resume_from(kiln_model *m, const char *dir, int *resumed)
-{
-    char **names;
-    const int n = list_checkpoints(m->ctx, dir, &names);
-    *resumed = 0;
-    for (int i = 0; i < n && !*resumed; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        const kiln_status st = kiln_model_load_checkpoint(m, path);
-        if (st == KILN_OK) {
-            *resumed = 1;
-            continue;
-        }
-        char aside[4300];
-        snprintf(aside, sizeof aside, "%s.damaged", path);
-        kiln_log(m->ctx, KILN_LOG_WARNING, "skipping checkpoint %s (renamed %s.damaged): %s",
-                 path, names[i], kiln_context_last_error(m->ctx));
-        rename(path, aside);
-    }
-    free_list(m->ctx, names, n);
-    return KILN_OK;
+        return KILN_OK;
+    return kiln_checkpoint_folder_save(m, o->checkpoint_dir,
+                                       o->keep_checkpoints > 0 ? o->keep_checkpoints : 3);
 }
 
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
@@ -468,7 +373,7 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
         return st;
     int resumed = 0;
     if (o.resume && o.checkpoint_dir)
-        st = resume_from(m, o.checkpoint_dir, &resumed);
+        st = kiln_checkpoint_folder_resume(m, o.checkpoint_dir, &resumed);
     if (!resumed) {
         m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
         m->epoch_step = 0;
