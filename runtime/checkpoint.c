@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +29,17 @@ static const char *optimizer_name(const kiln_optimizer_options *o)
     return o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd";
 }
 
-typedef struct names {
-    char (*text)[160];
-    size_t n;
-} names;
+/* Parameter p of node's name; with slot >= 0, the name of its optimizer
+ * slot's tensor. */
+static void tensor_name(const kiln_model *m, const kiln_node_rec *node, int p, int slot,
+                        char *name, size_t size)
+{
+    if (slot < 0)
+        snprintf(name, size, "%s/%s", node->name, node->params[p].name);
+    else
+        snprintf(name, size, "optimizer/%s/%s/%s", node->name, node->params[p].name,
+                 slot_name(&m->optimizer, slot));
+}
 
 static kiln_status check_compiled(kiln_model *m, const char *call, const char *path)
 {
@@ -62,6 +70,78 @@ static char *history_text(const kiln_model *m)
     return t;
 }
 
+/* The parameters, then each optimizer slot's, as tensors of the model's
+ * shapes; `flat` holds the parameters and after them each slot, every one
+ * n_param_floats long. Returns how many. */
+static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat,
+                           kiln_st_entry *e, char (*name)[160])
+{
+    size_t n = 0;
+    for (int slot = -1; slot < n_slots; slot++) {
+        const float *array = flat + (size_t)(slot + 1) * m->n_param_floats;
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            const kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++, n++) {
+                const kiln_param_spec *spec = &node->params[p];
+                tensor_name(m, node, p, slot, name[n], sizeof name[n]);
+                e[n].name = name[n];
+                e[n].rank = spec->shape.rank;
+                for (int d = 0; d < spec->shape.rank; d++)
+                    e[n].shape[d] = spec->shape.dims[d];
+                e[n].data = array + node->param_offset[p];
+            }
+        }
+    }
+    return n;
+}
+
+typedef struct metadata {
+    const char *keys[MAX_META], *values[MAX_META];
+    char text[MAX_META][160];
+    size_t n;
+} metadata;
+
+static void meta_add(metadata *md, const char *key, const char *fmt, ...) KILN_PRINTF(3, 4);
+
+static void meta_add(metadata *md, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(md->text[md->n], sizeof md->text[md->n], fmt, ap);
+    va_end(ap);
+    md->keys[md->n] = key;
+    md->values[md->n] = md->text[md->n];
+    md->n++;
+}
+
+/* The format and the model's fingerprint; for a training state also the
+ * optimizer, the training position and the history. */
+static void describe(const kiln_model *m, int full, const char *history, metadata *md)
+{
+    md->n = 0;
+    meta_add(md, "format", "%s", FORMAT);
+    meta_add(md, "format_version", "%s", FORMAT_VERSION);
+    meta_add(md, "kind", "%s", full ? "training_state" : "weights");
+    meta_add(md, "fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
+    if (!full)
+        return;
+    const kiln_optimizer_options *o = &m->optimizer;
+    meta_add(md, "optimizer", "%s", optimizer_name(o));
+    meta_add(md, "optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g "
+             "momentum=%.9g nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon,
+             o->momentum, (int)o->nesterov);
+    meta_add(md, "optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
+    meta_add(md, "train_steps", "%lld", (long long)m->n_train_steps);
+    meta_add(md, "epoch", "%d", (int)m->n_history);
+    meta_add(md, "epoch_step", "%lld", (long long)m->epoch_step);
+    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
+             (long long)m->epoch_seen);
+    meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+    /* Too long for a 160-character value: the caller's text is used as is. */
+    md->keys[md->n] = "history";
+    md->values[md->n++] = history;
+}
+
 static kiln_status save(kiln_model *m, const char *path, int full)
 {
     const char *call = full ? "kiln_model_save_checkpoint" : "kiln_model_save_weights";
@@ -88,57 +168,10 @@ static kiln_status save(kiln_model *m, const char *path, int full)
         st = m->strategy->get_slots(m->strategy_impl, slots);
     if (st != KILN_OK)
         goto done;
-    size_t n = 0;
-    for (int s = -1; s < n_slots; s++) {
-        for (int32_t i = 0; i < m->n_nodes; i++) {
-            const kiln_node_rec *node = &m->nodes[i];
-            for (int p = 0; p < node->n_params; p++, n++) {
-                const kiln_param_spec *spec = &node->params[p];
-                if (s < 0)
-                    snprintf(name[n], 160, "%s/%s", node->name, spec->name);
-                else
-                    snprintf(name[n], 160, "optimizer/%s/%s/%s", node->name, spec->name,
-                             slot_name(&m->optimizer, s));
-                e[n].name = name[n];
-                e[n].rank = spec->shape.rank;
-                for (int d = 0; d < spec->shape.rank; d++)
-                    e[n].shape[d] = spec->shape.dims[d];
-                e[n].data = (s < 0 ? flat : slots[s]) + node->param_offset[p];
-            }
-        }
-    }
-    char values[MAX_META][160];
-    const char *keys[MAX_META], *vals[MAX_META];
-    size_t k = 0;
-#define META(key, ...)                                          \
-    do {                                                        \
-        keys[k] = key;                                          \
-        snprintf(values[k], sizeof values[k], __VA_ARGS__);     \
-        vals[k] = values[k];                                    \
-        k++;                                                    \
-    } while (0)
-    META("format", "%s", FORMAT);
-    META("format_version", "%s", FORMAT_VERSION);
-    META("kind", "%s", full ? "training_state" : "weights");
-    META("fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
-    if (full) {
-        const kiln_optimizer_options *o = &m->optimizer;
-        META("optimizer", "%s", optimizer_name(o));
-        META("optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g momentum=%.9g "
-             "nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon, o->momentum,
-             (int)o->nesterov);
-        META("optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
-        META("train_steps", "%lld", (long long)m->n_train_steps);
-        META("epoch", "%d", (int)m->n_history);
-        META("epoch_step", "%lld", (long long)m->epoch_step);
-        META("epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
-             (long long)m->epoch_seen);
-        META("shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
-        keys[k] = "history";
-        vals[k++] = history;
-    }
-#undef META
-    st = kiln_st_write(ctx, path, e, n, keys, vals, k);
+    const size_t n = list_tensors(m, n_slots, flat, e, name);
+    metadata md;
+    describe(m, full, history, &md);
+    st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);
 done:
     kiln_free(ctx, flat);
     kiln_free(ctx, e);
@@ -216,18 +249,13 @@ static void take(const kiln_st_file *f, const char *name, const kiln_param_spec 
 static int known(const kiln_model *m, const char *name, int n_slots)
 {
     for (int32_t i = 0; i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++) {
-            char want[160];
-            snprintf(want, sizeof want, "%s/%s", m->nodes[i].name, m->nodes[i].params[p].name);
-            if (strcmp(want, name) == 0)
-                return 1;
-            for (int s = 0; s < n_slots; s++) {
-                snprintf(want, sizeof want, "optimizer/%s/%s/%s", m->nodes[i].name,
-                         m->nodes[i].params[p].name, slot_name(&m->optimizer, s));
+        for (int p = 0; p < m->nodes[i].n_params; p++)
+            for (int slot = -1; slot < n_slots; slot++) {
+                char want[160];
+                tensor_name(m, &m->nodes[i], p, slot, want, sizeof want);
                 if (strcmp(want, name) == 0)
                     return 1;
             }
-        }
     return strncmp(name, "optimizer/", 10) == 0 && n_slots == 0;
 }
 
@@ -274,18 +302,15 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     float *slots[2] = {flat + floats, flat + 2 * floats};
     char list[900] = "";
     int bad = 0;
-    for (int s = -1; s < n_slots; s++)
+    for (int slot = -1; slot < n_slots; slot++)
         for (int32_t i = 0; i < m->n_nodes; i++) {
             const kiln_node_rec *node = &m->nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 char name[160];
-                if (s < 0)
-                    snprintf(name, sizeof name, "%s/%s", node->name, node->params[p].name);
-                else
-                    snprintf(name, sizeof name, "optimizer/%s/%s/%s", node->name,
-                             node->params[p].name, slot_name(&m->optimizer, s));
-                take(&f, name, &node->params[p], (s < 0 ? flat : slots[s]) + node->param_offset[p],
-                     list, sizeof list, &bad);
+                tensor_name(m, node, p, slot, name, sizeof name);
+                take(&f, name, &node->params[p],
+                     flat + (size_t)(slot + 1) * floats + node->param_offset[p], list,
+                     sizeof list, &bad);
             }
         }
     for (size_t i = 0; i < f.n_tensors; i++) {

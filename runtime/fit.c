@@ -252,11 +252,148 @@ static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
                                        o->keep_checkpoints > 0 ? o->keep_checkpoints : 3);
 }
 
+/* Where training stands: the start of a fresh epoch. */
+static void reset_epoch_position(kiln_model *m)
+{
+    m->epoch_step = 0;
+    m->epoch_loss = m->epoch_correct = 0;
+    m->epoch_seen = 0;
+}
+
+/* Adds a step's sums (loss, correct, samples) to the epoch's. */
+static void add_sums(kiln_model *m, const double sums[3])
+{
+    m->epoch_loss += sums[0];
+    m->epoch_correct += sums[1];
+    m->epoch_seen += (int64_t)sums[2];
+}
+
+static void update_means(const kiln_model *m, kiln_epoch_record *r)
+{
+    const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
+    r->loss = m->epoch_loss / seen;
+    r->accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
+}
+
+/* Every checkpoint_every_steps steps, and at an epoch's end with
+ * checkpoint_every_epoch; never inside an accumulation cycle, whose
+ * partial gradients a checkpoint does not hold. */
+static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at_epoch_end)
+{
+    return o->checkpoint_dir &&
+           ((at_epoch_end && o->checkpoint_every_epoch) ||
+            (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
+           m->strategy->micro_step(m->strategy_impl) == 0;
+}
+
+/* Trains on batch `step` of the epoch's order, timing the input apart
+ * from the step. */
+static kiln_status train_batch(kiln_model *m, const kiln_dataset *ds, int32_t batch,
+                               int64_t step, staging *s, double sums[3])
+{
+    const int64_t first = step * batch;
+    const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
+    const double t0 = kiln_now();
+    kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
+    kiln_batch b = {n, s->features, s->labels};
+    /* Asynchronous strategies report other batches. */
+    sums[0] = 0;
+    sums[1] = 0;
+    sums[2] = n;
+    const double t1 = kiln_now();
+    const kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    if (st != KILN_OK)
+        return st;
+    m->input_seconds += t1 - t0;
+    m->step_seconds += kiln_now() - t1;
+    m->timed_steps++;
+    return KILN_OK;
+}
+
+/* A non-finite loss stops training unless skip_nonfinite: then the step
+ * counts, but not its sums. */
+static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                              int64_t step, const double sums[3], kiln_epoch_record *r)
+{
+    if (!isfinite(sums[0]) && !o->skip_nonfinite)
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
+                          "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
+                          "was not applied and training stopped",
+                          isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
+                          (long long)step + 1);
+    m->n_train_steps++;
+    m->epoch_step = step + 1;
+    if (isfinite(sums[0]))
+        add_sums(m, sums);
+    else
+        r->skipped_steps++;
+    update_means(m, r);
+    return KILN_OK;
+}
+
+static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                              int64_t step, int64_t steps, const kiln_epoch_record *r)
+{
+    /* The last step's checkpoint waits for the epoch's end, which writes it
+     * with the epoch in the history. */
+    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
+        const kiln_status st = save_checkpoint(m, o);
+        if (st != KILN_OK)
+            return st;
+    }
+    if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r))
+        return kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                          "kiln_model_fit: the callback stopped training at epoch %d, step "
+                          "%lld", (int)epoch + 1, (long long)step + 1);
+    return KILN_OK;
+}
+
+/* Asynchronous strategies: the batches still in flight. */
+static kiln_status drain_in_flight(kiln_model *m, kiln_epoch_record *r)
+{
+    double sums[3];
+    const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
+    if (st != KILN_OK)
+        return st;
+    add_sums(m, sums);
+    update_means(m, r);
+    return KILN_OK;
+}
+
+static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch_record *r)
+{
+    if (!o->validation)
+        return KILN_OK;
+    kiln_metrics v;
+    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, &v);
+    if (st != KILN_OK)
+        return st;
+    r->has_validation = 1;
+    r->val_loss = v.loss;
+    r->val_accuracy = v.accuracy;
+    return KILN_OK;
+}
+
+/* The epoch goes into the history and the position to the next epoch's
+ * start before the checkpoint, so a resume starts the next epoch. */
+static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                             int64_t steps, const kiln_epoch_record *r)
+{
+    kiln_status st = append_history(m, r);
+    reset_epoch_position(m);
+    if (st == KILN_OK && checkpoint_due(m, o, 1))
+        st = save_checkpoint(m, o);
+    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, r))
+        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                        "kiln_model_fit: the callback stopped training after epoch %d",
+                        (int)epoch + 1);
+    return st;
+}
+
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
                              int32_t epoch, staging *s, kiln_progress_bar *bar)
 {
-    const int32_t batch = o->batch_size;
-    const int64_t steps = (ds->count + batch - 1) / batch;
+    const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
     kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, s->order);
@@ -265,90 +402,28 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
     const double start = kiln_now();
-    for (int64_t step = m->epoch_step; step < steps; step++) {
-        const int64_t first = step * batch;
-        const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
-        const double t0 = kiln_now();
-        kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
-        kiln_batch b = {n, s->features, s->labels};
-        double sums[3] = {0, 0, n};   /* asynchronous strategies report other batches */
-        const double t1 = kiln_now();
-        kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    kiln_status st = KILN_OK;
+    for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
+        double sums[3];
+        st = train_batch(m, ds, o->batch_size, step, s, sums);
+        if (st == KILN_OK)
+            st = count_step(m, o, epoch, step, sums, &r);
         if (st != KILN_OK)
-            return st;
-        m->input_seconds += t1 - t0;
-        m->step_seconds += kiln_now() - t1;
-        m->timed_steps++;
-        if (!isfinite(sums[0]) && !o->skip_nonfinite)
-            return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                              "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
-                              "was not applied and training stopped",
-                              isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
-                              (long long)step + 1);
-        m->n_train_steps++;
-        m->epoch_step = step + 1;
-        if (isfinite(sums[0])) {
-            m->epoch_loss += sums[0];
-            m->epoch_correct += sums[1];
-            m->epoch_seen += (int64_t)sums[2];
-        } else {
-            r.skipped_steps++;
-        }
-        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
-        r.loss = m->epoch_loss / seen;
-        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
+            break;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
-        if (o->checkpoint_dir && o->checkpoint_every_steps > 0 &&
-            m->n_train_steps % o->checkpoint_every_steps == 0 &&
-            m->strategy->micro_step(m->strategy_impl) == 0 && step + 1 < steps) {
-            st = save_checkpoint(m, o);
-            if (st != KILN_OK)
-                return st;
-        }
-        if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, &r))
-            return kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                              "kiln_model_fit: the callback stopped training at epoch %d, step "
-                              "%lld", (int)epoch + 1, (long long)step + 1);
+        st = after_step(m, o, epoch, step, steps, &r);
     }
-    if (m->strategy->drain) {   /* the batches still in flight */
-        double sums[3];
-        kiln_status st = m->strategy->drain(m->strategy_impl, sums);
-        if (st != KILN_OK)
-            return st;
-        m->epoch_loss += sums[0];
-        m->epoch_correct += sums[1];
-        m->epoch_seen += (int64_t)sums[2];
-        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
-        r.loss = m->epoch_loss / seen;
-        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
-    }
+    if (st == KILN_OK && m->strategy->drain)
+        st = drain_in_flight(m, &r);
     r.samples = m->epoch_seen;
-    if (o->validation) {
-        kiln_metrics v;
-        kiln_status st = evaluate_dataset(m, o->validation, batch, &v);
-        if (st != KILN_OK)
-            return st;
-        r.has_validation = 1;
-        r.val_loss = v.loss;
-        r.val_accuracy = v.accuracy;
-    }
+    if (st == KILN_OK)
+        st = validate(m, o, &r);
+    if (st != KILN_OK)
+        return st;
     r.seconds = kiln_now() - start;
     kiln_progress_end(bar, &r);
-    kiln_status st = append_history(m, &r);
-    m->epoch_step = 0;
-    m->epoch_loss = m->epoch_correct = 0;
-    m->epoch_seen = 0;
-    if (st == KILN_OK && o->checkpoint_dir &&
-        (o->checkpoint_every_epoch ||
-         (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
-        m->strategy->micro_step(m->strategy_impl) == 0)
-        st = save_checkpoint(m, o);
-    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, &r))
-        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                        "kiln_model_fit: the callback stopped training after epoch %d",
-                        (int)epoch + 1);
-    return st;
+    return end_epoch(m, o, epoch, steps, &r);
 }
 
 kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
@@ -376,9 +451,7 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
         st = kiln_checkpoint_folder_resume(m, o.checkpoint_dir, &resumed);
     if (!resumed) {
         m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
-        m->epoch_step = 0;
-        m->epoch_loss = m->epoch_correct = 0;
-        m->epoch_seen = 0;
+        reset_epoch_position(m);
     }
     /* A rank whose resume failed keeps its own message; the others learn
      * that it differs. */

@@ -400,6 +400,8 @@ static void psm_destroy(void *impl)
     kiln_free(ctx, p);
 }
 
+/* Long but linear: each step runs only while st is KILN_OK, and psm_destroy
+ * undoes whatever was done. */
 static kiln_status psm_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
