@@ -486,17 +486,17 @@ kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t 
 
 /* A damaged checkpoint is renamed to "<name>.damaged": kept for
  * inspection, out of the rotation. */
-kiln_status kiln_checkpoint_folder_resume(kiln_model *m, const char *dir, int *resumed)
+int kiln_checkpoint_folder_resume(kiln_model *m, const char *dir)
 {
     char **names;
     const int n = list_checkpoints(m->ctx, dir, &names);
-    *resumed = 0;
-    for (int i = 0; i < n && !*resumed; i++) {
+    int resumed = 0;
+    for (int i = 0; i < n && !resumed; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         const kiln_status st = kiln_model_load_checkpoint(m, path);
         if (st == KILN_OK) {
-            *resumed = 1;
+            resumed = 1;
             continue;
         }
         char aside[4300];
@@ -506,5 +506,5 @@ kiln_status kiln_checkpoint_folder_resume(kiln_model *m, const char *dir, int *r
         rename(path, aside);
     }
     free_list(m->ctx, names, n);
-    return KILN_OK;
+    return resumed;
 }

@@ -8,8 +8,8 @@
  * (creating dir) and removes all but the `keep` newest checkpoints. */
 kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep);
 
-/* Loads the newest checkpoint in dir that loads; sets *resumed to whether
- * one did. */
-kiln_status kiln_checkpoint_folder_resume(kiln_model *m, const char *dir, int *resumed);
+/* Loads the newest checkpoint in dir that loads and returns 1, or 0 when
+ * none does (none there is not an error: the first run of a job). */
+int kiln_checkpoint_folder_resume(kiln_model *m, const char *dir);
 
 #endif

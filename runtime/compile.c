@@ -74,7 +74,7 @@ static kiln_status lay_out_params(kiln_model *m)
     return KILN_OK;
 }
 
-kiln_status kiln_model_init_params(kiln_model *m, float *flat)
+void kiln_model_init_params(const kiln_model *m, float *flat)
 {
     kiln_rng rng;
     kiln_rng_seed(&rng, m->ctx->seed, 1);
@@ -94,7 +94,6 @@ kiln_status kiln_model_init_params(kiln_model *m, float *flat)
                 dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;
         }
     }
-    return KILN_OK;
 }
 
 static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)

@@ -446,25 +446,21 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     st = staging_alloc(m, train, o.batch_size, &s);
     if (st != KILN_OK)
         return st;
-    int resumed = 0;
-    if (o.resume && o.checkpoint_dir)
-        st = kiln_checkpoint_folder_resume(m, o.checkpoint_dir, &resumed);
+    const int resumed = o.resume && kiln_checkpoint_folder_resume(m, o.checkpoint_dir);
     if (!resumed) {
         m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
         reset_epoch_position(m);
     }
-    /* A rank whose resume failed keeps its own message; the others learn
-     * that it differs. */
+    /* A rank that found no checkpoint to load would count `epochs` from
+     * its own history, not from the checkpoint's. */
     static const char *const names[] = {
         "epochs", "batch_size", "number of training samples", "number of validation samples",
-        "shuffle seed", "outcome of resuming from checkpoint_dir (a kiln_status)",
+        "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
         "epochs in the history", "steps done in the current epoch"};
     const int64_t mine[] = {o.epochs, o.batch_size, train->count,
                             o.validation ? o.validation->count : 0, (int64_t)m->shuffle_seed,
-                            st, m->n_history, m->epoch_step};
-    const kiln_status same = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
-    if (st == KILN_OK)
-        st = same;
+                            resumed, m->n_history, m->epoch_step};
+    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o.epochs;

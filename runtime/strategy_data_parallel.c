@@ -827,7 +827,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     kiln_status st = init && s->reps ? KILN_OK
                                      : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *s->reps);
     if (st == KILN_OK)
-        st = kiln_model_init_params(m, init);
+        kiln_model_init_params(m, init);
     if (st == KILN_OK && mode == DP_MULTI_WORKER)
         st = join_world(s, init);
     for (int k = 0; st == KILN_OK && k < n; k++) {
