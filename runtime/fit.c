@@ -75,31 +75,32 @@ static kiln_status check_same_everywhere(kiln_model *m, int together, const char
 }
 
 /* Host staging for one batch. */
-typedef struct staging {
+typedef struct batch_staging {
     float *features;
     void *labels;
     int64_t *order;
-} staging;
+} batch_staging;
 
-static void staging_free(kiln_context *ctx, staging *s)
+static void staging_free(kiln_context *ctx, batch_staging *staging)
 {
-    kiln_free(ctx, s->features);
-    kiln_free(ctx, s->labels);
-    kiln_free(ctx, s->order);
+    kiln_free(ctx, staging->features);
+    kiln_free(ctx, staging->labels);
+    kiln_free(ctx, staging->order);
 }
 
 static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                                 staging *s)
+                                 batch_staging *staging)
 {
-    memset(s, 0, sizeof *s);
+    memset(staging, 0, sizeof *staging);
     const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
                                    ? sizeof(int32_t)
                                    : (size_t)ds->label_size * sizeof(float);
-    s->features = kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
-    s->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
-    s->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
-    if (!s->features || !s->labels || !s->order) {
-        staging_free(m->ctx, s);
+    staging->features =
+        kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
+    staging->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
+    staging->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
+    if (!staging->features || !staging->labels || !staging->order) {
+        staging_free(m->ctx, staging);
         return kiln_error_oom(m->ctx, "batch staging",
                               (size_t)batch * (size_t)ds->feature_size * sizeof(float));
     }
@@ -109,22 +110,22 @@ static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t 
 static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
                                     kiln_metrics *out)
 {
-    staging s;
-    kiln_status st = staging_alloc(m, ds, batch, &s);
+    batch_staging staging;
+    kiln_status st = staging_alloc(m, ds, batch, &staging);
     if (st != KILN_OK)
         return st;
-    kiln_epoch_order(ds->count, 0, 0, 0, s.order);
+    kiln_epoch_order(ds->count, 0, 0, 0, staging.order);
     double loss = 0, correct = 0;
     for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(ds->count - start < batch ? ds->count - start : batch);
-        kiln_dataset_gather(ds, s.order + start, n, s.features, s.labels);
-        kiln_batch b = {n, s.features, s.labels};
+        kiln_dataset_gather(ds, staging.order + start, n, staging.features, staging.labels);
+        kiln_batch b = {n, staging.features, staging.labels};
         double sums[2];
         st = m->strategy->eval_step(m->strategy_impl, &b, sums);
         loss += sums[0];
         correct += sums[1];
     }
-    staging_free(m->ctx, &s);
+    staging_free(m->ctx, &staging);
     out->loss = loss / (double)ds->count;
     out->accuracy = m->loss.accuracy ? correct / (double)ds->count : -1.0;
     out->samples = ds->count;
@@ -289,13 +290,13 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 /* Trains on batch `step` of the epoch's order, timing the input apart
  * from the step. */
 static kiln_status train_batch(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                               int64_t step, staging *s, double sums[3])
+                               int64_t step, batch_staging *staging, double sums[3])
 {
     const int64_t first = step * batch;
     const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
     const double t0 = kiln_now();
-    kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
-    kiln_batch b = {n, s->features, s->labels};
+    kiln_dataset_gather(ds, staging->order + first, n, staging->features, staging->labels);
+    kiln_batch b = {n, staging->features, staging->labels};
     /* Asynchronous strategies report other batches. */
     sums[0] = 0;
     sums[1] = 0;
@@ -391,12 +392,12 @@ static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, int32_t e
 }
 
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
-                             int32_t epoch, staging *s, kiln_progress_bar *bar)
+                             int32_t epoch, batch_staging *staging, kiln_progress_bar *bar)
 {
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, s->order);
+    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, staging->order);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
@@ -405,7 +406,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     kiln_status st = KILN_OK;
     for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
         double sums[3];
-        st = train_batch(m, ds, o->batch_size, step, s, sums);
+        st = train_batch(m, ds, o->batch_size, step, staging, sums);
         if (st == KILN_OK)
             st = count_step(m, o, epoch, step, sums, &r);
         if (st != KILN_OK)
@@ -442,8 +443,8 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
     if (st != KILN_OK)
         return st;
-    staging s;
-    st = staging_alloc(m, train, o.batch_size, &s);
+    batch_staging staging;
+    st = staging_alloc(m, train, o.batch_size, &staging);
     if (st != KILN_OK)
         return st;
     const int resumed = o.resume && kiln_checkpoint_folder_resume(m, o.checkpoint_dir);
@@ -467,10 +468,10 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     kiln_progress_bar bar;
     kiln_progress_init(&bar, m->rank == 0 ? o.verbosity : KILN_VERBOSE_SILENT, stderr);
     for (int32_t e = first; e < last && st == KILN_OK; e++)
-        st = fit_epoch(m, train, &o, e, &s, &bar);
+        st = fit_epoch(m, train, &o, e, &staging, &bar);
     if (st != KILN_OK)
         kiln_progress_abort(&bar);
-    staging_free(m->ctx, &s);
+    staging_free(m->ctx, &staging);
     return st;
 }
 

@@ -26,13 +26,14 @@ uint64_t kiln_model_fingerprint(const kiln_model *m)
 uint64_t kiln_model_training_hash(const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *s = &o->schedule;
+    const kiln_lr_schedule *schedule = &o->schedule;
     char text[512];   /* %a: every float exactly */
     const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d",
                              (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
-                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)s->kind,
-                             (long long)s->decay_steps, s->decay_rate, s->alpha,
-                             (long long)s->warmup_steps, (int)m->accumulation_steps);
+                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon,
+                             (int)schedule->kind, (long long)schedule->decay_steps,
+                             schedule->decay_rate, schedule->alpha,
+                             (long long)schedule->warmup_steps, (int)m->accumulation_steps);
     return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
 }
 
@@ -79,20 +80,21 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_training_stats: stats is NULL or its struct_size is not "
                           "sizeof(kiln_training_stats)");
-    kiln_strategy_stats s;
-    memset(&s, 0, sizeof s);
+    kiln_strategy_stats counters;
+    memset(&counters, 0, sizeof counters);
     if (m->strategy->stats)
-        m->strategy->stats(m->strategy_impl, &s);
+        m->strategy->stats(m->strategy_impl, &counters);
     stats->steps = m->timed_steps;
     stats->input_seconds = m->input_seconds;
     stats->step_seconds = m->step_seconds;
-    stats->reductions = s.reductions;
-    stats->reduce_seconds = s.reduce_seconds;
-    stats->reduce_hidden_seconds = s.hidden_seconds;
-    stats->pipeline_bubble = s.stage_seconds > 0 ? 1.0 - s.busy_seconds / s.stage_seconds : 0.0;
-    stats->pipeline_stage_seconds = s.stage_seconds;
-    stats->max_staleness = s.max_staleness;
-    stats->max_lead = s.max_lead;
+    stats->reductions = counters.reductions;
+    stats->reduce_seconds = counters.reduce_seconds;
+    stats->reduce_hidden_seconds = counters.hidden_seconds;
+    stats->pipeline_bubble =
+        counters.stage_seconds > 0 ? 1.0 - counters.busy_seconds / counters.stage_seconds : 0.0;
+    stats->pipeline_stage_seconds = counters.stage_seconds;
+    stats->max_staleness = counters.max_staleness;
+    stats->max_lead = counters.max_lead;
     return KILN_OK;
 }
 
