@@ -1,12 +1,17 @@
-/* Checkpoints: a model's tensors and training position in safetensors files.
+/* Checkpoints: a model's tensors and training position in safetensors files,
+ * and the folder of rotating checkpoints fit keeps.
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
-#include "runtime/model.h"
+#include "runtime/checkpoint.h"
 #include "runtime/optimizer.h"
 #include "runtime/safetensors.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
@@ -24,10 +29,17 @@ static const char *optimizer_name(const kiln_optimizer_options *o)
     return o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd";
 }
 
-typedef struct names {
-    char (*text)[160];
-    size_t n;
-} names;
+/* Parameter p of node's name; with slot >= 0, the name of its optimizer
+ * slot's tensor. */
+static void tensor_name(const kiln_model *m, const kiln_node_rec *node, int p, int slot,
+                        char *name, size_t size)
+{
+    if (slot < 0)
+        snprintf(name, size, "%s/%s", node->name, node->params[p].name);
+    else
+        snprintf(name, size, "optimizer/%s/%s/%s", node->name, node->params[p].name,
+                 slot_name(&m->optimizer, slot));
+}
 
 static kiln_status check_compiled(kiln_model *m, const char *call, const char *path)
 {
@@ -58,6 +70,78 @@ static char *history_text(const kiln_model *m)
     return t;
 }
 
+/* The parameters, then each optimizer slot's, as tensors of the model's
+ * shapes; `flat` holds the parameters and after them each slot, every one
+ * n_param_floats long. Returns how many. */
+static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat,
+                           kiln_st_entry *e, char (*name)[160])
+{
+    size_t n = 0;
+    for (int slot = -1; slot < n_slots; slot++) {
+        const float *array = flat + (size_t)(slot + 1) * m->n_param_floats;
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            const kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++, n++) {
+                const kiln_param_spec *spec = &node->params[p];
+                tensor_name(m, node, p, slot, name[n], sizeof name[n]);
+                e[n].name = name[n];
+                e[n].rank = spec->shape.rank;
+                for (int d = 0; d < spec->shape.rank; d++)
+                    e[n].shape[d] = spec->shape.dims[d];
+                e[n].data = array + node->param_offset[p];
+            }
+        }
+    }
+    return n;
+}
+
+typedef struct metadata {
+    const char *keys[MAX_META], *values[MAX_META];
+    char text[MAX_META][160];
+    size_t n;
+} metadata;
+
+static void meta_add(metadata *md, const char *key, const char *fmt, ...) KILN_PRINTF(3, 4);
+
+static void meta_add(metadata *md, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(md->text[md->n], sizeof md->text[md->n], fmt, ap);
+    va_end(ap);
+    md->keys[md->n] = key;
+    md->values[md->n] = md->text[md->n];
+    md->n++;
+}
+
+/* The format and the model's fingerprint; for a training state also the
+ * optimizer, the training position and the history. */
+static void describe(const kiln_model *m, int full, const char *history, metadata *md)
+{
+    md->n = 0;
+    meta_add(md, "format", "%s", FORMAT);
+    meta_add(md, "format_version", "%s", FORMAT_VERSION);
+    meta_add(md, "kind", "%s", full ? "training_state" : "weights");
+    meta_add(md, "fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
+    if (!full)
+        return;
+    const kiln_optimizer_options *o = &m->optimizer;
+    meta_add(md, "optimizer", "%s", optimizer_name(o));
+    meta_add(md, "optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g "
+             "momentum=%.9g nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon,
+             o->momentum, (int)o->nesterov);
+    meta_add(md, "optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
+    meta_add(md, "train_steps", "%lld", (long long)m->n_train_steps);
+    meta_add(md, "epoch", "%d", (int)m->n_history);
+    meta_add(md, "epoch_step", "%lld", (long long)m->epoch_step);
+    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
+             (long long)m->epoch_seen);
+    meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+    /* Too long for a 160-character value: the caller's text is used as is. */
+    md->keys[md->n] = "history";
+    md->values[md->n++] = history;
+}
+
 static kiln_status save(kiln_model *m, const char *path, int full)
 {
     const char *call = full ? "kiln_model_save_checkpoint" : "kiln_model_save_weights";
@@ -84,57 +168,10 @@ static kiln_status save(kiln_model *m, const char *path, int full)
         st = m->strategy->get_slots(m->strategy_impl, slots);
     if (st != KILN_OK)
         goto done;
-    size_t n = 0;
-    for (int s = -1; s < n_slots; s++) {
-        for (int32_t i = 0; i < m->n_nodes; i++) {
-            const kiln_node_rec *node = &m->nodes[i];
-            for (int p = 0; p < node->n_params; p++, n++) {
-                const kiln_param_spec *spec = &node->params[p];
-                if (s < 0)
-                    snprintf(name[n], 160, "%s/%s", node->name, spec->name);
-                else
-                    snprintf(name[n], 160, "optimizer/%s/%s/%s", node->name, spec->name,
-                             slot_name(&m->optimizer, s));
-                e[n].name = name[n];
-                e[n].rank = spec->shape.rank;
-                for (int d = 0; d < spec->shape.rank; d++)
-                    e[n].shape[d] = spec->shape.dims[d];
-                e[n].data = (s < 0 ? flat : slots[s]) + node->param_offset[p];
-            }
-        }
-    }
-    char values[MAX_META][160];
-    const char *keys[MAX_META], *vals[MAX_META];
-    size_t k = 0;
-#define META(key, ...)                                          \
-    do {                                                        \
-        keys[k] = key;                                          \
-        snprintf(values[k], sizeof values[k], __VA_ARGS__);     \
-        vals[k] = values[k];                                    \
-        k++;                                                    \
-    } while (0)
-    META("format", "%s", FORMAT);
-    META("format_version", "%s", FORMAT_VERSION);
-    META("kind", "%s", full ? "training_state" : "weights");
-    META("fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
-    if (full) {
-        const kiln_optimizer_options *o = &m->optimizer;
-        META("optimizer", "%s", optimizer_name(o));
-        META("optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g momentum=%.9g "
-             "nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon, o->momentum,
-             (int)o->nesterov);
-        META("optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
-        META("train_steps", "%lld", (long long)m->n_train_steps);
-        META("epoch", "%d", (int)m->n_history);
-        META("epoch_step", "%lld", (long long)m->epoch_step);
-        META("epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
-             (long long)m->epoch_seen);
-        META("shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
-        keys[k] = "history";
-        vals[k++] = history;
-    }
-#undef META
-    st = kiln_st_write(ctx, path, e, n, keys, vals, k);
+    const size_t n = list_tensors(m, n_slots, flat, e, name);
+    metadata md;
+    describe(m, full, history, &md);
+    st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);
 done:
     kiln_free(ctx, flat);
     kiln_free(ctx, e);
@@ -212,18 +249,13 @@ static void take(const kiln_st_file *f, const char *name, const kiln_param_spec 
 static int known(const kiln_model *m, const char *name, int n_slots)
 {
     for (int32_t i = 0; i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++) {
-            char want[160];
-            snprintf(want, sizeof want, "%s/%s", m->nodes[i].name, m->nodes[i].params[p].name);
-            if (strcmp(want, name) == 0)
-                return 1;
-            for (int s = 0; s < n_slots; s++) {
-                snprintf(want, sizeof want, "optimizer/%s/%s/%s", m->nodes[i].name,
-                         m->nodes[i].params[p].name, slot_name(&m->optimizer, s));
+        for (int p = 0; p < m->nodes[i].n_params; p++)
+            for (int slot = -1; slot < n_slots; slot++) {
+                char want[160];
+                tensor_name(m, &m->nodes[i], p, slot, want, sizeof want);
                 if (strcmp(want, name) == 0)
                     return 1;
             }
-        }
     return strncmp(name, "optimizer/", 10) == 0 && n_slots == 0;
 }
 
@@ -270,18 +302,15 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     float *slots[2] = {flat + floats, flat + 2 * floats};
     char list[900] = "";
     int bad = 0;
-    for (int s = -1; s < n_slots; s++)
+    for (int slot = -1; slot < n_slots; slot++)
         for (int32_t i = 0; i < m->n_nodes; i++) {
             const kiln_node_rec *node = &m->nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 char name[160];
-                if (s < 0)
-                    snprintf(name, sizeof name, "%s/%s", node->name, node->params[p].name);
-                else
-                    snprintf(name, sizeof name, "optimizer/%s/%s/%s", node->name,
-                             node->params[p].name, slot_name(&m->optimizer, s));
-                take(&f, name, &node->params[p], (s < 0 ? flat : slots[s]) + node->param_offset[p],
-                     list, sizeof list, &bad);
+                tensor_name(m, node, p, slot, name, sizeof name);
+                take(&f, name, &node->params[p],
+                     flat + (size_t)(slot + 1) * floats + node->param_offset[p], list,
+                     sizeof list, &bad);
             }
         }
     for (size_t i = 0; i < f.n_tensors; i++) {
@@ -381,4 +410,101 @@ kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
 kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
 {
     return load(m, path, 1);
+}
+
+/* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
+static int is_checkpoint(const char *name)
+{
+    const size_t n = strlen(name);
+    return n == 5 + 12 + 12 && strncmp(name, "ckpt-", 5) == 0 &&
+           strcmp(name + n - 12, ".safetensors") == 0;
+}
+
+static int by_name_desc(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+/* The checkpoints in `dir`, newest first (caller frees each and the list). */
+static int list_checkpoints(kiln_context *ctx, const char *dir, char ***out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_checkpoint(e->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = kiln_realloc(ctx, names, (size_t)cap * sizeof *names);
+            if (!grown)
+                break;
+            names = grown;
+        }
+        if (!(names[n] = kiln_strdup(ctx, e->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, (size_t)n, sizeof *names, by_name_desc);
+    *out = names;
+    return n;
+}
+
+static void free_list(kiln_context *ctx, char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        kiln_free(ctx, names[i]);
+    kiln_free(ctx, names);
+}
+
+kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep)
+{
+    char path[4200];
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
+                          "folder %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", dir,
+             (long long)m->n_train_steps);
+    kiln_status st = kiln_model_save_checkpoint(m, path);
+    if (st != KILN_OK)
+        return st;
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    for (int i = keep; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    free_list(m->ctx, names, n);
+    return KILN_OK;
+}
+
+/* A damaged checkpoint is renamed to "<name>.damaged": kept for
+ * inspection, out of the rotation. */
+int kiln_checkpoint_folder_resume(kiln_model *m, const char *dir)
+{
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    int resumed = 0;
+    for (int i = 0; i < n && !resumed; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        const kiln_status st = kiln_model_load_checkpoint(m, path);
+        if (st == KILN_OK) {
+            resumed = 1;
+            continue;
+        }
+        char aside[4300];
+        snprintf(aside, sizeof aside, "%s.damaged", path);
+        kiln_log(m->ctx, KILN_LOG_WARNING, "skipping checkpoint %s (renamed %s.damaged): %s",
+                 path, names[i], kiln_context_last_error(m->ctx));
+        rename(path, aside);
+    }
+    free_list(m->ctx, names, n);
+    return resumed;
 }

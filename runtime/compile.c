@@ -3,11 +3,9 @@
 #include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
-#include "runtime/replica.h"
 #include "runtime/rng.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +74,7 @@ static kiln_status lay_out_params(kiln_model *m)
     return KILN_OK;
 }
 
-kiln_status kiln_model_init_params(kiln_model *m, float *flat)
+void kiln_model_init_params(const kiln_model *m, float *flat)
 {
     kiln_rng rng;
     kiln_rng_seed(&rng, m->ctx->seed, 1);
@@ -96,7 +94,6 @@ kiln_status kiln_model_init_params(kiln_model *m, float *flat)
                 dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;
         }
     }
-    return KILN_OK;
 }
 
 static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
@@ -235,185 +232,4 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *option
     }
     m->compiled = 1;
     return KILN_OK;
-}
-
-uint64_t kiln_model_fingerprint(const kiln_model *m)
-{
-    uint64_t h = KILN_HASH_SEED;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *n = &m->nodes[i];
-        for (int p = 0; p < n->n_params; p++) {
-            char text[256];
-            char shape[64];
-            const int len = snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name,
-                                     n->params[p].name,
-                                     kiln_shape_str(&n->params[p].shape, shape, sizeof shape));
-            h = kiln_hash(h, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
-        }
-    }
-    return h;
-}
-
-uint64_t kiln_model_training_hash(const kiln_model *m)
-{
-    const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *s = &o->schedule;
-    char text[512];   /* %a: every float exactly */
-    const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d",
-                             (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
-                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)s->kind,
-                             (long long)s->decay_steps, s->decay_rate, s->alpha,
-                             (long long)s->warmup_steps, (int)m->accumulation_steps);
-    return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
-}
-
-static kiln_status check_compiled(const kiln_model *m, const char *call)
-{
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    if (!m->compiled)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
-    return KILN_OK;
-}
-
-kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
-                                    int32_t *replicas)
-{
-    kiln_status st = check_compiled(m, "kiln_model_distribution");
-    if (st != KILN_OK)
-        return st;
-    if (strategy)
-        *strategy = m->strategy->name;
-    if (replicas)
-        *replicas = m->strategy->replica_count(m->strategy_impl);
-    return KILN_OK;
-}
-
-kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
-{
-    kiln_status st = check_compiled(m, "kiln_model_rank");
-    if (st != KILN_OK)
-        return st;
-    if (rank)
-        *rank = m->rank;
-    if (count)
-        *count = m->world > 0 ? m->world : 1;
-    return KILN_OK;
-}
-
-kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *stats)
-{
-    kiln_status st = check_compiled(m, "kiln_model_training_stats");
-    if (st != KILN_OK)
-        return st;
-    if (!stats || stats->struct_size < sizeof *stats)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_training_stats: stats is NULL or its struct_size is not "
-                          "sizeof(kiln_training_stats)");
-    kiln_strategy_stats s;
-    memset(&s, 0, sizeof s);
-    if (m->strategy->stats)
-        m->strategy->stats(m->strategy_impl, &s);
-    stats->steps = m->timed_steps;
-    stats->input_seconds = m->input_seconds;
-    stats->step_seconds = m->step_seconds;
-    stats->reductions = s.reductions;
-    stats->reduce_seconds = s.reduce_seconds;
-    stats->reduce_hidden_seconds = s.hidden_seconds;
-    stats->pipeline_bubble = s.stage_seconds > 0 ? 1.0 - s.busy_seconds / s.stage_seconds : 0.0;
-    stats->pipeline_stage_seconds = s.stage_seconds;
-    stats->max_staleness = s.max_staleness;
-    stats->max_lead = s.max_lead;
-    return KILN_OK;
-}
-
-kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_report *report)
-{
-    kiln_status st = check_compiled(m, "kiln_model_memory");
-    if (st != KILN_OK)
-        return st;
-    const int32_t n = m->strategy->replica_count(m->strategy_impl);
-    if (!report || report->struct_size < sizeof *report || replica < 0 || replica >= n)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_memory: replica %d of %d, or a report that is NULL or "
-                          "whose struct_size is not sizeof(kiln_memory_report)",
-                          (int)replica, (int)n);
-    const kiln_replica *r = m->strategy->replica(m->strategy_impl, replica);
-    report->device = -1;
-    for (int32_t d = 0; d < m->ctx->n_devices; d++)
-        if (m->ctx->devices[d] == r->dev)
-            report->device = d;
-    if (m->strategy->memory)
-        m->strategy->memory(m->strategy_impl, replica, report);
-    else
-        kiln_replica_memory(r, report);
-    return KILN_OK;
-}
-
-kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
-{
-    kiln_status st = check_compiled(m, "kiln_model_parameter_count");
-    if (st == KILN_OK && count)
-        *count = m->n_weights;
-    return count ? st : KILN_ERROR_INVALID_ARGUMENT;
-}
-
-kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
-{
-    kiln_status st = check_compiled(m, "kiln_model_output_size");
-    if (st == KILN_OK && size)
-        *size = kiln_node_size(m, m->output);
-    return size ? st : KILN_ERROR_INVALID_ARGUMENT;
-}
-
-/* Copies between the padded flat layout and the caller's packed array. */
-static void pack(const kiln_model *m, float *flat, float *packed, int to_packed)
-{
-    int64_t at = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
-        for (int p = 0; p < node->n_params; p++) {
-            const size_t bytes = (size_t)kiln_shape_size(&node->params[p].shape) * sizeof(float);
-            if (to_packed)
-                memcpy(packed + at, flat + node->param_offset[p], bytes);
-            else
-                memcpy(flat + node->param_offset[p], packed + at, bytes);
-            at += (int64_t)(bytes / sizeof(float));
-        }
-    }
-}
-
-static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int get)
-{
-    const char *call = get ? "kiln_model_get_weights" : "kiln_model_set_weights";
-    kiln_status st = check_compiled(m, call);
-    if (st != KILN_OK)
-        return st;
-    if (!weights || count < m->n_weights)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: room for %lld floats given, the model has %lld parameters", call,
-                          (long long)count, (long long)m->n_weights);
-    float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
-    if (!flat)
-        return kiln_error_oom(m->ctx, "a parameter copy", m->n_param_floats * sizeof(float));
-    if (get) {
-        st = m->strategy->get_params(m->strategy_impl, flat);
-        if (st == KILN_OK)
-            pack(m, flat, weights, 1);
-    } else {
-        pack(m, flat, weights, 0);
-        st = m->strategy->set_params(m->strategy_impl, flat);
-    }
-    kiln_free(m->ctx, flat);
-    return st;
-}
-
-kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
-{
-    return weights_io(m, weights, count, 1);
-}
-
-kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
-{
-    return weights_io(m, (float *)weights, count, 0);
 }

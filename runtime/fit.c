@@ -1,17 +1,13 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
 #include "comm/mpi_world.h"
+#include "runtime/checkpoint.h"
 #include "runtime/dataset.h"
-#include "runtime/model.h"
 #include "runtime/progress.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void kiln_fit_options_init(kiln_fit_options *o)
 {
@@ -79,31 +75,32 @@ static kiln_status check_same_everywhere(kiln_model *m, int together, const char
 }
 
 /* Host staging for one batch. */
-typedef struct staging {
+typedef struct batch_staging {
     float *features;
     void *labels;
     int64_t *order;
-} staging;
+} batch_staging;
 
-static void staging_free(kiln_context *ctx, staging *s)
+static void staging_free(kiln_context *ctx, batch_staging *staging)
 {
-    kiln_free(ctx, s->features);
-    kiln_free(ctx, s->labels);
-    kiln_free(ctx, s->order);
+    kiln_free(ctx, staging->features);
+    kiln_free(ctx, staging->labels);
+    kiln_free(ctx, staging->order);
 }
 
 static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                                 staging *s)
+                                 batch_staging *staging)
 {
-    memset(s, 0, sizeof *s);
+    memset(staging, 0, sizeof *staging);
     const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
                                    ? sizeof(int32_t)
                                    : (size_t)ds->label_size * sizeof(float);
-    s->features = kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
-    s->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
-    s->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
-    if (!s->features || !s->labels || !s->order) {
-        staging_free(m->ctx, s);
+    staging->features =
+        kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
+    staging->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
+    staging->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
+    if (!staging->features || !staging->labels || !staging->order) {
+        staging_free(m->ctx, staging);
         return kiln_error_oom(m->ctx, "batch staging",
                               (size_t)batch * (size_t)ds->feature_size * sizeof(float));
     }
@@ -113,22 +110,22 @@ static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t 
 static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
                                     kiln_metrics *out)
 {
-    staging s;
-    kiln_status st = staging_alloc(m, ds, batch, &s);
+    batch_staging staging;
+    kiln_status st = staging_alloc(m, ds, batch, &staging);
     if (st != KILN_OK)
         return st;
-    kiln_epoch_order(ds->count, 0, 0, 0, s.order);
+    kiln_epoch_order(ds->count, 0, 0, 0, staging.order);
     double loss = 0, correct = 0;
     for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(ds->count - start < batch ? ds->count - start : batch);
-        kiln_dataset_gather(ds, s.order + start, n, s.features, s.labels);
-        kiln_batch b = {n, s.features, s.labels};
+        kiln_dataset_gather(ds, staging.order + start, n, staging.features, staging.labels);
+        kiln_batch b = {n, staging.features, staging.labels};
         double sums[2];
         st = m->strategy->eval_step(m->strategy_impl, &b, sums);
         loss += sums[0];
         correct += sums[1];
     }
-    staging_free(m->ctx, &s);
+    staging_free(m->ctx, &staging);
     out->loss = loss / (double)ds->count;
     out->accuracy = m->loss.accuracy ? correct / (double)ds->count : -1.0;
     out->samples = ds->count;
@@ -247,203 +244,187 @@ static int notify(const kiln_fit_options *o, kiln_event event, int32_t epoch, in
     return o->callback(o->callback_user, &p);
 }
 
-/* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
-static int is_checkpoint(const char *name)
-{
-    const size_t n = strlen(name);
-    return n == 5 + 12 + 12 && strncmp(name, "ckpt-", 5) == 0 &&
-           strcmp(name + n - 12, ".safetensors") == 0;
-}
-
-static int by_name_desc(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)b, *(char *const *)a);
-}
-
-/* The checkpoints in `dir`, newest first (caller frees each and the list). */
-static int list_checkpoints(kiln_context *ctx, const char *dir, char ***out)
-{
-    *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0, cap = 0;
-    char **names = NULL;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!is_checkpoint(e->d_name))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **grown = kiln_realloc(ctx, names, (size_t)cap * sizeof *names);
-            if (!grown)
-                break;
-            names = grown;
-        }
-        if (!(names[n] = kiln_strdup(ctx, e->d_name)))
-            break;
-        n++;
-    }
-    closedir(d);
-    if (n)
-        qsort(names, (size_t)n, sizeof *names, by_name_desc);
-    *out = names;
-    return n;
-}
-
-static void free_list(kiln_context *ctx, char **names, int n)
-{
-    for (int i = 0; i < n; i++)
-        kiln_free(ctx, names[i]);
-    kiln_free(ctx, names);
-}
-
+/* Multi-worker: rank 0 writes for everyone. */
 static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 {
-    char path[4200];
     if (m->rank != 0)
-        return KILN_OK;   /* multi-worker: rank 0 writes for everyone */
-    if (mkdir(o->checkpoint_dir, 0755) != 0 && errno != EEXIST)
-        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
-                          "folder %s: %s", o->checkpoint_dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", o->checkpoint_dir,
-             (long long)m->n_train_steps);
-    kiln_status st = kiln_model_save_checkpoint(m, path);
+        return KILN_OK;
+    return kiln_checkpoint_folder_save(m, o->checkpoint_dir,
+                                       o->keep_checkpoints > 0 ? o->keep_checkpoints : 3);
+}
+
+/* Where training stands: the start of a fresh epoch. */
+static void reset_epoch_position(kiln_model *m)
+{
+    m->epoch_step = 0;
+    m->epoch_loss = m->epoch_correct = 0;
+    m->epoch_seen = 0;
+}
+
+/* Adds a step's sums (loss, correct, samples) to the epoch's. */
+static void add_sums(kiln_model *m, const double sums[3])
+{
+    m->epoch_loss += sums[0];
+    m->epoch_correct += sums[1];
+    m->epoch_seen += (int64_t)sums[2];
+}
+
+static void update_means(const kiln_model *m, kiln_epoch_record *r)
+{
+    const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
+    r->loss = m->epoch_loss / seen;
+    r->accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
+}
+
+/* Every checkpoint_every_steps steps, and at an epoch's end with
+ * checkpoint_every_epoch; never inside an accumulation cycle, whose
+ * partial gradients a checkpoint does not hold. */
+static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at_epoch_end)
+{
+    return o->checkpoint_dir &&
+           ((at_epoch_end && o->checkpoint_every_epoch) ||
+            (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
+           m->strategy->micro_step(m->strategy_impl) == 0;
+}
+
+/* Trains on batch `step` of the epoch's order, timing the input apart
+ * from the step. */
+static kiln_status train_batch(kiln_model *m, const kiln_dataset *ds, int32_t batch,
+                               int64_t step, batch_staging *staging, double sums[3])
+{
+    const int64_t first = step * batch;
+    const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
+    const double t0 = kiln_now();
+    kiln_dataset_gather(ds, staging->order + first, n, staging->features, staging->labels);
+    kiln_batch b = {n, staging->features, staging->labels};
+    /* Asynchronous strategies report other batches. */
+    sums[0] = 0;
+    sums[1] = 0;
+    sums[2] = n;
+    const double t1 = kiln_now();
+    const kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
     if (st != KILN_OK)
         return st;
-    char **names;
-    const int n = list_checkpoints(m->ctx, o->checkpoint_dir, &names);
-    const int keep = o->keep_checkpoints > 0 ? o->keep_checkpoints : 3;
-    for (int i = keep; i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", o->checkpoint_dir, names[i]);
-        remove(path);
-    }
-    free_list(m->ctx, names, n);
+    m->input_seconds += t1 - t0;
+    m->step_seconds += kiln_now() - t1;
+    m->timed_steps++;
     return KILN_OK;
 }
 
-/* Loads the newest checkpoint that loads. A damaged one is renamed to
- * "<name>.damaged" (kept for inspection, out of the rotation). */
-static kiln_status resume_from(kiln_model *m, const char *dir, int *resumed)
+/* A non-finite loss stops training unless skip_nonfinite: then the step
+ * counts, but not its sums. */
+static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                              int64_t step, const double sums[3], kiln_epoch_record *r)
 {
-    char **names;
-    const int n = list_checkpoints(m->ctx, dir, &names);
-    *resumed = 0;
-    for (int i = 0; i < n && !*resumed; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        const kiln_status st = kiln_model_load_checkpoint(m, path);
-        if (st == KILN_OK) {
-            *resumed = 1;
-            continue;
-        }
-        char aside[4300];
-        snprintf(aside, sizeof aside, "%s.damaged", path);
-        kiln_log(m->ctx, KILN_LOG_WARNING, "skipping checkpoint %s (renamed %s.damaged): %s",
-                 path, names[i], kiln_context_last_error(m->ctx));
-        rename(path, aside);
-    }
-    free_list(m->ctx, names, n);
+    if (!isfinite(sums[0]) && !o->skip_nonfinite)
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
+                          "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
+                          "was not applied and training stopped",
+                          isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
+                          (long long)step + 1);
+    m->n_train_steps++;
+    m->epoch_step = step + 1;
+    if (isfinite(sums[0]))
+        add_sums(m, sums);
+    else
+        r->skipped_steps++;
+    update_means(m, r);
     return KILN_OK;
+}
+
+static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                              int64_t step, int64_t steps, const kiln_epoch_record *r)
+{
+    /* The last step's checkpoint waits for the epoch's end, which writes it
+     * with the epoch in the history. */
+    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
+        const kiln_status st = save_checkpoint(m, o);
+        if (st != KILN_OK)
+            return st;
+    }
+    if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r))
+        return kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                          "kiln_model_fit: the callback stopped training at epoch %d, step "
+                          "%lld", (int)epoch + 1, (long long)step + 1);
+    return KILN_OK;
+}
+
+/* Asynchronous strategies: the batches still in flight. */
+static kiln_status drain_in_flight(kiln_model *m, kiln_epoch_record *r)
+{
+    double sums[3];
+    const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
+    if (st != KILN_OK)
+        return st;
+    add_sums(m, sums);
+    update_means(m, r);
+    return KILN_OK;
+}
+
+static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch_record *r)
+{
+    if (!o->validation)
+        return KILN_OK;
+    kiln_metrics v;
+    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, &v);
+    if (st != KILN_OK)
+        return st;
+    r->has_validation = 1;
+    r->val_loss = v.loss;
+    r->val_accuracy = v.accuracy;
+    return KILN_OK;
+}
+
+/* The epoch goes into the history and the position to the next epoch's
+ * start before the checkpoint, so a resume starts the next epoch. */
+static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                             int64_t steps, const kiln_epoch_record *r)
+{
+    kiln_status st = append_history(m, r);
+    reset_epoch_position(m);
+    if (st == KILN_OK && checkpoint_due(m, o, 1))
+        st = save_checkpoint(m, o);
+    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, r))
+        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
+                        "kiln_model_fit: the callback stopped training after epoch %d",
+                        (int)epoch + 1);
+    return st;
 }
 
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
-                             int32_t epoch, staging *s, kiln_progress_bar *bar)
+                             int32_t epoch, batch_staging *staging, kiln_progress_bar *bar)
 {
-    const int32_t batch = o->batch_size;
-    const int64_t steps = (ds->count + batch - 1) / batch;
+    const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, s->order);
+    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, staging->order);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
     const double start = kiln_now();
-    for (int64_t step = m->epoch_step; step < steps; step++) {
-        const int64_t first = step * batch;
-        const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
-        const double t0 = kiln_now();
-        kiln_dataset_gather(ds, s->order + first, n, s->features, s->labels);
-        kiln_batch b = {n, s->features, s->labels};
-        double sums[3] = {0, 0, n};   /* asynchronous strategies report other batches */
-        const double t1 = kiln_now();
-        kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    kiln_status st = KILN_OK;
+    for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
+        double sums[3];
+        st = train_batch(m, ds, o->batch_size, step, staging, sums);
+        if (st == KILN_OK)
+            st = count_step(m, o, epoch, step, sums, &r);
         if (st != KILN_OK)
-            return st;
-        m->input_seconds += t1 - t0;
-        m->step_seconds += kiln_now() - t1;
-        m->timed_steps++;
-        if (!isfinite(sums[0]) && !o->skip_nonfinite)
-            return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                              "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
-                              "was not applied and training stopped",
-                              isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
-                              (long long)step + 1);
-        m->n_train_steps++;
-        m->epoch_step = step + 1;
-        if (isfinite(sums[0])) {
-            m->epoch_loss += sums[0];
-            m->epoch_correct += sums[1];
-            m->epoch_seen += (int64_t)sums[2];
-        } else {
-            r.skipped_steps++;
-        }
-        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
-        r.loss = m->epoch_loss / seen;
-        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
+            break;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
-        if (o->checkpoint_dir && o->checkpoint_every_steps > 0 &&
-            m->n_train_steps % o->checkpoint_every_steps == 0 &&
-            m->strategy->micro_step(m->strategy_impl) == 0 && step + 1 < steps) {
-            st = save_checkpoint(m, o);
-            if (st != KILN_OK)
-                return st;
-        }
-        if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, &r))
-            return kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                              "kiln_model_fit: the callback stopped training at epoch %d, step "
-                              "%lld", (int)epoch + 1, (long long)step + 1);
+        st = after_step(m, o, epoch, step, steps, &r);
     }
-    if (m->strategy->drain) {   /* the batches still in flight */
-        double sums[3];
-        kiln_status st = m->strategy->drain(m->strategy_impl, sums);
-        if (st != KILN_OK)
-            return st;
-        m->epoch_loss += sums[0];
-        m->epoch_correct += sums[1];
-        m->epoch_seen += (int64_t)sums[2];
-        const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
-        r.loss = m->epoch_loss / seen;
-        r.accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
-    }
+    if (st == KILN_OK && m->strategy->drain)
+        st = drain_in_flight(m, &r);
     r.samples = m->epoch_seen;
-    if (o->validation) {
-        kiln_metrics v;
-        kiln_status st = evaluate_dataset(m, o->validation, batch, &v);
-        if (st != KILN_OK)
-            return st;
-        r.has_validation = 1;
-        r.val_loss = v.loss;
-        r.val_accuracy = v.accuracy;
-    }
+    if (st == KILN_OK)
+        st = validate(m, o, &r);
+    if (st != KILN_OK)
+        return st;
     r.seconds = kiln_now() - start;
     kiln_progress_end(bar, &r);
-    kiln_status st = append_history(m, &r);
-    m->epoch_step = 0;
-    m->epoch_loss = m->epoch_correct = 0;
-    m->epoch_seen = 0;
-    if (st == KILN_OK && o->checkpoint_dir &&
-        (o->checkpoint_every_epoch ||
-         (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
-        m->strategy->micro_step(m->strategy_impl) == 0)
-        st = save_checkpoint(m, o);
-    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, &r))
-        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                        "kiln_model_fit: the callback stopped training after epoch %d",
-                        (int)epoch + 1);
-    return st;
+    return end_epoch(m, o, epoch, steps, &r);
 }
 
 kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
@@ -462,41 +443,35 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
     if (st != KILN_OK)
         return st;
-    staging s;
-    st = staging_alloc(m, train, o.batch_size, &s);
+    batch_staging staging;
+    st = staging_alloc(m, train, o.batch_size, &staging);
     if (st != KILN_OK)
         return st;
-    int resumed = 0;
-    if (o.resume && o.checkpoint_dir)
-        st = resume_from(m, o.checkpoint_dir, &resumed);
+    const int resumed = o.resume && kiln_checkpoint_folder_resume(m, o.checkpoint_dir);
     if (!resumed) {
         m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
-        m->epoch_step = 0;
-        m->epoch_loss = m->epoch_correct = 0;
-        m->epoch_seen = 0;
+        reset_epoch_position(m);
     }
-    /* A rank whose resume failed keeps its own message; the others learn
-     * that it differs. */
+    /* A rank that found no checkpoint to load would count `epochs` from
+     * its own history, not from the checkpoint's. */
     static const char *const names[] = {
         "epochs", "batch_size", "number of training samples", "number of validation samples",
-        "shuffle seed", "outcome of resuming from checkpoint_dir (a kiln_status)",
+        "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
         "epochs in the history", "steps done in the current epoch"};
     const int64_t mine[] = {o.epochs, o.batch_size, train->count,
                             o.validation ? o.validation->count : 0, (int64_t)m->shuffle_seed,
-                            st, m->n_history, m->epoch_step};
-    const kiln_status same = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
-    if (st == KILN_OK)
-        st = same;
+                            resumed, m->n_history, m->epoch_step};
+    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o.epochs;
     kiln_progress_bar bar;
     kiln_progress_init(&bar, m->rank == 0 ? o.verbosity : KILN_VERBOSE_SILENT, stderr);
     for (int32_t e = first; e < last && st == KILN_OK; e++)
-        st = fit_epoch(m, train, &o, e, &s, &bar);
+        st = fit_epoch(m, train, &o, e, &staging, &bar);
     if (st != KILN_OK)
         kiln_progress_abort(&bar);
-    staging_free(m->ctx, &s);
+    staging_free(m->ctx, &staging);
     return st;
 }
 

@@ -95,6 +95,6 @@ uint64_t kiln_model_fingerprint(const kiln_model *m);
 uint64_t kiln_model_training_hash(const kiln_model *m);
 
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
-kiln_status kiln_model_init_params(kiln_model *m, float *flat);
+void kiln_model_init_params(const kiln_model *m, float *flat);
 
 #endif

@@ -210,71 +210,133 @@ static void begin_collective(dp *s)
         kiln_collective_begin(s->collective, members);
 }
 
+/* Central storage: the host parameters, when they changed since this
+ * replica's last job. */
+static kiln_status pull_host_params(dp_replica *d)
+{
+    dp *strategy = d->owner;
+    if (strategy->mode != DP_CENTRAL || d->params_version == strategy->params_version)
+        return KILN_OK;
+    d->params_version = strategy->params_version;
+    return kiln_replica_write_params(d->r, strategy->host_params);
+}
+
+/* Forward, loss and backward on the replica's shard; backward hands the
+ * reducer each bucket it completes. */
+static kiln_status compute_gradients(dp_replica *d)
+{
+    const dp *strategy = d->owner;
+    kiln_replica *r = d->r;
+    const int32_t n = d->shard.n;
+    kiln_first_run_enter(strategy->serial);
+    kiln_status st = kiln_replica_upload(r, &d->shard);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(r, n, 1);
+    if (st == KILN_OK)
+        st = kiln_replica_loss(r, n, strategy->global_scale);
+    if (st == KILN_OK)
+        st = kiln_replica_backward(r, n, on_backward, d);
+    if (st == KILN_OK && strategy->serial)
+        st = kiln_device_finish(r->dev);   /* the kernels run under the lock */
+    kiln_first_run_leave(strategy->serial);
+    d->backward_end = kiln_now();
+    return st;
+}
+
+/* Gradient accumulation: a micro-step with samples adds its gradients to
+ * the replica's sum; the cycle's last step turns the sum into the mean,
+ * which on_backward already did bucket by bucket where a reducer runs. */
+static kiln_status accumulate(dp_replica *d)
+{
+    const dp *strategy = d->owner;
+    const kiln_model *m = strategy->m;
+    if (!d->r->accum)
+        return KILN_OK;
+    if (!strategy->final_micro)
+        return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->n_param_floats, 0, 1.0f)
+                              : KILN_OK;
+    if (!strategy->reducer)
+        return kiln_replica_accumulate(d->r, 0, m->n_param_floats, 1,
+                                       1.0f / (float)m->accumulation_steps);
+    return KILN_OK;
+}
+
+/* Nobody waits for a replica that failed before the reduction. */
+static kiln_status abandon_step(dp_replica *d, kiln_status st)
+{
+    const dp *strategy = d->owner;
+    replica_failed(d, st);
+    if (strategy->reducer)
+        kiln_reducer_cancel(strategy->reducer);
+    if (strategy->collective)
+        kiln_collective_cancel(strategy->collective);
+    return st;
+}
+
+/* Every replica applies the same update to its own copy. The reduced sum
+ * is the same everywhere, so all skip a non-finite step alike; without a
+ * reducer, the optimizer checks the replica's own loss on the device. */
+static kiln_status apply_update(dp_replica *d)
+{
+    const dp *strategy = d->owner;
+    kiln_replica *r = d->r;
+    const kiln_model *m = strategy->m;
+    kiln_status st = KILN_OK;
+    if (strategy->reducer) {
+        const float *sum = kiln_reducer_result(strategy->reducer);
+        if (!all_finite(sum, m->n_param_floats))
+            return KILN_OK;
+        st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->n_param_floats * sizeof(float), 0);
+    }
+    if (st == KILN_OK)
+        st = kiln_optimizer_apply(r->dev, &m->optimizer, strategy->lr, r->params, r->grads,
+                                  r->slots, m->n_trainable_floats, strategy->update,
+                                  strategy->reducer ? NULL : r->sums);
+    return st;
+}
+
+/* The step's loss sums (its one synchronisation) and the replica's state,
+ * which average_state takes the mean of. */
+static kiln_status read_results(dp_replica *d)
+{
+    const dp *strategy = d->owner;
+    kiln_replica *r = d->r;
+    kiln_status st = KILN_OK;
+    if (d->shard.n > 0)
+        st = kiln_replica_read_sums(r, d->sums);
+    if (st == KILN_OK && strategy->n_state)
+        st = kiln_buffer_read(r->dev, r->params, strategy->m->n_trainable_floats * sizeof(float),
+                              d->state, strategy->n_state * sizeof(float));
+    return st;
+}
+
 static kiln_status train_job(void *arg)
 {
     dp_replica *d = arg;
-    dp *s = d->owner;
-    kiln_replica *r = d->r;
-    kiln_model *m = s->m;
+    const dp *strategy = d->owner;
     kiln_status st = push_state(d);
-    if (st == KILN_OK && s->mode == DP_CENTRAL && d->params_version != s->params_version) {
-        st = kiln_replica_write_params(r, s->host_params);
-        d->params_version = s->params_version;
-    }
+    if (st == KILN_OK)
+        st = pull_host_params(d);
     d->sums[0] = d->sums[1] = 0;
-    const int32_t n = d->shard.n;
-    if (st == KILN_OK && n > 0) {
-        kiln_first_run_enter(s->serial);
-        st = kiln_replica_upload(r, &d->shard);
-        if (st == KILN_OK)
-            st = kiln_replica_forward(r, n, 1);
-        if (st == KILN_OK)
-            st = kiln_replica_loss(r, n, s->global_scale);
-        if (st == KILN_OK)
-            st = kiln_replica_backward(r, n, on_backward, d);
-        if (st == KILN_OK && s->serial)
-            st = kiln_device_finish(r->dev);   /* the kernels run under the lock */
-        kiln_first_run_leave(s->serial);
-        d->backward_end = kiln_now();
-    } else if (st == KILN_OK) {
-        st = s->final_micro && s->reducer ? empty_shard(d) : KILN_OK;
-    }
-    r->train_steps++;
-    if (st == KILN_OK && r->accum && !s->final_micro && n > 0)
-        st = kiln_replica_accumulate(r, 0, m->n_param_floats, 0, 1.0f);
-    if (st == KILN_OK && r->accum && s->final_micro && !s->reducer)
-        st = kiln_replica_accumulate(r, 0, m->n_param_floats, 1,
-                                     1.0f / (float)m->accumulation_steps);
-    if (st != KILN_OK) {
-        replica_failed(d, st);
-        if (s->reducer)
-            kiln_reducer_cancel(s->reducer);  /* nobody waits for this replica */
-        if (s->collective)
-            kiln_collective_cancel(s->collective);
-        return st;
-    }
-    if (s->final_micro && s->mode != DP_CENTRAL) {
-        int finite = 1;
-        if (s->reducer) {
+    if (st == KILN_OK && d->shard.n > 0)
+        st = compute_gradients(d);
+    else if (st == KILN_OK && strategy->final_micro && strategy->reducer)
+        st = empty_shard(d);
+    d->r->train_steps++;
+    if (st == KILN_OK)
+        st = accumulate(d);
+    if (st != KILN_OK)
+        return abandon_step(d, st);
+    /* Central storage: the host updates once the replicas are done. */
+    if (strategy->final_micro && strategy->mode != DP_CENTRAL) {
+        if (strategy->reducer)
             st = wait_reduced(d);
-            if (st != KILN_OK)
-                return st;
-            /* Every replica sees the same sum, so all skip a non-finite step alike. */
-            finite = all_finite(kiln_reducer_result(s->reducer), m->n_param_floats);
-            if (finite)
-                st = kiln_buffer_write(r->dev, r->grads, 0, kiln_reducer_result(s->reducer),
-                                       m->n_param_floats * sizeof(float), 0);
-        }
-        if (st == KILN_OK && finite)
-            st = kiln_optimizer_apply(r->dev, &m->optimizer, s->lr, r->params, r->grads,
-                                      r->slots, m->n_trainable_floats, s->update,
-                                      s->reducer ? NULL : r->sums);
+        if (st != KILN_OK)
+            return st;   /* wait_reduced explains its own failure */
+        st = apply_update(d);
     }
-    if (st == KILN_OK && n > 0)
-        st = kiln_replica_read_sums(r, d->sums);  /* the step's one synchronisation */
-    if (st == KILN_OK && s->n_state)
-        st = kiln_buffer_read(r->dev, r->params, m->n_trainable_floats * sizeof(float),
-                              d->state, s->n_state * sizeof(float));
+    if (st == KILN_OK)
+        st = read_results(d);
     return st == KILN_OK ? KILN_OK : replica_failed(d, st);
 }
 
@@ -765,7 +827,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     kiln_status st = init && s->reps ? KILN_OK
                                      : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *s->reps);
     if (st == KILN_OK)
-        st = kiln_model_init_params(m, init);
+        kiln_model_init_params(m, init);
     if (st == KILN_OK && mode == DP_MULTI_WORKER)
         st = join_world(s, init);
     for (int k = 0; st == KILN_OK && k < n; k++) {

