@@ -113,7 +113,7 @@ static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
     r->span = *span;
     r->role = "replica";
     r->stage_node = -1;
-    r->stage_phase = "idle";
+    r->stage_phase = KILN_PHASE_IDLE;
     pthread_mutex_init(&r->stage_lock, NULL);
     return r;
 }
@@ -270,9 +270,26 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
     return KILN_OK;
 }
 
+static const char *const phase_names[] = {
+    [KILN_PHASE_IDLE] = "idle",
+    [KILN_PHASE_UPLOAD] = "uploading its batch",
+    [KILN_PHASE_FORWARD] = "forward",
+    [KILN_PHASE_BACKWARD] = "backward",
+    [KILN_PHASE_AFTER_BACKWARD] = "after backward",
+};
+
+static void set_stage(kiln_replica *r, kiln_node node, kiln_replica_phase phase)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    r->stage_node = node;
+    r->stage_phase = phase;
+    pthread_mutex_unlock(&r->stage_lock);
+}
+
 kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
 {
     const kiln_model *m = r->model;
+    set_stage(r, -1, KILN_PHASE_UPLOAD);
     kiln_status st = kiln_replica_reserve(r, b->n);
     if (st != KILN_OK)
         return st;
@@ -288,19 +305,19 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
     return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
 }
 
-static void set_stage(kiln_replica *r, kiln_node node, const char *phase)
+kiln_replica_phase kiln_replica_phase_now(kiln_replica *r)
 {
     pthread_mutex_lock(&r->stage_lock);
-    r->stage_node = node;
-    r->stage_phase = phase;
+    const kiln_replica_phase phase = r->stage_phase;
     pthread_mutex_unlock(&r->stage_lock);
+    return phase;
 }
 
 void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
 {
     pthread_mutex_lock(&r->stage_lock);
     const kiln_node node = r->stage_node;
-    const char *phase = r->stage_phase;
+    const char *phase = phase_names[r->stage_phase];
     pthread_mutex_unlock(&r->stage_lock);
     if (node >= 0)
         snprintf(buf, size, "%s %d on %s, layer '%s' (%s)", r->role, r->index,
@@ -388,7 +405,7 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
         const kiln_node_rec *node = &m->nodes[i];
         if (!node->on_path || i == m->input)
             continue;
-        set_stage(r, i, "forward");
+        set_stage(r, i, KILN_PHASE_FORWARD);
         kiln_status st = training ? check_fault(r, i, 0) : KILN_OK;
         if (st != KILN_OK)
             return st;
@@ -427,7 +444,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
     for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
         const kiln_node_rec *node = &m->nodes[i];
         if (node->on_path && i != m->input) {
-            set_stage(r, i, "backward");
+            set_stage(r, i, KILN_PHASE_BACKWARD);
             st = check_fault(r, i, 1);
             const int fused = i == m->output && m->loss.fused;
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
@@ -452,7 +469,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
     }
     memset(r->written, 0, (size_t)m->n_nodes);  /* the next pass starts clean */
     if (st == KILN_OK)
-        set_stage(r, -1, "after backward");
+        set_stage(r, -1, KILN_PHASE_AFTER_BACKWARD);
     return st;
 }
 

@@ -35,6 +35,15 @@ typedef struct kiln_stage_span {
     int accumulate;                         /* keep an accumulation buffer */
 } kiln_stage_span;
 
+/* Where a replica stands in its step, for the watchdog and its messages. */
+typedef enum kiln_replica_phase {
+    KILN_PHASE_IDLE,
+    KILN_PHASE_UPLOAD,
+    KILN_PHASE_FORWARD,
+    KILN_PHASE_BACKWARD,
+    KILN_PHASE_AFTER_BACKWARD,   /* backward done: reducing, waiting for others */
+} kiln_replica_phase;
+
 typedef struct kiln_replica {
     const kiln_model *model;
     kiln_device *dev;
@@ -64,7 +73,7 @@ typedef struct kiln_replica {
     /* Where the replica is, for watchdog messages; under stage_lock. */
     pthread_mutex_t stage_lock;
     kiln_node stage_node;
-    const char *stage_phase;
+    kiln_replica_phase stage_phase;
     int64_t train_steps;         /* training steps run, for the fault hook */
     const kiln_fault *fault;
     volatile int cancel;         /* set to make a stalled replica give up */
@@ -123,6 +132,9 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
 
 /* "replica 1 on device 1 (name), layer 'dense' (backward)": for messages. */
 void kiln_replica_describe(kiln_replica *r, char *buf, size_t size);
+
+/* Where the replica stands now (any thread may ask). */
+kiln_replica_phase kiln_replica_phase_now(kiln_replica *r);
 
 /* Blocking: waits for the queue, returns the loss and correct sums. */
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2]);

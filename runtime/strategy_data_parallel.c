@@ -46,7 +46,6 @@ typedef struct dp_replica {
     int64_t params_version;      /* central storage: host parameters it holds */
     double backward_end;         /* kiln_now() when its backward returned */
     float *state;                /* its non-trainable state after its last step */
-    char error[768];
 } dp_replica;
 
 struct dp {
@@ -68,7 +67,7 @@ struct dp {
     float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t params_version;
     int broken;
-    char broken_reason[768];
+    char broken_reason[sizeof ((kiln_diag *)0)->message];
     kiln_strategy_stats stats;
     /* multi_worker: the MPI world; this process's replicas are global
      * replicas rank * n ... rank * n + n - 1 of world * n. */
@@ -89,14 +88,15 @@ struct dp {
     int state_pending;           /* state_mean not yet written to the replicas */
 };
 
-/* Records the first failure of a replica with its place, before another
- * thread can overwrite the context's message. */
+/* Prefixes the failure in this thread's own diagnostics with the replica's
+ * place; run_all copies the culprit's to the calling thread. */
 static kiln_status replica_failed(dp_replica *d, kiln_status st)
 {
-    char where[320];
+    kiln_context *ctx = d->owner->m->ctx;
+    char where[320], why[sizeof ((kiln_diag *)0)->message];
     kiln_replica_describe(d->r, where, sizeof where);
-    snprintf(d->error, sizeof d->error, "%s: %s", where, kiln_context_last_error(d->owner->m->ctx));
-    return st;
+    snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
+    return kiln_error(ctx, st, "%s: %s", where, why);
 }
 
 /* After node i's backward: hand every bucket it completes to the reducer. */
@@ -141,12 +141,10 @@ static kiln_status wait_reduced(dp_replica *d)
         return KILN_OK;
     const kiln_status cross = kiln_reducer_cross_status(s->reducer);
     if (cross != KILN_OK) {
-        snprintf(d->error, sizeof d->error, "%.700s", s->cross_error);
-        return cross;
+        return kiln_error(s->m->ctx, cross, "%.700s", s->cross_error);
     }
-    snprintf(d->error, sizeof d->error, "replica %d: the step was abandoned because another "
-             "replica failed", d->r->index);
-    return KILN_ERROR_STOPPED;
+    return kiln_error(s->m->ctx, KILN_ERROR_STOPPED, "replica %d: the step was abandoned "
+                      "because another replica failed", d->r->index);
 }
 
 static int all_finite(const float *x, size_t n)
@@ -418,10 +416,8 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
         return kiln_error(s->m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier "
                           "(%s); destroy the model", s->broken_reason);
     if (s->mode == DP_ONE_DEVICE) {
-        kiln_status st = fn(&s->reps[0]);
-        if (st != KILN_OK)
-            return kiln_error(s->m->ctx, st, "%s", s->reps[0].error);
-        return KILN_OK;
+        /* On this thread: a failure is already in its diagnostics. */
+        return fn(&s->reps[0]);
     }
     for (int k = 0; k < s->n; k++)
         kiln_worker_post(s->reps[k].worker, fn, &s->reps[k]);
@@ -451,7 +447,8 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
         if (s->collective)
             kiln_collective_cancel(s->collective);
         char msg[700];
-        const int waiting = strstr(where, "(after backward)") != NULL;
+        const int waiting =
+            kiln_replica_phase_now(s->reps[stalled].r) == KILN_PHASE_AFTER_BACKWARD;
         snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog%s", where,
                  s->m->step_timeout,
                  s->mpi && waiting ? ": it was waiting for the other processes' gradients "
@@ -464,7 +461,8 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
         return mark_broken(s, KILN_ERROR_TIMEOUT, "%s", msg);
     }
     if (first != KILN_OK)
-        return mark_broken(s, first, "%s", s->reps[culprit].error);
+        return mark_broken(s, first, "%s",
+                           kiln_worker_diag(s->reps[culprit].worker)->message);
     s->state_pending = 0;  /* every job starts with push_state */
     return KILN_OK;
 }
