@@ -37,7 +37,6 @@ typedef struct ps_worker {
     float *snapshot, *grads;      /* host copies of parameters and gradient */
     int64_t pulled;               /* store version its device holds (-1: none) */
     int64_t clock;                /* batches it has finished */
-    char error[768];
 } ps_worker;
 
 struct ps {
@@ -53,17 +52,18 @@ struct ps {
     double pending[3];            /* loss sum, correct sum, samples */
     int32_t max_staleness;
     int broken;
-    char broken_reason[768];
+    char broken_reason[sizeof ((kiln_diag *)0)->message];
     kiln_strategy_stats stats;
 };
 
 static kiln_status worker_failed(ps_worker *w, kiln_status st)
 {
-    char where[320];
+    /* Into this worker thread's own diagnostics; the caller copies them. */
+    kiln_context *ctx = w->owner->m->ctx;
+    char where[320], why[sizeof ((kiln_diag *)0)->message];
     kiln_replica_describe(w->r, where, sizeof where);
-    snprintf(w->error, sizeof w->error, "%s: %s", where,
-             kiln_context_last_error(w->owner->m->ctx));
-    return st;
+    snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
+    return kiln_error(ctx, st, "%s: %s", where, why);
 }
 
 /* Pull if stale, compute the gradient of the worker's batch, push. */
@@ -150,7 +150,7 @@ static kiln_status collect(ps *p, ps_worker *w)
     if (!kiln_worker_wait(w->thread, kiln_deadline_in(p->m->step_timeout), &st))
         return mark_broken(p, KILN_ERROR_TIMEOUT, "a parameter-server worker did not finish");
     w->posted = 0;
-    return st == KILN_OK ? KILN_OK : mark_broken(p, st, w->error);
+    return st == KILN_OK ? KILN_OK : mark_broken(p, st, kiln_worker_diag(w->thread)->message);
 }
 
 /* Waits until no batch is in flight; the first failure wins. */
@@ -169,7 +169,7 @@ static kiln_status wait_idle(ps *p)
                 p->w[k].busy = 0;
                 if (st != KILN_OK) {
                     pthread_mutex_unlock(&p->lock);
-                    return mark_broken(p, st, p->w[k].error);
+                    return mark_broken(p, st, kiln_worker_diag(p->w[k].thread)->message);
                 }
             }
         }
@@ -236,7 +236,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
             if (p->w[j].posted && kiln_worker_wait(p->w[j].thread, kiln_deadline_in(0.01), &s)) {
                 p->w[j].posted = 0;
                 if (s != KILN_OK)
-                    return mark_broken(p, s, p->w[j].error);
+                    return mark_broken(p, s, kiln_worker_diag(p->w[j].thread)->message);
             }
         }
         pthread_mutex_lock(&p->lock);

@@ -51,7 +51,6 @@ typedef struct pp_stage {
     float *scratch;               /* summing gradients from several stages */
     double wait_seconds;          /* this pass */
     double sums[2];
-    char error[768];
 } pp_stage;
 
 struct pp {
@@ -86,7 +85,7 @@ struct pp {
     int broken;
     int serial;                   /* this pass runs one stage at a time */
     kiln_shape_log seen[3];       /* per job: micro-batch sizes run before */
-    char broken_reason[768];
+    char broken_reason[sizeof ((kiln_diag *)0)->message];
     kiln_strategy_stats stats;
 };
 
@@ -103,14 +102,16 @@ static int is_last(const pp_stage *st)
 static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status status)
 {
     pp *p = st->owner;
+    /* Into this stage thread's own diagnostics; the caller copies the
+     * culprit's. */
     if (status == KILN_ERROR_STOPPED) {
-        snprintf(st->error, sizeof st->error, "stage %d: the step was abandoned because "
-                 "another stage failed", (int)st->index);
+        kiln_error(p->m->ctx, status, "stage %d: the step was abandoned because another stage "
+                   "failed", (int)st->index);
     } else {
-        char where[320];
+        char where[320], why[sizeof ((kiln_diag *)0)->message];
         kiln_replica_describe(v, where, sizeof where);
-        snprintf(st->error, sizeof st->error, "pipeline %s: %s", where,
-                 kiln_context_last_error(p->m->ctx));
+        snprintf(why, sizeof why, "%s", kiln_context_last_error(p->m->ctx));
+        kiln_error(p->m->ctx, status, "pipeline %s: %s", where, why);
     }
     pthread_mutex_lock(&p->lock);
     p->abort = 1;
@@ -535,7 +536,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
     }
     if (first != KILN_OK)
-        return mark_broken(p, first, p->stages[culprit].error);
+        return mark_broken(p, first, kiln_worker_diag(p->stages[culprit].worker)->message);
     if (outputs)
         memcpy(outputs, p->outputs, out_floats * sizeof(float));
     if (job == PP_TRAIN) {
