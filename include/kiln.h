@@ -563,7 +563,8 @@ typedef struct kiln_compile_options {
 KILN_API kiln_status kiln_model_compile(kiln_model *model, const kiln_compile_options *options);
 
 /** How a compiled model trains: the strategy's name ("one_device",
- *  "mirrored", "central_storage", "pipeline"; static string) and its
+ *  "mirrored", "central_storage", "pipeline", "multi_worker",
+ *  "parameter_server"; static string) and its
  *  replica count (for the pipeline: its stages, which kiln_model_memory
  *  reports one by one). Either pointer may be NULL. */
 KILN_API kiln_status kiln_model_distribution(const kiln_model *model, const char **strategy,

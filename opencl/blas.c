@@ -11,8 +11,10 @@
  * ("basic_string::_M_create"): replicas starting together did. So a shape's
  * first call on a device is serialised; later calls run freely, since on
  * PoCL's basic devices a GEMM computes inside the call and a lock would
- * serialise the devices. This is kiln's one process-wide lock; it guards
- * CLBlast, not kiln. */
+ * serialise the devices. It guards CLBlast, not kiln: one of kiln's three
+ * process-wide locks, with the first-run lock (runtime/first_run.c) and the
+ * MPI lock (comm/mpi_world.c), each guarding a library shared by the
+ * process. */
 static pthread_mutex_t clblast_first_use = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t shape_key(size_t m, size_t n, size_t k, int ta, int tb)

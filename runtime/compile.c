@@ -162,7 +162,8 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
                                                                : 1;
     m->n_replicas = o->replicas;
-    m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds : 600.0;
+    m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
+                                                  : KILN_DEFAULT_STEP_TIMEOUT;
     m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
     m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
     m->reducer_threads = o->reducer_threads ? o->reducer_threads : 2;

@@ -6,6 +6,9 @@
 #include "runtime/context.h"
 #include "runtime/strategy.h"
 
+/* kiln_compile_options.step_timeout_seconds when left 0 (kiln.h says so). */
+#define KILN_DEFAULT_STEP_TIMEOUT 600.0
+
 typedef struct kiln_node_rec {
     const kiln_layer_ops *ops;
     void *config;

@@ -490,10 +490,12 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])
 {
     float host[2];
-    kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    const kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    if (st != KILN_OK)
+        return st;
     sums[0] = host[0];
     sums[1] = host[1];
-    return st;
+    return KILN_OK;
 }
 
 kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)

@@ -26,8 +26,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KILN_DEFAULT_STEP_TIMEOUT 600.0
-#define KILN_STOP_GRACE 10.0
 
 typedef enum dp_mode { DP_ONE_DEVICE, DP_MIRRORED, DP_CENTRAL, DP_MULTI_WORKER } dp_mode;
 typedef enum dp_job { JOB_TRAIN, JOB_EVAL, JOB_PREDICT } dp_job;
@@ -669,7 +667,7 @@ static void dp_destroy(void *impl)
     if (s->collective)
         kiln_collective_cancel(s->collective);
     for (int k = 0; s->reps && k < s->n; k++)
-        if (!kiln_worker_stop(s->reps[k].worker, KILN_STOP_GRACE))
+        if (!kiln_worker_stop(s->reps[k].worker, KILN_WORKER_STOP_GRACE))
             leaked = 1;
     if (leaked) {
         /* A thread still uses these; freeing them under it would crash. */

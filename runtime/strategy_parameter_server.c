@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PS_STOP_GRACE 10.0
 
 typedef struct ps ps;
 
@@ -403,7 +402,7 @@ static void ps_destroy(void *impl)
     for (int k = 0; p->w && k < p->n; k++) {
         if (p->w[k].r)
             p->w[k].r->cancel = 1;
-        if (!kiln_worker_stop(p->w[k].thread, PS_STOP_GRACE))
+        if (!kiln_worker_stop(p->w[k].thread, KILN_WORKER_STOP_GRACE))
             leaked = 1;
     }
     if (leaked) {

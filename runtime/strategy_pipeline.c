@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PP_STOP_GRACE 10.0
 
 typedef enum pp_job { PP_TRAIN, PP_EVAL, PP_PREDICT } pp_job;
 
@@ -197,8 +196,10 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
         s = kiln_replica_loss(v, n, p->job == PP_TRAIN ? p->scale : 1.0f);
         if (s == KILN_OK)
             s = kiln_replica_read_sums(v, sums);
-        st->sums[0] += sums[0];
-        st->sums[1] += sums[1];
+        if (s == KILN_OK) {
+            st->sums[0] += sums[0];
+            st->sums[1] += sums[1];
+        }
     } else if (s == KILN_OK && is_last(st)) {
         s = kiln_replica_read_output(v, n, p->outputs + (size_t)start * (size_t)out);
     }
@@ -704,7 +705,7 @@ static void pp_destroy(void *impl)
             if (p->stages[k].views[v])
                 p->stages[k].views[v]->cancel = 1;
     for (int32_t k = 0; p->stages && k < p->n; k++)
-        if (!kiln_worker_stop(p->stages[k].worker, PP_STOP_GRACE))
+        if (!kiln_worker_stop(p->stages[k].worker, KILN_WORKER_STOP_GRACE))
             leaked = 1;
     if (leaked) {
         kiln_log(ctx, KILN_LOG_ERROR, "a pipeline stage's thread is stuck; its buffers are "
@@ -800,7 +801,6 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->m = m;
-    p->n = n;
     p->max_micro = m->micro_batches;
     p->stages = kiln_calloc(ctx, (size_t)n, sizeof *p->stages);
     p->start = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->start);

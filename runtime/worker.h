@@ -9,6 +9,10 @@
 #include "kiln.h"
 
 typedef struct kiln_worker kiln_worker;
+
+/* How long a strategy's destroy waits for a busy worker before leaving it
+ * detached (kiln_worker_stop): every strategy uses the same. */
+#define KILN_WORKER_STOP_GRACE 10.0
 typedef kiln_status (*kiln_job_fn)(void *arg);
 
 kiln_status kiln_worker_start(kiln_context *ctx, kiln_worker **out);

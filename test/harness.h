@@ -1,5 +1,5 @@
 /* Minimal test harness: CHECK records a failure and goes on; the test's exit
- * code is the failure count (0 = pass); SKIP exits 77, which meson reports
+ * code is 1 if any check failed, else 0; SKIP exits 77, which meson reports
  * as a skipped test. */
 #ifndef KILN_TEST_HARNESS_H
 #define KILN_TEST_HARNESS_H
