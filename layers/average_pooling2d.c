@@ -33,13 +33,15 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
 }
 
 const kiln_layer_ops kiln_layer_average_pooling2d = {
-    "average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL, avg_forward,
-    avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
+    .kind = "average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
-    "global_average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL,
-    avg_forward, avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
+    .kind = "global_average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
@@ -54,7 +56,7 @@ kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
 
 kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
 {
-    pool_config c = {0, 0, 0, 0, KILN_PADDING_VALID, 1, 0, 0, 0, 0, 0, 0, 0};
+    pool_config c = {.padding = KILN_PADDING_VALID, .global = 1};
     return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, &c, &input, 1,
                                 name, KILN_ACTIVATION_LINEAR);
 }

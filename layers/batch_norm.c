@@ -226,8 +226,10 @@ static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_batch_norm = {
-    "batch_normalization", sizeof(bn_config), sizeof(bn_replica), 1, 1, bn_infer, bn_prepare,
-    bn_forward, bn_backward, bn_release, bn_flops, bn_synchronized, NULL,
+    .kind = "batch_normalization", .config_size = sizeof(bn_config),
+    .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .infer = bn_infer,
+    .prepare = bn_prepare, .forward = bn_forward, .backward = bn_backward,
+    .release = bn_release, .flops = bn_flops, .synchronized = bn_synchronized,
 };
 
 kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
@@ -235,8 +237,9 @@ kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
 {
     kiln_batch_norm_options o;
     kiln_options_copy(&o, sizeof o, options);
-    bn_config c = {o.momentum != 0.0f ? o.momentum : 0.99f,
-                   o.epsilon != 0.0f ? o.epsilon : 1e-3f, o.synchronized != 0, 0};
+    bn_config c = {.momentum = o.momentum != 0.0f ? o.momentum : 0.99f,
+                   .epsilon = o.epsilon != 0.0f ? o.epsilon : 1e-3f,
+                   .synchronized = o.synchronized != 0};
     return kiln_model_add_layer(model, &kiln_layer_batch_norm, &c, &input, 1, o.name,
                                 o.activation);
 }

@@ -191,18 +191,21 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {
-    "conv2d", sizeof(conv2d_config), sizeof(conv2d_replica), 1, 1, conv2d_infer,
-    conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops, NULL,
-    kiln_layer_fuses_activation,
+    .kind = "conv2d", .config_size = sizeof(conv2d_config),
+    .replica_size = sizeof(conv2d_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = conv2d_infer, .prepare = conv2d_prepare, .forward = conv2d_forward,
+    .backward = conv2d_backward, .release = conv2d_release, .flops = conv2d_flops,
+    .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
 {
     kiln_conv2d_options o;
     kiln_options_copy(&o, sizeof o, options);
-    conv2d_config c = {o.filters, o.kernel_size[0], o.kernel_size[1],
-                       o.strides[0] ? o.strides[0] : 1, o.strides[1] ? o.strides[1] : 1,
-                       o.padding, !o.no_bias, 0, 0, 0, 0, 0, 0, 0, 0};
+    conv2d_config c = {.filters = o.filters, .kh = o.kernel_size[0], .kw = o.kernel_size[1],
+                       .sh = o.strides[0] ? o.strides[0] : 1,
+                       .sw = o.strides[1] ? o.strides[1] : 1, .padding = o.padding,
+                       .use_bias = !o.no_bias};
     return kiln_model_add_layer(model, &kiln_layer_conv2d, &c, &input, 1, o.name,
                                 o.activation);
 }

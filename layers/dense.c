@@ -108,14 +108,16 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_dense = {
-    "dense", sizeof(dense_config), sizeof(dense_replica), 1, 1, dense_infer, dense_prepare,
-    dense_forward, dense_backward, dense_release, dense_flops, NULL, kiln_layer_fuses_activation,
+    .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
+    .min_inputs = 1, .max_inputs = 1, .infer = dense_infer, .prepare = dense_prepare,
+    .forward = dense_forward, .backward = dense_backward, .release = dense_release,
+    .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
 {
     kiln_dense_options o;
     kiln_options_copy(&o, sizeof o, options);
-    dense_config c = {o.units, !o.no_bias, 0, 0};
+    dense_config c = {.units = o.units, .use_bias = !o.no_bias};
     return kiln_model_add_layer(model, &kiln_layer_dense, &c, &input, 1, o.name, o.activation);
 }

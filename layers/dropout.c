@@ -55,14 +55,15 @@ static kiln_status dropout_backward(const void *config, void *replica, const kil
 }
 
 const kiln_layer_ops kiln_layer_dropout = {
-    "dropout", sizeof(dropout_config), 0, 1, 1, dropout_infer, NULL, dropout_forward,
-    dropout_backward, NULL, NULL, NULL, NULL,
+    .kind = "dropout", .config_size = sizeof(dropout_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = dropout_infer, .forward = dropout_forward,
+    .backward = dropout_backward,
 };
 
 kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
                        const char *name)
 {
-    dropout_config c = {rate, seed};
+    dropout_config c = {.rate = rate, .seed = seed};
     return kiln_model_add_layer(model, &kiln_layer_dropout, &c, &input, 1, name,
                                 KILN_ACTIVATION_LINEAR);
 }

@@ -51,8 +51,10 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {
-    "max_pooling2d", sizeof(pool_config), sizeof(pool_replica), 1, 1, kiln_pool2d_infer,
-    pool_prepare, pool_forward, pool_backward, pool_release, kiln_pool2d_flops, NULL, NULL,
+    .kind = "max_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = kiln_pool2d_infer, .prepare = pool_prepare, .forward = pool_forward,
+    .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
 };
 
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,

@@ -5,12 +5,10 @@
 
 pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
 {
-    pool_config c = {0, 0, 0, 0, KILN_PADDING_VALID, 0, 0, 0, 0, 0, 0, 0, 0};
-    c.ph = o->pool_size[0] ? o->pool_size[0] : 2;
-    c.pw = o->pool_size[1] ? o->pool_size[1] : 2;
+    pool_config c = {.ph = o->pool_size[0] ? o->pool_size[0] : 2,
+                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding};
     c.sh = o->strides[0] ? o->strides[0] : c.ph;
     c.sw = o->strides[1] ? o->strides[1] : c.pw;
-    c.padding = o->padding;
     return c;
 }
 

@@ -118,9 +118,10 @@ static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
 
 kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
 {
-    const kiln_stage_span whole = {0, m->n_nodes - 1, 0, m->n_trainable_floats,
-                                   m->n_trainable_floats, m->n_param_floats,
-                                   m->accumulation_steps > 1};
+    const kiln_stage_span whole = {
+        .first = 0, .last = m->n_nodes - 1, .trainable_begin = 0,
+        .trainable_end = m->n_trainable_floats, .state_begin = m->n_trainable_floats,
+        .state_end = m->n_param_floats, .accumulate = m->accumulation_steps > 1};
     return kiln_replica_create_stage(m, dev, &whole, out);
 }
 
@@ -319,7 +320,7 @@ static kiln_status check_fault(kiln_replica *r, kiln_node node, int backward)
     if (f->stall_seconds <= 0)
         return kiln_error(r->model->ctx, KILN_ERROR_DEVICE, "injected fault on %s",
                           kiln_device_label(r->dev));
-    const struct timespec tick = {0, 10000000};
+    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
     for (double waited = 0; waited < f->stall_seconds && !r->cancel; waited += 0.01)
         nanosleep(&tick, NULL);
     return KILN_OK;

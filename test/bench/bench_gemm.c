@@ -50,20 +50,20 @@ typedef struct gemm_shape {
 } gemm_shape;
 
 static const gemm_shape shapes[] = {
-    {"conv fwd b128", 86528, 32, 9, 0, 0},
-    {"conv wgrad b128", 9, 32, 86528, 1, 0},
-    {"dense1 fwd b128", 128, 64, 5408, 0, 0},
-    {"dense1 wgrad b128", 5408, 64, 128, 1, 0},
-    {"dense1 igrad b128", 128, 5408, 64, 0, 1},
-    {"dense1 igrad b128 NN", 128, 5408, 64, 0, 0},
-    {"conv fwd b32", 21632, 32, 9, 0, 0},
-    {"conv wgrad b32", 9, 32, 21632, 1, 0},
-    {"dense1 fwd b32", 32, 64, 5408, 0, 0},
-    {"dense1 wgrad b32", 5408, 64, 32, 1, 0},
-    {"dense1 igrad b32", 32, 5408, 64, 0, 1},
-    {"square 256", 256, 256, 256, 0, 0},
-    {"square 1024", 1024, 1024, 1024, 0, 0},
-    {"resnet 3x3x64 32x32 b32", 32768, 64, 576, 0, 0},
+    {.what = "conv fwd b128", .m = 86528, .n = 32, .k = 9, .ta = 0, .tb = 0},
+    {.what = "conv wgrad b128", .m = 9, .n = 32, .k = 86528, .ta = 1, .tb = 0},
+    {.what = "dense1 fwd b128", .m = 128, .n = 64, .k = 5408, .ta = 0, .tb = 0},
+    {.what = "dense1 wgrad b128", .m = 5408, .n = 64, .k = 128, .ta = 1, .tb = 0},
+    {.what = "dense1 igrad b128", .m = 128, .n = 5408, .k = 64, .ta = 0, .tb = 1},
+    {.what = "dense1 igrad b128 NN", .m = 128, .n = 5408, .k = 64, .ta = 0, .tb = 0},
+    {.what = "conv fwd b32", .m = 21632, .n = 32, .k = 9, .ta = 0, .tb = 0},
+    {.what = "conv wgrad b32", .m = 9, .n = 32, .k = 21632, .ta = 1, .tb = 0},
+    {.what = "dense1 fwd b32", .m = 32, .n = 64, .k = 5408, .ta = 0, .tb = 0},
+    {.what = "dense1 wgrad b32", .m = 5408, .n = 64, .k = 32, .ta = 1, .tb = 0},
+    {.what = "dense1 igrad b32", .m = 32, .n = 5408, .k = 64, .ta = 0, .tb = 1},
+    {.what = "square 256", .m = 256, .n = 256, .k = 256, .ta = 0, .tb = 0},
+    {.what = "square 1024", .m = 1024, .n = 1024, .k = 1024, .ta = 0, .tb = 0},
+    {.what = "resnet 3x3x64 32x32 b32", .m = 32768, .n = 64, .k = 576, .ta = 0, .tb = 0},
 };
 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
@@ -134,7 +134,7 @@ static double now(void)
 
 static void pause_s(double s)
 {
-    struct timespec t = {0, (long)(s * 1e9)};
+    struct timespec t = {.tv_sec = 0, .tv_nsec = (long)(s * 1e9)};
     nanosleep(&t, NULL);
 }
 
@@ -337,10 +337,10 @@ static kiln_status time_and_check(kiln_job *dj, const float *a, const float *b, 
                                   float *c_ref, int rounds, result *res)
 {
     const gemm_shape *s = dj->s;
-    runner dev_side = {kiln_call, kiln_finish, dj, 1};
+    runner dev_side = {.call = kiln_call, .finish = kiln_finish, .job = dj, .batch = 1};
 #ifdef KILN_BENCH_HAVE_CBLAS
-    host_job hj = {s, a, b, c_ref};
-    runner host_side = {host_call, host_finish, &hj, 1};
+    host_job hj = {.s = s, .a = a, .b = b, .c = c_ref};
+    runner host_side = {.call = host_call, .finish = host_finish, .job = &hj, .batch = 1};
     kiln_status st = time_both(s, &dev_side, &host_side, rounds, res);
     const int have_ref = 1;
 #else
@@ -362,7 +362,7 @@ static kiln_status bench_shape(kiln_device *dev, const gemm_shape *s, int rounds
     const size_t fa = s->m * s->k, fb = s->k * s->n, fc = s->m * s->n;
     float *a = malloc(fa * sizeof *a), *b = malloc(fb * sizeof *b);
     float *c_dev = malloc(fc * sizeof *c_dev), *c_ref = calloc(fc, sizeof *c_ref);
-    kiln_job dj = {dev, s, NULL, NULL, NULL};
+    kiln_job dj = {.dev = dev, .s = s};
     kiln_status st = a && b && c_dev && c_ref ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
     if (st != KILN_OK)
         goto fail;
