@@ -141,8 +141,8 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
     geometry_args(c, m, a + 2);
     kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a, 14);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->scratch, 0, k, s->params,
-                       s->param_offset[0], f, 0.0f, s->out, 0, f);
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
+                       s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
@@ -159,8 +159,8 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
     /* dW = col^T dy, while col still holds the forward patches. */
-    kiln_status st = kiln_gemm(s->dev, 1, 0, k, f, m, 1.0f, r->scratch, 0, k, s->d_out, 0, f, 0.0f,
-                               s->grads, s->param_offset[0], f);
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
+                               s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -169,8 +169,8 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
      * GEMM on W^T (kiln_transpose says why). */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, k, f, 1.0f, s->d_out, 0, f, r->kernel_t, 0, k, 0.0f,
-                       r->scratch, 0, k);
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, f, 1.0f, s->d_out, 0, f,
+                       r->kernel_t, 0, k, 0.0f, r->scratch, 0, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;

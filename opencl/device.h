@@ -81,11 +81,17 @@ kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int d
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
                       const kiln_arg *args, int n_args);
 
+/* What kiln_gemm does to an operand before multiplying: BLAS's 'N' and 'T'. */
+typedef enum kiln_gemm_op {
+    KILN_GEMM_N,  /* as stored */
+    KILN_GEMM_T   /* transposed */
+} kiln_gemm_op;
+
 /* Row-major single-precision GEMM through CLBlast:
  * C = alpha * op(A) * op(B) + beta * C, with op(A) m x k and op(B) k x n.
  * Offsets and leading dimensions count floats. */
-kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
-                      size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
+kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,
+                      size_t n, size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
                       size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
                       float beta, kiln_buffer *c, size_t c_offset, size_t ldc);
 

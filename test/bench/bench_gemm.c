@@ -46,24 +46,38 @@
 typedef struct gemm_shape {
     const char *what;
     size_t m, n, k;
-    int ta, tb;
+    kiln_gemm_op ta, tb;
 } gemm_shape;
 
 static const gemm_shape shapes[] = {
-    {.what = "conv fwd b128", .m = 86528, .n = 32, .k = 9, .ta = 0, .tb = 0},
-    {.what = "conv wgrad b128", .m = 9, .n = 32, .k = 86528, .ta = 1, .tb = 0},
-    {.what = "dense1 fwd b128", .m = 128, .n = 64, .k = 5408, .ta = 0, .tb = 0},
-    {.what = "dense1 wgrad b128", .m = 5408, .n = 64, .k = 128, .ta = 1, .tb = 0},
-    {.what = "dense1 igrad b128", .m = 128, .n = 5408, .k = 64, .ta = 0, .tb = 1},
-    {.what = "dense1 igrad b128 NN", .m = 128, .n = 5408, .k = 64, .ta = 0, .tb = 0},
-    {.what = "conv fwd b32", .m = 21632, .n = 32, .k = 9, .ta = 0, .tb = 0},
-    {.what = "conv wgrad b32", .m = 9, .n = 32, .k = 21632, .ta = 1, .tb = 0},
-    {.what = "dense1 fwd b32", .m = 32, .n = 64, .k = 5408, .ta = 0, .tb = 0},
-    {.what = "dense1 wgrad b32", .m = 5408, .n = 64, .k = 32, .ta = 1, .tb = 0},
-    {.what = "dense1 igrad b32", .m = 32, .n = 5408, .k = 64, .ta = 0, .tb = 1},
-    {.what = "square 256", .m = 256, .n = 256, .k = 256, .ta = 0, .tb = 0},
-    {.what = "square 1024", .m = 1024, .n = 1024, .k = 1024, .ta = 0, .tb = 0},
-    {.what = "resnet 3x3x64 32x32 b32", .m = 32768, .n = 64, .k = 576, .ta = 0, .tb = 0},
+    {.what = "conv fwd b128", .m = 86528, .n = 32, .k = 9,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv wgrad b128", .m = 9, .n = 32, .k = 86528,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 fwd b128", .m = 128, .n = 64, .k = 5408,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "dense1 wgrad b128", .m = 5408, .n = 64, .k = 128,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 igrad b128", .m = 128, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_T},
+    {.what = "dense1 igrad b128 NN", .m = 128, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv fwd b32", .m = 21632, .n = 32, .k = 9,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv wgrad b32", .m = 9, .n = 32, .k = 21632,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 fwd b32", .m = 32, .n = 64, .k = 5408,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "dense1 wgrad b32", .m = 5408, .n = 64, .k = 32,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 igrad b32", .m = 32, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_T},
+    {.what = "square 256", .m = 256, .n = 256, .k = 256,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "square 1024", .m = 1024, .n = 1024, .k = 1024,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "resnet 3x3x64 32x32 b32", .m = 32768, .n = 64, .k = 576,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
 };
 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
@@ -122,8 +136,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return 1;
 }
 
-static size_t lda_of(const gemm_shape *s) { return s->ta ? s->m : s->k; }
-static size_t ldb_of(const gemm_shape *s) { return s->tb ? s->k : s->n; }
+static size_t lda_of(const gemm_shape *s) { return s->ta == KILN_GEMM_T ? s->m : s->k; }
+static size_t ldb_of(const gemm_shape *s) { return s->tb == KILN_GEMM_T ? s->k : s->n; }
 
 static double now(void)
 {
@@ -185,8 +199,8 @@ static kiln_status host_call(void *job)
 {
     const host_job *j = job;
     const gemm_shape *s = j->s;
-    cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
-                s->tb ? CblasTrans : CblasNoTrans, (blasint)s->m, (blasint)s->n,
+    cblas_sgemm(CblasRowMajor, s->ta == KILN_GEMM_T ? CblasTrans : CblasNoTrans,
+                s->tb == KILN_GEMM_T ? CblasTrans : CblasNoTrans, (blasint)s->m, (blasint)s->n,
                 (blasint)s->k, 1.0f, j->a, (blasint)lda_of(s), j->b, (blasint)ldb_of(s), 0.0f,
                 j->c, (blasint)s->n);
     return KILN_OK;
@@ -265,8 +279,8 @@ static void naive_gemm(const gemm_shape *s, const float *a, const float *b, floa
         for (size_t j = 0; j < s->n; j++) {
             double sum = 0;
             for (size_t p = 0; p < s->k; p++)
-                sum += (double)(s->ta ? a[p * lda + i] : a[i * lda + p]) *
-                       (double)(s->tb ? b[j * ldb + p] : b[p * ldb + j]);
+                sum += (double)(s->ta == KILN_GEMM_T ? a[p * lda + i] : a[i * lda + p]) *
+                       (double)(s->tb == KILN_GEMM_T ? b[j * ldb + p] : b[p * ldb + j]);
             c[i * s->n + j] = (float)sum;
         }
 }
@@ -414,7 +428,7 @@ static void print_row(const gemm_shape *s, const result *r, const peak_info *p)
     if (!isnan(r->max_rel_error))
         snprintf(err, sizeof err, "%.2e", r->max_rel_error);
     printf("| %s | %zux%zux%zu | %c%c | %.1f | ", s->what, s->m, s->n, s->k,
-           s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', r->kiln_gflops);
+           s->ta == KILN_GEMM_T ? 'T' : 'N', s->tb == KILN_GEMM_T ? 'T' : 'N', r->kiln_gflops);
     if (r->blas_gflops >= 0)
         printf("%.1f | %.2f | ", r->blas_gflops, r->kiln_gflops / r->blas_gflops);
     printf("%.3f | %s |\n", p->gflops > 0 ? r->kiln_gflops / p->gflops : 0.0, err);
@@ -450,7 +464,7 @@ static void json_row(FILE *f, const gemm_shape *s, const result *r, const peak_i
     fprintf(f, "{\"name\": \"gemm\", \"shape\": ");
     json_string(f, s->what);
     fprintf(f, ", \"m\": %zu, \"n\": %zu, \"k\": %zu, \"ta\": %d, \"tb\": %d", s->m, s->n,
-            s->k, s->ta, s->tb);
+            s->k, s->ta == KILN_GEMM_T, s->tb == KILN_GEMM_T);
     json_number(f, "kiln_gflops", r->kiln_gflops, 1);
     json_number(f, "openblas_gflops", r->blas_gflops, r->blas_gflops >= 0);
     json_number(f, "peak_gflops", p->gflops, p->gflops > 0);
