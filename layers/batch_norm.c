@@ -94,17 +94,18 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
 {
     const size_t rows = rows_of(s, c->channels), per = chunk_rows(rows);
     const size_t chunks = (rows + per - 1) / per;
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
-                    kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
-                    kiln_arg_float(r->count), kiln_arg_int(centred), kiln_arg_buffer(r->partial)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_float(r->count), kiln_arg_int(centred),
+                            kiln_arg_buffer(r->partial));
     const size_t range[2] = {((size_t)c->channels + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a, 9);
-    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
-                    kiln_arg_int(centred ? c->channels : 0)};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a);
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_int(centred ? c->channels : 0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b, 5);
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b);
     return st;
 }
 
@@ -154,26 +155,27 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
             st = sum_rows(c, r, s, 1);
         if (st == KILN_OK)
             st = all_reduce(r, s, C, C, 0);
-        kiln_arg a[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
-                        kiln_arg_float(r->count), kiln_arg_float(c->epsilon),
-                        kiln_arg_float(c->momentum), kiln_arg_buffer(r->stats),
-                        kiln_arg_buffer(s->params),
-                        kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
-                        kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE])};
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                                kiln_arg_float(r->count), kiln_arg_float(c->epsilon),
+                                kiln_arg_float(c->momentum), kiln_arg_buffer(r->stats),
+                                kiln_arg_buffer(s->params),
+                                kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                                kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]));
         if (st == KILN_OK)
-            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a, 9);
+            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a);
     }
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
-                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
-                    kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
-                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int((int64_t)s->param_offset[BETA]),
-                    kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
-                    kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
-                    kiln_arg_float(c->epsilon)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
+                            kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int((int64_t)s->param_offset[BETA]),
+                            kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                            kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
+                            kiln_arg_float(c->epsilon));
     const size_t range[2] = {(C + 7) / 8, rows};
     if (st == KILN_OK)
-        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a, 12);
+        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a);
     return st;
 }
 
@@ -183,35 +185,38 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
     bn_replica *r = replica;
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
-                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
-                    kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
-                    kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
+                            kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
     const size_t range[2] = {(C + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a, 8);
-    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums), kiln_arg_int(0)};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a);
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_int(0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b, 5);
-    kiln_arg g[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
-                    kiln_arg_buffer(s->grads), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int((int64_t)s->param_offset[BETA])};
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b);
+    kiln_args g = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(s->grads),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int((int64_t)s->param_offset[BETA]));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g, 5);
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g);
     /* gamma and beta's gradients stay this replica's (the reducer adds them);
      * the input gradient needs the sums over all who shared the statistics. */
     if (st == KILN_OK && s->d_in[0])
         st = all_reduce(r, s, 0, 2 * C, 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
-    kiln_arg d[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
-                    kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
-                    kiln_arg_int(c->channels), kiln_arg_buffer(r->stats),
-                    kiln_arg_buffer(r->sums), kiln_arg_float(r->count), kiln_arg_buffer(s->params),
-                    kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int(s->d_in_accumulate[0])};
+    kiln_args d = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->channels), kiln_arg_buffer(r->stats),
+                            kiln_arg_buffer(r->sums), kiln_arg_float(r->count),
+                            kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int(s->d_in_accumulate[0]));
     const size_t all[2] = {(C + 7) / 8, rows};
-    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d, 11);
+    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d);
 }
 
 static int bn_synchronized(const void *config)

@@ -109,24 +109,6 @@ static void conv2d_release(void *replica)
     r->scratch = r->kernel_t = NULL;
 }
 
-/* The kernel arguments im2col and col2im share, after their two buffers;
- * `count` is the number of work-items (output or input pixels). */
-static void geometry_args(const conv2d_config *c, size_t count, kiln_arg *a)
-{
-    a[0] = kiln_arg_int((int64_t)count);
-    a[1] = kiln_arg_int(c->h);
-    a[2] = kiln_arg_int(c->w);
-    a[3] = kiln_arg_int(c->c);
-    a[4] = kiln_arg_int(c->oh);
-    a[5] = kiln_arg_int(c->ow);
-    a[6] = kiln_arg_int(c->kh);
-    a[7] = kiln_arg_int(c->kw);
-    a[8] = kiln_arg_int(c->sh);
-    a[9] = kiln_arg_int(c->sw);
-    a[10] = kiln_arg_int(c->pad_top);
-    a[11] = kiln_arg_int(c->pad_left);
-}
-
 static kiln_status conv2d_forward(const void *config, void *replica, const kiln_step *s)
 {
     const conv2d_config *c = config;
@@ -135,11 +117,11 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
         return kiln_conv2d_direct_forward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
-    kiln_arg a[14];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(r->scratch);
-    geometry_args(c, m, a + 2);
-    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a, 14);
+    /* im2col and col2im take their two buffers, their work-items' count
+     * (output or input pixels) and the window. */
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
+                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
+    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a);
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
                        s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
@@ -174,12 +156,10 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
-    kiln_arg a[15];
-    a[0] = kiln_arg_buffer(r->scratch);
-    a[1] = kiln_arg_buffer(s->d_in[0]);
-    geometry_args(c, pixels, a + 2);
-    a[14] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a, 15);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
+                            kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
+                            kiln_arg_int(s->d_in_accumulate[0]));
+    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a);
 }
 
 static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)

@@ -28,12 +28,12 @@ static kiln_status apply(const dropout_config *c, const kiln_step *s, const kiln
     const int64_t size = kiln_shape_size(s->out_shape);
     const size_t n = (size_t)s->batch * (size_t)size;
     const uint64_t seed = s->seed ^ (c->seed * 0x9e3779b97f4a7c15ULL);
-    kiln_arg a[] = {kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
-                    kiln_arg_int(size), kiln_arg_int(s->first_sample),
-                    kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
-                    kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
-                    kiln_arg_int(accumulate)};
-    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a, 10);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
+                            kiln_arg_int(size), kiln_arg_int(s->first_sample),
+                            kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
+                            kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
+                            kiln_arg_int(accumulate));
+    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a);
 }
 
 static kiln_status dropout_forward(const void *config, void *replica, const kiln_step *s)

@@ -62,22 +62,6 @@ size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch)
     return (size_t)batch * (size_t)c->oh * (size_t)c->ow * (size_t)c->c;
 }
 
-void kiln_pool2d_geometry_args(const pool_config *c, size_t count, kiln_arg *a)
-{
-    a[0] = kiln_arg_int((int64_t)count);
-    a[1] = kiln_arg_int(c->h);
-    a[2] = kiln_arg_int(c->w);
-    a[3] = kiln_arg_int(c->c);
-    a[4] = kiln_arg_int(c->oh);
-    a[5] = kiln_arg_int(c->ow);
-    a[6] = kiln_arg_int(c->ph);
-    a[7] = kiln_arg_int(c->pw);
-    a[8] = kiln_arg_int(c->sh);
-    a[9] = kiln_arg_int(c->sw);
-    a[10] = kiln_arg_int(c->pad_top);
-    a[11] = kiln_arg_int(c->pad_left);
-}
-
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)
 {
     const pool_config *c = config;

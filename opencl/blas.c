@@ -68,15 +68,15 @@ static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, si
                            const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
                            kiln_buffer *c, size_t c_offset, size_t ldc)
 {
-    kiln_arg args[] = {kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
-                       kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
-                       kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
-                       kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
-                       kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
-                       kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc)};
+    kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
+                               kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
+                               kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
+                               kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
+                               kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
+                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc));
     const size_t range[2] = {(n + 7) / 8, (m + 3) / 4};
     return kiln_run(dev, "gemm", trans_a == KILN_GEMM_T ? "kiln_gemm_tn" : "kiln_gemm_nn", 2,
-                    range, args, 14);
+                    range, args);
 }
 
 kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,

@@ -67,19 +67,32 @@ kiln_arg kiln_arg_int(int64_t i);  /* checked to fit int32 at launch */
 kiln_arg kiln_arg_uint(uint32_t u);  /* a kernel's uint: hashes, seeds */
 kiln_arg kiln_arg_float(float f);
 
+/* A launch's arguments in the kernel's order, and how many. */
+typedef struct kiln_args {
+    const kiln_arg *arg;
+    int n;
+} kiln_args;
+
+/* kiln_args from a list the compiler counts:
+ * KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int(n)). The list is evaluated once
+ * (sizeof does not evaluate it) and lives until the end of the enclosing block. */
+#define KILN_ARGS(...)                                                                        \
+    ((kiln_args){.arg = (const kiln_arg[]){__VA_ARGS__},                                      \
+                 .n = (int)(sizeof((const kiln_arg[]){__VA_ARGS__}) / sizeof(kiln_arg))})
+
 /* Enqueues `kernel` over a `dims`-dimensional range of exactly `size`
  * work-items; the range is padded up to whole work-groups, so every kernel
  * checks its bounds. */
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
-                            const size_t *size, const kiln_arg *args, int n_args);
+                            const size_t *size, kiln_args args);
 
 /* kiln_kernel_get + kiln_kernel_run. */
 kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
-                     const size_t *size, const kiln_arg *args, int n_args);
+                     const size_t *size, kiln_args args);
 
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
-                      const kiln_arg *args, int n_args);
+                      kiln_args args);
 
 /* What kiln_gemm does to an operand before multiplying: BLAS's 'N' and 'T'. */
 typedef enum kiln_gemm_op {
