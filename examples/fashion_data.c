@@ -9,7 +9,7 @@ kiln_status fashion_load(kiln_context *ctx, const char *dir, const char *prefix,
     char images[1024], labels[1024];
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    kiln_idx_options o = {sizeof o, 0.0f, limit};
+    kiln_idx_options o = {.struct_size = sizeof o, .limit = limit};
     return kiln_dataset_from_idx(ctx, images, labels, &o, out);
 }
 

@@ -27,7 +27,8 @@ typedef struct args {
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){5, 64, 4, KILN_PIPELINE_1F1B, 50.0, 0, FASHION_DEFAULT_DIR};
+    *a = (args){.epochs = 5, .batch = 64, .micro = 4, .schedule = KILN_PIPELINE_1F1B,
+                .budget_mib = 50.0, .data = FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -64,12 +65,17 @@ static kiln_model *wide_cnn(kiln_context *ctx)
     if (kiln_model_create(ctx, &m) != KILN_OK)
         return NULL;
     const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 32, {3, 3}, {1, 1}, KILN_PADDING_VALID,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
-    kiln_dense_options d256 = {sizeof d256, NULL, 256, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options d1024 = {sizeof d1024, NULL, 1024, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, 10, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
+                                .padding = KILN_PADDING_VALID};
+    kiln_dense_options d256 = {.struct_size = sizeof d256, .units = 256,
+                               .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options d1024 = {.struct_size = sizeof d1024, .units = 1024,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, shape, NULL);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);

@@ -2,14 +2,16 @@
 
 static kiln_node conv(kiln_model *m, kiln_node x, int32_t filters, int32_t size, int32_t stride)
 {
-    kiln_conv2d_options o = {sizeof o, NULL, filters, {size, size}, {stride, stride},
-                             KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0};
+    kiln_conv2d_options o = {.struct_size = sizeof o, .filters = filters,
+                             .kernel_size = {size, size}, .strides = {stride, stride},
+                             .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_LINEAR};
     return kiln_conv2d(m, x, &o);
 }
 
 static kiln_node bn(kiln_model *m, kiln_node x, kiln_activation act, int synchronized)
 {
-    kiln_batch_norm_options o = {sizeof o, NULL, 0, 0, synchronized, act};
+    kiln_batch_norm_options o = {.struct_size = sizeof o, .synchronized = synchronized,
+                                 .activation = act};
     return kiln_batch_normalization(m, x, &o);
 }
 
@@ -31,7 +33,8 @@ kiln_node resnet_build(kiln_model *m, int32_t height, int32_t width, int32_t cha
     const int32_t shape[] = {height, width, channels};
     kiln_node x = kiln_input(m, 3, shape, NULL);
     x = bn(m, conv(m, x, 64, 7, 2), KILN_ACTIVATION_RELU, synchronized);
-    kiln_pool2d_options pool = {sizeof pool, NULL, {3, 3}, {2, 2}, KILN_PADDING_SAME};
+    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {3, 3}, .strides = {2, 2},
+                                .padding = KILN_PADDING_SAME};
     x = kiln_max_pooling2d(m, x, &pool);
     static const int32_t filters[] = {64, 64, 128, 128, 256, 256, 512, 512};
     static const int32_t strides[] = {1, 1, 2, 1, 2, 1, 2, 1};
@@ -41,6 +44,7 @@ kiln_node resnet_build(kiln_model *m, int32_t height, int32_t width, int32_t cha
         in = filters[b];
     }
     x = kiln_global_average_pooling2d(m, x, NULL);
-    kiln_dense_options head = {sizeof head, NULL, classes, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = classes,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     return kiln_dense(m, x, &head);
 }

@@ -23,8 +23,9 @@ static kiln_status activation_forward(const void *config, void *replica, const k
 }
 
 const kiln_layer_ops kiln_layer_activation = {
-    "activation", sizeof(activation_config), 0, 1, 1, activation_infer, NULL,
-    activation_forward, kiln_identity_backward, NULL, NULL, NULL, kiln_layer_fuses_activation,
+    .kind = "activation", .config_size = sizeof(activation_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = activation_infer, .forward = activation_forward,
+    .backward = kiln_identity_backward, .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,

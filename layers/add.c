@@ -50,8 +50,9 @@ static kiln_status add_backward(const void *config, void *replica, const kiln_st
 }
 
 const kiln_layer_ops kiln_layer_add = {
-    "add", sizeof(add_config), 0, 2, KILN_MAX_INPUTS, add_infer, NULL, add_forward,
-    add_backward, NULL, NULL, NULL, NULL,
+    .kind = "add", .config_size = sizeof(add_config), .min_inputs = 2,
+    .max_inputs = KILN_MAX_INPUTS, .infer = add_infer, .forward = add_forward,
+    .backward = add_backward,
 };
 
 kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,

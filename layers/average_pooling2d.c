@@ -8,12 +8,9 @@ static kiln_status avg_forward(const void *config, void *replica, const kiln_ste
     const pool_config *c = config;
     (void)replica;
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
-    kiln_arg a[14];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(s->out);
-    kiln_pool2d_geometry_args(c, pixels, a + 2);
-    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_forward", pixels, a,
-                     14);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
+    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_forward", pixels, a);
 }
 
 static kiln_status avg_backward(const void *config, void *replica, const kiln_step *s)
@@ -23,23 +20,22 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
     if (!s->d_in[0])
         return KILN_OK;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
-    kiln_arg a[15];
-    a[0] = kiln_arg_buffer(s->d_out);
-    a[1] = kiln_arg_buffer(s->d_in[0]);
-    kiln_pool2d_geometry_args(c, pixels, a + 2);
-    a[14] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_backward", pixels, a,
-                     15);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->d_in[0]),
+                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
+                            kiln_arg_int(s->d_in_accumulate[0]));
+    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_backward", pixels, a);
 }
 
 const kiln_layer_ops kiln_layer_average_pooling2d = {
-    "average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL, avg_forward,
-    avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
+    .kind = "average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
-    "global_average_pooling2d", sizeof(pool_config), 0, 1, 1, kiln_pool2d_infer, NULL,
-    avg_forward, avg_backward, NULL, kiln_pool2d_flops, NULL, NULL,
+    .kind = "global_average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
@@ -54,7 +50,7 @@ kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
 
 kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
 {
-    pool_config c = {0, 0, 0, 0, KILN_PADDING_VALID, 1, 0, 0, 0, 0, 0, 0, 0};
+    pool_config c = {.padding = KILN_PADDING_VALID, .global = 1};
     return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, &c, &input, 1,
                                 name, KILN_ACTIVATION_LINEAR);
 }

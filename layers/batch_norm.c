@@ -93,17 +93,18 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
 {
     const size_t rows = rows_of(s, c->channels), per = chunk_rows(rows);
     const size_t chunks = (rows + per - 1) / per;
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
-                    kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
-                    kiln_arg_float(r->count), kiln_arg_int(centred), kiln_arg_buffer(r->partial)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_float(r->count), kiln_arg_int(centred),
+                            kiln_arg_buffer(r->partial));
     const size_t range[2] = {((size_t)c->channels + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a, 9);
-    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
-                    kiln_arg_int(centred ? c->channels : 0)};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a);
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_int(centred ? c->channels : 0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b, 5);
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b);
     return st;
 }
 
@@ -153,26 +154,27 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
             st = sum_rows(c, r, s, 1);
         if (st == KILN_OK)
             st = all_reduce(r, s, C, C, 0);
-        kiln_arg a[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
-                        kiln_arg_float(r->count), kiln_arg_float(c->epsilon),
-                        kiln_arg_float(c->momentum), kiln_arg_buffer(r->stats),
-                        kiln_arg_buffer(s->params),
-                        kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
-                        kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE])};
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                                kiln_arg_float(r->count), kiln_arg_float(c->epsilon),
+                                kiln_arg_float(c->momentum), kiln_arg_buffer(r->stats),
+                                kiln_arg_buffer(s->params),
+                                kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                                kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]));
         if (st == KILN_OK)
-            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a, 9);
+            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a);
     }
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
-                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
-                    kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
-                    kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int((int64_t)s->param_offset[BETA]),
-                    kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
-                    kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
-                    kiln_arg_float(c->epsilon)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
+                            kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int((int64_t)s->param_offset[BETA]),
+                            kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
+                            kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
+                            kiln_arg_float(c->epsilon));
     const size_t range[2] = {(C + 7) / 8, rows};
     if (st == KILN_OK)
-        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a, 12);
+        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a);
     return st;
 }
 
@@ -182,35 +184,38 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
     bn_replica *r = replica;
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
-    kiln_arg a[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
-                    kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
-                    kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
-                    kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial)};
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
+                            kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
     const size_t range[2] = {(C + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a, 8);
-    kiln_arg b[] = {kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
-                    kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums), kiln_arg_int(0)};
+    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a);
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
+                            kiln_arg_int(0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b, 5);
-    kiln_arg g[] = {kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
-                    kiln_arg_buffer(s->grads), kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int((int64_t)s->param_offset[BETA])};
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b);
+    kiln_args g = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(s->grads),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int((int64_t)s->param_offset[BETA]));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g, 5);
+        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g);
     /* gamma and beta's gradients stay this replica's (the reducer adds them);
      * the input gradient needs the sums over all who shared the statistics. */
     if (st == KILN_OK && s->d_in[0])
         st = all_reduce(r, s, 0, 2 * C, 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
-    kiln_arg d[] = {kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
-                    kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
-                    kiln_arg_int(c->channels), kiln_arg_buffer(r->stats),
-                    kiln_arg_buffer(r->sums), kiln_arg_float(r->count), kiln_arg_buffer(s->params),
-                    kiln_arg_int((int64_t)s->param_offset[GAMMA]),
-                    kiln_arg_int(s->d_in_accumulate[0])};
+    kiln_args d = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->channels), kiln_arg_buffer(r->stats),
+                            kiln_arg_buffer(r->sums), kiln_arg_float(r->count),
+                            kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int(s->d_in_accumulate[0]));
     const size_t all[2] = {(C + 7) / 8, rows};
-    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d, 11);
+    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d);
 }
 
 static int bn_synchronized(const void *config)
@@ -225,8 +230,10 @@ static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_batch_norm = {
-    "batch_normalization", sizeof(bn_config), sizeof(bn_replica), 1, 1, bn_infer, bn_prepare,
-    bn_forward, bn_backward, bn_release, bn_flops, bn_synchronized, NULL,
+    .kind = "batch_normalization", .config_size = sizeof(bn_config),
+    .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .infer = bn_infer,
+    .prepare = bn_prepare, .forward = bn_forward, .backward = bn_backward,
+    .release = bn_release, .flops = bn_flops, .synchronized = bn_synchronized,
 };
 
 kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
@@ -234,8 +241,9 @@ kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
 {
     kiln_batch_norm_options o;
     kiln_options_copy(&o, sizeof o, options);
-    bn_config c = {o.momentum != 0.0f ? o.momentum : 0.99f,
-                   o.epsilon != 0.0f ? o.epsilon : 1e-3f, o.synchronized != 0, 0};
+    bn_config c = {.momentum = o.momentum != 0.0f ? o.momentum : 0.99f,
+                   .epsilon = o.epsilon != 0.0f ? o.epsilon : 1e-3f,
+                   .synchronized = o.synchronized != 0};
     return kiln_model_add_layer(model, &kiln_layer_batch_norm, &c, &input, 1, o.name,
                                 o.activation);
 }

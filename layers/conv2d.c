@@ -109,24 +109,6 @@ static void conv2d_release(void *replica)
     r->scratch = r->kernel_t = NULL;
 }
 
-/* The kernel arguments im2col and col2im share, after their two buffers;
- * `count` is the number of work-items (output or input pixels). */
-static void geometry_args(const conv2d_config *c, size_t count, kiln_arg *a)
-{
-    a[0] = kiln_arg_int((int64_t)count);
-    a[1] = kiln_arg_int(c->h);
-    a[2] = kiln_arg_int(c->w);
-    a[3] = kiln_arg_int(c->c);
-    a[4] = kiln_arg_int(c->oh);
-    a[5] = kiln_arg_int(c->ow);
-    a[6] = kiln_arg_int(c->kh);
-    a[7] = kiln_arg_int(c->kw);
-    a[8] = kiln_arg_int(c->sh);
-    a[9] = kiln_arg_int(c->sw);
-    a[10] = kiln_arg_int(c->pad_top);
-    a[11] = kiln_arg_int(c->pad_left);
-}
-
 static kiln_status conv2d_forward(const void *config, void *replica, const kiln_step *s)
 {
     const conv2d_config *c = config;
@@ -135,14 +117,14 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
         return kiln_conv2d_direct_forward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
-    kiln_arg a[14];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(r->scratch);
-    geometry_args(c, m, a + 2);
-    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a, 14);
+    /* im2col and col2im take their two buffers, their work-items' count
+     * (output or input pixels) and the window. */
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
+                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
+    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, f, k, 1.0f, r->scratch, 0, k, s->params,
-                       s->param_offset[0], f, 0.0f, s->out, 0, f);
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
+                       s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
@@ -159,8 +141,8 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
     /* dW = col^T dy, while col still holds the forward patches. */
-    kiln_status st = kiln_gemm(s->dev, 1, 0, k, f, m, 1.0f, r->scratch, 0, k, s->d_out, 0, f, 0.0f,
-                               s->grads, s->param_offset[0], f);
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
+                               s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -169,17 +151,15 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
      * GEMM on W^T (kiln_transpose says why). */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, k, f, 1.0f, s->d_out, 0, f, r->kernel_t, 0, k, 0.0f,
-                       r->scratch, 0, k);
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, f, 1.0f, s->d_out, 0, f,
+                       r->kernel_t, 0, k, 0.0f, r->scratch, 0, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
-    kiln_arg a[15];
-    a[0] = kiln_arg_buffer(r->scratch);
-    a[1] = kiln_arg_buffer(s->d_in[0]);
-    geometry_args(c, pixels, a + 2);
-    a[14] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a, 15);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
+                            kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
+                            kiln_arg_int(s->d_in_accumulate[0]));
+    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a);
 }
 
 static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
@@ -191,18 +171,21 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {
-    "conv2d", sizeof(conv2d_config), sizeof(conv2d_replica), 1, 1, conv2d_infer,
-    conv2d_prepare, conv2d_forward, conv2d_backward, conv2d_release, conv2d_flops, NULL,
-    kiln_layer_fuses_activation,
+    .kind = "conv2d", .config_size = sizeof(conv2d_config),
+    .replica_size = sizeof(conv2d_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = conv2d_infer, .prepare = conv2d_prepare, .forward = conv2d_forward,
+    .backward = conv2d_backward, .release = conv2d_release, .flops = conv2d_flops,
+    .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
 {
     kiln_conv2d_options o;
     kiln_options_copy(&o, sizeof o, options);
-    conv2d_config c = {o.filters, o.kernel_size[0], o.kernel_size[1],
-                       o.strides[0] ? o.strides[0] : 1, o.strides[1] ? o.strides[1] : 1,
-                       o.padding, !o.no_bias, 0, 0, 0, 0, 0, 0, 0, 0};
+    conv2d_config c = {.filters = o.filters, .kh = o.kernel_size[0], .kw = o.kernel_size[1],
+                       .sh = o.strides[0] ? o.strides[0] : 1,
+                       .sw = o.strides[1] ? o.strides[1] : 1, .padding = o.padding,
+                       .use_bias = !o.no_bias};
     return kiln_model_add_layer(model, &kiln_layer_conv2d, &c, &input, 1, o.name,
                                 o.activation);
 }

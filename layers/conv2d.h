@@ -26,6 +26,14 @@ typedef struct conv2d_replica {
     kiln_buffer *kernel_t;
 } conv2d_replica;
 
+/* The window geometry every conv2d kernel takes, in a KILN_ARGS list: input,
+ * output, kernel, strides and padding. */
+#define KILN_CONV2D_WINDOW_ARGS(c)                                                            \
+    kiln_arg_int((c)->h), kiln_arg_int((c)->w), kiln_arg_int((c)->c), kiln_arg_int((c)->oh),  \
+        kiln_arg_int((c)->ow), kiln_arg_int((c)->kh), kiln_arg_int((c)->kw),                  \
+        kiln_arg_int((c)->sh), kiln_arg_int((c)->sw), kiln_arg_int((c)->pad_top),             \
+        kiln_arg_int((c)->pad_left)
+
 size_t kiln_conv2d_patch(const conv2d_config *c);
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
 

@@ -23,22 +23,6 @@ size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
     return chunks * (kiln_conv2d_patch(c) + 1) * (size_t)c->filters * sizeof(float);
 }
 
-/* The window arguments every direct kernel ends with. */
-static void window_args(const conv2d_config *c, kiln_arg *a)
-{
-    a[0] = kiln_arg_int(c->h);
-    a[1] = kiln_arg_int(c->w);
-    a[2] = kiln_arg_int(c->c);
-    a[3] = kiln_arg_int(c->oh);
-    a[4] = kiln_arg_int(c->ow);
-    a[5] = kiln_arg_int(c->kh);
-    a[6] = kiln_arg_int(c->kw);
-    a[7] = kiln_arg_int(c->sh);
-    a[8] = kiln_arg_int(c->sw);
-    a[9] = kiln_arg_int(c->pad_top);
-    a[10] = kiln_arg_int(c->pad_left);
-}
-
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s)
 {
@@ -46,19 +30,14 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
     /* Runs of up to four output pixels of a row, a work-item each. */
     const size_t runs = ((size_t)c->ow + 3) / 4;
     const size_t items = (size_t)s->batch * (size_t)c->oh * runs;
-    kiln_arg a[21];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(s->out);
-    a[2] = kiln_arg_buffer(s->params);
-    a[3] = kiln_arg_int((int64_t)s->param_offset[0]);
-    a[4] = kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0);
-    a[5] = kiln_arg_int(c->use_bias);
-    a[6] = kiln_arg_int(s->activation);
-    a[7] = kiln_arg_int(c->filters);
-    a[8] = kiln_arg_int((int64_t)items);
-    a[9] = kiln_arg_int((int64_t)runs);
-    window_args(c, a + 10);
-    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", items, a, 21);
+    /* Every direct kernel ends with the window. */
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
+                            kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
+                            kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
+                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)items),
+                            kiln_arg_int((int64_t)runs), KILN_CONV2D_WINDOW_ARGS(c));
+    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", items, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
@@ -67,29 +46,23 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
     const size_t per = chunk_pixels(pixels), chunks = (pixels + per - 1) / per;
     /* The K + 1 rows (the bias last) in equal groups of at most GRAD_TAPS. */
     const size_t groups = (k + GRAD_TAPS) / GRAD_TAPS, taps = (k + groups) / groups;
-    kiln_arg a[20];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(s->d_out);
-    a[2] = kiln_arg_buffer(r->scratch);
-    a[3] = kiln_arg_int(c->filters);
-    a[4] = kiln_arg_int((int64_t)k);
-    a[5] = kiln_arg_int((int64_t)taps);
-    a[6] = kiln_arg_int((int64_t)chunks);
-    a[7] = kiln_arg_int((int64_t)per);
-    a[8] = kiln_arg_int((int64_t)pixels);
-    window_args(c, a + 9);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_buffer(r->scratch), kiln_arg_int(c->filters),
+                            kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)taps),
+                            kiln_arg_int((int64_t)chunks), kiln_arg_int((int64_t)per),
+                            kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c));
     const size_t range[3] = {((size_t)c->filters + 7) / 8, groups, chunks};
     kiln_status st = kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial", 3,
-                              range, a, 20);
+                              range, a);
     if (st != KILN_OK)
         return st;
-    kiln_arg b[] = {kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),
-                    kiln_arg_int((int64_t)s->param_offset[0]),
-                    kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
-                    kiln_arg_int(c->use_bias), kiln_arg_int(c->filters),
-                    kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)chunks)};
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),
+                            kiln_arg_int((int64_t)s->param_offset[0]),
+                            kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
+                            kiln_arg_int(c->use_bias), kiln_arg_int(c->filters),
+                            kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)chunks));
     const size_t sums[2] = {(size_t)c->filters, k + 1};
-    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_reduce", 2, sums, b, 8);
+    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_reduce", 2, sums, b);
 }
 
 kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,
@@ -99,15 +72,11 @@ kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *
     if (st != KILN_OK || !s->d_in[0])
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
-    kiln_arg a[18];
-    a[0] = kiln_arg_buffer(s->d_out);
-    a[1] = kiln_arg_buffer(s->params);
-    a[2] = kiln_arg_int((int64_t)s->param_offset[0]);
-    a[3] = kiln_arg_buffer(s->d_in[0]);
-    a[4] = kiln_arg_int(s->d_in_accumulate[0]);
-    a[5] = kiln_arg_int(c->filters);
-    a[6] = kiln_arg_int((int64_t)pixels);
-    window_args(c, a + 7);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[0]),
+                            kiln_arg_buffer(s->d_in[0]), kiln_arg_int(s->d_in_accumulate[0]),
+                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)pixels),
+                            KILN_CONV2D_WINDOW_ARGS(c));
     const size_t range[2] = {(size_t)c->c, pixels};
-    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_input_grad", 2, range, a, 18);
+    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_input_grad", 2, range, a);
 }

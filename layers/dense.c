@@ -68,9 +68,10 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
     const dense_config *c = config;
     (void)replica;
     const size_t m = (size_t)s->batch * (size_t)c->rows;
-    kiln_status st = kiln_gemm(s->dev, 0, 0, m, (size_t)c->units, (size_t)c->in, 1.0f, s->in[0],
-                               0, (size_t)c->in, s->params, s->param_offset[0],
-                               (size_t)c->units, 0.0f, s->out, 0, (size_t)c->units);
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, (size_t)c->units,
+                               (size_t)c->in, 1.0f, s->in[0], 0, (size_t)c->in, s->params,
+                               s->param_offset[0], (size_t)c->units, 0.0f, s->out, 0,
+                               (size_t)c->units);
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
@@ -86,8 +87,9 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
     const size_t m = (size_t)s->batch * (size_t)c->rows;
     const size_t in = (size_t)c->in, units = (size_t)c->units;
     /* dW = x^T dy (kiln's TN kernel while dy fits in cache). */
-    kiln_status st = kiln_gemm(s->dev, 1, 0, in, units, m, 1.0f, s->in[0], 0, in, s->d_out, 0,
-                               units, 0.0f, s->grads, s->param_offset[0], units);
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m, 1.0f, s->in[0],
+                               0, in, s->d_out, 0, units, 0.0f, s->grads, s->param_offset[0],
+                               units);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -95,8 +97,9 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
     /* dx = dy W^T, as a plain GEMM on W^T (kiln_transpose says why). */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], in, units, r->kernel_t);
     if (st == KILN_OK)
-        st = kiln_gemm(s->dev, 0, 0, m, in, units, 1.0f, s->d_out, 0, units, r->kernel_t, 0, in,
-                       s->d_in_accumulate[0] ? 1.0f : 0.0f, s->d_in[0], 0, in);
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, in, units, 1.0f, s->d_out, 0, units,
+                       r->kernel_t, 0, in, s->d_in_accumulate[0] ? 1.0f : 0.0f, s->d_in[0], 0,
+                       in);
     return st;
 }
 
@@ -108,14 +111,16 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 }
 
 const kiln_layer_ops kiln_layer_dense = {
-    "dense", sizeof(dense_config), sizeof(dense_replica), 1, 1, dense_infer, dense_prepare,
-    dense_forward, dense_backward, dense_release, dense_flops, NULL, kiln_layer_fuses_activation,
+    .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
+    .min_inputs = 1, .max_inputs = 1, .infer = dense_infer, .prepare = dense_prepare,
+    .forward = dense_forward, .backward = dense_backward, .release = dense_release,
+    .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
 {
     kiln_dense_options o;
     kiln_options_copy(&o, sizeof o, options);
-    dense_config c = {o.units, !o.no_bias, 0, 0};
+    dense_config c = {.units = o.units, .use_bias = !o.no_bias};
     return kiln_model_add_layer(model, &kiln_layer_dense, &c, &input, 1, o.name, o.activation);
 }

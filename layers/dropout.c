@@ -28,12 +28,12 @@ static kiln_status apply(const dropout_config *c, const kiln_step *s, const kiln
     const int64_t size = kiln_shape_size(s->out_shape);
     const size_t n = (size_t)s->batch * (size_t)size;
     const uint64_t seed = s->seed ^ (c->seed * 0x9e3779b97f4a7c15ULL);
-    kiln_arg a[] = {kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
-                    kiln_arg_int(size), kiln_arg_int(s->first_sample),
-                    kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
-                    kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
-                    kiln_arg_int(accumulate)};
-    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a, 10);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
+                            kiln_arg_int(size), kiln_arg_int(s->first_sample),
+                            kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
+                            kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
+                            kiln_arg_int(accumulate));
+    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a);
 }
 
 static kiln_status dropout_forward(const void *config, void *replica, const kiln_step *s)
@@ -55,14 +55,15 @@ static kiln_status dropout_backward(const void *config, void *replica, const kil
 }
 
 const kiln_layer_ops kiln_layer_dropout = {
-    "dropout", sizeof(dropout_config), 0, 1, 1, dropout_infer, NULL, dropout_forward,
-    dropout_backward, NULL, NULL, NULL, NULL,
+    .kind = "dropout", .config_size = sizeof(dropout_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = dropout_infer, .forward = dropout_forward,
+    .backward = dropout_backward,
 };
 
 kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
                        const char *name)
 {
-    dropout_config c = {rate, seed};
+    dropout_config c = {.rate = rate, .seed = seed};
     return kiln_model_add_layer(model, &kiln_layer_dropout, &c, &input, 1, name,
                                 KILN_ACTIVATION_LINEAR);
 }

@@ -22,8 +22,9 @@ static kiln_status flatten_infer(void *config, kiln_layer_build *b)
 }
 
 const kiln_layer_ops kiln_layer_flatten = {
-    "flatten", sizeof(flatten_config), 0, 1, 1, flatten_infer, NULL, kiln_identity_forward,
-    kiln_identity_backward, NULL, NULL, NULL, NULL,
+    .kind = "flatten", .config_size = sizeof(flatten_config), .min_inputs = 1,
+    .max_inputs = 1, .infer = flatten_infer, .forward = kiln_identity_forward,
+    .backward = kiln_identity_backward,
 };
 
 kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)

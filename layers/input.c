@@ -27,14 +27,13 @@ static kiln_status input_infer(void *config, kiln_layer_build *b)
 }
 
 const kiln_layer_ops kiln_layer_input = {
-    "input_layer", sizeof(input_config), 0, 0, 0, input_infer, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL,
+    .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0,
+    .max_inputs = 0, .infer = input_infer,
 };
 
 kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
 {
-    input_config c = {{0, {0}}};
-    c.shape.rank = rank;
+    input_config c = {.shape.rank = rank};
     for (int32_t i = 0; dims && i < rank && i < KILN_MAX_RANK; i++)
         c.shape.dims[i] = dims[i];
     if (!dims)

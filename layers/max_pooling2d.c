@@ -26,12 +26,9 @@ static kiln_status pool_forward(const void *config, void *replica, const kiln_st
     const pool_config *c = config;
     const pool_replica *r = replica;
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
-    kiln_arg a[15];
-    a[0] = kiln_arg_buffer(s->in[0]);
-    a[1] = kiln_arg_buffer(s->out);
-    a[2] = kiln_arg_buffer(r->argmax);
-    kiln_pool2d_geometry_args(c, pixels, a + 3);
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_forward", pixels, a, 15);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            kiln_arg_buffer(r->argmax), KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
+    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_forward", pixels, a);
 }
 
 static kiln_status pool_backward(const void *config, void *replica, const kiln_step *s)
@@ -41,18 +38,17 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
     if (!s->d_in[0])
         return KILN_OK;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
-    kiln_arg a[16];
-    a[0] = kiln_arg_buffer(s->d_out);
-    a[1] = kiln_arg_buffer(r->argmax);
-    a[2] = kiln_arg_buffer(s->d_in[0]);
-    kiln_pool2d_geometry_args(c, pixels, a + 3);
-    a[15] = kiln_arg_int(s->d_in_accumulate[0]);
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_backward", pixels, a, 16);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(r->argmax),
+                            kiln_arg_buffer(s->d_in[0]), KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
+                            kiln_arg_int(s->d_in_accumulate[0]));
+    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_backward", pixels, a);
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {
-    "max_pooling2d", sizeof(pool_config), sizeof(pool_replica), 1, 1, kiln_pool2d_infer,
-    pool_prepare, pool_forward, pool_backward, pool_release, kiln_pool2d_flops, NULL, NULL,
+    .kind = "max_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = kiln_pool2d_infer, .prepare = pool_prepare, .forward = pool_forward,
+    .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
 };
 
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,

@@ -5,12 +5,10 @@
 
 pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
 {
-    pool_config c = {0, 0, 0, 0, KILN_PADDING_VALID, 0, 0, 0, 0, 0, 0, 0, 0};
-    c.ph = o->pool_size[0] ? o->pool_size[0] : 2;
-    c.pw = o->pool_size[1] ? o->pool_size[1] : 2;
+    pool_config c = {.ph = o->pool_size[0] ? o->pool_size[0] : 2,
+                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding};
     c.sh = o->strides[0] ? o->strides[0] : c.ph;
     c.sw = o->strides[1] ? o->strides[1] : c.pw;
-    c.padding = o->padding;
     return c;
 }
 
@@ -62,22 +60,6 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
 size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch)
 {
     return (size_t)batch * (size_t)c->oh * (size_t)c->ow * (size_t)c->c;
-}
-
-void kiln_pool2d_geometry_args(const pool_config *c, size_t count, kiln_arg *a)
-{
-    a[0] = kiln_arg_int((int64_t)count);
-    a[1] = kiln_arg_int(c->h);
-    a[2] = kiln_arg_int(c->w);
-    a[3] = kiln_arg_int(c->c);
-    a[4] = kiln_arg_int(c->oh);
-    a[5] = kiln_arg_int(c->ow);
-    a[6] = kiln_arg_int(c->ph);
-    a[7] = kiln_arg_int(c->pw);
-    a[8] = kiln_arg_int(c->sh);
-    a[9] = kiln_arg_int(c->sw);
-    a[10] = kiln_arg_int(c->pad_top);
-    a[11] = kiln_arg_int(c->pad_left);
 }
 
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)

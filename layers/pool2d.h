@@ -24,9 +24,13 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *build);
 /* Outputs (pixels x channels) for a batch. */
 size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch);
 
-/* The 12 kernel arguments after the buffers: `count` work-items, then the
- * input, output and window geometry. */
-void kiln_pool2d_geometry_args(const pool_config *c, size_t count, kiln_arg *args);
+/* The kernel arguments after the buffers, in a KILN_ARGS list: `count`
+ * work-items, then the input, output and window geometry. */
+#define KILN_POOL2D_GEOMETRY_ARGS(c, count)                                                   \
+    kiln_arg_int((int64_t)(count)), kiln_arg_int((c)->h), kiln_arg_int((c)->w),               \
+        kiln_arg_int((c)->c), kiln_arg_int((c)->oh), kiln_arg_int((c)->ow),                   \
+        kiln_arg_int((c)->ph), kiln_arg_int((c)->pw), kiln_arg_int((c)->sh),                  \
+        kiln_arg_int((c)->sw), kiln_arg_int((c)->pad_top), kiln_arg_int((c)->pad_left)
 
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
 

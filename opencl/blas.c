@@ -17,10 +17,22 @@
  * process. */
 static pthread_mutex_t clblast_first_use = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t shape_key(size_t m, size_t n, size_t k, int ta, int tb)
+static CLBlastTranspose clblast_op(kiln_gemm_op op)
+{
+    return op == KILN_GEMM_T ? CLBlastTransposeYes : CLBlastTransposeNo;
+}
+
+/* 'N' or 'T', for profile names. */
+static char op_letter(kiln_gemm_op op)
+{
+    return op == KILN_GEMM_T ? 'T' : 'N';
+}
+
+static uint64_t shape_key(size_t m, size_t n, size_t k, kiln_gemm_op ta, kiln_gemm_op tb)
 {
     return ((uint64_t)m * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)n * 0xc2b2ae3d27d4eb4fULL) ^
-           ((uint64_t)k * 0x165667b19e3779f9ULL) ^ (uint64_t)(ta * 2 + tb);
+           ((uint64_t)k * 0x165667b19e3779f9ULL) ^
+           (uint64_t)((ta == KILN_GEMM_T) * 2 + (tb == KILN_GEMM_T));
 }
 
 static int seen(const kiln_device *dev, uint64_t key)
@@ -40,10 +52,11 @@ static int seen(const kiln_device *dev, uint64_t key)
 #define OWN_MAX_B_BYTES (2u << 20)
 #define THIN_ROWS 64
 
-static int own_kernel(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n, size_t k)
+static int own_kernel(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,
+                      size_t n, size_t k)
 {
     const int b_fits = k * n * sizeof(float) <= OWN_MAX_B_BYTES;
-    if (trans_b || !(b_fits || (!trans_a && m <= THIN_ROWS)))
+    if (trans_b == KILN_GEMM_T || !(b_fits || (trans_a == KILN_GEMM_N && m <= THIN_ROWS)))
         return 0;
     if (dev->own_gemm < 0) {
         const char *env = getenv("KILN_TEST_OWN_GEMM");
@@ -52,23 +65,24 @@ static int own_kernel(kiln_device *dev, int trans_a, int trans_b, size_t m, size
     return dev->own_gemm;
 }
 
-static kiln_status own_gemm(kiln_device *dev, int trans_a, size_t m, size_t n, size_t k,
+static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
                            const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
                            kiln_buffer *c, size_t c_offset, size_t ldc)
 {
-    kiln_arg args[] = {kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
-                       kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
-                       kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
-                       kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
-                       kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
-                       kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc)};
+    kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
+                               kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
+                               kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
+                               kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
+                               kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
+                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc));
     const size_t range[2] = {(n + 7) / 8, (m + 3) / 4};
-    return kiln_run(dev, "gemm", trans_a ? "kiln_gemm_tn" : "kiln_gemm_nn", 2, range, args, 14);
+    return kiln_run(dev, "gemm", trans_a == KILN_GEMM_T ? "kiln_gemm_tn" : "kiln_gemm_nn", 2,
+                    range, args);
 }
 
-kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
-                      size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
+kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,
+                      size_t n, size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
                       size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
                       float beta, kiln_buffer *c, size_t c_offset, size_t ldc)
 {
@@ -80,19 +94,18 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
     cl_event *event = NULL;
     if (dev->profile) {
         char name[64];
-        snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c", m, n, k, trans_a ? 'T' : 'N',
-                 trans_b ? 'T' : 'N');
+        snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c", m, n, k, op_letter(trans_a),
+                 op_letter(trans_b));
         event = kiln_profile_event(dev, name);
     }
     const uint64_t key = shape_key(m, n, k, trans_a, trans_b);
     const int first = !seen(dev, key);
     if (first)
         pthread_mutex_lock(&clblast_first_use);
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor,
-                                       trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                       trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n,
-                                       k, alpha, a->mem, a_offset, lda, b->mem, b_offset, ldb,
-                                       beta, c->mem, c_offset, ldc, &dev->queue, event);
+    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, clblast_op(trans_a),
+                                       clblast_op(trans_b), m, n, k, alpha, a->mem, a_offset,
+                                       lda, b->mem, b_offset, ldb, beta, c->mem, c_offset, ldc,
+                                       &dev->queue, event);
     if (first) {
         if (s == CLBlastSuccess && dev->n_gemm_seen < (int)(sizeof dev->gemm_seen / 8))
             dev->gemm_seen[dev->n_gemm_seen++] = key;
@@ -104,6 +117,7 @@ kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size
                               ? KILN_ERROR_OUT_OF_MEMORY
                               : KILN_ERROR_DEVICE,
                           "CLBlastSgemm(%zux%zux%zu, trans %d%d) failed on %s: %s (%d)", m, n,
-                          k, trans_a, trans_b, dev->label, kiln_cl_error_name(s), (int)s);
+                          k, trans_a == KILN_GEMM_T, trans_b == KILN_GEMM_T, dev->label,
+                          kiln_cl_error_name(s), (int)s);
     return KILN_OK;
 }

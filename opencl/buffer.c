@@ -188,10 +188,10 @@ kiln_arg kiln_arg_float(float f)
 }
 
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
-                            const size_t *size, const kiln_arg *args, int n_args)
+                            const size_t *size, kiln_args args)
 {
-    for (int i = 0; i < n_args; i++) {
-        const kiln_arg *a = &args[i];
+    for (int i = 0; i < args.n; i++) {
+        const kiln_arg *a = &args.arg[i];
         cl_int err = CL_SUCCESS;
         switch (a->kind) {
         case KILN_ARG_BUFFER:
@@ -240,17 +240,17 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
 }
 
 kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
-                     const size_t *size, const kiln_arg *args, int n_args)
+                     const size_t *size, kiln_args args)
 {
     kiln_kernel *k;
     kiln_status st = kiln_kernel_get(dev, file, name, &k);
     if (st != KILN_OK)
         return st;
-    return kiln_kernel_run(dev, k, dims, size, args, n_args);
+    return kiln_kernel_run(dev, k, dims, size, args);
 }
 
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
-                      const kiln_arg *args, int n_args)
+                      kiln_args args)
 {
-    return kiln_run(dev, file, name, 1, &n, args, n_args);
+    return kiln_run(dev, file, name, 1, &n, args);
 }

@@ -73,25 +73,44 @@ kiln_arg kiln_arg_int(int64_t i);  /* checked to fit int32 at launch */
 kiln_arg kiln_arg_uint(uint32_t u);  /* a kernel's uint: hashes, seeds */
 kiln_arg kiln_arg_float(float f);
 
+/* A launch's arguments in the kernel's order, and how many. */
+typedef struct kiln_args {
+    const kiln_arg *arg;
+    int n;
+} kiln_args;
+
+/* kiln_args from a list the compiler counts:
+ * KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int(n)). The list is evaluated once
+ * (sizeof does not evaluate it) and lives until the end of the enclosing block. */
+#define KILN_ARGS(...)                                                                        \
+    ((kiln_args){.arg = (const kiln_arg[]){__VA_ARGS__},                                      \
+                 .n = (int)(sizeof((const kiln_arg[]){__VA_ARGS__}) / sizeof(kiln_arg))})
+
 /* Enqueues `kernel` over a `dims`-dimensional range of exactly `size`
  * work-items; the range is padded up to whole work-groups, so every kernel
  * checks its bounds. */
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
-                            const size_t *size, const kiln_arg *args, int n_args);
+                            const size_t *size, kiln_args args);
 
 /* kiln_kernel_get + kiln_kernel_run. */
 kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
-                     const size_t *size, const kiln_arg *args, int n_args);
+                     const size_t *size, kiln_args args);
 
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
-                      const kiln_arg *args, int n_args);
+                      kiln_args args);
+
+/* What kiln_gemm does to an operand before multiplying: BLAS's 'N' and 'T'. */
+typedef enum kiln_gemm_op {
+    KILN_GEMM_N,  /* as stored */
+    KILN_GEMM_T   /* transposed */
+} kiln_gemm_op;
 
 /* Row-major single-precision GEMM through CLBlast:
  * C = alpha * op(A) * op(B) + beta * C, with op(A) m x k and op(B) k x n.
  * Offsets and leading dimensions count floats. */
-kiln_status kiln_gemm(kiln_device *dev, int trans_a, int trans_b, size_t m, size_t n,
-                      size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
+kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,
+                      size_t n, size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
                       size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
                       float beta, kiln_buffer *c, size_t c_offset, size_t ldc);
 

@@ -61,8 +61,10 @@ static kiln_status parse_env(kiln_host *host, const char *s, kiln_device_type *t
                              int32_t *indices, int32_t *n_indices)
 {
     static const struct { const char *word; kiln_device_type type; } words[] = {
-        {"all", KILN_DEVICE_ALL}, {"cpu", KILN_DEVICE_CPU}, {"gpu", KILN_DEVICE_GPU},
-        {"accelerator", KILN_DEVICE_ACCELERATOR}, {"default", KILN_DEVICE_DEFAULT},
+        {.word = "all", .type = KILN_DEVICE_ALL}, {.word = "cpu", .type = KILN_DEVICE_CPU},
+        {.word = "gpu", .type = KILN_DEVICE_GPU},
+        {.word = "accelerator", .type = KILN_DEVICE_ACCELERATOR},
+        {.word = "default", .type = KILN_DEVICE_DEFAULT},
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (strcmp(s, words[i].word) == 0) {

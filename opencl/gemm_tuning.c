@@ -45,8 +45,12 @@ typedef struct probe {
  * with 64 channels over 2048 output pixels: forward, weight and input
  * gradients of each. */
 static const probe probes[] = {
-    {128, 64, 5408, 0, 0}, {5408, 64, 128, 1, 0}, {128, 5408, 64, 0, 1},
-    {2048, 64, 576, 0, 0}, {576, 64, 2048, 1, 0}, {2048, 576, 64, 0, 1},
+    {.m = 128, .n = 64, .k = 5408, .trans_a = 0, .trans_b = 0},
+    {.m = 5408, .n = 64, .k = 128, .trans_a = 1, .trans_b = 0},
+    {.m = 128, .n = 5408, .k = 64, .trans_a = 0, .trans_b = 1},
+    {.m = 2048, .n = 64, .k = 576, .trans_a = 0, .trans_b = 0},
+    {.m = 576, .n = 64, .k = 2048, .trans_a = 1, .trans_b = 0},
+    {.m = 2048, .n = 576, .k = 64, .trans_a = 0, .trans_b = 1},
 };
 #define N_PROBES ((int)(sizeof probes / sizeof probes[0]))
 

@@ -99,10 +99,13 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
 static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
 {
     static const struct { const char *name; kiln_strategy value; } names[] = {
-        {"auto", KILN_STRATEGY_AUTO}, {"one_device", KILN_STRATEGY_ONE_DEVICE},
-        {"mirrored", KILN_STRATEGY_MIRRORED}, {"central_storage", KILN_STRATEGY_CENTRAL_STORAGE},
-        {"pipeline", KILN_STRATEGY_PIPELINE}, {"multi_worker", KILN_STRATEGY_MULTI_WORKER},
-        {"parameter_server", KILN_STRATEGY_PARAMETER_SERVER},
+        {.name = "auto", .value = KILN_STRATEGY_AUTO},
+        {.name = "one_device", .value = KILN_STRATEGY_ONE_DEVICE},
+        {.name = "mirrored", .value = KILN_STRATEGY_MIRRORED},
+        {.name = "central_storage", .value = KILN_STRATEGY_CENTRAL_STORAGE},
+        {.name = "pipeline", .value = KILN_STRATEGY_PIPELINE},
+        {.name = "multi_worker", .value = KILN_STRATEGY_MULTI_WORKER},
+        {.name = "parameter_server", .value = KILN_STRATEGY_PARAMETER_SERVER},
     };
     const char *env = getenv("KILN_STRATEGY");
     if (env && *env) {

@@ -167,7 +167,7 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
     kiln_status st = check_desc(ctx, &d);
     if (st != KILN_OK)
         return st;
-    kiln_shape shape = {d.feature_rank, {0}};
+    kiln_shape shape = {.rank = d.feature_rank};
     for (int32_t i = 0; i < d.feature_rank; i++)
         shape.dims[i] = d.feature_dims[i];
     const int sparse = d.label_kind == KILN_LABELS_SPARSE;

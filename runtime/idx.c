@@ -212,7 +212,7 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
         return st;
     const float scale = o.scale > 0.0f ? o.scale : 1.0f / 255.0f;
 
-    idx_file img = {images_path, NULL}, lab = {labels_path, NULL};
+    idx_file img = {.path = images_path}, lab = {.path = labels_path};
     uint32_t idims[3], ldims[1];
     unsigned char *pixels = NULL, *labels = NULL;
     kiln_dataset *ds = NULL;
@@ -242,7 +242,7 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
     }
     const int64_t count = o.limit > 0 && o.limit < idims[0] ? o.limit : (int64_t)idims[0];
     const uint64_t pixel_bytes = (uint64_t)count * per_image;
-    const kiln_shape shape = {3, {(int32_t)idims[1], (int32_t)idims[2], 1, 0}};
+    const kiln_shape shape = {.rank = 3, .dims = {(int32_t)idims[1], (int32_t)idims[2], 1}};
     /* The data first: the dataset is allocated only for what really arrived. */
     st = read_body(ctx, &img, &pixels, pixel_bytes, "pixels");
     if (st == KILN_OK)

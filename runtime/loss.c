@@ -61,13 +61,13 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                               kiln_buffer *correct, kiln_buffer *sums, int32_t n, int64_t cols,
                               float scale)
 {
-    kiln_arg a[] = {kiln_arg_buffer(z),       kiln_arg_buffer(y),     kiln_arg_buffer(labels),
-                    kiln_arg_buffer(grad),    kiln_arg_buffer(loss),  kiln_arg_buffer(correct),
-                    kiln_arg_int(n),          kiln_arg_int(cols),     kiln_arg_float(scale)};
-    kiln_status st = kiln_run1(dev, "loss", plan->kernel, (size_t)n, a, 9);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(z), kiln_arg_buffer(y), kiln_arg_buffer(labels),
+                            kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
+                            kiln_arg_int(n), kiln_arg_int(cols), kiln_arg_float(scale));
+    kiln_status st = kiln_run1(dev, "loss", plan->kernel, (size_t)n, a);
     if (st != KILN_OK)
         return st;
-    kiln_arg b[] = {kiln_arg_buffer(loss), kiln_arg_buffer(correct), kiln_arg_int(n),
-                    kiln_arg_buffer(sums)};
-    return kiln_run1(dev, "loss", "kiln_loss_sum", 64, b, 4);
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct), kiln_arg_int(n),
+                            kiln_arg_buffer(sums));
+    return kiln_run1(dev, "loss", "kiln_loss_sum", 64, b);
 }

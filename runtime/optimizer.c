@@ -123,19 +123,20 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
     const kiln_arg use = kiln_arg_int(guard != NULL);
     if (o->kind == KILN_OPTIMIZER_ADAM) {
         const double alpha = adam_alpha(o, lr, step);
-        kiln_arg a[] = {kiln_arg_buffer(params), kiln_arg_buffer(grads),
-                        kiln_arg_buffer(slots[0]), kiln_arg_buffer(slots[1]),
-                        kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
-                        kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
-                        kiln_arg_float(o->epsilon), g, use};
-        return kiln_run1(dev, "optimizer", "kiln_adam", n, a, 11);
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(grads),
+                                kiln_arg_buffer(slots[0]), kiln_arg_buffer(slots[1]),
+                                kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
+                                kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
+                                kiln_arg_float(o->epsilon), g, use);
+        return kiln_run1(dev, "optimizer", "kiln_adam", n, a);
     }
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;
-    kiln_arg a[] = {kiln_arg_buffer(params), kiln_arg_buffer(grads), kiln_arg_buffer(velocity),
-                    kiln_arg_int((int64_t)n), kiln_arg_float((float)lr),
-                    kiln_arg_float(o->momentum), kiln_arg_int(o->nesterov ? 1 : 0), g, use};
-    return kiln_run1(dev, "optimizer", "kiln_sgd", n, a, 9);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(grads),
+                            kiln_arg_buffer(velocity), kiln_arg_int((int64_t)n),
+                            kiln_arg_float((float)lr), kiln_arg_float(o->momentum),
+                            kiln_arg_int(o->nesterov ? 1 : 0), g, use);
+    return kiln_run1(dev, "optimizer", "kiln_sgd", n, a);
 }
 
 void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *p,

@@ -52,7 +52,7 @@ void kiln_progress_format(char *buf, size_t size, int64_t step, int64_t steps, d
                           double per_step, double loss, double accuracy,
                           const kiln_epoch_record *validation)
 {
-    text t = {buf, size, 0};
+    text t = {.buf = buf, .size = size};
     buf[0] = '\0';
     const int digits = snprintf(NULL, 0, "%lld", (long long)steps);
     put(&t, "%*lld/%lld ", digits, (long long)step, (long long)steps);

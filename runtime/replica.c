@@ -120,9 +120,10 @@ static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
 
 kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
 {
-    const kiln_stage_span whole = {0, m->n_nodes - 1, 0, m->n_trainable_floats,
-                                   m->n_trainable_floats, m->n_param_floats,
-                                   m->accumulation_steps > 1};
+    const kiln_stage_span whole = {
+        .first = 0, .last = m->n_nodes - 1, .trainable_begin = 0,
+        .trainable_end = m->n_trainable_floats, .state_begin = m->n_trainable_floats,
+        .state_end = m->n_param_floats, .accumulate = m->accumulation_steps > 1};
     return kiln_replica_create_stage(m, dev, &whole, out);
 }
 
@@ -338,7 +339,7 @@ static kiln_status check_fault(kiln_replica *r, kiln_node node, int backward)
     if (f->stall_seconds <= 0)
         return kiln_error(r->model->ctx, KILN_ERROR_DEVICE, "injected fault on %s",
                           kiln_device_label(r->dev));
-    const struct timespec tick = {0, 10000000};
+    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
     for (double waited = 0; waited < f->stall_seconds && !r->cancel; waited += 0.01)
         nanosleep(&tick, NULL);
     return KILN_OK;
@@ -481,10 +482,10 @@ void kiln_replica_mark_gradient(kiln_replica *r, kiln_node j)
 kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
                                     float scale)
 {
-    kiln_arg a[] = {kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
-                    kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
-                    kiln_arg_int(final), kiln_arg_float(scale)};
-    return kiln_run1(r->dev, "optimizer", "kiln_accumulate", n, a, 6);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
+                            kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
+                            kiln_arg_int(final), kiln_arg_float(scale));
+    return kiln_run1(r->dev, "optimizer", "kiln_accumulate", n, a);
 }
 
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 static const struct { const char *name; size_t size; } dtypes[] = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-    {"I8", 1}, {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1},
-    {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    {.name = "F64", .size = 8}, {.name = "F32", .size = 4}, {.name = "F16", .size = 2},
+    {.name = "BF16", .size = 2}, {.name = "I64", .size = 8}, {.name = "I32", .size = 4},
+    {.name = "I16", .size = 2}, {.name = "I8", .size = 1}, {.name = "U64", .size = 8},
+    {.name = "U32", .size = 4}, {.name = "U16", .size = 2}, {.name = "U8", .size = 1},
+    {.name = "BOOL", .size = 1}, {.name = "F8_E4M3", .size = 1}, {.name = "F8_E5M2", .size = 1},
 };
 
 static int host_is_little_endian(void)

@@ -884,25 +884,33 @@ static kiln_status multi_worker_create(kiln_model *m, void **impl)
 }
 
 const kiln_strategy_ops kiln_strategy_one_device = {
-    "one_device", one_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
+    .name = "one_device", .create = one_create, .destroy = dp_destroy, .train_step = dp_train_step,
+    .eval_step = dp_eval_step, .predict_step = dp_predict_step, .get_params = dp_get_params,
+    .set_params = dp_set_params, .replica_count = dp_replica_count, .replica = dp_replica_at,
+    .stats = dp_stats, .get_slots = dp_get_slots, .set_slots = dp_set_slots,
+    .micro_step = dp_micro_step,
 };
 
 const kiln_strategy_ops kiln_strategy_mirrored = {
-    "mirrored", mirrored_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
+    .name = "mirrored", .create = mirrored_create, .destroy = dp_destroy,
+    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
+    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
+    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
 };
 
 const kiln_strategy_ops kiln_strategy_central_storage = {
-    "central_storage", central_create, dp_destroy, dp_train_step, dp_eval_step, dp_predict_step,
-    dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
+    .name = "central_storage", .create = central_create, .destroy = dp_destroy,
+    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
+    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
+    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
 };
 
 const kiln_strategy_ops kiln_strategy_multi_worker = {
-    "multi_worker", multi_worker_create, dp_destroy, dp_train_step, dp_eval_step,
-    dp_predict_step, dp_get_params, dp_set_params, dp_replica_count, dp_replica_at, dp_stats,
-    dp_get_slots, dp_set_slots, dp_micro_step, NULL, NULL,
+    .name = "multi_worker", .create = multi_worker_create, .destroy = dp_destroy,
+    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
+    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
+    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
 };

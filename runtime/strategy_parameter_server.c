@@ -83,7 +83,7 @@ static kiln_status step_job(void *arg)
     if (stale)
         st = kiln_replica_write_params(r, w->snapshot);
     w->pulled = version;
-    const kiln_batch b = {w->n, w->features, w->labels};
+    const kiln_batch b = {.n = w->n, .features = w->features, .labels = w->labels};
     double sums[2] = {0, 0};
     r->first_sample = 0;
     r->step_number = version;
@@ -483,7 +483,9 @@ static kiln_status ps_create(kiln_model *m, void **impl)
 }
 
 const kiln_strategy_ops kiln_strategy_parameter_server = {
-    "parameter_server", ps_create, ps_destroy, ps_train_step, ps_eval_step, ps_predict_step,
-    ps_get_params, ps_set_params, ps_replica_count, ps_replica_at, ps_stats,
-    ps_get_slots, ps_set_slots, ps_micro_step, NULL, ps_drain,
+    .name = "parameter_server", .create = ps_create, .destroy = ps_destroy,
+    .train_step = ps_train_step, .eval_step = ps_eval_step, .predict_step = ps_predict_step,
+    .get_params = ps_get_params, .set_params = ps_set_params, .replica_count = ps_replica_count,
+    .replica = ps_replica_at, .stats = ps_stats, .get_slots = ps_get_slots,
+    .set_slots = ps_set_slots, .micro_step = ps_micro_step, .drain = ps_drain,
 };

@@ -228,7 +228,7 @@ static kiln_status psm_drain(void *impl, double sums[3])
         pthread_mutex_lock(&p->lock);
         while (p->n_done < p->workers && p->server_status == KILN_OK && kiln_now() < deadline) {
             pthread_mutex_unlock(&p->lock);
-            const struct timespec tick = {0, 1000000};
+            const struct timespec tick = {.tv_sec = 0, .tv_nsec = 1000000};
             nanosleep(&tick, NULL);
             pthread_mutex_lock(&p->lock);
         }
@@ -495,7 +495,9 @@ static kiln_status psm_create(kiln_model *m, void **impl)
 }
 
 const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
-    "parameter_server", psm_create, psm_destroy, psm_train_step, psm_eval_step,
-    psm_predict_step, psm_get_params, psm_set_params, psm_replica_count, psm_replica_at,
-    psm_stats, psm_get_slots, psm_set_slots, psm_micro_step, NULL, psm_drain,
+    .name = "parameter_server", .create = psm_create, .destroy = psm_destroy,
+    .train_step = psm_train_step, .eval_step = psm_eval_step, .predict_step = psm_predict_step,
+    .get_params = psm_get_params, .set_params = psm_set_params, .replica_count = psm_replica_count,
+    .replica = psm_replica_at, .stats = psm_stats, .get_slots = psm_get_slots,
+    .set_slots = psm_set_slots, .micro_step = psm_micro_step, .drain = psm_drain,
 };

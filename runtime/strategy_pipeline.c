@@ -182,8 +182,9 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
     const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
     const kiln_batch part = {
-        n, p->batch.features + (size_t)start * (size_t)in,
-        p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes : NULL};
+        .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
+        .labels = p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes
+                                  : NULL};
     v->first_sample = start;
     v->step_number = m->n_train_steps;
     v->train_steps = m->n_train_steps;
@@ -860,7 +861,7 @@ kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, 
         return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_stage_plan: the model is not "
                           "compiled with the pipeline strategy");
     const pp *p = m->strategy_impl;
-    kiln_text t = {text, size, 0};
+    kiln_text t = {.text = text, .size = size};
     if (size > 0)
         text[0] = '\0';
     uint64_t total = 0;
@@ -894,7 +895,9 @@ kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, 
 }
 
 const kiln_strategy_ops kiln_strategy_pipeline = {
-    "pipeline", pp_create, pp_destroy, pp_train_step, pp_eval_step, pp_predict_step,
-    pp_get_params, pp_set_params, pp_replica_count, pp_replica_at, pp_stats,
-    pp_get_slots, pp_set_slots, pp_micro_step, pp_memory, NULL,
+    .name = "pipeline", .create = pp_create, .destroy = pp_destroy, .train_step = pp_train_step,
+    .eval_step = pp_eval_step, .predict_step = pp_predict_step, .get_params = pp_get_params,
+    .set_params = pp_set_params, .replica_count = pp_replica_count, .replica = pp_replica_at,
+    .stats = pp_stats, .get_slots = pp_get_slots, .set_slots = pp_set_slots,
+    .micro_step = pp_micro_step, .memory = pp_memory,
 };

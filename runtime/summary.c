@@ -22,7 +22,7 @@ kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, siz
     if (m->build_status != KILN_OK)
         return kiln_error(m->ctx, m->build_status, "kiln_model_summary: the model failed to "
                           "build: %s", m->build_error);
-    kiln_text t = {text, size, 0};
+    kiln_text t = {.text = text, .size = size};
     if (size > 0)
         text[0] = '\0';
     const char *rule = "============================================================"

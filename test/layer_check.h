@@ -109,7 +109,7 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
         x[i] = (float)check_uniform();
     for (int64_t i = 0; i < ny; i++)
         g[i] = (float)check_uniform();
-    kiln_batch b = {batch, x, NULL};
+    kiln_batch b = {.n = batch, .features = x};
     CHECK_OK(ctx, kiln_replica_write_params(r, flat));
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
     CHECK_OK(ctx, kiln_replica_forward(r, batch, check_training));

@@ -60,8 +60,10 @@ static kiln_status run(budget *b)
         st = kiln_model_create(ctx, &m);
     if (st == KILN_OK) {
         const int32_t dims[] = {4};
-        kiln_dense_options h = {sizeof h, NULL, 3, KILN_ACTIVATION_RELU, 0};
-        kiln_dense_options out = {sizeof out, NULL, 2, KILN_ACTIVATION_SOFTMAX, 0};
+        kiln_dense_options h = {.struct_size = sizeof h, .units = 3,
+                                .activation = KILN_ACTIVATION_RELU};
+        kiln_dense_options out = {.struct_size = sizeof out, .units = 2,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
         kiln_input(m, 1, dims, NULL);
         kiln_dense(m, KILN_NODE_PREVIOUS, &h);
         kiln_dense(m, KILN_NODE_PREVIOUS, &out);
@@ -88,7 +90,7 @@ static kiln_status run(budget *b)
 
 int main(void)
 {
-    budget full = {-1, 0, 0};
+    budget full = {.allowed = -1};
     kiln_status st = run(&full);
     if (st == KILN_ERROR_NO_DEVICE)
         SKIP("no OpenCL device");
@@ -96,7 +98,7 @@ int main(void)
     printf("a full run makes %ld host allocations\n", full.made);
     long failures = 0;
     for (long n = 0; n < full.made; n++) {
-        budget b = {n, 0, 0};
+        budget b = {.allowed = n};
         st = run(&b);
         if (st != KILN_ERROR_OUT_OF_MEMORY || b.live != 0) {
             fprintf(stderr, "failing allocation %ld: %s, %ld allocations leaked\n", n,

@@ -179,8 +179,10 @@ static void test_mismatches(kiln_context *ctx)
 
     /* A file from elsewhere: a missing tensor, an extra one, another dtype. */
     float zeros[64] = {0};
-    kiln_st_entry e[] = {{"conv2d/kernel", 4, {3, 3, 1, 3}, zeros},
-                         {"stranger", 1, {4}, zeros}};
+    kiln_st_entry e[] = {
+        {.name = "conv2d/kernel", .rank = 4, .shape = {3, 3, 1, 3}, .data = zeros},
+        {.name = "stranger", .rank = 1, .shape = {4}, .data = zeros},
+    };
     CHECK_OK(ctx, kiln_st_write(ctx, file("foreign.safetensors"), e, 2, NULL, NULL, 0));
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "'conv2d/bias' is missing",
                 kiln_model_load_weights(b, file("foreign.safetensors")));
@@ -219,7 +221,7 @@ static void test_exact_resume(kiln_context *ctx)
     char ckdir[128];
     snprintf(ckdir, sizeof ckdir, "%s/run", dir);
     kiln_model *first = model(ctx, KILN_OPTIMIZER_ADAM, 7, KILN_STRATEGY_ONE_DEVICE);
-    stopper s = {0, 25};   /* 10 steps an epoch: stop in the middle of the third */
+    stopper s = {.stop_at = 25};   /* 10 steps an epoch: stop in the middle of the third */
     fo.checkpoint_dir = ckdir;
     fo.checkpoint_every_steps = 5;
     fo.keep_checkpoints = 2;

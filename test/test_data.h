@@ -60,11 +60,15 @@ static inline kiln_dataset *fashion_subset(kiln_context *ctx, const char *set, i
 static inline void seed_cnn_layers(kiln_model *m)
 {
     const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 32, {3, 3}, {1, 1}, KILN_PADDING_VALID,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
-    kiln_dense_options hidden = {sizeof hidden, NULL, 64, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, 10, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
+                                .padding = KILN_PADDING_VALID};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 64,
+                                 .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, shape, NULL);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);

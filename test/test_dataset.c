@@ -246,7 +246,7 @@ static void test_bad_arrays(kiln_context *ctx)
 static void test_out_of_memory(void)
 {
     for (int left = 0; left < 3; left++) {
-        alloc_budget budget = {left};
+        alloc_budget budget = {.left = left};
         kiln_context ctx;
         host_context(&ctx, &budget);
         const kiln_arrays_desc d = desc5();

@@ -20,7 +20,8 @@ static void test_build_errors(kiln_context *ctx)
     kiln_model *m = new_model(ctx);
     const int32_t a_dims[] = {3}, img[] = {5, 5, 2};
     kiln_node a = kiln_input(m, 1, a_dims, "a");
-    kiln_dense_options d4 = {sizeof d4, "four", 4, KILN_ACTIVATION_LINEAR, 0};
+    kiln_dense_options d4 = {.struct_size = sizeof d4, .name = "four", .units = 4,
+                             .activation = KILN_ACTIVATION_LINEAR};
     kiln_node b = kiln_dense(m, a, &d4);
     kiln_node pair[] = {a, b};
     CHECK(kiln_add(m, pair, 2, "sum") == KILN_NODE_INVALID);
@@ -31,8 +32,9 @@ static void test_build_errors(kiln_context *ctx)
 
     m = new_model(ctx);
     kiln_input(m, 1, a_dims, NULL);
-    kiln_conv2d_options conv = {sizeof conv, NULL, 8, {3, 3}, {1, 1}, KILN_PADDING_VALID,
-                                KILN_ACTIVATION_RELU, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 8, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
+                                .activation = KILN_ACTIVATION_RELU};
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): expects a (height, width, "
                 "channels) input, got (3,)", kiln_model_compile(m, &co));
@@ -55,7 +57,8 @@ static void test_build_errors(kiln_context *ctx)
 
     m = new_model(ctx);
     kiln_input(m, 1, a_dims, NULL);
-    kiln_dense_options zero = {sizeof zero, "empty", 0, KILN_ACTIVATION_LINEAR, 0};
+    kiln_dense_options zero = {.struct_size = sizeof zero, .name = "empty", .units = 0,
+                               .activation = KILN_ACTIVATION_LINEAR};
     kiln_dense(m, KILN_NODE_PREVIOUS, &zero);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'empty' (dense): units must be > 0",
                 kiln_model_compile(m, &co));
@@ -63,7 +66,8 @@ static void test_build_errors(kiln_context *ctx)
 
     m = new_model(ctx);
     kiln_input(m, 1, a_dims, "x");
-    kiln_dense_options dup = {sizeof dup, "x", 2, KILN_ACTIVATION_LINEAR, 0};
+    kiln_dense_options dup = {.struct_size = sizeof dup, .name = "x", .units = 2,
+                              .activation = KILN_ACTIVATION_LINEAR};
     kiln_dense(m, KILN_NODE_PREVIOUS, &dup);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer name 'x' is used twice",
                 kiln_model_compile(m, &co));
@@ -82,7 +86,8 @@ static kiln_model *small_classifier(kiln_context *ctx, int classes)
     kiln_model *m = new_model(ctx);
     const int32_t dims[] = {6};
     kiln_input(m, 1, dims, NULL);
-    kiln_dense_options head = {sizeof head, NULL, classes, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = classes,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return m;
 }

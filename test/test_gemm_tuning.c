@@ -77,12 +77,13 @@ static double frand(uint64_t *s)
 }
 
 /* C = op(A) op(B) on the device against a float64 loop. */
-static void check_gemm(kiln_context *ctx, int m, int n, int k, int ta, int tb)
+static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, kiln_gemm_op tb)
 {
     kiln_device *dev = ctx->devices[0];
     float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)k * n, 4);
     float *c = calloc((size_t)m * n, 4);
-    uint64_t s = (uint64_t)(m * 131 + n * 17 + k + ta * 7 + tb);
+    const int t_a = ta == KILN_GEMM_T, t_b = tb == KILN_GEMM_T;
+    uint64_t s = (uint64_t)(m * 131 + n * 17 + k + t_a * 7 + t_b);
     for (int i = 0; i < m * k; i++)
         a[i] = (float)frand(&s);
     for (int i = 0; i < k * n; i++)
@@ -94,7 +95,7 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, int ta, int tb)
     CHECK_OK(ctx, kiln_buffer_write(dev, da, 0, a, (size_t)m * k * 4, 1));
     CHECK_OK(ctx, kiln_buffer_write(dev, db, 0, b, (size_t)k * n * 4, 1));
     CHECK_OK(ctx, kiln_gemm(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, da, 0,
-                            ta ? (size_t)m : (size_t)k, db, 0, tb ? (size_t)k : (size_t)n, 0.0f,
+                            t_a ? (size_t)m : (size_t)k, db, 0, t_b ? (size_t)k : (size_t)n, 0.0f,
                             dc, 0, (size_t)n));
     CHECK_OK(ctx, kiln_buffer_read(dev, dc, 0, c, (size_t)m * n * 4));
     double worst = 0;
@@ -102,12 +103,12 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, int ta, int tb)
         for (int j = 0; j < n; j++) {
             double ref = 0;
             for (int l = 0; l < k; l++)
-                ref += (double)a[ta ? l * m + i : i * k + l] * b[tb ? j * k + l : l * n + j];
+                ref += (double)a[t_a ? l * m + i : i * k + l] * b[t_b ? j * k + l : l * n + j];
             const double e = fabs(c[i * n + j] - ref) / (1.0 + fabs(ref));
             worst = e > worst ? e : worst;
         }
-    printf("gemm %dx%dx%d %c%c: max relative error %.2e\n", m, n, k, ta ? 'T' : 'N',
-           tb ? 'T' : 'N', worst);
+    printf("gemm %dx%dx%d %c%c: max relative error %.2e\n", m, n, k, t_a ? 'T' : 'N',
+           t_b ? 'T' : 'N', worst);
     CHECK(worst < 1e-4);
     kiln_buffer_destroy(da);
     kiln_buffer_destroy(db);
@@ -116,6 +117,10 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, int ta, int tb)
     free(b);
     free(c);
 }
+
+/* NN, TN, NT. */
+static const kiln_gemm_op ops[3][2] = {
+    {KILN_GEMM_N, KILN_GEMM_N}, {KILN_GEMM_T, KILN_GEMM_N}, {KILN_GEMM_N, KILN_GEMM_T}};
 
 int main(void)
 {
@@ -138,7 +143,7 @@ int main(void)
     const int shapes[][3] = {{37, 13, 101}, {128, 64, 300}, {5, 70, 9}};
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < 3; t++)
-            check_gemm(ctx, shapes[i][0], shapes[i][1], shapes[i][2], t == 1, t == 2);
+            check_gemm(ctx, shapes[i][0], shapes[i][1], shapes[i][2], ops[t][0], ops[t][1]);
     kiln_context_destroy(ctx);
 
     /* Stored: applied again, no search. */
@@ -175,8 +180,8 @@ int main(void)
     const int own[][3] = {{1, 1, 1}, {3, 70, 9}, {37, 13, 101}, {64, 64, 5408}, {32, 5408, 64},
                           {61, 9, 300}, {301, 99, 577}};
     for (int i = 0; i < 7 && ctx; i++)
-        for (int ta = 0; ta < 2; ta++)
-            check_gemm(ctx, own[i][0], own[i][1], own[i][2], ta, 0);
+        for (int t = 0; t < 2; t++)  /* NN and TN */
+            check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     kiln_context_destroy(ctx);
 
     char cmd[300];

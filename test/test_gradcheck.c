@@ -14,10 +14,14 @@ static kiln_model *branchy(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {6};
     kiln_node x = kiln_input(m, 1, dims, NULL);
-    kiln_dense_options a = {sizeof a, "a", 5, KILN_ACTIVATION_TANH, 0};
-    kiln_dense_options b1 = {sizeof b1, "b1", 4, KILN_ACTIVATION_SIGMOID, 0};
-    kiln_dense_options b2 = {sizeof b2, "b2", 4, KILN_ACTIVATION_TANH, 1};
-    kiln_dense_options head = {sizeof head, "head", 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 5,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options b1 = {.struct_size = sizeof b1, .name = "b1", .units = 4,
+                             .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options b2 = {.struct_size = sizeof b2, .name = "b2", .units = 4,
+                             .activation = KILN_ACTIVATION_TANH, .no_bias = 1};
+    kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_node h = kiln_dense(m, x, &a);
     kiln_node both[] = {kiln_dense(m, h, &b1), kiln_dense(m, h, &b2)};  /* h feeds two */
     kiln_node sum = kiln_add(m, both, 2, NULL);
@@ -31,12 +35,16 @@ static kiln_model *convolutional(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {7, 6, 2};
     kiln_input(m, 3, dims, NULL);
-    kiln_conv2d_options c1 = {sizeof c1, NULL, 3, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                              KILN_ACTIVATION_TANH, 0};
-    kiln_conv2d_options c2 = {sizeof c2, NULL, 4, {2, 3}, {2, 1}, KILN_PADDING_VALID,
-                              KILN_ACTIVATION_SIGMOID, 0};
-    kiln_pool2d_options p = {sizeof p, NULL, {2, 2}, {1, 2}, KILN_PADDING_SAME};
-    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options c1 = {.struct_size = sizeof c1, .filters = 3, .kernel_size = {3, 3},
+                              .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                              .activation = KILN_ACTIVATION_TANH};
+    kiln_conv2d_options c2 = {.struct_size = sizeof c2, .filters = 4, .kernel_size = {2, 3},
+                              .strides = {2, 1}, .padding = KILN_PADDING_VALID,
+                              .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_pool2d_options p = {.struct_size = sizeof p, .pool_size = {2, 2}, .strides = {1, 2},
+                             .padding = KILN_PADDING_SAME};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &c1);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &c2);
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &p);
@@ -54,14 +62,18 @@ static kiln_model *residual(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {7, 6, 3};
     kiln_node x = kiln_input(m, 3, dims, NULL);
-    kiln_conv2d_options c1 = {sizeof c1, NULL, 4, {3, 3}, {2, 2}, KILN_PADDING_SAME,
-                              KILN_ACTIVATION_LINEAR, 1};
-    kiln_conv2d_options c2 = {sizeof c2, NULL, 4, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                              KILN_ACTIVATION_LINEAR, 1};
-    kiln_conv2d_options sc = {sizeof sc, NULL, 4, {1, 1}, {2, 2}, KILN_PADDING_SAME,
-                              KILN_ACTIVATION_LINEAR, 1};
-    kiln_batch_norm_options bn = {sizeof bn, NULL, 0, 0, 0, KILN_ACTIVATION_LINEAR};
-    kiln_batch_norm_options bn_tanh = {sizeof bn_tanh, NULL, 0, 0, 0, KILN_ACTIVATION_TANH};
+    kiln_conv2d_options c1 = {.struct_size = sizeof c1, .filters = 4, .kernel_size = {3, 3},
+                              .strides = {2, 2}, .padding = KILN_PADDING_SAME,
+                              .activation = KILN_ACTIVATION_LINEAR, .no_bias = 1};
+    kiln_conv2d_options c2 = {.struct_size = sizeof c2, .filters = 4, .kernel_size = {3, 3},
+                              .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                              .activation = KILN_ACTIVATION_LINEAR, .no_bias = 1};
+    kiln_conv2d_options sc = {.struct_size = sizeof sc, .filters = 4, .kernel_size = {1, 1},
+                              .strides = {2, 2}, .padding = KILN_PADDING_SAME,
+                              .activation = KILN_ACTIVATION_LINEAR, .no_bias = 1};
+    kiln_batch_norm_options bn = {.struct_size = sizeof bn, .activation = KILN_ACTIVATION_LINEAR};
+    kiln_batch_norm_options bn_tanh = {.struct_size = sizeof bn_tanh,
+                                       .activation = KILN_ACTIVATION_TANH};
     kiln_node y = kiln_conv2d(m, x, &c1);
     y = kiln_batch_normalization(m, y, &bn_tanh);
     y = kiln_conv2d(m, y, &c2);
@@ -70,7 +82,8 @@ static kiln_model *residual(kiln_context *ctx)
     kiln_node both[] = {y, shortcut};
     kiln_node sum = kiln_activation_layer(m, kiln_add(m, both, 2, NULL), KILN_ACTIVATION_TANH,
                                           NULL);
-    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, kiln_global_average_pooling2d(m, sum, NULL), &head);
     return m;
 }
@@ -100,7 +113,7 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     for (int64_t i = 0; i < BATCH * in; i++)
         x[i] = (float)check_uniform();
     int32_t labels[BATCH] = {2, 0, 1};
-    kiln_batch b = {BATCH, x, labels};
+    kiln_batch b = {.n = BATCH, .features = x, .labels = labels};
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
 
     const size_t n = m->n_param_floats;

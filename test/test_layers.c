@@ -28,7 +28,8 @@ typedef struct dense_case {
 static kiln_node build_dense(kiln_model *m, kiln_node pre, const void *arg)
 {
     const dense_case *c = arg;
-    kiln_dense_options o = {sizeof o, NULL, c->units, c->act, c->no_bias};
+    kiln_dense_options o = {.struct_size = sizeof o, .units = c->units, .activation = c->act,
+                            .no_bias = c->no_bias};
     return kiln_dense(m, pre, &o);
 }
 
@@ -76,15 +77,17 @@ typedef struct conv_case {
 static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 {
     const conv_case *c = arg;
-    kiln_pool2d_options o = {sizeof o, NULL, {c->kh, c->kw}, {c->sh, c->sw}, c->padding};
+    kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {c->kh, c->kw},
+                             .strides = {c->sh, c->sw}, .padding = c->padding};
     if (c->pool == POOL_MAX)
         return kiln_max_pooling2d(m, pre, &o);
     if (c->pool == POOL_AVERAGE)
         return kiln_average_pooling2d(m, pre, &o);
     if (c->pool == POOL_GLOBAL)
         return kiln_global_average_pooling2d(m, pre, NULL);
-    kiln_conv2d_options co = {sizeof co, NULL, c->filters, {c->kh, c->kw}, {c->sh, c->sw},
-                              c->padding, c->act, c->no_bias};
+    kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
+                              .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
+                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias};
     return kiln_conv2d(m, pre, &co);
 }
 
@@ -96,8 +99,9 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     layer_run r;
     if (!layer_run_once(ctx, 3, dims, batch, build_conv, c, &r))
         return;
-    ref_conv g = {batch, dims[0], dims[1], dims[2], c->pool ? dims[2] : c->filters, c->kh,
-                  c->kw, c->sh, c->sw, 0, 0, 0, 0};
+    ref_conv g = {.batch = batch, .h = dims[0], .w = dims[1], .c = dims[2],
+                  .f = c->pool ? dims[2] : c->filters, .kh = c->kh, .kw = c->kw, .sh = c->sh,
+                  .sw = c->sw};
     if (c->pool == POOL_GLOBAL) {
         g.kh = g.sh = g.h;
         g.kw = g.sw = g.w;
@@ -198,8 +202,8 @@ typedef struct bn_case {
 static kiln_node build_bn(kiln_model *m, kiln_node pre, const void *arg)
 {
     const bn_case *c = arg;
-    kiln_batch_norm_options o = {sizeof o, NULL, c->momentum, c->epsilon, 0,
-                                 KILN_ACTIVATION_LINEAR};
+    kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = c->momentum,
+                                 .epsilon = c->epsilon, .activation = KILN_ACTIVATION_LINEAR};
     return kiln_batch_normalization(m, pre, &o);
 }
 
@@ -286,40 +290,52 @@ int main(void)
 
     const int32_t flat37[] = {37}, cube[] = {2, 3, 5};
     for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {
-        dense_case c = {19, (kiln_activation)act, 0};
+        dense_case c = {.units = 19, .act = (kiln_activation)act};
         test_dense(ctx, 1, flat37, 5, &c);
     }
-    dense_case one = {1, KILN_ACTIVATION_SIGMOID, 0}, nobias = {13, KILN_ACTIVATION_RELU, 1};
+    dense_case one = {.units = 1, .act = KILN_ACTIVATION_SIGMOID};
+    dense_case nobias = {.units = 13, .act = KILN_ACTIVATION_RELU, .no_bias = 1};
     test_dense(ctx, 1, flat37, 1, &one);
     test_dense(ctx, 1, flat37, 7, &nobias);
     /* Batches of 64 and 70 rows: the weight gradient's GEMM (TN) sums over
      * them. */
     test_dense(ctx, 1, flat37, 64, &nobias);
     test_dense(ctx, 1, flat37, 70, &nobias);
-    dense_case last_axis = {11, KILN_ACTIVATION_TANH, 0};
+    dense_case last_axis = {.units = 11, .act = KILN_ACTIVATION_TANH};
     test_dense(ctx, 3, cube, 3, &last_axis);
     /* Not the output: each element-wise activation applied by the layer
      * itself (with its bias, or after its GEMM without one). */
     check_inner = 1;
     for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_TANH; act++) {
-        dense_case c = {19, (kiln_activation)act, act == KILN_ACTIVATION_TANH};
+        dense_case c = {.units = 19, .act = (kiln_activation)act,
+                        .no_bias = act == KILN_ACTIVATION_TANH};
         test_dense(ctx, 1, flat37, 5, &c);
     }
     check_inner = 0;
 
     const int32_t img[] = {9, 7, 3}, tall[] = {11, 4, 2};
     const conv_case convs[] = {
-        {5, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0},
-        {4, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, 0},
-        {6, 1, 1, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_TANH, 1, 0},
-        {3, 4, 3, 3, 2, KILN_PADDING_SAME, KILN_ACTIVATION_SIGMOID, 0, 0},
-        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
-        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
-        {0, 3, 2, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_MAX},
-        {0, 2, 2, 2, 2, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
-        {0, 3, 3, 2, 2, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
-        {0, 3, 2, 1, 1, KILN_PADDING_SAME, KILN_ACTIVATION_LINEAR, 0, POOL_AVERAGE},
-        {0, 0, 0, 0, 0, KILN_PADDING_VALID, KILN_ACTIVATION_LINEAR, 0, POOL_GLOBAL},
+        {.filters = 5, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR},
+        {.filters = 6, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_TANH, .no_bias = 1},
+        {.filters = 3, .kh = 4, .kw = 3, .sh = 3, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_SIGMOID},
+        {.kh = 2, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 2, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL},
     };
     /* More channels than one vector of eight holds, for the pooling kernels. */
     const int32_t wide[] = {6, 5, 11};
@@ -332,7 +348,8 @@ int main(void)
     /* The seed CNN's first layer: enough output pixels that the direct
      * path's weight gradient is summed in several chunks, the last partial. */
     const int32_t fashion[] = {28, 28, 1};
-    const conv_case seed = {32, 3, 3, 1, 1, KILN_PADDING_VALID, KILN_ACTIVATION_RELU, 0, 0};
+    const conv_case seed = {.filters = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                            .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
     test_conv(ctx, fashion, 5, &seed);
     /* Not the output: the activations applied by the convolution itself. */
     check_inner = 1;
@@ -345,7 +362,8 @@ int main(void)
      * chunk and in several (the last partial), batch 1 with one value per
      * channel (variance 0: output beta, moving variance decays). */
     const int32_t feat[] = {13}, maps[] = {5, 3, 11}, big[] = {20, 20, 3};
-    const bn_case keras = {0, 0}, fast = {0.5f, 1e-2f};
+    const bn_case keras = {.momentum = 0.0f, .epsilon = 0.0f};
+    const bn_case fast = {.momentum = 0.5f, .epsilon = 1e-2f};
     for (int training = 1; training >= 0; training--) {
         test_bn(ctx, 1, feat, 7, training, &keras);
         test_bn(ctx, 3, maps, 3, training, &fast);

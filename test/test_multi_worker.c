@@ -27,10 +27,13 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 3, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options hidden = {sizeof hidden, NULL, 10, KILN_ACTIVATION_TANH, 0};
-    kiln_dense_options head = {sizeof head, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 3, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 10,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, dims, NULL);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
@@ -134,8 +137,10 @@ static kiln_status compile_small(kiln_context *ctx, kiln_model **out, int32_t un
     *out = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_dense_options hidden = {sizeof hidden, NULL, units, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = units,
+                                 .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, dims, NULL);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);

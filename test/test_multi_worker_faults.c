@@ -50,13 +50,16 @@ int main(int argc, char **argv)
      * before it; MPI's environment says it first. */
     const char *env = getenv("OMPI_COMM_WORLD_RANK");
     const int my_rank = env ? atoi(env) : 0;
-    kiln_fault stall = {my_rank == 1 && !kill, 0, 1, 0, 2, 60.0};
+    kiln_fault stall = {.armed = my_rank == 1 && !kill, .replica = 0, .node = 1, .backward = 0,
+                        .step = 2, .stall_seconds = 60.0};
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 2, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 2, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, dims, NULL);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);

@@ -122,7 +122,8 @@ int main(void)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {4};
     kiln_input(m, 1, dims, NULL);
-    kiln_dense_options d = {sizeof d, NULL, 2, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = 2,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;

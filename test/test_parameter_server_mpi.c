@@ -36,7 +36,8 @@ static kiln_status compile_small(kiln_context *ctx, int32_t store_ranks, int32_t
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {4};
-    kiln_dense_options d = {sizeof d, NULL, 2, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = 2,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     kiln_compile_options co = {.struct_size = sizeof co};

@@ -42,13 +42,17 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_dense_options head = {sizeof head, NULL, 5, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 5,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_node in = kiln_input(m, 3, dims, NULL);
     if (r->shape == SEQUENTIAL) {
-        kiln_conv2d_options conv = {sizeof conv, NULL, 4, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                                    KILN_ACTIVATION_RELU, 0};
-        kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
-        kiln_dense_options hidden = {sizeof hidden, NULL, 12, KILN_ACTIVATION_TANH, 0};
+        kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4, .kernel_size = {3, 3},
+                                    .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                                    .activation = KILN_ACTIVATION_RELU};
+        kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2},
+                                    .strides = {2, 2}, .padding = KILN_PADDING_VALID};
+        kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 12,
+                                     .activation = KILN_ACTIVATION_TANH};
         kiln_conv2d(m, in, &conv);
         kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
         kiln_node f = kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
@@ -59,7 +63,8 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
             kiln_model_place(m, h, KILN_NODE_PREVIOUS, 1);
         }
     } else {
-        kiln_dense_options d16 = {sizeof d16, NULL, 16, KILN_ACTIVATION_TANH, 0};
+        kiln_dense_options d16 = {.struct_size = sizeof d16, .units = 16,
+                                  .activation = KILN_ACTIVATION_TANH};
         kiln_node f = kiln_flatten(m, in, NULL);
         kiln_node h1 = kiln_dense(m, f, &d16);
         kiln_node h2 = kiln_dense(m, h1, &d16);
@@ -144,13 +149,13 @@ static void compare(const char *what, const float *a, const float *b, int64_t n,
 static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
 {
     int64_t n = 0;
-    const run one = {KILN_STRATEGY_ONE_DEVICE, SEQUENTIAL, 0, 0, 0, 0, NULL, 0};
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .shape = SEQUENTIAL};
     float *base = weights_after(ctx, ds, &one, &n);
     static const int micro[] = {1, 2, 4, 7};
     for (int s = 0; s < 2; s++) {
         for (int k = 0; k < 4; k++) {
-            const run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, micro[k],
-                           s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
+            const run r = {.strategy = KILN_STRATEGY_AUTO, .shape = SEQUENTIAL, .micro = micro[k],
+                           .schedule = s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, .place = 1};
             float *w = weights_after(ctx, ds, &r, &n);
             char what[128];
             snprintf(what, sizeof what, "2 stages, %s, M = %d (batch 15) vs one_device",
@@ -160,24 +165,28 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
         }
     }
     /* The automatic split of the same model. */
-    const run autosplit = {KILN_STRATEGY_PIPELINE, SEQUENTIAL, 3, 0, 0, 2, NULL, 0};
+    const run autosplit = {.strategy = KILN_STRATEGY_PIPELINE, .shape = SEQUENTIAL, .micro = 3,
+                           .stages = 2};
     float *w = weights_after(ctx, ds, &autosplit, &n);
     compare("2 stages split automatically, 1F1B, M = 3 vs one_device", w, base, n, TOL);
     free(w);
     free(base);
 
-    const run skip_one = {KILN_STRATEGY_ONE_DEVICE, SKIP_TWO_STAGES, 0, 0, 0, 0, NULL, 0};
+    const run skip_one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .shape = SKIP_TWO_STAGES};
     base = weights_after(ctx, ds, &skip_one, &n);
-    const run skip2 = {KILN_STRATEGY_AUTO, SKIP_TWO_STAGES, 4, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
+    const run skip2 = {.strategy = KILN_STRATEGY_AUTO, .shape = SKIP_TWO_STAGES, .micro = 4,
+                       .schedule = KILN_PIPELINE_1F1B, .place = 1};
     w = weights_after(ctx, ds, &skip2, &n);
     compare("skip connections across 2 stages, 1F1B, M = 4 vs one_device", w, base, n, TOL);
     free(w);
-    const run skip3 = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 4, KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
+    const run skip3 = {.strategy = KILN_STRATEGY_AUTO, .shape = SKIP_THREE_STAGES, .micro = 4,
+                       .schedule = KILN_PIPELINE_GPIPE, .place = 1};
     w = weights_after(ctx, ds, &skip3, &n);
     compare("a skip across a whole stage, 3 stages, GPipe, M = 4 vs one_device", w, base, n,
             TOL);
     free(w);
-    const run skip3b = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 5, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
+    const run skip3b = {.strategy = KILN_STRATEGY_AUTO, .shape = SKIP_THREE_STAGES, .micro = 5,
+                        .schedule = KILN_PIPELINE_1F1B, .place = 1};
     w = weights_after(ctx, ds, &skip3b, &n);
     compare("the same, 1F1B, M = 5 vs one_device", w, base, n, TOL);
     free(w);
@@ -188,8 +197,9 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
  * holding the same weights. */
 static void test_inference(kiln_context *ctx, kiln_dataset *ds)
 {
-    const run pipe = {KILN_STRATEGY_AUTO, SKIP_THREE_STAGES, 3, KILN_PIPELINE_1F1B, 1, 0, NULL, 0};
-    const run one = {KILN_STRATEGY_ONE_DEVICE, SKIP_THREE_STAGES, 0, 0, 0, 0, NULL, 0};
+    const run pipe = {.strategy = KILN_STRATEGY_AUTO, .shape = SKIP_THREE_STAGES, .micro = 3,
+                      .schedule = KILN_PIPELINE_1F1B, .place = 1};
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .shape = SKIP_THREE_STAGES};
     kiln_model *a = build(ctx, &pipe, 0), *b = build(ctx, &one, 0);
     CHECK_OK(ctx, train(a, ds, 16));
     int64_t n = 0;
@@ -242,7 +252,8 @@ static void test_partition(kiln_context *ctx)
     static const int32_t units[] = {40, 8, 64, 32, 16, 48, 4};
     kiln_input(m, 1, dims, NULL);
     for (int i = 0; i < 7; i++) {
-        kiln_dense_options d = {sizeof d, NULL, units[i], KILN_ACTIVATION_RELU, 0};
+        kiln_dense_options d = {.struct_size = sizeof d, .units = units[i],
+                                .activation = KILN_ACTIVATION_RELU};
         kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     }
     kiln_compile_options co = {.struct_size = sizeof co};
@@ -324,8 +335,8 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
 {
     uint64_t act[2][2];
     for (int s = 0; s < 2; s++) {
-        const run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, 4,
-                       s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, 1, 0, NULL, 0};
+        const run r = {.strategy = KILN_STRATEGY_AUTO, .shape = SEQUENTIAL, .micro = 4,
+                       .schedule = s ? KILN_PIPELINE_1F1B : KILN_PIPELINE_GPIPE, .place = 1};
         kiln_model *m = build(ctx, &r, 0);
         CHECK_OK(ctx, train(m, ds, 16));
         for (int k = 0; k < 2; k++) {
@@ -349,7 +360,8 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
 
     /* The skip model's state is about 4/3 of a stage's share: a budget of
      * 75% of the whole fits no single device but fits two. */
-    const run whole = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 2, 0, 0, 1, NULL, 0};
+    const run whole = {.strategy = KILN_STRATEGY_PIPELINE, .shape = SKIP_TWO_STAGES, .micro = 2,
+                       .stages = 1};
     kiln_model *probe = build(ctx, &whole, 0);
     const uint64_t need = kiln_span_state_bytes(probe, 0, probe->n_nodes - 1, 1);
     kiln_model_destroy(probe);
@@ -360,7 +372,8 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
            kiln_context_last_error(ctx));
     kiln_model_destroy(m);
     /* One sample per micro-batch keeps the activations small. */
-    const run two = {KILN_STRATEGY_PIPELINE, SKIP_TWO_STAGES, 8, 0, 0, 2, NULL, 0};
+    const run two = {.strategy = KILN_STRATEGY_PIPELINE, .shape = SKIP_TWO_STAGES, .micro = 8,
+                     .stages = 2};
     m = build(ctx, &two, budget);
     CHECK(m->compiled);
     if (m->compiled)
@@ -373,7 +386,8 @@ static kiln_model *flat_model(kiln_context *ctx, int dense)
 {
     kiln_model *m = NULL;
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_dense_options d = {sizeof d, NULL, 8, KILN_ACTIVATION_RELU, 0};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = 8,
+                            .activation = KILN_ACTIVATION_RELU};
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     kiln_input(m, 3, dims, NULL);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
@@ -464,8 +478,10 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
  * the stage, device and layer; the other stage gives up; nothing hangs. */
 static void test_faults(kiln_context *ctx, kiln_dataset *ds)
 {
-    kiln_fault fail = {1, 1, 4, 1, 2, 0};   /* stage 1, dense, backward, step 2 */
-    run r = {KILN_STRATEGY_AUTO, SEQUENTIAL, 4, KILN_PIPELINE_1F1B, 1, 0, &fail, 0};
+    /* stage 1, dense, backward, step 2 */
+    kiln_fault fail = {.armed = 1, .replica = 1, .node = 4, .backward = 1, .step = 2};
+    run r = {.strategy = KILN_STRATEGY_AUTO, .shape = SEQUENTIAL, .micro = 4,
+             .schedule = KILN_PIPELINE_1F1B, .place = 1, .fault = &fail};
     kiln_model *m = build(ctx, &r, 0);
     CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "pipeline stage 1 on device 1", train(m, ds, 16));
     CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
@@ -473,7 +489,8 @@ static void test_faults(kiln_context *ctx, kiln_dataset *ds)
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", train(m, ds, 16));
     kiln_model_destroy(m);
 
-    kiln_fault stall = {1, 0, 1, 0, 1, 60.0};   /* stage 0, conv2d, forward, step 1 */
+    kiln_fault stall = {.armed = 1, .replica = 0, .node = 1, .backward = 0, .step = 1,
+                        .stall_seconds = 60.0};   /* stage 0, conv2d, forward, step 1 */
     r.fault = &stall;
     r.timeout = 0.5;
     m = build(ctx, &r, 0);

@@ -59,7 +59,8 @@ static void run_case(kiln_context *ctx, int replicas, size_t length, const kiln_
         pthread_t t[4];
         submitter s[4];
         for (int k = 0; k < replicas; k++) {
-            s[k] = (submitter){r, k, n_buckets, buckets, length, 0};
+            s[k] = (submitter){.r = r, .replica = k, .n_buckets = n_buckets, .buckets = buckets,
+                               .length = length};
             pthread_create(&t[k], NULL, submit_round, &s[k]);
         }
         for (int k = 0; k < replicas; k++) {
@@ -83,8 +84,15 @@ static void run_case(kiln_context *ctx, int replicas, size_t length, const kiln_
 static void test_sums(kiln_context *ctx)
 {
     const size_t length = 1001;
-    kiln_bucket one[] = {{0, length}};
-    kiln_bucket odd[] = {{0, 1}, {1, 2}, {3, 997}, {1000, 1}};
+    kiln_bucket one[] = {
+        {.offset = 0, .count = length},
+    };
+    kiln_bucket odd[] = {
+        {.offset = 0, .count = 1},
+        {.offset = 1, .count = 2},
+        {.offset = 3, .count = 997},
+        {.offset = 1000, .count = 1},
+    };
     kiln_bucket many[64];
     for (int b = 0; b < 64; b++) {
         many[b].offset = (size_t)b * length / 64;
@@ -102,14 +110,19 @@ static void test_sums(kiln_context *ctx)
 static void test_errors_and_cancel(kiln_context *ctx)
 {
     kiln_reducer *r = (kiln_reducer *)ctx;
-    kiln_bucket over[] = {{10, 5}};
+    kiln_bucket over[] = {
+        {.offset = 10, .count = 5},
+    };
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "bucket 0 [10, +5) overruns 12 floats",
                 kiln_reducer_create(&ctx->host, 2, 12, over, 1, 1, &r));
     CHECK(r == NULL);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "0 replicas",
                 kiln_reducer_create(&ctx->host, 0, 12, over, 1, 1, &r));
 
-    kiln_bucket two[] = {{0, 6}, {6, 6}};
+    kiln_bucket two[] = {
+        {.offset = 0, .count = 6},
+        {.offset = 6, .count = 6},
+    };
     CHECK_OK(ctx, kiln_reducer_create(&ctx->host, 2, 12, two, 2, 1, &r));
     kiln_reducer_begin(r);
     kiln_reducer_submit(r, 0, 0);

@@ -78,7 +78,7 @@ int main(void)
            sync && *sync == '1' ? "synchronised" : "per-replica");
 
     const char *dir = "/usr/share/datasets/fashion-mnist";
-    kiln_idx_options io = {sizeof io, 0.0f, 384};
+    kiln_idx_options io = {.struct_size = sizeof io, .limit = 384};
     kiln_dataset *train = NULL;
     char images[256], labels[256];
     snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);

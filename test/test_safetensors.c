@@ -30,29 +30,45 @@ static void test_files(kiln_context *ctx, const char *root)
 {
     char path[512];
     static const bad_case cases[] = {
-        {"too_short", KILN_ERROR_FORMAT, "too short for a safetensors header"},
-        {"header_length_huge", KILN_ERROR_FORMAT, "header length 1099511627776 is out of range"},
-        {"header_past_end", KILN_ERROR_FORMAT, "header length 500 is out of range"},
-        {"not_an_object", KILN_ERROR_FORMAT, "does not start with '{'"},
-        {"bad_json", KILN_ERROR_FORMAT, "malformed JSON header at byte"},
-        {"bad_utf8", KILN_ERROR_FORMAT, "invalid UTF-8"},
-        {"unknown_dtype", KILN_ERROR_FORMAT, "tensor 'a' has unknown dtype 'F33'"},
-        {"offsets_past_end", KILN_ERROR_FORMAT, "tensor 'a' ends at byte 16, past the 4 bytes"},
-        {"overlap", KILN_ERROR_FORMAT, "tensor 'b' starts at byte 4 where 8 was expected"},
-        {"gap", KILN_ERROR_FORMAT, "tensor 'b' starts at byte 8 where 4 was expected"},
-        {"size_mismatch", KILN_ERROR_FORMAT, "data_offsets span 8 bytes, its shape and dtype "
-                                             "need 12"},
-        {"size_overflow", KILN_ERROR_FORMAT, "its size overflows"},
-        {"negative_dim", KILN_ERROR_FORMAT, "shape entry 0 is not a non-negative integer"},
-        {"backwards_offsets", KILN_ERROR_FORMAT, "data_offsets [4, 0] run backwards"},
-        {"trailing_data", KILN_ERROR_FORMAT, "the tensors cover 4 bytes of the 8 bytes"},
-        {"truncated_data", KILN_ERROR_FORMAT, "past the 8 bytes of data"},
-        {"duplicate_key", KILN_ERROR_FORMAT, "duplicate key"},
-        {"deep_nesting", KILN_ERROR_FORMAT, "nested too deeply"},
-        {"metadata_not_string", KILN_ERROR_FORMAT, "__metadata__ value 'k' is not a string"},
-        {"extra_field", KILN_ERROR_FORMAT, "must be an object of dtype, shape and data_offsets"},
-        {"control_char", KILN_ERROR_FORMAT, "control character in a string"},
-        {"missing", KILN_ERROR_IO, "cannot open"},
+        {.file = "too_short", .status = KILN_ERROR_FORMAT,
+         .message = "too short for a safetensors header"},
+        {.file = "header_length_huge", .status = KILN_ERROR_FORMAT,
+         .message = "header length 1099511627776 is out of range"},
+        {.file = "header_past_end", .status = KILN_ERROR_FORMAT,
+         .message = "header length 500 is out of range"},
+        {.file = "not_an_object", .status = KILN_ERROR_FORMAT,
+         .message = "does not start with '{'"},
+        {.file = "bad_json", .status = KILN_ERROR_FORMAT,
+         .message = "malformed JSON header at byte"},
+        {.file = "bad_utf8", .status = KILN_ERROR_FORMAT, .message = "invalid UTF-8"},
+        {.file = "unknown_dtype", .status = KILN_ERROR_FORMAT,
+         .message = "tensor 'a' has unknown dtype 'F33'"},
+        {.file = "offsets_past_end", .status = KILN_ERROR_FORMAT,
+         .message = "tensor 'a' ends at byte 16, past the 4 bytes"},
+        {.file = "overlap", .status = KILN_ERROR_FORMAT,
+         .message = "tensor 'b' starts at byte 4 where 8 was expected"},
+        {.file = "gap", .status = KILN_ERROR_FORMAT,
+         .message = "tensor 'b' starts at byte 8 where 4 was expected"},
+        {.file = "size_mismatch", .status = KILN_ERROR_FORMAT,
+         .message = "data_offsets span 8 bytes, its shape and dtype need 12"},
+        {.file = "size_overflow", .status = KILN_ERROR_FORMAT, .message = "its size overflows"},
+        {.file = "negative_dim", .status = KILN_ERROR_FORMAT,
+         .message = "shape entry 0 is not a non-negative integer"},
+        {.file = "backwards_offsets", .status = KILN_ERROR_FORMAT,
+         .message = "data_offsets [4, 0] run backwards"},
+        {.file = "trailing_data", .status = KILN_ERROR_FORMAT,
+         .message = "the tensors cover 4 bytes of the 8 bytes"},
+        {.file = "truncated_data", .status = KILN_ERROR_FORMAT,
+         .message = "past the 8 bytes of data"},
+        {.file = "duplicate_key", .status = KILN_ERROR_FORMAT, .message = "duplicate key"},
+        {.file = "deep_nesting", .status = KILN_ERROR_FORMAT, .message = "nested too deeply"},
+        {.file = "metadata_not_string", .status = KILN_ERROR_FORMAT,
+         .message = "__metadata__ value 'k' is not a string"},
+        {.file = "extra_field", .status = KILN_ERROR_FORMAT,
+         .message = "must be an object of dtype, shape and data_offsets"},
+        {.file = "control_char", .status = KILN_ERROR_FORMAT,
+         .message = "control character in a string"},
+        {.file = "missing", .status = KILN_ERROR_IO, .message = "cannot open"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(path, sizeof path, "%s/test/data/safetensors/%s.safetensors", root,
@@ -129,14 +145,14 @@ static void test_killed_saves(kiln_context *ctx)
             for (int i = 0;; i++) {
                 for (int j = 0; j < floats; j++)
                     data[j] = (float)(round * 1000 + i);
-                kiln_st_entry e = {"w", 1, {floats}, data};
+                kiln_st_entry e = {.name = "w", .rank = 1, .shape = {floats}, .data = data};
                 char value[32];
                 snprintf(value, sizeof value, "%d", round * 1000 + i);
                 const char *key = "save", *val = value;
                 kiln_st_write(ctx, path, &e, 1, &key, &val, 1);
             }
         }
-        struct timespec pause = {0, (long)(rand() % 30000000)};
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)(rand() % 30000000)};
         nanosleep(&pause, NULL);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);

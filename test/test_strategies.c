@@ -45,15 +45,20 @@ static kiln_model *build(kiln_context *ctx, const run *r, kiln_fault *fault,
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 4, {3, 3}, {1, 1}, KILN_PADDING_SAME,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
-    kiln_dense_options hidden = {sizeof hidden, NULL, 12, KILN_ACTIVATION_TANH, 0};
-    kiln_dense_options head = {sizeof head, NULL, 5, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
+                                .padding = KILN_PADDING_VALID};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 12,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 5,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, dims, NULL);
     if (r->bn) {
-        kiln_batch_norm_options bn = {sizeof bn, NULL, 0.9f, 0, r->bn == BN_SYNCHRONIZED,
-                                      KILN_ACTIVATION_RELU};
+        kiln_batch_norm_options bn = {.struct_size = sizeof bn, .momentum = 0.9f,
+                                      .synchronized = r->bn == BN_SYNCHRONIZED,
+                                      .activation = KILN_ACTIVATION_RELU};
         /* No bias before batch norm (it cancels out: its gradient is rounding
          * noise, which Adam would turn into full-size steps). */
         conv.activation = KILN_ACTIVATION_LINEAR;
@@ -192,7 +197,8 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
 {
     int64_t n = 0;
     /* Batch 7 splits 4 + 3; the last batch of 64 has 1 sample: 1 + 0. */
-    const run one = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 7, 2, KILN_OPTIMIZER_ADAM, BN_NONE};
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 7,
+                     .epochs = 2, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
     float *base = weights_after(ctx, ds, &one, &n);
     run r = one;
     r.strategy = KILN_STRATEGY_MIRRORED;
@@ -230,9 +236,11 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
     free(base);
 
     /* Accumulating 2 micro-batches of 8 equals one batch of 16. */
-    const run big = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 16, 1, KILN_OPTIMIZER_ADAM, BN_NONE};
+    const run big = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 16,
+                     .epochs = 1, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
     float *whole = weights_after(ctx, ds, &big, &n);
-    run acc = {KILN_STRATEGY_ONE_DEVICE, 0, 2, 8, 1, KILN_OPTIMIZER_ADAM, BN_NONE};
+    run acc = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 2, .batch = 8, .epochs = 1,
+               .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
     w = weights_after(ctx, ds, &acc, &n);
     compare("one_device, 2 x 8 accumulated vs batch 16", w, whole, n, TOL);
     free(w);
@@ -254,7 +262,8 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
 static void test_batch_norm(kiln_context *ctx, kiln_dataset *ds, int devices)
 {
     int64_t n = 0;
-    const run one = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 7, 2, KILN_OPTIMIZER_ADAM, BN_SYNCHRONIZED};
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 7,
+                     .epochs = 2, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_SYNCHRONIZED};
     float *base = weights_after(ctx, ds, &one, &n);
     if (devices < 2) {
         free(base);
@@ -269,11 +278,12 @@ static void test_batch_norm(kiln_context *ctx, kiln_dataset *ds, int devices)
     free(w);
     free(base);
 
-    const run halves = {KILN_STRATEGY_ONE_DEVICE, 0, 2, 4, 2, KILN_OPTIMIZER_ADAM,
-                        BN_PER_REPLICA};
+    const run halves = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 2, .batch = 4,
+                        .epochs = 2, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_PER_REPLICA};
     base = weights_after(ctx, ds, &halves, &n);
-    const run mirrored = {KILN_STRATEGY_MIRRORED, 2, 1, 8, 2, KILN_OPTIMIZER_ADAM,
-                          BN_PER_REPLICA};
+    const run mirrored = {.strategy = KILN_STRATEGY_MIRRORED, .replicas = 2, .accumulation = 1,
+                          .batch = 8, .epochs = 2, .optimizer = KILN_OPTIMIZER_ADAM,
+                          .bn = BN_PER_REPLICA};
     w = weights_after(ctx, ds, &mirrored, &n);
     float *central = NULL;
     run c = mirrored;
@@ -295,7 +305,8 @@ static void test_batch_norm(kiln_context *ctx, kiln_dataset *ds, int devices)
  * not depend on the batch around it. */
 static void test_inference_statistics(kiln_context *ctx, kiln_dataset *ds)
 {
-    const run r = {KILN_STRATEGY_ONE_DEVICE, 0, 1, 8, 1, KILN_OPTIMIZER_ADAM, BN_PER_REPLICA};
+    const run r = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 8, .epochs = 1,
+                   .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_PER_REPLICA};
     kiln_model *m = build(ctx, &r, NULL, 0);
     CHECK_OK(ctx, train(m, ds, &r));
     float x[5 * SIDE * SIDE], one[5], five[25];
@@ -341,10 +352,11 @@ static void test_faults(int devices)
     counter c = {0};
     kiln_context *ctx = context(&c);
     kiln_dataset *ds = data(ctx);
-    const run r = {KILN_STRATEGY_MIRRORED, 2, 1, 8, 1, KILN_OPTIMIZER_ADAM, BN_NONE};
+    const run r = {.strategy = KILN_STRATEGY_MIRRORED, .replicas = 2, .accumulation = 1, .batch = 8,
+                   .epochs = 1, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
 
     /* Replica 1 fails in the backward of its hidden dense layer at step 2. */
-    kiln_fault fail = {1, 1, 4, 1, 2, 0};
+    kiln_fault fail = {.armed = 1, .replica = 1, .node = 4, .backward = 1, .step = 2};
     kiln_model *m = build(ctx, &r, &fail, 0);
     CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "replica 1 on device 1", train(m, ds, &r));
     CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
@@ -353,7 +365,8 @@ static void test_faults(int devices)
     kiln_model_destroy(m);
 
     /* Replica 0 stalls in the forward of its convolution: the watchdog. */
-    kiln_fault stall = {1, 0, 1, 0, 1, 60.0};
+    kiln_fault stall = {.armed = 1, .replica = 0, .node = 1, .backward = 0, .step = 1,
+                        .stall_seconds = 60.0};
     m = build(ctx, &r, &stall, 0.5);
     const double t0 = kiln_now();
     CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "replica 0 on device 0", train(m, ds, &r));

@@ -67,7 +67,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
     kiln_input(m, 1, dims, NULL);
-    kiln_dense_options d = {sizeof d, NULL, OUT, c->act, 0};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = OUT, .activation = c->act};
     kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = c->loss;
@@ -91,7 +91,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     for (int i = 0; i < N; i++)
         ids[i] = ids_int[i] = i % OUT;
     const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    kiln_batch b = {N, x, sparse ? (const void *)ids : (const void *)t};
+    kiln_batch b = {.n = N, .features = x, .labels = sparse ? (const void *)ids : (const void *)t};
     double sums[2];
     float z[N * OUT], y[N * OUT], g[N * OUT];
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
@@ -218,8 +218,10 @@ static kiln_model *mlp(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {8};
     kiln_input(m, 1, dims, NULL);
-    kiln_dense_options h = {sizeof h, NULL, 16, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options o = {sizeof o, NULL, 3, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options h = {.struct_size = sizeof h, .units = 16,
+                            .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options o = {.struct_size = sizeof o, .units = 3,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &h);
     kiln_dense(m, KILN_NODE_PREVIOUS, &o);
     kiln_compile_options co = {.struct_size = sizeof co};
@@ -283,7 +285,7 @@ static void test_fit_loop(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
     CHECK(count == 8 * 16 + 16 + 16 * 3 + 3);
 
-    events e = {0, 0, 0, 0};
+    events e = {0};
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
     fo.epochs = 3;
@@ -343,34 +345,39 @@ int main(void)
     if (!ctx)
         SKIP("no OpenCL device");
     const loss_case losses[] = {
-        {"sparse_categorical_crossentropy + softmax", KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-         KILN_ACTIVATION_SOFTMAX, 1},
-        {"sparse_categorical_crossentropy on sigmoid", KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-         KILN_ACTIVATION_SIGMOID, 0},
-        {"categorical_crossentropy + softmax", KILN_LOSS_CATEGORICAL_CROSSENTROPY,
-         KILN_ACTIVATION_SOFTMAX, 1},
-        {"categorical_crossentropy on sigmoid", KILN_LOSS_CATEGORICAL_CROSSENTROPY,
-         KILN_ACTIVATION_SIGMOID, 0},
-        {"binary_crossentropy + sigmoid", KILN_LOSS_BINARY_CROSSENTROPY, KILN_ACTIVATION_SIGMOID,
-         1},
-        {"binary_crossentropy on softmax", KILN_LOSS_BINARY_CROSSENTROPY,
-         KILN_ACTIVATION_SOFTMAX, 0},
-        {"mean_squared_error", KILN_LOSS_MEAN_SQUARED_ERROR, KILN_ACTIVATION_LINEAR, 0},
-        {"mean_squared_error on tanh", KILN_LOSS_MEAN_SQUARED_ERROR, KILN_ACTIVATION_TANH, 0},
+        {.name = "sparse_categorical_crossentropy + softmax",
+         .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .act = KILN_ACTIVATION_SOFTMAX,
+         .fused = 1},
+        {.name = "sparse_categorical_crossentropy on sigmoid",
+         .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .act = KILN_ACTIVATION_SIGMOID},
+        {.name = "categorical_crossentropy + softmax", .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY,
+         .act = KILN_ACTIVATION_SOFTMAX, .fused = 1},
+        {.name = "categorical_crossentropy on sigmoid", .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY,
+         .act = KILN_ACTIVATION_SIGMOID},
+        {.name = "binary_crossentropy + sigmoid", .loss = KILN_LOSS_BINARY_CROSSENTROPY,
+         .act = KILN_ACTIVATION_SIGMOID, .fused = 1},
+        {.name = "binary_crossentropy on softmax", .loss = KILN_LOSS_BINARY_CROSSENTROPY,
+         .act = KILN_ACTIVATION_SOFTMAX},
+        {.name = "mean_squared_error", .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+         .act = KILN_ACTIVATION_LINEAR},
+        {.name = "mean_squared_error on tanh", .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+         .act = KILN_ACTIVATION_TANH},
     };
     for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++)
         test_loss(ctx, &losses[i]);
 
 #define OPT(...) {.struct_size = sizeof(kiln_optimizer_options), __VA_ARGS__}
     opt_case opts[] = {
-        {"sgd", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f)},
-        {"sgd momentum", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
-                             .momentum = 0.9f)},
-        {"sgd nesterov", OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
-                             .momentum = 0.8f, .nesterov = 1)},
-        {"adam defaults", OPT(.kind = KILN_OPTIMIZER_ADAM)},
-        {"adam custom", OPT(.kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f, .beta_1 = 0.8f,
-                            .beta_2 = 0.99f, .epsilon = 1e-4f)},
+        {.name = "sgd", .o = OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f)},
+        {.name = "sgd momentum",
+         .o = OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f, .momentum = 0.9f)},
+        {.name = "sgd nesterov",
+         .o = OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f, .momentum = 0.8f,
+                  .nesterov = 1)},
+        {.name = "adam defaults", .o = OPT(.kind = KILN_OPTIMIZER_ADAM)},
+        {.name = "adam custom",
+         .o = OPT(.kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f, .beta_1 = 0.8f,
+                  .beta_2 = 0.99f, .epsilon = 1e-4f)},
     };
 #undef OPT
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)

@@ -46,24 +46,38 @@
 typedef struct gemm_shape {
     const char *what;
     size_t m, n, k;
-    int ta, tb;
+    kiln_gemm_op ta, tb;
 } gemm_shape;
 
 static const gemm_shape shapes[] = {
-    {"conv fwd b128", 86528, 32, 9, 0, 0},
-    {"conv wgrad b128", 9, 32, 86528, 1, 0},
-    {"dense1 fwd b128", 128, 64, 5408, 0, 0},
-    {"dense1 wgrad b128", 5408, 64, 128, 1, 0},
-    {"dense1 igrad b128", 128, 5408, 64, 0, 1},
-    {"dense1 igrad b128 NN", 128, 5408, 64, 0, 0},
-    {"conv fwd b32", 21632, 32, 9, 0, 0},
-    {"conv wgrad b32", 9, 32, 21632, 1, 0},
-    {"dense1 fwd b32", 32, 64, 5408, 0, 0},
-    {"dense1 wgrad b32", 5408, 64, 32, 1, 0},
-    {"dense1 igrad b32", 32, 5408, 64, 0, 1},
-    {"square 256", 256, 256, 256, 0, 0},
-    {"square 1024", 1024, 1024, 1024, 0, 0},
-    {"resnet 3x3x64 32x32 b32", 32768, 64, 576, 0, 0},
+    {.what = "conv fwd b128", .m = 86528, .n = 32, .k = 9,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv wgrad b128", .m = 9, .n = 32, .k = 86528,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 fwd b128", .m = 128, .n = 64, .k = 5408,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "dense1 wgrad b128", .m = 5408, .n = 64, .k = 128,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 igrad b128", .m = 128, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_T},
+    {.what = "dense1 igrad b128 NN", .m = 128, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv fwd b32", .m = 21632, .n = 32, .k = 9,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "conv wgrad b32", .m = 9, .n = 32, .k = 21632,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 fwd b32", .m = 32, .n = 64, .k = 5408,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "dense1 wgrad b32", .m = 5408, .n = 64, .k = 32,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "dense1 igrad b32", .m = 32, .n = 5408, .k = 64,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_T},
+    {.what = "square 256", .m = 256, .n = 256, .k = 256,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "square 1024", .m = 1024, .n = 1024, .k = 1024,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    {.what = "resnet 3x3x64 32x32 b32", .m = 32768, .n = 64, .k = 576,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
 };
 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
@@ -122,8 +136,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return 1;
 }
 
-static size_t lda_of(const gemm_shape *s) { return s->ta ? s->m : s->k; }
-static size_t ldb_of(const gemm_shape *s) { return s->tb ? s->k : s->n; }
+static size_t lda_of(const gemm_shape *s) { return s->ta == KILN_GEMM_T ? s->m : s->k; }
+static size_t ldb_of(const gemm_shape *s) { return s->tb == KILN_GEMM_T ? s->k : s->n; }
 
 static double now(void)
 {
@@ -134,7 +148,7 @@ static double now(void)
 
 static void pause_s(double s)
 {
-    struct timespec t = {0, (long)(s * 1e9)};
+    struct timespec t = {.tv_sec = 0, .tv_nsec = (long)(s * 1e9)};
     nanosleep(&t, NULL);
 }
 
@@ -185,8 +199,8 @@ static kiln_status host_call(void *job)
 {
     const host_job *j = job;
     const gemm_shape *s = j->s;
-    cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
-                s->tb ? CblasTrans : CblasNoTrans, (blasint)s->m, (blasint)s->n,
+    cblas_sgemm(CblasRowMajor, s->ta == KILN_GEMM_T ? CblasTrans : CblasNoTrans,
+                s->tb == KILN_GEMM_T ? CblasTrans : CblasNoTrans, (blasint)s->m, (blasint)s->n,
                 (blasint)s->k, 1.0f, j->a, (blasint)lda_of(s), j->b, (blasint)ldb_of(s), 0.0f,
                 j->c, (blasint)s->n);
     return KILN_OK;
@@ -265,8 +279,8 @@ static void naive_gemm(const gemm_shape *s, const float *a, const float *b, floa
         for (size_t j = 0; j < s->n; j++) {
             double sum = 0;
             for (size_t p = 0; p < s->k; p++)
-                sum += (double)(s->ta ? a[p * lda + i] : a[i * lda + p]) *
-                       (double)(s->tb ? b[j * ldb + p] : b[p * ldb + j]);
+                sum += (double)(s->ta == KILN_GEMM_T ? a[p * lda + i] : a[i * lda + p]) *
+                       (double)(s->tb == KILN_GEMM_T ? b[j * ldb + p] : b[p * ldb + j]);
             c[i * s->n + j] = (float)sum;
         }
 }
@@ -337,10 +351,10 @@ static kiln_status time_and_check(kiln_job *dj, const float *a, const float *b, 
                                   float *c_ref, int rounds, result *res)
 {
     const gemm_shape *s = dj->s;
-    runner dev_side = {kiln_call, kiln_finish, dj, 1};
+    runner dev_side = {.call = kiln_call, .finish = kiln_finish, .job = dj, .batch = 1};
 #ifdef KILN_BENCH_HAVE_CBLAS
-    host_job hj = {s, a, b, c_ref};
-    runner host_side = {host_call, host_finish, &hj, 1};
+    host_job hj = {.s = s, .a = a, .b = b, .c = c_ref};
+    runner host_side = {.call = host_call, .finish = host_finish, .job = &hj, .batch = 1};
     kiln_status st = time_both(s, &dev_side, &host_side, rounds, res);
     const int have_ref = 1;
 #else
@@ -362,7 +376,7 @@ static kiln_status bench_shape(kiln_device *dev, const gemm_shape *s, int rounds
     const size_t fa = s->m * s->k, fb = s->k * s->n, fc = s->m * s->n;
     float *a = malloc(fa * sizeof *a), *b = malloc(fb * sizeof *b);
     float *c_dev = malloc(fc * sizeof *c_dev), *c_ref = calloc(fc, sizeof *c_ref);
-    kiln_job dj = {dev, s, NULL, NULL, NULL};
+    kiln_job dj = {.dev = dev, .s = s};
     kiln_status st = a && b && c_dev && c_ref ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
     if (st != KILN_OK)
         goto fail;
@@ -414,7 +428,7 @@ static void print_row(const gemm_shape *s, const result *r, const peak_info *p)
     if (!isnan(r->max_rel_error))
         snprintf(err, sizeof err, "%.2e", r->max_rel_error);
     printf("| %s | %zux%zux%zu | %c%c | %.1f | ", s->what, s->m, s->n, s->k,
-           s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', r->kiln_gflops);
+           s->ta == KILN_GEMM_T ? 'T' : 'N', s->tb == KILN_GEMM_T ? 'T' : 'N', r->kiln_gflops);
     if (r->blas_gflops >= 0)
         printf("%.1f | %.2f | ", r->blas_gflops, r->kiln_gflops / r->blas_gflops);
     printf("%.3f | %s |\n", p->gflops > 0 ? r->kiln_gflops / p->gflops : 0.0, err);
@@ -450,7 +464,7 @@ static void json_row(FILE *f, const gemm_shape *s, const result *r, const peak_i
     fprintf(f, "{\"name\": \"gemm\", \"shape\": ");
     json_string(f, s->what);
     fprintf(f, ", \"m\": %zu, \"n\": %zu, \"k\": %zu, \"ta\": %d, \"tb\": %d", s->m, s->n,
-            s->k, s->ta, s->tb);
+            s->k, s->ta == KILN_GEMM_T, s->tb == KILN_GEMM_T);
     json_number(f, "kiln_gflops", r->kiln_gflops, 1);
     json_number(f, "openblas_gflops", r->blas_gflops, r->blas_gflops >= 0);
     json_number(f, "peak_gflops", p->gflops, p->gflops > 0);

@@ -42,8 +42,10 @@ static kiln_status run(kiln_context *ctx, const kiln_dataset *warm, const kiln_d
     if (st != KILN_OK)
         return st;
     const int32_t dims[] = {FEATURES};
-    kiln_dense_options wide = {sizeof wide, NULL, 1024, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, CLASSES, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_dense_options wide = {.struct_size = sizeof wide, .units = 1024,
+                               .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 1, dims, NULL);
     for (int i = 0; i < 4; i++)
         kiln_dense(m, KILN_NODE_PREVIOUS, &wide);

@@ -64,7 +64,10 @@ int main(int argc, char **argv)
         double t1 = kiln_now();
         kiln_reducer_begin(r);
         pthread_t t[2];
-        job jobs[2] = {{r, 0, 4}, {r, 1, 4}};
+        job jobs[2] = {
+            {.r = r, .n_buckets = 4},
+            {.r = r, .replica = 1, .n_buckets = 4},
+        };
         for (int k = 0; k < 2; k++)
             pthread_create(&t[k], NULL, submit_all, &jobs[k]);
         for (int k = 0; k < 2; k++)

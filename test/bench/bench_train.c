@@ -111,7 +111,7 @@ static kiln_status load(kiln_context *ctx, const char *dir, const char *prefix, 
     char images[1024], labels[1024];
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    kiln_idx_options o = {sizeof o, 0.0f, limit};
+    kiln_idx_options o = {.struct_size = sizeof o, .limit = limit};
     return kiln_dataset_from_idx(ctx, images, labels, &o, out);
 }
 
@@ -124,11 +124,15 @@ static kiln_status seed_cnn(kiln_context *ctx, kiln_model **out)
     if (st != KILN_OK)
         return st;
     const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {sizeof conv, NULL, 32, {3, 3}, {1, 1}, KILN_PADDING_VALID,
-                                KILN_ACTIVATION_RELU, 0};
-    kiln_pool2d_options pool = {sizeof pool, NULL, {2, 2}, {2, 2}, KILN_PADDING_VALID};
-    kiln_dense_options hidden = {sizeof hidden, NULL, 64, KILN_ACTIVATION_RELU, 0};
-    kiln_dense_options head = {sizeof head, NULL, 10, KILN_ACTIVATION_SOFTMAX, 0};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
+                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
+                                .padding = KILN_PADDING_VALID};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 64,
+                                 .activation = KILN_ACTIVATION_RELU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, shape, NULL);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
@@ -260,7 +264,7 @@ int main(int argc, char **argv)
         /* Warm-up: full batches plus the same ragged last batch as the timed pass. */
         long n = a.warmup * a.batch + TEST_SAMPLES % a.batch;
         n = n < TEST_SAMPLES ? n : TEST_SAMPLES;
-        kiln_metrics met = {sizeof met, 0, 0, 0};
+        kiln_metrics met = {.struct_size = sizeof met};
         st = kiln_dataset_subset(test, 0, n, &test_warm);
         if (st == KILN_OK)
             st = kiln_model_evaluate(model, test_warm, (int32_t)a.batch, &met);
@@ -271,7 +275,7 @@ int main(int argc, char **argv)
     }
 
     if (st == KILN_OK && a.epochs) {
-        kiln_metrics met = {sizeof met, 0, 0, 0};
+        kiln_metrics met = {.struct_size = sizeof met};
         kiln_fit_options fo;
         fit_options(&fo, a.batch, a.epochs);
         st = load(ctx, a.data, "train", 0, &full);
