@@ -191,8 +191,12 @@ KILN_API kiln_status kiln_context_create(const kiln_context_options *options,
  *  datasets made from it must be destroyed first. Accepts NULL. */
 KILN_API void kiln_context_destroy(kiln_context *ctx);
 
-/** Message of the last error on this context (empty if none). Owned by the
- *  context; valid until its next failing call. Thread-safe to call. */
+/** Message of the calling thread's last failed call on this context (empty
+ *  if it has none), as errno or cudaGetLastError keep one per thread: a
+ *  thread never sees another thread's message. Owned by the context; valid
+ *  until the same thread's next failing call on it, or the context's
+ *  destroy. A failure on kiln's own worker threads is reported to the
+ *  thread whose call it failed. */
 KILN_API const char *kiln_context_last_error(const kiln_context *ctx);
 
 /** Number of devices the context uses. */
