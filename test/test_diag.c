@@ -1,0 +1,98 @@
+/* Diagnostics (base/host.c): each thread keeps its own last message on a
+ * host, a worker's bound buffer is written by that worker alone, a raised
+ * diagnostic reaches the calling thread, and a thread with no memory left
+ * for its own still gets its message recorded. */
+#include "base/host.h"
+#include "harness.h"
+
+#include <pthread.h>
+#include <string.h>
+
+typedef struct thread_case {
+    kiln_host *host;
+    const char *word;
+    pthread_barrier_t *both_failed;
+    char seen[64];
+    kiln_diag bound;
+    int bind;
+} thread_case;
+
+static void *fail_then_read(void *arg)
+{
+    thread_case *t = arg;
+    if (t->bind)
+        kiln_diag_bind(t->host, &t->bound);
+    kiln_fail(t->host, KILN_ERROR_SHAPE, "failed in %s", t->word);
+    /* Both threads have failed before either reads. */
+    pthread_barrier_wait(t->both_failed);
+    snprintf(t->seen, sizeof t->seen, "%s", kiln_diag_message(t->host));
+    return NULL;
+}
+
+static void test_threads_keep_their_own(void)
+{
+    kiln_host host;
+    CHECK(kiln_host_init(&host, NULL, NULL, NULL, NULL, KILN_LOG_ERROR) == KILN_OK);
+    kiln_fail(&host, KILN_ERROR_DATA, "failed in main");
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, 2);
+    thread_case a = {.host = &host, .word = "alpha", .both_failed = &barrier};
+    thread_case b = {.host = &host, .word = "beta", .both_failed = &barrier, .bind = 1};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, fail_then_read, &a);
+    pthread_create(&tb, NULL, fail_then_read, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK(strcmp(a.seen, "failed in alpha") == 0);
+    CHECK(strcmp(b.seen, "failed in beta") == 0);
+    /* The bound thread wrote its worker's buffer, which outlives it. */
+    CHECK(b.bound.status == KILN_ERROR_SHAPE);
+    CHECK(strcmp(b.bound.message, "failed in beta") == 0);
+    CHECK(strcmp(kiln_diag_message(&host), "failed in main") == 0);
+    /* A worker's failure raised on this thread. */
+    CHECK(kiln_diag_raise(&host, &b.bound) == KILN_ERROR_SHAPE);
+    CHECK(strcmp(kiln_diag_message(&host), "failed in beta") == 0);
+    pthread_barrier_destroy(&barrier);
+    kiln_host_destroy(&host);
+}
+
+/* Allocation fails once the budget is spent. */
+static void *budget_realloc(void *user, void *ptr, size_t size)
+{
+    int *budget = user;
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (!ptr && (*budget)-- <= 0)
+        return NULL;
+    return realloc(ptr, size);
+}
+
+static void *fail_without_memory(void *arg)
+{
+    kiln_host *host = arg;
+    kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "no memory on this thread");
+    return (void *)(strstr(kiln_diag_message(host), "no memory on this thread") ? host : NULL);
+}
+
+static void test_message_kept_without_memory(void)
+{
+    int budget = 1;   /* the creating thread's diagnostics, nothing more */
+    kiln_host host;
+    CHECK(kiln_host_init(&host, budget_realloc, &budget, NULL, NULL, KILN_LOG_ERROR) ==
+          KILN_OK);
+    pthread_t t;
+    void *kept = NULL;
+    pthread_create(&t, NULL, fail_without_memory, &host);
+    pthread_join(t, &kept);
+    CHECK(kept == &host);
+    kiln_host_destroy(&host);
+}
+
+int main(void)
+{
+    test_threads_keep_their_own();
+    test_message_kept_without_memory();
+    return test_finish("test_diag");
+}
