@@ -61,9 +61,6 @@ struct kiln_device {
     int n_kernels;
     kiln_profile *profile;         /* NULL unless KILN_PROFILE is set */
     uint64_t gemm_seen[64];        /* GEMM shapes CLBlast has run here (blas.c) */
-    /* Test hook (KILN_TEST_FAIL_LAUNCH=<device>:<n>): launch n fails as if
-     * the driver had run out of resources. */
-    int64_t fail_launch_at, launches;
     int n_gemm_seen;
     int own_gemm;                  /* kiln's GEMM kernel where it wins (blas.c); -1: undecided */
     /* Device memory kiln holds (buffer.c), now and at most. */
