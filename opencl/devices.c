@@ -126,10 +126,6 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     clGetDeviceInfo(f->id, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof clock, &clock, NULL);
     clGetDeviceInfo(f->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev->max_work_group,
                     &dev->max_work_group, NULL);
-    /* Test hook: pretend to be a small embedded GPU. */
-    const char *cap = getenv("KILN_TEST_MAX_WORK_GROUP");
-    if (cap && atol(cap) > 0 && (size_t)atol(cap) < dev->max_work_group)
-        dev->max_work_group = (size_t)atol(cap);
     if (dev->max_work_group == 0)
         dev->max_work_group = 1;
     info->global_memory_bytes = mem;
