@@ -106,7 +106,6 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->cache_dir = cache_dir;
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
-    dev->own_gemm = -1;
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
