@@ -4,8 +4,6 @@
 #include "base/options.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 size_t kiln_conv2d_patch(const conv2d_config *c)
 {
@@ -15,18 +13,6 @@ size_t kiln_conv2d_patch(const conv2d_config *c)
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch)
 {
     return (size_t)batch * (size_t)c->oh * (size_t)c->ow;
-}
-
-/* Small patches go direct. KILN_TEST_CONV=gemm or =direct forces one path
- * (the tests run both on every shape). */
-static int32_t choose_direct(const conv2d_config *c)
-{
-    const char *force = getenv("KILN_TEST_CONV");
-    if (force && strcmp(force, "gemm") == 0)
-        return 0;
-    if (force && strcmp(force, "direct") == 0)
-        return 1;
-    return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
 }
 
 static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
@@ -58,7 +44,7 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
                  "'valid' padding", (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s));
         return KILN_ERROR_SHAPE;
     }
-    c->direct = choose_direct(c);
+    c->direct = kiln_conv2d_use_direct(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;

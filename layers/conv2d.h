@@ -37,6 +37,8 @@ typedef struct conv2d_replica {
 size_t kiln_conv2d_patch(const conv2d_config *c);
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
 
+/* Whether a convolution takes the direct path (conv2d_direct.c). */
+int32_t kiln_conv2d_use_direct(const conv2d_config *c);
 /* The direct path: scratch bytes for max_batch, forward, backward. */
 size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch);
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,

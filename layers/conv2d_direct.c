@@ -10,6 +10,13 @@
 /* Most window elements per weight-gradient work-item (TAPS in the kernel). */
 #define GRAD_TAPS 8
 
+/* Small patches go direct. Here, not in conv2d.c, so that tests can wrap
+ * the choice at link time and run both paths on every shape. */
+int32_t kiln_conv2d_use_direct(const conv2d_config *c)
+{
+    return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
+}
+
 static size_t chunk_pixels(size_t pixels)
 {
     const size_t even = (pixels + MAX_CHUNKS - 1) / MAX_CHUNKS;

@@ -3,8 +3,6 @@
 #include <clblast_c.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* Two threads that use a CLBlast routine for the first time at once (it
  * compiles and caches its kernels then) can fail with CLBlastUnexpectedError
@@ -43,28 +41,6 @@ static int seen(const kiln_device *dev, uint64_t key)
     return 0;
 }
 
-/* GEMMs with B as stored go to kiln's own kernels (gemm.cl) when B fits
- * in this many bytes, which a CPU's L2 or a GPU's caches hold; plain (NN)
- * ones also when A has at most THIN_ROWS rows. The rest go to CLBlast,
- * whose blocking wins on large operands (bench_gemm: 1024^3 runs at 46
- * GFLOPS in kiln's kernel, 55 in CLBlast's). KILN_TEST_OWN_GEMM=0 sends
- * everything to CLBlast. */
-#define OWN_MAX_B_BYTES (2u << 20)
-#define THIN_ROWS 64
-
-static int own_kernel(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,
-                      size_t n, size_t k)
-{
-    const int b_fits = k * n * sizeof(float) <= OWN_MAX_B_BYTES;
-    if (trans_b == KILN_GEMM_T || !(b_fits || (trans_a == KILN_GEMM_N && m <= THIN_ROWS)))
-        return 0;
-    if (dev->own_gemm < 0) {
-        const char *env = getenv("KILN_TEST_OWN_GEMM");
-        dev->own_gemm = !(env && strcmp(env, "0") == 0);
-    }
-    return dev->own_gemm;
-}
-
 static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
                            const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
@@ -88,7 +64,7 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
 {
     if (m == 0 || n == 0)
         return KILN_OK;
-    if (own_kernel(dev, trans_a, trans_b, m, n, k))
+    if (kiln_gemm_use_own_kernel(trans_a, trans_b, m, n, k))
         return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta,
                         c, c_offset, ldc);
     cl_event *event = NULL;

@@ -227,10 +227,9 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         if (size[d] == 0)
             return KILN_OK;
     }
-    cl_int err = CL_OUT_OF_RESOURCES;
-    if (!dev->fail_launch_at || ++dev->launches != dev->fail_launch_at)
-        err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL, global,
-                                     local, 0, NULL, kiln_profile_event(dev, kernel->name));
+    cl_int err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL,
+                                        global, local, 0, NULL,
+                                        kiln_profile_event(dev, kernel->name));
     if (err != CL_SUCCESS)
         return kiln_fail(dev->host, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
                                                                : KILN_ERROR_DEVICE,

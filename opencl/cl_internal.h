@@ -61,11 +61,7 @@ struct kiln_device {
     int n_kernels;
     kiln_profile *profile;         /* NULL unless KILN_PROFILE is set */
     uint64_t gemm_seen[64];        /* GEMM shapes CLBlast has run here (blas.c) */
-    /* Test hook (KILN_TEST_FAIL_LAUNCH=<device>:<n>): launch n fails as if
-     * the driver had run out of resources. */
-    int64_t fail_launch_at, launches;
     int n_gemm_seen;
-    int own_gemm;                  /* kiln's GEMM kernel where it wins (blas.c); -1: undecided */
     /* Device memory kiln holds (buffer.c), now and at most. */
     pthread_mutex_t memory_lock;
     size_t bytes_in_use, peak_bytes;
@@ -112,6 +108,14 @@ void kiln_cache_load(kiln_host *host, const char *dir, const kiln_cache_key *key
                      unsigned char **binary, size_t *size);
 void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size);
+
+/* The GEMM choices (gemm_choice.c), apart so that tests can wrap them.
+ * Whether kiln's own kernel (gemm.cl) runs a GEMM of this shape rather
+ * than CLBlast. */
+int kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
+                             size_t k);
+/* How many of the `available` parameter sets a tuning search tries: all. */
+int kiln_gemm_tuning_candidates(int available);
 
 /* Applies stored GEMM parameters to the devices, searching first where
  * `mode` asks (gemm_tuning.c). */

@@ -108,7 +108,6 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->cache_dir = cache_dir;
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
-    dev->own_gemm = -1;
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
@@ -128,16 +127,6 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     clGetDeviceInfo(f->id, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof clock, &clock, NULL);
     clGetDeviceInfo(f->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev->max_work_group,
                     &dev->max_work_group, NULL);
-    /* Test hook: a chosen kernel launch on a chosen device fails. */
-    const char *fail = getenv("KILN_TEST_FAIL_LAUNCH");
-    long fail_device = -1;
-    long long fail_at = 0;
-    if (fail && sscanf(fail, "%ld:%lld", &fail_device, &fail_at) == 2 && fail_device == index)
-        dev->fail_launch_at = fail_at;
-    /* Test hook: pretend to be a small embedded GPU. */
-    const char *cap = getenv("KILN_TEST_MAX_WORK_GROUP");
-    if (cap && atol(cap) > 0 && (size_t)atol(cap) < dev->max_work_group)
-        dev->max_work_group = (size_t)atol(cap);
     if (dev->max_work_group == 0)
         dev->max_work_group = 1;
     info->global_memory_bytes = mem;

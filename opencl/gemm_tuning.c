@@ -159,16 +159,6 @@ static size_t probe_floats(char which)
     return most;
 }
 
-/* KILN_TEST_GEMM_CANDIDATES=n: the tests search the first n only, and take
- * the best of them even if CLBlast's defaults are faster (the candidates'
- * results are what they check). 0: no test hook. */
-static int test_candidates(void)
-{
-    const char *env = getenv("KILN_TEST_GEMM_CANDIDATES");
-    const int n = env ? atoi(env) : 0;
-    return n > 0 && n < N_CANDIDATES ? n : 0;
-}
-
 static kiln_status search(kiln_device *dev, stored_tuning *out)
 {
     kiln_host *host = dev->host;
@@ -186,8 +176,14 @@ static kiln_status search(kiln_device *dev, stored_tuning *out)
     memset(out, 0, sizeof *out);
     out->version = STORE_VERSION;
     out->default_seconds = time_probes(dev, buf[0]->mem, buf[1]->mem, buf[2]->mem);
-    out->seconds = out->default_seconds > 0 && !test_candidates() ? out->default_seconds : 1e30;
-    const int n = test_candidates() ? test_candidates() : N_CANDIDATES;
+    int n = kiln_gemm_tuning_candidates(N_CANDIDATES);
+    if (n <= 0 || n > N_CANDIDATES)
+        n = N_CANDIDATES;
+    /* A shortened search (the tests') keeps its best candidate even where
+     * CLBlast's defaults are faster: the candidates' results are what it
+     * checks. */
+    const int all = n == N_CANDIDATES;
+    out->seconds = out->default_seconds > 0 && all ? out->default_seconds : 1e30;
     kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: CLBlast defaults %.1f ms; trying %d "
              "parameter sets", dev->label, 1e3 * out->default_seconds, n);
     for (int c = 0; c < n; c++) {

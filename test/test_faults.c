@@ -1,13 +1,65 @@
 /* Numerical and device faults during fit, under every strategy there is:
  * a poisoned sample (NaN) stops training naming the step, without touching
  * the parameters, or is skipped and counted; a kernel launch that fails
- * (KILN_TEST_FAIL_LAUNCH) returns an error naming the device and kernel.
+ * (clEnqueueNDRangeKernel wrapped at link time, below) returns an error
+ * naming the device and kernel.
  * Each time the last checkpoint still loads, teardown is clean and no host
  * allocation is left. Run with POCL_DEVICES="basic basic". */
 #include "counting_alloc.h"
 #include "harness.h"
+#include "kiln_opencl.h"
 
+#include <pthread.h>
 #include <unistd.h>
+
+/* Linked with -Wl,--wrap=clEnqueueNDRangeKernel: launch number fail_at on
+ * fail_queue fails as if the driver had run out of resources. Replica
+ * threads launch at once, hence the lock. */
+cl_int __real_clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims,
+                                     const size_t *offset, const size_t *global,
+                                     const size_t *local, cl_uint n_wait, const cl_event *wait,
+                                     cl_event *event);
+cl_int __wrap_clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims,
+                                     const size_t *offset, const size_t *global,
+                                     const size_t *local, cl_uint n_wait, const cl_event *wait,
+                                     cl_event *event);
+
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+static cl_command_queue fail_queue;
+static long fail_at, launches;
+
+cl_int __wrap_clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims,
+                                     const size_t *offset, const size_t *global,
+                                     const size_t *local, cl_uint n_wait, const cl_event *wait,
+                                     cl_event *event)
+{
+    pthread_mutex_lock(&launch_lock);
+    const int fail = queue == fail_queue && ++launches == fail_at;
+    pthread_mutex_unlock(&launch_lock);
+    if (fail)
+        return CL_OUT_OF_RESOURCES;
+    return __real_clEnqueueNDRangeKernel(queue, kernel, dims, offset, global, local, n_wait,
+                                         wait, event);
+}
+
+static void fail_launch(kiln_context *ctx, int32_t device, long n)
+{
+    cl_command_queue queue = NULL;
+    CHECK_OK(ctx, kiln_context_opencl_device(ctx, device, NULL, NULL, &queue));
+    pthread_mutex_lock(&launch_lock);
+    fail_queue = queue;
+    fail_at = n;
+    launches = 0;
+    pthread_mutex_unlock(&launch_lock);
+}
+
+/* Before the context goes: a later queue may reuse the address. */
+static void stop_failing(void)
+{
+    pthread_mutex_lock(&launch_lock);
+    fail_queue = NULL;
+    pthread_mutex_unlock(&launch_lock);
+}
 
 static kiln_context *context(counter *c)
 {
@@ -109,12 +161,9 @@ static void test_nan(kiln_strategy strategy, const char *dir)
 
 static void test_failed_launch(kiln_strategy strategy, int device, const char *dir)
 {
-    char spec[32];
-    snprintf(spec, sizeof spec, "%d:60", device);
-    setenv("KILN_TEST_FAIL_LAUNCH", spec, 1);
     counter c = {0};
     kiln_context *ctx = context(&c);
-    unsetenv("KILN_TEST_FAIL_LAUNCH");
+    fail_launch(ctx, device, 60);
     kiln_dataset *ds = data(ctx, 0);
     kiln_model *m = model(ctx, strategy);
     kiln_fit_options fo;
@@ -129,6 +178,7 @@ static void test_failed_launch(kiln_strategy strategy, int device, const char *d
     CHECK_FAILS(ctx, KILN_ERROR_OUT_OF_MEMORY, want, kiln_model_fit(m, ds, &fo));
     CHECK(strstr(kiln_context_last_error(ctx), "launching kiln_") != NULL);
     printf("failed launch under %s: %s\n", names[strategy], kiln_context_last_error(ctx));
+    stop_failing();
     kiln_model *again = model(ctx, KILN_STRATEGY_ONE_DEVICE);
     char path[256];
     int loaded = 0;

@@ -3,8 +3,10 @@
  * tuned kernels compute the same GEMMs as a float64 host loop, in every
  * transposition and at sizes no tile divides; bad settings are errors.
  * Last, kiln's own NN and TN GEMM kernels against the same float64 loop.
- * KILN_TEST_GEMM_CANDIDATES (set by meson) limits the search to the first
- * candidate, which it then applies even if CLBlast's defaults are faster. */
+ * Linked with -Wl,--wrap for the two GEMM choices (opencl/gemm_choice.c):
+ * the search tries the first candidate only, which it then applies even if
+ * CLBlast's defaults are faster, and clblast_only keeps kiln's own kernels
+ * out until they are checked. */
 #include "harness.h"
 #include "opencl/device.h"
 #include "runtime/context.h"
@@ -14,6 +16,26 @@
 #include <unistd.h>
 
 static char cache[256];
+static int clblast_only;
+
+int __real_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
+                                    size_t k);
+int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
+                                    size_t k);
+int __wrap_kiln_gemm_tuning_candidates(int available);
+
+int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
+                                    size_t k)
+{
+    return !clblast_only && __real_kiln_gemm_use_own_kernel(trans_a, trans_b, m, n, k);
+}
+
+/* One candidate: a search compiles CLBlast's GEMM kernels twice. */
+int __wrap_kiln_gemm_tuning_candidates(int available)
+{
+    (void)available;
+    return 1;
+}
 static int searches;  /* "tuning GEMM" log lines seen */
 
 static void count_search(void *user, kiln_log_level level, const char *message)
@@ -126,7 +148,7 @@ int main(void)
 {
     /* CLBlast's GEMM at every shape here (small NN ones would go to kiln's
      * own kernel, checked at the end). */
-    setenv("KILN_TEST_OWN_GEMM", "0", 1);
+    clblast_only = 1;
     snprintf(cache, sizeof cache, "/tmp/kiln-test-gemm-tuning-%ld", (long)getpid());
     mkdir(cache, 0700);
     char err[512] = "", first[128] = "", again[128] = "";
@@ -175,7 +197,7 @@ int main(void)
     unsetenv("KILN_GEMM_TUNING");
 
     /* kiln's NN and TN kernels, at sizes no tile divides. */
-    unsetenv("KILN_TEST_OWN_GEMM");
+    clblast_only = 0;
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     const int own[][3] = {{1, 1, 1}, {3, 70, 9}, {37, 13, 101}, {64, 64, 5408}, {32, 5408, 64},
                           {61, 9, 300}, {301, 99, 577}};
