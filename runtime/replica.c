@@ -61,7 +61,7 @@ static int in_span(const kiln_replica *r, kiln_node i)
 }
 
 /* The replica's tables: which nodes it holds, where their parameters sit in
- * its buffers, and each layer's state. */
+ * its buffers, and each layer's state, with the kernels it launches. */
 static kiln_status make_tables(kiln_replica *r)
 {
     const kiln_model *m = r->model;
@@ -96,6 +96,14 @@ static kiln_status make_tables(kiln_replica *r)
         const size_t size = node->ops->replica_size;
         if (size && !(r->state[i] = kiln_calloc(ctx, 1, size)))
             return kiln_error_oom(ctx, "layer state", size);
+        if (node->ops->kernels) {
+            kiln_status st = node->ops->kernels(node->config, r->state[i], r->dev);
+            if (st != KILN_OK) {
+                char why[sizeof ctx->error];
+                snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
+                return kiln_error(ctx, st, "layer '%s': %s", node->name, why);
+            }
+        }
     }
     return KILN_OK;
 }
