@@ -65,20 +65,24 @@ static kiln_status bn_kernels(const void *config, void *replica, kiln_device *de
 {
     bn_replica *r = replica;
     (void)config;
-    kiln_status st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_partial", &r->kernels.partial);
+    kiln_status st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_partial",
+                                     &r->kernels.partial);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_reduce", &r->kernels.reduce);
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_reduce", &r->kernels.reduce);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_finish", &r->kernels.finish);
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_finish", &r->kernels.finish);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_normalize", &r->kernels.normalize);
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_normalize",
+                             &r->kernels.normalize);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_backward_partial",
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_backward_partial",
                              &r->kernels.backward_partial);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_param_grads", &r->kernels.param_grads);
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_param_grads",
+                             &r->kernels.param_grads);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "batch_norm", "kiln_bn_input_grad", &r->kernels.input_grad);
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_input_grad",
+                             &r->kernels.input_grad);
     return st;
 }
 
