@@ -192,6 +192,17 @@ kiln_status kiln_fail(kiln_host *host, kiln_status status, const char *fmt, ...)
     return status;
 }
 
+kiln_status kiln_fail_within(kiln_host *host, kiln_status status, const char *fmt, ...)
+{
+    char place[sizeof ((kiln_diag *)0)->message], why[sizeof place];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(place, sizeof place, fmt, ap);
+    va_end(ap);
+    snprintf(why, sizeof why, "%s", kiln_diag_message(host));
+    return kiln_fail(host, status, "%s: %s", place, why);
+}
+
 kiln_status kiln_fail_oom(kiln_host *host, const char *what, size_t bytes)
 {
     return kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "out of host memory: %zu bytes for %s",

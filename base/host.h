@@ -70,6 +70,11 @@ void kiln_host_log(kiln_host *host, kiln_log_level level, const char *fmt, ...)
 kiln_status kiln_fail(kiln_host *host, kiln_status status, const char *fmt, ...)
     KILN_PRINTF(3, 4);
 kiln_status kiln_vfail(kiln_host *host, kiln_status status, const char *fmt, va_list ap);
+/* Puts "<formatted place>: " before the calling thread's last message and
+ * sets its status to `status`, which it returns: a failure reported from
+ * inside a layer or replica gains where it happened. */
+kiln_status kiln_fail_within(kiln_host *host, kiln_status status, const char *fmt, ...)
+    KILN_PRINTF(3, 4);
 /* Out of host memory for `what` of `bytes` bytes. */
 kiln_status kiln_fail_oom(kiln_host *host, const char *what, size_t bytes);
 

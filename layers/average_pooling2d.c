@@ -3,38 +3,56 @@
 #include "layers/pool2d.h"
 #include "base/options.h"
 
+typedef struct avg_replica {
+    kiln_kernel *forward, *backward;
+} avg_replica;
+
+static kiln_status avg_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    avg_replica *r = replica;
+    (void)config;
+    kiln_status st = kiln_kernel_get(dev, "average_pooling2d", "kiln_average_pooling2d_forward",
+                                     &r->forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "average_pooling2d", "kiln_average_pooling2d_backward",
+                             &r->backward);
+    return st;
+}
+
 static kiln_status avg_forward(const void *config, void *replica, const kiln_step *s)
 {
     const pool_config *c = config;
-    (void)replica;
+    const avg_replica *r = replica;
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
-    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_forward", pixels, a);
+    return kiln_kernel_run1(s->dev, r->forward, pixels, a);
 }
 
 static kiln_status avg_backward(const void *config, void *replica, const kiln_step *s)
 {
     const pool_config *c = config;
-    (void)replica;
+    const avg_replica *r = replica;
     if (!s->d_in[0])
         return KILN_OK;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->d_in[0]),
                             KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return kiln_run1(s->dev, "average_pooling2d", "kiln_average_pooling2d_backward", pixels, a);
+    return kiln_kernel_run1(s->dev, r->backward, pixels, a);
 }
 
 const kiln_layer_ops kiln_layer_average_pooling2d = {
-    .kind = "average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
-    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .kind = "average_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
     .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
-    .kind = "global_average_pooling2d", .config_size = sizeof(pool_config), .min_inputs = 1,
-    .max_inputs = 1, .infer = kiln_pool2d_infer, .forward = avg_forward,
+    .kind = "global_average_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
     .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 

@@ -23,6 +23,10 @@ typedef struct bn_replica {
     kiln_buffer *sums;     /* forward: sum x, sum (x - mean)^2; backward: sum dy, sum dy xhat */
     kiln_buffer *stats;    /* mean, 1 / sqrt(var + eps) of the last training batch */
     float count;           /* rows those statistics cover (all replicas' when synchronised) */
+    struct {
+        kiln_kernel *partial, *reduce, *finish, *normalize, *backward_partial, *param_grads,
+            *input_grad;
+    } kernels;
 } bn_replica;
 
 enum { GAMMA, BETA, MOVING_MEAN, MOVING_VARIANCE };
@@ -54,6 +58,31 @@ static size_t chunk_rows(size_t rows)
 {
     const size_t even = (rows + MAX_CHUNKS - 1) / MAX_CHUNKS;
     return even > MIN_CHUNK_ROWS ? even : MIN_CHUNK_ROWS;
+}
+
+static kiln_status bn_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    bn_replica *r = replica;
+    (void)config;
+    kiln_status st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_partial",
+                                     &r->kernels.partial);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_reduce", &r->kernels.reduce);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_finish", &r->kernels.finish);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_normalize",
+                             &r->kernels.normalize);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_backward_partial",
+                             &r->kernels.backward_partial);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_param_grads",
+                             &r->kernels.param_grads);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_input_grad",
+                             &r->kernels.input_grad);
+    return st;
 }
 
 static kiln_status bn_prepare(const void *config, void *replica, kiln_device *dev,
@@ -99,12 +128,12 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
                             kiln_arg_float(r->count), kiln_arg_int(centred),
                             kiln_arg_buffer(r->partial));
     const size_t range[2] = {((size_t)c->channels + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_partial", 2, range, a);
+    kiln_status st = kiln_kernel_run(s->dev, r->kernels.partial, 2, range, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
                             kiln_arg_int(centred ? c->channels : 0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", (size_t)c->channels, b);
+        st = kiln_kernel_run1(s->dev, r->kernels.reduce, (size_t)c->channels, b);
     return st;
 }
 
@@ -161,7 +190,7 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
                                 kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
                                 kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]));
         if (st == KILN_OK)
-            st = kiln_run1(s->dev, "batch_norm", "kiln_bn_finish", C, a);
+            st = kiln_kernel_run1(s->dev, r->kernels.finish, C, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
@@ -174,7 +203,7 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
                             kiln_arg_float(c->epsilon));
     const size_t range[2] = {(C + 7) / 8, rows};
     if (st == KILN_OK)
-        st = kiln_run(s->dev, "batch_norm", "kiln_bn_normalize", 2, range, a);
+        st = kiln_kernel_run(s->dev, r->kernels.normalize, 2, range, a);
     return st;
 }
 
@@ -189,18 +218,18 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                             kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
     const size_t range[2] = {(C + 7) / 8, chunks};
-    kiln_status st = kiln_run(s->dev, "batch_norm", "kiln_bn_backward_partial", 2, range, a);
+    kiln_status st = kiln_kernel_run(s->dev, r->kernels.backward_partial, 2, range, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
                             kiln_arg_int(0));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_reduce", 2 * C, b);
+        st = kiln_kernel_run1(s->dev, r->kernels.reduce, 2 * C, b);
     kiln_args g = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(c->channels),
                             kiln_arg_buffer(s->grads),
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int((int64_t)s->param_offset[BETA]));
     if (st == KILN_OK)
-        st = kiln_run1(s->dev, "batch_norm", "kiln_bn_param_grads", C, g);
+        st = kiln_kernel_run1(s->dev, r->kernels.param_grads, C, g);
     /* gamma and beta's gradients stay this replica's (the reducer adds them);
      * the input gradient needs the sums over all who shared the statistics. */
     if (st == KILN_OK && s->d_in[0])
@@ -215,7 +244,7 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int(s->d_in_accumulate[0]));
     const size_t all[2] = {(C + 7) / 8, rows};
-    return kiln_run(s->dev, "batch_norm", "kiln_bn_input_grad", 2, all, d);
+    return kiln_kernel_run(s->dev, r->kernels.input_grad, 2, all, d);
 }
 
 static int bn_synchronized(const void *config)
@@ -232,7 +261,7 @@ static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
 const kiln_layer_ops kiln_layer_batch_norm = {
     .kind = "batch_normalization", .config_size = sizeof(bn_config),
     .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .infer = bn_infer,
-    .prepare = bn_prepare, .forward = bn_forward, .backward = bn_backward,
+    .kernels = bn_kernels, .prepare = bn_prepare, .forward = bn_forward, .backward = bn_backward,
     .release = bn_release, .flops = bn_flops, .synchronized = bn_synchronized,
 };
 

@@ -69,6 +69,18 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    const conv2d_config *c = config;
+    conv2d_replica *r = replica;
+    if (c->direct)
+        return kiln_conv2d_direct_kernels(r, dev);
+    kiln_status st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_im2col", &r->kernels.im2col);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_col2im", &r->kernels.col2im);
+    return st;
+}
+
 static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device *dev,
                                   const kiln_shape *in_shape, int32_t max_batch)
 {
@@ -107,7 +119,7 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
      * (output or input pixels) and the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
                             kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
-    kiln_status st = kiln_run1(s->dev, "conv2d", "kiln_conv2d_im2col", m, a);
+    kiln_status st = kiln_kernel_run1(s->dev, r->kernels.im2col, m, a);
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
                        s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
@@ -145,7 +157,7 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return kiln_run1(s->dev, "conv2d", "kiln_conv2d_col2im", pixels, a);
+    return kiln_kernel_run1(s->dev, r->kernels.col2im, pixels, a);
 }
 
 static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
@@ -159,9 +171,9 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
 const kiln_layer_ops kiln_layer_conv2d = {
     .kind = "conv2d", .config_size = sizeof(conv2d_config),
     .replica_size = sizeof(conv2d_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = conv2d_infer, .prepare = conv2d_prepare, .forward = conv2d_forward,
-    .backward = conv2d_backward, .release = conv2d_release, .flops = conv2d_flops,
-    .fuses_activation = kiln_layer_fuses_activation,
+    .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
+    .forward = conv2d_forward, .backward = conv2d_backward, .release = conv2d_release,
+    .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
 };
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)

@@ -20,10 +20,15 @@ typedef struct conv2d_config {
 } conv2d_config;
 
 /* Per replica: the im2col matrix (GEMM path) or the per-chunk partial
- * weight gradients (direct path); the GEMM path's transposed kernel. */
+ * weight gradients (direct path); the GEMM path's transposed kernel; the
+ * OpenCL kernels of the path taken. */
 typedef struct conv2d_replica {
     kiln_buffer *scratch;
     kiln_buffer *kernel_t;
+    struct {
+        kiln_kernel *im2col, *col2im;                                   /* GEMM path */
+        kiln_kernel *forward, *grad_partial, *reduce, *input_grad;     /* direct path */
+    } kernels;
 } conv2d_replica;
 
 /* The window geometry every conv2d kernel takes, in a KILN_ARGS list: input,
@@ -39,7 +44,8 @@ size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
 
 /* Whether a convolution takes the direct path (conv2d_direct.c). */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c);
-/* The direct path: scratch bytes for max_batch, forward, backward. */
+/* The direct path: its kernels, scratch bytes for max_batch, forward, backward. */
+kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev);
 size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch);
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s);

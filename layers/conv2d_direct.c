@@ -23,6 +23,22 @@ static size_t chunk_pixels(size_t pixels)
     return even > MIN_CHUNK_PIXELS ? even : MIN_CHUNK_PIXELS;
 }
 
+kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)
+{
+    kiln_status st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_forward",
+                                     &r->kernels.forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial",
+                             &r->kernels.grad_partial);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_reduce",
+                             &r->kernels.reduce);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_input_grad",
+                             &r->kernels.input_grad);
+    return st;
+}
+
 size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, max_batch);
@@ -33,7 +49,6 @@ size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s)
 {
-    (void)r;
     /* Runs of up to four output pixels of a row, a work-item each. */
     const size_t runs = ((size_t)c->ow + 3) / 4;
     const size_t items = (size_t)s->batch * (size_t)c->oh * runs;
@@ -44,7 +59,7 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
                             kiln_arg_int(c->filters), kiln_arg_int((int64_t)items),
                             kiln_arg_int((int64_t)runs), KILN_CONV2D_WINDOW_ARGS(c));
-    return kiln_run1(s->dev, "conv2d_direct", "kiln_conv2d_direct_forward", items, a);
+    return kiln_kernel_run1(s->dev, r->kernels.forward, items, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
@@ -59,8 +74,7 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_int((int64_t)chunks), kiln_arg_int((int64_t)per),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c));
     const size_t range[3] = {((size_t)c->filters + 7) / 8, groups, chunks};
-    kiln_status st = kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial", 3,
-                              range, a);
+    kiln_status st = kiln_kernel_run(s->dev, r->kernels.grad_partial, 3, range, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),
@@ -69,7 +83,7 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_int(c->use_bias), kiln_arg_int(c->filters),
                             kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)chunks));
     const size_t sums[2] = {(size_t)c->filters, k + 1};
-    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_reduce", 2, sums, b);
+    return kiln_kernel_run(s->dev, r->kernels.reduce, 2, sums, b);
 }
 
 kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,
@@ -85,5 +99,5 @@ kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *
                             kiln_arg_int(c->filters), kiln_arg_int((int64_t)pixels),
                             KILN_CONV2D_WINDOW_ARGS(c));
     const size_t range[2] = {(size_t)c->c, pixels};
-    return kiln_run(s->dev, "conv2d_direct", "kiln_conv2d_direct_input_grad", 2, range, a);
+    return kiln_kernel_run(s->dev, r->kernels.input_grad, 2, range, a);
 }

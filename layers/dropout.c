@@ -22,8 +22,18 @@ static kiln_status dropout_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-static kiln_status apply(const dropout_config *c, const kiln_step *s, const kiln_buffer *src,
-                         kiln_buffer *dst, int accumulate)
+typedef struct dropout_replica {
+    kiln_kernel *dropout;
+} dropout_replica;
+
+static kiln_status dropout_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    (void)config;
+    return kiln_kernel_get(dev, "dropout", "kiln_dropout", &((dropout_replica *)replica)->dropout);
+}
+
+static kiln_status apply(const dropout_config *c, const dropout_replica *r, const kiln_step *s,
+                         const kiln_buffer *src, kiln_buffer *dst, int accumulate)
 {
     const int64_t size = kiln_shape_size(s->out_shape);
     const size_t n = (size_t)s->batch * (size_t)size;
@@ -33,7 +43,7 @@ static kiln_status apply(const dropout_config *c, const kiln_step *s, const kiln
                             kiln_arg_uint((uint32_t)seed), kiln_arg_uint((uint32_t)(seed >> 32)),
                             kiln_arg_uint((uint32_t)s->step_number), kiln_arg_float(c->rate),
                             kiln_arg_int(accumulate));
-    return kiln_run1(s->dev, "dropout", "kiln_dropout", n, a);
+    return kiln_kernel_run1(s->dev, r->dropout, n, a);
 }
 
 static kiln_status dropout_forward(const void *config, void *replica, const kiln_step *s)
@@ -41,7 +51,7 @@ static kiln_status dropout_forward(const void *config, void *replica, const kiln
     const dropout_config *c = config;
     if (!s->training || c->rate == 0.0f)
         return kiln_identity_forward(config, replica, s);
-    return apply(c, s, s->in[0], s->out, 0);
+    return apply(c, replica, s, s->in[0], s->out, 0);
 }
 
 static kiln_status dropout_backward(const void *config, void *replica, const kiln_step *s)
@@ -51,12 +61,13 @@ static kiln_status dropout_backward(const void *config, void *replica, const kil
         return KILN_OK;
     if (c->rate == 0.0f)
         return kiln_identity_backward(config, replica, s);
-    return apply(c, s, s->d_out, s->d_in[0], s->d_in_accumulate[0]);
+    return apply(c, replica, s, s->d_out, s->d_in[0], s->d_in_accumulate[0]);
 }
 
 const kiln_layer_ops kiln_layer_dropout = {
-    .kind = "dropout", .config_size = sizeof(dropout_config), .min_inputs = 1,
-    .max_inputs = 1, .infer = dropout_infer, .forward = dropout_forward,
+    .kind = "dropout", .config_size = sizeof(dropout_config),
+    .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
+    .infer = dropout_infer, .kernels = dropout_kernels, .forward = dropout_forward,
     .backward = dropout_backward,
 };
 

@@ -88,6 +88,11 @@ typedef struct kiln_layer_ops {
     size_t replica_size;   /* per-replica device state (0: none) */
     int min_inputs, max_inputs;
     kiln_status (*infer)(void *config, kiln_layer_build *build);
+    /* Fetches the kernels forward and backward launch (kiln_kernel_get) into
+     * the replica state; called once when the replica is created, so that
+     * kiln_model_compile reports a kernel that is missing or does not build.
+     * May be NULL. */
+    kiln_status (*kernels)(const void *config, void *replica, kiln_device *dev);
     /* Allocates per-replica buffers for batches up to max_batch; called
      * again with a larger max_batch after release. May be NULL. */
     kiln_status (*prepare)(const void *config, void *replica, kiln_device *dev,

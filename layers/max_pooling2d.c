@@ -4,7 +4,19 @@
 
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
+    kiln_kernel *forward, *backward;
 } pool_replica;
+
+static kiln_status pool_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    pool_replica *r = replica;
+    (void)config;
+    kiln_status st = kiln_kernel_get(dev, "max_pooling2d", "kiln_max_pooling2d_forward",
+                                     &r->forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "max_pooling2d", "kiln_max_pooling2d_backward", &r->backward);
+    return st;
+}
 
 static kiln_status pool_prepare(const void *config, void *replica, kiln_device *dev,
                                 const kiln_shape *in_shape, int32_t max_batch)
@@ -28,7 +40,7 @@ static kiln_status pool_forward(const void *config, void *replica, const kiln_st
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_buffer(r->argmax), KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_forward", pixels, a);
+    return kiln_kernel_run1(s->dev, r->forward, pixels, a);
 }
 
 static kiln_status pool_backward(const void *config, void *replica, const kiln_step *s)
@@ -41,14 +53,15 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(r->argmax),
                             kiln_arg_buffer(s->d_in[0]), KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return kiln_run1(s->dev, "max_pooling2d", "kiln_max_pooling2d_backward", pixels, a);
+    return kiln_kernel_run1(s->dev, r->backward, pixels, a);
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = kiln_pool2d_infer, .prepare = pool_prepare, .forward = pool_forward,
-    .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
+    .infer = kiln_pool2d_infer, .kernels = pool_kernels, .prepare = pool_prepare,
+    .forward = pool_forward, .backward = pool_backward, .release = pool_release,
+    .flops = kiln_pool2d_flops,
 };
 
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,

@@ -238,6 +238,11 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
     return KILN_OK;
 }
 
+kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)
+{
+    return kiln_kernel_run(dev, kernel, 1, &n, args);
+}
+
 kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
                      const size_t *size, kiln_args args)
 {

@@ -49,7 +49,8 @@ kiln_status kiln_buffer_zero(kiln_device *dev, kiln_buffer *buf, size_t offset, 
 kiln_status kiln_device_finish(kiln_device *dev);
 
 /* A kernel of an embedded .cl file (opencl/kernels/<file>.cl), built on
- * first use (binary cache on disk) and kept for the device's lifetime. */
+ * first use (binary cache on disk) and kept for the device's lifetime: the
+ * handle stays valid until the device is destroyed. */
 kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
                             kiln_kernel **out);
 
@@ -92,11 +93,14 @@ typedef struct kiln_args {
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                             const size_t *size, kiln_args args);
 
-/* kiln_kernel_get + kiln_kernel_run. */
+/* Shorthand for the common 1-D case. */
+kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args);
+
+/* kiln_kernel_get + kiln_kernel_run, for a kernel not fetched beforehand. */
 kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int dims,
                      const size_t *size, kiln_args args);
 
-/* Shorthand for the common 1-D case. */
+/* kiln_kernel_get + kiln_kernel_run1. */
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
                       kiln_args args);
 

@@ -128,7 +128,7 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
                                 kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
                                 kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
                                 kiln_arg_float(o->epsilon), g, use);
-        return kiln_run1(dev, "optimizer", "kiln_adam", n, a);
+        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam", n, a);
     }
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;
@@ -136,7 +136,7 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
                             kiln_arg_buffer(velocity), kiln_arg_int((int64_t)n),
                             kiln_arg_float((float)lr), kiln_arg_float(o->momentum),
                             kiln_arg_int(o->nesterov ? 1 : 0), g, use);
-    return kiln_run1(dev, "optimizer", "kiln_sgd", n, a);
+    return kiln_run1(dev, "optimizer", "kiln_optimizer_sgd", n, a);
 }
 
 void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *p,

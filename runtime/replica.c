@@ -63,7 +63,7 @@ static int in_span(const kiln_replica *r, kiln_node i)
 }
 
 /* The replica's tables: which nodes it holds, where their parameters sit in
- * its buffers, and each layer's state. */
+ * its buffers, and each layer's state, with the kernels it launches. */
 static kiln_status make_tables(kiln_replica *r)
 {
     const kiln_model *m = r->model;
@@ -98,6 +98,11 @@ static kiln_status make_tables(kiln_replica *r)
         const size_t size = node->ops->replica_size;
         if (size && !(r->state[i] = kiln_calloc(ctx, 1, size)))
             return kiln_error_oom(ctx, "layer state", size);
+        if (node->ops->kernels) {
+            kiln_status st = node->ops->kernels(node->config, r->state[i], r->dev);
+            if (st != KILN_OK)
+                return kiln_fail_within(&ctx->host, st, "layer '%s'", node->name);
+        }
     }
     return KILN_OK;
 }
@@ -485,7 +490,7 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
                             kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
                             kiln_arg_int(final), kiln_arg_float(scale));
-    return kiln_run1(r->dev, "optimizer", "kiln_accumulate", n, a);
+    return kiln_run1(r->dev, "optimizer", "kiln_optimizer_accumulate", n, a);
 }
 
 kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])

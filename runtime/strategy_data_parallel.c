@@ -90,11 +90,9 @@ struct dp {
  * place; run_all copies the culprit's to the calling thread. */
 static kiln_status replica_failed(dp_replica *d, kiln_status st)
 {
-    kiln_context *ctx = d->owner->m->ctx;
-    char where[320], why[sizeof ((kiln_diag *)0)->message];
+    char where[320];
     kiln_replica_describe(d->r, where, sizeof where);
-    snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
-    return kiln_error(ctx, st, "%s: %s", where, why);
+    return kiln_fail_within(&d->owner->m->ctx->host, st, "%s", where);
 }
 
 /* After node i's backward: hand every bucket it completes to the reducer. */

@@ -58,11 +58,9 @@ struct ps {
 static kiln_status worker_failed(ps_worker *w, kiln_status st)
 {
     /* Into this worker thread's own diagnostics; the caller copies them. */
-    kiln_context *ctx = w->owner->m->ctx;
-    char where[320], why[sizeof ((kiln_diag *)0)->message];
+    char where[320];
     kiln_replica_describe(w->r, where, sizeof where);
-    snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
-    return kiln_error(ctx, st, "%s: %s", where, why);
+    return kiln_fail_within(&w->owner->m->ctx->host, st, "%s", where);
 }
 
 /* Pull if stale, compute the gradient of the worker's batch, push. */

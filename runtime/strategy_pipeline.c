@@ -107,10 +107,9 @@ static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status statu
         kiln_error(p->m->ctx, status, "stage %d: the step was abandoned because another stage "
                    "failed", (int)st->index);
     } else {
-        char where[320], why[sizeof ((kiln_diag *)0)->message];
+        char where[320];
         kiln_replica_describe(v, where, sizeof where);
-        snprintf(why, sizeof why, "%s", kiln_context_last_error(p->m->ctx));
-        kiln_error(p->m->ctx, status, "pipeline %s: %s", where, why);
+        kiln_fail_within(&p->m->ctx->host, status, "pipeline %s", where);
     }
     pthread_mutex_lock(&p->lock);
     p->abort = 1;

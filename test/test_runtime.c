@@ -60,7 +60,7 @@ static int use_kernel(const char *cache_dir)
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         return 0;
     kiln_kernel *k = NULL;
-    kiln_status st = kiln_kernel_get(ctx->devices[0], "optimizer", "kiln_sgd", &k);
+    kiln_status st = kiln_kernel_get(ctx->devices[0], "optimizer", "kiln_optimizer_sgd", &k);
     if (st != KILN_OK)
         fprintf(stderr, "%s\n", kiln_context_last_error(ctx));
     kiln_context_destroy(ctx);

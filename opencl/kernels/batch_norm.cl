@@ -9,9 +9,9 @@
 /* partial[chunk, c] = sum over the chunk's rows of x, or of (x - mean)^2
  * when `centred` (the mean being sums[c] / count); over a (C blocks,
  * chunks) range. */
-__kernel void kiln_bn_partial(__global const float *x, int rows, int C, int chunk_rows,
-                              int chunks, __global const float *sums, float count, int centred,
-                              __global float *partial)
+__kernel void kiln_batch_norm_partial(__global const float *x, int rows, int C, int chunk_rows,
+                                      int chunks, __global const float *sums, float count,
+                                      int centred, __global float *partial)
 {
     const int c0 = get_global_id(0) * 8, chunk = get_global_id(1);
     if (c0 >= C || chunk >= chunks)
@@ -29,8 +29,8 @@ __kernel void kiln_bn_partial(__global const float *x, int rows, int C, int chun
 
 /* out[offset + j] = sum over chunks of partial[chunk, j], j < width,
  * chunk by chunk. */
-__kernel void kiln_bn_reduce(__global const float *partial, int width, int chunks,
-                             __global float *out, int offset)
+__kernel void kiln_batch_norm_reduce(__global const float *partial, int width, int chunks,
+                                     __global float *out, int offset)
 {
     const int j = get_global_id(0);
     if (j >= width)
@@ -45,9 +45,9 @@ __kernel void kiln_bn_reduce(__global const float *partial, int width, int chunk
  * over `count` rows: the batch statistics, and the moving averages updated
  * Keras's way, moving = moving * momentum + batch * (1 - momentum), with
  * the unbiased variance (one row: the variance is 0). */
-__kernel void kiln_bn_finish(__global const float *sums, int C, float count, float epsilon,
-                             float momentum, __global float *stats, __global float *params,
-                             int mean_offset, int variance_offset)
+__kernel void kiln_batch_norm_finish(__global const float *sums, int C, float count, float epsilon,
+                                     float momentum, __global float *stats, __global float *params,
+                                     int mean_offset, int variance_offset)
 {
     const int c = get_global_id(0);
     if (c >= C)
@@ -63,11 +63,11 @@ __kernel void kiln_bn_finish(__global const float *sums, int C, float count, flo
 
 /* y = gamma (x - mean) inv_std + beta over a (C blocks, rows) range. In
  * training the batch's statistics (stats), else the moving ones. */
-__kernel void kiln_bn_normalize(__global const float *x, __global float *y, int rows, int C,
-                                __global const float *stats, int training,
-                                __global const float *params, int gamma_offset,
-                                int beta_offset, int mean_offset, int variance_offset,
-                                float epsilon)
+__kernel void kiln_batch_norm_normalize(__global const float *x, __global float *y, int rows, int C,
+                                        __global const float *stats, int training,
+                                        __global const float *params, int gamma_offset,
+                                        int beta_offset, int mean_offset, int variance_offset,
+                                        float epsilon)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)
@@ -89,9 +89,9 @@ __kernel void kiln_bn_normalize(__global const float *x, __global float *y, int 
 
 /* Backward sums per chunk: partial[chunk, 0..C) = sum dy, partial[chunk,
  * C..2C) = sum dy * xhat, over a (C blocks, chunks) range. */
-__kernel void kiln_bn_backward_partial(__global const float *x, __global const float *dy,
-                                       int rows, int C, int chunk_rows, int chunks,
-                                       __global const float *stats, __global float *partial)
+__kernel void kiln_batch_norm_backward_partial(__global const float *x, __global const float *dy,
+                                               int rows, int C, int chunk_rows, int chunks,
+                                               __global const float *stats, __global float *partial)
 {
     const int c0 = get_global_id(0) * 8, chunk = get_global_id(1);
     if (c0 >= C || chunk >= chunks)
@@ -111,8 +111,8 @@ __kernel void kiln_bn_backward_partial(__global const float *x, __global const f
 
 /* gamma's and beta's gradients from this replica's sums (the reducer adds
  * the replicas'). */
-__kernel void kiln_bn_param_grads(__global const float *sums, int C, __global float *grads,
-                                  int gamma_offset, int beta_offset)
+__kernel void kiln_batch_norm_param_grads(__global const float *sums, int C, __global float *grads,
+                                          int gamma_offset, int beta_offset)
 {
     const int c = get_global_id(0);
     if (c >= C)
@@ -123,10 +123,11 @@ __kernel void kiln_bn_param_grads(__global const float *sums, int C, __global fl
 
 /* dx = gamma inv_std / N (N dy - sum dy - xhat sum(dy xhat)), N and the
  * sums over every row that shared the statistics; over (C blocks, rows). */
-__kernel void kiln_bn_input_grad(__global const float *x, __global const float *dy,
-                                 __global float *dx, int rows, int C, __global const float *stats,
-                                 __global const float *sums, float count,
-                                 __global const float *params, int gamma_offset, int accumulate)
+__kernel void kiln_batch_norm_input_grad(__global const float *x, __global const float *dy,
+                                         __global float *dx, int rows, int C,
+                                         __global const float *stats, __global const float *sums,
+                                         float count, __global const float *params,
+                                         int gamma_offset, int accumulate)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)

@@ -4,9 +4,9 @@
 /* Keras SGD: v = momentum * v - lr * g; p += v (Nesterov: p += momentum * v - lr * g). */
 /* guard: the step's loss sums; a non-finite loss skips the update, so a NaN
  * step never reaches the parameters (use_guard 0: the host decided). */
-__kernel void kiln_sgd(__global float *p, __global const float *g, __global float *v, int n,
-                       float lr, float momentum, int nesterov, __global const float *guard,
-                       int use_guard)
+__kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __global float *v,
+                                 int n, float lr, float momentum, int nesterov,
+                                 __global const float *guard, int use_guard)
 {
     const int i = get_global_id(0);
     if (i >= n || (use_guard && !isfinite(guard[0])))
@@ -21,9 +21,9 @@ __kernel void kiln_sgd(__global float *p, __global const float *g, __global floa
 }
 
 /* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
-__kernel void kiln_adam(__global float *p, __global const float *g, __global float *m,
-                        __global float *v, int n, float alpha, float beta_1, float beta_2,
-                        float epsilon, __global const float *guard, int use_guard)
+__kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __global float *m,
+                                  __global float *v, int n, float alpha, float beta_1, float beta_2,
+                                  float epsilon, __global const float *guard, int use_guard)
 {
     const int i = get_global_id(0);
     if (i >= n || (use_guard && !isfinite(guard[0])))
@@ -39,8 +39,8 @@ __kernel void kiln_adam(__global float *p, __global const float *g, __global flo
 /* Gradient accumulation over [offset, offset + n) of the flat buffers:
  * accum += g on intermediate micro-steps; on the last, g = (accum + g) * scale
  * (scale = 1 / steps: the mean) and accum restarts from zero. */
-__kernel void kiln_accumulate(__global float *accum, __global float *g, int offset, int n,
-                              int final, float scale)
+__kernel void kiln_optimizer_accumulate(__global float *accum, __global float *g, int offset, int n,
+                                        int final, float scale)
 {
     const int i = get_global_id(0);
     if (i >= n)
