@@ -68,7 +68,6 @@ struct kiln_model {
     int32_t rank, world;         /* multi-worker: this process among `world` (else 0, 1) */
     struct kiln_mpi *mpi;        /* the strategy's MPI world, whose ranks fit together */
     int mpi_evaluates;           /* ... and evaluate and predict together (multi_worker) */
-    struct kiln_fault *fault;    /* test-only fault hook (replica.h) */
 
     kiln_epoch_record *history;
     int32_t n_history, cap_history;

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 static void release_activations(kiln_replica *r)
 {
@@ -145,7 +144,6 @@ kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **ou
     r->accum = base->accum;
     memcpy(r->slots, base->slots, sizeof r->slots);
     r->index = base->index;
-    r->fault = base->fault;
     kiln_status st = make_tables(r);
     if (st == KILN_OK)
         st = kiln_buffer_create(r->dev, 2 * sizeof(float), "loss sums", &r->sums);
@@ -333,23 +331,6 @@ void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
                  phase);
 }
 
-/* The test-only fault hook: fail, or stall until the time passes or the
- * strategy cancels the replica. */
-static kiln_status check_fault(kiln_replica *r, kiln_node node, int backward)
-{
-    const kiln_fault *f = r->fault;
-    if (!f || !f->armed || f->replica != r->index || f->node != node ||
-        f->backward != backward || f->step != r->train_steps)
-        return KILN_OK;
-    if (f->stall_seconds <= 0)
-        return kiln_error(r->model->ctx, KILN_ERROR_DEVICE, "injected fault on %s",
-                          kiln_device_label(r->dev));
-    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
-    for (double waited = 0; waited < f->stall_seconds && !r->cancel; waited += 0.01)
-        nanosleep(&tick, NULL);
-    return KILN_OK;
-}
-
 /* The step a layer sees for node i. */
 /* kiln_step.sum_replicas for replicas whose step has a collective. */
 static kiln_status sum_over_replicas(void *user, double *values, size_t n)
@@ -412,12 +393,9 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
         if (!node->on_path || i == m->input)
             continue;
         set_stage(r, i, KILN_PHASE_FORWARD);
-        kiln_status st = training ? check_fault(r, i, 0) : KILN_OK;
-        if (st != KILN_OK)
-            return st;
         kiln_step s;
         make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
-        st = node->ops->forward(node->config, r->state[i], &s);
+        kiln_status st = node->ops->forward(node->config, r->state[i], &s);
         if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
             s.activation == KILN_ACTIVATION_LINEAR) {   /* the layer did not apply it */
             const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
@@ -451,7 +429,6 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
         const kiln_node_rec *node = &m->nodes[i];
         if (node->on_path && i != m->input) {
             set_stage(r, i, KILN_PHASE_BACKWARD);
-            st = check_fault(r, i, 1);
             const int fused = i == m->output && m->loss.fused;
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
                 const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];

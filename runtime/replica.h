@@ -9,18 +9,6 @@
 
 #define KILN_MAX_OPTIMIZER_SLOTS 2
 
-/* A test-only fault: replica `replica` fails (or stalls) when it reaches
- * node `node` in forward (backward when `backward` is set) during training
- * step `step` (counting from 0). */
-typedef struct kiln_fault {
-    int armed;
-    int replica;
-    kiln_node node;
-    int backward;
-    int64_t step;
-    double stall_seconds;   /* > 0: stall this long (or until cancelled) instead of failing */
-} kiln_fault;
-
 /* Called after backward has finished with node i (for every node, from the
  * last to the first, whether or not it ran). */
 typedef kiln_status (*kiln_backward_hook)(void *user, kiln_node i);
@@ -74,8 +62,6 @@ typedef struct kiln_replica {
     pthread_mutex_t stage_lock;
     kiln_node stage_node;
     kiln_replica_phase stage_phase;
-    int64_t train_steps;         /* training steps run, for the fault hook */
-    const kiln_fault *fault;
     volatile int cancel;         /* set to make a stalled replica give up */
 } kiln_replica;
 

@@ -316,7 +316,6 @@ static kiln_status train_job(void *arg)
         st = compute_gradients(d);
     else if (st == KILN_OK && strategy->final_micro && strategy->reducer)
         st = empty_shard(d);
-    d->r->train_steps++;
     if (st == KILN_OK)
         st = accumulate(d);
     if (st != KILN_OK)
@@ -830,7 +829,6 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
         st = kiln_replica_create(m, ctx->devices[k], &d->r);
         if (st == KILN_OK) {
             d->r->index = k;
-            d->r->fault = m->fault;
             st = kiln_replica_write_params(d->r, init);
         }
         if (st == KILN_OK && mode != DP_ONE_DEVICE)

@@ -102,7 +102,6 @@ static kiln_status step_job(void *arg)
                               (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
     if (st == KILN_OK)
         st = kiln_replica_read_sums(r, sums);
-    r->train_steps++;
     if (st != KILN_OK)
         worker_failed(w, st);
     if (st == KILN_OK && isfinite(sums[0])) {
@@ -468,7 +467,6 @@ static kiln_status ps_create(kiln_model *m, void **impl)
             st = kiln_replica_create(m, ctx->devices[k], &w->r);
         if (st == KILN_OK) {
             w->r->index = k;
-            w->r->fault = m->fault;
             st = kiln_worker_start(ctx, &w->thread);
         }
     }

@@ -186,7 +186,6 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
                                   : NULL};
     v->first_sample = start;
     v->step_number = m->n_train_steps;
-    v->train_steps = m->n_train_steps;
     if (s == KILN_OK)
         s = kiln_replica_upload(v, &part);
     if (s == KILN_OK)
@@ -825,10 +824,8 @@ static kiln_status pp_create(kiln_model *m, void **impl)
         }
         s = kiln_replica_create_stage(m, ctx->devices[plan[k].device], &plan[k].span,
                                       &st->views[0]);
-        if (s == KILN_OK) {
+        if (s == KILN_OK)
             st->views[0]->index = k;
-            st->views[0]->fault = m->fault;
-        }
         for (int32_t v = 1; s == KILN_OK && v < st->n_views; v++)
             s = kiln_replica_create_view(st->views[0], &st->views[v]);
         for (int32_t v = 0; s == KILN_OK && v < st->n_views; v++)

@@ -1,6 +1,8 @@
 /* A process of a multi_worker job that stalls or dies: run by
  * test/mpi_faults.sh as 2 MPI processes with one device each.
- *  stall: rank 1 stalls for 60 s in its convolution's forward at step 2;
+ *  stall: rank 1 stalls in the forward of a fault layer (fault_layer.h)
+ *         before its convolution at step 2, until fit returns (at most
+ *         4 s, past the watchdog);
  *         with a 2 s watchdog both ranks must return KILN_ERROR_TIMEOUT
  *         within seconds (rank 0 from its all-reduce, rank 1 from its own
  *         watchdog), name what they waited for and tear down: "rank R: ok".
@@ -9,9 +11,9 @@
  *         down: "rank 0: ok" (mpirun must be told not to end the job). */
 #include <signal.h>
 
+#include "fault_layer.h"
 #include "harness.h"
-#include "runtime/model.h"
-#include "runtime/replica.h"
+#include "base/clock.h"
 
 #define SAMPLES 64
 #define SIDE 6
@@ -50,8 +52,8 @@ int main(int argc, char **argv)
      * before it; MPI's environment says it first. */
     const char *env = getenv("OMPI_COMM_WORLD_RANK");
     const int my_rank = env ? atoi(env) : 0;
-    kiln_fault stall = {.armed = my_rank == 1 && !kill, .replica = 0, .node = 1, .backward = 0,
-                        .step = 2, .stall_seconds = 60.0};
+    fault_plan stall = {.armed = my_rank == 1 && !kill, .device = 0, .step = 2,
+                        .stall_seconds = 4.0};
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {SIDE, SIDE, 1};
@@ -61,10 +63,10 @@ int main(int argc, char **argv)
     kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
                                .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 3, dims, NULL);
+    fault_layer(m, KILN_NODE_PREVIOUS, &stall);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    m->fault = &stall;
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     co.strategy = KILN_STRATEGY_MULTI_WORKER;
@@ -90,10 +92,11 @@ int main(int argc, char **argv)
     CHECK(waited < 15.0);
     CHECK(strstr(msg, rank == 0 ? (kill ? "rank 0 of 2" : "waiting for the other processes' "
                                                           "gradients")
-                                : "layer 'conv2d' (forward) did not finish") != NULL);
+                                : "layer 'fault' (forward) did not finish") != NULL);
     CHECK(strstr(msg, rank == 0 ? "[rank 0 of 2]" : "[rank 1 of 2]") != NULL);
+    stall.released = 1;
     const double t1 = kiln_now();
-    kiln_model_destroy(m);   /* joins the stalled thread: it was cancelled */
+    kiln_model_destroy(m);   /* joins the stalled thread, released just now */
     CHECK(kiln_now() - t1 < 15.0);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);

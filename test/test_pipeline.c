@@ -5,6 +5,7 @@
  * whole stage); the automatic partition against a brute-force optimum and
  * the budgets; activation memory of the two schedules; a model that only
  * fits split; checkpoints across strategies; faults; and the errors. */
+#include "fault_layer.h"
 #include "test_data.h"
 #include "runtime/model.h"
 #include "runtime/partition.h"
@@ -30,7 +31,7 @@ typedef struct run {
     kiln_pipeline_schedule schedule;
     int place;           /* place the layers explicitly */
     int32_t stages;      /* automatic partition into this many */
-    kiln_fault *fault;   /* test-only fault hook */
+    fault_plan *fault;   /* a fault layer in the stage on the plan's device */
     double timeout;      /* watchdog, seconds (0: default) */
 } run;
 
@@ -53,10 +54,15 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
                                     .strides = {2, 2}, .padding = KILN_PADDING_VALID};
         kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 12,
                                      .activation = KILN_ACTIVATION_TANH};
-        kiln_conv2d(m, in, &conv);
+        /* A fault on device 0 goes first in stage 0, one on device 1 after
+         * the hidden dense layer in stage 1. */
+        const int fault_first = r->fault && r->fault->device == 0;
+        kiln_conv2d(m, fault_first ? fault_layer(m, in, r->fault) : in, &conv);
         kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
         kiln_node f = kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
         kiln_node h = kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+        if (r->fault && !fault_first)
+            fault_layer(m, KILN_NODE_PREVIOUS, r->fault);
         kiln_dense(m, KILN_NODE_PREVIOUS, &head);
         if (r->place) {
             kiln_model_place(m, 0, f, 0);
@@ -93,7 +99,6 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
     co.pipeline_stages = r->stages;
     co.device_memory_budget = budget;
     co.step_timeout_seconds = r->timeout;
-    m->fault = r->fault;
     kiln_model_compile(m, &co);
     return m;
 }
@@ -478,28 +483,30 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
  * the stage, device and layer; the other stage gives up; nothing hangs. */
 static void test_faults(kiln_context *ctx, kiln_dataset *ds)
 {
-    /* stage 1, dense, backward, step 2 */
-    kiln_fault fail = {.armed = 1, .replica = 1, .node = 4, .backward = 1, .step = 2};
+    /* stage 1, after the hidden dense layer, backward, step 2 */
+    fault_plan fail = {.armed = 1, .device = 1, .backward = 1, .step = 2};
     run r = {.strategy = KILN_STRATEGY_AUTO, .shape = SEQUENTIAL, .micro = 4,
              .schedule = KILN_PIPELINE_1F1B, .place = 1, .fault = &fail};
     kiln_model *m = build(ctx, &r, 0);
     CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "pipeline stage 1 on device 1", train(m, ds, 16));
-    CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (backward)") != NULL);
     printf("failure: %s\n", kiln_context_last_error(ctx));
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", train(m, ds, 16));
     kiln_model_destroy(m);
 
-    kiln_fault stall = {.armed = 1, .replica = 0, .node = 1, .backward = 0, .step = 1,
-                        .stall_seconds = 60.0};   /* stage 0, conv2d, forward, step 1 */
+    /* stage 0, before the convolution, forward, step 1; the 0.5 s watchdog
+     * gives up well before the stall's 3 s bound */
+    fault_plan stall = {.armed = 1, .device = 0, .step = 1, .stall_seconds = 3.0};
     r.fault = &stall;
     r.timeout = 0.5;
     m = build(ctx, &r, 0);
     const double t0 = kiln_now();
     CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "pipeline stage 0 on device 0", train(m, ds, 16));
-    CHECK(strstr(kiln_context_last_error(ctx), "layer 'conv2d' (forward) did not finish") !=
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (forward) did not finish") !=
           NULL);
     printf("stall: %s (after %.2f s)\n", kiln_context_last_error(ctx), kiln_now() - t0);
     CHECK(kiln_now() - t0 < 5.0);
+    stall.released = 1;
     kiln_model_destroy(m);
 }
 

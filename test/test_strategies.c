@@ -4,6 +4,7 @@
  * schedules, and the faults: a replica that fails and one that stalls. What
  * needs two devices is skipped, with the reason printed, on one. */
 #include "counting_alloc.h"
+#include "fault_layer.h"
 #include "test_data.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -39,7 +40,7 @@ typedef struct run {
 
 enum { BN_NONE, BN_PER_REPLICA, BN_SYNCHRONIZED };
 
-static kiln_model *build(kiln_context *ctx, const run *r, kiln_fault *fault,
+static kiln_model *build(kiln_context *ctx, const run *r, fault_plan *fault,
                          double timeout)
 {
     kiln_model *m = NULL;
@@ -71,11 +72,12 @@ static kiln_model *build(kiln_context *ctx, const run *r, kiln_fault *fault,
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    if (fault)
+        fault_layer(m, KILN_NODE_PREVIOUS, fault);
     /* Dropout masks follow the sample, not the replica holding it. */
     if (r->bn == BN_SYNCHRONIZED)
         kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 3, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    m->fault = fault;
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     co.optimizer.kind = r->optimizer;
@@ -355,26 +357,28 @@ static void test_faults(int devices)
     const run r = {.strategy = KILN_STRATEGY_MIRRORED, .replicas = 2, .accumulation = 1, .batch = 8,
                    .epochs = 1, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
 
-    /* Replica 1 fails in the backward of its hidden dense layer at step 2. */
-    kiln_fault fail = {.armed = 1, .replica = 1, .node = 4, .backward = 1, .step = 2};
+    /* Replica 1 fails in the backward of the fault layer after its hidden
+     * dense layer at step 2. */
+    fault_plan fail = {.armed = 1, .device = 1, .backward = 1, .step = 2};
     kiln_model *m = build(ctx, &r, &fail, 0);
     CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "replica 1 on device 1", train(m, ds, &r));
-    CHECK(strstr(kiln_context_last_error(ctx), "layer 'dense' (backward)") != NULL);
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (backward)") != NULL);
     printf("failure: %s\n", kiln_context_last_error(ctx));
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", train(m, ds, &r));
     kiln_model_destroy(m);
 
-    /* Replica 0 stalls in the forward of its convolution: the watchdog. */
-    kiln_fault stall = {.armed = 1, .replica = 0, .node = 1, .backward = 0, .step = 1,
-                        .stall_seconds = 60.0};
+    /* Replica 0 stalls in the forward of the fault layer at step 1: the
+     * watchdog (0.5 s) gives up on it well before the stall's 3 s bound. */
+    fault_plan stall = {.armed = 1, .device = 0, .step = 1, .stall_seconds = 3.0};
     m = build(ctx, &r, &stall, 0.5);
     const double t0 = kiln_now();
     CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "replica 0 on device 0", train(m, ds, &r));
     const double waited = kiln_now() - t0;
-    CHECK(strstr(kiln_context_last_error(ctx), "layer 'conv2d' (forward) did not finish") != NULL);
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (forward) did not finish") != NULL);
     printf("stall: %s (after %.2f s)\n", kiln_context_last_error(ctx), waited);
     CHECK(waited < 5.0);
-    kiln_model_destroy(m);   /* joins the stalled thread: it was cancelled */
+    stall.released = 1;
+    kiln_model_destroy(m);   /* joins the stalled thread, released just now */
 
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);
