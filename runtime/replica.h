@@ -62,7 +62,6 @@ typedef struct kiln_replica {
     pthread_mutex_t stage_lock;
     kiln_node stage_node;
     kiln_replica_phase stage_phase;
-    volatile int cancel;         /* set to make a stalled replica give up */
 } kiln_replica;
 
 kiln_status kiln_replica_create(const kiln_model *model, kiln_device *dev, kiln_replica **out);

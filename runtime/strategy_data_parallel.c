@@ -435,8 +435,6 @@ static kiln_status run_all(dp *s, kiln_job_fn fn)
     if (stalled >= 0) {
         char where[320];
         kiln_replica_describe(s->reps[stalled].r, where, sizeof where);
-        for (int k = 0; k < s->n; k++)
-            s->reps[k].r->cancel = 1;
         if (s->reducer)
             kiln_reducer_cancel(s->reducer);
         if (s->collective)
@@ -656,9 +654,6 @@ static void dp_destroy(void *impl)
         return;
     kiln_context *ctx = s->m->ctx;
     int leaked = 0;
-    for (int k = 0; s->reps && k < s->n; k++)
-        if (s->reps[k].r)
-            s->reps[k].r->cancel = 1;
     if (s->reducer)
         kiln_reducer_cancel(s->reducer);
     if (s->collective)

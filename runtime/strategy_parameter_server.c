@@ -173,7 +173,6 @@ static kiln_status wait_idle(ps *p)
             char where[320], msg[512];
             kiln_replica_describe(p->w[k].r, where, sizeof where);
             pthread_mutex_unlock(&p->lock);
-            p->w[k].r->cancel = 1;
             snprintf(msg, sizeof msg, "parameter server: worker %s did not finish its batch "
                      "within the %.1f s watchdog", where, p->m->step_timeout);
             return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
@@ -396,12 +395,9 @@ static void ps_destroy(void *impl)
         return;
     kiln_context *ctx = p->m->ctx;
     int leaked = 0;
-    for (int k = 0; p->w && k < p->n; k++) {
-        if (p->w[k].r)
-            p->w[k].r->cancel = 1;
+    for (int k = 0; p->w && k < p->n; k++)
         if (!kiln_worker_stop(p->w[k].thread, KILN_WORKER_STOP_GRACE))
             leaked = 1;
-    }
     if (leaked) {
         kiln_log(ctx, KILN_LOG_ERROR, "a parameter-server worker is stuck; its buffers are "
                  "leaked");

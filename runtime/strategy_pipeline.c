@@ -528,9 +528,6 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         p->abort = 1;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
-        for (int32_t k = 0; k < p->n; k++)
-            for (int32_t v = 0; v < p->stages[k].n_views; v++)
-                p->stages[k].views[v]->cancel = 1;
         snprintf(msg, sizeof msg, "pipeline %s did not finish its step within the %.1f s "
                  "watchdog", where, m->step_timeout);
         return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
@@ -699,10 +696,6 @@ static void pp_destroy(void *impl)
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     int leaked = 0;
-    for (int32_t k = 0; p->stages && k < p->n; k++)
-        for (int32_t v = 0; p->stages[k].views && v < p->stages[k].n_views; v++)
-            if (p->stages[k].views[v])
-                p->stages[k].views[v]->cancel = 1;
     for (int32_t k = 0; p->stages && k < p->n; k++)
         if (!kiln_worker_stop(p->stages[k].worker, KILN_WORKER_STOP_GRACE))
             leaked = 1;
