@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #endif
 #include "kiln.h"
+#include "seed_cnn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -123,22 +124,7 @@ static kiln_status seed_cnn(kiln_context *ctx, kiln_model **out)
     kiln_status st = kiln_model_create(ctx, &m);
     if (st != KILN_OK)
         return st;
-    const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
-                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
-                                .activation = KILN_ACTIVATION_RELU};
-    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
-                                .padding = KILN_PADDING_VALID};
-    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 64,
-                                 .activation = KILN_ACTIVATION_RELU};
-    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
-                               .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input(m, 3, shape, NULL);
-    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
-    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    seed_cnn_layers(m);
     kiln_compile_options co;
     memset(&co, 0, sizeof co);
     co.struct_size = sizeof co;
