@@ -112,13 +112,18 @@ char *kiln_host_strdup(kiln_host *host, const char *s)
 
 void kiln_host_log(kiln_host *host, kiln_log_level level, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    kiln_host_vlog(host, level, fmt, ap);
+    va_end(ap);
+}
+
+void kiln_host_vlog(kiln_host *host, kiln_log_level level, const char *fmt, va_list ap)
+{
     if (level > host->log_level)
         return;
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (host->log_fn)
         host->log_fn(host->log_user, level, msg);
     else
@@ -155,8 +160,13 @@ kiln_diag *kiln_diag_of_thread(kiln_host *host)
 const char *kiln_diag_message(kiln_host *host)
 {
     const kiln_diag_slot *s = slot_of_thread(host, 0);
-    if (!s)
-        return host->fallback.message;
+    if (!s) {
+        pthread_mutex_lock(&host->slots_lock);
+        const int mine = host->fallback_used && pthread_equal(host->fallback_thread,
+                                                              pthread_self());
+        pthread_mutex_unlock(&host->slots_lock);
+        return mine ? host->fallback.message : "";
+    }
     return s->bound ? s->bound->message : s->diag.message;
 }
 
@@ -177,8 +187,11 @@ kiln_status kiln_vfail(kiln_host *host, kiln_status status, const char *fmt, va_
     kiln_diag *to = d ? d : &host->fallback;
     to->status = status;
     memcpy(to->message, msg, sizeof msg);
-    if (!d)
+    if (!d) {
+        host->fallback_thread = pthread_self();
+        host->fallback_used = 1;
         pthread_mutex_unlock(&host->slots_lock);
+    }
     kiln_host_log(host, KILN_LOG_DEBUG, "%s: %s", kiln_status_name(status), msg);
     return status;
 }

@@ -36,8 +36,11 @@ typedef struct kiln_host {
     pthread_mutex_t slots_lock;
     kiln_diag_slot *slots;
     /* Where a thread's message goes when no memory was left for its own
-     * diagnostics (under slots_lock): the message is kept, not lost. */
+     * diagnostics (under slots_lock): the message is kept, not lost, and
+     * only the thread that wrote it last reads it. */
     kiln_diag fallback;
+    pthread_t fallback_thread;
+    int fallback_used;
 } kiln_host;
 
 /* The C library's realloc and free as a kiln_realloc_fn. */
@@ -64,6 +67,7 @@ char *kiln_host_strdup(kiln_host *host, const char *s);
 
 void kiln_host_log(kiln_host *host, kiln_log_level level, const char *fmt, ...)
     KILN_PRINTF(3, 4);
+void kiln_host_vlog(kiln_host *host, kiln_log_level level, const char *fmt, va_list ap);
 
 /* Records a failure in the calling thread's diagnostics and returns
  * `status`, so a failure reads `return kiln_fail(host, KILN_ERROR_SHAPE, ...)`. */

@@ -19,14 +19,10 @@ kiln_status kiln_error(kiln_context *ctx, kiln_status status, const char *fmt, .
 
 void kiln_log(kiln_context *ctx, kiln_log_level level, const char *fmt, ...)
 {
-    if (level > ctx->host.log_level)
-        return;
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_host_vlog(&ctx->host, level, fmt, ap);
     va_end(ap);
-    kiln_host_log(&ctx->host, level, "%s", msg);
 }
 
 kiln_status kiln_context_init_host_only(kiln_context *ctx, kiln_realloc_fn realloc_fn,

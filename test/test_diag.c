@@ -69,11 +69,32 @@ static void *budget_realloc(void *user, void *ptr, size_t size)
     return realloc(ptr, size);
 }
 
+/* One thread fails with no memory left for its own diagnostics, another
+ * that failed nothing reads; the first stays alive meanwhile, so the two
+ * cannot share a thread id. */
+typedef struct oom_case {
+    kiln_host *host;
+    pthread_barrier_t *read_done;
+    int kept, other_saw_empty;
+} oom_case;
+
 static void *fail_without_memory(void *arg)
 {
-    kiln_host *host = arg;
-    kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "no memory on this thread");
-    return (void *)(strstr(kiln_diag_message(host), "no memory on this thread") ? host : NULL);
+    oom_case *c = arg;
+    kiln_fail(c->host, KILN_ERROR_OUT_OF_MEMORY, "no memory on this thread");
+    c->kept = strstr(kiln_diag_message(c->host), "no memory on this thread") != NULL;
+    pthread_barrier_wait(c->read_done);   /* the reader has started */
+    pthread_barrier_wait(c->read_done);   /* the reader has read */
+    return NULL;
+}
+
+static void *read_only(void *arg)
+{
+    oom_case *c = arg;
+    pthread_barrier_wait(c->read_done);
+    c->other_saw_empty = kiln_diag_message(c->host)[0] == '\0';
+    pthread_barrier_wait(c->read_done);
+    return NULL;
 }
 
 static void test_message_kept_without_memory(void)
@@ -82,11 +103,18 @@ static void test_message_kept_without_memory(void)
     kiln_host host;
     CHECK(kiln_host_init(&host, budget_realloc, &budget, NULL, NULL, KILN_LOG_ERROR) ==
           KILN_OK);
-    pthread_t t;
-    void *kept = NULL;
-    pthread_create(&t, NULL, fail_without_memory, &host);
-    pthread_join(t, &kept);
-    CHECK(kept == &host);
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, 2);
+    oom_case c = {.host = &host, .read_done = &barrier};
+    pthread_t writer, reader;
+    pthread_create(&writer, NULL, fail_without_memory, &c);
+    pthread_create(&reader, NULL, read_only, &c);
+    pthread_join(writer, NULL);
+    pthread_join(reader, NULL);
+    CHECK(c.kept);
+    /* Not another thread's fallback message. */
+    CHECK(c.other_saw_empty);
+    pthread_barrier_destroy(&barrier);
     kiln_host_destroy(&host);
 }
 
