@@ -20,7 +20,7 @@
 #include "runtime/first_run.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
-#include "runtime/worker.h"
+#include "runtime/crew.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +35,6 @@ typedef struct dp dp;
 typedef struct dp_replica {
     dp *owner;
     kiln_replica *r;
-    kiln_worker *worker;
     /* the current job */
     dp_job job;
     kiln_batch shard;
@@ -64,8 +63,7 @@ struct dp {
     /* central storage */
     float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t params_version;
-    int broken;
-    char broken_reason[sizeof ((kiln_diag *)0)->message];
+    kiln_crew *crew;             /* a thread per replica (none for one_device) */
     kiln_strategy_stats stats;
     /* multi_worker: the MPI world; this process's replicas are global
      * replicas rank * n ... rank * n + n - 1 of world * n. */
@@ -393,13 +391,34 @@ static void split(dp *s, const kiln_batch *b, float *outputs, dp_job job)
     s->serial &= s->n > 1 && !s->collective;
 }
 
-static kiln_status mark_broken(dp *s, kiln_status st, const char *fmt, const char *detail)
+/* Before the strategy is latched broken: the other processes may be in
+ * the middle of a collective with this one. */
+static void abandon_world(const dp *s)
 {
-    s->broken = 1;
     if (s->mpi)
-        kiln_mpi_abandon();   /* the other processes may be mid-collective */
-    snprintf(s->broken_reason, sizeof s->broken_reason, fmt, detail);
-    return kiln_error(s->m->ctx, st, "%s", s->broken_reason);
+        kiln_mpi_abandon();
+}
+
+/* The watchdog found replica k still busy: it and the replicas waiting
+ * for it give up, and the message says where it stood. */
+static kiln_status stalled(dp *s, int k)
+{
+    char where[320], detail[320] = "";
+    kiln_replica_describe(s->reps[k].r, where, sizeof where);
+    if (s->reducer)
+        kiln_reducer_cancel(s->reducer);
+    if (s->collective)
+        kiln_collective_cancel(s->collective);
+    if (s->mpi) {
+        const int waiting = kiln_replica_phase_now(s->reps[k].r) == KILN_PHASE_AFTER_BACKWARD;
+        snprintf(detail, sizeof detail, "%s [rank %d of %d]",
+                 waiting ? ": it was waiting for the other processes' gradients (MPI "
+                           "all-reduce); one of them has stalled or died"
+                         : "",
+                 s->rank, s->world);
+    }
+    abandon_world(s);
+    return kiln_crew_break_stalled(s->crew, where, "step", s->m->step_timeout, detail);
 }
 
 /* Runs `fn` on every replica (inline for one_device) under the watchdog.
@@ -407,55 +426,22 @@ static kiln_status mark_broken(dp *s, kiln_status st, const char *fmt, const cha
  * their step. */
 static kiln_status run_all(dp *s, kiln_job_fn fn)
 {
-    if (s->broken)
-        return kiln_error(s->m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier "
-                          "(%s); destroy the model", s->broken_reason);
+    kiln_status st = kiln_crew_check(s->crew);
+    if (st != KILN_OK)
+        return st;
     if (s->mode == DP_ONE_DEVICE) {
         /* On this thread: a failure is already in its diagnostics. */
         return fn(&s->reps[0]);
     }
     for (int k = 0; k < s->n; k++)
-        kiln_worker_post(s->reps[k].worker, fn, &s->reps[k]);
-    const kiln_deadline deadline = kiln_deadline_in(s->m->step_timeout);
-    kiln_status first = KILN_OK;
-    int culprit = -1, stalled = -1;
-    for (int k = 0; k < s->n; k++) {
-        kiln_status st = KILN_OK;
-        if (!kiln_worker_wait(s->reps[k].worker, deadline, &st)) {
-            stalled = k;
-            break;
-        }
-        /* A replica that gave up because another failed is not the cause. */
-        const int cause = st != KILN_ERROR_STOPPED;
-        if (st != KILN_OK && (first == KILN_OK || (cause && first == KILN_ERROR_STOPPED))) {
-            first = st;
-            culprit = k;
-        }
+        kiln_crew_post(s->crew, k, fn, &s->reps[k]);
+    const kiln_crew_outcome o = kiln_crew_wait_all(s->crew, s->n, s->m->step_timeout);
+    if (o.stalled >= 0)
+        return stalled(s, o.stalled);
+    if (o.status != KILN_OK) {
+        abandon_world(s);
+        return kiln_crew_break_with(s->crew, o.status, o.culprit);
     }
-    if (stalled >= 0) {
-        char where[320];
-        kiln_replica_describe(s->reps[stalled].r, where, sizeof where);
-        if (s->reducer)
-            kiln_reducer_cancel(s->reducer);
-        if (s->collective)
-            kiln_collective_cancel(s->collective);
-        char msg[700];
-        const int waiting =
-            kiln_replica_phase_now(s->reps[stalled].r) == KILN_PHASE_AFTER_BACKWARD;
-        snprintf(msg, sizeof msg, "%s did not finish its step within the %.1f s watchdog%s", where,
-                 s->m->step_timeout,
-                 s->mpi && waiting ? ": it was waiting for the other processes' gradients "
-                                     "(MPI all-reduce); one of them has stalled or died"
-                                   : "");
-        if (s->mpi) {
-            const size_t used = strlen(msg);
-            snprintf(msg + used, sizeof msg - used, " [rank %d of %d]", s->rank, s->world);
-        }
-        return mark_broken(s, KILN_ERROR_TIMEOUT, "%s", msg);
-    }
-    if (first != KILN_OK)
-        return mark_broken(s, first, "%s",
-                           kiln_worker_diag(s->reps[culprit].worker)->message);
     s->state_pending = 0;  /* every job starts with push_state */
     return KILN_OK;
 }
@@ -471,7 +457,10 @@ static kiln_status local_sums(dp *s, double sums[2])
     if (!s->mpi)
         return KILN_OK;
     const kiln_status st = kiln_mpi_sum_doubles(s->mpi, sums, 2, s->m->step_timeout);
-    return st == KILN_OK ? KILN_OK : mark_broken(s, st, "%s", kiln_context_last_error(s->m->ctx));
+    if (st == KILN_OK)
+        return KILN_OK;
+    abandon_world(s);
+    return kiln_crew_break(s->crew, st, "%s", kiln_context_last_error(s->m->ctx));
 }
 
 static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2])
@@ -504,7 +493,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     if (s->final_micro && s->mode == DP_CENTRAL) {
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
-            return mark_broken(s, KILN_ERROR_STATE, "%s", "central storage: reduction lost");
+            return kiln_crew_break(s->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         if (all_finite(kiln_reducer_result(s->reducer), m->n_param_floats)) {
             kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
                                       kiln_reducer_result(s->reducer), s->host_slots,
@@ -653,15 +642,11 @@ static void dp_destroy(void *impl)
     if (!s)
         return;
     kiln_context *ctx = s->m->ctx;
-    int leaked = 0;
     if (s->reducer)
         kiln_reducer_cancel(s->reducer);
     if (s->collective)
         kiln_collective_cancel(s->collective);
-    for (int k = 0; s->reps && k < s->n; k++)
-        if (!kiln_worker_stop(s->reps[k].worker, KILN_WORKER_STOP_GRACE))
-            leaked = 1;
-    if (leaked) {
+    if (!kiln_crew_destroy(s->crew)) {
         /* A thread still uses these; freeing them under it would crash. */
         kiln_log(ctx, KILN_LOG_ERROR, "a replica thread is stuck; its buffers are leaked");
         return;
@@ -826,9 +811,9 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
             d->r->index = k;
             st = kiln_replica_write_params(d->r, init);
         }
-        if (st == KILN_OK && mode != DP_ONE_DEVICE)
-            st = kiln_worker_start(ctx, &d->worker);
     }
+    if (st == KILN_OK)
+        st = kiln_crew_create(ctx, mode == DP_ONE_DEVICE ? 0 : n, &s->crew);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_buckets(s);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)

@@ -12,9 +12,9 @@
  * before taking another batch. Loss and accuracy reach fit as batches
  * complete (train_step reports what finished since its last call; drain
  * collects the rest). */
+#include "runtime/crew.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
-#include "runtime/worker.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ typedef struct ps ps;
 typedef struct ps_worker {
     ps *owner;
     kiln_replica *r;
-    kiln_worker *thread;
+    int index;                   /* its member of the crew */
     int busy;                     /* a batch is in flight (under ps lock) */
     int posted;                   /* a job was posted and not yet collected */
     int32_t capacity;
@@ -50,8 +50,7 @@ struct ps {
     /* finished batches not yet reported to fit */
     double pending[3];            /* loss sum, correct sum, samples */
     int32_t max_staleness;
-    int broken;
-    char broken_reason[sizeof ((kiln_diag *)0)->message];
+    kiln_crew *crew;             /* a thread per worker */
     kiln_strategy_stats stats;
 };
 
@@ -130,52 +129,45 @@ static kiln_status step_job(void *arg)
     return st;
 }
 
-static kiln_status mark_broken(ps *p, kiln_status st, const char *msg)
-{
-    p->broken = 1;
-    snprintf(p->broken_reason, sizeof p->broken_reason, "%s", msg);
-    return kiln_error(p->m->ctx, st, "%s", p->broken_reason);
-}
-
 /* Collects worker w's finished job (it must not be busy). */
 static kiln_status collect(ps *p, ps_worker *w)
 {
     if (!w->posted)
         return KILN_OK;
     kiln_status st = KILN_OK;
-    if (!kiln_worker_wait(w->thread, kiln_deadline_in(p->m->step_timeout), &st))
-        return mark_broken(p, KILN_ERROR_TIMEOUT, "a parameter-server worker did not finish");
+    if (!kiln_crew_wait_one(p->crew, w->index, p->m->step_timeout, &st))
+        return kiln_crew_break(p->crew, KILN_ERROR_TIMEOUT, "a parameter-server worker did not "
+                               "finish");
     w->posted = 0;
-    return st == KILN_OK ? KILN_OK : mark_broken(p, st, kiln_worker_diag(w->thread)->message);
+    return st == KILN_OK ? KILN_OK : kiln_crew_break_with(p->crew, st, w->index);
 }
 
 /* Waits until no batch is in flight; the first failure wins. */
 static kiln_status wait_idle(ps *p)
 {
-    const double deadline = kiln_now() + p->m->step_timeout;
+    const kiln_deadline deadline = kiln_deadline_in(p->m->step_timeout);
     pthread_mutex_lock(&p->lock);
     for (int k = 0; k < p->n; k++) {
-        while (p->w[k].busy && kiln_now() < deadline) {
+        while (p->w[k].busy && !kiln_deadline_passed(deadline)) {
             pthread_mutex_unlock(&p->lock);
             kiln_status st = KILN_OK;
-            const int done = kiln_worker_wait(p->w[k].thread, kiln_deadline_in(0.05), &st);
+            const int done = kiln_crew_wait_one(p->crew, k, 0.05, &st);
             pthread_mutex_lock(&p->lock);
             if (done) {
                 p->w[k].posted = 0;
                 p->w[k].busy = 0;
                 if (st != KILN_OK) {
                     pthread_mutex_unlock(&p->lock);
-                    return mark_broken(p, st, kiln_worker_diag(p->w[k].thread)->message);
+                    return kiln_crew_break_with(p->crew, st, k);
                 }
             }
         }
         if (p->w[k].busy) {
-            char where[320], msg[512];
+            char where[320], who[360];
             kiln_replica_describe(p->w[k].r, where, sizeof where);
             pthread_mutex_unlock(&p->lock);
-            snprintf(msg, sizeof msg, "parameter server: worker %s did not finish its batch "
-                     "within the %.1f s watchdog", where, p->m->step_timeout);
-            return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
+            snprintf(who, sizeof who, "parameter server: worker %s", where);
+            return kiln_crew_break_stalled(p->crew, who, "batch", p->m->step_timeout, "");
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -184,14 +176,6 @@ static kiln_status wait_idle(ps *p)
         if (st != KILN_OK)
             return st;
     }
-    return KILN_OK;
-}
-
-static kiln_status check_usable(ps *p)
-{
-    if (p->broken)
-        return kiln_error(p->m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier "
-                          "(%s); destroy the model", p->broken_reason);
     return KILN_OK;
 }
 
@@ -216,30 +200,30 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
 {
     ps *p = impl;
     kiln_model *m = p->m;
-    kiln_status st = check_usable(p);
+    kiln_status st = kiln_crew_check(p->crew);
     if (st != KILN_OK)
         return st;
-    const double deadline = kiln_now() + m->step_timeout;
+    const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
     int64_t lead = 0;
     int k;
     pthread_mutex_lock(&p->lock);
-    while ((k = pick_worker(p, &lead)) < 0 && kiln_now() < deadline) {
+    while ((k = pick_worker(p, &lead)) < 0 && !kiln_deadline_passed(deadline)) {
         pthread_mutex_unlock(&p->lock);
         /* Collect finished jobs while waiting: a failed worker ends it. */
         for (int j = 0; j < p->n; j++) {
             kiln_status s = KILN_OK;
-            if (p->w[j].posted && kiln_worker_wait(p->w[j].thread, kiln_deadline_in(0.01), &s)) {
+            if (p->w[j].posted && kiln_crew_wait_one(p->crew, j, 0.01, &s)) {
                 p->w[j].posted = 0;
                 if (s != KILN_OK)
-                    return mark_broken(p, s, kiln_worker_diag(p->w[j].thread)->message);
+                    return kiln_crew_break_with(p->crew, s, j);
             }
         }
         pthread_mutex_lock(&p->lock);
     }
     if (k < 0) {
         pthread_mutex_unlock(&p->lock);
-        return mark_broken(p, KILN_ERROR_TIMEOUT, "parameter server: no worker became free "
-                           "within the watchdog");
+        return kiln_crew_break(p->crew, KILN_ERROR_TIMEOUT, "parameter server: no worker "
+                               "became free within the watchdog");
     }
     ps_worker *w = &p->w[k];
     w->busy = 1;
@@ -265,7 +249,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
            m->loss.sparse ? (size_t)b->n * sizeof(int32_t) : out * sizeof(float));
     w->n = b->n;
     w->posted = 1;
-    kiln_worker_post(w->thread, step_job, w);
+    kiln_crew_post(p->crew, w->index, step_job, w);
     pthread_mutex_lock(&p->lock);
     memcpy(sums, p->pending, sizeof p->pending);
     memset(p->pending, 0, sizeof p->pending);
@@ -279,7 +263,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
 static kiln_status ps_drain(void *impl, double sums[3])
 {
     ps *p = impl;
-    kiln_status st = check_usable(p);
+    kiln_status st = kiln_crew_check(p->crew);
     if (st == KILN_OK)
         st = wait_idle(p);
     pthread_mutex_lock(&p->lock);
@@ -293,7 +277,7 @@ static kiln_status ps_drain(void *impl, double sums[3])
 /* Inference on worker 0 with the store's parameters. */
 static kiln_status infer(ps *p, const kiln_batch *b, double sums[2], float *outputs)
 {
-    kiln_status st = check_usable(p);
+    kiln_status st = kiln_crew_check(p->crew);
     if (st == KILN_OK)
         st = wait_idle(p);
     if (st != KILN_OK)
@@ -394,11 +378,7 @@ static void ps_destroy(void *impl)
     if (!p)
         return;
     kiln_context *ctx = p->m->ctx;
-    int leaked = 0;
-    for (int k = 0; p->w && k < p->n; k++)
-        if (!kiln_worker_stop(p->w[k].thread, KILN_WORKER_STOP_GRACE))
-            leaked = 1;
-    if (leaked) {
+    if (!kiln_crew_destroy(p->crew)) {
         kiln_log(ctx, KILN_LOG_ERROR, "a parameter-server worker is stuck; its buffers are "
                  "leaked");
         return;
@@ -461,11 +441,11 @@ static kiln_status ps_create(kiln_model *m, void **impl)
             st = kiln_error_oom(ctx, "a worker's host buffers", 2 * floats * sizeof(float));
         if (st == KILN_OK)
             st = kiln_replica_create(m, ctx->devices[k], &w->r);
-        if (st == KILN_OK) {
-            w->r->index = k;
-            st = kiln_worker_start(ctx, &w->thread);
-        }
+        if (st == KILN_OK)
+            w->r->index = w->index = k;
     }
+    if (st == KILN_OK)
+        st = kiln_crew_create(ctx, p->n, &p->crew);
     if (st != KILN_OK) {
         ps_destroy(p);
         return st;

@@ -20,7 +20,7 @@
 #include "runtime/partition.h"
 #include "runtime/optimizer.h"
 #include "runtime/text.h"
-#include "runtime/worker.h"
+#include "runtime/crew.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,7 +46,6 @@ typedef struct pp_stage {
     kiln_stage_plan plan;
     kiln_replica **views;         /* views[0] owns the parameters */
     int32_t n_views;
-    kiln_worker *worker;
     float *scratch;               /* summing gradients from several stages */
     double wait_seconds;          /* this pass */
     double sums[2];
@@ -81,10 +80,9 @@ struct pp {
     int abort;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int broken;
+    kiln_crew *crew;              /* a thread per stage */
     int serial;                   /* this pass runs one stage at a time */
     kiln_shape_log seen[3];       /* per job: micro-batch sizes run before */
-    char broken_reason[sizeof ((kiln_diag *)0)->message];
     kiln_strategy_stats stats;
 };
 
@@ -357,12 +355,6 @@ static kiln_status stage_job(void *arg)
     return s == KILN_OK ? KILN_OK : stage_failed(st, base, s);
 }
 
-static kiln_status mark_broken(pp *p, kiln_status st, const char *msg)
-{
-    p->broken = 1;
-    snprintf(p->broken_reason, sizeof p->broken_reason, "%s", msg);
-    return kiln_error(p->m->ctx, st, "%s", p->broken_reason);
-}
 
 /* Device memory the activation sets will take for micro-batches of n, as
  * kiln_replica_reserve allocates them (layers' workspace not counted). */
@@ -475,10 +467,9 @@ static kiln_status reserve(pp *p, int32_t n)
 static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outputs)
 {
     kiln_model *m = p->m;
-    if (p->broken)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "the model's strategy failed earlier (%s); "
-                          "destroy the model", p->broken_reason);
-    kiln_status status = reserve(p, b->n);
+    kiln_status status = kiln_crew_check(p->crew);
+    if (status == KILN_OK)
+        status = reserve(p, b->n);
     if (status != KILN_OK)
         return status;
     p->job = job;
@@ -505,35 +496,21 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         p->serial |= kiln_shape_log_add(&p->seen[job], p->count[mb]);
     const double t0 = kiln_now();
     for (int32_t k = 0; k < p->n; k++)
-        kiln_worker_post(p->stages[k].worker, stage_job, &p->stages[k]);
-    const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
-    kiln_status first = KILN_OK;
-    int32_t culprit = -1, stalled = -1;
-    for (int32_t k = 0; k < p->n; k++) {
-        kiln_status s = KILN_OK;
-        if (!kiln_worker_wait(p->stages[k].worker, deadline, &s)) {
-            stalled = k;
-            break;
-        }
-        if (s != KILN_OK && (first == KILN_OK || (s != KILN_ERROR_STOPPED &&
-                                                  first == KILN_ERROR_STOPPED))) {
-            first = s;
-            culprit = k;
-        }
-    }
-    if (stalled >= 0) {
-        char where[320], msg[512];
-        kiln_replica_describe(p->stages[stalled].views[0], where, sizeof where);
+        kiln_crew_post(p->crew, k, stage_job, &p->stages[k]);
+    const kiln_crew_outcome o = kiln_crew_wait_all(p->crew, p->n, m->step_timeout);
+    if (o.stalled >= 0) {
+        char where[320];
+        kiln_replica_describe(p->stages[o.stalled].views[0], where, sizeof where);
         pthread_mutex_lock(&p->lock);
         p->abort = 1;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
-        snprintf(msg, sizeof msg, "pipeline %s did not finish its step within the %.1f s "
-                 "watchdog", where, m->step_timeout);
-        return mark_broken(p, KILN_ERROR_TIMEOUT, msg);
+        char who[340];
+        snprintf(who, sizeof who, "pipeline %s", where);
+        return kiln_crew_break_stalled(p->crew, who, "step", m->step_timeout, "");
     }
-    if (first != KILN_OK)
-        return mark_broken(p, first, kiln_worker_diag(p->stages[culprit].worker)->message);
+    if (o.status != KILN_OK)
+        return kiln_crew_break_with(p->crew, o.status, o.culprit);
     if (outputs)
         memcpy(outputs, p->outputs, out_floats * sizeof(float));
     if (job == PP_TRAIN) {
@@ -695,11 +672,7 @@ static void pp_destroy(void *impl)
     p->abort = 1;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    int leaked = 0;
-    for (int32_t k = 0; p->stages && k < p->n; k++)
-        if (!kiln_worker_stop(p->stages[k].worker, KILN_WORKER_STOP_GRACE))
-            leaked = 1;
-    if (leaked) {
+    if (!kiln_crew_destroy(p->crew)) {
         kiln_log(ctx, KILN_LOG_ERROR, "a pipeline stage's thread is stuck; its buffers are "
                  "leaked");
         return;
@@ -823,9 +796,9 @@ static kiln_status pp_create(kiln_model *m, void **impl)
             s = kiln_replica_create_view(st->views[0], &st->views[v]);
         for (int32_t v = 0; s == KILN_OK && v < st->n_views; v++)
             st->views[v]->role = "stage";
-        if (s == KILN_OK)
-            s = kiln_worker_start(ctx, &st->worker);
     }
+    if (s == KILN_OK)
+        s = kiln_crew_create(ctx, n, &p->crew);
     kiln_free(ctx, plan);
     if (s == KILN_OK)
         s = plan_edges(p);
