@@ -1,7 +1,10 @@
 /* The compiled model's accessors: its distribution, statistics, memory,
  * sizes and hashes, and its weights as one packed array. */
 #include "runtime/model.h"
+#include "runtime/optimizer.h"
 #include "runtime/replica.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -187,4 +190,18 @@ kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
 kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
 {
     return weights_io(m, (float *)weights, count, 0);
+}
+
+void kiln_update_begin(kiln_update *u, const kiln_model *m)
+{
+    u->final_micro = u->micro + 1 >= m->accumulation_steps;
+    u->number = m->n_optimizer_steps + 1;
+    u->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
+}
+
+void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
+{
+    u->micro = u->final_micro ? 0 : u->micro + 1;
+    if (u->final_micro && isfinite(loss_sum))
+        m->n_optimizer_steps++;
 }

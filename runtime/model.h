@@ -99,4 +99,21 @@ uint64_t kiln_model_training_hash(const kiln_model *m);
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);
 
+/* The optimizer bookkeeping of the synchronous strategies' training steps:
+ * where a step stands in its gradient-accumulation cycle and, when it ends
+ * one, the update it makes. */
+typedef struct kiln_update {
+    int32_t micro;          /* micro-steps done in the cycle before this one */
+    int final_micro;        /* this step ends the cycle: the optimizer runs */
+    int64_t number;         /* that update's number, from 1 */
+    double lr;              /* and its learning rate */
+} kiln_update;
+
+/* Before a training step of `m`. */
+void kiln_update_begin(kiln_update *u, const kiln_model *m);
+/* After it, with the step's summed loss: the cycle moves on, and a final
+ * step counts as an optimizer step unless its loss was non-finite (every
+ * replica then skipped the update). */
+void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum);
+
 #endif

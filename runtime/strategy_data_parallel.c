@@ -22,7 +22,6 @@
 #include "runtime/replica.h"
 #include "runtime/crew.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,11 +54,8 @@ struct dp {
     int n_buckets;
     int *bucket_at_node;         /* per node: bucket completed after its backward, or -1 */
     /* the current step */
-    int final_micro;             /* this step ends an accumulation cycle */
-    int micro;                   /* micro-steps done in the cycle */
+    kiln_update update;          /* the step's place in its accumulation cycle */
     float global_scale;
-    double lr;
-    int64_t update;              /* optimizer step number, from 1 */
     /* central storage */
     float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t params_version;
@@ -98,7 +94,7 @@ static kiln_status on_backward(void *user, kiln_node i)
 {
     dp_replica *d = user;
     dp *s = d->owner;
-    if (!s->reducer || !s->final_micro || s->bucket_at_node[i] < 0)
+    if (!s->reducer || !s->update.final_micro || s->bucket_at_node[i] < 0)
         return KILN_OK;
     const int b = s->bucket_at_node[i];
     const kiln_bucket *k = &s->buckets[b];
@@ -244,7 +240,7 @@ static kiln_status accumulate(dp_replica *d)
     const kiln_model *m = strategy->m;
     if (!d->r->accum)
         return KILN_OK;
-    if (!strategy->final_micro)
+    if (!strategy->update.final_micro)
         return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->n_param_floats, 0, 1.0f)
                               : KILN_OK;
     if (!strategy->reducer)
@@ -281,8 +277,8 @@ static kiln_status apply_update(dp_replica *d)
         st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->n_param_floats * sizeof(float), 0);
     }
     if (st == KILN_OK)
-        st = kiln_optimizer_apply(r->dev, &m->optimizer, strategy->lr, r->params, r->grads,
-                                  r->slots, m->n_trainable_floats, strategy->update,
+        st = kiln_optimizer_apply(r->dev, &m->optimizer, strategy->update.lr, r->params, r->grads,
+                                  r->slots, m->n_trainable_floats, strategy->update.number,
                                   strategy->reducer ? NULL : r->sums);
     return st;
 }
@@ -312,14 +308,14 @@ static kiln_status train_job(void *arg)
     d->sums[0] = d->sums[1] = 0;
     if (st == KILN_OK && d->shard.n > 0)
         st = compute_gradients(d);
-    else if (st == KILN_OK && strategy->final_micro && strategy->reducer)
+    else if (st == KILN_OK && strategy->update.final_micro && strategy->reducer)
         st = empty_shard(d);
     if (st == KILN_OK)
         st = accumulate(d);
     if (st != KILN_OK)
         return abandon_step(d, st);
     /* Central storage: the host updates once the replicas are done. */
-    if (strategy->final_micro && strategy->mode != DP_CENTRAL) {
+    if (strategy->update.final_micro && strategy->mode != DP_CENTRAL) {
         if (strategy->reducer)
             st = wait_reduced(d);
         if (st != KILN_OK)
@@ -467,12 +463,10 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
 {
     dp *s = impl;
     kiln_model *m = s->m;
-    s->final_micro = s->micro + 1 >= m->accumulation_steps;
+    kiln_update_begin(&s->update, m);
     s->global_scale = 1.0f / (float)b->n;
-    s->update = m->n_optimizer_steps + 1;
-    s->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
     split(s, b, NULL, JOB_TRAIN);
-    if (s->reducer && s->final_micro)
+    if (s->reducer && s->update.final_micro)
         kiln_reducer_begin(s->reducer);
     for (int k = 0; k < s->n; k++)
         s->reps[k].backward_end = 0;
@@ -481,7 +475,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     if (st != KILN_OK)
         return st;
     average_state(s);
-    if (s->reducer && s->final_micro) {
+    if (s->reducer && s->update.final_micro) {
         double end = 0, busy, hidden;
         for (int k = 0; k < s->n; k++)
             end = s->reps[k].backward_end > end ? s->reps[k].backward_end : end;
@@ -490,24 +484,21 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         s->stats.reduce_seconds += busy;
         s->stats.hidden_seconds += hidden;
     }
-    if (s->final_micro && s->mode == DP_CENTRAL) {
+    if (s->update.final_micro && s->mode == DP_CENTRAL) {
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
             return kiln_crew_break(s->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         if (all_finite(kiln_reducer_result(s->reducer), m->n_param_floats)) {
-            kiln_optimizer_apply_host(&m->optimizer, s->lr, s->host_params,
+            kiln_optimizer_apply_host(&m->optimizer, s->update.lr, s->host_params,
                                       kiln_reducer_result(s->reducer), s->host_slots,
-                                      m->n_trainable_floats, s->update);
+                                      m->n_trainable_floats, s->update.number);
             s->params_version++;
         }
     }
     st = local_sums(s, sums);
     if (st != KILN_OK)
         return st;
-    s->micro = s->final_micro ? 0 : s->micro + 1;
-    /* A non-finite step was skipped on every replica: it is not an update. */
-    if (s->final_micro && isfinite(sums[0]))
-        m->n_optimizer_steps++;
+    kiln_update_end(&s->update, m, sums[0]);
     return KILN_OK;
 }
 
@@ -628,7 +619,7 @@ static kiln_status dp_set_slots(void *impl, const float *const *slots)
 
 static int32_t dp_micro_step(void *impl)
 {
-    return ((dp *)impl)->micro;
+    return ((dp *)impl)->update.micro;
 }
 
 static void dp_stats(void *impl, kiln_strategy_stats *out)

@@ -70,10 +70,7 @@ struct pp {
     int32_t n_micro;
     int32_t *start, *count;       /* per micro-batch */
     float scale;
-    int final_micro;
-    int micro;                    /* micro-steps done in the accumulation cycle */
-    double lr;
-    int64_t update;
+    kiln_update update;           /* the step's place in its accumulation cycle */
     int64_t pass;
     int64_t verdict_pass;         /* the last stage's finite-loss verdict */
     int finite;
@@ -267,7 +264,7 @@ static kiln_status backward_micro(pp_stage *st, int32_t mb, int last_backward)
     /* Parameter gradients of each micro-batch add up in the accumulation
      * buffer; the last one of an update leaves the sum in grads. */
     if (s == KILN_OK && base->accum && base->n_trainable > 0) {
-        const int final = last_backward && p->final_micro;
+        const int final = last_backward && p->update.final_micro;
         s = kiln_replica_accumulate(base, 0, base->n_trainable, final,
                                     final ? 1.0f / (float)m->accumulation_steps : 1.0f);
     }
@@ -347,9 +344,10 @@ static kiln_status stage_job(void *arg)
         post(p, &p->verdict_pass);
     }
     s = wait_for(st, &p->verdict_pass);
-    if (s == KILN_OK && p->final_micro && p->finite && base->n_trainable > 0)
-        s = kiln_optimizer_apply(base->dev, &m->optimizer, p->lr, base->params, base->grads,
-                                 base->slots, base->n_trainable, p->update, NULL);
+    if (s == KILN_OK && p->update.final_micro && p->finite && base->n_trainable > 0)
+        s = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
+                                 base->grads, base->slots, base->n_trainable,
+                                 p->update.number, NULL);
     if (s == KILN_OK)
         s = kiln_device_finish(base->dev);
     return s == KILN_OK ? KILN_OK : stage_failed(st, base, s);
@@ -528,19 +526,15 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2]
 {
     pp *p = impl;
     kiln_model *m = p->m;
-    p->final_micro = p->micro + 1 >= m->accumulation_steps;
+    kiln_update_begin(&p->update, m);
     p->scale = 1.0f / (float)b->n;
-    p->update = m->n_optimizer_steps + 1;
-    p->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
     kiln_status s = run_pass(p, PP_TRAIN, b, NULL);
     if (s != KILN_OK)
         return s;
     const pp_stage *last = &p->stages[p->n - 1];
     sums[0] = last->sums[0];
     sums[1] = last->sums[1];
-    p->micro = p->final_micro ? 0 : p->micro + 1;
-    if (p->final_micro && isfinite(sums[0]))
-        m->n_optimizer_steps++;
+    kiln_update_end(&p->update, m, sums[0]);
     return KILN_OK;
 }
 
@@ -645,7 +639,7 @@ static void pp_stats(void *impl, kiln_strategy_stats *out)
 
 static int32_t pp_micro_step(void *impl)
 {
-    return ((pp *)impl)->micro;
+    return ((pp *)impl)->update.micro;
 }
 
 static void pp_memory(void *impl, int32_t i, kiln_memory_report *report)
