@@ -27,10 +27,3 @@ const kiln_layer_ops kiln_layer_activation = {
     .max_inputs = 1, .infer = activation_infer, .forward = activation_forward,
     .backward = kiln_identity_backward, .fuses_activation = kiln_layer_fuses_activation,
 };
-
-kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,
-                                const char *name)
-{
-    activation_config c = {0};
-    return kiln_model_add_layer(model, &kiln_layer_activation, &c, &input, 1, name, activation);
-}

@@ -54,13 +54,3 @@ const kiln_layer_ops kiln_layer_add = {
     .max_inputs = KILN_MAX_INPUTS, .infer = add_infer, .forward = add_forward,
     .backward = add_backward,
 };
-
-kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
-                   const char *name)
-{
-    add_config c = {0};
-    if (!inputs)
-        n_inputs = 0;
-    return kiln_model_add_layer(model, &kiln_layer_add, &c, inputs, (int)n_inputs, name,
-                                KILN_ACTIVATION_LINEAR);
-}

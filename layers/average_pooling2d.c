@@ -1,7 +1,6 @@
 /* AveragePooling2D and GlobalAveragePooling2D over NHWC: one pair of
  * kernels, the global layer's window being the whole input. */
 #include "layers/pool2d.h"
-#include "base/options.h"
 
 typedef struct avg_replica {
     kiln_kernel *forward, *backward;
@@ -42,33 +41,29 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
     return kiln_kernel_run1(s->dev, r->backward, pixels, a);
 }
 
+/* args: the kiln_pool2d_options the builder copied. */
+static void avg_configure(void *config, const void *args)
+{
+    *(pool_config *)config = kiln_pool2d_config(args);
+}
+
+/* No args: the window is the whole input. */
+static void global_avg_configure(void *config, const void *args)
+{
+    (void)args;
+    *(pool_config *)config = (pool_config){.padding = KILN_PADDING_VALID, .global = 1};
+}
+
 const kiln_layer_ops kiln_layer_average_pooling2d = {
     .kind = "average_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
+    .configure = avg_configure, .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
     .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
     .kind = "global_average_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
+    .configure = global_avg_configure, .infer = kiln_pool2d_infer, .kernels = avg_kernels, .forward = avg_forward,
     .backward = avg_backward, .flops = kiln_pool2d_flops,
 };
-
-kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
-                                 const kiln_pool2d_options *options)
-{
-    kiln_pool2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
-    pool_config c = kiln_pool2d_config(&o);
-    return kiln_model_add_layer(model, &kiln_layer_average_pooling2d, &c, &input, 1, o.name,
-                                KILN_ACTIVATION_LINEAR);
-}
-
-kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
-{
-    pool_config c = {.padding = KILN_PADDING_VALID, .global = 1};
-    return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, &c, &input, 1,
-                                name, KILN_ACTIVATION_LINEAR);
-}

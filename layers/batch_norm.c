@@ -3,7 +3,6 @@
  * moving ones; otherwise use the moving ones. Synchronised, the statistics
  * are those of the global batch: the replicas add their per-channel sums
  * through the step's collective (opencl/kernels/batch_norm.cl). */
-#include "base/options.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
@@ -258,21 +257,18 @@ static uint64_t bn_flops(const void *config, const kiln_shape *in_shape)
     return 8u * (uint64_t)kiln_shape_size(in_shape);
 }
 
+/* args: the kiln_batch_norm_options the builder copied. */
+static void bn_configure(void *config, const void *args)
+{
+    const kiln_batch_norm_options *o = args;
+    *(bn_config *)config = (bn_config){.momentum = o->momentum != 0.0f ? o->momentum : 0.99f,
+                                       .epsilon = o->epsilon != 0.0f ? o->epsilon : 1e-3f,
+                                       .synchronized = o->synchronized != 0};
+}
+
 const kiln_layer_ops kiln_layer_batch_norm = {
     .kind = "batch_normalization", .config_size = sizeof(bn_config),
-    .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .infer = bn_infer,
+    .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .configure = bn_configure, .infer = bn_infer,
     .kernels = bn_kernels, .prepare = bn_prepare, .forward = bn_forward, .backward = bn_backward,
     .release = bn_release, .flops = bn_flops, .synchronized = bn_synchronized,
 };
-
-kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
-                                   const kiln_batch_norm_options *options)
-{
-    kiln_batch_norm_options o;
-    kiln_options_copy(&o, sizeof o, options);
-    bn_config c = {.momentum = o.momentum != 0.0f ? o.momentum : 0.99f,
-                   .epsilon = o.epsilon != 0.0f ? o.epsilon : 1e-3f,
-                   .synchronized = o.synchronized != 0};
-    return kiln_model_add_layer(model, &kiln_layer_batch_norm, &c, &input, 1, o.name,
-                                o.activation);
-}

@@ -1,7 +1,6 @@
 /* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch, or
  * direct kernels when the patch is small (conv2d_direct.c). */
 #include "layers/conv2d.h"
-#include "base/options.h"
 
 #include <stdio.h>
 
@@ -168,22 +167,20 @@ static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)
            (uint64_t)c->filters;
 }
 
+/* args: the kiln_conv2d_options the builder copied. */
+static void conv2d_configure(void *config, const void *args)
+{
+    const kiln_conv2d_options *o = args;
+    *(conv2d_config *)config = (conv2d_config){
+        .filters = o->filters, .kh = o->kernel_size[0], .kw = o->kernel_size[1],
+        .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
+        .padding = o->padding, .use_bias = !o->no_bias};
+}
+
 const kiln_layer_ops kiln_layer_conv2d = {
     .kind = "conv2d", .config_size = sizeof(conv2d_config),
     .replica_size = sizeof(conv2d_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
+    .configure = conv2d_configure, .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
     .forward = conv2d_forward, .backward = conv2d_backward, .release = conv2d_release,
     .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
 };
-
-kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
-{
-    kiln_conv2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
-    conv2d_config c = {.filters = o.filters, .kh = o.kernel_size[0], .kw = o.kernel_size[1],
-                       .sh = o.strides[0] ? o.strides[0] : 1,
-                       .sw = o.strides[1] ? o.strides[1] : 1, .padding = o.padding,
-                       .use_bias = !o.no_bias};
-    return kiln_model_add_layer(model, &kiln_layer_conv2d, &c, &input, 1, o.name,
-                                o.activation);
-}

@@ -1,6 +1,5 @@
 /* Dense: y = x W + b on the last dimension; kernel (in, units). */
 #include "layers/layer.h"
-#include "base/options.h"
 
 #include <stdio.h>
 
@@ -110,17 +109,16 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
     return 2u * (uint64_t)c->rows * (uint64_t)c->in * (uint64_t)c->units;
 }
 
+/* args: the kiln_dense_options the builder copied. */
+static void dense_configure(void *config, const void *args)
+{
+    const kiln_dense_options *o = args;
+    *(dense_config *)config = (dense_config){.units = o->units, .use_bias = !o->no_bias};
+}
+
 const kiln_layer_ops kiln_layer_dense = {
     .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
-    .min_inputs = 1, .max_inputs = 1, .infer = dense_infer, .prepare = dense_prepare,
+    .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .infer = dense_infer, .prepare = dense_prepare,
     .forward = dense_forward, .backward = dense_backward, .release = dense_release,
     .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
 };
-
-kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
-{
-    kiln_dense_options o;
-    kiln_options_copy(&o, sizeof o, options);
-    dense_config c = {.units = o.units, .use_bias = !o.no_bias};
-    return kiln_model_add_layer(model, &kiln_layer_dense, &c, &input, 1, o.name, o.activation);
-}

@@ -2,7 +2,6 @@
  * scales the others by 1 / (1 - rate); otherwise the identity. The mask is
  * a hash (opencl/kernels/dropout.cl), deterministic for a seed. */
 #include "layers/layer.h"
-#include "base/options.h"
 
 #include <stdio.h>
 
@@ -64,17 +63,16 @@ static kiln_status dropout_backward(const void *config, void *replica, const kil
     return apply(c, replica, s, s->d_out, s->d_in[0], s->d_in_accumulate[0]);
 }
 
+/* args: a kiln_dropout_args. */
+static void dropout_configure(void *config, const void *args)
+{
+    const kiln_dropout_args *a = args;
+    *(dropout_config *)config = (dropout_config){.rate = a->rate, .seed = a->seed};
+}
+
 const kiln_layer_ops kiln_layer_dropout = {
     .kind = "dropout", .config_size = sizeof(dropout_config),
     .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = dropout_infer, .kernels = dropout_kernels, .forward = dropout_forward,
+    .configure = dropout_configure, .infer = dropout_infer, .kernels = dropout_kernels, .forward = dropout_forward,
     .backward = dropout_backward,
 };
-
-kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
-                       const char *name)
-{
-    dropout_config c = {.rate = rate, .seed = seed};
-    return kiln_model_add_layer(model, &kiln_layer_dropout, &c, &input, 1, name,
-                                KILN_ACTIVATION_LINEAR);
-}

@@ -26,10 +26,3 @@ const kiln_layer_ops kiln_layer_flatten = {
     .max_inputs = 1, .infer = flatten_infer, .forward = kiln_identity_forward,
     .backward = kiln_identity_backward,
 };
-
-kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)
-{
-    flatten_config c = {0};
-    return kiln_model_add_layer(model, &kiln_layer_flatten, &c, &input, 1, name,
-                                KILN_ACTIVATION_LINEAR);
-}

@@ -26,18 +26,17 @@ static kiln_status input_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+/* args: a kiln_input_args. */
+static void input_configure(void *config, const void *args)
+{
+    const kiln_input_args *a = args;
+    input_config *c = config;
+    c->shape.rank = a->dims ? a->rank : 0;   /* a missing shape is reported by infer */
+    for (int32_t i = 0; a->dims && i < a->rank && i < KILN_MAX_RANK; i++)
+        c->shape.dims[i] = a->dims[i];
+}
+
 const kiln_layer_ops kiln_layer_input = {
     .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0,
-    .max_inputs = 0, .infer = input_infer,
+    .max_inputs = 0, .configure = input_configure, .infer = input_infer,
 };
-
-kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
-{
-    input_config c = {.shape.rank = rank};
-    for (int32_t i = 0; dims && i < rank && i < KILN_MAX_RANK; i++)
-        c.shape.dims[i] = dims[i];
-    if (!dims)
-        c.shape.rank = 0;  /* reported by infer */
-    return kiln_model_add_layer(model, &kiln_layer_input, &c, NULL, 0, name,
-                                KILN_ACTIVATION_LINEAR);
-}

@@ -87,6 +87,11 @@ typedef struct kiln_layer_ops {
     size_t config_size;    /* the layer's options and inferred shapes */
     size_t replica_size;   /* per-replica device state (0: none) */
     int min_inputs, max_inputs;
+    /* Fills the zeroed config (config_size bytes) from what the layer's
+     * public builder (runtime/layer_builders.c) received, `args`: its
+     * options struct, or the kiln_*_args struct named above the kind's
+     * configure function. May be NULL: the zeroed config is the layer's. */
+    void (*configure)(void *config, const void *args);
     kiln_status (*infer)(void *config, kiln_layer_build *build);
     /* Fetches the kernels forward and backward launch (kiln_kernel_get) into
      * the replica state; called once when the replica is created, so that
@@ -114,11 +119,17 @@ typedef struct kiln_layer_ops {
 /* For fuses_activation: always. */
 int kiln_layer_fuses_activation(const void *config);
 
-/* Adds a layer node to a model (runtime/graph.c). `config` (ops->config_size
- * bytes) is copied. Records the first error on the model. */
-kiln_node kiln_model_add_layer(kiln_model *model, const kiln_layer_ops *ops,
-                               const void *config, const kiln_node *inputs, int n_inputs,
-                               const char *name, kiln_activation activation);
+/* What the Dropout and Input builders hand their layer's configure op
+ * (the other builders hand their public options struct). */
+typedef struct kiln_dropout_args {
+    float rate;
+    uint64_t seed;
+} kiln_dropout_args;
+
+typedef struct kiln_input_args {
+    int32_t rank;
+    const int32_t *dims;   /* NULL: infer reports the missing shape */
+} kiln_input_args;
 
 /* Applies an activation to rows x cols values (softmax over each row).
  * Backward turns dy (in place) into the gradient before the activation,

@@ -1,6 +1,5 @@
 /* MaxPooling2D over NHWC; 'same' padding never picks a padded cell. */
 #include "layers/pool2d.h"
-#include "base/options.h"
 
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
@@ -56,20 +55,16 @@ static kiln_status pool_backward(const void *config, void *replica, const kiln_s
     return kiln_kernel_run1(s->dev, r->backward, pixels, a);
 }
 
+/* args: the kiln_pool2d_options the builder copied. */
+static void pool_configure(void *config, const void *args)
+{
+    *(pool_config *)config = kiln_pool2d_config(args);
+}
+
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
-    .infer = kiln_pool2d_infer, .kernels = pool_kernels, .prepare = pool_prepare,
+    .configure = pool_configure, .infer = kiln_pool2d_infer, .kernels = pool_kernels, .prepare = pool_prepare,
     .forward = pool_forward, .backward = pool_backward, .release = pool_release,
     .flops = kiln_pool2d_flops,
 };
-
-kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
-                             const kiln_pool2d_options *options)
-{
-    kiln_pool2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
-    pool_config c = kiln_pool2d_config(&o);
-    return kiln_model_add_layer(model, &kiln_layer_max_pooling2d, &c, &input, 1, o.name,
-                                KILN_ACTIVATION_LINEAR);
-}

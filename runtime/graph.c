@@ -65,7 +65,7 @@ static void default_name(const kiln_model *m, const kiln_layer_ops *ops, char *n
         snprintf(name, size, "%s_%d", ops->kind, same);
 }
 
-kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *config,
+kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *args,
                                const kiln_node *inputs, int n_inputs, const char *name,
                                kiln_activation activation)
 {
@@ -121,10 +121,11 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
     memset(&build, 0, sizeof build);
     build.in = in_shapes;
     build.n_in = n_inputs;
-    void *cfg = kiln_alloc(m->ctx, ops->config_size);
+    void *cfg = kiln_calloc(m->ctx, 1, ops->config_size);
     if (!cfg)
         return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'", label);
-    memcpy(cfg, config, ops->config_size);
+    if (ops->configure)
+        ops->configure(cfg, args);
     kiln_status st = ops->infer(cfg, &build);
     if (st != KILN_OK) {
         kiln_free(m->ctx, cfg);

@@ -99,6 +99,13 @@ uint64_t kiln_model_training_hash(const kiln_model *m);
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);
 
+/* Adds a layer node to a model: its config comes from ops->configure(args)
+ * (zeros when the kind has none), then infer checks the shapes. Records
+ * the first error on the model. */
+kiln_node kiln_model_add_layer(kiln_model *model, const kiln_layer_ops *ops, const void *args,
+                               const kiln_node *inputs, int n_inputs, const char *name,
+                               kiln_activation activation);
+
 /* The optimizer bookkeeping of the synchronous strategies' training steps:
  * where a step stands in its gradient-accumulation cycle and, when it ends
  * one, the update it makes. */

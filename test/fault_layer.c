@@ -1,6 +1,7 @@
 /* The fault layer (fault_layer.h). */
 #include "fault_layer.h"
 #include "base/clock.h"
+#include "runtime/model.h"
 
 #include <time.h>
 
@@ -45,14 +46,19 @@ static kiln_status fault_backward(const void *config, void *replica, const kiln_
     return st != KILN_OK ? st : kiln_identity_backward(config, replica, s);
 }
 
+/* args: the fault_plan. */
+static void fault_configure(void *config, const void *args)
+{
+    ((fault_config *)config)->plan = (fault_plan *)args;
+}
+
 static const kiln_layer_ops fault_ops = {
     .kind = "fault", .config_size = sizeof(fault_config), .min_inputs = 1, .max_inputs = 1,
-    .infer = fault_infer, .forward = fault_forward, .backward = fault_backward,
+    .configure = fault_configure, .infer = fault_infer, .forward = fault_forward, .backward = fault_backward,
 };
 
 kiln_node fault_layer(kiln_model *model, kiln_node input, fault_plan *plan)
 {
-    const fault_config c = {.plan = plan};
-    return kiln_model_add_layer(model, &fault_ops, &c, &input, 1, "fault",
+    return kiln_model_add_layer(model, &fault_ops, plan, &input, 1, "fault",
                                 KILN_ACTIVATION_LINEAR);
 }

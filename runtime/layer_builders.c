@@ -1,0 +1,90 @@
+/* The public layer builders (kiln.h): each copies its options and adds a
+ * node whose config the layer kind fills from them (its configure op), so
+ * layers/ never calls up into the model. A new layer kind adds its
+ * builder here. */
+#include "layers/layer.h"
+#include "layers/pool2d.h"
+#include "runtime/model.h"
+
+kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
+{
+    const kiln_input_args args = {.rank = rank, .dims = dims};
+    return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
+{
+    kiln_dense_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    return kiln_model_add_layer(model, &kiln_layer_dense, &o, &input, 1, o.name, o.activation);
+}
+
+kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
+{
+    kiln_conv2d_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    return kiln_model_add_layer(model, &kiln_layer_conv2d, &o, &input, 1, o.name,
+                                o.activation);
+}
+
+kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
+                             const kiln_pool2d_options *options)
+{
+    kiln_pool2d_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    return kiln_model_add_layer(model, &kiln_layer_max_pooling2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
+                                 const kiln_pool2d_options *options)
+{
+    kiln_pool2d_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    return kiln_model_add_layer(model, &kiln_layer_average_pooling2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, NULL, &input, 1,
+                                name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
+                                   const kiln_batch_norm_options *options)
+{
+    kiln_batch_norm_options o;
+    kiln_options_copy(&o, sizeof o, options);
+    return kiln_model_add_layer(model, &kiln_layer_batch_norm, &o, &input, 1, o.name,
+                                o.activation);
+}
+
+kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
+                       const char *name)
+{
+    const kiln_dropout_args args = {.rate = rate, .seed = seed};
+    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_flatten, NULL, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,
+                                const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_activation, NULL, &input, 1, name,
+                                activation);
+}
+
+kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                   const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_add, NULL, inputs, inputs ? (int)n_inputs : 0,
+                                name, KILN_ACTIVATION_LINEAR);
+}
