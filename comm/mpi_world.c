@@ -64,8 +64,8 @@ kiln_status kiln_mpi_join(kiln_host *host, kiln_mpi **out)
             pthread_mutex_unlock(&lock);
             kiln_host_free(host, w);
             return kiln_fail(host, KILN_ERROR_UNSUPPORTED,
-                              "MPI provides thread level %d; kiln needs "
-                              "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
+                             "MPI provides thread level %d; kiln needs "
+                             "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
         }
         kiln_initialised = err == MPI_SUCCESS;
         if (kiln_initialised)
@@ -132,8 +132,8 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
             return KILN_ERROR_STOPPED;
         if (deadline > 0 && kiln_now() > deadline)
             return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
-                              "%s: rank %d of %d waited %.1f s for the other ranks; one of "
-                              "them has stalled or died", what, w->rank, w->size, timeout);
+                             "%s: rank %d of %d waited %.1f s for the other ranks; one of "
+                             "them has stalled or died", what, w->rank, w->size, timeout);
         nanosleep(&tick, NULL);
     }
 }
@@ -187,13 +187,13 @@ kiln_status kiln_mpi_check_same(kiln_mpi *w, const char *call, const char *const
             continue;
         if (names[i][0] == '#')   /* a hash: its digits mean nothing to a reader */
             return kiln_fail(w->host, KILN_ERROR_INVALID_ARGUMENT,
-                              "%s: every process of the MPI job must have the same %s; rank %d "
-                              "of %d differs from another rank", call, names[i] + 1, w->rank,
-                              w->size);
+                             "%s: every process of the MPI job must have the same %s; rank %d "
+                             "of %d differs from another rank", call, names[i] + 1, w->rank,
+                             w->size);
         return kiln_fail(w->host, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: every process of the MPI job must have the same %s; rank %d of "
-                          "%d has %lld, the ranks %lld to %lld", call, names[i], w->rank,
-                          w->size, (long long)values[i], (long long)low[i], (long long)high[i]);
+                         "%s: every process of the MPI job must have the same %s; rank %d of "
+                         "%d has %lld, the ranks %lld to %lld", call, names[i], w->rank,
+                         w->size, (long long)values[i], (long long)low[i], (long long)high[i]);
     }
     return st;
 }
@@ -260,9 +260,9 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
         if (deadline > 0 && kiln_now() > deadline) {
             kiln_mpi_abandon();
             return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
-                              "MPI receive: rank %d of %d waited %.1f s for a message; the "
-                              "parameter store or a worker has stalled or died", w->rank,
-                              w->size, timeout);
+                             "MPI receive: rank %d of %d waited %.1f s for a message; the "
+                             "parameter store or a worker has stalled or died", w->rank,
+                             w->size, timeout);
         }
         nanosleep(&tick, NULL);
     }
@@ -297,8 +297,8 @@ kiln_status kiln_mpi_join(kiln_host *host, kiln_mpi **out)
 {
     *out = NULL;
     return kiln_fail(host, KILN_ERROR_UNSUPPORTED,
-                      "the multi_worker strategy needs MPI, and this kiln was built without it "
-                      "(meson option -Dmpi=enabled with libopenmpi-dev installed)");
+                     "the multi_worker strategy needs MPI, and this kiln was built without it "
+                     "(meson option -Dmpi=enabled with libopenmpi-dev installed)");
 }
 
 void kiln_mpi_leave(kiln_mpi *w)

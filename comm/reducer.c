@@ -167,13 +167,13 @@ kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
     *out = NULL;
     if (n_replicas < 1 || n_buckets < 1 || n_threads < 1)
         return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                          "reducer: %d replicas, %d buckets, %d threads (each must be >= 1)",
-                          n_replicas, n_buckets, n_threads);
+                         "reducer: %d replicas, %d buckets, %d threads (each must be >= 1)",
+                         n_replicas, n_buckets, n_threads);
     for (int b = 0; b < n_buckets; b++)
         if (buckets[b].offset > length || buckets[b].count > length - buckets[b].offset)
             return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                              "reducer: bucket %d [%zu, +%zu) overruns %zu floats", b,
-                              buckets[b].offset, buckets[b].count, length);
+                             "reducer: bucket %d [%zu, +%zu) overruns %zu floats", b,
+                             buckets[b].offset, buckets[b].count, length);
     kiln_reducer *r = kiln_host_calloc(host, 1, sizeof *r);
     if (!r)
         return kiln_fail_oom(host, "a reducer", sizeof *r);
@@ -195,8 +195,8 @@ kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
     r->slots = kiln_host_calloc(host, (size_t)n_replicas, sizeof(float *));
     r->result = kiln_host_calloc(host, length ? length : 1, sizeof(float));
     r->threads = kiln_host_calloc(host, (size_t)n_threads, sizeof(pthread_t));
-    int ok = r->local_done && r->buckets && r->submitted && r->taken && r->slots && r->result && r->threads &&
-             r->started && r->ended;
+    int ok = r->local_done && r->buckets && r->submitted && r->taken && r->slots && r->result &&
+             r->threads && r->started && r->ended;
     for (int k = 0; ok && k < n_replicas; k++)
         ok = (r->slots[k] = kiln_host_calloc(host, length ? length : 1, sizeof(float))) != NULL;
     if (!ok) {
@@ -209,7 +209,7 @@ kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
         if (pthread_create(&r->threads[t], NULL, reducer_thread, r) != 0) {
             kiln_reducer_destroy(r);
             return kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "reducer: cannot start thread %d",
-                              t);
+                             t);
         }
         r->n_started++;
     }

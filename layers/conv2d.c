@@ -178,9 +178,9 @@ static void conv2d_configure(void *config, const void *args)
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {
-    .kind = "conv2d", .config_size = sizeof(conv2d_config),
-    .replica_size = sizeof(conv2d_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = conv2d_configure, .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
-    .forward = conv2d_forward, .backward = conv2d_backward, .release = conv2d_release,
-    .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
+    .kind = "conv2d", .config_size = sizeof(conv2d_config), .replica_size = sizeof(conv2d_replica),
+    .min_inputs = 1, .max_inputs = 1, .configure = conv2d_configure, .infer = conv2d_infer,
+    .kernels = conv2d_kernels, .prepare = conv2d_prepare, .forward = conv2d_forward,
+    .backward = conv2d_backward, .release = conv2d_release, .flops = conv2d_flops,
+    .fuses_activation = kiln_layer_fuses_activation,
 };

@@ -118,7 +118,7 @@ static void dense_configure(void *config, const void *args)
 
 const kiln_layer_ops kiln_layer_dense = {
     .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
-    .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .infer = dense_infer, .prepare = dense_prepare,
-    .forward = dense_forward, .backward = dense_backward, .release = dense_release,
-    .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
+    .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .infer = dense_infer,
+    .prepare = dense_prepare, .forward = dense_forward, .backward = dense_backward,
+    .release = dense_release, .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
 };

@@ -73,6 +73,6 @@ static void dropout_configure(void *config, const void *args)
 const kiln_layer_ops kiln_layer_dropout = {
     .kind = "dropout", .config_size = sizeof(dropout_config),
     .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = dropout_configure, .infer = dropout_infer, .kernels = dropout_kernels, .forward = dropout_forward,
-    .backward = dropout_backward,
+    .configure = dropout_configure, .infer = dropout_infer, .kernels = dropout_kernels,
+    .forward = dropout_forward, .backward = dropout_backward,
 };

@@ -22,7 +22,6 @@ static kiln_status flatten_infer(void *config, kiln_layer_build *b)
 }
 
 const kiln_layer_ops kiln_layer_flatten = {
-    .kind = "flatten", .config_size = sizeof(flatten_config), .min_inputs = 1,
-    .max_inputs = 1, .infer = flatten_infer, .forward = kiln_identity_forward,
-    .backward = kiln_identity_backward,
+    .kind = "flatten", .config_size = sizeof(flatten_config), .min_inputs = 1, .max_inputs = 1,
+    .infer = flatten_infer, .forward = kiln_identity_forward, .backward = kiln_identity_backward,
 };

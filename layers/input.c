@@ -37,6 +37,6 @@ static void input_configure(void *config, const void *args)
 }
 
 const kiln_layer_ops kiln_layer_input = {
-    .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0,
-    .max_inputs = 0, .configure = input_configure, .infer = input_infer,
+    .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0, .max_inputs = 0,
+    .configure = input_configure, .infer = input_infer,
 };

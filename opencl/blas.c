@@ -42,9 +42,9 @@ static int seen(const kiln_device *dev, uint64_t key)
 }
 
 static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
-                           float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
-                           const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
-                           kiln_buffer *c, size_t c_offset, size_t ldc)
+                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
+                            const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
+                            kiln_buffer *c, size_t c_offset, size_t ldc)
 {
     kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
                                kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
@@ -89,11 +89,11 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
     }
     if (s != CLBlastSuccess)
         return kiln_fail(dev->host,
-                          s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure
+                         s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure
                               ? KILN_ERROR_OUT_OF_MEMORY
                               : KILN_ERROR_DEVICE,
-                          "CLBlastSgemm(%zux%zux%zu, trans %d%d) failed on %s: %s (%d)", m, n,
-                          k, trans_a == KILN_GEMM_T, trans_b == KILN_GEMM_T, dev->label,
-                          kiln_cl_error_name(s), (int)s);
+                         "CLBlastSgemm(%zux%zux%zu, trans %d%d) failed on %s: %s (%d)", m, n,
+                         k, trans_a == KILN_GEMM_T, trans_b == KILN_GEMM_T, dev->label,
+                         kiln_cl_error_name(s), (int)s);
     return KILN_OK;
 }

@@ -18,8 +18,8 @@ kiln_status kiln_buffer_create(kiln_device *dev, size_t bytes, const char *what,
     if (err != CL_SUCCESS) {
         kiln_host_free(dev->host, buf);
         return kiln_fail(dev->host, KILN_ERROR_OUT_OF_MEMORY,
-                          "cannot allocate %zu bytes of device memory for %s on %s: %s",
-                          bytes, what, dev->label, kiln_cl_error_name(err));
+                         "cannot allocate %zu bytes of device memory for %s on %s: %s",
+                         bytes, what, dev->label, kiln_cl_error_name(err));
     }
     pthread_mutex_lock(&dev->memory_lock);
     dev->bytes_in_use += bytes;
@@ -62,8 +62,8 @@ static kiln_status check_range(kiln_device *dev, const kiln_buffer *buf, size_t 
 {
     if (offset > buf->bytes || bytes > buf->bytes - offset)
         return kiln_fail(dev->host, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s of %zu bytes at offset %zu overruns a %zu-byte buffer on %s", op,
-                          bytes, offset, buf->bytes, dev->label);
+                         "%s of %zu bytes at offset %zu overruns a %zu-byte buffer on %s", op,
+                         bytes, offset, buf->bytes, dev->label);
     return KILN_OK;
 }
 
@@ -131,7 +131,7 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     *out = NULL;
     if (dev->n_kernels == KILN_MAX_KERNELS || strlen(name) >= sizeof dev->kernels[0].name)
         return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "kernel table full or name too "
-                          "long at %s", name);
+                         "long at %s", name);
     cl_program program;
     kiln_status st = kiln_program_build(dev, file, &program);
     if (st != KILN_OK)
@@ -141,7 +141,7 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     k->kernel = clCreateKernel(program, name, &err);
     if (err != CL_SUCCESS)
         return kiln_fail(dev->host, KILN_ERROR_BUILD, "kernel %s not found in %s.cl on %s: %s",
-                          name, file, dev->label, kiln_cl_error_name(err));
+                         name, file, dev->label, kiln_cl_error_name(err));
     k->file = file;
     strcpy(k->name, name);
     dev->n_kernels++;
@@ -200,8 +200,8 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         case KILN_ARG_INT:
             if (a->i == INT32_MIN && a->f != 0.0f)
                 return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED,
-                                  "%s: argument %d exceeds the 32-bit range kernels use",
-                                  kernel->name, i);
+                                 "%s: argument %d exceeds the 32-bit range kernels use",
+                                 kernel->name, i);
             err = clSetKernelArg(kernel->kernel, (cl_uint)i, sizeof(cl_int), &a->i);
             break;
         case KILN_ARG_UINT:
@@ -213,7 +213,7 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         }
         if (err != CL_SUCCESS)
             return kiln_fail(dev->host, KILN_ERROR_DEVICE, "clSetKernelArg(%s, %d) failed on "
-                              "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
+                             "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
     }
     size_t global[3], local[3];
     /* A power of two (the reduction kernels halve it), within the device's
@@ -233,8 +233,8 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
     if (err != CL_SUCCESS)
         return kiln_fail(dev->host, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
                                                                : KILN_ERROR_DEVICE,
-                          "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
-                          kiln_cl_error_name(err), err);
+                         "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
+                         kiln_cl_error_name(err), err);
     return KILN_OK;
 }
 

@@ -119,7 +119,7 @@ int kiln_gemm_tuning_candidates(int available);
 
 /* Applies stored GEMM parameters to the devices, searching first where
  * `mode` asks (gemm_tuning.c). */
-kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices, int32_t n_devices,
-                                   kiln_gemm_tuning mode);
+kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices,
+                                   int32_t n_devices, kiln_gemm_tuning mode);
 
 #endif

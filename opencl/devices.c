@@ -30,11 +30,11 @@ static kiln_status list_all(kiln_host *host, found_device *found, int32_t *n_fou
     cl_int err = clGetPlatformIDs(16, platforms, &n_platforms);
     if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n_platforms == 0))
         return kiln_fail(host, KILN_ERROR_NO_DEVICE,
-                          "no OpenCL platform found: install an OpenCL driver (for the CPU, "
-                          "Debian's pocl-opencl-icd) and check /etc/OpenCL/vendors");
+                         "no OpenCL platform found: install an OpenCL driver (for the CPU, "
+                         "Debian's pocl-opencl-icd) and check /etc/OpenCL/vendors");
     if (err != CL_SUCCESS)
         return kiln_fail(host, KILN_ERROR_NO_DEVICE, "clGetPlatformIDs failed: %s (%d)",
-                          kiln_cl_error_name(err), err);
+                         kiln_cl_error_name(err), err);
     *n_found = 0;
     for (cl_uint p = 0; p < n_platforms && p < 16; p++) {
         cl_device_id ids[KILN_MAX_ALL_DEVICES];
@@ -51,8 +51,8 @@ static kiln_status list_all(kiln_host *host, found_device *found, int32_t *n_fou
     }
     if (*n_found == 0)
         return kiln_fail(host, KILN_ERROR_NO_DEVICE,
-                          "%u OpenCL platform(s) found but no device on any of them",
-                          (unsigned)n_platforms);
+                         "%u OpenCL platform(s) found but no device on any of them",
+                         (unsigned)n_platforms);
     return KILN_OK;
 }
 
@@ -81,8 +81,8 @@ static kiln_status parse_env(kiln_host *host, const char *s, kiln_device_type *t
         if (end == p || v < 0 || v >= KILN_MAX_ALL_DEVICES || *n_indices >= KILN_MAX_ALL_DEVICES ||
             (*end && *end != ','))
             return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                              "KILN_DEVICES=\"%s\" is not understood: use all, cpu, gpu, "
-                              "accelerator or device indices such as 0,1", s);
+                             "KILN_DEVICES=\"%s\" is not understood: use all, cpu, gpu, "
+                             "accelerator or device indices such as 0,1", s);
         indices[(*n_indices)++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
@@ -193,12 +193,12 @@ static kiln_status gemm_tuning_mode(kiln_host *host, const kiln_context_options 
             i++;
         if (i == 3)
             return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "KILN_GEMM_TUNING='%s': expected "
-                              "'stored', 'search' or 'off'", env);
+                             "'stored', 'search' or 'off'", env);
         *mode = (kiln_gemm_tuning)i;
     }
     if ((int)*mode < KILN_GEMM_TUNING_STORED || *mode > KILN_GEMM_TUNING_OFF)
         return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "gemm_tuning %d is not a "
-                          "kiln_gemm_tuning", (int)*mode);
+                         "kiln_gemm_tuning", (int)*mode);
     return KILN_OK;
 }
 
@@ -216,11 +216,11 @@ kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, co
     if (o->n_device_indices < 0 || (o->n_device_indices > 0 && !o->device_indices) ||
         o->n_device_indices > KILN_MAX_ALL_DEVICES)
         return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                          "device_indices: %d indices (at most %d, and the array must be set)",
-                          (int)o->n_device_indices, KILN_MAX_ALL_DEVICES);
+                         "device_indices: %d indices (at most %d, and the array must be set)",
+                         (int)o->n_device_indices, KILN_MAX_ALL_DEVICES);
     if ((int)type < KILN_DEVICE_DEFAULT || type > KILN_DEVICE_ACCELERATOR)
         return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT, "device_type %d is not a "
-                          "kiln_device_type", (int)type);
+                         "kiln_device_type", (int)type);
     kiln_gemm_tuning tuning;
     kiln_status st = gemm_tuning_mode(host, o, &tuning);
     if (st != KILN_OK)
@@ -243,13 +243,13 @@ kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, co
         for (int32_t i = 0; i < n_indices; i++) {
             if (indices[i] < 0 || indices[i] >= n_found)
                 return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                                  "device index %d does not exist: there are %d device(s), "
-                                  "indices 0 to %d", (int)indices[i], (int)n_found,
-                                  (int)n_found - 1);
+                                 "device index %d does not exist: there are %d device(s), "
+                                 "indices 0 to %d", (int)indices[i], (int)n_found,
+                                 (int)n_found - 1);
             for (int32_t j = 0; j < i; j++)
                 if (indices[j] == indices[i])
                     return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                                      "device index %d is listed twice", (int)indices[i]);
+                                     "device index %d is listed twice", (int)indices[i]);
             chosen[n_chosen++] = indices[i];
         }
     } else {
@@ -264,8 +264,8 @@ kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, co
                 chosen[n_chosen++] = i;
         if (n_chosen == 0)
             return kiln_fail(host, KILN_ERROR_NO_DEVICE,
-                              "no %s device among the %d OpenCL device(s) found",
-                              type_word(type), (int)n_found);
+                             "no %s device among the %d OpenCL device(s) found",
+                             type_word(type), (int)n_found);
     }
 
     kiln_device **opened = kiln_host_calloc(host, (size_t)n_chosen, sizeof *opened);

@@ -94,5 +94,5 @@ kiln_status kiln_cl_fail(const kiln_device *dev, const char *call, int code)
     /* `call` is the whole expression; its function name is enough. */
     int name_length = (int)strcspn(call, "(");
     return kiln_fail(dev->host, st, "%.*s failed on %s: %s (%d)", name_length, call,
-                      dev->label, kiln_cl_error_name(code), code);
+                     dev->label, kiln_cl_error_name(code), code);
 }

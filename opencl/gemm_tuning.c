@@ -113,8 +113,8 @@ static kiln_status apply(kiln_device *dev, const stored_tuning *t)
     CLBlastStatusCode s = override(dev, v);
     if (s != CLBlastSuccess)
         return kiln_fail(dev->host, KILN_ERROR_DEVICE, "applying tuned GEMM parameters (%s) on "
-                          "%s failed: %s (%d)", dev->info.gemm_parameters, dev->label,
-                          kiln_cl_error_name(s), (int)s);
+                         "%s failed: %s (%d)", dev->info.gemm_parameters, dev->label,
+                         kiln_cl_error_name(s), (int)s);
     return KILN_OK;
 }
 
@@ -185,13 +185,13 @@ static kiln_status search(kiln_device *dev, stored_tuning *out)
     const int all = n == N_CANDIDATES;
     out->seconds = out->default_seconds > 0 && all ? out->default_seconds : 1e30;
     kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: CLBlast defaults %.1f ms; trying %d "
-             "parameter sets", dev->label, 1e3 * out->default_seconds, n);
+                  "parameter sets", dev->label, 1e3 * out->default_seconds, n);
     for (int c = 0; c < n; c++) {
         double t = -1;
         if (override(dev, candidates[c]) == CLBlastSuccess)
             t = time_probes(dev, buf[0]->mem, buf[1]->mem, buf[2]->mem);
-        kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: candidate %d: %.1f ms", dev->label, c,
-                 t < 0 ? -1.0 : 1e3 * t);
+        kiln_host_log(host, KILN_LOG_INFO, "tuning GEMM on %s: candidate %d: %.1f ms",
+                      dev->label, c, t < 0 ? -1.0 : 1e3 * t);
         if (t > 0 && t < out->seconds) {
             out->seconds = t;
             out->tuned = 1;
@@ -228,14 +228,14 @@ static int load(kiln_host *host, const char *dir, const kiln_cache_key *key, sto
     return 1;
 }
 
-kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices, int32_t n_devices,
-                                    kiln_gemm_tuning mode)
+kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices,
+                                   int32_t n_devices, kiln_gemm_tuning mode)
 {
     stored_tuning *found = kiln_host_calloc(host, (size_t)n_devices, sizeof *found);
     kiln_cache_key *keys = kiln_host_calloc(host, (size_t)n_devices, sizeof *keys);
     kiln_status st = found && keys ? KILN_OK
                                    : kiln_fail_oom(host, "GEMM tuning records",
-                                                    (size_t)n_devices * sizeof *found);
+                                                   (size_t)n_devices * sizeof *found);
     for (int32_t d = 0; d < n_devices && st == KILN_OK; d++) {
         kiln_device *dev = devices[d];
         stored_tuning *t = &found[d];
@@ -257,7 +257,8 @@ kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices,
             if (mode == KILN_GEMM_TUNING_SEARCH) {
                 st = search(dev, t);
                 if (st == KILN_OK)
-                    kiln_cache_store(host, dev->cache_dir, &keys[d], (const unsigned char *)t, sizeof *t);
+                    kiln_cache_store(host, dev->cache_dir, &keys[d], (const unsigned char *)t,
+                                     sizeof *t);
                 /* Forgetting the search's overrides forgot the earlier devices' too. */
                 for (int32_t e = 0; e < d && st == KILN_OK && !t->tuned; e++)
                     st = apply(devices[e], &found[e]);

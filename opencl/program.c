@@ -20,7 +20,7 @@ static kiln_status build_log_error(kiln_device *dev, cl_program program, const c
     clGetProgramBuildInfo(program, dev->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
     log[sizeof log - 1] = '\0';
     return kiln_fail(dev->host, KILN_ERROR_BUILD, "building %s.cl on %s failed: %s: %s", file,
-                      dev->label, kiln_cl_error_name(err), log);
+                     dev->label, kiln_cl_error_name(err), log);
 }
 
 /* The cache key covers everything that changes the binary. */
@@ -61,7 +61,7 @@ static void try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *
     if (p)
         clReleaseProgram(p);
     kiln_host_log(dev->host, KILN_LOG_WARNING, "ignoring an unusable cached program on %s",
-             dev->label);
+                  dev->label);
 }
 
 static void store(kiln_device *dev, const kiln_cache_key *key, cl_program program)
@@ -93,7 +93,7 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         return kiln_fail(dev->host, KILN_ERROR_BUILD, "no embedded kernel file %s.cl", file);
     if (dev->n_programs == KILN_MAX_PROGRAMS)
         return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "program table full on %s",
-                          dev->label);
+                         dev->label);
 
     kiln_cache_key key = key_for(dev, prelude, src);
     cl_program program = NULL;

@@ -96,7 +96,7 @@ void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *ke
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         kiln_host_log(host, KILN_LOG_WARNING, "cannot write program cache %s: %s", tmp,
-                 strerror(errno));
+                      strerror(errno));
         return;
     }
     cache_header h = {CACHE_MAGIC, {key->hash[0], key->hash[1]}, size,

@@ -29,10 +29,10 @@
 typedef enum dp_mode { DP_ONE_DEVICE, DP_MIRRORED, DP_CENTRAL, DP_MULTI_WORKER } dp_mode;
 typedef enum dp_job { JOB_TRAIN, JOB_EVAL, JOB_PREDICT } dp_job;
 
-typedef struct dp dp;
+typedef struct dp_strategy dp_strategy;
 
 typedef struct dp_replica {
-    dp *owner;
+    dp_strategy *owner;
     kiln_replica *r;
     /* the current job */
     dp_job job;
@@ -44,7 +44,7 @@ typedef struct dp_replica {
     float *state;                /* its non-trainable state after its last step */
 } dp_replica;
 
-struct dp {
+struct dp_strategy {
     kiln_model *m;
     dp_mode mode;
     int n;
@@ -93,47 +93,47 @@ static kiln_status replica_failed(dp_replica *d, kiln_status st)
 static kiln_status on_backward(void *user, kiln_node i)
 {
     dp_replica *d = user;
-    dp *s = d->owner;
-    if (!s->reducer || !s->update.final_micro || s->bucket_at_node[i] < 0)
+    dp_strategy *dp = d->owner;
+    if (!dp->reducer || !dp->update.final_micro || dp->bucket_at_node[i] < 0)
         return KILN_OK;
-    const int b = s->bucket_at_node[i];
-    const kiln_bucket *k = &s->buckets[b];
+    const int b = dp->bucket_at_node[i];
+    const kiln_bucket *k = &dp->buckets[b];
     kiln_status st = KILN_OK;
     if (d->r->accum)
         st = kiln_replica_accumulate(d->r, k->offset, k->count, 1,
-                                     1.0f / (float)s->m->accumulation_steps);
+                                     1.0f / (float)dp->m->accumulation_steps);
     /* A blocking read: this thread also drives the device's queue. */
     if (st == KILN_OK)
         st = kiln_buffer_read(d->r->dev, d->r->grads, k->offset * sizeof(float),
-                              kiln_reducer_slot(s->reducer, d->r->index) + k->offset,
+                              kiln_reducer_slot(dp->reducer, d->r->index) + k->offset,
                               k->count * sizeof(float));
     if (st == KILN_OK)
-        kiln_reducer_submit(s->reducer, d->r->index, b);
+        kiln_reducer_submit(dp->reducer, d->r->index, b);
     return st;
 }
 
 /* A replica with no samples in this batch still joins the reduction. */
 static kiln_status empty_shard(dp_replica *d)
 {
-    dp *s = d->owner;
+    dp_strategy *dp = d->owner;
     kiln_status st = kiln_buffer_zero(d->r->dev, d->r->grads, 0,
-                                      s->m->n_param_floats * sizeof(float));
-    for (kiln_node i = s->m->n_nodes - 1; st == KILN_OK && i >= 0; i--)
+                                      dp->m->n_param_floats * sizeof(float));
+    for (kiln_node i = dp->m->n_nodes - 1; st == KILN_OK && i >= 0; i--)
         st = on_backward(d, i);
     return st;
 }
 
 static kiln_status wait_reduced(dp_replica *d)
 {
-    dp *s = d->owner;
-    const int w = kiln_reducer_wait(s->reducer, 0);
+    dp_strategy *dp = d->owner;
+    const int w = kiln_reducer_wait(dp->reducer, 0);
     if (w == KILN_REDUCER_DONE)
         return KILN_OK;
-    const kiln_status cross = kiln_reducer_cross_status(s->reducer);
+    const kiln_status cross = kiln_reducer_cross_status(dp->reducer);
     if (cross != KILN_OK) {
-        return kiln_error(s->m->ctx, cross, "%.700s", s->cross_error);
+        return kiln_error(dp->m->ctx, cross, "%.700s", dp->cross_error);
     }
-    return kiln_error(s->m->ctx, KILN_ERROR_STOPPED, "replica %d: the step was abandoned "
+    return kiln_error(dp->m->ctx, KILN_ERROR_STOPPED, "replica %d: the step was abandoned "
                       "because another replica failed", d->r->index);
 }
 
@@ -149,84 +149,85 @@ static int all_finite(const float *x, size_t n)
  * the host array stays untouched until the next step ends. */
 static kiln_status push_state(dp_replica *d)
 {
-    dp *s = d->owner;
-    if (!s->state_pending || s->mode == DP_CENTRAL)
+    dp_strategy *dp = d->owner;
+    if (!dp->state_pending || dp->mode == DP_CENTRAL)
         return KILN_OK;
-    return kiln_buffer_write(d->r->dev, d->r->params, s->m->n_trainable_floats * sizeof(float),
-                             s->state_mean, s->n_state * sizeof(float), 1);
+    return kiln_buffer_write(d->r->dev, d->r->params, dp->m->n_trainable_floats * sizeof(float),
+                             dp->state_mean, dp->n_state * sizeof(float), 1);
 }
 
 /* After a training step: the mean of the state of the replicas that had
  * samples (the others' is stale), in replica order, for the next jobs
  * (central storage: into the host parameters they load). */
-static void average_state(dp *s)
+static void average_state(dp_strategy *dp)
 {
     int ran = 0;
-    for (int k = 0; k < s->n; k++)
-        ran += s->reps[k].shard.n > 0;
-    if (!s->n_state || ran == 0)
+    for (int k = 0; k < dp->n; k++)
+        ran += dp->reps[k].shard.n > 0;
+    if (!dp->n_state || ran == 0)
         return;
-    for (size_t j = 0; j < s->n_state; j++) {
+    for (size_t j = 0; j < dp->n_state; j++) {
         float sum = 0;
-        for (int k = 0; k < s->n; k++)
-            sum += s->reps[k].shard.n > 0 ? s->reps[k].state[j] : 0.0f;
-        s->state_mean[j] = sum / (float)ran;
+        for (int k = 0; k < dp->n; k++)
+            sum += dp->reps[k].shard.n > 0 ? dp->reps[k].state[j] : 0.0f;
+        dp->state_mean[j] = sum / (float)ran;
     }
     /* Across processes, each process's mean weighs the same. */
-    if (s->mpi && kiln_mpi_sum_floats(s->mpi, s->state_mean, s->n_state, NULL,
-                                      s->m->step_timeout) == KILN_OK)
-        for (size_t j = 0; j < s->n_state; j++)
-            s->state_mean[j] /= (float)s->world;
-    if (s->mode == DP_CENTRAL) {
-        memcpy(s->host_params + s->m->n_trainable_floats, s->state_mean,
-               s->n_state * sizeof(float));
-        s->params_version++;
+    if (dp->mpi && kiln_mpi_sum_floats(dp->mpi, dp->state_mean, dp->n_state, NULL,
+                                       dp->m->step_timeout) == KILN_OK)
+        for (size_t j = 0; j < dp->n_state; j++)
+            dp->state_mean[j] /= (float)dp->world;
+    if (dp->mode == DP_CENTRAL) {
+        memcpy(dp->host_params + dp->m->n_trainable_floats, dp->state_mean,
+               dp->n_state * sizeof(float));
+        dp->params_version++;
     } else {
-        s->state_pending = 1;
+        dp->state_pending = 1;
     }
 }
 
 /* Synchronised layers: the replicas with samples this step are its members. */
-static void begin_collective(dp *s)
+static void begin_collective(dp_strategy *dp)
 {
     int members = 0;
-    for (int k = 0; k < s->n; k++) {
-        s->reps[k].r->collective = s->collective && s->reps[k].shard.n > 0 ? s->collective : NULL;
-        s->reps[k].r->member = s->reps[k].shard.n > 0 ? members++ : -1;
+    for (int k = 0; k < dp->n; k++) {
+        const int joins = dp->collective && dp->reps[k].shard.n > 0;
+        dp->reps[k].r->collective = joins ? dp->collective : NULL;
+        dp->reps[k].r->member = dp->reps[k].shard.n > 0 ? members++ : -1;
     }
-    if (s->collective)
-        kiln_collective_begin(s->collective, members);
+    if (dp->collective)
+        kiln_collective_begin(dp->collective, members);
 }
 
 /* Central storage: the host parameters, when they changed since this
  * replica's last job. */
 static kiln_status pull_host_params(dp_replica *d)
 {
-    dp *strategy = d->owner;
-    if (strategy->mode != DP_CENTRAL || d->params_version == strategy->params_version)
+    dp_strategy *dp = d->owner;
+    if (dp->mode != DP_CENTRAL || d->params_version == dp->params_version)
         return KILN_OK;
-    d->params_version = strategy->params_version;
-    return kiln_replica_write_params(d->r, strategy->host_params);
+    d->params_version = dp->params_version;
+    return kiln_replica_write_params(d->r, dp->host_params);
 }
 
 /* Forward, loss and backward on the replica's shard; backward hands the
  * reducer each bucket it completes. */
 static kiln_status compute_gradients(dp_replica *d)
 {
-    const dp *strategy = d->owner;
+    const dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
     const int32_t n = d->shard.n;
-    kiln_first_run_enter(strategy->serial);
+    kiln_first_run_enter(dp->serial);
     kiln_status st = kiln_replica_upload(r, &d->shard);
     if (st == KILN_OK)
         st = kiln_replica_forward(r, n, 1);
     if (st == KILN_OK)
-        st = kiln_replica_loss(r, n, strategy->global_scale);
+        st = kiln_replica_loss(r, n, dp->global_scale);
     if (st == KILN_OK)
         st = kiln_replica_backward(r, n, on_backward, d);
-    if (st == KILN_OK && strategy->serial)
+    if (st == KILN_OK && dp->serial)
         st = kiln_device_finish(r->dev);   /* the kernels run under the lock */
-    kiln_first_run_leave(strategy->serial);
+    kiln_first_run_leave(dp->serial);
     d->backward_end = kiln_now();
     return st;
 }
@@ -236,14 +237,14 @@ static kiln_status compute_gradients(dp_replica *d)
  * which on_backward already did bucket by bucket where a reducer runs. */
 static kiln_status accumulate(dp_replica *d)
 {
-    const dp *strategy = d->owner;
-    const kiln_model *m = strategy->m;
+    const dp_strategy *dp = d->owner;
+    const kiln_model *m = dp->m;
     if (!d->r->accum)
         return KILN_OK;
-    if (!strategy->update.final_micro)
+    if (!dp->update.final_micro)
         return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->n_param_floats, 0, 1.0f)
                               : KILN_OK;
-    if (!strategy->reducer)
+    if (!dp->reducer)
         return kiln_replica_accumulate(d->r, 0, m->n_param_floats, 1,
                                        1.0f / (float)m->accumulation_steps);
     return KILN_OK;
@@ -252,12 +253,12 @@ static kiln_status accumulate(dp_replica *d)
 /* Nobody waits for a replica that failed before the reduction. */
 static kiln_status abandon_step(dp_replica *d, kiln_status st)
 {
-    const dp *strategy = d->owner;
+    const dp_strategy *dp = d->owner;
     replica_failed(d, st);
-    if (strategy->reducer)
-        kiln_reducer_cancel(strategy->reducer);
-    if (strategy->collective)
-        kiln_collective_cancel(strategy->collective);
+    if (dp->reducer)
+        kiln_reducer_cancel(dp->reducer);
+    if (dp->collective)
+        kiln_collective_cancel(dp->collective);
     return st;
 }
 
@@ -266,20 +267,20 @@ static kiln_status abandon_step(dp_replica *d, kiln_status st)
  * reducer, the optimizer checks the replica's own loss on the device. */
 static kiln_status apply_update(dp_replica *d)
 {
-    const dp *strategy = d->owner;
+    const dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
-    const kiln_model *m = strategy->m;
+    const kiln_model *m = dp->m;
     kiln_status st = KILN_OK;
-    if (strategy->reducer) {
-        const float *sum = kiln_reducer_result(strategy->reducer);
+    if (dp->reducer) {
+        const float *sum = kiln_reducer_result(dp->reducer);
         if (!all_finite(sum, m->n_param_floats))
             return KILN_OK;
         st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->n_param_floats * sizeof(float), 0);
     }
     if (st == KILN_OK)
-        st = kiln_optimizer_apply(r->dev, &m->optimizer, strategy->update.lr, r->params, r->grads,
-                                  r->slots, m->n_trainable_floats, strategy->update.number,
-                                  strategy->reducer ? NULL : r->sums);
+        st = kiln_optimizer_apply(r->dev, &m->optimizer, dp->update.lr, r->params, r->grads,
+                                  r->slots, m->n_trainable_floats, dp->update.number,
+                                  dp->reducer ? NULL : r->sums);
     return st;
 }
 
@@ -287,36 +288,36 @@ static kiln_status apply_update(dp_replica *d)
  * which average_state takes the mean of. */
 static kiln_status read_results(dp_replica *d)
 {
-    const dp *strategy = d->owner;
+    const dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
     kiln_status st = KILN_OK;
     if (d->shard.n > 0)
         st = kiln_replica_read_sums(r, d->sums);
-    if (st == KILN_OK && strategy->n_state)
-        st = kiln_buffer_read(r->dev, r->params, strategy->m->n_trainable_floats * sizeof(float),
-                              d->state, strategy->n_state * sizeof(float));
+    if (st == KILN_OK && dp->n_state)
+        st = kiln_buffer_read(r->dev, r->params, dp->m->n_trainable_floats * sizeof(float),
+                              d->state, dp->n_state * sizeof(float));
     return st;
 }
 
 static kiln_status train_job(void *arg)
 {
     dp_replica *d = arg;
-    const dp *strategy = d->owner;
+    const dp_strategy *dp = d->owner;
     kiln_status st = push_state(d);
     if (st == KILN_OK)
         st = pull_host_params(d);
     d->sums[0] = d->sums[1] = 0;
     if (st == KILN_OK && d->shard.n > 0)
         st = compute_gradients(d);
-    else if (st == KILN_OK && strategy->update.final_micro && strategy->reducer)
+    else if (st == KILN_OK && dp->update.final_micro && dp->reducer)
         st = empty_shard(d);
     if (st == KILN_OK)
         st = accumulate(d);
     if (st != KILN_OK)
         return abandon_step(d, st);
     /* Central storage: the host updates once the replicas are done. */
-    if (strategy->update.final_micro && strategy->mode != DP_CENTRAL) {
-        if (strategy->reducer)
+    if (dp->update.final_micro && dp->mode != DP_CENTRAL) {
+        if (dp->reducer)
             st = wait_reduced(d);
         if (st != KILN_OK)
             return st;   /* wait_reduced explains its own failure */
@@ -330,17 +331,17 @@ static kiln_status train_job(void *arg)
 static kiln_status eval_job(void *arg)
 {
     dp_replica *d = arg;
-    dp *s = d->owner;
+    dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
     d->sums[0] = d->sums[1] = 0;
     kiln_status st = push_state(d);
     if (st != KILN_OK || d->shard.n == 0)
         return st == KILN_OK ? KILN_OK : replica_failed(d, st);
-    if (s->mode == DP_CENTRAL && d->params_version != s->params_version) {
-        st = kiln_replica_write_params(r, s->host_params);
-        d->params_version = s->params_version;
+    if (dp->mode == DP_CENTRAL && d->params_version != dp->params_version) {
+        st = kiln_replica_write_params(r, dp->host_params);
+        d->params_version = dp->params_version;
     }
-    kiln_first_run_enter(s->serial);
+    kiln_first_run_enter(dp->serial);
     if (st == KILN_OK)
         st = kiln_replica_upload(r, &d->shard);
     if (st == KILN_OK)
@@ -352,24 +353,24 @@ static kiln_status eval_job(void *arg)
     } else if (st == KILN_OK) {
         st = kiln_replica_read_output(r, d->shard.n, d->outputs);
     }
-    kiln_first_run_leave(s->serial);
+    kiln_first_run_leave(dp->serial);
     return st == KILN_OK ? KILN_OK : replica_failed(d, st);
 }
 
 /* Splits a batch into contiguous shards, the first n % R one larger, for
  * a job of kind `job`. */
-static void split(dp *s, const kiln_batch *b, float *outputs, dp_job job)
+static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job job)
 {
-    const kiln_model *m = s->m;
+    const kiln_model *m = dp->m;
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
     const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
-    const int G = s->n * s->world, g0 = s->rank * s->n;
+    const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
     int32_t start = 0;
     for (int g = 0; g < g0; g++)
         start += b->n / G + (g < b->n % G);
-    for (int k = 0; k < s->n; k++) {
-        dp_replica *d = &s->reps[k];
+    for (int k = 0; k < dp->n; k++) {
+        dp_replica *d = &dp->reps[k];
         const int32_t n = b->n / G + (g0 + k < b->n % G);
         d->shard.n = n;
         d->r->first_sample = start;
@@ -381,237 +382,237 @@ static void split(dp *s, const kiln_batch *b, float *outputs, dp_job job)
         start += n;
     }
     /* Synchronised layers wait for every replica mid-step: never serialised. */
-    s->serial = 0;
-    for (int k = 0; k < s->n; k++)
-        s->serial |= kiln_shape_log_add(&s->seen[job], s->reps[k].shard.n);
-    s->serial &= s->n > 1 && !s->collective;
+    dp->serial = 0;
+    for (int k = 0; k < dp->n; k++)
+        dp->serial |= kiln_shape_log_add(&dp->seen[job], dp->reps[k].shard.n);
+    dp->serial &= dp->n > 1 && !dp->collective;
 }
 
 /* Before the strategy is latched broken: the other processes may be in
  * the middle of a collective with this one. */
-static void abandon_world(const dp *s)
+static void abandon_world(const dp_strategy *dp)
 {
-    if (s->mpi)
+    if (dp->mpi)
         kiln_mpi_abandon();
 }
 
 /* The watchdog found replica k still busy: it and the replicas waiting
  * for it give up, and the message says where it stood. */
-static kiln_status stalled(dp *s, int k)
+static kiln_status stalled(dp_strategy *dp, int k)
 {
     char where[320], detail[320] = "";
-    kiln_replica_describe(s->reps[k].r, where, sizeof where);
-    if (s->reducer)
-        kiln_reducer_cancel(s->reducer);
-    if (s->collective)
-        kiln_collective_cancel(s->collective);
-    if (s->mpi) {
-        const int waiting = kiln_replica_phase_now(s->reps[k].r) == KILN_PHASE_AFTER_BACKWARD;
+    kiln_replica_describe(dp->reps[k].r, where, sizeof where);
+    if (dp->reducer)
+        kiln_reducer_cancel(dp->reducer);
+    if (dp->collective)
+        kiln_collective_cancel(dp->collective);
+    if (dp->mpi) {
+        const int waiting = kiln_replica_phase_now(dp->reps[k].r) == KILN_PHASE_AFTER_BACKWARD;
         snprintf(detail, sizeof detail, "%s [rank %d of %d]",
                  waiting ? ": it was waiting for the other processes' gradients (MPI "
                            "all-reduce); one of them has stalled or died"
                          : "",
-                 s->rank, s->world);
+                 dp->rank, dp->world);
     }
-    abandon_world(s);
-    return kiln_crew_break_stalled(s->crew, where, "step", s->m->step_timeout, detail);
+    abandon_world(dp);
+    return kiln_crew_break_stalled(dp->crew, where, "step", dp->m->step_timeout, detail);
 }
 
 /* Runs `fn` on every replica (inline for one_device) under the watchdog.
  * The first failing replica's message wins over the ones it made abandon
  * their step. */
-static kiln_status run_all(dp *s, kiln_job_fn fn)
+static kiln_status run_all(dp_strategy *dp, kiln_job_fn fn)
 {
-    kiln_status st = kiln_crew_check(s->crew);
+    kiln_status st = kiln_crew_check(dp->crew);
     if (st != KILN_OK)
         return st;
-    if (s->mode == DP_ONE_DEVICE) {
+    if (dp->mode == DP_ONE_DEVICE) {
         /* On this thread: a failure is already in its diagnostics. */
-        return fn(&s->reps[0]);
+        return fn(&dp->reps[0]);
     }
-    for (int k = 0; k < s->n; k++)
-        kiln_crew_post(s->crew, k, fn, &s->reps[k]);
-    const kiln_crew_outcome o = kiln_crew_wait_all(s->crew, s->n, s->m->step_timeout);
+    for (int k = 0; k < dp->n; k++)
+        kiln_crew_post(dp->crew, k, fn, &dp->reps[k]);
+    const kiln_crew_outcome o = kiln_crew_wait_all(dp->crew, dp->n, dp->m->step_timeout);
     if (o.stalled >= 0)
-        return stalled(s, o.stalled);
+        return stalled(dp, o.stalled);
     if (o.status != KILN_OK) {
-        abandon_world(s);
-        return kiln_crew_break_with(s->crew, o.status, o.culprit);
+        abandon_world(dp);
+        return kiln_crew_break_with(dp->crew, o.status, o.culprit);
     }
-    s->state_pending = 0;  /* every job starts with push_state */
+    dp->state_pending = 0;  /* every job starts with push_state */
     return KILN_OK;
 }
 
 /* The replicas' loss and correct sums, over every process. */
-static kiln_status local_sums(dp *s, double sums[2])
+static kiln_status local_sums(dp_strategy *dp, double sums[2])
 {
     sums[0] = sums[1] = 0;
-    for (int k = 0; k < s->n; k++) {
-        sums[0] += s->reps[k].sums[0];
-        sums[1] += s->reps[k].sums[1];
+    for (int k = 0; k < dp->n; k++) {
+        sums[0] += dp->reps[k].sums[0];
+        sums[1] += dp->reps[k].sums[1];
     }
-    if (!s->mpi)
+    if (!dp->mpi)
         return KILN_OK;
-    const kiln_status st = kiln_mpi_sum_doubles(s->mpi, sums, 2, s->m->step_timeout);
+    const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, sums, 2, dp->m->step_timeout);
     if (st == KILN_OK)
         return KILN_OK;
-    abandon_world(s);
-    return kiln_crew_break(s->crew, st, "%s", kiln_context_last_error(s->m->ctx));
+    abandon_world(dp);
+    return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
 }
 
 static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2])
 {
-    dp *s = impl;
-    kiln_model *m = s->m;
-    kiln_update_begin(&s->update, m);
-    s->global_scale = 1.0f / (float)b->n;
-    split(s, b, NULL, JOB_TRAIN);
-    if (s->reducer && s->update.final_micro)
-        kiln_reducer_begin(s->reducer);
-    for (int k = 0; k < s->n; k++)
-        s->reps[k].backward_end = 0;
-    begin_collective(s);
-    kiln_status st = run_all(s, train_job);
+    dp_strategy *dp = impl;
+    kiln_model *m = dp->m;
+    kiln_update_begin(&dp->update, m);
+    dp->global_scale = 1.0f / (float)b->n;
+    split(dp, b, NULL, JOB_TRAIN);
+    if (dp->reducer && dp->update.final_micro)
+        kiln_reducer_begin(dp->reducer);
+    for (int k = 0; k < dp->n; k++)
+        dp->reps[k].backward_end = 0;
+    begin_collective(dp);
+    kiln_status st = run_all(dp, train_job);
     if (st != KILN_OK)
         return st;
-    average_state(s);
-    if (s->reducer && s->update.final_micro) {
+    average_state(dp);
+    if (dp->reducer && dp->update.final_micro) {
         double end = 0, busy, hidden;
-        for (int k = 0; k < s->n; k++)
-            end = s->reps[k].backward_end > end ? s->reps[k].backward_end : end;
-        kiln_reducer_timing(s->reducer, end, &busy, &hidden);
-        s->stats.reductions++;
-        s->stats.reduce_seconds += busy;
-        s->stats.hidden_seconds += hidden;
+        for (int k = 0; k < dp->n; k++)
+            end = dp->reps[k].backward_end > end ? dp->reps[k].backward_end : end;
+        kiln_reducer_timing(dp->reducer, end, &busy, &hidden);
+        dp->stats.reductions++;
+        dp->stats.reduce_seconds += busy;
+        dp->stats.hidden_seconds += hidden;
     }
-    if (s->update.final_micro && s->mode == DP_CENTRAL) {
+    if (dp->update.final_micro && dp->mode == DP_CENTRAL) {
         /* The reducer finished while the workers ran; its sum is the mean. */
-        if (kiln_reducer_wait(s->reducer, 0) != KILN_REDUCER_DONE)
-            return kiln_crew_break(s->crew, KILN_ERROR_STATE, "central storage: reduction lost");
-        if (all_finite(kiln_reducer_result(s->reducer), m->n_param_floats)) {
-            kiln_optimizer_apply_host(&m->optimizer, s->update.lr, s->host_params,
-                                      kiln_reducer_result(s->reducer), s->host_slots,
-                                      m->n_trainable_floats, s->update.number);
-            s->params_version++;
+        if (kiln_reducer_wait(dp->reducer, 0) != KILN_REDUCER_DONE)
+            return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
+        if (all_finite(kiln_reducer_result(dp->reducer), m->n_param_floats)) {
+            kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params,
+                                      kiln_reducer_result(dp->reducer), dp->host_slots,
+                                      m->n_trainable_floats, dp->update.number);
+            dp->params_version++;
         }
     }
-    st = local_sums(s, sums);
+    st = local_sums(dp, sums);
     if (st != KILN_OK)
         return st;
-    kiln_update_end(&s->update, m, sums[0]);
+    kiln_update_end(&dp->update, m, sums[0]);
     return KILN_OK;
 }
 
 static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 {
-    dp *s = impl;
-    split(s, b, NULL, JOB_EVAL);
-    for (int k = 0; k < s->n; k++)
-        s->reps[k].job = JOB_EVAL;
-    kiln_status st = run_all(s, eval_job);
+    dp_strategy *dp = impl;
+    split(dp, b, NULL, JOB_EVAL);
+    for (int k = 0; k < dp->n; k++)
+        dp->reps[k].job = JOB_EVAL;
+    kiln_status st = run_all(dp, eval_job);
     sums[0] = sums[1] = 0;
-    return st == KILN_OK ? local_sums(s, sums) : st;
+    return st == KILN_OK ? local_sums(dp, sums) : st;
 }
 
 static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outputs)
 {
-    dp *s = impl;
-    split(s, b, outputs, JOB_PREDICT);
-    for (int k = 0; k < s->n; k++)
-        s->reps[k].job = JOB_PREDICT;
-    kiln_status st = run_all(s, eval_job);
-    if (st != KILN_OK || !s->mpi)
+    dp_strategy *dp = impl;
+    split(dp, b, outputs, JOB_PREDICT);
+    for (int k = 0; k < dp->n; k++)
+        dp->reps[k].job = JOB_PREDICT;
+    kiln_status st = run_all(dp, eval_job);
+    if (st != KILN_OK || !dp->mpi)
         return st;
     /* Every process gets every output: rank r's rows follow rank r - 1's. */
-    const int64_t width = kiln_node_size(s->m, s->m->output);
-    const int G = s->n * s->world;
-    int *counts = kiln_calloc(s->m->ctx, (size_t)s->world, sizeof(int));
-    float *mine = kiln_calloc(s->m->ctx, (size_t)b->n * (size_t)width + 1, sizeof(float));
+    const int64_t width = kiln_node_size(dp->m, dp->m->output);
+    const int G = dp->n * dp->world;
+    int *counts = kiln_calloc(dp->m->ctx, (size_t)dp->world, sizeof(int));
+    float *mine = kiln_calloc(dp->m->ctx, (size_t)b->n * (size_t)width + 1, sizeof(float));
     if (!counts || !mine) {
-        kiln_free(s->m->ctx, counts);
-        kiln_free(s->m->ctx, mine);
-        return kiln_error_oom(s->m->ctx, "gathered outputs", (size_t)b->n * (size_t)width * 4);
+        kiln_free(dp->m->ctx, counts);
+        kiln_free(dp->m->ctx, mine);
+        return kiln_error_oom(dp->m->ctx, "gathered outputs", (size_t)b->n * (size_t)width * 4);
     }
     int32_t start = 0;
     for (int g = 0; g < G; g++) {
         const int32_t rows = b->n / G + (g < b->n % G);
-        if (g / s->n == s->rank)
-            memcpy(mine + (size_t)counts[s->rank], outputs + (size_t)start * (size_t)width,
+        if (g / dp->n == dp->rank)
+            memcpy(mine + (size_t)counts[dp->rank], outputs + (size_t)start * (size_t)width,
                    (size_t)rows * (size_t)width * sizeof(float));
-        counts[g / s->n] += (int)(rows * width);
+        counts[g / dp->n] += (int)(rows * width);
         start += rows;
     }
-    st = kiln_mpi_gather_all(s->mpi, mine, counts, outputs, s->m->step_timeout);
-    kiln_free(s->m->ctx, counts);
-    kiln_free(s->m->ctx, mine);
+    st = kiln_mpi_gather_all(dp->mpi, mine, counts, outputs, dp->m->step_timeout);
+    kiln_free(dp->m->ctx, counts);
+    kiln_free(dp->m->ctx, mine);
     return st;
 }
 
 static kiln_status dp_get_params(void *impl, float *flat)
 {
-    dp *s = impl;
-    if (s->mode == DP_CENTRAL) {
-        memcpy(flat, s->host_params, s->m->n_param_floats * sizeof(float));
+    dp_strategy *dp = impl;
+    if (dp->mode == DP_CENTRAL) {
+        memcpy(flat, dp->host_params, dp->m->n_param_floats * sizeof(float));
         return KILN_OK;
     }
-    kiln_status st = kiln_replica_read_params(s->reps[0].r, flat);
-    if (st == KILN_OK && s->state_pending)
-        memcpy(flat + s->m->n_trainable_floats, s->state_mean, s->n_state * sizeof(float));
+    kiln_status st = kiln_replica_read_params(dp->reps[0].r, flat);
+    if (st == KILN_OK && dp->state_pending)
+        memcpy(flat + dp->m->n_trainable_floats, dp->state_mean, dp->n_state * sizeof(float));
     return st;
 }
 
 static kiln_status dp_set_params(void *impl, const float *flat)
 {
-    dp *s = impl;
+    dp_strategy *dp = impl;
     kiln_status st = KILN_OK;
-    s->state_pending = 0;
-    if (s->mode == DP_CENTRAL) {
-        memcpy(s->host_params, flat, s->m->n_param_floats * sizeof(float));
-        s->params_version++;
+    dp->state_pending = 0;
+    if (dp->mode == DP_CENTRAL) {
+        memcpy(dp->host_params, flat, dp->m->n_param_floats * sizeof(float));
+        dp->params_version++;
         return KILN_OK;
     }
-    for (int k = 0; k < s->n && st == KILN_OK; k++)
-        st = kiln_replica_write_params(s->reps[k].r, flat);
+    for (int k = 0; k < dp->n && st == KILN_OK; k++)
+        st = kiln_replica_write_params(dp->reps[k].r, flat);
     return st;
 }
 
 static int32_t dp_replica_count(void *impl)
 {
-    return ((dp *)impl)->n;
+    return ((dp_strategy *)impl)->n;
 }
 
 static kiln_replica *dp_replica_at(void *impl, int32_t i)
 {
-    dp *s = impl;
-    return i >= 0 && i < s->n ? s->reps[i].r : NULL;
+    dp_strategy *dp = impl;
+    return i >= 0 && i < dp->n ? dp->reps[i].r : NULL;
 }
 
 static kiln_status dp_get_slots(void *impl, float *const *slots)
 {
-    dp *s = impl;
-    const size_t bytes = s->m->n_param_floats * sizeof(float);
+    dp_strategy *dp = impl;
+    const size_t bytes = dp->m->n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&s->m->optimizer) && st == KILN_OK; i++) {
-        if (s->mode == DP_CENTRAL)
-            memcpy(slots[i], s->host_slots[i], bytes);
+    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->optimizer) && st == KILN_OK; i++) {
+        if (dp->mode == DP_CENTRAL)
+            memcpy(slots[i], dp->host_slots[i], bytes);
         else
-            st = kiln_buffer_read(s->reps[0].r->dev, s->reps[0].r->slots[i], 0, slots[i], bytes);
+            st = kiln_buffer_read(dp->reps[0].r->dev, dp->reps[0].r->slots[i], 0, slots[i], bytes);
     }
     return st;
 }
 
 static kiln_status dp_set_slots(void *impl, const float *const *slots)
 {
-    dp *s = impl;
-    const size_t bytes = s->m->n_param_floats * sizeof(float);
+    dp_strategy *dp = impl;
+    const size_t bytes = dp->m->n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&s->m->optimizer) && st == KILN_OK; i++) {
-        if (s->mode == DP_CENTRAL) {
-            memcpy(s->host_slots[i], slots[i], bytes);
+    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->optimizer) && st == KILN_OK; i++) {
+        if (dp->mode == DP_CENTRAL) {
+            memcpy(dp->host_slots[i], slots[i], bytes);
             continue;
         }
-        for (int k = 0; k < s->n && st == KILN_OK; k++)
-            st = kiln_buffer_write(s->reps[k].r->dev, s->reps[k].r->slots[i], 0, slots[i], bytes,
+        for (int k = 0; k < dp->n && st == KILN_OK; k++)
+            st = kiln_buffer_write(dp->reps[k].r->dev, dp->reps[k].r->slots[i], 0, slots[i], bytes,
                                    1);
     }
     return st;
@@ -619,112 +620,112 @@ static kiln_status dp_set_slots(void *impl, const float *const *slots)
 
 static int32_t dp_micro_step(void *impl)
 {
-    return ((dp *)impl)->update.micro;
+    return ((dp_strategy *)impl)->update.micro;
 }
 
 static void dp_stats(void *impl, kiln_strategy_stats *out)
 {
-    *out = ((dp *)impl)->stats;
+    *out = ((dp_strategy *)impl)->stats;
 }
 
 static void dp_destroy(void *impl)
 {
-    dp *s = impl;
-    if (!s)
+    dp_strategy *dp = impl;
+    if (!dp)
         return;
-    kiln_context *ctx = s->m->ctx;
-    if (s->reducer)
-        kiln_reducer_cancel(s->reducer);
-    if (s->collective)
-        kiln_collective_cancel(s->collective);
-    if (!kiln_crew_destroy(s->crew)) {
+    kiln_context *ctx = dp->m->ctx;
+    if (dp->reducer)
+        kiln_reducer_cancel(dp->reducer);
+    if (dp->collective)
+        kiln_collective_cancel(dp->collective);
+    if (!kiln_crew_destroy(dp->crew)) {
         /* A thread still uses these; freeing them under it would crash. */
         kiln_log(ctx, KILN_LOG_ERROR, "a replica thread is stuck; its buffers are leaked");
         return;
     }
-    for (int k = 0; s->reps && k < s->n; k++) {
-        kiln_replica_destroy(s->reps[k].r);
-        kiln_free(ctx, s->reps[k].state);
+    for (int k = 0; dp->reps && k < dp->n; k++) {
+        kiln_replica_destroy(dp->reps[k].r);
+        kiln_free(ctx, dp->reps[k].state);
     }
-    kiln_reducer_destroy(s->reducer);
-    if (s->mpi) {
-        s->m->mpi = NULL;
-        s->m->mpi_evaluates = 0;
+    kiln_reducer_destroy(dp->reducer);
+    if (dp->mpi) {
+        dp->m->mpi = NULL;
+        dp->m->mpi_evaluates = 0;
     }
-    kiln_mpi_leave(s->mpi);
-    kiln_collective_destroy(s->collective);
-    kiln_free(ctx, s->state_mean);
-    kiln_free(ctx, s->reps);
-    kiln_free(ctx, s->buckets);
-    kiln_free(ctx, s->bucket_at_node);
-    kiln_free(ctx, s->host_params);
+    kiln_mpi_leave(dp->mpi);
+    kiln_collective_destroy(dp->collective);
+    kiln_free(ctx, dp->state_mean);
+    kiln_free(ctx, dp->reps);
+    kiln_free(ctx, dp->buckets);
+    kiln_free(ctx, dp->bucket_at_node);
+    kiln_free(ctx, dp->host_params);
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
-        kiln_free(ctx, s->host_slots[i]);
-    kiln_free(ctx, s);
+        kiln_free(ctx, dp->host_slots[i]);
+    kiln_free(ctx, dp);
 }
 
 /* Host room for averaging the replicas' non-trainable state, and the
  * collective of synchronised layers, where the model has them. */
-static kiln_status plan_state(dp *s)
+static kiln_status plan_state(dp_strategy *dp)
 {
-    kiln_model *m = s->m;
+    kiln_model *m = dp->m;
     kiln_context *ctx = m->ctx;
     if (m->n_param_floats > m->n_trainable_floats &&
-        (s->n > 1 || s->mode == DP_CENTRAL || s->mpi)) {
-        s->n_state = m->n_param_floats - m->n_trainable_floats;
-        if (!(s->state_mean = kiln_calloc(ctx, s->n_state, sizeof(float))))
-            return kiln_error_oom(ctx, "replica state", s->n_state * sizeof(float));
-        for (int k = 0; k < s->n; k++)
-            if (!(s->reps[k].state = kiln_calloc(ctx, s->n_state, sizeof(float))))
-                return kiln_error_oom(ctx, "replica state", s->n_state * sizeof(float));
+        (dp->n > 1 || dp->mode == DP_CENTRAL || dp->mpi)) {
+        dp->n_state = m->n_param_floats - m->n_trainable_floats;
+        if (!(dp->state_mean = kiln_calloc(ctx, dp->n_state, sizeof(float))))
+            return kiln_error_oom(ctx, "replica state", dp->n_state * sizeof(float));
+        for (int k = 0; k < dp->n; k++)
+            if (!(dp->reps[k].state = kiln_calloc(ctx, dp->n_state, sizeof(float))))
+                return kiln_error_oom(ctx, "replica state", dp->n_state * sizeof(float));
     }
     int wants = 0;
     for (kiln_node i = 0; i < m->n_nodes; i++)
         wants |= m->nodes[i].on_path && m->nodes[i].ops->synchronized &&
                  m->nodes[i].ops->synchronized(m->nodes[i].config);
-    if (wants && s->n > 1)
-        return kiln_collective_create(&ctx->host, s->n, KILN_MAX_SYNC_VALUES, &s->collective);
+    if (wants && dp->n > 1)
+        return kiln_collective_create(&ctx->host, dp->n, KILN_MAX_SYNC_VALUES, &dp->collective);
     return KILN_OK;
 }
 
 /* Buckets in reverse layer order, cut at layer boundaries; bucket b is
  * complete once backward has passed the first layer it holds. */
-static kiln_status plan_buckets(dp *s)
+static kiln_status plan_buckets(dp_strategy *dp)
 {
-    kiln_model *m = s->m;
+    kiln_model *m = dp->m;
     kiln_context *ctx = m->ctx;
     size_t *cuts = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *cuts);
     kiln_node *owner = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *owner);
-    s->buckets = kiln_calloc(ctx, (size_t)m->n_nodes + 2, sizeof *s->buckets);
-    s->bucket_at_node = kiln_calloc(ctx, (size_t)m->n_nodes, sizeof(int));
-    if (!cuts || !owner || !s->buckets || !s->bucket_at_node) {
+    dp->buckets = kiln_calloc(ctx, (size_t)m->n_nodes + 2, sizeof *dp->buckets);
+    dp->bucket_at_node = kiln_calloc(ctx, (size_t)m->n_nodes, sizeof(int));
+    if (!cuts || !owner || !dp->buckets || !dp->bucket_at_node) {
         kiln_free(ctx, cuts);
         kiln_free(ctx, owner);
         return kiln_error_oom(ctx, "gradient buckets", (size_t)m->n_nodes * 64);
     }
     int n_cuts = 0;
     for (kiln_node i = 0; i < m->n_nodes; i++) {
-        s->bucket_at_node[i] = -1;
+        dp->bucket_at_node[i] = -1;
         if (m->nodes[i].n_params > 0) {
             owner[n_cuts] = i;
             cuts[n_cuts++] = m->nodes[i].param_offset[0];
         }
     }
-    s->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->n_param_floats,
-                                              m->first_bucket_bytes, m->bucket_bytes,
-                                              s->buckets)
+    dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->n_param_floats,
+                                               m->first_bucket_bytes, m->bucket_bytes,
+                                               dp->buckets)
                           : 0;
-    if (s->n_buckets == 0) {
-        s->buckets[0].offset = 0;
-        s->buckets[0].count = m->n_param_floats;
-        s->n_buckets = 1;
-        s->bucket_at_node[0] = 0;
+    if (dp->n_buckets == 0) {
+        dp->buckets[0].offset = 0;
+        dp->buckets[0].count = m->n_param_floats;
+        dp->n_buckets = 1;
+        dp->bucket_at_node[0] = 0;
     }
     /* The node whose parameters start a bucket completes it. */
-    for (int b = 0; b < s->n_buckets; b++)
+    for (int b = 0; b < dp->n_buckets; b++)
         for (int c = 0; c < n_cuts; c++)
-            if (cuts[c] == s->buckets[b].offset)
-                s->bucket_at_node[owner[c]] = b;
+            if (cuts[c] == dp->buckets[b].offset)
+                dp->bucket_at_node[owner[c]] = b;
     kiln_free(ctx, cuts);
     kiln_free(ctx, owner);
     return KILN_OK;
@@ -734,40 +735,41 @@ static kiln_status plan_buckets(dp *s)
  * processes. */
 static kiln_status cross_sum(void *user, float *data, size_t count, const volatile int *abort)
 {
-    dp *s = user;
+    dp_strategy *dp = user;
     /* Twice the watchdog: a stalled peer is reported by the step's watchdog,
      * which names the replica and rank, and cancels this wait. */
     const kiln_status st =
-        kiln_mpi_sum_floats(s->mpi, data, count, abort, 2.0 * s->m->step_timeout);
+        kiln_mpi_sum_floats(dp->mpi, data, count, abort, 2.0 * dp->m->step_timeout);
     if (st != KILN_OK)
-        snprintf(s->cross_error, sizeof s->cross_error, "%s", kiln_context_last_error(s->m->ctx));
+        snprintf(dp->cross_error, sizeof dp->cross_error, "%s",
+                 kiln_context_last_error(dp->m->ctx));
     return st;
 }
 
 /* Joins the MPI job: every process must bring as many replicas and the
  * same model and training settings, and all start from rank 0's
  * parameters. */
-static kiln_status join_world(dp *s, float *init)
+static kiln_status join_world(dp_strategy *dp, float *init)
 {
-    kiln_model *m = s->m;
-    kiln_status st = kiln_mpi_join(&m->ctx->host, &s->mpi);
+    kiln_model *m = dp->m;
+    kiln_status st = kiln_mpi_join(&m->ctx->host, &dp->mpi);
     if (st != KILN_OK)
         return st;
-    s->rank = kiln_mpi_rank(s->mpi);
-    s->world = kiln_mpi_size(s->mpi);
-    m->rank = s->rank;
-    m->world = s->world;
-    m->mpi = s->mpi;
+    dp->rank = kiln_mpi_rank(dp->mpi);
+    dp->world = kiln_mpi_size(dp->mpi);
+    m->rank = dp->rank;
+    m->world = dp->world;
+    m->mpi = dp->mpi;
     m->mpi_evaluates = 1;
     static const char *const names[] = {
         "number of replicas", "#model (its layers' kinds, names and parameter shapes)",
         "#loss, optimizer and optimizer settings"};
-    const int64_t mine[] = {s->n, (int64_t)kiln_model_fingerprint(m),
+    const int64_t mine[] = {dp->n, (int64_t)kiln_model_fingerprint(m),
                             (int64_t)kiln_model_training_hash(m)};
-    st = kiln_mpi_check_same(s->mpi, "kiln_model_compile: multi_worker", names, mine, 3,
+    st = kiln_mpi_check_same(dp->mpi, "kiln_model_compile: multi_worker", names, mine, 3,
                              m->step_timeout);
     if (st == KILN_OK)
-        st = kiln_mpi_broadcast(s->mpi, init, m->n_param_floats, m->step_timeout);
+        st = kiln_mpi_broadcast(dp->mpi, init, m->n_param_floats, m->step_timeout);
     return st;
 }
 
@@ -779,24 +781,25 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d replicas asked for, but the context has %d "
                           "device(s)", n, (int)ctx->n_devices);
-    dp *s = kiln_calloc(ctx, 1, sizeof *s);
-    if (!s)
-        return kiln_error_oom(ctx, "a strategy", sizeof *s);
-    s->m = m;
-    s->mode = mode;
-    s->n = n;
-    s->world = 1;
+    dp_strategy *dp = kiln_calloc(ctx, 1, sizeof *dp);
+    if (!dp)
+        return kiln_error_oom(ctx, "a strategy", sizeof *dp);
+    dp->m = m;
+    dp->mode = mode;
+    dp->n = n;
+    dp->world = 1;
     float *init = kiln_calloc(ctx, m->n_param_floats, sizeof(float));
-    s->reps = kiln_calloc(ctx, (size_t)n, sizeof *s->reps);
-    kiln_status st = init && s->reps ? KILN_OK
-                                     : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *s->reps);
+    dp->reps = kiln_calloc(ctx, (size_t)n, sizeof *dp->reps);
+    kiln_status st = init && dp->reps
+                         ? KILN_OK
+                         : kiln_error_oom(ctx, "replicas", (size_t)n * sizeof *dp->reps);
     if (st == KILN_OK)
         kiln_model_init_params(m, init);
     if (st == KILN_OK && mode == DP_MULTI_WORKER)
-        st = join_world(s, init);
+        st = join_world(dp, init);
     for (int k = 0; st == KILN_OK && k < n; k++) {
-        dp_replica *d = &s->reps[k];
-        d->owner = s;
+        dp_replica *d = &dp->reps[k];
+        d->owner = dp;
         st = kiln_replica_create(m, ctx->devices[k], &d->r);
         if (st == KILN_OK) {
             d->r->index = k;
@@ -804,29 +807,29 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
         }
     }
     if (st == KILN_OK)
-        st = kiln_crew_create(ctx, mode == DP_ONE_DEVICE ? 0 : n, &s->crew);
+        st = kiln_crew_create(ctx, mode == DP_ONE_DEVICE ? 0 : n, &dp->crew);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = plan_buckets(s);
+        st = plan_buckets(dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = kiln_reducer_create(&ctx->host, n, m->n_param_floats, s->buckets, s->n_buckets,
-                                 m->reducer_threads, &s->reducer);
-    if (st == KILN_OK && s->mpi)
-        st = kiln_reducer_set_cross(s->reducer, cross_sum, s);
+        st = kiln_reducer_create(&ctx->host, n, m->n_param_floats, dp->buckets, dp->n_buckets,
+                                 m->reducer_threads, &dp->reducer);
+    if (st == KILN_OK && dp->mpi)
+        st = kiln_reducer_set_cross(dp->reducer, cross_sum, dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = plan_state(s);
+        st = plan_state(dp);
     if (st == KILN_OK && mode == DP_CENTRAL) {
-        s->host_params = init;
+        dp->host_params = init;
         init = NULL;
         for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
-            if (!(s->host_slots[i] = kiln_calloc(ctx, m->n_param_floats, sizeof(float))))
+            if (!(dp->host_slots[i] = kiln_calloc(ctx, m->n_param_floats, sizeof(float))))
                 st = kiln_error_oom(ctx, "host optimizer state", m->n_param_floats * 4);
     }
     kiln_free(ctx, init);
     if (st != KILN_OK) {
-        dp_destroy(s);
+        dp_destroy(dp);
         return st;
     }
-    *impl = s;
+    *impl = dp;
     return KILN_OK;
 }
 

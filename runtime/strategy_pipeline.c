@@ -83,24 +83,24 @@ struct pp {
     kiln_strategy_stats stats;
 };
 
-static int32_t view_of(const pp_stage *st, int32_t micro)
+static int32_t view_of(const pp_stage *stage, int32_t micro)
 {
-    return micro % st->n_views;
+    return micro % stage->n_views;
 }
 
-static int is_last(const pp_stage *st)
+static int is_last(const pp_stage *stage)
 {
-    return st->index == st->owner->n - 1;
+    return stage->index == stage->owner->n - 1;
 }
 
-static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status status)
+static kiln_status stage_failed(pp_stage *stage, kiln_replica *v, kiln_status status)
 {
-    pp *p = st->owner;
+    pp *p = stage->owner;
     /* Into this stage thread's own diagnostics; the caller copies the
      * culprit's. */
     if (status == KILN_ERROR_STOPPED) {
         kiln_error(p->m->ctx, status, "stage %d: the step was abandoned because another stage "
-                   "failed", (int)st->index);
+                   "failed", (int)stage->index);
     } else {
         char where[320];
         kiln_replica_describe(v, where, sizeof where);
@@ -114,16 +114,16 @@ static kiln_status stage_failed(pp_stage *st, kiln_replica *v, kiln_status statu
 }
 
 /* Waits until *stamp reaches this pass, counting the time as waiting. */
-static kiln_status wait_for(pp_stage *st, const int64_t *stamp)
+static kiln_status wait_for(pp_stage *stage, const int64_t *stamp)
 {
-    pp *p = st->owner;
+    pp *p = stage->owner;
     const double t0 = kiln_now();
     pthread_mutex_lock(&p->lock);
     while (*stamp != p->pass && !p->abort)
         pthread_cond_wait(&p->cond, &p->lock);
     const int aborted = p->abort;
     pthread_mutex_unlock(&p->lock);
-    st->wait_seconds += kiln_now() - t0;
+    stage->wait_seconds += kiln_now() - t0;
     return aborted ? KILN_ERROR_STOPPED : KILN_OK;
 }
 
@@ -155,23 +155,23 @@ static void leave(pp *p)
     kiln_first_run_leave(p->serial);
 }
 
-static kiln_status forward_micro(pp_stage *st, int32_t mb)
+static kiln_status forward_micro(pp_stage *stage, int32_t mb)
 {
-    pp *p = st->owner;
+    pp *p = stage->owner;
     kiln_model *m = p->m;
-    kiln_replica *v = st->views[view_of(st, mb)];
+    kiln_replica *v = stage->views[view_of(stage, mb)];
     const int32_t start = p->start[mb], n = p->count[mb];
-    kiln_status s = KILN_OK;
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
-        if (p->edges[e].to == st->index)
-            s = wait_for(st, &p->edges[e].act_ready[mb]);
+    kiln_status st = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++)
+        if (p->edges[e].to == stage->index)
+            st = wait_for(stage, &p->edges[e].act_ready[mb]);
     enter(p);
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->to == st->index)
-            s = kiln_buffer_write(v->dev, v->act[edge->node], 0,
-                                  edge->act + (size_t)start * edge->width,
-                                  (size_t)n * edge->width * sizeof(float), 0);
+        if (edge->to == stage->index)
+            st = kiln_buffer_write(v->dev, v->act[edge->node], 0,
+                                   edge->act + (size_t)start * edge->width,
+                                   (size_t)n * edge->width * sizeof(float), 0);
     }
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
     const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
@@ -181,57 +181,57 @@ static kiln_status forward_micro(pp_stage *st, int32_t mb)
                                   : NULL};
     v->first_sample = start;
     v->step_number = m->n_train_steps;
-    if (s == KILN_OK)
-        s = kiln_replica_upload(v, &part);
-    if (s == KILN_OK)
-        s = kiln_replica_forward(v, n, p->job == PP_TRAIN);
-    if (s == KILN_OK && is_last(st) && p->job != PP_PREDICT) {
+    if (st == KILN_OK)
+        st = kiln_replica_upload(v, &part);
+    if (st == KILN_OK)
+        st = kiln_replica_forward(v, n, p->job == PP_TRAIN);
+    if (st == KILN_OK && is_last(stage) && p->job != PP_PREDICT) {
         double sums[2];
-        s = kiln_replica_loss(v, n, p->job == PP_TRAIN ? p->scale : 1.0f);
-        if (s == KILN_OK)
-            s = kiln_replica_read_sums(v, sums);
-        if (s == KILN_OK) {
-            st->sums[0] += sums[0];
-            st->sums[1] += sums[1];
+        st = kiln_replica_loss(v, n, p->job == PP_TRAIN ? p->scale : 1.0f);
+        if (st == KILN_OK)
+            st = kiln_replica_read_sums(v, sums);
+        if (st == KILN_OK) {
+            stage->sums[0] += sums[0];
+            stage->sums[1] += sums[1];
         }
-    } else if (s == KILN_OK && is_last(st)) {
-        s = kiln_replica_read_output(v, n, p->outputs + (size_t)start * (size_t)out);
+    } else if (st == KILN_OK && is_last(stage)) {
+        st = kiln_replica_read_output(v, n, p->outputs + (size_t)start * (size_t)out);
     }
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->from == st->index)
-            s = kiln_buffer_read(v->dev, v->act[edge->node], 0,
-                                 edge->act + (size_t)start * edge->width,
-                                 (size_t)n * edge->width * sizeof(float));
+        if (edge->from == stage->index)
+            st = kiln_buffer_read(v->dev, v->act[edge->node], 0,
+                                  edge->act + (size_t)start * edge->width,
+                                  (size_t)n * edge->width * sizeof(float));
     }
     leave(p);
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
-        if (p->edges[e].from == st->index)
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++)
+        if (p->edges[e].from == stage->index)
             post(p, &p->edges[e].act_ready[mb]);
-    return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
+    return st == KILN_OK ? KILN_OK : stage_failed(stage, v, st);
 }
 
 /* The gradient of node j from every later stage that reads it, summed in
  * edge order, into the activation set's grad[j]. */
-static kiln_status receive_gradient(pp_stage *st, kiln_replica *v, kiln_node j, int32_t mb)
+static kiln_status receive_gradient(pp_stage *stage, kiln_replica *v, kiln_node j, int32_t mb)
 {
-    pp *p = st->owner;
+    pp *p = stage->owner;
     const int32_t start = p->start[mb], n = p->count[mb];
     const float *src = NULL;
     size_t width = 0;
     int senders = 0;
     for (int32_t e = 0; e < p->n_edges; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->from != st->index || edge->node != j)
+        if (edge->from != stage->index || edge->node != j)
             continue;
         const float *rows = edge->grad + (size_t)start * edge->width;
         width = edge->width;
         if (senders == 1)
-            memcpy(st->scratch, src, (size_t)n * width * sizeof(float));
+            memcpy(stage->scratch, src, (size_t)n * width * sizeof(float));
         if (senders >= 1)
             for (size_t x = 0; x < (size_t)n * width; x++)
-                st->scratch[x] += rows[x];
-        src = senders >= 1 ? st->scratch : rows;
+                stage->scratch[x] += rows[x];
+        src = senders >= 1 ? stage->scratch : rows;
         senders++;
     }
     if (!senders)
@@ -240,51 +240,51 @@ static kiln_status receive_gradient(pp_stage *st, kiln_replica *v, kiln_node j, 
     return kiln_buffer_write(v->dev, v->grad[j], 0, src, (size_t)n * width * sizeof(float), 1);
 }
 
-static kiln_status backward_micro(pp_stage *st, int32_t mb, int last_backward)
+static kiln_status backward_micro(pp_stage *stage, int32_t mb, int last_backward)
 {
-    pp *p = st->owner;
+    pp *p = stage->owner;
     kiln_model *m = p->m;
-    kiln_replica *v = st->views[view_of(st, mb)], *base = st->views[0];
+    kiln_replica *v = stage->views[view_of(stage, mb)], *base = stage->views[0];
     const int32_t start = p->start[mb], n = p->count[mb];
-    kiln_status s = KILN_OK;
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
-        if (p->edges[e].from == st->index)
-            s = wait_for(st, &p->edges[e].grad_ready[mb]);
+    kiln_status st = KILN_OK;
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++)
+        if (p->edges[e].from == stage->index)
+            st = wait_for(stage, &p->edges[e].grad_ready[mb]);
     enter(p);
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         const pp_edge *edge = &p->edges[e];
-        int first = edge->from == st->index;
+        int first = edge->from == stage->index;
         for (int32_t f = 0; f < e && first; f++)
-            first = !(p->edges[f].from == st->index && p->edges[f].node == edge->node);
+            first = !(p->edges[f].from == stage->index && p->edges[f].node == edge->node);
         if (first)
-            s = receive_gradient(st, v, edge->node, mb);
+            st = receive_gradient(stage, v, edge->node, mb);
     }
-    if (s == KILN_OK)
-        s = kiln_replica_backward(v, n, NULL, NULL);
+    if (st == KILN_OK)
+        st = kiln_replica_backward(v, n, NULL, NULL);
     /* Parameter gradients of each micro-batch add up in the accumulation
      * buffer; the last one of an update leaves the sum in grads. */
-    if (s == KILN_OK && base->accum && base->n_trainable > 0) {
+    if (st == KILN_OK && base->accum && base->n_trainable > 0) {
         const int final = last_backward && p->update.final_micro;
-        s = kiln_replica_accumulate(base, 0, base->n_trainable, final,
-                                    final ? 1.0f / (float)m->accumulation_steps : 1.0f);
+        st = kiln_replica_accumulate(base, 0, base->n_trainable, final,
+                                     final ? 1.0f / (float)m->accumulation_steps : 1.0f);
     }
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++) {
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->to == st->index)
-            s = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
-                                 edge->grad + (size_t)start * edge->width,
-                                 (size_t)n * edge->width * sizeof(float));
+        if (edge->to == stage->index)
+            st = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
+                                  edge->grad + (size_t)start * edge->width,
+                                  (size_t)n * edge->width * sizeof(float));
     }
     leave(p);
-    for (int32_t e = 0; e < p->n_edges && s == KILN_OK; e++)
-        if (p->edges[e].to == st->index)
+    for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++)
+        if (p->edges[e].to == stage->index)
             post(p, &p->edges[e].grad_ready[mb]);
-    return s == KILN_OK ? KILN_OK : stage_failed(st, v, s);
+    return st == KILN_OK ? KILN_OK : stage_failed(stage, v, st);
 }
 
 /* Stage s's order of passes: micro-batch m as m (forward) or -(m + 1)
  * (backward). Returns the count. */
-static int32_t schedule(const pp *p, int32_t s, int32_t *ops)
+static int32_t schedule(const pp *p, int32_t st, int32_t *ops)
 {
     const int32_t M = p->n_micro;
     int32_t k = 0;
@@ -300,7 +300,7 @@ static int32_t schedule(const pp *p, int32_t s, int32_t *ops)
             ops[k++] = -(mb + 1);
         return k;
     }
-    const int32_t warm = p->n - 1 - s < M ? p->n - 1 - s : M;
+    const int32_t warm = p->n - 1 - st < M ? p->n - 1 - st : M;
     for (int32_t mb = 0; mb < warm; mb++)
         ops[k++] = mb;
     for (int32_t i = 0; i + warm < M; i++) {
@@ -314,52 +314,52 @@ static int32_t schedule(const pp *p, int32_t s, int32_t *ops)
 
 static kiln_status stage_job(void *arg)
 {
-    pp_stage *st = arg;
-    pp *p = st->owner;
+    pp_stage *stage = arg;
+    pp *p = stage->owner;
     kiln_model *m = p->m;
-    kiln_replica *base = st->views[0];
+    kiln_replica *base = stage->views[0];
     int32_t ops[2 * 1024];
-    const int32_t n_ops = schedule(p, st->index, ops);
-    st->sums[0] = st->sums[1] = 0;
-    st->wait_seconds = 0;
-    kiln_status s = KILN_OK;
+    const int32_t n_ops = schedule(p, stage->index, ops);
+    stage->sums[0] = stage->sums[1] = 0;
+    stage->wait_seconds = 0;
+    kiln_status st = KILN_OK;
     int32_t backwards = 0;
-    for (int32_t k = 0; k < n_ops && s == KILN_OK; k++) {
+    for (int32_t k = 0; k < n_ops && st == KILN_OK; k++) {
         if (aborted(p)) {
-            s = stage_failed(st, base, KILN_ERROR_STOPPED);
+            st = stage_failed(stage, base, KILN_ERROR_STOPPED);
             break;
         }
         if (ops[k] >= 0)
-            s = forward_micro(st, ops[k]);
+            st = forward_micro(stage, ops[k]);
         else
-            s = backward_micro(st, -ops[k] - 1, ++backwards == p->n_micro);
+            st = backward_micro(stage, -ops[k] - 1, ++backwards == p->n_micro);
     }
-    if (s != KILN_OK || p->job != PP_TRAIN)
-        return s;
-    if (is_last(st)) {
+    if (st != KILN_OK || p->job != PP_TRAIN)
+        return st;
+    if (is_last(stage)) {
         pthread_mutex_lock(&p->lock);
-        p->finite = isfinite(st->sums[0]);
+        p->finite = isfinite(stage->sums[0]);
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
         post(p, &p->verdict_pass);
     }
-    s = wait_for(st, &p->verdict_pass);
-    if (s == KILN_OK && p->update.final_micro && p->finite && base->n_trainable > 0)
-        s = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
-                                 base->grads, base->slots, base->n_trainable,
-                                 p->update.number, NULL);
-    if (s == KILN_OK)
-        s = kiln_device_finish(base->dev);
-    return s == KILN_OK ? KILN_OK : stage_failed(st, base, s);
+    st = wait_for(stage, &p->verdict_pass);
+    if (st == KILN_OK && p->update.final_micro && p->finite && base->n_trainable > 0)
+        st = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
+                                  base->grads, base->slots, base->n_trainable,
+                                  p->update.number, NULL);
+    if (st == KILN_OK)
+        st = kiln_device_finish(base->dev);
+    return st == KILN_OK ? KILN_OK : stage_failed(stage, base, st);
 }
 
 
 /* Device memory the activation sets will take for micro-batches of n, as
  * kiln_replica_reserve allocates them (layers' workspace not counted). */
-static uint64_t activation_bytes(const pp *p, const pp_stage *st, int32_t n)
+static uint64_t activation_bytes(const pp *p, const pp_stage *stage, int32_t n)
 {
     const kiln_model *m = p->m;
-    const kiln_replica *v = st->views[0];
+    const kiln_replica *v = stage->views[0];
     uint64_t floats = 0;
     for (kiln_node i = 0; i < m->n_nodes; i++) {
         if (!v->present[i])
@@ -372,7 +372,7 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *st, int32_t n)
     }
     if (m->output >= v->span.first && m->output <= v->span.last)
         floats += (uint64_t)kiln_node_size(m, m->output) + 2;
-    return floats * (uint64_t)n * sizeof(float) * (uint64_t)st->n_views;
+    return floats * (uint64_t)n * sizeof(float) * (uint64_t)stage->n_views;
 }
 
 static void pp_memory(void *impl, int32_t i, kiln_memory_report *report);
@@ -380,16 +380,16 @@ static void pp_memory(void *impl, int32_t i, kiln_memory_report *report);
 static kiln_status over_budget(pp *p, int32_t k, int32_t n, uint64_t need)
 {
     kiln_context *ctx = p->m->ctx;
-    const pp_stage *st = &p->stages[k];
+    const pp_stage *stage = &p->stages[k];
     return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
                       "pipeline stage %d on %s: batches of %d in %d micro-batches need %llu "
                       "bytes (parameters, gradients, optimizer state and %d activation set(s) "
                       "of %d samples), the device has %llu (%s); use more micro-batches, the "
                       "1F1B schedule or a smaller batch", (int)k,
-                      kiln_device_label(ctx->devices[st->plan.device]), (int)n,
-                      (int)p->max_micro, (unsigned long long)need, (int)st->n_views,
+                      kiln_device_label(ctx->devices[stage->plan.device]), (int)n,
+                      (int)p->max_micro, (unsigned long long)need, (int)stage->n_views,
                       (int)((n + p->max_micro - 1) / p->max_micro),
-                      (unsigned long long)st->plan.budget,
+                      (unsigned long long)stage->plan.budget,
                       p->m->memory_budget ? "its budget" : "its global memory");
 }
 
@@ -401,17 +401,17 @@ static kiln_status reserve(pp *p, int32_t n)
     const int32_t micro = (n + p->max_micro - 1) / p->max_micro;
     if (micro > p->micro_capacity) {
         for (int32_t k = 0; k < p->n; k++) {
-            pp_stage *st = &p->stages[k];
-            const uint64_t need = st->plan.state_bytes + activation_bytes(p, st, micro);
-            if (need > st->plan.budget)
+            pp_stage *stage = &p->stages[k];
+            const uint64_t need = stage->plan.state_bytes + activation_bytes(p, stage, micro);
+            if (need > stage->plan.budget)
                 return over_budget(p, k, n, need);
         }
         for (int32_t k = 0; k < p->n; k++) {
-            pp_stage *st = &p->stages[k];
-            for (int32_t v = 0; v < st->n_views; v++) {
-                kiln_status s = kiln_replica_reserve(st->views[v], micro);
-                if (s != KILN_OK)
-                    return s;
+            pp_stage *stage = &p->stages[k];
+            for (int32_t v = 0; v < stage->n_views; v++) {
+                kiln_status st = kiln_replica_reserve(stage->views[v], micro);
+                if (st != KILN_OK)
+                    return st;
             }
             /* Now with the layers' workspace, which only they can size. */
             kiln_memory_report r;
@@ -419,9 +419,9 @@ static kiln_status reserve(pp *p, int32_t n)
             pp_memory(p, k, &r);
             const uint64_t held = r.parameter_bytes + r.gradient_bytes + r.optimizer_bytes +
                                   r.activation_bytes + r.workspace_bytes;
-            if (held > st->plan.budget) {
-                for (int32_t v = 0; v < st->n_views; v++)
-                    kiln_replica_release(st->views[v]);
+            if (held > stage->plan.budget) {
+                for (int32_t v = 0; v < stage->n_views; v++)
+                    kiln_replica_release(stage->views[v]);
                 return over_budget(p, k, n, held);
             }
         }
@@ -528,9 +528,9 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2]
     kiln_model *m = p->m;
     kiln_update_begin(&p->update, m);
     p->scale = 1.0f / (float)b->n;
-    kiln_status s = run_pass(p, PP_TRAIN, b, NULL);
-    if (s != KILN_OK)
-        return s;
+    kiln_status st = run_pass(p, PP_TRAIN, b, NULL);
+    if (st != KILN_OK)
+        return st;
     const pp_stage *last = &p->stages[p->n - 1];
     sums[0] = last->sums[0];
     sums[1] = last->sums[1];
@@ -541,10 +541,10 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2]
 static kiln_status pp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 {
     pp *p = impl;
-    kiln_status s = run_pass(p, PP_EVAL, b, NULL);
-    sums[0] = s == KILN_OK ? p->stages[p->n - 1].sums[0] : 0;
-    sums[1] = s == KILN_OK ? p->stages[p->n - 1].sums[1] : 0;
-    return s;
+    kiln_status st = run_pass(p, PP_EVAL, b, NULL);
+    sums[0] = st == KILN_OK ? p->stages[p->n - 1].sums[0] : 0;
+    sums[1] = st == KILN_OK ? p->stages[p->n - 1].sums[1] : 0;
+    return st;
 }
 
 static kiln_status pp_predict_step(void *impl, const kiln_batch *b, float *outputs)
@@ -571,8 +571,8 @@ static void scatter(const kiln_stage_span *sp, const float *local, float *flat, 
 static kiln_status stage_io(pp *p, int which, float *flat, int get)
 {
     kiln_context *ctx = p->m->ctx;
-    kiln_status s = KILN_OK;
-    for (int32_t k = 0; k < p->n && s == KILN_OK; k++) {
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; k < p->n && st == KILN_OK; k++) {
         kiln_replica *base = p->stages[k].views[0];
         if (base->n_floats == 0)
             continue;
@@ -581,16 +581,16 @@ static kiln_status stage_io(pp *p, int which, float *flat, int get)
             return kiln_error_oom(ctx, "a stage's parameters", base->n_floats * 4);
         kiln_buffer *buf = which < 0 ? base->params : base->slots[which];
         if (get) {
-            s = kiln_buffer_read(base->dev, buf, 0, local, base->n_floats * sizeof(float));
-            if (s == KILN_OK)
+            st = kiln_buffer_read(base->dev, buf, 0, local, base->n_floats * sizeof(float));
+            if (st == KILN_OK)
                 scatter(&base->span, local, flat, 1);
         } else {
             scatter(&base->span, local, flat, 0);
-            s = kiln_buffer_write(base->dev, buf, 0, local, base->n_floats * sizeof(float), 1);
+            st = kiln_buffer_write(base->dev, buf, 0, local, base->n_floats * sizeof(float), 1);
         }
         kiln_free(ctx, local);
     }
-    return s;
+    return st;
 }
 
 static kiln_status pp_get_params(void *impl, float *flat)
@@ -606,19 +606,19 @@ static kiln_status pp_set_params(void *impl, const float *flat)
 static kiln_status pp_get_slots(void *impl, float *const *slots)
 {
     pp *p = impl;
-    kiln_status s = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && s == KILN_OK; i++)
-        s = stage_io(p, i, slots[i], 1);
-    return s;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && st == KILN_OK; i++)
+        st = stage_io(p, i, slots[i], 1);
+    return st;
 }
 
 static kiln_status pp_set_slots(void *impl, const float *const *slots)
 {
     pp *p = impl;
-    kiln_status s = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && s == KILN_OK; i++)
-        s = stage_io(p, i, (float *)slots[i], 0);
-    return s;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && st == KILN_OK; i++)
+        st = stage_io(p, i, (float *)slots[i], 0);
+    return st;
 }
 
 static int32_t pp_replica_count(void *impl)
@@ -645,12 +645,12 @@ static int32_t pp_micro_step(void *impl)
 static void pp_memory(void *impl, int32_t i, kiln_memory_report *report)
 {
     pp *p = impl;
-    const pp_stage *st = &p->stages[i];
-    kiln_replica_memory(st->views[0], report);
-    for (int32_t v = 1; v < st->n_views; v++) {
+    const pp_stage *stage = &p->stages[i];
+    kiln_replica_memory(stage->views[0], report);
+    for (int32_t v = 1; v < stage->n_views; v++) {
         kiln_memory_report extra;
         memset(&extra, 0, sizeof extra);
-        kiln_replica_memory(st->views[v], &extra);
+        kiln_replica_memory(stage->views[v], &extra);
         report->activation_bytes += extra.activation_bytes;
         report->workspace_bytes += extra.workspace_bytes;
     }
@@ -672,11 +672,11 @@ static void pp_destroy(void *impl)
         return;
     }
     for (int32_t k = 0; p->stages && k < p->n; k++) {
-        pp_stage *st = &p->stages[k];
-        for (int32_t v = st->n_views - 1; st->views && v >= 0; v--)
-            kiln_replica_destroy(st->views[v]);
-        kiln_free(ctx, st->views);
-        kiln_free(ctx, st->scratch);
+        pp_stage *stage = &p->stages[k];
+        for (int32_t v = stage->n_views - 1; stage->views && v >= 0; v--)
+            kiln_replica_destroy(stage->views[v]);
+        kiln_free(ctx, stage->views);
+        kiln_free(ctx, stage->scratch);
     }
     for (int32_t e = 0; p->edges && e < p->n_edges; e++) {
         kiln_free(ctx, p->edges[e].act);
@@ -749,9 +749,9 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     kiln_stage_plan *plan = NULL;
     int32_t n = 0;
     const int accumulate = m->micro_batches > 1 || m->accumulation_steps > 1;
-    kiln_status s = kiln_partition(m, accumulate, &plan, &n);
-    if (s != KILN_OK)
-        return s;
+    kiln_status st = kiln_partition(m, accumulate, &plan, &n);
+    if (st != KILN_OK)
+        return st;
     pp *p = kiln_calloc(ctx, 1, sizeof *p);
     if (!p) {
         kiln_free(ctx, plan);
@@ -766,44 +766,44 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     p->count = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->count);
     float *init = kiln_calloc(ctx, m->n_param_floats ? m->n_param_floats : 1, sizeof(float));
     if (!p->stages || !p->start || !p->count || !init)
-        s = kiln_error_oom(ctx, "pipeline stages", (size_t)n * sizeof *p->stages);
+        st = kiln_error_oom(ctx, "pipeline stages", (size_t)n * sizeof *p->stages);
     else
         p->n = n;
-    for (int32_t k = 0; s == KILN_OK && k < n; k++) {
-        pp_stage *st = &p->stages[k];
-        st->owner = p;
-        st->index = k;
-        st->plan = plan[k];
-        st->n_views = m->schedule == KILN_PIPELINE_GPIPE ? p->max_micro
+    for (int32_t k = 0; st == KILN_OK && k < n; k++) {
+        pp_stage *stage = &p->stages[k];
+        stage->owner = p;
+        stage->index = k;
+        stage->plan = plan[k];
+        stage->n_views = m->schedule == KILN_PIPELINE_GPIPE ? p->max_micro
                       : n - k < p->max_micro             ? n - k
                                                          : p->max_micro;
-        st->views = kiln_calloc(ctx, (size_t)st->n_views, sizeof *st->views);
-        if (!st->views) {
-            s = kiln_error_oom(ctx, "pipeline activation sets", (size_t)st->n_views * 8);
+        stage->views = kiln_calloc(ctx, (size_t)stage->n_views, sizeof *stage->views);
+        if (!stage->views) {
+            st = kiln_error_oom(ctx, "pipeline activation sets", (size_t)stage->n_views * 8);
             break;
         }
-        s = kiln_replica_create_stage(m, ctx->devices[plan[k].device], &plan[k].span,
-                                      &st->views[0]);
-        if (s == KILN_OK)
-            st->views[0]->index = k;
-        for (int32_t v = 1; s == KILN_OK && v < st->n_views; v++)
-            s = kiln_replica_create_view(st->views[0], &st->views[v]);
-        for (int32_t v = 0; s == KILN_OK && v < st->n_views; v++)
-            st->views[v]->role = "stage";
+        st = kiln_replica_create_stage(m, ctx->devices[plan[k].device], &plan[k].span,
+                                       &stage->views[0]);
+        if (st == KILN_OK)
+            stage->views[0]->index = k;
+        for (int32_t v = 1; st == KILN_OK && v < stage->n_views; v++)
+            st = kiln_replica_create_view(stage->views[0], &stage->views[v]);
+        for (int32_t v = 0; st == KILN_OK && v < stage->n_views; v++)
+            stage->views[v]->role = "stage";
     }
-    if (s == KILN_OK)
-        s = kiln_crew_create(ctx, n, &p->crew);
+    if (st == KILN_OK)
+        st = kiln_crew_create(ctx, n, &p->crew);
     kiln_free(ctx, plan);
-    if (s == KILN_OK)
-        s = plan_edges(p);
-    if (s == KILN_OK)
+    if (st == KILN_OK)
+        st = plan_edges(p);
+    if (st == KILN_OK)
         kiln_model_init_params(m, init);
-    if (s == KILN_OK)
-        s = pp_set_params(p, init);
+    if (st == KILN_OK)
+        st = pp_set_params(p, init);
     kiln_free(ctx, init);
-    if (s != KILN_OK) {
+    if (st != KILN_OK) {
         pp_destroy(p);
-        return s;
+        return st;
     }
     *impl = p;
     return KILN_OK;
@@ -827,14 +827,14 @@ kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, 
                      m->schedule == KILN_PIPELINE_GPIPE ? "GPipe" : "1F1B",
                      (int)p->max_micro);
     for (int32_t k = 0; k < p->n; k++) {
-        const pp_stage *st = &p->stages[k];
+        const pp_stage *stage = &p->stages[k];
         kiln_memory_report r;
         memset(&r, 0, sizeof r);
         pp_memory((void *)p, k, &r);
         kiln_text_printf(&t, "stage %d on %s: %.0f%% of the compute, layers", (int)k,
-                         kiln_device_label(m->ctx->devices[st->plan.device]),
-                         total ? 100.0 * (double)st->plan.cost / (double)total : 0.0);
-        for (kiln_node i = st->plan.span.first; i <= st->plan.span.last; i++)
+                         kiln_device_label(m->ctx->devices[stage->plan.device]),
+                         total ? 100.0 * (double)stage->plan.cost / (double)total : 0.0);
+        for (kiln_node i = stage->plan.span.first; i <= stage->plan.span.last; i++)
             if (m->nodes[i].on_path)
                 kiln_text_printf(&t, " %s", m->nodes[i].name);
         kiln_text_printf(&t, "\n  memory: parameters %.2f MiB, gradients %.2f MiB, optimizer "
@@ -843,7 +843,7 @@ kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, 
                          (double)r.gradient_bytes / 1048576.0,
                          (double)r.optimizer_bytes / 1048576.0,
                          (double)(r.activation_bytes + r.workspace_bytes) / 1048576.0,
-                         (int)st->n_views, (double)st->plan.budget / 1048576.0);
+                         (int)stage->n_views, (double)stage->plan.budget / 1048576.0);
     }
     if (length)
         *length = t.length;

@@ -54,7 +54,8 @@ static void fault_configure(void *config, const void *args)
 
 static const kiln_layer_ops fault_ops = {
     .kind = "fault", .config_size = sizeof(fault_config), .min_inputs = 1, .max_inputs = 1,
-    .configure = fault_configure, .infer = fault_infer, .forward = fault_forward, .backward = fault_backward,
+    .configure = fault_configure, .infer = fault_infer, .forward = fault_forward,
+    .backward = fault_backward,
 };
 
 kiln_node fault_layer(kiln_model *model, kiln_node input, fault_plan *plan)

@@ -1,6 +1,7 @@
 /* Finite differences against backward, through small multi-layer models:
  * one where a node feeds two layers that meet again in Add, a
- * convolutional one, and a residual block with batch normalisation. Smooth activations keep the differences meaningful. */
+ * convolutional one, and a residual block with batch normalisation.
+ * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
 #define BATCH 3

@@ -1,7 +1,7 @@
 /* The parameter server across processes: run by test/mpi_run.sh with
  * STORES store ranks (argument, default 1; the parameters sharded over
- * them) and two workers with one device each. On a Fashion-MNIST subset with max_staleness 1: every rank ends
- * with the same model and the epoch's record counts every sample; the
+ * them) and two workers with one device each. On a Fashion-MNIST subset
+ * with max_staleness 1: every rank ends with the same model and the epoch's record counts every sample; the
  * store applied one update per batch, some of them stale, and no worker
  * ran more than 1 push ahead; rank 0 then checks the accuracy against
  * one-device synchronous training on the same batches (within 1 point)

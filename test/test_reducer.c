@@ -51,7 +51,8 @@ static void run_case(kiln_context *ctx, int replicas, size_t length, const kiln_
                      int n_buckets, int threads, int rounds)
 {
     kiln_reducer *r = NULL;
-    CHECK_OK(ctx, kiln_reducer_create(&ctx->host, replicas, length, buckets, n_buckets, threads, &r));
+    CHECK_OK(ctx, kiln_reducer_create(&ctx->host, replicas, length, buckets, n_buckets, threads,
+                                      &r));
     if (!r)
         return;
     for (int round = 0; round < rounds; round++) {
