@@ -113,7 +113,7 @@ int kiln_mpi_size(const kiln_mpi *w)
 static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
                           const volatile int *cancel, double timeout)
 {
-    const double deadline = timeout > 0 ? kiln_now() + timeout : 0;
+    const kiln_deadline deadline = kiln_deadline_in(timeout);
     const struct timespec tick = {0, 100000};
     for (;;) {
         int done = 0;
@@ -126,11 +126,11 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
         }
         if (done)
             return KILN_OK;
-        if ((cancel && *cancel) || (deadline > 0 && kiln_now() > deadline))
+        if ((cancel && *cancel) || kiln_deadline_passed(deadline))
             kiln_mpi_abandon();
         if (cancel && *cancel)   /* kiln gave up after reporting why: keep that message */
             return KILN_ERROR_STOPPED;
-        if (deadline > 0 && kiln_now() > deadline)
+        if (kiln_deadline_passed(deadline))
             return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
                              "%s: rank %d of %d waited %.1f s for the other ranks; one of "
                              "them has stalled or died", what, w->rank, w->size, timeout);
@@ -235,13 +235,13 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
     pthread_mutex_unlock(&lock);
     if (err != MPI_SUCCESS)
         return mpi_fail(w->host, "MPI receive", err);
-    const double deadline = timeout > 0 ? kiln_now() + timeout : 0;
+    const kiln_deadline deadline = kiln_deadline_in(timeout);
     const struct timespec tick = {0, 100000};
     for (;;) {
         int done = 0;
         pthread_mutex_lock(&lock);
         err = MPI_Test(&req, &done, &status);
-        if (!done && ((cancel && *cancel) || (deadline > 0 && kiln_now() > deadline))) {
+        if (!done && ((cancel && *cancel) || kiln_deadline_passed(deadline))) {
             MPI_Cancel(&req);
             MPI_Wait(&req, MPI_STATUS_IGNORE);
         }
@@ -257,7 +257,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
         }
         if (cancel && *cancel)
             return KILN_ERROR_STOPPED;
-        if (deadline > 0 && kiln_now() > deadline) {
+        if (kiln_deadline_passed(deadline)) {
             kiln_mpi_abandon();
             return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
                              "MPI receive: rank %d of %d waited %.1f s for a message; the "

@@ -3,9 +3,7 @@
 #include "base/clock.h"
 #include "base/host.h"
 
-#include <errno.h>
 #include <string.h>
-#include <time.h>
 
 struct kiln_reducer {
     kiln_host *host;
@@ -184,7 +182,7 @@ kiln_status kiln_reducer_create(kiln_host *host, int n_replicas, size_t length,
     r->length = length;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->work, NULL);
-    pthread_cond_init(&r->done, NULL);
+    kiln_cond_init_monotonic(&r->done);
     pthread_cond_init(&r->cross_cv, NULL);
     r->local_done = kiln_host_calloc(host, (size_t)n_buckets, sizeof(int));
     r->buckets = kiln_host_calloc(host, (size_t)n_buckets, sizeof *r->buckets);
@@ -292,33 +290,21 @@ void kiln_reducer_cancel(kiln_reducer *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
+kiln_status kiln_reducer_wait(kiln_reducer *r, double timeout_seconds)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    if (timeout_seconds > 0) {
-        const double whole = (double)(long)timeout_seconds;
-        until.tv_sec += (time_t)whole;
-        until.tv_nsec += (long)((timeout_seconds - whole) * 1e9);
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-    }
-    int result = KILN_REDUCER_DONE;
+    const kiln_deadline deadline = kiln_deadline_in(timeout_seconds);
+    int timed_out = 0;
     pthread_mutex_lock(&r->lock);
-    while (!round_done(r) && !r->cancelled && !r->stopping) {
-        if (timeout_seconds <= 0) {
-            pthread_cond_wait(&r->done, &r->lock);
-        } else if (pthread_cond_timedwait(&r->done, &r->lock, &until) == ETIMEDOUT) {
-            result = KILN_REDUCER_TIMEOUT;
-            break;
-        }
-    }
-    if (result == KILN_REDUCER_DONE && !round_done(r))
-        result = KILN_REDUCER_CANCELLED;
+    while (!round_done(r) && !r->cancelled && !r->stopping && !timed_out)
+        timed_out = !kiln_cond_wait_until(&r->done, &r->lock, deadline);
+    const int done = round_done(r);
     pthread_mutex_unlock(&r->lock);
-    return result;
+    if (done)
+        return KILN_OK;
+    if (timed_out)
+        return kiln_fail(r->host, KILN_ERROR_TIMEOUT, "reducer: the round was not reduced "
+                         "within %.1f s", timeout_seconds);
+    return kiln_fail(r->host, KILN_ERROR_STOPPED, "reducer: the round was cancelled");
 }
 
 void kiln_reducer_timing(const kiln_reducer *r, double until, double *busy, double *hidden)

@@ -38,14 +38,13 @@ const float *kiln_reducer_result(const kiln_reducer *r);
 void kiln_reducer_begin(kiln_reducer *r);
 /* Replica `replica` has written bucket `bucket` of its slot. */
 void kiln_reducer_submit(kiln_reducer *r, int replica, int bucket);
-/* Makes every waiter of this round return KILN_REDUCER_CANCELLED. */
+/* Makes every waiter of this round return KILN_ERROR_STOPPED. */
 void kiln_reducer_cancel(kiln_reducer *r);
 
-#define KILN_REDUCER_DONE 0
-#define KILN_REDUCER_TIMEOUT 1
-#define KILN_REDUCER_CANCELLED 2
-/* Waits until every bucket of the round is reduced (timeout <= 0: forever). */
-int kiln_reducer_wait(kiln_reducer *r, double timeout_seconds);
+/* Waits until every bucket of the round is reduced (timeout <= 0: forever):
+ * KILN_OK; KILN_ERROR_TIMEOUT when the time ran out, KILN_ERROR_STOPPED when
+ * the round was cancelled, each with a message. */
+kiln_status kiln_reducer_wait(kiln_reducer *r, double timeout_seconds);
 
 /* A second stage for every bucket (multi-worker training: the sum across
  * processes). After bucket b is summed here, `fn` transforms its range of

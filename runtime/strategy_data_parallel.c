@@ -126,13 +126,11 @@ static kiln_status empty_shard(dp_replica *d)
 static kiln_status wait_reduced(dp_replica *d)
 {
     dp_strategy *dp = d->owner;
-    const int w = kiln_reducer_wait(dp->reducer, 0);
-    if (w == KILN_REDUCER_DONE)
+    if (kiln_reducer_wait(dp->reducer, 0) == KILN_OK)
         return KILN_OK;
     const kiln_status cross = kiln_reducer_cross_status(dp->reducer);
-    if (cross != KILN_OK) {
+    if (cross != KILN_OK)
         return kiln_error(dp->m->ctx, cross, "%.700s", dp->cross_error);
-    }
     return kiln_error(dp->m->ctx, KILN_ERROR_STOPPED, "replica %d: the step was abandoned "
                       "because another replica failed", d->r->index);
 }
@@ -487,7 +485,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     }
     if (dp->update.final_micro && dp->mode == DP_CENTRAL) {
         /* The reducer finished while the workers ran; its sum is the mean. */
-        if (kiln_reducer_wait(dp->reducer, 0) != KILN_REDUCER_DONE)
+        if (kiln_reducer_wait(dp->reducer, 0) != KILN_OK)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         if (all_finite(kiln_reducer_result(dp->reducer), m->n_param_floats)) {
             kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params,

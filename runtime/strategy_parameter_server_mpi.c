@@ -224,9 +224,10 @@ static kiln_status psm_drain(void *impl, double sums[3])
         for (int k = 0; k < p->stores && st == KILN_OK; k++)
             st = kiln_mpi_send(p->mpi, k, TAG_DONE, &one, 1, 0, m->step_timeout);
     } else {
-        const double deadline = kiln_now() + m->step_timeout;
+        const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
         pthread_mutex_lock(&p->lock);
-        while (p->n_done < p->workers && p->server_status == KILN_OK && kiln_now() < deadline) {
+        while (p->n_done < p->workers && p->server_status == KILN_OK &&
+               !kiln_deadline_passed(deadline)) {
             pthread_mutex_unlock(&p->lock);
             const struct timespec tick = {.tv_sec = 0, .tv_nsec = 1000000};
             nanosleep(&tick, NULL);

@@ -42,7 +42,7 @@ static void *submit_round(void *arg)
             slot[s->buckets[b].offset + i] = value(0, s->replica, s->buckets[b].offset + i);
         kiln_reducer_submit(s->r, s->replica, b);
     }
-    if (kiln_reducer_wait(s->r, 30) != KILN_REDUCER_DONE)
+    if (kiln_reducer_wait(s->r, 30) != KILN_OK)
         s->fails++;
     return NULL;
 }
@@ -129,14 +129,14 @@ static void test_errors_and_cancel(kiln_context *ctx)
     kiln_reducer_submit(r, 0, 0);
     kiln_reducer_submit(r, 1, 0);
     kiln_reducer_submit(r, 0, 1);   /* replica 1 never sends bucket 1 */
-    CHECK(kiln_reducer_wait(r, 0.05) == KILN_REDUCER_TIMEOUT);
+    CHECK(kiln_reducer_wait(r, 0.05) == KILN_ERROR_TIMEOUT);
     kiln_reducer_cancel(r);
-    CHECK(kiln_reducer_wait(r, 0) == KILN_REDUCER_CANCELLED);
+    CHECK(kiln_reducer_wait(r, 0) == KILN_ERROR_STOPPED);
     kiln_reducer_begin(r);          /* a new round after a cancelled one */
     for (int b = 0; b < 2; b++)
         for (int k = 0; k < 2; k++)
             kiln_reducer_submit(r, k, b);
-    CHECK(kiln_reducer_wait(r, 5) == KILN_REDUCER_DONE);
+    CHECK(kiln_reducer_wait(r, 5) == KILN_OK);
     kiln_reducer_destroy(r);
     kiln_reducer_destroy(NULL);
 }
