@@ -221,11 +221,3 @@ kiln_status kiln_fail_oom(kiln_host *host, const char *what, size_t bytes)
     return kiln_fail(host, KILN_ERROR_OUT_OF_MEMORY, "out of host memory: %zu bytes for %s",
                      bytes, what);
 }
-
-kiln_status kiln_diag_raise(kiln_host *host, const kiln_diag *from)
-{
-    kiln_diag *d = kiln_diag_of_thread(host);
-    if (d != from)
-        kiln_fail(host, from->status, "%s", from->message);
-    return from->status;
-}

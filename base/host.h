@@ -92,8 +92,5 @@ const char *kiln_diag_message(kiln_host *host);
  * work) the calling thread's diagnostics: a worker's own buffer, which no
  * other thread writes. */
 void kiln_diag_bind(kiln_host *host, kiln_diag *diag);
-/* Copies `from` into the calling thread's diagnostics (a worker's failure
- * reported to the thread that called kiln) and returns its status. */
-kiln_status kiln_diag_raise(kiln_host *host, const kiln_diag *from);
 
 #endif
