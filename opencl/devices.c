@@ -202,17 +202,75 @@ static kiln_status gemm_tuning_mode(kiln_host *host, const kiln_context_options 
     return KILN_OK;
 }
 
+/* The devices the indices name, checked. */
+static kiln_status choose_by_index(kiln_host *host, const int32_t *indices, int32_t n_indices,
+                                   int32_t n_found, int32_t *chosen, int32_t *n_chosen)
+{
+    for (int32_t i = 0; i < n_indices; i++) {
+        if (indices[i] < 0 || indices[i] >= n_found)
+            return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
+                             "device index %d does not exist: there are %d device(s), "
+                             "indices 0 to %d", (int)indices[i], (int)n_found,
+                             (int)n_found - 1);
+        for (int32_t j = 0; j < i; j++)
+            if (indices[j] == indices[i])
+                return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
+                                 "device index %d is listed twice", (int)indices[i]);
+        chosen[(*n_chosen)++] = indices[i];
+    }
+    return KILN_OK;
+}
+
+/* The devices of a type; the default type is the GPUs where there are any,
+ * else everything. */
+static kiln_status choose_by_type(kiln_host *host, kiln_device_type type,
+                                  const found_device *found, int32_t n_found, int32_t *chosen,
+                                  int32_t *n_chosen)
+{
+    if (type == KILN_DEVICE_DEFAULT) {
+        type = KILN_DEVICE_ALL;
+        for (int32_t i = 0; i < n_found; i++)
+            if (found[i].type & CL_DEVICE_TYPE_GPU)
+                type = KILN_DEVICE_GPU;
+    }
+    for (int32_t i = 0; i < n_found; i++)
+        if (type_matches(type, found[i].type))
+            chosen[(*n_chosen)++] = i;
+    if (*n_chosen == 0)
+        return kiln_fail(host, KILN_ERROR_NO_DEVICE,
+                         "no %s device among the %d OpenCL device(s) found", type_word(type),
+                         (int)n_found);
+    return KILN_OK;
+}
+
+/* Opens found[chosen[0..n_chosen)] and applies their GEMM parameters. */
+static kiln_status open_chosen(kiln_host *host, const char *cache_dir, const found_device *found,
+                               const int32_t *chosen, int32_t n_chosen, kiln_gemm_tuning tuning,
+                               kiln_device ***devices, int32_t *n_devices)
+{
+    kiln_device **opened = kiln_host_calloc(host, (size_t)n_chosen, sizeof *opened);
+    if (!opened)
+        return kiln_fail_oom(host, "the device list", (size_t)n_chosen * sizeof(void *));
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < n_chosen && st == KILN_OK; i++)
+        st = open_device(host, cache_dir, &found[chosen[i]], chosen[i], &opened[i]);
+    if (st == KILN_OK)
+        st = kiln_gemm_tuning_setup(host, opened, n_chosen, tuning);
+    if (st != KILN_OK) {
+        kiln_devices_close(host, opened, n_chosen);
+        return st;
+    }
+    *devices = opened;
+    *n_devices = n_chosen;
+    return KILN_OK;
+}
+
 kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, const char *cache_dir,
                               kiln_device ***devices, int32_t *n_devices)
 {
     *devices = NULL;
     *n_devices = 0;
-    found_device found[KILN_MAX_ALL_DEVICES];
-    int32_t n_found = 0;
     kiln_device_type type = o->device_type;
-    int32_t indices[KILN_MAX_ALL_DEVICES];
-    int32_t n_indices = 0;
-
     if (o->n_device_indices < 0 || (o->n_device_indices > 0 && !o->device_indices) ||
         o->n_device_indices > KILN_MAX_ALL_DEVICES)
         return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
@@ -225,63 +283,24 @@ kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, co
     kiln_status st = gemm_tuning_mode(host, o, &tuning);
     if (st != KILN_OK)
         return st;
+    int32_t indices[KILN_MAX_ALL_DEVICES];
+    int32_t n_indices = 0;
     for (int32_t i = 0; i < o->n_device_indices; i++)
         indices[n_indices++] = o->device_indices[i];
     const char *env = getenv("KILN_DEVICES");
-    if (env && *env) {
-        st = parse_env(host, env, &type, indices, &n_indices);
-        if (st != KILN_OK)
-            return st;
-    }
-    st = list_all(host, found, &n_found);
-    if (st != KILN_OK)
+    if (env && *env && (st = parse_env(host, env, &type, indices, &n_indices)) != KILN_OK)
         return st;
-
+    found_device found[KILN_MAX_ALL_DEVICES];
+    int32_t n_found = 0;
+    if ((st = list_all(host, found, &n_found)) != KILN_OK)
+        return st;
     int32_t chosen[KILN_MAX_ALL_DEVICES];
     int32_t n_chosen = 0;
-    if (n_indices > 0) {
-        for (int32_t i = 0; i < n_indices; i++) {
-            if (indices[i] < 0 || indices[i] >= n_found)
-                return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                                 "device index %d does not exist: there are %d device(s), "
-                                 "indices 0 to %d", (int)indices[i], (int)n_found,
-                                 (int)n_found - 1);
-            for (int32_t j = 0; j < i; j++)
-                if (indices[j] == indices[i])
-                    return kiln_fail(host, KILN_ERROR_INVALID_ARGUMENT,
-                                     "device index %d is listed twice", (int)indices[i]);
-            chosen[n_chosen++] = indices[i];
-        }
-    } else {
-        if (type == KILN_DEVICE_DEFAULT) {
-            type = KILN_DEVICE_ALL;
-            for (int32_t i = 0; i < n_found; i++)
-                if (found[i].type & CL_DEVICE_TYPE_GPU)
-                    type = KILN_DEVICE_GPU;
-        }
-        for (int32_t i = 0; i < n_found; i++)
-            if (type_matches(type, found[i].type))
-                chosen[n_chosen++] = i;
-        if (n_chosen == 0)
-            return kiln_fail(host, KILN_ERROR_NO_DEVICE,
-                             "no %s device among the %d OpenCL device(s) found",
-                             type_word(type), (int)n_found);
-    }
-
-    kiln_device **opened = kiln_host_calloc(host, (size_t)n_chosen, sizeof *opened);
-    if (!opened)
-        return kiln_fail_oom(host, "the device list", (size_t)n_chosen * sizeof(void *));
-    for (int32_t i = 0; i < n_chosen && st == KILN_OK; i++)
-        st = open_device(host, cache_dir, &found[chosen[i]], chosen[i], &opened[i]);
-    if (st == KILN_OK)
-        st = kiln_gemm_tuning_setup(host, opened, n_chosen, tuning);
-    if (st != KILN_OK) {
-        kiln_devices_close(host, opened, n_chosen);
+    st = n_indices > 0 ? choose_by_index(host, indices, n_indices, n_found, chosen, &n_chosen)
+                       : choose_by_type(host, type, found, n_found, chosen, &n_chosen);
+    if (st != KILN_OK)
         return st;
-    }
-    *devices = opened;
-    *n_devices = n_chosen;
-    return KILN_OK;
+    return open_chosen(host, cache_dir, found, chosen, n_chosen, tuning, devices, n_devices);
 }
 
 void kiln_devices_close(kiln_host *host, kiln_device **devices, int32_t n_devices)

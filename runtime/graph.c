@@ -35,11 +35,12 @@ void kiln_model_destroy(kiln_model *m)
     kiln_free(m->ctx, m);
 }
 
-static kiln_node build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
+static kiln_status build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
     KILN_PRINTF(3, 4);
 
-/* Keeps the first error only: later ones are usually its consequences. */
-static kiln_node build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
+/* Keeps the first error only: later ones are usually its consequences.
+ * Returns st. */
+static kiln_status build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
 {
     if (m->build_status == KILN_OK) {
         va_list ap;
@@ -48,7 +49,7 @@ static kiln_node build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
         va_end(ap);
         m->build_status = st;
     }
-    return KILN_NODE_INVALID;
+    return st;
 }
 
 /* Keras names layers "dense", "dense_1", ... per kind. */
@@ -65,21 +66,20 @@ static void default_name(const kiln_model *m, const kiln_layer_ops *ops, char *n
         snprintf(name, size, "%s_%d", ops->kind, same);
 }
 
-kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *args,
-                               const kiln_node *inputs, int n_inputs, const char *name,
-                               kiln_activation activation)
+/* The layer's label (its name, or Keras's default) into label[64], and
+ * whether the call may add it (a refusal is recorded on the model). */
+static kiln_status check_call(kiln_model *m, const kiln_layer_ops *ops, int n_inputs,
+                            const char *name, kiln_activation activation, char *label)
 {
-    if (!m)
-        return KILN_NODE_INVALID;
-    char label[64];
-    if (name && (strlen(name) == 0 || strlen(name) >= sizeof label))
+    const size_t size = 64;
+    if (name && (strlen(name) == 0 || strlen(name) >= size))
         return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                           "a %s layer's name must have 1 to %d characters", ops->kind,
-                          (int)sizeof label - 1);
+                          (int)size - 1);
     if (name)
-        snprintf(label, sizeof label, "%s", name);
+        snprintf(label, size, "%s", name);
     else
-        default_name(m, ops, label, sizeof label);
+        default_name(m, ops, label, size);
     for (int32_t i = 0; i < m->n_nodes; i++)
         if (strcmp(m->nodes[i].name, label) == 0)
             return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
@@ -94,60 +94,88 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
         return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                           "layer '%s' takes %d to %d inputs, got %d", label, ops->min_inputs,
                           ops->max_inputs, n_inputs);
+    return KILN_OK;
+}
 
-    kiln_node_rec rec;
-    memset(&rec, 0, sizeof rec);
-    kiln_shape in_shapes[KILN_MAX_INPUTS];
+/* The inputs as node numbers in rec, and their shapes. */
+static kiln_status resolve_inputs(kiln_model *m, const kiln_node *inputs, int n_inputs,
+                                const char *label, kiln_node_rec *rec, kiln_shape *in_shapes)
+{
     for (int k = 0; k < n_inputs; k++) {
         kiln_node in = inputs[k];
         if (in == KILN_NODE_PREVIOUS)
             in = m->n_nodes - 1;
         if (in == KILN_NODE_INVALID && m->build_status != KILN_OK)
-            return KILN_NODE_INVALID;  /* an earlier error already explains it */
+            return m->build_status;  /* an earlier error already explains it */
         if (in < 0 || in >= m->n_nodes)
             return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                               "layer '%s': input %d is node %d, which does not exist (the "
                               "model has %d nodes)", label, k, (int)inputs[k], (int)m->n_nodes);
-        rec.inputs[k] = in;
+        rec->inputs[k] = in;
         in_shapes[k] = m->nodes[in].shape;
     }
-    rec.n_inputs = n_inputs;
+    rec->n_inputs = n_inputs;
+    return KILN_OK;
+}
+
+/* The layer's config from args, and its output shape and parameters. */
+static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape *in_shapes,
+                             kiln_node_rec *rec)
+{
+    const kiln_layer_ops *ops = rec->ops;
+    kiln_layer_build build;
+    memset(&build, 0, sizeof build);
+    build.in = in_shapes;
+    build.n_in = rec->n_inputs;
+    void *cfg = kiln_calloc(m->ctx, 1, ops->config_size);
+    if (!cfg)
+        return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'",
+                          rec->name);
+    if (ops->configure)
+        ops->configure(cfg, args);
+    const kiln_status st = ops->infer(cfg, &build);
+    if (st != KILN_OK) {
+        kiln_free(m->ctx, cfg);
+        return build_fail(m, st, "layer '%s' (%s): %s", rec->name, ops->kind, build.error);
+    }
+    if (build.out.rank < 1 || kiln_shape_size(&build.out) <= 0) {
+        kiln_free(m->ctx, cfg);
+        return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): output would be empty",
+                          rec->name, ops->kind);
+    }
+    rec->config = cfg;
+    rec->shape = build.out;
+    rec->n_params = build.n_params;
+    memcpy(rec->params, build.params, sizeof rec->params);
+    return KILN_OK;
+}
+
+kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *args,
+                               const kiln_node *inputs, int n_inputs, const char *name,
+                               kiln_activation activation)
+{
+    if (!m)
+        return KILN_NODE_INVALID;
+    kiln_node_rec rec;
+    memset(&rec, 0, sizeof rec);
+    kiln_shape in_shapes[KILN_MAX_INPUTS];
+    char label[64];
+    if (check_call(m, ops, n_inputs, name, activation, label) != KILN_OK ||
+        resolve_inputs(m, inputs, n_inputs, label, &rec, in_shapes) != KILN_OK)
+        return KILN_NODE_INVALID;
     rec.device = -1;
     rec.ops = ops;
     rec.activation = activation;
     snprintf(rec.name, sizeof rec.name, "%s", label);
-
-    kiln_layer_build build;
-    memset(&build, 0, sizeof build);
-    build.in = in_shapes;
-    build.n_in = n_inputs;
-    void *cfg = kiln_calloc(m->ctx, 1, ops->config_size);
-    if (!cfg)
-        return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'", label);
-    if (ops->configure)
-        ops->configure(cfg, args);
-    kiln_status st = ops->infer(cfg, &build);
-    if (st != KILN_OK) {
-        kiln_free(m->ctx, cfg);
-        return build_fail(m, st, "layer '%s' (%s): %s", label, ops->kind, build.error);
-    }
-    if (build.out.rank < 1 || kiln_shape_size(&build.out) <= 0) {
-        kiln_free(m->ctx, cfg);
-        return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): output would be empty", label,
-                          ops->kind);
-    }
-    rec.config = cfg;
-    rec.shape = build.out;
-    rec.n_params = build.n_params;
-    memcpy(rec.params, build.params, sizeof rec.params);
-
+    if (infer_layer(m, args, in_shapes, &rec) != KILN_OK)
+        return KILN_NODE_INVALID;
     if (m->n_nodes == m->cap_nodes) {
         int32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 16;
         kiln_node_rec *grown = kiln_realloc(m->ctx, m->nodes, (size_t)cap * sizeof *grown);
         if (!grown) {
-            kiln_free(m->ctx, cfg);
-            return build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'",
-                              label);
+            kiln_free(m->ctx, rec.config);
+            build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'", label);
+            return KILN_NODE_INVALID;
         }
         m->nodes = grown;
         m->cap_nodes = cap;
