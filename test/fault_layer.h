@@ -13,9 +13,9 @@ typedef struct fault_plan {
     int backward;           /* in backward, else in a training forward */
     int64_t step;           /* kiln_step.step_number: training steps before it */
     /* > 0: stall instead of failing, until the test sets `released` (once
-     * fit has returned) or this many seconds pass. The layer cannot see
-     * the strategy's cancel flag, so this bound must outlast the step
-     * timeout and end within the strategies' 10 s stop grace. */
+     * fit has returned) or this many seconds pass. Nothing tells a layer
+     * that the watchdog abandoned its step, so this bound must outlast the
+     * step timeout and end within KILN_WORKER_STOP_GRACE (10 s). */
     double stall_seconds;
     volatile int released;
 } fault_plan;
