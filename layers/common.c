@@ -8,7 +8,7 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                                 kiln_arg_int((int64_t)cols));
-        return kiln_run1(dev, "activation", "kiln_softmax_forward", rows, a);
+        return kiln_run1(dev, "activation", "kiln_activation_softmax_forward", rows, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -24,7 +24,7 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
-        return kiln_run1(dev, "activation", "kiln_softmax_backward", rows, a);
+        return kiln_run1(dev, "activation", "kiln_activation_softmax_backward", rows, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -38,7 +38,7 @@ kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t 
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(params),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(act));
     const size_t range[2] = {cols, rows};
-    return kiln_run(dev, "elementwise", "kiln_bias_add", 2, range, a);
+    return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add", 2, range, a);
 }
 
 kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from)
@@ -62,7 +62,7 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(out),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
     /* One 64-wide work-group per column. */
-    return kiln_run1(dev, "elementwise", "kiln_column_sum", cols * 64, a);
+    return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum", cols * 64, a);
 }
 
 kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
@@ -72,7 +72,7 @@ kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buff
         return kiln_buffer_copy(dev, dst, 0, src, 0, n * sizeof(float));
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
                             kiln_arg_int(1));
-    return kiln_run1(dev, "elementwise", "kiln_copy_or_add", n, a);
+    return kiln_run1(dev, "elementwise", "kiln_elementwise_copy_or_add", n, a);
 }
 
 int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
@@ -116,5 +116,5 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
                             kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                             kiln_arg_buffer(dst));
     const size_t range[2] = {rows, cols};
-    return kiln_run(dev, "elementwise", "kiln_transpose", 2, range, a);
+    return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
 }

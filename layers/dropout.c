@@ -28,7 +28,8 @@ typedef struct dropout_replica {
 static kiln_status dropout_kernels(const void *config, void *replica, kiln_device *dev)
 {
     (void)config;
-    return kiln_kernel_get(dev, "dropout", "kiln_dropout", &((dropout_replica *)replica)->dropout);
+    dropout_replica *r = replica;
+    return kiln_kernel_get(dev, "dropout", "kiln_dropout_apply", &r->dropout);
 }
 
 static kiln_status apply(const dropout_config *c, const dropout_replica *r, const kiln_step *s,

@@ -26,8 +26,8 @@ __kernel void kiln_activation_backward(__global const float *y, __global float *
     dy[i] = r;
 }
 
-__kernel void kiln_softmax_forward(__global const float *x, __global float *y, int rows,
-                                   int cols)
+__kernel void kiln_activation_softmax_forward(__global const float *x, __global float *y, int rows,
+                                              int cols)
 {
     const int r = get_global_id(0);
     if (r >= rows)
@@ -48,8 +48,8 @@ __kernel void kiln_softmax_forward(__global const float *x, __global float *y, i
         yr[j] *= inv;
 }
 
-__kernel void kiln_softmax_backward(__global const float *y, __global float *dy, int rows,
-                                    int cols)
+__kernel void kiln_activation_softmax_backward(__global const float *y, __global float *dy,
+                                               int rows, int cols)
 {
     const int r = get_global_id(0);
     if (r >= rows)

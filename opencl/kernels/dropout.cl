@@ -22,9 +22,9 @@ inline float kiln_keep_scale(uint seed_lo, uint seed_hi, uint step, int sample, 
 }
 
 /* dst[i] (+)= src[i] * keep_scale(i) over n = samples x size values. */
-__kernel void kiln_dropout(__global const float *src, __global float *dst, int n, int size,
-                           int first_sample, uint seed_lo, uint seed_hi, uint step, float rate,
-                           int accumulate)
+__kernel void kiln_dropout_apply(__global const float *src, __global float *dst, int n, int size,
+                                 int first_sample, uint seed_lo, uint seed_hi, uint step,
+                                 float rate, int accumulate)
 {
     const int i = get_global_id(0);
     if (i >= n)

@@ -1,8 +1,8 @@
 /* Small building blocks shared by several layers. */
 
 /* dst = src, or dst += src when accumulate is set. */
-__kernel void kiln_copy_or_add(__global const float *src, __global float *dst, int n,
-                               int accumulate)
+__kernel void kiln_elementwise_copy_or_add(__global const float *src, __global float *dst, int n,
+                                           int accumulate)
 {
     const int i = get_global_id(0);
     if (i >= n)
@@ -13,8 +13,8 @@ __kernel void kiln_copy_or_add(__global const float *src, __global float *dst, i
 /* y[r, c] = act(y[r, c] + bias[c]) for a rows x cols matrix over a (cols,
  * rows) range; bias lives in the flat parameter buffer at bias_offset, act
  * is element-wise (KILN_ACT_LINEAR: none). */
-__kernel void kiln_bias_add(__global float *y, int rows, int cols,
-                            __global const float *params, int bias_offset, int act)
+__kernel void kiln_elementwise_bias_add(__global float *y, int rows, int cols,
+                                        __global const float *params, int bias_offset, int act)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= cols || r >= rows)
@@ -25,8 +25,8 @@ __kernel void kiln_bias_add(__global float *y, int rows, int cols,
 
 /* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].
  * The tree reduction has a fixed order, so results are deterministic. */
-__kernel void kiln_column_sum(__global const float *x, int rows, int cols,
-                              __global float *out, int offset, int accumulate)
+__kernel void kiln_elementwise_column_sum(__global const float *x, int rows, int cols,
+                                          __global float *out, int offset, int accumulate)
 {
     __local float partial[64];
     const int c = get_group_id(0);
@@ -49,8 +49,8 @@ __kernel void kiln_column_sum(__global const float *x, int rows, int cols,
 
 /* dst (cols x rows) = src (rows x cols, at src_offset) transposed, over a
  * (rows, cols) range: consecutive work-items write consecutive floats. */
-__kernel void kiln_transpose(__global const float *src, int src_offset, int rows, int cols,
-                             __global float *dst)
+__kernel void kiln_elementwise_transpose(__global const float *src, int src_offset, int rows,
+                                         int cols, __global float *dst)
 {
     const int r = get_global_id(0), c = get_global_id(1);
     if (r >= rows || c >= cols)
