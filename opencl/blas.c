@@ -68,25 +68,34 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
         return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta,
                         c, c_offset, ldc);
     cl_event *event = NULL;
+    const uint64_t key = shape_key(m, n, k, trans_a, trans_b);
+    pthread_mutex_lock(&dev->lock);
     if (dev->profile) {
         char name[64];
         snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c", m, n, k, op_letter(trans_a),
                  op_letter(trans_b));
         event = kiln_profile_event(dev, name);
     }
-    const uint64_t key = shape_key(m, n, k, trans_a, trans_b);
     const int first = !seen(dev, key);
+    /* A profiled GEMM writes its event into the profile's pending list,
+     * which another thread's launch may flush: profiling holds the lock. */
+    if (!event)
+        pthread_mutex_unlock(&dev->lock);
     if (first)
         pthread_mutex_lock(&clblast_first_use);
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, clblast_op(trans_a),
                                        clblast_op(trans_b), m, n, k, alpha, a->mem, a_offset,
                                        lda, b->mem, b_offset, ldb, beta, c->mem, c_offset, ldc,
                                        &dev->queue, event);
-    if (first) {
-        if (s == CLBlastSuccess && dev->n_gemm_seen < (int)(sizeof dev->gemm_seen / 8))
-            dev->gemm_seen[dev->n_gemm_seen++] = key;
+    if (first && !event)
+        pthread_mutex_lock(&dev->lock);
+    if (first && s == CLBlastSuccess && !seen(dev, key) &&
+        dev->n_gemm_seen < (int)(sizeof dev->gemm_seen / 8))
+        dev->gemm_seen[dev->n_gemm_seen++] = key;
+    if (first || event)
+        pthread_mutex_unlock(&dev->lock);
+    if (first)
         pthread_mutex_unlock(&clblast_first_use);
-    }
     if (s != CLBlastSuccess)
         return kiln_fail(dev->host,
                          s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure

@@ -119,8 +119,9 @@ kiln_status kiln_device_finish(kiln_device *dev)
     return KILN_OK;
 }
 
-kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
-                            kiln_kernel **out)
+/* kiln_kernel_get under dev->lock. */
+static kiln_status kernel_get_locked(kiln_device *dev, const char *file, const char *name,
+                                     kiln_kernel **out)
 {
     for (int i = 0; i < dev->n_kernels; i++) {
         if (strcmp(dev->kernels[i].name, name) == 0) {
@@ -128,7 +129,6 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
             return KILN_OK;
         }
     }
-    *out = NULL;
     if (dev->n_kernels == KILN_MAX_KERNELS || strlen(name) >= sizeof dev->kernels[0].name)
         return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "kernel table full or name too "
                          "long at %s", name);
@@ -147,6 +147,16 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     dev->n_kernels++;
     *out = k;
     return KILN_OK;
+}
+
+kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
+                            kiln_kernel **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&dev->lock);
+    const kiln_status st = kernel_get_locked(dev, file, name, out);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
 }
 
 kiln_arg kiln_arg_buffer(const kiln_buffer *b)
@@ -187,8 +197,8 @@ kiln_arg kiln_arg_float(float f)
     return a;
 }
 
-kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
-                            const size_t *size, kiln_args args)
+/* Under dev->lock: the arguments stay the kernel's until it is enqueued. */
+static kiln_status set_args(kiln_device *dev, kiln_kernel *kernel, kiln_args args)
 {
     for (int i = 0; i < args.n; i++) {
         const kiln_arg *a = &args.arg[i];
@@ -215,6 +225,12 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
             return kiln_fail(dev->host, KILN_ERROR_DEVICE, "clSetKernelArg(%s, %d) failed on "
                              "%s: %s", kernel->name, i, dev->label, kiln_cl_error_name(err));
     }
+    return KILN_OK;
+}
+
+kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
+                            const size_t *size, kiln_args args)
+{
     size_t global[3], local[3];
     /* A power of two (the reduction kernels halve it), within the device's
      * limit, along the first dimension, no wider than it needs to be. */
@@ -227,15 +243,19 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         if (size[d] == 0)
             return KILN_OK;
     }
-    cl_int err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL,
-                                        global, local, 0, NULL,
-                                        kiln_profile_event(dev, kernel->name));
-    if (err != CL_SUCCESS)
-        return kiln_fail(dev->host, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
-                                                               : KILN_ERROR_DEVICE,
-                         "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
-                         kiln_cl_error_name(err), err);
-    return KILN_OK;
+    pthread_mutex_lock(&dev->lock);
+    kiln_status st = set_args(dev, kernel, args);
+    cl_int err = CL_SUCCESS;
+    if (st == KILN_OK)
+        err = clEnqueueNDRangeKernel(dev->queue, kernel->kernel, (cl_uint)dims, NULL, global,
+                                     local, 0, NULL, kiln_profile_event(dev, kernel->name));
+    pthread_mutex_unlock(&dev->lock);
+    if (st == KILN_OK && err != CL_SUCCESS)
+        st = kiln_fail(dev->host, err == CL_OUT_OF_RESOURCES ? KILN_ERROR_OUT_OF_MEMORY
+                                                             : KILN_ERROR_DEVICE,
+                       "launching %s on %s failed: %s (%d)", kernel->name, dev->label,
+                       kiln_cl_error_name(err), err);
+    return st;
 }
 
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)

@@ -64,6 +64,12 @@ struct kiln_device {
     int n_gemm_seen;
     /* Device memory kiln holds (buffer.c), now and at most. */
     pthread_mutex_t memory_lock;
+    /* Two models on one context may drive the device from two threads; this
+     * guards what they share: the kernel and program tables, a kernel's
+     * arguments until its launch is enqueued (OpenCL forbids concurrent
+     * clSetKernelArg on one kernel), the profile's pending events and the
+     * GEMM shapes seen. */
+    pthread_mutex_t lock;
     size_t bytes_in_use, peak_bytes;
 };
 

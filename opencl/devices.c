@@ -108,6 +108,7 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->cache_dir = cache_dir;
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
+    pthread_mutex_init(&dev->lock, NULL);
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
@@ -327,6 +328,7 @@ void kiln_device_destroy(kiln_device *dev)
     if (dev->cl)
         clReleaseContext(dev->cl);
     pthread_mutex_destroy(&dev->memory_lock);
+    pthread_mutex_destroy(&dev->lock);
     kiln_host_free(dev->host, dev);
 }
 
