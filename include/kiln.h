@@ -17,6 +17,12 @@
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
  *  - All sizes count float32 elements unless named *_bytes.
+ *  - Threads: contexts, and the models of one context, may be used from
+ *    different threads at once. A model takes one call at a time: a call on
+ *    a model that another call is using (from another thread, or from fit's
+ *    callback) fails with KILN_ERROR_STATE naming that call; it never waits.
+ *    kiln_context_last_error() is the calling thread's own message. A
+ *    context must outlive its models and datasets.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -777,7 +783,9 @@ typedef struct kiln_progress {
     double seconds;              /**< since the epoch started */
 } kiln_progress;
 
-/** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED). */
+/** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED).
+ *  Runs inside kiln_model_fit: a call on the model being fit fails with
+ *  KILN_ERROR_STATE. */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
 
 /** Options of kiln_model_fit(); kiln_fit_options_init() sets the defaults. */

@@ -180,14 +180,38 @@ done:
     return st;
 }
 
-kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
+static kiln_status save_weights_entered(kiln_model *m, const char *path)
 {
     return save(m, path, 0);
 }
 
-kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)
+kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_save_weights");
+    if (st != KILN_OK)
+        return st;
+    st = save_weights_entered(m, path);
+    kiln_model_leave(m);
+    return st;
+}
+
+kiln_status kiln_checkpoint_save(kiln_model *m, const char *path)
 {
     return save(m, path, 1);
+}
+
+kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_save_checkpoint");
+    if (st != KILN_OK)
+        return st;
+    st = kiln_checkpoint_save(m, path);
+    kiln_model_leave(m);
+    return st;
 }
 
 /* Appends "; <text>" to the mismatch list, keeping it bounded. */
@@ -402,14 +426,38 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
     return KILN_OK;
 }
 
-kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
+static kiln_status load_weights_entered(kiln_model *m, const char *path)
 {
     return load(m, path, 0);
 }
 
-kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
+kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_load_weights");
+    if (st != KILN_OK)
+        return st;
+    st = load_weights_entered(m, path);
+    kiln_model_leave(m);
+    return st;
+}
+
+kiln_status kiln_checkpoint_load(kiln_model *m, const char *path)
 {
     return load(m, path, 1);
+}
+
+kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_load_checkpoint");
+    if (st != KILN_OK)
+        return st;
+    st = kiln_checkpoint_load(m, path);
+    kiln_model_leave(m);
+    return st;
 }
 
 /* Checkpoint files: "ckpt-<12-digit step>.safetensors", so names sort by step. */
@@ -471,7 +519,7 @@ kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t 
                           "folder %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", dir,
              (long long)m->n_train_steps);
-    kiln_status st = kiln_model_save_checkpoint(m, path);
+    kiln_status st = kiln_checkpoint_save(m, path);
     if (st != KILN_OK)
         return st;
     char **names;
@@ -494,7 +542,7 @@ int kiln_checkpoint_folder_resume(kiln_model *m, const char *dir)
     for (int i = 0; i < n && !resumed; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        const kiln_status st = kiln_model_load_checkpoint(m, path);
+        const kiln_status st = kiln_checkpoint_load(m, path);
         if (st == KILN_OK) {
             resumed = 1;
             continue;

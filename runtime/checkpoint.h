@@ -4,6 +4,11 @@
 
 #include "runtime/model.h"
 
+/* kiln_model_save_checkpoint and kiln_model_load_checkpoint for a caller
+ * already inside the model (kiln_model_enter): fit's checkpoint folders. */
+kiln_status kiln_checkpoint_save(kiln_model *m, const char *path);
+kiln_status kiln_checkpoint_load(kiln_model *m, const char *path);
+
 /* Saves the training state as "<dir>/ckpt-<12-digit step>.safetensors"
  * (creating dir) and removes all but the `keep` newest checkpoints. */
 kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep);

@@ -197,7 +197,7 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     return KILN_OK;
 }
 
-kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
+static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *options)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
@@ -236,4 +236,16 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *option
     }
     m->compiled = 1;
     return KILN_OK;
+}
+
+kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_compile");
+    if (st != KILN_OK)
+        return st;
+    st = compile_entered(m, options);
+    kiln_model_leave(m);
+    return st;
 }

@@ -132,8 +132,8 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
     return st;
 }
 
-kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t batch_size,
-                                kiln_metrics *out)
+static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32_t batch_size,
+                                    kiln_metrics *out)
 {
     kiln_status st = check_ready(m, ds, "kiln_model_evaluate");
     if (st == KILN_OK)
@@ -158,8 +158,21 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
     return st;
 }
 
-kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
-                               float *outputs, int32_t batch_size)
+kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t batch_size,
+                                kiln_metrics *out)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_evaluate");
+    if (st != KILN_OK)
+        return st;
+    st = evaluate_entered(m, ds, batch_size, out);
+    kiln_model_leave(m);
+    return st;
+}
+
+static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t count,
+                                   float *outputs, int32_t batch_size)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
@@ -181,6 +194,19 @@ kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count
         kiln_batch b = {n, inputs + start * in_size, NULL};
         st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
     }
+    return st;
+}
+
+kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
+                               float *outputs, int32_t batch_size)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_predict");
+    if (st != KILN_OK)
+        return st;
+    st = predict_entered(m, inputs, count, outputs, batch_size);
+    kiln_model_leave(m);
     return st;
 }
 
@@ -427,8 +453,8 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     return end_epoch(m, o, epoch, steps, &r);
 }
 
-kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
-                           const kiln_fit_options *options)
+static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
+                               const kiln_fit_options *options)
 {
     kiln_status st = check_ready(m, train, "kiln_model_fit");
     if (st != KILN_OK)
@@ -472,6 +498,19 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     if (st != KILN_OK)
         kiln_progress_abort(&bar);
     staging_free(m->ctx, &staging);
+    return st;
+}
+
+kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
+                           const kiln_fit_options *options)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_fit");
+    if (st != KILN_OK)
+        return st;
+    st = fit_entered(m, train, options);
+    kiln_model_leave(m);
     return st;
 }
 

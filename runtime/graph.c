@@ -18,6 +18,7 @@ kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
     m->ctx = ctx;
     m->output = -1;
     m->input = -1;
+    pthread_mutex_init(&m->busy, NULL);
     *out = m;
     return KILN_OK;
 }
@@ -32,6 +33,7 @@ void kiln_model_destroy(kiln_model *m)
         kiln_free(m->ctx, m->nodes[i].config);
     kiln_free(m->ctx, m->nodes);
     kiln_free(m->ctx, m->history);
+    pthread_mutex_destroy(&m->busy);
     kiln_free(m->ctx, m);
 }
 

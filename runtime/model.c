@@ -182,14 +182,38 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
     return st;
 }
 
-kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
+static kiln_status get_weights_entered(kiln_model *m, float *weights, int64_t count)
 {
     return weights_io(m, weights, count, 1);
 }
 
-kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
+kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_get_weights");
+    if (st != KILN_OK)
+        return st;
+    st = get_weights_entered(m, weights, count);
+    kiln_model_leave(m);
+    return st;
+}
+
+static kiln_status set_weights_entered(kiln_model *m, const float *weights, int64_t count)
 {
     return weights_io(m, (float *)weights, count, 0);
+}
+
+kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter(m, "kiln_model_set_weights");
+    if (st != KILN_OK)
+        return st;
+    st = set_weights_entered(m, weights, count);
+    kiln_model_leave(m);
+    return st;
 }
 
 void kiln_update_begin(kiln_update *u, const kiln_model *m)
@@ -204,4 +228,22 @@ void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
     u->micro = u->final_micro ? 0 : u->micro + 1;
     if (u->final_micro && isfinite(loss_sum))
         m->n_optimizer_steps++;
+}
+
+kiln_status kiln_model_enter(kiln_model *m, const char *call)
+{
+    if (pthread_mutex_trylock(&m->busy) == 0) {
+        __atomic_store_n(&m->busy_call, call, __ATOMIC_RELEASE);
+        return KILN_OK;
+    }
+    const char *inside = __atomic_load_n(&m->busy_call, __ATOMIC_ACQUIRE);
+    return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: the model is in use by another call (%s); "
+                      "a model takes one call at a time, and fit's callback may not call it",
+                      call, inside ? inside : "starting");
+}
+
+void kiln_model_leave(kiln_model *m)
+{
+    __atomic_store_n(&m->busy_call, (const char *)NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&m->busy);
 }

@@ -6,6 +6,8 @@
 #include "runtime/context.h"
 #include "runtime/strategy.h"
 
+#include <pthread.h>
+
 /* kiln_compile_options.step_timeout_seconds when left 0 (kiln.h says so). */
 #define KILN_DEFAULT_STEP_TIMEOUT 600.0
 
@@ -35,6 +37,10 @@ typedef struct kiln_loss_plan {
 
 struct kiln_model {
     kiln_context *ctx;
+    /* Held by the public call using the model (kiln_model_enter); its name,
+     * for the message a second call gets, read with __atomic loads. */
+    pthread_mutex_t busy;
+    const char *busy_call;
     kiln_node_rec *nodes;
     int32_t n_nodes, cap_nodes;
     kiln_node output;            /* -1: the last node */
@@ -98,6 +104,14 @@ uint64_t kiln_model_training_hash(const kiln_model *m);
 
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);
+
+/* A model takes one call at a time. A public call that drives the model's
+ * strategy or weights enters first: KILN_ERROR_STATE, naming the call
+ * already inside, when another call (from another thread, or from inside
+ * fit's callback) holds it. It never waits: a callback waiting for the fit
+ * that called it would never return. */
+kiln_status kiln_model_enter(kiln_model *m, const char *call);
+void kiln_model_leave(kiln_model *m);
 
 /* Adds a layer node to a model: its config comes from ops->configure(args)
  * (zeros when the kind has none), then infer checks the shapes. Records

@@ -8,6 +8,7 @@
 #include "test_data.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SIDE 12
@@ -96,6 +97,105 @@ static void test_two_models_one_context(kiln_context *ctx, const kiln_dataset *d
         kiln_model_destroy(seq[k]);
 }
 
+/* fit's callback calls predict on the model being fit. */
+typedef struct reentry {
+    kiln_model *model;
+    kiln_context *ctx;
+    int tried;
+    kiln_status status;
+    char message[256];
+} reentry;
+
+static int predict_from_callback(void *user, const kiln_progress *progress)
+{
+    reentry *r = user;
+    (void)progress;
+    if (r->tried++)
+        return 0;
+    float x[SIDE * SIDE] = {0}, y[4];
+    r->status = kiln_model_predict(r->model, x, 1, y, 1);
+    snprintf(r->message, sizeof r->message, "%s", kiln_context_last_error(r->ctx));
+    return 0;
+}
+
+static void test_reentry_refused(kiln_context *ctx, const kiln_dataset *ds)
+{
+    kiln_model *plain = small_cnn(ctx), *called = small_cnn(ctx);
+    fit_job job = {.model = plain, .data = ds, .batch = 5};
+    fit_thread(&job);
+    CHECK(job.status == KILN_OK);
+    reentry r = {.model = called, .ctx = ctx};
+    kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 6, .batch_size = 5,
+                           .verbosity = KILN_VERBOSE_SILENT, .callback = predict_from_callback,
+                           .callback_user = &r};
+    CHECK_OK(ctx, kiln_model_fit(called, ds, &fo));
+    CHECK(r.tried > 0 && r.status == KILN_ERROR_STATE);
+    CHECK(strstr(r.message, "kiln_model_predict") && strstr(r.message, "kiln_model_fit"));
+    /* The refused call changed nothing. */
+    int64_t n;
+    float *a = weights_of(ctx, plain, &n), *b = weights_of(ctx, called, &n);
+    CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
+    free(a);
+    free(b);
+    kiln_model_destroy(plain);
+    kiln_model_destroy(called);
+}
+
+/* Thread B calls the model while thread A's fit holds it: A's callback
+ * lets B in and waits until B has tried. */
+typedef struct crossing {
+    kiln_model *model;
+    kiln_context *ctx;
+    pthread_barrier_t inside, tried;
+    int signalled;
+    kiln_status status;
+    char message[256];
+} crossing;
+
+static int hold_for_other_thread(void *user, const kiln_progress *progress)
+{
+    crossing *c = user;
+    (void)progress;
+    if (!c->signalled++) {
+        pthread_barrier_wait(&c->inside);
+        pthread_barrier_wait(&c->tried);
+    }
+    return 0;
+}
+
+static void *call_while_fitting(void *arg)
+{
+    crossing *c = arg;
+    pthread_barrier_wait(&c->inside);
+    float w[1];
+    c->status = kiln_model_get_weights(c->model, w, 1);
+    snprintf(c->message, sizeof c->message, "%s", kiln_context_last_error(c->ctx));
+    pthread_barrier_wait(&c->tried);
+    return NULL;
+}
+
+static void test_second_thread_refused(kiln_context *ctx, const kiln_dataset *ds)
+{
+    crossing c = {.model = small_cnn(ctx), .ctx = ctx};
+    pthread_barrier_init(&c.inside, NULL, 2);
+    pthread_barrier_init(&c.tried, NULL, 2);
+    pthread_t other;
+    pthread_create(&other, NULL, call_while_fitting, &c);
+    kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 1, .batch_size = 16,
+                           .verbosity = KILN_VERBOSE_SILENT, .callback = hold_for_other_thread,
+                           .callback_user = &c};
+    CHECK_OK(ctx, kiln_model_fit(c.model, ds, &fo));
+    pthread_join(other, NULL);
+    CHECK(c.status == KILN_ERROR_STATE);
+    CHECK(strstr(c.message, "kiln_model_get_weights") && strstr(c.message, "kiln_model_fit"));
+    /* Once fit has returned, the model is free again. */
+    int64_t n;
+    free(weights_of(ctx, c.model, &n));
+    pthread_barrier_destroy(&c.inside);
+    pthread_barrier_destroy(&c.tried);
+    kiln_model_destroy(c.model);
+}
+
 int main(void)
 {
     kiln_context *ctx = NULL;
@@ -105,6 +205,8 @@ int main(void)
     CHECK(st == KILN_OK);
     kiln_dataset *ds = synthetic_images(ctx, SAMPLES, SIDE, 7, 4);
     test_two_models_one_context(ctx, ds);
+    test_reentry_refused(ctx, ds);
+    test_second_thread_refused(ctx, ds);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);
     return test_finish("test_threads");
