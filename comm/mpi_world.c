@@ -111,7 +111,7 @@ int kiln_mpi_size(const kiln_mpi *w)
 /* Waits for a non-blocking request, polling cancel and the deadline. A
  * request given up on is left to MPI (the job is broken by then). */
 static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
-                          const volatile int *cancel, double timeout)
+                          const kiln_flag *cancel, double timeout)
 {
     const kiln_deadline deadline = kiln_deadline_in(timeout);
     const struct timespec tick = {0, 100000};
@@ -126,9 +126,9 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
         }
         if (done)
             return KILN_OK;
-        if ((cancel && *cancel) || kiln_deadline_passed(deadline))
+        if (kiln_flag_up(cancel) || kiln_deadline_passed(deadline))
             kiln_mpi_abandon();
-        if (cancel && *cancel)   /* kiln gave up after reporting why: keep that message */
+        if (kiln_flag_up(cancel))   /* kiln gave up after reporting why: keep that message */
             return KILN_ERROR_STOPPED;
         if (kiln_deadline_passed(deadline))
             return kiln_fail(w->host, KILN_ERROR_TIMEOUT,
@@ -139,7 +139,7 @@ static kiln_status finish(kiln_mpi *w, MPI_Request *req, const char *what,
 }
 
 static kiln_status sum(kiln_mpi *w, void *x, size_t n, MPI_Datatype type, const char *what,
-                       const volatile int *cancel, double timeout)
+                       const kiln_flag *cancel, double timeout)
 {
     if (n > (size_t)INT32_MAX)
         return kiln_fail(w->host, KILN_ERROR_UNSUPPORTED, "%s: %zu values", what, n);
@@ -152,7 +152,7 @@ static kiln_status sum(kiln_mpi *w, void *x, size_t n, MPI_Datatype type, const 
     return finish(w, &req, what, cancel, timeout);
 }
 
-kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const kiln_flag *cancel,
                                 double timeout)
 {
     return sum(w, x, n, MPI_FLOAT, "MPI all-reduce of gradients", cancel, timeout);
@@ -223,7 +223,7 @@ kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t 
 }
 
 kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
-                             int *from, int *got_tag, const volatile int *cancel,
+                             int *from, int *got_tag, const kiln_flag *cancel,
                              double timeout)
 {
     MPI_Request req;
@@ -241,7 +241,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
         int done = 0;
         pthread_mutex_lock(&lock);
         err = MPI_Test(&req, &done, &status);
-        if (!done && ((cancel && *cancel) || kiln_deadline_passed(deadline))) {
+        if (!done && (kiln_flag_up(cancel) || kiln_deadline_passed(deadline))) {
             MPI_Cancel(&req);
             MPI_Wait(&req, MPI_STATUS_IGNORE);
         }
@@ -255,7 +255,7 @@ kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n
                 *got_tag = status.MPI_TAG;
             return KILN_OK;
         }
-        if (cancel && *cancel)
+        if (kiln_flag_up(cancel))
             return KILN_ERROR_STOPPED;
         if (kiln_deadline_passed(deadline)) {
             kiln_mpi_abandon();
@@ -322,7 +322,7 @@ int kiln_mpi_size(const kiln_mpi *w)
     return 1;
 }
 
-kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const kiln_flag *cancel,
                                 double timeout)
 {
     (void)w, (void)x, (void)n, (void)cancel, (void)timeout;
@@ -363,7 +363,7 @@ kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t 
 }
 
 kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
-                             int *from, int *got_tag, const volatile int *cancel,
+                             int *from, int *got_tag, const kiln_flag *cancel,
                              double timeout)
 {
     (void)w, (void)source, (void)tag, (void)x, (void)n, (void)doubles, (void)from;

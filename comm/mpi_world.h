@@ -9,6 +9,7 @@
 #ifndef KILN_COMM_MPI_WORLD_H
 #define KILN_COMM_MPI_WORLD_H
 
+#include "base/flag.h"
 #include "base/host.h"
 #include "kiln.h"
 
@@ -25,7 +26,7 @@ int kiln_mpi_size(const kiln_mpi *w);
  * *cancel (when not NULL) set by another thread makes it give up with
  * KILN_ERROR_STOPPED, and gives up with KILN_ERROR_TIMEOUT after
  * `timeout` seconds (<= 0: never). */
-kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const volatile int *cancel,
+kiln_status kiln_mpi_sum_floats(kiln_mpi *w, float *x, size_t n, const kiln_flag *cancel,
                                 double timeout);
 kiln_status kiln_mpi_sum_doubles(kiln_mpi *w, double *x, size_t n, double timeout);
 
@@ -53,7 +54,7 @@ kiln_status kiln_mpi_broadcast(kiln_mpi *w, float *x, size_t n, double timeout);
 kiln_status kiln_mpi_send(kiln_mpi *w, int dest, int tag, const void *x, size_t n, int doubles,
                           double timeout);
 kiln_status kiln_mpi_receive(kiln_mpi *w, int source, int tag, void *x, size_t n, int doubles,
-                             int *from, int *got_tag, const volatile int *cancel,
+                             int *from, int *got_tag, const kiln_flag *cancel,
                              double timeout);
 
 /* Every rank's `counts[r]` floats, concatenated in rank order into `all`;

@@ -29,7 +29,7 @@ struct kiln_reducer {
     pthread_cond_t cross_cv;
     int *local_done;     /* per bucket: summed here this round */
     int next_cross, n_crossed;
-    volatile int cross_abort;
+    kiln_flag cross_abort;
     kiln_status cross_status;
 };
 
@@ -121,7 +121,7 @@ static void *cross_thread(void *arg)
         if (st != KILN_OK) {
             r->cross_status = st;
             r->cancelled = 1;
-            r->cross_abort = 1;
+            kiln_flag_raise(&r->cross_abort);
         } else {
             r->next_cross++;
             r->n_crossed++;
@@ -221,7 +221,7 @@ void kiln_reducer_destroy(kiln_reducer *r)
         return;
     pthread_mutex_lock(&r->lock);
     r->stopping = 1;
-    r->cross_abort = 1;
+    kiln_flag_raise(&r->cross_abort);
     pthread_cond_broadcast(&r->work);
     pthread_cond_broadcast(&r->done);
     pthread_cond_broadcast(&r->cross_cv);
@@ -267,7 +267,7 @@ void kiln_reducer_begin(kiln_reducer *r)
     r->n_reduced = 0;
     r->cancelled = 0;
     r->next_cross = r->n_crossed = 0;
-    r->cross_abort = 0;
+    kiln_flag_lower(&r->cross_abort);
     r->cross_status = KILN_OK;
     pthread_mutex_unlock(&r->lock);
 }
@@ -285,7 +285,7 @@ void kiln_reducer_cancel(kiln_reducer *r)
 {
     pthread_mutex_lock(&r->lock);
     r->cancelled = 1;
-    r->cross_abort = 1;
+    kiln_flag_raise(&r->cross_abort);
     pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->lock);
 }

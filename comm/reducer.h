@@ -10,6 +10,7 @@
 #ifndef KILN_COMM_REDUCER_H
 #define KILN_COMM_REDUCER_H
 
+#include "base/flag.h"
 #include "base/host.h"
 #include "kiln.h"
 
@@ -54,7 +55,7 @@ kiln_status kiln_reducer_wait(kiln_reducer *r, double timeout_seconds);
  * round is done once every bucket went through fn; a failing fn cancels
  * the round and its status is kept (kiln_reducer_cross_status). */
 typedef kiln_status (*kiln_reducer_cross_fn)(void *user, float *data, size_t count,
-                                             const volatile int *abort);
+                                             const kiln_flag *abort);
 kiln_status kiln_reducer_set_cross(kiln_reducer *r, kiln_reducer_cross_fn fn, void *user);
 /* KILN_OK, or the status of the fn call that failed this round. */
 kiln_status kiln_reducer_cross_status(kiln_reducer *r);

@@ -731,7 +731,7 @@ static kiln_status plan_buckets(dp_strategy *dp)
 
 /* The reducer's cross stage: a locally summed bucket, summed over the
  * processes. */
-static kiln_status cross_sum(void *user, float *data, size_t count, const volatile int *abort)
+static kiln_status cross_sum(void *user, float *data, size_t count, const kiln_flag *abort)
 {
     dp_strategy *dp = user;
     /* Twice the watchdog: a stalled peer is reported by the step's watchdog,

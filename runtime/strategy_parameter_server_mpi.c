@@ -47,7 +47,7 @@ typedef struct psm {
     int n_done;
     pthread_t server;
     int server_started;
-    volatile int stop;
+    kiln_flag stop;
     kiln_status server_status;
     char server_error[512];
     pthread_mutex_t lock;
@@ -129,7 +129,7 @@ static void *serve(void *arg)
     const size_t len = p->widest + 3;
     float *buf = kiln_calloc(p->m->ctx, len, sizeof(float));
     kiln_status st = buf ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
-    while (st == KILN_OK && !p->stop) {
+    while (st == KILN_OK && !kiln_flag_up(&p->stop)) {
         int from = -1, tag = -1;
         st = kiln_mpi_receive(p->mpi, -1, -1, buf, len, 0, &from, &tag, &p->stop, 0);
         if (st != KILN_OK)
@@ -378,7 +378,7 @@ static void psm_destroy(void *impl)
     if (!p)
         return;
     kiln_context *ctx = p->m->ctx;
-    p->stop = 1;
+    kiln_flag_raise(&p->stop);
     if (p->server_started)
         pthread_join(p->server, NULL);
     kiln_replica_destroy(p->r);

@@ -29,7 +29,7 @@ static kiln_status strike(const fault_config *c, const kiln_step *s, int backwar
                          kiln_device_label(s->dev));
     const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
     const double end = kiln_now() + p->stall_seconds;
-    while (!p->released && kiln_now() < end)
+    while (!kiln_flag_up(&p->released) && kiln_now() < end)
         nanosleep(&tick, NULL);
     return KILN_OK;
 }

@@ -377,7 +377,7 @@ static void test_faults(int devices)
     CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (forward) did not finish") != NULL);
     printf("stall: %s (after %.2f s)\n", kiln_context_last_error(ctx), waited);
     CHECK(waited < 5.0);
-    stall.released = 1;
+    kiln_flag_raise(&stall.released);
     kiln_model_destroy(m);   /* joins the stalled thread, released just now */
 
     kiln_dataset_destroy(ds);
