@@ -824,8 +824,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * Trains a compiled model. Each epoch shuffles (seeded) and visits every
  * sample once. Per-epoch metrics go to the history.
  * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
- * or batch size < 1; KILN_ERROR_SHAPE if the dataset's features or labels do
- * not fit the model; KILN_ERROR_DATA for a label out of range;
+ * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
+ * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
+ * naming both shapes, or its dense labels are not as many floats as the
+ * output; KILN_ERROR_DATA for a label out of range;
  * KILN_ERROR_NUMERIC when the loss becomes NaN or Inf (naming the step);
  * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
  * replica stalls past the watchdog; device errors, naming the replica, device
@@ -844,7 +846,8 @@ typedef struct kiln_metrics {
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
- *  `batch_size` (0: 32). */
+ *  `batch_size` (0: 32). The dataset is checked as by kiln_model_fit()
+ *  (KILN_ERROR_SHAPE, KILN_ERROR_DATA). */
 KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *data,
                                          int32_t batch_size, kiln_metrics *out);
 

@@ -25,7 +25,10 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
 {
     char a[64], b[64];
     const kiln_node_rec *in = &m->nodes[m->input];
-    if (ds->feature_size != kiln_shape_size(&in->shape))
+    int same = ds->feature_shape.rank == in->shape.rank;
+    for (int32_t i = 0; same && i < in->shape.rank; i++)
+        same = ds->feature_shape.dims[i] == in->shape.dims[i];
+    if (!same)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                           "%s: %s samples are %s but input '%s' is %s", call, what,
                           kiln_shape_str(&ds->feature_shape, a, sizeof a), in->name,

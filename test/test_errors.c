@@ -173,14 +173,17 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     labels[3] = 0;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
     fo.epochs = 1;
-    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));  /* 6 floats either way: allowed */
+    kiln_metrics met = {.struct_size = sizeof met};
+    /* 6 floats either way, but shapes are compared dimension by dimension. */
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (2, 3) but input 'input_layer' is (6,)",
+                kiln_model_fit(m, ds, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (2, 3)", kiln_model_evaluate(m, ds, 8, &met));
     kiln_dataset_destroy(ds);
     desc.feature_rank = 1;
     desc.feature_dims[0] = 5;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,) but input 'input_layer' is (6,)",
                 kiln_model_fit(m, ds, &fo));
-    kiln_metrics met = {.struct_size = sizeof met};
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,)", kiln_model_evaluate(m, ds, 8, &met));
     kiln_dataset_destroy(ds);
 
@@ -190,6 +193,48 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     kiln_epoch_record rec = {.struct_size = sizeof rec};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epoch 5 is not in the history",
                 kiln_model_history_epoch(m, 5, &rec));
+    kiln_model_destroy(m);
+}
+
+/* A dataset whose samples hold as many floats as the input, in another
+ * shape, is refused; so are dense labels of the wrong size. */
+static void test_dataset_shapes(kiln_context *ctx)
+{
+    kiln_model *m = new_model(ctx);
+    const int32_t dims[] = {4, 16, 1};
+    kiln_input(m, 3, dims, "image");
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 2,
+                              .activation = KILN_ACTIVATION_LINEAR};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &out);
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+
+    static float x[3 * 64], y[3 * 3];
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = 3, .feature_rank = 3,
+                          .feature_dims = {8, 8, 1}, .features = x,
+                          .label_kind = KILN_LABELS_DENSE, .label_size = 2, .dense_labels = y};
+    kiln_dataset *ds = NULL;
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (8, 8, 1) but input 'image' is (4, 16, 1)",
+                kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+
+    d.feature_dims[0] = 4;
+    d.feature_dims[1] = 16;
+    d.label_size = 3;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "labels must be 2 floats per sample to match output 'out'",
+                kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+
+    d.label_size = 2;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
     kiln_model_destroy(m);
 }
 
@@ -241,6 +286,7 @@ int main(void)
         SKIP("no OpenCL device");
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
+    test_dataset_shapes(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     return test_finish("test_errors");
