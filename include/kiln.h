@@ -271,7 +271,8 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  */
 
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
- *  e.g. {28, 28, 1}. A model has exactly one Input for now. */
+ *  e.g. {28, 28, 1}. A model has exactly one Input for now: kiln_model_compile
+ *  returns KILN_ERROR_UNSUPPORTED, naming both, for a second one. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
@@ -561,6 +562,7 @@ typedef struct kiln_compile_options {
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output,
+ * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */

@@ -24,18 +24,19 @@ static kiln_status find_input_and_path(kiln_model *m)
         for (int k = 0; k < m->nodes[i].n_inputs; k++)
             m->nodes[m->nodes[i].inputs[k]].on_path = 1;
     }
+    /* Every Input counts, on the output's path or not: only one is ever fed. */
     m->input = -1;
     for (int32_t i = 0; i < m->n_nodes; i++) {
-        if (m->nodes[i].ops != &kiln_layer_input || !m->nodes[i].on_path)
+        if (m->nodes[i].ops != &kiln_layer_input)
             continue;
         if (m->input >= 0)
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
-                              "kiln_model_compile: the output depends on two inputs ('%s' and "
-                              "'%s'); models with several inputs are not supported yet",
+                              "kiln_model_compile: the model has two inputs ('%s' and '%s'); "
+                              "models with several inputs are not supported yet",
                               m->nodes[m->input].name, m->nodes[i].name);
         m->input = i;
     }
-    if (m->input < 0 || m->input == m->output)
+    if (m->input < 0 || m->input == m->output || !m->nodes[m->input].on_path)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: the output '%s' must be a layer fed by an "
                           "Input", m->nodes[m->output].name);

@@ -73,6 +73,15 @@ static void test_build_errors(kiln_context *ctx)
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
+    /* A second Input is refused, even one the output does not depend on. */
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, "left");
+    kiln_input(m, 1, a_dims, "right");
+    kiln_dense(m, 0, &d4);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "two inputs ('left' and 'right')",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
     kiln_input(m, 2, bad_dims, NULL);
