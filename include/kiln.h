@@ -267,7 +267,11 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * (the first error is kept; kiln_model_compile returns it). Shapes are
  * inferred as layers are added; data layout is channels-last (NHWC).
  * `name` may be NULL (then "conv2d", "conv2d_1", ... as Keras names them);
- * it is copied.
+ * it is copied. One sample of a layer's output, and each of its parameters
+ * (a dense kernel's inputs x units, a conv kernel's kh x kw x C x F), hold
+ * at most 2^31 - 1 floats, and a 'same' window's padded axis at most
+ * 2^31 - 1 pixels: kiln_model_compile returns KILN_ERROR_SHAPE naming the
+ * layer for more.
  */
 
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),

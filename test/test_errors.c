@@ -11,6 +11,69 @@ static kiln_model *new_model(kiln_context *ctx)
     return m;
 }
 
+/* Sizes whose products or windows pass what kiln indexes are refused,
+ * naming the layer, never wrapped around. */
+static void test_huge_sizes(kiln_context *ctx, const kiln_compile_options *co)
+{
+    const int32_t huge[] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    kiln_model *m = new_model(ctx);
+    kiln_input(m, 4, huge, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'input_layer' (input_layer): "
+                "(2147483647, 2147483647, 2147483647, 2147483647) has more than 2147483647 "
+                "floats per sample", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t img[] = {9, 3, 1};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 1,
+                                .kernel_size = {INT32_MAX, 1}, .strides = {1, 1},
+                                .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_LINEAR};
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): kernel (2147483647, 1) with "
+                "'same' padding over input (9, 3, 1) spans more than 2147483647",
+                kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    kiln_pool2d_options pool = {.struct_size = sizeof pool,
+                                .pool_size = {2, INT32_MAX - 1}, .strides = {1, 1},
+                                .padding = KILN_PADDING_SAME};
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "pool (2, 2147483646) with 'same' padding over input",
+                kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    conv.kernel_size[0] = conv.kernel_size[1] = 65536;
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): parameter 'kernel' "
+                "(65536, 65536, 1, 1) has 4294967296 floats", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t wide[] = {65536};
+    kiln_dense_options big = {.struct_size = sizeof big, .name = "big", .units = 65536,
+                              .activation = KILN_ACTIVATION_LINEAR};
+    m = new_model(ctx);
+    kiln_input(m, 1, wide, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &big);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'big' (dense): parameter 'kernel' (65536, 65536) "
+                "has 4294967296 floats", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t rows[] = {32768, 65536};
+    big.units = 2;
+    m = new_model(ctx);
+    kiln_input(m, 2, rows, NULL);
+    CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &big) == KILN_NODE_INVALID);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'input_layer' (input_layer): (32768, 65536) has "
+                "more than 2147483647 floats per sample", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+}
+
 static void test_build_errors(kiln_context *ctx)
 {
     kiln_compile_options co = {.struct_size = sizeof co};
@@ -81,6 +144,8 @@ static void test_build_errors(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "two inputs ('left' and 'right')",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
+
+    test_huge_sizes(ctx, &co);
 
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
