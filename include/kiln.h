@@ -339,7 +339,7 @@ typedef struct kiln_batch_norm_options {
     size_t struct_size;          /**< sizeof(kiln_batch_norm_options) */
     const char *name;            /**< layer name, or NULL for "batch_normalization", ... */
     float momentum;              /**< of the moving statistics; 0: 0.99 */
-    float epsilon;               /**< added to the variance; 0: 1e-3 */
+    float epsilon;               /**< added to the variance, finite and > 0; 0: 1e-3 */
     /** Nonzero: under a data-parallel strategy, normalise with the statistics
      *  of the global batch (Keras's SyncBatchNormalization, PyTorch's
      *  SyncBatchNorm), the replicas exchanging per-channel sums twice
@@ -419,7 +419,7 @@ typedef enum kiln_lr_schedule_kind {
 typedef struct kiln_lr_schedule {
     kiln_lr_schedule_kind kind;  /**< default constant */
     int64_t decay_steps;         /**< > 0 for the decaying kinds */
-    float decay_rate;            /**< step and exponential decay, > 0 */
+    float decay_rate;            /**< step and exponential decay, finite and > 0 */
     float alpha;                 /**< cosine: final fraction of learning_rate, in [0, 1] */
     int64_t warmup_steps;        /**< >= 0 */
 } kiln_lr_schedule;
@@ -435,7 +435,7 @@ typedef struct kiln_optimizer_options {
     int32_t nesterov;            /**< SGD only, needs momentum > 0 */
     float beta_1;                /**< Adam only */
     float beta_2;                /**< Adam only */
-    float epsilon;               /**< Adam only */
+    float epsilon;               /**< Adam only, finite and > 0 */
     kiln_lr_schedule schedule;   /**< default: constant */
 } kiln_optimizer_options;
 
@@ -515,11 +515,12 @@ typedef struct kiln_compile_options {
     int32_t gradient_accumulation_steps;
     /** Replicas (devices) for mirrored and central storage: the context's
      *  first n devices; 0: all of them. More than the context has is
-     *  KILN_ERROR_INVALID_ARGUMENT. */
+     *  KILN_ERROR_INVALID_ARGUMENT, whichever strategy runs. */
     int32_t replicas;
     /** Watchdog: a step that a replica has not finished after this many
      *  seconds fails with KILN_ERROR_TIMEOUT naming the replica, its device
-     *  and layer. 0: 600 s. */
+     *  and layer. 0: 600 s; negative, NaN or infinite:
+     *  KILN_ERROR_INVALID_ARGUMENT. */
     double step_timeout_seconds;
     /** Gradient bucket sizes for the reducer (a layer larger than the size
      *  gets a bucket of its own); 0: 1 MiB for both. PyTorch DDP uses 1 MiB

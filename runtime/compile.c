@@ -163,6 +163,15 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "step_timeout_seconds (%g), bucket sizes and reducer_threads (%d) "
                           "must be >= 0", (int)o->gradient_accumulation_steps,
                           (int)o->replicas, o->step_timeout_seconds, (int)o->reducer_threads);
+    if (!isfinite(o->step_timeout_seconds))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: step_timeout_seconds (%g) must be a finite number "
+                          ">= 0 (0: %g s)", o->step_timeout_seconds, KILN_DEFAULT_STEP_TIMEOUT);
+    /* Checked here, not by the strategy: one that runs on one device ignores it. */
+    if (o->replicas > m->ctx->n_devices)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %d replicas asked for, but the context has %d "
+                          "device(s)", (int)o->replicas, (int)m->ctx->n_devices);
     m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
                                                                : 1;
     m->n_replicas = o->replicas;

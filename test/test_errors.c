@@ -147,6 +147,15 @@ static void test_build_errors(kiln_context *ctx)
 
     test_huge_sizes(ctx, &co);
 
+    kiln_batch_norm_options bn = {.struct_size = sizeof bn, .name = "bn", .epsilon = INFINITY};
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    kiln_batch_normalization(m, KILN_NODE_PREVIOUS, &bn);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'bn' (batch_normalization): momentum "
+                "(0.99) must be in [0, 1] and epsilon (inf) a finite number > 0",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
     kiln_input(m, 2, bad_dims, NULL);
@@ -196,8 +205,39 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     co.optimizer.schedule.kind = KILN_LR_COSINE_DECAY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_steps 0 must be > 0",
                 kiln_model_compile(m, &co));
-    co.optimizer.schedule.kind = KILN_LR_CONSTANT;
+    co.optimizer.schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
+    co.optimizer.schedule.decay_steps = 10;
+    co.optimizer.schedule.decay_rate = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate inf must be a finite number > 0",
+                kiln_model_compile(m, &co));
+    co.optimizer.schedule.decay_rate = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate nan", kiln_model_compile(m, &co));
+    co.optimizer.schedule = (kiln_lr_schedule){.kind = KILN_LR_CONSTANT};
+    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer.epsilon = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epsilon (inf)", kiln_model_compile(m, &co));
+    co.optimizer.epsilon = 0.0f;
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
     co.strategy = KILN_STRATEGY_AUTO;
+    co.step_timeout_seconds = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "step_timeout_seconds (nan)",
+                kiln_model_compile(m, &co));
+    co.step_timeout_seconds = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "step_timeout_seconds (inf)",
+                kiln_model_compile(m, &co));
+    co.step_timeout_seconds = 0.0;
+    /* More replicas than devices, whichever strategy the request resolves to. */
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    co.replicas = devices + 1;
+    char many[96];
+    snprintf(many, sizeof many, "%d replicas asked for, but the context has %d", devices + 1,
+             devices);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_ONE_DEVICE;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_AUTO;
+    co.replicas = 0;
 
     float x[4 * 6];
     int32_t labels[4] = {0, 1, 2, 3};  /* 3 is out of range for 3 classes */
