@@ -77,7 +77,7 @@ static kiln_status check_same_everywhere(kiln_model *m, int together, const char
                : KILN_OK;
 }
 
-/* Host staging for one batch. */
+/* Host staging for one batch, of at most the dataset's size. */
 typedef struct batch_staging {
     float *features;
     void *labels;
@@ -95,6 +95,8 @@ static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t 
                                  batch_staging *staging)
 {
     memset(staging, 0, sizeof *staging);
+    if (batch > ds->count)
+        batch = (int32_t)ds->count;  /* no batch holds more samples than the dataset */
     const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
                                    ? sizeof(int32_t)
                                    : (size_t)ds->label_size * sizeof(float);
