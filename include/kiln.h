@@ -273,11 +273,16 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * (the first error is kept; kiln_model_compile returns it). Shapes are
  * inferred as layers are added; data layout is channels-last (NHWC).
  * `name` may be NULL (then "conv2d", "conv2d_1", ... as Keras names them);
- * it is copied.
+ * it is copied. One sample of a layer's output, and each of its parameters
+ * (a dense kernel's inputs x units, a conv kernel's kh x kw x C x F), hold
+ * at most 2^31 - 1 floats, and a 'same' window's padded axis at most
+ * 2^31 - 1 pixels: kiln_model_compile returns KILN_ERROR_SHAPE naming the
+ * layer for more.
  */
 
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
- *  e.g. {28, 28, 1}. A model has exactly one Input for now. */
+ *  e.g. {28, 28, 1}. A model has exactly one Input for now: kiln_model_compile
+ *  returns KILN_ERROR_UNSUPPORTED, naming both, for a second one. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
@@ -340,7 +345,7 @@ typedef struct kiln_batch_norm_options {
     size_t struct_size;          /**< sizeof(kiln_batch_norm_options) */
     const char *name;            /**< layer name, or NULL for "batch_normalization", ... */
     float momentum;              /**< of the moving statistics; 0: 0.99 */
-    float epsilon;               /**< added to the variance; 0: 1e-3 */
+    float epsilon;               /**< added to the variance, finite and > 0; 0: 1e-3 */
     /** Nonzero: under a data-parallel strategy, normalise with the statistics
      *  of the global batch (Keras's SyncBatchNormalization, PyTorch's
      *  SyncBatchNorm), the replicas exchanging per-channel sums twice
@@ -420,7 +425,7 @@ typedef enum kiln_lr_schedule_kind {
 typedef struct kiln_lr_schedule {
     kiln_lr_schedule_kind kind;  /**< default constant */
     int64_t decay_steps;         /**< > 0 for the decaying kinds */
-    float decay_rate;            /**< step and exponential decay, > 0 */
+    float decay_rate;            /**< step and exponential decay, finite and > 0 */
     float alpha;                 /**< cosine: final fraction of learning_rate, in [0, 1] */
     int64_t warmup_steps;        /**< >= 0 */
 } kiln_lr_schedule;
@@ -436,7 +441,7 @@ typedef struct kiln_optimizer_options {
     int32_t nesterov;            /**< SGD only, needs momentum > 0 */
     float beta_1;                /**< Adam only */
     float beta_2;                /**< Adam only */
-    float epsilon;               /**< Adam only */
+    float epsilon;               /**< Adam only, finite and > 0 */
     kiln_lr_schedule schedule;   /**< default: constant */
 } kiln_optimizer_options;
 
@@ -516,11 +521,12 @@ typedef struct kiln_compile_options {
     int32_t gradient_accumulation_steps;
     /** Replicas (devices) for mirrored and central storage: the context's
      *  first n devices; 0: all of them. More than the context has is
-     *  KILN_ERROR_INVALID_ARGUMENT. */
+     *  KILN_ERROR_INVALID_ARGUMENT, whichever strategy runs. */
     int32_t replicas;
     /** Watchdog: a step that a replica has not finished after this many
      *  seconds fails with KILN_ERROR_TIMEOUT naming the replica, its device
-     *  and layer. 0: 600 s. */
+     *  and layer. 0: 600 s; negative, NaN or infinite:
+     *  KILN_ERROR_INVALID_ARGUMENT. */
     double step_timeout_seconds;
     /** Gradient bucket sizes for the reducer (a layer larger than the size
      *  gets a bucket of its own); 0: 1 MiB for both. PyTorch DDP uses 1 MiB
@@ -567,6 +573,7 @@ typedef struct kiln_compile_options {
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output,
+ * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */
@@ -832,8 +839,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * Trains a compiled model. Each epoch shuffles (seeded) and visits every
  * sample once. Per-epoch metrics go to the history.
  * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
- * or batch size < 1; KILN_ERROR_SHAPE if the dataset's features or labels do
- * not fit the model; KILN_ERROR_DATA for a label out of range;
+ * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
+ * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
+ * naming both shapes, or its dense labels are not as many floats as the
+ * output; KILN_ERROR_DATA for a label out of range;
  * KILN_ERROR_NUMERIC when the loss becomes NaN or Inf (naming the step);
  * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
  * replica stalls past the watchdog; device errors, naming the replica, device
@@ -852,7 +861,8 @@ typedef struct kiln_metrics {
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
- *  `batch_size` (0: 32). */
+ *  `batch_size` (0: 32). The dataset is checked as by kiln_model_fit()
+ *  (KILN_ERROR_SHAPE, KILN_ERROR_DATA). */
 KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *data,
                                          int32_t batch_size, kiln_metrics *out);
 

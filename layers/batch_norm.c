@@ -5,6 +5,7 @@
  * through the step's collective (opencl/kernels/batch_norm.cl). */
 #include "layers/layer.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* At most this many chunks of rows per sum, of at least this many rows. */
@@ -34,9 +35,10 @@ static kiln_status bn_infer(void *config, kiln_layer_build *b)
 {
     bn_config *c = config;
     const kiln_shape *in = &b->in[0];
-    if (!(c->momentum >= 0.0f && c->momentum <= 1.0f) || !(c->epsilon > 0.0f)) {
+    if (!(c->momentum >= 0.0f && c->momentum <= 1.0f) || !(c->epsilon > 0.0f) ||
+        !isfinite(c->epsilon)) {
         snprintf(b->error, sizeof b->error, "momentum (%g) must be in [0, 1] and epsilon (%g) "
-                 "> 0", (double)c->momentum, (double)c->epsilon);
+                 "a finite number > 0", (double)c->momentum, (double)c->epsilon);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     c->channels = in->dims[in->rank - 1];

@@ -79,9 +79,13 @@ int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding 
                        int32_t *out, int32_t *pad_before)
 {
     if (padding == KILN_PADDING_SAME) {
-        *out = (in + stride - 1) / stride;
-        int32_t total = (*out - 1) * stride + window - in;
-        *pad_before = total > 0 ? total / 2 : 0;
+        /* int64: in, window and stride may each be near INT32_MAX. */
+        const int64_t n = ((int64_t)in + stride - 1) / stride;
+        const int64_t span = (n - 1) * stride + window;
+        if (span > INT32_MAX)
+            return -1;
+        *out = (int32_t)n;
+        *pad_before = span > in ? (int32_t)((span - in) / 2) : 0;
         return 1;
     }
     *pad_before = 0;

@@ -17,7 +17,12 @@ typedef struct kiln_shape {
     int32_t dims[KILN_MAX_RANK];
 } kiln_shape;
 
+/* The product of the dimensions; -1 if it does not fit an int64. */
 int64_t kiln_shape_size(const kiln_shape *shape);
+
+/* The most floats one sample of a layer's output, or one parameter, may
+ * hold: kernels index them with 32-bit ints. */
+#define KILN_MAX_FLOATS INT32_MAX
 /* "(28, 28, 1)" into buf; returns buf. */
 const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size);
 
@@ -163,8 +168,9 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
                            size_t rows, size_t cols, kiln_buffer *dst);
 
 /* Keras's window arithmetic along one axis: output length and the padding
- * before the first element ('same' puts the odd pixel after). Returns 0 if
- * the window does not fit ('valid' with in < window). */
+ * before the first element ('same' puts the odd pixel after). Returns 1 if
+ * the window fits, 0 if not ('valid' with in < window), -1 if the padded
+ * axis would be longer than INT32_MAX. */
 int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
                        int32_t *out, int32_t *pad_before);
 

@@ -39,8 +39,15 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    if (!kiln_window_output(c->h, c->ph, c->sh, c->padding, &c->oh, &c->pad_top) ||
-        !kiln_window_output(c->w, c->pw, c->sw, c->padding, &c->ow, &c->pad_left)) {
+    const int fit_h = kiln_window_output(c->h, c->ph, c->sh, c->padding, &c->oh, &c->pad_top);
+    const int fit_w = kiln_window_output(c->w, c->pw, c->sw, c->padding, &c->ow, &c->pad_left);
+    if (fit_h < 0 || fit_w < 0) {
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) with 'same' padding over input %s "
+                 "spans more than %d pixels", (int)c->ph, (int)c->pw,
+                 kiln_shape_str(in, s, sizeof s), INT32_MAX);
+        return KILN_ERROR_SHAPE;
+    }
+    if (!fit_h || !fit_w) {
         snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with "
                  "'valid' padding", (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s));
         return KILN_ERROR_SHAPE;

@@ -1,12 +1,16 @@
 #include "layers/layer.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 int64_t kiln_shape_size(const kiln_shape *shape)
 {
     int64_t n = 1;
-    for (int32_t i = 0; i < shape->rank; i++)
+    for (int32_t i = 0; i < shape->rank; i++) {
+        if (shape->dims[i] > 0 && n > INT64_MAX / shape->dims[i])
+            return -1;
         n *= shape->dims[i];
+    }
     return n;
 }
 

@@ -24,18 +24,19 @@ static kiln_status find_input_and_path(kiln_model *m)
         for (int k = 0; k < m->nodes[i].n_inputs; k++)
             m->nodes[m->nodes[i].inputs[k]].on_path = 1;
     }
+    /* Every Input counts, on the output's path or not: only one is ever fed. */
     m->input = -1;
     for (int32_t i = 0; i < m->n_nodes; i++) {
-        if (m->nodes[i].ops != &kiln_layer_input || !m->nodes[i].on_path)
+        if (m->nodes[i].ops != &kiln_layer_input)
             continue;
         if (m->input >= 0)
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
-                              "kiln_model_compile: the output depends on two inputs ('%s' and "
-                              "'%s'); models with several inputs are not supported yet",
+                              "kiln_model_compile: the model has two inputs ('%s' and '%s'); "
+                              "models with several inputs are not supported yet",
                               m->nodes[m->input].name, m->nodes[i].name);
         m->input = i;
     }
-    if (m->input < 0 || m->input == m->output)
+    if (m->input < 0 || m->input == m->output || !m->nodes[m->input].on_path)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: the output '%s' must be a layer fed by an "
                           "Input", m->nodes[m->output].name);
@@ -162,6 +163,15 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "step_timeout_seconds (%g), bucket sizes and reducer_threads (%d) "
                           "must be >= 0", (int)o->gradient_accumulation_steps,
                           (int)o->replicas, o->step_timeout_seconds, (int)o->reducer_threads);
+    if (!isfinite(o->step_timeout_seconds))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: step_timeout_seconds (%g) must be a finite number "
+                          ">= 0 (0: %g s)", o->step_timeout_seconds, KILN_DEFAULT_STEP_TIMEOUT);
+    /* Checked here, not by the strategy: one that runs on one device ignores it. */
+    if (o->replicas > m->ctx->n_devices)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %d replicas asked for, but the context has %d "
+                          "device(s)", (int)o->replicas, (int)m->ctx->n_devices);
     m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
                                                                : 1;
     m->n_replicas = o->replicas;

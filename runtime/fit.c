@@ -25,7 +25,10 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
 {
     char a[64], b[64];
     const kiln_node_rec *in = &m->nodes[m->input];
-    if (ds->feature_size != kiln_shape_size(&in->shape))
+    int same = ds->feature_shape.rank == in->shape.rank;
+    for (int32_t i = 0; same && i < in->shape.rank; i++)
+        same = ds->feature_shape.dims[i] == in->shape.dims[i];
+    if (!same)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                           "%s: %s samples are %s but input '%s' is %s", call, what,
                           kiln_shape_str(&ds->feature_shape, a, sizeof a), in->name,
@@ -74,7 +77,7 @@ static kiln_status check_same_everywhere(kiln_model *m, int together, const char
                : KILN_OK;
 }
 
-/* Host staging for one batch. */
+/* Host staging for one batch, of at most the dataset's size. */
 typedef struct batch_staging {
     float *features;
     void *labels;
@@ -92,6 +95,8 @@ static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t 
                                  batch_staging *staging)
 {
     memset(staging, 0, sizeof *staging);
+    if (batch > ds->count)
+        batch = (int32_t)ds->count;  /* no batch holds more samples than the dataset */
     const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
                                    ? sizeof(int32_t)
                                    : (size_t)ds->label_size * sizeof(float);

@@ -120,6 +120,29 @@ static kiln_status resolve_inputs(kiln_model *m, const kiln_node *inputs, int n_
     return KILN_OK;
 }
 
+/* One sample of the output and every parameter must fit KILN_MAX_FLOATS. */
+static kiln_status check_sizes(kiln_model *m, const kiln_node_rec *rec,
+                               const kiln_layer_build *build)
+{
+    char s[96];
+    const int64_t out = kiln_shape_size(&build->out);
+    if (out < 0 || out > KILN_MAX_FLOATS)
+        return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): %s has more than %d floats "
+                          "per sample", rec->name, rec->ops->kind,
+                          kiln_shape_str(&build->out, s, sizeof s), KILN_MAX_FLOATS);
+    for (int p = 0; p < build->n_params; p++) {
+        const kiln_param_spec *spec = &build->params[p];
+        const int64_t n = kiln_shape_size(&spec->shape);
+        if (n < 0 || n > KILN_MAX_FLOATS)
+            return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): parameter '%s' %s has "
+                              "%s%lld floats; kiln supports at most %d", rec->name, rec->ops->kind,
+                              spec->name, kiln_shape_str(&spec->shape, s, sizeof s),
+                              n < 0 ? "more than " : "", n < 0 ? (long long)INT64_MAX
+                              : (long long)n, KILN_MAX_FLOATS);
+    }
+    return KILN_OK;
+}
+
 /* The layer's config from args, and its output shape and parameters. */
 static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape *in_shapes,
                              kiln_node_rec *rec)
@@ -140,10 +163,15 @@ static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape
         kiln_free(m->ctx, cfg);
         return build_fail(m, st, "layer '%s' (%s): %s", rec->name, ops->kind, build.error);
     }
-    if (build.out.rank < 1 || kiln_shape_size(&build.out) <= 0) {
+    if (build.out.rank < 1 || kiln_shape_size(&build.out) == 0) {
         kiln_free(m->ctx, cfg);
         return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s): output would be empty",
                           rec->name, ops->kind);
+    }
+    const kiln_status fits = check_sizes(m, rec, &build);
+    if (fits != KILN_OK) {
+        kiln_free(m->ctx, cfg);
+        return fits;
     }
     rec->config = cfg;
     rec->shape = build.out;

@@ -22,10 +22,10 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
         if (o->epsilon == 0.0f)
             o->epsilon = 1e-7f;
         if (!(o->beta_1 > 0.0f && o->beta_1 < 1.0f) || !(o->beta_2 > 0.0f && o->beta_2 < 1.0f) ||
-            !(o->epsilon > 0.0f))
+            !(o->epsilon > 0.0f) || !isfinite(o->epsilon))
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "Adam: beta_1 (%g) and beta_2 (%g) must be in (0, 1) and epsilon "
-                              "(%g) > 0", o->beta_1, o->beta_2, o->epsilon);
+                              "(%g) a finite number > 0", o->beta_1, o->beta_2, o->epsilon);
     } else if (o->kind == KILN_OPTIMIZER_SGD) {
         if (o->learning_rate == 0.0f)
             o->learning_rate = 1e-2f;
@@ -54,9 +54,9 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "schedule: decay_steps %lld must be > 0", (long long)sc->decay_steps);
     if ((sc->kind == KILN_LR_STEP_DECAY || sc->kind == KILN_LR_EXPONENTIAL_DECAY) &&
-        !(sc->decay_rate > 0.0f))
+        (!(sc->decay_rate > 0.0f) || !isfinite(sc->decay_rate)))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "schedule: decay_rate %g must be > 0", sc->decay_rate);
+                          "schedule: decay_rate %g must be a finite number > 0", sc->decay_rate);
     if (sc->kind == KILN_LR_COSINE_DECAY && !(sc->alpha >= 0.0f && sc->alpha <= 1.0f))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "schedule: alpha %g must be in [0, 1]", sc->alpha);

@@ -11,6 +11,69 @@ static kiln_model *new_model(kiln_context *ctx)
     return m;
 }
 
+/* Sizes whose products or windows pass what kiln indexes are refused,
+ * naming the layer, never wrapped around. */
+static void test_huge_sizes(kiln_context *ctx, const kiln_compile_options *co)
+{
+    const int32_t huge[] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    kiln_model *m = new_model(ctx);
+    kiln_input(m, 4, huge, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'input_layer' (input_layer): "
+                "(2147483647, 2147483647, 2147483647, 2147483647) has more than 2147483647 "
+                "floats per sample", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t img[] = {9, 3, 1};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 1,
+                                .kernel_size = {INT32_MAX, 1}, .strides = {1, 1},
+                                .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_LINEAR};
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): kernel (2147483647, 1) with "
+                "'same' padding over input (9, 3, 1) spans more than 2147483647",
+                kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    kiln_pool2d_options pool = {.struct_size = sizeof pool,
+                                .pool_size = {2, INT32_MAX - 1}, .strides = {1, 1},
+                                .padding = KILN_PADDING_SAME};
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "pool (2, 2147483646) with 'same' padding over input",
+                kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    conv.kernel_size[0] = conv.kernel_size[1] = 65536;
+    m = new_model(ctx);
+    kiln_input(m, 3, img, NULL);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'conv2d' (conv2d): parameter 'kernel' "
+                "(65536, 65536, 1, 1) has 4294967296 floats", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t wide[] = {65536};
+    kiln_dense_options big = {.struct_size = sizeof big, .name = "big", .units = 65536,
+                              .activation = KILN_ACTIVATION_LINEAR};
+    m = new_model(ctx);
+    kiln_input(m, 1, wide, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &big);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'big' (dense): parameter 'kernel' (65536, 65536) "
+                "has 4294967296 floats", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+
+    const int32_t rows[] = {32768, 65536};
+    big.units = 2;
+    m = new_model(ctx);
+    kiln_input(m, 2, rows, NULL);
+    CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &big) == KILN_NODE_INVALID);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'input_layer' (input_layer): (32768, 65536) has "
+                "more than 2147483647 floats per sample", kiln_model_compile(m, co));
+    kiln_model_destroy(m);
+}
+
 static void test_build_errors(kiln_context *ctx)
 {
     kiln_compile_options co = {.struct_size = sizeof co};
@@ -73,6 +136,26 @@ static void test_build_errors(kiln_context *ctx)
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
+    /* A second Input is refused, even one the output does not depend on. */
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, "left");
+    kiln_input(m, 1, a_dims, "right");
+    kiln_dense(m, 0, &d4);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "two inputs ('left' and 'right')",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    test_huge_sizes(ctx, &co);
+
+    kiln_batch_norm_options bn = {.struct_size = sizeof bn, .name = "bn", .epsilon = INFINITY};
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    kiln_batch_normalization(m, KILN_NODE_PREVIOUS, &bn);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'bn' (batch_normalization): momentum "
+                "(0.99) must be in [0, 1] and epsilon (inf) a finite number > 0",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
     kiln_input(m, 2, bad_dims, NULL);
@@ -122,8 +205,39 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     co.optimizer.schedule.kind = KILN_LR_COSINE_DECAY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_steps 0 must be > 0",
                 kiln_model_compile(m, &co));
-    co.optimizer.schedule.kind = KILN_LR_CONSTANT;
+    co.optimizer.schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
+    co.optimizer.schedule.decay_steps = 10;
+    co.optimizer.schedule.decay_rate = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate inf must be a finite number > 0",
+                kiln_model_compile(m, &co));
+    co.optimizer.schedule.decay_rate = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate nan", kiln_model_compile(m, &co));
+    co.optimizer.schedule = (kiln_lr_schedule){.kind = KILN_LR_CONSTANT};
+    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer.epsilon = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epsilon (inf)", kiln_model_compile(m, &co));
+    co.optimizer.epsilon = 0.0f;
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
     co.strategy = KILN_STRATEGY_AUTO;
+    co.step_timeout_seconds = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "step_timeout_seconds (nan)",
+                kiln_model_compile(m, &co));
+    co.step_timeout_seconds = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "step_timeout_seconds (inf)",
+                kiln_model_compile(m, &co));
+    co.step_timeout_seconds = 0.0;
+    /* More replicas than devices, whichever strategy the request resolves to. */
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    co.replicas = devices + 1;
+    char many[96];
+    snprintf(many, sizeof many, "%d replicas asked for, but the context has %d", devices + 1,
+             devices);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_ONE_DEVICE;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_AUTO;
+    co.replicas = 0;
 
     float x[4 * 6];
     int32_t labels[4] = {0, 1, 2, 3};  /* 3 is out of range for 3 classes */
@@ -173,14 +287,17 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     labels[3] = 0;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
     fo.epochs = 1;
-    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));  /* 6 floats either way: allowed */
+    kiln_metrics met = {.struct_size = sizeof met};
+    /* 6 floats either way, but shapes are compared dimension by dimension. */
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (2, 3) but input 'input_layer' is (6,)",
+                kiln_model_fit(m, ds, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (2, 3)", kiln_model_evaluate(m, ds, 8, &met));
     kiln_dataset_destroy(ds);
     desc.feature_rank = 1;
     desc.feature_dims[0] = 5;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,) but input 'input_layer' is (6,)",
                 kiln_model_fit(m, ds, &fo));
-    kiln_metrics met = {.struct_size = sizeof met};
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (5,)", kiln_model_evaluate(m, ds, 8, &met));
     kiln_dataset_destroy(ds);
 
@@ -190,6 +307,48 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     kiln_epoch_record rec = {.struct_size = sizeof rec};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epoch 5 is not in the history",
                 kiln_model_history_epoch(m, 5, &rec));
+    kiln_model_destroy(m);
+}
+
+/* A dataset whose samples hold as many floats as the input, in another
+ * shape, is refused; so are dense labels of the wrong size. */
+static void test_dataset_shapes(kiln_context *ctx)
+{
+    kiln_model *m = new_model(ctx);
+    const int32_t dims[] = {4, 16, 1};
+    kiln_input(m, 3, dims, "image");
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 2,
+                              .activation = KILN_ACTIVATION_LINEAR};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &out);
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+
+    static float x[3 * 64], y[3 * 3];
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = 3, .feature_rank = 3,
+                          .feature_dims = {8, 8, 1}, .features = x,
+                          .label_kind = KILN_LABELS_DENSE, .label_size = 2, .dense_labels = y};
+    kiln_dataset *ds = NULL;
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (8, 8, 1) but input 'image' is (4, 16, 1)",
+                kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+
+    d.feature_dims[0] = 4;
+    d.feature_dims[1] = 16;
+    d.label_size = 3;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "labels must be 2 floats per sample to match output 'out'",
+                kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+
+    d.label_size = 2;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
     kiln_model_destroy(m);
 }
 
@@ -241,6 +400,7 @@ int main(void)
         SKIP("no OpenCL device");
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
+    test_dataset_shapes(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     return test_finish("test_errors");

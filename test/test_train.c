@@ -277,6 +277,54 @@ static void test_determinism(void)
     CHECK(memcmp(a, c, sizeof a) != 0);
 }
 
+/* Refuses any one allocation over 256 MiB: no staging may follow a batch
+ * size the dataset cannot fill. */
+static void *capped_realloc(void *user, void *ptr, size_t size)
+{
+    (void)user;
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return size > ((size_t)256 << 20) ? NULL : realloc(ptr, size);
+}
+
+static void train_batch_weights(int32_t batch, float *w, int64_t n)
+{
+    char err[512] = "";
+    kiln_context_options co = {.struct_size = sizeof co, .seed = 11, .realloc_fn = capped_realloc,
+                               .error_buffer = err, .error_buffer_size = sizeof err};
+    kiln_context *ctx = NULL;
+    CHECK(kiln_context_create(&co, &ctx) == KILN_OK);
+    if (!ctx)
+        return;
+    kiln_dataset *ds = blobs(ctx, 96, 5);
+    kiln_model *m = mlp(ctx);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.batch_size = batch;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+}
+
+/* A batch far larger than the dataset trains as one of the dataset's size. */
+static void test_huge_batch(void)
+{
+    enum { n = 8 * 16 + 16 + 16 * 3 + 3 };
+    float a[n], b[n];
+    memset(a, 0, sizeof a);
+    memset(b, 0xff, sizeof b);
+    train_batch_weights(96, a, n);
+    train_batch_weights(INT32_MAX, b, n);
+    printf("huge batch\n");
+    CHECK(memcmp(a, b, sizeof a) == 0);
+}
+
 static void test_fit_loop(kiln_context *ctx)
 {
     kiln_dataset *train = blobs(ctx, 250, 1), *val = blobs(ctx, 61, 2);
@@ -386,5 +434,6 @@ int main(void)
     test_fit_loop(ctx);
     kiln_context_destroy(ctx);
     test_determinism();
+    test_huge_batch();
     return test_finish("test_train");
 }
