@@ -10,6 +10,8 @@
  *    comes first, out-parameters last; an out-pointer is set to NULL (or 0) on
  *    failure. kiln_context_last_error() then says what went wrong: which call,
  *    which layer, which shapes, which device, which OpenCL error by name.
+ *    A NULL context or model has nowhere to keep a message: such a call
+ *    returns KILN_ERROR_INVALID_ARGUMENT and leaves the last error as it was.
  *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
  *    read as the size this header declares). A NULL options pointer means all
  *    defaults. Fields added in later versions go at the end and default to 0.

@@ -107,16 +107,24 @@ const char *kiln_context_last_error(const kiln_context *ctx)
 
 kiln_status kiln_context_device_count(const kiln_context *ctx, int32_t *count)
 {
-    if (!ctx || !count)
+    if (count)
+        *count = 0;
+    if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!count)
+        return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_context_device_count: count is NULL");
     *count = ctx->n_devices;
     return KILN_OK;
 }
 
 kiln_status kiln_context_device_info(const kiln_context *ctx, int32_t i, kiln_device_info *info)
 {
-    if (!ctx || !info)
+    if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!info)
+        return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_context_device_info: info is NULL");
     if (i < 0 || i >= ctx->n_devices)
         return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_context_device_info: device %d does not exist (the context "

@@ -477,16 +477,24 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
 
 kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
 {
-    if (!m || !length)
+    if (length)
+        *length = 0;
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!length)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_history_length: length is NULL");
     *length = m->n_history;
     return KILN_OK;
 }
 
 kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_record *record)
 {
-    if (!m || !record)
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!record)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_history_epoch: record is NULL");
     if (i < 0 || i >= m->n_history)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",

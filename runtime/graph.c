@@ -7,11 +7,12 @@
 
 kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
 {
-    if (!out)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!out)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_create: out is NULL");
     kiln_model *m = kiln_calloc(ctx, 1, sizeof *m);
     if (!m)
         return kiln_error_oom(ctx, "a model", sizeof *m);

@@ -92,6 +92,43 @@ static kiln_model *small_classifier(kiln_context *ctx, int classes)
     return m;
 }
 
+/* A call refused for a NULL out-pointer says so itself: the message left by
+ * an earlier failure must not survive it. */
+static void test_null_out_pointers(kiln_context *ctx)
+{
+    kiln_device_info info = {.struct_size = sizeof info};
+    const char *earlier = "kiln_context_device_info: device 99 does not exist";
+#define AFTER_EARLIER_FAILURE(needle, call)                                             \
+    do {                                                                                \
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, earlier,                          \
+                    kiln_context_device_info(ctx, 99, &info));                          \
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, needle, call);                    \
+    } while (0)
+    AFTER_EARLIER_FAILURE("kiln_context_device_count: count is NULL",
+                          kiln_context_device_count(ctx, NULL));
+    AFTER_EARLIER_FAILURE("kiln_context_device_info: info is NULL",
+                          kiln_context_device_info(ctx, 0, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_create: out is NULL", kiln_model_create(ctx, NULL));
+    kiln_model *m = small_classifier(ctx, 3);
+    AFTER_EARLIER_FAILURE("kiln_model_summary: text is NULL but size is 8",
+                          kiln_model_summary(m, NULL, 8, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_parameter_count: count is NULL",
+                          kiln_model_parameter_count(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_output_size: size is NULL",
+                          kiln_model_output_size(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_length: length is NULL",
+                          kiln_model_history_length(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_epoch: record is NULL",
+                          kiln_model_history_epoch(m, 0, NULL));
+#undef AFTER_EARLIER_FAILURE
+    /* A NULL object has nowhere to keep a message: the status alone. */
+    int32_t n = 7;
+    CHECK(kiln_context_device_count(NULL, &n) == KILN_ERROR_INVALID_ARGUMENT && n == 0);
+    int64_t count = 7;
+    CHECK(kiln_model_parameter_count(NULL, &count) == KILN_ERROR_INVALID_ARGUMENT && count == 0);
+    kiln_model_destroy(m);
+}
+
 static void test_compile_and_fit_errors(kiln_context *ctx)
 {
     kiln_model *m = small_classifier(ctx, 3);
@@ -241,6 +278,7 @@ int main(void)
         SKIP("no OpenCL device");
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
+    test_null_out_pointers(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     return test_finish("test_errors");
