@@ -886,8 +886,9 @@ KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i
  * "dense_1/bias"), with kiln's shapes (dense kernel (in, units), conv kernel
  * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder,
  * fsync'd and renamed, so an interrupted save leaves the previous file whole.
- * KILN_ERROR_STATE if not compiled, KILN_ERROR_IO if the file cannot be
- * written (the message names the path and the system's reason).
+ * KILN_ERROR_STATE if not compiled, KILN_ERROR_INVALID_ARGUMENT if path is
+ * NULL or empty, KILN_ERROR_IO if the file cannot be written (the message
+ * names the path and the system's reason).
  */
 KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path);
 

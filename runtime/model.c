@@ -174,7 +174,9 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
     kiln_status st = check_compiled(m, call);
     if (st != KILN_OK)
         return st;
-    if (!weights || count < m->n_weights)
+    if (!weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: weights is NULL", call);
+    if (count < m->n_weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: room for %lld floats given, the model has %lld parameters", call,
                           (long long)count, (long long)m->n_weights);

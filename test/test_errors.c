@@ -73,6 +73,13 @@ static void test_build_errors(kiln_context *ctx)
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
+    m = new_model(ctx);
+    kiln_input(m, 1, NULL, "shapeless");
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "layer 'shapeless' (input_layer): dims is NULL (rank 1)",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
     kiln_input(m, 2, bad_dims, NULL);
@@ -224,6 +231,16 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     float w[1];
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "room for 1 floats given, the model has 21",
                 kiln_model_get_weights(m, w, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_get_weights: weights is NULL",
+                kiln_model_get_weights(m, NULL, 21));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: weights is NULL",
+                kiln_model_set_weights(m, NULL, 21));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is empty",
+                kiln_model_save_weights(m, ""));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is NULL",
+                kiln_model_save_weights(m, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: path is empty",
+                kiln_model_save_checkpoint(m, ""));
     kiln_epoch_record rec = {.struct_size = sizeof rec};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epoch 5 is not in the history",
                 kiln_model_history_epoch(m, 5, &rec));
