@@ -669,10 +669,13 @@ KILN_API kiln_status kiln_model_summary(const kiln_model *model, char *text, siz
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 
 /** Copies all parameters, in layer order (kernel before bias), to `weights`
- *  (capacity `count` floats; KILN_ERROR_INVALID_ARGUMENT if too small). */
+ *  (capacity `count` floats, at least the parameter count; room to spare is
+ *  left untouched; KILN_ERROR_INVALID_ARGUMENT if too small or NULL). */
 KILN_API kiln_status kiln_model_get_weights(kiln_model *model, float *weights, int64_t count);
 
-/** Replaces all parameters (same order as get). Optimizer state is kept. */
+/** Replaces all parameters (same order as get) with `count` floats, which
+ *  must be exactly the parameter count (else KILN_ERROR_INVALID_ARGUMENT,
+ *  naming both). Optimizer state is kept. */
 KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weights,
                                             int64_t count);
 

@@ -176,9 +176,14 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
         return st;
     if (!weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: weights is NULL", call);
-    if (count < m->n_weights)
+    if (get && count < m->n_weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: room for %lld floats given, the model has %lld parameters", call,
+                          (long long)count, (long long)m->n_weights);
+    /* More floats than parameters is as likely a mistake as fewer. */
+    if (!get && count != m->n_weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: %lld floats given, the model has %lld parameters", call,
                           (long long)count, (long long)m->n_weights);
     float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
     if (!flat)

@@ -235,6 +235,12 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
                 kiln_model_get_weights(m, NULL, 21));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: weights is NULL",
                 kiln_model_set_weights(m, NULL, 21));
+    float many[22] = {0};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: 22 floats given, "
+                "the model has 21 parameters", kiln_model_set_weights(m, many, 22));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: 20 floats given, "
+                "the model has 21 parameters", kiln_model_set_weights(m, many, 20));
+    CHECK_OK(ctx, kiln_model_get_weights(m, many, 22));  /* room to spare is fine */
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is empty",
                 kiln_model_save_weights(m, ""));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is NULL",
