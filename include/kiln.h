@@ -15,6 +15,10 @@
  *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
  *    read as the size this header declares). A NULL options pointer means all
  *    defaults. Fields added in later versions go at the end and default to 0.
+ *    A nonzero struct_size that does not reach the end of the fields the call
+ *    cannot default (those "required" or for which 0 is an error; never less
+ *    than sizeof(size_t)) is KILN_ERROR_INVALID_ARGUMENT, the message naming
+ *    the struct and the size, instead of reading those fields as 0.
  *  - Destructors accept NULL.
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
@@ -183,7 +187,8 @@ typedef struct kiln_context_options {
  * device matches, KILN_ERROR_INVALID_ARGUMENT for an index that does not
  * exist or a malformed KILN_DEVICES, KILN_ERROR_DEVICE when a device cannot
  * be opened, KILN_ERROR_OUT_OF_MEMORY. On failure *out is NULL and the
- * message goes to options->error_buffer when given, else to the log.
+ * message goes to options->error_buffer when given, else to the log (to
+ * stderr when options->struct_size is too short to be read at all).
  * The caller owns *out and releases it with kiln_context_destroy().
  */
 KILN_API kiln_status kiln_context_create(const kiln_context_options *options,

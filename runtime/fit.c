@@ -434,10 +434,13 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     if (st != KILN_OK)
         return st;
     kiln_fit_options o;
-    if (options)
-        kiln_options_copy(&o, sizeof o, options);
-    else
+    kiln_diag why;
+    /* epochs and batch_size have no zero default. */
+    if (!options)
         kiln_fit_options_init(&o);
+    else if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_fit_options, no_shuffle),
+                               "kiln_fit_options", &why) != KILN_OK)
+        return kiln_error(m->ctx, why.status, "kiln_model_fit: %s", why.message);
     st = check_fit_options(m, &o);
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");

@@ -151,6 +151,14 @@ static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape
     return KILN_OK;
 }
 
+kiln_node kiln_model_refuse_layer(kiln_model *m, kiln_status status, const char *call,
+                                  const char *why)
+{
+    if (m)
+        build_fail(m, status, "%s: %s", call, why);
+    return KILN_NODE_INVALID;
+}
+
 kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *args,
                                const kiln_node *inputs, int n_inputs, const char *name,
                                kiln_activation activation)

@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 static kiln_model *new_model(kiln_context *ctx)
 {
@@ -294,6 +295,82 @@ static void test_context_errors(void)
     kiln_dataset_destroy(NULL);
 }
 
+/* kiln_context_create's message, which goes to the default log (stderr) when the
+ * options cannot be trusted to say where else. */
+static kiln_status create_capturing_stderr(const kiln_context_options *o, kiln_context **ctx,
+                                           char *text, size_t size)
+{
+    fflush(stderr);
+    FILE *log = tmpfile();
+    const int saved = dup(2);
+    if (!log || saved < 0 || dup2(fileno(log), 2) < 0)
+        SKIP("cannot capture stderr");
+    const kiln_status st = kiln_context_create(o, ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(log);
+    const size_t n = fread(text, 1, size - 1, log);
+    text[n] = '\0';
+    fclose(log);
+    return st;
+}
+
+/* A nonzero struct_size too short for the fields a call needs is refused by
+ * name, not read as zero fields. */
+static void test_short_struct_size(kiln_context *ctx)
+{
+    char text[1024], want[160];
+    kiln_context_options co = {.struct_size = 3};
+    kiln_context *made = (kiln_context *)&co;
+    CHECK(create_capturing_stderr(&co, &made, text, sizeof text) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(made == NULL);
+    snprintf(want, sizeof want, "kiln_context_create: kiln_context_options.struct_size is 3; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK(strstr(text, want) != NULL);
+
+    kiln_model *m = small_classifier(ctx, 3);
+    kiln_compile_options opts = {.struct_size = sizeof(size_t),
+                                 .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_compile_options"
+                ".struct_size is", kiln_model_compile(m, &opts));
+    opts.struct_size = sizeof opts;
+    opts.optimizer.struct_size = 5;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_optimizer_options"
+                ".struct_size is 5", kiln_model_compile(m, &opts));
+    opts.optimizer.struct_size = 0;
+    CHECK_OK(ctx, kiln_model_compile(m, &opts));
+    float x[6] = {0};
+    int32_t label = 0;
+    kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = 1, .feature_rank = 1,
+                             .feature_dims = {6}, .features = x,
+                             .label_kind = KILN_LABELS_SPARSE, .sparse_labels = &label};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.struct_size = offsetof(kiln_fit_options, batch_size);  /* no batch_size */
+    snprintf(want, sizeof want, "kiln_model_fit: kiln_fit_options.struct_size is %zu; it must be "
+             "0 or at least %zu", fo.struct_size, offsetof(kiln_fit_options, no_shuffle));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+    desc.struct_size = offsetof(kiln_arrays_desc, dense_labels);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_from_arrays: kiln_arrays_desc"
+                ".struct_size is", kiln_dataset_from_arrays(ctx, &desc, &ds));
+    CHECK(ds == NULL);
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    const int32_t dims[] = {6};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options d = {.struct_size = offsetof(kiln_dense_options, units), .units = 4};
+    CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &d) == KILN_NODE_INVALID);
+    snprintf(want, sizeof want, "kiln_dense: kiln_dense_options.struct_size is %zu; it must be "
+             "0 or at least %zu", d.struct_size, offsetof(kiln_dense_options, activation));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &opts));
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(1);
@@ -302,6 +379,7 @@ int main(void)
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
     test_null_out_pointers(ctx);
+    test_short_struct_size(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     return test_finish("test_errors");
