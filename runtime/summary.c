@@ -17,6 +17,8 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
 
 kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, size_t *length)
 {
+    if (length)
+        *length = 0;
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
     if (!text && size > 0)

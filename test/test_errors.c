@@ -54,6 +54,14 @@ static void test_build_errors(kiln_context *ctx)
     CHECK(kiln_dense(m, 42, &d4) == KILN_NODE_INVALID);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 0 is node 42, which does not exist",
                 kiln_model_compile(m, &co));
+    size_t length = 99;  /* an out-pointer is 0 after a failure */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_summary: the model failed to build",
+                kiln_model_summary(m, NULL, 0, &length));
+    CHECK(length == 0);
+    length = 99;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_summary: text is NULL",
+                kiln_model_summary(m, NULL, 4, &length));
+    CHECK(length == 0);
     kiln_model_destroy(m);
 
     m = new_model(ctx);
