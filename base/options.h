@@ -3,12 +3,19 @@
 #ifndef KILN_BASE_OPTIONS_H
 #define KILN_BASE_OPTIONS_H
 
+#include "base/host.h"
+
 #include <stddef.h>
 
 /* Copies a caller's option struct (NULL: all zero) into `dst` of `size`
  * bytes, honouring the caller's struct_size: fields an older caller does
- * not know stay zero. */
-void kiln_options_copy(void *dst, size_t size, const void *src);
+ * not know stay zero. Refuses a struct_size that is nonzero and below
+ * `least` bytes, the end of the fields the call cannot default (never
+ * below sizeof(size_t), which cannot even hold struct_size): `dst` is then
+ * left zero and `why` says so ("<name>.struct_size is ..."; the caller
+ * prefixes its call). */
+kiln_status kiln_options_take(void *dst, size_t size, const void *src, size_t least,
+                              const char *name, kiln_diag *why);
 
 /* The reverse, for structs kiln fills: copies no more of `src` (our `size`
  * bytes) than the caller's struct_size says its struct holds (0: all). */

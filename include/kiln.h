@@ -10,9 +10,15 @@
  *    comes first, out-parameters last; an out-pointer is set to NULL (or 0) on
  *    failure. kiln_context_last_error() then says what went wrong: which call,
  *    which layer, which shapes, which device, which OpenCL error by name.
+ *    A NULL context or model has nowhere to keep a message: such a call
+ *    returns KILN_ERROR_INVALID_ARGUMENT and leaves the last error as it was.
  *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
  *    read as the size this header declares). A NULL options pointer means all
  *    defaults. Fields added in later versions go at the end and default to 0.
+ *    A nonzero struct_size that does not reach the end of the fields the call
+ *    cannot default (those "required" or for which 0 is an error; never less
+ *    than sizeof(size_t)) is KILN_ERROR_INVALID_ARGUMENT, the message naming
+ *    the struct and the size, instead of reading those fields as 0.
  *  - Destructors accept NULL.
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
@@ -187,7 +193,8 @@ typedef struct kiln_context_options {
  * device matches, KILN_ERROR_INVALID_ARGUMENT for an index that does not
  * exist or a malformed KILN_DEVICES, KILN_ERROR_DEVICE when a device cannot
  * be opened, KILN_ERROR_OUT_OF_MEMORY. On failure *out is NULL and the
- * message goes to options->error_buffer when given, else to the log.
+ * message goes to options->error_buffer when given, else to the log (to
+ * stderr when options->struct_size is too short to be read at all).
  * The caller owns *out and releases it with kiln_context_destroy().
  */
 KILN_API kiln_status kiln_context_create(const kiln_context_options *options,
@@ -680,10 +687,13 @@ KILN_API kiln_status kiln_model_summary(const kiln_model *model, char *text, siz
 KILN_API kiln_status kiln_model_parameter_count(const kiln_model *model, int64_t *count);
 
 /** Copies all parameters, in layer order (kernel before bias), to `weights`
- *  (capacity `count` floats; KILN_ERROR_INVALID_ARGUMENT if too small). */
+ *  (capacity `count` floats, at least the parameter count; room to spare is
+ *  left untouched; KILN_ERROR_INVALID_ARGUMENT if too small or NULL). */
 KILN_API kiln_status kiln_model_get_weights(kiln_model *model, float *weights, int64_t count);
 
-/** Replaces all parameters (same order as get). Optimizer state is kept. */
+/** Replaces all parameters (same order as get) with `count` floats, which
+ *  must be exactly the parameter count (else KILN_ERROR_INVALID_ARGUMENT,
+ *  naming both). Optimizer state is kept. */
 KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weights,
                                             int64_t count);
 
@@ -902,8 +912,9 @@ KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i
  * "dense_1/bias"), with kiln's shapes (dense kernel (in, units), conv kernel
  * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder,
  * fsync'd and renamed, so an interrupted save leaves the previous file whole.
- * KILN_ERROR_STATE if not compiled, KILN_ERROR_IO if the file cannot be
- * written (the message names the path and the system's reason).
+ * KILN_ERROR_STATE if not compiled, KILN_ERROR_INVALID_ARGUMENT if path is
+ * NULL or empty, KILN_ERROR_IO if the file cannot be written (the message
+ * names the path and the system's reason).
  */
 KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path);
 

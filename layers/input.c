@@ -5,11 +5,16 @@
 
 typedef struct input_config {
     kiln_shape shape;
+    int no_dims;           /* the caller's dims was NULL */
 } input_config;
 
 static kiln_status input_infer(void *config, kiln_layer_build *b)
 {
     const input_config *c = config;
+    if (c->no_dims) {
+        snprintf(b->error, sizeof b->error, "dims is NULL (rank %d)", (int)c->shape.rank);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
     if (c->shape.rank < 1 || c->shape.rank > KILN_MAX_RANK) {
         snprintf(b->error, sizeof b->error, "rank %d is not in 1..%d", (int)c->shape.rank,
                  KILN_MAX_RANK);
@@ -31,7 +36,8 @@ static void input_configure(void *config, const void *args)
 {
     const kiln_input_args *a = args;
     input_config *c = config;
-    c->shape.rank = a->dims ? a->rank : 0;   /* a missing shape is reported by infer */
+    c->no_dims = !a->dims;   /* reported by infer */
+    c->shape.rank = a->rank;
     for (int32_t i = 0; a->dims && i < a->rank && i < KILN_MAX_RANK; i++)
         c->shape.dims[i] = a->dims[i];
 }

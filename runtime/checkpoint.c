@@ -49,6 +49,8 @@ static kiln_status check_compiled(kiln_model *m, const char *call, const char *p
         return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
     if (!path)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: path is NULL", call);
+    if (!path[0])
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: path is empty", call);
     return KILN_OK;
 }
 

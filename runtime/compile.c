@@ -219,7 +219,13 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     if (m->n_nodes == 0)
         return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: the model has no layers");
     kiln_compile_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    kiln_optimizer_options opt;
+    kiln_diag why;
+    if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_compile_options, optimizer),
+                          "kiln_compile_options", &why) != KILN_OK ||
+        kiln_options_take(&opt, sizeof opt, &o.optimizer, sizeof(size_t),
+                          "kiln_optimizer_options", &why) != KILN_OK)
+        return kiln_error(ctx, why.status, "kiln_model_compile: %s", why.message);
     if (m->output < 0)
         m->output = m->n_nodes - 1;
 
@@ -228,8 +234,6 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         st = lay_out_params(m);
     if (st == KILN_OK)
         st = kiln_loss_plan_make(m, o.loss, !o.no_accuracy, &m->loss);
-    kiln_optimizer_options opt;
-    kiln_options_copy(&opt, sizeof opt, &o.optimizer);
     if (st == KILN_OK)
         st = kiln_optimizer_resolve(ctx, &opt);
     if (st == KILN_OK)

@@ -55,11 +55,18 @@ static void resolve_cache_dir(kiln_context *ctx, const kiln_context_options *o)
 
 kiln_status kiln_context_create(const kiln_context_options *options, kiln_context **out)
 {
-    kiln_context_options o;
-    kiln_options_copy(&o, sizeof o, options);
     if (!out)
         return KILN_ERROR_INVALID_ARGUMENT;
     *out = NULL;
+    kiln_context_options o;
+    kiln_diag why;
+    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_context_options",
+                          &why) != KILN_OK) {
+        /* Too short to hold error_buffer or log_fn: the default log. */
+        kiln_host stderr_log = {.log_level = KILN_LOG_ERROR};
+        kiln_host_log(&stderr_log, KILN_LOG_ERROR, "kiln_context_create: %s", why.message);
+        return why.status;
+    }
     const kiln_realloc_fn rf = o.realloc_fn ? o.realloc_fn : kiln_default_realloc;
     kiln_context *ctx = rf(o.realloc_user, NULL, sizeof *ctx);
     if (!ctx)
@@ -107,16 +114,24 @@ const char *kiln_context_last_error(const kiln_context *ctx)
 
 kiln_status kiln_context_device_count(const kiln_context *ctx, int32_t *count)
 {
-    if (!ctx || !count)
+    if (count)
+        *count = 0;
+    if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!count)
+        return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_context_device_count: count is NULL");
     *count = ctx->n_devices;
     return KILN_OK;
 }
 
 kiln_status kiln_context_device_info(const kiln_context *ctx, int32_t i, kiln_device_info *info)
 {
-    if (!ctx || !info)
+    if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!info)
+        return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_context_device_info: info is NULL");
     if (i < 0 || i >= ctx->n_devices)
         return kiln_error((kiln_context *)ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_context_device_info: device %d does not exist (the context "

@@ -163,7 +163,11 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_from_arrays: desc is NULL");
     kiln_arrays_desc d;
-    kiln_options_copy(&d, sizeof d, desc);
+    kiln_diag why;
+    /* num_classes is the one field with a zero default. */
+    if (kiln_options_take(&d, sizeof d, desc, offsetof(kiln_arrays_desc, num_classes),
+                          "kiln_arrays_desc", &why) != KILN_OK)
+        return kiln_error(ctx, why.status, "kiln_dataset_from_arrays: %s", why.message);
     kiln_status st = check_desc(ctx, &d);
     if (st != KILN_OK)
         return st;

@@ -465,10 +465,13 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     if (st != KILN_OK)
         return st;
     kiln_fit_options o;
-    if (options)
-        kiln_options_copy(&o, sizeof o, options);
-    else
+    kiln_diag why;
+    /* epochs and batch_size have no zero default. */
+    if (!options)
         kiln_fit_options_init(&o);
+    else if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_fit_options, no_shuffle),
+                               "kiln_fit_options", &why) != KILN_OK)
+        return kiln_error(m->ctx, why.status, "kiln_model_fit: %s", why.message);
     st = check_fit_options(m, &o);
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
@@ -521,16 +524,24 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
 
 kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
 {
-    if (!m || !length)
+    if (length)
+        *length = 0;
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!length)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_history_length: length is NULL");
     *length = m->n_history;
     return KILN_OK;
 }
 
 kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_record *record)
 {
-    if (!m || !record)
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!record)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_history_epoch: record is NULL");
     if (i < 0 || i >= m->n_history)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",

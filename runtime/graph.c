@@ -7,11 +7,12 @@
 
 kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
 {
-    if (!out)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!ctx)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!out)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_create: out is NULL");
     kiln_model *m = kiln_calloc(ctx, 1, sizeof *m);
     if (!m)
         return kiln_error_oom(ctx, "a model", sizeof *m);
@@ -178,6 +179,14 @@ static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape
     rec->n_params = build.n_params;
     memcpy(rec->params, build.params, sizeof rec->params);
     return KILN_OK;
+}
+
+kiln_node kiln_model_refuse_layer(kiln_model *m, kiln_status status, const char *call,
+                                  const char *why)
+{
+    if (m)
+        build_fail(m, status, "%s: %s", call, why);
+    return KILN_NODE_INVALID;
 }
 
 kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const void *args,

@@ -206,7 +206,10 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_from_idx: out is NULL");
     kiln_idx_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    kiln_diag why;
+    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_idx_options",
+                          &why) != KILN_OK)
+        return kiln_error(ctx, why.status, "kiln_dataset_from_idx: %s", why.message);
     kiln_status st = check_args(ctx, images_path, labels_path, &o);
     if (st != KILN_OK)
         return st;

@@ -6,6 +6,18 @@
 #include "layers/pool2d.h"
 #include "runtime/model.h"
 
+/* Copies a builder's options; when their struct_size is too short, keeps
+ * why on the model and returns 0. */
+static int take_options(kiln_model *m, void *dst, size_t size, const void *src, size_t least,
+                        const char *call, const char *name)
+{
+    kiln_diag why;
+    if (kiln_options_take(dst, size, src, least, name, &why) == KILN_OK)
+        return 1;
+    kiln_model_refuse_layer(m, why.status, call, why.message);
+    return 0;
+}
+
 kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
 {
     const kiln_input_args args = {.rank = rank, .dims = dims};
@@ -16,14 +28,18 @@ kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
 {
     kiln_dense_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    if (!take_options(model, &o, sizeof o, options, offsetof(kiln_dense_options, activation),
+                      "kiln_dense", "kiln_dense_options"))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_dense, &o, &input, 1, o.name, o.activation);
 }
 
 kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
 {
     kiln_conv2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    if (!take_options(model, &o, sizeof o, options, offsetof(kiln_conv2d_options, strides),
+                      "kiln_conv2d", "kiln_conv2d_options"))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_conv2d, &o, &input, 1, o.name,
                                 o.activation);
 }
@@ -32,7 +48,9 @@ kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                              const kiln_pool2d_options *options)
 {
     kiln_pool2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_max_pooling2d",
+                      "kiln_pool2d_options"))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_max_pooling2d, &o, &input, 1, o.name,
                                 KILN_ACTIVATION_LINEAR);
 }
@@ -41,7 +59,9 @@ kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                  const kiln_pool2d_options *options)
 {
     kiln_pool2d_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_average_pooling2d",
+                      "kiln_pool2d_options"))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_average_pooling2d, &o, &input, 1, o.name,
                                 KILN_ACTIVATION_LINEAR);
 }
@@ -56,7 +76,9 @@ kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                    const kiln_batch_norm_options *options)
 {
     kiln_batch_norm_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_batch_normalization",
+                      "kiln_batch_norm_options"))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_batch_norm, &o, &input, 1, o.name,
                                 o.activation);
 }

@@ -124,20 +124,31 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
     return KILN_OK;
 }
 
+/* The checks of a call reading a compiled model into `*out` (set to 0 first). */
+static kiln_status check_count_out(const kiln_model *m, int64_t *out, const char *call,
+                                   const char *arg)
+{
+    if (out)
+        *out = 0;
+    if (m && !out)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", call, arg);
+    return check_compiled(m, call);
+}
+
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
 {
-    kiln_status st = check_compiled(m, "kiln_model_parameter_count");
-    if (st == KILN_OK && count)
+    kiln_status st = check_count_out(m, count, "kiln_model_parameter_count", "count");
+    if (st == KILN_OK)
         *count = m->n_weights;
-    return count ? st : KILN_ERROR_INVALID_ARGUMENT;
+    return st;
 }
 
 kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
 {
-    kiln_status st = check_compiled(m, "kiln_model_output_size");
-    if (st == KILN_OK && size)
+    kiln_status st = check_count_out(m, size, "kiln_model_output_size", "size");
+    if (st == KILN_OK)
         *size = kiln_node_size(m, m->output);
-    return size ? st : KILN_ERROR_INVALID_ARGUMENT;
+    return st;
 }
 
 /* Copies between the padded flat layout and the caller's packed array. */
@@ -163,9 +174,16 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
     kiln_status st = check_compiled(m, call);
     if (st != KILN_OK)
         return st;
-    if (!weights || count < m->n_weights)
+    if (!weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: weights is NULL", call);
+    if (get && count < m->n_weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: room for %lld floats given, the model has %lld parameters", call,
+                          (long long)count, (long long)m->n_weights);
+    /* More floats than parameters is as likely a mistake as fewer. */
+    if (!get && count != m->n_weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: %lld floats given, the model has %lld parameters", call,
                           (long long)count, (long long)m->n_weights);
     float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
     if (!flat)

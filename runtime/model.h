@@ -113,6 +113,12 @@ void kiln_model_init_params(const kiln_model *m, float *flat);
 kiln_status kiln_model_enter(kiln_model *m, const char *call);
 void kiln_model_leave(kiln_model *m);
 
+/* Records, as kiln_model_add_layer records its own errors, that builder
+ * `call` refused its arguments before adding a layer; returns
+ * KILN_NODE_INVALID. */
+kiln_node kiln_model_refuse_layer(kiln_model *model, kiln_status status, const char *call,
+                                  const char *why);
+
 /* Adds a layer node to a model: its config comes from ops->configure(args)
  * (zeros when the kind has none), then infer checks the shapes. Records
  * the first error on the model. */

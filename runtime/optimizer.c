@@ -88,7 +88,10 @@ double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t ste
 float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step)
 {
     kiln_optimizer_options o;
-    kiln_options_copy(&o, sizeof o, options);
+    kiln_diag why;
+    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_optimizer_options",
+                          &why) != KILN_OK)
+        return -1.0f;
     /* Validation without a context: a scratch one only collects the message. */
     kiln_context scratch;
     if (kiln_context_init_host_only(&scratch, NULL, NULL, discard_log) != KILN_OK)

@@ -17,8 +17,13 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
 
 kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, size_t *length)
 {
-    if (!m || (!text && size > 0))
+    if (length)
+        *length = 0;
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!text && size > 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_summary: text is NULL but size is %zu", size);
     if (m->build_status != KILN_OK)
         return kiln_error(m->ctx, m->build_status, "kiln_model_summary: the model failed to "
                           "build: %s", m->build_error);

@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 static kiln_model *new_model(kiln_context *ctx)
 {
@@ -116,6 +117,14 @@ static void test_build_errors(kiln_context *ctx)
     CHECK(kiln_dense(m, 42, &d4) == KILN_NODE_INVALID);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 0 is node 42, which does not exist",
                 kiln_model_compile(m, &co));
+    size_t length = 99;  /* an out-pointer is 0 after a failure */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_summary: the model failed to build",
+                kiln_model_summary(m, NULL, 0, &length));
+    CHECK(length == 0);
+    length = 99;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_summary: text is NULL",
+                kiln_model_summary(m, NULL, 4, &length));
+    CHECK(length == 0);
     kiln_model_destroy(m);
 
     m = new_model(ctx);
@@ -156,6 +165,13 @@ static void test_build_errors(kiln_context *ctx)
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
+    m = new_model(ctx);
+    kiln_input(m, 1, NULL, "shapeless");
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "layer 'shapeless' (input_layer): dims is NULL (rank 1)",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
     const int32_t bad_dims[] = {4, -1};
     m = new_model(ctx);
     kiln_input(m, 2, bad_dims, NULL);
@@ -173,6 +189,43 @@ static kiln_model *small_classifier(kiln_context *ctx, int classes)
                                .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return m;
+}
+
+/* A call refused for a NULL out-pointer says so itself: the message left by
+ * an earlier failure must not survive it. */
+static void test_null_out_pointers(kiln_context *ctx)
+{
+    kiln_device_info info = {.struct_size = sizeof info};
+    const char *earlier = "kiln_context_device_info: device 99 does not exist";
+#define AFTER_EARLIER_FAILURE(needle, call)                                             \
+    do {                                                                                \
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, earlier,                          \
+                    kiln_context_device_info(ctx, 99, &info));                          \
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, needle, call);                    \
+    } while (0)
+    AFTER_EARLIER_FAILURE("kiln_context_device_count: count is NULL",
+                          kiln_context_device_count(ctx, NULL));
+    AFTER_EARLIER_FAILURE("kiln_context_device_info: info is NULL",
+                          kiln_context_device_info(ctx, 0, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_create: out is NULL", kiln_model_create(ctx, NULL));
+    kiln_model *m = small_classifier(ctx, 3);
+    AFTER_EARLIER_FAILURE("kiln_model_summary: text is NULL but size is 8",
+                          kiln_model_summary(m, NULL, 8, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_parameter_count: count is NULL",
+                          kiln_model_parameter_count(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_output_size: size is NULL",
+                          kiln_model_output_size(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_length: length is NULL",
+                          kiln_model_history_length(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_epoch: record is NULL",
+                          kiln_model_history_epoch(m, 0, NULL));
+#undef AFTER_EARLIER_FAILURE
+    /* A NULL object has nowhere to keep a message: the status alone. */
+    int32_t n = 7;
+    CHECK(kiln_context_device_count(NULL, &n) == KILN_ERROR_INVALID_ARGUMENT && n == 0);
+    int64_t count = 7;
+    CHECK(kiln_model_parameter_count(NULL, &count) == KILN_ERROR_INVALID_ARGUMENT && count == 0);
+    kiln_model_destroy(m);
 }
 
 static void test_compile_and_fit_errors(kiln_context *ctx)
@@ -230,12 +283,12 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     int32_t devices = 0;
     CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
     co.replicas = devices + 1;
-    char many[96];
-    snprintf(many, sizeof many, "%d replicas asked for, but the context has %d", devices + 1,
-             devices);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    char too_many[96];
+    snprintf(too_many, sizeof too_many, "%d replicas asked for, but the context has %d",
+             devices + 1, devices);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, too_many, kiln_model_compile(m, &co));
     co.strategy = KILN_STRATEGY_ONE_DEVICE;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, many, kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, too_many, kiln_model_compile(m, &co));
     co.strategy = KILN_STRATEGY_AUTO;
     co.replicas = 0;
 
@@ -304,6 +357,22 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     float w[1];
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "room for 1 floats given, the model has 21",
                 kiln_model_get_weights(m, w, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_get_weights: weights is NULL",
+                kiln_model_get_weights(m, NULL, 21));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: weights is NULL",
+                kiln_model_set_weights(m, NULL, 21));
+    float many[22] = {0};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: 22 floats given, "
+                "the model has 21 parameters", kiln_model_set_weights(m, many, 22));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_weights: 20 floats given, "
+                "the model has 21 parameters", kiln_model_set_weights(m, many, 20));
+    CHECK_OK(ctx, kiln_model_get_weights(m, many, 22));  /* room to spare is fine */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is empty",
+                kiln_model_save_weights(m, ""));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_weights: path is NULL",
+                kiln_model_save_weights(m, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: path is empty",
+                kiln_model_save_checkpoint(m, ""));
     kiln_epoch_record rec = {.struct_size = sizeof rec};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epoch 5 is not in the history",
                 kiln_model_history_epoch(m, 5, &rec));
@@ -393,6 +462,82 @@ static void test_context_errors(void)
     kiln_dataset_destroy(NULL);
 }
 
+/* kiln_context_create's message, which goes to the default log (stderr) when the
+ * options cannot be trusted to say where else. */
+static kiln_status create_capturing_stderr(const kiln_context_options *o, kiln_context **ctx,
+                                           char *text, size_t size)
+{
+    fflush(stderr);
+    FILE *log = tmpfile();
+    const int saved = dup(2);
+    if (!log || saved < 0 || dup2(fileno(log), 2) < 0)
+        SKIP("cannot capture stderr");
+    const kiln_status st = kiln_context_create(o, ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(log);
+    const size_t n = fread(text, 1, size - 1, log);
+    text[n] = '\0';
+    fclose(log);
+    return st;
+}
+
+/* A nonzero struct_size too short for the fields a call needs is refused by
+ * name, not read as zero fields. */
+static void test_short_struct_size(kiln_context *ctx)
+{
+    char text[1024], want[160];
+    kiln_context_options co = {.struct_size = 3};
+    kiln_context *made = (kiln_context *)&co;
+    CHECK(create_capturing_stderr(&co, &made, text, sizeof text) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(made == NULL);
+    snprintf(want, sizeof want, "kiln_context_create: kiln_context_options.struct_size is 3; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK(strstr(text, want) != NULL);
+
+    kiln_model *m = small_classifier(ctx, 3);
+    kiln_compile_options opts = {.struct_size = sizeof(size_t),
+                                 .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_compile_options"
+                ".struct_size is", kiln_model_compile(m, &opts));
+    opts.struct_size = sizeof opts;
+    opts.optimizer.struct_size = 5;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_optimizer_options"
+                ".struct_size is 5", kiln_model_compile(m, &opts));
+    opts.optimizer.struct_size = 0;
+    CHECK_OK(ctx, kiln_model_compile(m, &opts));
+    float x[6] = {0};
+    int32_t label = 0;
+    kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = 1, .feature_rank = 1,
+                             .feature_dims = {6}, .features = x,
+                             .label_kind = KILN_LABELS_SPARSE, .sparse_labels = &label};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.struct_size = offsetof(kiln_fit_options, batch_size);  /* no batch_size */
+    snprintf(want, sizeof want, "kiln_model_fit: kiln_fit_options.struct_size is %zu; it must be "
+             "0 or at least %zu", fo.struct_size, offsetof(kiln_fit_options, no_shuffle));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+    desc.struct_size = offsetof(kiln_arrays_desc, dense_labels);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_from_arrays: kiln_arrays_desc"
+                ".struct_size is", kiln_dataset_from_arrays(ctx, &desc, &ds));
+    CHECK(ds == NULL);
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    const int32_t dims[] = {6};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options d = {.struct_size = offsetof(kiln_dense_options, units), .units = 4};
+    CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &d) == KILN_NODE_INVALID);
+    snprintf(want, sizeof want, "kiln_dense: kiln_dense_options.struct_size is %zu; it must be "
+             "0 or at least %zu", d.struct_size, offsetof(kiln_dense_options, activation));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &opts));
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(1);
@@ -401,6 +546,8 @@ int main(void)
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
     test_dataset_shapes(ctx);
+    test_null_out_pointers(ctx);
+    test_short_struct_size(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     return test_finish("test_errors");
