@@ -111,5 +111,5 @@ kiln_status kiln_crew_break_stalled(kiln_crew *crew, const char *who, const char
                                     double timeout, const char *detail)
 {
     return kiln_crew_break(crew, KILN_ERROR_TIMEOUT, "%s did not finish its %s within the "
-                           "%.1f s watchdog%s", who, job, timeout, detail);
+                           "%.3g s watchdog%s", who, job, timeout, detail);
 }

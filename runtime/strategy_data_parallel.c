@@ -78,6 +78,10 @@ struct dp_strategy {
     size_t n_state;              /* 0 when replicas need not agree on any */
     float *state_mean;
     int state_pending;           /* state_mean not yet written to the replicas */
+    /* The step's batch and outputs as the replicas' threads read and write
+     * them (hold_batch); held_bytes allocated. */
+    unsigned char *held;
+    size_t held_bytes;
 };
 
 /* Prefixes the failure in this thread's own diagnostics with the replica's
@@ -357,6 +361,44 @@ static kiln_status eval_job(void *arg)
 
 /* Splits a batch into contiguous shards, the first n % R one larger, for
  * a job of kind `job`. */
+/* The batch the replicas' threads read, and the outputs they write, live in
+ * the strategy, not in the caller's arrays: a replica the watchdog gave up
+ * on may still be copying them after the call has returned and the caller
+ * has freed its arrays. The strategy frees them on destroy, and leaks them
+ * while a thread is stuck. one_device runs on the caller's thread: no
+ * copy. `*outputs` is where the replicas write (NULL: no outputs). */
+static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *caller_outputs,
+                              kiln_batch *held, float **outputs)
+{
+    *held = *b;
+    *outputs = caller_outputs;
+    if (dp->mode == DP_ONE_DEVICE)
+        return KILN_OK;
+    const kiln_model *m = dp->m;
+    const size_t n = (size_t)b->n, out = (size_t)kiln_node_size(m, m->output);
+    const size_t feature_bytes = n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
+    const size_t label_bytes = !b->labels ? 0
+                               : m->loss.sparse ? n * sizeof(int32_t) : n * out * sizeof(float);
+    const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
+    const size_t bytes = feature_bytes + label_bytes + output_bytes;
+    if (bytes > dp->held_bytes) {
+        unsigned char *grown = kiln_realloc(m->ctx, dp->held, bytes);
+        if (!grown)
+            return kiln_error_oom(m->ctx, "the step's batch", bytes);
+        dp->held = grown;
+        dp->held_bytes = bytes;
+    }
+    memcpy(dp->held, b->features, feature_bytes);
+    held->features = (const float *)dp->held;
+    if (label_bytes) {
+        memcpy(dp->held + feature_bytes, b->labels, label_bytes);
+        held->labels = dp->held + feature_bytes;
+    }
+    if (output_bytes)
+        *outputs = (float *)(dp->held + feature_bytes + label_bytes);
+    return KILN_OK;
+}
+
 static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job job)
 {
     const kiln_model *m = dp->m;
@@ -462,15 +504,20 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
 {
     dp_strategy *dp = impl;
     kiln_model *m = dp->m;
+    kiln_batch held;
+    float *no_outputs;
+    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    if (st != KILN_OK)
+        return st;
     kiln_update_begin(&dp->update, m);
     dp->global_scale = 1.0f / (float)b->n;
-    split(dp, b, NULL, JOB_TRAIN);
+    split(dp, &held, NULL, JOB_TRAIN);
     if (dp->reducer && dp->update.final_micro)
         kiln_reducer_begin(dp->reducer);
     for (int k = 0; k < dp->n; k++)
         dp->reps[k].backward_end = 0;
     begin_collective(dp);
-    kiln_status st = run_all(dp, train_job);
+    st = run_all(dp, train_job);
     if (st != KILN_OK)
         return st;
     average_state(dp);
@@ -504,10 +551,15 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
 static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 {
     dp_strategy *dp = impl;
-    split(dp, b, NULL, JOB_EVAL);
+    kiln_batch held;
+    float *no_outputs;
+    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    if (st != KILN_OK)
+        return st;
+    split(dp, &held, NULL, JOB_EVAL);
     for (int k = 0; k < dp->n; k++)
         dp->reps[k].job = JOB_EVAL;
-    kiln_status st = run_all(dp, eval_job);
+    st = run_all(dp, eval_job);
     sums[0] = sums[1] = 0;
     return st == KILN_OK ? local_sums(dp, sums) : st;
 }
@@ -515,12 +567,22 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
 static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outputs)
 {
     dp_strategy *dp = impl;
-    split(dp, b, outputs, JOB_PREDICT);
+    kiln_batch held;
+    float *into;
+    kiln_status st = hold_batch(dp, b, outputs, &held, &into);
+    if (st != KILN_OK)
+        return st;
+    split(dp, &held, into, JOB_PREDICT);
     for (int k = 0; k < dp->n; k++)
         dp->reps[k].job = JOB_PREDICT;
-    kiln_status st = run_all(dp, eval_job);
-    if (st != KILN_OK || !dp->mpi)
+    st = run_all(dp, eval_job);
+    if (st != KILN_OK)
         return st;
+    if (into != outputs)
+        memcpy(outputs, into, (size_t)b->n * (size_t)kiln_node_size(dp->m, dp->m->output) *
+                                  sizeof(float));
+    if (!dp->mpi)
+        return KILN_OK;
     /* Every process gets every output: rank r's rows follow rank r - 1's. */
     const int64_t width = kiln_node_size(dp->m, dp->m->output);
     const int G = dp->n * dp->world;
@@ -653,6 +715,7 @@ static void dp_destroy(void *impl)
     kiln_mpi_leave(dp->mpi);
     kiln_collective_destroy(dp->collective);
     kiln_free(ctx, dp->state_mean);
+    kiln_free(ctx, dp->held);
     kiln_free(ctx, dp->reps);
     kiln_free(ctx, dp->buckets);
     kiln_free(ctx, dp->bucket_at_node);

@@ -386,6 +386,47 @@ static void test_faults(int devices)
     printf("faults: no host allocation left (%ld)\n", c.live);
 }
 
+/* The watchdog fires while the replicas upload large samples: fit returns
+ * KILN_ERROR_TIMEOUT and frees its staging, and nothing a replica still
+ * copies may be that staging (AddressSanitizer, in CI's sanitizer pass,
+ * reported a use after free here when the replicas read fit's arrays). */
+static void test_watchdog_during_upload(int devices)
+{
+    if (devices < 2) {
+        printf("SKIP (one device): the watchdog on replicas needs two devices\n");
+        return;
+    }
+    enum { FEATURES = 1 << 21, BIG_SAMPLES = 4 };
+    kiln_context *ctx = context(NULL);
+    float *x = calloc((size_t)FEATURES * BIG_SAMPLES, sizeof(float));
+    int32_t y[BIG_SAMPLES] = {0, 1, 0, 1};
+    const int32_t shape[] = {FEATURES};
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = BIG_SAMPLES, .feature_rank = 1,
+                          .feature_dims = {FEATURES}, .features = x, .sparse_labels = y,
+                          .num_classes = 2};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    free(x);   /* the dataset holds its own copy */
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 2,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, 1, shape, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                               .strategy = KILN_STRATEGY_MIRRORED, .replicas = 2,
+                               .step_timeout_seconds = 1e-4};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 1, .batch_size = BIG_SAMPLES,
+                           .verbosity = KILN_VERBOSE_SILENT};
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "within the 0.0001 s watchdog",
+                kiln_model_fit(m, ds, &fo));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+}
+
 int main(void)
 {
     kiln_context *ctx = context(NULL);
@@ -402,5 +443,6 @@ int main(void)
     kiln_context_destroy(ctx);
     test_schedules();
     test_faults(devices);
+    test_watchdog_during_upload(devices);
     return test_finish("test_strategies");
 }
