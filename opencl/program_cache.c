@@ -92,15 +92,24 @@ void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *ke
     if (!dir[0] || !entry_path(dir, key, path, sizeof path))
         return;
     make_dirs(dir);
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    /* A name of this writer's own: replicas on identical devices build and
+     * store the same entry at once, and the last rename simply wins. */
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    const int fd = mkstemp(tmp);
+    if (fd >= 0)
+        fchmod(fd, 0644);   /* mkstemp's 0600 would hide the entry from a shared cache */
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         kiln_host_log(host, KILN_LOG_WARNING, "cannot write program cache %s: %s", tmp,
                       strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            remove(tmp);
+        }
         return;
     }
-    cache_header h = {CACHE_MAGIC, {key->hash[0], key->hash[1]}, size,
-                      kiln_hash(KILN_HASH_SEED, binary, size)};
+    const cache_header h = {.magic = CACHE_MAGIC, .key = {key->hash[0], key->hash[1]},
+                            .size = size, .checksum = kiln_hash(KILN_HASH_SEED, binary, size)};
     int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(binary, 1, size, f) == size;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

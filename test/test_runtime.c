@@ -1,12 +1,15 @@
 /* Runtime pieces that need no training: the progress line, the program
- * binary cache (a corrupt entry is rebuilt, never trusted), RNG streams. */
+ * binary cache (a corrupt entry is rebuilt, never trusted; two writers of
+ * one entry at once are silent), RNG streams. */
 #include "harness.h"
+#include "opencl/cl_internal.h"
 #include "opencl/device.h"
 #include "runtime/context.h"
 #include "runtime/progress.h"
 #include "runtime/rng.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -104,6 +107,73 @@ static void test_program_cache(void)
     rmdir(dir);
 }
 
+typedef struct cache_writer {
+    kiln_host *host;
+    const char *dir;
+    const kiln_cache_key *key;
+    const unsigned char *entry;
+} cache_writer;
+
+static void *store_many(void *arg)
+{
+    const cache_writer *w = arg;
+    for (int i = 0; i < 200; i++)
+        kiln_cache_store(w->host, w->dir, w->key, w->entry, 4096);
+    return NULL;
+}
+
+static void count_warnings(void *user, kiln_log_level level, const char *message)
+{
+    (void)message;
+    if (level <= KILN_LOG_WARNING)
+        __atomic_add_fetch((int *)user, 1, __ATOMIC_RELAXED);
+}
+
+/* Replicas on identical devices store the same entry at once on a fresh
+ * machine: neither may warn, and the entry must load. */
+static void test_cache_writers_race(void)
+{
+    char dir[] = "/tmp/kiln-cache-race-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int warnings = 0;
+    kiln_host host;
+    CHECK(kiln_host_init(&host, NULL, NULL, count_warnings, &warnings, KILN_LOG_WARNING) ==
+          KILN_OK);
+    static unsigned char entry[4096];
+    for (size_t i = 0; i < sizeof entry; i++)
+        entry[i] = (unsigned char)(i * 7);
+    const char *part = "race";
+    const size_t length = 4;
+    const kiln_cache_key key = kiln_cache_key_of(&part, &length, 1);
+    const cache_writer w = {.host = &host, .dir = dir, .key = &key, .entry = entry};
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        pthread_create(&t[k], NULL, store_many, (void *)&w);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    CHECK(warnings == 0);
+    unsigned char *loaded = NULL;
+    size_t size = 0;
+    kiln_cache_load(&host, dir, &key, &loaded, &size);
+    CHECK(loaded && size == sizeof entry && memcmp(loaded, entry, size) == 0);
+    kiln_host_free(&host, loaded);
+    /* Nothing but the entry is left behind. */
+    DIR *d = opendir(dir);
+    int files = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+            files++;
+        }
+    if (d)
+        closedir(d);
+    CHECK(files == 1);
+    rmdir(dir);
+    kiln_host_destroy(&host);
+}
+
 static void test_rng(void)
 {
     kiln_rng a, b, c;
@@ -135,5 +205,6 @@ int main(void)
     test_progress_format();
     test_rng();
     test_program_cache();
+    test_cache_writers_race();
     return test_finish("test_runtime");
 }
