@@ -28,7 +28,7 @@
  *    a model that another call is using (from another thread, or from fit's
  *    callback) fails with KILN_ERROR_STATE naming that call; it never waits.
  *    kiln_context_last_error() is the calling thread's own message. A
- *    context must outlive its models and datasets.
+ *    context stays open while models or datasets made from it live.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -200,8 +200,10 @@ typedef struct kiln_context_options {
 KILN_API kiln_status kiln_context_create(const kiln_context_options *options,
                                          kiln_context **out);
 
-/** Releases the context and every device resource it holds. Models and
- *  datasets made from it must be destroyed first. Accepts NULL. */
+/** Releases the context and every device resource it holds. Destroy its
+ *  models and datasets first: while any of them lives, the context logs an
+ *  error saying how many, stays open for them, and closes when the last is
+ *  destroyed (never freeing what they still use). Accepts NULL. */
 KILN_API void kiln_context_destroy(kiln_context *ctx);
 
 /** Message of the calling thread's last failed call on this context (empty

@@ -29,11 +29,13 @@ kiln_status kiln_context_init_host_only(kiln_context *ctx, kiln_realloc_fn reall
                                         void *realloc_user, kiln_log_fn log_fn)
 {
     memset(ctx, 0, sizeof *ctx);
+    pthread_mutex_init(&ctx->objects_lock, NULL);
     return kiln_host_init(&ctx->host, realloc_fn, realloc_user, log_fn, NULL, KILN_LOG_ERROR);
 }
 
 void kiln_context_release_host_only(kiln_context *ctx)
 {
+    pthread_mutex_destroy(&ctx->objects_lock);
     kiln_host_destroy(&ctx->host);
 }
 
@@ -72,8 +74,10 @@ kiln_status kiln_context_create(const kiln_context_options *options, kiln_contex
     if (!ctx)
         return KILN_ERROR_OUT_OF_MEMORY;
     memset(ctx, 0, sizeof *ctx);
+    pthread_mutex_init(&ctx->objects_lock, NULL);
     if (kiln_host_init(&ctx->host, rf, o.realloc_user, o.log_fn, o.log_user,
                        o.log_level) != KILN_OK) {
+        pthread_mutex_destroy(&ctx->objects_lock);
         rf(o.realloc_user, ctx, 0);
         return KILN_ERROR_OUT_OF_MEMORY;
     }
@@ -95,15 +99,48 @@ kiln_status kiln_context_create(const kiln_context_options *options, kiln_contex
     return KILN_OK;
 }
 
+static void close_context(kiln_context *ctx)
+{
+    kiln_devices_close(&ctx->host, ctx->devices, ctx->n_devices);
+    const kiln_realloc_fn rf = ctx->host.realloc_fn;
+    void *user = ctx->host.realloc_user;
+    pthread_mutex_destroy(&ctx->objects_lock);
+    kiln_host_destroy(&ctx->host);
+    rf(user, ctx, 0);
+}
+
+void kiln_context_hold(kiln_context *ctx)
+{
+    pthread_mutex_lock(&ctx->objects_lock);
+    ctx->live_objects++;
+    pthread_mutex_unlock(&ctx->objects_lock);
+}
+
+void kiln_context_release(kiln_context *ctx)
+{
+    pthread_mutex_lock(&ctx->objects_lock);
+    const int close = --ctx->live_objects == 0 && ctx->closing;
+    pthread_mutex_unlock(&ctx->objects_lock);
+    if (close)
+        close_context(ctx);
+}
+
 void kiln_context_destroy(kiln_context *ctx)
 {
     if (!ctx)
         return;
-    kiln_devices_close(&ctx->host, ctx->devices, ctx->n_devices);
-    const kiln_realloc_fn rf = ctx->host.realloc_fn;
-    void *user = ctx->host.realloc_user;
-    kiln_host_destroy(&ctx->host);
-    rf(user, ctx, 0);
+    pthread_mutex_lock(&ctx->objects_lock);
+    const int32_t live = ctx->live_objects;
+    ctx->closing = live > 0;
+    pthread_mutex_unlock(&ctx->objects_lock);
+    if (live > 0) {
+        /* Freeing it now would leave them pointing at freed memory. */
+        kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_destroy: %d model(s) or dataset(s) made "
+                 "from this context are still open; it closes when the last is destroyed",
+                 (int)live);
+        return;
+    }
+    close_context(ctx);
 }
 
 const char *kiln_context_last_error(const kiln_context *ctx)

@@ -9,12 +9,19 @@
 #include "base/options.h"
 #include "kiln.h"
 
+#include <pthread.h>
+
 struct kiln_context {
     kiln_host host;           /* allocator, log, each thread's diagnostics */
     uint64_t seed;
     char cache_dir[1024];     /* empty: cache disabled */
     struct kiln_device **devices;
     int32_t n_devices;
+    /* Models and datasets made from the context hold it open; destroying it
+     * while any live defers the close to the last one's destroy. */
+    pthread_mutex_t objects_lock;
+    int32_t live_objects;
+    int closing;
 };
 
 /* The runtime's spelling of base/host.h: the same calls on ctx->host. */
@@ -54,6 +61,11 @@ kiln_status kiln_error(kiln_context *ctx, kiln_status status, const char *fmt, .
     KILN_PRINTF(3, 4);
 
 void kiln_log(kiln_context *ctx, kiln_log_level level, const char *fmt, ...) KILN_PRINTF(3, 4);
+
+/* A model or dataset made from ctx holds it open until it is destroyed;
+ * the release of the last one closes a context whose destroy was deferred. */
+void kiln_context_hold(kiln_context *ctx);
+void kiln_context_release(kiln_context *ctx);
 
 /* A context without devices, for code that needs only host memory and
  * messages (option validation, file parsers in tests and fuzzers); NULL

@@ -61,6 +61,7 @@ kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shap
     if (!ds)
         return kiln_error_oom(ctx, "a dataset", sizeof *ds);
     ds->ctx = ctx;
+    kiln_context_hold(ctx);
     ds->count = count;
     ds->feature_shape = *shape;
     ds->feature_size = fsize;
@@ -250,10 +251,12 @@ void kiln_dataset_destroy(kiln_dataset *ds)
 {
     if (!ds)
         return;
-    kiln_free(ds->ctx, ds->features);
-    kiln_free(ds->ctx, ds->sparse_labels);
-    kiln_free(ds->ctx, ds->dense_labels);
-    kiln_free(ds->ctx, ds);
+    kiln_context *ctx = ds->ctx;
+    kiln_free(ctx, ds->features);
+    kiln_free(ctx, ds->sparse_labels);
+    kiln_free(ctx, ds->dense_labels);
+    kiln_free(ctx, ds);
+    kiln_context_release(ctx);
 }
 
 void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,

@@ -20,6 +20,7 @@ kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
     m->output = -1;
     m->input = -1;
     pthread_mutex_init(&m->busy, NULL);
+    kiln_context_hold(ctx);
     *out = m;
     return KILN_OK;
 }
@@ -35,7 +36,9 @@ void kiln_model_destroy(kiln_model *m)
     kiln_free(m->ctx, m->nodes);
     kiln_free(m->ctx, m->history);
     pthread_mutex_destroy(&m->busy);
-    kiln_free(m->ctx, m);
+    kiln_context *ctx = m->ctx;
+    kiln_free(ctx, m);
+    kiln_context_release(ctx);
 }
 
 static kiln_status build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)

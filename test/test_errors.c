@@ -1,5 +1,6 @@
 /* Bad input of every kind returns the right status and a message naming
  * the problem; nothing aborts. */
+#include "counting_alloc.h"
 #include "harness.h"
 
 #include <stdint.h>
@@ -421,6 +422,52 @@ static void test_dataset_shapes(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+static void keep_last_log(void *user, kiln_log_level level, const char *message)
+{
+    (void)level;
+    snprintf(user, 512, "%s", message);
+}
+
+/* A context destroyed while a model and a dataset made from it live stays
+ * open until the last of them is destroyed, and says so; nothing is used
+ * after it is freed, and nothing is left. */
+static void test_context_destroyed_first(void)
+{
+    counter c = {0};
+    char logged[512] = "";
+    kiln_context_options o = {.struct_size = sizeof o, .realloc_fn = counting_realloc,
+                              .realloc_user = &c, .log_fn = keep_last_log,
+                              .log_user = logged};
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&o, &ctx) != KILN_OK)
+        return;
+    const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const int32_t y[4] = {0, 1, 0, 1};
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = 4, .feature_rank = 1,
+                          .feature_dims = {2}, .features = x, .sparse_labels = y};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    kiln_model *m = new_model(ctx);
+    const int32_t dims[] = {2};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 2,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_context_destroy(ctx);
+    CHECK(strstr(logged, "2 model(s) or dataset(s) made from this context are still open"));
+    /* Still usable: the context closes with the last of them. */
+    kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 1, .batch_size = 4,
+                           .verbosity = KILN_VERBOSE_SILENT};
+    CHECK(kiln_model_fit(m, ds, &fo) == KILN_OK);
+    kiln_model_destroy(m);
+    CHECK(c.live > 0);
+    kiln_dataset_destroy(ds);
+    CHECK(c.live == 0);
+}
+
 static void test_context_errors(void)
 {
     char err[512];
@@ -550,5 +597,6 @@ int main(void)
     test_short_struct_size(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
+    test_context_destroyed_first();
     return test_finish("test_errors");
 }
