@@ -150,7 +150,8 @@ typedef enum kiln_gemm_tuning {
 /** Options of kiln_context_create(). */
 typedef struct kiln_context_options {
     size_t struct_size;          /**< sizeof(kiln_context_options) */
-    /** Which devices to use; overridden by the KILN_DEVICES variable. */
+    /** Which devices to use. Left at the default (and no device_indices),
+     *  the KILN_DEVICES variable chooses; an explicit setting wins. */
     kiln_device_type device_type;
     /** If n_device_indices > 0, use exactly these devices, by their index in
      *  the list of all devices of all platforms (as `KILN_DEVICES=0,2` would);
@@ -178,16 +179,19 @@ typedef struct kiln_context_options {
      *  context yet to hold it); may be NULL. Written only during the call. */
     char *error_buffer;
     size_t error_buffer_size;    /**< bytes at error_buffer */
-    /** GEMM parameter tuning; overridden by the KILN_GEMM_TUNING variable
-     *  ("stored", "search" or "off"). */
+    /** GEMM parameter tuning. Left at the default (stored), the
+     *  KILN_GEMM_TUNING variable ("stored", "search" or "off") chooses; an
+     *  explicit setting wins. */
     kiln_gemm_tuning gemm_tuning;
 } kiln_context_options;
 
 /**
  * Discovers OpenCL platforms and devices and opens the selected ones.
  *
- * The environment variable KILN_DEVICES overrides the options: "all", "cpu",
- * "gpu", "accelerator", or a comma-separated list of indices ("0,1").
+ * The environment variable KILN_DEVICES chooses the devices when the options
+ * leave them at the default (device_type KILN_DEVICE_DEFAULT, no indices):
+ * "all", "cpu", "gpu", "accelerator", or a comma-separated list of indices
+ * ("0,1"). Explicit options win.
  *
  * Returns KILN_ERROR_NO_DEVICE when there is no OpenCL platform at all or no
  * device matches, KILN_ERROR_INVALID_ARGUMENT for an index that does not
@@ -517,10 +521,11 @@ typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
     kiln_loss loss;                    /**< required */
     kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
-    /** How training is spread over the context's devices; the
-     *  KILN_STRATEGY environment variable ("one_device", "mirrored",
-     *  "central_storage", "pipeline", "multi_worker", "parameter_server")
-     *  overrides it. */
+    /** How training is spread over the context's devices. Left at
+     *  KILN_STRATEGY_AUTO, the KILN_STRATEGY environment variable
+     *  ("one_device", "mirrored", "central_storage", "pipeline",
+     *  "multi_worker", "parameter_server") chooses; an explicit strategy
+     *  wins. */
     kiln_strategy strategy;
     /** Nonzero: do not compute accuracy (it is computed by default for the
      *  cross-entropy losses). */

@@ -186,7 +186,9 @@ static kiln_status gemm_tuning_mode(kiln_host *host, const kiln_context_options 
                                     kiln_gemm_tuning *mode)
 {
     static const char *const words[] = {"stored", "search", "off"};
-    const char *env = getenv("KILN_GEMM_TUNING");
+    /* Explicit settings win: the variable fills in only the default. */
+    const char *env = o->gemm_tuning == KILN_GEMM_TUNING_STORED ? getenv("KILN_GEMM_TUNING")
+                                                                : NULL;
     *mode = o->gemm_tuning;
     if (env && *env) {
         int i = 0;
@@ -288,7 +290,9 @@ kiln_status kiln_devices_open(kiln_host *host, const kiln_context_options *o, co
     int32_t n_indices = 0;
     for (int32_t i = 0; i < o->n_device_indices; i++)
         indices[n_indices++] = o->device_indices[i];
-    const char *env = getenv("KILN_DEVICES");
+    /* Explicit settings win: the variable fills in only the default. */
+    const char *env = type == KILN_DEVICE_DEFAULT && n_indices == 0 ? getenv("KILN_DEVICES")
+                                                                     : NULL;
     if (env && *env && (st = parse_env(host, env, &type, indices, &n_indices)) != KILN_OK)
         return st;
     found_device found[KILN_MAX_ALL_DEVICES];

@@ -108,7 +108,9 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         {.name = "multi_worker", .value = KILN_STRATEGY_MULTI_WORKER},
         {.name = "parameter_server", .value = KILN_STRATEGY_PARAMETER_SERVER},
     };
-    const char *env = getenv("KILN_STRATEGY");
+    /* The environment fills in what the application left to kiln; an
+     * explicit strategy wins. */
+    const char *env = requested == KILN_STRATEGY_AUTO ? getenv("KILN_STRATEGY") : NULL;
     if (env && *env) {
         size_t i = 0;
         while (i < sizeof names / sizeof names[0] && strcmp(env, names[i].name) != 0)

@@ -468,6 +468,46 @@ static void test_context_destroyed_first(void)
     CHECK(c.live == 0);
 }
 
+/* The environment fills in what the application left at its default; an
+ * explicit setting wins. */
+static void test_environment_fills_defaults(void)
+{
+    char err[512] = "";
+    setenv("KILN_DEVICES", "63", 1);   /* no such device */
+    kiln_context_options o = {.struct_size = sizeof o, .device_type = KILN_DEVICE_CPU,
+                              .error_buffer = err, .error_buffer_size = sizeof err};
+    kiln_context *ctx = NULL;
+    CHECK(kiln_context_create(&o, &ctx) == KILN_OK);
+    kiln_context_destroy(ctx);
+    o.device_type = KILN_DEVICE_DEFAULT;
+    CHECK(kiln_context_create(&o, &ctx) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "device index 63 does not exist") != NULL);
+    unsetenv("KILN_DEVICES");
+
+    ctx = test_context(1);
+    setenv("KILN_STRATEGY", "central_storage", 1);
+    const int32_t dims[] = {2};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 2,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_strategy asked[] = {KILN_STRATEGY_ONE_DEVICE, KILN_STRATEGY_AUTO};
+    const char *expected[] = {"one_device", "central_storage"};
+    for (int i = 0; i < 2; i++) {
+        kiln_model *m = new_model(ctx);
+        kiln_input(m, 1, dims, NULL);
+        kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+        kiln_compile_options co = {.struct_size = sizeof co,
+                                   .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                   .strategy = asked[i]};
+        CHECK_OK(ctx, kiln_model_compile(m, &co));
+        const char *strategy = NULL;
+        CHECK_OK(ctx, kiln_model_distribution(m, &strategy, NULL));
+        CHECK(strategy && strcmp(strategy, expected[i]) == 0);
+        kiln_model_destroy(m);
+    }
+    unsetenv("KILN_STRATEGY");
+    kiln_context_destroy(ctx);
+}
+
 static void test_context_errors(void)
 {
     char err[512];
@@ -598,5 +638,6 @@ int main(void)
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();
+    test_environment_fills_defaults();
     return test_finish("test_errors");
 }
