@@ -729,14 +729,16 @@ typedef struct kiln_arrays_desc {
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes,
- *  KILN_ERROR_DATA for a label out of range. */
+ *  KILN_ERROR_DATA for a label out of range or a feature or dense label
+ *  that is NaN or infinite (naming the first such sample and element). */
 KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                               kiln_dataset **out);
 
 /** Options of kiln_dataset_from_idx(). */
 typedef struct kiln_idx_options {
     size_t struct_size;          /**< sizeof(kiln_idx_options) */
-    /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1]. */
+    /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1].
+     *  Finite and at most FLT_MAX / 255, so every pixel stays finite. */
     float scale;
     /** Reads at most this many samples (0: all). */
     int64_t limit;
