@@ -4,7 +4,9 @@
  * non-finite loss: fit stops with KILN_ERROR_NUMERIC, or with
  * skip_nonfinite skips and counts it, and the weights never see it. */
 #include "harness.h"
+#include "runtime/context.h"
 #include "runtime/dataset.h"
+#include "runtime/optimizer.h"
 
 #define COUNT 12
 #define BATCH 4
@@ -129,6 +131,45 @@ static void test_strategy(kiln_strategy strategy, const char *name, int exact)
     kiln_context_destroy(ctx);
 }
 
+/* The device check alone: guard[0] becomes NaN for one NaN or Inf among n
+ * gradients, wherever it is (past the first stride of the bounded grid
+ * included), and nothing changes for finite ones. */
+static void test_check_kernel(kiln_context *ctx)
+{
+    enum { n = 20011 };
+    kiln_device *dev = ctx->devices[0];
+    float *g = calloc(n, sizeof(float));
+    for (int i = 0; i < n; i++)
+        g[i] = (float)(i % 17) - 8.0f;
+    kiln_buffer *grads = NULL, *guard = NULL;
+    CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "grads", &grads));
+    CHECK_OK(ctx, kiln_buffer_create(dev, 2 * sizeof(float), "guard", &guard));
+    const struct { int at; float value; int len; } cases[] = {
+        {.at = -1, .len = n}, {.at = n - 1, .value = NAN, .len = n},
+        {.at = 3, .value = INFINITY, .len = n}, {.at = 16400, .value = -INFINITY, .len = n},
+        {.at = 4, .value = NAN, .len = 5}, {.at = 9, .value = NAN, .len = 9},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const float before[2] = {1.5f, 2.5f};
+        float after[2];
+        if (cases[c].at >= 0)
+            g[cases[c].at] = cases[c].value;
+        CHECK_OK(ctx, kiln_buffer_write(dev, grads, 0, g, n * sizeof(float), 1));
+        CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
+        CHECK_OK(ctx, kiln_optimizer_check_finite(dev, grads, (size_t)cases[c].len, guard));
+        CHECK_OK(ctx, kiln_buffer_read(dev, guard, 0, after, sizeof after));
+        /* The last case's NaN lies just past the checked range. */
+        const int bad = cases[c].at >= 0 && cases[c].at < cases[c].len;
+        CHECK(bad ? isnan(after[0]) : after[0] == before[0]);
+        CHECK(after[1] == before[1]);
+        if (cases[c].at >= 0)
+            g[cases[c].at] = 0.0f;
+    }
+    kiln_buffer_destroy(grads);
+    kiln_buffer_destroy(guard);
+    free(g);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(5);
@@ -136,6 +177,7 @@ int main(void)
         SKIP("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(ctx, &devices);
+    test_check_kernel(ctx);
     kiln_context_destroy(ctx);
     test_strategy(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
     test_strategy(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
