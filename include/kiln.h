@@ -736,14 +736,16 @@ typedef struct kiln_arrays_desc {
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes,
- *  KILN_ERROR_DATA for a label out of range. */
+ *  KILN_ERROR_DATA for a label out of range or a feature or dense label
+ *  that is NaN or infinite (naming the first such sample and element). */
 KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                               kiln_dataset **out);
 
 /** Options of kiln_dataset_from_idx(). */
 typedef struct kiln_idx_options {
     size_t struct_size;          /**< sizeof(kiln_idx_options) */
-    /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1]. */
+    /** Each pixel is multiplied by this; 0: 1/255, so bytes map to [0, 1].
+     *  Finite and at most FLT_MAX / 255, so every pixel stays finite. */
     float scale;
     /** Reads at most this many samples (0: all). */
     int64_t limit;
@@ -841,8 +843,10 @@ typedef struct kiln_fit_options {
      *  included, with the same shuffled order; `epochs` is then the total to
      *  reach. Without a checkpoint, training starts afresh. */
     int32_t resume;
-    /** A step whose loss is NaN or infinite never updates the parameters.
-     *  By default fit then stops with KILN_ERROR_NUMERIC naming the step;
+    /** A step whose loss or any parameter gradient is NaN or infinite never
+     *  updates the parameters (a gradient can be NaN under a finite loss: a
+     *  ReLU maps NaN to 0). By default fit then stops with
+     *  KILN_ERROR_NUMERIC naming the step;
      *  nonzero: it skips the step, counts it (kiln_epoch_record.skipped_steps)
      *  and goes on. */
     int32_t skip_nonfinite;
@@ -860,7 +864,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
  * output; KILN_ERROR_DATA for a label out of range;
- * KILN_ERROR_NUMERIC when the loss becomes NaN or Inf (naming the step);
+ * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
+ * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
  * replica stalls past the watchdog; device errors, naming the replica, device
  * and layer. After a replica failed or stalled, the model only accepts

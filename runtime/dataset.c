@@ -5,6 +5,7 @@
 #include "runtime/context.h"
 #include "runtime/rng.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -150,6 +151,21 @@ static kiln_status check_labels(kiln_context *ctx, const int32_t *labels, int64_
     return KILN_OK;
 }
 
+/* NaN or Inf would reach the weights through a gradient while the loss can
+ * stay finite (ReLU maps NaN to 0), so they are refused where they enter. */
+static kiln_status check_finite(kiln_context *ctx, const float *x, int64_t count, int64_t size,
+                                const char *what)
+{
+    for (int64_t i = 0; i < count * size; i++)
+        if (!isfinite(x[i]))
+            return kiln_error(ctx, KILN_ERROR_DATA,
+                              "kiln_dataset_from_arrays: sample %lld, element %lld of its %s "
+                              "is %s; every value must be finite", (long long)(i / size),
+                              (long long)(i % size), what,
+                              isnan(x[i]) ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf");
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                      kiln_dataset **out)
 {
@@ -189,9 +205,15 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
         memcpy(ds->sparse_labels, d.sparse_labels, (size_t)d.count * sizeof(int32_t));
         ds->max_label = sparse_max(ds->sparse_labels, ds->count);
     } else {
+        st = check_finite(ctx, d.dense_labels, d.count, label_size, "labels");
+        if (st != KILN_OK)
+            goto fail;
         memcpy(ds->dense_labels, d.dense_labels,
                (size_t)(d.count * label_size) * sizeof(float));
     }
+    st = check_finite(ctx, d.features, ds->count, ds->feature_size, "features");
+    if (st != KILN_OK)
+        goto fail;
     memcpy(ds->features, d.features, (size_t)(ds->count * ds->feature_size) * sizeof(float));
     *out = ds;
     return KILN_OK;

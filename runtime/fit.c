@@ -343,14 +343,15 @@ static kiln_status train_batch(kiln_model *m, const kiln_dataset *ds, int32_t ba
 }
 
 /* A non-finite loss stops training unless skip_nonfinite: then the step
- * counts, but not its sums. */
+ * counts, but not its sums. A strategy reports a non-finite gradient under
+ * a finite loss as a NaN loss. */
 static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
                               int64_t step, const double sums[3], kiln_epoch_record *r)
 {
     if (!isfinite(sums[0]) && !o->skip_nonfinite)
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                          "kiln_model_fit: the loss is %s at epoch %d, step %lld; the step "
-                          "was not applied and training stopped",
+                          "kiln_model_fit: the loss or a gradient is %s at epoch %d, step "
+                          "%lld; the step was not applied and training stopped",
                           isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
                           (long long)step + 1);
     m->n_train_steps++;
@@ -380,14 +381,25 @@ static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, int32_t 
     return KILN_OK;
 }
 
-/* Asynchronous strategies: the batches still in flight. */
-static kiln_status drain_in_flight(kiln_model *m, kiln_epoch_record *r)
+/* Asynchronous strategies: the batches still in flight, whose loss can be
+ * as non-finite as a step's, and is stopped at or skipped alike. */
+static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+                                   kiln_epoch_record *r)
 {
     double sums[3];
     const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
     if (st != KILN_OK)
         return st;
-    add_sums(m, sums);
+    if (!isfinite(sums[0]) && !o->skip_nonfinite)
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
+                          "kiln_model_fit: the loss or a gradient is %s at epoch %d, in a "
+                          "batch still in flight at its end; that batch was not applied and "
+                          "training stopped", isnan(sums[0]) ? "NaN" : "infinite",
+                          (int)epoch + 1);
+    if (isfinite(sums[0]))
+        add_sums(m, sums);
+    else
+        r->skipped_steps++;
     update_means(m, r);
     return KILN_OK;
 }
@@ -447,7 +459,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         st = after_step(m, o, epoch, step, steps, &r);
     }
     if (st == KILN_OK && m->strategy->drain)
-        st = drain_in_flight(m, &r);
+        st = drain_in_flight(m, o, epoch, &r);
     r.samples = m->epoch_seen;
     if (st == KILN_OK)
         st = validate(m, o, &r);

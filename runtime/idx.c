@@ -6,6 +6,7 @@
 #include "runtime/context.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,11 +187,12 @@ static kiln_status check_args(kiln_context *ctx, const char *images_path,
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: limit is %lld; it must be >= 0 (0: all samples)", fn,
                           (long long)o->limit);
-    /* A negative scale is surely a mistake; NaN or Inf would poison every pixel. */
-    if (!isfinite(o->scale) || o->scale < 0.0f)
+    /* A negative scale is surely a mistake; NaN or Inf would poison every
+     * pixel, and so would a scale that turns 255 into Inf. */
+    if (!isfinite(o->scale) || o->scale < 0.0f || o->scale > FLT_MAX / 255.0f)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: scale is %g; it must be finite and >= 0 (0: 1/255)", fn,
-                          (double)o->scale);
+                          "%s: scale is %g; it must be finite, >= 0 and <= FLT_MAX / 255 "
+                          "(0: 1/255)", fn, (double)o->scale);
     return KILN_OK;
 }
 

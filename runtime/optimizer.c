@@ -117,11 +117,37 @@ static double adam_alpha(const kiln_optimizer_options *o, double lr, int64_t ste
     return lr * sqrt(1.0 - pow(o->beta_2, t)) / (1.0 - pow(o->beta_1, t));
 }
 
+int kiln_optimizer_all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] * 0.0f;   /* stays 0 unless some x[i] is NaN or infinite */
+    return acc == 0.0f;
+}
+
+/* Enough work-groups to fill a large GPU, few enough that a small gradient
+ * is not mostly idle work-items. */
+#define FINITE_ITEMS (256 * 64)
+
+kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *grads, size_t n,
+                                        kiln_buffer *guard)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)n),
+                            kiln_arg_buffer(guard));
+    return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite",
+                     n < FINITE_ITEMS ? n : FINITE_ITEMS, a);
+}
+
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step,
-                                 const kiln_buffer *guard)
+                                 kiln_buffer *guard)
 {
+    if (guard) {
+        const kiln_status st = kiln_optimizer_check_finite(dev, grads, n, guard);
+        if (st != KILN_OK)
+            return st;
+    }
     const kiln_arg g = kiln_arg_buffer(guard ? guard : grads);
     const kiln_arg use = kiln_arg_int(guard != NULL);
     if (o->kind == KILN_OPTIMIZER_ADAM) {

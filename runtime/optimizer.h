@@ -15,13 +15,24 @@ int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
  * `o` must have been resolved. */
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step);
 
+/* Whether x[0..n) are all finite, on the host. */
+int kiln_optimizer_all_finite(const float *x, size_t n);
+
+/* Enqueues a check of grads[0..n) that makes guard[0] NaN when any of them
+ * is NaN or infinite (and leaves it alone otherwise), so whoever reads the
+ * guard sees the step as one with a non-finite loss. */
+kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *grads, size_t n,
+                                        kiln_buffer *guard);
+
 /* Applies update number `step` (counting from 1) to n parameters with
- * learning rate `lr`; skipped on the device when `guard` (the step's loss
- * sums, may be NULL) holds a non-finite loss. */
+ * learning rate `lr`. With a `guard` (the step's loss sums, may be NULL),
+ * a non-finite gradient first makes guard[0] NaN, and the update is
+ * skipped on the device when guard[0] is not finite: a non-finite loss or
+ * gradient never reaches the parameters, and the loss read back says so. */
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step,
-                                 const kiln_buffer *guard);
+                                 kiln_buffer *guard);
 
 /* The same update on host arrays, in float32 as on a device (central
  * storage). */

@@ -22,6 +22,7 @@
 #include "runtime/replica.h"
 #include "runtime/crew.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ typedef struct dp_replica {
     int64_t params_version;      /* central storage: host parameters it holds */
     double backward_end;         /* kiln_now() when its backward returned */
     float *state;                /* its non-trainable state after its last step */
+    int nonfinite;               /* the reduced gradient of its last step was not finite */
 } dp_replica;
 
 struct dp_strategy {
@@ -137,14 +139,6 @@ static kiln_status wait_reduced(dp_replica *d)
         return kiln_error(dp->m->ctx, cross, "%.700s", dp->cross_error);
     return kiln_error(dp->m->ctx, KILN_ERROR_STOPPED, "replica %d: the step was abandoned "
                       "because another replica failed", d->r->index);
-}
-
-static int all_finite(const float *x, size_t n)
-{
-    float acc = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        acc += x[i] * 0.0f;   /* stays 0 unless some x[i] is NaN or infinite */
-    return acc == 0.0f;
 }
 
 /* Writes the replicas' mean state to this replica when a step left one;
@@ -266,7 +260,8 @@ static kiln_status abandon_step(dp_replica *d, kiln_status st)
 
 /* Every replica applies the same update to its own copy. The reduced sum
  * is the same everywhere, so all skip a non-finite step alike; without a
- * reducer, the optimizer checks the replica's own loss on the device. */
+ * reducer, the optimizer checks the replica's own loss and gradient on the
+ * device. */
 static kiln_status apply_update(dp_replica *d)
 {
     const dp_strategy *dp = d->owner;
@@ -275,7 +270,8 @@ static kiln_status apply_update(dp_replica *d)
     kiln_status st = KILN_OK;
     if (dp->reducer) {
         const float *sum = kiln_reducer_result(dp->reducer);
-        if (!all_finite(sum, m->n_param_floats))
+        d->nonfinite = !kiln_optimizer_all_finite(sum, m->n_param_floats);
+        if (d->nonfinite)
             return KILN_OK;
         st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->n_param_floats * sizeof(float), 0);
     }
@@ -309,6 +305,7 @@ static kiln_status train_job(void *arg)
     if (st == KILN_OK)
         st = pull_host_params(d);
     d->sums[0] = d->sums[1] = 0;
+    d->nonfinite = 0;
     if (st == KILN_OK && d->shard.n > 0)
         st = compute_gradients(d);
     else if (st == KILN_OK && dp->update.final_micro && dp->reducer)
@@ -521,6 +518,9 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     if (st != KILN_OK)
         return st;
     average_state(dp);
+    int nonfinite = 0;
+    for (int k = 0; k < dp->n; k++)
+        nonfinite |= dp->reps[k].nonfinite;
     if (dp->reducer && dp->update.final_micro) {
         double end = 0, busy, hidden;
         for (int k = 0; k < dp->n; k++)
@@ -534,16 +534,24 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(dp->reducer, 0) != KILN_OK)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
-        if (all_finite(kiln_reducer_result(dp->reducer), m->n_param_floats)) {
+        if (kiln_optimizer_all_finite(kiln_reducer_result(dp->reducer), m->n_param_floats)) {
             kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params,
                                       kiln_reducer_result(dp->reducer), dp->host_slots,
                                       m->n_trainable_floats, dp->update.number);
             dp->params_version++;
+        } else {
+            nonfinite = 1;
         }
     }
     st = local_sums(dp, sums);
     if (st != KILN_OK)
         return st;
+    /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): the
+     * skipped update then reports a non-finite loss, which fit stops at or
+     * skips and counts, as for a NaN loss. Every process's reduced sum is the
+     * same, so all agree. */
+    if (nonfinite)
+        sums[0] = NAN;
     kiln_update_end(&dp->update, m, sums[0]);
     return KILN_OK;
 }

@@ -101,6 +101,10 @@ static kiln_status step_job(void *arg)
                               (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
     if (st == KILN_OK)
         st = kiln_replica_read_sums(r, sums);
+    /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): the
+     * push is then dropped and reported as a non-finite loss. */
+    if (st == KILN_OK && !kiln_optimizer_all_finite(w->grads, m->n_trainable_floats))
+        sums[0] = NAN;
     if (st != KILN_OK)
         worker_failed(w, st);
     if (st == KILN_OK && isfinite(sums[0])) {

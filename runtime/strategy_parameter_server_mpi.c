@@ -190,6 +190,10 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3
         st = kiln_replica_read_sums(r, s);
     if (st != KILN_OK)
         return st;
+    /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): every
+     * store then drops the push, as for a non-finite loss, and fit sees one. */
+    if (!kiln_optimizer_all_finite(p->msg, nt))
+        s[0] = NAN;
     for (int k = 0; k < p->stores && st == KILN_OK; k++) {
         const size_t lo = p->bound[k], hi = p->bound[k + 1];
         memcpy(p->slice, p->msg + lo, (hi - lo) * sizeof(float));

@@ -14,8 +14,9 @@
  * alternating) keeps at most S - s, so each stage has that many activation
  * sets (replica views sharing the stage's parameters). Parameter gradients
  * accumulate over the micro-batches; each stage then applies the
- * optimizer to its own parameters, once the last stage has said whether
- * the loss was finite. */
+ * optimizer to its own parameters, once every stage has said whether its
+ * gradients were finite and the last stage whether the loss was: all
+ * stages apply the update or none does. */
 #include "runtime/first_run.h"
 #include "runtime/partition.h"
 #include "runtime/optimizer.h"
@@ -72,8 +73,9 @@ struct pp {
     float scale;
     kiln_update update;           /* the step's place in its accumulation cycle */
     int64_t pass;
-    int64_t verdict_pass;         /* the last stage's finite-loss verdict */
-    int finite;
+    int64_t verdict_pass;         /* every stage's verdict is in */
+    int finite;                   /* the loss and every stage's gradients */
+    int32_t verdicts;             /* stages that gave theirs this pass */
     int abort;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -312,6 +314,22 @@ static int32_t schedule(const pp *p, int32_t st, int32_t *ops)
     return k;
 }
 
+/* Whether the stage's gradients about to be applied are all finite: a
+ * NaN can hide under a finite loss (a ReLU maps NaN to 0). Checked on the
+ * device into the stage's loss sums, free once its forwards are done; one
+ * float comes back. */
+static kiln_status gradients_finite(kiln_replica *base, int *finite)
+{
+    double sums[2];
+    kiln_status st = kiln_buffer_zero(base->dev, base->sums, 0, sizeof(float));
+    if (st == KILN_OK)
+        st = kiln_optimizer_check_finite(base->dev, base->grads, base->n_trainable, base->sums);
+    if (st == KILN_OK)
+        st = kiln_replica_read_sums(base, sums);
+    *finite = st == KILN_OK && isfinite(sums[0]);
+    return st;
+}
+
 static kiln_status stage_job(void *arg)
 {
     pp_stage *stage = arg;
@@ -336,13 +354,18 @@ static kiln_status stage_job(void *arg)
     }
     if (st != KILN_OK || p->job != PP_TRAIN)
         return st;
-    if (is_last(stage)) {
-        pthread_mutex_lock(&p->lock);
-        p->finite = isfinite(stage->sums[0]);
+    int finite = 1;
+    if (p->update.final_micro && base->n_trainable > 0)
+        st = gradients_finite(base, &finite);
+    if (st != KILN_OK)
+        return stage_failed(stage, base, st);
+    pthread_mutex_lock(&p->lock);
+    p->finite &= finite && (!is_last(stage) || isfinite(stage->sums[0]));
+    if (++p->verdicts == p->n) {
+        p->verdict_pass = p->pass;
         pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-        post(p, &p->verdict_pass);
     }
+    pthread_mutex_unlock(&p->lock);
     st = wait_for(stage, &p->verdict_pass);
     if (st == KILN_OK && p->update.final_micro && p->finite && base->n_trainable > 0)
         st = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
@@ -489,6 +512,8 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     }
     p->pass++;
     p->abort = 0;
+    p->finite = 1;
+    p->verdicts = 0;
     p->serial = 0;
     for (int32_t mb = 0; mb < p->n_micro; mb++)
         p->serial |= kiln_shape_log_add(&p->seen[job], p->count[mb]);
@@ -532,7 +557,9 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2]
     if (st != KILN_OK)
         return st;
     const pp_stage *last = &p->stages[p->n - 1];
-    sums[0] = last->sums[0];
+    /* A non-finite gradient under a finite loss skipped the update: the loss
+     * says so, and fit stops at it or skips and counts it. */
+    sums[0] = p->finite ? last->sums[0] : NAN;
     sums[1] = last->sums[1];
     kiln_update_end(&p->update, m, sums[0]);
     return KILN_OK;

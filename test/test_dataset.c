@@ -6,6 +6,7 @@
 #include "runtime/context.h"
 #include "runtime/dataset.h"
 
+#include <float.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -240,6 +241,50 @@ static void test_bad_arrays(kiln_context *ctx)
     CHECK(ds && ds->max_label == 1000);
     kiln_dataset_destroy(ds);
     y5[2] = 1;
+}
+
+/* NaN or Inf in the features or dense labels would reach the weights
+ * through a gradient while the loss stays finite (ReLU maps NaN to 0):
+ * refused here, naming the first bad sample and element. */
+static void test_nonfinite_arrays(kiln_context *ctx)
+{
+    float x[8 * 3], y[8 * 2];
+    for (int i = 0; i < 8 * 3; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < 8 * 2; i++)
+        y[i] = (float)(i % 2);
+    kiln_arrays_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.count = 8;
+    d.feature_rank = 1;
+    d.feature_dims[0] = 3;
+    d.features = x;
+    d.label_kind = KILN_LABELS_DENSE;
+    d.label_size = 2;
+    d.dense_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, from_arrays(ctx, &d, &ds));
+    CHECK(ds != NULL);
+    kiln_dataset_destroy(ds);
+
+    x[5 * 3 + 2] = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 5, element 2 of its features is NaN",
+                from_arrays(ctx, &d, &ds));
+    x[2 * 3 + 0] = INFINITY;   /* now the first bad sample */
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 2, element 0 of its features is +Inf",
+                from_arrays(ctx, &d, &ds));
+    x[2 * 3 + 0] = -INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 2, element 0 of its features is -Inf",
+                from_arrays(ctx, &d, &ds));
+    x[2 * 3 + 0] = 0.0f;
+    x[5 * 3 + 2] = 0.0f;
+    y[7 * 2 + 1] = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 7, element 1 of its labels is NaN",
+                from_arrays(ctx, &d, &ds));
+    y[7 * 2 + 1] = 1.0f;
+    CHECK_OK(ctx, from_arrays(ctx, &d, &ds));
+    kiln_dataset_destroy(ds);
 }
 
 /* Every allocation of from_arrays fails in turn: a status, never a crash or a leak. */
@@ -559,6 +604,10 @@ static void test_idx_args(kiln_context *ctx, const idx_paths *p)
     o.scale = NAN;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "scale is",
                 from_idx(ctx, p->img, p->lab, &o, &ds));
+    o.scale = FLT_MAX / 2;   /* finite, but 255 times it is not */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "scale is",
+                from_idx(ctx, p->img, p->lab, &o, &ds));
+    o.scale = 0.0f;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "images_path is NULL",
                 from_idx(ctx, NULL, p->lab, NULL, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "labels_path is NULL",
@@ -655,6 +704,7 @@ int main(void)
     host_context(&ctx, NULL);
     test_arrays(&ctx);
     test_bad_arrays(&ctx);
+    test_nonfinite_arrays(&ctx);
     test_out_of_memory();
     test_subset(&ctx);
     test_epoch_order();

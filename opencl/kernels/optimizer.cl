@@ -36,6 +36,34 @@ __kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __
     p[i] -= alpha * mi / (sqrt(vi) + epsilon);
 }
 
+/* Makes guard[0] NaN when any of g[0..n) is NaN or infinite, and leaves it
+ * alone otherwise: a ReLU turns a NaN into 0, so the loss can be finite
+ * while a gradient is not, and the optimizers' guard then skips the step
+ * as for a non-finite loss. The host bounds the grid, which strides
+ * over g; each work-group sums
+ * g * 0 (NaN for NaN or Inf, else 0) in local memory, and a group that
+ * finds one writes NaN with an atomic exchange, the one write to guard[0]
+ * that several groups can make. Work-groups are a power of two, <= 64. */
+__kernel void kiln_optimizer_check_finite(__global const float *g, int n,
+                                          __global float *guard)
+{
+    __local float partial[64];
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    float s = 0.0f;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+        s += g[i] * 0.0f;
+    partial[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = group / 2; step > 0; step /= 2) {
+        if (lid < step)
+            partial[lid] += partial[lid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && partial[0] != 0.0f)
+        atomic_xchg((volatile __global float *)guard, NAN);
+}
+
 /* Gradient accumulation over [offset, offset + n) of the flat buffers:
  * accum += g on intermediate micro-steps; on the last, g = (accum + g) * scale
  * (scale = 1 / steps: the mean) and accum restarts from zero. */
