@@ -189,13 +189,11 @@ static kiln_status save_weights_entered(kiln_model *m, const char *path)
 
 kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_save_weights");
-    if (st != KILN_OK)
-        return st;
-    st = save_weights_entered(m, path);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = save_weights_entered(m, path);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -206,13 +204,11 @@ kiln_status kiln_checkpoint_save(kiln_model *m, const char *path)
 
 kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_save_checkpoint");
-    if (st != KILN_OK)
-        return st;
-    st = kiln_checkpoint_save(m, path);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = kiln_checkpoint_save(m, path);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -435,13 +431,11 @@ static kiln_status load_weights_entered(kiln_model *m, const char *path)
 
 kiln_status kiln_model_load_weights(kiln_model *m, const char *path)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_load_weights");
-    if (st != KILN_OK)
-        return st;
-    st = load_weights_entered(m, path);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = load_weights_entered(m, path);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -452,13 +446,11 @@ kiln_status kiln_checkpoint_load(kiln_model *m, const char *path)
 
 kiln_status kiln_model_load_checkpoint(kiln_model *m, const char *path)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_load_checkpoint");
-    if (st != KILN_OK)
-        return st;
-    st = kiln_checkpoint_load(m, path);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = kiln_checkpoint_load(m, path);
+        kiln_model_leave(m);
+    }
     return st;
 }
 

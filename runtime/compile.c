@@ -256,12 +256,10 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
 
 kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_compile");
-    if (st != KILN_OK)
-        return st;
-    st = compile_entered(m, options);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = compile_entered(m, options);
+        kiln_model_leave(m);
+    }
     return st;
 }

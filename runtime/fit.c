@@ -166,13 +166,11 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
 kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t batch_size,
                                 kiln_metrics *out)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_evaluate");
-    if (st != KILN_OK)
-        return st;
-    st = evaluate_entered(m, ds, batch_size, out);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = evaluate_entered(m, ds, batch_size, out);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -205,13 +203,11 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
 kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
                                float *outputs, int32_t batch_size)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_predict");
-    if (st != KILN_OK)
-        return st;
-    st = predict_entered(m, inputs, count, outputs, batch_size);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = predict_entered(m, inputs, count, outputs, batch_size);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -524,13 +520,11 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
 kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
                            const kiln_fit_options *options)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_fit");
-    if (st != KILN_OK)
-        return st;
-    st = fit_entered(m, train, options);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = fit_entered(m, train, options);
+        kiln_model_leave(m);
+    }
     return st;
 }
 

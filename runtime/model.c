@@ -207,13 +207,11 @@ static kiln_status get_weights_entered(kiln_model *m, float *weights, int64_t co
 
 kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_get_weights");
-    if (st != KILN_OK)
-        return st;
-    st = get_weights_entered(m, weights, count);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = get_weights_entered(m, weights, count);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -224,13 +222,11 @@ static kiln_status set_weights_entered(kiln_model *m, const float *weights, int6
 
 kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     kiln_status st = kiln_model_enter(m, "kiln_model_set_weights");
-    if (st != KILN_OK)
-        return st;
-    st = set_weights_entered(m, weights, count);
-    kiln_model_leave(m);
+    if (st == KILN_OK) {
+        st = set_weights_entered(m, weights, count);
+        kiln_model_leave(m);
+    }
     return st;
 }
 
@@ -250,6 +246,8 @@ void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
 
 kiln_status kiln_model_enter(kiln_model *m, const char *call)
 {
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;   /* no model to keep the message on */
     if (pthread_mutex_trylock(&m->busy) == 0) {
         __atomic_store_n(&m->busy_call, call, __ATOMIC_RELEASE);
         return KILN_OK;

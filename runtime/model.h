@@ -108,8 +108,9 @@ void kiln_model_init_params(const kiln_model *m, float *flat);
 /* A model takes one call at a time. A public call that drives the model's
  * strategy or weights enters first: KILN_ERROR_STATE, naming the call
  * already inside, when another call (from another thread, or from inside
- * fit's callback) holds it. It never waits: a callback waiting for the fit
- * that called it would never return. */
+ * fit's callback) holds it; KILN_ERROR_INVALID_ARGUMENT, with no message,
+ * for a NULL model. It never waits: a callback waiting for the fit that
+ * called it would never return. */
 kiln_status kiln_model_enter(kiln_model *m, const char *call);
 void kiln_model_leave(kiln_model *m);
 
