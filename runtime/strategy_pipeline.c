@@ -838,8 +838,13 @@ static kiln_status pp_create(kiln_model *m, void **impl)
 
 kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, size_t *length)
 {
-    if (!m || (!text && size > 0))
+    if (length)
+        *length = 0;
+    if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (!text && size > 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_stage_plan: text is NULL but size is %zu", size);
     if (!m->compiled || m->strategy != &kiln_strategy_pipeline)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_stage_plan: the model is not "
                           "compiled with the pipeline strategy");

@@ -474,8 +474,12 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
     co.pipeline_stages = 0;
     co.strategy = KILN_STRATEGY_ONE_DEVICE;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
+    size_t length = 99;
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "not compiled with the pipeline",
-                kiln_model_stage_plan(m, NULL, 0, NULL));
+                kiln_model_stage_plan(m, NULL, 0, &length));
+    CHECK(length == 0);   /* out-pointers are zeroed on failure */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_stage_plan: text is NULL but size "
+                "is 8", kiln_model_stage_plan(m, NULL, 8, &length));
     kiln_model_destroy(m);
 }
 
