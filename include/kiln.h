@@ -829,9 +829,14 @@ typedef struct kiln_fit_options {
     kiln_verbosity verbosity;    /**< progress output on stderr */
     kiln_callback_fn callback;   /**< called on the fitting thread */
     void *callback_user;         /**< passed to callback */
-    /** Folder for training checkpoints, "ckpt-<training step>.safetensors"
-     *  (created if missing; NULL: no checkpoints). One writer saves them,
-     *  whatever the number of replicas. */
+    /** Folder for training checkpoints, "ckpt-<training step, 12 digits>
+     *  .safetensors" (step 20 is "ckpt-000000000020.safetensors"), created
+     *  with its parents if missing (NULL: no checkpoints). One writer saves
+     *  them, whatever the number of replicas (rank 0 under multi_worker).
+     *  A save writes "<name>.tmp-<pid>-<n>" and renames it; fit removes,
+     *  and logs as a warning, such temporaries left by a killed save (their
+     *  process is gone, or their step is older than the newest checkpoint),
+     *  so that leftovers never fill the disk. */
     const char *checkpoint_dir;
     /** Save every this many training steps (0: not by steps). With gradient
      *  accumulation, only at the end of an accumulation cycle. */

@@ -1,13 +1,14 @@
 /* Program binaries on disk. An entry is a header (magic, key, size,
  * checksum) and the binary; anything that does not check out is ignored
  * and later overwritten. Writes go to a temporary file that is renamed. */
+#include "base/files.h"
 #include "opencl/cl_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/stat.h>   /* fchmod */
 #include <unistd.h>
 
 #define CACHE_MAGIC 0x314e4c4b45484341ULL  /* "ACHEKLN1" */
@@ -71,28 +72,13 @@ fail:
     fclose(f);
 }
 
-/* mkdir -p; failures surface when the entry is written. */
-static void make_dirs(const char *dir)
-{
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-    }
-    mkdir(tmp, 0755);
-}
-
 void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size)
 {
     char path[1200], tmp[1300];
     if (!dir[0] || !entry_path(dir, key, path, sizeof path))
         return;
-    make_dirs(dir);
+    kiln_make_dirs(dir);   /* a failure surfaces when the entry is written */
     /* A name of this writer's own: replicas on identical devices build and
      * store the same entry at once, and the last rename simply wins. */
     snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);

@@ -2,16 +2,19 @@
  * and the folder of rotating checkpoints fit keeps.
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
 #include "runtime/checkpoint.h"
+#include "base/files.h"
 #include "runtime/optimizer.h"
 #include "runtime/safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
@@ -505,10 +508,87 @@ static void free_list(kiln_context *ctx, char **names, int n)
     kiln_free(ctx, names);
 }
 
+/* A temporary file of a save: "<checkpoint>.tmp-<pid>-<n>" (see
+ * kiln_st_write). Returns its step and writer, or 0 for any other name. */
+static int parse_temporary(const char *name, long long *step, long *pid)
+{
+    const size_t stem = 5 + 12 + 12;   /* "ckpt-<12 digits>.safetensors" */
+    char *end;
+    if (strlen(name) <= stem || strncmp(name + stem, ".tmp-", 5) != 0)
+        return 0;
+    char checkpoint[5 + 12 + 12 + 1];
+    memcpy(checkpoint, name, stem);
+    checkpoint[stem] = '\0';
+    if (!is_checkpoint(checkpoint))
+        return 0;
+    *step = strtoll(name + 5, NULL, 10);
+    *pid = strtol(name + stem + 5, &end, 10);
+    return end != name + stem + 5 && *end == '-';
+}
+
+/* A killed save leaves its temporary file behind, and on a small disk such
+ * leftovers would block every later save. A temporary is stale when its
+ * writer is gone, is this process itself while no save of ours is under
+ * way (a container restart can reuse the killed writer's id), or wrote an
+ * older step than the newest complete checkpoint. Only the folder's one
+ * writer calls this (rank 0), so no live save of a newer step is removed. */
+static void remove_stale_temporaries(kiln_model *m, const char *dir, long long newest)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    int removed = 0;
+    long long bytes = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long step;
+        long pid;
+        if (!parse_temporary(e->d_name, &step, &pid))
+            continue;
+        const int writer_gone = pid == (long)getpid() ||
+                                (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+        if (!writer_gone && step >= newest)
+            continue;
+        char path[4200];
+        struct stat s;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        const long long size = stat(path, &s) == 0 ? (long long)s.st_size : 0;
+        if (remove(path) == 0) {
+            removed++;
+            bytes += size;
+            kiln_log(m->ctx, KILN_LOG_WARNING, "kiln_model_fit: removed %s, left by an "
+                     "unfinished save (%s)", path, step < newest ? "an older step than the "
+                     "newest checkpoint" : "its writer is gone");
+        }
+    }
+    closedir(d);
+    if (removed > 1)
+        kiln_log(m->ctx, KILN_LOG_WARNING, "kiln_model_fit: removed %d unfinished saves "
+                 "(%lld bytes) from %s", removed, bytes, dir);
+}
+
+static long long newest_step(kiln_model *m, const char *dir)
+{
+    char **names;
+    const int n = list_checkpoints(m->ctx, dir, &names);
+    const long long step = n ? strtoll(names[0] + 5, NULL, 10) : -1;
+    free_list(m->ctx, names, n);
+    return step;
+}
+
+kiln_status kiln_checkpoint_folder_open(kiln_model *m, const char *dir)
+{
+    if (kiln_make_dirs(dir) != 0)
+        return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
+                          "folder %s: %s", dir, strerror(errno));
+    remove_stale_temporaries(m, dir, newest_step(m, dir));
+    return KILN_OK;
+}
+
 kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep)
 {
     char path[4200];
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    if (kiln_make_dirs(dir) != 0)
         return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
                           "folder %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", dir,
@@ -523,6 +603,7 @@ kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t 
         remove(path);
     }
     free_list(m->ctx, names, n);
+    remove_stale_temporaries(m, dir, (long long)m->n_train_steps);
     return KILN_OK;
 }
 

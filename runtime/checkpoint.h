@@ -9,8 +9,13 @@
 kiln_status kiln_checkpoint_save(kiln_model *m, const char *path);
 kiln_status kiln_checkpoint_load(kiln_model *m, const char *path);
 
+/* Prepares fit's checkpoint folder: creates it with its parents, and
+ * removes the temporary files of saves that were killed (logged). */
+kiln_status kiln_checkpoint_folder_open(kiln_model *m, const char *dir);
+
 /* Saves the training state as "<dir>/ckpt-<12-digit step>.safetensors"
- * (creating dir) and removes all but the `keep` newest checkpoints. */
+ * (creating dir) and removes all but the `keep` newest checkpoints and any
+ * temporary file of an older or abandoned save. */
 kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t keep);
 
 /* Loads the newest checkpoint in dir that loads and returns 1, or 0 when

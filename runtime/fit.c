@@ -483,6 +483,8 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     st = check_fit_options(m, &o);
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
+    if (st == KILN_OK && o.checkpoint_dir && m->rank == 0)
+        st = kiln_checkpoint_folder_open(m, o.checkpoint_dir);
     if (st != KILN_OK)
         return st;
     batch_staging staging;

@@ -322,6 +322,22 @@ static int write_floats(int fd, const float *data, size_t count)
     return 1;
 }
 
+/* "<path>.tmp-<pid>-<n>": the process id tells a later fit whose writer
+ * is gone (kiln_checkpoint_folder_open). A name already taken (left by a
+ * killed process whose id this one reuses) moves on to the next n. */
+static int create_temporary(const char *path, char *tmp, size_t size)
+{
+    static unsigned long counter;   /* atomic: two models may save at once */
+    for (int attempt = 0; attempt < 64; attempt++) {
+        snprintf(tmp, size, "%s.tmp-%ld-%lu", path, (long)getpid(),
+                 __atomic_fetch_add(&counter, 1UL, __ATOMIC_RELAXED));
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
 kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_entry *entries,
                           size_t n, const char *const *meta_keys,
                           const char *const *meta_values, size_t n_meta)
@@ -331,8 +347,6 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
     if (!header)
         return kiln_error_oom(ctx, "a safetensors header", hlen);
     char tmp[4200], dir[4200];
-    static unsigned long counter;
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%lu", path, (long)getpid(), counter++);
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -340,7 +354,7 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
     else
         snprintf(dir, sizeof dir, ".");
     kiln_status st = KILN_OK;
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    const int fd = create_temporary(path, tmp, sizeof tmp);
     if (fd < 0) {
         kiln_free(ctx, header);
         return kiln_error(ctx, KILN_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
