@@ -22,6 +22,13 @@ struct kiln_dataset {
 kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
                                kiln_label_kind kind, int32_t label_size, kiln_dataset **out);
 
+/* kiln_dataset_from_idx on two files already in memory (plain or gzip),
+ * read in place: the fuzzer's entry point. */
+kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,
+                                         size_t images_size, const void *labels,
+                                         size_t labels_size, const kiln_idx_options *o,
+                                         kiln_dataset **out);
+
 /* The order of an epoch's samples: 0..count-1, shuffled (Fisher-Yates)
  * from (seed, epoch) when `shuffle` is set. */
 void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,

@@ -20,19 +20,39 @@
 #define IDX_MAX_BYTES ((uint64_t)INT32_MAX)  /* refuse headers promising more */
 #define IDX_CHUNK (1u << 30)          /* gzread takes an unsigned count */
 
+/* An IDX file read from disk (plain or gzip, zlib reading both when the
+ * build has it), or from memory (plain or gzip; the fuzzer's entry point). */
 typedef struct idx_file {
-    const char *path;
+    const char *path;            /* its name in messages */
+    const unsigned char *mem;    /* in memory: the bytes, else NULL */
+    size_t mem_size, mem_pos;
 #if KILN_HAVE_ZLIB
     gzFile gz;
+    z_stream z;                  /* in memory and gzip-compressed */
+    int z_open;
 #else
     FILE *f;
 #endif
 } idx_file;
 
-static kiln_status idx_open(kiln_context *ctx, const char *path, idx_file *f)
+static int is_gzip(const unsigned char *b, size_t n)
 {
-    f->path = path;
+    return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+}
+
+static kiln_status idx_open(kiln_context *ctx, idx_file *f)
+{
+    const char *path = f->path;
 #if KILN_HAVE_ZLIB
+    if (f->mem) {
+        if (!is_gzip(f->mem, f->mem_size))
+            return KILN_OK;
+        memset(&f->z, 0, sizeof f->z);
+        if (inflateInit2(&f->z, 16 + MAX_WBITS) != Z_OK)   /* 16: gzip framing */
+            return kiln_error_oom(ctx, "a gzip stream", sizeof f->z);
+        f->z_open = 1;
+        return KILN_OK;
+    }
     errno = 0;
     f->gz = gzopen(path, "rb");
     if (!f->gz)
@@ -40,14 +60,20 @@ static kiln_status idx_open(kiln_context *ctx, const char *path, idx_file *f)
                           errno ? strerror(errno) : "out of memory");
     gzbuffer(f->gz, 1u << 17);
 #else
-    f->f = fopen(path, "rb");
-    if (!f->f)
-        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
-    const int b0 = getc(f->f), b1 = getc(f->f);
-    if (b0 == 0x1f && b1 == 0x8b)
+    unsigned char magic[2];
+    size_t n = f->mem_size < 2 ? f->mem_size : 2;
+    if (f->mem) {
+        memcpy(magic, f->mem, n);
+    } else {
+        f->f = fopen(path, "rb");
+        if (!f->f)
+            return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+        n = fread(magic, 1, 2, f->f);
+        rewind(f->f);
+    }
+    if (is_gzip(magic, n))
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
                           "%s is gzip-compressed and this build of kiln has no zlib", path);
-    rewind(f->f);
 #endif
     return KILN_OK;
 }
@@ -57,6 +83,9 @@ static kiln_status idx_open(kiln_context *ctx, const char *path, idx_file *f)
 static kiln_status idx_read_failed(kiln_context *ctx, idx_file *f)
 {
 #if KILN_HAVE_ZLIB
+    if (f->z_open)
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not a valid gzip stream: %s",
+                          f->path, f->z.msg ? f->z.msg : "corrupt data");
     int code = 0;
     const char *text = gzerror(f->gz, &code);
     if (code != Z_ERRNO) {
@@ -70,11 +99,47 @@ static kiln_status idx_read_failed(kiln_context *ctx, idx_file *f)
     return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed: %s", f->path, strerror(errno));
 }
 
+/* From memory: copies, or inflates; -1 on a corrupt gzip stream. */
+static int64_t mem_read(idx_file *f, unsigned char *p, uint64_t n)
+{
+#if KILN_HAVE_ZLIB
+    if (f->z_open) {
+        uint64_t got = 0;
+        while (got < n) {
+            if (f->z.avail_in == 0 && f->mem_pos < f->mem_size) {
+                const size_t left = f->mem_size - f->mem_pos;
+                f->z.next_in = (unsigned char *)f->mem + f->mem_pos;   /* only read */
+                f->z.avail_in = left > IDX_CHUNK ? IDX_CHUNK : (unsigned)left;
+                f->mem_pos += f->z.avail_in;
+            }
+            const uint64_t want = n - got;
+            f->z.next_out = p + got;
+            f->z.avail_out = want > IDX_CHUNK ? IDX_CHUNK : (unsigned)want;
+            const unsigned room = f->z.avail_out;
+            const int r = inflate(&f->z, Z_NO_FLUSH);
+            got += room - f->z.avail_out;
+            if (r == Z_STREAM_END ||
+                (r == Z_BUF_ERROR && f->z.avail_in == 0 && f->mem_pos == f->mem_size))
+                break;   /* the end of the data, or of the input: a short count */
+            if (r != Z_OK)
+                return -1;
+        }
+        return (int64_t)got;
+    }
+#endif
+    const uint64_t left = f->mem_size - f->mem_pos, take = n < left ? n : left;
+    memcpy(p, f->mem + f->mem_pos, (size_t)take);
+    f->mem_pos += (size_t)take;
+    return (int64_t)take;
+}
+
 /* Reads up to n bytes in large chunks; returns how many were read, or -1 on
  * a read error (a short count means end of file). */
 static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
 {
     unsigned char *const p = buf;
+    if (f->mem)
+        return mem_read(f, p, n);
     uint64_t got = 0;
     while (got < n) {
         const unsigned chunk = n - got > IDX_CHUNK ? IDX_CHUNK : (unsigned)(n - got);
@@ -97,6 +162,9 @@ static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
 static void idx_close(idx_file *f)
 {
 #if KILN_HAVE_ZLIB
+    if (f->z_open)
+        inflateEnd(&f->z);
+    f->z_open = 0;
     if (f->gz)
         gzclose(f->gz);
     f->gz = NULL;
@@ -196,6 +264,67 @@ static kiln_status check_args(kiln_context *ctx, const char *images_path,
     return KILN_OK;
 }
 
+/* Reads both files (opened here, images first, so that a wrong image file
+ * is named before a missing label file) into a dataset. */
+static kiln_status idx_load(kiln_context *ctx, idx_file *img, idx_file *lab,
+                            const kiln_idx_options *o, kiln_dataset **out)
+{
+    const float scale = o->scale > 0.0f ? o->scale : 1.0f / 255.0f;
+    uint32_t idims[3], ldims[1];
+    unsigned char *pixels = NULL, *labels = NULL;
+    kiln_dataset *ds = NULL;
+    kiln_status st = idx_open(ctx, img);
+    if (st == KILN_OK)
+        st = read_header(ctx, img, IDX_IMAGES_MAGIC, 3, idims);
+    if (st == KILN_OK)
+        st = idx_open(ctx, lab);
+    if (st == KILN_OK)
+        st = read_header(ctx, lab, IDX_LABELS_MAGIC, 1, ldims);
+    if (st != KILN_OK)
+        goto fail;
+    if (idims[0] != ldims[0]) {
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %u images but %s has %u labels",
+                        img->path, (unsigned)idims[0], lab->path, (unsigned)ldims[0]);
+        goto fail;
+    }
+    /* Two uint32 multiply exactly in 64 bits; the cap on the whole file also keeps
+     * rows and cols within int32. */
+    const uint64_t per_image = (uint64_t)idims[1] * idims[2];
+    if (per_image > IDX_MAX_BYTES || idims[0] > IDX_MAX_BYTES / per_image) {
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: a header of %u images of %u x %u bytes "
+                        "is beyond the %llu bytes kiln reads", img->path, (unsigned)idims[0],
+                        (unsigned)idims[1], (unsigned)idims[2],
+                        (unsigned long long)IDX_MAX_BYTES);
+        goto fail;
+    }
+    const int64_t count = o->limit > 0 && o->limit < idims[0] ? o->limit : (int64_t)idims[0];
+    const uint64_t pixel_bytes = (uint64_t)count * per_image;
+    const kiln_shape shape = {.rank = 3, .dims = {(int32_t)idims[1], (int32_t)idims[2], 1}};
+    /* The data first: the dataset is allocated only for what really arrived. */
+    st = read_body(ctx, img, &pixels, pixel_bytes, "pixels");
+    if (st == KILN_OK)
+        st = read_body(ctx, lab, &labels, (uint64_t)count, "labels");
+    if (st == KILN_OK)
+        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
+    if (st != KILN_OK)
+        goto fail;
+    for (uint64_t i = 0; i < pixel_bytes; i++)
+        ds->features[i] = (float)pixels[i] * scale;
+    for (int64_t i = 0; i < count; i++) {
+        ds->sparse_labels[i] = labels[i];
+        ds->max_label = labels[i] > ds->max_label ? labels[i] : ds->max_label;
+    }
+    *out = ds;
+    ds = NULL;
+fail:
+    kiln_dataset_destroy(ds);
+    kiln_free(ctx, pixels);
+    kiln_free(ctx, labels);
+    idx_close(img);
+    idx_close(lab);
+    return st;
+}
+
 kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
                                   const char *labels_path, const kiln_idx_options *options,
                                   kiln_dataset **out)
@@ -215,60 +344,24 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
     kiln_status st = check_args(ctx, images_path, labels_path, &o);
     if (st != KILN_OK)
         return st;
-    const float scale = o.scale > 0.0f ? o.scale : 1.0f / 255.0f;
-
     idx_file img = {.path = images_path}, lab = {.path = labels_path};
-    uint32_t idims[3], ldims[1];
-    unsigned char *pixels = NULL, *labels = NULL;
-    kiln_dataset *ds = NULL;
-    st = idx_open(ctx, images_path, &img);
-    if (st == KILN_OK)
-        st = read_header(ctx, &img, IDX_IMAGES_MAGIC, 3, idims);
-    if (st == KILN_OK)
-        st = idx_open(ctx, labels_path, &lab);
-    if (st == KILN_OK)
-        st = read_header(ctx, &lab, IDX_LABELS_MAGIC, 1, ldims);
+    return idx_load(ctx, &img, &lab, &o, out);
+}
+
+kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,
+                                         size_t images_size, const void *labels,
+                                         size_t labels_size, const kiln_idx_options *o,
+                                         kiln_dataset **out)
+{
+    *out = NULL;
+    kiln_status st = check_args(ctx, "images in memory", "labels in memory", o);
     if (st != KILN_OK)
-        goto fail;
-    if (idims[0] != ldims[0]) {
-        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %u images but %s has %u labels",
-                        images_path, (unsigned)idims[0], labels_path, (unsigned)ldims[0]);
-        goto fail;
-    }
-    /* Two uint32 multiply exactly in 64 bits; the cap on the whole file also keeps
-     * rows and cols within int32. */
-    const uint64_t per_image = (uint64_t)idims[1] * idims[2];
-    if (per_image > IDX_MAX_BYTES || idims[0] > IDX_MAX_BYTES / per_image) {
-        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: a header of %u images of %u x %u bytes "
-                        "is beyond the %llu bytes kiln reads", images_path, (unsigned)idims[0],
-                        (unsigned)idims[1], (unsigned)idims[2],
-                        (unsigned long long)IDX_MAX_BYTES);
-        goto fail;
-    }
-    const int64_t count = o.limit > 0 && o.limit < idims[0] ? o.limit : (int64_t)idims[0];
-    const uint64_t pixel_bytes = (uint64_t)count * per_image;
-    const kiln_shape shape = {.rank = 3, .dims = {(int32_t)idims[1], (int32_t)idims[2], 1}};
-    /* The data first: the dataset is allocated only for what really arrived. */
-    st = read_body(ctx, &img, &pixels, pixel_bytes, "pixels");
-    if (st == KILN_OK)
-        st = read_body(ctx, &lab, &labels, (uint64_t)count, "labels");
-    if (st == KILN_OK)
-        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
-    if (st != KILN_OK)
-        goto fail;
-    for (uint64_t i = 0; i < pixel_bytes; i++)
-        ds->features[i] = (float)pixels[i] * scale;
-    for (int64_t i = 0; i < count; i++) {
-        ds->sparse_labels[i] = labels[i];
-        ds->max_label = labels[i] > ds->max_label ? labels[i] : ds->max_label;
-    }
-    *out = ds;
-    ds = NULL;
-fail:
-    kiln_dataset_destroy(ds);
-    kiln_free(ctx, pixels);
-    kiln_free(ctx, labels);
-    idx_close(&img);
-    idx_close(&lab);
-    return st;
+        return st;
+    /* An empty buffer is an empty file, not "no source". */
+    static const unsigned char none[1];
+    idx_file img = {.path = "images in memory", .mem = images_size ? images : none,
+                    .mem_size = images_size},
+             lab = {.path = "labels in memory", .mem = labels_size ? labels : none,
+                    .mem_size = labels_size};
+    return idx_load(ctx, &img, &lab, o, out);
 }

@@ -55,6 +55,54 @@ static kiln_status from_arrays(kiln_context *ctx, const kiln_arrays_desc *d, kil
     return st;
 }
 
+static unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *data = NULL;
+    *size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        const long n = ftell(f);
+        rewind(f);
+        data = malloc(n > 0 ? (size_t)n : 1);
+        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
+    }
+    if (f)
+        fclose(f);
+    return data;
+}
+
+/* The in-memory reader (the fuzzer's entry point) must agree with the file
+ * reader on every case: the same status, and the same samples. */
+static void check_idx_memory(kiln_context *ctx, const char *images, const char *labels,
+                             const kiln_idx_options *o, kiln_status want,
+                             const kiln_dataset *from_file)
+{
+    size_t ni, nl;
+    unsigned char *img = slurp(images, &ni), *lab = slurp(labels, &nl);
+    if (!img || !lab || (o && o->struct_size != sizeof *o))
+        goto done;   /* a missing file or a malformed options struct: file-only cases */
+    kiln_idx_options plain = {.struct_size = sizeof plain};
+    kiln_dataset *ds = NULL;
+    const kiln_status st = kiln_dataset_from_idx_memory(ctx, img, ni, lab, nl,
+                                                        o ? o : &plain, &ds);
+    if (st != want)
+        fprintf(stderr, "IDX from memory: %s, from files: %s (%s)\n", kiln_status_name(st),
+                kiln_status_name(want), kiln_context_last_error(ctx));
+    CHECK(st == want);
+    if (st == KILN_OK && from_file) {
+        CHECK(ds->count == from_file->count);
+        CHECK(ds->count == from_file->count &&
+              memcmp(ds->features, from_file->features,
+                     (size_t)(ds->count * ds->feature_size) * sizeof(float)) == 0 &&
+              memcmp(ds->sparse_labels, from_file->sparse_labels,
+                     (size_t)ds->count * sizeof(int32_t)) == 0);
+    }
+    kiln_dataset_destroy(ds);
+done:
+    free(img);
+    free(lab);
+}
+
 static kiln_status from_idx(kiln_context *ctx, const char *images, const char *labels,
                             const kiln_idx_options *o, kiln_dataset **out)
 {
@@ -64,6 +112,13 @@ static kiln_status from_idx(kiln_context *ctx, const char *images, const char *l
         fprintf(stderr, "kiln_dataset_from_idx failed (%s) but left *out set\n",
                 kiln_status_name(st));
         test_failures++;
+    }
+    if (ctx && images && labels && st != KILN_ERROR_OUT_OF_MEMORY && st != KILN_ERROR_IO) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", kiln_context_last_error(ctx));
+        check_idx_memory(ctx, images, labels, o, st, st == KILN_OK ? *out : NULL);
+        if (st != KILN_OK)
+            kiln_error(ctx, st, "%s", message);   /* the file reader's, for the caller */
     }
     return st;
 }
