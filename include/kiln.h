@@ -27,6 +27,9 @@
  *    different threads at once. A model takes one call at a time: a call on
  *    a model that another call is using (from another thread, or from fit's
  *    callback) fails with KILN_ERROR_STATE naming that call; it never waits.
+ *    The accessors that only read (history, training statistics, memory,
+ *    summary, stage plan) follow the same rule, except that fit's callback
+ *    may call them on the model it is fitting.
  *    kiln_context_last_error() is the calling thread's own message. A
  *    context stays open while models or datasets made from it live.
  */
@@ -811,7 +814,8 @@ typedef struct kiln_progress {
 
 /** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED).
  *  Runs inside kiln_model_fit: a call on the model being fit fails with
- *  KILN_ERROR_STATE. */
+ *  KILN_ERROR_STATE, except the accessors that only read it (history,
+ *  training statistics, memory, summary, stage plan). */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
 
 /** Options of kiln_model_fit(); kiln_fit_options_init() sets the defaults. */

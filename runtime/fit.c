@@ -539,8 +539,12 @@ kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
     if (!length)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_history_length: length is NULL");
-    *length = m->n_history;
-    return KILN_OK;
+    int entered;
+    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_length", &entered);
+    if (st == KILN_OK)
+        *length = m->n_history;
+    kiln_model_leave_reading(m, entered);
+    return st;
 }
 
 kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_record *record)
@@ -550,10 +554,14 @@ kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_
     if (!record)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_history_epoch: record is NULL");
-    if (i < 0 || i >= m->n_history)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",
-                          (int)i, (int)m->n_history);
-    kiln_struct_export(record, &m->history[i], sizeof *record);
-    return KILN_OK;
+    int entered;
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_epoch", &entered);
+    if (st == KILN_OK && (i < 0 || i >= m->n_history))
+        st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                        "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",
+                        (int)i, (int)m->n_history);
+    if (st == KILN_OK)
+        kiln_struct_export(record, &m->history[i], sizeof *record);
+    kiln_model_leave_reading(m, entered);
+    return st;
 }

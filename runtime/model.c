@@ -83,6 +83,10 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_training_stats: stats is NULL or its struct_size is not "
                           "sizeof(kiln_training_stats)");
+    int entered;
+    st = kiln_model_enter_reading(m, "kiln_model_training_stats", &entered);
+    if (st != KILN_OK)
+        return st;
     kiln_strategy_stats counters;
     memset(&counters, 0, sizeof counters);
     if (m->strategy->stats)
@@ -98,6 +102,7 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     stats->pipeline_stage_seconds = counters.stage_seconds;
     stats->max_staleness = counters.max_staleness;
     stats->max_lead = counters.max_lead;
+    kiln_model_leave_reading(m, entered);
     return KILN_OK;
 }
 
@@ -112,6 +117,10 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
                           "kiln_model_memory: replica %d of %d, or a report that is NULL or "
                           "whose struct_size is not sizeof(kiln_memory_report)",
                           (int)replica, (int)n);
+    int entered;
+    st = kiln_model_enter_reading(m, "kiln_model_memory", &entered);
+    if (st != KILN_OK)
+        return st;
     const kiln_replica *r = m->strategy->replica(m->strategy_impl, replica);
     report->device = -1;
     for (int32_t d = 0; d < m->ctx->n_devices; d++)
@@ -121,6 +130,7 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
         m->strategy->memory(m->strategy_impl, replica, report);
     else
         kiln_replica_memory(r, report);
+    kiln_model_leave_reading(m, entered);
     return KILN_OK;
 }
 
@@ -244,22 +254,48 @@ void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
         m->n_optimizer_steps++;
 }
 
+static kiln_status enter(kiln_model *m, const char *call, int reading, int *entered)
+{
+    *entered = 0;
+    kiln_diag *const me = kiln_diag_of_thread(&m->ctx->host);
+    if (pthread_mutex_trylock(&m->busy) == 0) {
+        __atomic_store_n(&m->busy_call, call, __ATOMIC_RELEASE);
+        __atomic_store_n(&m->busy_thread, me, __ATOMIC_RELEASE);
+        *entered = 1;
+        return KILN_OK;
+    }
+    /* Only the thread inside can see its own token there: fit's callback. */
+    if (reading && me && __atomic_load_n(&m->busy_thread, __ATOMIC_ACQUIRE) == me)
+        return KILN_OK;
+    const char *inside = __atomic_load_n(&m->busy_call, __ATOMIC_ACQUIRE);
+    return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: the model is in use by another call (%s); "
+                      "a model takes one call at a time, and fit's callback may only read it",
+                      call, inside ? inside : "starting");
+}
+
 kiln_status kiln_model_enter(kiln_model *m, const char *call)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;   /* no model to keep the message on */
-    if (pthread_mutex_trylock(&m->busy) == 0) {
-        __atomic_store_n(&m->busy_call, call, __ATOMIC_RELEASE);
-        return KILN_OK;
-    }
-    const char *inside = __atomic_load_n(&m->busy_call, __ATOMIC_ACQUIRE);
-    return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: the model is in use by another call (%s); "
-                      "a model takes one call at a time, and fit's callback may not call it",
-                      call, inside ? inside : "starting");
+    int entered;
+    return enter(m, call, 0, &entered);
+}
+
+kiln_status kiln_model_enter_reading(const kiln_model *m, const char *call, int *entered)
+{
+    /* The lock guards the model; taking it changes none of its state. */
+    return enter((kiln_model *)m, call, 1, entered);
+}
+
+void kiln_model_leave_reading(const kiln_model *m, int entered)
+{
+    if (entered)
+        kiln_model_leave((kiln_model *)m);
 }
 
 void kiln_model_leave(kiln_model *m)
 {
     __atomic_store_n(&m->busy_call, (const char *)NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->busy_thread, (kiln_diag *)NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&m->busy);
 }

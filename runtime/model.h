@@ -41,6 +41,7 @@ struct kiln_model {
      * for the message a second call gets, read with __atomic loads. */
     pthread_mutex_t busy;
     const char *busy_call;
+    kiln_diag *busy_thread;      /* the diagnostics of the thread inside: its token */
     kiln_node_rec *nodes;
     int32_t n_nodes, cap_nodes;
     kiln_node output;            /* -1: the last node */
@@ -113,6 +114,12 @@ void kiln_model_init_params(const kiln_model *m, float *flat);
  * called it would never return. */
 kiln_status kiln_model_enter(kiln_model *m, const char *call);
 void kiln_model_leave(kiln_model *m);
+/* The accessors that read what a call may be changing (history, training
+ * statistics, memory, summaries) enter too, so that no other thread reads
+ * it half-written; but fit's callback, on the thread inside fit, may read.
+ * Call kiln_model_leave_reading with `entered` afterwards. m is not NULL. */
+kiln_status kiln_model_enter_reading(const kiln_model *m, const char *call, int *entered);
+void kiln_model_leave_reading(const kiln_model *m, int entered);
 
 /* Records, as kiln_model_add_layer records its own errors, that builder
  * `call` refused its arguments before adding a layer; returns

@@ -836,12 +836,8 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     return KILN_OK;
 }
 
-kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, size_t *length)
+static kiln_status stage_plan(const kiln_model *m, char *text, size_t size, size_t *length)
 {
-    if (length)
-        *length = 0;
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     if (!text && size > 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_stage_plan: text is NULL but size is %zu", size);
@@ -889,3 +885,17 @@ const kiln_strategy_ops kiln_strategy_pipeline = {
     .stats = pp_stats, .get_slots = pp_get_slots, .set_slots = pp_set_slots,
     .micro_step = pp_micro_step, .memory = pp_memory,
 };
+
+kiln_status kiln_model_stage_plan(const kiln_model *m, char *text, size_t size, size_t *length)
+{
+    if (length)
+        *length = 0;
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    int entered;
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_stage_plan", &entered);
+    if (st == KILN_OK)
+        st = stage_plan(m, text, size, length);
+    kiln_model_leave_reading(m, entered);
+    return st;
+}

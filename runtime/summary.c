@@ -15,12 +15,8 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
     return n;
 }
 
-kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, size_t *length)
+static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t *length)
 {
-    if (length)
-        *length = 0;
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
     if (!text && size > 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_summary: text is NULL but size is %zu", size);
@@ -60,4 +56,18 @@ kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, siz
     if (length)
         *length = t.length;
     return KILN_OK;
+}
+
+kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, size_t *length)
+{
+    if (length)
+        *length = 0;
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    int entered;
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_summary", &entered);
+    if (st == KILN_OK)
+        st = summary(m, text, size, length);
+    kiln_model_leave_reading(m, entered);
+    return st;
 }

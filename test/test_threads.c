@@ -104,6 +104,7 @@ typedef struct reentry {
     int tried;
     kiln_status status;
     char message[256];
+    int reads_ok;     /* fit's callback may read the model it is inside */
 } reentry;
 
 static int predict_from_callback(void *user, const kiln_progress *progress)
@@ -115,6 +116,14 @@ static int predict_from_callback(void *user, const kiln_progress *progress)
     float x[SIDE * SIDE] = {0}, y[4];
     r->status = kiln_model_predict(r->model, x, 1, y, 1);
     snprintf(r->message, sizeof r->message, "%s", kiln_context_last_error(r->ctx));
+    int32_t epochs = -1;
+    size_t length = 0;
+    kiln_training_stats stats = {.struct_size = sizeof stats};
+    kiln_memory_report memory = {.struct_size = sizeof memory};
+    r->reads_ok = kiln_model_history_length(r->model, &epochs) == KILN_OK && epochs >= 0 &&
+                  kiln_model_training_stats(r->model, &stats) == KILN_OK &&
+                  kiln_model_memory(r->model, 0, &memory) == KILN_OK &&
+                  kiln_model_summary(r->model, NULL, 0, &length) == KILN_OK && length > 0;
     return 0;
 }
 
@@ -129,7 +138,7 @@ static void test_reentry_refused(kiln_context *ctx, const kiln_dataset *ds)
                            .verbosity = KILN_VERBOSE_SILENT, .callback = predict_from_callback,
                            .callback_user = &r};
     CHECK_OK(ctx, kiln_model_fit(called, ds, &fo));
-    CHECK(r.tried > 0 && r.status == KILN_ERROR_STATE);
+    CHECK(r.tried > 0 && r.status == KILN_ERROR_STATE && r.reads_ok);
     CHECK(strstr(r.message, "kiln_model_predict") && strstr(r.message, "kiln_model_fit"));
     /* The refused call changed nothing. */
     int64_t n;
@@ -148,7 +157,7 @@ typedef struct crossing {
     kiln_context *ctx;
     pthread_barrier_t inside, tried;
     int signalled;
-    kiln_status status;
+    kiln_status status, read_status;
     char message[256];
 } crossing;
 
@@ -170,6 +179,9 @@ static void *call_while_fitting(void *arg)
     float w[1];
     c->status = kiln_model_get_weights(c->model, w, 1);
     snprintf(c->message, sizeof c->message, "%s", kiln_context_last_error(c->ctx));
+    /* Reading is refused too: the history is fit's to grow. */
+    int32_t epochs;
+    c->read_status = kiln_model_history_length(c->model, &epochs);
     pthread_barrier_wait(&c->tried);
     return NULL;
 }
@@ -186,7 +198,7 @@ static void test_second_thread_refused(kiln_context *ctx, const kiln_dataset *ds
                            .callback_user = &c};
     CHECK_OK(ctx, kiln_model_fit(c.model, ds, &fo));
     pthread_join(other, NULL);
-    CHECK(c.status == KILN_ERROR_STATE);
+    CHECK(c.status == KILN_ERROR_STATE && c.read_status == KILN_ERROR_STATE);
     CHECK(strstr(c.message, "kiln_model_get_weights") && strstr(c.message, "kiln_model_fit"));
     /* Once fit has returned, the model is free again. */
     int64_t n;
