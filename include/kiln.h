@@ -775,8 +775,176 @@ KILN_API kiln_status kiln_dataset_count(const kiln_dataset *dataset, int64_t *co
 KILN_API kiln_status kiln_dataset_subset(const kiln_dataset *dataset, int64_t start,
                                          int64_t count, kiln_dataset **out);
 
-/** Accepts NULL. */
+/** Accepts NULL. A subset keeps what it reads from alive: destroying the
+ *  dataset it was cut from first is fine. */
 KILN_API void kiln_dataset_destroy(kiln_dataset *dataset);
+
+/** How a source stores its features (the model always sees float32). */
+typedef enum kiln_dtype {
+    KILN_DTYPE_FLOAT32 = 0,
+    KILN_DTYPE_FLOAT16,
+    KILN_DTYPE_UINT8,
+    KILN_DTYPE_INT8,
+    KILN_DTYPE_UINT16,
+    KILN_DTYPE_INT16,
+    KILN_DTYPE_INT32
+} kiln_dtype;
+
+/** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
+ *  and how the source stores it (dtype may be NULL). */
+KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
+                                               int32_t *dims, kiln_dtype *dtype);
+
+/** Reads sample `index` as the model would get it in evaluation (scaled and
+ *  mapped, never augmented): `features` has room for the sample's element
+ *  count, `label` for one int32 (sparse) or label_size floats (dense); either
+ *  may be NULL. */
+KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
+                                       float *features, void *label);
+
+/** Image folders and any source given class names: their number (0 when
+ *  the dataset has none) and each name (valid while the dataset lives). */
+KILN_API kiln_status kiln_dataset_class_count(const kiln_dataset *dataset, int32_t *count);
+KILN_API kiln_status kiln_dataset_class_name(const kiln_dataset *dataset, int32_t index,
+                                             const char **name);
+
+/** Options of kiln_dataset_from_npy(). */
+typedef struct kiln_npy_options {
+    size_t struct_size;          /**< sizeof(kiln_npy_options) */
+    /** Features become value * scale + offset, converted when a batch is
+     *  gathered (a uint8 file stays uint8 in memory); 0: 1 (values as
+     *  stored). Finite. */
+    float scale;
+    float offset;                /**< finite; default 0 */
+    int64_t limit;               /**< reads at most this many samples (0: all) */
+} kiln_npy_options;
+
+/**
+ * A dataset over NumPy .npy files (np.save's format, versions 1 to 3),
+ * memory-mapped: nothing is read until a batch needs it. Features: C order,
+ * dtype uint8, int8, uint16, int16, int32, float16 or float32 (little-endian),
+ * any rank >= 2 (samples first). Labels: a 1-D integer array (sparse class
+ * ids) or a 2-D float32 array (dense, one row per sample). KILN_ERROR_IO
+ * when a file cannot be opened or mapped; KILN_ERROR_FORMAT for a bad magic
+ * or header, a size that disagrees with the shape, features and labels of
+ * different counts; KILN_ERROR_UNSUPPORTED for Fortran order, big-endian or
+ * another dtype; each naming the file. Float features are checked for NaN
+ * and Inf as batches are gathered (KILN_ERROR_DATA naming the sample).
+ */
+KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
+                                           const char *labels_path,
+                                           const kiln_npy_options *options,
+                                           kiln_dataset **out);
+
+/** Options of kiln_dataset_from_image_folder(). */
+typedef struct kiln_image_folder_options {
+    size_t struct_size;          /**< sizeof(kiln_image_folder_options) */
+    int32_t height;              /**< images are resized (bilinear) to this; > 0 */
+    int32_t width;               /**< > 0 */
+    int32_t channels;            /**< 1 (grayscale) or 3 (RGB); 0: 3 */
+    /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
+    float scale;
+    float offset;
+    /** Nonzero: an image that cannot be decoded is left out of its batch's
+     *  place by reading the next sample of its class instead, and counted
+     *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT naming
+     *  the file. */
+    int32_t skip_bad_images;
+} kiln_image_folder_options;
+
+/**
+ * A dataset of the images under `folder`, one subfolder per class, as
+ * keras.utils.image_dataset_from_directory reads them: class names are the
+ * subfolders' names in sorted (byte) order, labels are their indices
+ * (sparse), files (.png, .jpg, .jpeg, any case) are listed once, sorted,
+ * and decoded when a batch needs them (libpng and libjpeg-turbo; a build
+ * without one says so when such a file is read: KILN_ERROR_UNSUPPORTED).
+ * Samples are (height, width, channels). KILN_ERROR_IO when the folder
+ * cannot be read; KILN_ERROR_DATA for a folder with no class subfolder, a
+ * class folder with no image, naming it.
+ */
+KILN_API kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const char *folder,
+                                                    const kiln_image_folder_options *options,
+                                                    kiln_dataset **out);
+
+/** Samples a source skipped so far (kiln_image_folder_options.skip_bad_images). */
+KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *count);
+
+/**
+ * Fills one sample for kiln_dataset_from_callback(): `features` gets the
+ * sample's element count of floats, `label` one int32 class id (sparse) or
+ * label_size floats (dense). Return 0 on success; nonzero stops the call
+ * using the dataset with KILN_ERROR_DATA naming the index and `message`
+ * (room for message_size bytes; may be left empty). Called from kiln's
+ * loader threads, several at once for different indices: it must be safe
+ * to call concurrently (read-only shared state, or its own locking), and
+ * must not call kiln on the model being trained.
+ */
+typedef int (*kiln_sample_fn)(void *user, int64_t index, float *features, void *label,
+                              char *message, size_t message_size);
+
+/** An application's samples, for kiln_dataset_from_callback(). */
+typedef struct kiln_callback_desc {
+    size_t struct_size;          /**< sizeof(kiln_callback_desc) */
+    int64_t count;               /**< number of samples, > 0 */
+    int32_t feature_rank;        /**< 1..KILN_MAX_RANK */
+    int32_t feature_dims[KILN_MAX_RANK];
+    kiln_label_kind label_kind;  /**< default sparse */
+    int32_t label_size;          /**< KILN_LABELS_DENSE: floats per sample */
+    kiln_sample_fn fill;         /**< required */
+    void *user;                  /**< passed to fill */
+    /** Sparse labels must be in [0, num_classes) (KILN_ERROR_DATA naming the
+     *  index otherwise); 0: checked against the model's output only. */
+    int32_t num_classes;
+} kiln_callback_desc;
+
+/** A dataset whose samples the application fills on demand (Keras's
+ *  PyDataset, PyTorch's map-style Dataset). Features and dense labels are
+ *  checked for NaN and Inf as they arrive (KILN_ERROR_DATA naming the
+ *  index). */
+KILN_API kiln_status kiln_dataset_from_callback(kiln_context *ctx, const kiln_callback_desc *desc,
+                                                kiln_dataset **out);
+
+/**
+ * Transforms one sample after it is read (tf.data's map), in place: the
+ * features have the dataset's sample shape. Return 0 on success; nonzero
+ * stops the call with KILN_ERROR_DATA naming the index and `message`.
+ * Called from loader threads, concurrently: the same rules as
+ * kiln_sample_fn.
+ */
+typedef int (*kiln_map_fn)(void *user, int64_t index, float *features, char *message,
+                           size_t message_size);
+
+/** Random augmentations applied to training batches only (never in
+ *  evaluate or kiln_dataset_read), as Keras's preprocessing layers. Each
+ *  sample's draws depend on (seed, epoch, sample index) alone: the same
+ *  batches whatever the number of loader threads, and exact resume. Samples
+ *  must be (height, width, channels). */
+typedef struct kiln_augment_options {
+    size_t struct_size;          /**< sizeof(kiln_augment_options) */
+    int32_t flip_horizontal;     /**< nonzero: mirror left-right with probability 1/2 */
+    int32_t flip_vertical;       /**< nonzero: mirror top-bottom with probability 1/2 */
+    /** Shift by up to this fraction of the height / width, each way
+     *  (RandomTranslation), filling with 0; in [0, 1). */
+    float translate_height;
+    float translate_width;
+    /** Pad each side with this many zero pixels, then crop a random window
+     *  of the original size (the CIFAR recipe); >= 0. */
+    int32_t pad_crop;
+    /** Add a random delta in [-brightness, brightness] to every value; >= 0. */
+    float brightness;
+    /** Scale each channel's deviation from its mean by a random factor in
+     *  [1 - contrast, 1 + contrast] (RandomContrast); in [0, 1]. */
+    float contrast;
+    uint64_t seed;               /**< 0: derived from the context's seed */
+} kiln_augment_options;
+
+/** Sets the application's map (NULL: none) and the training augmentations
+ *  (NULL: none) of a dataset; they apply to every later use of it. Map runs
+ *  first, then augmentation. */
+KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn map,
+                                            void *map_user,
+                                            const kiln_augment_options *augment);
 
 /* ------------------------------------------------------------------------ */
 /* Training, evaluation, prediction                                         */
@@ -859,6 +1027,17 @@ typedef struct kiln_fit_options {
      *  nonzero: it skips the step, counts it (kiln_epoch_record.skipped_steps)
      *  and goes on. */
     int32_t skip_nonfinite;
+    /** Keras's validation_split: the last fraction of the training samples,
+     *  taken before shuffling, is held out and evaluated after each epoch
+     *  instead of `validation` (which must then be NULL); in [0, 1). */
+    float validation_split;
+    /** Threads that read, decode and transform the next batches while the
+     *  devices compute (0: the number of processors minus 1, at least 1);
+     *  the batches are the same whatever the number. */
+    int32_t loader_threads;
+    /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
+     *  memory is this many batches of host staging. */
+    int32_t prefetch_batches;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto

@@ -1,26 +1,80 @@
-/* Private: the dataset body and batch assembly. */
+/* Private: the dataset body, its sources and batch assembly.
+ *
+ * A dataset is `count` samples of one shape, read by index. Resident data
+ * (host arrays, IDX files) lives in float arrays the dataset points into; a
+ * streamed source (memory-mapped .npy files, image folders, an
+ * application's callback) reads a sample when a batch needs it, through its
+ * ops, from loader threads at once. A subset is a view: it holds its
+ * parent and shifts indices. */
 #ifndef KILN_RUNTIME_DATASET_H
 #define KILN_RUNTIME_DATASET_H
 
 #include "kiln.h"
 #include "layers/layer.h"
 
+typedef struct kiln_source_ops {
+    const char *kind;   /* "npy", "image folder", "callback": for messages */
+    /* Reads sample `index` of the source into `features` (feature_size
+     * floats, final values: scaled, not yet mapped or augmented) and
+     * `label` (one int32, or label_size floats). Called from several
+     * threads at once. A failure records its message with kiln_error on
+     * the calling thread, naming the sample (and file), and returns it. */
+    kiln_status (*read)(const kiln_dataset *ds, int64_t index, float *features, void *label);
+    void (*destroy)(kiln_dataset *ds);   /* frees ds->source */
+} kiln_source_ops;
+
+/* The transforms a dataset carries (kiln_dataset_transform). */
+typedef struct kiln_transforms {
+    kiln_map_fn map;
+    void *map_user;
+    int augmenting;
+    kiln_augment_options augment;
+} kiln_transforms;
+
 struct kiln_dataset {
     kiln_context *ctx;
+    int refs;                   /* the handle, and each subset cut from it (atomic) */
     int64_t count;
     kiln_shape feature_shape;   /* one sample, batch not counted */
     int64_t feature_size;       /* floats per sample */
-    float *features;            /* count * feature_size */
+    kiln_dtype dtype;           /* as the source stores features */
     kiln_label_kind label_kind;
     int32_t label_size;         /* 1 for sparse labels */
+    /* Largest sparse label, -1 if dense; for a source that cannot know it
+     * before reading (a callback), `labels_unchecked` is set and each
+     * label is checked as it is read. */
+    int32_t max_label;
+    int labels_unchecked;
+    /* Streamed features may hold NaN or Inf (float files, callbacks, a
+     * map): checked as they are read, naming the sample. */
+    int features_unchecked;
+    /* Resident data, or NULL: count * feature_size floats, and the labels. */
+    float *features;
     int32_t *sparse_labels;     /* KILN_LABELS_SPARSE: count ids */
     float *dense_labels;        /* KILN_LABELS_DENSE: count * label_size */
-    int32_t max_label;          /* largest sparse label (-1 if dense) */
+    int owns_arrays;            /* else they belong to `parent` */
+    /* A streamed source: its ops and state. */
+    const kiln_source_ops *ops;
+    void *source;
+    /* A subset: samples [offset, offset + count) of parent. */
+    kiln_dataset *parent;
+    int64_t offset;
+    char **class_names;         /* n_classes names, or NULL */
+    int32_t n_classes;
+    int64_t skipped;            /* samples a source replaced (atomic) */
+    kiln_transforms transforms;
 };
 
-/* An uninitialised dataset of `count` samples of `shape` (idx.c fills one). */
+/* An uninitialised resident dataset of `count` samples of `shape` (idx.c
+ * fills one). */
 kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
                                kiln_label_kind kind, int32_t label_size, kiln_dataset **out);
+
+/* A streamed dataset: the caller fills ops, source, dtype and the label
+ * facts after; on failure the caller still owns `source`. */
+kiln_status kiln_dataset_new_streamed(kiln_context *ctx, int64_t count, const kiln_shape *shape,
+                                      kiln_label_kind kind, int32_t label_size,
+                                      kiln_dataset **out);
 
 /* kiln_dataset_from_idx on two files already in memory (plain or gzip),
  * read in place: the fuzzer's entry point. */
@@ -34,8 +88,26 @@ kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,
 void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,
                       int64_t *order);
 
+/* What reading a sample for a batch applies beyond the source. */
+typedef struct kiln_read_plan {
+    int augment;               /* training: the dataset's augmentations */
+    uint64_t augment_seed;     /* when its options left seed 0 */
+    int32_t epoch;             /* augmentation draws depend on it */
+    int32_t max_classes;       /* sparse labels must be below (0: unchecked) */
+} kiln_read_plan;
+
+/* Reads sample `index` through the dataset's source, map and (when the
+ * plan says) augmentations, checking what the source could not. Safe from
+ * several threads at once; a failure names the sample. */
+kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
+                                     const kiln_read_plan *plan, float *features, void *label);
+
+/* Bytes of one sample's label: an int32 or label_size floats. */
+size_t kiln_dataset_label_bytes(const kiln_dataset *ds);
+
 /* Copies samples order[0..n) into contiguous host arrays: features
- * (n * feature_size floats) and labels (n int32 or n * label_size floats). */
+ * (n * feature_size floats) and labels (n int32 or n * label_size floats).
+ * Resident datasets without transforms only: the tests' shortcut. */
 void kiln_dataset_gather(const kiln_dataset *ds, const int64_t *order, int32_t n,
                          float *features, void *labels);
 
