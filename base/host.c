@@ -170,11 +170,12 @@ const char *kiln_diag_message(kiln_host *host)
     return s->bound ? s->bound->message : s->diag.message;
 }
 
-void kiln_diag_bind(kiln_host *host, kiln_diag *diag)
+int kiln_diag_bind(kiln_host *host, kiln_diag *diag)
 {
     kiln_diag_slot *s = slot_of_thread(host, 1);
     if (s)
         s->bound = diag;
+    return s != NULL;
 }
 
 kiln_status kiln_vfail(kiln_host *host, kiln_status status, const char *fmt, va_list ap)

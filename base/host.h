@@ -90,7 +90,8 @@ kiln_diag *kiln_diag_of_thread(kiln_host *host);
 const char *kiln_diag_message(kiln_host *host);
 /* Makes `diag` (owned by the caller, alive while the thread runs kiln
  * work) the calling thread's diagnostics: a worker's own buffer, which no
- * other thread writes. */
-void kiln_diag_bind(kiln_host *host, kiln_diag *diag);
+ * other thread writes. Returns 0 when no memory was left to record the
+ * binding: the thread's messages then go to the host's fallback. */
+int kiln_diag_bind(kiln_host *host, kiln_diag *diag);
 
 #endif

@@ -35,6 +35,42 @@ static int32_t sparse_max(const int32_t *labels, int64_t count)
     return max;
 }
 
+static void init_body(kiln_dataset *ds, kiln_context *ctx, int64_t count, const kiln_shape *shape,
+                      int64_t feature_size, kiln_label_kind kind, int32_t label_size)
+{
+    ds->ctx = ctx;
+    kiln_context_hold(ctx);
+    ds->refs = 1;
+    ds->count = count;
+    ds->feature_shape = *shape;
+    ds->feature_size = feature_size;
+    ds->dtype = KILN_DTYPE_FLOAT32;
+    ds->label_kind = kind;
+    ds->label_size = label_size;
+    ds->max_label = -1;
+}
+
+kiln_status kiln_dataset_new_streamed(kiln_context *ctx, int64_t count, const kiln_shape *shape,
+                                      kiln_label_kind kind, int32_t label_size,
+                                      kiln_dataset **out)
+{
+    *out = NULL;
+    const int64_t fsize = sample_size(shape);
+    /* A batch's staging is counted in size_t bytes. */
+    if (fsize < 0 || count <= 0 || label_size <= 0 ||
+        (uint64_t)fsize > SIZE_MAX / sizeof(float) / 65536)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "a dataset of %lld samples of %lld elements with labels of %d is not "
+                          "possible: a size is <= 0 or too large", (long long)count,
+                          (long long)fsize, (int)label_size);
+    kiln_dataset *ds = kiln_calloc(ctx, 1, sizeof *ds);
+    if (!ds)
+        return kiln_error_oom(ctx, "a dataset", sizeof *ds);
+    init_body(ds, ctx, count, shape, fsize, kind, label_size);
+    *out = ds;
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
                                kiln_label_kind kind, int32_t label_size, kiln_dataset **out)
 {
@@ -61,14 +97,8 @@ kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shap
     kiln_dataset *ds = kiln_calloc(ctx, 1, sizeof *ds);
     if (!ds)
         return kiln_error_oom(ctx, "a dataset", sizeof *ds);
-    ds->ctx = ctx;
-    kiln_context_hold(ctx);
-    ds->count = count;
-    ds->feature_shape = *shape;
-    ds->feature_size = fsize;
-    ds->label_kind = kind;
-    ds->label_size = label_size;
-    ds->max_label = -1;
+    init_body(ds, ctx, count, shape, fsize, kind, label_size);
+    ds->owns_arrays = 1;
     ds->features = kiln_alloc(ctx, feature_bytes);
     if (!ds->features) {
         st = kiln_error_oom(ctx, "dataset features", feature_bytes);
@@ -251,19 +281,28 @@ kiln_status kiln_dataset_subset(const kiln_dataset *ds, int64_t start, int64_t c
                           "dataset's %lld samples (need start >= 0, count > 0, "
                           "start + count <= %lld)", (long long)start, (long long)count,
                           (long long)ds->count, (long long)ds->count);
-    kiln_dataset *sub;
-    const kiln_status st = kiln_dataset_alloc(ds->ctx, count, &ds->feature_shape,
-                                              ds->label_kind, ds->label_size, &sub);
-    if (st != KILN_OK)
-        return st;
-    memcpy(sub->features, ds->features + start * ds->feature_size,
-           (size_t)(count * ds->feature_size) * sizeof(float));
-    if (ds->label_kind == KILN_LABELS_SPARSE) {
-        memcpy(sub->sparse_labels, ds->sparse_labels + start, (size_t)count * sizeof(int32_t));
-        sub->max_label = sparse_max(sub->sparse_labels, count);
-    } else {
-        memcpy(sub->dense_labels, ds->dense_labels + start * ds->label_size,
-               (size_t)(count * ds->label_size) * sizeof(float));
+    kiln_dataset *sub = kiln_calloc(ds->ctx, 1, sizeof *sub);
+    if (!sub)
+        return kiln_error_oom(ds->ctx, "a dataset", sizeof *sub);
+    /* A view: the same facts and transforms, indices shifted by `start`. */
+    *sub = *ds;
+    kiln_context_hold(ds->ctx);
+    sub->refs = 1;
+    sub->count = count;
+    sub->owns_arrays = 0;
+    sub->ops = NULL;
+    sub->source = NULL;
+    sub->parent = (kiln_dataset *)ds;   /* held, never written through */
+    sub->offset = start;
+    __atomic_add_fetch(&sub->parent->refs, 1, __ATOMIC_RELAXED);
+    if (ds->features) {
+        sub->features = ds->features + start * ds->feature_size;
+        if (ds->label_kind == KILN_LABELS_SPARSE) {
+            sub->sparse_labels = ds->sparse_labels + start;
+            sub->max_label = sparse_max(sub->sparse_labels, count);
+        } else {
+            sub->dense_labels = ds->dense_labels + start * ds->label_size;
+        }
     }
     *out = sub;
     return KILN_OK;
@@ -271,12 +310,23 @@ kiln_status kiln_dataset_subset(const kiln_dataset *ds, int64_t start, int64_t c
 
 void kiln_dataset_destroy(kiln_dataset *ds)
 {
-    if (!ds)
+    if (!ds || __atomic_sub_fetch(&ds->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     kiln_context *ctx = ds->ctx;
-    kiln_free(ctx, ds->features);
-    kiln_free(ctx, ds->sparse_labels);
-    kiln_free(ctx, ds->dense_labels);
+    if (ds->parent) {
+        kiln_dataset_destroy(ds->parent);
+    } else {
+        if (ds->ops && ds->ops->destroy)
+            ds->ops->destroy(ds);
+        for (int32_t i = 0; i < ds->n_classes; i++)
+            kiln_free(ctx, ds->class_names[i]);
+        kiln_free(ctx, ds->class_names);
+    }
+    if (ds->owns_arrays) {
+        kiln_free(ctx, ds->features);
+        kiln_free(ctx, ds->sparse_labels);
+        kiln_free(ctx, ds->dense_labels);
+    }
     kiln_free(ctx, ds);
     kiln_context_release(ctx);
 }

@@ -98,9 +98,11 @@ typedef struct kiln_read_plan {
 
 /* Reads sample `index` through the dataset's source, map and (when the
  * plan says) augmentations, checking what the source could not. Safe from
- * several threads at once; a failure names the sample. */
+ * several threads at once; a failure names the sample. `scratch` holds one
+ * sample (feature_size floats) for the augmentations. */
 kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
-                                     const kiln_read_plan *plan, float *features, void *label);
+                                     const kiln_read_plan *plan, float *features, void *label,
+                                     float *scratch);
 
 /* Bytes of one sample's label: an int32 or label_size floats. */
 size_t kiln_dataset_label_bytes(const kiln_dataset *ds);

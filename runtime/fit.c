@@ -3,6 +3,7 @@
 #include "comm/mpi_world.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dataset.h"
+#include "runtime/loader.h"
 #include "runtime/progress.h"
 
 #include <math.h>
@@ -39,7 +40,7 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                               "%s: %s has dense labels but the loss is "
                               "sparse_categorical_crossentropy (integer class ids)", call, what);
-        if (ds->max_label >= outputs)
+        if (!ds->labels_unchecked && ds->max_label >= outputs)
             return kiln_error(m->ctx, KILN_ERROR_DATA,
                               "%s: %s has label %d but the output '%s' has %lld classes "
                               "(labels 0 to %lld)", call, what, (int)ds->max_label,
@@ -77,60 +78,87 @@ static kiln_status check_same_everywhere(kiln_model *m, int together, const char
                : KILN_OK;
 }
 
-/* Host staging for one batch, of at most the dataset's size. */
-typedef struct batch_staging {
-    float *features;
-    void *labels;
-    int64_t *order;
-} batch_staging;
+/* The strategy's share of each batch, for the loader. */
+typedef struct share_of {
+    kiln_model *m;
+    int train;
+} share_of;
 
-static void staging_free(kiln_context *ctx, batch_staging *staging)
+static void strategy_share(void *user, int64_t ahead, int32_t n, int32_t *first, int32_t *count)
 {
-    kiln_free(ctx, staging->features);
-    kiln_free(ctx, staging->labels);
-    kiln_free(ctx, staging->order);
+    const share_of *s = user;
+    s->m->strategy->shard(s->m->strategy_impl, s->train, ahead, n, first, count);
 }
 
-static kiln_status staging_alloc(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                                 batch_staging *staging)
+/* A loader over `ds` and the order its epochs fill: training applies the
+ * augmentations; sparse labels are checked against the output. */
+typedef struct batch_source {
+    kiln_loader *loader;
+    int64_t *order;
+    share_of share;
+} batch_source;
+
+static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t batch, int train,
+                               int32_t threads, int32_t prefetch, batch_source *src)
 {
-    memset(staging, 0, sizeof *staging);
-    if (batch > ds->count)
-        batch = (int32_t)ds->count;  /* no batch holds more samples than the dataset */
-    const size_t label_bytes = ds->label_kind == KILN_LABELS_SPARSE
-                                   ? sizeof(int32_t)
-                                   : (size_t)ds->label_size * sizeof(float);
-    staging->features =
-        kiln_calloc(m->ctx, (size_t)batch * (size_t)ds->feature_size, sizeof(float));
-    staging->labels = kiln_calloc(m->ctx, (size_t)batch, label_bytes);
-    staging->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
-    if (!staging->features || !staging->labels || !staging->order) {
-        staging_free(m->ctx, staging);
-        return kiln_error_oom(m->ctx, "batch staging",
-                              (size_t)batch * (size_t)ds->feature_size * sizeof(float));
-    }
+    memset(src, 0, sizeof *src);
+    src->share = (share_of){.m = m, .train = train};
+    src->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
+    if (!src->order)
+        return kiln_error_oom(m->ctx, "the epoch's order", (size_t)ds->count * sizeof(int64_t));
+    threads = kiln_loader_default_threads(threads);
+    const kiln_loader_config c = {
+        .ds = ds, .batch_size = batch, .threads = threads,
+        .prefetch = prefetch > 0 ? prefetch : 2 * threads,
+        .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
+                 .max_classes = m->loss.sparse ? (int32_t)kiln_node_size(m, m->output) : 0},
+        .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
+    const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
+    if (st != KILN_OK)
+        kiln_free(m->ctx, src->order);
+    return st;
+}
+
+static void source_close(kiln_model *m, batch_source *src)
+{
+    kiln_loader_destroy(src->loader);
+    kiln_free(m->ctx, src->order);
+    memset(src, 0, sizeof *src);
+}
+
+/* The next batch from the loader, as the strategy takes it. */
+static kiln_status next_batch(kiln_model *m, batch_source *src, kiln_batch *b)
+{
+    kiln_loaded l;
+    const kiln_status st = kiln_loader_next(src->loader, &l);
+    if (st != KILN_OK)
+        return st;
+    *b = (kiln_batch){.n = l.n, .features = l.features, .labels = l.labels,
+                      .sharded = m->strategy->shard != NULL, .first = l.first,
+                      .count = l.count};
     return KILN_OK;
 }
 
 static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
                                     kiln_metrics *out)
 {
-    batch_staging staging;
-    kiln_status st = staging_alloc(m, ds, batch, &staging);
+    batch_source src;
+    kiln_status st = source_open(m, ds, batch, 0, 0, 0, &src);
     if (st != KILN_OK)
         return st;
-    kiln_epoch_order(ds->count, 0, 0, 0, staging.order);
+    kiln_epoch_order(ds->count, 0, 0, 0, src.order);
+    kiln_loader_begin(src.loader, src.order, ds->count, 0, 0);
     double loss = 0, correct = 0;
     for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
-        const int32_t n = (int32_t)(ds->count - start < batch ? ds->count - start : batch);
-        kiln_dataset_gather(ds, staging.order + start, n, staging.features, staging.labels);
-        kiln_batch b = {n, staging.features, staging.labels};
-        double sums[2];
-        st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+        kiln_batch b;
+        st = next_batch(m, &src, &b);
+        double sums[2] = {0, 0};
+        if (st == KILN_OK)
+            st = m->strategy->eval_step(m->strategy_impl, &b, sums);
         loss += sums[0];
         correct += sums[1];
     }
-    staging_free(m->ctx, &staging);
+    source_close(m, &src);
     out->loss = loss / (double)ds->count;
     out->accuracy = m->loss.accuracy ? correct / (double)ds->count : -1.0;
     out->samples = ds->count;
@@ -194,7 +222,7 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
         check_same_everywhere(m, m->mpi_evaluates, "kiln_model_predict", names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
-        kiln_batch b = {n, inputs + start * in_size, NULL};
+        const kiln_batch b = {.n = n, .features = inputs + start * in_size};
         st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
     }
     return st;
@@ -230,6 +258,17 @@ static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: verbosity %d is not a kiln_verbosity",
                           (int)o->verbosity);
+    if (!(o->validation_split >= 0.0f && o->validation_split < 1.0f) ||
+        (o->validation_split > 0.0f && o->validation))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: validation_split is %g; it must be in [0, 1), and 0 "
+                          "when validation data is given", (double)o->validation_split);
+    if (o->loader_threads < 0 || o->loader_threads > 256 || o->prefetch_batches < 0 ||
+        o->prefetch_batches > 1024)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: loader_threads is %d and prefetch_batches %d; they "
+                          "must be in [0, 256] and [0, 1024] (0: the default)",
+                          (int)o->loader_threads, (int)o->prefetch_batches);
     if (o->validation)
         return check_dataset(m, o->validation, "kiln_model_fit", "the validation data");
     return KILN_OK;
@@ -314,22 +353,21 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
            m->strategy->micro_step(m->strategy_impl) == 0;
 }
 
-/* Trains on batch `step` of the epoch's order, timing the input apart
- * from the step. */
-static kiln_status train_batch(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                               int64_t step, batch_staging *staging, double sums[3])
+/* Trains on the loader's next batch, timing the wait for input apart from
+ * the step. */
+static kiln_status train_batch(kiln_model *m, batch_source *src, double sums[3])
 {
-    const int64_t first = step * batch;
-    const int32_t n = (int32_t)(ds->count - first < batch ? ds->count - first : batch);
     const double t0 = kiln_now();
-    kiln_dataset_gather(ds, staging->order + first, n, staging->features, staging->labels);
-    kiln_batch b = {n, staging->features, staging->labels};
+    kiln_batch b;
+    kiln_status st = next_batch(m, src, &b);
+    if (st != KILN_OK)
+        return st;
     /* Asynchronous strategies report other batches. */
     sums[0] = 0;
     sums[1] = 0;
-    sums[2] = n;
+    sums[2] = b.n;
     const double t1 = kiln_now();
-    const kiln_status st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    st = m->strategy->train_step(m->strategy_impl, &b, sums);
     if (st != KILN_OK)
         return st;
     m->input_seconds += t1 - t0;
@@ -431,12 +469,13 @@ static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, int32_t e
 }
 
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
-                             int32_t epoch, batch_staging *staging, kiln_progress_bar *bar)
+                             int32_t epoch, batch_source *src, kiln_progress_bar *bar)
 {
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, staging->order);
+    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, src->order);
+    kiln_loader_begin(src->loader, src->order, ds->count, m->epoch_step, m->n_history);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
@@ -445,7 +484,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     kiln_status st = KILN_OK;
     for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
         double sums[3];
-        st = train_batch(m, ds, o->batch_size, step, staging, sums);
+        st = train_batch(m, src, sums);
         if (st == KILN_OK)
             st = count_step(m, o, epoch, step, sums, &r);
         if (st != KILN_OK)
@@ -454,6 +493,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
         st = after_step(m, o, epoch, step, steps, &r);
     }
+    kiln_loader_end(src->loader);
     if (st == KILN_OK && m->strategy->drain)
         st = drain_in_flight(m, o, epoch, &r);
     r.samples = m->epoch_seen;
@@ -464,6 +504,68 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     r.seconds = kiln_now() - start;
     kiln_progress_end(bar, &r);
     return end_epoch(m, o, epoch, steps, &r);
+}
+
+/* Keras's validation_split: the last fraction of the samples, before any
+ * shuffling, becomes the validation data (views, no copy). */
+static kiln_status split_validation(kiln_model *m, const kiln_dataset *ds, kiln_fit_options *o,
+                                    kiln_dataset **train, kiln_dataset **held_out)
+{
+    *train = *held_out = NULL;
+    if (o->validation_split == 0.0f)
+        return KILN_OK;
+    const int64_t kept = (int64_t)((double)ds->count * (1.0 - (double)o->validation_split));
+    if (kept < 1 || kept >= ds->count)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_fit: "
+                          "validation_split %g of %lld samples leaves %lld for training and "
+                          "%lld for validation; each needs at least one",
+                          (double)o->validation_split, (long long)ds->count, (long long)kept,
+                          (long long)(ds->count - kept));
+    kiln_status st = kiln_dataset_subset(ds, 0, kept, train);
+    if (st == KILN_OK)
+        st = kiln_dataset_subset(ds, kept, ds->count - kept, held_out);
+    if (st == KILN_OK)
+        o->validation = *held_out;
+    return st;
+}
+
+static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fit_options *o)
+{
+    kiln_status st = KILN_OK;
+    if (o->checkpoint_dir && m->rank == 0)
+        st = kiln_checkpoint_folder_open(m, o->checkpoint_dir);
+    if (st != KILN_OK)
+        return st;
+    batch_source src;
+    st = source_open(m, train, o->batch_size, 1, o->loader_threads, o->prefetch_batches, &src);
+    if (st != KILN_OK)
+        return st;
+    const int resumed = o->resume && kiln_checkpoint_folder_resume(m, o->checkpoint_dir);
+    if (!resumed) {
+        m->shuffle_seed = o->shuffle_seed ? o->shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
+        reset_epoch_position(m);
+    }
+    /* A rank that found no checkpoint to load would count `epochs` from
+     * its own history, not from the checkpoint's. */
+    static const char *const names[] = {
+        "epochs", "batch_size", "number of training samples", "number of validation samples",
+        "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
+        "epochs in the history", "steps done in the current epoch"};
+    const int64_t mine[] = {o->epochs, o->batch_size, train->count,
+                            o->validation ? o->validation->count : 0, (int64_t)m->shuffle_seed,
+                            resumed, m->n_history, m->epoch_step};
+    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
+    /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
+    const int32_t first = resumed ? m->n_history : 0;
+    const int32_t last = o->epochs;
+    kiln_progress_bar bar;
+    kiln_progress_init(&bar, m->rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
+    for (int32_t e = first; e < last && st == KILN_OK; e++)
+        st = fit_epoch(m, train, o, e, &src, &bar);
+    if (st != KILN_OK)
+        kiln_progress_abort(&bar);
+    source_close(m, &src);
+    return st;
 }
 
 static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
@@ -483,39 +585,13 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     st = check_fit_options(m, &o);
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
-    if (st == KILN_OK && o.checkpoint_dir && m->rank == 0)
-        st = kiln_checkpoint_folder_open(m, o.checkpoint_dir);
-    if (st != KILN_OK)
-        return st;
-    batch_staging staging;
-    st = staging_alloc(m, train, o.batch_size, &staging);
-    if (st != KILN_OK)
-        return st;
-    const int resumed = o.resume && kiln_checkpoint_folder_resume(m, o.checkpoint_dir);
-    if (!resumed) {
-        m->shuffle_seed = o.shuffle_seed ? o.shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
-        reset_epoch_position(m);
-    }
-    /* A rank that found no checkpoint to load would count `epochs` from
-     * its own history, not from the checkpoint's. */
-    static const char *const names[] = {
-        "epochs", "batch_size", "number of training samples", "number of validation samples",
-        "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
-        "epochs in the history", "steps done in the current epoch"};
-    const int64_t mine[] = {o.epochs, o.batch_size, train->count,
-                            o.validation ? o.validation->count : 0, (int64_t)m->shuffle_seed,
-                            resumed, m->n_history, m->epoch_step};
-    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
-    /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
-    const int32_t first = resumed ? m->n_history : 0;
-    const int32_t last = o.epochs;
-    kiln_progress_bar bar;
-    kiln_progress_init(&bar, m->rank == 0 ? o.verbosity : KILN_VERBOSE_SILENT, stderr);
-    for (int32_t e = first; e < last && st == KILN_OK; e++)
-        st = fit_epoch(m, train, &o, e, &staging, &bar);
-    if (st != KILN_OK)
-        kiln_progress_abort(&bar);
-    staging_free(m->ctx, &staging);
+    kiln_dataset *kept = NULL, *held_out = NULL;
+    if (st == KILN_OK)
+        st = split_validation(m, train, &o, &kept, &held_out);
+    if (st == KILN_OK)
+        st = fit_dataset(m, kept ? kept : train, &o);
+    kiln_dataset_destroy(kept);
+    kiln_dataset_destroy(held_out);
     return st;
 }
 

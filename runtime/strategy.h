@@ -7,12 +7,23 @@
 #include "kiln.h"
 
 /* One global batch as assembled on the host: n samples of features and
- * labels (int32 ids or floats, per the loss). */
+ * labels (int32 ids or floats, per the loss). A sharded batch (fit and
+ * evaluate under a multi-process strategy with a `shard` op) holds only
+ * this process's samples [first, first + count) of the n. */
 typedef struct kiln_batch {
     int32_t n;
     const float *features;
     const void *labels;
+    int sharded;
+    int32_t first, count;
 } kiln_batch;
+
+/* Samples of `b` present on the host: its share, or all n. */
+static inline int32_t kiln_batch_present(const kiln_batch *b, int32_t *first)
+{
+    *first = b->sharded ? b->first : 0;
+    return b->sharded ? b->count : b->n;
+}
 
 /* What a strategy measured of itself (benchmarks read it). */
 typedef struct kiln_strategy_stats {
@@ -55,6 +66,12 @@ typedef struct kiln_strategy_ops {
      * others); drain waits for every batch in flight and reports the rest.
      * NULL for synchronous strategies. */
     kiln_status (*drain)(void *impl, double sums[3]);
+    /* Multi-process strategies: which samples [*first, *first + *count) of
+     * a global batch of n this process's replicas use, in training
+     * (`train`) or evaluation, for the step `ahead` steps after the next;
+     * fit and evaluate then gather only those. NULL: every sample. */
+    void (*shard)(void *impl, int train, int64_t ahead, int32_t n, int32_t *first,
+                  int32_t *count);
 } kiln_strategy_ops;
 
 extern const kiln_strategy_ops kiln_strategy_one_device;

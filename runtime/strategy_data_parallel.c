@@ -372,10 +372,13 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
     if (dp->mode == DP_ONE_DEVICE)
         return KILN_OK;
     const kiln_model *m = dp->m;
+    int32_t first;
     const size_t n = (size_t)b->n, out = (size_t)kiln_node_size(m, m->output);
-    const size_t feature_bytes = n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
+    const size_t present = (size_t)kiln_batch_present(b, &first);
+    const size_t feature_bytes = present * (size_t)kiln_node_size(m, m->input) * sizeof(float);
     const size_t label_bytes = !b->labels ? 0
-                               : m->loss.sparse ? n * sizeof(int32_t) : n * out * sizeof(float);
+                               : m->loss.sparse ? present * sizeof(int32_t)
+                                                : present * out * sizeof(float);
     const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
     const size_t bytes = feature_bytes + label_bytes + output_bytes;
     if (bytes > dp->held_bytes) {
@@ -403,18 +406,19 @@ static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job j
     const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
-    int32_t start = 0;
+    int32_t start = 0, first;
     for (int g = 0; g < g0; g++)
         start += b->n / G + (g < b->n % G);
+    kiln_batch_present(b, &first);   /* a sharded batch starts at our first sample */
     for (int k = 0; k < dp->n; k++) {
         dp_replica *d = &dp->reps[k];
         const int32_t n = b->n / G + (g0 + k < b->n % G);
+        const size_t at = (size_t)(start - first);
         d->shard.n = n;
         d->r->first_sample = start;
         d->r->step_number = m->n_train_steps;
-        d->shard.features = b->features + (size_t)start * (size_t)in;
-        d->shard.labels = b->labels ? (const char *)b->labels + (size_t)start * label_bytes
-                                    : NULL;
+        d->shard.features = b->features + at * (size_t)in;
+        d->shard.labels = b->labels ? (const char *)b->labels + at * label_bytes : NULL;
         d->outputs = outputs ? outputs + (size_t)start * (size_t)out : NULL;
         start += n;
     }
@@ -423,6 +427,20 @@ static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job j
     for (int k = 0; k < dp->n; k++)
         dp->serial |= kiln_shape_log_add(&dp->seen[job], dp->reps[k].shard.n);
     dp->serial &= dp->n > 1 && !dp->collective;
+}
+
+/* multi_worker: this process's replicas take global replicas rank * n ...
+ * rank * n + n - 1 of each batch, contiguous samples (as split deals them). */
+static void dp_shard(void *impl, int train, int64_t ahead, int32_t n, int32_t *first,
+                     int32_t *count)
+{
+    const dp_strategy *dp = impl;
+    (void)train;
+    (void)ahead;
+    const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
+    *first = *count = 0;
+    for (int g = 0; g < g0 + dp->n; g++)
+        *(g < g0 ? first : count) += n / G + (g < n % G);
 }
 
 /* Before the strategy is latched broken: the other processes may be in
@@ -951,5 +969,5 @@ const kiln_strategy_ops kiln_strategy_multi_worker = {
     .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
     .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
     .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
-    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
+    .set_slots = dp_set_slots, .micro_step = dp_micro_step, .shard = dp_shard,
 };

@@ -161,6 +161,18 @@ static void *serve(void *arg)
     return NULL;
 }
 
+/* A worker trains the batches whose number is its own, modulo the workers;
+ * stores train none. Everyone evaluates whole batches. */
+static void psm_shard(void *impl, int train, int64_t ahead, int32_t n, int32_t *first,
+                      int32_t *count)
+{
+    const psm *p = impl;
+    const int64_t idx = p->counter + ahead;
+    *first = 0;
+    *count = !train || (p->rank >= p->stores && idx % p->workers == p->rank - p->stores) ? n
+                                                                                       : 0;
+}
+
 static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3])
 {
     psm *p = impl;
@@ -505,4 +517,5 @@ const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
     .get_params = psm_get_params, .set_params = psm_set_params, .replica_count = psm_replica_count,
     .replica = psm_replica_at, .stats = psm_stats, .get_slots = psm_get_slots,
     .set_slots = psm_set_slots, .micro_step = psm_micro_step, .drain = psm_drain,
+    .shard = psm_shard,
 };
