@@ -225,6 +225,13 @@ static int is_shift(const kiln_shape *s, const float *in, const float *out, int 
     return 1;
 }
 
+/* P(round(u * range) == d) for u uniform in [-1, 1]. */
+static double round_probability(int d, double range)
+{
+    const double lo = fmax(d - 0.5, -range), hi = fmin(d + 0.5, range);
+    return hi > lo ? (hi - lo) / (2 * range) : 0.0;
+}
+
 static void test_translate(void)
 {
     const kiln_shape s = hwc(8, 10, 3);
@@ -261,11 +268,13 @@ static void test_translate(void)
     for (int d = -bound_x; d <= bound_x; d++)
         printf(" %d:%d", d, seen_x[d + 10]);
     printf("\n");
-    /* round(u * 2.4): P(2) = P(u >= 0.625) = 0.1875; round(u * 4.5): P(4) = 0.111. */
-    for (int d = -2; d <= 2; d++)
-        CHECK(seen_y[d + 8] >= 150);
-    for (int d = -4; d <= 4; d++)
-        CHECK(seen_x[d + 10] >= 100);
+    /* Each shift as often as round(u * f * size) makes it, within 5 deviations. */
+    for (int d = -bound_y; d <= bound_y; d++)
+        CHECK(fabs(seen_y[d + 8] - 2000 * round_probability(d, 0.3 * 8)) <=
+              5 * sqrt(2000 * 0.25) + 1);
+    for (int d = -bound_x; d <= bound_x; d++)
+        CHECK(fabs(seen_x[d + 10] - 2000 * round_probability(d, 0.45 * 10)) <=
+              5 * sqrt(2000 * 0.25) + 1);
 
     /* The largest fractions and a one-pixel image: no read outside. */
     o.translate_height = o.translate_width = 0.999f;
