@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void kiln_fit_options_init(kiln_fit_options *o)
@@ -514,7 +515,12 @@ static kiln_status split_validation(kiln_model *m, const kiln_dataset *ds, kiln_
     *train = *held_out = NULL;
     if (o->validation_split == 0.0f)
         return KILN_OK;
-    const int64_t kept = (int64_t)((double)ds->count * (1.0 - (double)o->validation_split));
+    /* Keras computes int(count * (1 - split)) in double. 0.2f is 0.200000003
+     * in float, which would keep 39 of 50 samples; the float's shortest
+     * decimal (0.2) keeps 40, as Keras does. */
+    char decimal[32];
+    snprintf(decimal, sizeof decimal, "%.7g", (double)o->validation_split);
+    const int64_t kept = (int64_t)((double)ds->count * (1.0 - strtod(decimal, NULL)));
     if (kept < 1 || kept >= ds->count)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_fit: "
                           "validation_split %g of %lld samples leaves %lld for training and "

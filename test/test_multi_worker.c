@@ -88,6 +88,34 @@ static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy,
     return w;
 }
 
+/* A streamed source over `ds` that counts the samples this process reads. */
+typedef struct counted {
+    const kiln_dataset *ds;
+    int64_t reads;
+} counted;
+
+static int fill_counted(void *user, int64_t index, float *features, void *label, char *message,
+                        size_t size)
+{
+    counted *c = user;
+    (void)message;
+    (void)size;
+    __atomic_add_fetch(&c->reads, 1, __ATOMIC_RELAXED);
+    return kiln_dataset_read(c->ds, index, features, label) != KILN_OK;
+}
+
+/* Samples rank `rank` of 2 (one replica each) gathers from `count`
+ * samples in batches of `batch`: its share of each batch, and no more. */
+static int64_t share_of_rank(int rank, int64_t count, int batch)
+{
+    int64_t total = 0;
+    for (int64_t start = 0; start < count; start += batch) {
+        const int n = (int)(count - start < batch ? count - start : batch);
+        total += n / 2 + (rank < n % 2);
+    }
+    return total;
+}
+
 static void compare(int rank, const char *what, const float *a, const float *b, int64_t n)
 {
     double worst = 0;
@@ -220,6 +248,24 @@ int main(int argc, char **argv)
      * (batch 7 over 2 and 4 replicas, a last batch of 4). */
     CHECK(fabs(first_epoch.loss - one_epoch.loss) < 1e-6 &&
           first_epoch.accuracy == one_epoch.accuracy);
+    /* The same from a streamed source: each process reads only its share
+     * of every batch (2 epochs of batch 7, evaluate in batches of 9). */
+    counted c = {.ds = ds};
+    kiln_callback_desc cd = {.struct_size = sizeof cd, .count = SAMPLES, .feature_rank = 3,
+                             .feature_dims = {SIDE, SIDE, 1}, .fill = fill_counted, .user = &c};
+    kiln_dataset *streamed = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &cd, &streamed));
+    kiln_metrics streamed_m;
+    float *mw_streamed = train(ctx, streamed, KILN_STRATEGY_MULTI_WORKER, 1, &n, &streamed_m);
+    const int64_t want = 2 * share_of_rank(rank, SAMPLES, 7) + share_of_rank(rank, SAMPLES, 9);
+    printf("rank %d read %lld samples of a streamed source for 2 epochs and an evaluation "
+           "(%lld expected, of %d each pass)\n", (int)rank, (long long)c.reads,
+           (long long)want, SAMPLES);
+    CHECK(c.reads == want);
+    compare(rank, "2 processes x 1 device, streamed vs in memory", mw_streamed, mw, n);
+    CHECK(streamed_m.loss == mw_m.loss && streamed_m.accuracy == mw_m.accuracy);
+    free(mw_streamed);
+    kiln_dataset_destroy(streamed);
     float *mw2 = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 2, &n, &mw2_m);
     CHECK(fabs(first_epoch.loss - one_epoch.loss) < 1e-6 &&
           first_epoch.accuracy == one_epoch.accuracy);
