@@ -6,10 +6,14 @@
 #include "runtime/context.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if KILN_HAVE_ZLIB
 #include <zlib.h>
@@ -26,6 +30,8 @@ typedef struct idx_file {
     const char *path;            /* its name in messages */
     const unsigned char *mem;    /* in memory: the bytes, else NULL */
     size_t mem_size, mem_pos;
+    void *map;                   /* a plain file mapped (mem points into it) */
+    size_t map_size;
 #if KILN_HAVE_ZLIB
     gzFile gz;
     z_stream z;                  /* in memory and gzip-compressed */
@@ -40,9 +46,34 @@ static int is_gzip(const unsigned char *b, size_t n)
     return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
 }
 
+/* A plain (not gzip) file is mapped and read in place; 0 when it is gzip
+ * or cannot be mapped, to be read through the stream. */
+static int map_plain(idx_file *f)
+{
+    const int fd = open(f->path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    unsigned char magic[2];
+    void *map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX &&
+        pread(fd, magic, 2, 0) == 2 && !is_gzip(magic, 2))
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return 0;
+    f->map = map;
+    f->map_size = (size_t)st.st_size;
+    f->mem = map;
+    f->mem_size = (size_t)st.st_size;
+    return 1;
+}
+
 static kiln_status idx_open(kiln_context *ctx, idx_file *f)
 {
     const char *path = f->path;
+    if (!f->mem && map_plain(f))
+        return KILN_OK;
 #if KILN_HAVE_ZLIB
     if (f->mem) {
         if (!is_gzip(f->mem, f->mem_size))
@@ -161,6 +192,9 @@ static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
 
 static void idx_close(idx_file *f)
 {
+    if (f->map)
+        munmap(f->map, f->map_size);
+    f->map = NULL;
 #if KILN_HAVE_ZLIB
     if (f->z_open)
         inflateEnd(&f->z);
@@ -243,6 +277,67 @@ static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char **out
     return KILN_OK;
 }
 
+/* The body's `bytes`: in place in a mapped file, else read into `*owned`. */
+static kiln_status take_body(kiln_context *ctx, idx_file *f, const unsigned char **data,
+                             unsigned char **owned, uint64_t bytes, const char *what)
+{
+    *owned = NULL;
+    if (!f->map) {
+        const kiln_status st = read_body(ctx, f, owned, bytes, what);
+        *data = *owned;
+        return st;
+    }
+    const uint64_t left = f->mem_size - f->mem_pos;
+    if (left < bytes)
+        return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
+                          "got %llu", f->path, (unsigned long long)bytes, what,
+                          (unsigned long long)left);
+    *data = f->mem + f->mem_pos;
+    f->mem_pos += (size_t)bytes;
+    return KILN_OK;
+}
+
+/* The dataset's source: the bytes, mapped in place or owned, converted to
+ * floats one sample at a time. */
+typedef struct idx_source {
+    const unsigned char *pixels, *labels;
+    unsigned char *owned[2];
+    void *map[2];
+    size_t map_size[2];
+    size_t per_image;
+    float scale;
+} idx_source;
+
+static kiln_status idx_source_read(const kiln_dataset *ds, int64_t index, float *features,
+                                   void *label)
+{
+    const idx_source *s = ds->source;
+    const unsigned char *p = s->pixels + (size_t)index * s->per_image;
+    for (size_t i = 0; i < s->per_image; i++)
+        features[i] = (float)p[i] * s->scale;
+    *(int32_t *)label = s->labels[index];
+    return KILN_OK;
+}
+
+static void idx_source_free(kiln_context *ctx, idx_source *s)
+{
+    for (int k = 0; k < 2; k++) {
+        kiln_free(ctx, s->owned[k]);
+        if (s->map[k])
+            munmap(s->map[k], s->map_size[k]);
+    }
+    kiln_free(ctx, s);
+}
+
+static void idx_source_destroy(kiln_dataset *ds)
+{
+    idx_source_free(ds->ctx, ds->source);
+}
+
+static const kiln_source_ops idx_ops = {
+    .kind = "idx", .read = idx_source_read, .destroy = idx_source_destroy,
+};
+
 static kiln_status check_args(kiln_context *ctx, const char *images_path,
                               const char *labels_path, const kiln_idx_options *o)
 {
@@ -271,8 +366,10 @@ static kiln_status idx_load(kiln_context *ctx, idx_file *img, idx_file *lab,
 {
     const float scale = o->scale > 0.0f ? o->scale : 1.0f / 255.0f;
     uint32_t idims[3], ldims[1];
-    unsigned char *pixels = NULL, *labels = NULL;
     kiln_dataset *ds = NULL;
+    idx_source *src = kiln_calloc(ctx, 1, sizeof *src);
+    if (!src)
+        return kiln_error_oom(ctx, "an IDX source", sizeof *src);
     kiln_status st = idx_open(ctx, img);
     if (st == KILN_OK)
         st = read_header(ctx, img, IDX_IMAGES_MAGIC, 3, idims);
@@ -298,28 +395,34 @@ static kiln_status idx_load(kiln_context *ctx, idx_file *img, idx_file *lab,
         goto fail;
     }
     const int64_t count = o->limit > 0 && o->limit < idims[0] ? o->limit : (int64_t)idims[0];
-    const uint64_t pixel_bytes = (uint64_t)count * per_image;
     const kiln_shape shape = {.rank = 3, .dims = {(int32_t)idims[1], (int32_t)idims[2], 1}};
-    /* The data first: the dataset is allocated only for what really arrived. */
-    st = read_body(ctx, img, &pixels, pixel_bytes, "pixels");
+    /* The data first: the dataset is made only for what really arrived. */
+    st = take_body(ctx, img, &src->pixels, &src->owned[0], (uint64_t)count * per_image,
+                   "pixels");
     if (st == KILN_OK)
-        st = read_body(ctx, lab, &labels, (uint64_t)count, "labels");
+        st = take_body(ctx, lab, &src->labels, &src->owned[1], (uint64_t)count, "labels");
     if (st == KILN_OK)
-        st = kiln_dataset_alloc(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
+        st = kiln_dataset_new_streamed(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
     if (st != KILN_OK)
         goto fail;
-    for (uint64_t i = 0; i < pixel_bytes; i++)
-        ds->features[i] = (float)pixels[i] * scale;
-    for (int64_t i = 0; i < count; i++) {
-        ds->sparse_labels[i] = labels[i];
-        ds->max_label = labels[i] > ds->max_label ? labels[i] : ds->max_label;
-    }
+    /* The maps now belong to the source. */
+    src->map[0] = img->map;
+    src->map_size[0] = img->map_size;
+    src->map[1] = lab->map;
+    src->map_size[1] = lab->map_size;
+    img->map = lab->map = NULL;
+    src->per_image = (size_t)per_image;
+    src->scale = scale;
+    ds->ops = &idx_ops;
+    ds->source = src;
+    ds->dtype = KILN_DTYPE_UINT8;
+    for (int64_t i = 0; i < count; i++)
+        ds->max_label = src->labels[i] > ds->max_label ? src->labels[i] : ds->max_label;
     *out = ds;
-    ds = NULL;
+    src = NULL;
 fail:
-    kiln_dataset_destroy(ds);
-    kiln_free(ctx, pixels);
-    kiln_free(ctx, labels);
+    if (src)
+        idx_source_free(ctx, src);
     idx_close(img);
     idx_close(lab);
     return st;
