@@ -756,8 +756,10 @@ typedef struct kiln_idx_options {
 
 /**
  * Reads an IDX image file and its IDX label file, as MNIST and
- * Fashion-MNIST ship them: plain, or gzip-compressed (".gz", needs a build
- * with zlib). Images become (rows, cols, 1) floats, labels sparse int32.
+ * Fashion-MNIST ship them: plain (memory-mapped, read in place), or
+ * gzip-compressed (".gz", needs a build with zlib; inflated once into
+ * memory). Pixels stay bytes (KILN_DTYPE_UINT8) until a batch needs them;
+ * samples are (rows, cols, 1) floats, labels sparse int32.
  * KILN_ERROR_IO if a file cannot be opened or read, KILN_ERROR_FORMAT for a
  * wrong magic number, a truncated file or sizes that disagree,
  * KILN_ERROR_UNSUPPORTED for a .gz file in a build without zlib.
