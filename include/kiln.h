@@ -1034,8 +1034,10 @@ typedef struct kiln_fit_options {
      *  instead of `validation` (which must then be NULL); in [0, 1). */
     float validation_split;
     /** Threads that read, decode and transform the next batches while the
-     *  devices compute (0: the number of processors minus 1, at least 1);
-     *  the batches are the same whatever the number. */
+     *  devices compute (0: the number of processors minus 1, at least 1;
+     *  -1: none, each batch is read on the fitting thread when its step
+     *  comes, with no prefetch); the batches are the same whatever the
+     *  number. */
     int32_t loader_threads;
     /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
      *  memory is this many batches of host staging. */

@@ -107,10 +107,10 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
     src->order = kiln_calloc(m->ctx, (size_t)ds->count, sizeof(int64_t));
     if (!src->order)
         return kiln_error_oom(m->ctx, "the epoch's order", (size_t)ds->count * sizeof(int64_t));
-    threads = kiln_loader_default_threads(threads);
+    threads = threads < 0 ? 0 : kiln_loader_default_threads(threads);   /* -1: none */
     const kiln_loader_config c = {
         .ds = ds, .batch_size = batch, .threads = threads,
-        .prefetch = prefetch > 0 ? prefetch : 2 * threads,
+        .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
                  .max_classes = m->loss.sparse ? (int32_t)kiln_node_size(m, m->output) : 0},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
@@ -264,11 +264,11 @@ static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: validation_split is %g; it must be in [0, 1), and 0 "
                           "when validation data is given", (double)o->validation_split);
-    if (o->loader_threads < 0 || o->loader_threads > 256 || o->prefetch_batches < 0 ||
+    if (o->loader_threads < -1 || o->loader_threads > 256 || o->prefetch_batches < 0 ||
         o->prefetch_batches > 1024)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: loader_threads is %d and prefetch_batches %d; they "
-                          "must be in [0, 256] and [0, 1024] (0: the default)",
+                          "must be in [-1, 256] and [0, 1024] (0: the default)",
                           (int)o->loader_threads, (int)o->prefetch_batches);
     if (o->validation)
         return check_dataset(m, o->validation, "kiln_model_fit", "the validation data");

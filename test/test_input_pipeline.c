@@ -167,12 +167,12 @@ static void test_threads_same_batches(kiln_context *ctx)
     source_state s = {.fail_at = -1, .nan_at = -1, .bad_label_at = -1};
     kiln_dataset *ds = streamed(ctx, &s);
     transform(ctx, ds);
-    const int threads[] = {1, 2, 4, 2}, prefetch[] = {1, 2, 8, 1};
+    const int threads[] = {1, 2, 4, 2, -1}, prefetch[] = {1, 2, 8, 1, 0};
     int64_t n;
     kiln_fit_options fo = options(2, 1, 1);
     float *first = train(ctx, ds, &fo, &n);
     int same = 1;
-    for (int k = 1; k < 4; k++) {
+    for (int k = 1; k < 5; k++) {
         fo = options(2, threads[k], prefetch[k]);
         float *w = train(ctx, ds, &fo, &n);
         same &= memcmp(first, w, (size_t)n * sizeof(float)) == 0;
@@ -183,7 +183,7 @@ static void test_threads_same_batches(kiln_context *ctx)
     kiln_dataset *plain = streamed(ctx, &s);
     float *w = train(ctx, plain, &fo, &n);
     CHECK(memcmp(first, w, (size_t)n * sizeof(float)) != 0);
-    printf("same weights with 1, 2 and 4 loader threads and prefetch 1 to 8\n");
+    printf("same weights with no loader thread, 1, 2 and 4, and prefetch 1 to 8\n");
     free(w);
     free(first);
     kiln_dataset_destroy(plain);
@@ -364,10 +364,10 @@ static void test_accessors_and_views(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "feature_dims[1] is -1",
                 kiln_dataset_from_callback(ctx, &d, &none));
     CHECK(none == NULL);
-    kiln_fit_options fo = options(1, -1, 0);
+    kiln_fit_options fo = options(1, -2, 0);
     kiln_model *m = model(ctx);
     kiln_dataset *a = arrays(ctx);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loader_threads is -1",
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loader_threads is -2",
                 kiln_model_fit(m, a, &fo));
     kiln_augment_options bad = {.struct_size = sizeof bad, .contrast = 2.0f};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "contrast",
