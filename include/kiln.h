@@ -823,15 +823,21 @@ typedef struct kiln_npy_options {
 
 /**
  * A dataset over NumPy .npy files (np.save's format, versions 1 to 3),
- * memory-mapped: nothing is read until a batch needs it. Features: C order,
- * dtype uint8, int8, uint16, int16, int32, float16 or float32 (little-endian),
- * any rank >= 2 (samples first). Labels: a 1-D integer array (sparse class
- * ids) or a 2-D float32 array (dense, one row per sample). KILN_ERROR_IO
- * when a file cannot be opened or mapped; KILN_ERROR_FORMAT for a bad magic
- * or header, a size that disagrees with the shape, features and labels of
- * different counts; KILN_ERROR_UNSUPPORTED for Fortran order, big-endian or
- * another dtype; each naming the file. Float features are checked for NaN
- * and Inf as batches are gathered (KILN_ERROR_DATA naming the sample).
+ * read in place: the features file is read a sample at a time when a batch
+ * needs it (with pread, so the data stays in the page cache and out of the
+ * process's resident memory), the labels file is mapped and checked once.
+ * Features: C order, dtype uint8, int8, uint16, int16, int32, float16 or
+ * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
+ * per sample. Labels: a 1-D integer array (sparse class ids, >= 0) or a 2-D
+ * float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
+ * file cannot be opened or read (also mid-training: a file cut short);
+ * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
+ * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
+ * features without a sample dimension or labels of another rank;
+ * KILN_ERROR_UNSUPPORTED for Fortran order, big-endian data or another
+ * dtype; KILN_ERROR_DATA for no samples, a negative or non-finite label;
+ * each naming the file. Float features are checked for NaN and Inf as
+ * batches are gathered (KILN_ERROR_DATA naming the sample).
  */
 KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
                                            const char *labels_path,

@@ -1,26 +1,70 @@
-/* A streamed dataset over two memory-mapped .npy files: features converted
- * a sample at a time as batches are gathered, labels checked once at
- * creation (a scan of the mapped labels, which are small). */
+/* A streamed dataset over two .npy files: features read with pread and
+ * converted a sample at a time as batches are gathered, labels mapped and
+ * checked once at creation (they are small).
+ *
+ * The features are mapped only to parse the header: read through a
+ * mapping, every page touched would stay in the process's resident memory
+ * (a 2 GB file would end up as 2 GB of RSS), and a file cut short by
+ * another process would kill it with SIGBUS. pread keeps the data in the
+ * page cache alone, and a short read is an error naming the file. */
 #include "runtime/context.h"
 #include "runtime/dataset.h"
 #include "runtime/npy.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct npy_source {
-    kiln_npy features, labels;
+    kiln_npy features, labels;    /* features: parsed, then unmapped */
+    int fd;                       /* the features file, or -1 */
+    off_t data_offset;            /* where its data starts */
     char *features_path, *labels_path;   /* the arrays' names point here */
     float scale, offset;
 } npy_source;
+
+/* Sample `index`'s features, read in chunks that fit on the stack and
+ * converted as they arrive. */
+static kiln_status read_features(const kiln_dataset *ds, int64_t index, float *out)
+{
+    const npy_source *s = ds->source;
+    const size_t item = (size_t)s->features.itemsize;
+    const int64_t n = s->features.row_size;
+    const off_t row = s->data_offset + (off_t)index * (off_t)n * (off_t)item;
+    unsigned char chunk[16384];
+    kiln_npy part = s->features;
+    part.data = chunk;
+    for (int64_t done = 0; done < n;) {
+        const int64_t take = n - done < (int64_t)(sizeof chunk / item)
+                                 ? n - done : (int64_t)(sizeof chunk / item);
+        const size_t bytes = (size_t)take * item;
+        const ssize_t got = pread(s->fd, chunk, bytes, row + (off_t)done * (off_t)item);
+        if (got != (ssize_t)bytes)
+            return kiln_error(ds->ctx, KILN_ERROR_IO, "%s: reading sample %lld failed: %s",
+                              s->features_path, (long long)index,
+                              got < 0 ? strerror(errno) : "the file is shorter than when it "
+                                                         "was opened");
+        part.rows = 1;
+        part.row_size = take;
+        kiln_npy_read_floats(&part, 0, 1, s->scale, s->offset, out + done);
+        done += take;
+    }
+    return KILN_OK;
+}
 
 static kiln_status npy_read(const kiln_dataset *ds, int64_t index, float *features,
                             void *label)
 {
     const npy_source *s = ds->source;
-    if (features)
-        kiln_npy_read_floats(&s->features, index, 1, s->scale, s->offset, features);
+    if (features) {
+        const kiln_status st = read_features(ds, index, features);
+        if (st != KILN_OK)
+            return st;
+    }
     if (label && ds->label_kind == KILN_LABELS_SPARSE)
         kiln_npy_read_label(&s->labels, index, label);
     else if (label)
@@ -34,6 +78,8 @@ static void npy_source_free(kiln_context *ctx, npy_source *s)
         return;
     kiln_npy_unmap(&s->features);
     kiln_npy_unmap(&s->labels);
+    if (s->fd >= 0)
+        close(s->fd);
     kiln_free(ctx, s->features_path);
     kiln_free(ctx, s->labels_path);
     kiln_free(ctx, s);
@@ -158,6 +204,23 @@ static kiln_status scan_labels(kiln_context *ctx, const kiln_npy *l, kiln_label_
     return KILN_OK;
 }
 
+/* From the parsed mapping to pread: the data's offset, then the mapping
+ * goes and a descriptor stays. */
+static kiln_status reopen_for_reading(kiln_context *ctx, npy_source *s)
+{
+    s->data_offset = (off_t)(s->features.data - (const unsigned char *)s->features.map);
+    s->fd = open(s->features_path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", s->features_path,
+                          strerror(errno));
+    if (s->features.map)
+        munmap(s->features.map, s->features.map_size);
+    s->features.map = NULL;
+    s->features.map_size = 0;
+    s->features.data = NULL;
+    return KILN_OK;
+}
+
 static kiln_status check_options(kiln_context *ctx, const char *features_path,
                                  const char *labels_path, const kiln_npy_options *o)
 {
@@ -199,6 +262,7 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
     npy_source *s = kiln_calloc(ctx, 1, sizeof *s);
     if (!s)
         return kiln_error_oom(ctx, "an .npy source", sizeof *s);
+    s->fd = -1;
     s->scale = o.scale != 0.0f ? o.scale : 1.0f;
     s->offset = o.offset;
     s->features_path = kiln_strdup(ctx, features_path);
@@ -228,6 +292,8 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
     }
     const int64_t count = o.limit > 0 && o.limit < rows ? o.limit : rows;
     st = scan_labels(ctx, &s->labels, kind, count, &max_label);
+    if (st == KILN_OK)
+        st = reopen_for_reading(ctx, s);
     kiln_dataset *ds = NULL;
     if (st == KILN_OK)
         st = kiln_dataset_new_streamed(ctx, count, &shape, kind, label_size, &ds);

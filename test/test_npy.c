@@ -542,6 +542,31 @@ static void test_unusual_headers(kiln_context *ctx)
     }
 }
 
+/* A file cut short while a dataset reads it is an error naming it (read
+ * through a mapping, it would kill the process with SIGBUS). */
+static void test_cut_short(kiln_context *ctx)
+{
+    unsigned char data[2 * 6];
+    for (int i = 0; i < 12; i++)
+        data[i] = (unsigned char)(10 * i);
+    const char *header = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 6), }"
+                         "          \n";
+    write_npy("short.npy", 1, header, data, sizeof data);
+    kiln_dataset *ds;
+    CHECK_OK(ctx, from_npy(ctx, path("short.npy"), path("good.labels.npy"), NULL, &ds));
+    if (!ds)
+        return;
+    float x[6];
+    int32_t y;
+    CHECK_OK(ctx, ds->ops->read(ds, 1, x, &y));
+    CHECK(x[0] == 60.0f && x[5] == 110.0f);
+    CHECK(truncate(path("short.npy"), (off_t)(10 + strlen(header) + 7)) == 0);
+    CHECK_OK(ctx, ds->ops->read(ds, 0, x, NULL));   /* still there */
+    CHECK_FAILS(ctx, KILN_ERROR_IO, "reading sample 1 failed: the file is shorter",
+                ds->ops->read(ds, 1, x, &y));
+    kiln_dataset_destroy(ds);
+}
+
 static void test_arguments(kiln_context *ctx)
 {
     kiln_dataset *ds;
@@ -590,6 +615,7 @@ int main(void)
     test_half();
     test_malformed(&ctx);
     test_unusual_headers(&ctx);
+    test_cut_short(&ctx);
     test_arguments(&ctx);
     const char *root = getenv("KILN_SOURCE_ROOT");
     int skipped = 0;
