@@ -35,6 +35,34 @@ static int32_t sparse_max(const int32_t *labels, int64_t count)
     return max;
 }
 
+kiln_status kiln_dataset_new_streamed(kiln_context *ctx, int64_t count, const kiln_shape *shape,
+                                      kiln_label_kind kind, int32_t label_size,
+                                      kiln_dataset **out)
+{
+    *out = NULL;
+    const int64_t fsize = sample_size(shape);
+    if (fsize < 0 || count <= 0 || label_size <= 0 ||
+        (uint64_t)fsize > SIZE_MAX / sizeof(float) / 65536)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "a dataset of %lld samples of %lld elements with labels of %d is not "
+                          "possible: a size is <= 0 or too large", (long long)count,
+                          (long long)fsize, (int)label_size);
+    kiln_dataset *ds = kiln_calloc(ctx, 1, sizeof *ds);
+    if (!ds)
+        return kiln_error_oom(ctx, "a dataset", sizeof *ds);
+    ds->ctx = ctx;
+    kiln_context_hold(ctx);
+    ds->refs = 1;
+    ds->count = count;
+    ds->feature_shape = *shape;
+    ds->feature_size = fsize;
+    ds->label_kind = kind;
+    ds->label_size = label_size;
+    ds->max_label = -1;
+    *out = ds;
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_alloc(kiln_context *ctx, int64_t count, const kiln_shape *shape,
                                kiln_label_kind kind, int32_t label_size, kiln_dataset **out)
 {
@@ -274,6 +302,11 @@ void kiln_dataset_destroy(kiln_dataset *ds)
     if (!ds)
         return;
     kiln_context *ctx = ds->ctx;
+    if (ds->ops && ds->ops->destroy)
+        ds->ops->destroy(ds);
+    for (int32_t i = 0; ds->class_names && i < ds->n_classes; i++)
+        kiln_free(ctx, ds->class_names[i]);
+    kiln_free(ctx, ds->class_names);
     kiln_free(ctx, ds->features);
     kiln_free(ctx, ds->sparse_labels);
     kiln_free(ctx, ds->dense_labels);
