@@ -2,8 +2,11 @@
  *   Input(28,28,1) -> Conv2D(32, 3x3, relu) -> MaxPooling2D(2x2) -> Flatten
  *   -> Dense(64, relu) -> Dense(10, softmax); Adam(1e-3); batch 32; 5 epochs.
  * Usage: fashion_mnist [--epochs N] [--batch N] [--limit N] [--devices SPEC]
- *                      [--data DIR]
- * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all"). */
+ *                      [--data DIR] [--data-format idx|npy|folder]
+ * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all").
+ * --data-format: Debian's IDX files (the default), .npy files written by
+ * tools/fashion_npy.py, or an image folder written by
+ * tools/fashion_png_folder.py; --data names their folder. */
 #include "fashion_data.h"
 #include "kiln.h"
 
@@ -15,6 +18,7 @@ typedef struct args {
     int epochs, batch;
     long limit;
     const char *devices, *data;
+    fashion_format format;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
@@ -24,6 +28,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->limit = 0;
     a->devices = NULL;
     a->data = FASHION_DEFAULT_DIR;
+    a->format = FASHION_IDX;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -40,6 +45,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->devices = v;
         else if (strcmp(argv[i], "--data") == 0)
             a->data = v;
+        else if (strcmp(argv[i], "--data-format") == 0 && fashion_format_parse(v) >= 0)
+            a->format = (fashion_format)fashion_format_parse(v);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 0;
@@ -105,9 +112,9 @@ int main(int argc, char **argv)
     int rc = 1;
     kiln_dataset *train = NULL, *test = NULL;
     kiln_model *model = NULL;
-    kiln_status st = fashion_load(ctx, a.data, "train", a.limit, &train);
+    kiln_status st = fashion_load(ctx, a.format, a.data, 1, a.limit, &train);
     if (st == KILN_OK)
-        st = fashion_load(ctx, a.data, "t10k", 0, &test);
+        st = fashion_load(ctx, a.format, a.data, 0, 0, &test);
     if (st == KILN_OK && !(model = seed_cnn(ctx)))
         st = KILN_ERROR_OUT_OF_MEMORY;
     kiln_compile_options opts = {.struct_size = sizeof opts};

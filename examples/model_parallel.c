@@ -135,9 +135,9 @@ int main(int argc, char **argv)
 
     int rc = 1;
     kiln_dataset *train = NULL, *test = NULL;
-    kiln_status st = fashion_load(ctx, a.data, "train", a.limit, &train);
+    kiln_status st = fashion_load(ctx, FASHION_IDX, a.data, 1, a.limit, &train);
     if (st == KILN_OK)
-        st = fashion_load(ctx, a.data, "t10k", 0, &test);
+        st = fashion_load(ctx, FASHION_IDX, a.data, 0, 0, &test);
     model = NULL;
     if (st == KILN_OK && !(model = wide_cnn(ctx)))
         st = KILN_ERROR_OUT_OF_MEMORY;

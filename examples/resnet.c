@@ -138,9 +138,9 @@ int main(int argc, char **argv)
     if (st == KILN_OK && a.input)
         st = synthetic(ctx, side, (long)a.batch * (a.steps + 1), &x, &y, &train);
     else if (st == KILN_OK)
-        st = fashion_load(ctx, a.data, "train", a.limit, &train);
+        st = fashion_load(ctx, FASHION_IDX, a.data, 1, a.limit, &train);
     if (st == KILN_OK && !a.input)
-        st = fashion_load(ctx, a.data, "t10k", a.test_limit, &test);
+        st = fashion_load(ctx, FASHION_IDX, a.data, 0, a.test_limit, &test);
     kiln_fit_options fit;
     kiln_fit_options_init(&fit);
     fit.epochs = a.input ? 1 : a.epochs;
