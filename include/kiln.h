@@ -867,9 +867,15 @@ typedef struct kiln_image_folder_options {
  * (sparse), files (.png, .jpg, .jpeg, any case) are listed once, sorted,
  * and decoded when a batch needs them (libpng and libjpeg-turbo; a build
  * without one says so when such a file is read: KILN_ERROR_UNSUPPORTED).
- * Samples are (height, width, channels). KILN_ERROR_IO when the folder
- * cannot be read; KILN_ERROR_DATA for a folder with no class subfolder, a
- * class folder with no image, naming it.
+ * Samples are (height, width, channels), resized with TensorFlow's
+ * bilinear arithmetic (half-pixel centres, no antialiasing). Colour images
+ * read as 1 channel are converted with TensorFlow's weights (0.299, 0.587,
+ * 0.114); alpha is dropped; 16-bit PNGs are scaled to 8 bits with rounding.
+ * Class folders are read flat (no nested folders). KILN_ERROR_IO when the
+ * folder cannot be read; KILN_ERROR_DATA for a folder with no class
+ * subfolder, a class folder with no image, naming it; an image that cannot
+ * be decoded stops fit with KILN_ERROR_FORMAT naming the file (or see
+ * skip_bad_images).
  */
 KILN_API kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const char *folder,
                                                     const kiln_image_folder_options *options,
