@@ -711,6 +711,60 @@ KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weig
 KILN_API kiln_status kiln_model_output_size(const kiln_model *model, int64_t *size);
 
 /* ------------------------------------------------------------------------ */
+/* Layers and weights as objects                                            */
+/* ------------------------------------------------------------------------ */
+
+/** One layer of a model (kiln_model_layer_info). */
+typedef struct kiln_layer_info {
+    size_t struct_size;          /**< sizeof(kiln_layer_info) */
+    const char *name;            /**< valid while the model lives */
+    const char *kind;            /**< "conv2d", "dense", "batch_normalization", ... */
+    int32_t rank;                /**< of one sample's output */
+    int32_t dims[KILN_MAX_RANK];
+    int32_t trainable;           /**< 0 when frozen (kiln_model_set_trainable) */
+    int32_t n_weights;           /**< its weight tensors */
+} kiln_layer_info;
+
+/** One weight tensor (kiln_model_weight_info), in kiln_model_get_weights()
+ *  order. */
+typedef struct kiln_weight_info {
+    size_t struct_size;          /**< sizeof(kiln_weight_info) */
+    char name[96];               /**< "<layer>/<weight>", as in the weight files */
+    int32_t rank;
+    int32_t dims[KILN_MAX_RANK];
+    int64_t size;                /**< floats */
+    int64_t offset;              /**< where it starts in kiln_model_get_weights()'s array */
+    int32_t trainable;           /**< 0: frozen, or state the layer updates (moving statistics) */
+} kiln_weight_info;
+
+/** Number of layers (Input included), in the order they were added. */
+KILN_API kiln_status kiln_model_layer_count(const kiln_model *model, int32_t *count);
+KILN_API kiln_status kiln_model_layer_info(const kiln_model *model, int32_t index,
+                                           kiln_layer_info *info);
+/** Number of weight tensors of a compiled model, and each one's facts. */
+KILN_API kiln_status kiln_model_weight_count(const kiln_model *model, int32_t *count);
+KILN_API kiln_status kiln_model_weight_info(const kiln_model *model, int32_t index,
+                                            kiln_weight_info *info);
+/** Reads (get) or replaces (set) one weight tensor of a compiled model by
+ *  name; `count` must be its size exactly. KILN_ERROR_INVALID_ARGUMENT for an
+ *  unknown name (the model is unchanged) or another count. Optimizer state
+ *  is kept. Transfer learning: copy the feature layers' tensors from a
+ *  trained model into a new one with another head. */
+KILN_API kiln_status kiln_model_get_tensor(kiln_model *model, const char *name, float *data,
+                                           int64_t count);
+KILN_API kiln_status kiln_model_set_tensor(kiln_model *model, const char *name,
+                                           const float *data, int64_t count);
+/** Freezes (trainable 0) or unfreezes a layer before the model is compiled
+ *  (KILN_ERROR_STATE after: as in Keras, trainability takes effect when the
+ *  model is compiled). A frozen layer's weights get no update, and a frozen
+ *  BatchNormalization runs on its moving statistics in training too.
+ *  KILN_ERROR_INVALID_ARGUMENT for a layer that does not exist, naming it.
+ *  Every strategy but pipeline supports frozen layers (pipeline:
+ *  KILN_ERROR_UNSUPPORTED at compile). */
+KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *layer,
+                                              int32_t trainable);
+
+/* ------------------------------------------------------------------------ */
 /* Datasets                                                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -1096,6 +1150,31 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
  *  floats) and writes count * output size floats to `outputs`. */
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
+
+/* ------------------------------------------------------------------------ */
+/* Custom training loops                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** One training step on `count` samples of host features (count * input
+ *  size floats) and labels (count int32 class ids, or count * output size
+ *  floats for dense labels), as fit would take it under the model's
+ *  strategy (split across replicas, reduced, one optimizer update). The
+ *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
+ *  training step for checkpoints and schedules and leaves fit's epoch
+ *  position alone. A non-finite loss or gradient skips the update and
+ *  returns KILN_ERROR_NUMERIC; a label out of range KILN_ERROR_DATA. The
+ *  parameter server's asynchronous steps are waited for, so the result is
+ *  this batch's. */
+KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const float *features,
+                                               const void *labels, int32_t count,
+                                               kiln_metrics *out);
+/** The loss and accuracy of one batch in inference mode (no update). */
+KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const float *features,
+                                              const void *labels, int32_t count,
+                                              kiln_metrics *out);
+/** The outputs of one batch (count * output size floats), as predict. */
+KILN_API kiln_status kiln_model_predict_on_batch(kiln_model *model, const float *features,
+                                                 int32_t count, float *outputs);
 
 /** One epoch of a model's history. */
 typedef struct kiln_epoch_record {

@@ -25,7 +25,7 @@ typedef struct bn_replica {
     float count;           /* rows those statistics cover (all replicas' when synchronised) */
     struct {
         kiln_kernel *partial, *reduce, *finish, *normalize, *backward_partial, *param_grads,
-            *input_grad;
+            *input_grad, *frozen_input_grad;
     } kernels;
 } bn_replica;
 
@@ -83,6 +83,9 @@ static kiln_status bn_kernels(const void *config, void *replica, kiln_device *de
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_input_grad",
                              &r->kernels.input_grad);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_frozen_input_grad",
+                             &r->kernels.frozen_input_grad);
     return st;
 }
 
@@ -175,7 +178,8 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
     bn_replica *r = replica;
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     kiln_status st = KILN_OK;
-    if (s->training) {
+    const int training = s->training && !s->frozen;   /* frozen: moving statistics */
+    if (training) {
         r->count = (float)rows;
         st = sum_rows(c, r, s, 0);
         if (st == KILN_OK)
@@ -195,7 +199,7 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
-                            kiln_arg_buffer(r->stats), kiln_arg_int(s->training),
+                            kiln_arg_buffer(r->stats), kiln_arg_int(training),
                             kiln_arg_buffer(s->params),
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int((int64_t)s->param_offset[BETA]),
@@ -208,10 +212,29 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
     return st;
 }
 
+/* A frozen layer normalised with its moving statistics, a per-channel
+ * affine map: dx = dy * gamma / sqrt(moving variance + epsilon). */
+static kiln_status frozen_backward(const bn_config *c, bn_replica *r, const kiln_step *s)
+{
+    if (!s->d_in[0])
+        return KILN_OK;
+    const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->d_in[0]),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(s->params),
+                            kiln_arg_int((int64_t)s->param_offset[GAMMA]),
+                            kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
+                            kiln_arg_float(c->epsilon), kiln_arg_int(s->d_in_accumulate[0]));
+    const size_t all[2] = {(C + 7) / 8, rows};
+    return kiln_kernel_run(s->dev, r->kernels.frozen_input_grad, 2, all, a);
+}
+
 static kiln_status bn_backward(const void *config, void *replica, const kiln_step *s)
 {
     const bn_config *c = config;
     bn_replica *r = replica;
+    if (s->frozen)
+        return frozen_backward(c, r, s);
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),

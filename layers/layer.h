@@ -64,6 +64,10 @@ typedef struct kiln_step {
      * itself (fuses_activation said it would); KILN_ACTIVATION_LINEAR when
      * the runtime applies the node's activation, or there is none. */
     kiln_activation activation;
+    /* The layer is frozen (kiln_model_set_trainable): its parameter
+     * gradients go unused, and a layer with an inference mode (batch norm)
+     * runs it in training too, as in Keras. */
+    int frozen;
     kiln_buffer *params;            /* the replica's flat parameter buffer */
     kiln_buffer *grads;             /* its flat gradient buffer, same layout */
     const size_t *param_offset;     /* per parameter of this layer */

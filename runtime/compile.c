@@ -43,17 +43,27 @@ static kiln_status find_input_and_path(kiln_model *m)
     return KILN_OK;
 }
 
+/* Which region of the flat buffer a parameter lives in: 0 trainable, 1 the
+ * state its layer updates itself, 2 a frozen layer's weights. */
+static int region_of(const kiln_node_rec *node, int p)
+{
+    return node->params[p].non_trainable ? 1 : node->frozen ? 2 : 0;
+}
+
 /* Trainable parameters first, in layer order, then the non-trainable
- * state: the optimizer and the gradient buffers' users work on the prefix. */
+ * state, then frozen layers' weights: the optimizer and the gradient
+ * buffers' users work on the prefix, replicas average the state, and
+ * nothing touches the frozen weights (averaging identical copies could
+ * still round them). */
 static kiln_status lay_out_params(kiln_model *m)
 {
     size_t offset = 0;
     int64_t weights = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         for (int32_t i = 0; i < m->n_nodes; i++) {
             kiln_node_rec *node = &m->nodes[i];
             for (int p = 0; p < node->n_params; p++) {
-                if (node->params[p].non_trainable != pass)
+                if (region_of(node, p) != pass)
                     continue;
                 const int64_t size = kiln_shape_size(&node->params[p].shape);
                 node->param_offset[p] = offset;
@@ -65,6 +75,8 @@ static kiln_status lay_out_params(kiln_model *m)
         }
         if (pass == 0)
             m->n_trainable_floats = offset;
+        if (pass == 1)
+            m->n_state_floats = offset - m->n_trainable_floats;
     }
     if (offset > (size_t)INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,

@@ -24,6 +24,7 @@ typedef struct kiln_node_rec {
     size_t param_offset[KILN_MAX_PARAMS];  /* floats into the flat buffer */
     int on_path;                  /* the output depends on it */
     int32_t device;               /* kiln_model_place: its device, or -1 */
+    int frozen;                   /* kiln_model_set_trainable(.., 0): no updates */
 } kiln_node_rec;
 
 /* How the loss meets the output: fused with its softmax/sigmoid or not. */
@@ -54,6 +55,8 @@ struct kiln_model {
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */
+    size_t n_state_floats;       /* that state (batch norm's moving statistics); then the
+                                  * parameters of frozen layers, which nothing updates */
     int64_t n_trainable_weights;
     int64_t n_weights;           /* parameters without padding */
     int64_t n_optimizer_steps;

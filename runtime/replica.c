@@ -355,6 +355,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
     s->dev = r->dev;
     s->batch = n;
     s->training = training;
+    s->frozen = node->frozen;
     s->in_shape = in_shape;
     s->n_in = node->n_inputs;
     s->out_shape = &node->shape;

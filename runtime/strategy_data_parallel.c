@@ -757,9 +757,8 @@ static kiln_status plan_state(dp_strategy *dp)
 {
     kiln_model *m = dp->m;
     kiln_context *ctx = m->ctx;
-    if (m->n_param_floats > m->n_trainable_floats &&
-        (dp->n > 1 || dp->mode == DP_CENTRAL || dp->mpi)) {
-        dp->n_state = m->n_param_floats - m->n_trainable_floats;
+    if (m->n_state_floats > 0 && (dp->n > 1 || dp->mode == DP_CENTRAL || dp->mpi)) {
+        dp->n_state = m->n_state_floats;
         if (!(dp->state_mean = kiln_calloc(ctx, dp->n_state, sizeof(float))))
             return kiln_error_oom(ctx, "replica state", dp->n_state * sizeof(float));
         for (int k = 0; k < dp->n; k++)

@@ -144,3 +144,24 @@ __kernel void kiln_batch_norm_input_grad(__global const float *x, __global const
         d += kiln_load8(dst, n);
     kiln_store8(dst, d, n);
 }
+
+/* A frozen layer (inference mode in training): the gradient of the
+ * per-channel affine map gamma * (x - moving mean) / sqrt(moving variance
+ * + epsilon) + beta. */
+__kernel void kiln_batch_norm_frozen_input_grad(__global const float *dy, __global float *dx,
+                                                int rows, int C, __global const float *params,
+                                                int gamma_offset, int variance_offset,
+                                                float epsilon, int accumulate)
+{
+    const int c0 = get_global_id(0) * 8, r = get_global_id(1);
+    if (c0 >= C || r >= rows)
+        return;
+    const int n = C - c0;
+    const float8 scale = kiln_load8(params + gamma_offset + c0, n) *
+                         rsqrt(kiln_load8(params + variance_offset + c0, n) + epsilon);
+    __global float *dst = dx + (size_t)r * C + c0;
+    float8 d = kiln_load8(dy + (size_t)r * C + c0, n) * scale;
+    if (accumulate)
+        d += kiln_load8(dst, n);
+    kiln_store8(dst, d, n);
+}

@@ -1,0 +1,131 @@
+/* Custom training loops: one batch of host arrays through the model's
+ * strategy, as fit would hand it (train_on_batch, test_on_batch,
+ * predict_on_batch). */
+#include "runtime/context.h"
+#include "runtime/model.h"
+#include "runtime/strategy.h"
+
+#include <math.h>
+#include <string.h>
+
+/* What every call checks: a compiled model, arrays present, and the data
+ * a loss must never see (NaN, Inf, labels outside the output). */
+static kiln_status check_batch(kiln_model *m, const char *call, const float *features,
+                               const void *labels, int need_labels, int32_t count,
+                               const void *outputs, int need_outputs)
+{
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    if (!features || (need_labels && !labels) || (need_outputs && !outputs) || count < 1)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features%s%s must be set "
+                          "and count (%d) >= 1", call, need_labels ? ", labels" : "",
+                          need_outputs ? ", outputs" : "", (int)count);
+    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
+    for (int64_t i = 0; i < (int64_t)count * in; i++)
+        if (!isfinite(features[i]))
+            return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of its "
+                              "features is not finite", call, (long long)(i / in),
+                              (long long)(i % in));
+    if (!need_labels)
+        return KILN_OK;
+    if (m->loss.sparse) {
+        const int32_t *y = labels;
+        for (int32_t i = 0; i < count; i++)
+            if (y[i] < 0 || y[i] >= out)
+                return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %d has label %d, outside "
+                                  "[0, %lld): the output has %lld classes", call, (int)i,
+                                  (int)y[i], (long long)out, (long long)out);
+        return KILN_OK;
+    }
+    const float *y = labels;
+    for (int64_t i = 0; i < (int64_t)count * out; i++)
+        if (!isfinite(y[i]))
+            return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of its "
+                              "label is not finite", call, (long long)(i / out),
+                              (long long)(i % out));
+    return KILN_OK;
+}
+
+static void report(const kiln_model *m, const double *sums, int32_t count, kiln_metrics *out)
+{
+    if (!out)
+        return;
+    kiln_metrics r = {.struct_size = sizeof r, .loss = sums[0] / (double)count,
+                      .accuracy = m->loss.accuracy ? sums[1] / (double)count : -1.0,
+                      .samples = count};
+    kiln_struct_export(out, &r, sizeof r);
+}
+
+static kiln_status train_entered(kiln_model *m, const float *features, const void *labels,
+                                 int32_t count, kiln_metrics *out)
+{
+    const char *call = "kiln_model_train_on_batch";
+    kiln_status st = check_batch(m, call, features, labels, 1, count, NULL, 0);
+    if (st != KILN_OK)
+        return st;
+    const kiln_batch b = {.n = count, .features = features, .labels = labels};
+    double sums[3] = {0, 0, count};
+    st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    /* Asynchronous strategies: this batch's result, not a later call's. */
+    if (st == KILN_OK && m->strategy->drain)
+        st = m->strategy->drain(m->strategy_impl, sums);
+    if (st != KILN_OK)
+        return st;
+    m->n_train_steps++;
+    if (!isfinite(sums[0]))
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "%s: the loss or a gradient is %s; the "
+                          "update was not applied", call, isnan(sums[0]) ? "NaN" : "infinite");
+    report(m, sums, count, out);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_train_on_batch(kiln_model *m, const float *features, const void *labels,
+                                      int32_t count, kiln_metrics *out)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_train_on_batch");
+    if (st == KILN_OK) {
+        st = train_entered(m, features, labels, count, out);
+        kiln_model_leave(m);
+    }
+    return st;
+}
+
+static kiln_status test_entered(kiln_model *m, const float *features, const void *labels,
+                                int32_t count, kiln_metrics *out)
+{
+    kiln_status st = check_batch(m, "kiln_model_test_on_batch", features, labels, 1, count,
+                                 NULL, 0);
+    if (st != KILN_OK)
+        return st;
+    const kiln_batch b = {.n = count, .features = features, .labels = labels};
+    double sums[2] = {0, 0};
+    st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+    if (st == KILN_OK)
+        report(m, sums, count, out);
+    return st;
+}
+
+kiln_status kiln_model_test_on_batch(kiln_model *m, const float *features, const void *labels,
+                                     int32_t count, kiln_metrics *out)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_test_on_batch");
+    if (st == KILN_OK) {
+        st = test_entered(m, features, labels, count, out);
+        kiln_model_leave(m);
+    }
+    return st;
+}
+
+kiln_status kiln_model_predict_on_batch(kiln_model *m, const float *features, int32_t count,
+                                        float *outputs)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_predict_on_batch");
+    if (st != KILN_OK)
+        return st;
+    st = check_batch(m, "kiln_model_predict_on_batch", features, NULL, 0, count, outputs, 1);
+    const kiln_batch b = {.n = count, .features = features};
+    if (st == KILN_OK)
+        st = m->strategy->predict_step(m->strategy_impl, &b, outputs);
+    kiln_model_leave(m);
+    return st;
+}
