@@ -89,6 +89,31 @@ static kiln_model *residual(kiln_context *ctx)
     return m;
 }
 
+/* Trainable convolutions around a frozen batch norm, which normalises with
+ * its moving statistics in training: the first convolution's gradients
+ * pass through the frozen layer's own backward. */
+static kiln_model *frozen_norm(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 3};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d_options c1 = {.struct_size = sizeof c1, .filters = 4, .kernel_size = {3, 3},
+                              .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_TANH};
+    kiln_batch_norm_options bn = {.struct_size = sizeof bn, .name = "frozen_bn"};
+    kiln_conv2d_options c2 = {.struct_size = sizeof c2, .filters = 3, .kernel_size = {1, 1},
+                              .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &c1);
+    kiln_batch_normalization(m, KILN_NODE_PREVIOUS, &bn);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &c2);
+    kiln_global_average_pooling2d(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    CHECK_OK(ctx, kiln_model_set_trainable(m, "frozen_bn", 0));
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[2] = {0, 0};
@@ -120,6 +145,12 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     const size_t n = m->n_param_floats;
     float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
     CHECK_OK(ctx, kiln_replica_read_params(r, p));
+    /* Frozen layers keep what they were given: make it more than 0 and 1. */
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        for (int k = 0; m->nodes[i].frozen && k < m->nodes[i].n_params; k++)
+            for (int64_t j = 0; j < kiln_shape_size(&m->nodes[i].params[k].shape); j++)
+                p[m->nodes[i].param_offset[k] + (size_t)j] = 0.75f + 0.5f * (float)check_uniform();
+    CHECK_OK(ctx, kiln_replica_write_params(r, p));
     batch_loss(ctx, r);
     CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, g, sizeof(float) * n));
@@ -129,6 +160,8 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     for (int32_t i = 0; i < m->n_nodes; i++) {
         const kiln_node_rec *node = &m->nodes[i];
         for (int k = 0; k < node->n_params; k++) {
+            if (node->frozen || node->params[k].non_trainable)
+                continue;   /* no gradient: nothing updates them */
             const int64_t size = kiln_shape_size(&node->params[k].shape);
             for (int64_t j = 0; j < size; j++) {
                 const size_t at = node->param_offset[k] + (size_t)j;
@@ -168,6 +201,7 @@ int main(void)
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "residual block with batch norm", residual);
+    gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }
