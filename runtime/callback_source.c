@@ -43,18 +43,10 @@ static const kiln_source_ops callback_ops = {
 static kiln_status check_desc(kiln_context *ctx, const kiln_callback_desc *d)
 {
     const char *fn = "kiln_dataset_from_callback";
-    if (d->count <= 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: count is %lld; it must be > 0",
-                          fn, (long long)d->count);
-    if (d->feature_rank < 1 || d->feature_rank > KILN_MAX_RANK)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: feature_rank is %d; it must be in 1..%d", fn,
-                          (int)d->feature_rank, KILN_MAX_RANK);
-    for (int32_t i = 0; i < d->feature_rank; i++)
-        if (d->feature_dims[i] <= 0)
-            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                              "%s: feature_dims[%d] is %d; every dimension must be > 0", fn,
-                              (int)i, (int)d->feature_dims[i]);
+    const kiln_status st = kiln_check_samples(ctx, fn, d->count, d->feature_rank,
+                                              d->feature_dims);
+    if (st != KILN_OK)
+        return st;
     if (!d->fill)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: fill is NULL", fn);
     if (d->label_kind != KILN_LABELS_SPARSE && d->label_kind != KILN_LABELS_DENSE)

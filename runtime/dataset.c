@@ -119,22 +119,32 @@ fail:
     return st;
 }
 
+kiln_status kiln_check_samples(kiln_context *ctx, const char *fn, int64_t count, int32_t rank,
+                               const int32_t *dims)
+{
+    if (count <= 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: count is %lld; it must be > 0",
+                          fn, (long long)count);
+    if (rank < 1 || rank > KILN_MAX_RANK)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: feature_rank is %d; it must be in 1..%d", fn, (int)rank,
+                          KILN_MAX_RANK);
+    for (int32_t i = 0; i < rank; i++)
+        if (dims[i] <= 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: feature_dims[%d] is %d; every dimension must be > 0", fn,
+                              (int)i, (int)dims[i]);
+    return KILN_OK;
+}
+
 /* The first argument error of a copied desc, recorded on ctx; KILN_OK if none. */
 static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
 {
     const char *fn = "kiln_dataset_from_arrays";
-    if (d->count <= 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: count is %lld; it must be > 0",
-                          fn, (long long)d->count);
-    if (d->feature_rank < 1 || d->feature_rank > KILN_MAX_RANK)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: feature_rank is %d; it must be in 1..%d", fn,
-                          (int)d->feature_rank, KILN_MAX_RANK);
-    for (int32_t i = 0; i < d->feature_rank; i++)
-        if (d->feature_dims[i] <= 0)
-            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                              "%s: feature_dims[%d] is %d; every dimension must be > 0", fn,
-                              (int)i, (int)d->feature_dims[i]);
+    const kiln_status st = kiln_check_samples(ctx, fn, d->count, d->feature_rank,
+                                              d->feature_dims);
+    if (st != KILN_OK)
+        return st;
     if (!d->features)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features is NULL", fn);
     if (d->label_kind == KILN_LABELS_SPARSE) {

@@ -76,6 +76,11 @@ kiln_status kiln_dataset_new_streamed(kiln_context *ctx, int64_t count, const ki
                                       kiln_label_kind kind, int32_t label_size,
                                       kiln_dataset **out);
 
+/* The checks every description of samples gets: count > 0, a rank in
+ * 1..KILN_MAX_RANK and positive dimensions, named after `fn`. */
+kiln_status kiln_check_samples(kiln_context *ctx, const char *fn, int64_t count, int32_t rank,
+                               const int32_t *dims);
+
 /* kiln_dataset_from_idx on two files already in memory (plain or gzip),
  * read in place: the fuzzer's entry point. */
 kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,

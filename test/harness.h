@@ -55,6 +55,23 @@ static int test_failures;
         exit(77);                                                           \
     } while (0)
 
+/* A whole file in memory (the caller frees it), or NULL; *size its length. */
+static inline unsigned char *test_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *data = NULL;
+    *size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        const long n = ftell(f);
+        rewind(f);
+        data = malloc(n > 0 ? (size_t)n : 1);
+        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
+    }
+    if (f)
+        fclose(f);
+    return data;
+}
+
 static inline int test_finish(const char *name)
 {
     if (test_failures)

@@ -21,16 +21,6 @@ static char root[64];
 static char small[128];      /* a 2 MiB tmpfs when the test may mount one */
 static int small_mounted;
 
-static void *plain_realloc(void *user, void *p, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(p);
-        return NULL;
-    }
-    return realloc(p, size);
-}
-
 static int count_files(const char *dir, const char *needle)
 {
     DIR *d = opendir(dir);
@@ -49,7 +39,7 @@ static int count_files(const char *dir, const char *needle)
 static int make_leftovers(const char *dir)
 {
     kiln_context host;
-    kiln_context_init_host_only(&host, plain_realloc, NULL, NULL);
+    kiln_context_init_host_only(&host, NULL, NULL, NULL);
     enum { floats = 1 << 16 };
     static float data[floats];
     srand((unsigned)time(NULL));

@@ -84,22 +84,6 @@ static int same_samples(const kiln_dataset *a, const kiln_dataset *b)
     return 1;
 }
 
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    unsigned char *data = NULL;
-    *size = 0;
-    if (f && fseek(f, 0, SEEK_END) == 0) {
-        const long n = ftell(f);
-        rewind(f);
-        data = malloc(n > 0 ? (size_t)n : 1);
-        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
-    }
-    if (f)
-        fclose(f);
-    return data;
-}
-
 /* The in-memory reader (the fuzzer's entry point) must agree with the file
  * reader on every case: the same status, and the same samples. */
 static void check_idx_memory(kiln_context *ctx, const char *images, const char *labels,
@@ -107,7 +91,7 @@ static void check_idx_memory(kiln_context *ctx, const char *images, const char *
                              const kiln_dataset *from_file)
 {
     size_t ni, nl;
-    unsigned char *img = slurp(images, &ni), *lab = slurp(labels, &nl);
+    unsigned char *img = test_read_file(images, &ni), *lab = test_read_file(labels, &nl);
     if (!img || !lab || (o && o->struct_size != sizeof *o))
         goto done;   /* a missing file or a malformed options struct: file-only cases */
     kiln_idx_options plain = {.struct_size = sizeof plain};

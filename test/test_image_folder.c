@@ -85,17 +85,7 @@ static void put_file(const char *path, const void *data, size_t size)
 
 static unsigned char *slurp(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    unsigned char *data = NULL;
-    *size = 0;
-    if (f && fseek(f, 0, SEEK_END) == 0) {
-        const long n = ftell(f);
-        rewind(f);
-        data = malloc(n > 0 ? (size_t)n : 1);
-        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
-    }
-    if (f)
-        fclose(f);
+    unsigned char *data = test_read_file(path, size);
     if (!data) {
         fprintf(stderr, "cannot read %s\n", path);
         test_failures++;

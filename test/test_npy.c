@@ -41,22 +41,6 @@ static kiln_status from_npy(kiln_context *ctx, const char *features, const char 
     return st;
 }
 
-static unsigned char *slurp(const char *file, size_t *size)
-{
-    FILE *f = fopen(file, "rb");
-    unsigned char *data = NULL;
-    *size = 0;
-    if (f && fseek(f, 0, SEEK_END) == 0) {
-        const long n = ftell(f);
-        rewind(f);
-        data = malloc(n > 0 ? (size_t)n : 1);
-        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
-    }
-    if (f)
-        fclose(f);
-    return data;
-}
-
 static void write_bytes(const char *name, const void *bytes, size_t n)
 {
     FILE *f = fopen(path(name), "wb");
@@ -90,7 +74,7 @@ static double *reference(const char *name, size_t *n)
     char file[64];
     snprintf(file, sizeof file, "%s.f64", name);
     size_t size;
-    unsigned char *b = slurp(path(file), &size);
+    unsigned char *b = test_read_file(path(file), &size);
     double *v = malloc(size + 8);
     *n = size / 8;
     for (size_t i = 0; b && v && i < *n; i++) {
@@ -329,7 +313,7 @@ static void test_numpy_refusals(kiln_context *ctx)
 static void check_parse_agrees(kiln_context *ctx, const char *name, kiln_status want)
 {
     size_t size;
-    unsigned char *bytes = slurp(path(name), &size);
+    unsigned char *bytes = test_read_file(path(name), &size);
     kiln_npy a;
     memset(&a, 0xff, sizeof a);
     const kiln_status st = kiln_npy_parse(ctx, path(name), bytes ? bytes : (unsigned char *)"",

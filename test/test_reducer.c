@@ -8,16 +8,6 @@
 
 #include <pthread.h>
 
-static void *plain_realloc(void *user, void *ptr, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, size);
-}
-
 typedef struct submitter {
     kiln_reducer *r;
     int replica, n_buckets;
@@ -170,7 +160,7 @@ static void test_plan(void)
 int main(void)
 {
     kiln_context ctx;
-    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
+    kiln_context_init_host_only(&ctx, NULL, NULL, NULL);
     test_sums(&ctx);
     test_errors_and_cancel(&ctx);
     test_plan();

@@ -10,16 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void *plain_realloc(void *user, void *ptr, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, size);
-}
-
 typedef struct bad_case {
     const char *file;
     kiln_status status;
@@ -195,7 +185,7 @@ int main(int argc, char **argv)
     if (!root)
         SKIP("KILN_SOURCE_ROOT is not set");
     kiln_context ctx;
-    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
+    kiln_context_init_host_only(&ctx, NULL, NULL, NULL);
     test_files(&ctx, root);
     test_json(&ctx);
     test_killed_saves(&ctx);

@@ -5,16 +5,6 @@
 
 #include <stdlib.h>
 
-static void *plain_realloc(void *user, void *ptr, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, size);
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
@@ -23,7 +13,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         return 0;
     const size_t split = 1 + (size - 1) * data[0] / 255;
     kiln_context ctx;
-    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
+    kiln_context_init_host_only(&ctx, NULL, NULL, NULL);
     kiln_idx_options o = {.struct_size = sizeof o, .limit = 64};
     kiln_dataset *ds = NULL;
     if (kiln_dataset_from_idx_memory(&ctx, data + 1, split - 1, data + split, size - split, &o,

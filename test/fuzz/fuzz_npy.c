@@ -8,22 +8,12 @@
 
 #define FUZZ_MAX_FLOATS ((1 << 20) / sizeof(float))   /* 1 MiB of output */
 
-static void *plain_realloc(void *user, void *ptr, size_t size)
-{
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, size);
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     kiln_context ctx;
-    kiln_context_init_host_only(&ctx, plain_realloc, NULL, NULL);
+    kiln_context_init_host_only(&ctx, NULL, NULL, NULL);
     kiln_npy a;
     if (kiln_npy_parse(&ctx, "input.npy", data, size, &a) == KILN_OK &&
         (uint64_t)(a.rows * a.row_size) <= FUZZ_MAX_FLOATS) {
