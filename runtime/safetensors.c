@@ -1,5 +1,6 @@
 #include "runtime/safetensors.h"
 
+#include "base/files.h"
 #include "runtime/context.h"
 
 #include <errno.h>
@@ -285,26 +286,11 @@ static char *build_header(kiln_context *ctx, const kiln_st_entry *e, size_t n,
     return h;
 }
 
-static int write_all(int fd, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    while (n) {
-        const ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return 0;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 1;
-}
-
 /* Floats as little-endian bytes, whatever the host. */
 static int write_floats(int fd, const float *data, size_t count)
 {
     if (host_is_little_endian())
-        return write_all(fd, data, count * sizeof(float));
+        return kiln_write_all(fd, data, count * sizeof(float));
     unsigned char buf[4096];
     for (size_t i = 0; i < count;) {
         size_t k = 0;
@@ -316,26 +302,10 @@ static int write_floats(int fd, const float *data, size_t count)
             buf[k + 2] = (unsigned char)(u >> 16);
             buf[k + 3] = (unsigned char)(u >> 24);
         }
-        if (!write_all(fd, buf, k))
+        if (!kiln_write_all(fd, buf, k))
             return 0;
     }
     return 1;
-}
-
-/* "<path>.tmp-<pid>-<n>": the process id tells a later fit whose writer
- * is gone (kiln_checkpoint_folder_open). A name already taken (left by a
- * killed process whose id this one reuses) moves on to the next n. */
-static int create_temporary(const char *path, char *tmp, size_t size)
-{
-    static unsigned long counter;   /* atomic: two models may save at once */
-    for (int attempt = 0; attempt < 64; attempt++) {
-        snprintf(tmp, size, "%s.tmp-%ld-%lu", path, (long)getpid(),
-                 __atomic_fetch_add(&counter, 1UL, __ATOMIC_RELAXED));
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
-    }
-    return -1;
 }
 
 kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_entry *entries,
@@ -346,15 +316,9 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
     char *header = build_header(ctx, entries, n, meta_keys, meta_values, n_meta, &hlen);
     if (!header)
         return kiln_error_oom(ctx, "a safetensors header", hlen);
-    char tmp[4200], dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
+    char tmp[4200];
     kiln_status st = KILN_OK;
-    const int fd = create_temporary(path, tmp, sizeof tmp);
+    const int fd = kiln_create_temporary(path, tmp, sizeof tmp);
     if (fd < 0) {
         kiln_free(ctx, header);
         return kiln_error(ctx, KILN_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
@@ -362,7 +326,7 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
     unsigned char len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int ok = write_all(fd, len, 8) && write_all(fd, header, hlen);
+    int ok = kiln_write_all(fd, len, 8) && kiln_write_all(fd, header, hlen);
     for (size_t i = 0; i < n && ok; i++) {
         size_t count = 1;
         for (int d = 0; d < entries[i].rank; d++)
@@ -385,11 +349,6 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
         unlink(tmp);
         return st;
     }
-    /* The rename itself must survive a crash. */
-    const int dfd = open(dir, O_RDONLY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    kiln_sync_folder_of(path);   /* the rename itself must survive a crash */
     return KILN_OK;
 }
