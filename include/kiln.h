@@ -1015,6 +1015,32 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
                                             const kiln_augment_options *augment);
 
 /* ------------------------------------------------------------------------ */
+/* ONNX export                                                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Writes a compiled model as an ONNX file (opset 13, IR version 7) that
+ * computes what kiln_model_predict computes: the layers on the path to the
+ * output in inference mode (dropout the identity, batch normalization on
+ * its moving statistics), with their current weights. The graph's input
+ * and output are named after kiln's input and output layers and shaped as
+ * kiln's, batch first and symbolic ("batch"), images NHWC; the file holds
+ * transposes to ONNX's NCHW around convolutions, pooling and batch
+ * normalization. Weight tensors are named "<layer>/<weight>" as in
+ * kiln_model_save_weights (convolution kernels in ONNX's (F, C, kh, kw)).
+ * Every layer kind kiln has is exported. The write is atomic (a temporary
+ * file in the same folder, fsync'd and renamed). The model is not changed;
+ * it is busy for the call (KILN_ERROR_STATE, as kiln_model_get_weights).
+ * KILN_ERROR_INVALID_ARGUMENT if path is NULL or empty, KILN_ERROR_STATE if
+ * the model is not compiled, KILN_ERROR_UNSUPPORTED naming the layer for a
+ * layer kind with no ONNX form, or when kiln was built without the meson
+ * feature "onnx" (the message says so), or for weights past protobuf's
+ * 2 GiB; KILN_ERROR_IO naming the path if it cannot be written (the file
+ * there, if any, is then unchanged); KILN_ERROR_OUT_OF_MEMORY.
+ */
+KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
+
+/* ------------------------------------------------------------------------ */
 /* Training, evaluation, prediction                                         */
 /* ------------------------------------------------------------------------ */
 

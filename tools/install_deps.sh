@@ -1,15 +1,23 @@
 #!/bin/sh
 # Installs, with apt-get, what kiln needs to build, test and run its examples
 # on Debian 12. Only missing packages are installed. Run as root (or with sudo
-# available). Extra package names may be passed as arguments.
+# available). Extra package names may be passed as arguments. ONNX export
+# needs protobuf-c and python3-onnx (its onnx.proto and checker); test_onnx
+# has npm fetch ONNX Runtime (tools/install_onnxruntime.sh) on first use.
 set -eu
 
 packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
 libclblast-dev pocl-opencl-icd zlib1g-dev libpng-dev libturbojpeg0-dev dataset-fashion-mnist \
-libopenmpi-dev openmpi-bin oclgrind python3-pil $*"
+libopenmpi-dev openmpi-bin oclgrind python3-pil libprotobuf-c-dev protobuf-c-compiler \
+python3-onnx nodejs npm $*"
 
 missing=""
 for p in $packages; do
+    # NodeSource's nodejs package carries npm and conflicts with Debian's.
+    if { [ "$p" = nodejs ] && command -v node >/dev/null 2>&1; } ||
+       { [ "$p" = npm ] && command -v npm >/dev/null 2>&1; }; then
+        continue
+    fi
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
         missing="$missing $p"
     fi

@@ -1,0 +1,39 @@
+// Runs an ONNX model with ONNX Runtime (onnxruntime-node) for test_onnx.c:
+//   node onnx_run.js MODEL INPUT OUTPUT D0 D1 ...
+// INPUT holds D0 x D1 x ... float32 values (little-endian, raw); the
+// model's one output is written to OUTPUT the same way, and its shape is
+// printed as "output NAME D0 D1 ...". NODE_PATH must lead to
+// onnxruntime-node (tools/install_onnxruntime.sh).
+'use strict';
+const fs = require('fs');
+const ort = require('onnxruntime-node');
+
+async function main() {
+    const [model, input, output, ...dims] = process.argv.slice(2);
+    const shape = dims.map(Number);
+    const bytes = fs.readFileSync(input);
+    const count = shape.reduce((a, b) => a * b, 1);
+    if (bytes.length !== 4 * count)
+        throw new Error(`${input} holds ${bytes.length} bytes, not ${4 * count}`);
+    const data = new Float32Array(count);
+    for (let i = 0; i < count; i++)
+        data[i] = bytes.readFloatLE(4 * i);
+    const session = await ort.InferenceSession.create(model);
+    if (session.inputNames.length !== 1 || session.outputNames.length !== 1)
+        throw new Error(`expected one input and one output, got ${session.inputNames} ` +
+                        `and ${session.outputNames}`);
+    const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', data, shape)};
+    const results = await session.run(feeds);
+    const name = session.outputNames[0];
+    const out = results[name];
+    const buf = Buffer.alloc(4 * out.data.length);
+    for (let i = 0; i < out.data.length; i++)
+        buf.writeFloatLE(out.data[i], 4 * i);
+    fs.writeFileSync(output, buf);
+    console.log(`input ${session.inputNames[0]} output ${name} ${out.dims.join(' ')}`);
+}
+
+main().catch((e) => {
+    console.error(`onnx_run.js: ${e.message || e}`);
+    process.exit(1);
+});

@@ -1,0 +1,434 @@
+/* kiln_model_export_onnx checked by real consumers: each file passes ONNX's
+ * own checker (Debian's python3-onnx, full_check) and ONNX Runtime
+ * (onnxruntime-node, which tools/install_onnxruntime.sh installs with npm
+ * into KILN_ONNXRUNTIME_DIR) computes what kiln_model_predict computes, to
+ * |onnx - kiln| <= 1e-5 max(1, |kiln|), for the seed CNN and the seed
+ * ResNet after a little training, a model with every layer kind (batch
+ * norms with momentum 0.5, so that their moving statistics are far from
+ * their start) and one that ends in a convolution behind a dropout; and
+ * the errors. Skips (77) only where node, npm or onnxruntime-node is
+ * missing, after every check that needs neither. */
+#include "fault_layer.h"
+#include "resnet_model.h"
+#include "test_data.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHECKER "/usr/bin/python3"
+#define TOLERANCE 1e-5
+
+static char dir[64];
+static const char *root, *ort_dir;
+static int have_checker, have_runtime;
+static char no_runtime[512];
+static uint64_t rng = 0x243f6a8885a308d3ULL;
+
+static float uniform(float lo, float hi)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * (float)(rng >> 40) / 16777216.0f;
+}
+
+static float *random_floats(int64_t n, float lo, float hi)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; x && i < n; i++)
+        x[i] = uniform(lo, hi);
+    return x;
+}
+
+static int64_t product(int rank, const int32_t *dims)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    return n;
+}
+
+/* n samples that differ in more than noise, which pooling would average
+ * away: images are ramps of a random slope along H and along W, plus an
+ * offset per channel, plus noise; other inputs are noise. */
+static float *test_inputs(int rank, const int32_t *dims, int64_t n)
+{
+    const int64_t size = product(rank, dims);
+    float *x = random_floats(n * size, -0.5f, 0.5f);
+    for (int64_t s = 0; x && rank == 3 && s < n; s++) {
+        const float along_h = uniform(-2, 2), along_w = uniform(-2, 2);
+        float offset[64];
+        for (int32_t c = 0; c < dims[2] && c < 64; c++)
+            offset[c] = uniform(-1, 1);
+        for (int32_t h = 0; h < dims[0]; h++)
+            for (int32_t w = 0; w < dims[1]; w++)
+                for (int32_t c = 0; c < dims[2]; c++)
+                    x[s * size + ((int64_t)h * dims[1] + w) * dims[2] + c] +=
+                        along_h * ((float)h / (float)dims[0] - 0.5f) +
+                        along_w * ((float)w / (float)dims[1] - 0.5f) + offset[c % 64];
+    }
+    return x;
+}
+
+/* Compiles with Adam on sparse labels and, for epochs > 0, trains on
+ * `count` random samples. */
+static void compile_and_train(kiln_context *ctx, kiln_model *m, int rank, const int32_t *dims,
+                              int32_t classes, int64_t count, int epochs)
+{
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer.learning_rate = 0.01f;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (epochs == 0)
+        return;
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = count, .feature_rank = rank};
+    memcpy(d.feature_dims, dims, (size_t)rank * sizeof *dims);
+    float *x = random_floats(count * product(rank, dims), 0.0f, 1.0f);
+    int32_t *y = malloc((size_t)count * sizeof *y);
+    for (int64_t i = 0; i < count; i++)
+        y[i] = (int32_t)(uniform(0.0f, 1.0f) * (float)classes) % classes;
+    d.features = x;
+    d.sparse_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = epochs;
+    fo.batch_size = 8;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+    free(x);
+    free(y);
+}
+
+/* Every batch norm's moving mean in [-mean, mean] and variance in
+ * [var_lo, var_hi], drawn at random. */
+static void set_statistics(kiln_context *ctx, kiln_model *m, float mean, float var_lo,
+                           float var_hi)
+{
+    int32_t n = 0;
+    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    for (int32_t k = 0; k < n; k++) {
+        kiln_weight_info wi = {.struct_size = sizeof wi};
+        CHECK_OK(ctx, kiln_model_weight_info(m, k, &wi));
+        const char *slash = strrchr(wi.name, '/');
+        const int is_mean = slash && !strcmp(slash, "/moving_mean");
+        if (!is_mean && !(slash && !strcmp(slash, "/moving_variance")))
+            continue;
+        float *v = is_mean ? random_floats(wi.size, -mean, mean)
+                           : random_floats(wi.size, var_lo, var_hi);
+        CHECK_OK(ctx, kiln_model_set_tensor(m, wi.name, v, wi.size));
+        free(v);
+    }
+}
+
+static int write_file(const char *path, const float *x, int64_t n)
+{
+    FILE *f = fopen(path, "wb");
+    const int ok = f && fwrite(x, sizeof *x, (size_t)n, f) == (size_t)n;
+    return (f && fclose(f) == 0) && ok;
+}
+
+/* ONNX's checker on the file, when Debian's python3-onnx is there. */
+static void check_file(const char *path)
+{
+    if (!have_checker)
+        return;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, CHECKER " -c 'import onnx, sys; onnx.checker.check_model("
+             "onnx.load(sys.argv[1]), full_check=True)' '%s'", path);
+    const int rc = system(cmd);
+    if (rc != 0)
+        fprintf(stderr, "onnx.checker refused %s\n", path);
+    CHECK(rc == 0);
+}
+
+/* Exports `m`, checks the file and compares ONNX Runtime's outputs on `n`
+ * random samples with kiln_model_predict's. */
+static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, int rank,
+                            const int32_t *dims, int64_t n)
+{
+    char path[128], in_path[128], out_path[128], cmd[2048];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    snprintf(in_path, sizeof in_path, "%s/%s.input", dir, name);
+    snprintf(out_path, sizeof out_path, "%s/%s.output", dir, name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    check_file(path);
+    if (!have_runtime)
+        return;
+    int64_t out_size = 0;
+    CHECK_OK(ctx, kiln_model_output_size(m, &out_size));
+    const int64_t in_count = n * product(rank, dims), out_count = n * out_size;
+    float *x = test_inputs(rank, dims, n);
+    float *want = calloc((size_t)out_count, sizeof *want);
+    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    /* A comparison that can tell: outputs that differ between samples. */
+    double spread = 0.0;
+    for (int64_t i = out_size; i < out_count; i++)
+        spread = fmax(spread, fabs((double)want[i] - want[i % out_size]));
+    CHECK(spread > 1e-3);
+    CHECK(write_file(in_path, x, in_count));
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/onnx_run.js' "
+                      "'%s' '%s' '%s' %lld", ort_dir, root, path, in_path, out_path,
+                      (long long)n);
+    for (int d = 0; d < rank; d++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %d", (int)dims[d]);
+    const int rc = system(cmd);
+    CHECK(rc == 0);
+    size_t bytes = 0;
+    float *got = rc == 0 ? (float *)test_read_file(out_path, &bytes) : NULL;
+    const int complete = got && bytes == (size_t)out_count * sizeof(float);
+    CHECK(complete);
+    double worst = 0.0, worst_abs = 0.0;
+    for (int64_t i = 0; complete && i < out_count; i++) {
+        const double a = got[i], b = want[i], diff = fabs(a - b);
+        const double rel = diff / (fabs(b) > 1.0 ? fabs(b) : 1.0);
+        if (!(rel <= worst))   /* NaN counts as the worst */
+            worst = rel;
+        if (diff > worst_abs)
+            worst_abs = diff;
+    }
+    if (complete) {
+        printf("%s: %lld outputs of %lld samples (which differ by up to %.3g), max |onnx - "
+               "kiln| / max(1, |kiln|) = %.3g (max |onnx - kiln| = %.3g)\n", name,
+               (long long)out_count, (long long)n, spread, worst, worst_abs);
+        if (!(worst <= TOLERANCE))
+            fprintf(stderr, "%s: ONNX Runtime and kiln disagree by %.3g > %g\n", name, worst,
+                    TOLERANCE);
+        CHECK(worst <= TOLERANCE);
+    }
+    free(x);
+    free(want);
+    free(got);
+}
+
+/* Input(9, 11, 3) through every layer kind: 'same' convolutions and pools
+ * with asymmetric padding and unequal strides, an average pool whose edge
+ * windows hold padding, a softmax over channels, Dense on a rank-3 tensor,
+ * batch norms on rank 3 and rank 1, Flatten after NCHW work, a three-way
+ * Add, a linear Activation layer. */
+static void every_layer(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {9, 11, 3};
+    kiln_conv2d_options same = {.struct_size = sizeof same, .filters = 8, .kernel_size = {4, 3},
+                                .strides = {2, 1}, .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_RELU};
+    kiln_conv2d_options point = {.struct_size = sizeof point, .filters = 8,
+                                 .kernel_size = {1, 1}, .no_bias = 1,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_conv2d_options strided = {.struct_size = sizeof strided, .filters = 6,
+                                   .kernel_size = {2, 2}, .strides = {2, 2}};
+    kiln_batch_norm_options bn = {.struct_size = sizeof bn, .momentum = 0.5f};
+    kiln_batch_norm_options bn_relu = {.struct_size = sizeof bn_relu, .momentum = 0.5f,
+                                       .epsilon = 0.01f, .activation = KILN_ACTIVATION_RELU};
+    kiln_pool2d_options max = {.struct_size = sizeof max, .pool_size = {3, 3},
+                               .strides = {2, 2}, .padding = KILN_PADDING_SAME};
+    kiln_pool2d_options avg_same = {.struct_size = sizeof avg_same, .pool_size = {3, 3},
+                                    .strides = {1, 1}, .padding = KILN_PADDING_SAME};
+    kiln_pool2d_options avg_valid = {.struct_size = sizeof avg_valid, .pool_size = {2, 2},
+                                     .strides = {1, 1}};
+    kiln_dense_options wide = {.struct_size = sizeof wide, .units = 5,
+                               .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 6,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .name = "probabilities", .units = 4,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_input(m, 3, dims, "image");
+    x = kiln_conv2d(m, x, &same);                                   /* (5, 11, 8) */
+    x = kiln_batch_normalization(m, x, &bn);
+    const kiln_node pooled = kiln_max_pooling2d(m, x, &max);        /* (3, 6, 8) */
+    const kiln_node three[] = {kiln_conv2d(m, pooled, &point),
+                               kiln_average_pooling2d(m, pooled, &avg_same), pooled};
+    x = kiln_activation_layer(m, kiln_add(m, three, 3, NULL), KILN_ACTIVATION_SOFTMAX, NULL);
+    x = kiln_dropout(m, x, 0.25f, 7, NULL);
+    x = kiln_dense(m, x, &wide);                                    /* (3, 6, 5) */
+    x = kiln_batch_normalization(m, x, &bn_relu);
+    const kiln_node global = kiln_activation_layer(
+        m, kiln_global_average_pooling2d(m, kiln_conv2d(m, x, &strided), NULL),
+        KILN_ACTIVATION_LINEAR, NULL);                              /* (6) */
+    x = kiln_flatten(m, kiln_average_pooling2d(m, x, &avg_valid), NULL);    /* (50) */
+    x = kiln_batch_normalization(m, kiln_dense(m, x, &hidden), &bn);
+    const kiln_node both[] = {global, x};
+    kiln_dense(m, kiln_add(m, both, 2, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 4, 48, 3);
+    check_agreement(ctx, m, "every_layer", 3, dims, 7);
+    kiln_model_destroy(m);
+}
+
+/* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
+ * the output's path; untrained. */
+static void conv_output(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 7, 2};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 3, .kernel_size = {3, 3},
+                                .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options unused = {.struct_size = sizeof unused, .units = 2};
+    const kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);
+    const kiln_node out = kiln_dropout(m, x, 0.5f, 1, "last");
+    kiln_dense(m, x, &unused);
+    CHECK_OK(ctx, kiln_model_set_output(m, out));
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    check_agreement(ctx, m, "conv_output", 3, dims, 3);
+    kiln_model_destroy(m);
+}
+
+static int folder_holds_only(const char *folder, const char *name)
+{
+    DIR *d = opendir(folder);
+    int others = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        others += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, name);
+    if (d)
+        closedir(d);
+    return d && !others;
+}
+
+static void errors(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4};
+    kiln_dense_options dense = {.struct_size = sizeof dense, .units = 3};
+    kiln_dense(m, kiln_input(m, 1, dims, NULL), &dense);
+    char path[128];
+    snprintf(path, sizeof path, "%s/errors/model.onnx", dir);
+    CHECK(kiln_model_export_onnx(NULL, path) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first",
+                kiln_model_export_onnx(m, path));
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "path is NULL",
+                kiln_model_export_onnx(m, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "path is empty",
+                kiln_model_export_onnx(m, ""));
+    /* The folder does not exist yet. */
+    CHECK_FAILS(ctx, KILN_ERROR_IO, path, kiln_model_export_onnx(m, path));
+    /* Written over an existing file, with no temporary file left beside. */
+    char folder[128];
+    snprintf(folder, sizeof folder, "%s/errors", dir);
+    CHECK(mkdir(folder, 0755) == 0);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs("old", f) >= 0 && fclose(f) == 0);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    size_t size = 0;
+    unsigned char *bytes = test_read_file(path, &size);
+    CHECK(size > 3 && bytes[0] == 0x08);   /* field 1 (ir_version), a varint */
+    free(bytes);
+    CHECK(folder_holds_only(folder, "model.onnx"));
+    check_file(path);
+    /* A read-only folder: the old file stays (root may write anyway). */
+    if (geteuid() != 0) {
+        CHECK(chmod(folder, 0555) == 0);
+        CHECK_FAILS(ctx, KILN_ERROR_IO, "model.onnx", kiln_model_export_onnx(m, path));
+        CHECK(chmod(folder, 0755) == 0);
+        bytes = test_read_file(path, &size);
+        CHECK(size > 3 && bytes[0] == 0x08);
+        free(bytes);
+    }
+    kiln_model_destroy(m);
+
+    /* A layer kind with no ONNX form, named. */
+    fault_plan plan;
+    memset(&plan, 0, sizeof plan);
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_node x = fault_layer(m, kiln_input(m, 1, dims, NULL), &plan);
+    kiln_dense(m, x, &dense);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "layer 'fault' (fault) has no ONNX form",
+                kiln_model_export_onnx(m, path));
+    kiln_model_destroy(m);
+}
+
+/* node and onnxruntime-node, installed by npm on first use. */
+static void find_runtime(void)
+{
+    char cmd[1024];
+    if (system("node --version > /dev/null 2>&1") != 0) {
+        snprintf(no_runtime, sizeof no_runtime, "node (Node.js) is not installed "
+                 "(Debian: apt-get install nodejs npm)");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "sh '%s/tools/install_onnxruntime.sh' '%s'", root, ort_dir);
+    if (system(cmd) != 0) {
+        snprintf(no_runtime, sizeof no_runtime, "onnxruntime-node could not be installed into "
+                 "%s (npm's message is above)", ort_dir);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node -e "
+             "\"require('onnxruntime-node')\"", ort_dir);
+    if (system(cmd) != 0) {
+        snprintf(no_runtime, sizeof no_runtime, "onnxruntime-node in %s does not load",
+                 ort_dir);
+        return;
+    }
+    have_runtime = 1;
+}
+
+int main(void)
+{
+    root = getenv("KILN_SOURCE_ROOT");
+    ort_dir = getenv("KILN_ONNXRUNTIME_DIR");
+    if (!root || !ort_dir)
+        SKIP("run through meson test (KILN_SOURCE_ROOT and KILN_ONNXRUNTIME_DIR unset)");
+    kiln_context *ctx = test_context(42);
+    if (!ctx)
+        return 1;
+    snprintf(dir, sizeof dir, "/tmp/kiln-onnx-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    kiln_model *probe = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &probe));
+    if (kiln_model_export_onnx(probe, "unused.onnx") == KILN_ERROR_UNSUPPORTED) {
+        printf("%s\n", kiln_context_last_error(ctx));
+        SKIP("kiln was built without the onnx feature");
+    }
+    kiln_model_destroy(probe);
+    have_checker = system(CHECKER " -c 'import onnx' 2> /dev/null") == 0;
+    if (!have_checker)
+        printf("note: " CHECKER " cannot import onnx (Debian: python3-onnx); the files are not "
+               "checked by ONNX's checker\n");
+    errors(ctx);
+    find_runtime();
+
+    /* The seed CNN, a little trained. */
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    seed_cnn_layers(m);
+    const int32_t mnist[] = {28, 28, 1};
+    compile_and_train(ctx, m, 3, mnist, 10, 64, 2);
+    check_agreement(ctx, m, "seed_cnn", 3, mnist, 9);
+    kiln_model_destroy(m);
+
+    /* The seed ResNet on 32 x 32 x 3. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    resnet_build(m, 32, 32, 3, 10, 0);
+    const int32_t small[] = {32, 32, 3};
+    compile_and_train(ctx, m, 3, small, 10, 32, 2);
+    /* A few steps leave the moving statistics near (0, 1), under which
+     * activations grow block by block until the softmax is one-hot and
+     * any two runs agree; variances a trained network could have keep the
+     * outputs graded. */
+    set_statistics(ctx, m, 0.2f, 9.0f, 25.0f);
+    check_agreement(ctx, m, "seed_resnet", 3, small, 5);
+    kiln_model_destroy(m);
+
+    every_layer(ctx);
+    conv_output(ctx);
+    kiln_context_destroy(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    if (!have_runtime && !test_failures)
+        SKIP("%s; the exports passed every other check", no_runtime);
+    return test_finish("test_onnx");
+}
