@@ -1,15 +1,16 @@
 #!/bin/sh
 # Installs, with apt-get, what kiln needs to build, test and run its examples
 # on Debian 12. Only missing packages are installed. Run as root (or with sudo
-# available). Extra package names may be passed as arguments. ONNX export
-# needs protobuf-c and python3-onnx (its onnx.proto and checker); test_onnx
-# has npm fetch ONNX Runtime (tools/install_onnxruntime.sh) on first use.
+# available). Extra package names may be passed as arguments.
 set -eu
 
 packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
 libclblast-dev pocl-opencl-icd zlib1g-dev libpng-dev libturbojpeg0-dev dataset-fashion-mnist \
-libopenmpi-dev openmpi-bin oclgrind python3-pil libprotobuf-c-dev protobuf-c-compiler \
-python3-onnx nodejs npm $*"
+libopenmpi-dev openmpi-bin oclgrind python3-pil $*"
+
+# ONNX export: protobuf-c and python3-onnx (ONNX's onnx.proto, its checker);
+# test_onnx has npm install ONNX Runtime on first use (install_onnxruntime.sh).
+packages="$packages libprotobuf-c-dev protobuf-c-compiler python3-onnx nodejs npm"
 
 missing=""
 for p in $packages; do
