@@ -1108,6 +1108,21 @@ typedef struct kiln_fit_options {
     /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
      *  memory is this many batches of host staging. */
     int32_t prefetch_batches;
+    /** A training report to watch in a browser (NULL: none): one
+     *  self-contained HTML file, with no script and nothing to fetch: inline
+     *  SVG charts of the loss, accuracy, learning rate and throughput per
+     *  epoch, training and validation; a table of the epochs; the run's
+     *  settings, strategy, replicas, devices and model summary. Written at
+     *  the start of fit, after every epoch and at the end (saying how fit
+     *  ended), each time to "<path>.tmp-<pid>-<n>" renamed over `path`, so
+     *  that a reader never sees half a page; rank 0 writes it under
+     *  multi_worker. The folder must exist. A path that cannot be written
+     *  fails fit with KILN_ERROR_IO naming it, before any training: a typo
+     *  should not cost a long run its report. A later write that fails (a
+     *  full disk) is logged as a warning and training goes on: the weights
+     *  matter more than their picture. Each chart's curve carries its
+     *  numbers exactly (data-epochs and data-values attributes, %.17g). */
+    const char *report_path;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -1125,7 +1140,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
- * replica stalls past the watchdog; device errors, naming the replica, device
+ * replica stalls past the watchdog; KILN_ERROR_IO, before training, when
+ * report_path or checkpoint_dir cannot be written; device errors, naming the replica, device
  * and layer. After a replica failed or stalled, the model only accepts
  * kiln_model_destroy (KILN_ERROR_STATE otherwise).
  */
