@@ -264,12 +264,25 @@ typedef int32_t kiln_node;
 /** The largest rank of a sample (the batch dimension not counted). */
 #define KILN_MAX_RANK 4
 
+/** Activations, each as Keras's function of that name with its default
+ *  arguments. GELU, GELU (tanh) and SiLU need their input for the gradient:
+ *  a layer with one of them keeps both its output before and after the
+ *  activation, which the others (but softmax) need not. */
 typedef enum kiln_activation {
     KILN_ACTIVATION_LINEAR = 0,
     KILN_ACTIVATION_RELU,
     KILN_ACTIVATION_SIGMOID,
     KILN_ACTIVATION_TANH,
-    KILN_ACTIVATION_SOFTMAX   /**< over the last dimension */
+    KILN_ACTIVATION_SOFTMAX,     /**< over the last dimension */
+    /** x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): Keras's "gelu" (approximate=False) */
+    KILN_ACTIVATION_GELU,
+    /** 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): gelu(approximate=True) */
+    KILN_ACTIVATION_GELU_TANH,
+    /** x for x > 0, else 0.2 x: Keras's "leaky_relu" (negative_slope 0.2; the
+     *  LeakyReLU layer's default, 0.3, is another function) */
+    KILN_ACTIVATION_LEAKY_RELU,
+    /** x sigmoid(x): Keras's "silu" (also "swish") */
+    KILN_ACTIVATION_SILU
 } kiln_activation;
 
 typedef enum kiln_padding {
@@ -397,6 +410,45 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *
 /** Applies an activation as a layer of its own. */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation, const char *name);
+
+/** Options of kiln_layer_normalization(); zero fields take Keras's
+ *  defaults. */
+typedef struct kiln_layer_norm_options {
+    size_t struct_size;          /**< sizeof(kiln_layer_norm_options) */
+    const char *name;            /**< layer name, or NULL for "layer_normalization", ... */
+    float epsilon;               /**< added to the variance, finite and > 0; 0: 1e-3 */
+    int32_t no_center;           /**< nonzero: no beta (Keras center=False) */
+    int32_t no_scale;            /**< nonzero: no gamma (Keras scale=False) */
+} kiln_layer_norm_options;
+
+/** Layer normalisation over the last axis of an input of any rank (Keras
+ *  LayerNormalization, axis -1): each sample's every position is
+ *  normalised by the mean and (biased) variance of its last-axis values,
+ *  y = gamma (x - mean) / sqrt(var + epsilon) + beta. Parameters: gamma
+ *  (ones) and beta (zeros), each of the last axis's length, the same in
+ *  fit, evaluate and predict. */
+KILN_API kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
+                                            const kiln_layer_norm_options *options);
+
+/** Reshapes a sample to `dims` (rank 1..KILN_MAX_RANK, batch not counted;
+ *  Keras Reshape's target_shape): the values keep their row-major order.
+ *  One dimension may be -1, inferred from the input's size. A malformed
+ *  target (a dimension of 0 or below -1, two -1s, dims NULL) is
+ *  KILN_ERROR_INVALID_ARGUMENT; a target of another size than the input,
+ *  KILN_ERROR_SHAPE; both reported by kiln_model_compile naming the layer
+ *  and the shapes. `dims` is copied; `name` may be NULL. */
+KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
+                                const int32_t *dims, const char *name);
+
+/** Joins 2..8 inputs along `axis` (Keras Concatenate): the inputs have one
+ *  rank and equal dimensions but on that axis. `axis` counts the batch
+ *  dimension as Keras's does: -1 (Keras's default) is the last axis, 1 a
+ *  sample's first; the batch axis (0) and axes past the rank are
+ *  KILN_ERROR_SHAPE, as are mismatched dimensions (reported by
+ *  kiln_model_compile naming the layer and the shapes). The same node may
+ *  be given more than once. `name` may be NULL. */
+KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
+                                    int32_t n_inputs, int32_t axis, const char *name);
 
 /** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
