@@ -772,7 +772,7 @@ typedef struct kiln_layer_info {
     const char *name;            /**< valid while the model lives */
     const char *kind;            /**< "conv2d", "dense", "batch_normalization", ... */
     int32_t rank;                /**< of one sample's output */
-    int32_t dims[KILN_MAX_RANK];
+    int32_t dims[KILN_MAX_RANK]; /**< that output's shape */
     int32_t trainable;           /**< 0 when frozen (kiln_model_set_trainable) */
     int32_t n_weights;           /**< its weight tensors */
 } kiln_layer_info;
@@ -782,8 +782,8 @@ typedef struct kiln_layer_info {
 typedef struct kiln_weight_info {
     size_t struct_size;          /**< sizeof(kiln_weight_info) */
     char name[96];               /**< "<layer>/<weight>", as in the weight files */
-    int32_t rank;
-    int32_t dims[KILN_MAX_RANK];
+    int32_t rank;                /**< of the tensor */
+    int32_t dims[KILN_MAX_RANK]; /**< its shape (a conv kernel: height, width, in, out) */
     int64_t size;                /**< floats */
     int64_t offset;              /**< where it starts in kiln_model_get_weights()'s array */
     int32_t trainable;           /**< 0: frozen, or state the layer updates (moving statistics) */
@@ -958,7 +958,7 @@ typedef struct kiln_image_folder_options {
     int32_t channels;            /**< 1 (grayscale) or 3 (RGB); 0: 3 */
     /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
     float scale;
-    float offset;
+    float offset;                /**< added after scale; default 0 */
     /** Nonzero: an image that cannot be decoded is left out of its batch's
      *  place by reading the next sample of its class instead, and counted
      *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT naming
@@ -1008,7 +1008,7 @@ typedef struct kiln_callback_desc {
     size_t struct_size;          /**< sizeof(kiln_callback_desc) */
     int64_t count;               /**< number of samples, > 0 */
     int32_t feature_rank;        /**< 1..KILN_MAX_RANK */
-    int32_t feature_dims[KILN_MAX_RANK];
+    int32_t feature_dims[KILN_MAX_RANK];  /**< one sample's shape, e.g. {28, 28, 1} */
     kiln_label_kind label_kind;  /**< default sparse */
     int32_t label_size;          /**< KILN_LABELS_DENSE: floats per sample */
     kiln_sample_fn fill;         /**< required */
@@ -1047,7 +1047,7 @@ typedef struct kiln_augment_options {
     /** Shift by up to this fraction of the height / width, each way
      *  (RandomTranslation), filling with 0; in [0, 1). */
     float translate_height;
-    float translate_width;
+    float translate_width;       /**< as translate_height, for the width */
     /** Pad each side with this many zero pixels, then crop a random window
      *  of the original size (the CIFAR recipe); >= 0. */
     int32_t pad_crop;
