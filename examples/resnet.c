@@ -5,10 +5,11 @@
  * on one, mirrored on several; KILN_STRATEGY overrides).
  *
  * Usage: resnet [--epochs N] [--batch N] [--limit N] [--test-limit N]
- *               [--sync-bn] [--data DIR]
+ *               [--sync-bn] [--data DIR] [--save PATH]
  *        resnet --input 224 [--batch N] [--steps N] [--sync-bn]
  * --input S benchmarks training at the seed's S x S x 3 input on synthetic
- * data (step time and samples/s; no accuracy). */
+ * data (step time and samples/s; no accuracy). --save writes the trained
+ * model to PATH (kiln_model_save). */
 #include "fashion_data.h"
 #include "resnet_model.h"
 
@@ -20,7 +21,7 @@
 typedef struct args {
     int epochs, batch, steps, input, sync_bn;
     long limit, test_limit;
-    const char *data;
+    const char *data, *save;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
@@ -34,7 +35,8 @@ static int parse_args(int argc, char **argv, args *a)
         }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         long n = v ? atol(v) : 0;
-        if (!v || (strcmp(argv[i - 1], "--data") != 0 && n <= 0)) {
+        const int text = !strcmp(argv[i - 1], "--data") || !strcmp(argv[i - 1], "--save");
+        if (!v || (!text && n <= 0)) {
             fprintf(stderr, "resnet: %s needs a positive value\n", argv[i - 1]);
             return 0;
         }
@@ -52,6 +54,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->test_limit = n;
         else if (strcmp(argv[i - 1], "--data") == 0)
             a->data = v;
+        else if (strcmp(argv[i - 1], "--save") == 0)
+            a->save = v;
         else {
             fprintf(stderr, "resnet: unknown option %s\n", argv[i - 1]);
             return 0;
@@ -178,6 +182,8 @@ int main(int argc, char **argv)
         st = kiln_model_evaluate(model, test, 256, &result);
     if (st == KILN_OK && test)
         printf("test accuracy: %.4f\n", result.accuracy);
+    if (st == KILN_OK && a.save && (st = kiln_model_save(model, a.save)) == KILN_OK)
+        printf("model saved to %s\n", a.save);
     if (st != KILN_OK)
         fprintf(stderr, "resnet: %s: %s\n", kiln_status_name(st), kiln_context_last_error(ctx));
     kiln_model_destroy(model);
