@@ -33,31 +33,32 @@ static int parse_args(int argc, char **argv, args *a)
             a->sync_bn = 1;
             continue;
         }
+        const char *opt = argv[i];
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         long n = v ? atol(v) : 0;
-        const int text = !strcmp(argv[i - 1], "--data") || !strcmp(argv[i - 1], "--save");
+        const int text = !strcmp(opt, "--data") || !strcmp(opt, "--save");
         if (!v || (!text && n <= 0)) {
-            fprintf(stderr, "resnet: %s needs a positive value\n", argv[i - 1]);
+            fprintf(stderr, "resnet: %s needs a %svalue\n", opt, text ? "" : "positive ");
             return 0;
         }
-        if (strcmp(argv[i - 1], "--epochs") == 0)
+        if (strcmp(opt, "--epochs") == 0)
             a->epochs = (int)n;
-        else if (strcmp(argv[i - 1], "--batch") == 0)
+        else if (strcmp(opt, "--batch") == 0)
             a->batch = (int)n;
-        else if (strcmp(argv[i - 1], "--steps") == 0)
+        else if (strcmp(opt, "--steps") == 0)
             a->steps = (int)n;
-        else if (strcmp(argv[i - 1], "--input") == 0)
+        else if (strcmp(opt, "--input") == 0)
             a->input = (int)n;
-        else if (strcmp(argv[i - 1], "--limit") == 0)
+        else if (strcmp(opt, "--limit") == 0)
             a->limit = n;
-        else if (strcmp(argv[i - 1], "--test-limit") == 0)
+        else if (strcmp(opt, "--test-limit") == 0)
             a->test_limit = n;
-        else if (strcmp(argv[i - 1], "--data") == 0)
+        else if (strcmp(opt, "--data") == 0)
             a->data = v;
-        else if (strcmp(argv[i - 1], "--save") == 0)
+        else if (strcmp(opt, "--save") == 0)
             a->save = v;
         else {
-            fprintf(stderr, "resnet: unknown option %s\n", argv[i - 1]);
+            fprintf(stderr, "resnet: unknown option %s\n", opt);
             return 0;
         }
     }
