@@ -1310,6 +1310,55 @@ KILN_API kiln_status kiln_model_load_weights(kiln_model *model, const char *path
  */
 KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *path);
 
+/* ------------------------------------------------------------------------ */
+/* Model files                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** The version of the model description kiln_model_save writes; the newest
+ *  kiln_model_load reads. */
+#define KILN_MODEL_FILE_VERSION 1
+
+/**
+ * Saves a compiled model whole: a safetensors file holding the weights as
+ * kiln_model_save_weights writes them, and in __metadata__ under
+ * "kiln.model" a JSON description of the model: its format version, every
+ * layer's kind, name, options (as its builder took them, defaults filled
+ * in), inputs (by name), activation, device placement and trainability,
+ * the output layer, and what compile was given that decides training: the
+ * loss, whether accuracy is computed, gradient accumulation and the
+ * optimizer with all its settings and schedule (not the strategy, devices
+ * or replicas, which belong to the machine that loads it). Checkpoints
+ * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
+ * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
+ * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
+ * name that is not UTF-8, KILN_ERROR_IO naming the path.
+ */
+KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
+
+/**
+ * Makes a new model from a file written by kiln_model_save or a checkpoint:
+ * rebuilds the layers through the builders, compiles with the file's loss,
+ * optimizer and training settings, and loads the weights (a checkpoint's
+ * optimizer state and training position are left out: continue training
+ * with kiln_model_load_checkpoint on the result). The strategy, replicas and
+ * the other settings of the machine come from `options` (NULL: defaults;
+ * its loss and optimizer are ignored when the file has them). The file's
+ * device placements are applied when `options` leave the strategy at auto
+ * or pipeline, and ignored under any other. The model predicts exactly as
+ * the saved one did. On failure *out is NULL and nothing is left behind:
+ * KILN_ERROR_IO when the file cannot be read; KILN_ERROR_FORMAT for a
+ * malformed file or description (naming what and where), a description
+ * that disagrees with the file's tensors (naming the tensor and both
+ * shapes), or a file of weights without a description (as
+ * kiln_model_save_weights writes); KILN_ERROR_UNSUPPORTED for a
+ * description newer than KILN_MODEL_FILE_VERSION (naming both versions) or
+ * a layer kind this kiln does not know; KILN_ERROR_INVALID_ARGUMENT for a
+ * placement on a device the context lacks; and the errors of
+ * kiln_model_compile. The caller owns *out.
+ */
+KILN_API kiln_status kiln_model_load(kiln_context *ctx, const char *path,
+                                     const kiln_compile_options *options, kiln_model **out);
+
 #ifdef __cplusplus
 }
 #endif

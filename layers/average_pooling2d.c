@@ -57,8 +57,9 @@ static void global_avg_configure(void *config, const void *args)
 const kiln_layer_ops kiln_layer_average_pooling2d = {
     .kind = "average_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = avg_configure, .infer = kiln_pool2d_infer, .kernels = avg_kernels,
-    .forward = avg_forward, .backward = avg_backward, .flops = kiln_pool2d_flops,
+    .configure = avg_configure, .describe = kiln_pool2d_describe, .infer = kiln_pool2d_infer,
+    .kernels = avg_kernels, .forward = avg_forward, .backward = avg_backward,
+    .flops = kiln_pool2d_flops,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {

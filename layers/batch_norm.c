@@ -291,10 +291,19 @@ static void bn_configure(void *config, const void *args)
                                        .synchronized = o->synchronized != 0};
 }
 
+static void bn_describe(const void *config, void *args)
+{
+    const bn_config *c = config;
+    kiln_batch_norm_options *o = args;
+    o->momentum = c->momentum;
+    o->epsilon = c->epsilon;
+    o->synchronized = c->synchronized;
+}
+
 const kiln_layer_ops kiln_layer_batch_norm = {
     .kind = "batch_normalization", .config_size = sizeof(bn_config),
     .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .configure = bn_configure,
-    .infer = bn_infer, .kernels = bn_kernels, .prepare = bn_prepare, .forward = bn_forward,
-    .backward = bn_backward, .release = bn_release, .flops = bn_flops,
+    .describe = bn_describe, .infer = bn_infer, .kernels = bn_kernels, .prepare = bn_prepare,
+    .forward = bn_forward, .backward = bn_backward, .release = bn_release, .flops = bn_flops,
     .synchronized = bn_synchronized,
 };

@@ -184,10 +184,23 @@ static void conv2d_configure(void *config, const void *args)
         .padding = o->padding, .use_bias = !o->no_bias};
 }
 
+static void conv2d_describe(const void *config, void *args)
+{
+    const conv2d_config *c = config;
+    kiln_conv2d_options *o = args;
+    o->filters = c->filters;
+    o->kernel_size[0] = c->kh;
+    o->kernel_size[1] = c->kw;
+    o->strides[0] = c->sh;
+    o->strides[1] = c->sw;
+    o->padding = c->padding;
+    o->no_bias = !c->use_bias;
+}
+
 const kiln_layer_ops kiln_layer_conv2d = {
     .kind = "conv2d", .config_size = sizeof(conv2d_config), .replica_size = sizeof(conv2d_replica),
-    .min_inputs = 1, .max_inputs = 1, .configure = conv2d_configure, .infer = conv2d_infer,
-    .kernels = conv2d_kernels, .prepare = conv2d_prepare, .forward = conv2d_forward,
-    .backward = conv2d_backward, .release = conv2d_release, .flops = conv2d_flops,
-    .fuses_activation = kiln_layer_fuses_activation,
+    .min_inputs = 1, .max_inputs = 1, .configure = conv2d_configure, .describe = conv2d_describe,
+    .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
+    .forward = conv2d_forward, .backward = conv2d_backward, .release = conv2d_release,
+    .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
 };

@@ -116,9 +116,18 @@ static void dense_configure(void *config, const void *args)
     *(dense_config *)config = (dense_config){.units = o->units, .use_bias = !o->no_bias};
 }
 
+static void dense_describe(const void *config, void *args)
+{
+    const dense_config *c = config;
+    kiln_dense_options *o = args;
+    o->units = c->units;
+    o->no_bias = !c->use_bias;
+}
+
 const kiln_layer_ops kiln_layer_dense = {
     .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
-    .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .infer = dense_infer,
-    .prepare = dense_prepare, .forward = dense_forward, .backward = dense_backward,
-    .release = dense_release, .flops = dense_flops, .fuses_activation = kiln_layer_fuses_activation,
+    .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .describe = dense_describe,
+    .infer = dense_infer, .prepare = dense_prepare, .forward = dense_forward,
+    .backward = dense_backward, .release = dense_release, .flops = dense_flops,
+    .fuses_activation = kiln_layer_fuses_activation,
 };

@@ -71,9 +71,15 @@ static void dropout_configure(void *config, const void *args)
     *(dropout_config *)config = (dropout_config){.rate = a->rate, .seed = a->seed};
 }
 
+static void dropout_describe(const void *config, void *args)
+{
+    const dropout_config *c = config;
+    *(kiln_dropout_args *)args = (kiln_dropout_args){.rate = c->rate, .seed = c->seed};
+}
+
 const kiln_layer_ops kiln_layer_dropout = {
     .kind = "dropout", .config_size = sizeof(dropout_config),
     .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = dropout_configure, .infer = dropout_infer, .kernels = dropout_kernels,
-    .forward = dropout_forward, .backward = dropout_backward,
+    .configure = dropout_configure, .describe = dropout_describe, .infer = dropout_infer,
+    .kernels = dropout_kernels, .forward = dropout_forward, .backward = dropout_backward,
 };

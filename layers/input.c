@@ -42,7 +42,16 @@ static void input_configure(void *config, const void *args)
         c->shape.dims[i] = a->dims[i];
 }
 
+/* dims points into the config. */
+static void input_describe(const void *config, void *args)
+{
+    const input_config *c = config;
+    kiln_input_args *a = args;
+    a->rank = c->shape.rank;
+    a->dims = c->shape.dims;
+}
+
 const kiln_layer_ops kiln_layer_input = {
     .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0, .max_inputs = 0,
-    .configure = input_configure, .infer = input_infer,
+    .configure = input_configure, .describe = input_describe, .infer = input_infer,
 };

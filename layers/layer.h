@@ -101,6 +101,11 @@ typedef struct kiln_layer_ops {
      * options struct, or the kiln_*_args struct named above the kind's
      * configure function. May be NULL: the zeroed config is the layer's. */
     void (*configure)(void *config, const void *args);
+    /* The inverse of configure: fills `args` (zeroed, of the struct
+     * configure takes) so that configure(args) gives this config again;
+     * what model files write (runtime/model_file.c). Names, activations
+     * and pointers are the runtime's; NULL when configure is. */
+    void (*describe)(const void *config, void *args);
     kiln_status (*infer)(void *config, kiln_layer_build *build);
     /* Fetches the kernels forward and backward launch (kiln_kernel_get) into
      * the replica state; called once when the replica is created, so that

@@ -64,7 +64,7 @@ static void pool_configure(void *config, const void *args)
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = pool_configure, .infer = kiln_pool2d_infer, .kernels = pool_kernels,
-    .prepare = pool_prepare, .forward = pool_forward, .backward = pool_backward,
-    .release = pool_release, .flops = kiln_pool2d_flops,
+    .configure = pool_configure, .describe = kiln_pool2d_describe, .infer = kiln_pool2d_infer,
+    .kernels = pool_kernels, .prepare = pool_prepare, .forward = pool_forward,
+    .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
 };

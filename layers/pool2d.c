@@ -12,6 +12,17 @@ pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
     return c;
 }
 
+void kiln_pool2d_describe(const void *config, void *args)
+{
+    const pool_config *c = config;
+    kiln_pool2d_options *o = args;
+    o->pool_size[0] = c->ph;
+    o->pool_size[1] = c->pw;
+    o->strides[0] = c->sh;
+    o->strides[1] = c->sw;
+    o->padding = c->padding;
+}
+
 kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
 {
     pool_config *c = config;

@@ -16,6 +16,8 @@ typedef struct pool_config {
 /* A configuration from the public options (Keras's defaults: pool (2, 2),
  * strides = pool). */
 pool_config kiln_pool2d_config(const kiln_pool2d_options *options);
+/* Its inverse (the ops' describe): the options of a non-global pool. */
+void kiln_pool2d_describe(const void *config, void *args);
 
 /* Checks the options against an (H, W, C) input and infers the output;
  * a global pool outputs (C). */
