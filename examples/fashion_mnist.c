@@ -2,11 +2,12 @@
  *   Input(28,28,1) -> Conv2D(32, 3x3, relu) -> MaxPooling2D(2x2) -> Flatten
  *   -> Dense(64, relu) -> Dense(10, softmax); Adam(1e-3); batch 32; 5 epochs.
  * Usage: fashion_mnist [--epochs N] [--batch N] [--limit N] [--devices SPEC]
- *                      [--data DIR] [--data-format idx|npy|folder]
+ *                      [--data DIR] [--data-format idx|npy|folder] [--save PATH]
  * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all").
  * --data-format: Debian's IDX files (the default), .npy files written by
  * tools/fashion_npy.py, or an image folder written by
- * tools/fashion_png_folder.py; --data names their folder. */
+ * tools/fashion_png_folder.py; --data names their folder. --save writes the
+ * trained model to PATH (kiln_model_save; `kiln summary PATH` reads it). */
 #include "fashion_data.h"
 #include "kiln.h"
 
@@ -17,7 +18,7 @@
 typedef struct args {
     int epochs, batch;
     long limit;
-    const char *devices, *data;
+    const char *devices, *data, *save;
     fashion_format format;
 } args;
 
@@ -28,6 +29,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->limit = 0;
     a->devices = NULL;
     a->data = FASHION_DEFAULT_DIR;
+    a->save = NULL;
     a->format = FASHION_IDX;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -45,6 +47,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->devices = v;
         else if (strcmp(argv[i], "--data") == 0)
             a->data = v;
+        else if (strcmp(argv[i], "--save") == 0)
+            a->save = v;
         else if (strcmp(argv[i], "--data-format") == 0 && fashion_format_parse(v) >= 0)
             a->format = (fashion_format)fashion_format_parse(v);
         else {
@@ -152,6 +156,8 @@ int main(int argc, char **argv)
     kiln_metrics result = {.struct_size = sizeof result};
     if (st == KILN_OK)
         st = kiln_model_evaluate(model, test, 256, &result);
+    if (st == KILN_OK && rank == 0 && a.save)
+        st = kiln_model_save(model, a.save);
     if (st == KILN_OK && rank != 0) {
         rc = 0;
     } else if (st == KILN_OK) {
@@ -160,6 +166,8 @@ int main(int argc, char **argv)
                samples / (t1 - t0));
         printf("test loss: %.4f\n", result.loss);
         printf("test accuracy: %.4f\n", result.accuracy);
+        if (a.save)
+            printf("model saved to %s\n", a.save);
         rc = 0;
     } else {
         fprintf(stderr, "fashion_mnist: %s: %s\n", kiln_status_name(st),

@@ -9,7 +9,9 @@
  * plan; the last line is the test accuracy. On a CPU, run it on two PoCL
  * basic devices: POCL_DEVICES="basic basic" ./build/examples/model_parallel
  * Usage: model_parallel [--epochs N] [--batch N] [--micro N] [--schedule gpipe|1f1b]
- *                       [--budget-mib N] [--limit N] [--data DIR] */
+ *                       [--budget-mib N] [--limit N] [--data DIR] [--save PATH]
+ * --save writes the trained model to PATH (kiln_model_save); kiln_model_load
+ * (or the kiln tool) reads it back on any number of devices. */
 #include "fashion_data.h"
 #include "kiln.h"
 
@@ -22,7 +24,7 @@ typedef struct args {
     kiln_pipeline_schedule schedule;
     double budget_mib;
     long limit;
-    const char *data;
+    const char *data, *save;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
@@ -51,6 +53,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->limit = atol(v);
         else if (strcmp(argv[i], "--data") == 0)
             a->data = v;
+        else if (strcmp(argv[i], "--save") == 0)
+            a->save = v;
         else {
             fprintf(stderr, "unknown option %s %s\n", argv[i], v);
             return 0;
@@ -165,6 +169,8 @@ int main(int argc, char **argv)
     kiln_training_stats stats = {.struct_size = sizeof stats};
     if (st == KILN_OK)
         st = kiln_model_evaluate(model, test, a.batch, &result);
+    if (st == KILN_OK && a.save)
+        st = kiln_model_save(model, a.save);
     if (st == KILN_OK) {
         printf("after training:\n");
         print_plan(model);
@@ -174,6 +180,8 @@ int main(int argc, char **argv)
                100.0 * stats.pipeline_bubble);
         printf("test loss: %.4f\n", result.loss);
         printf("test accuracy: %.4f\n", result.accuracy);
+        if (a.save)
+            printf("model saved to %s\n", a.save);
         rc = 0;
     } else {
         fprintf(stderr, "model_parallel: %s: %s\n", kiln_status_name(st),

@@ -5,10 +5,11 @@
  * on one, mirrored on several; KILN_STRATEGY overrides).
  *
  * Usage: resnet [--epochs N] [--batch N] [--limit N] [--test-limit N]
- *               [--sync-bn] [--data DIR]
+ *               [--sync-bn] [--data DIR] [--save PATH]
  *        resnet --input 224 [--batch N] [--steps N] [--sync-bn]
  * --input S benchmarks training at the seed's S x S x 3 input on synthetic
- * data (step time and samples/s; no accuracy). */
+ * data (step time and samples/s; no accuracy). --save writes the trained
+ * model to PATH (kiln_model_save). */
 #include "fashion_data.h"
 #include "resnet_model.h"
 
@@ -20,7 +21,7 @@
 typedef struct args {
     int epochs, batch, steps, input, sync_bn;
     long limit, test_limit;
-    const char *data;
+    const char *data, *save;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
@@ -32,28 +33,32 @@ static int parse_args(int argc, char **argv, args *a)
             a->sync_bn = 1;
             continue;
         }
+        const char *opt = argv[i];
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         long n = v ? atol(v) : 0;
-        if (!v || (strcmp(argv[i - 1], "--data") != 0 && n <= 0)) {
-            fprintf(stderr, "resnet: %s needs a positive value\n", argv[i - 1]);
+        const int text = !strcmp(opt, "--data") || !strcmp(opt, "--save");
+        if (!v || (!text && n <= 0)) {
+            fprintf(stderr, "resnet: %s needs a %svalue\n", opt, text ? "" : "positive ");
             return 0;
         }
-        if (strcmp(argv[i - 1], "--epochs") == 0)
+        if (strcmp(opt, "--epochs") == 0)
             a->epochs = (int)n;
-        else if (strcmp(argv[i - 1], "--batch") == 0)
+        else if (strcmp(opt, "--batch") == 0)
             a->batch = (int)n;
-        else if (strcmp(argv[i - 1], "--steps") == 0)
+        else if (strcmp(opt, "--steps") == 0)
             a->steps = (int)n;
-        else if (strcmp(argv[i - 1], "--input") == 0)
+        else if (strcmp(opt, "--input") == 0)
             a->input = (int)n;
-        else if (strcmp(argv[i - 1], "--limit") == 0)
+        else if (strcmp(opt, "--limit") == 0)
             a->limit = n;
-        else if (strcmp(argv[i - 1], "--test-limit") == 0)
+        else if (strcmp(opt, "--test-limit") == 0)
             a->test_limit = n;
-        else if (strcmp(argv[i - 1], "--data") == 0)
+        else if (strcmp(opt, "--data") == 0)
             a->data = v;
+        else if (strcmp(opt, "--save") == 0)
+            a->save = v;
         else {
-            fprintf(stderr, "resnet: unknown option %s\n", argv[i - 1]);
+            fprintf(stderr, "resnet: unknown option %s\n", opt);
             return 0;
         }
     }
@@ -178,6 +183,8 @@ int main(int argc, char **argv)
         st = kiln_model_evaluate(model, test, 256, &result);
     if (st == KILN_OK && test)
         printf("test accuracy: %.4f\n", result.accuracy);
+    if (st == KILN_OK && a.save && (st = kiln_model_save(model, a.save)) == KILN_OK)
+        printf("model saved to %s\n", a.save);
     if (st != KILN_OK)
         fprintf(stderr, "resnet: %s: %s\n", kiln_status_name(st), kiln_context_last_error(ctx));
     kiln_model_destroy(model);

@@ -264,12 +264,25 @@ typedef int32_t kiln_node;
 /** The largest rank of a sample (the batch dimension not counted). */
 #define KILN_MAX_RANK 4
 
+/** Activations, each as Keras's function of that name with its default
+ *  arguments. GELU, GELU (tanh) and SiLU need their input for the gradient:
+ *  a layer with one of them keeps both its output before and after the
+ *  activation, which the others (but softmax) need not. */
 typedef enum kiln_activation {
     KILN_ACTIVATION_LINEAR = 0,
     KILN_ACTIVATION_RELU,
     KILN_ACTIVATION_SIGMOID,
     KILN_ACTIVATION_TANH,
-    KILN_ACTIVATION_SOFTMAX   /**< over the last dimension */
+    KILN_ACTIVATION_SOFTMAX,     /**< over the last dimension */
+    /** x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): Keras's "gelu" (approximate=False) */
+    KILN_ACTIVATION_GELU,
+    /** 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): gelu(approximate=True) */
+    KILN_ACTIVATION_GELU_TANH,
+    /** x for x > 0, else 0.2 x: Keras's "leaky_relu" (negative_slope 0.2; the
+     *  LeakyReLU layer's default, 0.3, is another function) */
+    KILN_ACTIVATION_LEAKY_RELU,
+    /** x sigmoid(x): Keras's "silu" (also "swish") */
+    KILN_ACTIVATION_SILU
 } kiln_activation;
 
 typedef enum kiln_padding {
@@ -397,6 +410,45 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *
 /** Applies an activation as a layer of its own. */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation, const char *name);
+
+/** Options of kiln_layer_normalization(); zero fields take Keras's
+ *  defaults. */
+typedef struct kiln_layer_norm_options {
+    size_t struct_size;          /**< sizeof(kiln_layer_norm_options) */
+    const char *name;            /**< layer name, or NULL for "layer_normalization", ... */
+    float epsilon;               /**< added to the variance, finite and > 0; 0: 1e-3 */
+    int32_t no_center;           /**< nonzero: no beta (Keras center=False) */
+    int32_t no_scale;            /**< nonzero: no gamma (Keras scale=False) */
+} kiln_layer_norm_options;
+
+/** Layer normalisation over the last axis of an input of any rank (Keras
+ *  LayerNormalization, axis -1): each sample's every position is
+ *  normalised by the mean and (biased) variance of its last-axis values,
+ *  y = gamma (x - mean) / sqrt(var + epsilon) + beta. Parameters: gamma
+ *  (ones) and beta (zeros), each of the last axis's length, the same in
+ *  fit, evaluate and predict. */
+KILN_API kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
+                                            const kiln_layer_norm_options *options);
+
+/** Reshapes a sample to `dims` (rank 1..KILN_MAX_RANK, batch not counted;
+ *  Keras Reshape's target_shape): the values keep their row-major order.
+ *  One dimension may be -1, inferred from the input's size. A malformed
+ *  target (a dimension of 0 or below -1, two -1s, dims NULL) is
+ *  KILN_ERROR_INVALID_ARGUMENT; a target of another size than the input,
+ *  KILN_ERROR_SHAPE; both reported by kiln_model_compile naming the layer
+ *  and the shapes. `dims` is copied; `name` may be NULL. */
+KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
+                                const int32_t *dims, const char *name);
+
+/** Joins 2..8 inputs along `axis` (Keras Concatenate): the inputs have one
+ *  rank and equal dimensions but on that axis. `axis` counts the batch
+ *  dimension as Keras's does: -1 (Keras's default) is the last axis, 1 a
+ *  sample's first; the batch axis (0) and axes past the rank are
+ *  KILN_ERROR_SHAPE, as are mismatched dimensions (reported by
+ *  kiln_model_compile naming the layer and the shapes). The same node may
+ *  be given more than once. `name` may be NULL. */
+KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
+                                    int32_t n_inputs, int32_t axis, const char *name);
 
 /** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
@@ -720,7 +772,7 @@ typedef struct kiln_layer_info {
     const char *name;            /**< valid while the model lives */
     const char *kind;            /**< "conv2d", "dense", "batch_normalization", ... */
     int32_t rank;                /**< of one sample's output */
-    int32_t dims[KILN_MAX_RANK];
+    int32_t dims[KILN_MAX_RANK]; /**< that output's shape */
     int32_t trainable;           /**< 0 when frozen (kiln_model_set_trainable) */
     int32_t n_weights;           /**< its weight tensors */
 } kiln_layer_info;
@@ -730,8 +782,8 @@ typedef struct kiln_layer_info {
 typedef struct kiln_weight_info {
     size_t struct_size;          /**< sizeof(kiln_weight_info) */
     char name[96];               /**< "<layer>/<weight>", as in the weight files */
-    int32_t rank;
-    int32_t dims[KILN_MAX_RANK];
+    int32_t rank;                /**< of the tensor */
+    int32_t dims[KILN_MAX_RANK]; /**< its shape (a conv kernel: height, width, in, out) */
     int64_t size;                /**< floats */
     int64_t offset;              /**< where it starts in kiln_model_get_weights()'s array */
     int32_t trainable;           /**< 0: frozen, or state the layer updates (moving statistics) */
@@ -906,7 +958,7 @@ typedef struct kiln_image_folder_options {
     int32_t channels;            /**< 1 (grayscale) or 3 (RGB); 0: 3 */
     /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
     float scale;
-    float offset;
+    float offset;                /**< added after scale; default 0 */
     /** Nonzero: an image that cannot be decoded is left out of its batch's
      *  place by reading the next sample of its class instead, and counted
      *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT naming
@@ -956,7 +1008,7 @@ typedef struct kiln_callback_desc {
     size_t struct_size;          /**< sizeof(kiln_callback_desc) */
     int64_t count;               /**< number of samples, > 0 */
     int32_t feature_rank;        /**< 1..KILN_MAX_RANK */
-    int32_t feature_dims[KILN_MAX_RANK];
+    int32_t feature_dims[KILN_MAX_RANK];  /**< one sample's shape, e.g. {28, 28, 1} */
     kiln_label_kind label_kind;  /**< default sparse */
     int32_t label_size;          /**< KILN_LABELS_DENSE: floats per sample */
     kiln_sample_fn fill;         /**< required */
@@ -995,7 +1047,7 @@ typedef struct kiln_augment_options {
     /** Shift by up to this fraction of the height / width, each way
      *  (RandomTranslation), filling with 0; in [0, 1). */
     float translate_height;
-    float translate_width;
+    float translate_width;       /**< as translate_height, for the width */
     /** Pad each side with this many zero pixels, then crop a random window
      *  of the original size (the CIFAR recipe); >= 0. */
     int32_t pad_crop;
@@ -1137,6 +1189,21 @@ typedef struct kiln_fit_options {
     /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
      *  memory is this many batches of host staging. */
     int32_t prefetch_batches;
+    /** A training report to watch in a browser (NULL: none): one
+     *  self-contained HTML file, with no script and nothing to fetch: inline
+     *  SVG charts of the loss, accuracy, learning rate and throughput per
+     *  epoch, training and validation; a table of the epochs; the run's
+     *  settings, strategy, replicas, devices and model summary. Written at
+     *  the start of fit, after every epoch and at the end (saying how fit
+     *  ended), each time to "<path>.tmp-<pid>-<n>" renamed over `path`, so
+     *  that a reader never sees half a page; rank 0 writes it under
+     *  multi_worker. The folder must exist. A path that cannot be written
+     *  fails fit with KILN_ERROR_IO naming it, before any training: a typo
+     *  should not cost a long run its report. A later write that fails (a
+     *  full disk) is logged as a warning and training goes on: the weights
+     *  matter more than their picture. Each chart's curve carries its
+     *  numbers exactly (data-epochs and data-values attributes, %.17g). */
+    const char *report_path;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -1154,7 +1221,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
- * replica stalls past the watchdog; device errors, naming the replica, device
+ * replica stalls past the watchdog; KILN_ERROR_IO, before training, when
+ * report_path or checkpoint_dir cannot be written; device errors, naming the replica, device
  * and layer. After a replica failed or stalled, the model only accepts
  * kiln_model_destroy (KILN_ERROR_STATE otherwise).
  */
@@ -1270,6 +1338,55 @@ KILN_API kiln_status kiln_model_load_weights(kiln_model *model, const char *path
  * optimizer, plus the errors of kiln_model_load_weights.
  */
 KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Model files                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** The version of the model description kiln_model_save writes; the newest
+ *  kiln_model_load reads. */
+#define KILN_MODEL_FILE_VERSION 1
+
+/**
+ * Saves a compiled model whole: a safetensors file holding the weights as
+ * kiln_model_save_weights writes them, and in __metadata__ under
+ * "kiln.model" a JSON description of the model: its format version, every
+ * layer's kind, name, options (as its builder took them, defaults filled
+ * in), inputs (by name), activation, device placement and trainability,
+ * the output layer, and what compile was given that decides training: the
+ * loss, whether accuracy is computed, gradient accumulation and the
+ * optimizer with all its settings and schedule (not the strategy, devices
+ * or replicas, which belong to the machine that loads it). Checkpoints
+ * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
+ * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
+ * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
+ * name that is not UTF-8, KILN_ERROR_IO naming the path.
+ */
+KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
+
+/**
+ * Makes a new model from a file written by kiln_model_save or a checkpoint:
+ * rebuilds the layers through the builders, compiles with the file's loss,
+ * optimizer and training settings, and loads the weights (a checkpoint's
+ * optimizer state and training position are left out: continue training
+ * with kiln_model_load_checkpoint on the result). The strategy, replicas and
+ * the other settings of the machine come from `options` (NULL: defaults;
+ * its loss and optimizer are ignored when the file has them). The file's
+ * device placements are applied when `options` leave the strategy at auto
+ * or pipeline, and ignored under any other. The model predicts exactly as
+ * the saved one did. On failure *out is NULL and nothing is left behind:
+ * KILN_ERROR_IO when the file cannot be read; KILN_ERROR_FORMAT for a
+ * malformed file or description (naming what and where), a description
+ * that disagrees with the file's tensors (naming the tensor and both
+ * shapes), or a file of weights without a description (as
+ * kiln_model_save_weights writes); KILN_ERROR_UNSUPPORTED for a
+ * description newer than KILN_MODEL_FILE_VERSION (naming both versions) or
+ * a layer kind this kiln does not know; KILN_ERROR_INVALID_ARGUMENT for a
+ * placement on a device the context lacks; and the errors of
+ * kiln_model_compile. The caller owns *out.
+ */
+KILN_API kiln_status kiln_model_load(kiln_context *ctx, const char *path,
+                                     const kiln_compile_options *options, kiln_model **out);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,8 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
 }
 
 kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
-                                     const kiln_buffer *y, kiln_buffer *dy, size_t rows,
-                                     size_t cols)
+                                     const kiln_buffer *x, const kiln_buffer *y,
+                                     kiln_buffer *dy, size_t rows, size_t cols)
 {
     if (act == KILN_ACTIVATION_LINEAR)
         return KILN_OK;
@@ -26,9 +26,15 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
         return kiln_run1(dev, "activation", "kiln_activation_softmax_backward", rows, a);
     }
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
     return kiln_run1(dev, "activation", "kiln_activation_backward", rows * cols, a);
+}
+
+int kiln_activation_needs_input(kiln_activation act)
+{
+    return act == KILN_ACTIVATION_GELU || act == KILN_ACTIVATION_GELU_TANH ||
+           act == KILN_ACTIVATION_SILU;
 }
 
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,

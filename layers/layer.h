@@ -145,15 +145,34 @@ typedef struct kiln_input_args {
     const int32_t *dims;   /* NULL: infer reports the missing shape */
 } kiln_input_args;
 
+/* What the Reshape builder hands its configure op: the target shape, as
+ * Input's (one dimension may be -1). */
+typedef kiln_input_args kiln_reshape_args;
+
+/* What the Concatenate builder hands its configure op: the axis as the
+ * caller gave it (Keras's, counting the batch). */
+typedef struct kiln_concatenate_args {
+    int32_t axis;
+} kiln_concatenate_args;
+
+/* The last kiln_activation value. */
+#define KILN_ACTIVATION_LAST KILN_ACTIVATION_SILU
+
 /* Applies an activation to rows x cols values (softmax over each row).
  * Backward turns dy (in place) into the gradient before the activation,
- * given the activation's output y. */
+ * given the activation's input x and output y; x is read only when
+ * kiln_activation_needs_input says so (else it may be y). */
 kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
                                     const kiln_buffer *x, kiln_buffer *y, size_t rows,
                                     size_t cols);
 kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
-                                     const kiln_buffer *y, kiln_buffer *dy, size_t rows,
-                                     size_t cols);
+                                     const kiln_buffer *x, const kiln_buffer *y,
+                                     kiln_buffer *dy, size_t rows, size_t cols);
+
+/* Nonzero when the activation's gradient needs its input, not only its
+ * output (GELU, SiLU: not monotonic): no layer fuses it, so that the
+ * runtime keeps the input. */
+int kiln_activation_needs_input(kiln_activation act);
 
 /* y[r, c] = act(y[r, c] + bias[c]) over a rows x cols matrix; the bias is
  * at `offset` in the flat parameter buffer; act is element-wise or linear. */
@@ -203,5 +222,8 @@ extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;
 extern const kiln_layer_ops kiln_layer_add;
+extern const kiln_layer_ops kiln_layer_layer_norm;
+extern const kiln_layer_ops kiln_layer_reshape;
+extern const kiln_layer_ops kiln_layer_concatenate;
 
 #endif

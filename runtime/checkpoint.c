@@ -3,6 +3,7 @@
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
 #include "runtime/checkpoint.h"
 #include "base/files.h"
+#include "runtime/model_desc.h"
 #include "runtime/optimizer.h"
 #include "runtime/safetensors.h"
 
@@ -19,6 +20,11 @@
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
 #define MAX_META 16
+
+/* What a file holds: weights (kiln_model_save_weights), weights and the
+ * model's description (kiln_model_save), or the training state with the
+ * description (checkpoints). */
+typedef enum save_kind { SAVE_WEIGHTS, SAVE_MODEL, SAVE_TRAINING_STATE } save_kind;
 
 static const char *slot_name(const kiln_optimizer_options *o, int slot)
 {
@@ -119,16 +125,23 @@ static void meta_add(metadata *md, const char *key, const char *fmt, ...)
     md->n++;
 }
 
-/* The format and the model's fingerprint; for a training state also the
- * optimizer, the training position and the history. */
-static void describe(const kiln_model *m, int full, const char *history, metadata *md)
+/* The format and the model's fingerprint; the model's description when
+ * given; for a training state also the optimizer, the training position
+ * and the history. */
+static void describe(const kiln_model *m, save_kind kind, const char *model, const char *history,
+                     metadata *md)
 {
+    static const char *const kinds[] = {"weights", "model", "training_state"};
     md->n = 0;
     meta_add(md, "format", "%s", FORMAT);
     meta_add(md, "format_version", "%s", FORMAT_VERSION);
-    meta_add(md, "kind", "%s", full ? "training_state" : "weights");
+    meta_add(md, "kind", "%s", kinds[kind]);
     meta_add(md, "fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
-    if (!full)
+    if (model) {   /* long: the caller's text is used as is */
+        md->keys[md->n] = KILN_MODEL_META_KEY;
+        md->values[md->n++] = model;
+    }
+    if (kind != SAVE_TRAINING_STATE)
         return;
     const kiln_optimizer_options *o = &m->optimizer;
     meta_add(md, "optimizer", "%s", optimizer_name(o));
@@ -147,13 +160,36 @@ static void describe(const kiln_model *m, int full, const char *history, metadat
     md->values[md->n++] = history;
 }
 
-static kiln_status save(kiln_model *m, const char *path, int full)
+/* The model's description for a file of `kind`, or NULL. A checkpoint of a
+ * model that cannot be described (a layer kind only tests have) is still
+ * a checkpoint: it goes without, and the log says why. */
+static kiln_status model_text(kiln_model *m, save_kind kind, const char *call, char **text)
 {
-    const char *call = full ? "kiln_model_save_checkpoint" : "kiln_model_save_weights";
+    size_t length;
+    *text = NULL;
+    if (kind == SAVE_WEIGHTS)
+        return KILN_OK;
+    const kiln_status st = kiln_model_describe(m, call, text, &length);
+    if (st == KILN_OK || st == KILN_ERROR_OUT_OF_MEMORY || kind == SAVE_MODEL)
+        return st;
+    kiln_log(m->ctx, KILN_LOG_WARNING, "%s; the checkpoint is saved without it",
+             kiln_context_last_error(m->ctx));
+    return KILN_OK;
+}
+
+static kiln_status save(kiln_model *m, const char *path, save_kind kind)
+{
+    static const char *const calls[] = {"kiln_model_save_weights", "kiln_model_save",
+                                        "kiln_model_save_checkpoint"};
+    const char *call = calls[kind];
+    const int full = kind == SAVE_TRAINING_STATE;
     kiln_status st = check_compiled(m, call, path);
     if (st != KILN_OK)
         return st;
     kiln_context *ctx = m->ctx;
+    char *model = NULL;
+    if ((st = model_text(m, kind, call, &model)) != KILN_OK)
+        return st;
     const int n_slots = full ? kiln_optimizer_slot_count(&m->optimizer) : 0;
     const size_t floats = m->n_param_floats;
     float *flat = kiln_calloc(ctx, floats * (size_t)(1 + n_slots), sizeof(float));
@@ -175,9 +211,10 @@ static kiln_status save(kiln_model *m, const char *path, int full)
         goto done;
     const size_t n = list_tensors(m, n_slots, flat, e, name);
     metadata md;
-    describe(m, full, history, &md);
+    describe(m, kind, model, history, &md);
     st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);
 done:
+    kiln_free(ctx, model);
     kiln_free(ctx, flat);
     kiln_free(ctx, e);
     kiln_free(ctx, name);
@@ -187,7 +224,7 @@ done:
 
 static kiln_status save_weights_entered(kiln_model *m, const char *path)
 {
-    return save(m, path, 0);
+    return save(m, path, SAVE_WEIGHTS);
 }
 
 kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
@@ -202,7 +239,12 @@ kiln_status kiln_model_save_weights(kiln_model *m, const char *path)
 
 kiln_status kiln_checkpoint_save(kiln_model *m, const char *path)
 {
-    return save(m, path, 1);
+    return save(m, path, SAVE_TRAINING_STATE);
+}
+
+kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path)
+{
+    return save(m, path, SAVE_MODEL);
 }
 
 kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)

@@ -8,6 +8,9 @@
  * already inside the model (kiln_model_enter): fit's checkpoint folders. */
 kiln_status kiln_checkpoint_save(kiln_model *m, const char *path);
 kiln_status kiln_checkpoint_load(kiln_model *m, const char *path);
+/* kiln_model_save for a caller inside the model: the weights and the
+ * model's description (runtime/model_file.h). */
+kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path);
 
 /* Prepares fit's checkpoint folder: creates it with its parents, and
  * removes the temporary files of saves that were killed (logged). */

@@ -30,7 +30,11 @@ kiln_status kiln_context_init_host_only(kiln_context *ctx, kiln_realloc_fn reall
 {
     memset(ctx, 0, sizeof *ctx);
     pthread_mutex_init(&ctx->objects_lock, NULL);
-    return kiln_host_init(&ctx->host, realloc_fn, realloc_user, log_fn, NULL, KILN_LOG_ERROR);
+    const kiln_status st = kiln_host_init(&ctx->host, realloc_fn, realloc_user, log_fn, NULL,
+                                          KILN_LOG_ERROR);
+    if (st != KILN_OK)
+        pthread_mutex_destroy(&ctx->objects_lock);
+    return st;
 }
 
 void kiln_context_release_host_only(kiln_context *ctx)

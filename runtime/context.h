@@ -69,7 +69,8 @@ void kiln_context_release(kiln_context *ctx);
 
 /* A context without devices, for code that needs only host memory and
  * messages (option validation, file parsers in tests and fuzzers); NULL
- * functions: the C library's realloc, errors logged to stderr. */
+ * functions: the C library's realloc, errors logged to stderr. On failure
+ * nothing is left to release and the context must not be used. */
 kiln_status kiln_context_init_host_only(kiln_context *ctx, kiln_realloc_fn realloc_fn,
                                         void *realloc_user, kiln_log_fn log_fn);
 void kiln_context_release_host_only(kiln_context *ctx);

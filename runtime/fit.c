@@ -5,6 +5,7 @@
 #include "runtime/dataset.h"
 #include "runtime/loader.h"
 #include "runtime/progress.h"
+#include "runtime/report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -564,12 +565,18 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o->epochs;
+    kiln_report *report = NULL;
+    if (st == KILN_OK)
+        st = kiln_report_open(m, train, o, last - first, &report);
     kiln_progress_bar bar;
     kiln_progress_init(&bar, m->rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
-    for (int32_t e = first; e < last && st == KILN_OK; e++)
+    for (int32_t e = first; e < last && st == KILN_OK; e++) {
         st = fit_epoch(m, train, o, e, &src, &bar);
+        kiln_report_epoch(report);
+    }
     if (st != KILN_OK)
         kiln_progress_abort(&bar);
+    kiln_report_close(report, st);
     source_close(m, &src);
     return st;
 }

@@ -92,7 +92,7 @@ static kiln_status check_call(kiln_model *m, const kiln_layer_ops *ops, int n_in
                               "layer name '%s' is used twice", label);
     if (m->compiled)
         return build_fail(m, KILN_ERROR_STATE, "layer '%s' added after compile", label);
-    if ((int)activation < KILN_ACTIVATION_LINEAR || activation > KILN_ACTIVATION_SOFTMAX)
+    if ((int)activation < KILN_ACTIVATION_LINEAR || activation > KILN_ACTIVATION_LAST)
         return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                           "layer '%s': activation %d is not a kiln_activation", label,
                           (int)activation);

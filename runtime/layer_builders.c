@@ -104,6 +104,33 @@ kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activat
                                 activation);
 }
 
+kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
+                                   const kiln_layer_norm_options *options)
+{
+    kiln_layer_norm_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_layer_normalization",
+                      "kiln_layer_norm_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_layer_norm, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
+                       const char *name)
+{
+    const kiln_reshape_args args = {.rank = rank, .dims = dims};
+    return kiln_model_add_layer(model, &kiln_layer_reshape, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                           int32_t axis, const char *name)
+{
+    const kiln_concatenate_args args = {.axis = axis};
+    return kiln_model_add_layer(model, &kiln_layer_concatenate, &args, inputs,
+                                inputs ? (int)n_inputs : 0, name, KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                    const char *name)
 {

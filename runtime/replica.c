@@ -379,7 +379,8 @@ int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
 {
     const kiln_node_rec *node = &m->nodes[i];
     const kiln_activation a = node->activation;
-    return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX && i != m->output &&
+    return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX &&
+           !kiln_activation_needs_input(a) && i != m->output &&
            node->ops->fuses_activation && node->ops->fuses_activation(node->config);
 }
 
@@ -434,8 +435,8 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
                 const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
                 const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
-                st = kiln_activation_backward(r->dev, node->activation, r->act[i], r->grad[i],
-                                              rows, cols);
+                st = kiln_activation_backward(r->dev, node->activation, r->out[i], r->act[i],
+                                              r->grad[i], rows, cols);
             }
             kiln_step s;
             make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);

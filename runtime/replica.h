@@ -97,7 +97,8 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);
 
 /* Whether node i's layer applies its element-wise activation in its own
  * forward pass, into its output buffer (then no separate post-activation
- * buffer). Never the model's output, whose loss may need the logits. */
+ * buffer). Never the model's output, whose loss may need the logits, nor
+ * an activation whose gradient needs its input (kiln_activation_needs_input). */
 int kiln_node_fuses_activation(const kiln_model *m, kiln_node i);
 
 /* Loss, metrics and the output gradient; `scale` is 1 / global batch. */

@@ -121,8 +121,9 @@ kiln_status kiln_st_parse(kiln_context *ctx, const char *what, const unsigned ch
     f->data_start = 8 + (size_t)n;
     f->tensors = root->count ? kiln_calloc(ctx, root->count, sizeof *f->tensors) : NULL;
     if (root->count && !f->tensors) {
+        const size_t bytes = root->count * sizeof *f->tensors;   /* root goes with f */
         kiln_st_free(f);
-        return kiln_error_oom(ctx, "tensor list", root->count * sizeof *f->tensors);
+        return kiln_error_oom(ctx, "tensor list", bytes);
     }
     for (size_t i = 0; i < root->count && st == KILN_OK; i++) {
         const kiln_json *v = &root->items[i];

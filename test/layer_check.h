@@ -32,6 +32,8 @@ static uint64_t check_rng_state = 88172645463325252ULL;
 static int check_training = 1;
 /* 1: the layer feeds a "post" node instead of being the output. */
 static int check_inner = 0;
+/* The inputs are uniform in [-check_input_scale, check_input_scale). */
+static double check_input_scale = 1.0;
 
 /* Uniform in [-1, 1), reproducible. */
 static inline double check_uniform(void)
@@ -90,7 +92,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
     const kiln_node_rec *rec = &m->nodes[node];
     if (check_inner)   /* the layers checked this way apply any element-wise activation */
-        CHECK(rec->activation == KILN_ACTIVATION_LINEAR || kiln_node_fuses_activation(m, node));
+        CHECK(rec->activation == KILN_ACTIVATION_LINEAR || kiln_node_fuses_activation(m, node) ||
+              kiln_activation_needs_input(rec->activation));
     out->batch = batch;
     out->in_size = kiln_node_size(m, in);
     out->out_size = kiln_node_size(m, node);
@@ -106,7 +109,7 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     float *x = malloc(sizeof(float) * (size_t)nx), *g = malloc(sizeof(float) * (size_t)ny);
     float *y = malloc(sizeof(float) * (size_t)ny), *dx = malloc(sizeof(float) * (size_t)nx);
     for (int64_t i = 0; i < nx; i++)
-        x[i] = (float)check_uniform();
+        x[i] = (float)(check_input_scale * check_uniform());
     for (int64_t i = 0; i < ny; i++)
         g[i] = (float)check_uniform();
     kiln_batch b = {.n = batch, .features = x};
@@ -149,6 +152,9 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     return 1;
 }
 
+/* The largest error check_close has seen since a test last set it to 0. */
+static double check_worst;
+
 /* float32 against float64: error relative to the array's largest value. */
 static inline int check_close(const char *what, const double *got, const double *want, int64_t n,
                        double tol)
@@ -164,6 +170,7 @@ static inline int check_close(const char *what, const double *got, const double 
             at = i;
         }
     }
+    check_worst = worst > check_worst || worst != worst ? worst : check_worst;
     if (!(worst <= tol)) {
         fprintf(stderr, "%s: relative error %.3g at %lld (got %.7g, want %.7g)\n", what, worst,
                 (long long)at, got[at], want[at]);

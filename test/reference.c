@@ -1,6 +1,7 @@
 #include "reference.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void ref_dense_forward(const double *x, const double *w, const double *b, int rows, int in,
@@ -191,6 +192,10 @@ void ref_avg_pool_backward(const ref_conv *g, const double *dy, double *dx)
     avg_pool(g, NULL, NULL, dy, dx);
 }
 
+/* sqrt(2 / pi), of the tanh approximation of GELU. */
+#define GELU_K 0.79788456080286535588
+#define SQRT_2PI 2.50662827463100050242
+
 void ref_activation_forward(kiln_activation act, const double *z, int rows, int cols,
                             double *y)
 {
@@ -209,10 +214,15 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
         }
         for (int j = 0; j < cols; j++) {
             const double v = zr[j];
-            yr[j] = act == KILN_ACTIVATION_RELU      ? (v > 0 ? v : 0)
-                    : act == KILN_ACTIVATION_SIGMOID ? 1.0 / (1.0 + exp(-v))
-                    : act == KILN_ACTIVATION_TANH    ? tanh(v)
-                                                     : v;
+            yr[j] = act == KILN_ACTIVATION_RELU         ? (v > 0 ? v : 0)
+                    : act == KILN_ACTIVATION_SIGMOID    ? 1.0 / (1.0 + exp(-v))
+                    : act == KILN_ACTIVATION_TANH       ? tanh(v)
+                    : act == KILN_ACTIVATION_GELU       ? 0.5 * v * erfc(-v / sqrt(2.0))
+                    : act == KILN_ACTIVATION_GELU_TANH
+                        ? 0.5 * v * (1 + tanh(GELU_K * (v + 0.044715 * v * v * v)))
+                    : act == KILN_ACTIVATION_LEAKY_RELU ? (v > 0 ? v : 0.2 * v)
+                    : act == KILN_ACTIVATION_SILU       ? v / (1.0 + exp(-v))
+                                                        : v;
         }
     }
 }
@@ -284,6 +294,80 @@ void ref_batch_norm_backward(int rows, int c, const double *x, const double *gam
         for (int r = 0; r < rows; r++) {
             const double xhat = (x[r * c + j] - mean) * inv;
             dx[r * c + j] = gamma[j] * inv / rows * (rows * dy[r * c + j] - sum_dy - xhat * sum_dy_xhat);
+        }
+    }
+}
+
+void ref_activation_backward_z(kiln_activation act, const double *z, const double *dy, int rows,
+                               int cols, double *dz)
+{
+    const size_t n = (size_t)rows * (size_t)cols;
+    double *y = malloc(sizeof(double) * (n ? n : 1));
+    ref_activation_forward(act, z, rows, cols, y);
+    ref_activation_backward(act, y, dy, rows, cols, dz);
+    for (size_t i = 0; i < n; i++) {
+        const double v = z[i], g = dy[i];
+        if (act == KILN_ACTIVATION_GELU) {
+            dz[i] = g * (0.5 * erfc(-v / sqrt(2.0)) + v * exp(-0.5 * v * v) / SQRT_2PI);
+        } else if (act == KILN_ACTIVATION_GELU_TANH) {
+            const double t = tanh(GELU_K * (v + 0.044715 * v * v * v));
+            dz[i] = g * (0.5 * (1 + t) +
+                         0.5 * v * (1 - t * t) * GELU_K * (1 + 3 * 0.044715 * v * v));
+        } else if (act == KILN_ACTIVATION_LEAKY_RELU) {
+            dz[i] = v > 0 ? g : 0.2 * g;
+        } else if (act == KILN_ACTIVATION_SILU) {
+            const double sg = 1 / (1 + exp(-v));
+            dz[i] = g * sg * (1 + v * (1 - sg));
+        }
+    }
+    free(y);
+}
+
+void ref_layer_norm_forward(int rows, int c, const double *x, const double *gamma,
+                            const double *beta, double eps, double *y)
+{
+    for (int r = 0; r < rows; r++) {
+        const double *xr = x + (size_t)r * c;
+        double mean = 0, var = 0;
+        for (int j = 0; j < c; j++)
+            mean += xr[j] / c;
+        for (int j = 0; j < c; j++)
+            var += (xr[j] - mean) * (xr[j] - mean) / c;
+        for (int j = 0; j < c; j++)
+            y[(size_t)r * c + j] = (gamma ? gamma[j] : 1) * (xr[j] - mean) / sqrt(var + eps) +
+                                   (beta ? beta[j] : 0);
+    }
+}
+
+void ref_layer_norm_backward(int rows, int c, const double *x, const double *gamma, double eps,
+                             const double *dy, double *dx, double *dgamma, double *dbeta)
+{
+    for (int j = 0; j < c; j++) {
+        if (dgamma)
+            dgamma[j] = 0;
+        if (dbeta)
+            dbeta[j] = 0;
+    }
+    for (int r = 0; r < rows; r++) {
+        const double *xr = x + (size_t)r * c, *gr = dy + (size_t)r * c;
+        double mean = 0, var = 0, sum_g = 0, sum_g_xhat = 0;
+        for (int j = 0; j < c; j++)
+            mean += xr[j] / c;
+        for (int j = 0; j < c; j++)
+            var += (xr[j] - mean) * (xr[j] - mean) / c;
+        const double inv = 1 / sqrt(var + eps);
+        for (int j = 0; j < c; j++) {
+            const double xhat = (xr[j] - mean) * inv, g = gr[j] * (gamma ? gamma[j] : 1);
+            sum_g += g;
+            sum_g_xhat += g * xhat;
+            if (dgamma)
+                dgamma[j] += gr[j] * xhat;
+            if (dbeta)
+                dbeta[j] += gr[j];
+        }
+        for (int j = 0; j < c; j++) {
+            const double xhat = (xr[j] - mean) * inv, g = gr[j] * (gamma ? gamma[j] : 1);
+            dx[(size_t)r * c + j] = inv / c * (c * g - sum_g - xhat * sum_g_xhat);
         }
     }
 }

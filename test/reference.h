@@ -45,4 +45,16 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
 void ref_activation_backward(kiln_activation act, const double *y, const double *dy, int rows,
                              int cols, double *dz);
 
+/* dz from z and dy: every activation, from its input (the runtime keeps
+ * it for the ones whose gradient needs it). */
+void ref_activation_backward_z(kiln_activation act, const double *z, const double *dy, int rows,
+                               int cols, double *dz);
+
+/* Layer norm over the last axis of rows x c (biased variance); gamma or
+ * beta NULL: absent; dgamma or dbeta NULL: not wanted. */
+void ref_layer_norm_forward(int rows, int c, const double *x, const double *gamma,
+                            const double *beta, double eps, double *y);
+void ref_layer_norm_backward(int rows, int c, const double *x, const double *gamma, double eps,
+                             const double *dy, double *dx, double *dgamma, double *dbeta);
+
 #endif

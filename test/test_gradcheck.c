@@ -1,6 +1,7 @@
 /* Finite differences against backward, through small multi-layer models:
  * one where a node feeds two layers that meet again in Add, a
- * convolutional one, and a residual block with batch normalisation.
+ * convolutional one, a residual block with batch normalisation, and one of
+ * layer norms, concatenations and the newer activations.
  * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
@@ -114,6 +115,37 @@ static kiln_model *frozen_norm(kiln_context *ctx)
     return m;
 }
 
+/* The newer layers: GELU and SiLU dense layers on a rank-2 input, layer
+ * norm on narrow rows (a work-item each) and wide ones (a work-group
+ * each), Concatenate on the last axis (a node given twice) and on the
+ * first, GELU (tanh) as a layer, Reshape. Leaky ReLU's kink is left to
+ * test_layers' float64 check. */
+static kiln_model *sequence(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {3, 5}, rows[] = {11, 3};
+    kiln_node x = kiln_input(m, 2, dims, NULL);
+    kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 4,
+                            .activation = KILN_ACTIVATION_GELU};
+    kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 3,
+                            .activation = KILN_ACTIVATION_SILU};
+    kiln_layer_norm_options no_center = {.struct_size = sizeof no_center, .no_center = 1};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node n = kiln_layer_normalization(m, kiln_dense(m, x, &a), NULL);   /* (3, 4) */
+    kiln_node bx = kiln_dense(m, x, &b);                                     /* (3, 3) */
+    kiln_node last[] = {n, bx, n};
+    kiln_node g = kiln_activation_layer(m, kiln_concatenate(m, last, 3, -1, NULL),
+                                        KILN_ACTIVATION_GELU_TANH, NULL);     /* (3, 11) */
+    kiln_node first[] = {kiln_reshape(m, g, 2, rows, NULL), bx};
+    kiln_node d = kiln_layer_normalization(m, kiln_concatenate(m, first, 2, 1, NULL),
+                                           &no_center);                       /* (14, 3) */
+    kiln_node wide = kiln_layer_normalization(m, kiln_flatten(m, d, NULL), NULL);  /* (42,) */
+    kiln_dense(m, wide, &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[2] = {0, 0};
@@ -202,6 +234,7 @@ int main(void)
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
+    gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape", sequence);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

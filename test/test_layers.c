@@ -7,7 +7,8 @@
 
 static const char *act_name(kiln_activation a)
 {
-    static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+    static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
+                                  "gelu_tanh", "leaky_relu", "silu"};
     return names[a];
 }
 
@@ -16,7 +17,7 @@ static void apply_act(kiln_activation act, double *z, const double *dy, int rows
                       double *y, double *dz)
 {
     ref_activation_forward(act, z, rows, cols, y);
-    ref_activation_backward(act, y, dy, rows, cols, dz);
+    ref_activation_backward_z(act, z, dy, rows, cols, dz);
 }
 
 typedef struct dense_case {
@@ -54,12 +55,13 @@ static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int bat
     char what[128];
     snprintf(what, sizeof what, "dense(%d, %s%s) rank %d batch %d", c->units, act_name(c->act),
              c->no_bias ? ", no bias" : "", rank, batch);
-    printf("%s\n", what);
+    check_worst = 0;
     check_close(what, r.y, y, ny, TOL);
     check_close(what, r.dparams[0], dw, (int64_t)in * c->units, TOL);
     if (!c->no_bias)
         check_close(what, r.dparams[1], db, c->units, TOL);
     check_close(what, r.dx, dx, batch * r.in_size, TOL);
+    printf("%s: largest error %.2g\n", what, check_worst);
     free(z), free(y), free(dz), free(dw), free(db), free(dx);
     layer_run_free(&r);
 }
@@ -114,7 +116,6 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
              "(%d, %d, %d)", pool_name[c->pool], g.kh, g.kw, g.sh, g.sw,
              c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
              dims[0], dims[1], dims[2]);
-    printf("%s\n", what);
     if (ny != batch * r.out_size) {
         fprintf(stderr, "%s: output size %lld, reference %lld\n", what,
                 (long long)(batch * r.out_size), (long long)ny);
@@ -126,6 +127,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
     const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
+    check_worst = 0;
     if (c->pool == POOL_MAX) {
         ref_max_pool_forward(&g, r.x, y);
         ref_max_pool_backward(&g, r.x, r.dy, dx);
@@ -142,6 +144,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     }
     check_close(what, r.y, y, ny, TOL);
     check_close(what, r.dx, dx, nx, TOL);
+    printf("%s: largest error %.2g\n", what, check_worst);
     free(z), free(y), free(dz), free(dx), free(dw), free(db);
     layer_run_free(&r);
 }
@@ -188,9 +191,10 @@ static void test_elementwise(kiln_context *ctx, const char *name, build_fn build
     } else {
         apply_act(act, r.x, r.dy, (int)(n / cols), cols, y, dx);
     }
-    printf("%s\n", name);
+    check_worst = 0;
     check_close(name, r.y, y, n, TOL);
     check_close(name, r.dx, dx, n, TOL);
+    printf("%s: largest error %.2g\n", name, check_worst);
     free(y), free(dx);
     layer_run_free(&r);
 }
@@ -282,6 +286,145 @@ static void test_dropout(kiln_context *ctx, float rate)
     }
 }
 
+typedef struct ln_case {
+    float epsilon;
+    int no_center, no_scale;
+} ln_case;
+
+static kiln_node build_ln(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const ln_case *c = arg;
+    kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = c->epsilon,
+                                 .no_center = c->no_center, .no_scale = c->no_scale};
+    return kiln_layer_normalization(m, pre, &o);
+}
+
+/* Layer norm over the last axis, forward (in training and as evaluate runs
+ * it: the same) and backward, against float64. Its random gamma and beta
+ * come from layer_run_once. */
+static void test_ln(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                    const ln_case *c)
+{
+    const int ch = dims[rank - 1];
+    char what[160];
+    for (int training = 1; training >= 0; training--) {
+        layer_run r;
+        check_training = training;
+        const int ok = layer_run_once(ctx, rank, dims, batch, build_ln, c, &r);
+        check_training = 1;
+        if (!ok)
+            return;
+        const int rows = (int)(batch * r.in_size / ch);
+        snprintf(what, sizeof what, "layer_normalization %s, %d rows x %d%s%s, epsilon %g",
+                 training ? "training" : "inference", rows, ch,
+                 c->no_center ? ", no center" : "", c->no_scale ? ", no scale" : "",
+                 (double)(c->epsilon ? c->epsilon : 1e-3f));
+        const int64_t n = batch * r.in_size;
+        const double *gamma = c->no_scale ? NULL : r.params[0];
+        const double *beta = c->no_center ? NULL : r.params[c->no_scale ? 0 : 1];
+        double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+        double *dg = calloc((size_t)ch, sizeof(double)), *db = calloc((size_t)ch, sizeof(double));
+        const double eps = c->epsilon ? c->epsilon : 1e-3;
+        CHECK(r.n_params == !c->no_scale + !c->no_center);
+        ref_layer_norm_forward(rows, ch, r.x, gamma, beta, eps, y);
+        check_worst = 0;
+        check_close(what, r.y, y, n, TOL);
+        if (training) {
+            ref_layer_norm_backward(rows, ch, r.x, gamma, eps, r.dy, dx, dg, db);
+            check_close(what, r.dx, dx, n, TOL);
+            if (gamma)
+                check_close(what, r.dparams[0], dg, ch, TOL);
+            if (beta)
+                check_close(what, r.dparams[c->no_scale ? 0 : 1], db, ch, TOL);
+        }
+        printf("%s: largest error %.2g\n", what, check_worst);
+        free(y), free(dx), free(dg), free(db);
+        layer_run_free(&r);
+    }
+}
+
+typedef struct shape_case {
+    int32_t rank;
+    int32_t dims[KILN_MAX_RANK];
+    int32_t axis;    /* concatenate */
+    int n;           /* concatenate: inputs, each pre (the last tanh(pre) when n > 2) */
+} shape_case;
+
+static kiln_node build_reshape(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_reshape(m, pre, c->rank, c->dims, NULL);
+}
+
+/* Concatenate(Concatenate(pre, pre), pre, ..., tanh(pre)) with n inputs:
+ * inputs of different lengths on the axis (the first twice the others'),
+ * one node given several times, and one input through another node. */
+static kiln_node build_concatenate(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    const kiln_node pair[] = {pre, pre};
+    kiln_node in[8] = {kiln_concatenate(m, pair, 2, c->axis, "pair")};
+    for (int k = 1; k < c->n; k++)
+        in[k] = k == c->n - 1 && c->n > 2 ? kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t")
+                                          : pre;
+    return kiln_concatenate(m, in, c->n, c->axis, NULL);
+}
+
+static void test_reshape(kiln_context *ctx, const int32_t *dims, int batch, const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_reshape, c, &r))
+        return;
+    char what[128], to[64];
+    kiln_shape target = {.rank = c->rank};
+    memcpy(target.dims, c->dims, sizeof target.dims);
+    snprintf(what, sizeof what, "reshape (%d, %d, %d) to %s, batch %d", dims[0], dims[1],
+             dims[2], kiln_shape_str(&target, to, sizeof to), batch);
+    CHECK(r.out_size == r.in_size);
+    const int64_t n = batch * r.in_size;
+    check_worst = 0;
+    check_close(what, r.y, r.x, n, 0);
+    check_close(what, r.dx, r.dy, n, 0);
+    printf("%s: largest error %.2g\n", what, check_worst);
+    layer_run_free(&r);
+}
+
+static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                             const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_concatenate, c, &r))
+        return;
+    /* Blocks along the axis: pre, pre (the pair), then pre ... or tanh(pre). */
+    const int at = c->axis > 0 ? c->axis - 1 : rank + c->axis, blocks = c->n + 1;
+    int64_t outer = batch, inner = 1;
+    for (int d = 0; d < at; d++)
+        outer *= dims[d];
+    for (int d = at; d < rank; d++)
+        inner *= dims[d];   /* one block's width: the axis and the axes after it */
+    char what[128];
+    snprintf(what, sizeof what, "concatenate %d inputs on axis %d of rank %d, batch %d",
+             c->n, (int)c->axis, (int)rank, batch);
+    CHECK(r.out_size == blocks * r.in_size);
+    const int64_t n = batch * r.in_size, ny = blocks * n;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < blocks; k++)
+            for (int64_t j = 0; j < inner; j++) {
+                const int64_t xi = o * inner + j, yi = (o * blocks + k) * inner + j;
+                const int t = c->n > 2 && k == blocks - 1;
+                const double v = r.x[xi], tv = tanh(v);
+                y[yi] = t ? tv : v;
+                dx[xi] += t ? r.dy[yi] * (1 - tv * tv) : r.dy[yi];
+            }
+    check_worst = 0;
+    check_close(what, r.y, y, ny, TOL);
+    check_close(what, r.dx, dx, n, TOL);
+    printf("%s: largest error %.2g\n", what, check_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(7);
@@ -289,7 +432,7 @@ int main(void)
         SKIP("no OpenCL device");
 
     const int32_t flat37[] = {37}, cube[] = {2, 3, 5};
-    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_LAST; act++) {
         dense_case c = {.units = 19, .act = (kiln_activation)act};
         test_dense(ctx, 1, flat37, 5, &c);
     }
@@ -304,12 +447,14 @@ int main(void)
     dense_case last_axis = {.units = 11, .act = KILN_ACTIVATION_TANH};
     test_dense(ctx, 3, cube, 3, &last_axis);
     /* Not the output: each element-wise activation applied by the layer
-     * itself (with its bias, or after its GEMM without one). */
+     * itself (with its bias, or after its GEMM without one), but those
+     * whose gradient needs their input, which the runtime applies. */
     check_inner = 1;
-    for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_TANH; act++) {
+    for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_LAST; act++) {
         dense_case c = {.units = 19, .act = (kiln_activation)act,
-                        .no_bias = act == KILN_ACTIVATION_TANH};
-        test_dense(ctx, 1, flat37, 5, &c);
+                        .no_bias = act == KILN_ACTIVATION_TANH || act == KILN_ACTIVATION_SILU};
+        if (act != KILN_ACTIVATION_SOFTMAX)
+            test_dense(ctx, 1, flat37, 5, &c);
     }
     check_inner = 0;
 
@@ -356,6 +501,13 @@ int main(void)
     for (size_t i = 0; i < 4; i++)
         test_conv(ctx, img, 2, &convs[i]);
     test_conv(ctx, fashion, 3, &seed);
+    /* The newer activations, with a bias and without (through the direct
+     * kernel here, through im2col + GEMM in test_layers_clblast). */
+    for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        conv_case c = convs[act % 2 ? 0 : 2];
+        c.act = (kiln_activation)act;
+        test_conv(ctx, img, 2, &c);
+    }
     check_inner = 0;
 
     /* Batch norm: channels in and beyond one vector of eight, rows in one
@@ -375,14 +527,64 @@ int main(void)
     test_dropout(ctx, 0.75f);
 
     test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
-    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_SOFTMAX; act++) {
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_LAST; act++) {
         char name[64];
         kiln_activation a = (kiln_activation)act;
         snprintf(name, sizeof name, "activation layer %s", act_name(a));
         test_elementwise(ctx, name, build_activation, &a, a, 0);
     }
+    /* The newer activations again on inputs in [-8, 8): GELU's far tails
+     * (erfc, not 1 + erf), SiLU's saturation. */
+    check_input_scale = 8.0;
+    for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        char name[64];
+        kiln_activation a = (kiln_activation)act;
+        snprintf(name, sizeof name, "activation layer %s on [-8, 8)", act_name(a));
+        test_elementwise(ctx, name, build_activation, &a, a, 0);
+    }
+    check_input_scale = 1.0;
     test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
                      1);
+
+    /* Layer norm: rows narrow (a work-item each) and wide (a work-group
+     * each: one lane short of and past a multiple of the 64 lanes), rank 1
+     * to 4, batch 1, parameter gradients over one chunk of rows and
+     * several; without beta, gamma or either. */
+    const int32_t ln7[] = {3, 5, 7}, ln33[] = {33}, ln_wide[] = {2, 129}, ln63[] = {2, 1, 3, 63};
+    const int32_t ln_rows[] = {40, 50};
+    const ln_case ln_keras = {.epsilon = 0.0f}, ln_eps = {.epsilon = 0.25f};
+    const ln_case ln_no_beta = {.no_center = 1}, ln_no_gamma = {.no_scale = 1};
+    const ln_case ln_bare = {.no_center = 1, .no_scale = 1};
+    test_ln(ctx, 3, ln7, 3, &ln_keras);
+    test_ln(ctx, 1, ln33, 1, &ln_keras);
+    test_ln(ctx, 1, ln33, 5, &ln_eps);
+    test_ln(ctx, 2, ln_wide, 3, &ln_keras);
+    test_ln(ctx, 4, ln63, 2, &ln_no_beta);
+    test_ln(ctx, 2, ln_rows, 3, &ln_keras);
+    test_ln(ctx, 3, ln7, 2, &ln_no_gamma);
+    test_ln(ctx, 2, ln_wide, 1, &ln_bare);
+
+    /* Reshape: to each rank, with and without an inferred dimension. */
+    const int32_t box[] = {3, 5, 7};
+    const shape_case reshapes[] = {
+        {.rank = 1, .dims = {105}}, {.rank = 2, .dims = {5, -1}},
+        {.rank = 3, .dims = {7, 3, 5}}, {.rank = 4, .dims = {-1, 1, 5, 3}},
+    };
+    for (size_t i = 0; i < sizeof reshapes / sizeof reshapes[0]; i++)
+        test_reshape(ctx, box, i % 2 ? 1 : 3, &reshapes[i]);
+
+    /* Concatenate: every axis of rank 3 both ways, rank 1 and 4, 2 to 8
+     * inputs. */
+    const int32_t line[] = {11}, four[] = {2, 3, 2, 3};
+    const shape_case joins[] = {
+        {.axis = -1, .n = 3}, {.axis = 1, .n = 3}, {.axis = 2, .n = 2}, {.axis = -2, .n = 4},
+        {.axis = 3, .n = 8}, {.axis = -3, .n = 2},
+    };
+    for (size_t i = 0; i < sizeof joins / sizeof joins[0]; i++)
+        test_concatenate(ctx, 3, box, i % 2 ? 1 : 3, &joins[i]);
+    const shape_case line_join = {.axis = -1, .n = 3}, four_join = {.axis = 3, .n = 5};
+    test_concatenate(ctx, 1, line, 2, &line_join);
+    test_concatenate(ctx, 4, four, 3, &four_join);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }

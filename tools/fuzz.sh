@@ -8,11 +8,12 @@ dir=build-fuzz
 seconds=${FUZZ_SECONDS:-30}
 [ -f "$dir/build.ninja" ] || CC=clang meson setup "$dir" -Dfuzzing=true -Db_lundef=false \
     > /dev/null
-ninja -C "$dir" test/fuzz/fuzz_safetensors test/fuzz/fuzz_idx test/fuzz/fuzz_npy test/fuzz/fuzz_image > /dev/null
+ninja -C "$dir" test/fuzz/fuzz_safetensors test/fuzz/fuzz_idx test/fuzz/fuzz_npy test/fuzz/fuzz_image \
+    test/fuzz/fuzz_model_json > /dev/null
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export LSAN_OPTIONS="suppressions=$(pwd)/test/lsan.supp"
-for target in safetensors idx npy image; do
+for target in safetensors idx npy image model_json; do
     mkdir -p "$scratch/$target"
     "./$dir/test/fuzz/fuzz_$target" "$scratch/$target" "test/data/$target" \
         -max_total_time="$seconds" -print_final_stats=1 2> "$scratch/$target.log" || {

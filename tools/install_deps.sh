@@ -6,7 +6,7 @@ set -eu
 
 packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
 libclblast-dev pocl-opencl-icd zlib1g-dev libpng-dev libturbojpeg0-dev dataset-fashion-mnist \
-libopenmpi-dev openmpi-bin oclgrind python3-pil $*"
+libopenmpi-dev openmpi-bin oclgrind python3-pil chromium $*"
 
 # ONNX export: protobuf-c and python3-onnx (ONNX's onnx.proto, its checker);
 # test_onnx has npm install ONNX Runtime on first use (install_onnxruntime.sh).

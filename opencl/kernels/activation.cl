@@ -8,21 +8,43 @@ __kernel void kiln_activation_forward(__global const float *x, __global float *y
     y[i] = kiln_activate(x[i], act);
 }
 
-/* dy becomes the gradient before the activation, given its output y. */
-__kernel void kiln_activation_backward(__global const float *y, __global float *dy, int n,
-                                       int act)
+/* dy becomes the gradient before the activation, given its input x and its
+ * output y: the activations that need x (GELU, SiLU) are never fused into a
+ * layer, so their x is kept; the others read y alone (x may be y). */
+__kernel void kiln_activation_backward(__global const float *x, __global const float *y,
+                                       __global float *dy, int n, int act)
 {
     const int i = get_global_id(0);
     if (i >= n)
         return;
     const float yi = y[i], g = dy[i];
     float r = g;
-    if (act == KILN_ACT_RELU)
+    if (act == KILN_ACT_RELU) {
         r = yi > 0.0f ? g : 0.0f;
-    else if (act == KILN_ACT_SIGMOID)
+    } else if (act == KILN_ACT_SIGMOID) {
         r = g * yi * (1.0f - yi);
-    else if (act == KILN_ACT_TANH)
+    } else if (act == KILN_ACT_TANH) {
         r = g * (1.0f - yi * yi);
+    } else if (act == KILN_ACT_LEAKY_RELU) {
+        r = yi > 0.0f ? g : KILN_LEAKY_SLOPE * g;   /* y > 0 exactly when x > 0 */
+    } else if (act == KILN_ACT_GELU) {
+        /* Phi(x) + x phi(x) */
+        const float v = x[i];
+        const float pdf = 0.39894228040143268f * exp(-0.5f * v * v);
+        r = g * (0.5f * erfc(-v * KILN_SQRT_HALF) + v * pdf);
+    } else if (act == KILN_ACT_GELU_TANH) {
+        /* y = x s with s = sigmoid(2u) = 0.5 (1 + tanh u): y' = s + 2 x s (1 - s) u',
+         * 1 - s as sigmoid(-2u) (no cancellation where tanh u is near -1 or 1) */
+        const float v = x[i];
+        const float u2 = 2.0f * KILN_SQRT_2_OVER_PI * (v + KILN_GELU_CUBIC * v * v * v);
+        const float du = KILN_SQRT_2_OVER_PI * (1.0f + 3.0f * KILN_GELU_CUBIC * v * v);
+        const float s = kiln_sigmoid(u2);
+        r = g * (s + 2.0f * v * s * kiln_sigmoid(-u2) * du);
+    } else if (act == KILN_ACT_SILU) {
+        /* sigmoid(x) (1 + x (1 - sigmoid(x))) */
+        const float v = x[i], s = kiln_sigmoid(v);
+        r = g * s * (1.0f + v * (1.0f - s));
+    }
     dy[i] = r;
 }
 

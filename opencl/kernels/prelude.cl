@@ -5,6 +5,16 @@
 #define KILN_ACT_SIGMOID 2
 #define KILN_ACT_TANH 3
 #define KILN_ACT_SOFTMAX 4
+#define KILN_ACT_GELU 5
+#define KILN_ACT_GELU_TANH 6
+#define KILN_ACT_LEAKY_RELU 7
+#define KILN_ACT_SILU 8
+
+/* Keras's leaky_relu default, and GELU's constants. */
+#define KILN_LEAKY_SLOPE 0.2f
+#define KILN_SQRT_HALF 0.70710678118654752f
+#define KILN_SQRT_2_OVER_PI 0.79788456080286536f
+#define KILN_GELU_CUBIC 0.044715f
 
 /* Stable logistic function for either sign of x. */
 inline float kiln_sigmoid(float x)
@@ -26,6 +36,14 @@ inline float kiln_activate(float v, int act)
         return kiln_sigmoid(v);
     if (act == KILN_ACT_TANH)
         return tanh(v);
+    if (act == KILN_ACT_GELU)   /* erfc: no cancellation for negative v */
+        return 0.5f * v * erfc(-v * KILN_SQRT_HALF);
+    if (act == KILN_ACT_GELU_TANH)   /* 0.5 (1 + tanh u) = sigmoid(2u), without cancellation */
+        return v * kiln_sigmoid(2.0f * KILN_SQRT_2_OVER_PI * (v + KILN_GELU_CUBIC * v * v * v));
+    if (act == KILN_ACT_LEAKY_RELU)
+        return v > 0.0f ? v : KILN_LEAKY_SLOPE * v;
+    if (act == KILN_ACT_SILU)
+        return v * kiln_sigmoid(v);
     return v;
 }
 
@@ -39,6 +57,15 @@ inline float8 kiln_activate8(float8 v, int act)
     }
     if (act == KILN_ACT_TANH)
         return tanh(v);
+    if (act == KILN_ACT_LEAKY_RELU)
+        return select(KILN_LEAKY_SLOPE * v, v, isgreater(v, (float8)(0.0f)));
+    if (act != KILN_ACT_LINEAR) {   /* the rest lane by lane, as kiln_activate */
+        float a[8];
+        vstore8(v, 0, a);
+        for (int j = 0; j < 8; j++)
+            a[j] = kiln_activate(a[j], act);
+        return vload8(0, a);
+    }
     return v;
 }
 

@@ -1,0 +1,122 @@
+/* Concatenate (Keras Concatenate): inputs of one rank joined along an
+ * axis. Seen from that axis, each input is `outer` rows of `width_k`
+ * values (its axis length times the size of the axes after it) and the
+ * output is `outer` rows of their sum: forward copies each input's rows to
+ * its column offset, backward copies the gradient's columns back
+ * (opencl/kernels/concatenate.cl). */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct concatenate_config {
+    int32_t axis;        /* as given (Keras's, counting the batch) */
+    int32_t at;          /* inferred: the axis in a sample's shape */
+    int64_t inner;       /* inferred: size of the axes after it, per index */
+    int64_t outer;       /* inferred: size of the axes before it, per sample */
+} concatenate_config;
+
+static kiln_status concatenate_infer(void *config, kiln_layer_build *b)
+{
+    concatenate_config *c = config;
+    const kiln_shape *first = &b->in[0];
+    const int32_t rank = first->rank;
+    char s0[64], sk[64];
+    if (c->axis == 0 || c->axis > rank || c->axis < -rank) {
+        snprintf(b->error, sizeof b->error, "axis %d is %s for inputs of shape %s (axes 1..%d "
+                 "or -%d..-1)", (int)c->axis, c->axis == 0 ? "the batch axis" : "out of range",
+                 kiln_shape_str(first, s0, sizeof s0), (int)rank, (int)rank);
+        return KILN_ERROR_SHAPE;
+    }
+    c->at = c->axis > 0 ? c->axis - 1 : rank + c->axis;
+    int64_t joined = 0;
+    for (int k = 0; k < b->n_in; k++) {
+        const kiln_shape *x = &b->in[k];
+        int same = x->rank == rank;
+        for (int32_t d = 0; same && d < rank; d++)
+            same = d == c->at || x->dims[d] == first->dims[d];
+        if (!same) {
+            snprintf(b->error, sizeof b->error, "input 0 is %s but input %d is %s: they must "
+                     "match but on axis %d", kiln_shape_str(first, s0, sizeof s0), k,
+                     kiln_shape_str(x, sk, sizeof sk), (int)c->axis);
+            return KILN_ERROR_SHAPE;
+        }
+        joined += x->dims[c->at];
+    }
+    b->out = *first;
+    if (joined > INT32_MAX) {
+        snprintf(b->error, sizeof b->error, "axis %d would be %lld long", (int)c->axis,
+                 (long long)joined);
+        return KILN_ERROR_SHAPE;
+    }
+    b->out.dims[c->at] = (int32_t)joined;
+    c->outer = c->inner = 1;
+    for (int32_t d = 0; d < c->at; d++)
+        c->outer *= first->dims[d];
+    for (int32_t d = c->at + 1; d < rank; d++)
+        c->inner *= first->dims[d];
+    return KILN_OK;
+}
+
+/* Copies `width` columns of every row from src (rows of src_width, from
+ * column src_at) to dst (rows of dst_width, from column dst_at), or adds
+ * them. */
+static kiln_status copy_columns(kiln_device *dev, const kiln_buffer *src, int64_t src_width,
+                                int64_t src_at, kiln_buffer *dst, int64_t dst_width,
+                                int64_t dst_at, int64_t width, size_t rows, int accumulate)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int(src_width), kiln_arg_int(src_at),
+                            kiln_arg_buffer(dst), kiln_arg_int(dst_width), kiln_arg_int(dst_at),
+                            kiln_arg_int(width), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(accumulate));
+    const size_t range[2] = {(size_t)width, rows};
+    return kiln_run(dev, "concatenate", "kiln_concatenate_copy", 2, range, a);
+}
+
+static kiln_status concatenate_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const concatenate_config *c = config;
+    (void)replica;
+    const size_t rows = (size_t)s->batch * (size_t)c->outer;
+    const int64_t out_width = s->out_shape->dims[c->at] * c->inner;
+    int64_t at = 0;
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < s->n_in && st == KILN_OK; k++) {
+        const int64_t width = s->in_shape[k].dims[c->at] * c->inner;
+        st = copy_columns(s->dev, s->in[k], width, 0, s->out, out_width, at, width, rows, 0);
+        at += width;
+    }
+    return st;
+}
+
+/* Input k's gradient is its columns of the output's; the same node given
+ * twice gets both (the runtime asks the second to add). */
+static kiln_status concatenate_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const concatenate_config *c = config;
+    (void)replica;
+    const size_t rows = (size_t)s->batch * (size_t)c->outer;
+    const int64_t out_width = s->out_shape->dims[c->at] * c->inner;
+    int64_t at = 0;
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < s->n_in && st == KILN_OK; k++) {
+        const int64_t width = s->in_shape[k].dims[c->at] * c->inner;
+        if (s->d_in[k])
+            st = copy_columns(s->dev, s->d_out, out_width, at, s->d_in[k], width, 0, width,
+                              rows, s->d_in_accumulate[k]);
+        at += width;
+    }
+    return st;
+}
+
+/* args: a kiln_concatenate_args. */
+static void concatenate_configure(void *config, const void *args)
+{
+    ((concatenate_config *)config)->axis = ((const kiln_concatenate_args *)args)->axis;
+}
+
+const kiln_layer_ops kiln_layer_concatenate = {
+    .kind = "concatenate", .config_size = sizeof(concatenate_config), .min_inputs = 2,
+    .max_inputs = KILN_MAX_INPUTS, .configure = concatenate_configure,
+    .infer = concatenate_infer, .forward = concatenate_forward,
+    .backward = concatenate_backward,
+};

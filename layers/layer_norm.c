@@ -1,0 +1,195 @@
+/* LayerNormalization over the last axis (Keras's default): each row of the
+ * last axis is normalised by its own mean and variance, the same in
+ * training and inference; gamma and beta are per position along that axis
+ * (opencl/kernels/layer_norm.cl). */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Rows of at most this many values go a work-item per row; wider ones a
+ * work-group per row. */
+#define NARROW_ROW 32
+/* The parameter gradients' sums over rows: at most this many chunks of at
+ * least this many rows, as batch norm's. */
+#define MAX_CHUNKS 64
+#define MIN_CHUNK_ROWS 64
+/* Work-items per row of the wide kernels (LN_LANES in layer_norm.cl; the
+ * device's work-group may be narrower). */
+#define ROW_LANES 64
+
+typedef struct ln_config {
+    float epsilon;
+    int32_t center, scale;
+    int32_t channels;        /* inferred: the last axis */
+    int32_t gamma, beta;     /* inferred: parameter indices, -1 when absent */
+} ln_config;
+
+typedef struct ln_replica {
+    kiln_buffer *stats;      /* per row: mean, 1 / sqrt(var + eps) of the last forward */
+    kiln_buffer *partial;    /* chunks x 2C */
+    struct {
+        kiln_kernel *forward, *backward, *param_partial, *param_reduce;
+    } kernels;
+} ln_replica;
+
+static kiln_status ln_infer(void *config, kiln_layer_build *b)
+{
+    ln_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    if (!(c->epsilon > 0.0f) || !isfinite(c->epsilon)) {
+        snprintf(b->error, sizeof b->error, "epsilon (%g) must be a finite number > 0",
+                 (double)c->epsilon);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    c->channels = in->dims[in->rank - 1];
+    c->gamma = c->beta = -1;
+    b->out = *in;
+    for (int p = 0; p < 2; p++) {   /* Keras's order: gamma, then beta */
+        if (!(p == 0 ? c->scale : c->center))
+            continue;
+        *(p == 0 ? &c->gamma : &c->beta) = b->n_params;
+        kiln_param_spec *spec = &b->params[b->n_params++];
+        spec->name = p == 0 ? "gamma" : "beta";
+        spec->shape.rank = 1;
+        spec->shape.dims[0] = c->channels;
+        spec->init = p == 0 ? KILN_INIT_ONES : KILN_INIT_ZEROS;
+    }
+    return KILN_OK;
+}
+
+static int narrow(const ln_config *c)
+{
+    return c->channels <= NARROW_ROW;
+}
+
+static kiln_status ln_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    const ln_config *c = config;
+    ln_replica *r = replica;
+    kiln_status st = kiln_kernel_get(dev, "layer_norm", narrow(c) ? "kiln_layer_norm_forward_rows"
+                                                                  : "kiln_layer_norm_forward",
+                                     &r->kernels.forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "layer_norm", narrow(c) ? "kiln_layer_norm_backward_rows"
+                                                          : "kiln_layer_norm_backward",
+                             &r->kernels.backward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "layer_norm", "kiln_layer_norm_param_partial",
+                             &r->kernels.param_partial);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "layer_norm", "kiln_layer_norm_param_reduce",
+                             &r->kernels.param_reduce);
+    return st;
+}
+
+static kiln_status ln_prepare(const void *config, void *replica, kiln_device *dev,
+                              const kiln_shape *in_shape, int32_t max_batch)
+{
+    const ln_config *c = config;
+    ln_replica *r = replica;
+    const size_t rows = (size_t)max_batch * (size_t)(kiln_shape_size(in_shape) / c->channels);
+    kiln_status st = kiln_buffer_create(dev, 2 * rows * sizeof(float),
+                                        "layer norm statistics", &r->stats);
+    if (st == KILN_OK && (c->gamma >= 0 || c->beta >= 0))
+        st = kiln_buffer_create(dev, MAX_CHUNKS * 2 * (size_t)c->channels * sizeof(float),
+                                "layer norm partial sums", &r->partial);
+    return st;
+}
+
+static void ln_release(void *replica)
+{
+    ln_replica *r = replica;
+    kiln_buffer_destroy(r->stats);
+    kiln_buffer_destroy(r->partial);
+    r->stats = r->partial = NULL;
+}
+
+static size_t rows_of(const kiln_step *s, int32_t channels)
+{
+    return (size_t)s->batch * (size_t)(kiln_shape_size(&s->in_shape[0]) / channels);
+}
+
+static int64_t offset_of(const kiln_step *s, int32_t index)
+{
+    return index >= 0 ? (int64_t)s->param_offset[index] : -1;
+}
+
+/* A row's kernel over its range: a work-group of ROW_LANES per row, or a
+ * work-item. */
+static kiln_status run_rows(const ln_config *c, kiln_device *dev, kiln_kernel *k, size_t rows,
+                            kiln_args a)
+{
+    return kiln_kernel_run1(dev, k, narrow(c) ? rows : rows * ROW_LANES, a);
+}
+
+static kiln_status ln_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const ln_config *c = config;
+    ln_replica *r = replica;
+    const size_t rows = rows_of(s, c->channels);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                            kiln_arg_buffer(s->params), kiln_arg_int(offset_of(s, c->gamma)),
+                            kiln_arg_int(offset_of(s, c->beta)), kiln_arg_float(c->epsilon),
+                            kiln_arg_buffer(r->stats));
+    return run_rows(c, s->dev, r->kernels.forward, rows, a);
+}
+
+static size_t chunk_rows(size_t rows)
+{
+    const size_t even = (rows + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    return even > MIN_CHUNK_ROWS ? even : MIN_CHUNK_ROWS;
+}
+
+static kiln_status ln_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const ln_config *c = config;
+    ln_replica *r = replica;
+    const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
+    kiln_status st = KILN_OK;
+    if (r->partial && !s->frozen) {   /* a frozen layer's gradients go unused */
+        const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                                kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
+                                kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
+                                kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
+        const size_t range[2] = {(C + 7) / 8, chunks};
+        st = kiln_kernel_run(s->dev, r->kernels.param_partial, 2, range, a);
+        kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
+                                kiln_arg_int((int64_t)chunks), kiln_arg_buffer(s->grads),
+                                kiln_arg_int(offset_of(s, c->gamma)),
+                                kiln_arg_int(offset_of(s, c->beta)));
+        if (st == KILN_OK)
+            st = kiln_kernel_run1(s->dev, r->kernels.param_reduce, C, b);
+    }
+    if (st != KILN_OK || !s->d_in[0])
+        return st;
+    kiln_args d = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_buffer(s->d_in[0]), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->channels), kiln_arg_buffer(s->params),
+                            kiln_arg_int(offset_of(s, c->gamma)), kiln_arg_buffer(r->stats),
+                            kiln_arg_int(s->d_in_accumulate[0]));
+    return run_rows(c, s->dev, r->kernels.backward, rows, d);
+}
+
+static uint64_t ln_flops(const void *config, const kiln_shape *in_shape)
+{
+    (void)config;
+    return 10u * (uint64_t)kiln_shape_size(in_shape);
+}
+
+/* args: the kiln_layer_norm_options the builder copied. */
+static void ln_configure(void *config, const void *args)
+{
+    const kiln_layer_norm_options *o = args;
+    *(ln_config *)config = (ln_config){.epsilon = o->epsilon != 0.0f ? o->epsilon : 1e-3f,
+                                       .center = !o->no_center, .scale = !o->no_scale};
+}
+
+const kiln_layer_ops kiln_layer_layer_norm = {
+    .kind = "layer_normalization", .config_size = sizeof(ln_config),
+    .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
+    .configure = ln_configure, .infer = ln_infer, .kernels = ln_kernels, .prepare = ln_prepare,
+    .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
+};

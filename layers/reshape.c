@@ -1,0 +1,86 @@
+/* Reshape (Keras Reshape): a sample takes a new shape of the same size;
+ * memory order is unchanged. The runtime gives every node its own buffer,
+ * so forward and backward copy, as Flatten's do. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct reshape_config {
+    kiln_shape target;     /* as given: one dimension may be -1 */
+    int no_dims;           /* the caller's dims was NULL */
+} reshape_config;
+
+/* The target's problem as an argument, into error; 0 when it has none. */
+static int bad_target(const reshape_config *c, char *error, size_t size)
+{
+    if (c->no_dims) {
+        snprintf(error, size, "target shape dims is NULL (rank %d)", (int)c->target.rank);
+        return 1;
+    }
+    if (c->target.rank < 1 || c->target.rank > KILN_MAX_RANK) {
+        snprintf(error, size, "target shape rank %d is not in 1..%d", (int)c->target.rank,
+                 KILN_MAX_RANK);
+        return 1;
+    }
+    int unknown = -1;
+    for (int32_t i = 0; i < c->target.rank; i++) {
+        const int32_t d = c->target.dims[i];
+        if (d == -1 && unknown >= 0) {
+            snprintf(error, size, "target shape dimensions %d and %d are both -1; one may be",
+                     unknown, (int)i);
+            return 1;
+        }
+        if (d == -1)
+            unknown = (int)i;
+        else if (d <= 0) {
+            snprintf(error, size, "target shape dimension %d is %d; it must be > 0 or -1",
+                     (int)i, (int)d);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static kiln_status reshape_infer(void *config, kiln_layer_build *b)
+{
+    const reshape_config *c = config;
+    if (bad_target(c, b->error, sizeof b->error))
+        return KILN_ERROR_INVALID_ARGUMENT;
+    const int64_t size = kiln_shape_size(&b->in[0]);
+    int64_t known = 1;
+    int unknown = -1;
+    for (int32_t i = 0; i < c->target.rank; i++) {
+        if (c->target.dims[i] == -1)
+            unknown = (int)i;
+        else if (known <= size)   /* beyond size it fails anyway; no overflow */
+            known *= c->target.dims[i];
+    }
+    b->out = c->target;
+    if (unknown >= 0 && known <= size && size % known == 0)
+        b->out.dims[unknown] = (int32_t)(size / known);
+    if (unknown >= 0 ? known > size || size % known != 0 : known != size) {
+        char in[64], to[64];
+        snprintf(b->error, sizeof b->error, "cannot reshape input %s (%lld values) to %s",
+                 kiln_shape_str(&b->in[0], in, sizeof in), (long long)size,
+                 kiln_shape_str(&c->target, to, sizeof to));
+        return KILN_ERROR_SHAPE;
+    }
+    return KILN_OK;
+}
+
+/* args: a kiln_reshape_args. */
+static void reshape_configure(void *config, const void *args)
+{
+    const kiln_reshape_args *a = args;
+    reshape_config *c = config;
+    c->no_dims = !a->dims;   /* reported by infer */
+    c->target.rank = a->rank;
+    for (int32_t i = 0; a->dims && i < a->rank && i < KILN_MAX_RANK; i++)
+        c->target.dims[i] = a->dims[i];
+}
+
+const kiln_layer_ops kiln_layer_reshape = {
+    .kind = "reshape", .config_size = sizeof(reshape_config), .min_inputs = 1, .max_inputs = 1,
+    .configure = reshape_configure, .infer = reshape_infer, .forward = kiln_identity_forward,
+    .backward = kiln_identity_backward,
+};

@@ -1,0 +1,279 @@
+/* Reshape, Concatenate, LayerNormalization and the newer activations as a
+ * user builds them: output shapes, Keras's layer and weight names and
+ * initial values, and each bad shape or option refused at compile naming
+ * the layer and the shapes. */
+#include "harness.h"
+
+static kiln_compile_options mse(void)
+{
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
+    return co;
+}
+
+static kiln_model *new_model(kiln_context *ctx, int32_t rank, const int32_t *dims)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_input(m, rank, dims, NULL);
+    return m;
+}
+
+/* Layer `index` has this name and output shape. */
+static void check_layer(kiln_context *ctx, const kiln_model *m, int32_t index, const char *name,
+                        int32_t rank, const int32_t *dims)
+{
+    kiln_layer_info li = {.struct_size = sizeof li};
+    CHECK_OK(ctx, kiln_model_layer_info(m, index, &li));
+    CHECK(li.name && strcmp(li.name, name) == 0);
+    CHECK(li.rank == rank);
+    for (int32_t d = 0; d < rank && li.rank == rank; d++)
+        CHECK(li.dims[d] == dims[d]);
+    if (li.name && strcmp(li.name, name) != 0)
+        fprintf(stderr, "layer %d is '%s', expected '%s'\n", (int)index, li.name, name);
+}
+
+static void test_reshape(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {2, 3, 5};
+    const int32_t infer[] = {-1, 6}, four[] = {1, 5, 3, 2}, wrong[] = {4, -1}, seven[] = {7, 5};
+    kiln_model *m = new_model(ctx, 3, in);
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 2, infer, NULL);
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 4, four, NULL);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t five_six[] = {5, 6};
+    check_layer(ctx, m, 1, "reshape", 2, five_six);
+    check_layer(ctx, m, 2, "reshape_1", 4, four);
+    kiln_model_destroy(m);
+
+    m = new_model(ctx, 3, in);
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 2, wrong, "r");
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'r' (reshape): cannot reshape input (2, 3, 5) "
+                "(30 values) to (4, -1)", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx, 3, in);
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 2, seven, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'reshape' (reshape): cannot reshape input "
+                "(2, 3, 5) (30 values) to (7, 5)", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    /* A product past int64 is refused, not wrapped round to a match. */
+    const int32_t huge[] = {INT32_MAX, INT32_MAX, INT32_MAX, -1};
+    m = new_model(ctx, 3, in);
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 4, huge, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "cannot reshape input (2, 3, 5) (30 values) to "
+                "(2147483647, 2147483647, 2147483647, -1)", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    const int32_t two_unknown[] = {-1, 2, -1}, zero[] = {0, 30}, minus[] = {-2, -15};
+    struct {
+        int32_t rank;
+        const int32_t *dims;
+        const char *why;
+    } bad[] = {
+        {3, two_unknown, "layer 'reshape' (reshape): target shape dimensions 0 and 2 are both "
+         "-1; one may be"},
+        {2, zero, "target shape dimension 0 is 0; it must be > 0 or -1"},
+        {2, minus, "target shape dimension 0 is -2"},
+        {5, in, "target shape rank 5 is not in 1..4"},
+        {0, in, "target shape rank 0 is not in 1..4"},
+        {2, NULL, "target shape dims is NULL (rank 2)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        m = new_model(ctx, 3, in);
+        CHECK(kiln_reshape(m, KILN_NODE_PREVIOUS, bad[i].rank, bad[i].dims, NULL) ==
+              KILN_NODE_INVALID);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, bad[i].why, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+}
+
+static void test_concatenate(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {3, 4}, flat[] = {12};
+    kiln_dense_options d2 = {.struct_size = sizeof d2, .units = 2};
+    kiln_model *m = new_model(ctx, 2, in);
+    kiln_node x = 0, y = kiln_dense(m, x, &d2);            /* (3, 2) */
+    kiln_node xy[] = {x, y}, xxx[] = {x, x, x};
+    kiln_concatenate(m, xy, 2, -1, NULL);                   /* (3, 6) */
+    kiln_concatenate(m, xy, 2, 2, NULL);                    /* the same axis, counted from 1 */
+    kiln_node rows = kiln_concatenate(m, xxx, 3, 1, NULL);  /* (9, 4) */
+    kiln_node again[] = {rows, kiln_concatenate(m, xxx, 3, -2, "rows_too")};
+    kiln_concatenate(m, again, 2, -2, "eighteen");
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t wide[] = {3, 6}, nine[] = {9, 4}, eighteen[] = {18, 4};
+    check_layer(ctx, m, 2, "concatenate", 2, wide);
+    check_layer(ctx, m, 3, "concatenate_1", 2, wide);
+    check_layer(ctx, m, 4, "concatenate_2", 2, nine);
+    check_layer(ctx, m, 5, "rows_too", 2, nine);
+    check_layer(ctx, m, 6, "eighteen", 2, eighteen);
+    kiln_model_destroy(m);
+
+    /* Mismatched dimensions off the axis, ranks, and axes out of range. */
+    kiln_dense_options d6 = {.struct_size = sizeof d6, .units = 6};
+    m = new_model(ctx, 2, in);
+    kiln_node six = kiln_dense(m, 0, &d6);                  /* (3, 6) */
+    kiln_node pair[] = {0, six};
+    CHECK(kiln_concatenate(m, pair, 2, 1, "join") == KILN_NODE_INVALID);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'join' (concatenate): input 0 is (3, 4) but input "
+                "1 is (3, 6): they must match but on axis 1", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx, 2, in);
+    kiln_node line = kiln_reshape(m, 0, 1, flat, NULL);     /* (12,) */
+    kiln_node ranks[] = {0, line};
+    kiln_concatenate(m, ranks, 2, -1, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'concatenate' (concatenate): input 0 is (3, 4) but "
+                "input 1 is (12,): they must match but on axis -1", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    const struct {
+        int32_t axis;
+        const char *why;
+    } axes[] = {
+        {0, "layer 'concatenate' (concatenate): axis 0 is the batch axis for inputs of shape "
+         "(3, 4) (axes 1..2 or -2..-1)"},
+        {3, "axis 3 is out of range for inputs of shape (3, 4) (axes 1..2 or -2..-1)"},
+        {-3, "axis -3 is out of range for inputs of shape (3, 4)"},
+    };
+    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++) {
+        m = new_model(ctx, 2, in);
+        kiln_node same[] = {0, 0};
+        CHECK(kiln_concatenate(m, same, 2, axes[i].axis, NULL) == KILN_NODE_INVALID);
+        CHECK_FAILS(ctx, KILN_ERROR_SHAPE, axes[i].why, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+
+    /* 2 to 8 inputs. */
+    kiln_node nine_of[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    m = new_model(ctx, 2, in);
+    kiln_concatenate(m, nine_of, 9, -1, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'concatenate' takes 2 to 8 inputs, "
+                "got 9", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+    m = new_model(ctx, 2, in);
+    kiln_concatenate(m, nine_of, 1, -1, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "takes 2 to 8 inputs, got 1",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+    m = new_model(ctx, 2, in);
+    kiln_concatenate(m, NULL, 2, -1, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "takes 2 to 8 inputs, got 0",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+    m = new_model(ctx, 2, in);
+    kiln_concatenate(m, nine_of, 8, -1, NULL);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t thirty_two[] = {3, 32};
+    check_layer(ctx, m, 1, "concatenate", 2, thirty_two);
+    kiln_model_destroy(m);
+}
+
+/* Reads weight `name` of a compiled model: its size, and whether every
+ * value is `value`. */
+static void check_weight(kiln_context *ctx, kiln_model *m, const char *name, int64_t size,
+                         float value)
+{
+    float got[64];
+    CHECK(size <= 64);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, name, got, size));
+    int same = 1;
+    for (int64_t i = 0; i < size; i++)
+        same &= got[i] == value;
+    if (!same)
+        fprintf(stderr, "%s does not start as %g\n", name, (double)value);
+    CHECK(same);
+}
+
+static void test_layer_norm(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {2, 3, 5};
+    kiln_layer_norm_options no_scale = {.struct_size = sizeof no_scale, .no_scale = 1};
+    kiln_layer_norm_options bare = {.struct_size = sizeof bare, .no_scale = 1, .no_center = 1};
+    kiln_model *m = new_model(ctx, 3, in);
+    kiln_layer_normalization(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &no_scale);
+    kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &bare);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    check_layer(ctx, m, 1, "layer_normalization", 3, in);
+    check_layer(ctx, m, 3, "layer_normalization_2", 3, in);
+    int32_t n = 0;
+    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    CHECK(n == 3);
+    const char *names[] = {"layer_normalization/gamma", "layer_normalization/beta",
+                           "layer_normalization_1/beta"};
+    for (int32_t i = 0; i < n && i < 3; i++) {
+        kiln_weight_info w = {.struct_size = sizeof w};
+        CHECK_OK(ctx, kiln_model_weight_info(m, i, &w));
+        CHECK(strcmp(w.name, names[i]) == 0);
+        CHECK(w.rank == 1 && w.dims[0] == 5 && w.trainable);
+    }
+    check_weight(ctx, m, "layer_normalization/gamma", 5, 1.0f);
+    check_weight(ctx, m, "layer_normalization/beta", 5, 0.0f);
+    check_weight(ctx, m, "layer_normalization_1/beta", 5, 0.0f);
+    int64_t count = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
+    CHECK(count == 15);
+    kiln_model_destroy(m);
+
+    const float bad_eps[] = {-1e-3f, INFINITY, NAN};
+    const char *why[] = {"'ln' (layer_normalization): epsilon (-0.001) must be a finite number",
+                         "epsilon (inf)", "epsilon (nan)"};
+    for (int i = 0; i < 3; i++) {
+        kiln_layer_norm_options o = {.struct_size = sizeof o, .name = "ln",
+                                     .epsilon = bad_eps[i]};
+        m = new_model(ctx, 3, in);
+        CHECK(kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &o) == KILN_NODE_INVALID);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, why[i], kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+    kiln_layer_norm_options short_size = {.struct_size = 2};
+    m = new_model(ctx, 3, in);
+    kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &short_size);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_layer_normalization: "
+                "kiln_layer_norm_options", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+/* The newer activations as a layer option and as a layer; one past the
+ * last is refused. */
+static void test_activations(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {6};
+    const kiln_activation acts[] = {KILN_ACTIVATION_GELU, KILN_ACTIVATION_GELU_TANH,
+                                    KILN_ACTIVATION_LEAKY_RELU, KILN_ACTIVATION_SILU};
+    kiln_model *m = new_model(ctx, 1, in);
+    for (int i = 0; i < 4; i++) {
+        kiln_dense_options d = {.struct_size = sizeof d, .units = 4, .activation = acts[i]};
+        kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+        kiln_activation_layer(m, KILN_NODE_PREVIOUS, acts[i], NULL);
+    }
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    kiln_dense_options past = {.struct_size = sizeof past, .name = "past", .units = 4,
+                               .activation = (kiln_activation)(KILN_ACTIVATION_SILU + 1)};
+    m = new_model(ctx, 1, in);
+    CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &past) == KILN_NODE_INVALID);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 9 is not a "
+                "kiln_activation", kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(3);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    test_reshape(ctx);
+    test_concatenate(ctx);
+    test_layer_norm(ctx);
+    test_activations(ctx);
+    kiln_context_destroy(ctx);
+    return test_finish("test_layer_shapes");
+}
