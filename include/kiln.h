@@ -1080,15 +1080,18 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * transposes to ONNX's NCHW around convolutions, pooling and batch
  * normalization. Weight tensors are named "<layer>/<weight>" as in
  * kiln_model_save_weights (convolution kernels in ONNX's (F, C, kh, kw)).
- * Every layer kind kiln has is exported. The write is atomic (a temporary
- * file in the same folder, fsync'd and renamed). The model is not changed;
- * it is busy for the call (KILN_ERROR_STATE, as kiln_model_get_weights).
+ * Every layer kind and activation kiln has is exported (layer norm and
+ * GELU, which opset 13 lacks, as the ops they are made of). The write is
+ * atomic (a temporary file in the same folder, fsync'd and renamed). The
+ * model is not changed; it is busy for the call (KILN_ERROR_STATE, as
+ * kiln_model_get_weights).
  * KILN_ERROR_INVALID_ARGUMENT if path is NULL or empty, KILN_ERROR_STATE if
  * the model is not compiled, KILN_ERROR_UNSUPPORTED naming the layer for a
- * layer kind with no ONNX form, or when kiln was built without the meson
- * feature "onnx" (the message says so), or for weights past protobuf's
- * 2 GiB; KILN_ERROR_IO naming the path if it cannot be written (the file
- * there, if any, is then unchanged); KILN_ERROR_OUT_OF_MEMORY.
+ * layer kind or activation with no ONNX form (one added to kiln later than
+ * the exporter), when kiln was built without the meson feature "onnx" (the
+ * message says so), or for weights past protobuf's 2 GiB; KILN_ERROR_IO
+ * naming the path if it cannot be written (the file there, if any, is
+ * then unchanged); KILN_ERROR_OUT_OF_MEMORY.
  */
 KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
 /** Defined where this header declares kiln_model_export_onnx; whether the

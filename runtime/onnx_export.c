@@ -33,6 +33,7 @@
 #define OPSET 13
 #define IR_VERSION 7   /* the IR of ONNX 1.8, which brought opset 13 */
 #define CALL "kiln_model_export_onnx"
+#define MAX_CONSTANTS 16
 
 typedef KilnOnnx__NodeProto onnx_node;
 typedef KilnOnnx__TensorProto onnx_tensor;
@@ -67,6 +68,10 @@ typedef struct exporter {
     size_t n_inits, cap_inits;
     const char **names;  /* every value name, kept unique */
     size_t n_names, cap_names;
+    struct constant {
+        const char *what, *name;
+    } consts[MAX_CONSTANTS];
+    size_t n_consts;
 } exporter;
 
 /* ---- memory: everything the file holds comes from one arena ------------ */
@@ -242,9 +247,10 @@ static int host_is_little_endian(void)
     return first == 1;
 }
 
-/* A float initializer; `data` (count floats) must outlive the export. */
-static const char *add_initializer(exporter *ex, const char *name, int rank,
-                                   const int64_t *dims, const float *data)
+/* An initializer of FLOAT or INT64 elements (`width` bytes); `data` must
+ * outlive the export. */
+static const char *add_tensor(exporter *ex, const char *name, int32_t type, size_t width,
+                              int rank, const int64_t *dims, const void *data)
 {
     onnx_tensor *t = arena_alloc(ex, sizeof *t);
     int64_t *d = arena_alloc(ex, (size_t)rank * sizeof *d);
@@ -256,28 +262,47 @@ static const char *add_initializer(exporter *ex, const char *name, int rank,
     for (int i = 0; i < rank; i++)
         count *= (size_t)(d[i] = dims[i]);
     /* raw_data is little-endian whatever the host. */
-    const unsigned char *bytes = (const unsigned char *)data;
+    const unsigned char *bytes = data;
     if (!host_is_little_endian()) {
-        unsigned char *le = arena_alloc(ex, count * 4);
+        unsigned char *le = arena_alloc(ex, count * width);
         if (!le)
             return NULL;
-        for (size_t i = 0; i < count; i++) {
-            uint32_t u;
-            memcpy(&u, &data[i], 4);
-            for (int k = 0; k < 4; k++)
-                le[4 * i + (size_t)k] = (unsigned char)(u >> (8 * k));
-        }
+        for (size_t i = 0; i < count * width; i++)
+            le[i] = bytes[i - i % width + width - 1 - i % width];
         bytes = le;
     }
     t->name = (char *)name;
     t->n_dims = (size_t)rank;
     t->dims = d;
     t->has_data_type = 1;
-    t->data_type = KILN_ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->data_type = type;
     t->has_raw_data = 1;
-    t->raw_data.len = count * 4;
+    t->raw_data.len = count * width;
     t->raw_data.data = (uint8_t *)bytes;
     push(ex, (void ***)&ex->inits, &ex->n_inits, &ex->cap_inits, t);
+    return name;
+}
+
+static const char *add_initializer(exporter *ex, const char *name, int rank,
+                                   const int64_t *dims, const float *data)
+{
+    return add_tensor(ex, name, KILN_ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, sizeof *data, rank,
+                      dims, data);
+}
+
+/* A float scalar, one initializer for every node that needs it. */
+static const char *constant(exporter *ex, const char *what, float v)
+{
+    for (size_t k = 0; k < ex->n_consts; k++)
+        if (strcmp(ex->consts[k].what, what) == 0)
+            return ex->consts[k].name;
+    float *data = arena_alloc(ex, sizeof *data);
+    if (!data)
+        return NULL;
+    *data = v;
+    const char *name = add_initializer(ex, arena_printf(ex, "kiln/%s", what), 0, NULL, data);
+    if (name && ex->n_consts < MAX_CONSTANTS)
+        ex->consts[ex->n_consts++] = (struct constant){what, name};
     return name;
 }
 
@@ -368,22 +393,85 @@ static const char *layer_output(exporter *ex, kiln_node i, int layout)
     return unique_name(ex, arena_printf(ex, "%s/preactivation", name));
 }
 
-/* The node's activation on `in` (its layer's output, in `layout`). */
+/* A node of `op` on in[0..n_in) writing "<layer>/<what>", for the steps
+ * of a layer that ONNX spells as several ops. */
+static const char *step(exporter *ex, kiln_node i, const char *op, const char *a,
+                        const char *b, const char *what)
+{
+    const char *in[2] = {a, b};
+    const char *out = unique_name(ex, arena_printf(ex, "%s/%s", ex->m->nodes[i].name, what));
+    add_node(ex, op, in, b ? 2 : 1, out);
+    return out;
+}
+
+static int activation_known(kiln_activation act)
+{
+    switch (act) {
+    case KILN_ACTIVATION_LINEAR: case KILN_ACTIVATION_RELU: case KILN_ACTIVATION_SIGMOID:
+    case KILN_ACTIVATION_TANH: case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_GELU:
+    case KILN_ACTIVATION_GELU_TANH: case KILN_ACTIVATION_LEAKY_RELU: case KILN_ACTIVATION_SILU:
+        return 1;
+    }
+    return 0;
+}
+
+/* The node's activation on `in` (its layer's output, in `layout`), in the
+ * order of kiln's arithmetic (opencl/kernels/prelude.cl); opset 13 has
+ * no Gelu. */
 static void activate(exporter *ex, kiln_node i, int layout, const char *in)
 {
-    static const char *const ops[] = {
-        [KILN_ACTIVATION_RELU] = "Relu", [KILN_ACTIVATION_SIGMOID] = "Sigmoid",
-        [KILN_ACTIVATION_TANH] = "Tanh", [KILN_ACTIVATION_SOFTMAX] = "Softmax"};
     const kiln_activation act = ex->m->nodes[i].activation;
     if (act == KILN_ACTIVATION_LINEAR) {
         set_value(ex, i, layout, in);
         return;
     }
     const char *out = final_name(ex, i, layout);
-    onnx_node *nd = add_node(ex, ops[act], &in, 1, out);
-    /* kiln's softmax is over the last axis, the channels: axis 1 of NCHW. */
-    if (act == KILN_ACTIVATION_SOFTMAX)
+    const char *args[2] = {in, NULL};
+    const char *op = NULL;
+    onnx_node *nd = NULL;
+    switch (act) {
+    case KILN_ACTIVATION_RELU: op = "Relu"; break;
+    case KILN_ACTIVATION_SIGMOID: op = "Sigmoid"; break;
+    case KILN_ACTIVATION_TANH: op = "Tanh"; break;
+    case KILN_ACTIVATION_SOFTMAX:
+        /* Over the last axis, the channels: axis 1 of NCHW. */
+        nd = add_node(ex, "Softmax", args, 1, out);
         attr_int(ex, nd, "axis", layout == CF && sample_rank(ex, i) > 1 ? 1 : -1);
+        break;
+    case KILN_ACTIVATION_LEAKY_RELU:
+        attr_float(ex, add_node(ex, "LeakyRelu", args, 1, out), "alpha", 0.2f);
+        break;
+    case KILN_ACTIVATION_SILU:   /* x sigmoid(x) */
+        op = "Mul";
+        args[1] = step(ex, i, "Sigmoid", in, NULL, "sigmoid");
+        break;
+    case KILN_ACTIVATION_GELU: {   /* 0.5 x (1 + erf(x / sqrt 2)) */
+        const char *e = step(ex, i, "Erf", step(ex, i, "Mul", in,
+                             constant(ex, "sqrt_half", 0.70710678118654752f), "gelu_scaled"),
+                             NULL, "gelu_erf");
+        op = "Mul";
+        args[0] = step(ex, i, "Mul", in, constant(ex, "half", 0.5f), "gelu_half");
+        args[1] = step(ex, i, "Add", e, constant(ex, "one", 1.0f), "gelu_cdf");
+        break;
+    }
+    case KILN_ACTIVATION_GELU_TANH: {   /* x sigmoid(2 sqrt(2 / pi) (x + 0.044715 x^3)) */
+        const char *cube = step(ex, i, "Mul", step(ex, i, "Mul", in, in, "gelu_square"), in,
+                                "gelu_cube");
+        const char *u = step(ex, i, "Add", in, step(ex, i, "Mul", cube,
+                             constant(ex, "gelu_cubic", 0.044715f), "gelu_cubic_term"),
+                             "gelu_inner");
+        const char *u2 = step(ex, i, "Mul", u, constant(ex, "two_sqrt_2_over_pi",
+                                                          2.0f * 0.79788456080286536f),
+                              "gelu_argument");
+        op = "Mul";
+        args[1] = step(ex, i, "Sigmoid", u2, NULL, "gelu_sigmoid");
+        break;
+    }
+    default:   /* activation_known refused it before */
+        break;
+    }
+    if (op)
+        add_node(ex, op, args, args[1] ? 2 : 1, out);
     set_value(ex, i, layout, out);
 }
 
@@ -393,6 +481,7 @@ typedef union layer_args {
     kiln_conv2d_options conv2d;
     kiln_pool2d_options pool;
     kiln_batch_norm_options batch_norm;
+    kiln_layer_norm_options layer_norm;
 } layer_args;
 
 static layer_args describe(const kiln_node_rec *node)
@@ -575,6 +664,89 @@ static void emit_add(exporter *ex, kiln_node i)
     activate(ex, i, layout, sum);
 }
 
+/* The mean over the last axis, kept as an axis of 1. */
+static const char *mean_of_last(exporter *ex, kiln_node i, const char *x, const char *what)
+{
+    const int64_t last = -1;
+    const char *out = unique_name(ex, arena_printf(ex, "%s/%s", ex->m->nodes[i].name, what));
+    attr_ints(ex, add_node(ex, "ReduceMean", &x, 1, out), "axes", &last, 1);
+    return out;
+}
+
+/* Over the last axis, as opset 13 has no LayerNormalization:
+ * (x - mean) / sqrt(var + epsilon) gamma + beta, in kiln's order. */
+static void emit_layer_norm(exporter *ex, kiln_node i)
+{
+    const char *name = ex->m->nodes[i].name;
+    float *epsilon = arena_alloc(ex, sizeof *epsilon);
+    if (!epsilon)
+        return;
+    *epsilon = describe(&ex->m->nodes[i]).layer_norm.epsilon;
+    const char *x = get_value(ex, input_of(ex, i, 0), CL);
+    const char *centered = step(ex, i, "Sub", x, mean_of_last(ex, i, x, "mean"), "centered");
+    const char *var = mean_of_last(ex, i, step(ex, i, "Mul", centered, centered, "squared"),
+                                   "variance");
+    const char *eps = add_initializer(ex, arena_printf(ex, "%s/epsilon", name), 0, NULL,
+                                      epsilon);
+    const char *std = step(ex, i, "Sqrt", step(ex, i, "Add", var, eps, "variance_epsilon"),
+                           NULL, "std");
+    const char *terms[3][3] = {
+        {"Mul", step(ex, i, "Reciprocal", std, NULL, "inv_std"), "normalized"},
+        {"Mul", param(ex, i, "gamma", NULL) ? param_initializer(ex, i, "gamma") : NULL,
+         "scaled"},
+        {"Add", param(ex, i, "beta", NULL) ? param_initializer(ex, i, "beta") : NULL, ""}};
+    const int last = terms[2][1] ? 2 : terms[1][1] ? 1 : 0;
+    const char *out = layer_output(ex, i, CL), *y = centered;
+    for (int k = 0; k <= last; k++) {
+        if (!terms[k][1])
+            continue;
+        const char *in[2] = {y, terms[k][1]};
+        y = k == last ? out : unique_name(ex, arena_printf(ex, "%s/%s", name, terms[k][2]));
+        add_node(ex, terms[k][0], in, 2, y);
+    }
+    activate(ex, i, CL, out);
+}
+
+/* The values in kiln's (NHWC) row-major order, so from channels-last. */
+static void emit_reshape(exporter *ex, kiln_node i)
+{
+    const kiln_shape *to = &ex->m->nodes[i].shape;
+    int64_t *shape = arena_alloc(ex, ((size_t)to->rank + 1) * sizeof *shape);
+    if (!shape)
+        return;
+    shape[0] = 0;   /* opset 13: keep the input's batch */
+    for (int32_t d = 0; d < to->rank; d++)
+        shape[d + 1] = to->dims[d];
+    const int64_t dims = to->rank + 1;
+    const char *args[2] = {get_value(ex, input_of(ex, i, 0), CL),
+                           add_tensor(ex, arena_printf(ex, "%s/shape", ex->m->nodes[i].name),
+                                      KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT64, sizeof *shape, 1,
+                                      &dims, shape)};
+    const char *out = layer_output(ex, i, CL);
+    add_node(ex, "Reshape", args, 2, out);
+    activate(ex, i, CL, out);
+}
+
+/* In the layout the first input has; the axis is where the output's shape
+ * differs from that input's. */
+static void emit_concatenate(exporter *ex, kiln_node i)
+{
+    const kiln_node_rec *node = &ex->m->nodes[i];
+    const kiln_shape *first = &ex->m->nodes[node->inputs[0]].shape;
+    const int32_t rank = node->shape.rank;
+    int32_t at = 0;
+    while (at < rank - 1 && node->shape.dims[at] == first->dims[at])
+        at++;
+    const int layout = ex->values[ex->values[node->inputs[0]].rep].native;
+    const char *in[KILN_MAX_INPUTS];
+    for (int k = 0; k < node->n_inputs; k++)
+        in[k] = get_value(ex, node->inputs[k], layout);
+    const char *out = layer_output(ex, i, layout);
+    onnx_node *nd = add_node(ex, "Concat", in, (size_t)node->n_inputs, out);
+    attr_int(ex, nd, "axis", layout == CF && rank > 1 ? (at == rank - 1 ? 1 : at + 2) : at + 1);
+    activate(ex, i, layout, out);
+}
+
 typedef struct kind_export {
     const kiln_layer_ops *ops;
     void (*emit)(exporter *ex, kiln_node i);
@@ -591,6 +763,9 @@ static const kind_export kinds[] = {
     {&kiln_layer_add, emit_add},
     {&kiln_layer_dropout, emit_identity},
     {&kiln_layer_activation, emit_identity},
+    {&kiln_layer_layer_norm, emit_layer_norm},
+    {&kiln_layer_reshape, emit_reshape},
+    {&kiln_layer_concatenate, emit_concatenate},
 };
 
 static const kind_export *kind_of(const kiln_node_rec *node)
@@ -756,6 +931,10 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         if (i != m->input && node->on_path && !kind_of(node))
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": layer '%s' (%s) has no ONNX "
                               "form; %s was not written", node->name, node->ops->kind, path);
+        if (node->on_path && !activation_known(node->activation))
+            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": layer '%s' has activation "
+                              "%d, which has no ONNX form here; %s was not written", node->name,
+                              (int)node->activation, path);
     }
     exporter ex = {.m = m};
     kiln_status st = KILN_OK;

@@ -3,11 +3,12 @@
  * (onnxruntime-node, which tools/install_onnxruntime.sh installs with npm
  * into KILN_ONNXRUNTIME_DIR) computes what kiln_model_predict computes, to
  * |onnx - kiln| <= 1e-5 max(1, |kiln|), for the seed CNN and the seed
- * ResNet after a little training, a model with every layer kind (batch
- * norms with momentum 0.5, so that their moving statistics are far from
- * their start) and one that ends in a convolution behind a dropout; and
- * the errors. Skips (77) only where node, npm or onnxruntime-node is
- * missing, after every check that needs neither. */
+ * ResNet after a little training, a model with every layer kind of the
+ * seed (batch norms with momentum 0.5, so that their moving statistics are
+ * far from their start), one with the later kinds and every activation,
+ * and one that ends in a convolution behind a dropout; and the errors.
+ * Skips (77) only where node, npm or onnxruntime-node is missing, after
+ * every check that needs neither. */
 #include "fault_layer.h"
 #include "resnet_model.h"
 #include "test_data.h"
@@ -258,6 +259,47 @@ static void every_layer(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* The layers kiln gained later and the activations ONNX spells as several
+ * ops: concatenation along channels and along width of NCHW values and
+ * along the first axis of rank-2 ones, layer norm on channels-first work
+ * and on rank 2 (without beta), Reshape, GELU (exact and tanh), leaky ReLU
+ * and SiLU. */
+static void more_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 6, 4}, rows[] = {30, 8};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4, .kernel_size = {3, 3},
+                                .padding = KILN_PADDING_SAME,
+                                .activation = KILN_ACTIVATION_GELU};
+    kiln_layer_norm_options ln = {.struct_size = sizeof ln};
+    kiln_layer_norm_options ln_scale = {.struct_size = sizeof ln_scale, .epsilon = 0.05f,
+                                        .no_center = 1};
+    kiln_dense_options leaky = {.struct_size = sizeof leaky, .units = 6,
+                                .activation = KILN_ACTIVATION_LEAKY_RELU};
+    kiln_dense_options silu = {.struct_size = sizeof silu, .units = 8,
+                               .activation = KILN_ACTIVATION_SILU};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_input(m, 3, dims, NULL);
+    const kiln_node c = kiln_conv2d(m, x, &conv);                          /* (5, 6, 4) */
+    const kiln_node channels[] = {c, x}, wide[] = {c, c};
+    kiln_node y = kiln_concatenate(m, channels, 2, -1, NULL);               /* (5, 6, 8) */
+    const kiln_node w = kiln_concatenate(m, wide, 2, 2, NULL);              /* (5, 12, 4) */
+    y = kiln_activation_layer(m, kiln_layer_normalization(m, y, &ln),
+                              KILN_ACTIVATION_GELU_TANH, NULL);
+    y = kiln_reshape(m, y, 2, rows, NULL);                                  /* (30, 8) */
+    y = kiln_dense(m, y, &leaky);                                           /* (30, 6) */
+    const kiln_node pair[] = {kiln_layer_normalization(m, y, &ln_scale), y};
+    y = kiln_flatten(m, kiln_concatenate(m, pair, 2, 1, NULL), NULL);       /* (360) */
+    const kiln_node both[] = {kiln_dense(m, y, &silu),
+                              kiln_dense(m, kiln_flatten(m, w, NULL), &silu)};
+    kiln_dense(m, kiln_add(m, both, 2, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "more_layers", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
  * the output's path; untrained. */
 static void conv_output(kiln_context *ctx)
@@ -422,6 +464,7 @@ int main(void)
     kiln_model_destroy(m);
 
     every_layer(ctx);
+    more_layers(ctx);
     conv_output(ctx);
     kiln_context_destroy(ctx);
     char cmd[128];
