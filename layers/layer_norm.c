@@ -187,9 +187,18 @@ static void ln_configure(void *config, const void *args)
                                        .center = !o->no_center, .scale = !o->no_scale};
 }
 
+static void ln_describe(const void *config, void *args)
+{
+    const ln_config *c = config;
+    kiln_layer_norm_options *o = args;
+    o->epsilon = c->epsilon;
+    o->no_center = !c->center;
+    o->no_scale = !c->scale;
+}
+
 const kiln_layer_ops kiln_layer_layer_norm = {
     .kind = "layer_normalization", .config_size = sizeof(ln_config),
     .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = ln_configure, .infer = ln_infer, .kernels = ln_kernels, .prepare = ln_prepare,
+    .configure = ln_configure, .describe = ln_describe, .infer = ln_infer, .kernels = ln_kernels, .prepare = ln_prepare,
     .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
 };

@@ -73,6 +73,20 @@ static const field dropout_fields[] = {
 static const field input_fields[] = {
     {.key = "shape", .type = FIELD_SHAPE, .offset = 0},
 };
+static const field layer_norm_fields[] = {
+    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_layer_norm_options, epsilon)},
+    {.key = "center", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_center)},
+    {.key = "scale", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_scale)},
+};
+/* Reshape's target shape, written and read as Input's. */
+static const field reshape_fields[] = {
+    {.key = "target_shape", .type = FIELD_SHAPE, .offset = 0},
+};
+static const field concatenate_fields[] = {
+    {.key = "axis", .type = FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
+};
 
 static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
 {
@@ -151,6 +165,24 @@ static kiln_node build_add(kiln_model *m, const kiln_layer_desc *d, const kiln_n
     return kiln_add(m, in, d->n_inputs, d->name);
 }
 
+static kiln_node build_layer_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_layer_norm_options o = d->options.layer_norm;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_layer_normalization(m, in[0], &o);
+}
+
+static kiln_node build_reshape(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_reshape(m, in[0], d->shape.rank, d->shape.dims, d->name);
+}
+
+static kiln_node build_concatenate(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_concatenate(m, in, d->n_inputs, d->options.concatenate.axis, d->name);
+}
+
 static const kind_io kinds[] = {
     {.ops = &kiln_layer_input, FIELDS(input_fields), .build = build_input},
     {.ops = &kiln_layer_dense, FIELDS(dense_fields), .activation = 1, .build = build_dense},
@@ -165,6 +197,9 @@ static const kind_io kinds[] = {
     {.ops = &kiln_layer_flatten, .build = build_flatten},
     {.ops = &kiln_layer_activation, .activation = 1, .build = build_activation},
     {.ops = &kiln_layer_add, .build = build_add},
+    {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
+    {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
+    {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -185,7 +220,8 @@ static const kind_io *kind_named(const char *kind)
 }
 
 /* Names of the enumerations, indexed by value. */
-static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
+                                               "gelu", "gelu_tanh", "leaky_relu", "silu"};
 static const char *const padding_names[] = {"valid", "same"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "binary_crossentropy",

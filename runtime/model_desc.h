@@ -41,6 +41,9 @@ typedef union kiln_layer_args {
     kiln_batch_norm_options batch_norm;
     kiln_dropout_args dropout;
     kiln_input_args input;
+    kiln_layer_norm_options layer_norm;
+    kiln_reshape_args reshape;
+    kiln_concatenate_args concatenate;
 } kiln_layer_args;
 
 /* One layer as the description gives it. */
