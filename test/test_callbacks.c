@@ -245,20 +245,21 @@ static void test_restore_best_weights(kiln_context *ctx, kiln_dataset *train,
     kiln_model_destroy(three);
 }
 
-/* patience 2, factor 0.5, cooldown 1 on the rising val_loss: epoch 0 best;
- * epochs 1, 2 wait 1, 2: the rate halves after epoch 2. Epoch 3 spends the
- * cooldown (wait 0, then 1), epoch 4 reaches 2 again: halved after epoch 4.
- * Rates are float32, as a Keras optimizer's variable holds them. */
+/* patience 2, factor 0.5, cooldown 2 on the rising val_loss: epoch 0 best;
+ * epochs 1, 2 wait 1, 2: the rate halves after epoch 2. Epochs 3 and 4
+ * spend the cooldown (the wait stays 0 in 3, becomes 1 in 4), epoch 5
+ * reaches 2 again: halved after epoch 5. Rates are float32, as a Keras
+ * optimizer's variable holds them. */
 static void test_reduce_lr_on_plateau(kiln_context *ctx, kiln_dataset *train,
                                       kiln_dataset *val)
 {
     const double r0 = (double)LR, r1 = (double)(float)(r0 * 0.5), r2 = (double)(float)(r1 * 0.5);
     kiln_callback_spec rp = {.kind = KILN_CALLBACK_REDUCE_LR_ON_PLATEAU, .patience = 2,
-                             .factor = 0.5, .cooldown = 1};
-    kiln_model *m = fit(ctx, &one, 6, train, val, &rp, 1);
-    const double want[6] = {r0, r0, r0, r1, r1, r2};
-    CHECK(epochs_run(m) == 6);
-    for (int32_t e = 0; e < 6; e++)
+                             .factor = 0.5, .cooldown = 2};
+    kiln_model *m = fit(ctx, &one, 7, train, val, &rp, 1);
+    const double want[7] = {r0, r0, r0, r1, r1, r1, r2};
+    CHECK(epochs_run(m) == 7);
+    for (int32_t e = 0; e < 7; e++)
         CHECK(epoch(m, e).learning_rate == want[e]);
     kiln_model_destroy(m);
 
@@ -285,7 +286,17 @@ static void test_reduce_lr_on_plateau(kiln_context *ctx, kiln_dataset *train,
     kiln_model_destroy(rest);
     kiln_model_destroy(plain);
 
-    /* min_lr: 0.1 -> max(0.05, 0.07) = 0.07 after epoch 2; after epoch 4 the
+    /* Keras's defaults: patience 10 (nothing in 6 epochs), factor 0.1. */
+    kiln_callback_spec d = {.kind = KILN_CALLBACK_REDUCE_LR_ON_PLATEAU};
+    m = fit(ctx, &one, 6, train, val, &d, 1);
+    CHECK(epoch(m, 5).learning_rate == r0);
+    kiln_model_destroy(m);
+    d.patience = 1;
+    m = fit(ctx, &one, 3, train, val, &d, 1);
+    CHECK(epoch(m, 1).learning_rate == r0 && epoch(m, 2).learning_rate == (double)(float)(r0 * 0.1));
+    kiln_model_destroy(m);
+
+    /* min_lr: 0.1 -> max(0.05, 0.07) = 0.07 after epoch 2; after epoch 5 the
      * rate is min_lr already and stays. The rate outlives fit. */
     rp.min_lr = 0.07;
     m = fit(ctx, &one, 6, train, val, &rp, 1);
@@ -476,8 +487,8 @@ static double rates(void *user, int32_t e, double lr)
 {
     (void)user;
     (void)lr;
-    static const double r[] = {0.5, 1e-5, 1e16};
-    return r[e % 3];
+    static const double r[] = {0.5, 1e-5, 1e16, 5e-5, 5e-4, 123456, 3e15};
+    return r[e % 7];
 }
 
 static int file_is(const char *path, const char *want)
@@ -502,20 +513,23 @@ static void test_csv_logger(kiln_context *ctx)
         {.kind = KILN_CALLBACK_LEARNING_RATE_SCHEDULER, .schedule = rates},
         {.kind = KILN_CALLBACK_CSV_LOGGER, .path = file("log.csv")},
     };
-    kiln_fit_options fo = options(3, val);
+    kiln_fit_options fo = options(7, val);
     fo.batch_size = 4;
     fo.callbacks = cbs;
     fo.n_callbacks = 2;
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
-    CHECK(epoch(m, 2).loss == 0.6931471824645996 && epoch(m, 2).val_accuracy == 0.25);
+    CHECK(epoch(m, 6).loss == 0.6931471824645996 && epoch(m, 6).val_accuracy == 0.25);
     const char *header = "epoch,accuracy,learning_rate,loss,sparse_top_k_categorical_accuracy,"
                          "val_accuracy,val_loss,val_sparse_top_k_categorical_accuracy\r\n";
-    char want[1024];
-    snprintf(want, sizeof want, "%s"
-             "0,0.5,0.5,0.6931471824645996,1.0,0.25,0.6931471824645996,1.0\r\n"
-             "1,0.5,9.999999747378752e-06,0.6931471824645996,1.0,0.25,0.6931471824645996,1.0\r\n"
-             "2,0.5,1.0000000272564224e+16,0.6931471824645996,1.0,0.25,0.6931471824645996,"
-             "1.0\r\n", header);
+    /* The rates as Python prints float32 values: repr(float(np.float32(r))). */
+    static const char *const rate[] = {"0.5", "9.999999747378752e-06", "1.0000000272564224e+16",
+                                       "4.999999873689376e-05", "0.0005000000237487257",
+                                       "123456.0", "3000000028082176.0"};
+    char want[2048];
+    snprintf(want, sizeof want, "%s", header);
+    for (int e = 0; e < 7; e++)
+        snprintf(want + strlen(want), sizeof want - strlen(want),
+                 "%d,0.5,%s,0.6931471824645996,1.0,0.25,0.6931471824645996,1.0\r\n", e, rate[e]);
     CHECK(file_is(file("log.csv"), want));
     /* Appended with another separator: rows only, the epochs from 0 again. */
     cbs[1].separator = ';';
@@ -669,6 +683,61 @@ static void test_terminate_on_nan(kiln_context *ctx, kiln_dataset *val)
     kiln_dataset_destroy(clean);
 }
 
+/* Checkpoints keep what callbacks and metrics add: the rate a callback set
+ * (a model loading the checkpoint trains on at it), the history's metrics
+ * and rates, and the metric sums of an epoch cut short, so that a resumed
+ * fit's epoch equals an uninterrupted one. */
+static void test_checkpoints(kiln_context *ctx, kiln_dataset *train, kiln_dataset *val)
+{
+    const setup s = {.strategy = KILN_STRATEGY_ONE_DEVICE, .top_k = 2};
+    const kiln_callback_spec rp = {.kind = KILN_CALLBACK_REDUCE_LR_ON_PLATEAU, .patience = 1,
+                                   .factor = 0.25};
+    kiln_model *a = fit(ctx, &s, 3, train, val, &rp, 1);
+    CHECK_OK(ctx, kiln_model_save_checkpoint(a, file("reduced.safetensors")));
+    kiln_model *b = model(ctx, &s);
+    CHECK_OK(ctx, kiln_model_load_checkpoint(b, file("reduced.safetensors")));
+    for (int32_t e = 0; e < 3; e++) {
+        const kiln_epoch_record ra = epoch(a, e), rb = epoch(b, e);
+        CHECK(ra.learning_rate == rb.learning_rate && ra.top_k_accuracy == rb.top_k_accuracy &&
+              ra.val_top_k_accuracy == rb.val_top_k_accuracy && rb.mean_absolute_error == -1.0);
+    }
+    kiln_fit_options fo = options(1, val);
+    CHECK_OK(ctx, kiln_model_fit(a, train, &fo));
+    CHECK_OK(ctx, kiln_model_fit(b, train, &fo));
+    int64_t n;
+    float *wa = weights(a, &n), *wb = weights(b, &n);
+    CHECK(same(wa, wb, n) && epoch(b, 3).learning_rate == (double)(float)(LR * 0.25 * 0.25));
+    free(wa);
+    free(wb);
+    kiln_model_destroy(a);
+    kiln_model_destroy(b);
+
+    /* Stopped after step 2 of epoch 2 with a checkpoint every step. */
+    char folder[128];
+    snprintf(folder, sizeof folder, "%s/resume", dir);
+    kiln_model *straight = fit(ctx, &s, 3, train, val, NULL, 0);
+    kiln_model *cut = model(ctx, &s);
+    stopper st = {.epoch = 1, .step = 2, .result = KILN_CALLBACK_STOP, .m = cut};
+    fo = options(3, val);
+    fo.checkpoint_dir = folder;
+    fo.checkpoint_every_steps = 1;
+    fo.callback = stop_at;
+    fo.callback_user = &st;
+    CHECK_OK(ctx, kiln_model_fit(cut, train, &fo));
+    CHECK(epochs_run(cut) == 1);
+    kiln_model *resumed = model(ctx, &s);
+    fo.callback = NULL;
+    fo.resume = 1;
+    CHECK_OK(ctx, kiln_model_fit(resumed, train, &fo));
+    CHECK(epochs_run(resumed) == 3);
+    for (int32_t e = 0; e < 3; e++)
+        CHECK(epoch(resumed, e).top_k_accuracy == epoch(straight, e).top_k_accuracy &&
+              epoch(resumed, e).loss == epoch(straight, e).loss);
+    kiln_model_destroy(straight);
+    kiln_model_destroy(cut);
+    kiln_model_destroy(resumed);
+}
+
 /* A bad list is refused before any step, naming what is wrong; the model
  * keeps its weights and history. */
 static void test_refused(kiln_context *ctx, kiln_dataset *train, kiln_dataset *val)
@@ -780,9 +849,12 @@ static kiln_model *metric_model(kiln_context *ctx, kiln_loss loss, kiln_activati
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {MDIM};
+    const kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 7,
+                                       .activation = KILN_ACTIVATION_TANH};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = MOUT,
                                      .activation = out};
     kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     kiln_compile_options co = *metrics;
     co.struct_size = sizeof co;
@@ -876,17 +948,24 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     CHECK(e.top_k_accuracy == ref_top_k(y, label, 2) && e.mean_absolute_error == -1.0 &&
           e.binary_accuracy == -1.0 && e.top_k_accuracy > e.accuracy);
     check_history(ctx, m, sparse);
-    /* All weights 0: every output ties, so every label is in the top 1. */
-    float w[MDIM * MOUT + MOUT] = {0};
-    CHECK_OK(ctx, kiln_model_set_weights(m, w, MDIM * MOUT + MOUT));
+    /* All weights 0: every output ties, so every label is in the top 2 (and
+     * the top 1). */
+    int64_t n;
+    float *w = weights(m, &n);
+    memset(w, 0, (size_t)n * sizeof *w);
+    CHECK_OK(ctx, kiln_model_set_weights(m, w, n));
+    free(w);
     CHECK_OK(ctx, kiln_model_evaluate(m, sparse, 8, &e));
     CHECK(e.top_k_accuracy == 1.0);
     kiln_model_destroy(m);
 
-    /* One-hot labels with some 0.5 targets (never a binary match): top-3,
-     * mean absolute error, binary accuracy at 0.2. */
+    /* One-hot labels with some 0.5 targets (never a binary match) and some
+     * rows with a second 1: top-3 (of the first largest target), mean
+     * absolute error, binary accuracy at 0.2. */
     for (int i = 0; i < MN * MOUT; i++)
         t[i] = (i % MOUT) == label[i / MOUT] ? 1.0f : (i % 11 == 0 ? 0.5f : 0.0f);
+    for (int i = 0; i < MN; i += 4)
+        t[i * MOUT + (label[i] + 3) % MOUT] = 1.0f;
     d.sparse_labels = NULL;
     d.label_kind = KILN_LABELS_DENSE;
     d.label_size = MOUT;
@@ -902,8 +981,12 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     double mae, bin;
     ref_dense(y, t, 0.2f, &mae, &bin);
     int32_t first_max[MN];
-    for (int i = 0; i < MN; i++)
-        first_max[i] = label[i];   /* the one-hot's 1 is each row's first largest target */
+    for (int i = 0; i < MN; i++) {
+        first_max[i] = 0;
+        for (int j = 1; j < MOUT; j++)
+            if (t[i * MOUT + j] > t[i * MOUT + first_max[i]])
+                first_max[i] = j;
+    }
     CHECK(e.top_k_accuracy == ref_top_k(y, first_max, 3));
     CHECK(close_to(e.mean_absolute_error, mae) && close_to(e.binary_accuracy, bin));
     check_history(ctx, m, dense);
@@ -918,8 +1001,11 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
     CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
     ref_dense(y, t, 0.0f, &mae, &bin);
+    double ones = 0;
+    for (int i = 0; i < MN * MOUT; i++)
+        ones += t[i] == 1.0f;
     CHECK(close_to(e.mean_absolute_error, mae) && close_to(e.binary_accuracy, bin) &&
-          close_to(bin, 1.0 / MOUT) && e.top_k_accuracy == -1.0);
+          close_to(bin, ones / (MN * MOUT)) && e.top_k_accuracy == -1.0);
     /* train_on_batch reports them too. */
     kiln_metrics b = {.struct_size = sizeof b};
     CHECK_OK(ctx, kiln_model_test_on_batch(m, x, t, MN, &b));
@@ -1024,10 +1110,14 @@ int main(void)
     test_csv_logger(ctx);
     test_functions(ctx, train, val);
     test_terminate_on_nan(ctx, val);
+    test_checkpoints(ctx, train, val);
     test_refused(ctx, train, val);
     test_metrics(ctx, KILN_STRATEGY_ONE_DEVICE);
+    test_metrics(ctx, KILN_STRATEGY_PARAMETER_SERVER);
     if (devices >= 2) {
         test_metrics(ctx, KILN_STRATEGY_MIRRORED);
+        test_metrics(ctx, KILN_STRATEGY_CENTRAL_STORAGE);
+        test_metrics(ctx, KILN_STRATEGY_PIPELINE);
         test_mirrored(ctx, train, val);
     } else {
         printf("mirrored skipped: it needs two devices, the context has %d\n", (int)devices);
