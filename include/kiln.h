@@ -1087,7 +1087,11 @@ typedef enum kiln_callback_result {
      *  KILN_CALLBACK_STOP existed return). */
     KILN_CALLBACK_ABORT = 1,
     /** Stop as Keras's model.stop_training = True does: fit ends normally
-     *  and returns KILN_OK; kiln_model_stop_reason says why it ended. */
+     *  and returns KILN_OK; kiln_model_stop_reason says why it ended. At an
+     *  epoch's end the epoch is in the history; after a step that leaves
+     *  its epoch unfinished, that epoch is not (unlike Keras, which records
+     *  the part it ran): the history holds whole epochs, as resuming from a
+     *  checkpoint needs. */
     KILN_CALLBACK_STOP = 2
 } kiln_callback_result;
 
@@ -1111,8 +1115,8 @@ typedef enum kiln_callback_kind {
     KILN_CALLBACK_FUNCTION,
     /** EarlyStopping: after an epoch whose `monitor` has not improved by
      *  more than |min_delta| on the best value for `patience` epochs in a
-     *  row (0: the first such epoch; never the first epoch of a fit), fit
-     *  stops normally. The count restarts only on an epoch that also beats
+     *  row (0: the first such epoch; never at epoch 0), fit stops
+     *  normally. The count restarts only on an epoch that also beats
      *  `baseline` when has_baseline is set. With restore_best_weights,
      *  fit ends (stopped or not) with the weights of the best epoch (the
      *  first monitored epoch's when none improved), the optimizer state
@@ -1186,7 +1190,8 @@ typedef enum kiln_monitor_mode {
  * "mean_absolute_error", "binary_accuracy"), and each with "val_" before it
  * when fit has validation data. Any other name, or one this fit will not
  * compute, is KILN_ERROR_INVALID_ARGUMENT at fit start, naming it (the model
- * unchanged).
+ * unchanged). Epochs count as kiln_progress.epoch counts them: from 0 in
+ * each fit, a resumed fit going on from its checkpoint's.
  */
 typedef struct kiln_callback_spec {
     /** sizeof(kiln_callback_spec) (0: this header's): also the distance
