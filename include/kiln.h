@@ -1148,9 +1148,10 @@ typedef enum kiln_callback_kind {
     /** CSVLogger: one row per epoch in the file at `path`, as Keras writes
      *  it: a header "epoch" then the epoch's values' names in sorted order
      *  ("accuracy", "learning_rate", "loss", then the other metrics and the
-     *  val_ ones), rows with the epoch counting from 0 and each value as
-     *  Python prints a float (0.25, 1e-05, 2.0), fields separated by
-     *  `separator` (0: ','), lines ending in "\r\n". The file is replaced
+     *  val_ ones; Keras has "learning_rate" only when a callback sets the
+     *  rate, kiln always), rows with the epoch counting from 0 and each
+     *  value as Python prints a float (0.25, 1e-05, 2.0), fields separated
+     *  by `separator` (0: ','), lines ending in "\r\n". The file is replaced
      *  unless `append` (then rows are added, under a header only if the file
      *  is empty); every row is flushed. Rank 0 only under multi_worker.
      *  Reads path, separator, append. */

@@ -293,7 +293,8 @@ static void test_reduce_lr_on_plateau(kiln_context *ctx, kiln_dataset *train,
     kiln_model_destroy(m);
     d.patience = 1;
     m = fit(ctx, &one, 3, train, val, &d, 1);
-    CHECK(epoch(m, 1).learning_rate == r0 && epoch(m, 2).learning_rate == (double)(float)(r0 * 0.1));
+    CHECK(epoch(m, 1).learning_rate == r0 &&
+          epoch(m, 2).learning_rate == (double)(float)(r0 * 0.1));
     kiln_model_destroy(m);
 
     /* min_lr: 0.1 -> max(0.05, 0.07) = 0.07 after epoch 2; after epoch 5 the
@@ -801,7 +802,8 @@ static void test_refused(kiln_context *ctx, kiln_dataset *train, kiln_dataset *v
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "callbacks[1]: struct_size is 8",
                 kiln_model_fit(m, train, &fo));
     fo.n_callbacks = 65;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "n_callbacks is 65", kiln_model_fit(m, train, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "n_callbacks is 65",
+                kiln_model_fit(m, train, &fo));
     /* A scheduler's bad rate stops fit at that epoch. */
     const kiln_callback_spec nan_rate = {.kind = KILN_CALLBACK_LEARNING_RATE_SCHEDULER,
                                          .schedule = halving, .user = &(float){NAN}};
