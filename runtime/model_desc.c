@@ -310,6 +310,18 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_bool(w, m->loss.accuracy);
     kiln_jw_key(w, "gradient_accumulation_steps");
     kiln_jw_int(w, m->accumulation_steps);
+    kiln_jw_key(w, "metrics");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "top_k");
+    kiln_jw_int(w, m->loss.top_k);
+    kiln_jw_key(w, "mean_absolute_error");
+    kiln_jw_bool(w, m->loss.mean_abs_error);
+    kiln_jw_key(w, "binary_accuracy");
+    kiln_jw_bool(w, m->loss.binary_accuracy);
+    /* The threshold in use; -0 is how compile is asked for 0 itself. */
+    kiln_jw_key(w, "binary_threshold");
+    kiln_jw_float(w, m->loss.threshold == 0.0f ? -0.0f : m->loss.threshold);
+    kiln_jw_end_object(w);
     kiln_jw_key(w, "optimizer");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "kind");
@@ -698,15 +710,18 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "optimizer"};
+                                       "metrics", "optimizer"};
+    static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
+                                              "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
                                                  "nesterov", "beta_1", "beta_2", "epsilon",
                                                  "schedule"};
     static const char *const schedule_keys[] = {"kind", "decay_steps", "decay_rate", "alpha",
                                                 "warmup_steps"};
     snprintf(r->where, sizeof r->where, "compile: ");
-    const kiln_json *opt, *sched;
+    const kiln_json *opt, *sched, *metrics;
     int loss = 0, kind = 0, schedule = 0;
+    int64_t top_k = 0;
     int32_t accuracy = 0;
     int64_t steps = 0;
     kiln_optimizer_options *o = &d->optimizer;
@@ -718,9 +733,24 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     if (st == KILN_OK)
         st = get_int(r, c, "gradient_accumulation_steps", 1, INT32_MAX, &steps);
     if (st == KILN_OK)
+        st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
+    if (st == KILN_OK)
         st = member(r, c, "optimizer", KILN_JSON_OBJECT, &opt);
     if (st != KILN_OK)
         return st;
+    snprintf(r->where, sizeof r->where, "compile.metrics: ");
+    st = only_keys(r, metrics, metric_keys, COUNT(metric_keys));
+    if (st == KILN_OK)
+        st = get_int(r, metrics, "top_k", 0, INT32_MAX, &top_k);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "mean_absolute_error", &d->mean_absolute_error);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "binary_accuracy", &d->binary_accuracy);
+    if (st == KILN_OK)
+        st = get_float(r, metrics, "binary_threshold", &d->binary_threshold);
+    if (st != KILN_OK)
+        return st;
+    d->top_k = (int32_t)top_k;
     d->loss = (kiln_loss)loss;
     d->no_accuracy = !accuracy;
     d->gradient_accumulation_steps = (int32_t)steps;

@@ -67,6 +67,8 @@ typedef struct kiln_model_desc {
     int has_compile;                   /* the settings below were given */
     kiln_loss loss;
     int32_t no_accuracy;
+    int32_t top_k, mean_absolute_error, binary_accuracy;   /* the metrics compile asked for */
+    float binary_threshold;
     int32_t gradient_accumulation_steps;
     kiln_optimizer_options optimizer;
 } kiln_model_desc;

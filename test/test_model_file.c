@@ -235,7 +235,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
         return m;
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .gradient_accumulation_steps = 2};
+                               .gradient_accumulation_steps = 2, .top_k = 2};
     co.optimizer = (kiln_optimizer_options){
         .struct_size = sizeof co.optimizer, .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
         .momentum = 0.9f, .nesterov = 1,
