@@ -633,6 +633,28 @@ typedef struct kiln_compile_options {
      *  and dataset sizes: else KILN_ERROR_INVALID_ARGUMENT on every rank,
      *  naming what differs. */
     int32_t parameter_store_ranks;
+    /* Metrics beyond loss and accuracy (Keras's compile(metrics=[...])):
+     * computed on the device with the loss, reported by evaluate, in the
+     * history, to callbacks, and monitored by name ("val_" + name for the
+     * validation data). None is computed unless asked for. */
+    /** > 0: top-k categorical accuracy with this k (Keras's default k is 5):
+     *  the share of samples whose true class is among the k highest outputs,
+     *  ties at the k-th place counted in, as tf.math.in_top_k counts them (a
+     *  non-finite output of the true class is a miss). Named
+     *  "sparse_top_k_categorical_accuracy" under sparse labels and
+     *  "top_k_categorical_accuracy" under dense ones (the true class is the
+     *  first largest target). The categorical cross-entropy losses only. */
+    int32_t top_k;
+    /** Nonzero: "mean_absolute_error", the mean over samples and outputs of
+     *  |output - target|. Losses with dense labels only. */
+    int32_t mean_absolute_error;
+    /** Nonzero: "binary_accuracy", the share of outputs for which (output >
+     *  binary_threshold) is the target (1 or 0; another target never
+     *  matches, as in Keras). Losses with dense labels only. */
+    int32_t binary_accuracy;
+    /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default); -0.0f:
+     *  exactly 0. */
+    float binary_threshold;
 } kiln_compile_options;
 
 /**
@@ -1130,13 +1152,169 @@ typedef struct kiln_progress {
     double val_loss;             /**< at epoch end, with validation data */
     double val_accuracy;         /**< at epoch end, with validation data */
     double seconds;              /**< since the epoch started */
+    /** Running means of the metrics kiln_compile_options asked for, and at
+     *  epoch end their validation values; negative when not computed. */
+    double top_k_accuracy;
+    double mean_absolute_error;      /**< see top_k_accuracy */
+    double binary_accuracy;          /**< see top_k_accuracy */
+    double val_top_k_accuracy;       /**< see top_k_accuracy */
+    double val_mean_absolute_error;  /**< see top_k_accuracy */
+    double val_binary_accuracy;      /**< see top_k_accuracy */
+    double learning_rate;            /**< of the last update */
 } kiln_progress;
 
-/** Return nonzero to stop training (fit then returns KILN_ERROR_STOPPED).
- *  Runs inside kiln_model_fit: a call on the model being fit fails with
- *  KILN_ERROR_STATE, except the accessors that only read it (history,
- *  training statistics, memory, summary, stage plan). */
+/** What a kiln_callback_fn returns. */
+typedef enum kiln_callback_result {
+    KILN_CALLBACK_CONTINUE = 0,  /**< go on training */
+    /** Stop with an error: fit returns KILN_ERROR_STOPPED (as any value other
+     *  than these three does, which is what callbacks written before
+     *  KILN_CALLBACK_STOP existed return). */
+    KILN_CALLBACK_ABORT = 1,
+    /** Stop as Keras's model.stop_training = True does: fit ends normally
+     *  and returns KILN_OK; kiln_model_stop_reason says why it ended. At an
+     *  epoch's end the epoch is in the history; after a step that leaves
+     *  its epoch unfinished, that epoch is not (unlike Keras, which records
+     *  the part it ran): the history holds whole epochs, as resuming from a
+     *  checkpoint needs. */
+    KILN_CALLBACK_STOP = 2
+} kiln_callback_result;
+
+/** Called after every training step and at every epoch's end; returns a
+ *  kiln_callback_result. Runs inside kiln_model_fit, on the fitting thread:
+ *  a call on the model being fit fails with KILN_ERROR_STATE, except the
+ *  accessors that only read it (history, training statistics, memory,
+ *  summary, stage plan, stop reason). */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
+
+/** A LearningRateScheduler's schedule: the learning rate for epoch `epoch`
+ *  (counting from 0; a resumed fit goes on counting) given the current one.
+ *  Return a finite number >= 0. */
+typedef double (*kiln_lr_schedule_fn)(void *user, int32_t epoch, double learning_rate);
+
+/** The callbacks fit runs besides kiln_fit_options.callback, Keras's. */
+typedef enum kiln_callback_kind {
+    KILN_CALLBACK_NONE = 0,      /**< invalid: set a kind */
+    /** The application's `function` (with `user`), as
+     *  kiln_fit_options.callback but one of a list. */
+    KILN_CALLBACK_FUNCTION,
+    /** EarlyStopping: after an epoch whose `monitor` has not improved by
+     *  more than |min_delta| on the best value for `patience` epochs in a
+     *  row (0: the first such epoch; never at epoch 0), fit stops
+     *  normally. The count restarts only on an epoch that also beats
+     *  `baseline` when has_baseline is set. With restore_best_weights,
+     *  fit ends (stopped or not) with the weights of the best epoch (the
+     *  first monitored epoch's when none improved), the optimizer state
+     *  kept, as Keras does. Epochs before start_from_epoch are not
+     *  monitored. Reads monitor, mode, min_delta, patience, has_baseline,
+     *  baseline, restore_best_weights, start_from_epoch. */
+    KILN_CALLBACK_EARLY_STOPPING,
+    /** ReduceLROnPlateau: when `monitor` has not improved by more than
+     *  min_delta (0: 1e-4) for `patience` epochs (0: 10; 1 reduces at the
+     *  first epoch without improvement), the learning rate becomes
+     *  max(rate x factor, min_lr) (factor in (0, 1); 0: 0.1) unless it is
+     *  min_lr or lower already; then `cooldown` epochs pass before the
+     *  count starts again. Reads monitor, mode, min_delta, patience,
+     *  factor, cooldown, min_lr. */
+    KILN_CALLBACK_REDUCE_LR_ON_PLATEAU,
+    /** ModelCheckpoint: at every epoch's end (with save_best_only, at the
+     *  end of an epoch whose `monitor` beats every earlier one) saves to
+     *  `path`, in which "{epoch}" (or "{epoch:02d}", a printf width) is the
+     *  epoch counting from 1 and "{name}" (or "{name:.4f}") any monitorable
+     *  value ("{{" and "}}" are braces): the weights
+     *  (kiln_model_save_weights) with save_weights_only, else the training
+     *  state (kiln_model_save_checkpoint). Atomic, on rank 0 only under
+     *  multi_worker; the folder must exist. Reads path, monitor, mode,
+     *  save_best_only, save_weights_only. */
+    KILN_CALLBACK_MODEL_CHECKPOINT,
+    /** LearningRateScheduler: before each epoch, the learning rate becomes
+     *  schedule(user, epoch, current rate). Reads schedule, user. */
+    KILN_CALLBACK_LEARNING_RATE_SCHEDULER,
+    /** CSVLogger: one row per epoch in the file at `path`, as Keras writes
+     *  it: a header "epoch" then the epoch's values' names in sorted order
+     *  ("accuracy", "learning_rate", "loss", then the other metrics and the
+     *  val_ ones; Keras has "learning_rate" only when a callback sets the
+     *  rate, kiln always), rows with the epoch counting from 0 and each
+     *  value as Python prints a float (0.25, 1e-05, 2.0), fields separated
+     *  by `separator` (0: ','), lines ending in "\r\n". The file is replaced
+     *  unless `append` (then rows are added, under a header only if the file
+     *  is empty); every row is flushed. Rank 0 only under multi_worker.
+     *  Reads path, separator, append. */
+    KILN_CALLBACK_CSV_LOGGER,
+    /** TerminateOnNaN: a step whose loss or gradient is NaN or infinite
+     *  (never applied, as always) ends fit normally, its reason saying which
+     *  step, instead of failing with KILN_ERROR_NUMERIC; the epoch it
+     *  interrupted is not added to the history. Without it fit fails there,
+     *  or with kiln_fit_options.skip_nonfinite skips the step and goes on
+     *  (the two together are KILN_ERROR_INVALID_ARGUMENT). Reads nothing. */
+    KILN_CALLBACK_TERMINATE_ON_NAN
+} kiln_callback_kind;
+
+/** Which way a monitored value improves. */
+typedef enum kiln_monitor_mode {
+    /** From the name: loss and mean_absolute_error down, accuracies up. */
+    KILN_MONITOR_AUTO = 0,
+    KILN_MONITOR_MIN,
+    KILN_MONITOR_MAX
+} kiln_monitor_mode;
+
+/**
+ * One callback of kiln_fit_options.callbacks: a kind and the options it
+ * reads (each kind's doc lists them; any other field must be 0, else fit
+ * returns KILN_ERROR_INVALID_ARGUMENT naming it). Zero fields take Keras's
+ * defaults. Written with designated initialisers:
+ *
+ *     const kiln_callback_spec callbacks[] = {
+ *         {.kind = KILN_CALLBACK_EARLY_STOPPING, .monitor = "val_loss",
+ *          .patience = 3, .restore_best_weights = 1},
+ *         {.kind = KILN_CALLBACK_CSV_LOGGER, .path = "training.csv"},
+ *     };
+ *
+ * Monitorable names are those of the epoch's values: "loss", "accuracy"
+ * (when computed), the metrics kiln_compile_options asked for
+ * ("sparse_top_k_categorical_accuracy" or "top_k_categorical_accuracy",
+ * "mean_absolute_error", "binary_accuracy"), and each with "val_" before it
+ * when fit has validation data. Any other name, or one this fit will not
+ * compute, is KILN_ERROR_INVALID_ARGUMENT at fit start, naming it (the model
+ * unchanged). Epochs count as kiln_progress.epoch counts them: from 0 in
+ * each fit, a resumed fit going on from its checkpoint's.
+ */
+typedef struct kiln_callback_spec {
+    /** sizeof(kiln_callback_spec) (0: this header's): also the distance
+     *  between elements of the array, so it must be the same in each. */
+    size_t struct_size;
+    kiln_callback_kind kind;     /**< required */
+    const char *monitor;         /**< a monitorable name; NULL: "val_loss" */
+    kiln_monitor_mode mode;      /**< default: from the name */
+    /** Improvement needed: early stopping |min_delta| (default 0); reduce
+     *  on plateau: 0 means 1e-4, any other value is used as is. */
+    double min_delta;
+    int32_t patience;            /**< epochs without improvement; see the kinds */
+    int32_t has_baseline;        /**< early stopping: nonzero reads `baseline` */
+    double baseline;             /**< early stopping: the value to beat */
+    int32_t restore_best_weights;  /**< early stopping */
+    int32_t start_from_epoch;    /**< early stopping: epochs not monitored, >= 0 */
+    double factor;               /**< reduce on plateau, in (0, 1); 0: 0.1 */
+    int32_t cooldown;            /**< reduce on plateau, >= 0 */
+    double min_lr;               /**< reduce on plateau, >= 0 */
+    /** Model checkpoint: the file name pattern; CSV logger: the file. */
+    const char *path;
+    int32_t save_best_only;      /**< model checkpoint */
+    int32_t save_weights_only;   /**< model checkpoint */
+    char separator;              /**< CSV logger; 0: ',' */
+    int32_t append;              /**< CSV logger */
+    kiln_callback_fn function;   /**< KILN_CALLBACK_FUNCTION: required */
+    kiln_lr_schedule_fn schedule;  /**< learning rate scheduler: required */
+    void *user;                  /**< passed to function or schedule */
+} kiln_callback_spec;
+
+/** Why the last kiln_model_fit ended before its last epoch
+ *  (kiln_model_stop_reason). */
+typedef enum kiln_stop_cause {
+    KILN_STOP_NONE = 0,          /**< it ran every epoch (or failed: see its status) */
+    KILN_STOP_EARLY_STOPPING,    /**< an EarlyStopping callback */
+    KILN_STOP_TERMINATE_ON_NAN,  /**< a non-finite step under TerminateOnNaN */
+    KILN_STOP_CALLBACK           /**< an application callback returned KILN_CALLBACK_STOP */
+} kiln_stop_cause;
 
 /** Options of kiln_model_fit(); kiln_fit_options_init() sets the defaults. */
 typedef struct kiln_fit_options {
@@ -1151,7 +1329,9 @@ typedef struct kiln_fit_options {
     uint64_t shuffle_seed;       /**< 0: derived from the context's seed */
     const kiln_dataset *validation;  /**< evaluated after each epoch; may be NULL */
     kiln_verbosity verbosity;    /**< progress output on stderr */
-    kiln_callback_fn callback;   /**< called on the fitting thread */
+    /** Called on the fitting thread at each step's and each epoch's end
+     *  (see kiln_callback_fn); NULL: none. */
+    kiln_callback_fn callback;
     void *callback_user;         /**< passed to callback */
     /** Folder for training checkpoints, "ckpt-<training step, 12 digits>
      *  .safetensors" (step 20 is "ckpt-000000000020.safetensors"), created
@@ -1207,6 +1387,21 @@ typedef struct kiln_fit_options {
      *  matter more than their picture. Each chart's curve carries its
      *  numbers exactly (data-epochs and data-values attributes, %.17g). */
     const char *report_path;
+    /* Callbacks (Keras's fit(callbacks=[...])). */
+    /** n_callbacks callbacks, run in order after `callback` at each step's
+     *  and each epoch's end (the scheduler before each epoch); a stop asked
+     *  for at an epoch's end comes after all of them ran. Read during the
+     *  call only; NULL when n_callbacks is 0. Callbacks that set the
+     *  learning rate (reduce on plateau, scheduler) need a constant
+     *  compile-time rate (no schedule or warm-up: KILN_ERROR_INVALID_ARGUMENT,
+     *  as Keras refuses to set a scheduled rate); the rate they set stays
+     *  after fit and in checkpoints. Under multi_worker every rank runs them
+     *  on the same global values, so all decide alike; under the parameter
+     *  server across MPI processes those two and TerminateOnNaN are
+     *  KILN_ERROR_UNSUPPORTED. Their state (best value, patience count)
+     *  starts afresh with each fit, resumed or not. */
+    const kiln_callback_spec *callbacks;
+    int32_t n_callbacks;         /**< see callbacks; 0 to 64 */
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -1223,10 +1418,17 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * output; KILN_ERROR_DATA for a label out of range;
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
- * KILN_ERROR_STOPPED if the callback stopped it; KILN_ERROR_TIMEOUT when a
- * replica stalls past the watchdog; KILN_ERROR_IO, before training, when
- * report_path or checkpoint_dir cannot be written; device errors, naming the replica, device
- * and layer. After a replica failed or stalled, the model only accepts
+ * KILN_ERROR_STOPPED if a callback returned KILN_CALLBACK_ABORT (or any
+ * value but KILN_CALLBACK_CONTINUE and KILN_CALLBACK_STOP); KILN_ERROR_IO,
+ * before training, when report_path or checkpoint_dir cannot be written,
+ * and when a ModelCheckpoint or CSVLogger cannot write, naming the file;
+ * KILN_ERROR_INVALID_ARGUMENT for a bad callback, before any step. A stop
+ * that a callback asks for (KILN_CALLBACK_STOP, EarlyStopping,
+ * TerminateOnNaN) ends fit normally: KILN_OK, the history holding the
+ * epochs completed, and kiln_model_stop_reason says why.
+ * KILN_ERROR_TIMEOUT when a replica stalls past the watchdog; device errors,
+ * naming the replica, device and layer. After a replica failed or stalled,
+ * the model only accepts
  * kiln_model_destroy (KILN_ERROR_STATE otherwise).
  */
 KILN_API kiln_status kiln_model_fit(kiln_model *model, const kiln_dataset *train,
@@ -1238,6 +1440,10 @@ typedef struct kiln_metrics {
     double loss;                 /**< mean over the samples */
     double accuracy;             /**< negative when not computed */
     int64_t samples;             /**< samples evaluated */
+    /** The metrics kiln_compile_options asked for; negative when not computed. */
+    double top_k_accuracy;
+    double mean_absolute_error;  /**< see top_k_accuracy */
+    double binary_accuracy;      /**< see top_k_accuracy */
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
@@ -1287,7 +1493,27 @@ typedef struct kiln_epoch_record {
     double seconds;              /**< wall time of the epoch */
     int64_t samples;             /**< training samples seen */
     int64_t skipped_steps;       /**< non-finite steps skipped (skip_nonfinite) */
+    /** Means over the epoch of the metrics kiln_compile_options asked for
+     *  (top_k, mean_absolute_error, binary_accuracy), then the same on the
+     *  validation data; negative when not computed. */
+    double top_k_accuracy;
+    double mean_absolute_error;      /**< see top_k_accuracy */
+    double binary_accuracy;          /**< see top_k_accuracy */
+    double val_top_k_accuracy;       /**< see top_k_accuracy */
+    double val_mean_absolute_error;  /**< see top_k_accuracy */
+    double val_binary_accuracy;      /**< see top_k_accuracy */
+    /** The learning rate of the epoch's last update: the compile-time
+     *  schedule's, or the one a callback set (see kiln_callback_spec). */
+    double learning_rate;
 } kiln_epoch_record;
+
+/** Why the model's last fit ended before its last epoch: the cause (may be
+ *  NULL) and a sentence ("EarlyStopping: val_loss did not improve on
+ *  0.4172 (epoch 3) for 2 epochs; stopped after epoch 5"), empty with
+ *  KILN_STOP_NONE. `text`, `size` and `length` as kiln_model_summary's.
+ *  fit's callbacks may call it. */
+KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_cause *cause,
+                                            char *text, size_t size, size_t *length);
 
 /** Number of epochs in the history (every fit appends its epochs). */
 KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t *length);

@@ -114,9 +114,15 @@ static void concatenate_configure(void *config, const void *args)
     ((concatenate_config *)config)->axis = ((const kiln_concatenate_args *)args)->axis;
 }
 
+static void concatenate_describe(const void *config, void *args)
+{
+    ((kiln_concatenate_args *)args)->axis = ((const concatenate_config *)config)->axis;
+}
+
 const kiln_layer_ops kiln_layer_concatenate = {
     .kind = "concatenate", .config_size = sizeof(concatenate_config), .min_inputs = 2,
     .max_inputs = KILN_MAX_INPUTS, .configure = concatenate_configure,
+    .describe = concatenate_describe,
     .infer = concatenate_infer, .forward = concatenate_forward,
     .backward = concatenate_backward,
 };

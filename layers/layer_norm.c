@@ -199,7 +199,6 @@ static void ln_describe(const void *config, void *args)
 const kiln_layer_ops kiln_layer_layer_norm = {
     .kind = "layer_normalization", .config_size = sizeof(ln_config),
     .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = ln_configure, .describe = ln_describe, .infer = ln_infer,
-    .kernels = ln_kernels, .prepare = ln_prepare, .forward = ln_forward,
-    .backward = ln_backward, .release = ln_release, .flops = ln_flops,
+    .configure = ln_configure, .describe = ln_describe, .infer = ln_infer, .kernels = ln_kernels, .prepare = ln_prepare,
+    .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
 };

@@ -79,8 +79,17 @@ static void reshape_configure(void *config, const void *args)
         c->target.dims[i] = a->dims[i];
 }
 
+/* dims points into the config: the target as given, -1 included. */
+static void reshape_describe(const void *config, void *args)
+{
+    const reshape_config *c = config;
+    kiln_reshape_args *a = args;
+    a->rank = c->target.rank;
+    a->dims = c->target.dims;
+}
+
 const kiln_layer_ops kiln_layer_reshape = {
     .kind = "reshape", .config_size = sizeof(reshape_config), .min_inputs = 1, .max_inputs = 1,
-    .configure = reshape_configure, .infer = reshape_infer, .forward = kiln_identity_forward,
+    .configure = reshape_configure, .describe = reshape_describe, .infer = reshape_infer, .forward = kiln_identity_forward,
     .backward = kiln_identity_backward,
 };

@@ -19,7 +19,7 @@
 
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
-#define MAX_META 16
+#define MAX_META 20
 
 /* What a file holds: weights (kiln_model_save_weights), weights and the
  * model's description (kiln_model_save), or the training state with the
@@ -81,6 +81,28 @@ static char *history_text(const kiln_model *m)
     return t;
 }
 
+/* The rest of each epoch's record, one line per epoch: the metrics beyond
+ * accuracy, the learning rate and the skipped steps (files without it
+ * read as metrics not computed). */
+static char *history_metrics_text(const kiln_model *m)
+{
+    const size_t size = (size_t)m->n_history * 200 + 1;
+    char *t = kiln_alloc(m->ctx, size);
+    if (!t)
+        return NULL;
+    size_t at = 0;
+    t[0] = '\0';
+    for (int32_t i = 0; i < m->n_history; i++) {
+        const kiln_epoch_record *r = &m->history[i];
+        at += (size_t)snprintf(t + at, size - at, "%.17g %.17g %.17g %.17g %.17g %.17g %.17g "
+                               "%lld\n", r->top_k_accuracy, r->mean_absolute_error,
+                               r->binary_accuracy, r->val_top_k_accuracy,
+                               r->val_mean_absolute_error, r->val_binary_accuracy,
+                               r->learning_rate, (long long)r->skipped_steps);
+    }
+    return t;
+}
+
 /* The parameters, then each optimizer slot's, as tensors of the model's
  * shapes; `flat` holds the parameters and after them each slot, every one
  * n_param_floats long. Returns how many. */
@@ -129,7 +151,7 @@ static void meta_add(metadata *md, const char *key, const char *fmt, ...)
  * given; for a training state also the optimizer, the training position
  * and the history. */
 static void describe(const kiln_model *m, save_kind kind, const char *model, const char *history,
-                     metadata *md)
+                     const char *history_metrics, metadata *md)
 {
     static const char *const kinds[] = {"weights", "model", "training_state"};
     md->n = 0;
@@ -155,9 +177,15 @@ static void describe(const kiln_model *m, save_kind kind, const char *model, con
     meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
              (long long)m->epoch_seen);
     meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+    meta_add(md, "epoch_metric_sums", "%.17g %.17g %.17g", m->epoch_metrics[0],
+             m->epoch_metrics[1], m->epoch_metrics[2]);
+    if (m->has_lr_override)
+        meta_add(md, "learning_rate_override", "%.17g", m->lr_override);
     /* Too long for a 160-character value: the caller's text is used as is. */
     md->keys[md->n] = "history";
     md->values[md->n++] = history;
+    md->keys[md->n] = "history_metrics";
+    md->values[md->n++] = history_metrics;
 }
 
 /* The model's description for a file of `kind`, or NULL. A checkpoint of a
@@ -199,7 +227,8 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
     kiln_st_entry *e = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, sizeof *e);
     char (*name)[160] = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, 160);
     char *history = full ? history_text(m) : NULL;
-    if (!flat || !e || !name || (full && !history)) {
+    char *history_metrics = full ? history_metrics_text(m) : NULL;
+    if (!flat || !e || !name || (full && (!history || !history_metrics))) {
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
     }
@@ -211,7 +240,7 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         goto done;
     const size_t n = list_tensors(m, n_slots, flat, e, name);
     metadata md;
-    describe(m, kind, model, history, &md);
+    describe(m, kind, model, history, history_metrics, &md);
     st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);
 done:
     kiln_free(ctx, model);
@@ -219,6 +248,7 @@ done:
     kiln_free(ctx, e);
     kiln_free(ctx, name);
     kiln_free(ctx, history);
+    kiln_free(ctx, history_metrics);
     return st;
 }
 
@@ -245,6 +275,11 @@ kiln_status kiln_checkpoint_save(kiln_model *m, const char *path)
 kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path)
 {
     return save(m, path, SAVE_MODEL);
+}
+
+kiln_status kiln_checkpoint_save_weights(kiln_model *m, const char *path)
+{
+    return save(m, path, 0);
 }
 
 kiln_status kiln_model_save_checkpoint(kiln_model *m, const char *path)
@@ -416,6 +451,34 @@ static int meta_ll(const kiln_st_file *f, const char *key, long long *out)
     return end != v && *end == '\0';
 }
 
+/* The history's metrics beyond accuracy, learning rates and skipped steps;
+ * a file without them (an older kiln's) gives metrics not computed. */
+static kiln_status take_history_metrics(const kiln_model *m, const kiln_st_file *f,
+                                        const char *path, kiln_epoch_record *records,
+                                        long long epochs)
+{
+    const char *p = kiln_st_meta(f, "history_metrics");
+    for (long long i = 0; i < epochs; i++) {
+        kiln_epoch_record *r = &records[i];
+        long long skipped = 0;
+        int used = 0;
+        if (!p) {
+            r->top_k_accuracy = r->mean_absolute_error = r->binary_accuracy = -1.0;
+            r->val_top_k_accuracy = r->val_mean_absolute_error = r->val_binary_accuracy = -1.0;
+            continue;
+        }
+        if (sscanf(p, "%lf %lf %lf %lf %lf %lf %lf %lld%n", &r->top_k_accuracy,
+                   &r->mean_absolute_error, &r->binary_accuracy, &r->val_top_k_accuracy,
+                   &r->val_mean_absolute_error, &r->val_binary_accuracy, &r->learning_rate,
+                   &skipped, &used) != 8)
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: "
+                              "history_metrics line %lld is malformed", path, i + 1);
+        r->skipped_steps = skipped;
+        p += used;
+    }
+    return KILN_OK;
+}
+
 /* Validates the training position (apply 0), or sets it on the model. */
 static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const char *path,
                                     int apply)
@@ -451,10 +514,23 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
         r->samples = samples;
         p += used;
     }
-    if (!apply) {
+    double metric_sums[3] = {0, 0, 0}, lr_override = 0;
+    const char *sums_text = kiln_st_meta(f, "epoch_metric_sums");
+    const char *lr_text = kiln_st_meta(f, "learning_rate_override");
+    kiln_status st = take_history_metrics(m, f, path, records, epoch);
+    if (st == KILN_OK &&
+        ((sums_text && sscanf(sums_text, "%lf %lf %lf", &metric_sums[0], &metric_sums[1],
+                              &metric_sums[2]) != 3) ||
+         (lr_text && (sscanf(lr_text, "%lf", &lr_override) != 1 || !(lr_override >= 0)))))
+        st = kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: "
+                        "epoch_metric_sums or learning_rate_override is malformed", path);
+    if (st != KILN_OK || !apply) {
         kiln_free(m->ctx, records);
-        return KILN_OK;
+        return st;
     }
+    memcpy(m->epoch_metrics, metric_sums, sizeof metric_sums);
+    m->has_lr_override = lr_text != NULL;
+    m->lr_override = lr_override;
     kiln_free(m->ctx, m->history);
     m->history = records;
     m->n_history = (int32_t)epoch;

@@ -7,6 +7,8 @@
 /* kiln_model_save_checkpoint and kiln_model_load_checkpoint for a caller
  * already inside the model (kiln_model_enter): fit's checkpoint folders. */
 kiln_status kiln_checkpoint_save(kiln_model *m, const char *path);
+/* kiln_model_save_weights for the same callers (fit's ModelCheckpoint). */
+kiln_status kiln_checkpoint_save_weights(kiln_model *m, const char *path);
 kiln_status kiln_checkpoint_load(kiln_model *m, const char *path);
 /* kiln_model_save for a caller inside the model: the weights and the
  * model's description (runtime/model_file.h). */

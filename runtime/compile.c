@@ -249,6 +249,8 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     if (st == KILN_OK)
         st = kiln_loss_plan_make(m, o.loss, !o.no_accuracy, &m->loss);
     if (st == KILN_OK)
+        st = kiln_metric_plan_make(m, &o);
+    if (st == KILN_OK)
         st = kiln_optimizer_resolve(ctx, &opt);
     if (st == KILN_OK)
         st = take_distribution_options(m, &o);

@@ -1,9 +1,11 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
 #include "comm/mpi_world.h"
+#include "runtime/callbacks.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dataset.h"
 #include "runtime/loader.h"
+#include "runtime/loss.h"
 #include "runtime/progress.h"
 #include "runtime/report.h"
 
@@ -150,19 +152,17 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
         return st;
     kiln_epoch_order(ds->count, 0, 0, 0, src.order);
     kiln_loader_begin(src.loader, src.order, ds->count, 0, 0);
-    double loss = 0, correct = 0;
+    double total[KILN_N_SUMS] = {0};
     for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
         kiln_batch b;
         st = next_batch(m, &src, &b);
-        double sums[2] = {0, 0};
+        double sums[KILN_N_SUMS] = {0};
         if (st == KILN_OK)
             st = m->strategy->eval_step(m->strategy_impl, &b, sums);
-        loss += sums[0];
-        correct += sums[1];
+        kiln_sums_add(total, sums);
     }
     source_close(m, &src);
-    out->loss = loss / (double)ds->count;
-    out->accuracy = m->loss.accuracy ? correct / (double)ds->count : -1.0;
+    kiln_metrics_from_sums(&m->loss, total, (double)ds->count, out);
     out->samples = ds->count;
     return st;
 }
@@ -290,28 +290,6 @@ static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
     return KILN_OK;
 }
 
-static int notify(const kiln_fit_options *o, kiln_event event, int32_t epoch, int64_t step,
-                  int64_t steps, const kiln_epoch_record *r)
-{
-    if (!o->callback)
-        return 0;
-    kiln_progress p;
-    memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.event = event;
-    p.epoch = epoch;
-    p.epochs = o->epochs;
-    p.step = step;
-    p.steps = steps;
-    p.loss = r->loss;
-    p.accuracy = r->accuracy;
-    p.has_validation = r->has_validation;
-    p.val_loss = r->val_loss;
-    p.val_accuracy = r->val_accuracy;
-    p.seconds = r->seconds;
-    return o->callback(o->callback_user, &p);
-}
-
 /* Multi-worker: rank 0 writes for everyone. */
 static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 {
@@ -326,22 +304,35 @@ static void reset_epoch_position(kiln_model *m)
 {
     m->epoch_step = 0;
     m->epoch_loss = m->epoch_correct = 0;
+    memset(m->epoch_metrics, 0, sizeof m->epoch_metrics);
     m->epoch_seen = 0;
 }
 
-/* Adds a step's sums (loss, correct, samples) to the epoch's. */
-static void add_sums(kiln_model *m, const double sums[3])
+/* Adds a step's sums to the epoch's. */
+static void add_sums(kiln_model *m, const double *sums)
 {
-    m->epoch_loss += sums[0];
-    m->epoch_correct += sums[1];
-    m->epoch_seen += (int64_t)sums[2];
+    m->epoch_loss += sums[KILN_SUM_LOSS];
+    m->epoch_correct += sums[KILN_SUM_CORRECT];
+    m->epoch_seen += (int64_t)sums[KILN_SUM_SAMPLES];
+    for (int k = 0; k < 3; k++)
+        m->epoch_metrics[k] += sums[KILN_SUM_TOP_K + k];
 }
 
 static void update_means(const kiln_model *m, kiln_epoch_record *r)
 {
-    const double seen = m->epoch_seen ? (double)m->epoch_seen : 1.0;
-    r->loss = m->epoch_loss / seen;
-    r->accuracy = m->loss.accuracy ? m->epoch_correct / seen : -1.0;
+    const double sums[KILN_N_SUMS] = {
+        [KILN_SUM_LOSS] = m->epoch_loss, [KILN_SUM_CORRECT] = m->epoch_correct,
+        [KILN_SUM_TOP_K] = m->epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->epoch_metrics[1],
+        [KILN_SUM_BINARY] = m->epoch_metrics[2]};
+    kiln_metrics means;
+    kiln_metrics_from_sums(&m->loss, sums, (double)m->epoch_seen, &means);
+    r->loss = means.loss;
+    r->accuracy = means.accuracy;
+    r->top_k_accuracy = means.top_k_accuracy;
+    r->mean_absolute_error = means.mean_absolute_error;
+    r->binary_accuracy = means.binary_accuracy;
+    r->learning_rate = kiln_model_learning_rate(
+        m, m->n_optimizer_steps > 0 ? m->n_optimizer_steps - 1 : 0);
 }
 
 /* Every checkpoint_every_steps steps, and at an epoch's end with
@@ -357,17 +348,14 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 
 /* Trains on the loader's next batch, timing the wait for input apart from
  * the step. */
-static kiln_status train_batch(kiln_model *m, batch_source *src, double sums[3])
+static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums)
 {
     const double t0 = kiln_now();
     kiln_batch b;
     kiln_status st = next_batch(m, src, &b);
     if (st != KILN_OK)
         return st;
-    /* Asynchronous strategies report other batches. */
-    sums[0] = 0;
-    sums[1] = 0;
-    sums[2] = b.n;
+    memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     const double t1 = kiln_now();
     st = m->strategy->train_step(m->strategy_impl, &b, sums);
     if (st != KILN_OK)
@@ -379,11 +367,19 @@ static kiln_status train_batch(kiln_model *m, batch_source *src, double sums[3])
 }
 
 /* A non-finite loss stops training unless skip_nonfinite: then the step
- * counts, but not its sums. A strategy reports a non-finite gradient under
- * a finite loss as a NaN loss. */
-static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
-                              int64_t step, const double sums[3], kiln_epoch_record *r)
+ * counts, but not its sums; under TerminateOnNaN it ends fit normally. A
+ * strategy reports a non-finite gradient under a finite loss as a NaN loss. */
+static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
+                              int32_t epoch, int64_t step, const double *sums,
+                              kiln_epoch_record *r)
 {
+    if (!isfinite(sums[0]) && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
+        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: the loss or a gradient "
+                        "is %s at epoch %d, step %lld; the step was not applied and training "
+                        "stopped", isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
+                        (long long)step + 1);
+        return KILN_OK;
+    }
     if (!isfinite(sums[0]) && !o->skip_nonfinite)
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
                           "kiln_model_fit: the loss or a gradient is %s at epoch %d, step "
@@ -400,8 +396,9 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, int32_t 
     return KILN_OK;
 }
 
-static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
-                              int64_t step, int64_t steps, const kiln_epoch_record *r)
+static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
+                              int32_t epoch, int64_t step, int64_t steps,
+                              const kiln_epoch_record *r)
 {
     /* The last step's checkpoint waits for the epoch's end, which writes it
      * with the epoch in the history. */
@@ -410,22 +407,26 @@ static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, int32_t 
         if (st != KILN_OK)
             return st;
     }
-    if (notify(o, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r))
-        return kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                          "kiln_model_fit: the callback stopped training at epoch %d, step "
-                          "%lld", (int)epoch + 1, (long long)step + 1);
-    return KILN_OK;
+    return kiln_callbacks_notify(cbs, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r);
 }
 
 /* Asynchronous strategies: the batches still in flight, whose loss can be
  * as non-finite as a step's, and is stopped at or skipped alike. */
-static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
+static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
+                                   kiln_callbacks *cbs, int32_t epoch, int cut,
                                    kiln_epoch_record *r)
 {
-    double sums[3];
+    double sums[KILN_N_SUMS];
     const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
-    if (st != KILN_OK)
-        return st;
+    if (st != KILN_OK || cut)
+        return st;   /* an epoch cut short is not counted */
+    if (!isfinite(sums[0]) && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
+        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: the loss or a gradient "
+                        "is %s at epoch %d, in a batch still in flight at its end; that batch "
+                        "was not applied and training stopped",
+                        isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1);
+        return KILN_OK;
+    }
     if (!isfinite(sums[0]) && !o->skip_nonfinite)
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
                           "kiln_model_fit: the loss or a gradient is %s at epoch %d, in a "
@@ -451,27 +452,29 @@ static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch
     r->has_validation = 1;
     r->val_loss = v.loss;
     r->val_accuracy = v.accuracy;
+    r->val_top_k_accuracy = v.top_k_accuracy;
+    r->val_mean_absolute_error = v.mean_absolute_error;
+    r->val_binary_accuracy = v.binary_accuracy;
     return KILN_OK;
 }
 
 /* The epoch goes into the history and the position to the next epoch's
  * start before the checkpoint, so a resume starts the next epoch. */
-static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, int32_t epoch,
-                             int64_t steps, const kiln_epoch_record *r)
+static kiln_status end_epoch(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
+                             int32_t epoch, int64_t steps, const kiln_epoch_record *r)
 {
     kiln_status st = append_history(m, r);
     reset_epoch_position(m);
     if (st == KILN_OK && checkpoint_due(m, o, 1))
         st = save_checkpoint(m, o);
-    if (st == KILN_OK && notify(o, KILN_EVENT_EPOCH_END, epoch, steps, steps, r))
-        st = kiln_error(m->ctx, KILN_ERROR_STOPPED,
-                        "kiln_model_fit: the callback stopped training after epoch %d",
-                        (int)epoch + 1);
+    if (st == KILN_OK)
+        st = kiln_callbacks_notify(cbs, KILN_EVENT_EPOCH_END, epoch, steps, steps, r);
     return st;
 }
 
 static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_fit_options *o,
-                             int32_t epoch, batch_source *src, kiln_progress_bar *bar)
+                             kiln_callbacks *cbs, int32_t epoch, batch_source *src,
+                             kiln_progress_bar *bar)
 {
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
@@ -483,29 +486,36 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
     const double start = kiln_now();
-    kiln_status st = KILN_OK;
+    kiln_status st = kiln_callbacks_epoch_begin(cbs, epoch);
+    update_means(m, &r);
     for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
-        double sums[3];
+        double sums[KILN_N_SUMS];
         st = train_batch(m, src, sums);
         if (st == KILN_OK)
-            st = count_step(m, o, epoch, step, sums, &r);
-        if (st != KILN_OK)
+            st = count_step(m, o, cbs, epoch, step, sums, &r);
+        if (st != KILN_OK || m->stop_cause != KILN_STOP_NONE)
             break;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
-        st = after_step(m, o, epoch, step, steps, &r);
+        st = after_step(m, o, cbs, epoch, step, steps, &r);
+        if (m->stop_cause != KILN_STOP_NONE)
+            break;
     }
     kiln_loader_end(src->loader);
+    /* A stop inside the epoch leaves it out of the history, as a failure
+     * would: the history holds whole epochs, which resuming relies on. */
+    const int cut = m->stop_cause != KILN_STOP_NONE && m->epoch_step < steps;
     if (st == KILN_OK && m->strategy->drain)
-        st = drain_in_flight(m, o, epoch, &r);
+        st = drain_in_flight(m, o, cbs, epoch, cut, &r);
+    if (st != KILN_OK || cut || m->stop_cause == KILN_STOP_TERMINATE_ON_NAN)
+        return st;
     r.samples = m->epoch_seen;
-    if (st == KILN_OK)
-        st = validate(m, o, &r);
+    st = validate(m, o, &r);
     if (st != KILN_OK)
         return st;
     r.seconds = kiln_now() - start;
     kiln_progress_end(bar, &r);
-    return end_epoch(m, o, epoch, steps, &r);
+    return end_epoch(m, o, cbs, epoch, steps, &r);
 }
 
 /* Keras's validation_split: the last fraction of the samples, before any
@@ -536,7 +546,8 @@ static kiln_status split_validation(kiln_model *m, const kiln_dataset *ds, kiln_
     return st;
 }
 
-static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fit_options *o)
+static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fit_options *o,
+                               kiln_callbacks *cbs)
 {
     kiln_status st = KILN_OK;
     if (o->checkpoint_dir && m->rank == 0)
@@ -557,11 +568,11 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     static const char *const names[] = {
         "epochs", "batch_size", "number of training samples", "number of validation samples",
         "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
-        "epochs in the history", "steps done in the current epoch"};
+        "epochs in the history", "steps done in the current epoch", "n_callbacks"};
     const int64_t mine[] = {o->epochs, o->batch_size, train->count,
                             o->validation ? o->validation->count : 0, (int64_t)m->shuffle_seed,
-                            resumed, m->n_history, m->epoch_step};
-    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 8);
+                            resumed, m->n_history, m->epoch_step, o->n_callbacks};
+    st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 9);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->n_history : 0;
     const int32_t last = o->epochs;
@@ -570,12 +581,16 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
         st = kiln_report_open(m, train, o, last - first, &report);
     kiln_progress_bar bar;
     kiln_progress_init(&bar, m->rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
-    for (int32_t e = first; e < last && st == KILN_OK; e++) {
-        st = fit_epoch(m, train, o, e, &src, &bar);
+    if (st == KILN_OK)
+        st = kiln_callbacks_begin(cbs);
+    for (int32_t e = first; e < last && st == KILN_OK && m->stop_cause == KILN_STOP_NONE; e++) {
+        st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
     }
-    if (st != KILN_OK)
-        kiln_progress_abort(&bar);
+    if (st != KILN_OK || (m->stop_cause != KILN_STOP_NONE && m->epoch_step != 0))
+        kiln_progress_abort(&bar);   /* a line left unfinished */
+    if (st == KILN_OK)
+        st = kiln_callbacks_end(cbs);
     kiln_report_close(report, st);
     source_close(m, &src);
     return st;
@@ -599,10 +614,17 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
     kiln_dataset *kept = NULL, *held_out = NULL;
+    kiln_callbacks *cbs = NULL;
     if (st == KILN_OK)
         st = split_validation(m, train, &o, &kept, &held_out);
     if (st == KILN_OK)
-        st = fit_dataset(m, kept ? kept : train, &o);
+        st = kiln_callbacks_create(m, &o, o.validation != NULL, &cbs);
+    if (st == KILN_OK) {
+        m->stop_cause = KILN_STOP_NONE;
+        m->stop_reason[0] = '\0';
+        st = fit_dataset(m, kept ? kept : train, &o, cbs);
+    }
+    kiln_callbacks_destroy(cbs);
     kiln_dataset_destroy(kept);
     kiln_dataset_destroy(held_out);
     return st;

@@ -1,5 +1,6 @@
 #include "runtime/loss.h"
 
+#include <math.h>
 #include <stdio.h>
 
 const char *kiln_loss_name(kiln_loss loss)
@@ -70,4 +71,78 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
     kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct), kiln_arg_int(n),
                             kiln_arg_buffer(sums));
     return kiln_run1(dev, "loss", "kiln_loss_sum", 64, b);
+}
+
+kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o)
+{
+    kiln_loss_plan *plan = &m->loss;
+    const char *loss = kiln_loss_name(plan->loss);
+    const int categorical = plan->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ||
+                            plan->loss == KILN_LOSS_CATEGORICAL_CROSSENTROPY;
+    if (o->top_k < 0 || (o->top_k > 0 && !categorical))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: top_k is %d; it must be >= 0, and is for the "
+                          "categorical cross-entropy losses only (the loss is %s)",
+                          (int)o->top_k, loss);
+    if ((o->mean_absolute_error || o->binary_accuracy) && plan->sparse)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %s needs dense labels; %s takes class ids",
+                          o->mean_absolute_error ? "mean_absolute_error" : "binary_accuracy",
+                          loss);
+    if (!isfinite(o->binary_threshold))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: binary_threshold %g is not finite",
+                          (double)o->binary_threshold);
+    plan->top_k = o->top_k;
+    plan->mean_abs_error = o->mean_absolute_error != 0;
+    plan->binary_accuracy = o->binary_accuracy != 0;
+    /* -0.0f is the way to ask for 0 itself. */
+    plan->threshold = o->binary_threshold == 0.0f && !signbit(o->binary_threshold)
+                          ? 0.5f : o->binary_threshold;
+    return KILN_OK;
+}
+
+int kiln_metric_count(const kiln_loss_plan *plan)
+{
+    return (plan->top_k > 0) + plan->mean_abs_error + plan->binary_accuracy;
+}
+
+const char *kiln_metric_name(const kiln_loss_plan *plan, int c)
+{
+    switch (c) {
+    case 0:
+        return plan->top_k <= 0 ? NULL
+               : plan->sparse   ? "sparse_top_k_categorical_accuracy"
+                                : "top_k_categorical_accuracy";
+    case 1: return plan->mean_abs_error ? "mean_absolute_error" : NULL;
+    case 2: return plan->binary_accuracy ? "binary_accuracy" : NULL;
+    default: return NULL;
+    }
+}
+
+kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
+                                const kiln_buffer *y, const kiln_buffer *labels,
+                                kiln_buffer *metric, kiln_buffer *sums, int32_t n, int64_t cols)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(labels), kiln_arg_buffer(metric),
+                            kiln_arg_int(n), kiln_arg_int(cols), kiln_arg_int(plan->top_k),
+                            kiln_arg_float(plan->threshold));
+    kiln_status st = kiln_run1(dev, "metrics",
+                               plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
+                               (size_t)n, a);
+    if (st != KILN_OK)
+        return st;
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(n), kiln_arg_buffer(sums));
+    return kiln_run1(dev, "metrics", "kiln_metric_sum", 64, b);
+}
+
+void kiln_metrics_from_sums(const kiln_loss_plan *plan, const double *sums, double count,
+                            kiln_metrics *out)
+{
+    const double n = count > 0 ? count : 1.0;
+    out->loss = sums[KILN_SUM_LOSS] / n;
+    out->accuracy = plan->accuracy ? sums[KILN_SUM_CORRECT] / n : -1.0;
+    out->top_k_accuracy = plan->top_k > 0 ? sums[KILN_SUM_TOP_K] / n : -1.0;
+    out->mean_absolute_error = plan->mean_abs_error ? sums[KILN_SUM_ABS_ERROR] / n : -1.0;
+    out->binary_accuracy = plan->binary_accuracy ? sums[KILN_SUM_BINARY] / n : -1.0;
 }

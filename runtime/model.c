@@ -240,11 +240,17 @@ kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t 
     return st;
 }
 
+double kiln_model_learning_rate(const kiln_model *m, int64_t step)
+{
+    return m->has_lr_override ? m->lr_override
+                              : kiln_optimizer_learning_rate(&m->optimizer, step);
+}
+
 void kiln_update_begin(kiln_update *u, const kiln_model *m)
 {
     u->final_micro = u->micro + 1 >= m->accumulation_steps;
     u->number = m->n_optimizer_steps + 1;
-    u->lr = kiln_optimizer_learning_rate(&m->optimizer, m->n_optimizer_steps);
+    u->lr = kiln_model_learning_rate(m, m->n_optimizer_steps);
 }
 
 void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)

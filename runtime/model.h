@@ -34,6 +34,11 @@ typedef struct kiln_loss_plan {
     int fused;             /* gradient is w.r.t. the pre-activation */
     int sparse;            /* labels are int32 class ids */
     int accuracy;          /* report accuracy */
+    /* Metrics beyond accuracy (kiln_compile_options): */
+    int32_t top_k;         /* > 0: top-k accuracy */
+    int mean_abs_error;
+    int binary_accuracy;
+    float threshold;       /* binary accuracy's */
 } kiln_loss_plan;
 
 struct kiln_model {
@@ -87,8 +92,18 @@ struct kiln_model {
     int64_t n_train_steps;       /* training steps run, all epochs */
     int64_t epoch_step;          /* steps done in epoch n_history */
     double epoch_loss, epoch_correct;
+    double epoch_metrics[3];     /* the sums of kiln_loss_plan's metrics */
     int64_t epoch_seen;
     uint64_t shuffle_seed;
+
+    /* A learning rate a callback set (ReduceLROnPlateau, a scheduler): it
+     * replaces the compile-time rate from then on, as Keras's assignment to
+     * optimizer.learning_rate does. */
+    int has_lr_override;
+    double lr_override;
+    /* Why the last fit stopped early (kiln_model_stop_reason). */
+    kiln_stop_cause stop_cause;
+    char stop_reason[320];
 
     /* Since compile, in this process (kiln_model_training_stats). */
     int64_t timed_steps;
@@ -105,6 +120,11 @@ uint64_t kiln_model_fingerprint(const kiln_model *m);
 /* A hash of what else decides an update: the loss, the optimizer with its
  * settings and schedule, the accumulation steps. */
 uint64_t kiln_model_training_hash(const kiln_model *m);
+
+/* The learning rate of update `step` (counting from 0): the callbacks'
+ * override, else the compile-time schedule's. Every strategy takes it
+ * from here. */
+double kiln_model_learning_rate(const kiln_model *m, int64_t step);
 
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);

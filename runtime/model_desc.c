@@ -73,6 +73,20 @@ static const field dropout_fields[] = {
 static const field input_fields[] = {
     {.key = "shape", .type = FIELD_SHAPE, .offset = 0},
 };
+static const field layer_norm_fields[] = {
+    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_layer_norm_options, epsilon)},
+    {.key = "center", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_center)},
+    {.key = "scale", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_scale)},
+};
+/* Reshape's target shape, written and read as Input's. */
+static const field reshape_fields[] = {
+    {.key = "target_shape", .type = FIELD_SHAPE, .offset = 0},
+};
+static const field concatenate_fields[] = {
+    {.key = "axis", .type = FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
+};
 
 static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
 {
@@ -151,6 +165,24 @@ static kiln_node build_add(kiln_model *m, const kiln_layer_desc *d, const kiln_n
     return kiln_add(m, in, d->n_inputs, d->name);
 }
 
+static kiln_node build_layer_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_layer_norm_options o = d->options.layer_norm;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_layer_normalization(m, in[0], &o);
+}
+
+static kiln_node build_reshape(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_reshape(m, in[0], d->shape.rank, d->shape.dims, d->name);
+}
+
+static kiln_node build_concatenate(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_concatenate(m, in, d->n_inputs, d->options.concatenate.axis, d->name);
+}
+
 static const kind_io kinds[] = {
     {.ops = &kiln_layer_input, FIELDS(input_fields), .build = build_input},
     {.ops = &kiln_layer_dense, FIELDS(dense_fields), .activation = 1, .build = build_dense},
@@ -165,6 +197,9 @@ static const kind_io kinds[] = {
     {.ops = &kiln_layer_flatten, .build = build_flatten},
     {.ops = &kiln_layer_activation, .activation = 1, .build = build_activation},
     {.ops = &kiln_layer_add, .build = build_add},
+    {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
+    {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
+    {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -185,7 +220,8 @@ static const kind_io *kind_named(const char *kind)
 }
 
 /* Names of the enumerations, indexed by value. */
-static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
+                                               "gelu", "gelu_tanh", "leaky_relu", "silu"};
 static const char *const padding_names[] = {"valid", "same"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "binary_crossentropy",
@@ -274,6 +310,18 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_bool(w, m->loss.accuracy);
     kiln_jw_key(w, "gradient_accumulation_steps");
     kiln_jw_int(w, m->accumulation_steps);
+    kiln_jw_key(w, "metrics");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "top_k");
+    kiln_jw_int(w, m->loss.top_k);
+    kiln_jw_key(w, "mean_absolute_error");
+    kiln_jw_bool(w, m->loss.mean_abs_error);
+    kiln_jw_key(w, "binary_accuracy");
+    kiln_jw_bool(w, m->loss.binary_accuracy);
+    /* The threshold in use; -0 is how compile is asked for 0 itself. */
+    kiln_jw_key(w, "binary_threshold");
+    kiln_jw_float(w, m->loss.threshold == 0.0f ? -0.0f : m->loss.threshold);
+    kiln_jw_end_object(w);
     kiln_jw_key(w, "optimizer");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "kind");
@@ -662,15 +710,18 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "optimizer"};
+                                       "metrics", "optimizer"};
+    static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
+                                              "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
                                                  "nesterov", "beta_1", "beta_2", "epsilon",
                                                  "schedule"};
     static const char *const schedule_keys[] = {"kind", "decay_steps", "decay_rate", "alpha",
                                                 "warmup_steps"};
     snprintf(r->where, sizeof r->where, "compile: ");
-    const kiln_json *opt, *sched;
+    const kiln_json *opt, *sched, *metrics;
     int loss = 0, kind = 0, schedule = 0;
+    int64_t top_k = 0;
     int32_t accuracy = 0;
     int64_t steps = 0;
     kiln_optimizer_options *o = &d->optimizer;
@@ -682,9 +733,24 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     if (st == KILN_OK)
         st = get_int(r, c, "gradient_accumulation_steps", 1, INT32_MAX, &steps);
     if (st == KILN_OK)
+        st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
+    if (st == KILN_OK)
         st = member(r, c, "optimizer", KILN_JSON_OBJECT, &opt);
     if (st != KILN_OK)
         return st;
+    snprintf(r->where, sizeof r->where, "compile.metrics: ");
+    st = only_keys(r, metrics, metric_keys, COUNT(metric_keys));
+    if (st == KILN_OK)
+        st = get_int(r, metrics, "top_k", 0, INT32_MAX, &top_k);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "mean_absolute_error", &d->mean_absolute_error);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "binary_accuracy", &d->binary_accuracy);
+    if (st == KILN_OK)
+        st = get_float(r, metrics, "binary_threshold", &d->binary_threshold);
+    if (st != KILN_OK)
+        return st;
+    d->top_k = (int32_t)top_k;
     d->loss = (kiln_loss)loss;
     d->no_accuracy = !accuracy;
     d->gradient_accumulation_steps = (int32_t)steps;

@@ -41,6 +41,9 @@ typedef union kiln_layer_args {
     kiln_batch_norm_options batch_norm;
     kiln_dropout_args dropout;
     kiln_input_args input;
+    kiln_layer_norm_options layer_norm;
+    kiln_reshape_args reshape;
+    kiln_concatenate_args concatenate;
 } kiln_layer_args;
 
 /* One layer as the description gives it. */
@@ -64,6 +67,8 @@ typedef struct kiln_model_desc {
     int has_compile;                   /* the settings below were given */
     kiln_loss loss;
     int32_t no_accuracy;
+    int32_t top_k, mean_absolute_error, binary_accuracy;   /* the metrics compile asked for */
+    float binary_threshold;
     int32_t gradient_accumulation_steps;
     kiln_optimizer_options optimizer;
 } kiln_model_desc;

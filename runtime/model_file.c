@@ -118,6 +118,10 @@ static kiln_status compile_options(kiln_context *ctx, const kiln_compile_options
         o->loss = d->loss;
         o->optimizer = d->optimizer;
         o->no_accuracy = d->no_accuracy;
+        o->top_k = d->top_k;
+        o->mean_absolute_error = d->mean_absolute_error;
+        o->binary_accuracy = d->binary_accuracy;
+        o->binary_threshold = d->binary_threshold;
         o->gradient_accumulation_steps = d->gradient_accumulation_steps;
     }
     return KILN_OK;

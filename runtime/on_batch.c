@@ -2,6 +2,7 @@
  * strategy, as fit would hand it (train_on_batch, test_on_batch,
  * predict_on_batch). */
 #include "runtime/context.h"
+#include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/strategy.h"
 
@@ -50,9 +51,8 @@ static void report(const kiln_model *m, const double *sums, int32_t count, kiln_
 {
     if (!out)
         return;
-    kiln_metrics r = {.struct_size = sizeof r, .loss = sums[0] / (double)count,
-                      .accuracy = m->loss.accuracy ? sums[1] / (double)count : -1.0,
-                      .samples = count};
+    kiln_metrics r = {.struct_size = sizeof r, .samples = count};
+    kiln_metrics_from_sums(&m->loss, sums, count, &r);
     kiln_struct_export(out, &r, sizeof r);
 }
 
@@ -64,7 +64,7 @@ static kiln_status train_entered(kiln_model *m, const float *features, const voi
     if (st != KILN_OK)
         return st;
     const kiln_batch b = {.n = count, .features = features, .labels = labels};
-    double sums[3] = {0, 0, count};
+    double sums[KILN_N_SUMS] = {0};
     st = m->strategy->train_step(m->strategy_impl, &b, sums);
     /* Asynchronous strategies: this batch's result, not a later call's. */
     if (st == KILN_OK && m->strategy->drain)
@@ -98,7 +98,7 @@ static kiln_status test_entered(kiln_model *m, const float *features, const void
     if (st != KILN_OK)
         return st;
     const kiln_batch b = {.n = count, .features = features, .labels = labels};
-    double sums[2] = {0, 0};
+    double sums[KILN_N_SUMS] = {0};
     st = m->strategy->eval_step(m->strategy_impl, &b, sums);
     if (st == KILN_OK)
         report(m, sums, count, out);

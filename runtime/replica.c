@@ -23,7 +23,8 @@ static void release_activations(kiln_replica *r)
     kiln_buffer_destroy(r->labels);
     kiln_buffer_destroy(r->loss);
     kiln_buffer_destroy(r->correct);
-    r->labels = r->loss = r->correct = NULL;
+    kiln_buffer_destroy(r->metric);
+    r->labels = r->loss = r->correct = r->metric = NULL;
     r->capacity = 0;
     r->workspace_bytes = 0;
 }
@@ -45,7 +46,7 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
             o->optimizer_bytes += bytes_of(r->slots[s]);
     }
     o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
-                          bytes_of(r->sums);
+                          bytes_of(r->metric) + bytes_of(r->sums);
     for (int32_t i = 0; i < m->n_nodes; i++)
         o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
                                (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
@@ -122,6 +123,14 @@ static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
     return r;
 }
 
+/* Zeroed: the slots of metrics that are not computed stay 0. */
+static kiln_status create_sums(kiln_replica *r)
+{
+    const size_t bytes = KILN_N_SUMS * sizeof(float);
+    kiln_status st = kiln_buffer_create(r->dev, bytes, "loss sums", &r->sums);
+    return st == KILN_OK ? kiln_buffer_zero(r->dev, r->sums, 0, bytes) : st;
+}
+
 kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
 {
     const kiln_stage_span whole = {
@@ -146,7 +155,7 @@ kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **ou
     r->index = base->index;
     kiln_status st = make_tables(r);
     if (st == KILN_OK)
-        st = kiln_buffer_create(r->dev, 2 * sizeof(float), "loss sums", &r->sums);
+        st = create_sums(r);
     if (st != KILN_OK) {
         kiln_replica_destroy(r);
         return st;
@@ -178,7 +187,7 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
             st = kiln_buffer_zero(dev, r->slots[s], 0, bytes);
     }
     if (st == KILN_OK)
-        st = kiln_buffer_create(dev, 2 * sizeof(float), "loss sums", &r->sums);
+        st = create_sums(r);
     if (st == KILN_OK && span->accumulate)
         st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
     if (st == KILN_OK && r->accum)
@@ -266,6 +275,9 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
         st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "losses", &r->loss);
     if (st == KILN_OK && loss_here)
         st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "metrics", &r->correct);
+    if (st == KILN_OK && loss_here && kiln_metric_count(&m->loss) > 0)
+        st = kiln_buffer_create(r->dev, (size_t)n * KILN_METRIC_COLUMNS * sizeof(float),
+                                "metrics", &r->metric);
     if (st != KILN_OK) {
         release_activations(r);
         return st;
@@ -414,9 +426,14 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
 {
     const kiln_model *m = r->model;
-    return kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output], r->labels,
-                             r->grad[m->output], r->loss, r->correct, r->sums, n,
-                             kiln_node_size(m, m->output), scale);
+    const int64_t cols = kiln_node_size(m, m->output);
+    kiln_status st = kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output],
+                                       r->labels, r->grad[m->output], r->loss, r->correct,
+                                       r->sums, n, cols, scale);
+    if (st == KILN_OK && r->metric)
+        st = kiln_metric_enqueue(r->dev, &m->loss, r->act[m->output], r->labels, r->metric,
+                                 r->sums, n, cols);
+    return st;
 }
 
 kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
@@ -472,14 +489,14 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
     return kiln_run1(r->dev, "optimizer", "kiln_optimizer_accumulate", n, a);
 }
 
-kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2])
+kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)
 {
-    float host[2];
+    float host[KILN_N_SUMS];
     const kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
     if (st != KILN_OK)
         return st;
-    sums[0] = host[0];
-    sums[1] = host[1];
+    for (int k = 0; k < KILN_N_SUMS; k++)
+        sums[k] = host[k];
     return KILN_OK;
 }
 

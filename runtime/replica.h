@@ -50,7 +50,8 @@ typedef struct kiln_replica {
     kiln_buffer **grad;          /* per node: gradient w.r.t. act (NULL: not needed) */
     void **state;                /* per node: the layer's replica state */
     unsigned char *written;      /* per node: grad written this backward pass */
-    kiln_buffer *labels, *loss, *correct, *sums;
+    kiln_buffer *labels, *loss, *correct, *sums;  /* sums: KILN_N_SUMS floats */
+    kiln_buffer *metric;         /* per sample, KILN_METRIC_COLUMNS (NULL: no metric asked) */
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
     size_t workspace_bytes;      /* what the layers' prepare allocated */
     struct kiln_collective *collective;  /* this step's, for synchronised layers (or NULL) */
@@ -122,8 +123,8 @@ void kiln_replica_describe(kiln_replica *r, char *buf, size_t size);
 /* Where the replica stands now (any thread may ask). */
 kiln_replica_phase kiln_replica_phase_now(kiln_replica *r);
 
-/* Blocking: waits for the queue, returns the loss and correct sums. */
-kiln_status kiln_replica_read_sums(kiln_replica *r, double sums[2]);
+/* Blocking: waits for the queue, returns the KILN_N_SUMS sums. */
+kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums);
 
 kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host);
 

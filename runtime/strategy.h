@@ -25,6 +25,24 @@ static inline int32_t kiln_batch_present(const kiln_batch *b, int32_t *first)
     return b->sharded ? b->count : b->n;
 }
 
+/* What a step sums over its samples: the `double sums[KILN_N_SUMS]` that
+ * steps report, in the order a replica's device sums hold them. */
+enum {
+    KILN_SUM_LOSS = 0,
+    KILN_SUM_CORRECT,            /* accuracy */
+    KILN_SUM_SAMPLES,            /* the samples these sums cover */
+    KILN_SUM_TOP_K,              /* kiln_loss_plan's metrics */
+    KILN_SUM_ABS_ERROR,
+    KILN_SUM_BINARY,
+    KILN_N_SUMS
+};
+
+static inline void kiln_sums_add(double *to, const double *from)
+{
+    for (int k = 0; k < KILN_N_SUMS; k++)
+        to[k] += from[k];
+}
+
 /* What a strategy measured of itself (benchmarks read it). */
 typedef struct kiln_strategy_stats {
     int64_t reductions;
@@ -40,10 +58,10 @@ typedef struct kiln_strategy_ops {
     const char *name;
     kiln_status (*create)(kiln_model *model, void **impl);
     void (*destroy)(void *impl);
-    /* Forward, loss, backward and update on one global batch; sums[0] is the
-     * summed loss, sums[1] the summed correct count (over the batch). */
-    kiln_status (*train_step)(void *impl, const kiln_batch *batch, double sums[2]);
-    kiln_status (*eval_step)(void *impl, const kiln_batch *batch, double sums[2]);
+    /* Forward, loss, backward and update on one global batch; `sums` gets
+     * the KILN_N_SUMS sums over the batch (loss, correct count, ...). */
+    kiln_status (*train_step)(void *impl, const kiln_batch *batch, double *sums);
+    kiln_status (*eval_step)(void *impl, const kiln_batch *batch, double *sums);
     kiln_status (*predict_step)(void *impl, const kiln_batch *batch, float *outputs);
     kiln_status (*get_params)(void *impl, float *flat);
     kiln_status (*set_params)(void *impl, const float *flat);
@@ -60,12 +78,11 @@ typedef struct kiln_strategy_ops {
     /* Device memory of replica (stage) i when it is more than one replica
      * object's (pipeline stages hold several activation sets); may be NULL. */
     void (*memory)(void *impl, int32_t i, kiln_memory_report *report);
-    /* Asynchronous strategies: train_step reports in sums[0..2] (loss,
-     * correct, samples) the batches that finished since its last call, not
-     * necessarily its own (fit presets sums[2] to the batch size for the
-     * others); drain waits for every batch in flight and reports the rest.
-     * NULL for synchronous strategies. */
-    kiln_status (*drain)(void *impl, double sums[3]);
+    /* Asynchronous strategies: train_step reports in `sums` the batches
+     * that finished since its last call, not necessarily its own; drain
+     * waits for every batch in flight and reports the rest. NULL for
+     * synchronous strategies. */
+    kiln_status (*drain)(void *impl, double *sums);
     /* Multi-process strategies: which samples [*first, *first + *count) of
      * a global batch of n this process's replicas use, in training
      * (`train`) or evaluation, for the step `ahead` steps after the next;

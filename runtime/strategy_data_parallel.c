@@ -39,7 +39,7 @@ typedef struct dp_replica {
     dp_job job;
     kiln_batch shard;
     float *outputs;
-    double sums[2];
+    double sums[KILN_N_SUMS];
     int64_t params_version;      /* central storage: host parameters it holds */
     double backward_end;         /* kiln_now() when its backward returned */
     float *state;                /* its non-trainable state after its last step */
@@ -304,7 +304,7 @@ static kiln_status train_job(void *arg)
     kiln_status st = push_state(d);
     if (st == KILN_OK)
         st = pull_host_params(d);
-    d->sums[0] = d->sums[1] = 0;
+    memset(d->sums, 0, sizeof d->sums);
     d->nonfinite = 0;
     if (st == KILN_OK && d->shard.n > 0)
         st = compute_gradients(d);
@@ -332,7 +332,7 @@ static kiln_status eval_job(void *arg)
     dp_replica *d = arg;
     dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
-    d->sums[0] = d->sums[1] = 0;
+    memset(d->sums, 0, sizeof d->sums);
     kiln_status st = push_state(d);
     if (st != KILN_OK || d->shard.n == 0)
         return st == KILN_OK ? KILN_OK : replica_failed(d, st);
@@ -498,24 +498,23 @@ static kiln_status run_all(dp_strategy *dp, kiln_job_fn fn)
     return KILN_OK;
 }
 
-/* The replicas' loss and correct sums, over every process. */
-static kiln_status local_sums(dp_strategy *dp, double sums[2])
+/* The replicas' sums, over every process. */
+static kiln_status local_sums(dp_strategy *dp, double *sums)
 {
-    sums[0] = sums[1] = 0;
-    for (int k = 0; k < dp->n; k++) {
-        sums[0] += dp->reps[k].sums[0];
-        sums[1] += dp->reps[k].sums[1];
-    }
+    memset(sums, 0, KILN_N_SUMS * sizeof *sums);
+    for (int k = 0; k < dp->n; k++)
+        kiln_sums_add(sums, dp->reps[k].sums);
     if (!dp->mpi)
         return KILN_OK;
-    const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, sums, 2, dp->m->step_timeout);
+    const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, sums, KILN_N_SUMS,
+                                                dp->m->step_timeout);
     if (st == KILN_OK)
         return KILN_OK;
     abandon_world(dp);
     return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
 }
 
-static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     dp_strategy *dp = impl;
     kiln_model *m = dp->m;
@@ -574,7 +573,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double sums[2]
     return KILN_OK;
 }
 
-static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double *sums)
 {
     dp_strategy *dp = impl;
     kiln_batch held;
@@ -586,7 +585,7 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double sums[2])
     for (int k = 0; k < dp->n; k++)
         dp->reps[k].job = JOB_EVAL;
     st = run_all(dp, eval_job);
-    sums[0] = sums[1] = 0;
+    memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     return st == KILN_OK ? local_sums(dp, sums) : st;
 }
 

@@ -48,7 +48,7 @@ struct ps {
     float *params, *slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t version;              /* updates applied */
     /* finished batches not yet reported to fit */
-    double pending[3];            /* loss sum, correct sum, samples */
+    double pending[KILN_N_SUMS];
     int32_t max_staleness;
     kiln_crew *crew;             /* a thread per worker */
     kiln_strategy_stats stats;
@@ -81,7 +81,7 @@ static kiln_status step_job(void *arg)
         st = kiln_replica_write_params(r, w->snapshot);
     w->pulled = version;
     const kiln_batch b = {.n = w->n, .features = w->features, .labels = w->labels};
-    double sums[2] = {0, 0};
+    double sums[KILN_N_SUMS] = {0};
     r->first_sample = 0;
     r->step_number = version;
     if (st == KILN_OK)
@@ -109,7 +109,7 @@ static kiln_status step_job(void *arg)
         worker_failed(w, st);
     if (st == KILN_OK && isfinite(sums[0])) {
         pthread_mutex_lock(&p->store_lock);
-        const double lr = kiln_optimizer_learning_rate(&m->optimizer, p->version);
+        const double lr = kiln_model_learning_rate(m, p->version);
         kiln_optimizer_apply_host(&m->optimizer, lr, p->params, w->grads, p->slots,
                                   m->n_trainable_floats, p->version + 1);
         memcpy(p->params + m->n_trainable_floats, w->snapshot + m->n_trainable_floats,
@@ -124,9 +124,8 @@ static kiln_status step_job(void *arg)
         pthread_mutex_unlock(&p->lock);
     }
     pthread_mutex_lock(&p->lock);
-    p->pending[0] += sums[0];
-    p->pending[1] += sums[1];
-    p->pending[2] += w->n;
+    sums[KILN_SUM_SAMPLES] = w->n;
+    kiln_sums_add(p->pending, sums);
     w->clock++;
     w->busy = 0;
     pthread_mutex_unlock(&p->lock);
@@ -200,7 +199,7 @@ static int pick_worker(const ps *p, int64_t *lead)
     return -1;
 }
 
-static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3])
+static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     ps *p = impl;
     kiln_model *m = p->m;
@@ -264,7 +263,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double sums[3]
     return KILN_OK;
 }
 
-static kiln_status ps_drain(void *impl, double sums[3])
+static kiln_status ps_drain(void *impl, double *sums)
 {
     ps *p = impl;
     kiln_status st = kiln_crew_check(p->crew);
@@ -279,7 +278,7 @@ static kiln_status ps_drain(void *impl, double sums[3])
 }
 
 /* Inference on worker 0 with the store's parameters. */
-static kiln_status infer(ps *p, const kiln_batch *b, double sums[2], float *outputs)
+static kiln_status infer(ps *p, const kiln_batch *b, double *sums, float *outputs)
 {
     kiln_status st = kiln_crew_check(p->crew);
     if (st == KILN_OK)
@@ -305,7 +304,7 @@ static kiln_status infer(ps *p, const kiln_batch *b, double sums[2], float *outp
     return st;
 }
 
-static kiln_status ps_eval_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status ps_eval_step(void *impl, const kiln_batch *b, double *sums)
 {
     return infer(impl, b, sums, NULL);
 }

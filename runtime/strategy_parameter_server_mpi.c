@@ -38,7 +38,7 @@ typedef struct psm {
     kiln_replica *r;              /* this process's device (rank 0: for inference) */
     float *msg;                   /* n_param_floats + 3: gradient, state, loss sums */
     int64_t counter;              /* batches fit handed out this epoch */
-    double reported[3];           /* this rank's sums given to fit this epoch */
+    double reported[KILN_N_SUMS];  /* this rank's sums given to fit this epoch */
     /* the store (rank 0) */
     float *params, *slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t version;
@@ -99,7 +99,7 @@ static kiln_status apply_push(psm *p, int w)
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
     const float *g = p->msg;
     if (isfinite(g[hi - lo])) {
-        const double lr = kiln_optimizer_learning_rate(&m->optimizer, p->version);
+        const double lr = kiln_model_learning_rate(m, p->version);
         const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
         float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
         for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
@@ -173,17 +173,17 @@ static void psm_shard(void *impl, int train, int64_t ahead, int32_t n, int32_t *
                                                                                        : 0;
 }
 
-static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3])
+static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     psm *p = impl;
     kiln_model *m = p->m;
     const int64_t idx = p->counter++;
-    sums[0] = sums[1] = sums[2] = 0;
+    memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     if (p->rank < p->stores || idx % p->workers != p->rank - p->stores)
         return KILN_OK;   /* another worker's batch (or a store) */
     const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
     kiln_replica *r = p->r;
-    double s[2] = {0, 0};
+    double s[KILN_N_SUMS] = {0};
     r->first_sample = 0;
     r->step_number = m->n_train_steps;
     kiln_status st = kiln_replica_upload(r, b);
@@ -220,16 +220,14 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double sums[3
                               m->step_timeout);
     if (st == KILN_OK)
         st = kiln_replica_write_params(r, p->msg);
-    sums[0] = s[0];
-    sums[1] = s[1];
-    sums[2] = b->n;
-    for (int i = 0; i < 3; i++)
-        p->reported[i] += sums[i];
+    s[KILN_SUM_SAMPLES] = b->n;
+    memcpy(sums, s, sizeof s);
+    kiln_sums_add(p->reported, sums);
     return st;
 }
 
 /* End of an epoch: every worker done, sums over the ranks, one model. */
-static kiln_status psm_drain(void *impl, double sums[3])
+static kiln_status psm_drain(void *impl, double *sums)
 {
     psm *p = impl;
     kiln_model *m = p->m;
@@ -259,10 +257,11 @@ static kiln_status psm_drain(void *impl, double sums[3])
         memset(p->done, 0, (size_t)p->workers * sizeof(int));
         pthread_mutex_unlock(&p->lock);
     }
-    double all[3] = {p->reported[0], p->reported[1], p->reported[2]};
+    double all[KILN_N_SUMS];
+    memcpy(all, p->reported, sizeof all);
     if (st == KILN_OK)
-        st = kiln_mpi_sum_doubles(p->mpi, all, 3, m->step_timeout);
-    for (int i = 0; i < 3; i++) {
+        st = kiln_mpi_sum_doubles(p->mpi, all, KILN_N_SUMS, m->step_timeout);
+    for (int i = 0; i < KILN_N_SUMS; i++) {
         sums[i] = all[i] - p->reported[i];
         p->reported[i] = 0;
     }
@@ -290,7 +289,7 @@ static kiln_status psm_drain(void *impl, double sums[3])
     return st;
 }
 
-static kiln_status psm_eval_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status psm_eval_step(void *impl, const kiln_batch *b, double *sums)
 {
     psm *p = impl;
     kiln_status st = kiln_replica_upload(p->r, b);

@@ -49,7 +49,7 @@ typedef struct pp_stage {
     int32_t n_views;
     float *scratch;               /* summing gradients from several stages */
     double wait_seconds;          /* this pass */
-    double sums[2];
+    double sums[KILN_N_SUMS];
 } pp_stage;
 
 struct pp {
@@ -188,14 +188,12 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
     if (st == KILN_OK)
         st = kiln_replica_forward(v, n, p->job == PP_TRAIN);
     if (st == KILN_OK && is_last(stage) && p->job != PP_PREDICT) {
-        double sums[2];
+        double sums[KILN_N_SUMS];
         st = kiln_replica_loss(v, n, p->job == PP_TRAIN ? p->scale : 1.0f);
         if (st == KILN_OK)
             st = kiln_replica_read_sums(v, sums);
-        if (st == KILN_OK) {
-            stage->sums[0] += sums[0];
-            stage->sums[1] += sums[1];
-        }
+        if (st == KILN_OK)
+            kiln_sums_add(stage->sums, sums);
     } else if (st == KILN_OK && is_last(stage)) {
         st = kiln_replica_read_output(v, n, p->outputs + (size_t)start * (size_t)out);
     }
@@ -320,7 +318,7 @@ static int32_t schedule(const pp *p, int32_t st, int32_t *ops)
  * float comes back. */
 static kiln_status gradients_finite(kiln_replica *base, int *finite)
 {
-    double sums[2];
+    double sums[KILN_N_SUMS];
     kiln_status st = kiln_buffer_zero(base->dev, base->sums, 0, sizeof(float));
     if (st == KILN_OK)
         st = kiln_optimizer_check_finite(base->dev, base->grads, base->n_trainable, base->sums);
@@ -338,7 +336,7 @@ static kiln_status stage_job(void *arg)
     kiln_replica *base = stage->views[0];
     int32_t ops[2 * 1024];
     const int32_t n_ops = schedule(p, stage->index, ops);
-    stage->sums[0] = stage->sums[1] = 0;
+    memset(stage->sums, 0, sizeof stage->sums);
     stage->wait_seconds = 0;
     kiln_status st = KILN_OK;
     int32_t backwards = 0;
@@ -547,7 +545,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     return KILN_OK;
 }
 
-static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status pp_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     pp *p = impl;
     kiln_model *m = p->m;
@@ -559,18 +557,20 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double sums[2]
     const pp_stage *last = &p->stages[p->n - 1];
     /* A non-finite gradient under a finite loss skipped the update: the loss
      * says so, and fit stops at it or skips and counts it. */
-    sums[0] = p->finite ? last->sums[0] : NAN;
-    sums[1] = last->sums[1];
+    memcpy(sums, last->sums, sizeof last->sums);
+    if (!p->finite)
+        sums[KILN_SUM_LOSS] = NAN;
     kiln_update_end(&p->update, m, sums[0]);
     return KILN_OK;
 }
 
-static kiln_status pp_eval_step(void *impl, const kiln_batch *b, double sums[2])
+static kiln_status pp_eval_step(void *impl, const kiln_batch *b, double *sums)
 {
     pp *p = impl;
     kiln_status st = run_pass(p, PP_EVAL, b, NULL);
-    sums[0] = st == KILN_OK ? p->stages[p->n - 1].sums[0] : 0;
-    sums[1] = st == KILN_OK ? p->stages[p->n - 1].sums[1] : 0;
+    memset(sums, 0, KILN_N_SUMS * sizeof *sums);
+    if (st == KILN_OK)
+        memcpy(sums, p->stages[p->n - 1].sums, KILN_N_SUMS * sizeof *sums);
     return st;
 }
 

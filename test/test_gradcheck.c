@@ -148,7 +148,7 @@ static kiln_model *sequence(kiln_context *ctx)
 
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
-    double sums[2] = {0, 0};
+    double sums[KILN_N_SUMS] = {0};
     CHECK_OK(ctx, kiln_replica_forward(r, BATCH, 1));
     CHECK_OK(ctx, kiln_replica_loss(r, BATCH, 1.0f / BATCH));
     CHECK_OK(ctx, kiln_replica_read_sums(r, sums));

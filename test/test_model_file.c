@@ -173,7 +173,8 @@ static void test_seed_cnn(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
-/* Every layer kind, every option away from its default, a name that needs
+/* Every layer kind (sequence layers and the newer activations included),
+ * every option away from its default, a name that needs
  * escaping, a frozen layer, an output that is not the last layer, SGD with
  * Nesterov momentum, a cosine schedule with warm-up, accumulation. */
 static kiln_model *every_kind(kiln_context *ctx, int compile)
@@ -197,7 +198,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
                                    .filters = 6, .kernel_size = {2, 2}, .strides = {2, 1},
                                    .activation = KILN_ACTIVATION_SIGMOID};
     kiln_dense_options d1 = {.struct_size = sizeof d1, .units = 5,
-                             .activation = KILN_ACTIVATION_TANH};
+                             .activation = KILN_ACTIVATION_GELU};
     kiln_dense_options d2 = {.struct_size = sizeof d2, .name = "odd \"name\" \\ \t\x01 caf\xc3\xa9",
                              .units = 5, .no_bias = 1};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,
@@ -207,7 +208,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     const kiln_node b1 = kiln_batch_normalization(m, c1, &bn);
     const kiln_node sum1[] = {b1, kiln_conv2d(m, in, &one)};
     kiln_add(m, sum1, 2, NULL);
-    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_RELU, "act");
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU, "act");
     const kiln_node mp = kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);       /* (5, 5, 4) */
     const kiln_node ap = kiln_average_pooling2d(m, mp, &avg);                   /* (3, 2, 4) */
     kiln_conv2d(m, mp, &strided);                                                /* (2, 4, 6) */
@@ -217,6 +218,14 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     sum2[0] = kiln_dense(m, flat, &d1);
     sum2[1] = kiln_dense(m, gap, &d2);
     kiln_add(m, sum2, 2, "merge");
+    kiln_layer_norm_options ln = {.struct_size = sizeof ln, .epsilon = 2e-3f, .no_center = 1};
+    const kiln_node norm = kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &ln);
+    const int32_t column[] = {-1, 1};
+    const kiln_node col = kiln_reshape(m, norm, 2, column, NULL);                /* (5, 1) */
+    const kiln_node pair[] = {col, col};
+    kiln_concatenate(m, pair, 2, -1, NULL);                                      /* (5, 2) */
+    kiln_flatten(m, KILN_NODE_PREVIOUS, "flat2");
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SILU, NULL);
     kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 0xdeadbeefcafef00dULL, NULL);   /* > 2^53 */
     const kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     kiln_dense(m, out, &spare);   /* not on the output's path */
@@ -226,7 +235,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
         return m;
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .gradient_accumulation_steps = 2};
+                               .gradient_accumulation_steps = 2, .top_k = 2};
     co.optimizer = (kiln_optimizer_options){
         .struct_size = sizeof co.optimizer, .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
         .momentum = 0.9f, .nesterov = 1,
@@ -481,7 +490,7 @@ static void test_description(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_desc_parse(ctx, "test", text, strlen(text), &d));
     CHECK(d.n_layers == m->n_nodes && !d.has_compile && d.output == m->output);
     CHECK(d.layers[5].device == 0 && d.layers[6].device == -1 && !d.layers[3].trainable);
-    CHECK(d.layers[14].options.dropout.seed == 0xdeadbeefcafef00dULL);
+    CHECK(d.layers[19].options.dropout.seed == 0xdeadbeefcafef00dULL);
     CHECK(strstr(text, "\"device\":0") && !strstr(text, "\"compile\""));
     const char *seeds = getenv("MODEL_JSON_SEEDS");   /* writes the fuzzer's seed */
     if (seeds) {

@@ -176,8 +176,8 @@ __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
     (void)z;
 }
 
-/* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order. One
- * work-group of up to 64 items. */
+/* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order, and
+ * sums[2] = n, the samples they cover. One work-group of up to 64 items. */
 __kernel void kiln_loss_sum(__global const float *loss, __global const float *correct, int n,
                             __global float *sums)
 {
@@ -202,5 +202,6 @@ __kernel void kiln_loss_sum(__global const float *loss, __global const float *co
     if (lid == 0) {
         sums[0] = pl[0];
         sums[1] = pc[0];
+        sums[2] = (float)n;
     }
 }

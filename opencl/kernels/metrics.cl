@@ -1,0 +1,78 @@
+/* Metrics beyond accuracy, one work-item per sample, on the outputs y (after
+ * the output's activation, as Keras's metrics see them). Each sample gets
+ * three columns of `metric`: whether its class is among the k highest
+ * outputs, its mean absolute error and its binary accuracy at `threshold`;
+ * kiln_metric_sum adds them up into sums[3..5]. */
+
+/* Ties at the k-th place are counted in (tf.math.in_top_k): the class is in
+ * the top k when fewer than k outputs are strictly above it. */
+inline float kiln_in_top_k(__global const float *yr, int cols, int t, int k)
+{
+    const float v = yr[t];
+    if (!isfinite(v))
+        return 0.0f;
+    int above = 0;
+    for (int j = 0; j < cols; j++)
+        above += yr[j] > v;
+    return above < k ? 1.0f : 0.0f;
+}
+
+__kernel void kiln_metric_sparse(__global const float *y, __global const int *labels,
+                                 __global float *metric, int batch, int cols, int k,
+                                 float threshold)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    metric[(size_t)r * 3] = kiln_in_top_k(y + (size_t)r * cols, cols, labels[r], k);
+    metric[(size_t)r * 3 + 1] = 0.0f;
+    metric[(size_t)r * 3 + 2] = 0.0f;
+    (void)threshold;
+}
+
+__kernel void kiln_metric_dense(__global const float *y, __global const float *target,
+                                __global float *metric, int batch, int cols, int k,
+                                float threshold)
+{
+    const int r = get_global_id(0);
+    if (r >= batch)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global const float *tr = target + (size_t)r * cols;
+    int t = 0;
+    float err = 0.0f, right = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        if (tr[j] > tr[t])
+            t = j;
+        err += fabs(yr[j] - tr[j]);
+        right += tr[j] == (yr[j] > threshold ? 1.0f : 0.0f) ? 1.0f : 0.0f;
+    }
+    metric[(size_t)r * 3] = k > 0 ? kiln_in_top_k(yr, cols, t, k) : 0.0f;
+    metric[(size_t)r * 3 + 1] = err / cols;
+    metric[(size_t)r * 3 + 2] = right / cols;
+}
+
+/* sums[3 + c] = the sum of column c, in a fixed order. One work-group of up
+ * to 64 items. */
+__kernel void kiln_metric_sum(__global const float *metric, int n, __global float *sums)
+{
+    __local float part[3][64];
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    float s[3] = {0.0f, 0.0f, 0.0f};
+    for (int i = lid; i < n; i += group)
+        for (int c = 0; c < 3; c++)
+            s[c] += metric[(size_t)i * 3 + c];
+    for (int c = 0; c < 3; c++)
+        part[c][lid] = s[c];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = group / 2; step > 0; step /= 2) {
+        if (lid < step)
+            for (int c = 0; c < 3; c++)
+                part[c][lid] += part[c][lid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        for (int c = 0; c < 3; c++)
+            sums[3 + c] = part[c][0];
+}
