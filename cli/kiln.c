@@ -256,8 +256,6 @@ static int evaluate(kiln_context *ctx, const args *a)
     return st == KILN_OK ? 0 : failed(ctx, a->command, st);
 }
 
-/* KILN_HAVE_ONNX_EXPORT: defined once kiln.h declares kiln_model_export_onnx. */
-#ifdef KILN_HAVE_ONNX_EXPORT
 static int export_onnx(kiln_context *ctx, const args *a)
 {
     kiln_model *m = NULL;
@@ -267,9 +265,6 @@ static int export_onnx(kiln_context *ctx, const args *a)
     kiln_model_destroy(m);
     return st == KILN_OK ? 0 : failed(ctx, a->command, st);
 }
-#else
-#define export_onnx NULL
-#endif
 
 int main(int argc, char **argv)
 {
@@ -312,10 +307,6 @@ int main(int argc, char **argv)
     }
     if (!commands[c].options && a.options)
         return usage("--batch and --scale are for predict and evaluate");
-    if (!commands[c].run) {
-        fprintf(stderr, "%s: this build has no ONNX export yet\n", a.command);
-        return 2;
-    }
     kiln_context_options co = {.struct_size = sizeof co};
     char err[1024] = "";
     co.error_buffer = err;

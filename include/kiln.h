@@ -1116,9 +1116,6 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * then unchanged); KILN_ERROR_OUT_OF_MEMORY.
  */
 KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
-/** Defined where this header declares kiln_model_export_onnx; whether the
- *  library was built with it, the call says (KILN_ERROR_UNSUPPORTED). */
-#define KILN_HAVE_ONNX_EXPORT 1
 
 /* ------------------------------------------------------------------------ */
 /* Training, evaluation, prediction                                         */
