@@ -833,8 +833,7 @@ KILN_API kiln_status kiln_model_set_tensor(kiln_model *model, const char *name,
  *  model is compiled). A frozen layer's weights get no update, and a frozen
  *  BatchNormalization runs on its moving statistics in training too.
  *  KILN_ERROR_INVALID_ARGUMENT for a layer that does not exist, naming it.
- *  Every strategy but pipeline supports frozen layers (pipeline:
- *  KILN_ERROR_UNSUPPORTED at compile). */
+ *  Every strategy supports frozen layers. */
 KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *layer,
                                               int32_t trainable);
 

@@ -58,11 +58,12 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
 {
     for (int32_t k = 0; k < n; k++) {
         kiln_stage_span *sp = &st[k].span;
-        size_t t = 0, u = m->n_trainable_floats;
+        size_t t = 0, u = m->n_trainable_floats, f = u + m->n_state_floats;
         for (kiln_node i = 0; i < m->n_nodes; i++) {
             if (i == sp->first) {
                 sp->trainable_begin = t;
                 sp->state_begin = u;
+                sp->frozen_begin = f;
             }
             const kiln_node_rec *node = &m->nodes[i];
             for (int p = 0; p < node->n_params; p++) {
@@ -70,12 +71,15 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
                     ((size_t)kiln_shape_size(&node->params[p].shape) + 15) / 16 * 16;
                 if (node->params[p].non_trainable)
                     u = node->param_offset[p] + size;
+                else if (node->frozen)
+                    f = node->param_offset[p] + size;
                 else
                     t = node->param_offset[p] + size;
             }
             if (i == sp->last) {
                 sp->trainable_end = t;
                 sp->state_end = u;
+                sp->frozen_end = f;
             }
         }
         sp->accumulate = accumulate;

@@ -71,7 +71,8 @@ static kiln_status make_tables(kiln_replica *r)
     const kiln_stage_span *sp = &r->span;
     const size_t n = (size_t)m->n_nodes;
     r->n_trainable = sp->trainable_end - sp->trainable_begin;
-    r->n_floats = r->n_trainable + sp->state_end - sp->state_begin;
+    r->n_floats = r->n_trainable + sp->state_end - sp->state_begin + sp->frozen_end -
+                  sp->frozen_begin;
     r->out = kiln_calloc(ctx, n, sizeof *r->out);
     r->act = kiln_calloc(ctx, n, sizeof *r->act);
     r->grad = kiln_calloc(ctx, n, sizeof *r->grad);
@@ -91,9 +92,12 @@ static kiln_status make_tables(kiln_replica *r)
             r->present[node->inputs[k]] = 1;
         for (int p = 0; p < node->n_params; p++) {
             const size_t off = node->param_offset[p];
+            const size_t state = sp->state_end - sp->state_begin;
             r->offsets[(size_t)i * KILN_MAX_PARAMS + (size_t)p] =
                 off < m->n_trainable_floats ? off - sp->trainable_begin
-                                            : r->n_trainable + off - sp->state_begin;
+                : sp->frozen_end == sp->frozen_begin || off < sp->frozen_begin
+                    ? r->n_trainable + off - sp->state_begin
+                    : r->n_trainable + state + off - sp->frozen_begin;
         }
         const size_t size = node->ops->replica_size;
         if (size && !(r->state[i] = kiln_calloc(ctx, 1, size)))

@@ -15,11 +15,15 @@ typedef kiln_status (*kiln_backward_hook)(void *user, kiln_node i);
 
 /* The part of a model a replica computes: a pipeline stage's contiguous
  * node range and its slices of the flat parameter layout (trainable, then
- * non-trainable state), which the replica's buffers hold back to back. */
+ * non-trainable state, then frozen layers' weights), which the replica's
+ * buffers hold back to back. A whole-model replica's state slice runs to
+ * the end of the layout, frozen weights included, and its frozen slice is
+ * empty. */
 typedef struct kiln_stage_span {
     kiln_node first, last;                  /* computed here, inclusive */
     size_t trainable_begin, trainable_end;  /* floats of the model's flat layout */
     size_t state_begin, state_end;
+    size_t frozen_begin, frozen_end;
     int accumulate;                         /* keep an accumulation buffer */
 } kiln_stage_span;
 

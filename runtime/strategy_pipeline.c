@@ -584,12 +584,15 @@ static void scatter(const kiln_stage_span *sp, const float *local, float *flat, 
 {
     const size_t nt = sp->trainable_end - sp->trainable_begin;
     const size_t ns = sp->state_end - sp->state_begin;
+    const size_t nf = sp->frozen_end - sp->frozen_begin;
     if (to_flat) {
         memcpy(flat + sp->trainable_begin, local, nt * sizeof(float));
         memcpy(flat + sp->state_begin, local + nt, ns * sizeof(float));
+        memcpy(flat + sp->frozen_begin, local + nt + ns, nf * sizeof(float));
     } else {
         memcpy((float *)local, flat + sp->trainable_begin, nt * sizeof(float));
         memcpy((float *)local + nt, flat + sp->state_begin, ns * sizeof(float));
+        memcpy((float *)local + nt + ns, flat + sp->frozen_begin, nf * sizeof(float));
     }
 }
 
@@ -773,13 +776,6 @@ static kiln_status pp_create(kiln_model *m, void **impl)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: micro_batches is %d; at most 1024",
                           (int)m->micro_batches);
-    /* A stage holds one trainable and one state range of the flat layout;
-     * frozen weights lie in a third, which stages do not yet cut. */
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].frozen && m->nodes[i].n_params > 0)
-            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_compile: layer '%s' is "
-                              "frozen, and the pipeline strategy does not support frozen "
-                              "layers yet; use another strategy", m->nodes[i].name);
     kiln_stage_plan *plan = NULL;
     int32_t n = 0;
     const int accumulate = m->micro_batches > 1 || m->accumulation_steps > 1;
