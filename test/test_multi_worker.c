@@ -22,6 +22,9 @@ static kiln_dataset *data(kiln_context *ctx)
     return synthetic_images(ctx, SAMPLES, SIDE, 777, CLASSES);
 }
 
+/* A layer build() freezes before compiling, or NULL. */
+static const char *freeze_layer;
+
 static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas)
 {
     kiln_model *m = NULL;
@@ -46,6 +49,8 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     co.replicas = replicas;
     co.step_timeout_seconds = 60;
     co.bucket_bytes = co.first_bucket_bytes = 256;   /* several buckets */
+    if (freeze_layer)
+        CHECK_OK(ctx, kiln_model_set_trainable(m, freeze_layer, 0));
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -297,6 +302,36 @@ int main(int argc, char **argv)
     for (int i = 0; i < 11 * CLASSES; i++)
         CHECK(fabs(y_mw[i] - y_one[i]) < 1e-6);
     kiln_model_destroy(m);
+
+    /* A custom loop with a frozen layer under 2 processes: every process
+     * passes the same global batch, each trains its share; the result
+     * equals one device's, and the frozen kernel never moves. */
+    freeze_layer = "conv2d";
+    m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 1);
+    kiln_model *alone1 = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
+    freeze_layer = NULL;
+    static float bx[SAMPLES * SIDE * SIDE];
+    int32_t by[SAMPLES];
+    for (int64_t i = 0; i < SAMPLES; i++)
+        CHECK_OK(ctx, kiln_dataset_read(ds, i, bx + i * SIDE * SIDE, by + i));
+    float kernel0[27], kernel1[27];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "conv2d/kernel", kernel0, 27));
+    for (int start = 0; start < SAMPLES; start += 7) {
+        const int b = SAMPLES - start < 7 ? SAMPLES - start : 7;
+        kiln_metrics r1 = {.struct_size = sizeof r1}, r2 = {.struct_size = sizeof r2};
+        CHECK_OK(ctx, kiln_model_train_on_batch(m, bx + start * SIDE * SIDE, by + start, b, &r1));
+        CHECK_OK(ctx, kiln_model_train_on_batch(alone1, bx + start * SIDE * SIDE, by + start, b,
+                                                &r2));
+        CHECK(fabs(r1.loss - r2.loss) < 1e-5);
+    }
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "conv2d/kernel", kernel1, 27));
+    CHECK(memcmp(kernel0, kernel1, sizeof kernel0) == 0);
+    float *wl = weights(ctx, m, &n), *wo = weights(ctx, alone1, &n);
+    compare(rank, "train_on_batch, conv frozen, 2 processes vs one device", wl, wo, n);
+    free(wl);
+    free(wo);
+    kiln_model_destroy(m);
+    kiln_model_destroy(alone1);
 
     /* Checkpoints: one writer; they load on one device and resume under 2. */
     const char *dir = argv[1];
