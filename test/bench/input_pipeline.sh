@@ -41,6 +41,9 @@ build=${INPUT_BENCH_BUILD_DIR:-build}
 data=/usr/share/datasets/fashion-mnist
 py=/usr/bin/python3
 
+# The peer's packages, where missing (without them the PyTorch column goes).
+sh tools/install_deps.sh python3-torch python3-torchvision python3-numpy >/dev/null 2>&1 ||
+    echo "input_pipeline.sh: could not install PyTorch and numpy; going on without" >&2
 [ -f "$build/build.ninja" ] || meson setup "$build"
 # Only the benchmark's target: a test mid-edit elsewhere must not block it.
 ninja -C "$build" test/bench/bench_input >/dev/null
