@@ -38,7 +38,9 @@ static void input_configure(void *config, const void *args)
     input_config *c = config;
     c->no_dims = !a->dims;   /* reported by infer */
     c->shape.rank = a->rank;
-    for (int32_t i = 0; a->dims && i < a->rank && i < KILN_MAX_RANK; i++)
+    /* A rank out of range is reported by infer; dims then holds no such
+     * count of values and is not read. */
+    for (int32_t i = 0; a->dims && a->rank <= KILN_MAX_RANK && i < a->rank; i++)
         c->shape.dims[i] = a->dims[i];
 }
 

@@ -92,7 +92,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
         ids[i] = ids_int[i] = i % OUT;
     const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     kiln_batch b = {.n = N, .features = x, .labels = sparse ? (const void *)ids : (const void *)t};
-    double sums[2];
+    double sums[KILN_N_SUMS];
     float z[N * OUT], y[N * OUT], g[N * OUT];
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
     CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
