@@ -409,19 +409,21 @@ typedef struct budget {
     long made, live;
 } budget;
 
+/* Called from kiln's threads too (the loader's): the counts are atomic. */
 static void *counting_realloc(void *user, void *ptr, size_t size)
 {
     budget *b = user;
     if (size == 0) {
-        b->live -= ptr != NULL;
+        __atomic_sub_fetch(&b->live, ptr != NULL, __ATOMIC_RELAXED);
         free(ptr);
         return NULL;
     }
-    if (b->allowed >= 0 && b->made >= b->allowed)
+    if (b->allowed >= 0 && __atomic_fetch_add(&b->made, 1, __ATOMIC_RELAXED) >= b->allowed)
         return NULL;
-    b->made++;
+    if (b->allowed < 0)
+        __atomic_add_fetch(&b->made, 1, __ATOMIC_RELAXED);
     void *p = realloc(ptr, size);
-    b->live += p && !ptr;
+    __atomic_add_fetch(&b->live, p && !ptr, __ATOMIC_RELAXED);
     return p;
 }
 
