@@ -454,6 +454,47 @@ KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                             const char *name);
 
+/** Options of kiln_multi_head_attention(); zero fields take Keras's
+ *  defaults. */
+typedef struct kiln_multi_head_attention_options {
+    size_t struct_size;          /**< sizeof(kiln_multi_head_attention_options) */
+    const char *name;            /**< layer name, or NULL for "multi_head_attention", ... */
+    int32_t num_heads;           /**< required, > 0 */
+    int32_t key_dim;             /**< size of each head for query and key, required, > 0 */
+    int32_t value_dim;           /**< size of each head for value; 0: key_dim */
+    /** Dropout on the attention probabilities during fit (0 <= dropout < 1),
+     *  drawn as kiln_dropout draws its masks (the same under every
+     *  strategy); evaluate and predict use none. */
+    float dropout;
+    uint64_t seed;               /**< mixed with the context's seed for that dropout */
+    /** Nonzero: query position i attends to value positions j <= i only
+     *  (Keras's use_causal_mask; with query and value of other lengths,
+     *  Keras's lower-triangular mask, aligned at the first position). */
+    int32_t use_causal_mask;
+    int32_t no_bias;             /**< nonzero: no bias vectors (Keras use_bias=False) */
+    int32_t output_shape;        /**< last dimension of the output; 0: the query's */
+} kiln_multi_head_attention_options;
+
+/** Multi-head attention (Keras MultiHeadAttention, key = value): `query`
+ *  of shape (Tq, D) attends over `value` of shape (Tv, Dv), both rank 2
+ *  (batch not counted); Tq and Tv, D and Dv may differ (cross-attention),
+ *  and `value` may be `query` (self-attention). Per head h: Q = query Wq +
+ *  bq, K = value Wk + bk, V = value Wv + bv, softmax(Q K^T / sqrt(key_dim))
+ *  over the value positions (masked when causal), times V; the heads'
+ *  results go through the output projection to (Tq, output_shape).
+ *  Parameters, in Keras's layout and names: query/kernel (D, heads,
+ *  key_dim), query/bias (heads, key_dim), key/kernel (Dv, heads, key_dim),
+ *  key/bias, value/kernel (Dv, heads, value_dim), value/bias (heads,
+ *  value_dim), attention_output/kernel (heads, value_dim, output_shape),
+ *  attention_output/bias; kernels glorot_uniform with Keras's fans, biases
+ *  zero. Heads or key_dim below 1, a negative value_dim or output_shape, a
+ *  dropout outside [0, 1) are KILN_ERROR_INVALID_ARGUMENT; inputs not of
+ *  rank 2, KILN_ERROR_SHAPE; both reported by kiln_model_compile naming
+ *  the layer. */
+KILN_API kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query,
+                                             kiln_node value,
+                                             const kiln_multi_head_attention_options *options);
+
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
 

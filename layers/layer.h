@@ -7,7 +7,7 @@
 #include "opencl/device.h"
 
 #define KILN_MAX_INPUTS 8
-#define KILN_MAX_PARAMS 4
+#define KILN_MAX_PARAMS 8
 /* Values one kiln_step.sum_replicas call may carry: batch norm's two sums
  * per channel for up to 4096 channels, and a count. */
 #define KILN_MAX_SYNC_VALUES (2 * 4096 + 1)
@@ -225,5 +225,6 @@ extern const kiln_layer_ops kiln_layer_add;
 extern const kiln_layer_ops kiln_layer_layer_norm;
 extern const kiln_layer_ops kiln_layer_reshape;
 extern const kiln_layer_ops kiln_layer_concatenate;
+extern const kiln_layer_ops kiln_layer_multi_head_attention;
 
 #endif

@@ -137,3 +137,16 @@ kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
     return kiln_model_add_layer(model, &kiln_layer_add, NULL, inputs, inputs ? (int)n_inputs : 0,
                                 name, KILN_ACTIVATION_LINEAR);
 }
+
+kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_node value,
+                                    const kiln_multi_head_attention_options *options)
+{
+    kiln_multi_head_attention_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_multi_head_attention_options, value_dim),
+                      "kiln_multi_head_attention", "kiln_multi_head_attention_options"))
+        return KILN_NODE_INVALID;
+    const kiln_node inputs[2] = {query, value};
+    return kiln_model_add_layer(model, &kiln_layer_multi_head_attention, &o, inputs, 2, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}

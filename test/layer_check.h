@@ -11,7 +11,7 @@
 #include "runtime/model.h"
 #include "runtime/replica.h"
 
-#define CHECK_MAX_PARAMS 4
+#define CHECK_MAX_PARAMS 8
 
 typedef kiln_node (*build_fn)(kiln_model *m, kiln_node pre, const void *arg);
 

@@ -116,3 +116,23 @@ inline void kiln_store8i(__global int *p, int8 x, int count)
     for (int j = 0; j < count; j++)
         p[j] = v[j];
 }
+
+/* splitmix64's finaliser: a well-mixed 64-bit value. */
+inline ulong kiln_mix(ulong z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL;
+    return z ^ (z >> 31);
+}
+
+/* Dropout's keep-or-zero draw (dropout.cl, attention.cl): element `element`
+ * of global sample `sample` at training step `step`; 0 or 1 / (1 - rate). */
+inline float kiln_keep_scale(uint seed_lo, uint seed_hi, uint step, int sample, int element,
+                             float rate)
+{
+    const ulong key = ((ulong)seed_hi << 32 | seed_lo) ^
+                      kiln_mix((ulong)step * 0x9e3779b97f4a7c15UL + (ulong)sample);
+    const ulong h = kiln_mix(key ^ ((ulong)element * 0xd1b54a32d192ed03UL));
+    const float u = (float)(h >> 40) * (1.0f / 16777216.0f);  /* [0, 1) */
+    return u < rate ? 0.0f : 1.0f / (1.0f - rate);
+}

@@ -1,0 +1,412 @@
+/* MultiHeadAttention (Keras's, key = value): query (Tq, D), value (Tv, Dv).
+ * The four projections are GEMMs on the flat (tokens, features) views,
+ * since Keras's kernels (D, heads, dim) are (D, heads * dim) matrices laid
+ * out row-major; what lies between them, per head, is attention.cl's:
+ * scores, mask and softmax in one pass, then the probabilities times the
+ * values. Backward keeps q, k, v, the probabilities and the context from
+ * forward (per replica, sized by prepare's batch). */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <stdio.h>
+
+typedef struct mha_config {
+    /* As given (describe returns them). */
+    int32_t heads, key_dim, value_dim, output_shape;
+    float dropout;
+    uint64_t seed;
+    int32_t causal, use_bias;
+    /* Inferred. */
+    int32_t tq, d, tv, dv;   /* query and value lengths and features */
+    int32_t vdim, out;       /* value_dim and output_shape with their defaults */
+} mha_config;
+
+/* The projections in Keras's weight order. */
+enum { PROJ_QUERY, PROJ_KEY, PROJ_VALUE, PROJ_OUTPUT, N_PROJ };
+
+static const char *const kernel_names[N_PROJ] = {"query/kernel", "key/kernel", "value/kernel",
+                                                 "attention_output/kernel"};
+static const char *const bias_names[N_PROJ] = {"query/bias", "key/bias", "value/bias",
+                                               "attention_output/bias"};
+
+static int kernel_index(const mha_config *c, int proj)
+{
+    return c->use_bias ? 2 * proj : proj;
+}
+
+static int bias_index(int proj)
+{
+    return 2 * proj + 1;
+}
+
+/* A kernel (a, heads, b) or (heads, a, b) with Keras's glorot fans: its
+ * initialiser counts every axis but the last two as a receptive field, so
+ * fan_in = shape[-2] * shape[0] and fan_out = shape[-1] * shape[0]. */
+static void add_kernel(kiln_layer_build *b, const char *name, int32_t d0, int32_t d1,
+                       int32_t d2)
+{
+    kiln_param_spec *k = &b->params[b->n_params++];
+    k->name = name;
+    k->shape.rank = 3;
+    k->shape.dims[0] = d0;
+    k->shape.dims[1] = d1;
+    k->shape.dims[2] = d2;
+    k->init = KILN_INIT_GLOROT_UNIFORM;
+    k->fan_in = (int64_t)d0 * d1;
+    k->fan_out = (int64_t)d0 * d2;
+}
+
+static void add_bias(kiln_layer_build *b, const char *name, int32_t rank, int32_t d0,
+                     int32_t d1)
+{
+    kiln_param_spec *p = &b->params[b->n_params++];
+    p->name = name;
+    p->shape.rank = rank;
+    p->shape.dims[0] = d0;
+    p->shape.dims[1] = d1;
+    p->init = KILN_INIT_ZEROS;
+}
+
+static kiln_status check_options(const mha_config *c, char *error, size_t size)
+{
+    if (c->heads < 1)
+        snprintf(error, size, "num_heads must be > 0, got %d", (int)c->heads);
+    else if (c->key_dim < 1)
+        snprintf(error, size, "key_dim must be > 0, got %d", (int)c->key_dim);
+    else if (c->value_dim < 0)
+        snprintf(error, size, "value_dim must be >= 0 (0: key_dim), got %d", (int)c->value_dim);
+    else if (c->output_shape < 0)
+        snprintf(error, size, "output_shape must be >= 0 (0: the query's last dimension), "
+                 "got %d", (int)c->output_shape);
+    else if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        snprintf(error, size, "dropout must be in [0, 1), got %g", (double)c->dropout);
+    else
+        return KILN_OK;
+    return KILN_ERROR_INVALID_ARGUMENT;
+}
+
+/* The largest per-sample buffer forward or backward indexes: every one
+ * must fit a kernel's int. */
+static int64_t largest_per_sample(const mha_config *c)
+{
+    const int64_t h = c->heads, t = c->tq > c->tv ? c->tq : c->tv;
+    const int64_t width = c->key_dim > c->vdim ? c->key_dim : c->vdim;
+    const int64_t probs = h * c->tq * c->tv, rows = t * h * width;
+    return probs > rows ? probs : rows;
+}
+
+static kiln_status mha_infer(void *config, kiln_layer_build *b)
+{
+    mha_config *c = config;
+    char s0[64], s1[64];
+    const kiln_status st = check_options(c, b->error, sizeof b->error);
+    if (st != KILN_OK)
+        return st;
+    for (int k = 0; k < 2; k++)
+        if (b->in[k].rank != 2) {
+            snprintf(b->error, sizeof b->error, "%s is %s: it must be (sequence, features), "
+                     "rank 3 with the batch", k == 0 ? "query" : "value",
+                     kiln_shape_str(&b->in[k], s0, sizeof s0));
+            return KILN_ERROR_SHAPE;
+        }
+    c->tq = b->in[0].dims[0];
+    c->d = b->in[0].dims[1];
+    c->tv = b->in[1].dims[0];
+    c->dv = b->in[1].dims[1];
+    c->vdim = c->value_dim ? c->value_dim : c->key_dim;
+    c->out = c->output_shape ? c->output_shape : c->d;
+    const int64_t most = largest_per_sample(c);
+    if (most > KILN_MAX_FLOATS / 2) {   /* one sample needs room beside another */
+        snprintf(b->error, sizeof b->error, "query %s and value %s with %d heads need %lld "
+                 "floats per sample for one attention buffer; kiln supports %d",
+                 kiln_shape_str(&b->in[0], s0, sizeof s0),
+                 kiln_shape_str(&b->in[1], s1, sizeof s1), (int)c->heads, (long long)most,
+                 KILN_MAX_FLOATS / 2);
+        return KILN_ERROR_SHAPE;
+    }
+    b->out.rank = 2;
+    b->out.dims[0] = c->tq;
+    b->out.dims[1] = c->out;
+    const int32_t in_dim[N_PROJ] = {c->d, c->dv, c->dv, c->heads};
+    const int32_t mid[N_PROJ] = {c->heads, c->heads, c->heads, c->vdim};
+    const int32_t last[N_PROJ] = {c->key_dim, c->key_dim, c->vdim, c->out};
+    for (int p = 0; p < N_PROJ; p++) {
+        add_kernel(b, kernel_names[p], in_dim[p], mid[p], last[p]);
+        if (c->use_bias) {
+            if (p == PROJ_OUTPUT)
+                add_bias(b, bias_names[p], 1, c->out, 0);
+            else
+                add_bias(b, bias_names[p], 2, c->heads, last[p]);
+        }
+    }
+    return KILN_OK;
+}
+
+typedef struct mha_replica {
+    /* Forward's: projections, probabilities (B, H, Tq, Tv), context. */
+    kiln_buffer *q, *k, *v, *probs, *context;
+    /* Backward's: their gradients, the scores' (over the probabilities'
+     * shape), and a transposed kernel. */
+    kiln_buffer *dq, *dk, *dv, *dscores, *dcontext, *kernel_t;
+    struct {
+        kiln_kernel *probs, *weigh, *weigh_t, *backward_scores;
+    } kernels;
+} mha_replica;
+
+static kiln_status mha_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    (void)config;
+    mha_replica *r = replica;
+    kiln_status st = kiln_kernel_get(dev, "attention", "kiln_attention_probs", &r->kernels.probs);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh", &r->kernels.weigh);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh_t", &r->kernels.weigh_t);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "attention", "kiln_attention_backward_scores",
+                             &r->kernels.backward_scores);
+    return st;
+}
+
+static void mha_release(void *replica)
+{
+    mha_replica *r = replica;
+    kiln_buffer *const all[] = {r->q, r->k, r->v, r->probs, r->context, r->dq, r->dk,
+                                r->dv, r->dscores, r->dcontext, r->kernel_t};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        kiln_buffer_destroy(all[i]);
+    r->q = r->k = r->v = r->probs = r->context = NULL;
+    r->dq = r->dk = r->dv = r->dscores = r->dcontext = r->kernel_t = NULL;
+}
+
+static size_t max_size(const size_t *x, int n)
+{
+    size_t m = 0;
+    for (int i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static kiln_status mha_prepare(const void *config, void *replica, kiln_device *dev,
+                               const kiln_shape *in_shape, int32_t max_batch)
+{
+    const mha_config *c = config;
+    mha_replica *r = replica;
+    (void)in_shape;
+    const size_t n = (size_t)max_batch, h = (size_t)c->heads, kd = (size_t)c->key_dim;
+    const size_t vd = (size_t)c->vdim;
+    const size_t q = n * (size_t)c->tq * h * kd, k = n * (size_t)c->tv * h * kd;
+    const size_t v = n * (size_t)c->tv * h * vd, ctx = n * (size_t)c->tq * h * vd;
+    const size_t probs = n * h * (size_t)c->tq * (size_t)c->tv;
+    const size_t kernels[N_PROJ] = {(size_t)c->d * h * kd, (size_t)c->dv * h * kd,
+                                    (size_t)c->dv * h * vd, h * vd * (size_t)c->out};
+    struct {
+        kiln_buffer **buf;
+        size_t floats;
+        const char *what;
+    } const want[] = {
+        {&r->q, q, "attention queries"}, {&r->k, k, "attention keys"},
+        {&r->v, v, "attention values"}, {&r->probs, probs, "attention probabilities"},
+        {&r->context, ctx, "attention context"}, {&r->dq, q, "attention query gradients"},
+        {&r->dk, k, "attention key gradients"}, {&r->dv, v, "attention value gradients"},
+        {&r->dscores, probs, "attention score gradients"},
+        {&r->dcontext, ctx, "attention context gradients"},
+        {&r->kernel_t, max_size(kernels, N_PROJ), "a transposed attention kernel"},
+    };
+    kiln_status st = KILN_OK;
+    for (size_t i = 0; i < sizeof want / sizeof want[0] && st == KILN_OK; i++)
+        st = kiln_buffer_create(dev, want[i].floats * sizeof(float), want[i].what, want[i].buf);
+    if (st != KILN_OK)
+        mha_release(r);
+    return st;
+}
+
+/* y = x W (+ b) over rows of the flat (tokens, features) views. */
+static kiln_status project(const mha_config *c, const kiln_step *s, int proj,
+                           const kiln_buffer *x, size_t rows, size_t in, size_t out,
+                           kiln_buffer *y)
+{
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, rows, out, in, 1.0f, x, 0, in,
+                               s->params, s->param_offset[kernel_index(c, proj)], out, 0.0f, y,
+                               0, out);
+    if (st == KILN_OK && c->use_bias)
+        st = kiln_bias_add(s->dev, y, rows, out, s->params, s->param_offset[bias_index(proj)],
+                           KILN_ACTIVATION_LINEAR);
+    return st;
+}
+
+/* The dropout arguments every attention.cl kernel after the mask takes:
+ * the draw dropout.c makes, with this layer's seed. */
+#define DROPOUT_ARGS(c, s, rate)                                                              \
+    kiln_arg_int((s)->first_sample), kiln_arg_uint((uint32_t)drop_seed(c, s)),                \
+        kiln_arg_uint((uint32_t)(drop_seed(c, s) >> 32)),                                     \
+        kiln_arg_uint((uint32_t)(s)->step_number), kiln_arg_float(rate)
+
+static uint64_t drop_seed(const mha_config *c, const kiln_step *s)
+{
+    return s->seed ^ (c->seed * 0x9e3779b97f4a7c15ULL);
+}
+
+/* The dropout rate this step applies. */
+static float drop_rate(const mha_config *c, const kiln_step *s)
+{
+    return s->training ? c->dropout : 0.0f;
+}
+
+static float score_scale(const mha_config *c)
+{
+    return (float)(1.0 / sqrt((double)c->key_dim));
+}
+
+/* out = w (B, H, Tq, Tv) times src per head (kiln_attention_weigh), or its
+ * transpose (weigh_t), X values per head. */
+static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_step *s,
+                         int transposed, const kiln_buffer *w, const kiln_buffer *src,
+                         kiln_buffer *out, int32_t X, float rate)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(w), kiln_arg_buffer(src), kiln_arg_buffer(out),
+                            kiln_arg_int(s->batch), kiln_arg_int(c->heads), kiln_arg_int(c->tq),
+                            kiln_arg_int(c->tv), kiln_arg_int(X), kiln_arg_int(c->causal),
+                            DROPOUT_ARGS(c, s, rate));
+    const size_t range[2] = {(size_t)c->heads * (size_t)X,
+                             (size_t)s->batch * (size_t)(transposed ? c->tv : c->tq)};
+    return kiln_kernel_run(s->dev, transposed ? r->kernels.weigh_t : r->kernels.weigh, 2, range,
+                           a);
+}
+
+static kiln_status mha_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const mha_config *c = config;
+    mha_replica *r = replica;
+    const size_t bq = (size_t)s->batch * (size_t)c->tq, bv = (size_t)s->batch * (size_t)c->tv;
+    const size_t hk = (size_t)c->heads * (size_t)c->key_dim;
+    const size_t hv = (size_t)c->heads * (size_t)c->vdim;
+    const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
+    kiln_status st = project(c, s, PROJ_QUERY, s->in[0], bq, (size_t)c->d, hk, r->q);
+    if (st == KILN_OK)
+        st = project(c, s, PROJ_KEY, s->in[1], bv, (size_t)c->dv, hk, r->k);
+    if (st == KILN_OK)
+        st = project(c, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->v);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
+                            kiln_arg_buffer(r->probs), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
+                            kiln_arg_int(c->key_dim), kiln_arg_float(score_scale(c)),
+                            kiln_arg_int(c->causal));
+    if (st == KILN_OK)
+        st = kiln_kernel_run1(s->dev, r->kernels.probs, rows, a);
+    if (st == KILN_OK)
+        st = weigh(c, r, s, 0, r->probs, r->v, r->context, c->vdim, drop_rate(c, s));
+    if (st == KILN_OK)
+        st = project(c, s, PROJ_OUTPUT, r->context, bq, hv, (size_t)c->out, s->out);
+    return st;
+}
+
+/* The gradients of projection `proj` (y = x W + b) from dy: dW and db
+ * (unless frozen), and dx = dy W^T written or added. */
+static kiln_status project_backward(const mha_config *c, mha_replica *r, const kiln_step *s,
+                                    int proj, const kiln_buffer *x, size_t rows, size_t in,
+                                    size_t out, const kiln_buffer *dy, kiln_buffer *dx,
+                                    int accumulate)
+{
+    const size_t w = s->param_offset[kernel_index(c, proj)];
+    kiln_status st = KILN_OK;
+    if (!s->frozen) {
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, out, rows, 1.0f, x, 0, in, dy, 0,
+                       out, 0.0f, s->grads, w, out);
+        if (st == KILN_OK && c->use_bias)
+            st = kiln_column_sum(s->dev, dy, rows, out, s->grads,
+                                 s->param_offset[bias_index(proj)], 0);
+    }
+    if (st != KILN_OK || !dx)
+        return st;
+    /* A plain GEMM on W^T, as dense.c does (kiln_transpose says why). */
+    st = kiln_transpose(s->dev, s->params, w, in, out, r->kernel_t);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, rows, in, out, 1.0f, dy, 0, out,
+                       r->kernel_t, 0, in, accumulate ? 1.0f : 0.0f, dx, 0, in);
+    return st;
+}
+
+static kiln_status mha_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const mha_config *c = config;
+    mha_replica *r = replica;
+    const size_t bq = (size_t)s->batch * (size_t)c->tq, bv = (size_t)s->batch * (size_t)c->tv;
+    const size_t hk = (size_t)c->heads * (size_t)c->key_dim;
+    const size_t hv = (size_t)c->heads * (size_t)c->vdim;
+    const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
+    const float rate = drop_rate(c, s);
+    kiln_status st = project_backward(c, r, s, PROJ_OUTPUT, r->context, bq, hv, (size_t)c->out,
+                                      s->d_out, r->dcontext, 0);
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dcontext),
+                            kiln_arg_buffer(r->v), kiln_arg_buffer(r->dscores),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->heads),
+                            kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->vdim),
+                            kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
+                            DROPOUT_ARGS(c, s, rate));
+    if (st == KILN_OK)
+        st = kiln_kernel_run1(s->dev, r->kernels.backward_scores, rows, a);
+    if (st == KILN_OK)   /* dv = (p with its dropout)^T dc */
+        st = weigh(c, r, s, 1, r->probs, r->dcontext, r->dv, c->vdim, rate);
+    if (st == KILN_OK)   /* dq = ds k */
+        st = weigh(c, r, s, 0, r->dscores, r->k, r->dq, c->key_dim, 0.0f);
+    if (st == KILN_OK)   /* dk = ds^T q */
+        st = weigh(c, r, s, 1, r->dscores, r->q, r->dk, c->key_dim, 0.0f);
+    /* Input 0 first, then input 1: when both are one node the runtime asks
+     * the second to add to what the first wrote. */
+    if (st == KILN_OK)
+        st = project_backward(c, r, s, PROJ_QUERY, s->in[0], bq, (size_t)c->d, hk, r->dq,
+                              s->d_in[0], s->d_in_accumulate[0]);
+    if (st == KILN_OK)
+        st = project_backward(c, r, s, PROJ_KEY, s->in[1], bv, (size_t)c->dv, hk, r->dk,
+                              s->d_in[1], s->d_in_accumulate[1]);
+    if (st == KILN_OK)
+        st = project_backward(c, r, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->dv,
+                              s->d_in[1], 1);
+    return st;
+}
+
+static uint64_t mha_flops(const void *config, const kiln_shape *in_shape)
+{
+    const mha_config *c = config;
+    (void)in_shape;
+    const uint64_t h = (uint64_t)c->heads, kd = (uint64_t)c->key_dim, vd = (uint64_t)c->vdim;
+    const uint64_t tq = (uint64_t)c->tq, tv = (uint64_t)c->tv;
+    const uint64_t projections = tq * (uint64_t)c->d * h * kd +
+                                 tv * (uint64_t)c->dv * h * (kd + vd) +
+                                 tq * h * vd * (uint64_t)c->out;
+    return 2u * (projections + h * tq * tv * (kd + vd));
+}
+
+/* args: the kiln_multi_head_attention_options the builder copied. */
+static void mha_configure(void *config, const void *args)
+{
+    const kiln_multi_head_attention_options *o = args;
+    *(mha_config *)config = (mha_config){
+        .heads = o->num_heads, .key_dim = o->key_dim, .value_dim = o->value_dim,
+        .output_shape = o->output_shape, .dropout = o->dropout, .seed = o->seed,
+        .causal = o->use_causal_mask != 0, .use_bias = !o->no_bias,
+    };
+}
+
+static void mha_describe(const void *config, void *args)
+{
+    const mha_config *c = config;
+    kiln_multi_head_attention_options *o = args;
+    o->num_heads = c->heads;
+    o->key_dim = c->key_dim;
+    o->value_dim = c->value_dim;
+    o->output_shape = c->output_shape;
+    o->dropout = c->dropout;
+    o->seed = c->seed;
+    o->use_causal_mask = c->causal;
+    o->no_bias = !c->use_bias;
+}
+
+const kiln_layer_ops kiln_layer_multi_head_attention = {
+    .kind = "multi_head_attention", .config_size = sizeof(mha_config),
+    .replica_size = sizeof(mha_replica), .min_inputs = 2, .max_inputs = 2,
+    .configure = mha_configure, .describe = mha_describe, .infer = mha_infer,
+    .kernels = mha_kernels, .prepare = mha_prepare, .forward = mha_forward,
+    .backward = mha_backward, .release = mha_release, .flops = mha_flops,
+};
