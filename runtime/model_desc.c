@@ -88,6 +88,27 @@ static const field concatenate_fields[] = {
     {.key = "axis", .type = FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
 };
 
+/* Keras's MultiHeadAttention config keys; value_dim and output_shape 0
+ * mean their defaults, as in the options. */
+static const field mha_fields[] = {
+    {.key = "num_heads", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, num_heads)},
+    {.key = "key_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, key_dim)},
+    {.key = "value_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, value_dim)},
+    {.key = "dropout", .type = FIELD_FLOAT,
+     .offset = offsetof(kiln_multi_head_attention_options, dropout)},
+    {.key = "seed", .type = FIELD_SEED,
+     .offset = offsetof(kiln_multi_head_attention_options, seed)},
+    {.key = "use_causal_mask", .type = FIELD_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, use_causal_mask)},
+    {.key = "use_bias", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, no_bias)},
+    {.key = "output_shape", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, output_shape)},
+};
+
 static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
 {
     (void)in;
@@ -183,6 +204,14 @@ static kiln_node build_concatenate(kiln_model *m, const kiln_layer_desc *d, cons
     return kiln_concatenate(m, in, d->n_inputs, d->options.concatenate.axis, d->name);
 }
 
+static kiln_node build_mha(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_multi_head_attention_options o = d->options.mha;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_multi_head_attention(m, in[0], in[1], &o);
+}
+
 static const kind_io kinds[] = {
     {.ops = &kiln_layer_input, FIELDS(input_fields), .build = build_input},
     {.ops = &kiln_layer_dense, FIELDS(dense_fields), .activation = 1, .build = build_dense},
@@ -200,6 +229,7 @@ static const kind_io kinds[] = {
     {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
     {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
     {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
+    {.ops = &kiln_layer_multi_head_attention, FIELDS(mha_fields), .build = build_mha},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 

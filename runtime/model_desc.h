@@ -44,6 +44,7 @@ typedef union kiln_layer_args {
     kiln_layer_norm_options layer_norm;
     kiln_reshape_args reshape;
     kiln_concatenate_args concatenate;
+    kiln_multi_head_attention_options mha;
 } kiln_layer_args;
 
 /* One layer as the description gives it. */

@@ -270,6 +270,48 @@ static void test_every_kind(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* MultiHeadAttention with every option away from its default (causal,
+ * value_dim, output_shape, no biases, dropout and its seed), then one with
+ * Keras's defaults attending from the first's output over the sequence:
+ * the description, weights and predictions come back, before and after
+ * training. */
+static void test_attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 4, 1}, seq[] = {6, 4};
+    kiln_input(m, 3, dims, NULL);
+    const kiln_node x = kiln_reshape(m, KILN_NODE_PREVIOUS, 2, seq, NULL);
+    const kiln_multi_head_attention_options every = {
+        .struct_size = sizeof every, .name = "causal", .num_heads = 3, .key_dim = 2,
+        .value_dim = 5, .dropout = 0.125f, .seed = 0xfeedfacecafebeefULL,
+        .use_causal_mask = 1, .no_bias = 1, .output_shape = 7};
+    const kiln_node a = kiln_multi_head_attention(m, x, x, &every);          /* (6, 7) */
+    const kiln_multi_head_attention_options plain = {.struct_size = sizeof plain,
+                                                     .num_heads = 2, .key_dim = 3};
+    kiln_multi_head_attention(m, a, x, &plain);                              /* (6, 7) */
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_model_destroy(round_trip(ctx, m, "attention_untrained.safetensors", 5, NULL));
+    kiln_dataset *ds = dataset(ctx, 24, dims, 3);
+    kiln_fit_options fo = fit_options(1, 8);
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_model *l = round_trip(ctx, m, "attention.safetensors", 7, NULL);
+    float bias[7] = {0};
+    if (l)
+        CHECK_OK(ctx, kiln_model_get_tensor(l, "multi_head_attention/attention_output/bias",
+                                            bias, 7));
+    CHECK(bias[0] != 0.0f);   /* trained, and found by Keras's name */
+    kiln_model_destroy(l);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+}
+
 static void test_resnet(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -663,6 +705,7 @@ int main(void)
     test_refusals(ctx);
     test_seed_cnn(ctx);
     test_every_kind(ctx);
+    test_attention(ctx);
     test_checkpoints(ctx);
     test_resnet(ctx);
     CHECK(live_objects(ctx) == 0);
