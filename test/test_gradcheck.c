@@ -146,6 +146,35 @@ static kiln_model *sequence(kiln_context *ctx)
     return m;
 }
 
+/* Attention: a causal cross-attention from a dense projection of the
+ * input over the input itself (other widths), with dropout on its
+ * probabilities (one step: the same mask every pass), then self-attention
+ * on its output (one node as query and value), through Add. The dense
+ * layer before them checks the input gradients of both. */
+static kiln_model *attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 3};
+    kiln_node x = kiln_input(m, 2, dims, NULL);
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 5,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_multi_head_attention_options cross = {
+        .struct_size = sizeof cross, .num_heads = 2, .key_dim = 3, .value_dim = 2,
+        .use_causal_mask = 1, .dropout = 0.2f};
+    const kiln_multi_head_attention_options self = {.struct_size = sizeof self,
+                                                    .num_heads = 3, .key_dim = 2};
+    kiln_node q = kiln_dense(m, x, &a);                                       /* (4, 5) */
+    kiln_node c = kiln_multi_head_attention(m, q, x, &cross);                 /* (4, 5) */
+    kiln_node both[] = {c, kiln_multi_head_attention(m, c, c, &self)};
+    kiln_add(m, both, 2, NULL);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -235,6 +264,7 @@ int main(void)
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape", sequence);
+    gradcheck(ctx, "cross- and self-attention", attention);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }
