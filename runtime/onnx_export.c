@@ -20,6 +20,7 @@
 #include "base/files.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -482,6 +483,7 @@ typedef union layer_args {
     kiln_pool2d_options pool;
     kiln_batch_norm_options batch_norm;
     kiln_layer_norm_options layer_norm;
+    kiln_multi_head_attention_options mha;
 } layer_args;
 
 static layer_args describe(const kiln_node_rec *node)
@@ -747,6 +749,121 @@ static void emit_concatenate(exporter *ex, kiln_node i)
     activate(ex, i, layout, out);
 }
 
+/* An int64 vector initializer named "<layer>/<what>" (shapes). */
+static const char *int64_tensor(exporter *ex, kiln_node i, const char *what, const int64_t *v,
+                                int64_t n)
+{
+    int64_t *data = arena_alloc(ex, (size_t)n * sizeof *data);
+    if (!data)
+        return NULL;
+    memcpy(data, v, (size_t)n * sizeof *data);
+    return add_tensor(ex, arena_printf(ex, "%s/%s", ex->m->nodes[i].name, what),
+                      KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT64, sizeof *data, 1, &n, data);
+}
+
+/* (batch, T, heads x dim) -> (batch, heads, T, dim), or (batch, heads,
+ * dim, T) for the keys, which the scores multiply transposed. */
+static const char *split_heads(exporter *ex, kiln_node i, const char *x, int64_t t,
+                               int64_t heads, int64_t dim, int keys, const char *what)
+{
+    const int64_t shape[4] = {0, t, heads, dim};
+    const int64_t perm[4] = {0, 2, keys ? 3 : 1, keys ? 1 : 3};
+    const char *name = ex->m->nodes[i].name;
+    const char *args[2] = {x, int64_tensor(ex, i, arena_printf(ex, "%s_shape", what), shape, 4)};
+    const char *split = unique_name(ex, arena_printf(ex, "%s/%s_heads", name, what));
+    add_node(ex, "Reshape", args, 2, split);
+    const char *out = unique_name(ex, arena_printf(ex, "%s/%s_by_head", name, what));
+    attr_ints(ex, add_node(ex, "Transpose", &split, 1, out), "perm", perm, 4);
+    return out;
+}
+
+/* x W + b with a Keras kernel as the matrix it is in memory: (in, heads,
+ * dim) as (in, heads x dim), the output's (heads, dim, out) as (heads x
+ * dim, out); the bias flat. `proj` is Keras's name; out NULL: a name of
+ * the layer's. */
+static const char *projection(exporter *ex, kiln_node i, const char *x, const char *proj,
+                              const char *out)
+{
+    const char *name = ex->m->nodes[i].name;
+    const kiln_param_spec *spec;
+    const float *w = param(ex, i, arena_printf(ex, "%s/kernel", proj), &spec);
+    if (!w)
+        return NULL;
+    const int64_t size = kiln_shape_size(&spec->shape);
+    const int64_t cols = strcmp(proj, "attention_output") == 0
+                             ? spec->shape.dims[spec->shape.rank - 1]
+                             : size / spec->shape.dims[0];
+    const int64_t dims[2] = {size / cols, cols};
+    const char *args[2] = {x, add_initializer(ex, arena_printf(ex, "%s/%s/kernel", name, proj),
+                                              2, dims, w)};
+    const float *b = param(ex, i, arena_printf(ex, "%s/bias", proj), NULL);
+    const char *product = b || !out ? unique_name(ex, arena_printf(ex, "%s/%s", name, proj))
+                                    : out;
+    add_node(ex, "MatMul", args, 2, product);
+    if (!b)
+        return product;
+    const char *sum[2] = {product, add_initializer(ex, arena_printf(ex, "%s/%s/bias", name, proj),
+                                                   1, &cols, b)};
+    const char *biased = out ? out : unique_name(ex, arena_printf(ex, "%s/%s_biased", name,
+                                                                  proj));
+    add_node(ex, "Add", sum, 2, biased);
+    return biased;
+}
+
+/* MatMul per head, in kiln's order of arithmetic: the scores times the
+ * scale, the causal mask added as a constant (a large negative where
+ * j > i, which the softmax turns into 0, as Keras's), Softmax over the
+ * values. Dropout is fit's only. */
+static void emit_multi_head_attention(exporter *ex, kiln_node i)
+{
+    const kiln_node_rec *node = &ex->m->nodes[i];
+    const kiln_multi_head_attention_options o = describe(node).mha;
+    const kiln_param_spec *q_spec, *v_spec;
+    if (!param(ex, i, "query/kernel", &q_spec) || !param(ex, i, "value/kernel", &v_spec))
+        return;
+    const int64_t heads = q_spec->shape.dims[1], kd = q_spec->shape.dims[2];
+    const int64_t vd = v_spec->shape.dims[2];
+    const int64_t tq = ex->m->nodes[input_of(ex, i, 0)].shape.dims[0];
+    const int64_t tv = ex->m->nodes[input_of(ex, i, 1)].shape.dims[0];
+    const char *xq = get_value(ex, input_of(ex, i, 0), CL);
+    const char *xv = get_value(ex, input_of(ex, i, 1), CL);
+    const char *q = split_heads(ex, i, projection(ex, i, xq, "query", NULL), tq, heads, kd, 0,
+                                "query");
+    const char *k = split_heads(ex, i, projection(ex, i, xv, "key", NULL), tv, heads, kd, 1,
+                                "key");
+    const char *v = split_heads(ex, i, projection(ex, i, xv, "value", NULL), tv, heads, vd, 0,
+                                "value");
+    float *scale = arena_alloc(ex, sizeof *scale);
+    if (!scale)
+        return;
+    *scale = (float)(1.0 / sqrt((double)kd));   /* the layer's */
+    const char *scores = step(ex, i, "Mul", step(ex, i, "MatMul", q, k, "dot"),
+                              add_initializer(ex, arena_printf(ex, "%s/scale", node->name), 0,
+                                              NULL, scale), "scores");
+    if (o.use_causal_mask) {
+        float *mask = arena_alloc(ex, (size_t)(tq * tv) * sizeof *mask);
+        if (!mask)
+            return;
+        for (int64_t r = 0; r < tq; r++)
+            for (int64_t c = 0; c < tv; c++)
+                mask[r * tv + c] = c <= r ? 0.0f : -1e30f;
+        const int64_t dims[2] = {tq, tv};
+        scores = step(ex, i, "Add", scores, add_initializer(ex, arena_printf(ex,
+                      "%s/causal_mask", node->name), 2, dims, mask), "masked_scores");
+    }
+    const char *probs = unique_name(ex, arena_printf(ex, "%s/probabilities", node->name));
+    attr_int(ex, add_node(ex, "Softmax", &scores, 1, probs), "axis", -1);
+    const char *by_head = step(ex, i, "MatMul", probs, v, "context_by_head");
+    const int64_t perm[4] = {0, 2, 1, 3}, merged[3] = {0, tq, heads * vd};
+    const char *context = unique_name(ex, arena_printf(ex, "%s/context_heads", node->name));
+    attr_ints(ex, add_node(ex, "Transpose", &by_head, 1, context), "perm", perm, 4);
+    const char *out = layer_output(ex, i, CL);
+    projection(ex, i, step(ex, i, "Reshape", context, int64_tensor(ex, i, "context_shape",
+                                                                   merged, 3), "context"),
+               "attention_output", out);
+    activate(ex, i, CL, out);
+}
+
 typedef struct kind_export {
     const kiln_layer_ops *ops;
     void (*emit)(exporter *ex, kiln_node i);
@@ -766,6 +883,7 @@ static const kind_export kinds[] = {
     {&kiln_layer_layer_norm, emit_layer_norm},
     {&kiln_layer_reshape, emit_reshape},
     {&kiln_layer_concatenate, emit_concatenate},
+    {&kiln_layer_multi_head_attention, emit_multi_head_attention},
 };
 
 static const kind_export *kind_of(const kiln_node_rec *node)

@@ -6,7 +6,8 @@
  * ResNet after a little training, a model with every layer kind of the
  * seed (batch norms with momentum 0.5, so that their moving statistics are
  * far from their start), one with the later kinds and every activation,
- * and one that ends in a convolution behind a dropout; and the errors.
+ * one with attention layers, and one that ends in a convolution behind a
+ * dropout; and the errors.
  * Skips (77) only where node, npm or onnxruntime-node is missing, after
  * every check that needs neither. */
 #include "fault_layer.h"
@@ -300,6 +301,35 @@ static void more_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* MultiHeadAttention: causal cross-attention from a Dense projection over
+ * a Reshape of the input (Tq 6, Tv 10, other widths, value_dim and
+ * output_shape of its own), then self-attention without biases on its
+ * output; trained a little. */
+static void attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 5}, rows[] = {10, 3};
+    kiln_dense_options proj = {.struct_size = sizeof proj, .units = 8,
+                               .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_multi_head_attention_options cross = {
+        .struct_size = sizeof cross, .num_heads = 2, .key_dim = 3, .value_dim = 4,
+        .output_shape = 7, .use_causal_mask = 1, .dropout = 0.1f};
+    const kiln_multi_head_attention_options self = {.struct_size = sizeof self,
+                                                    .num_heads = 3, .key_dim = 2, .no_bias = 1};
+    const kiln_node x = kiln_input(m, 2, dims, NULL);
+    const kiln_node q = kiln_dense(m, x, &proj);                             /* (6, 8) */
+    const kiln_node c = kiln_multi_head_attention(m, q, kiln_reshape(m, x, 2, rows, NULL),
+                                                  &cross);                    /* (6, 7) */
+    const kiln_node a = kiln_multi_head_attention(m, c, c, &self);           /* (6, 7) */
+    kiln_dense(m, kiln_flatten(m, a, NULL), &head);
+    compile_and_train(ctx, m, 2, dims, 3, 32, 2);
+    check_agreement(ctx, m, "attention", 2, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
  * the output's path; untrained. */
 static void conv_output(kiln_context *ctx)
@@ -465,6 +495,7 @@ int main(void)
 
     every_layer(ctx);
     more_layers(ctx);
+    attention(ctx);
     conv_output(ctx);
     kiln_context_destroy(ctx);
     char cmd[128];
