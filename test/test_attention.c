@@ -198,6 +198,12 @@ static void test_weights(kiln_context *ctx)
         }
     }
     free(flat);
+    /* The summary counts Keras's 227 parameters and names both inputs. */
+    char text[4096];
+    CHECK_OK(ctx, kiln_model_summary(m, text, sizeof text, NULL));
+    CHECK(strstr(text, "multi_head_attention (multi_head_attention)") &&
+          strstr(text, "(None, 5, 7)") && strstr(text, "227  input_layer, reshape\n") &&
+          strstr(text, "Total params: 227"));
     kiln_model_destroy(m);
 
     /* no_bias: the four kernels alone. */
