@@ -9,8 +9,10 @@
 #
 # Every layer's kernels run in test_layers, again on work-groups of at most
 # 4 (_small_groups) and with every convolution through im2col and every GEMM
-# through CLBlast (_clblast); gradcheck and train add the losses, the
-# optimizers and multi-layer backward passes; nonfinite the finite check.
+# through CLBlast (_clblast); test_attention runs attention's (dropout,
+# the causal mask, cross-attention); gradcheck and train add the losses,
+# the optimizers and multi-layer backward passes; nonfinite the finite
+# check.
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. --uninitialized is left out too: in
 # Oclgrind 21.10 it flags values built in vectors (its issue 126: here
