@@ -297,6 +297,17 @@ static void test_attention(kiln_context *ctx)
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const char *seeds = getenv("MODEL_JSON_SEEDS");   /* writes the fuzzer's seed */
+    if (seeds) {
+        char path[512], *text = describe(m);
+        snprintf(path, sizeof path, "%s/attention.json", seeds);
+        FILE *f = fopen(path, "w");
+        if (f && text)
+            fputs(text, f);
+        if (f)
+            fclose(f);
+        free(text);
+    }
     kiln_model_destroy(round_trip(ctx, m, "attention_untrained.safetensors", 5, NULL));
     kiln_dataset *ds = dataset(ctx, 24, dims, 3);
     kiln_fit_options fo = fit_options(1, 8);
