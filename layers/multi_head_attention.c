@@ -116,12 +116,12 @@ static kiln_status mha_infer(void *config, kiln_layer_build *b)
     c->vdim = c->value_dim ? c->value_dim : c->key_dim;
     c->out = c->output_shape ? c->output_shape : c->d;
     const int64_t most = largest_per_sample(c);
-    if (most > KILN_MAX_FLOATS / 2) {   /* one sample needs room beside another */
+    if (most > KILN_MAX_FLOATS) {
         snprintf(b->error, sizeof b->error, "query %s and value %s with %d heads need %lld "
-                 "floats per sample for one attention buffer; kiln supports %d",
+                 "floats per sample for one attention buffer; kiln supports at most %d",
                  kiln_shape_str(&b->in[0], s0, sizeof s0),
                  kiln_shape_str(&b->in[1], s1, sizeof s1), (int)c->heads, (long long)most,
-                 KILN_MAX_FLOATS / 2);
+                 KILN_MAX_FLOATS);
         return KILN_ERROR_SHAPE;
     }
     b->out.rank = 2;

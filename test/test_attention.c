@@ -242,9 +242,11 @@ static void test_bad_input(kiln_context *ctx)
          "layer 'mha' (multi_head_attention): dropout must be in [0, 1), got 1"},
         {{.num_heads = 2, .key_dim = 3, .dropout = -0.5f}, KILN_ERROR_INVALID_ARGUMENT,
          "layer 'mha' (multi_head_attention): dropout must be in [0, 1), got -0.5"},
-        /* heads x key_dim too large for a kernel of (6, heads, key_dim) */
+        /* heads x key_dim too large for kiln's buffers */
         {{.num_heads = 1 << 20, .key_dim = 1 << 10}, KILN_ERROR_SHAPE,
-         "layer 'mha' (multi_head_attention): "},
+         "layer 'mha' (multi_head_attention): query (5, 6) and value (5, 6) with 1048576 heads "
+         "need 5368709120 floats per sample for one attention buffer; kiln supports at most "
+         "2147483647"},
     };
     const int32_t dims[] = {5, 6}, flat[] = {30};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
