@@ -10,6 +10,12 @@
 #include <math.h>
 #include <stdio.h>
 
+/* Rows of the probabilities at most this long go a work-item per row; longer
+ * ones a work-group per row, of ROW_LANES lanes (ATT_LANES in
+ * attention.cl; the device's work-group may be narrower). */
+#define NARROW_ROW 32
+#define ROW_LANES 64
+
 typedef struct mha_config {
     /* As given (describe returns them). */
     int32_t heads, key_dim, value_dim, output_shape;
@@ -153,17 +159,25 @@ typedef struct mha_replica {
     } kernels;
 } mha_replica;
 
+static int narrow(const mha_config *c)
+{
+    return c->tv <= NARROW_ROW;
+}
+
 static kiln_status mha_kernels(const void *config, void *replica, kiln_device *dev)
 {
-    (void)config;
+    const mha_config *c = config;
     mha_replica *r = replica;
-    kiln_status st = kiln_kernel_get(dev, "attention", "kiln_attention_probs", &r->kernels.probs);
+    kiln_status st = kiln_kernel_get(dev, "attention", narrow(c) ? "kiln_attention_probs"
+                                                                 : "kiln_attention_probs_wide",
+                                     &r->kernels.probs);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh", &r->kernels.weigh);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh_t", &r->kernels.weigh_t);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "attention", "kiln_attention_backward_scores",
+        st = kiln_kernel_get(dev, "attention", narrow(c) ? "kiln_attention_backward_scores"
+                                               : "kiln_attention_backward_scores_wide",
                              &r->kernels.backward_scores);
     return st;
 }
@@ -293,7 +307,7 @@ static kiln_status mha_forward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int(c->key_dim), kiln_arg_float(score_scale(c)),
                             kiln_arg_int(c->causal));
     if (st == KILN_OK)
-        st = kiln_kernel_run1(s->dev, r->kernels.probs, rows, a);
+        st = kiln_kernel_run1(s->dev, r->kernels.probs, narrow(c) ? rows : rows * ROW_LANES, a);
     if (st == KILN_OK)
         st = weigh(c, r, s, 0, r->probs, r->v, r->context, c->vdim, drop_rate(c, s));
     if (st == KILN_OK)
@@ -345,7 +359,8 @@ static kiln_status mha_backward(const void *config, void *replica, const kiln_st
                             kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
                             DROPOUT_ARGS(c, s, rate));
     if (st == KILN_OK)
-        st = kiln_kernel_run1(s->dev, r->kernels.backward_scores, rows, a);
+        st = kiln_kernel_run1(s->dev, r->kernels.backward_scores,
+                              narrow(c) ? rows : rows * ROW_LANES, a);
     if (st == KILN_OK)   /* dv = (p with its dropout)^T dc */
         st = weigh(c, r, s, 1, r->probs, r->dcontext, r->dv, c->vdim, rate);
     if (st == KILN_OK)   /* dq = ds k */

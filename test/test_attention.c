@@ -326,6 +326,11 @@ int main(void)
                            .no_bias = 1, .causal = 1};
     mha_case dropout = causal;
     dropout.dropout = 0.3f;
+    /* Rows of probabilities longer than 32: a work-group each. */
+    const mha_case wide = {.tq = 45, .d = 3, .heads = 2, .key_dim = 2, .causal = 1,
+                           .dropout = 0.2f};
+    const mha_case wide_cross = {.tq = 9, .d = 20, .tv = 36, .dv = 5, .heads = 3, .key_dim = 4,
+                                 .value_dim = 2};
     test_case(ctx, "self-attention", 3, &self);
     test_case(ctx, "causal self-attention", 2, &causal);
     test_case(ctx, "cross-attention Tq < Tv", 3, &cross);
@@ -333,6 +338,8 @@ int main(void)
     test_case(ctx, "causal cross-attention Tq > Tv", 3, &shorter);
     test_case(ctx, "no biases, 4 heads of 1", 2, &bare);
     test_case(ctx, "dropout 0.3 in fit", 3, &dropout);
+    test_case(ctx, "causal self-attention over 45 positions, dropout", 2, &wide);
+    test_case(ctx, "cross-attention over 36 positions", 3, &wide_cross);
     check_training = 0;   /* evaluate: no dropout */
     test_case(ctx, "dropout 0.3 in evaluate", 3, &dropout);
     check_training = 1;

@@ -12,10 +12,16 @@
  * sample's (H, Tq, Tv) probabilities, recomputed wherever it is needed,
  * as dropout.cl does: no mask is stored.
  *
- * A work-item per output value, no local memory: simple and clean first.
- * The score pass is fused: the scaled dot products, the mask and the
- * softmax run in one kernel that writes p once (an online softmax: a first
- * sweep finds each row's maximum and sum, the second writes). */
+ * A work-item per output value. The score pass is fused: the scaled dot
+ * products, the mask and the softmax run in one kernel that writes p once
+ * (an online softmax: a first sweep finds each row's maximum and sum, the
+ * second writes). Rows of more than a few values (the _wide kernels) take
+ * a work-group each instead, split over ATT_LANES lanes whatever the
+ * group's size and merged in local memory in a fixed tree, as
+ * layer_norm.cl does: a row's result does not depend on the device's
+ * work-group size. */
+
+#define ATT_LANES 64
 
 inline int att_visible(int i, int Tv, int causal)
 {
@@ -145,4 +151,104 @@ __kernel void kiln_attention_backward_scores(__global const float *p, __global c
         dr[j] = scale * pr[j] * (dr[j] - weighted);
     for (int j = n; j < Tv; j++)
         dr[j] = 0.0f;
+}
+
+/* Lane b's running (maximum, sum of exp(s - maximum)) merged into lane a's. */
+inline void att_merge(__local float *most, __local float *total, int a, int b)
+{
+    const float ma = most[a], mb = most[b];
+    if (mb == -INFINITY)
+        return;
+    const float m = fmax(ma, mb);
+    total[a] = total[a] * exp(ma - m) + total[b] * exp(mb - m);
+    most[a] = m;
+}
+
+/* kiln_attention_probs with a work-group per row, over a range of
+ * ATT_LANES work-items per row (a group wider than that takes several
+ * rows in turn). */
+__kernel void kiln_attention_probs_wide(__global const float *q, __global const float *k,
+                                        __global float *p, int rows, int H, int Tq, int Tv,
+                                        int K, float scale, int causal)
+{
+    __local float most[ATT_LANES], total[ATT_LANES];
+    const int lid = get_local_id(0), group = get_local_size(0);
+    /* The whole group takes each of its rows: its barriers are uniform. */
+    for (int row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+        const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
+        const size_t step = (size_t)H * K;
+        __global const float *qi = q + ((size_t)b * Tq + i) * step + (size_t)h * K;
+        __global const float *k0 = k + (size_t)b * Tv * step + (size_t)h * K;
+        const int n = att_visible(i, Tv, causal);
+        for (int lane = lid; lane < ATT_LANES; lane += group) {
+            float m = -INFINITY, sum = 0.0f;
+            for (int j = lane; j < n; j += ATT_LANES) {
+                const float s = scale * att_dot(qi, k0 + j * step, K);
+                if (s > m) {
+                    sum = sum * exp(m - s) + 1.0f;
+                    m = s;
+                } else {
+                    sum += exp(s - m);
+                }
+            }
+            most[lane] = m;
+            total[lane] = sum;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int span = ATT_LANES / 2; span > 0; span /= 2) {
+            for (int lane = lid; lane < span; lane += group)
+                att_merge(most, total, lane, lane + span);
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const float m = most[0], inv = 1.0f / total[0];
+        __global float *pr = p + (size_t)row * Tv;
+        for (int j = lid; j < Tv; j += group)
+            pr[j] = j < n ? exp(scale * att_dot(qi, k0 + j * step, K) - m) * inv : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* most and total are the next row's */
+    }
+}
+
+/* kiln_attention_backward_scores with a work-group per row, as
+ * kiln_attention_probs_wide: each lane keeps to its own values of the
+ * row, so only the lanes' sums cross work-items. */
+__kernel void kiln_attention_backward_scores_wide(__global const float *p,
+                                                  __global const float *dc,
+                                                  __global const float *v, __global float *ds,
+                                                  int rows, int H, int Tq, int Tv, int V,
+                                                  float scale, int causal, int first_sample,
+                                                  uint seed_lo, uint seed_hi, uint step,
+                                                  float rate)
+{
+    __local float part[ATT_LANES];
+    const int lid = get_local_id(0), group = get_local_size(0);
+    for (int row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+        const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
+        const size_t vstep = (size_t)H * V;
+        __global const float *dci = dc + ((size_t)b * Tq + i) * vstep + (size_t)h * V;
+        __global const float *v0 = v + (size_t)b * Tv * vstep + (size_t)h * V;
+        __global const float *pr = p + (size_t)row * Tv;
+        __global float *dr = ds + (size_t)row * Tv;
+        const int n = att_visible(i, Tv, causal);
+        for (int lane = lid; lane < ATT_LANES; lane += group) {
+            float weighted = 0.0f;
+            for (int j = lane; j < n; j += ATT_LANES) {
+                const float dp = att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i,
+                                          j, Tq, Tv) * att_dot(dci, v0 + j * vstep, V);
+                dr[j] = dp;
+                weighted += pr[j] * dp;
+            }
+            part[lane] = weighted;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int span = ATT_LANES / 2; span > 0; span /= 2) {
+            for (int lane = lid; lane < span; lane += group)
+                part[lane] += part[lane + span];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const float weighted = part[0];
+        for (int lane = lid; lane < ATT_LANES; lane += group)
+            for (int j = lane; j < Tv; j += ATT_LANES)
+                dr[j] = j < n ? scale * pr[j] * (dr[j] - weighted) : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* part is the next row's */
+    }
 }
