@@ -25,7 +25,8 @@ cd "$(dirname "$0")/.."
 sh tools/install_deps.sh
 [ -f build/build.ninja ] || meson setup build > /dev/null
 ninja -C build > /dev/null
-tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention test_gradcheck
+tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention
+    test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite"}
 dir=build/oclgrind
 mkdir -p "$dir"
