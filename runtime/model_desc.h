@@ -44,6 +44,8 @@ typedef union kiln_layer_args {
     kiln_layer_norm_options layer_norm;
     kiln_reshape_args reshape;
     kiln_concatenate_args concatenate;
+    kiln_embedding_options embedding;
+    kiln_position_embedding_options position_embedding;
 } kiln_layer_args;
 
 /* One layer as the description gives it. */
