@@ -25,7 +25,8 @@ async function main() {
     if (session.inputNames.length !== 1 || session.outputNames.length !== 1)
         throw new Error(`expected one input and one output, got ${session.inputNames} ` +
                         `and ${session.outputNames}`);
-    const feeds = {[session.inputNames[0]]: new ort.Tensor(ints ? 'int32' : 'float32', data, shape)};
+    const type = ints ? 'int32' : 'float32';
+    const feeds = {[session.inputNames[0]]: new ort.Tensor(type, data, shape)};
     const results = await session.run(feeds);
     const name = session.outputNames[0];
     const out = results[name];
