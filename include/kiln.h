@@ -1494,7 +1494,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
- * output; KILN_ERROR_DATA for a label out of range;
+ * output; KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
+ * kiln_input_ints() or ids into a float Input; KILN_ERROR_DATA for a label
+ * out of range, or an id outside its Embedding's input_dim (naming the
+ * sample and the position);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if a callback returned KILN_CALLBACK_ABORT (or any

@@ -141,7 +141,7 @@ typedef struct kiln_layer_ops {
     /* Non-NULL for a layer that reads int32 ids (its one input must hold
      * them; no other layer may take ids): ids must be in [0, id_limit).
      * The runtime checks every id on the host before it reaches the
-     * device, naming the sample and position (runtime/ids.c). */
+     * device, naming the sample and position (kiln_check_ids). */
     int32_t (*id_limit)(const void *config);
 } kiln_layer_ops;
 

@@ -36,12 +36,14 @@ static kiln_status find_input_and_path(kiln_model *m)
                               m->nodes[m->input].name, m->nodes[i].name);
         m->input = i;
     }
-    /* Ids are checked on the host against the smallest table they index. */
+    /* Ids are checked on the host against the smallest table they index
+     * (of the layers that run: the others never see them). */
     m->input_ints = m->input >= 0 && m->nodes[m->input].ints;
     m->id_limit = INT32_MAX;
     for (int32_t i = 0; i < m->n_nodes; i++) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (node->ops->id_limit && node->ops->id_limit(node->config) < m->id_limit) {
+        if (node->on_path && node->ops->id_limit &&
+            node->ops->id_limit(node->config) < m->id_limit) {
             m->id_limit = node->ops->id_limit(node->config);
             m->id_layer = node->name;
         }
