@@ -12,6 +12,10 @@ typedef struct position_config {
     int32_t length, width;   /* inferred: the input's (T, width) */
 } position_config;
 
+typedef struct position_replica {
+    kiln_kernel *forward, *grad;
+} position_replica;
+
 static kiln_status position_infer(void *config, kiln_layer_build *b)
 {
     position_config *c = config;
@@ -47,17 +51,28 @@ static kiln_status position_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+static kiln_status position_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    (void)config;
+    position_replica *r = replica;
+    kiln_status st = kiln_kernel_get(dev, "position_embedding", "kiln_position_embedding_forward",
+                                     &r->forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "position_embedding", "kiln_position_embedding_grad",
+                             &r->grad);
+    return st;
+}
+
 static kiln_status position_forward(const void *config, void *replica, const kiln_step *s)
 {
     const position_config *c = config;
-    (void)replica;
+    const position_replica *r = replica;
     const size_t row = (size_t)c->length * (size_t)c->width;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)row),
                             kiln_arg_int(s->batch), kiln_arg_buffer(s->params),
                             kiln_arg_int((int64_t)s->param_offset[0]), kiln_arg_buffer(s->out));
     const size_t range[2] = {row, (size_t)s->batch};
-    kiln_status st = kiln_run(s->dev, "position_embedding", "kiln_position_embedding_forward", 2,
-                              range, a);
+    kiln_status st = kiln_kernel_run(s->dev, r->forward, 2, range, a);
     if (st == KILN_OK)
         st = kiln_step_activate(s, s->out);
     return st;
@@ -66,7 +81,7 @@ static kiln_status position_forward(const void *config, void *replica, const kil
 static kiln_status position_backward(const void *config, void *replica, const kiln_step *s)
 {
     const position_config *c = config;
-    (void)replica;
+    const position_replica *r = replica;
     const size_t row = (size_t)c->length * (size_t)c->width;
     const size_t table = (size_t)c->max_length * (size_t)c->width;
     kiln_status st = KILN_OK;
@@ -75,7 +90,7 @@ static kiln_status position_backward(const void *config, void *replica, const ki
                                 kiln_arg_int((int64_t)table), kiln_arg_int(s->batch),
                                 kiln_arg_buffer(s->grads),
                                 kiln_arg_int((int64_t)s->param_offset[0]));
-        st = kiln_run1(s->dev, "position_embedding", "kiln_position_embedding_grad", table, a);
+        st = kiln_kernel_run1(s->dev, r->grad, table, a);
     }
     if (st == KILN_OK && s->d_in[0])
         st = kiln_copy_or_add(s->dev, s->d_out, s->d_in[0], (size_t)s->batch * row,
@@ -104,7 +119,8 @@ static void position_describe(const void *config, void *args)
 
 const kiln_layer_ops kiln_layer_position_embedding = {
     .kind = "position_embedding", .config_size = sizeof(position_config),
-    .min_inputs = 1, .max_inputs = 1, .configure = position_configure,
-    .describe = position_describe, .infer = position_infer, .forward = position_forward,
+    .replica_size = sizeof(position_replica), .min_inputs = 1, .max_inputs = 1,
+    .configure = position_configure, .describe = position_describe, .infer = position_infer,
+    .kernels = position_kernels, .forward = position_forward,
     .backward = position_backward, .flops = position_flops,
 };
