@@ -6,6 +6,9 @@
  * why, on one). */
 #include "harness.h"
 #include "runtime/model.h"
+#include "runtime/npy.h"
+
+#include <sys/wait.h>
 
 #include <unistd.h>
 
@@ -474,7 +477,79 @@ static void test_sources(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
-int main(void)
+/* Runs `command`, its stderr to `err`; the exit status, -1 if it did not exit. */
+static int run_command(const char *command, const char *err)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "%s 2> '%s' > /dev/null", command, err);
+    const int rc = system(line);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static int file_holds(const char *path, const char *needle)
+{
+    char text[2048] = "";
+    FILE *f = fopen(path, "r");
+    const size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    return strstr(text, needle) != NULL;
+}
+
+/* The kiln tool on a saved model of ids: predict reads an integer .npy as
+ * ids (the outputs kiln_model_predict gives), evaluate too; a float file
+ * and --scale are refused with the input's name. */
+static void test_cli(kiln_context *ctx, const char *kiln)
+{
+    char dir[] = "/tmp/kiln-embedding-cli-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char model[96], ids_path[96], floats_path[96], labels_path[96], out_path[96], err[96];
+    char cmd[768];
+    snprintf(model, sizeof model, "%s/ids.safetensors", dir);
+    snprintf(ids_path, sizeof ids_path, "%s/ids.npy", dir);
+    snprintf(floats_path, sizeof floats_path, "%s/floats.npy", dir);
+    snprintf(labels_path, sizeof labels_path, "%s/labels.npy", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.npy", dir);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    const run r = {.strategy = KILN_STRATEGY_ONE_DEVICE, .position = 1};
+    kiln_model *m = build(ctx, &r);
+    int32_t ids[5 * LENGTH], labels[5] = {0, 1, 2, 0, 1};
+    float floats[5 * LENGTH] = {0}, want[5 * 3];
+    for (int i = 0; i < 5 * LENGTH; i++)
+        ids[i] = (i * 4) % VOCAB;
+    write_npy(ids_path, "<i4", 5, LENGTH, ids, 4);
+    write_npy(floats_path, "<f4", 5, LENGTH, floats, 4);
+    write_npy(labels_path, "<i4", 5, 0, labels, 4);
+    CHECK_OK(ctx, kiln_model_save(m, model));
+    CHECK_OK(ctx, kiln_model_predict(m, (const float *)ids, 5, want, 0));
+    snprintf(cmd, sizeof cmd, "'%s' predict '%s' '%s' '%s'", kiln, model, ids_path, out_path);
+    CHECK(run_command(cmd, err) == 0);
+    kiln_npy got;
+    memset(&got, 0, sizeof got);
+    CHECK_OK(ctx, kiln_npy_map(ctx, out_path, &got));
+    CHECK(got.data && got.rows == 5 && got.row_size == 3 &&
+          memcmp(got.data, want, sizeof want) == 0);
+    kiln_npy_unmap(&got);
+    snprintf(cmd, sizeof cmd, "'%s' evaluate '%s' '%s' '%s'", kiln, model, ids_path,
+             labels_path);
+    CHECK(run_command(cmd, err) == 0);
+    snprintf(cmd, sizeof cmd, "'%s' predict '%s' '%s' '%s'", kiln, model, floats_path, out_path);
+    CHECK(run_command(cmd, err) == 1);
+    CHECK(file_holds(err, "the model's input 'tokens' takes int32 ids"));
+    snprintf(cmd, sizeof cmd, "'%s' evaluate '%s' '%s' '%s' --scale 2", kiln, model, ids_path,
+             labels_path);
+    CHECK(run_command(cmd, err) == 1);
+    CHECK(file_holds(err, "ids is set, so scale (2)"));
+    printf("kiln predict and evaluate on a model of ids: checked\n");
+    kiln_model_destroy(m);
+    const char *files[] = {model, ids_path, floats_path, labels_path, out_path, err};
+    for (int k = 0; k < 6; k++)
+        remove(files[k]);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
 {
     kiln_context_options o = {.struct_size = sizeof o, .seed = 5};
     kiln_context *ctx = NULL;
@@ -487,6 +562,8 @@ int main(void)
     test_bad_data(ctx);
     test_sources(ctx);
     test_strategies(ctx, devices);
+    if (argc > 1)   /* meson passes the kiln tool */
+        test_cli(ctx, argv[1]);
     kiln_context_destroy(ctx);
     return test_finish("test_embedding");
 }
