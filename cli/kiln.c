@@ -210,7 +210,22 @@ static int predict(kiln_context *ctx, const args *a)
                         (long long)count);
         goto fail;
     }
-    kiln_npy_read_floats(&x, 0, count, a->scale, 0.0f, in);
+    if (m->input_ints && (x.dtype == KILN_DTYPE_FLOAT32 || x.dtype == KILN_DTYPE_FLOAT16 ||
+                          a->scale != 1.0f)) {
+        st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "the model's input '%s' takes int32 "
+                        "ids: %s must hold integers, without --scale",
+                        m->nodes[m->input].name, a->paths[1]);
+        goto fail;
+    }
+    if (m->input_ints) {   /* ids ride in the floats' place (kiln_input_ints) */
+        kiln_npy flat = x;
+        flat.rows = count * x.row_size;
+        flat.row_size = 1;
+        for (int64_t i = 0; i < flat.rows; i++)
+            kiln_npy_read_label(&flat, i, (int32_t *)(void *)(in + i));
+    } else {
+        kiln_npy_read_floats(&x, 0, count, a->scale, 0.0f, in);
+    }
     if (count > 0)
         st = kiln_model_predict(m, in, count, out, a->batch);
     if (st != KILN_OK)
@@ -240,6 +255,9 @@ static int evaluate(kiln_context *ctx, const args *a)
     kiln_npy_options o = {.struct_size = sizeof o, .scale = a->scale};
     kiln_metrics r = {.struct_size = sizeof r};
     kiln_status st = load(ctx, a->paths[0], &m);
+    o.ids = st == KILN_OK && m->input_ints;   /* a model of ids reads its features as ids */
+    if (o.ids && a->scale == 1.0f)
+        o.scale = 0.0f;   /* ids are read as stored; another --scale is refused */
     if (st == KILN_OK)
         st = kiln_dataset_from_npy(ctx, a->paths[1], a->paths[2], &o, &ds);
     if (st == KILN_OK)

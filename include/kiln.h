@@ -315,6 +315,21 @@ KILN_API void kiln_model_destroy(kiln_model *model);
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
+/** An Input whose features are int32 ids (tokens, user or item ids), not
+ *  floats, as Keras's Input(shape, dtype="int32"): only kiln_embedding()
+ *  reads it (any other layer fed by it is KILN_ERROR_SHAPE at compile,
+ *  naming both layers). Datasets for it carry int32 features
+ *  (kiln_arrays_desc.int_features, kiln_npy_options.ids,
+ *  kiln_callback_desc.int_features); fit and evaluate refuse a float
+ *  dataset for it, and a dataset of ids for a float Input, with
+ *  KILN_ERROR_INVALID_ARGUMENT. Every id is checked before it reaches a
+ *  device: one outside [0, input_dim) of an Embedding it feeds is
+ *  KILN_ERROR_DATA naming the sample and the position. kiln_model_predict
+ *  and the *_on_batch calls take such a model's features as int32 ids
+ *  behind their `const float *` (pass `(const float *)ids`). */
+KILN_API kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
+                                   const char *name);
+
 /** Options of kiln_dense(). */
 typedef struct kiln_dense_options {
     size_t struct_size;          /**< sizeof(kiln_dense_options) */
@@ -494,6 +509,42 @@ typedef struct kiln_multi_head_attention_options {
 KILN_API kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query,
                                              kiln_node value,
                                              const kiln_multi_head_attention_options *options);
+
+/** Options of kiln_embedding(). */
+typedef struct kiln_embedding_options {
+    size_t struct_size;          /**< sizeof(kiln_embedding_options) */
+    const char *name;            /**< layer name, or NULL for "embedding", ... */
+    int32_t input_dim;           /**< required, > 0: ids are in [0, input_dim) */
+    int32_t output_dim;          /**< required, > 0: the width of a row */
+} kiln_embedding_options;
+
+/** Embedding (Keras Embedding): looks up each int32 id of an Input
+ *  declared with kiln_input_ints() (shape (...), rank 1 to 3) in a table
+ *  "embeddings" of shape (input_dim, output_dim), initialised uniform in
+ *  [-0.05, 0.05] (Keras's RandomUniform), giving (..., output_dim). Its
+ *  gradient adds up every use of an id in the batch, in a fixed order (the
+ *  same on every device and run). An id outside [0, input_dim) stops fit,
+ *  evaluate or predict with KILN_ERROR_DATA naming the sample and the
+ *  position, before any device work. Fed by anything but an int Input it
+ *  is KILN_ERROR_SHAPE at compile. Keras's mask_zero is not supported. */
+KILN_API kiln_node kiln_embedding(kiln_model *model, kiln_node input,
+                                  const kiln_embedding_options *options);
+
+/** Options of kiln_position_embedding(). */
+typedef struct kiln_position_embedding_options {
+    size_t struct_size;          /**< sizeof(kiln_position_embedding_options) */
+    const char *name;            /**< layer name, or NULL for "position_embedding", ... */
+    int32_t max_length;          /**< required, > 0: the longest sequence */
+} kiln_position_embedding_options;
+
+/** Learned positions (keras_hub PositionEmbedding, with the Add fused): a
+ *  table "embeddings" of shape (max_length, width), Glorot uniform, whose
+ *  first T rows are added to a (T, width) input, y[t] = x[t] + table[t].
+ *  Typically after an Embedding of (T) ids. An input that is not
+ *  (T, width), or with T > max_length, is KILN_ERROR_SHAPE naming the
+ *  layer; rows past T get no gradient. */
+KILN_API kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
+                                           const kiln_position_embedding_options *options);
 
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
@@ -903,10 +954,16 @@ typedef struct kiln_arrays_desc {
     /** Sparse labels must be in [0, num_classes); 0: not checked here (the
      *  model's output size is checked against every label at fit). */
     int32_t num_classes;
+    /** Instead of `features` (exactly one of the two is set): count *
+     *  prod(feature_dims) int32 ids, for a model whose Input was declared
+     *  with kiln_input_ints(). Ids are checked against the Embedding they
+     *  feed when fit or evaluate reads them. */
+    const int32_t *int_features;
 } kiln_arrays_desc;
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
- *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes,
+ *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
+ *  both or neither of features and int_features,
  *  KILN_ERROR_DATA for a label out of range or a feature or dense label
  *  that is NaN or infinite (naming the first such sample and element). */
 KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
@@ -965,12 +1022,26 @@ typedef enum kiln_dtype {
 KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
                                                int32_t *dims, kiln_dtype *dtype);
 
+/** What the model receives of the dataset's features (unlike
+ *  kiln_dataset_sample_shape's dtype, how a source stores them):
+ *  KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (kiln_arrays_desc.
+ *  int_features, kiln_npy_options.ids, kiln_callback_desc.int_features),
+ *  which only an Input declared with kiln_input_ints() takes. */
+KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln_dtype *type);
+
 /** Reads sample `index` as the model would get it in evaluation (scaled and
  *  mapped, never augmented): `features` has room for the sample's element
  *  count, `label` for one int32 (sparse) or label_size floats (dense); either
- *  may be NULL. */
+ *  may be NULL. A dataset of ids (kiln_dataset_feature_type says
+ *  KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
+ *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). */
 KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
                                        float *features, void *label);
+
+/** kiln_dataset_read for a dataset of ids: `ids` gets the sample's element
+ *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset. */
+KILN_API kiln_status kiln_dataset_read_ints(const kiln_dataset *dataset, int64_t index,
+                                            int32_t *ids, void *label);
 
 /** Image folders and any source given class names: their number (0 when
  *  the dataset has none) and each name (valid while the dataset lives). */
@@ -987,6 +1058,13 @@ typedef struct kiln_npy_options {
     float scale;
     float offset;                /**< finite; default 0 */
     int64_t limit;               /**< reads at most this many samples (0: all) */
+    /** Nonzero: the features are int32 ids for an Input of kiln_input_ints()
+     *  (kiln_dataset_feature_type says KILN_DTYPE_INT32), read from an
+     *  integer file (uint8, int8, uint16, int16 or int32) as they are
+     *  stored; a float file is KILN_ERROR_INVALID_ARGUMENT, as are a scale
+     *  or offset. int64 files are not read (KILN_ERROR_UNSUPPORTED, as any
+     *  dtype kiln does not know): save ids as int32. */
+    int32_t ids;
 } kiln_npy_options;
 
 /**
@@ -1078,6 +1156,10 @@ typedef struct kiln_callback_desc {
     /** Sparse labels must be in [0, num_classes) (KILN_ERROR_DATA naming the
      *  index otherwise); 0: checked against the model's output only. */
     int32_t num_classes;
+    /** Nonzero: the features are int32 ids for an Input of
+     *  kiln_input_ints(): `fill` writes the sample's element count of
+     *  int32 ids where `features` points (cast it: `(int32_t *)features`). */
+    int32_t int_features;
 } kiln_callback_desc;
 
 /** A dataset whose samples the application fills on demand (Keras's
@@ -1123,7 +1205,8 @@ typedef struct kiln_augment_options {
 
 /** Sets the application's map (NULL: none) and the training augmentations
  *  (NULL: none) of a dataset; they apply to every later use of it. Map runs
- *  first, then augmentation. */
+ *  first, then augmentation. A dataset of ids takes neither (they work on
+ *  float features): KILN_ERROR_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn map,
                                             void *map_user,
                                             const kiln_augment_options *augment);
@@ -1452,7 +1535,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
- * output; KILN_ERROR_DATA for a label out of range;
+ * output; KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
+ * kiln_input_ints() or ids into a float Input; KILN_ERROR_DATA for a label
+ * out of range, or an id outside its Embedding's input_dim (naming the
+ * sample and the position);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if a callback returned KILN_CALLBACK_ABORT (or any

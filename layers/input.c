@@ -6,6 +6,7 @@
 typedef struct input_config {
     kiln_shape shape;
     int no_dims;           /* the caller's dims was NULL */
+    int32_t ints;          /* int32 ids (kiln_input_ints) */
 } input_config;
 
 static kiln_status input_infer(void *config, kiln_layer_build *b)
@@ -28,6 +29,7 @@ static kiln_status input_infer(void *config, kiln_layer_build *b)
         }
     }
     b->out = c->shape;
+    b->out_ints = c->ints != 0;
     return KILN_OK;
 }
 
@@ -37,6 +39,7 @@ static void input_configure(void *config, const void *args)
     const kiln_input_args *a = args;
     input_config *c = config;
     c->no_dims = !a->dims;   /* reported by infer */
+    c->ints = a->ints;
     c->shape.rank = a->rank;
     /* A rank out of range is reported by infer; dims then holds no such
      * count of values and is not read. */
@@ -51,6 +54,7 @@ static void input_describe(const void *config, void *args)
     kiln_input_args *a = args;
     a->rank = c->shape.rank;
     a->dims = c->shape.dims;
+    a->ints = c->ints;
 }
 
 const kiln_layer_ops kiln_layer_input = {

@@ -26,13 +26,20 @@ int64_t kiln_shape_size(const kiln_shape *shape);
 /* "(28, 28, 1)" into buf; returns buf. */
 const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size);
 
-typedef enum kiln_init { KILN_INIT_ZEROS, KILN_INIT_GLOROT_UNIFORM, KILN_INIT_ONES } kiln_init;
+/* KILN_INIT_UNIFORM: uniform in [-init_limit, init_limit] (Keras RandomUniform). */
+typedef enum kiln_init {
+    KILN_INIT_ZEROS,
+    KILN_INIT_GLOROT_UNIFORM,
+    KILN_INIT_ONES,
+    KILN_INIT_UNIFORM
+} kiln_init;
 
 typedef struct kiln_param_spec {
     const char *name;     /* "kernel", "bias": a static string */
     kiln_shape shape;
     kiln_init init;
     int64_t fan_in, fan_out;
+    float init_limit;     /* KILN_INIT_UNIFORM's */
     /* State the layer updates itself (batch norm's moving statistics): no
      * gradient, no optimizer; saved and loaded with the weights. */
     int non_trainable;
@@ -45,6 +52,9 @@ typedef struct kiln_layer_build {
     const kiln_shape *in;
     int n_in;
     kiln_shape out;
+    /* Set by infer when the output holds int32 ids, not floats (an Input
+     * declared with kiln_input_ints); the bits ride in the 4-byte slots. */
+    int out_ints;
     kiln_param_spec params[KILN_MAX_PARAMS];
     int n_params;
     char error[256];
@@ -128,6 +138,11 @@ typedef struct kiln_layer_ops {
      * (kiln_step.activation) to its output itself, saving the runtime's
      * pass over it and its separate buffer (may be NULL: never). */
     int (*fuses_activation)(const void *config);
+    /* Non-NULL for a layer that reads int32 ids (its one input must hold
+     * them; no other layer may take ids): ids must be in [0, id_limit).
+     * The runtime checks every id on the host before it reaches the
+     * device, naming the sample and position (kiln_check_ids). */
+    int32_t (*id_limit)(const void *config);
 } kiln_layer_ops;
 
 /* For fuses_activation: always. */
@@ -143,6 +158,7 @@ typedef struct kiln_dropout_args {
 typedef struct kiln_input_args {
     int32_t rank;
     const int32_t *dims;   /* NULL: infer reports the missing shape */
+    int32_t ints;          /* Input: the features are int32 ids (kiln_input_ints) */
 } kiln_input_args;
 
 /* What the Reshape builder hands its configure op: the target shape, as
@@ -226,5 +242,7 @@ extern const kiln_layer_ops kiln_layer_layer_norm;
 extern const kiln_layer_ops kiln_layer_reshape;
 extern const kiln_layer_ops kiln_layer_concatenate;
 extern const kiln_layer_ops kiln_layer_multi_head_attention;
+extern const kiln_layer_ops kiln_layer_embedding;
+extern const kiln_layer_ops kiln_layer_position_embedding;
 
 #endif

@@ -102,7 +102,9 @@ kiln_status kiln_dataset_from_callback(kiln_context *ctx, const kiln_callback_de
     ds->source = c;
     ds->labels_unchecked = sparse;
     ds->max_label = sparse && d.num_classes > 0 ? d.num_classes - 1 : -1;
-    ds->features_unchecked = 1;
+    ds->ints = d.int_features != 0;
+    ds->dtype = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
+    ds->features_unchecked = !ds->ints;
     *out = ds;
     return KILN_OK;
 }

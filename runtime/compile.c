@@ -36,6 +36,18 @@ static kiln_status find_input_and_path(kiln_model *m)
                               m->nodes[m->input].name, m->nodes[i].name);
         m->input = i;
     }
+    /* Ids are checked on the host against the smallest table they index
+     * (of the layers that run: the others never see them). */
+    m->input_ints = m->input >= 0 && m->nodes[m->input].ints;
+    m->id_limit = INT32_MAX;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (node->on_path && node->ops->id_limit &&
+            node->ops->id_limit(node->config) < m->id_limit) {
+            m->id_limit = node->ops->id_limit(node->config);
+            m->id_layer = node->name;
+        }
+    }
     if (m->input < 0 || m->input == m->output || !m->nodes[m->input].on_path)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: the output '%s' must be a layer fed by an "
@@ -100,9 +112,11 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
             const int64_t size = kiln_shape_size(&spec->shape);
             for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
                 dst[j] = 1.0f;
-            if (spec->init != KILN_INIT_GLOROT_UNIFORM)
+            if (spec->init != KILN_INIT_GLOROT_UNIFORM && spec->init != KILN_INIT_UNIFORM)
                 continue;  /* zeros or ones */
-            const float limit = (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
+            const float limit = spec->init == KILN_INIT_UNIFORM
+                                    ? spec->init_limit
+                                    : (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
             for (int64_t j = 0; j < size; j++)
                 dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;
         }

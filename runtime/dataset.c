@@ -145,8 +145,11 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
                                               d->feature_dims);
     if (st != KILN_OK)
         return st;
-    if (!d->features)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features is NULL", fn);
+    if (!d->features == !d->int_features)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s; set exactly one (float "
+                          "features, or int32 ids for an Input of kiln_input_ints)", fn,
+                          d->features ? "both features and int_features are set"
+                                      : "features and int_features are both NULL");
     if (d->label_kind == KILN_LABELS_SPARSE) {
         if (!d->sparse_labels)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -251,10 +254,16 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
         memcpy(ds->dense_labels, d.dense_labels,
                (size_t)(d.count * label_size) * sizeof(float));
     }
-    st = check_finite(ctx, d.features, ds->count, ds->feature_size, "features");
+    /* Ids keep their bits in the float array: only an id-reading layer
+     * sees them as numbers. */
+    ds->ints = d.int_features != NULL;
+    ds->dtype = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
+    if (!ds->ints)
+        st = check_finite(ctx, d.features, ds->count, ds->feature_size, "features");
     if (st != KILN_OK)
         goto fail;
-    memcpy(ds->features, d.features, (size_t)(ds->count * ds->feature_size) * sizeof(float));
+    memcpy(ds->features, ds->ints ? (const void *)d.int_features : (const void *)d.features,
+           (size_t)(ds->count * ds->feature_size) * sizeof(float));
     *out = ds;
     return KILN_OK;
 fail:

@@ -38,6 +38,10 @@ struct kiln_dataset {
     kiln_shape feature_shape;   /* one sample, batch not counted */
     int64_t feature_size;       /* floats per sample */
     kiln_dtype dtype;           /* as the source stores features */
+    /* The features are int32 ids (for an Input of kiln_input_ints): their
+     * bits ride in the float slots; no NaN check, map or augmentation
+     * touches them. */
+    int ints;
     kiln_label_kind label_kind;
     int32_t label_size;         /* 1 for sparse labels */
     /* Largest sparse label, -1 if dense; for a source that cannot know it
@@ -99,6 +103,10 @@ typedef struct kiln_read_plan {
     uint64_t augment_seed;     /* when its options left seed 0 */
     int32_t epoch;             /* augmentation draws depend on it */
     int32_t max_classes;       /* sparse labels must be below (0: unchecked) */
+    /* Ids must be in [0, id_limit) (0: unchecked), the limit of layer
+     * `id_layer`. */
+    int32_t id_limit;
+    const char *id_layer;
 } kiln_read_plan;
 
 /* Reads sample `index` through the dataset's source, map and (when the
@@ -108,6 +116,14 @@ typedef struct kiln_read_plan {
 kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
                                      const kiln_read_plan *plan, float *features, void *label,
                                      float *scratch);
+
+/* KILN_ERROR_DATA, recorded on ctx, for the first of samples [0, count)
+ * of `ids` (per_sample ids each) outside [0, limit): named as sample
+ * first_sample + i and its position, and the layer; `call` starts the
+ * message when not NULL. */
+kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *ids,
+                           int64_t count, int64_t per_sample, int64_t first_sample,
+                           int32_t limit, const char *layer);
 
 /* Bytes of one sample's label: an int32 or label_size floats. */
 size_t kiln_dataset_label_bytes(const kiln_dataset *ds);

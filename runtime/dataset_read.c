@@ -73,6 +73,19 @@ static kiln_status check_label(const kiln_dataset *ds, int64_t index, const void
     return KILN_OK;
 }
 
+kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *ids,
+                           int64_t count, int64_t per_sample, int64_t first_sample,
+                           int32_t limit, const char *layer)
+{
+    for (int64_t i = 0; i < count * per_sample; i++)
+        if (ids[i] < 0 || ids[i] >= limit)
+            return kiln_error(ctx, KILN_ERROR_DATA, "%s%ssample %lld, position %lld: id %d is "
+                              "outside [0, %d), the input_dim of layer '%s'", call ? call : "",
+                              call ? ": " : "", (long long)(first_sample + i / per_sample),
+                              (long long)(i % per_sample), (int)ids[i], (int)limit, layer);
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
                                      const kiln_read_plan *plan, float *features, void *label,
                                      float *scratch)
@@ -80,7 +93,10 @@ kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
     kiln_status st = read_source(ds, index, features, label);
     if (st == KILN_OK)
         st = check_label(ds, index, label, plan);
-    if (st == KILN_OK && ds->features_unchecked)
+    if (st == KILN_OK && ds->ints && plan->id_limit > 0)
+        st = kiln_check_ids(ds->ctx, NULL, (const int32_t *)features, 1, ds->feature_size,
+                            index, plan->id_limit, plan->id_layer);
+    if (st == KILN_OK && ds->features_unchecked && !ds->ints)
         st = check_finite(ds, index, features, ds->feature_size, "features");
     const kiln_transforms *t = &ds->transforms;
     if (st == KILN_OK && t->map) {
@@ -114,11 +130,47 @@ kiln_status kiln_dataset_sample_shape(const kiln_dataset *ds, int32_t *rank, int
     return KILN_OK;
 }
 
+kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
+{
+    if (!ds)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!type)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_dataset_feature_type: type is NULL");
+    *type = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
+    return KILN_OK;
+}
+
+/* Both reads: the features are int32 ids or floats, 4 bytes each. */
+static kiln_status read_one(const kiln_dataset *ds, int64_t index, void *features,
+                            void *label);
+
 kiln_status kiln_dataset_read(const kiln_dataset *ds, int64_t index, float *features,
                               void *label)
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (ds->ints && features)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the "
+                          "dataset's features are int32 ids; read them with "
+                          "kiln_dataset_read_ints");
+    return read_one(ds, index, features, label);
+}
+
+kiln_status kiln_dataset_read_ints(const kiln_dataset *ds, int64_t index, int32_t *ids,
+                                   void *label)
+{
+    if (!ds)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!ds->ints && ids)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
+                          "dataset's features are floats; read them with kiln_dataset_read");
+    return read_one(ds, index, ids, label);
+}
+
+static kiln_status read_one(const kiln_dataset *ds, int64_t index, void *features,
+                            void *label)
+{
     if (index < 0 || index >= ds->count)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: index "
                           "%lld is not in [0, %lld)", (long long)index, (long long)ds->count);
@@ -199,6 +251,10 @@ kiln_status kiln_dataset_transform(kiln_dataset *ds, kiln_map_fn map, void *map_
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (ds->ints && (map || augment))
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_transform: the "
+                          "dataset's features are int32 ids; maps and augmentations work on "
+                          "float features");
     kiln_transforms t = {.map = map, .map_user = map_user, .augmenting = augment != NULL};
     if (augment) {
         kiln_diag why;

@@ -38,6 +38,11 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
                           "%s: %s samples are %s but input '%s' is %s", call, what,
                           kiln_shape_str(&ds->feature_shape, a, sizeof a), in->name,
                           kiln_shape_str(&in->shape, b, sizeof b));
+    if (ds->ints != m->input_ints)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: %s has %s features but input '%s' takes %s", call, what,
+                          ds->ints ? "int32 id" : "float", in->name,
+                          m->input_ints ? "int32 ids (kiln_input_ints)" : "floats");
     const int64_t outputs = kiln_node_size(m, m->output);
     if (m->loss.sparse) {
         if (ds->label_kind != KILN_LABELS_SPARSE)
@@ -115,7 +120,8 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
         .ds = ds, .batch_size = batch, .threads = threads,
         .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
-                 .max_classes = m->loss.sparse ? (int32_t)kiln_node_size(m, m->output) : 0},
+                 .max_classes = m->loss.sparse ? (int32_t)kiln_node_size(m, m->output) : 0,
+                 .id_limit = m->input_ints ? m->id_limit : 0, .id_layer = m->id_layer},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
     if (st != KILN_OK)
@@ -218,6 +224,13 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : 32;
     const int64_t in_size = kiln_node_size(m, m->input), out_size = kiln_node_size(m, m->output);
+    if (m->input_ints) {
+        const kiln_status ids = kiln_check_ids(m->ctx, "kiln_model_predict",
+                                               (const int32_t *)inputs, count, in_size, 0,
+                                               m->id_limit, m->id_layer);
+        if (ids != KILN_OK)
+            return ids;
+    }
     static const char *const names[] = {"batch_size", "count"};
     const int64_t mine[] = {batch, count};
     kiln_status st =

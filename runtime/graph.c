@@ -147,6 +147,25 @@ static kiln_status check_sizes(kiln_model *m, const kiln_node_rec *rec,
     return KILN_OK;
 }
 
+/* Ids (int32) go only where a layer reads ids, and such a layer reads
+ * nothing else: a float kernel would take their bits for numbers. */
+static kiln_status check_value_types(kiln_model *m, const kiln_node_rec *rec)
+{
+    for (int k = 0; k < rec->n_inputs; k++) {
+        const kiln_node_rec *in = &m->nodes[rec->inputs[k]];
+        if (in->ints && !rec->ops->id_limit)
+            return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s) takes float values, but "
+                              "its input '%s' holds int32 ids (kiln_input_ints); only an "
+                              "Embedding reads ids", rec->name, rec->ops->kind, in->name);
+        if (!in->ints && rec->ops->id_limit)
+            return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s) reads int32 ids, but its "
+                              "input '%s' (%s) holds floats; feed it an Input declared with "
+                              "kiln_input_ints", rec->name, rec->ops->kind, in->name,
+                              in->ops->kind);
+    }
+    return KILN_OK;
+}
+
 /* The layer's config from args, and its output shape and parameters. */
 static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape *in_shapes,
                              kiln_node_rec *rec)
@@ -179,6 +198,7 @@ static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape
     }
     rec->config = cfg;
     rec->shape = build.out;
+    rec->ints = build.out_ints;
     rec->n_params = build.n_params;
     memcpy(rec->params, build.params, sizeof rec->params);
     return KILN_OK;
@@ -209,7 +229,8 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
     rec.ops = ops;
     rec.activation = activation;
     snprintf(rec.name, sizeof rec.name, "%s", label);
-    if (infer_layer(m, args, in_shapes, &rec) != KILN_OK)
+    if (check_value_types(m, &rec) != KILN_OK ||
+        infer_layer(m, args, in_shapes, &rec) != KILN_OK)
         return KILN_NODE_INVALID;
     if (m->n_nodes == m->cap_nodes) {
         int32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 16;

@@ -25,6 +25,14 @@ kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
+                          const char *name)
+{
+    const kiln_input_args args = {.rank = rank, .dims = dims, .ints = 1};
+    return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
 {
     kiln_dense_options o;
@@ -148,5 +156,31 @@ kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_nod
         return KILN_NODE_INVALID;
     const kiln_node inputs[2] = {query, value};
     return kiln_model_add_layer(model, &kiln_layer_multi_head_attention, &o, inputs, 2, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_embedding(kiln_model *model, kiln_node input,
+                         const kiln_embedding_options *options)
+{
+    kiln_embedding_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_embedding_options, output_dim) + sizeof(int32_t),
+                      "kiln_embedding",
+                      "kiln_embedding_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_embedding, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
+                                  const kiln_position_embedding_options *options)
+{
+    kiln_position_embedding_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_position_embedding_options, max_length) + sizeof(int32_t),
+                      "kiln_position_embedding",
+                      "kiln_position_embedding_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_position_embedding, &o, &input, 1, o.name,
                                 KILN_ACTIVATION_LINEAR);
 }

@@ -25,6 +25,7 @@ typedef struct kiln_node_rec {
     int on_path;                  /* the output depends on it */
     int32_t device;               /* kiln_model_place: its device, or -1 */
     int frozen;                   /* kiln_model_set_trainable(.., 0): no updates */
+    int ints;                     /* its output holds int32 ids (an int Input) */
 } kiln_node_rec;
 
 /* How the loss meets the output: fused with its softmax/sigmoid or not. */
@@ -56,6 +57,11 @@ struct kiln_model {
 
     int compiled;
     kiln_node input;
+    /* The input holds int32 ids: every id must be below id_limit (the
+     * smallest of the id-reading layers it feeds). */
+    int input_ints;
+    int32_t id_limit;
+    const char *id_layer;        /* the name of the layer with that limit */
     kiln_loss_plan loss;
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */

@@ -22,7 +22,10 @@ typedef enum field_type {
     FIELD_NOT_BOOL,   /* int32_t written negated: no_bias as "use_bias" */
     FIELD_PADDING,    /* kiln_padding */
     FIELD_SEED,       /* uint64_t */
-    FIELD_SHAPE       /* kiln_input_args (written); kiln_layer_desc.shape (read) */
+    FIELD_SHAPE,      /* kiln_input_args (written); kiln_layer_desc.shape (read) */
+    /* int32_t: 0 float32, 1 int32; written only when int32 and read as
+     * float32 when absent, so that files of float models stay as they were. */
+    FIELD_DTYPE
 } field_type;
 
 typedef struct field {
@@ -72,6 +75,17 @@ static const field dropout_fields[] = {
 };
 static const field input_fields[] = {
     {.key = "shape", .type = FIELD_SHAPE, .offset = 0},
+    {.key = "dtype", .type = FIELD_DTYPE, .offset = offsetof(kiln_input_args, ints)},
+};
+static const field embedding_fields[] = {
+    {.key = "input_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, input_dim)},
+    {.key = "output_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, output_dim)},
+};
+static const field position_embedding_fields[] = {
+    {.key = "max_length", .type = FIELD_INT,
+     .offset = offsetof(kiln_position_embedding_options, max_length)},
 };
 static const field layer_norm_fields[] = {
     {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_layer_norm_options, epsilon)},
@@ -112,7 +126,26 @@ static const field mha_fields[] = {
 static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
 {
     (void)in;
+    if (d->options.input.ints)
+        return kiln_input_ints(m, d->shape.rank, d->shape.dims, d->name);
     return kiln_input(m, d->shape.rank, d->shape.dims, d->name);
+}
+
+static kiln_node build_embedding(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_embedding_options o = d->options.embedding;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_embedding(m, in[0], &o);
+}
+
+static kiln_node build_position_embedding(kiln_model *m, const kiln_layer_desc *d,
+                                          const kiln_node *in)
+{
+    kiln_position_embedding_options o = d->options.position_embedding;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_position_embedding(m, in[0], &o);
 }
 
 static kiln_node build_dense(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
@@ -230,6 +263,9 @@ static const kind_io kinds[] = {
     {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
     {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
     {.ops = &kiln_layer_multi_head_attention, FIELDS(mha_fields), .build = build_mha},
+    {.ops = &kiln_layer_embedding, FIELDS(embedding_fields), .build = build_embedding},
+    {.ops = &kiln_layer_position_embedding, FIELDS(position_embedding_fields),
+     .build = build_position_embedding},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -253,6 +289,7 @@ static const kind_io *kind_named(const char *kind)
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
                                                "gelu", "gelu_tanh", "leaky_relu", "silu"};
 static const char *const padding_names[] = {"valid", "same"};
+static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "binary_crossentropy",
                                          "mean_squared_error"};
@@ -281,6 +318,9 @@ static void write_options(kiln_jw *w, const kind_io *io, const kiln_node_rec *no
         const field *fd = &io->fields[f];
         const void *at = base + fd->offset;
         int32_t i32[2];
+        memcpy(i32, at, sizeof(int32_t));
+        if (fd->type == FIELD_DTYPE && !i32[0])
+            continue;
         kiln_jw_key(w, fd->key);
         switch (fd->type) {
         case FIELD_INT:
@@ -317,6 +357,9 @@ static void write_options(kiln_jw *w, const kind_io *io, const kiln_node_rec *no
             kiln_jw_uint(w, v);
             break;
         }
+        case FIELD_DTYPE:
+            kiln_jw_string(w, dtype_names[1]);
+            break;
         case FIELD_SHAPE:
             kiln_jw_begin_array(w);
             for (int32_t d = 0; d < args.input.rank && args.input.dims; d++)
@@ -639,6 +682,14 @@ static kiln_status read_field(reader *r, const kiln_json *o, const field *fd, ki
             else
                 n = n * 10 + (uint64_t)(*p - '0');
         memcpy(at, &n, sizeof n);
+        return st;
+    }
+    case FIELD_DTYPE: {
+        int t = 0;
+        if (kiln_json_get(o, fd->key))
+            st = get_name(r, o, fd->key, dtype_names, COUNT(dtype_names), 0, &t);
+        i32[0] = t;
+        memcpy(at, i32, sizeof(int32_t));
         return st;
     }
     case FIELD_SHAPE: {

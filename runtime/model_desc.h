@@ -45,6 +45,8 @@ typedef union kiln_layer_args {
     kiln_reshape_args reshape;
     kiln_concatenate_args concatenate;
     kiln_multi_head_attention_options mha;
+    kiln_embedding_options embedding;
+    kiln_position_embedding_options position_embedding;
 } kiln_layer_args;
 
 /* One layer as the description gives it. */

@@ -25,6 +25,7 @@ typedef struct npy_source {
     off_t data_offset;            /* where its data starts */
     char *features_path, *labels_path;   /* the arrays' names point here */
     float scale, offset;
+    int ids;                      /* features are int32 ids, not converted to float */
 } npy_source;
 
 /* Sample `index`'s features, read in chunks that fit on the stack and
@@ -50,7 +51,14 @@ static kiln_status read_features(const kiln_dataset *ds, int64_t index, float *o
                                                          "was opened");
         part.rows = 1;
         part.row_size = take;
-        kiln_npy_read_floats(&part, 0, 1, s->scale, s->offset, out + done);
+        if (s->ids) {   /* one id per element, bits into the float slots */
+            part.rows = take;
+            part.row_size = 1;
+            for (int64_t k = 0; k < take; k++)
+                kiln_npy_read_label(&part, k, (int32_t *)(void *)(out + done + k));
+        } else {
+            kiln_npy_read_floats(&part, 0, 1, s->scale, s->offset, out + done);
+        }
         done += take;
     }
     return KILN_OK;
@@ -233,6 +241,10 @@ static kiln_status check_options(kiln_context *ctx, const char *features_path,
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: limit is %lld; it must be >= 0 (0: all samples)", fn,
                           (long long)o->limit);
+    if (o->ids && (o->scale != 0.0f || o->offset != 0.0f))
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: ids is set, so scale (%g) and offset (%g) must be 0: ids are "
+                          "read as they are stored", fn, (double)o->scale, (double)o->offset);
     if (!isfinite(o->scale) || !isfinite(o->offset))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: scale %g and offset %g must be finite", fn, (double)o->scale,
@@ -283,6 +295,14 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
         st = label_kind(ctx, &s->labels, &kind, &label_size);
     if (st != KILN_OK)
         goto fail;
+    s->ids = o.ids != 0;
+    if (s->ids && is_float(s->features.dtype)) {
+        st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_from_npy: ids is set "
+                        "but %s holds %s values; ids are read from an integer array",
+                        s->features_path,
+                        s->features.dtype == KILN_DTYPE_FLOAT16 ? "float16" : "float32");
+        goto fail;
+    }
     const int64_t rows = s->features.rows;
     if (s->labels.rows != rows) {
         st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %lld samples but %s has %lld labels",
@@ -307,7 +327,8 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
      * scale and offset could carry one past FLT_MAX (half of it: margin
      * for float rounding). */
     const double reach = int_range(ds->dtype) * fabs(s->scale) + fabs(s->offset);
-    ds->features_unchecked = is_float(ds->dtype) || reach > FLT_MAX / 2;
+    ds->features_unchecked = !s->ids && (is_float(ds->dtype) || reach > FLT_MAX / 2);
+    ds->ints = s->ids;
     *out = ds;
     return KILN_OK;
 fail:

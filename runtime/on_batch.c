@@ -2,6 +2,7 @@
  * strategy, as fit would hand it (train_on_batch, test_on_batch,
  * predict_on_batch). */
 #include "runtime/context.h"
+#include "runtime/dataset.h"
 #include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/strategy.h"
@@ -22,7 +23,13 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
                           "and count (%d) >= 1", call, need_labels ? ", labels" : "",
                           need_outputs ? ", outputs" : "", (int)count);
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
-    for (int64_t i = 0; i < (int64_t)count * in; i++)
+    if (m->input_ints) {
+        const kiln_status st = kiln_check_ids(m->ctx, call, (const int32_t *)features, count,
+                                              in, 0, m->id_limit, m->id_layer);
+        if (st != KILN_OK)
+            return st;
+    }
+    for (int64_t i = 0; !m->input_ints && i < (int64_t)count * in; i++)
         if (!isfinite(features[i]))
             return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of its "
                               "features is not finite", call, (long long)(i / in),

@@ -864,6 +864,46 @@ static void emit_multi_head_attention(exporter *ex, kiln_node i)
     activate(ex, i, CL, out);
 }
 
+/* Gather's rows of the table by the int32 ids (the graph's input). */
+static void emit_embedding(exporter *ex, kiln_node i)
+{
+    const char *args[2] = {param_initializer(ex, i, "embeddings"),
+                           get_value(ex, input_of(ex, i, 0), CL)};
+    const char *out = layer_output(ex, i, CL);
+    attr_int(ex, add_node(ex, "Gather", args, 2, out), "axis", 0);
+    activate(ex, i, CL, out);
+}
+
+/* x + the table's first T rows (all of it when T is max_length). */
+static void emit_position_embedding(exporter *ex, kiln_node i)
+{
+    const char *name = ex->m->nodes[i].name;
+    const kiln_param_spec *spec;
+    const char *table = param_initializer(ex, i, "embeddings");
+    const int64_t length = ex->m->nodes[i].shape.dims[0];
+    if (param(ex, i, "embeddings", &spec) && spec->shape.dims[0] != length) {
+        int64_t *bounds = arena_alloc(ex, 3 * sizeof *bounds);
+        if (!bounds)
+            return;
+        bounds[0] = 0;        /* starts */
+        bounds[1] = length;   /* ends */
+        bounds[2] = 0;        /* axes */
+        const int64_t one = 1;
+        const char *in[4] = {table, NULL, NULL, NULL};
+        static const char *const what[3] = {"starts", "ends", "axes"};
+        for (int k = 0; k < 3; k++)
+            in[k + 1] = add_tensor(ex, arena_printf(ex, "%s/%s", name, what[k]),
+                                   KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT64, sizeof *bounds, 1,
+                                   &one, &bounds[k]);
+        table = unique_name(ex, arena_printf(ex, "%s/rows", name));
+        add_node(ex, "Slice", in, 4, table);
+    }
+    const char *args[2] = {get_value(ex, input_of(ex, i, 0), CL), table};
+    const char *out = layer_output(ex, i, CL);
+    add_node(ex, "Add", args, 2, out);
+    activate(ex, i, CL, out);
+}
+
 typedef struct kind_export {
     const kiln_layer_ops *ops;
     void (*emit)(exporter *ex, kiln_node i);
@@ -884,6 +924,8 @@ static const kind_export kinds[] = {
     {&kiln_layer_reshape, emit_reshape},
     {&kiln_layer_concatenate, emit_concatenate},
     {&kiln_layer_multi_head_attention, emit_multi_head_attention},
+    {&kiln_layer_embedding, emit_embedding},
+    {&kiln_layer_position_embedding, emit_position_embedding},
 };
 
 static const kind_export *kind_of(const kiln_node_rec *node)
@@ -896,9 +938,9 @@ static const kind_export *kind_of(const kiln_node_rec *node)
 
 /* ---- the model ---------------------------------------------------------- */
 
-/* A float tensor's type, (batch, kiln's dims...). */
+/* A float (or, for ids, int32) tensor's type, (batch, kiln's dims...). */
 static KilnOnnx__ValueInfoProto *graph_value(exporter *ex, const char *name,
-                                             const kiln_shape *shape)
+                                             const kiln_shape *shape, int ints)
 {
     KilnOnnx__ValueInfoProto *vi = arena_alloc(ex, sizeof *vi);
     KilnOnnx__TypeProto *type = arena_alloc(ex, sizeof *type);
@@ -925,7 +967,8 @@ static KilnOnnx__ValueInfoProto *graph_value(exporter *ex, const char *name,
     tshape->dim = list;
     kiln_onnx__type_proto__tensor__init(tensor);
     tensor->has_elem_type = 1;
-    tensor->elem_type = KILN_ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    tensor->elem_type = ints ? KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT32
+                             : KILN_ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     tensor->shape = tshape;
     kiln_onnx__type_proto__init(type);
     type->value_case = KILN_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
@@ -956,8 +999,8 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
     KilnOnnx__ValueInfoProto **out = arena_alloc(ex, sizeof *out);
     if (ex->oom || !in || !out)
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
-    in[0] = graph_value(ex, m->nodes[input].name, &m->nodes[input].shape);
-    out[0] = graph_value(ex, result, &m->nodes[output].shape);
+    in[0] = graph_value(ex, m->nodes[input].name, &m->nodes[input].shape, m->input_ints);
+    out[0] = graph_value(ex, result, &m->nodes[output].shape, 0);
     if (!in[0] || !out[0])
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
     kiln_onnx__graph_proto__init(g);

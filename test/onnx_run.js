@@ -1,6 +1,7 @@
 // Runs an ONNX model with ONNX Runtime (onnxruntime-node) for test_onnx.c:
-//   node onnx_run.js MODEL INPUT OUTPUT D0 D1 ...
-// INPUT holds D0 x D1 x ... float32 values (little-endian, raw); the
+//   node onnx_run.js [--int32] MODEL INPUT OUTPUT D0 D1 ...
+// INPUT holds D0 x D1 x ... float32 values (with --int32, int32 ids for a
+// model whose input is int32), little-endian, raw; the
 // model's one output is written to OUTPUT the same way, and its shape is
 // printed as "output NAME D0 D1 ...". NODE_PATH must lead to
 // onnxruntime-node (tools/install_onnxruntime.sh).
@@ -9,20 +10,23 @@ const fs = require('fs');
 const ort = require('onnxruntime-node');
 
 async function main() {
-    const [model, input, output, ...dims] = process.argv.slice(2);
+    const args = process.argv.slice(2);
+    const ints = args[0] === '--int32';
+    const [model, input, output, ...dims] = ints ? args.slice(1) : args;
     const shape = dims.map(Number);
     const bytes = fs.readFileSync(input);
     const count = shape.reduce((a, b) => a * b, 1);
     if (bytes.length !== 4 * count)
         throw new Error(`${input} holds ${bytes.length} bytes, not ${4 * count}`);
-    const data = new Float32Array(count);
+    const data = ints ? new Int32Array(count) : new Float32Array(count);
     for (let i = 0; i < count; i++)
-        data[i] = bytes.readFloatLE(4 * i);
+        data[i] = ints ? bytes.readInt32LE(4 * i) : bytes.readFloatLE(4 * i);
     const session = await ort.InferenceSession.create(model);
     if (session.inputNames.length !== 1 || session.outputNames.length !== 1)
         throw new Error(`expected one input and one output, got ${session.inputNames} ` +
                         `and ${session.outputNames}`);
-    const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', data, shape)};
+    const type = ints ? 'int32' : 'float32';
+    const feeds = {[session.inputNames[0]]: new ort.Tensor(type, data, shape)};
     const results = await session.run(feeds);
     const name = session.outputNames[0];
     const out = results[name];

@@ -371,3 +371,40 @@ void ref_layer_norm_backward(int rows, int c, const double *x, const double *gam
         }
     }
 }
+
+void ref_embedding_forward(int n, int width, const int32_t *ids, const double *table, double *y)
+{
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < width; c++)
+            y[(size_t)i * width + c] = table[(size_t)ids[i] * width + c];
+}
+
+void ref_embedding_backward(int n, int vocab, int width, const int32_t *ids, const double *dy,
+                            double *dtable)
+{
+    for (size_t k = 0; k < (size_t)vocab * width; k++)
+        dtable[k] = 0.0;
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < width; c++)
+            dtable[(size_t)ids[i] * width + c] += dy[(size_t)i * width + c];
+}
+
+void ref_position_embedding_forward(int batch, int length, int width, const double *x,
+                                    const double *table, double *y)
+{
+    const size_t row = (size_t)length * width;
+    for (int b = 0; b < batch; b++)
+        for (size_t k = 0; k < row; k++)
+            y[b * row + k] = x[b * row + k] + table[k];
+}
+
+void ref_position_embedding_backward(int batch, int length, int max_length, int width,
+                                     const double *dy, double *dtable)
+{
+    const size_t row = (size_t)length * width;
+    for (size_t k = 0; k < (size_t)max_length * width; k++)
+        dtable[k] = 0.0;
+    for (int b = 0; b < batch; b++)
+        for (size_t k = 0; k < row; k++)
+            dtable[k] += dy[b * row + k];
+}

@@ -57,4 +57,17 @@ void ref_layer_norm_forward(int rows, int c, const double *x, const double *gamm
 void ref_layer_norm_backward(int rows, int c, const double *x, const double *gamma, double eps,
                              const double *dy, double *dx, double *dgamma, double *dbeta);
 
+/* Embedding: y[i] = table[ids[i]] over n ids of a (vocab, width) table;
+ * dtable (vocab x width, overwritten) sums dy over every use of a row. */
+void ref_embedding_forward(int n, int width, const int32_t *ids, const double *table, double *y);
+void ref_embedding_backward(int n, int vocab, int width, const int32_t *ids, const double *dy,
+                            double *dtable);
+
+/* PositionEmbedding: y[b, t, c] = x[b, t, c] + table[t, c] for t < length;
+ * dtable (max_length x width, overwritten) sums dy over the batch. */
+void ref_position_embedding_forward(int batch, int length, int width, const double *x,
+                                    const double *table, double *y);
+void ref_position_embedding_backward(int batch, int length, int max_length, int width,
+                                     const double *dy, double *dtable);
+
 #endif

@@ -257,7 +257,7 @@ static void test_bad_arrays(kiln_context *ctx)
                 from_arrays(ctx, &d, &ds));
     d = desc5();
     d.features = NULL;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "features is NULL",
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "features and int_features are both NULL",
                 from_arrays(ctx, &d, &ds));
     d = desc5();
     d.label_kind = (kiln_label_kind)7;

@@ -425,11 +425,130 @@ static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dim
     layer_run_free(&r);
 }
 
+/* Int Input (dims) -> Embedding(vocab, width), as the model's output: ids
+ * that repeat within a sample and across the batch, the table's gradient
+ * bit for bit the same twice. */
+static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                            int vocab, int width)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_input_ints(m, rank, dims, "ids");
+    const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = vocab,
+                                       .output_dim = width};
+    const kiln_node node = kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    const int per = (int)kiln_node_size(m, 0), n = batch * per;
+    const int64_t table = (int64_t)vocab * width;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)   /* sample 0 repeats one id; the rest repeat by chance */
+        ids[i] = i < per ? 3 % vocab : (int32_t)((check_uniform() + 1.0) * 0.5 * vocab) % vocab;
+    ids[n - 1] = vocab - 1;       /* the table's last row is reached */
+    float *flat = calloc(m->n_param_floats, sizeof(float));
+    for (size_t i = 0; i < m->n_param_floats; i++)
+        flat[i] = (float)check_uniform();
+    float *y = malloc(sizeof(float) * (size_t)n * (size_t)width);
+    float *g = malloc(sizeof(float) * (size_t)n * (size_t)width);
+    for (int i = 0; i < n * width; i++)
+        g[i] = (float)check_uniform();
+    float *grads[2];
+    const kiln_batch b = {.n = batch, .features = (const float *)ids};
+    CHECK_OK(ctx, kiln_replica_write_params(r, flat));
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, batch, 1));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)n * width));
+    for (int k = 0; k < 2; k++) {   /* twice: the gradient must not change by a bit */
+        grads[k] = calloc(m->n_param_floats, sizeof(float));
+        CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g,
+                                        sizeof(float) * (size_t)n * width, 1));
+        CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
+        CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, grads[k],
+                                       sizeof(float) * m->n_param_floats));
+    }
+    CHECK(memcmp(grads[0], grads[1], sizeof(float) * m->n_param_floats) == 0);
+
+    const size_t at = m->nodes[node].param_offset[0];
+    double *t = to_double(flat + at, table), *gy = to_double(g, (int64_t)n * width);
+    double *want_y = malloc(sizeof(double) * (size_t)n * width);
+    double *want_dt = malloc(sizeof(double) * (size_t)table);
+    double *got_y = to_double(y, (int64_t)n * width), *got_dt = to_double(grads[0] + at, table);
+    ref_embedding_forward(n, width, ids, t, want_y);
+    ref_embedding_backward(n, vocab, width, ids, gy, want_dt);
+    char what[96];
+    snprintf(what, sizeof what, "embedding forward, %d x %d ids, %d x %d table", batch, per,
+             vocab, width);
+    check_close(what, got_y, want_y, (int64_t)n * width, 0.0);   /* a copy: exact */
+    snprintf(what, sizeof what, "embedding backward, %d x %d ids, %d x %d table", batch, per,
+             vocab, width);
+    check_close(what, got_dt, want_dt, table, 1e-6);
+    printf("%s: table gradient bit for bit the same twice\n", what);
+    free(t);
+    free(gy);
+    free(want_y);
+    free(want_dt);
+    free(got_y);
+    free(got_dt);
+    free(grads[0]);
+    free(grads[1]);
+    free(ids);
+    free(flat);
+    free(y);
+    free(g);
+    kiln_model_destroy(m);
+}
+
+static kiln_node build_position(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const kiln_position_embedding_options o = {.struct_size = sizeof o,
+                                               .max_length = *(const int32_t *)arg};
+    return kiln_position_embedding(m, pre, &o);
+}
+
+static void check_position(kiln_context *ctx, int length, int width, int max_length, int batch)
+{
+    const int32_t dims[] = {length, width};
+    layer_run r;
+    if (!layer_run_once(ctx, 2, dims, batch, build_position, &max_length, &r))
+        return;
+    const int64_t ny = (int64_t)batch * length * width, nt = (int64_t)max_length * width;
+    double *y = malloc(sizeof(double) * (size_t)ny), *dt = malloc(sizeof(double) * (size_t)nt);
+    ref_position_embedding_forward(batch, length, width, r.x, r.params[0], y);
+    ref_position_embedding_backward(batch, length, max_length, width, r.dy, dt);
+    char what[96];
+    snprintf(what, sizeof what, "position_embedding forward, %d x (%d, %d), max_length %d",
+             batch, length, width, max_length);
+    check_close(what, r.y, y, ny, 1e-6);
+    snprintf(what, sizeof what, "position_embedding backward, %d x (%d, %d), max_length %d",
+             batch, length, width, max_length);
+    check_close(what, r.dparams[0], dt, nt, 1e-6);
+    check_close("position_embedding input gradient", r.dx, r.dy, ny, 0.0);
+    printf("%s: checked\n", what);
+    free(y);
+    free(dt);
+    layer_run_free(&r);
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(7);
     if (!ctx)
         SKIP("no OpenCL device");
+
+    const int32_t ids1[] = {5}, ids2[] = {3, 2}, ids3[] = {2, 3, 1};
+    check_embedding(ctx, 1, ids1, 7, 11, 13);
+    check_embedding(ctx, 2, ids2, 5, 3, 4);     /* 30 ids of 3 values: every row repeats */
+    check_embedding(ctx, 3, ids3, 3, 97, 33);
+    check_embedding(ctx, 1, ids1, 1, 1, 1);
+    check_position(ctx, 5, 6, 8, 7);
+    check_position(ctx, 4, 3, 4, 3);            /* T = max_length */
+    check_position(ctx, 1, 1, 9, 1);
 
     const int32_t flat37[] = {37}, cube[] = {2, 3, 5};
     for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_LAST; act++) {

@@ -105,6 +105,8 @@ static kiln_model *round_trip(kiln_context *ctx, kiln_model *m, const char *name
 {
     int64_t in_size = kiln_node_size(m, m->input);
     float *x = inputs(count, in_size, 99);
+    for (int64_t i = 0; m->input_ints && i < count * in_size; i++)   /* ids in their floats */
+        ((int32_t *)(void *)x)[i] = (int32_t)(i * 7 % m->id_limit);
     CHECK_OK(ctx, kiln_model_save(m, file(name)));
     kiln_model *l = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, file(name), options, &l));
@@ -446,6 +448,64 @@ static void refuses(kiln_context *ctx, const char *path, kiln_status status,
     }
 }
 
+/* A model of ids: an int Input (its dtype in the description), Embedding
+ * and PositionEmbedding, trained, saved and loaded. A float model's
+ * description has no dtype: files written before int Inputs read alike. */
+static void test_ids(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t seq[] = {6};
+    kiln_input_ints(m, 1, seq, "tokens");
+    const kiln_embedding_options eo = {.struct_size = sizeof eo, .name = "token_embedding",
+                                       .input_dim = 13, .output_dim = 5};
+    kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
+    const kiln_position_embedding_options po = {.struct_size = sizeof po, .max_length = 9};
+    kiln_position_embedding(m, KILN_NODE_PREVIOUS, &po);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    char *text = describe(m);
+    CHECK(text && strstr(text, "\"options\":{\"shape\":[6],\"dtype\":\"int32\"}"));
+    CHECK(text && strstr(text, "{\"input_dim\":13,\"output_dim\":5}"));
+    CHECK(text && strstr(text, "{\"max_length\":9}"));
+    free(text);
+    int32_t ids[40 * 6], labels[40];
+    for (int i = 0; i < 40 * 6; i++)
+        ids[i] = (i * 5 + i / 6) % 13;
+    for (int i = 0; i < 40; i++)
+        labels[i] = ids[i * 6] % 3;
+    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = 40, .feature_rank = 1,
+                                .feature_dims = {6}, .int_features = ids,
+                                .sparse_labels = labels};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    kiln_fit_options fo = fit_options(2, 8);
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_model *l = round_trip(ctx, m, "ids.safetensors", 17, NULL);
+    CHECK(l && l->input_ints && l->id_limit == 13);
+    /* A dtype kiln does not know, and a table too small for the file's. */
+    edit(ctx, file("ids.safetensors"), file("ids_int64.safetensors"), "\"dtype\":\"int32\"",
+         "\"dtype\":\"int64\"");
+    refuses(ctx, file("ids_int64.safetensors"), KILN_ERROR_FORMAT, NULL, "'dtype'", "int64");
+    edit(ctx, file("ids.safetensors"), file("ids_vocab.safetensors"), "\"input_dim\":13",
+         "\"input_dim\":12");
+    refuses(ctx, file("ids_vocab.safetensors"), KILN_ERROR_FORMAT, NULL,
+            "token_embedding/embeddings", "(12, 5)");
+    kiln_model_destroy(l);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    m = every_kind(ctx, 0);
+    text = describe(m);
+    CHECK(text && !strstr(text, "dtype"));
+    free(text);
+    kiln_model_destroy(m);
+}
+
 static void test_refusals(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -717,6 +777,7 @@ int main(void)
     test_seed_cnn(ctx);
     test_every_kind(ctx);
     test_attention(ctx);
+    test_ids(ctx);
     test_checkpoints(ctx);
     test_resnet(ctx);
     CHECK(live_objects(ctx) == 0);

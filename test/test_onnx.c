@@ -26,6 +26,8 @@ static const char *root, *ort_dir;
 static int have_checker, have_runtime;
 static char no_runtime[512];
 static uint64_t rng = 0x243f6a8885a308d3ULL;
+/* > 0: the model's input takes int32 ids below this (check_agreement's inputs). */
+static int32_t ids_below;
 
 static float uniform(float lo, float hi)
 {
@@ -163,6 +165,9 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
     CHECK_OK(ctx, kiln_model_output_size(m, &out_size));
     const int64_t in_count = n * product(rank, dims), out_count = n * out_size;
     float *x = test_inputs(rank, dims, n);
+    for (int64_t i = 0; ids_below && i < in_count; i++)   /* ids, in the floats' place */
+        ((int32_t *)(void *)x)[i] = (int32_t)(uniform(0.0f, 1.0f) * (float)ids_below) %
+                                    ids_below;
     float *want = calloc((size_t)out_count, sizeof *want);
     CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
     /* A comparison that can tell: outputs that differ between samples. */
@@ -172,8 +177,8 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
     CHECK(spread > 1e-3);
     CHECK(write_file(in_path, x, in_count));
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/onnx_run.js' "
-                      "'%s' '%s' '%s' %lld", ort_dir, root, path, in_path, out_path,
-                      (long long)n);
+                      "%s'%s' '%s' '%s' %lld", ort_dir, root, ids_below ? "--int32 " : "",
+                      path, in_path, out_path, (long long)n);
     for (int d = 0; d < rank; d++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %d", (int)dims[d]);
     const int rc = system(cmd);
@@ -328,6 +333,37 @@ static void attention(kiln_context *ctx)
     compile_and_train(ctx, m, 2, dims, 3, 32, 2);
     check_agreement(ctx, m, "attention", 2, dims, 5);
     kiln_model_destroy(m);
+}
+
+/* Ids (an int32 graph input): Embedding as Gather, PositionEmbedding as
+ * Add of the whole table and, shorter than max_length, of a Slice of it. */
+static void ids(kiln_context *ctx)
+{
+    for (int sliced = 0; sliced < 2; sliced++) {
+        kiln_model *m = NULL;
+        CHECK_OK(ctx, kiln_model_create(ctx, &m));
+        const int32_t dims[] = {7};
+        kiln_input_ints(m, 1, dims, "tokens");
+        const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = 19,
+                                           .output_dim = 6};
+        const kiln_position_embedding_options po = {.struct_size = sizeof po,
+                                                    .max_length = sliced ? 10 : 7};
+        const kiln_dense_options d = {.struct_size = sizeof d, .units = 3,
+                                      .activation = KILN_ACTIVATION_SOFTMAX};
+        kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
+        kiln_position_embedding(m, KILN_NODE_PREVIOUS, &po);
+        kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+        kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+        compile_and_train(ctx, m, 1, dims, 3, 0, 0);
+        /* Rows far apart, so that outputs differ between samples. */
+        float *table = random_floats(19 * 6, -1.0f, 1.0f);
+        CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding/embeddings", table, 19 * 6));
+        free(table);
+        ids_below = 19;
+        check_agreement(ctx, m, sliced ? "ids_sliced" : "ids", 1, dims, 13);
+        ids_below = 0;
+        kiln_model_destroy(m);
+    }
 }
 
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
@@ -496,6 +532,7 @@ int main(void)
     every_layer(ctx);
     more_layers(ctx);
     attention(ctx);
+    ids(ctx);
     conv_output(ctx);
     kiln_context_destroy(ctx);
     char cmd[128];

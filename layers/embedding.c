@@ -1,0 +1,164 @@
+/* Embedding (Keras Embedding): int32 ids (batch, ...) look up rows of an
+ * (input_dim, output_dim) table, giving (batch, ..., output_dim).
+ *
+ * The table's gradient is a scatter-add over the batch's ids. Float
+ * atomics would make it depend on the order work-items ran, so backward
+ * links each id slot to the next slot holding the same id, and one
+ * work-item per (first slot of an id, column) sums that chain in slot
+ * order: the same sum on every device and every run. Ids are checked on
+ * the host (kiln_layer_ops.id_limit); the kernels only guard their reads. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct embedding_config {
+    int32_t input_dim, output_dim;
+    int64_t positions;       /* inferred: ids per sample */
+} embedding_config;
+
+typedef struct embedding_replica {
+    kiln_buffer *links;      /* per id slot: the next slot with its id, then "first" flags */
+    struct {
+        kiln_kernel *forward, *links, *grad;
+    } kernels;
+} embedding_replica;
+
+static kiln_status embedding_infer(void *config, kiln_layer_build *b)
+{
+    embedding_config *c = config;
+    const kiln_shape *in = &b->in[0];
+    if (c->input_dim <= 0 || c->output_dim <= 0) {
+        snprintf(b->error, sizeof b->error, "input_dim (%d) and output_dim (%d) must be > 0",
+                 (int)c->input_dim, (int)c->output_dim);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (in->rank >= KILN_MAX_RANK) {
+        char s[64];
+        snprintf(b->error, sizeof b->error, "ids of shape %s would give an output of rank %d; "
+                 "kiln supports samples of rank up to %d", kiln_shape_str(in, s, sizeof s),
+                 (int)in->rank + 1, KILN_MAX_RANK);
+        return KILN_ERROR_SHAPE;
+    }
+    c->positions = kiln_shape_size(in);
+    b->out = *in;
+    b->out.dims[b->out.rank++] = c->output_dim;
+    kiln_param_spec *t = &b->params[b->n_params++];
+    t->name = "embeddings";
+    t->shape.rank = 2;
+    t->shape.dims[0] = c->input_dim;
+    t->shape.dims[1] = c->output_dim;
+    t->init = KILN_INIT_UNIFORM;   /* Keras's RandomUniform(-0.05, 0.05) */
+    t->init_limit = 0.05f;
+    t->fan_in = c->input_dim;
+    t->fan_out = c->output_dim;
+    return KILN_OK;
+}
+
+static kiln_status embedding_kernels(const void *config, void *replica, kiln_device *dev)
+{
+    (void)config;
+    embedding_replica *r = replica;
+    kiln_status st = kiln_kernel_get(dev, "embedding", "kiln_embedding_forward",
+                                     &r->kernels.forward);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_links", &r->kernels.links);
+    if (st == KILN_OK)
+        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_grad", &r->kernels.grad);
+    return st;
+}
+
+static kiln_status embedding_prepare(const void *config, void *replica, kiln_device *dev,
+                                     const kiln_shape *in_shape, int32_t max_batch)
+{
+    const embedding_config *c = config;
+    embedding_replica *r = replica;
+    (void)in_shape;
+    const size_t slots = (size_t)max_batch * (size_t)c->positions;
+    return kiln_buffer_create(dev, 2 * slots * sizeof(int32_t), "an embedding's id links",
+                              &r->links);
+}
+
+static void embedding_release(void *replica)
+{
+    embedding_replica *r = replica;
+    kiln_buffer_destroy(r->links);
+    r->links = NULL;
+}
+
+static kiln_status embedding_forward(const void *config, void *replica, const kiln_step *s)
+{
+    const embedding_config *c = config;
+    embedding_replica *r = replica;
+    const size_t slots = (size_t)s->batch * (size_t)c->positions;
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)slots),
+                            kiln_arg_int(c->input_dim), kiln_arg_int(c->output_dim),
+                            kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
+                            kiln_arg_buffer(s->out));
+    const size_t range[2] = {(size_t)c->output_dim, slots};
+    kiln_status st = kiln_kernel_run(s->dev, r->kernels.forward, 2, range, a);
+    if (st == KILN_OK)
+        st = kiln_step_activate(s, s->out);
+    return st;
+}
+
+static kiln_status embedding_backward(const void *config, void *replica, const kiln_step *s)
+{
+    const embedding_config *c = config;
+    embedding_replica *r = replica;
+    if (s->frozen)   /* its gradient goes unused; ids have none */
+        return KILN_OK;
+    const size_t slots = (size_t)s->batch * (size_t)c->positions;
+    const size_t table = (size_t)c->input_dim * (size_t)c->output_dim;
+    kiln_args l = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)slots),
+                            kiln_arg_buffer(r->links));
+    kiln_status st = kiln_kernel_run1(s->dev, r->kernels.links, slots, l);
+    /* Rows no id touched get 0; the others are written whole below. */
+    if (st == KILN_OK)
+        st = kiln_buffer_zero(s->dev, s->grads, s->param_offset[0] * sizeof(float),
+                              table * sizeof(float));
+    kiln_args g = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
+                            kiln_arg_int((int64_t)slots), kiln_arg_int(c->input_dim),
+                            kiln_arg_int(c->output_dim), kiln_arg_buffer(r->links),
+                            kiln_arg_buffer(s->grads), kiln_arg_int((int64_t)s->param_offset[0]));
+    const size_t range[2] = {(size_t)c->output_dim, slots};
+    if (st == KILN_OK)
+        st = kiln_kernel_run(s->dev, r->kernels.grad, 2, range, g);
+    return st;
+}
+
+static uint64_t embedding_flops(const void *config, const kiln_shape *in_shape)
+{
+    const embedding_config *c = config;
+    (void)in_shape;
+    return (uint64_t)c->positions * (uint64_t)c->output_dim;
+}
+
+static int32_t embedding_id_limit(const void *config)
+{
+    return ((const embedding_config *)config)->input_dim;
+}
+
+/* args: the kiln_embedding_options the builder copied. */
+static void embedding_configure(void *config, const void *args)
+{
+    const kiln_embedding_options *o = args;
+    *(embedding_config *)config = (embedding_config){.input_dim = o->input_dim,
+                                                     .output_dim = o->output_dim};
+}
+
+static void embedding_describe(const void *config, void *args)
+{
+    const embedding_config *c = config;
+    kiln_embedding_options *o = args;
+    o->input_dim = c->input_dim;
+    o->output_dim = c->output_dim;
+}
+
+const kiln_layer_ops kiln_layer_embedding = {
+    .kind = "embedding", .config_size = sizeof(embedding_config),
+    .replica_size = sizeof(embedding_replica), .min_inputs = 1, .max_inputs = 1,
+    .configure = embedding_configure, .describe = embedding_describe,
+    .infer = embedding_infer, .kernels = embedding_kernels, .prepare = embedding_prepare,
+    .forward = embedding_forward, .backward = embedding_backward,
+    .release = embedding_release, .flops = embedding_flops, .id_limit = embedding_id_limit,
+};
