@@ -430,6 +430,14 @@ static void test_bad_input(kiln_context *ctx)
                 "has 1 position", kiln_model_fit(m, ds, NULL));
     kiln_dataset_destroy(ds);
     kiln_model_destroy(m);
+    /* One class per position is no classification. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_input(m, 2, dims, NULL);
+    const kiln_dense_options one = {.struct_size = sizeof one, .units = 1, .name = "one"};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &one);
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "output layer 'one' gives (5, 1)",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
     /* ignore_class: sparse cross-entropy only, and >= 0. */
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     kiln_input(m, 2, dims, NULL);
