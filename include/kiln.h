@@ -1039,9 +1039,10 @@ KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *
 /**
  * Fills one sample for kiln_dataset_from_callback(): `features` gets the
  * sample's element count of floats, `label` label_size int32 class ids
- * (sparse, label_size 1 by default) or label_size floats (dense). Return 0 on success; nonzero stops the call
- * using the dataset with KILN_ERROR_DATA naming the index and `message`
- * (room for message_size bytes; may be left empty). Called from kiln's
+ * (sparse, label_size 1 by default) or label_size floats (dense). Return 0
+ * on success; nonzero stops the call using the dataset with
+ * KILN_ERROR_DATA naming the index and `message` (room for message_size
+ * bytes; may be left empty). Called from kiln's
  * loader threads, several at once for different indices: it must be safe
  * to call concurrently (read-only shared state, or its own locking), and
  * must not call kiln on the model being trained.

@@ -7,38 +7,12 @@
  * basic"; what needs two is skipped on one); the bad inputs; the compile
  * option through a model file. */
 #include "harness.h"
+#include "sequence_data.h"
 #include "runtime/dataset.h"
 #include "runtime/model.h"
 
 #include <stdint.h>
 #include <unistd.h>
-
-#define T 5        /* positions per sample */
-#define F 3        /* features per position */
-#define C 4        /* classes */
-#define N 24       /* samples */
-#define IGNORE 7   /* padding: outside [0, C), as ignore_class may be */
-
-static float features[N * T * F];
-static int32_t labels[N * T];
-
-/* Deterministic data: a class per position that the features hint at,
- * every third position of every other sample padding. */
-static void make_data(void)
-{
-    uint32_t s = 12345;
-    for (int i = 0; i < N * T; i++) {
-        s = s * 1664525u + 1013904223u;
-        labels[i] = (int32_t)((s >> 16) % C);
-        for (int f = 0; f < F; f++) {
-            s = s * 1664525u + 1013904223u;
-            features[i * F + f] = (float)((double)(s >> 8) / 16777216.0 - 0.5) +
-                                  (f == labels[i] % F ? 0.7f : 0.0f);
-        }
-        if ((i / T) % 2 == 1 && (i % T) % 3 == 0)
-            labels[i] = IGNORE;
-    }
-}
 
 static kiln_context *context(void)
 {
@@ -169,6 +143,41 @@ static void test_reference(kiln_context *ctx)
     for (int i = 0; i < N * T; i++)
         none[i] = IGNORE;
     check_step(ctx, 1, none, "every position ignored");
+}
+
+/* categorical_crossentropy on the same output: one-hot rows per position,
+ * the same loss and accuracy as the sparse ids (no padding). */
+static void test_dense_rows(kiln_context *ctx)
+{
+    static int32_t ids[N * T];
+    static float onehot[N * T * C];
+    for (int i = 0; i < N * T; i++) {
+        ids[i] = labels[i] == IGNORE ? i % C : labels[i];
+        for (int c = 0; c < C; c++)
+            onehot[i * C + c] = c == ids[i] ? 1.0f : 0.0f;
+    }
+    const setup s = {.strategy = KILN_STRATEGY_ONE_DEVICE, .optimizer = KILN_OPTIMIZER_ADAM};
+    kiln_model *m = build(ctx, &s);
+    kiln_metrics a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, ids, N, &a));
+    float w[F * C + C];
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, F * C + C));
+    kiln_model_destroy(m);
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {T, F};
+    kiln_input(m, 2, dims, NULL);
+    const kiln_dense_options d = {.struct_size = sizeof d, .units = C,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_OK(ctx, kiln_model_set_weights(m, w, F * C + C));
+    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, onehot, N, &b));
+    printf("categorical_crossentropy per position: loss %.6f accuracy %.4f (sparse %.6f %.4f)\n",
+           b.loss, b.accuracy, a.loss, a.accuracy);
+    CHECK(fabs(a.loss - b.loss) < 1e-5 && fabs(a.accuracy - b.accuracy) < 1e-6);
+    kiln_model_destroy(m);
 }
 
 static kiln_dataset *arrays(kiln_context *ctx, int32_t label_size, const int32_t *y,
@@ -498,6 +507,7 @@ int main(void)
         return 1;
     }
     test_reference(ctx);
+    test_dense_rows(ctx);
     test_sources(ctx, dir);
     test_bad_input(ctx);
     test_model_file(ctx, dir);
