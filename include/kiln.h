@@ -467,7 +467,9 @@ typedef enum kiln_loss {
      *  per position against a (positions..., classes) output, the loss then
      *  averaged over every position (Keras on a rank-3 output) */
     KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-    KILN_LOSS_CATEGORICAL_CROSSENTROPY,         /**< one-hot / probability labels */
+    /** one-hot / probability labels, per position too on a
+     *  (positions..., classes) output (averaged over the positions) */
+    KILN_LOSS_CATEGORICAL_CROSSENTROPY,
     KILN_LOSS_BINARY_CROSSENTROPY,              /**< labels in [0, 1] per output */
     KILN_LOSS_MEAN_SQUARED_ERROR
 } kiln_loss;
@@ -681,7 +683,8 @@ typedef struct kiln_compile_options {
  * Returns the first error recorded while building (KILN_ERROR_SHAPE naming
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
- * KILN_ERROR_SHAPE when the loss does not fit the output,
+ * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
+ * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
