@@ -555,8 +555,13 @@ KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
 
 typedef enum kiln_loss {
     KILN_LOSS_NONE = 0,                         /**< invalid: compile needs a loss */
-    KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,  /**< integer class labels */
-    KILN_LOSS_CATEGORICAL_CROSSENTROPY,         /**< one-hot / probability labels */
+    /** integer class labels: one per sample against a (classes,) output, or one
+     *  per position against a (positions..., classes) output, the loss then
+     *  averaged over every position (Keras on a rank-3 output) */
+    KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+    /** one-hot / probability labels, per position too on a
+     *  (positions..., classes) output (averaged over the positions) */
+    KILN_LOSS_CATEGORICAL_CROSSENTROPY,
     KILN_LOSS_BINARY_CROSSENTROPY,              /**< labels in [0, 1] per output */
     KILN_LOSS_MEAN_SQUARED_ERROR
 } kiln_loss;
@@ -747,6 +752,21 @@ typedef struct kiln_compile_options {
     /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default); -0.0f:
      *  exactly 0. */
     float binary_threshold;
+    /** Nonzero: sparse labels equal to ignore_class mark padding (Keras's
+     *  SparseCategoricalCrossentropy(ignore_class=...)): those positions count
+     *  in neither the loss nor its average nor accuracy and top-k accuracy,
+     *  and get no gradient. The loss is the sum over the other positions
+     *  divided by their count in the global batch, as Keras divides by the
+     *  unmasked count; a batch with every position ignored has loss 0 and a
+     *  zero gradient. Epoch and evaluate means are taken over all counted
+     *  positions of the epoch or dataset (Keras averages batch means, which
+     *  differs when batches count different numbers of positions).
+     *  sparse_categorical_crossentropy only. */
+    int32_t has_ignore_class;
+    /** The padding label, >= 0; it may lie outside [0, classes) (labels are
+     *  checked against the output's classes except where they equal it).
+     *  Datasets refuse negative labels, so -1 padding is not possible. */
+    int32_t ignore_class;
 } kiln_compile_options;
 
 /**
@@ -755,7 +775,8 @@ typedef struct kiln_compile_options {
  * Returns the first error recorded while building (KILN_ERROR_SHAPE naming
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
- * KILN_ERROR_SHAPE when the loss does not fit the output,
+ * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
+ * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
@@ -936,7 +957,7 @@ KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *lay
 typedef struct kiln_dataset kiln_dataset;
 
 typedef enum kiln_label_kind {
-    KILN_LABELS_SPARSE = 0,  /**< one int32 class id per sample */
+    KILN_LABELS_SPARSE = 0,  /**< label_size int32 class ids per sample (default 1) */
     KILN_LABELS_DENSE        /**< label_size floats per sample (one-hot, targets) */
 } kiln_label_kind;
 
@@ -948,11 +969,16 @@ typedef struct kiln_arrays_desc {
     int32_t feature_dims[KILN_MAX_RANK];  /**< one sample's shape, e.g. {28, 28, 1} */
     const float *features;         /**< count * prod(feature_dims) floats */
     kiln_label_kind label_kind;  /**< default sparse */
-    const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count ids */
-    int32_t label_size;            /**< KILN_LABELS_DENSE: floats per sample */
+    const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count * label_size ids */
+    /** KILN_LABELS_DENSE: floats per sample. KILN_LABELS_SPARSE: ids per sample
+     *  (0: 1), one per position of a (positions..., classes) output, e.g. T
+     *  for a (T, classes) output; sample i's ids are
+     *  sparse_labels[i * label_size ...]. */
+    int32_t label_size;
     const float *dense_labels;     /**< KILN_LABELS_DENSE: count * label_size */
     /** Sparse labels must be in [0, num_classes); 0: not checked here (the
-     *  model's output size is checked against every label at fit). */
+     *  model's output size is checked against every label at fit, except
+     *  labels equal to the compile options' ignore_class). */
     int32_t num_classes;
     /** Instead of `features` (exactly one of the two is set): count *
      *  prod(feature_dims) int32 ids, for a model whose Input was declared
@@ -964,8 +990,9 @@ typedef struct kiln_arrays_desc {
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
  *  both or neither of features and int_features,
- *  KILN_ERROR_DATA for a label out of range or a feature or dense label
- *  that is NaN or infinite (naming the first such sample and element). */
+ *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
+ *  several ids per sample, the position) or a feature or dense label that
+ *  is NaN or infinite (naming the first such sample and element). */
 KILN_API kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                               kiln_dataset **out);
 
@@ -1031,9 +1058,9 @@ KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln
 
 /** Reads sample `index` as the model would get it in evaluation (scaled and
  *  mapped, never augmented): `features` has room for the sample's element
- *  count, `label` for one int32 (sparse) or label_size floats (dense); either
- *  may be NULL. A dataset of ids (kiln_dataset_feature_type says
- *  KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
+ *  count, `label` for label_size int32 ids (sparse) or label_size floats
+ *  (dense); either may be NULL. A dataset of ids (kiln_dataset_feature_type
+ *  says KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
  *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). */
 KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
                                        float *features, void *label);
@@ -1074,8 +1101,9 @@ typedef struct kiln_npy_options {
  * process's resident memory), the labels file is mapped and checked once.
  * Features: C order, dtype uint8, int8, uint16, int16, int32, float16 or
  * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
- * per sample. Labels: a 1-D integer array (sparse class ids, >= 0) or a 2-D
- * float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
+ * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D
+ * integer array (N, T) (T sparse ids per sample, one per output position)
+ * or a 2-D float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
  * file cannot be opened or read (also mid-training: a file cut short);
  * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
  * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
@@ -1132,10 +1160,11 @@ KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *
 
 /**
  * Fills one sample for kiln_dataset_from_callback(): `features` gets the
- * sample's element count of floats, `label` one int32 class id (sparse) or
- * label_size floats (dense). Return 0 on success; nonzero stops the call
- * using the dataset with KILN_ERROR_DATA naming the index and `message`
- * (room for message_size bytes; may be left empty). Called from kiln's
+ * sample's element count of floats, `label` label_size int32 class ids
+ * (sparse, label_size 1 by default) or label_size floats (dense). Return 0
+ * on success; nonzero stops the call using the dataset with
+ * KILN_ERROR_DATA naming the index and `message` (room for message_size
+ * bytes; may be left empty). Called from kiln's
  * loader threads, several at once for different indices: it must be safe
  * to call concurrently (read-only shared state, or its own locking), and
  * must not call kiln on the model being trained.
@@ -1150,11 +1179,14 @@ typedef struct kiln_callback_desc {
     int32_t feature_rank;        /**< 1..KILN_MAX_RANK */
     int32_t feature_dims[KILN_MAX_RANK];  /**< one sample's shape, e.g. {28, 28, 1} */
     kiln_label_kind label_kind;  /**< default sparse */
-    int32_t label_size;          /**< KILN_LABELS_DENSE: floats per sample */
+    /** KILN_LABELS_DENSE: floats per sample; KILN_LABELS_SPARSE: ids per
+     *  sample, one per output position (0: 1). */
+    int32_t label_size;
     kiln_sample_fn fill;         /**< required */
     void *user;                  /**< passed to fill */
     /** Sparse labels must be in [0, num_classes) (KILN_ERROR_DATA naming the
-     *  index otherwise); 0: checked against the model's output only. */
+     *  index and position otherwise); 0: checked against the model's output
+     *  only. */
     int32_t num_classes;
     /** Nonzero: the features are int32 ids for an Input of
      *  kiln_input_ints(): `fill` writes the sample's element count of
@@ -1535,7 +1567,10 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
- * output; KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
+ * output, or its sparse labels not one id per output position (a (T,)
+ * label sequence against an output of T' != T positions, or T > 1 ids
+ * against a (classes,) output; naming the output and both shapes);
+ * KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
  * kiln_input_ints() or ids into a float Input; KILN_ERROR_DATA for a label
  * out of range, or an id outside its Embedding's input_dim (naming the
  * sample and the position);
@@ -1560,7 +1595,7 @@ KILN_API kiln_status kiln_model_fit(kiln_model *model, const kiln_dataset *train
 /** What kiln_model_evaluate() measured. */
 typedef struct kiln_metrics {
     size_t struct_size;          /**< sizeof(kiln_metrics) */
-    double loss;                 /**< mean over the samples */
+    double loss;                 /**< mean over the samples (positions for sequences) */
     double accuracy;             /**< negative when not computed */
     int64_t samples;             /**< samples evaluated */
     /** The metrics kiln_compile_options asked for; negative when not computed. */
@@ -1585,8 +1620,9 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 /* ------------------------------------------------------------------------ */
 
 /** One training step on `count` samples of host features (count * input
- *  size floats) and labels (count int32 class ids, or count * output size
- *  floats for dense labels), as fit would take it under the model's
+ *  size floats) and labels (count int32 class ids, count * positions ids
+ *  against a (positions, classes) output, or count * output size floats
+ *  for dense labels), as fit would take it under the model's
  *  strategy (split across replicas, reduced, one optimizer update). The
  *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
  *  training step for checkpoints and schedules and leaves fit's epoch

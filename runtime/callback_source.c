@@ -21,11 +21,15 @@ static kiln_status callback_read(const kiln_dataset *ds, int64_t index, float *f
         return kiln_error(ds->ctx, KILN_ERROR_DATA, "the dataset's fill callback failed on "
                           "sample %lld%s%s", (long long)index, message[0] ? ": " : "",
                           message);
-    if (ds->label_kind == KILN_LABELS_SPARSE && c->num_classes > 0) {
-        const int32_t y = *(const int32_t *)label;
+    for (int32_t p = 0; ds->label_kind == KILN_LABELS_SPARSE && c->num_classes > 0 &&
+                        p < ds->label_size; p++) {
+        const int32_t y = ((const int32_t *)label)[p];
+        char at[32] = "";
+        if (ds->label_size > 1)
+            snprintf(at, sizeof at, ", position %d,", (int)p);
         if (y < 0 || y >= c->num_classes)
-            return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld has label %d, outside "
-                              "[0, %d) for num_classes %d", (long long)index, (int)y,
+            return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld%s has label %d, outside "
+                              "[0, %d) for num_classes %d", (long long)index, at, (int)y,
                               (int)c->num_classes, (int)c->num_classes);
     }
     return KILN_OK;
@@ -57,6 +61,10 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_callback_desc *d)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: label_size is %d; dense labels need label_size > 0", fn,
                           (int)d->label_size);
+    if (d->label_kind == KILN_LABELS_SPARSE && d->label_size < 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: label_size is %d; sparse labels need label_size >= 0 (ids per "
+                          "sample; 0: 1)", fn, (int)d->label_size);
     if (d->num_classes < 0)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: num_classes is %d; it must be >= 0 (0: not checked)", fn,
@@ -93,7 +101,7 @@ kiln_status kiln_dataset_from_callback(kiln_context *ctx, const kiln_callback_de
     *c = (callback_source){.fill = d.fill, .user = d.user, .num_classes = d.num_classes};
     kiln_dataset *ds;
     st = kiln_dataset_new_streamed(ctx, d.count, &shape, d.label_kind,
-                                   sparse ? 1 : d.label_size, &ds);
+                                   sparse && d.label_size == 0 ? 1 : d.label_size, &ds);
     if (st != KILN_OK) {
         kiln_free(ctx, c);
         return st;

@@ -177,6 +177,9 @@ static void describe(const kiln_model *m, save_kind kind, const char *model, con
     meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
              (long long)m->epoch_seen);
     meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+    /* What the epoch's means divide by (positions, for sequence labels); a
+     * checkpoint without it counted samples. */
+    meta_add(md, "epoch_counted", "%.17g", m->epoch_counted);
     meta_add(md, "epoch_metric_sums", "%.17g %.17g %.17g", m->epoch_metrics[0],
              m->epoch_metrics[1], m->epoch_metrics[2]);
     if (m->has_lr_override)
@@ -541,6 +544,8 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
     m->epoch_loss = loss;
     m->epoch_correct = correct;
     m->epoch_seen = seen;
+    const char *counted = kiln_st_meta(f, "epoch_counted");
+    m->epoch_counted = counted ? strtod(counted, NULL) : (double)seen;
     m->shuffle_seed = strtoull(seed, NULL, 10);
     return KILN_OK;
 }

@@ -159,6 +159,10 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "%s: num_classes is %d; it must be >= 0 (0: not checked)", fn,
                               (int)d->num_classes);
+        if (d->label_size < 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: label_size is %d; sparse labels need label_size >= 0 (ids "
+                              "per sample; 0: 1)", fn, (int)d->label_size);
     } else if (d->label_kind == KILN_LABELS_DENSE) {
         if (d->label_size <= 0)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -175,21 +179,28 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
     return KILN_OK;
 }
 
-/* Negative labels are never valid: they would index outside the output. */
+/* Negative labels are never valid: they would index outside the output.
+ * `size` ids per sample, one per position. */
 static kiln_status check_labels(kiln_context *ctx, const int32_t *labels, int64_t count,
-                                int32_t num_classes)
+                                int32_t size, int32_t num_classes)
 {
-    for (int64_t i = 0; i < count; i++) {
+    for (int64_t i = 0; i < count * size; i++) {
         const int32_t y = labels[i];
+        if (y >= 0 && (num_classes <= 0 || y < num_classes))
+            continue;
+        char at[64];
+        if (size > 1)
+            snprintf(at, sizeof at, "sample %lld, position %d,", (long long)(i / size),
+                     (int)(i % size));
+        else
+            snprintf(at, sizeof at, "sample %lld", (long long)i);
         if (y < 0)
             return kiln_error(ctx, KILN_ERROR_DATA,
-                              "kiln_dataset_from_arrays: sample %lld has label %d; labels "
-                              "must be >= 0", (long long)i, (int)y);
-        if (num_classes > 0 && y >= num_classes)
-            return kiln_error(ctx, KILN_ERROR_DATA,
-                              "kiln_dataset_from_arrays: sample %lld has label %d, outside "
-                              "[0, %d) for num_classes %d", (long long)i, (int)y,
-                              (int)num_classes, (int)num_classes);
+                              "kiln_dataset_from_arrays: %s has label %d; labels must be >= 0",
+                              at, (int)y);
+        return kiln_error(ctx, KILN_ERROR_DATA,
+                          "kiln_dataset_from_arrays: %s has label %d, outside [0, %d) for "
+                          "num_classes %d", at, (int)y, (int)num_classes, (int)num_classes);
     }
     return KILN_OK;
 }
@@ -235,18 +246,19 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
     for (int32_t i = 0; i < d.feature_rank; i++)
         shape.dims[i] = d.feature_dims[i];
     const int sparse = d.label_kind == KILN_LABELS_SPARSE;
-    const int32_t label_size = sparse ? 1 : d.label_size;
+    const int32_t label_size = sparse && d.label_size == 0 ? 1 : d.label_size;
     kiln_dataset *ds;
     /* Sizes are checked for overflow here, before the caller's arrays are read. */
     st = kiln_dataset_alloc(ctx, d.count, &shape, d.label_kind, label_size, &ds);
     if (st != KILN_OK)
         return st;
     if (sparse) {
-        st = check_labels(ctx, d.sparse_labels, d.count, d.num_classes);
+        st = check_labels(ctx, d.sparse_labels, d.count, label_size, d.num_classes);
         if (st != KILN_OK)
             goto fail;
-        memcpy(ds->sparse_labels, d.sparse_labels, (size_t)d.count * sizeof(int32_t));
-        ds->max_label = sparse_max(ds->sparse_labels, ds->count);
+        memcpy(ds->sparse_labels, d.sparse_labels,
+               (size_t)(d.count * label_size) * sizeof(int32_t));
+        ds->max_label = sparse_max(ds->sparse_labels, ds->count * label_size);
     } else {
         st = check_finite(ctx, d.dense_labels, d.count, label_size, "labels");
         if (st != KILN_OK)
@@ -317,8 +329,8 @@ kiln_status kiln_dataset_subset(const kiln_dataset *ds, int64_t start, int64_t c
     if (ds->features) {
         sub->features = ds->features + start * ds->feature_size;
         if (ds->label_kind == KILN_LABELS_SPARSE) {
-            sub->sparse_labels = ds->sparse_labels + start;
-            sub->max_label = sparse_max(sub->sparse_labels, count);
+            sub->sparse_labels = ds->sparse_labels + start * ds->label_size;
+            sub->max_label = sparse_max(sub->sparse_labels, count * ds->label_size);
         } else {
             sub->dense_labels = ds->dense_labels + start * ds->label_size;
         }
@@ -376,7 +388,8 @@ void kiln_dataset_gather(const kiln_dataset *ds, const int64_t *order, int32_t n
         const size_t s = (size_t)order[i];
         memcpy(features + (size_t)i * fsize, ds->features + s * fsize, fsize * sizeof(float));
         if (ds->label_kind == KILN_LABELS_SPARSE)
-            ((int32_t *)labels)[i] = ds->sparse_labels[s];
+            memcpy((int32_t *)labels + (size_t)i * lsize, ds->sparse_labels + s * lsize,
+                   lsize * sizeof(int32_t));
         else
             memcpy((float *)labels + (size_t)i * lsize, ds->dense_labels + s * lsize,
                    lsize * sizeof(float));

@@ -16,7 +16,7 @@ typedef struct kiln_source_ops {
     const char *kind;   /* "npy", "image folder", "callback": for messages */
     /* Reads sample `index` of the source into `features` (feature_size
      * floats, final values: scaled, not yet mapped or augmented) and
-     * `label` (one int32, or label_size floats). Called from several
+     * `label` (label_size int32 ids or label_size floats). Called from several
      * threads at once. A failure records its message with kiln_error on
      * the calling thread, naming the sample (and file), and returns it. */
     kiln_status (*read)(const kiln_dataset *ds, int64_t index, float *features, void *label);
@@ -43,7 +43,7 @@ struct kiln_dataset {
      * touches them. */
     int ints;
     kiln_label_kind label_kind;
-    int32_t label_size;         /* 1 for sparse labels */
+    int32_t label_size;         /* ids (sparse: one per output position) or floats */
     /* Largest sparse label, -1 if dense; for a source that cannot know it
      * before reading (a callback), `labels_unchecked` is set and each
      * label is checked as it is read. */
@@ -54,7 +54,7 @@ struct kiln_dataset {
     int features_unchecked;
     /* Resident data, or NULL: count * feature_size floats, and the labels. */
     float *features;
-    int32_t *sparse_labels;     /* KILN_LABELS_SPARSE: count ids */
+    int32_t *sparse_labels;     /* KILN_LABELS_SPARSE: count * label_size ids */
     float *dense_labels;        /* KILN_LABELS_DENSE: count * label_size */
     int owns_arrays;            /* else they belong to `parent` */
     /* A streamed source: its ops and state. */
@@ -107,6 +107,7 @@ typedef struct kiln_read_plan {
      * `id_layer`. */
     int32_t id_limit;
     const char *id_layer;
+    int32_t ignore;            /* sparse labels equal to this are padding (-1: none) */
 } kiln_read_plan;
 
 /* Reads sample `index` through the dataset's source, map and (when the
@@ -125,11 +126,11 @@ kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *i
                            int64_t count, int64_t per_sample, int64_t first_sample,
                            int32_t limit, const char *layer);
 
-/* Bytes of one sample's label: an int32 or label_size floats. */
+/* Bytes of one sample's label: label_size int32 ids or floats. */
 size_t kiln_dataset_label_bytes(const kiln_dataset *ds);
 
 /* Copies samples order[0..n) into contiguous host arrays: features
- * (n * feature_size floats) and labels (n int32 or n * label_size floats).
+ * (n * feature_size floats) and labels (n * label_size int32 or floats).
  * Resident datasets without transforms only: the tests' shortcut. */
 void kiln_dataset_gather(const kiln_dataset *ds, const int64_t *order, int32_t n,
                          float *features, void *labels);

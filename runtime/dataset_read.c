@@ -12,8 +12,8 @@
 
 size_t kiln_dataset_label_bytes(const kiln_dataset *ds)
 {
-    return ds->label_kind == KILN_LABELS_SPARSE ? sizeof(int32_t)
-                                                : (size_t)ds->label_size * sizeof(float);
+    return (size_t)ds->label_size *
+           (ds->label_kind == KILN_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float));
 }
 
 /* The dataset that holds sample `*index` of `ds`: `ds` itself when it is
@@ -38,7 +38,8 @@ static kiln_status read_source(const kiln_dataset *ds, int64_t index, float *fea
     const size_t fsize = (size_t)h->feature_size;
     memcpy(features, h->features + (size_t)at * fsize, fsize * sizeof(float));
     if (h->label_kind == KILN_LABELS_SPARSE)
-        memcpy(label, h->sparse_labels + at, sizeof(int32_t));
+        memcpy(label, h->sparse_labels + (size_t)at * (size_t)h->label_size,
+               (size_t)h->label_size * sizeof(int32_t));
     else
         memcpy(label, h->dense_labels + (size_t)at * (size_t)h->label_size,
                (size_t)h->label_size * sizeof(float));
@@ -64,12 +65,18 @@ static kiln_status check_label(const kiln_dataset *ds, int64_t index, const void
         return ds->features_unchecked
                    ? check_finite(ds, index, label, ds->label_size, "label")
                    : KILN_OK;
-    int32_t y;
-    memcpy(&y, label, sizeof y);
-    if (y < 0 || (plan->max_classes > 0 && y >= plan->max_classes))
-        return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld has label %d, outside "
-                          "[0, %d): the output has %d classes", (long long)index, (int)y,
-                          (int)plan->max_classes, (int)plan->max_classes);
+    for (int32_t p = 0; p < ds->label_size; p++) {
+        int32_t y;
+        memcpy(&y, (const int32_t *)label + p, sizeof y);
+        if (y < 0 || (plan->max_classes > 0 && y >= plan->max_classes && y != plan->ignore)) {
+            char at[32] = "";
+            if (ds->label_size > 1)
+                snprintf(at, sizeof at, ", position %d,", (int)p);
+            return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld%s has label %d, outside "
+                              "[0, %d): the output has %d classes", (long long)index, at,
+                              (int)y, (int)plan->max_classes, (int)plan->max_classes);
+        }
+    }
     return KILN_OK;
 }
 

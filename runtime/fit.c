@@ -24,6 +24,34 @@ void kiln_fit_options_init(kiln_fit_options *o)
     o->batch_size = 32;
 }
 
+/* A dataset whose largest sparse label is past the output's classes: the
+ * first such label, naming its sample and position, unless it is the
+ * ignore class. Labels a streamed source reads are checked as they are
+ * read, against the same rule. */
+static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const char *call,
+                                 const char *what)
+{
+    const kiln_loss_plan *plan = &m->loss;
+    const char *output = m->nodes[m->output].name;
+    if (ds->sparse_labels) {
+        const int64_t bad = kiln_loss_bad_label(plan, ds->sparse_labels,
+                                                ds->count * ds->label_size);
+        char at[64];
+        if (bad < 0)
+            return KILN_OK;
+        kiln_loss_label_place(plan, bad, at, sizeof at);
+        return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s: %s has label %d but the output "
+                          "'%s' has %lld classes (labels 0 to %lld)", call, what, at,
+                          (int)ds->sparse_labels[bad], output, (long long)plan->cols,
+                          (long long)plan->cols - 1);
+    }
+    if (plan->has_ignore)
+        return KILN_OK;
+    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d but the output '%s' has "
+                      "%lld classes (labels 0 to %lld)", call, what, (int)ds->max_label, output,
+                      (long long)plan->cols, (long long)plan->cols - 1);
+}
+
 /* Does `ds` fit the model's input and loss? */
 static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
@@ -45,16 +73,21 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
                           m->input_ints ? "int32 ids (kiln_input_ints)" : "floats");
     const int64_t outputs = kiln_node_size(m, m->output);
     if (m->loss.sparse) {
+        const kiln_node_rec *out = &m->nodes[m->output];
         if (ds->label_kind != KILN_LABELS_SPARSE)
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                               "%s: %s has dense labels but the loss is "
                               "sparse_categorical_crossentropy (integer class ids)", call, what);
-        if (!ds->labels_unchecked && ds->max_label >= outputs)
-            return kiln_error(m->ctx, KILN_ERROR_DATA,
-                              "%s: %s has label %d but the output '%s' has %lld classes "
-                              "(labels 0 to %lld)", call, what, (int)ds->max_label,
-                              m->nodes[m->output].name, (long long)outputs,
-                              (long long)outputs - 1);
+        if (ds->label_size != m->loss.positions)
+            return kiln_error(m->ctx, KILN_ERROR_SHAPE,
+                              "%s: %s has %d sparse labels per sample but output '%s' %s has "
+                              "%lld position%s (labels (%lld,) per sample)", call, what,
+                              (int)ds->label_size, out->name,
+                              kiln_shape_str(&out->shape, a, sizeof a),
+                              (long long)m->loss.positions, m->loss.positions == 1 ? "" : "s",
+                              (long long)m->loss.positions);
+        if (!ds->labels_unchecked && ds->max_label >= m->loss.cols)
+            return check_classes(m, ds, call, what);
     } else if (ds->label_kind != KILN_LABELS_DENSE || ds->label_size != outputs) {
         return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                           "%s: %s labels must be %lld floats per sample to match output '%s' "
@@ -120,7 +153,8 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
         .ds = ds, .batch_size = batch, .threads = threads,
         .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
-                 .max_classes = m->loss.sparse ? (int32_t)kiln_node_size(m, m->output) : 0,
+                 .max_classes = m->loss.sparse ? (int32_t)m->loss.cols : 0,
+                 .ignore = m->loss.has_ignore ? m->loss.ignore : -1,
                  .id_limit = m->input_ints ? m->id_limit : 0, .id_layer = m->id_layer},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
@@ -168,7 +202,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
         kiln_sums_add(total, sums);
     }
     source_close(m, &src);
-    kiln_metrics_from_sums(&m->loss, total, (double)ds->count, out);
+    kiln_metrics_from_sums(&m->loss, total, out);
     out->samples = ds->count;
     return st;
 }
@@ -319,6 +353,7 @@ static void reset_epoch_position(kiln_model *m)
     m->epoch_loss = m->epoch_correct = 0;
     memset(m->epoch_metrics, 0, sizeof m->epoch_metrics);
     m->epoch_seen = 0;
+    m->epoch_counted = 0;
 }
 
 /* Adds a step's sums to the epoch's. */
@@ -327,6 +362,7 @@ static void add_sums(kiln_model *m, const double *sums)
     m->epoch_loss += sums[KILN_SUM_LOSS];
     m->epoch_correct += sums[KILN_SUM_CORRECT];
     m->epoch_seen += (int64_t)sums[KILN_SUM_SAMPLES];
+    m->epoch_counted += sums[KILN_SUM_COUNTED];
     for (int k = 0; k < 3; k++)
         m->epoch_metrics[k] += sums[KILN_SUM_TOP_K + k];
 }
@@ -336,9 +372,9 @@ static void update_means(const kiln_model *m, kiln_epoch_record *r)
     const double sums[KILN_N_SUMS] = {
         [KILN_SUM_LOSS] = m->epoch_loss, [KILN_SUM_CORRECT] = m->epoch_correct,
         [KILN_SUM_TOP_K] = m->epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->epoch_metrics[1],
-        [KILN_SUM_BINARY] = m->epoch_metrics[2]};
+        [KILN_SUM_BINARY] = m->epoch_metrics[2], [KILN_SUM_COUNTED] = m->epoch_counted};
     kiln_metrics means;
-    kiln_metrics_from_sums(&m->loss, sums, (double)m->epoch_seen, &means);
+    kiln_metrics_from_sums(&m->loss, sums, &means);
     r->loss = means.loss;
     r->accuracy = means.accuracy;
     r->top_k_accuracy = means.top_k_accuracy;

@@ -19,18 +19,29 @@ kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy
 {
     const kiln_node_rec *out = &m->nodes[m->output];
     char s[64];
+    const int64_t size = kiln_shape_size(&out->shape);
+    const int32_t classes = out->shape.dims[out->shape.rank - 1];
     plan->loss = loss;
     plan->fused = 0;
     plan->sparse = 0;
     plan->accuracy = want_accuracy;
+    plan->positions = 1;
+    plan->cols = size;
+    plan->has_ignore = 0;
+    plan->ignore = 0;
     switch (loss) {
     case KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
     case KILN_LOSS_CATEGORICAL_CROSSENTROPY:
-        if (out->shape.rank != 1 || out->shape.dims[0] < 2)
+        if (classes < 2)
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
-                              "%s needs an output of (classes,) with at least 2 classes; "
-                              "output layer '%s' gives %s", kiln_loss_name(loss), out->name,
+                              "%s needs an output of (classes,) or (positions..., classes) "
+                              "with at least 2 classes; output layer '%s' gives %s",
+                              kiln_loss_name(loss), out->name,
                               kiln_shape_str(&out->shape, s, sizeof s));
+        /* Keras on a rank-3 output: one distribution per position, the last
+         * axis (where softmax applies), and the loss averaged over them. */
+        plan->positions = size / classes;
+        plan->cols = classes;
         plan->sparse = loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
         plan->fused = out->activation == KILN_ACTIVATION_SOFTMAX;
         if (plan->sparse)
@@ -56,20 +67,64 @@ kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy
     }
 }
 
+size_t kiln_loss_label_bytes(const kiln_loss_plan *plan)
+{
+    return plan->sparse ? (size_t)plan->positions * sizeof(int32_t)
+                        : (size_t)(plan->positions * plan->cols) * sizeof(float);
+}
+
+double kiln_loss_counted(const kiln_loss_plan *plan, const void *labels, int32_t n)
+{
+    const int64_t rows = (int64_t)n * plan->positions;
+    if (!plan->has_ignore)
+        return (double)rows;
+    const int32_t *y = labels;
+    int64_t counted = 0;
+    for (int64_t i = 0; i < rows; i++)
+        counted += y[i] != plan->ignore;
+    return (double)counted;
+}
+
+int64_t kiln_loss_bad_label(const kiln_loss_plan *plan, const int32_t *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if ((y[i] < 0 || y[i] >= plan->cols) && !(plan->has_ignore && y[i] == plan->ignore))
+            return i;
+    return -1;
+}
+
+void kiln_loss_label_place(const kiln_loss_plan *plan, int64_t i, char *buf, size_t size)
+{
+    if (plan->positions == 1)
+        snprintf(buf, size, "sample %lld", (long long)i);
+    else
+        snprintf(buf, size, "sample %lld, position %lld", (long long)(i / plan->positions),
+                 (long long)(i % plan->positions));
+}
+
+float kiln_loss_scale(double counted)
+{
+    /* Every position ignored: loss 0 and no gradient, as Keras's masked mean. */
+    return counted > 0 ? 1.0f / (float)counted : 0.0f;
+}
+
 kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                               const kiln_buffer *z, const kiln_buffer *y,
                               const kiln_buffer *labels, kiln_buffer *grad, kiln_buffer *loss,
-                              kiln_buffer *correct, kiln_buffer *sums, int32_t n, int64_t cols,
-                              float scale)
+                              kiln_buffer *correct, kiln_buffer *sums, int32_t n, float scale)
 {
+    const int64_t rows = (int64_t)n * plan->positions;
+    const int32_t ignore = plan->has_ignore ? plan->ignore : -1;   /* -1: no label is */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(z), kiln_arg_buffer(y), kiln_arg_buffer(labels),
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
-                            kiln_arg_int(n), kiln_arg_int(cols), kiln_arg_float(scale));
-    kiln_status st = kiln_run1(dev, "loss", plan->kernel, (size_t)n, a);
+                            kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
+                            kiln_arg_int(ignore));
+    kiln_status st = kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
     if (st != KILN_OK)
         return st;
-    kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct), kiln_arg_int(n),
-                            kiln_arg_buffer(sums));
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct),
+                            kiln_arg_buffer(labels), kiln_arg_int(rows), kiln_arg_int(n),
+                            kiln_arg_int(plan->sparse ? ignore : -1), kiln_arg_buffer(sums));
     return kiln_run1(dev, "loss", "kiln_loss_sum", 64, b);
 }
 
@@ -93,6 +148,13 @@ kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: binary_threshold %g is not finite",
                           (double)o->binary_threshold);
+    if (o->has_ignore_class && (!plan->sparse || o->ignore_class < 0))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: ignore_class is %d; it must be >= 0, and is for "
+                          "sparse_categorical_crossentropy only (the loss is %s)",
+                          (int)o->ignore_class, loss);
+    plan->has_ignore = o->has_ignore_class != 0;
+    plan->ignore = plan->has_ignore ? o->ignore_class : 0;
     plan->top_k = o->top_k;
     plan->mean_abs_error = o->mean_absolute_error != 0;
     plan->binary_accuracy = o->binary_accuracy != 0;
@@ -122,24 +184,27 @@ const char *kiln_metric_name(const kiln_loss_plan *plan, int c)
 
 kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                                 const kiln_buffer *y, const kiln_buffer *labels,
-                                kiln_buffer *metric, kiln_buffer *sums, int32_t n, int64_t cols)
+                                kiln_buffer *metric, kiln_buffer *sums, int32_t n)
 {
+    const int64_t rows = (int64_t)n * plan->positions;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(labels), kiln_arg_buffer(metric),
-                            kiln_arg_int(n), kiln_arg_int(cols), kiln_arg_int(plan->top_k),
-                            kiln_arg_float(plan->threshold));
+                            kiln_arg_int(rows), kiln_arg_int(plan->cols),
+                            kiln_arg_int(plan->top_k), kiln_arg_float(plan->threshold),
+                            kiln_arg_int(plan->has_ignore ? plan->ignore : -1));
     kiln_status st = kiln_run1(dev, "metrics",
                                plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
-                               (size_t)n, a);
+                               (size_t)rows, a);
     if (st != KILN_OK)
         return st;
-    kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(n), kiln_arg_buffer(sums));
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(rows), kiln_arg_buffer(sums));
     return kiln_run1(dev, "metrics", "kiln_metric_sum", 64, b);
 }
 
-void kiln_metrics_from_sums(const kiln_loss_plan *plan, const double *sums, double count,
+void kiln_metrics_from_sums(const kiln_loss_plan *plan, const double *sums,
                             kiln_metrics *out)
 {
-    const double n = count > 0 ? count : 1.0;
+    /* Nothing counted (every position ignored): the sums are 0, and so the means. */
+    const double n = sums[KILN_SUM_COUNTED] > 0 ? sums[KILN_SUM_COUNTED] : 1.0;
     out->loss = sums[KILN_SUM_LOSS] / n;
     out->accuracy = plan->accuracy ? sums[KILN_SUM_CORRECT] / n : -1.0;
     out->top_k_accuracy = plan->top_k > 0 ? sums[KILN_SUM_TOP_K] / n : -1.0;

@@ -35,6 +35,13 @@ typedef struct kiln_loss_plan {
     int fused;             /* gradient is w.r.t. the pre-activation */
     int sparse;            /* labels are int32 class ids */
     int accuracy;          /* report accuracy */
+    /* The kernels run on rows: `positions` per sample of `cols` outputs
+     * each. Categorical losses: a row per position of a (positions...,
+     * classes) output, one sparse id each; others: one row of every output. */
+    int64_t positions;
+    int64_t cols;
+    int has_ignore;        /* sparse labels equal to `ignore` are padding */
+    int32_t ignore;
     /* Metrics beyond accuracy (kiln_compile_options): */
     int32_t top_k;         /* > 0: top-k accuracy */
     int mean_abs_error;
@@ -100,6 +107,7 @@ struct kiln_model {
     double epoch_loss, epoch_correct;
     double epoch_metrics[3];     /* the sums of kiln_loss_plan's metrics */
     int64_t epoch_seen;
+    double epoch_counted;        /* the positions the sums cover (KILN_SUM_COUNTED) */
     uint64_t shuffle_seed;
 
     /* A learning rate a callback set (ReduceLROnPlateau, a scheduler): it

@@ -383,6 +383,12 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_bool(w, m->loss.accuracy);
     kiln_jw_key(w, "gradient_accumulation_steps");
     kiln_jw_int(w, m->accumulation_steps);
+    /* Keras's SparseCategoricalCrossentropy config: null when none. */
+    kiln_jw_key(w, "ignore_class");
+    if (m->loss.has_ignore)
+        kiln_jw_int(w, m->loss.ignore);
+    else
+        kiln_jw_null(w);
     kiln_jw_key(w, "metrics");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "top_k");
@@ -791,7 +797,7 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "metrics", "optimizer"};
+                                       "metrics", "optimizer", "ignore_class"};
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
@@ -813,6 +819,13 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_bool(r, c, "accuracy", &accuracy);
     if (st == KILN_OK)
         st = get_int(r, c, "gradient_accumulation_steps", 1, INT32_MAX, &steps);
+    /* Optional: files written before it have none. */
+    const kiln_json *ignore = kiln_json_get(c, "ignore_class");
+    int64_t ignore_class = 0;
+    if (st == KILN_OK && ignore && ignore->type != KILN_JSON_NULL)
+        st = get_int(r, c, "ignore_class", 0, INT32_MAX, &ignore_class);
+    d->has_ignore_class = ignore && ignore->type != KILN_JSON_NULL;
+    d->ignore_class = (int32_t)ignore_class;
     if (st == KILN_OK)
         st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
     if (st == KILN_OK)

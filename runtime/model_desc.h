@@ -72,6 +72,7 @@ typedef struct kiln_model_desc {
     int32_t no_accuracy;
     int32_t top_k, mean_absolute_error, binary_accuracy;   /* the metrics compile asked for */
     float binary_threshold;
+    int32_t has_ignore_class, ignore_class;   /* sparse labels' padding class */
     int32_t gradient_accumulation_steps;
     kiln_optimizer_options optimizer;
 } kiln_model_desc;

@@ -122,6 +122,8 @@ static kiln_status compile_options(kiln_context *ctx, const kiln_compile_options
         o->mean_absolute_error = d->mean_absolute_error;
         o->binary_accuracy = d->binary_accuracy;
         o->binary_threshold = d->binary_threshold;
+        o->has_ignore_class = d->has_ignore_class;
+        o->ignore_class = d->ignore_class;
         o->gradient_accumulation_steps = d->gradient_accumulation_steps;
     }
     return KILN_OK;

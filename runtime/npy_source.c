@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -64,6 +65,17 @@ static kiln_status read_features(const kiln_dataset *ds, int64_t index, float *o
     return KILN_OK;
 }
 
+/* Sample `row`'s ids: one, or a row of a 2-D integer array (one id per
+ * position), read as the same array seen one value per row. */
+static void read_ids(const kiln_npy *l, int64_t row, int32_t *out)
+{
+    kiln_npy flat = *l;
+    flat.rows = l->rows * l->row_size;
+    flat.row_size = 1;
+    for (int64_t p = 0; p < l->row_size; p++)
+        kiln_npy_read_label(&flat, row * l->row_size + p, out + p);
+}
+
 static kiln_status npy_read(const kiln_dataset *ds, int64_t index, float *features,
                             void *label)
 {
@@ -74,7 +86,7 @@ static kiln_status npy_read(const kiln_dataset *ds, int64_t index, float *featur
             return st;
     }
     if (label && ds->label_kind == KILN_LABELS_SPARSE)
-        kiln_npy_read_label(&s->labels, index, label);
+        read_ids(&s->labels, index, label);
     else if (label)
         kiln_npy_read_floats(&s->labels, index, 1, 1.0f, 0.0f, label);
     return KILN_OK;
@@ -146,13 +158,22 @@ static kiln_status features_shape(kiln_context *ctx, const kiln_npy *f, kiln_sha
     return KILN_OK;
 }
 
-/* Labels: 1-D integers (sparse) or 2-D float32 (dense). */
+/* Labels: 1-D integers (sparse), 2-D integers (N, T) (sparse, T ids per
+ * sample) or 2-D float32 (dense). */
 static kiln_status label_kind(kiln_context *ctx, const kiln_npy *l, kiln_label_kind *kind,
                               int32_t *label_size)
 {
     if (l->rank == 1 && !is_float(l->dtype)) {
         *kind = KILN_LABELS_SPARSE;
         *label_size = 1;
+        return KILN_OK;
+    }
+    if (l->rank == 2 && (l->shape[1] == 0 || l->shape[1] > INT32_MAX))
+        return kiln_error(ctx, KILN_ERROR_SHAPE, "%s: labels of %lld values per sample; kiln "
+                          "reads 1 to %d", l->name, (long long)l->shape[1], INT32_MAX);
+    if (l->rank == 2 && !is_float(l->dtype)) {
+        *kind = KILN_LABELS_SPARSE;
+        *label_size = (int32_t)l->shape[1];
         return KILN_OK;
     }
     if (l->rank == 2 && l->dtype == KILN_DTYPE_FLOAT32) {
@@ -170,10 +191,10 @@ static kiln_status label_kind(kiln_context *ctx, const kiln_npy *l, kiln_label_k
                           l->name, l->dtype == KILN_DTYPE_FLOAT16 ? "float16" : "float32");
     if (l->rank == 2)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "%s holds 2-D labels that are not "
-                          "float32; dense labels are float32 (sparse ones 1-D integers)",
+                          "float32; dense labels are float32 (sparse ones integers)",
                           l->name);
     return kiln_error(ctx, KILN_ERROR_SHAPE, "%s holds labels of %d dimensions; labels are "
-                      "1-D integers (sparse) or 2-D float32 (dense)", l->name, l->rank);
+                      "1-D or 2-D integers (sparse) or 2-D float32 (dense)", l->name, l->rank);
 }
 
 /* The first `count` labels: sparse ones >= 0 (and their largest), dense
@@ -182,19 +203,26 @@ static kiln_status scan_labels(kiln_context *ctx, const kiln_npy *l, kiln_label_
                                int64_t count, int32_t *max_label)
 {
     *max_label = -1;
+    /* The same array seen as one value per row. */
+    kiln_npy flat = *l;
     if (kind == KILN_LABELS_SPARSE) {
-        for (int64_t i = 0; i < count; i++) {
+        flat.rows = l->rows * l->row_size;
+        flat.row_size = 1;
+        for (int64_t i = 0; i < count * l->row_size; i++) {
             int32_t y;
-            kiln_npy_read_label(l, i, &y);
+            kiln_npy_read_label(&flat, i, &y);
+            char at[32] = "";
+            if (l->row_size > 1)
+                snprintf(at, sizeof at, ", position %lld,", (long long)(i % l->row_size));
             if (y < 0)
-                return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld has label %d; labels "
-                                  "must be >= 0", l->name, (long long)i, (int)y);
+                return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld%s has label %d; "
+                                  "labels must be >= 0", l->name, (long long)(i / l->row_size),
+                                  at, (int)y);
             *max_label = y > *max_label ? y : *max_label;
         }
         return KILN_OK;
     }
-    /* The same array seen as one value per row, read in chunks. */
-    kiln_npy flat = *l;
+    /* Dense values read in chunks. */
     flat.rows = count * l->row_size;
     flat.row_size = 1;
     float chunk[256];

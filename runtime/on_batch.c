@@ -38,12 +38,14 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
         return KILN_OK;
     if (m->loss.sparse) {
         const int32_t *y = labels;
-        for (int32_t i = 0; i < count; i++)
-            if (y[i] < 0 || y[i] >= out)
-                return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %d has label %d, outside "
-                                  "[0, %lld): the output has %lld classes", call, (int)i,
-                                  (int)y[i], (long long)out, (long long)out);
-        return KILN_OK;
+        const int64_t bad = kiln_loss_bad_label(&m->loss, y, (int64_t)count * m->loss.positions);
+        char at[64];
+        if (bad < 0)
+            return KILN_OK;
+        kiln_loss_label_place(&m->loss, bad, at, sizeof at);
+        return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d, outside [0, %lld): "
+                          "the output has %lld classes", call, at, (int)y[bad],
+                          (long long)m->loss.cols, (long long)m->loss.cols);
     }
     const float *y = labels;
     for (int64_t i = 0; i < (int64_t)count * out; i++)
@@ -59,7 +61,7 @@ static void report(const kiln_model *m, const double *sums, int32_t count, kiln_
     if (!out)
         return;
     kiln_metrics r = {.struct_size = sizeof r, .samples = count};
-    kiln_metrics_from_sums(&m->loss, sums, count, &r);
+    kiln_metrics_from_sums(&m->loss, sums, &r);
     kiln_struct_export(out, &r, sizeof r);
 }
 

@@ -272,15 +272,16 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
         }
     }
     const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
+    const size_t rows = (size_t)n * (size_t)m->loss.positions;   /* the loss's, per position */
     const int loss_here = in_span(r, m->output);
     if (st == KILN_OK && loss_here)
         st = kiln_buffer_create(r->dev, label_floats * sizeof(float), "labels", &r->labels);
     if (st == KILN_OK && loss_here)
-        st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "losses", &r->loss);
+        st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->loss);
     if (st == KILN_OK && loss_here)
-        st = kiln_buffer_create(r->dev, (size_t)n * sizeof(float), "metrics", &r->correct);
+        st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics", &r->correct);
     if (st == KILN_OK && loss_here && kiln_metric_count(&m->loss) > 0)
-        st = kiln_buffer_create(r->dev, (size_t)n * KILN_METRIC_COLUMNS * sizeof(float),
+        st = kiln_buffer_create(r->dev, rows * KILN_METRIC_COLUMNS * sizeof(float),
                                 "metrics", &r->metric);
     if (st != KILN_OK) {
         release_activations(r);
@@ -318,10 +319,7 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 1);
     if (st != KILN_OK || !b->labels || !r->labels)
         return st;
-    const size_t label_bytes = m->loss.sparse ? (size_t)b->n * sizeof(int32_t)
-                                              : (size_t)b->n *
-                                                    (size_t)kiln_node_size(m, m->output) *
-                                                    sizeof(float);
+    const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
     return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
 }
 
@@ -430,13 +428,12 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
 {
     const kiln_model *m = r->model;
-    const int64_t cols = kiln_node_size(m, m->output);
     kiln_status st = kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output],
                                        r->labels, r->grad[m->output], r->loss, r->correct,
-                                       r->sums, n, cols, scale);
+                                       r->sums, n, scale);
     if (st == KILN_OK && r->metric)
         st = kiln_metric_enqueue(r->dev, &m->loss, r->act[m->output], r->labels, r->metric,
-                                 r->sums, n, cols);
+                                 r->sums, n);
     return st;
 }
 

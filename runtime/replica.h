@@ -106,7 +106,8 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training);
  * an activation whose gradient needs its input (kiln_activation_needs_input). */
 int kiln_node_fuses_activation(const kiln_model *m, kiln_node i);
 
-/* Loss, metrics and the output gradient; `scale` is 1 / global batch. */
+/* Loss, metrics and the output gradient; `scale` is kiln_loss_scale of the
+ * global batch's counted positions (1 / global batch without sequences). */
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale);
 
 /* Backward over the span. A gradient arriving from another stage is

@@ -34,6 +34,9 @@ enum {
     KILN_SUM_TOP_K,              /* kiln_loss_plan's metrics */
     KILN_SUM_ABS_ERROR,
     KILN_SUM_BINARY,
+    /* What the means divide by: the samples, or for per-position labels
+     * the positions not ignored. */
+    KILN_SUM_COUNTED,
     KILN_N_SUMS
 };
 

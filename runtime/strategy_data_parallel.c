@@ -12,12 +12,14 @@
  *                   processes (comm/mpi_world.c) by the reducer's cross stage,
  *                   still while backward goes on.
  * A global batch is split into contiguous shards (uneven when it must be);
- * each replica scales its loss by 1 / global batch, so the summed gradient
- * is exactly the global mean. A watchdog bounds every step. */
+ * each replica scales its loss by 1 / global batch (the positions counted
+ * in it, for per-position labels), so the summed gradient is exactly the
+ * global mean. A watchdog bounds every step. */
 #include "comm/collective.h"
 #include "comm/mpi_world.h"
 #include "comm/reducer.h"
 #include "runtime/first_run.h"
+#include "runtime/loss.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
 #include "runtime/crew.h"
@@ -376,9 +378,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
     const size_t n = (size_t)b->n, out = (size_t)kiln_node_size(m, m->output);
     const size_t present = (size_t)kiln_batch_present(b, &first);
     const size_t feature_bytes = present * (size_t)kiln_node_size(m, m->input) * sizeof(float);
-    const size_t label_bytes = !b->labels ? 0
-                               : m->loss.sparse ? present * sizeof(int32_t)
-                                                : present * out * sizeof(float);
+    const size_t label_bytes = !b->labels ? 0 : present * kiln_loss_label_bytes(&m->loss);
     const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
     const size_t bytes = feature_bytes + label_bytes + output_bytes;
     if (bytes > dp->held_bytes) {
@@ -403,7 +403,7 @@ static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job j
 {
     const kiln_model *m = dp->m;
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
-    const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
+    const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
     int32_t start = 0, first;
@@ -514,6 +514,27 @@ static kiln_status local_sums(dp_strategy *dp, double *sums)
     return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
 }
 
+/* 1 / the positions the global batch counts. Under multi_worker a process
+ * holds only its share of the labels: with an ignore class the counts are
+ * summed over the processes (every rank takes this step together). */
+static kiln_status global_scale(dp_strategy *dp, const kiln_batch *b)
+{
+    const kiln_loss_plan *plan = &dp->m->loss;
+    int32_t first;
+    const int32_t present = kiln_batch_present(b, &first);
+    double counted = plan->has_ignore ? kiln_loss_counted(plan, b->labels, present)
+                                      : (double)b->n * (double)plan->positions;
+    if (dp->mpi && plan->has_ignore && b->sharded) {
+        const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->step_timeout);
+        if (st != KILN_OK) {
+            abandon_world(dp);
+            return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
+        }
+    }
+    dp->global_scale = kiln_loss_scale(counted);
+    return KILN_OK;
+}
+
 static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     dp_strategy *dp = impl;
@@ -524,7 +545,9 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st != KILN_OK)
         return st;
     kiln_update_begin(&dp->update, m);
-    dp->global_scale = 1.0f / (float)b->n;
+    st = global_scale(dp, b);
+    if (st != KILN_OK)
+        return st;
     split(dp, &held, NULL, JOB_TRAIN);
     if (dp->reducer && dp->update.final_micro)
         kiln_reducer_begin(dp->reducer);

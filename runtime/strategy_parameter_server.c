@@ -14,6 +14,7 @@
  * collects the rest). */
 #include "runtime/crew.h"
 #include "runtime/optimizer.h"
+#include "runtime/loss.h"
 #include "runtime/replica.h"
 
 #include <math.h>
@@ -89,7 +90,8 @@ static kiln_status step_job(void *arg)
     if (st == KILN_OK)
         st = kiln_replica_forward(r, w->n, 1);
     if (st == KILN_OK)
-        st = kiln_replica_loss(r, w->n, 1.0f / (float)w->n);
+        st = kiln_replica_loss(r, w->n, kiln_loss_scale(kiln_loss_counted(&m->loss, w->labels,
+                                                                          w->n)));
     if (st == KILN_OK)
         st = kiln_replica_backward(r, w->n, NULL, NULL);
     if (st == KILN_OK)
@@ -248,8 +250,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
         w->capacity = b->n;
     }
     memcpy(w->features, b->features, in * sizeof(float));
-    memcpy(w->labels, b->labels,
-           m->loss.sparse ? (size_t)b->n * sizeof(int32_t) : out * sizeof(float));
+    memcpy(w->labels, b->labels, (size_t)b->n * kiln_loss_label_bytes(&m->loss));
     w->n = b->n;
     w->posted = 1;
     kiln_crew_post(p->crew, w->index, step_job, w);

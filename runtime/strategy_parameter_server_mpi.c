@@ -16,6 +16,7 @@
  * over the ranks and every rank receives the whole store (parameters and
  * optimizer state), so evaluate, predict and checkpoints see one model. */
 #include "comm/mpi_world.h"
+#include "runtime/loss.h"
 #include "runtime/optimizer.h"
 #include "runtime/replica.h"
 
@@ -190,7 +191,8 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st == KILN_OK)
         st = kiln_replica_forward(r, b->n, 1);
     if (st == KILN_OK)
-        st = kiln_replica_loss(r, b->n, 1.0f / (float)b->n);
+        st = kiln_replica_loss(r, b->n, kiln_loss_scale(kiln_loss_counted(&m->loss, b->labels,
+                                                                          b->n)));
     if (st == KILN_OK)
         st = kiln_replica_backward(r, b->n, NULL, NULL);
     if (st == KILN_OK)

@@ -18,6 +18,7 @@
  * gradients were finite and the last stage whether the loss was: all
  * stages apply the update or none does. */
 #include "runtime/first_run.h"
+#include "runtime/loss.h"
 #include "runtime/partition.h"
 #include "runtime/optimizer.h"
 #include "runtime/text.h"
@@ -176,7 +177,7 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                    (size_t)n * edge->width * sizeof(float), 0);
     }
     const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
-    const size_t label_bytes = m->loss.sparse ? sizeof(int32_t) : (size_t)out * sizeof(float);
+    const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     const kiln_batch part = {
         .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
         .labels = p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes
@@ -497,8 +498,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     const size_t out_floats = (size_t)b->n * (size_t)kiln_node_size(m0, m0->output);
     memcpy(p->features, b->features, in_bytes);
     if (b->labels)
-        memcpy(p->labels, b->labels,
-               m0->loss.sparse ? (size_t)b->n * sizeof(int32_t) : out_floats * sizeof(float));
+        memcpy(p->labels, b->labels, (size_t)b->n * kiln_loss_label_bytes(&m0->loss));
     p->batch.n = b->n;
     p->batch.features = p->features;
     p->batch.labels = b->labels ? p->labels : NULL;
@@ -550,7 +550,8 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double *sums)
     pp *p = impl;
     kiln_model *m = p->m;
     kiln_update_begin(&p->update, m);
-    p->scale = 1.0f / (float)b->n;
+    /* The last stage's loss: each micro-batch scaled by the whole batch's count. */
+    p->scale = kiln_loss_scale(kiln_loss_counted(&m->loss, b->labels, b->n));
     kiln_status st = run_pass(p, PP_TRAIN, b, NULL);
     if (st != KILN_OK)
         return st;

@@ -299,7 +299,9 @@ static void test_numpy_refusals(kiln_context *ctx)
                   "rank3.labels.npy", "labels of 3 dimensions");
     check_refused(ctx, "f4.npy", "nan.labels.npy", NULL, KILN_ERROR_DATA, "nan.labels.npy",
                   "sample 1, value 0 of its label is NaN");
-    check_refused(ctx, "u1.npy", "u1.npy", NULL, unsupported, "u1.npy",
+    /* 2-D integers are label sequences (test_sequence_labels.c); 2-D floats
+     * other than float32 are refused. */
+    check_refused(ctx, "f2.npy", "f2.npy", NULL, unsupported, "f2.npy",
                   "2-D labels that are not float32");
     /* Counts that differ name both files. */
     char both[400];

@@ -1,6 +1,10 @@
-/* Losses, one work-item per sample. Each writes the sample's loss and
- * whether it was classified correctly (a fraction for binary outputs), and
- * the gradient of the batch loss, scaled by `scale` (1 / global batch).
+/* Losses, one work-item per row: a sample, or for the categorical losses a
+ * position of a (positions..., classes) output, so `batch` counts rows.
+ * Each writes the row's loss and whether it was classified correctly (a
+ * fraction for binary outputs), and the gradient of the batch loss, scaled
+ * by `scale` (1 / the global batch's counted rows). A sparse row whose
+ * label is `ignore` (>= 0; -1: none) is padding: no loss, no gradient, not
+ * counted.
  * The *_logits variants are fused with the output's activation: they read
  * the pre-activation z and its activation y, and write the gradient with
  * respect to z (softmax or sigmoid backward is then skipped). */
@@ -30,7 +34,7 @@ inline float kiln_log_sum_exp(__global const float *z, int n)
 __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const float *y,
                                          __global const int *labels, __global float *grad,
                                          __global float *loss, __global float *correct,
-                                         int batch, int cols, float scale)
+                                         int batch, int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -39,6 +43,12 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
     __global const float *yr = y + (size_t)r * cols;
     __global float *gr = grad + (size_t)r * cols;
     const int t = labels[r];
+    if (t == ignore) {
+        loss[r] = correct[r] = 0.0f;
+        for (int j = 0; j < cols; j++)
+            gr[j] = 0.0f;
+        return;
+    }
     loss[r] = kiln_log_sum_exp(zr, cols) - zr[t];
     correct[r] = kiln_argmax(zr, cols) == t ? 1.0f : 0.0f;
     for (int j = 0; j < cols; j++)
@@ -48,7 +58,7 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
 __kernel void kiln_loss_ce_logits(__global const float *z, __global const float *y,
                                   __global const float *target, __global float *grad,
                                   __global float *loss, __global float *correct, int batch,
-                                  int cols, float scale)
+                                  int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -67,13 +77,14 @@ __kernel void kiln_loss_ce_logits(__global const float *z, __global const float 
     correct[r] = kiln_argmax(zr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
     for (int j = 0; j < cols; j++)
         gr[j] = (yr[j] * tsum - tr[j]) * scale;
+    (void)ignore;
 }
 
 /* On probabilities (an output without softmax), clipped as Keras clips. */
 __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const float *y,
                                         __global const int *labels, __global float *grad,
                                         __global float *loss, __global float *correct,
-                                        int batch, int cols, float scale)
+                                        int batch, int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -81,11 +92,15 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
     __global const float *yr = y + (size_t)r * cols;
     __global float *gr = grad + (size_t)r * cols;
     const int t = labels[r];
+    for (int j = 0; j < cols; j++)
+        gr[j] = 0.0f;
+    if (t == ignore) {
+        loss[r] = correct[r] = 0.0f;
+        return;
+    }
     const float p = clamp(yr[t], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
     loss[r] = -log(p);
     correct[r] = kiln_argmax(yr, cols) == t ? 1.0f : 0.0f;
-    for (int j = 0; j < cols; j++)
-        gr[j] = 0.0f;
     if (p == yr[t])
         gr[t] = -scale / p;
     (void)z;
@@ -94,7 +109,7 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
 __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *y,
                                  __global const float *target, __global float *grad,
                                  __global float *loss, __global float *correct, int batch,
-                                 int cols, float scale)
+                                 int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -111,13 +126,14 @@ __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *
     loss[r] = l;
     correct[r] = kiln_argmax(yr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
     (void)z;
+    (void)ignore;
 }
 
 /* Binary cross-entropy averaged over the outputs; fused with sigmoid. */
 __kernel void kiln_loss_bce_logits(__global const float *z, __global const float *y,
                                    __global const float *target, __global float *grad,
                                    __global float *loss, __global float *correct, int batch,
-                                   int cols, float scale)
+                                   int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -132,12 +148,13 @@ __kernel void kiln_loss_bce_logits(__global const float *z, __global const float
     }
     loss[r] = l / cols;
     correct[r] = right / cols;
+    (void)ignore;
 }
 
 __kernel void kiln_loss_bce_probs(__global const float *z, __global const float *y,
                                   __global const float *target, __global float *grad,
                                   __global float *loss, __global float *correct, int batch,
-                                  int cols, float scale)
+                                  int cols, float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -154,12 +171,13 @@ __kernel void kiln_loss_bce_probs(__global const float *z, __global const float 
     loss[r] = l / cols;
     correct[r] = right / cols;
     (void)z;
+    (void)ignore;
 }
 
 __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
                             __global const float *target, __global float *grad,
                             __global float *loss, __global float *correct, int batch, int cols,
-                            float scale)
+                            float scale, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -174,34 +192,42 @@ __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
     loss[r] = l / cols;
     correct[r] = 0.0f;
     (void)z;
+    (void)ignore;
 }
 
-/* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order, and
- * sums[2] = n, the samples they cover. One work-group of up to 64 items. */
-__kernel void kiln_loss_sum(__global const float *loss, __global const float *correct, int n,
+/* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order,
+ * sums[2] = the samples they cover and sums[6] the rows they count: every
+ * row, less the sparse labels equal to `ignore` (>= 0; -1: none, and the
+ * labels, maybe floats, are not read). One work-group of up to 64 items. */
+__kernel void kiln_loss_sum(__global const float *loss, __global const float *correct,
+                            __global const int *labels, int rows, int samples, int ignore,
                             __global float *sums)
 {
-    __local float pl[64], pc[64];
+    __local float pl[64], pc[64], pn[64];
     const int lid = get_local_id(0);
     const int group = get_local_size(0);
-    float sl = 0.0f, sc = 0.0f;
-    for (int i = lid; i < n; i += group) {
+    float sl = 0.0f, sc = 0.0f, sn = 0.0f;
+    for (int i = lid; i < rows; i += group) {
         sl += loss[i];
         sc += correct[i];
+        sn += ignore < 0 || labels[i] != ignore ? 1.0f : 0.0f;
     }
     pl[lid] = sl;
     pc[lid] = sc;
+    pn[lid] = sn;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int step = group / 2; step > 0; step /= 2) {
         if (lid < step) {
             pl[lid] += pl[lid + step];
             pc[lid] += pc[lid + step];
+            pn[lid] += pn[lid + step];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
         sums[0] = pl[0];
         sums[1] = pc[0];
-        sums[2] = (float)n;
+        sums[2] = (float)samples;
+        sums[6] = pn[0];
     }
 }

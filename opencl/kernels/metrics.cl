@@ -1,5 +1,7 @@
-/* Metrics beyond accuracy, one work-item per sample, on the outputs y (after
- * the output's activation, as Keras's metrics see them). Each sample gets
+/* Metrics beyond accuracy, one work-item per row (a sample, or a position
+ * under the categorical losses), on the outputs y (after the output's
+ * activation, as Keras's metrics see them). A sparse row labelled `ignore`
+ * (>= 0; -1: none) scores 0 and is not counted. Each row gets
  * three columns of `metric`: whether its class is among the k highest
  * outputs, its mean absolute error and its binary accuracy at `threshold`;
  * kiln_metric_sum adds them up into sums[3..5]. */
@@ -19,12 +21,13 @@ inline float kiln_in_top_k(__global const float *yr, int cols, int t, int k)
 
 __kernel void kiln_metric_sparse(__global const float *y, __global const int *labels,
                                  __global float *metric, int batch, int cols, int k,
-                                 float threshold)
+                                 float threshold, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
         return;
-    metric[(size_t)r * 3] = kiln_in_top_k(y + (size_t)r * cols, cols, labels[r], k);
+    metric[(size_t)r * 3] = labels[r] == ignore
+                                ? 0.0f : kiln_in_top_k(y + (size_t)r * cols, cols, labels[r], k);
     metric[(size_t)r * 3 + 1] = 0.0f;
     metric[(size_t)r * 3 + 2] = 0.0f;
     (void)threshold;
@@ -32,7 +35,7 @@ __kernel void kiln_metric_sparse(__global const float *y, __global const int *la
 
 __kernel void kiln_metric_dense(__global const float *y, __global const float *target,
                                 __global float *metric, int batch, int cols, int k,
-                                float threshold)
+                                float threshold, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -50,6 +53,7 @@ __kernel void kiln_metric_dense(__global const float *y, __global const float *t
     metric[(size_t)r * 3] = k > 0 ? kiln_in_top_k(yr, cols, t, k) : 0.0f;
     metric[(size_t)r * 3 + 1] = err / cols;
     metric[(size_t)r * 3 + 2] = right / cols;
+    (void)ignore;
 }
 
 /* sums[3 + c] = the sum of column c, in a fixed order. One work-group of up
