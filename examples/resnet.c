@@ -27,8 +27,8 @@ typedef struct args {
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){.epochs = 2, .batch = 32, .steps = 10, .warmup = 1, .limit = 4096, .test_limit = 2000,
-                .data = FASHION_DEFAULT_DIR};
+    *a = (args){.epochs = 2, .batch = 32, .steps = 10, .warmup = 1, .limit = 4096,
+                .test_limit = 2000, .data = FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sync-bn") == 0) {
             a->sync_bn = 1;
