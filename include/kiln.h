@@ -1427,7 +1427,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * Trains a compiled model. Each epoch shuffles (seeded) and visits every
  * sample once. Per-epoch metrics go to the history.
  * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
- * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
+ * or batch size < 1, or a per_replica_batch_size that is negative, overflows
+ * or disagrees with batch_size; KILN_ERROR_SHAPE if the dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
  * output; KILN_ERROR_DATA for a label out of range;
