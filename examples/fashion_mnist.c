@@ -1,8 +1,13 @@
 /* The seed CNN on Fashion-MNIST:
  *   Input(28,28,1) -> Conv2D(32, 3x3, relu) -> MaxPooling2D(2x2) -> Flatten
  *   -> Dense(64, relu) -> Dense(10, softmax); Adam(1e-3); batch 32; 5 epochs.
- * Usage: fashion_mnist [--epochs N] [--batch N] [--limit N] [--devices SPEC]
- *                      [--data DIR] [--data-format idx|npy|folder] [--save PATH]
+ * Usage: fashion_mnist [--epochs N] [--batch N | --per-replica-batch N] [--limit N]
+ *                      [--devices SPEC] [--data DIR] [--data-format idx|npy|folder]
+ *                      [--save PATH]
+ * --batch is the global batch (split across the devices); --per-replica-batch
+ * N makes it N times the replicas instead (kiln_fit_options.
+ * per_replica_batch_size, TensorFlow's rule), so that each added device adds
+ * work rather than cutting each one's share.
  * --devices takes what KILN_DEVICES takes ("0", "0,1", "gpu", "all").
  * --data-format: Debian's IDX files (the default), .npy files written by
  * tools/fashion_npy.py, or an image folder written by
@@ -16,7 +21,7 @@
 #include <string.h>
 
 typedef struct args {
-    int epochs, batch;
+    int epochs, batch, per_replica;   /* batch 0: set by per_replica */
     long limit;
     const char *devices, *data, *save;
     fashion_format format;
@@ -25,7 +30,8 @@ typedef struct args {
 static int parse_args(int argc, char **argv, args *a)
 {
     a->epochs = 5;
-    a->batch = 32;
+    a->batch = -1;   /* not given: 32, or 0 under --per-replica-batch */
+    a->per_replica = 0;
     a->limit = 0;
     a->devices = NULL;
     a->data = FASHION_DEFAULT_DIR;
@@ -41,6 +47,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->epochs = atoi(v);
         else if (strcmp(argv[i], "--batch") == 0)
             a->batch = atoi(v);
+        else if (strcmp(argv[i], "--per-replica-batch") == 0)
+            a->per_replica = atoi(v);
         else if (strcmp(argv[i], "--limit") == 0)
             a->limit = atol(v);
         else if (strcmp(argv[i], "--devices") == 0)
@@ -56,6 +64,8 @@ static int parse_args(int argc, char **argv, args *a)
             return 0;
         }
     }
+    if (a->batch < 0)
+        a->batch = a->per_replica ? 0 : 32;
     return 1;
 }
 
@@ -139,13 +149,18 @@ int main(int argc, char **argv)
         printf("strategy: %s, %d replica(s)", strategy, (int)replicas);
         if (processes > 1)
             printf(" in each of %d processes", (int)processes);
-        printf(", global batch %d\n", a.batch);
+        if (a.per_replica)
+            printf(", per-replica batch %d", a.per_replica);
+        else
+            printf(", global batch %d", a.batch);
+        printf("\n");
         fflush(stdout);
     }
     kiln_fit_options fit;
     kiln_fit_options_init(&fit);
     fit.epochs = a.epochs;
     fit.batch_size = a.batch;
+    fit.per_replica_batch_size = a.per_replica;
     int64_t n_train = 0;
     double t0 = fashion_seconds(), t1 = t0;
     if (st == KILN_OK) {

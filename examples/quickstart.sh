@@ -12,4 +12,10 @@ ninja -C build
 # example trains with the mirrored strategy across both. (PoCL's default
 # "pthread" devices share one thread pool: two of them are no faster than one.)
 export POCL_DEVICES="${POCL_DEVICES:-basic basic}"
-exec ./build/examples/fashion_mnist "$@"
+# Each replica takes 32 samples a step (TensorFlow's per-replica batch: the
+# global batch is 32 x the replicas), so that a second device adds work
+# instead of halving each one's share; --batch N asks for a global batch.
+case " $* " in
+    *" --batch "*|*" --per-replica-batch "*) exec ./build/examples/fashion_mnist "$@" ;;
+esac
+exec ./build/examples/fashion_mnist --per-replica-batch 32 "$@"

@@ -6,9 +6,10 @@
  *
  * Usage: resnet [--epochs N] [--batch N] [--limit N] [--test-limit N]
  *               [--sync-bn] [--data DIR] [--save PATH]
- *        resnet --input 224 [--batch N] [--steps N] [--sync-bn]
+ *        resnet --input 224 [--batch N] [--steps N] [--warmup N] [--sync-bn]
  * --input S benchmarks training at the seed's S x S x 3 input on synthetic
- * data (step time and samples/s; no accuracy). --save writes the trained
+ * data (step time and samples/s; no accuracy): --warmup steps (default 1:
+ * kernel builds, first allocations) run untimed, then --steps timed ones. --save writes the trained
  * model to PATH (kiln_model_save). */
 #include "fashion_data.h"
 #include "resnet_model.h"
@@ -19,15 +20,15 @@
 
 
 typedef struct args {
-    int epochs, batch, steps, input, sync_bn;
+    int epochs, batch, steps, warmup, input, sync_bn;
     long limit, test_limit;
     const char *data, *save;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){.epochs = 2, .batch = 32, .steps = 10, .limit = 4096, .test_limit = 2000,
-                .data = FASHION_DEFAULT_DIR};
+    *a = (args){.epochs = 2, .batch = 32, .steps = 10, .warmup = 1, .limit = 4096,
+                .test_limit = 2000, .data = FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sync-bn") == 0) {
             a->sync_bn = 1;
@@ -47,6 +48,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->batch = (int)n;
         else if (strcmp(opt, "--steps") == 0)
             a->steps = (int)n;
+        else if (strcmp(opt, "--warmup") == 0)
+            a->warmup = (int)n;
         else if (strcmp(opt, "--input") == 0)
             a->input = (int)n;
         else if (strcmp(opt, "--limit") == 0)
@@ -141,7 +144,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     if (st == KILN_OK && a.input)
-        st = synthetic(ctx, side, (long)a.batch * (a.steps + 1), &x, &y, &train);
+        st = synthetic(ctx, side, (long)a.batch * (a.warmup + a.steps), &x, &y, &train);
     else if (st == KILN_OK)
         st = fashion_load(ctx, FASHION_IDX, a.data, 1, a.limit, &train);
     if (st == KILN_OK && !a.input)
@@ -153,11 +156,12 @@ int main(int argc, char **argv)
     fit.no_shuffle = a.input != 0;
     int64_t n_train = 0;
     if (st == KILN_OK && a.input) {
-        /* One warm-up step (kernel builds), then the timed ones. */
+        /* Warm-up steps (kernel builds, first allocations), then the timed ones. */
         kiln_dataset *warm = NULL, *timed = NULL;
-        st = kiln_dataset_subset(train, 0, a.batch, &warm);
+        const int64_t w = (int64_t)a.batch * a.warmup;
+        st = kiln_dataset_subset(train, 0, w, &warm);
         if (st == KILN_OK)
-            st = kiln_dataset_subset(train, a.batch, (int64_t)a.batch * a.steps, &timed);
+            st = kiln_dataset_subset(train, w, (int64_t)a.batch * a.steps, &timed);
         if (st == KILN_OK)
             st = kiln_model_fit(model, warm, &fit);
         const double t0 = fashion_seconds();

@@ -1474,8 +1474,9 @@ typedef struct kiln_fit_options {
     /** Number of epochs, >= 1. Must be set (0 is an error, as are negative
      *  values); kiln_fit_options_init() sets Keras's default 1. */
     int32_t epochs;
-    /** Samples per step, >= 1; kiln_fit_options_init() sets 32. The last
-     *  batch of an epoch holds what is left. */
+    /** Samples per step (the global batch, split across the replicas),
+     *  >= 1; kiln_fit_options_init() sets 32. The last batch of an epoch
+     *  holds what is left. 0 when per_replica_batch_size sets it. */
     int32_t batch_size;
     int32_t no_shuffle;          /**< nonzero: keep dataset order */
     uint64_t shuffle_seed;       /**< 0: derived from the context's seed */
@@ -1554,6 +1555,24 @@ typedef struct kiln_fit_options {
      *  starts afresh with each fit, resumed or not. */
     const kiln_callback_spec *callbacks;
     int32_t n_callbacks;         /**< see callbacks; 0 to 64 */
+    /** Samples each replica computes per step (TensorFlow's per-replica
+     *  batch size); 0: not used, batch_size is the global batch. When > 0
+     *  the global batch is this times the replicas that split each batch
+     *  in sync: the devices for one_device (1), mirrored and
+     *  central_storage; every process's replicas together under
+     *  multi_worker (so each process's devices compute this many samples
+     *  each). Strategies where a batch is not split across replicas count
+     *  one: parameter_server (each worker trains whole batches, as in
+     *  TensorFlow, whose ParameterServerStrategy counts one worker's
+     *  devices as the replicas in sync) and pipeline (the stages together
+     *  hold one replica of the model; micro-batches cut the global batch).
+     *  batch_size must then be 0 or equal that global batch
+     *  (kiln_fit_options_init() sets it to 32, so set it to 0);
+     *  KILN_ERROR_INVALID_ARGUMENT, naming both, when they disagree, when
+     *  this is negative, or when the product exceeds INT32_MAX. Everything
+     *  that reads batch_size (validation, checkpoints, the report) sees
+     *  the global batch. */
+    int32_t per_replica_batch_size;
 } kiln_fit_options;
 
 /** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
@@ -1564,7 +1583,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * Trains a compiled model. Each epoch shuffles (seeded) and visits every
  * sample once. Per-epoch metrics go to the history.
  * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
- * or batch size < 1; KILN_ERROR_SHAPE if the dataset's samples are not of the
+ * or batch size < 1, or a per_replica_batch_size that is negative, overflows
+ * or disagrees with batch_size; KILN_ERROR_SHAPE if the dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
  * output, or its sparse labels not one id per output position (a (T,)

@@ -323,6 +323,31 @@ static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
     return KILN_OK;
 }
 
+/* TensorFlow's rule: the global batch is the per-replica batch times the
+ * replicas in sync. Resolved before any check reads batch_size. */
+static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
+{
+    if (o->per_replica_batch_size == 0)
+        return KILN_OK;
+    const int64_t replicas = m->strategy->replicas_in_sync(m->strategy_impl);
+    const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
+    if (o->per_replica_batch_size < 0 || global > INT32_MAX)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: per_replica_batch_size is %d; times the %lld "
+                          "replica(s) in sync of %s it must be in [0, %d]",
+                          (int)o->per_replica_batch_size, (long long)replicas, m->strategy->name,
+                          (int)INT32_MAX);
+    if (o->batch_size != 0 && o->batch_size != global)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_fit: per_replica_batch_size %d x %lld replica(s) in sync "
+                          "of %s is a global batch of %lld, but batch_size is %d; set "
+                          "batch_size to 0 or %lld", (int)o->per_replica_batch_size,
+                          (long long)replicas, m->strategy->name, (long long)global,
+                          (int)o->batch_size, (long long)global);
+    o->batch_size = (int32_t)global;
+    return KILN_OK;
+}
+
 static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
 {
     if (m->n_history == m->cap_history) {
@@ -659,7 +684,9 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     else if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_fit_options, no_shuffle),
                                "kiln_fit_options", &why) != KILN_OK)
         return kiln_error(m->ctx, why.status, "kiln_model_fit: %s", why.message);
-    st = check_fit_options(m, &o);
+    st = resolve_batch_size(m, &o);
+    if (st == KILN_OK)
+        st = check_fit_options(m, &o);
     if (st == KILN_OK)
         st = check_dataset(m, train, "kiln_model_fit", "the dataset");
     kiln_dataset *kept = NULL, *held_out = NULL;

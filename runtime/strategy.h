@@ -70,6 +70,10 @@ typedef struct kiln_strategy_ops {
     kiln_status (*set_params)(void *impl, const float *flat);
     /* The replicas, for tests and for strategies built on others. */
     int32_t (*replica_count)(void *impl);
+    /* Replicas each global batch is split across, in every process
+     * (TensorFlow's num_replicas_in_sync): fit's per-replica batch size
+     * times this is the global batch. */
+    int32_t (*replicas_in_sync)(void *impl);
     struct kiln_replica *(*replica)(void *impl, int32_t i);
     void (*stats)(void *impl, kiln_strategy_stats *out);
     /* Optimizer state: `slots` holds kiln_optimizer_slot_count() arrays of

@@ -689,6 +689,13 @@ static int32_t dp_replica_count(void *impl)
     return ((dp_strategy *)impl)->n;
 }
 
+/* Every process holds the same number of replicas (compile checks). */
+static int32_t dp_replicas_in_sync(void *impl)
+{
+    const dp_strategy *dp = impl;
+    return dp->n * dp->world;
+}
+
 static kiln_replica *dp_replica_at(void *impl, int32_t i)
 {
     dp_strategy *dp = impl;
@@ -964,7 +971,8 @@ static kiln_status multi_worker_create(kiln_model *m, void **impl)
 const kiln_strategy_ops kiln_strategy_one_device = {
     .name = "one_device", .create = one_create, .destroy = dp_destroy, .train_step = dp_train_step,
     .eval_step = dp_eval_step, .predict_step = dp_predict_step, .get_params = dp_get_params,
-    .set_params = dp_set_params, .replica_count = dp_replica_count, .replica = dp_replica_at,
+    .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replicas_in_sync = dp_replicas_in_sync, .replica = dp_replica_at,
     .stats = dp_stats, .get_slots = dp_get_slots, .set_slots = dp_set_slots,
     .micro_step = dp_micro_step,
 };
@@ -973,6 +981,7 @@ const kiln_strategy_ops kiln_strategy_mirrored = {
     .name = "mirrored", .create = mirrored_create, .destroy = dp_destroy,
     .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
     .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replicas_in_sync = dp_replicas_in_sync,
     .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
     .set_slots = dp_set_slots, .micro_step = dp_micro_step,
 };
@@ -981,6 +990,7 @@ const kiln_strategy_ops kiln_strategy_central_storage = {
     .name = "central_storage", .create = central_create, .destroy = dp_destroy,
     .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
     .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replicas_in_sync = dp_replicas_in_sync,
     .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
     .set_slots = dp_set_slots, .micro_step = dp_micro_step,
 };
@@ -989,6 +999,7 @@ const kiln_strategy_ops kiln_strategy_multi_worker = {
     .name = "multi_worker", .create = multi_worker_create, .destroy = dp_destroy,
     .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
     .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
+    .replicas_in_sync = dp_replicas_in_sync,
     .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
     .set_slots = dp_set_slots, .micro_step = dp_micro_step, .shard = dp_shard,
 };

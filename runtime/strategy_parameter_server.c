@@ -356,6 +356,13 @@ static int32_t ps_replica_count(void *impl)
     return ((ps *)impl)->n;
 }
 
+/* A worker trains whole batches: none is split. */
+static int32_t ps_replicas_in_sync(void *impl)
+{
+    (void)impl;
+    return 1;
+}
+
 static kiln_replica *ps_replica_at(void *impl, int32_t i)
 {
     ps *p = impl;
@@ -462,6 +469,7 @@ const kiln_strategy_ops kiln_strategy_parameter_server = {
     .name = "parameter_server", .create = ps_create, .destroy = ps_destroy,
     .train_step = ps_train_step, .eval_step = ps_eval_step, .predict_step = ps_predict_step,
     .get_params = ps_get_params, .set_params = ps_set_params, .replica_count = ps_replica_count,
+    .replicas_in_sync = ps_replicas_in_sync,
     .replica = ps_replica_at, .stats = ps_stats, .get_slots = ps_get_slots,
     .set_slots = ps_set_slots, .micro_step = ps_micro_step, .drain = ps_drain,
 };

@@ -370,6 +370,13 @@ static int32_t psm_replica_count(void *impl)
     return 1;
 }
 
+/* Each worker process trains whole batches: none is split. */
+static int32_t psm_replicas_in_sync(void *impl)
+{
+    (void)impl;
+    return 1;
+}
+
 static kiln_replica *psm_replica_at(void *impl, int32_t i)
 {
     return i == 0 ? ((psm *)impl)->r : NULL;
@@ -516,6 +523,7 @@ const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
     .name = "parameter_server", .create = psm_create, .destroy = psm_destroy,
     .train_step = psm_train_step, .eval_step = psm_eval_step, .predict_step = psm_predict_step,
     .get_params = psm_get_params, .set_params = psm_set_params, .replica_count = psm_replica_count,
+    .replicas_in_sync = psm_replicas_in_sync,
     .replica = psm_replica_at, .stats = psm_stats, .get_slots = psm_get_slots,
     .set_slots = psm_set_slots, .micro_step = psm_micro_step, .drain = psm_drain,
     .shard = psm_shard,

@@ -5,7 +5,8 @@
  * evaluate is global; predict gathers every process's rows; checkpoints
  * are written once (by rank 0) and load on one device and under 2
  * processes; processes that disagree on the replica count, the model, the
- * optimizer or fit's and evaluate's settings get an error naming it.
+ * optimizer or fit's and evaluate's settings get an error naming it; a
+ * per-replica batch counts every process's replicas.
  * Usage: test_multi_worker CHECKPOINT_DIR */
 #include "test_data.h"
 
@@ -288,6 +289,19 @@ int main(int argc, char **argv)
         printf("evaluate: one device loss %.6f accuracy %.4f; 2 x 1 %.6f %.4f; 2 x 2 %.6f "
                "%.4f\n", one_m.loss, one_m.accuracy, mw_m.loss, mw_m.accuracy, mw2_m.loss,
                mw2_m.accuracy);
+
+    /* fit's per-replica batch counts every process's replicas: 2 samples on
+     * each of 2 x 2 replicas is a global batch of 8, 8 steps over 60
+     * samples (this process's 2 replicas alone would make 15). */
+    m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 2);
+    kiln_fit_options per = fit_options(1);
+    per.batch_size = 0;
+    per.per_replica_batch_size = 2;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &per));
+    kiln_training_stats per_stats = {.struct_size = sizeof per_stats};
+    CHECK_OK(ctx, kiln_model_training_stats(m, &per_stats));
+    CHECK(per_stats.steps == (SAMPLES + 7) / 8);
+    kiln_model_destroy(m);
 
     /* Predict: every process gets every row. */
     static float x[11 * SIDE * SIDE], y_mw[11 * CLASSES], y_one[11 * CLASSES];

@@ -114,6 +114,22 @@ int main(void)
     CHECK_OK(ctx, kiln_model_evaluate(one, test_ds, 100, &b));
     CHECK(fabs(a.loss - b.loss) < 1e-5 && a.accuracy == b.accuracy);
     kiln_model_destroy(one);
+
+    /* A worker trains whole batches: a per-replica batch of 48 is 48 per
+     * update (10 over 480 samples), not 48 x 2 workers. */
+    kiln_dataset *few = NULL;
+    CHECK_OK(ctx, kiln_dataset_subset(train_ds, 0, 480, &few));
+    kiln_training_stats before = {.struct_size = sizeof before}, after = before;
+    CHECK_OK(ctx, kiln_model_training_stats(bounded, &before));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.batch_size = 0;
+    fo.per_replica_batch_size = 48;
+    CHECK_OK(ctx, kiln_model_fit(bounded, few, &fo));
+    CHECK_OK(ctx, kiln_model_training_stats(bounded, &after));
+    CHECK(after.reductions - before.reductions == 10);
+    kiln_dataset_destroy(few);
     kiln_model_destroy(bounded);
     kiln_model_destroy(unbounded);
 

@@ -103,12 +103,14 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
     return m;
 }
 
+/* batch < 0: -batch as fit's per-replica batch size (batch_size 0). */
 static kiln_status train(kiln_model *m, kiln_dataset *ds, int batch)
 {
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
     fo.epochs = 2;
-    fo.batch_size = batch;
+    fo.batch_size = batch > 0 ? batch : 0;
+    fo.per_replica_batch_size = batch < 0 ? -batch : 0;
     fo.verbosity = KILN_VERBOSE_SILENT;
     return kiln_model_fit(m, ds, &fo);
 }
@@ -175,6 +177,18 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds)
     float *w = weights_after(ctx, ds, &autosplit, &n);
     compare("2 stages split automatically, 1F1B, M = 3 vs one_device", w, base, n, TOL);
     free(w);
+    /* The stages hold one replica between them: a per-replica batch of 15
+     * is the global batch of 15 (2 epochs of 5 steps), not 15 x 2 stages. */
+    kiln_model *m = build(ctx, &autosplit, 0);
+    CHECK_OK(ctx, train(m, ds, -15));
+    kiln_training_stats s = {.struct_size = sizeof s};
+    CHECK_OK(ctx, kiln_model_training_stats(m, &s));
+    CHECK(s.steps == 2 * ((SAMPLES + 14) / 15));
+    w = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    compare("2 stages, per-replica batch 15 vs one_device batch 15", w, base, n, TOL);
+    free(w);
+    kiln_model_destroy(m);
     free(base);
 
     const run skip_one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .shape = SKIP_TWO_STAGES};

@@ -1,7 +1,8 @@
 /* The data-parallel strategies against one-device training: mirrored and
  * central storage on two devices (meson runs this with POCL_DEVICES="basic
  * basic"), uneven and empty shards, gradient accumulation, learning-rate
- * schedules, and the faults: a replica that fails and one that stalls. What
+ * schedules, fit's per-replica batch size, and the faults: a replica that
+ * fails and one that stalls. What
  * needs two devices is skipped, with the reason printed, on one. */
 #include "counting_alloc.h"
 #include "fault_layer.h"
@@ -36,6 +37,7 @@ typedef struct run {
     int replicas, accumulation, batch, epochs;
     kiln_optimizer_kind optimizer;
     int bn;   /* BN_*: batch normalisation after the convolution */
+    int per_replica;   /* > 0: fit's per_replica_batch_size, batch_size 0 */
 } run;
 
 enum { BN_NONE, BN_PER_REPLICA, BN_SYNCHRONIZED };
@@ -97,7 +99,8 @@ static kiln_status train(kiln_model *m, kiln_dataset *ds, const run *r)
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
     fo.epochs = r->epochs;
-    fo.batch_size = r->batch;
+    fo.batch_size = r->per_replica ? 0 : r->batch;
+    fo.per_replica_batch_size = r->per_replica;
     fo.verbosity = KILN_VERBOSE_SILENT;
     return kiln_model_fit(m, ds, &fo);
 }
@@ -254,6 +257,81 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
         free(w);
     }
     free(whole);
+}
+
+/* fit's per_replica_batch_size (TensorFlow's rule: the global batch is it
+ * times the replicas) against one device trained on that global batch; the
+ * step count (check_stats, from run.batch = the expected global batch) tells
+ * which batch really ran. Then the bad values, which train nothing. */
+static void test_per_replica_batch(kiln_context *ctx, kiln_dataset *ds, int devices)
+{
+    int64_t n = 0;
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 8,
+                     .epochs = 1, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_NONE};
+    float *base = weights_after(ctx, ds, &one, &n);
+    run r = one;
+    r.per_replica = 8;
+    float *w = weights_after(ctx, ds, &r, &n);
+    compare("one_device, per-replica batch 8 == batch 8 (bit for bit)", w, base, n, 0.0);
+    free(w);
+    if (devices < 2) {
+        printf("SKIP (one device): per-replica batches on 2 replicas need two devices\n");
+    } else {
+        static const kiln_strategy both[] = {KILN_STRATEGY_MIRRORED,
+                                             KILN_STRATEGY_CENTRAL_STORAGE};
+        for (int k = 0; k < 2; k++) {
+            r.strategy = both[k];
+            r.replicas = 2;
+            r.per_replica = 4;   /* global 8 */
+            w = weights_after(ctx, ds, &r, &n);
+            compare(k ? "central_storage, 2 replicas x per-replica 4 vs batch 8"
+                      : "mirrored, 2 replicas x per-replica 4 vs batch 8", w, base, n, TOL);
+            free(w);
+        }
+    }
+    free(base);
+
+    run bad = one;
+    bad.strategy = KILN_STRATEGY_MIRRORED;
+    bad.replicas = devices < 2 ? 1 : 2;
+    kiln_model *m = build(ctx, &bad, NULL, 0);
+    float *before = calloc((size_t)n, sizeof(float));
+    float *after = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(m, before, n));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.per_replica_batch_size = 5;   /* batch_size left at init's 32: disagrees */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "set batch_size to 0",
+                kiln_model_fit(m, ds, &fo));
+    fo.batch_size = 0;
+    fo.per_replica_batch_size = -1;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "per_replica_batch_size is -1",
+                kiln_model_fit(m, ds, &fo));
+    if (bad.replicas == 2) {
+        fo.per_replica_batch_size = INT32_MAX / 2 + 1;   /* twice that overflows int32 */
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "per_replica_batch_size",
+                    kiln_model_fit(m, ds, &fo));
+    }
+    CHECK_OK(ctx, kiln_model_get_weights(m, after, n));
+    CHECK(memcmp(before, after, (size_t)n * sizeof(float)) == 0);
+    /* Agreeing values train; a caller built before the field never sets it
+     * (its struct_size stops short), so what lies there is not read. */
+    fo.per_replica_batch_size = 4;
+    fo.batch_size = 4 * bad.replicas;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_training_stats s = {.struct_size = sizeof s};
+    CHECK_OK(ctx, kiln_model_training_stats(m, &s));
+    CHECK(s.steps == SAMPLES / (4 * bad.replicas));
+    fo.struct_size = offsetof(kiln_fit_options, per_replica_batch_size);
+    fo.batch_size = 32;
+    fo.per_replica_batch_size = -7;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    CHECK_OK(ctx, kiln_model_training_stats(m, &s));
+    CHECK(s.steps == SAMPLES / (4 * bad.replicas) + SAMPLES / 32);
+    free(before);
+    free(after);
+    kiln_model_destroy(m);
 }
 
 /* Batch normalisation under the strategies. Synchronised on 2 replicas it
@@ -437,6 +515,7 @@ int main(void)
     printf("%d device(s)\n", (int)devices);
     kiln_dataset *ds = data(ctx);
     test_equivalence(ctx, ds, devices);
+    test_per_replica_batch(ctx, ds, devices);
     test_batch_norm(ctx, ds, devices);
     test_inference_statistics(ctx, ds);
     kiln_dataset_destroy(ds);
