@@ -63,42 +63,49 @@ static kiln_status check_compiled(kiln_model *m, const char *call, const char *p
     return KILN_OK;
 }
 
-/* The history as text: one line per epoch. */
-static char *history_text(const kiln_model *m)
+/* Writes one epoch's line into `out` (snprintf's contract). */
+typedef int (*record_line_fn)(char *out, size_t room, const kiln_epoch_record *r);
+
+/* The first line of each epoch: loss, accuracy and validation, time and
+ * samples. */
+static int history_line(char *out, size_t room, const kiln_epoch_record *r)
 {
-    const size_t size = (size_t)m->n_history * 200 + 1;
-    char *t = kiln_alloc(m->ctx, size);
-    if (!t)
-        return NULL;
-    size_t at = 0;
-    t[0] = '\0';
-    for (int32_t i = 0; i < m->n_history; i++) {
-        const kiln_epoch_record *r = &m->history[i];
-        at += (size_t)snprintf(t + at, size - at, "%.17g %.17g %d %.17g %.17g %.17g %lld\n",
-                               r->loss, r->accuracy, (int)r->has_validation, r->val_loss,
-                               r->val_accuracy, r->seconds, (long long)r->samples);
-    }
-    return t;
+    return snprintf(out, room, "%.17g %.17g %d %.17g %.17g %.17g %lld\n", r->loss,
+                    r->accuracy, (int)r->has_validation, r->val_loss, r->val_accuracy,
+                    r->seconds, (long long)r->samples);
 }
 
-/* The rest of each epoch's record, one line per epoch: the metrics beyond
- * accuracy, the learning rate and the skipped steps (files without it
- * read as metrics not computed). */
-static char *history_metrics_text(const kiln_model *m)
+/* The rest of each epoch's record: the metrics beyond accuracy, the
+ * learning rate and the skipped steps (files without it read as metrics
+ * not computed). */
+static int history_metrics_line(char *out, size_t room, const kiln_epoch_record *r)
 {
-    const size_t size = (size_t)m->n_history * 200 + 1;
+    return snprintf(out, room, "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld\n",
+                    r->top_k_accuracy, r->mean_absolute_error, r->binary_accuracy,
+                    r->val_top_k_accuracy, r->val_mean_absolute_error,
+                    r->val_binary_accuracy, r->learning_rate, (long long)r->skipped_steps);
+}
+
+/* The history as text, one `line` per epoch; NULL when out of memory. A
+ * line is at most 8 numbers of 24 characters (%.17g of a double, %lld)
+ * and their separators, within LINE_BYTES; one that is not (a format
+ * grown past it) fails rather than writes past the end. */
+static char *history_lines(const kiln_model *m, record_line_fn line)
+{
+    enum { LINE_BYTES = 256 };
+    const size_t size = (size_t)m->n_history * LINE_BYTES + 1;
     char *t = kiln_alloc(m->ctx, size);
     if (!t)
         return NULL;
     size_t at = 0;
     t[0] = '\0';
     for (int32_t i = 0; i < m->n_history; i++) {
-        const kiln_epoch_record *r = &m->history[i];
-        at += (size_t)snprintf(t + at, size - at, "%.17g %.17g %.17g %.17g %.17g %.17g %.17g "
-                               "%lld\n", r->top_k_accuracy, r->mean_absolute_error,
-                               r->binary_accuracy, r->val_top_k_accuracy,
-                               r->val_mean_absolute_error, r->val_binary_accuracy,
-                               r->learning_rate, (long long)r->skipped_steps);
+        const int wrote = line(t + at, size - at, &m->history[i]);
+        if (wrote < 0 || (size_t)wrote >= size - at) {
+            kiln_free(m->ctx, t);
+            return NULL;
+        }
+        at += (size_t)wrote;
     }
     return t;
 }
@@ -229,8 +236,8 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         n_params += (size_t)m->nodes[i].n_params;
     kiln_st_entry *e = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, sizeof *e);
     char (*name)[160] = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, 160);
-    char *history = full ? history_text(m) : NULL;
-    char *history_metrics = full ? history_metrics_text(m) : NULL;
+    char *history = full ? history_lines(m, history_line) : NULL;
+    char *history_metrics = full ? history_lines(m, history_metrics_line) : NULL;
     if (!flat || !e || !name || (full && (!history || !history_metrics))) {
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
