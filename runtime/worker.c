@@ -2,6 +2,8 @@
 
 #include "runtime/context.h"
 
+#include <stdio.h>
+
 
 struct kiln_worker {
     kiln_context *ctx;
@@ -15,10 +17,21 @@ struct kiln_worker {
     kiln_diag diag;          /* what the jobs' failures say; this thread's alone */
 };
 
+static kiln_status unbound_failure(kiln_diag *diag)
+{
+    diag->status = KILN_ERROR_OUT_OF_MEMORY;
+    snprintf(diag->message, sizeof diag->message,
+             "out of host memory for a worker thread's diagnostics");
+    return diag->status;
+}
+
 static void *worker_main(void *arg)
 {
     kiln_worker *w = arg;
-    kiln_diag_bind(&w->ctx->host, &w->diag);
+    /* Unbound, a job's messages would go to the host's fallback, not to
+     * w->diag where the caller reads them: such a worker runs no job and
+     * says why in its own diagnostics. */
+    const int bound = kiln_diag_bind(&w->ctx->host, &w->diag);
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->has_job && !w->stopping)
@@ -28,7 +41,7 @@ static void *worker_main(void *arg)
         kiln_job_fn fn = w->fn;
         void *job = w->arg;
         pthread_mutex_unlock(&w->lock);
-        const kiln_status st = fn(job);
+        const kiln_status st = bound ? fn(job) : unbound_failure(&w->diag);
         pthread_mutex_lock(&w->lock);
         w->has_job = 0;
         w->done = 1;
@@ -36,6 +49,8 @@ static void *worker_main(void *arg)
         pthread_cond_broadcast(&w->finished);
     }
     pthread_mutex_unlock(&w->lock);
+    if (bound)
+        kiln_diag_bind(&w->ctx->host, NULL);
     return NULL;
 }
 
