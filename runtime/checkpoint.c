@@ -50,12 +50,11 @@ static void tensor_name(const kiln_model *m, const kiln_node_rec *node, int p, i
                  slot_name(&m->optimizer, slot));
 }
 
-static kiln_status check_compiled(kiln_model *m, const char *call, const char *path)
+static kiln_status check_compiled_and_path(kiln_model *m, const char *call, const char *path)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    if (!m->compiled)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    const kiln_status st = kiln_model_check_compiled(m, call);
+    if (st != KILN_OK)
+        return st;
     if (!path)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: path is NULL", call);
     if (!path[0])
@@ -221,7 +220,7 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
                                         "kiln_model_save_checkpoint"};
     const char *call = calls[kind];
     const int full = kind == SAVE_TRAINING_STATE;
-    kiln_status st = check_compiled(m, call, path);
+    kiln_status st = check_compiled_and_path(m, call, path);
     if (st != KILN_OK)
         return st;
     kiln_context *ctx = m->ctx;
@@ -377,7 +376,7 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
 static kiln_status load(kiln_model *m, const char *path, int full)
 {
     const char *call = full ? "kiln_model_load_checkpoint" : "kiln_model_load_weights";
-    kiln_status st = check_compiled(m, call, path);
+    kiln_status st = check_compiled_and_path(m, call, path);
     if (st != KILN_OK)
         return st;
     kiln_context *ctx = m->ctx;

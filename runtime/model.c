@@ -45,7 +45,7 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
     return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
 }
 
-static kiln_status check_compiled(const kiln_model *m, const char *call)
+kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
@@ -57,7 +57,7 @@ static kiln_status check_compiled(const kiln_model *m, const char *call)
 kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
                                     int32_t *replicas)
 {
-    kiln_status st = check_compiled(m, "kiln_model_distribution");
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_distribution");
     if (st != KILN_OK)
         return st;
     if (strategy)
@@ -69,7 +69,7 @@ kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
 
 kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
 {
-    kiln_status st = check_compiled(m, "kiln_model_rank");
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_rank");
     if (st != KILN_OK)
         return st;
     if (rank)
@@ -81,7 +81,7 @@ kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
 
 kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *stats)
 {
-    kiln_status st = check_compiled(m, "kiln_model_training_stats");
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_training_stats");
     if (st != KILN_OK)
         return st;
     if (!stats || stats->struct_size < sizeof *stats)
@@ -113,7 +113,7 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
 
 kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_report *report)
 {
-    kiln_status st = check_compiled(m, "kiln_model_memory");
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_memory");
     if (st != KILN_OK)
         return st;
     const int32_t n = m->strategy->replica_count(m->strategy_impl);
@@ -147,7 +147,7 @@ static kiln_status check_count_out(const kiln_model *m, int64_t *out, const char
         *out = 0;
     if (m && !out)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", call, arg);
-    return check_compiled(m, call);
+    return kiln_model_check_compiled(m, call);
 }
 
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
@@ -186,7 +186,7 @@ static void pack(const kiln_model *m, float *flat, float *packed, int to_packed)
 static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int get)
 {
     const char *call = get ? "kiln_model_get_weights" : "kiln_model_set_weights";
-    kiln_status st = check_compiled(m, call);
+    kiln_status st = kiln_model_check_compiled(m, call);
     if (st != KILN_OK)
         return st;
     if (!weights)

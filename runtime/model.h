@@ -143,6 +143,10 @@ double kiln_model_learning_rate(const kiln_model *m, int64_t step);
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);
 
+/* KILN_ERROR_STATE, naming `call`, unless the model is compiled;
+ * KILN_ERROR_INVALID_ARGUMENT, with no message, for a NULL model. */
+kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call);
+
 /* A model takes one call at a time. A public call that drives the model's
  * strategy or weights enters first: KILN_ERROR_STATE, naming the call
  * already inside, when another call (from another thread, or from inside

@@ -69,13 +69,6 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
     return 0;
 }
 
-static kiln_status check_compiled(const kiln_model *m, const char *call)
-{
-    if (!m->compiled)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
-    return KILN_OK;
-}
-
 kiln_status kiln_model_weight_count(const kiln_model *m, int32_t *count)
 {
     if (count)
@@ -88,7 +81,7 @@ kiln_status kiln_model_weight_count(const kiln_model *m, int32_t *count)
     int entered;
     kiln_status st = kiln_model_enter_reading(m, "kiln_model_weight_count", &entered);
     if (st == KILN_OK)
-        st = check_compiled(m, "kiln_model_weight_count");
+        st = kiln_model_check_compiled(m, "kiln_model_weight_count");
     for (kiln_node i = 0; st == KILN_OK && i < m->n_nodes; i++)
         *count += m->nodes[i].n_params;
     kiln_model_leave_reading(m, entered);
@@ -105,7 +98,7 @@ kiln_status kiln_model_weight_info(const kiln_model *m, int32_t index, kiln_weig
     int entered;
     kiln_status st = kiln_model_enter_reading(m, "kiln_model_weight_info", &entered);
     if (st == KILN_OK)
-        st = check_compiled(m, "kiln_model_weight_info");
+        st = kiln_model_check_compiled(m, "kiln_model_weight_info");
     kiln_node i;
     int p;
     int64_t offset;
@@ -130,7 +123,7 @@ kiln_status kiln_model_weight_info(const kiln_model *m, int32_t index, kiln_weig
 static kiln_status tensor_io(kiln_model *m, const char *call, const char *name, float *data,
                              int64_t count, int get)
 {
-    kiln_status st = check_compiled(m, call);
+    kiln_status st = kiln_model_check_compiled(m, call);
     if (st != KILN_OK)
         return st;
     if (!name || !data)
