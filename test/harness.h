@@ -81,6 +81,35 @@ static inline int test_finish(const char *name)
     return test_failures ? 1 : 0;
 }
 
+/* Largest |a[i] - b[i]| / max(1, |b[i]|) over n floats, the measure every
+ * comparison of two trainings uses; where it is goes to *at when not NULL. */
+static inline double test_max_relative_difference(const float *a, const float *b, int64_t n,
+                                                  int64_t *at)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+        if (e > worst && at)
+            *at = i;
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/* Prints `what` (padded to `width`) and the difference of a and b; a
+ * missing array or a difference above tol (or NaN) is a failure. */
+static inline double test_compare(const char *what, int width, const float *a, const float *b,
+                                  int64_t n, double tol)
+{
+    const double worst = a && b ? test_max_relative_difference(a, b, n, NULL) : 0;
+    printf("%-*s max relative difference %.2e\n", width, what, worst);
+    if (!a || !b || !(worst <= tol)) {
+        fprintf(stderr, "%s: %.3g exceeds %.1g\n", what, worst, tol);
+        test_failures++;
+    }
+    return worst;
+}
+
 /* A context on the default device, or NULL with the reason printed. */
 static inline kiln_context *test_context(uint64_t seed)
 {

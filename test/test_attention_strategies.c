@@ -84,11 +84,10 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 static void compare(const char *what, const float *a, const float *b, const float *start,
                     int64_t n)
 {
-    double worst = 0, moved = 0;
-    for (int64_t i = 0; a && b && i < n; i++) {
-        worst = fmax(worst, fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i])));
+    const double worst = a && b ? test_max_relative_difference(a, b, n, NULL) : 0;
+    double moved = 0;
+    for (int64_t i = 0; b && i < n; i++)
         moved = fmax(moved, fabs((double)b[i] - start[i]));
-    }
     printf("%-50s max relative difference %.2e\n", what, worst);
     if (!a || !b || !(worst <= TOL) || !(moved > 1e-3)) {
         fprintf(stderr, "%s: %.3g exceeds %.1g, or training moved nothing (%g)\n", what, worst,

@@ -106,16 +106,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 
 static void compare(const char *what, const float *a, const float *b, int64_t n, double tol)
 {
-    double worst = 0;
-    for (int64_t i = 0; a && b && i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        worst = e > worst ? e : worst;
-    }
-    printf("%-60s max relative difference %.2e\n", what, worst);
-    if (!a || !b || !(worst <= tol)) {
-        fprintf(stderr, "%s: %.3g exceeds %.1g\n", what, worst, tol);
-        test_failures++;
-    }
+    test_compare(what, 60, a, b, n, tol);
 }
 
 static void test_strategies(kiln_context *ctx, int devices)

@@ -124,11 +124,7 @@ static int64_t share_of_rank(int rank, int64_t count, int batch)
 
 static void compare(int rank, const char *what, const float *a, const float *b, int64_t n)
 {
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        worst = e > worst ? e : worst;
-    }
+    const double worst = test_max_relative_difference(a, b, n, NULL);
     if (rank == 0)
         printf("%-56s max relative difference %.2e\n", what, worst);
     if (!(worst <= TOL)) {

@@ -326,9 +326,7 @@ static float *trained(kiln_context *ctx, const setup *s, kiln_dataset *ds, int64
 static void compare(const char *what, const float *a, const float *b, int64_t n, double la,
                     double lb)
 {
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++)
-        worst = fmax(worst, fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i])));
+    const double worst = test_max_relative_difference(a, b, n, NULL);
     printf("%-52s max relative difference %.2e, loss %.6f vs %.6f\n", what, worst, la, lb);
     CHECK(worst <= 1e-5 && fabs(la - lb) <= 1e-5 * fmax(1.0, fabs(lb)));
 }

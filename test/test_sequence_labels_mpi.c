@@ -70,9 +70,7 @@ int main(void)
     kiln_metrics e1, ew;
     float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, &n, &l1, &e1, &rank);
     float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, &n, &lw, &ew, &rank);
-    double worst = 0;
-    for (int64_t i = 0; one && mw && i < n; i++)
-        worst = fmax(worst, fabs((double)mw[i] - one[i]) / fmax(1.0, fabs((double)one[i])));
+    const double worst = one && mw ? test_max_relative_difference(mw, one, n, NULL) : 0;
     printf("rank %d: multi_worker 2 x 1 vs one_device: max relative difference %.2e, loss "
            "%.6f vs %.6f, evaluate %.6f vs %.6f\n", (int)rank, worst, lw, l1, ew.loss, e1.loss);
     CHECK(one && mw && worst <= 1e-5);

@@ -183,13 +183,8 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 /* Largest |a - b| / max(1, |b|) over the parameters. */
 static double compare(const char *what, const float *a, const float *b, int64_t n, double tol)
 {
-    double worst = 0;
     int64_t at = 0;
-    for (int64_t i = 0; a && b && i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        at = e > worst ? i : at;
-        worst = e > worst ? e : worst;
-    }
+    const double worst = a && b ? test_max_relative_difference(a, b, n, &at) : 0;
     printf("%-58s max relative difference %.2e\n", what, worst);
     if (!a || !b || !(worst <= tol)) {
         fprintf(stderr, "%s: %.3g exceeds %.1g (weight %lld)\n", what, worst, tol, (long long)at);
