@@ -239,6 +239,10 @@ typedef struct kiln_device_info {
     /** The GEMM parameters in use: "CLBlast defaults", or the tuned
      *  XgemmDirect parameters ("WGD=64 MDIMCD=8 ..."). */
     char gemm_parameters[128];
+    /** Nonzero: the device runs the kernels' GPU variants (work-groups
+     *  tiled in local memory), chosen for a GPU with dedicated local
+     *  memory, or by KILN_KERNEL_VARIANT=gpu (README, "Kernel variants"). */
+    int32_t gpu_kernels;
 } kiln_device_info;
 
 /** Describes device i (0 <= i < device count) of the context.

@@ -231,14 +231,22 @@ static kiln_status set_args(kiln_device *dev, kiln_kernel *kernel, kiln_args arg
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                             const size_t *size, kiln_args args)
 {
-    size_t global[3], local[3];
+    size_t local[3];
     /* A power of two (the reduction kernels halve it), within the device's
      * limit, along the first dimension, no wider than it needs to be. */
     size_t group = KILN_WORK_GROUP;
     while (group > dev->max_work_group || (group > 1 && group / 2 >= size[0]))
         group /= 2;
-    for (int d = 0; d < dims; d++) {
+    for (int d = 0; d < dims; d++)
         local[d] = d == 0 ? group : 1;
+    return kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
+}
+
+kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int dims,
+                                   const size_t *size, const size_t *local, kiln_args args)
+{
+    size_t global[3];
+    for (int d = 0; d < dims; d++) {
         global[d] = (size[d] + local[d] - 1) / local[d] * local[d];
         if (size[d] == 0)
             return KILN_OK;

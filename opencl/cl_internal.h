@@ -55,6 +55,8 @@ struct kiln_device {
     char label[320];
     kiln_device_info info;
     size_t max_work_group;
+    /* Runs the kernels' GPU variants (local-memory tiles; kernel_variant.c). */
+    int gpu_kernels;
     kiln_program_slot programs[KILN_MAX_PROGRAMS];
     int n_programs;
     kiln_kernel kernels[KILN_MAX_KERNELS];
@@ -125,6 +127,11 @@ int kiln_gemm_tuning_candidates(int available);
 
 /* Applies stored GEMM parameters to the devices, searching first where
  * `mode` asks (gemm_tuning.c). */
+/* Chooses each device's kernel variant (kiln_device.gpu_kernels) from what
+ * it reports, or as KILN_KERNEL_VARIANT says; a bad value of it is
+ * KILN_ERROR_INVALID_ARGUMENT. */
+kiln_status kiln_kernel_variant_setup(kiln_host *host, kiln_device *const *devices, int32_t n);
+
 kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices,
                                    int32_t n_devices, kiln_gemm_tuning mode);
 

@@ -93,6 +93,12 @@ typedef struct kiln_args {
 kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
                             const size_t *size, kiln_args args);
 
+/* As kiln_kernel_run, on work-groups of exactly `local` items per
+ * dimension (a kernel that tiles its group in local memory); the caller
+ * checks the device's limit. */
+kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int dims,
+                                   const size_t *size, const size_t *local, kiln_args args);
+
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args);
 

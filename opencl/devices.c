@@ -246,7 +246,8 @@ static kiln_status choose_by_type(kiln_host *host, kiln_device_type type,
     return KILN_OK;
 }
 
-/* Opens found[chosen[0..n_chosen)] and applies their GEMM parameters. */
+/* Opens found[chosen[0..n_chosen)] and applies their kernel variant and
+ * GEMM parameters. */
 static kiln_status open_chosen(kiln_host *host, const char *cache_dir, const found_device *found,
                                const int32_t *chosen, int32_t n_chosen, kiln_gemm_tuning tuning,
                                kiln_device ***devices, int32_t *n_devices)
@@ -257,6 +258,8 @@ static kiln_status open_chosen(kiln_host *host, const char *cache_dir, const fou
     kiln_status st = KILN_OK;
     for (int32_t i = 0; i < n_chosen && st == KILN_OK; i++)
         st = open_device(host, cache_dir, &found[chosen[i]], chosen[i], &opened[i]);
+    if (st == KILN_OK)
+        st = kiln_kernel_variant_setup(host, opened, n_chosen);
     if (st == KILN_OK)
         st = kiln_gemm_tuning_setup(host, opened, n_chosen, tuning);
     if (st != KILN_OK) {

@@ -206,6 +206,25 @@ int main(void)
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     kiln_context_destroy(ctx);
 
+    /* The same through the GPU variant (64 x 64 blocks in local memory):
+     * shapes of one partial block, of many, and k no step divides. */
+    setenv("KILN_KERNEL_VARIANT", "gpu", 1);
+    ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
+    kiln_device_info info = {.struct_size = sizeof info};
+    CHECK(ctx && kiln_context_device_info(ctx, 0, &info) == KILN_OK && info.gpu_kernels);
+    for (int i = 0; i < 7 && ctx; i++)
+        for (int t = 0; t < 2; t++)
+            check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
+    kiln_context_destroy(ctx);
+    setenv("KILN_KERNEL_VARIANT", "cpu", 1);
+    ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
+    CHECK(ctx && kiln_context_device_info(ctx, 0, &info) == KILN_OK && !info.gpu_kernels);
+    kiln_context_destroy(ctx);
+    setenv("KILN_KERNEL_VARIANT", "fast", 1);
+    ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
+    CHECK(st == KILN_ERROR_INVALID_ARGUMENT && !ctx && strstr(err, "KILN_KERNEL_VARIANT='fast'"));
+    unsetenv("KILN_KERNEL_VARIANT");
+
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
     CHECK(system(cmd) == 0);

@@ -13,7 +13,8 @@
 # the causal mask, cross-attention); gradcheck and train add the losses,
 # the optimizers and multi-layer backward passes; nonfinite the finite
 # check; sequence_labels the losses and metrics per position, with
-# ignored ones.
+# ignored ones. A name ending in _gpu_kernels runs its test through the
+# kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. --uninitialized is left out too: in
 # Oclgrind 21.10 it flags values built in vectors (its issue 126: here
@@ -29,7 +30,7 @@ ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention
     test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite
-    test_sequence_labels"}
+    test_sequence_labels test_layers_gpu_kernels test_train_gpu_kernels"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # Oclgrind's runtime is preloaded; with no ICD vendors a program it did not
@@ -51,8 +52,11 @@ for t in $tests; do
     rm -rf "$dir/cache-$t" "$dir/$t.log"
     start=$(date +%s)
     status=0
-    KILN_CACHE_DIR="$dir/cache-$t" oclgrind --check-api --data-races --log "$dir/$t.log" \
-        "build/test/$t" > "$dir/$t.out" 2>&1 || status=$?
+    variant=auto
+    [ "${t%_gpu_kernels}" = "$t" ] || variant=gpu
+    KILN_KERNEL_VARIANT=$variant KILN_CACHE_DIR="$dir/cache-$t" \
+        oclgrind --check-api --data-races --log "$dir/$t.log" \
+        "build/test/${t%_gpu_kernels}" > "$dir/$t.out" 2>&1 || status=$?
     seconds=$(($(date +%s) - start))
     if [ "$status" -ne 0 ]; then
         echo "oclgrind: $t exited with $status (${seconds} s); the end of $dir/$t.out:" >&2

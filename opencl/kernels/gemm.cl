@@ -61,3 +61,99 @@ __kernel void kiln_gemm_tn(int m, int n, int k, float alpha, __global const floa
     kiln_gemm_tile(m, n, k, alpha, a + a_offset, 1, lda, b, b_offset, ldb, beta, c, c_offset,
                    ldc);
 }
+
+/* The variant for GPUs (kiln_device.gpu_kernels): work-groups of 16 x 16
+ * items compute a 64 x 64 block of C, each item 4 x 4 of it at a stride
+ * of 16 (so that neighbouring items store neighbouring columns), over
+ * steps of 16 along k whose blocks of op(A) and B the group first copies
+ * to local memory with neighbouring items reading neighbouring addresses.
+ * Out-of-range elements are copied as zeros. Launched on groups of exactly
+ * GEMM_GROUP x GEMM_GROUP (blas.c). */
+#define GEMM_GROUP 16
+#define GEMM_BLOCK 64
+#define GEMM_STEP 16
+
+/* Copies op(A)[i0 .. i0 + 64, l0 .. l0 + 16) into `as`, k-major. */
+inline void gemm_stage_a(__local float *as, int m, int k, __global const float *a, int lda,
+                         int transposed, int i0, int l0, int t)
+{
+    for (int e = t; e < GEMM_BLOCK * GEMM_STEP; e += GEMM_GROUP * GEMM_GROUP) {
+        /* NN reads along a row of A (k fastest), TN along a row of the
+         * stored k x m A (i fastest): both consecutive in memory. */
+        const int r = transposed ? e % GEMM_BLOCK : e / GEMM_STEP;
+        const int l = transposed ? e / GEMM_BLOCK : e % GEMM_STEP;
+        const int i = i0 + r, kk = l0 + l;
+        float v = 0.0f;
+        if (i < m && kk < k)
+            v = transposed ? a[(size_t)kk * lda + i] : a[(size_t)i * lda + kk];
+        as[l * GEMM_BLOCK + r] = v;
+    }
+}
+
+/* Copies B[l0 .. l0 + 16, j0 .. j0 + 64) into `bs`. */
+inline void gemm_stage_b(__local float *bs, int n, int k, __global const float *b, int ldb,
+                         int j0, int l0, int t)
+{
+    for (int e = t; e < GEMM_BLOCK * GEMM_STEP; e += GEMM_GROUP * GEMM_GROUP) {
+        const int l = e / GEMM_BLOCK, col = e % GEMM_BLOCK;
+        const int j = j0 + col, kk = l0 + l;
+        bs[e] = j < n && kk < k ? b[(size_t)kk * ldb + j] : 0.0f;
+    }
+}
+
+inline void kiln_gemm_block(int m, int n, int k, float alpha, __global const float *a, int lda,
+                            int transposed, __global const float *b, int ldb, float beta,
+                            __global float *c, int ldc, __local float *as, __local float *bs)
+{
+    const int tx = get_local_id(0), ty = get_local_id(1), t = ty * GEMM_GROUP + tx;
+    const int j0 = get_group_id(0) * GEMM_BLOCK, i0 = get_group_id(1) * GEMM_BLOCK;
+    float acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int q = 0; q < 4; q++)
+            acc[r][q] = 0.0f;
+    for (int l0 = 0; l0 < k; l0 += GEMM_STEP) {
+        gemm_stage_a(as, m, k, a, lda, transposed, i0, l0, t);
+        gemm_stage_b(bs, n, k, b, ldb, j0, l0, t);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int l = 0; l < GEMM_STEP; l++) {
+            float x[4], y[4];
+            for (int r = 0; r < 4; r++)
+                x[r] = as[l * GEMM_BLOCK + ty + r * GEMM_GROUP];
+            for (int q = 0; q < 4; q++)
+                y[q] = bs[l * GEMM_BLOCK + tx + q * GEMM_GROUP];
+            for (int r = 0; r < 4; r++)
+                for (int q = 0; q < 4; q++)
+                    acc[r][q] += x[r] * y[q];
+        }
+        /* The next step overwrites what slower items may still read. */
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int r = 0; r < 4; r++) {
+        const int i = i0 + ty + r * GEMM_GROUP;
+        for (int q = 0; q < 4; q++) {
+            const int j = j0 + tx + q * GEMM_GROUP;
+            if (i < m && j < n) {
+                __global float *dst = c + (size_t)i * ldc + j;
+                *dst = alpha * acc[r][q] + (beta != 0.0f ? beta * *dst : 0.0f);
+            }
+        }
+    }
+}
+
+__kernel void kiln_gemm_nn_local(int m, int n, int k, float alpha, __global const float *a,
+                                 int a_offset, int lda, __global const float *b, int b_offset,
+                                 int ldb, float beta, __global float *c, int c_offset, int ldc)
+{
+    __local float as[GEMM_STEP * GEMM_BLOCK], bs[GEMM_STEP * GEMM_BLOCK];
+    kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 0, b + b_offset, ldb, beta, c + c_offset,
+                    ldc, as, bs);
+}
+
+__kernel void kiln_gemm_tn_local(int m, int n, int k, float alpha, __global const float *a,
+                                 int a_offset, int lda, __global const float *b, int b_offset,
+                                 int ldb, float beta, __global float *c, int c_offset, int ldc)
+{
+    __local float as[GEMM_STEP * GEMM_BLOCK], bs[GEMM_STEP * GEMM_BLOCK];
+    kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 1, b + b_offset, ldb, beta, c + c_offset,
+                    ldc, as, bs);
+}
