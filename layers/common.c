@@ -125,6 +125,6 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
                             kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                             kiln_arg_buffer(dst));
-    const size_t range[2] = {rows, cols};
+    const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
     return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
 }

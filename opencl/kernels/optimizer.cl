@@ -39,19 +39,27 @@ __kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __
 /* Makes guard[0] NaN when any of g[0..n) is NaN or infinite, and leaves it
  * alone otherwise: a ReLU turns a NaN into 0, so the loss can be finite
  * while a gradient is not, and the optimizers' guard then skips the step
- * as for a non-finite loss. The host bounds the grid, which strides
- * over g; each work-group sums
- * g * 0 (NaN for NaN or Inf, else 0) in local memory, and a group that
- * finds one writes NaN with an atomic exchange, the one write to guard[0]
- * that several groups can make. Work-groups are a power of two, <= 64. */
+ * as for a non-finite loss. The host bounds the grid; each work-group
+ * takes one contiguous stretch of g, its items neighbouring floats (one
+ * stream per group: a CPU thread reads on through its cache lines, a GPU
+ * coalesces; a grid-wide stride read 64 KiB apart, 10x slower here). It
+ * sums g * 0 (NaN for NaN or Inf, else 0) in local memory, and a group
+ * that finds one writes NaN with an atomic exchange, the one write to
+ * guard[0] that several groups can make. Work-groups are a power of two,
+ * <= 64. */
 __kernel void kiln_optimizer_check_finite(__global const float *g, int n,
                                           __global float *guard)
 {
     __local float partial[64];
     const int lid = get_local_id(0);
     const int group = get_local_size(0);
+    const int groups = get_num_groups(0);
+    /* Whole groups' worth per stretch, so no item runs past its own. */
+    const int stretch = (n / groups + group) / group * group;
+    const int start = get_group_id(0) * stretch;
+    const int end = min(n, start + stretch);
     float s = 0.0f;
-    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+    for (int i = start + lid; i < end; i += group)
         s += g[i] * 0.0f;
     partial[lid] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
