@@ -1,5 +1,7 @@
-/* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch, or
- * direct kernels when the patch is small (conv2d_direct.c). */
+/* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch,
+ * direct kernels when the patch is small (conv2d_direct.c), or for 3x3
+ * stride-1 'same' ones Winograd's transforms around 16 GEMMs
+ * (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 
 #include <stdio.h>
@@ -51,6 +53,7 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
         return KILN_ERROR_SHAPE;
     }
     c->direct = kiln_conv2d_use_direct(c);
+    c->winograd = !c->direct && kiln_conv2d_use_winograd(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
@@ -84,6 +87,8 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
     kiln_status st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_im2col", &r->kernels.im2col);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_col2im", &r->kernels.col2im);
+    if (st == KILN_OK && c->winograd)
+        st = kiln_conv2d_winograd_kernels(r, dev);
     return st;
 }
 
@@ -99,6 +104,8 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     kiln_status st = kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
                                                  kiln_conv2d_patch(c) * sizeof(float),
                                         "a conv2d im2col buffer", &r->scratch);
+    if (st == KILN_OK && c->winograd)
+        return kiln_conv2d_winograd_prepare(c, r, dev, max_batch);
     if (st == KILN_OK)
         st = kiln_buffer_create(dev, kiln_conv2d_patch(c) * (size_t)c->filters * sizeof(float),
                                 "a transposed conv2d kernel", &r->kernel_t);
@@ -110,7 +117,21 @@ static void conv2d_release(void *replica)
     conv2d_replica *r = replica;
     kiln_buffer_destroy(r->scratch);
     kiln_buffer_destroy(r->kernel_t);
-    r->scratch = r->kernel_t = NULL;
+    kiln_buffer_destroy(r->wino_u);
+    kiln_buffer_destroy(r->wino_v);
+    kiln_buffer_destroy(r->wino_m);
+    r->scratch = r->kernel_t = r->wino_u = r->wino_v = r->wino_m = NULL;
+}
+
+/* The forward patches into r->scratch, one row per output pixel. */
+static kiln_status im2col(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
+{
+    const size_t m = kiln_conv2d_out_pixels(c, s->batch);
+    /* im2col and col2im take their two buffers, their work-items' count
+     * (output or input pixels) and the window. */
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
+                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
+    return kiln_kernel_run1(s->dev, r->kernels.im2col, m, a);
 }
 
 static kiln_status conv2d_forward(const void *config, void *replica, const kiln_step *s)
@@ -121,14 +142,15 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
         return kiln_conv2d_direct_forward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
-    /* im2col and col2im take their two buffers, their work-items' count
-     * (output or input pixels) and the window. */
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
-                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
-    kiln_status st = kiln_kernel_run1(s->dev, r->kernels.im2col, m, a);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
-                       s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
+    kiln_status st;
+    if (c->winograd) {
+        st = kiln_conv2d_winograd_forward(c, r, s);
+    } else {
+        st = im2col(c, r, s);
+        if (st == KILN_OK)
+            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
+                           s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
+    }
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
@@ -144,13 +166,18 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
         return kiln_conv2d_direct_backward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters;
-    /* dW = col^T dy, while col still holds the forward patches. */
-    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
-                               s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
+    /* dW = col^T dy, while col still holds the forward patches (Winograd's
+     * forward made none: they are made here). */
+    kiln_status st = c->winograd ? im2col(c, r, s) : KILN_OK;
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
+                       s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
+    if (c->winograd)
+        return kiln_conv2d_winograd_input_grad(c, r, s);
     /* dcol = dy W^T overwrites col, then gathers back to the input; a plain
      * GEMM on W^T (kiln_transpose says why). */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);

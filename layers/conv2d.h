@@ -17,6 +17,7 @@ typedef struct conv2d_config {
     /* inferred */
     int32_t h, w, c, oh, ow, pad_top, pad_left;
     int32_t direct;   /* direct kernels, not im2col + GEMM */
+    int32_t winograd; /* Winograd's F(2x2, 3x3) forward and input gradient */
 } conv2d_config;
 
 /* Per replica: the im2col matrix (GEMM path) or the per-chunk partial
@@ -25,9 +26,11 @@ typedef struct conv2d_config {
 typedef struct conv2d_replica {
     kiln_buffer *scratch;
     kiln_buffer *kernel_t;
+    kiln_buffer *wino_u, *wino_v, *wino_m;   /* Winograd's transforms and products */
     struct {
         kiln_kernel *im2col, *col2im;                                   /* GEMM path */
         kiln_kernel *forward, *grad_partial, *reduce, *input_grad;     /* direct path */
+        kiln_kernel *wino_filter, *wino_input, *wino_output;           /* Winograd */
     } kernels;
 } conv2d_replica;
 
@@ -41,6 +44,20 @@ typedef struct conv2d_replica {
 
 size_t kiln_conv2d_patch(const conv2d_config *c);
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
+
+/* Whether a convolution not direct computes its output and input gradient
+ * through Winograd's F(2x2, 3x3) (conv2d_winograd.c); its weight gradient
+ * stays im2col + GEMM. */
+int32_t kiln_conv2d_use_winograd(const conv2d_config *c);
+/* The Winograd path: its kernels, buffers for max_batch, the output before
+ * bias and activation, the input gradient (s->d_in[0]). */
+kiln_status kiln_conv2d_winograd_kernels(conv2d_replica *r, kiln_device *dev);
+kiln_status kiln_conv2d_winograd_prepare(const conv2d_config *c, conv2d_replica *r,
+                                         kiln_device *dev, int32_t max_batch);
+kiln_status kiln_conv2d_winograd_forward(const conv2d_config *c, conv2d_replica *r,
+                                         const kiln_step *s);
+kiln_status kiln_conv2d_winograd_input_grad(const conv2d_config *c, conv2d_replica *r,
+                                            const kiln_step *s);
 
 /* Whether a convolution takes the direct path (conv2d_direct.c). */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c);

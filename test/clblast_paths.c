@@ -1,14 +1,21 @@
-/* Linked into the *_clblast tests with -Wl,--wrap for both choices: every
- * convolution, small enough for the direct kernels or not, goes through
- * im2col + GEMM, and every GEMM, even one kiln's own kernel would take,
- * through CLBlast. */
+/* Linked into the *_clblast tests with -Wl,--wrap for the three choices:
+ * every convolution, small enough for the direct kernels, 3x3 enough for
+ * Winograd's, or neither, goes through im2col + GEMM, and every GEMM, even
+ * one kiln's own kernel would take, through CLBlast. */
 #include "layers/conv2d.h"
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c);
+int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c);
 int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
                                     size_t k);
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c)
 {
     (void)c;
     return 0;

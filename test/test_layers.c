@@ -615,8 +615,23 @@ int main(void)
     const conv_case seed = {.filters = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
                             .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
     test_conv(ctx, fashion, 5, &seed);
+    /* 3x3 stride-1 'same' with 8 or more channels each way: Winograd's
+     * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
+     * leave tiles partly outside the image. */
+    const int32_t deep[] = {9, 8, 8}, deeper[] = {11, 9, 12};
+    const conv_case wino[] = {
+        {.filters = 8, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 10, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        test_conv(ctx, deep, 1, &wino[i]);
+        test_conv(ctx, deeper, 3, &wino[i]);
+    }
     /* Not the output: the activations applied by the convolution itself. */
     check_inner = 1;
+    test_conv(ctx, deeper, 2, &wino[0]);
     for (size_t i = 0; i < 4; i++)
         test_conv(ctx, img, 2, &convs[i]);
     test_conv(ctx, fashion, 3, &seed);
