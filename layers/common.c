@@ -12,7 +12,7 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
-    return kiln_run1(dev, "activation", "kiln_activation_forward", rows * cols, a);
+    return kiln_run1(dev, "activation", "kiln_activation_forward", (rows * cols + 7) / 8, a);
 }
 
 kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
@@ -28,7 +28,7 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
-    return kiln_run1(dev, "activation", "kiln_activation_backward", rows * cols, a);
+    return kiln_run1(dev, "activation", "kiln_activation_backward", (rows * cols + 7) / 8, a);
 }
 
 int kiln_activation_needs_input(kiln_activation act)

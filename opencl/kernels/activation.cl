@@ -1,11 +1,13 @@
 /* Element-wise activations (n values) and softmax over rows of `cols`. */
+/* Eight values per work-item (kiln_activate8), over a range of (n + 7) / 8. */
 __kernel void kiln_activation_forward(__global const float *x, __global float *y, int n,
                                       int act)
 {
-    const int i = get_global_id(0);
+    const int i = get_global_id(0) * 8;
     if (i >= n)
         return;
-    y[i] = kiln_activate(x[i], act);
+    const int count = n - i;
+    kiln_store8(y + i, kiln_activate8(kiln_load8(x + i, count), act), count);
 }
 
 /* dy becomes the gradient before the activation, given its input x and its
@@ -14,38 +16,41 @@ __kernel void kiln_activation_forward(__global const float *x, __global float *y
 __kernel void kiln_activation_backward(__global const float *x, __global const float *y,
                                        __global float *dy, int n, int act)
 {
-    const int i = get_global_id(0);
+    const int i = get_global_id(0) * 8;   /* eight values per work-item, as forward */
     if (i >= n)
         return;
-    const float yi = y[i], g = dy[i];
-    float r = g;
+    const int count = n - i;
+    const float8 yi = kiln_load8(y + i, count), g = kiln_load8(dy + i, count);
+    const float8 zero = (float8)(0.0f);
+    float8 r = g;
     if (act == KILN_ACT_RELU) {
-        r = yi > 0.0f ? g : 0.0f;
+        r = select(zero, g, isgreater(yi, zero));
     } else if (act == KILN_ACT_SIGMOID) {
         r = g * yi * (1.0f - yi);
     } else if (act == KILN_ACT_TANH) {
         r = g * (1.0f - yi * yi);
     } else if (act == KILN_ACT_LEAKY_RELU) {
-        r = yi > 0.0f ? g : KILN_LEAKY_SLOPE * g;   /* y > 0 exactly when x > 0 */
+        /* y > 0 exactly when x > 0 */
+        r = select(KILN_LEAKY_SLOPE * g, g, isgreater(yi, zero));
     } else if (act == KILN_ACT_GELU) {
         /* Phi(x) + x phi(x) */
-        const float v = x[i];
-        const float pdf = 0.39894228040143268f * exp(-0.5f * v * v);
-        r = g * (0.5f * erfc(-v * KILN_SQRT_HALF) + v * pdf);
+        const float8 v = kiln_load8(x + i, count);
+        const float8 pdf = 0.39894228040143268f * exp(-0.5f * v * v);
+        r = g * (0.5f * kiln_erfc8(-v * KILN_SQRT_HALF) + v * pdf);
     } else if (act == KILN_ACT_GELU_TANH) {
         /* y = x s with s = sigmoid(2u) = 0.5 (1 + tanh u): y' = s + 2 x s (1 - s) u',
          * 1 - s as sigmoid(-2u) (no cancellation where tanh u is near -1 or 1) */
-        const float v = x[i];
-        const float u2 = 2.0f * KILN_SQRT_2_OVER_PI * (v + KILN_GELU_CUBIC * v * v * v);
-        const float du = KILN_SQRT_2_OVER_PI * (1.0f + 3.0f * KILN_GELU_CUBIC * v * v);
-        const float s = kiln_sigmoid(u2);
-        r = g * (s + 2.0f * v * s * kiln_sigmoid(-u2) * du);
+        const float8 v = kiln_load8(x + i, count);
+        const float8 u2 = 2.0f * KILN_SQRT_2_OVER_PI * (v + KILN_GELU_CUBIC * v * v * v);
+        const float8 du = KILN_SQRT_2_OVER_PI * (1.0f + 3.0f * KILN_GELU_CUBIC * v * v);
+        const float8 s = kiln_sigmoid8(u2);
+        r = g * (s + 2.0f * v * s * kiln_sigmoid8(-u2) * du);
     } else if (act == KILN_ACT_SILU) {
         /* sigmoid(x) (1 + x (1 - sigmoid(x))) */
-        const float v = x[i], s = kiln_sigmoid(v);
+        const float8 v = kiln_load8(x + i, count), s = kiln_sigmoid8(v);
         r = g * s * (1.0f + v * (1.0f - s));
     }
-    dy[i] = r;
+    kiln_store8(dy + i, r, count);
 }
 
 __kernel void kiln_activation_softmax_forward(__global const float *x, __global float *y, int rows,
