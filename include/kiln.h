@@ -309,9 +309,19 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * layer for more.
  */
 
+/** The most Inputs a model may declare. */
+#define KILN_MAX_MODEL_INPUTS 8
+
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
- *  e.g. {28, 28, 1}. A model has exactly one Input for now: kiln_model_compile
- *  returns KILN_ERROR_UNSUPPORTED, naming both, for a second one. */
+ *  e.g. {28, 28, 1}. A model may declare up to KILN_MAX_MODEL_INPUTS
+ *  Inputs (float or int32 ids, each its own shape), as Keras's
+ *  Model(inputs=[...]): their order of declaration is the model's input
+ *  order. Every Input must reach the output (else kiln_model_compile is
+ *  KILN_ERROR_INVALID_ARGUMENT naming it). A dataset for several inputs
+ *  carries one feature array per input (kiln_arrays_desc.inputs); where a
+ *  call takes one sample as one `const float *` (kiln_model_predict, the
+ *  *_on_batch calls), a sample is its inputs' values one after another in
+ *  input order, ids as int32 bits in their float slots. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
@@ -961,6 +971,14 @@ typedef enum kiln_label_kind {
     KILN_LABELS_DENSE        /**< label_size floats per sample (one-hot, targets) */
 } kiln_label_kind;
 
+/** One input's samples in kiln_arrays_desc.inputs. */
+typedef struct kiln_input_array {
+    int32_t rank;                  /**< 1..KILN_MAX_RANK */
+    int32_t dims[KILN_MAX_RANK];   /**< one sample's shape for this input */
+    const float *features;         /**< count * prod(dims) floats, or */
+    const int32_t *int_features;   /**< count * prod(dims) ids (a kiln_input_ints Input) */
+} kiln_input_array;
+
 /** Host arrays for kiln_dataset_from_arrays(). */
 typedef struct kiln_arrays_desc {
     size_t struct_size;          /**< sizeof(kiln_arrays_desc) */
@@ -985,11 +1003,19 @@ typedef struct kiln_arrays_desc {
      *  with kiln_input_ints(). Ids are checked against the Embedding they
      *  feed when fit or evaluate reads them. */
     const int32_t *int_features;
+    /** For a model of several Inputs, instead of feature_rank, feature_dims,
+     *  features and int_features (which are then left zero): n_inputs
+     *  descriptors, one per Input in the model's input order. 0: one input,
+     *  described by the fields above. */
+    int32_t n_inputs;
+    const kiln_input_array *inputs;
 } kiln_arrays_desc;
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
- *  both or neither of features and int_features,
+ *  both or neither of features and int_features (of the desc, or of an
+ *  input array, named by its index), for n_inputs outside
+ *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set,
  *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
  *  several ids per sample, the position) or a feature or dense label that
  *  is NaN or infinite (naming the first such sample and element). */

@@ -983,10 +983,11 @@ static KilnOnnx__ValueInfoProto *graph_value(exporter *ex, const char *name,
 static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
 {
     kiln_model *m = ex->m;
-    const kiln_node input = m->input, output = m->output;
-    set_value(ex, input, CL, unique_name(ex, m->nodes[input].name));
+    const kiln_node output = m->output;
+    for (int32_t k = 0; k < m->n_inputs; k++)   /* graph inputs in the model's input order */
+        set_value(ex, m->inputs[k], CL, unique_name(ex, m->nodes[m->inputs[k]].name));
     for (kiln_node i = 0; i < m->n_nodes && !ex->oom; i++)
-        if (i != input && m->nodes[i].on_path)
+        if (!kiln_node_is_input(m, i) && m->nodes[i].on_path)
             kind_of(&m->nodes[i])->emit(ex, i);
     /* The output is kiln's tensor, named as kiln's output layer. */
     const char *result = get_value(ex, output, CL);
@@ -995,13 +996,18 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
         add_node(ex, "Identity", &result, 1, named);
         result = named;
     }
-    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, sizeof *in);
+    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, (size_t)m->n_inputs * sizeof *in);
     KilnOnnx__ValueInfoProto **out = arena_alloc(ex, sizeof *out);
     if (ex->oom || !in || !out)
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
-    in[0] = graph_value(ex, m->nodes[input].name, &m->nodes[input].shape, m->input_ints);
+    int all = 1;
+    for (int32_t k = 0; k < m->n_inputs; k++) {
+        const kiln_node_rec *input = &m->nodes[m->inputs[k]];
+        in[k] = graph_value(ex, input->name, &input->shape, input->ints);
+        all = all && in[k];
+    }
     out[0] = graph_value(ex, result, &m->nodes[output].shape, 0);
-    if (!in[0] || !out[0])
+    if (!all || !out[0])
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
     kiln_onnx__graph_proto__init(g);
     g->name = "kiln";
@@ -1009,7 +1015,7 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
     g->node = ex->nodes;
     g->n_initializer = ex->n_inits;
     g->initializer = ex->inits;
-    g->n_input = 1;
+    g->n_input = (size_t)m->n_inputs;
     g->input = in;
     g->n_output = 1;
     g->output = out;
@@ -1089,7 +1095,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         return kiln_error(ctx, KILN_ERROR_STATE, CALL ": compile the model first");
     for (kiln_node i = 0; i < m->n_nodes; i++) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (i != m->input && node->on_path && !kind_of(node))
+        if (!kiln_node_is_input(m, i) && node->on_path && !kind_of(node))
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": layer '%s' (%s) has no ONNX "
                               "form; %s was not written", node->name, node->ops->kind, path);
         if (node->on_path && !activation_known(node->activation))
