@@ -1071,7 +1071,9 @@ typedef enum kiln_dtype {
 } kiln_dtype;
 
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
- *  and how the source stores it (dtype may be NULL). */
+ *  and how the source stores it (dtype may be NULL). A dataset of several
+ *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_model_predict
+ *  takes: rank 1, the inputs' element counts summed. */
 KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
                                                int32_t *dims, kiln_dtype *dtype);
 
@@ -1079,7 +1081,9 @@ KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int3
  *  kiln_dataset_sample_shape's dtype, how a source stores them):
  *  KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (kiln_arrays_desc.
  *  int_features, kiln_npy_options.ids, kiln_callback_desc.int_features),
- *  which only an Input declared with kiln_input_ints() takes. */
+ *  which only an Input declared with kiln_input_ints() takes. A dataset of
+ *  several inputs says which all of them hold, and is
+ *  KILN_ERROR_INVALID_ARGUMENT when some hold ids and some floats. */
 KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln_dtype *type);
 
 /** Reads sample `index` as the model would get it in evaluation (scaled and
@@ -1087,12 +1091,15 @@ KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln
  *  count, `label` for label_size int32 ids (sparse) or label_size floats
  *  (dense); either may be NULL. A dataset of ids (kiln_dataset_feature_type
  *  says KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
- *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). */
+ *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). A
+ *  dataset of several inputs gives the packed sample: each input's values
+ *  in turn, ids as int32 bits in their float slots. */
 KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
                                        float *features, void *label);
 
 /** kiln_dataset_read for a dataset of ids: `ids` gets the sample's element
- *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset. */
+ *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset, or
+ *  one of several inputs not all of ids. */
 KILN_API kiln_status kiln_dataset_read_ints(const kiln_dataset *dataset, int64_t index,
                                             int32_t *ids, void *label);
 

@@ -163,6 +163,15 @@ kiln_status kiln_dataset_sample_shape(const kiln_dataset *ds, int32_t *rank, int
     return KILN_OK;
 }
 
+/* How many of a dataset's inputs hold ids (one input: 0 or 1). */
+static int32_t id_parts(const kiln_dataset *ds)
+{
+    int32_t n = ds->n_parts ? 0 : ds->ints;
+    for (int32_t k = 0; k < ds->n_parts; k++)
+        n += ds->part_ints[k] != 0;
+    return n;
+}
+
 kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
 {
     if (!ds)
@@ -170,7 +179,12 @@ kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
     if (!type)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_feature_type: type is NULL");
-    *type = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
+    const int32_t ids = id_parts(ds), parts = ds->n_parts ? ds->n_parts : 1;
+    if (ids > 0 && ids < parts)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_feature_type: "
+                          "the dataset's %d inputs hold %d of ids and %d of floats",
+                          (int)parts, (int)ids, (int)(parts - ids));
+    *type = ids ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
     return KILN_OK;
 }
 
@@ -195,7 +209,7 @@ kiln_status kiln_dataset_read_ints(const kiln_dataset *ds, int64_t index, int32_
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!ds->ints && ids)
+    if (id_parts(ds) < (ds->n_parts ? ds->n_parts : 1) && ids)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
                           "dataset's features are floats; read them with kiln_dataset_read");
     return read_one(ds, index, ids, label);

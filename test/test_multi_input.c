@@ -347,8 +347,19 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     in[2].features = d->side;
     CHECK(ds == NULL);
 
-    /* A dataset of several inputs is not augmented or mapped. */
+    /* A dataset of several inputs reads as the packed samples predict takes,
+     * and is not augmented or mapped. */
     ds = dataset(ctx, d, 3);
+    kiln_dtype type;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "inputs hold 2 of ids and 1 of floats",
+                kiln_dataset_feature_type(ds, &type));
+    int32_t rank = 0, dims[KILN_MAX_RANK];
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, NULL));
+    CHECK(rank == 1 && dims[0] == PER_SAMPLE);
+    float packed[SAMPLES * PER_SAMPLE], sample[PER_SAMPLE];
+    pack(d, packed);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 17, sample, NULL));
+    CHECK(memcmp(sample, packed + 17 * PER_SAMPLE, sizeof sample) == 0);
     const kiln_augment_options aug = {.struct_size = sizeof aug, .brightness = 0.1f};
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "holds 3 inputs per sample",
                 kiln_dataset_transform(ds, NULL, NULL, &aug));
