@@ -479,6 +479,14 @@ KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                             const char *name);
 
+/** Inner product of two samples of one length D: (D,) and (D,) give (1,),
+ *  as Keras's Dot(axes=-1) on (batch, D) inputs (no normalisation): the
+ *  meeting point of a two-tower recommender's user and item vectors.
+ *  Other shapes are KILN_ERROR_SHAPE at kiln_model_compile, naming the layer
+ *  and both shapes. The same node may be given twice. `name` may be NULL
+ *  ("dot", "dot_1", ...). Model files record it; ONNX export refuses it. */
+KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name);
+
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */
 typedef struct kiln_multi_head_attention_options {

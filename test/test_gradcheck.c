@@ -218,6 +218,25 @@ static kiln_model *two_inputs(kiln_context *ctx)
     return m;
 }
 
+/* Two towers meeting in a Dot, as a recommender's: ids through an
+ * Embedding, floats through a Dense. */
+static kiln_model *towers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t ids[] = {2}, side[] = {3};
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 5, .output_dim = 3};
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, ids, "user"),
+                                                       &e), NULL);   /* (6) */
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 6,
+                            .activation = KILN_ACTIVATION_TANH};
+    const kiln_node f = kiln_dense(m, kiln_input(m, 1, side, "side"), &a);
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, kiln_dot(m, u, f, NULL), &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -316,6 +335,7 @@ int main(void)
     gradcheck(ctx, "cross- and self-attention", attention);
     gradcheck(ctx, "embedding, position embedding", tokens);
     gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);
+    gradcheck(ctx, "two towers meeting in a Dot", towers);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

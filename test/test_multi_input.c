@@ -249,6 +249,17 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     kiln_dataset_destroy(ds);
     in[1] = (kiln_input_array){.rank = 1, .dims = {2}, .int_features = d->users};
 
+    /* A Dot of two lengths. */
+    kiln_model *dot = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &dot));
+    const int32_t four[] = {4}, three[] = {3};
+    kiln_dot(dot, kiln_input(dot, 1, four, "a"), kiln_input(dot, 1, three, "b"), "meet");
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'meet' (dot): its inputs are (4,) and (3,)",
+                kiln_model_compile(dot, &mse));
+    kiln_model_destroy(dot);
+
     /* Descriptions kiln_dataset_from_arrays refuses. */
     in[0].features = d->side;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "inputs[0]: both features and int_features "
@@ -366,6 +377,39 @@ static void test_files(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_export_onnx(m, onnx));
     CHECK(access(onnx, R_OK) == 0);
     unlink(onnx);
+
+    /* Two id towers meeting in a Dot: the file keeps it; ONNX export refuses it. */
+    kiln_model *dot = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &dot));
+    const int32_t id[] = {1};
+    const kiln_embedding_options ue = {.struct_size = sizeof ue, .input_dim = USERS,
+                                       .output_dim = 5};
+    const kiln_embedding_options ie = {.struct_size = sizeof ie, .input_dim = ITEMS,
+                                       .output_dim = 5};
+    /* One statement per tower: the order of declaration is the input order. */
+    const kiln_node u = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "u"), &ue);
+    const kiln_node i = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "i"), &ie);
+    kiln_dot(dot, kiln_flatten(dot, u, NULL), kiln_flatten(dot, i, NULL), "score");
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(dot, &mse));
+    float pairs[2 * SAMPLES];
+    for (int i = 0; i < SAMPLES; i++) {
+        memcpy(pairs + 2 * i, &d->users[i], 4);
+        memcpy(pairs + 2 * i + 1, &d->items[i], 4);
+    }
+    CHECK_OK(ctx, kiln_model_save(dot, path));
+    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
+    CHECK_OK(ctx, kiln_model_predict(dot, pairs, SAMPLES, a, 0));
+    if (l) {
+        CHECK_OK(ctx, kiln_model_predict(l, pairs, SAMPLES, b, 0));
+        compare("loaded Dot model's predictions vs the saved one's", b, a, SAMPLES, 0);
+    }
+    kiln_model_destroy(l);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "layer 'score' (dot) has no ONNX form",
+                kiln_model_export_onnx(dot, onnx));
+    CHECK(access(onnx, F_OK) != 0);
+    kiln_model_destroy(dot);
     unlink(path);
     rmdir(dir);
     kiln_dataset_destroy(ds);
