@@ -1672,7 +1672,10 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
                                          int32_t batch_size, kiln_metrics *out);
 
 /** Runs the model on `count` samples of host features (count * input size
- *  floats) and writes count * output size floats to `outputs`. */
+ *  floats; a model of several Inputs takes each sample's inputs one after
+ *  another, in input order, ids as int32 bits: see kiln_input()) and writes
+ *  count * output size floats to `outputs`. KILN_ERROR_DATA, naming the
+ *  sample, position, input and layer, for an id outside its Embedding. */
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
 
