@@ -300,8 +300,9 @@ kiln_status kiln_dataset_transform(kiln_dataset *ds, kiln_map_fn map, void *map_
         return KILN_ERROR_INVALID_ARGUMENT;
     if (ds->n_parts > 0 && (map || augment))
         return kiln_error(ds->ctx, KILN_ERROR_UNSUPPORTED, "kiln_dataset_transform: the "
-                          "dataset holds %d inputs per sample; maps and augmentations work on "
-                          "datasets of one float input", (int)ds->n_parts);
+                          "dataset holds %d input%s per sample (kiln_arrays_desc.inputs); maps "
+                          "and augmentations work on datasets of one float input",
+                          (int)ds->n_parts, ds->n_parts == 1 ? "" : "s");
     if (ds->ints && (map || augment))
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_transform: the "
                           "dataset's features are int32 ids; maps and augmentations work on "

@@ -127,7 +127,7 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
                 return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                                   "kiln_model_compile: the stage on device %d holds only the "
                                   "input '%s'; place it with the first layer",
-                                  (int)st[n - 1].device, m->nodes[m->input].name);
+                                  (int)st[n - 1].device, m->nodes[st[n - 1].span.first].name);
             if (n > 0)
                 st[n - 1].span.last = i - 1;
             st[n].device = dev;
