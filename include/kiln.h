@@ -484,7 +484,8 @@ KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t 
  *  meeting point of a two-tower recommender's user and item vectors.
  *  Other shapes are KILN_ERROR_SHAPE at kiln_model_compile, naming the layer
  *  and both shapes. The same node may be given twice. `name` may be NULL
- *  ("dot", "dot_1", ...). Model files record it; ONNX export refuses it. */
+ *  ("dot", "dot_1", ...). Model files record it; ONNX export writes Mul and
+ *  ReduceSum. */
 KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name);
 
 /** Options of kiln_multi_head_attention(); zero fields take Keras's

@@ -761,6 +761,22 @@ static const char *int64_tensor(exporter *ex, kiln_node i, const char *what, con
                       KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT64, sizeof *data, 1, &n, data);
 }
 
+/* Mul, then ReduceSum over the last axis (opset 13 takes the axes as an
+ * input) keeping it: (batch, 1). Samples are rank 1, so either layout. */
+static void emit_dot(exporter *ex, kiln_node i)
+{
+    const kiln_node_rec *node = &ex->m->nodes[i];
+    const char *factors[2] = {get_value(ex, node->inputs[0], CL),
+                              get_value(ex, node->inputs[1], CL)};
+    const char *product = unique_name(ex, arena_printf(ex, "%s/product", node->name));
+    add_node(ex, "Mul", factors, 2, product);
+    const int64_t last = -1;
+    const char *args[2] = {product, int64_tensor(ex, i, "axes", &last, 1)};
+    const char *out = layer_output(ex, i, CL);
+    add_node(ex, "ReduceSum", args, 2, out);
+    activate(ex, i, CL, out);
+}
+
 /* (batch, T, heads x dim) -> (batch, heads, T, dim), or (batch, heads,
  * dim, T) for the keys, which the scores multiply transposed. */
 static const char *split_heads(exporter *ex, kiln_node i, const char *x, int64_t t,
@@ -918,6 +934,7 @@ static const kind_export kinds[] = {
     {&kiln_layer_dense, emit_dense},
     {&kiln_layer_flatten, emit_flatten},
     {&kiln_layer_add, emit_add},
+    {&kiln_layer_dot, emit_dot},
     {&kiln_layer_dropout, emit_identity},
     {&kiln_layer_activation, emit_identity},
     {&kiln_layer_layer_norm, emit_layer_norm},

@@ -457,6 +457,25 @@ static void several_inputs(kiln_context *ctx)
     if (m->compiled)
         check_agreement_inputs(ctx, m, "several_inputs", 11);
     kiln_model_destroy(m);
+
+    /* Two towers meeting in a Dot: Mul and ReduceSum. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const kiln_embedding_options te = {.struct_size = sizeof te, .input_dim = 13,
+                                       .output_dim = 5};
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "user"),
+                                                       &te), NULL);
+    const kiln_dense_options vd = {.struct_size = sizeof vd, .units = 5};
+    const kiln_node v = kiln_dense(m, kiln_input(m, 1, side, "features"), &vd);
+    kiln_dot(m, u, v, "score");
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &mse));
+    float *users = random_floats(13 * 5, -1.0f, 1.0f);
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding/embeddings", users, 13 * 5));
+    free(users);
+    if (m->compiled)
+        check_agreement_inputs(ctx, m, "dot", 11);
+    kiln_model_destroy(m);
 }
 
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
