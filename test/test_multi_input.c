@@ -203,6 +203,44 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
     kiln_dataset_destroy(ds);
 }
 
+/* train_on_batch on the packed samples, batch after batch, equals fit
+ * unshuffled on the dataset, bit for bit; test_on_batch equals evaluate. */
+static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const char *name)
+{
+    kiln_model *a = build(ctx, r), *b = build(ctx, r);
+    if (!a->compiled || !b->compiled) {
+        kiln_model_destroy(a);
+        kiln_model_destroy(b);
+        return;
+    }
+    kiln_dataset *ds = dataset(ctx, d, 3);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.batch_size = 8;
+    fo.no_shuffle = 1;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(a, ds, &fo));
+    static float x[SAMPLES * PER_SAMPLE];
+    pack(d, x);
+    for (int start = 0; start < SAMPLES; start += 8)
+        CHECK_OK(ctx, kiln_model_train_on_batch(b, x + start * PER_SAMPLE, d->y + start, 8,
+                                                NULL));
+    int64_t n = 0;
+    float *wa = weights_of(ctx, a, &n), *wb = weights_of(ctx, b, &n);
+    char what[96];
+    snprintf(what, sizeof what, "%s: train_on_batch vs fit", name);
+    compare(what, wb, wa, n, 0);
+    kiln_metrics e = {.struct_size = sizeof e}, t = {.struct_size = sizeof t};
+    CHECK_OK(ctx, kiln_model_evaluate(a, ds, SAMPLES, &e));
+    CHECK_OK(ctx, kiln_model_test_on_batch(a, x, d->y, SAMPLES, &t));
+    printf("%s: test_on_batch loss %.7f, evaluate %.7f\n", name, t.loss, e.loss);
+    CHECK(fabs(t.loss - e.loss) <= 1e-7 * fmax(1.0, e.loss));
+    free(wa), free(wb);
+    kiln_dataset_destroy(ds);
+    kiln_model_destroy(a);
+    kiln_model_destroy(b);
+}
+
 /* ---- bad datasets and ids ------------------------------------------------ */
 
 static void test_errors(kiln_context *ctx, const data *d, int devices)
@@ -426,6 +464,11 @@ int main(void)
     make_data(&d);
     test_reference(ctx, &d);
     test_strategies(ctx, &d, devices);
+    const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE};
+    const run mirrored = {.strategy = KILN_STRATEGY_MIRRORED, .replicas = 2};
+    test_on_batch(ctx, &d, &one, "one_device");
+    if (devices >= 2)
+        test_on_batch(ctx, &d, &mirrored, "mirrored");
     test_errors(ctx, &d, devices);
     test_files(ctx, &d);
     kiln_context_destroy(ctx);
