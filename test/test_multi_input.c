@@ -298,6 +298,22 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
                 kiln_model_compile(dot, &mse));
     kiln_model_destroy(dot);
 
+    /* One Input more than a model may have. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &dot));
+    kiln_node many[KILN_MAX_MODEL_INPUTS + 1];
+    for (int k = 0; k <= KILN_MAX_MODEL_INPUTS; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        many[k] = kiln_input(dot, 1, three, name);
+    }
+    const kiln_node halves[2] = {kiln_concatenate(dot, many, 5, -1, NULL),
+                                 kiln_concatenate(dot, many + 5, KILN_MAX_MODEL_INPUTS - 4, -1,
+                                                  NULL)};
+    kiln_concatenate(dot, halves, 2, -1, NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "input 'x8' is one more than the 8 Inputs a model "
+                "may have", kiln_model_compile(dot, &mse));
+    kiln_model_destroy(dot);
+
     /* Descriptions kiln_dataset_from_arrays refuses. */
     in[0].features = d->side;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "inputs[0]: both features and int_features "
