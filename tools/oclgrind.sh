@@ -13,7 +13,7 @@
 # the causal mask, cross-attention); gradcheck and train add the losses,
 # the optimizers and multi-layer backward passes; nonfinite the finite
 # check; sequence_labels the losses and metrics per position, with
-# ignored ones; multi_input the rectangular writes of several inputs.
+# ignored ones.
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. --uninitialized is left out too: in
 # Oclgrind 21.10 it flags values built in vectors (its issue 126: here
@@ -29,7 +29,7 @@ ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention
     test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite
-    test_sequence_labels test_multi_input"}
+    test_sequence_labels"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # Oclgrind's runtime is preloaded; with no ICD vendors a program it did not
