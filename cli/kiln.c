@@ -186,6 +186,9 @@ static int predict(kiln_context *ctx, const args *a)
     memset(&x, 0, sizeof x);
     float *in = NULL, *out = NULL;
     kiln_status st = load(ctx, a->paths[0], &m);
+    if (st == KILN_OK && m->n_inputs > 1)
+        st = kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "the model has %d inputs; predict reads "
+                        "one .npy file, for a model of one input", (int)m->n_inputs);
     if (st == KILN_OK)
         st = kiln_npy_map(ctx, a->paths[1], &x);
     if (st != KILN_OK)

@@ -313,9 +313,19 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * layer for more.
  */
 
+/** The most Inputs a model may declare. */
+#define KILN_MAX_MODEL_INPUTS 8
+
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
- *  e.g. {28, 28, 1}. A model has exactly one Input for now: kiln_model_compile
- *  returns KILN_ERROR_UNSUPPORTED, naming both, for a second one. */
+ *  e.g. {28, 28, 1}. A model may declare up to KILN_MAX_MODEL_INPUTS
+ *  Inputs (float or int32 ids, each its own shape), as Keras's
+ *  Model(inputs=[...]): their order of declaration is the model's input
+ *  order. Every Input must reach the output (else kiln_model_compile is
+ *  KILN_ERROR_INVALID_ARGUMENT naming it). A dataset for several inputs
+ *  carries one feature array per input (kiln_arrays_desc.inputs); where a
+ *  call takes one sample as one `const float *` (kiln_model_predict, the
+ *  *_on_batch calls), a sample is its inputs' values one after another in
+ *  input order, ids as int32 bits in their float slots. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const char *name);
 
@@ -472,6 +482,15 @@ KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
 /** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                             const char *name);
+
+/** Inner product of two samples of one length D: (D,) and (D,) give (1,),
+ *  as Keras's Dot(axes=-1) on (batch, D) inputs (no normalisation): the
+ *  meeting point of a two-tower recommender's user and item vectors.
+ *  Other shapes are KILN_ERROR_SHAPE at kiln_model_compile, naming the layer
+ *  and both shapes. The same node may be given twice. `name` may be NULL
+ *  ("dot", "dot_1", ...). Model files record it; ONNX export writes Mul and
+ *  ReduceSum. */
+KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name);
 
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */
@@ -965,6 +984,14 @@ typedef enum kiln_label_kind {
     KILN_LABELS_DENSE        /**< label_size floats per sample (one-hot, targets) */
 } kiln_label_kind;
 
+/** One input's samples in kiln_arrays_desc.inputs. */
+typedef struct kiln_input_array {
+    int32_t rank;                  /**< 1..KILN_MAX_RANK */
+    int32_t dims[KILN_MAX_RANK];   /**< one sample's shape for this input */
+    const float *features;         /**< count * prod(dims) floats, or */
+    const int32_t *int_features;   /**< count * prod(dims) ids (a kiln_input_ints Input) */
+} kiln_input_array;
+
 /** Host arrays for kiln_dataset_from_arrays(). */
 typedef struct kiln_arrays_desc {
     size_t struct_size;          /**< sizeof(kiln_arrays_desc) */
@@ -989,11 +1016,19 @@ typedef struct kiln_arrays_desc {
      *  with kiln_input_ints(). Ids are checked against the Embedding they
      *  feed when fit or evaluate reads them. */
     const int32_t *int_features;
+    /** For a model of several Inputs, instead of feature_rank, feature_dims,
+     *  features and int_features (which are then left zero): n_inputs
+     *  descriptors, one per Input in the model's input order. 0: one input,
+     *  described by the fields above. */
+    int32_t n_inputs;
+    const kiln_input_array *inputs;
 } kiln_arrays_desc;
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
- *  both or neither of features and int_features,
+ *  both or neither of features and int_features (of the desc, or of an
+ *  input array, named by its index), for n_inputs outside
+ *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set,
  *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
  *  several ids per sample, the position) or a feature or dense label that
  *  is NaN or infinite (naming the first such sample and element). */
@@ -1049,7 +1084,9 @@ typedef enum kiln_dtype {
 } kiln_dtype;
 
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
- *  and how the source stores it (dtype may be NULL). */
+ *  and how the source stores it (dtype may be NULL). A dataset of several
+ *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_model_predict
+ *  takes: rank 1, the inputs' element counts summed. */
 KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
                                                int32_t *dims, kiln_dtype *dtype);
 
@@ -1057,7 +1094,9 @@ KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int3
  *  kiln_dataset_sample_shape's dtype, how a source stores them):
  *  KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (kiln_arrays_desc.
  *  int_features, kiln_npy_options.ids, kiln_callback_desc.int_features),
- *  which only an Input declared with kiln_input_ints() takes. */
+ *  which only an Input declared with kiln_input_ints() takes. A dataset of
+ *  several inputs says which all of them hold, and is
+ *  KILN_ERROR_INVALID_ARGUMENT when some hold ids and some floats. */
 KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln_dtype *type);
 
 /** Reads sample `index` as the model would get it in evaluation (scaled and
@@ -1065,12 +1104,15 @@ KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln
  *  count, `label` for label_size int32 ids (sparse) or label_size floats
  *  (dense); either may be NULL. A dataset of ids (kiln_dataset_feature_type
  *  says KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
- *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). */
+ *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). A
+ *  dataset of several inputs gives the packed sample: each input's values
+ *  in turn, ids as int32 bits in their float slots. */
 KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
                                        float *features, void *label);
 
 /** kiln_dataset_read for a dataset of ids: `ids` gets the sample's element
- *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset. */
+ *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset, or
+ *  one of several inputs not all of ids. */
 KILN_API kiln_status kiln_dataset_read_ints(const kiln_dataset *dataset, int64_t index,
                                             int32_t *ids, void *label);
 
@@ -1635,7 +1677,10 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
                                          int32_t batch_size, kiln_metrics *out);
 
 /** Runs the model on `count` samples of host features (count * input size
- *  floats) and writes count * output size floats to `outputs`. */
+ *  floats; a model of several Inputs takes each sample's inputs one after
+ *  another, in input order, ids as int32 bits: see kiln_input()) and writes
+ *  count * output size floats to `outputs`. KILN_ERROR_DATA, naming the
+ *  sample, position, input and layer, for an id outside its Embedding. */
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
 

@@ -238,6 +238,7 @@ extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
 extern const kiln_layer_ops kiln_layer_flatten;
 extern const kiln_layer_ops kiln_layer_activation;
 extern const kiln_layer_ops kiln_layer_add;
+extern const kiln_layer_ops kiln_layer_dot;
 extern const kiln_layer_ops kiln_layer_layer_norm;
 extern const kiln_layer_ops kiln_layer_reshape;
 extern const kiln_layer_ops kiln_layer_concatenate;

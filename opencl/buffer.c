@@ -78,6 +78,19 @@ kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,
     return KILN_OK;
 }
 
+kiln_status kiln_buffer_write_rows(kiln_device *dev, kiln_buffer *dst, const void *src,
+                                   size_t rows, size_t row_bytes, size_t src_pitch)
+{
+    kiln_status st = check_range(dev, dst, 0, rows * row_bytes, "write");
+    if (st != KILN_OK || rows == 0 || row_bytes == 0)
+        return st;
+    const size_t origin[3] = {0, 0, 0}, region[3] = {row_bytes, rows, 1};
+    KILN_CL_CHECK(dev, clEnqueueWriteBufferRect(dev->queue, dst->mem, CL_TRUE, origin, origin,
+                                                region, row_bytes, 0, src_pitch, 0, src, 0,
+                                                NULL, NULL));
+    return KILN_OK;
+}
+
 kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t offset,
                              void *dst, size_t bytes)
 {

@@ -39,6 +39,11 @@ void kiln_device_memory(kiln_device *dev, size_t *in_use, size_t *peak);
  * `src` alive and unchanged until the next kiln_device_finish(). */
 kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,
                               const void *src, size_t bytes, int blocking);
+/* A blocking write of `rows` rows of `row_bytes` each, taken every
+ * `src_pitch` bytes from `src`, packed one after another into dst from
+ * offset 0 (one column block of a row-major host array). */
+kiln_status kiln_buffer_write_rows(kiln_device *dev, kiln_buffer *dst, const void *src,
+                                   size_t rows, size_t row_bytes, size_t src_pitch);
 kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t offset,
                              void *dst, size_t bytes);
 kiln_status kiln_buffer_copy(kiln_device *dev, kiln_buffer *dst, size_t dst_offset,

@@ -14,7 +14,6 @@
 
 static kiln_status find_input_and_path(kiln_model *m)
 {
-    kiln_context *ctx = m->ctx;
     for (int32_t i = 0; i < m->n_nodes; i++)
         m->nodes[i].on_path = 0;
     m->nodes[m->output].on_path = 1;
@@ -24,35 +23,7 @@ static kiln_status find_input_and_path(kiln_model *m)
         for (int k = 0; k < m->nodes[i].n_inputs; k++)
             m->nodes[m->nodes[i].inputs[k]].on_path = 1;
     }
-    /* Every Input counts, on the output's path or not: only one is ever fed. */
-    m->input = -1;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        if (m->nodes[i].ops != &kiln_layer_input)
-            continue;
-        if (m->input >= 0)
-            return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
-                              "kiln_model_compile: the model has two inputs ('%s' and '%s'); "
-                              "models with several inputs are not supported yet",
-                              m->nodes[m->input].name, m->nodes[i].name);
-        m->input = i;
-    }
-    /* Ids are checked on the host against the smallest table they index
-     * (of the layers that run: the others never see them). */
-    m->input_ints = m->input >= 0 && m->nodes[m->input].ints;
-    m->id_limit = INT32_MAX;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
-        if (node->on_path && node->ops->id_limit &&
-            node->ops->id_limit(node->config) < m->id_limit) {
-            m->id_limit = node->ops->id_limit(node->config);
-            m->id_layer = node->name;
-        }
-    }
-    if (m->input < 0 || m->input == m->output || !m->nodes[m->input].on_path)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_compile: the output '%s' must be a layer fed by an "
-                          "Input", m->nodes[m->output].name);
-    return KILN_OK;
+    return kiln_model_find_inputs(m);
 }
 
 /* Which region of the flat buffer a parameter lives in: 0 trainable, 1 the

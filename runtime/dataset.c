@@ -150,6 +150,50 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
                           "features, or int32 ids for an Input of kiln_input_ints)", fn,
                           d->features ? "both features and int_features are set"
                                       : "features and int_features are both NULL");
+    return KILN_OK;
+}
+
+/* The same for a desc of several inputs (d->inputs); `shape` gets the
+ * packed sample's (total floats). */
+static kiln_status check_inputs(kiln_context *ctx, const kiln_arrays_desc *d, kiln_shape *shape)
+{
+    const char *fn = "kiln_dataset_from_arrays";
+    if (d->n_inputs < 0 || d->n_inputs > KILN_MAX_MODEL_INPUTS || !d->inputs)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: n_inputs is %d%s; it must be "
+                          "in 0..%d with inputs set", fn, (int)d->n_inputs,
+                          d->inputs ? "" : " and inputs is NULL", KILN_MAX_MODEL_INPUTS);
+    if (d->feature_rank || d->features || d->int_features)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: n_inputs is %d, so "
+                          "feature_rank, features and int_features must be left zero (each "
+                          "input's are in inputs[])", fn, (int)d->n_inputs);
+    int64_t total = 0;
+    for (int32_t k = 0; k < d->n_inputs; k++) {
+        const kiln_input_array *a = &d->inputs[k];
+        char at[64];
+        snprintf(at, sizeof at, "%s: inputs[%d]", fn, (int)k);
+        const kiln_status st = kiln_check_samples(ctx, at, d->count, a->rank, a->dims);
+        if (st != KILN_OK)
+            return st;
+        if (!a->features == !a->int_features)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s; set exactly one "
+                              "(float features, or int32 ids for an Input of "
+                              "kiln_input_ints)", at,
+                              a->features ? "both features and int_features are set"
+                                          : "features and int_features are both NULL");
+        const kiln_shape part = {.rank = a->rank, .dims = {a->dims[0], a->dims[1],
+                                                            a->dims[2], a->dims[3]}};
+        total += sample_size(&part);
+        if (total > INT32_MAX || sample_size(&part) < 0)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: a sample of the inputs "
+                              "holds more than %d values", fn, INT32_MAX);
+    }
+    *shape = (kiln_shape){.rank = 1, .dims = {(int32_t)total}};
+    return KILN_OK;
+}
+
+static kiln_status check_label_desc(kiln_context *ctx, const kiln_arrays_desc *d)
+{
+    const char *fn = "kiln_dataset_from_arrays";
     if (d->label_kind == KILN_LABELS_SPARSE) {
         if (!d->sparse_labels)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -220,6 +264,38 @@ static kiln_status check_finite(kiln_context *ctx, const float *x, int64_t count
     return KILN_OK;
 }
 
+/* Several inputs: each sample's values one input after another (the
+ * layout every batch keeps up to the device). */
+static kiln_status pack_inputs(kiln_dataset *ds, const kiln_arrays_desc *d)
+{
+    ds->n_parts = d->n_inputs;
+    ds->dtype = KILN_DTYPE_FLOAT32;
+    int64_t offset = 0;
+    for (int32_t k = 0; k < d->n_inputs; k++) {
+        const kiln_input_array *a = &d->inputs[k];
+        kiln_shape *part = &ds->part_shape[k];
+        *part = (kiln_shape){.rank = a->rank};
+        for (int32_t i = 0; i < a->rank; i++)
+            part->dims[i] = a->dims[i];
+        ds->part_ints[k] = a->int_features != NULL;
+        const int64_t size = sample_size(part);
+        if (!ds->part_ints[k]) {
+            char what[32];
+            snprintf(what, sizeof what, "input %d", (int)k);
+            const kiln_status st = check_finite(ds->ctx, a->features, ds->count, size, what);
+            if (st != KILN_OK)
+                return st;
+        }
+        const char *src = a->features ? (const char *)a->features
+                                      : (const char *)a->int_features;
+        for (int64_t i = 0; i < ds->count; i++)
+            memcpy(ds->features + i * ds->feature_size + offset,
+                   src + (size_t)(i * size) * sizeof(float), (size_t)size * sizeof(float));
+        offset += size;
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *desc,
                                      kiln_dataset **out)
 {
@@ -239,11 +315,13 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
     if (kiln_options_take(&d, sizeof d, desc, offsetof(kiln_arrays_desc, num_classes),
                           "kiln_arrays_desc", &why) != KILN_OK)
         return kiln_error(ctx, why.status, "kiln_dataset_from_arrays: %s", why.message);
-    kiln_status st = check_desc(ctx, &d);
+    kiln_shape shape = {.rank = d.feature_rank};
+    kiln_status st = d.n_inputs ? check_inputs(ctx, &d, &shape) : check_desc(ctx, &d);
+    if (st == KILN_OK)
+        st = check_label_desc(ctx, &d);
     if (st != KILN_OK)
         return st;
-    kiln_shape shape = {.rank = d.feature_rank};
-    for (int32_t i = 0; i < d.feature_rank; i++)
+    for (int32_t i = 0; !d.n_inputs && i < d.feature_rank; i++)
         shape.dims[i] = d.feature_dims[i];
     const int sparse = d.label_kind == KILN_LABELS_SPARSE;
     const int32_t label_size = sparse && d.label_size == 0 ? 1 : d.label_size;
@@ -265,6 +343,13 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
             goto fail;
         memcpy(ds->dense_labels, d.dense_labels,
                (size_t)(d.count * label_size) * sizeof(float));
+    }
+    if (d.n_inputs) {
+        st = pack_inputs(ds, &d);
+        if (st != KILN_OK)
+            goto fail;
+        *out = ds;
+        return KILN_OK;
     }
     /* Ids keep their bits in the float array: only an id-reading layer
      * sees them as numbers. */

@@ -67,6 +67,13 @@ struct kiln_dataset {
     int32_t n_classes;
     int64_t skipped;            /* samples a source replaced (atomic) */
     kiln_transforms transforms;
+    /* Several inputs (kiln_arrays_desc.inputs): a sample is part 0's
+     * values, then part 1's, ...; part k has part_shape[k] and holds ids
+     * when part_ints[k]. feature_shape is then (feature_size) and `ints`
+     * 0. n_parts 0: one input of feature_shape. */
+    int32_t n_parts;
+    kiln_shape part_shape[KILN_MAX_MODEL_INPUTS];
+    int part_ints[KILN_MAX_MODEL_INPUTS];
 };
 
 /* An uninitialised resident dataset of `count` samples of `shape` (idx.c
@@ -97,16 +104,23 @@ kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,
 void kiln_epoch_order(int64_t count, uint64_t seed, int32_t epoch, int shuffle,
                       int64_t *order);
 
+/* Where one input's values lie in a sample and, for ids, their range. */
+typedef struct kiln_id_range {
+    int64_t offset, size;      /* floats into a sample, and how many */
+    int32_t limit;             /* ids must be in [0, limit); 0: a float input */
+    const char *layer;         /* the layer whose input_dim is that limit */
+    const char *input;         /* the Input's name for messages, or NULL (one input) */
+} kiln_id_range;
+
 /* What reading a sample for a batch applies beyond the source. */
 typedef struct kiln_read_plan {
     int augment;               /* training: the dataset's augmentations */
     uint64_t augment_seed;     /* when its options left seed 0 */
     int32_t epoch;             /* augmentation draws depend on it */
     int32_t max_classes;       /* sparse labels must be below (0: unchecked) */
-    /* Ids must be in [0, id_limit) (0: unchecked), the limit of layer
-     * `id_layer`. */
-    int32_t id_limit;
-    const char *id_layer;
+    /* Ids of each input of ids must be in range (n_ids 0: unchecked). */
+    int32_t n_ids;
+    const kiln_id_range *ids;
     int32_t ignore;            /* sparse labels equal to this are padding (-1: none) */
 } kiln_read_plan;
 
@@ -125,6 +139,12 @@ kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
 kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *ids,
                            int64_t count, int64_t per_sample, int64_t first_sample,
                            int32_t limit, const char *layer);
+
+/* The same for samples of several inputs: `count` samples of `stride`
+ * floats from x, each input of ids (the ranges with a limit) checked. */
+kiln_status kiln_check_id_ranges(kiln_context *ctx, const char *call, const kiln_id_range *r,
+                                 int32_t n, const float *x, int64_t count, int64_t stride,
+                                 int64_t first_sample);
 
 /* Bytes of one sample's label: label_size int32 ids or floats. */
 size_t kiln_dataset_label_bytes(const kiln_dataset *ds);

@@ -93,6 +93,32 @@ kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *i
     return KILN_OK;
 }
 
+kiln_status kiln_check_id_ranges(kiln_context *ctx, const char *call, const kiln_id_range *r,
+                                 int32_t n, const float *x, int64_t count, int64_t stride,
+                                 int64_t first_sample)
+{
+    for (int32_t k = 0; k < n; k++) {
+        if (r[k].limit <= 0)
+            continue;
+        for (int64_t i = 0; i < count; i++) {
+            const int32_t *ids = (const int32_t *)(x + i * stride + r[k].offset);
+            for (int64_t p = 0; p < r[k].size; p++) {
+                if (ids[p] >= 0 && ids[p] < r[k].limit)
+                    continue;
+                if (!r[k].input)
+                    return kiln_check_ids(ctx, call, ids, 1, r[k].size, first_sample + i,
+                                          r[k].limit, r[k].layer);
+                return kiln_error(ctx, KILN_ERROR_DATA, "%s%ssample %lld, position %lld of "
+                                  "input '%s': id %d is outside [0, %d), the input_dim of "
+                                  "layer '%s'", call ? call : "", call ? ": " : "",
+                                  (long long)(first_sample + i), (long long)p, r[k].input,
+                                  (int)ids[p], (int)r[k].limit, r[k].layer);
+            }
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
                                      const kiln_read_plan *plan, float *features, void *label,
                                      float *scratch)
@@ -100,9 +126,9 @@ kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
     kiln_status st = read_source(ds, index, features, label);
     if (st == KILN_OK)
         st = check_label(ds, index, label, plan);
-    if (st == KILN_OK && ds->ints && plan->id_limit > 0)
-        st = kiln_check_ids(ds->ctx, NULL, (const int32_t *)features, 1, ds->feature_size,
-                            index, plan->id_limit, plan->id_layer);
+    if (st == KILN_OK && plan->n_ids > 0)
+        st = kiln_check_id_ranges(ds->ctx, NULL, plan->ids, plan->n_ids, features, 1,
+                                  ds->feature_size, index);
     if (st == KILN_OK && ds->features_unchecked && !ds->ints)
         st = check_finite(ds, index, features, ds->feature_size, "features");
     const kiln_transforms *t = &ds->transforms;
@@ -137,6 +163,15 @@ kiln_status kiln_dataset_sample_shape(const kiln_dataset *ds, int32_t *rank, int
     return KILN_OK;
 }
 
+/* How many of a dataset's inputs hold ids (one input: 0 or 1). */
+static int32_t id_parts(const kiln_dataset *ds)
+{
+    int32_t n = ds->n_parts ? 0 : ds->ints;
+    for (int32_t k = 0; k < ds->n_parts; k++)
+        n += ds->part_ints[k] != 0;
+    return n;
+}
+
 kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
 {
     if (!ds)
@@ -144,7 +179,12 @@ kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
     if (!type)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_feature_type: type is NULL");
-    *type = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
+    const int32_t ids = id_parts(ds), parts = ds->n_parts ? ds->n_parts : 1;
+    if (ids > 0 && ids < parts)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_feature_type: "
+                          "the dataset's %d inputs hold %d of ids and %d of floats",
+                          (int)parts, (int)ids, (int)(parts - ids));
+    *type = ids ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;
     return KILN_OK;
 }
 
@@ -169,7 +209,7 @@ kiln_status kiln_dataset_read_ints(const kiln_dataset *ds, int64_t index, int32_
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!ds->ints && ids)
+    if (id_parts(ds) < (ds->n_parts ? ds->n_parts : 1) && ids)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
                           "dataset's features are floats; read them with kiln_dataset_read");
     return read_one(ds, index, ids, label);
@@ -258,6 +298,11 @@ kiln_status kiln_dataset_transform(kiln_dataset *ds, kiln_map_fn map, void *map_
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
+    if (ds->n_parts > 0 && (map || augment))
+        return kiln_error(ds->ctx, KILN_ERROR_UNSUPPORTED, "kiln_dataset_transform: the "
+                          "dataset holds %d input%s per sample (kiln_arrays_desc.inputs); maps "
+                          "and augmentations work on datasets of one float input",
+                          (int)ds->n_parts, ds->n_parts == 1 ? "" : "s");
     if (ds->ints && (map || augment))
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_transform: the "
                           "dataset's features are int32 ids; maps and augmentations work on "

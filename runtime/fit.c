@@ -52,25 +52,50 @@ static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const ch
                       (long long)plan->cols, (long long)plan->cols - 1);
 }
 
-/* Does `ds` fit the model's input and loss? */
+/* Does `ds` carry one feature array per model input, each of its shape
+ * and type? */
+static kiln_status check_inputs(kiln_model *m, const kiln_dataset *ds, const char *call,
+                                const char *what)
+{
+    char a[64], b[64];
+    const int32_t n = ds->n_parts ? ds->n_parts : 1;
+    if (n != m->n_inputs)
+        return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d input array%s per "
+                          "sample but the model has %d inputs (the first '%s')", call, what,
+                          (int)n, n == 1 ? "" : "s", (int)m->n_inputs,
+                          m->nodes[m->input].name);
+    for (int32_t k = 0; k < n; k++) {
+        const kiln_node_rec *in = &m->nodes[m->inputs[k]];
+        const kiln_shape *shape = ds->n_parts ? &ds->part_shape[k] : &ds->feature_shape;
+        const int ints = ds->n_parts ? ds->part_ints[k] : ds->ints;
+        int same = shape->rank == in->shape.rank;
+        for (int32_t i = 0; same && i < in->shape.rank; i++)
+            same = shape->dims[i] == in->shape.dims[i];
+        char which[32] = "";
+        if (n > 1)
+            snprintf(which, sizeof which, "input array %d of ", (int)k);
+        if (!same)
+            return kiln_error(m->ctx, KILN_ERROR_SHAPE,
+                              "%s: %s%s samples are %s but input '%s' is %s", call, which, what,
+                              kiln_shape_str(shape, a, sizeof a), in->name,
+                              kiln_shape_str(&in->shape, b, sizeof b));
+        if (ints != in->ints)
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "%s: %s%s has %s features but input '%s' takes %s", call, which,
+                              what, ints ? "int32 id" : "float", in->name,
+                              in->ints ? "int32 ids (kiln_input_ints)" : "floats");
+    }
+    return KILN_OK;
+}
+
+/* Does `ds` fit the model's inputs and loss? */
 static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
 {
-    char a[64], b[64];
-    const kiln_node_rec *in = &m->nodes[m->input];
-    int same = ds->feature_shape.rank == in->shape.rank;
-    for (int32_t i = 0; same && i < in->shape.rank; i++)
-        same = ds->feature_shape.dims[i] == in->shape.dims[i];
-    if (!same)
-        return kiln_error(m->ctx, KILN_ERROR_SHAPE,
-                          "%s: %s samples are %s but input '%s' is %s", call, what,
-                          kiln_shape_str(&ds->feature_shape, a, sizeof a), in->name,
-                          kiln_shape_str(&in->shape, b, sizeof b));
-    if (ds->ints != m->input_ints)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "%s: %s has %s features but input '%s' takes %s", call, what,
-                          ds->ints ? "int32 id" : "float", in->name,
-                          m->input_ints ? "int32 ids (kiln_input_ints)" : "floats");
+    char a[64];
+    const kiln_status st = check_inputs(m, ds, call, what);
+    if (st != KILN_OK)
+        return st;
     const int64_t outputs = kiln_node_size(m, m->output);
     if (m->loss.sparse) {
         const kiln_node_rec *out = &m->nodes[m->output];
@@ -155,7 +180,7 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
                  .max_classes = m->loss.sparse ? (int32_t)m->loss.cols : 0,
                  .ignore = m->loss.has_ignore ? m->loss.ignore : -1,
-                 .id_limit = m->input_ints ? m->id_limit : 0, .id_layer = m->id_layer},
+                 .n_ids = m->n_inputs, .ids = m->ids},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
     if (st != KILN_OK)
@@ -257,14 +282,11 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
                           "kiln_model_predict: inputs and outputs must be set, count (%lld) "
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : 32;
-    const int64_t in_size = kiln_node_size(m, m->input), out_size = kiln_node_size(m, m->output);
-    if (m->input_ints) {
-        const kiln_status ids = kiln_check_ids(m->ctx, "kiln_model_predict",
-                                               (const int32_t *)inputs, count, in_size, 0,
-                                               m->id_limit, m->id_layer);
-        if (ids != KILN_OK)
-            return ids;
-    }
+    const int64_t in_size = m->sample_size, out_size = kiln_node_size(m, m->output);
+    const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
+                                                      0, 0);
+    if (ids != KILN_OK)
+        return ids;
     static const char *const names[] = {"batch_size", "count"};
     const int64_t mine[] = {batch, count};
     kiln_status st =

@@ -146,6 +146,13 @@ kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                                 name, KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name)
+{
+    const kiln_node inputs[2] = {a, b};
+    return kiln_model_add_layer(model, &kiln_layer_dot, NULL, inputs, 2, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_node value,
                                     const kiln_multi_head_attention_options *options)
 {

@@ -4,6 +4,7 @@
 
 #include "layers/layer.h"
 #include "runtime/context.h"
+#include "runtime/dataset.h"
 #include "runtime/strategy.h"
 
 #include <pthread.h>
@@ -63,12 +64,19 @@ struct kiln_model {
     char build_error[512];
 
     int compiled;
+    /* The Inputs in declaration order, the model's input order; `input` is
+     * the first. One sample's features are the inputs' values one after
+     * another: input k's input_size[k] floats at input_offset[k], the
+     * whole sample_size floats (ids ride as int32 bits). */
+    kiln_node inputs[KILN_MAX_MODEL_INPUTS];
+    int32_t n_inputs;
     kiln_node input;
-    /* The input holds int32 ids: every id must be below id_limit (the
-     * smallest of the id-reading layers it feeds). */
-    int input_ints;
-    int32_t id_limit;
-    const char *id_layer;        /* the name of the layer with that limit */
+    int64_t input_offset[KILN_MAX_MODEL_INPUTS];
+    int64_t sample_size;
+    /* Inputs of int32 ids: each id must be below ids[k].limit, the smallest
+     * of the id-reading layers input k feeds (limit 0: a float input). */
+    kiln_id_range ids[KILN_MAX_MODEL_INPUTS];
+    int input_ints;              /* the first input holds ids */
     kiln_loss_plan loss;
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
@@ -126,6 +134,20 @@ struct kiln_model {
 
 /* The node's output size per sample and the input size of the model. */
 int64_t kiln_node_size(const kiln_model *m, kiln_node node);
+
+/* Compile's part: the Inputs in order, their places in a sample and their
+ * id limits; every Input must reach the output. */
+kiln_status kiln_model_find_inputs(kiln_model *m);
+
+/* Is node i one of the model's Inputs? */
+int kiln_node_is_input(const kiln_model *m, kiln_node i);
+
+/* The checks a batch of `count` samples of host features (sample_size
+ * floats each, sample i named first_sample + i) gets before any device
+ * work: ids in range for every input of ids and, when `finite`, no NaN or
+ * Inf in float inputs. `call` starts the messages. */
+kiln_status kiln_model_check_features(const kiln_model *m, const char *call, const float *x,
+                                      int64_t count, int64_t first_sample, int finite);
 
 /* A hash of every parameter's layer kind, name and shape (checkpoints
  * carry it; the processes of an MPI job compare it). */

@@ -219,6 +219,11 @@ static kiln_node build_add(kiln_model *m, const kiln_layer_desc *d, const kiln_n
     return kiln_add(m, in, d->n_inputs, d->name);
 }
 
+static kiln_node build_dot(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_dot(m, in[0], in[1], d->name);
+}
+
 static kiln_node build_layer_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
 {
     kiln_layer_norm_options o = d->options.layer_norm;
@@ -259,6 +264,7 @@ static const kind_io kinds[] = {
     {.ops = &kiln_layer_flatten, .build = build_flatten},
     {.ops = &kiln_layer_activation, .activation = 1, .build = build_activation},
     {.ops = &kiln_layer_add, .build = build_add},
+    {.ops = &kiln_layer_dot, .build = build_dot},
     {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
     {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
     {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},

@@ -22,18 +22,10 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features%s%s must be set "
                           "and count (%d) >= 1", call, need_labels ? ", labels" : "",
                           need_outputs ? ", outputs" : "", (int)count);
-    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
-    if (m->input_ints) {
-        const kiln_status st = kiln_check_ids(m->ctx, call, (const int32_t *)features, count,
-                                              in, 0, m->id_limit, m->id_layer);
-        if (st != KILN_OK)
-            return st;
-    }
-    for (int64_t i = 0; !m->input_ints && i < (int64_t)count * in; i++)
-        if (!isfinite(features[i]))
-            return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of its "
-                              "features is not finite", call, (long long)(i / in),
-                              (long long)(i % in));
+    const int64_t out = kiln_node_size(m, m->output);
+    const kiln_status st = kiln_model_check_features(m, call, features, count, 0, 1);
+    if (st != KILN_OK)
+        return st;
     if (!need_labels)
         return KILN_OK;
     if (m->loss.sparse) {

@@ -761,6 +761,22 @@ static const char *int64_tensor(exporter *ex, kiln_node i, const char *what, con
                       KILN_ONNX__TENSOR_PROTO__DATA_TYPE__INT64, sizeof *data, 1, &n, data);
 }
 
+/* Mul, then ReduceSum over the last axis (opset 13 takes the axes as an
+ * input) keeping it: (batch, 1). Samples are rank 1, so either layout. */
+static void emit_dot(exporter *ex, kiln_node i)
+{
+    const kiln_node_rec *node = &ex->m->nodes[i];
+    const char *factors[2] = {get_value(ex, node->inputs[0], CL),
+                              get_value(ex, node->inputs[1], CL)};
+    const char *product = unique_name(ex, arena_printf(ex, "%s/product", node->name));
+    add_node(ex, "Mul", factors, 2, product);
+    const int64_t last = -1;
+    const char *args[2] = {product, int64_tensor(ex, i, "axes", &last, 1)};
+    const char *out = layer_output(ex, i, CL);
+    add_node(ex, "ReduceSum", args, 2, out);
+    activate(ex, i, CL, out);
+}
+
 /* (batch, T, heads x dim) -> (batch, heads, T, dim), or (batch, heads,
  * dim, T) for the keys, which the scores multiply transposed. */
 static const char *split_heads(exporter *ex, kiln_node i, const char *x, int64_t t,
@@ -918,6 +934,7 @@ static const kind_export kinds[] = {
     {&kiln_layer_dense, emit_dense},
     {&kiln_layer_flatten, emit_flatten},
     {&kiln_layer_add, emit_add},
+    {&kiln_layer_dot, emit_dot},
     {&kiln_layer_dropout, emit_identity},
     {&kiln_layer_activation, emit_identity},
     {&kiln_layer_layer_norm, emit_layer_norm},
@@ -983,10 +1000,11 @@ static KilnOnnx__ValueInfoProto *graph_value(exporter *ex, const char *name,
 static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
 {
     kiln_model *m = ex->m;
-    const kiln_node input = m->input, output = m->output;
-    set_value(ex, input, CL, unique_name(ex, m->nodes[input].name));
+    const kiln_node output = m->output;
+    for (int32_t k = 0; k < m->n_inputs; k++)   /* graph inputs in the model's input order */
+        set_value(ex, m->inputs[k], CL, unique_name(ex, m->nodes[m->inputs[k]].name));
     for (kiln_node i = 0; i < m->n_nodes && !ex->oom; i++)
-        if (i != input && m->nodes[i].on_path)
+        if (!kiln_node_is_input(m, i) && m->nodes[i].on_path)
             kind_of(&m->nodes[i])->emit(ex, i);
     /* The output is kiln's tensor, named as kiln's output layer. */
     const char *result = get_value(ex, output, CL);
@@ -995,13 +1013,18 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
         add_node(ex, "Identity", &result, 1, named);
         result = named;
     }
-    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, sizeof *in);
+    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, (size_t)m->n_inputs * sizeof *in);
     KilnOnnx__ValueInfoProto **out = arena_alloc(ex, sizeof *out);
     if (ex->oom || !in || !out)
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
-    in[0] = graph_value(ex, m->nodes[input].name, &m->nodes[input].shape, m->input_ints);
+    int all = 1;
+    for (int32_t k = 0; k < m->n_inputs; k++) {
+        const kiln_node_rec *input = &m->nodes[m->inputs[k]];
+        in[k] = graph_value(ex, input->name, &input->shape, input->ints);
+        all = all && in[k];
+    }
     out[0] = graph_value(ex, result, &m->nodes[output].shape, 0);
-    if (!in[0] || !out[0])
+    if (!all || !out[0])
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
     kiln_onnx__graph_proto__init(g);
     g->name = "kiln";
@@ -1009,7 +1032,7 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
     g->node = ex->nodes;
     g->n_initializer = ex->n_inits;
     g->initializer = ex->inits;
-    g->n_input = 1;
+    g->n_input = (size_t)m->n_inputs;
     g->input = in;
     g->n_output = 1;
     g->output = out;
@@ -1089,7 +1112,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         return kiln_error(ctx, KILN_ERROR_STATE, CALL ": compile the model first");
     for (kiln_node i = 0; i < m->n_nodes; i++) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (i != m->input && node->on_path && !kind_of(node))
+        if (!kiln_node_is_input(m, i) && node->on_path && !kind_of(node))
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": layer '%s' (%s) has no ONNX "
                               "form; %s was not written", node->name, node->ops->kind, path);
         if (node->on_path && !activation_known(node->activation))

@@ -12,7 +12,7 @@
 uint64_t kiln_node_cost(const kiln_model *m, kiln_node i)
 {
     const kiln_node_rec *node = &m->nodes[i];
-    if (!node->on_path || i == m->input)
+    if (!node->on_path || kiln_node_is_input(m, i))
         return 0;
     /* FLOPs, plus one per output element so that cheap layers (pooling,
      * Flatten, Add) still weigh something. */
@@ -95,7 +95,7 @@ static int32_t count_layers(const kiln_model *m)
 {
     int32_t n = 0;
     for (kiln_node i = 0; i < m->n_nodes; i++)
-        n += m->nodes[i].on_path && i != m->input;
+        n += m->nodes[i].on_path && !kiln_node_is_input(m, i);
     return n;
 }
 
@@ -127,14 +127,14 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
                 return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                                   "kiln_model_compile: the stage on device %d holds only the "
                                   "input '%s'; place it with the first layer",
-                                  (int)st[n - 1].device, m->nodes[m->input].name);
+                                  (int)st[n - 1].device, m->nodes[st[n - 1].span.first].name);
             if (n > 0)
                 st[n - 1].span.last = i - 1;
             st[n].device = dev;
             st[n].span.first = n == 0 ? 0 : i;
             n++;
         }
-        if (i != m->input)
+        if (!kiln_node_is_input(m, i))
             last_layer = i;
     }
     st[n - 1].span.last = m->n_nodes - 1;

@@ -253,14 +253,14 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
         st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
         r->act[i] = r->out[i];
         if (!in_span(r, i)) {  /* another stage's output: its activation, its gradient */
-            if (st == KILN_OK && i != m->input)
+            if (st == KILN_OK && !kiln_node_is_input(m, i))
                 st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
             continue;
         }
         if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
             !kiln_node_fuses_activation(m, i))
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
-        if (st == KILN_OK && i != m->input)
+        if (st == KILN_OK && !kiln_node_is_input(m, i))
             st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
         if (st == KILN_OK && node->ops->prepare) {
             size_t before, after;
@@ -314,9 +314,20 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
     kiln_status st = kiln_replica_reserve(r, b->n);
     if (st != KILN_OK)
         return st;
-    const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m, m->input) * sizeof(float);
-    if (r->act[m->input] && b->features)
-        st = kiln_buffer_write(r->dev, r->act[m->input], 0, b->features, in_bytes, 1);
+    /* Each input's rows are strided in the host batch (a sample holds every
+     * input's values); a stage uploads only the inputs it reads. */
+    for (int32_t k = 0; k < m->n_inputs && st == KILN_OK; k++) {
+        kiln_buffer *dst = r->act[m->inputs[k]];
+        const size_t row = (size_t)kiln_node_size(m, m->inputs[k]) * sizeof(float);
+        if (!dst || !b->features)
+            continue;
+        if (m->n_inputs == 1)
+            st = kiln_buffer_write(r->dev, dst, 0, b->features, (size_t)b->n * row, 1);
+        else
+            st = kiln_buffer_write_rows(r->dev, dst, b->features + m->input_offset[k],
+                                        (size_t)b->n, row,
+                                        (size_t)m->sample_size * sizeof(float));
+    }
     if (st != KILN_OK || !b->labels || !r->labels)
         return st;
     const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
@@ -406,7 +417,7 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
     int acc[KILN_MAX_INPUTS];
     for (int32_t i = r->span.first; i <= r->span.last; i++) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (!node->on_path || i == m->input)
+        if (!node->on_path || kiln_node_is_input(m, i))
             continue;
         set_stage(r, i, KILN_PHASE_FORWARD);
         kiln_step s;
@@ -447,7 +458,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
     kiln_status st = KILN_OK;
     for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
         const kiln_node_rec *node = &m->nodes[i];
-        if (node->on_path && i != m->input) {
+        if (node->on_path && !kiln_node_is_input(m, i)) {
             set_stage(r, i, KILN_PHASE_BACKWARD);
             const int fused = i == m->output && m->loss.fused;
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {

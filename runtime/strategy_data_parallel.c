@@ -377,7 +377,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
     int32_t first;
     const size_t n = (size_t)b->n, out = (size_t)kiln_node_size(m, m->output);
     const size_t present = (size_t)kiln_batch_present(b, &first);
-    const size_t feature_bytes = present * (size_t)kiln_node_size(m, m->input) * sizeof(float);
+    const size_t feature_bytes = present * (size_t)m->sample_size * sizeof(float);
     const size_t label_bytes = !b->labels ? 0 : present * kiln_loss_label_bytes(&m->loss);
     const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
     const size_t bytes = feature_bytes + label_bytes + output_bytes;
@@ -402,7 +402,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
 static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job job)
 {
     const kiln_model *m = dp->m;
-    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
+    const int64_t in = m->sample_size, out = kiln_node_size(m, m->output);
     const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;

@@ -238,7 +238,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     st = collect(p, w);
     if (st != KILN_OK)
         return st;
-    const size_t in = (size_t)b->n * (size_t)kiln_node_size(m, m->input);
+    const size_t in = (size_t)b->n * (size_t)m->sample_size;
     const size_t out = (size_t)b->n * (size_t)kiln_node_size(m, m->output);
     if (b->n > w->capacity) {
         kiln_free(m->ctx, w->features);

@@ -176,7 +176,7 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                    edge->act + (size_t)start * edge->width,
                                    (size_t)n * edge->width * sizeof(float), 0);
     }
-    const int64_t in = kiln_node_size(m, m->input), out = kiln_node_size(m, m->output);
+    const int64_t in = m->sample_size, out = kiln_node_size(m, m->output);
     const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     const kiln_batch part = {
         .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
@@ -387,7 +387,7 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *stage, int32_t n)
         if (!v->present[i])
             continue;
         const int here = i >= v->span.first && i <= v->span.last;
-        const int copies = 1 + (i != m->input) +
+        const int copies = 1 + !kiln_node_is_input(m, i) +
                            (here && m->nodes[i].activation != KILN_ACTIVATION_LINEAR &&
                             !kiln_node_fuses_activation(m, i));
         floats += (uint64_t)copies * (uint64_t)kiln_node_size(m, i);
@@ -452,7 +452,7 @@ static kiln_status reserve(pp *p, int32_t n)
     if (n <= p->capacity)
         return KILN_OK;
     const kiln_model *m = p->m;
-    const size_t in = (size_t)n * (size_t)kiln_node_size(m, m->input);
+    const size_t in = (size_t)n * (size_t)m->sample_size;
     const size_t out = (size_t)n * (size_t)kiln_node_size(m, m->output);
     kiln_free(ctx, p->features);
     kiln_free(ctx, p->outputs);
@@ -494,7 +494,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         return status;
     p->job = job;
     const kiln_model *m0 = p->m;
-    const size_t in_bytes = (size_t)b->n * (size_t)kiln_node_size(m0, m0->input) * sizeof(float);
+    const size_t in_bytes = (size_t)b->n * (size_t)m0->sample_size * sizeof(float);
     const size_t out_floats = (size_t)b->n * (size_t)kiln_node_size(m0, m0->output);
     memcpy(p->features, b->features, in_bytes);
     if (b->labels)
@@ -753,7 +753,7 @@ static kiln_status plan_edges(pp *p)
     if (!p->edges)
         return kiln_error_oom(ctx, "pipeline edges", (size_t)m->n_nodes * sizeof *p->edges);
     for (kiln_node j = 0; j < m->n_nodes; j++) {
-        if (!m->nodes[j].on_path || j == m->input)
+        if (!m->nodes[j].on_path || kiln_node_is_input(m, j))
             continue;
         const int32_t from = stage_of(p, j);
         for (int32_t to = from + 1; to < p->n; to++) {

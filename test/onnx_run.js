@@ -5,12 +5,54 @@
 // model's one output is written to OUTPUT the same way, and its shape is
 // printed as "output NAME D0 D1 ...". NODE_PATH must lead to
 // onnxruntime-node (tools/install_onnxruntime.sh).
+// A model of several inputs:
+//   node onnx_run.js --inputs MODEL OUTPUT TYPE:FILE:D0,D1,... ...
+// one TYPE (float32 or int32):FILE:shape per graph input, in its order.
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
 
+function tensor(type, file, shape) {
+    const bytes = fs.readFileSync(file);
+    const count = shape.reduce((a, b) => a * b, 1);
+    if (bytes.length !== 4 * count)
+        throw new Error(`${file} holds ${bytes.length} bytes, not ${4 * count}`);
+    const ints = type === 'int32';
+    const data = ints ? new Int32Array(count) : new Float32Array(count);
+    for (let i = 0; i < count; i++)
+        data[i] = ints ? bytes.readInt32LE(4 * i) : bytes.readFloatLE(4 * i);
+    return new ort.Tensor(type, data, shape);
+}
+
+function write(output, out) {
+    const buf = Buffer.alloc(4 * out.data.length);
+    for (let i = 0; i < out.data.length; i++)
+        buf.writeFloatLE(out.data[i], 4 * i);
+    fs.writeFileSync(output, buf);
+}
+
+async function several(args) {
+    const [model, output, ...specs] = args;
+    const session = await ort.InferenceSession.create(model);
+    if (session.inputNames.length !== specs.length || session.outputNames.length !== 1)
+        throw new Error(`expected ${specs.length} inputs and one output, got ` +
+                        `${session.inputNames} and ${session.outputNames}`);
+    const feeds = {};
+    specs.forEach((spec, k) => {
+        const [type, file, dims] = spec.split(':');
+        feeds[session.inputNames[k]] = tensor(type, file, dims.split(',').map(Number));
+    });
+    const results = await session.run(feeds);
+    const name = session.outputNames[0];
+    write(output, results[name]);
+    console.log(`inputs ${session.inputNames.join(' ')} output ${name} ` +
+                `${results[name].dims.join(' ')}`);
+}
+
 async function main() {
     const args = process.argv.slice(2);
+    if (args[0] === '--inputs')
+        return several(args.slice(1));
     const ints = args[0] === '--int32';
     const [model, input, output, ...dims] = ints ? args.slice(1) : args;
     const shape = dims.map(Number);

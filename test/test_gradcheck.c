@@ -196,6 +196,47 @@ static kiln_model *tokens(kiln_context *ctx)
     return m;
 }
 
+/* Two inputs, the second declared after the first's layers: ids through an
+ * Embedding, floats through a Dense, concatenated. */
+static kiln_model *two_inputs(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t ids[] = {2}, side[] = {3};
+    kiln_node u = kiln_input_ints(m, 1, ids, "user");
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 5, .output_dim = 3};
+    u = kiln_flatten(m, kiln_embedding(m, u, &e), NULL);           /* (6) */
+    kiln_node f = kiln_input(m, 1, side, "side");
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 4,
+                            .activation = KILN_ACTIVATION_TANH};
+    f = kiln_dense(m, f, &a);
+    const kiln_node both[] = {u, f};
+    kiln_concatenate(m, both, 2, -1, NULL);                        /* (10) */
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+/* Two towers meeting in a Dot, as a recommender's: ids through an
+ * Embedding, floats through a Dense. */
+static kiln_model *towers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t ids[] = {2}, side[] = {3};
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 5, .output_dim = 3};
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, ids, "user"),
+                                                       &e), NULL);   /* (6) */
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 6,
+                            .activation = KILN_ACTIVATION_TANH};
+    const kiln_node f = kiln_dense(m, kiln_input(m, 1, side, "side"), &a);
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, kiln_dot(m, u, f, NULL), &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -216,12 +257,16 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
         return;
     }
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
-    const int64_t in = kiln_node_size(m, m->input);
+    const int64_t in = m->sample_size;
     float *x = malloc(sizeof(float) * (size_t)(BATCH * in));
     for (int64_t i = 0; i < BATCH * in; i++)
         x[i] = (float)check_uniform();
-    for (int64_t i = 0; m->input_ints && i < BATCH * in; i++)   /* 12 ids of 5 values */
-        ((int32_t *)(void *)x)[i] = (int32_t)(i * 3 % 5);
+    for (int32_t k = 0; k < m->n_inputs; k++) {   /* ids of 5 values in their inputs' places */
+        const kiln_id_range *id = &m->ids[k];
+        for (int64_t i = 0; id->limit > 0 && i < BATCH * id->size; i++)
+            ((int32_t *)(void *)(x + i / id->size * in + id->offset))[i % id->size] =
+                (int32_t)(i * 3 % 5);
+    }
     int32_t labels[BATCH] = {2, 0, 1};
     kiln_batch b = {.n = BATCH, .features = x, .labels = labels};
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
@@ -289,6 +334,8 @@ int main(void)
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape", sequence);
     gradcheck(ctx, "cross- and self-attention", attention);
     gradcheck(ctx, "embedding, position embedding", tokens);
+    gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);
+    gradcheck(ctx, "two towers meeting in a Dot", towers);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

@@ -425,6 +425,40 @@ static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dim
     layer_run_free(&r);
 }
 
+/* Dot(pre, tanh(pre)), or Dot(pre, pre): the same node given twice. */
+static kiln_node build_dot(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const int same = *(const int *)arg;
+    return kiln_dot(m, pre, same ? pre : kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t"),
+                    NULL);
+}
+
+static void test_dot(kiln_context *ctx, int32_t d, int batch, int same)
+{
+    layer_run r;
+    const int32_t dims[] = {d};
+    if (!layer_run_once(ctx, 1, dims, batch, build_dot, &same, &r))
+        return;
+    char what[96];
+    snprintf(what, sizeof what, "dot of (%d,) %s, batch %d", (int)d,
+             same ? "with itself" : "and its tanh", batch);
+    CHECK(r.out_size == 1);
+    double *y = calloc((size_t)batch, sizeof(double)), *dx = calloc((size_t)(batch * d), 8);
+    for (int b = 0; b < batch; b++)
+        for (int32_t k = 0; k < d; k++) {
+            const double x = r.x[b * d + k], t = same ? x : tanh(x);
+            const double dt = same ? 1.0 : 1.0 - t * t;
+            y[b] += x * t;
+            dx[b * d + k] = r.dy[b] * (t + x * dt);
+        }
+    check_worst = 0;
+    check_close(what, r.y, y, batch, TOL);
+    check_close(what, r.dx, dx, batch * d, TOL);
+    printf("%s: largest error %.2g\n", what, check_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 /* Int Input (dims) -> Embedding(vocab, width), as the model's output: ids
  * that repeat within a sample and across the batch, the table's gradient
  * bit for bit the same twice. */
@@ -719,6 +753,10 @@ int main(void)
     const shape_case line_join = {.axis = -1, .n = 3}, four_join = {.axis = 3, .n = 5};
     test_concatenate(ctx, 1, line, 2, &line_join);
     test_concatenate(ctx, 4, four, 3, &four_join);
+    /* Dot: odd lengths and batches, two nodes and one node twice. */
+    test_dot(ctx, 1, 3, 0);
+    test_dot(ctx, 13, 5, 0);
+    test_dot(ctx, 37, 2, 1);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }

@@ -103,10 +103,14 @@ static int32_t live_objects(kiln_context *ctx)
 static kiln_model *round_trip(kiln_context *ctx, kiln_model *m, const char *name, int64_t count,
                               const kiln_compile_options *options)
 {
-    int64_t in_size = kiln_node_size(m, m->input);
+    int64_t in_size = m->sample_size;
     float *x = inputs(count, in_size, 99);
-    for (int64_t i = 0; m->input_ints && i < count * in_size; i++)   /* ids in their floats */
-        ((int32_t *)(void *)x)[i] = (int32_t)(i * 7 % m->id_limit);
+    for (int32_t k = 0; k < m->n_inputs; k++) {   /* ids in their floats */
+        const kiln_id_range *r = &m->ids[k];
+        for (int64_t i = 0; r->limit > 0 && i < count * r->size; i++)
+            ((int32_t *)(void *)(x + i / r->size * in_size + r->offset))[i % r->size] =
+                (int32_t)(i * 7 % r->limit);
+    }
     CHECK_OK(ctx, kiln_model_save(m, file(name)));
     kiln_model *l = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, file(name), options, &l));
@@ -487,7 +491,7 @@ static void test_ids(kiln_context *ctx)
     kiln_fit_options fo = fit_options(2, 8);
     CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
     kiln_model *l = round_trip(ctx, m, "ids.safetensors", 17, NULL);
-    CHECK(l && l->input_ints && l->id_limit == 13);
+    CHECK(l && l->input_ints && l->ids[0].limit == 13);
     /* A dtype kiln does not know, and a table too small for the file's. */
     edit(ctx, file("ids.safetensors"), file("ids_int64.safetensors"), "\"dtype\":\"int32\"",
          "\"dtype\":\"int64\"");

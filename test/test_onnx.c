@@ -6,11 +6,12 @@
  * ResNet after a little training, a model with every layer kind of the
  * seed (batch norms with momentum 0.5, so that their moving statistics are
  * far from their start), one with the later kinds and every activation,
- * one with attention layers, and one that ends in a convolution behind a
- * dropout; and the errors.
+ * one with attention layers, one of three inputs (ids and floats), and one
+ * that ends in a convolution behind a dropout; and the errors.
  * Skips (77) only where node, npm or onnxruntime-node is missing, after
  * every check that needs neither. */
 #include "fault_layer.h"
+#include "runtime/model.h"
 #include "resnet_model.h"
 #include "test_data.h"
 
@@ -210,6 +211,67 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
     free(got);
 }
 
+/* The same for a model of several inputs (`m` has kiln's internals): each
+ * input's values written to a file of its own, fed to its graph input. */
+static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char *name,
+                                   int64_t n)
+{
+    char path[128], out_path[128], cmd[2048];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    snprintf(out_path, sizeof out_path, "%s/%s.output", dir, name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    check_file(path);
+    if (!have_runtime)
+        return;
+    const int64_t size = m->sample_size, out_size = kiln_node_size(m, m->output);
+    float *x = random_floats(n * size, -1.0f, 1.0f);
+    float *want = calloc((size_t)(n * out_size), sizeof *want);
+    float *part = malloc((size_t)(n * size) * sizeof *part);
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/onnx_run.js' "
+                      "--inputs '%s' '%s'", ort_dir, root, path, out_path);
+    for (int32_t k = 0; k < m->n_inputs; k++) {
+        const kiln_id_range *r = &m->ids[k];
+        const kiln_shape *shape = &m->nodes[m->inputs[k]].shape;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t p = 0; p < r->size; p++) {
+                float *v = x + i * size + r->offset + p;
+                if (r->limit > 0)   /* ids, in the floats' place */
+                    *(int32_t *)(void *)v = (int32_t)(uniform(0.0f, 1.0f) * (float)r->limit) %
+                                            r->limit;
+                part[i * r->size + p] = *v;
+            }
+        char in_path[128];
+        snprintf(in_path, sizeof in_path, "%s/%s.input%d", dir, name, (int)k);
+        CHECK(write_file(in_path, part, n * r->size));
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s:'%s':%lld",
+                       r->limit > 0 ? "int32" : "float32", in_path, (long long)n);
+        for (int d = 0; d < shape->rank; d++)
+            at += snprintf(cmd + at, sizeof cmd - (size_t)at, ",%d", (int)shape->dims[d]);
+    }
+    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    const int rc = system(cmd);
+    CHECK(rc == 0);
+    size_t bytes = 0;
+    float *got = rc == 0 ? (float *)test_read_file(out_path, &bytes) : NULL;
+    const int complete = got && bytes == (size_t)(n * out_size) * sizeof(float);
+    CHECK(complete);
+    double worst = 0.0, spread = 0.0;
+    for (int64_t i = 0; complete && i < n * out_size; i++) {
+        const double rel = fabs((double)got[i] - want[i]) / fmax(1.0, fabs((double)want[i]));
+        worst = rel <= worst ? worst : rel;   /* NaN counts as the worst */
+        spread = fmax(spread, fabs((double)want[i] - want[i % out_size]));
+    }
+    if (complete)
+        printf("%s: %lld outputs of %lld samples (which differ by up to %.3g), max |onnx - "
+               "kiln| / max(1, |kiln|) = %.3g\n", name, (long long)(n * out_size),
+               (long long)n, spread, worst);
+    CHECK(!complete || (worst <= TOLERANCE && spread > 1e-3));
+    free(x);
+    free(part);
+    free(want);
+    free(got);
+}
+
 /* Input(9, 11, 3) through every layer kind: 'same' convolutions and pools
  * with asymmetric padding and unequal strides, an average pool whose edge
  * windows hold padding, a softmax over channels, Dense on a rank-3 tensor,
@@ -364,6 +426,56 @@ static void ids(kiln_context *ctx)
         ids_below = 0;
         kiln_model_destroy(m);
     }
+}
+
+/* Three graph inputs in the model's input order: item and user ids
+ * through Embeddings, floats through a Dense, concatenated. */
+static void several_inputs(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t one[] = {1}, two[] = {2}, side[] = {3};
+    const kiln_embedding_options ie = {.struct_size = sizeof ie, .input_dim = 7,
+                                       .output_dim = 4};
+    const kiln_embedding_options ue = {.struct_size = sizeof ue, .input_dim = 13,
+                                       .output_dim = 3};
+    const kiln_dense_options sd = {.struct_size = sizeof sd, .units = 4,
+                                   .activation = KILN_ACTIVATION_TANH};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node item = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "item"),
+                                                          &ie), NULL);
+    const kiln_node user = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, two, "user"),
+                                                          &ue), NULL);
+    const kiln_node all[] = {item, user, kiln_dense(m, kiln_input(m, 1, side, "side"), &sd)};
+    kiln_dense(m, kiln_concatenate(m, all, 3, -1, NULL), &head);
+    compile_and_train(ctx, m, 1, one, 3, 0, 0);
+    /* Rows far apart, so that outputs differ between samples. */
+    float *table = random_floats(13 * 3, -1.0f, 1.0f);
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding_1/embeddings", table, 13 * 3));
+    free(table);
+    if (m->compiled)
+        check_agreement_inputs(ctx, m, "several_inputs", 11);
+    kiln_model_destroy(m);
+
+    /* Two towers meeting in a Dot: Mul and ReduceSum. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const kiln_embedding_options te = {.struct_size = sizeof te, .input_dim = 13,
+                                       .output_dim = 5};
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "user"),
+                                                       &te), NULL);
+    const kiln_dense_options vd = {.struct_size = sizeof vd, .units = 5};
+    const kiln_node v = kiln_dense(m, kiln_input(m, 1, side, "features"), &vd);
+    kiln_dot(m, u, v, "score");
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &mse));
+    float *users = random_floats(13 * 5, -1.0f, 1.0f);
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding/embeddings", users, 13 * 5));
+    free(users);
+    if (m->compiled)
+        check_agreement_inputs(ctx, m, "dot", 11);
+    kiln_model_destroy(m);
 }
 
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
@@ -533,6 +645,7 @@ int main(void)
     more_layers(ctx);
     attention(ctx);
     ids(ctx);
+    several_inputs(ctx);
     conv_output(ctx);
     kiln_context_destroy(ctx);
     char cmd[128];
