@@ -77,8 +77,8 @@ static int parse_args(int argc, char **argv, args *a)
      * (README); the tanh GELU because PoCL's erfc made the exact one's
      * forward and backward 40% of a step there. */
     *a = (args){.blocks = 4, .width = 128, .heads = 4, .context = 64, .batch = 32,
-                .steps = 100, .epochs = 5, .val_windows = 256, .generate = 300,
-                .lr = 2e-3f, .temperature = 0.8f, .gelu = KILN_ACTIVATION_GELU_TANH, .seed = 1,
+                .steps = 100, .epochs = 8, .val_windows = 256, .generate = 300,
+                .lr = 2e-3f, .temperature = 0.7f, .gelu = KILN_ACTIVATION_GELU_TANH, .seed = 1,
                 .text = "/usr/lib/python3.11", .prompt = "def "};
     for (int i = 1; i < argc; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -552,7 +552,7 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
         train_seconds += t1 - t0;
         printf("epoch %d/%d: train %.4f bits/char", e + 1, a->epochs, r.loss / M_LN2_VALUE);
         if (r.has_validation)
-            printf(", validation %.4f bits/char (loss %.6f)", r.val_loss / M_LN2_VALUE, r.val_loss);
+            printf(", validation %.4f bits/char (loss %.8f)", r.val_loss / M_LN2_VALUE, r.val_loss);
         printf(", %.1f s, %.0f tokens/s\n", t1 - t0,
                (double)a->steps * a->batch * a->context / train_s);
         fflush(stdout);
