@@ -34,7 +34,7 @@
  * characters from ' ' to '~'. */
 #define VOCAB_OTHER 0
 #define VOCAB_SIZE (3 + 95)
-#define M_LN2_VALUE 0.69314718055994530942   /* nats per bit */
+#define NATS_PER_BIT 0.69314718055994530942   /* ln 2 */
 
 typedef struct args {
     int blocks, width, heads, context, batch, steps, epochs, val_windows, warmup, generate;
@@ -550,9 +550,10 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
             break;
         const double train_s = steps_log.train_seconds;
         train_seconds += t1 - t0;
-        printf("epoch %d/%d: train %.4f bits/char", e + 1, a->epochs, r.loss / M_LN2_VALUE);
+        printf("epoch %d/%d: train %.4f bits/char", e + 1, a->epochs, r.loss / NATS_PER_BIT);
         if (r.has_validation)
-            printf(", validation %.4f bits/char (loss %.8f)", r.val_loss / M_LN2_VALUE, r.val_loss);
+            printf(", validation %.4f bits/char (loss %.8f)", r.val_loss / NATS_PER_BIT,
+                   r.val_loss);
         printf(", %.1f s, %.0f tokens/s\n", t1 - t0,
                (double)a->steps * a->batch * a->context / train_s);
         fflush(stdout);

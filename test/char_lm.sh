@@ -50,7 +50,8 @@ if [ "${devices:-1}" -lt 2 ]; then
 fi
 run mirrored "basic basic" mirrored --generate 0
 run pipeline "basic basic" pipeline --generate 0
-grep -q '^stage 1 on' "$tmp/pipeline" || { cat "$tmp/pipeline"; echo "char_lm.sh: no plan"; exit 1; }
+grep -q '^stage 1 on' "$tmp/pipeline" ||
+    { cat "$tmp/pipeline"; echo "char_lm.sh: no stage plan"; exit 1; }
 for s in mirrored pipeline; do
     echo "$s: $(val_losses $s)   one device: $(val_losses two_one)"
     awk -v a="$(val_losses $s)" -v b="$(val_losses two_one)" 'BEGIN {

@@ -37,7 +37,8 @@ ninja -C "$build" examples/char_lm >/dev/null
 
 peer=1
 why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
-[ $peer = 1 ] || echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
+[ $peer = 1 ] ||
+    echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
