@@ -10,7 +10,7 @@
  * Usage: char_lm [--blocks N] [--width N] [--heads N] [--context T] [--batch N]
  *                [--steps N] [--epochs N] [--lr X] [--seed N] [--devices SPEC]
  *                [--text DIR] [--val-windows N] [--warmup N] [--generate N]
- *                [--prompt S] [--temperature X] [--dump DIR]
+ *                [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]
  * --steps are training steps per epoch; --devices takes what KILN_DEVICES
  * takes; KILN_STRATEGY picks the strategy (one_device, mirrored, pipeline,
  * ...). --warmup N trains N steps first, untimed (they still train).
