@@ -13,7 +13,8 @@
  *                [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]
  * --steps are training steps per epoch; --devices takes what KILN_DEVICES
  * takes; KILN_STRATEGY picks the strategy (one_device, mirrored, pipeline,
- * ...). --warmup N trains N steps first, untimed (they still train).
+ * multi_worker under mpirun, where rank 0 prints and dumps). --warmup N
+ * trains N steps first, untimed (they still train).
  * --dump DIR writes what test/bench/torch_char_lm.py needs to train the same
  * model in PyTorch: config.json, initial.safetensors, batches.bin (every
  * training window in order, T + 1 int32 ids each), losses.txt (each step's
@@ -22,6 +23,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ typedef struct args {
     kiln_activation gelu;   /* exact (erf) or the tanh approximation */
     uint64_t seed;
     const char *devices, *text, *prompt, *dump;
+    int quiet;   /* under multi_worker every process trains; rank 0 reports */
 } args;
 
 typedef struct stream {
@@ -69,6 +72,17 @@ static double seconds_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void say(const args *a, const char *format, ...)
+{
+    if (a->quiet)
+        return;
+    va_list ap;
+    va_start(ap, format);
+    vprintf(format, ap);
+    va_end(ap);
+    fflush(stdout);
 }
 
 static int parse_args(int argc, char **argv, args *a)
@@ -417,13 +431,13 @@ static kiln_status train_steps(kiln_model *m, kiln_context *ctx, const stream *t
     return st;
 }
 
-static void print_plan(const kiln_model *m)
+static void print_plan(const kiln_model *m, const args *a)
 {
     size_t length = 0;
     kiln_model_stage_plan(m, NULL, 0, &length);
     char *text = malloc(length + 1);
     if (text && kiln_model_stage_plan(m, text, length + 1, NULL) == KILN_OK)
-        printf("%s", text);
+        say(a, "%s", text);
     free(text);
 }
 
@@ -437,13 +451,13 @@ static kiln_status print_setup(kiln_model *m, const args *a)
         st = kiln_model_parameter_count(m, &params);
     if (st != KILN_OK)
         return st;
-    printf("model: %d blocks, width %d, %d heads, context %d, vocabulary %d: %lld parameters\n",
+    say(a, "model: %d blocks, width %d, %d heads, context %d, vocabulary %d: %lld parameters\n",
            a->blocks, a->width, a->heads, a->context, VOCAB_SIZE, (long long)params);
-    printf("strategy: %s, %d %s, global batch %d, %d steps x %d epochs, Adam lr %g\n", strategy,
+    say(a, "strategy: %s, %d %s, global batch %d, %d steps x %d epochs, Adam lr %g\n", strategy,
            (int)replicas, strcmp(strategy, "pipeline") == 0 ? "stage(s)" : "replica(s)",
            a->batch, a->steps, a->epochs, (double)a->lr);
     if (strcmp(strategy, "pipeline") == 0)
-        print_plan(m);
+        print_plan(m, a);
     fflush(stdout);
     return KILN_OK;
 }
@@ -475,7 +489,7 @@ static kiln_status generate(kiln_model *m, const args *a, uint64_t *rng)
     kiln_status st = text && window && out ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < prompt; i++)
         text[i] = char_id((unsigned char)a->prompt[i]);
-    printf("sample (temperature %g):\n%s", (double)a->temperature, a->prompt);
+    say(a, "sample (temperature %g):\n%s", (double)a->temperature, a->prompt);
     for (size_t n = prompt; st == KILN_OK && n < total; n++) {
         const size_t start = n > (size_t)t ? n - (size_t)t : 0, len = n - start;
         memset(window, 0, (size_t)t * sizeof *window);
@@ -483,10 +497,10 @@ static kiln_status generate(kiln_model *m, const args *a, uint64_t *rng)
         st = kiln_model_predict(m, (const float *)window, 1, out, 1);
         if (st == KILN_OK) {
             text[n] = sample_id(out + (len - 1) * VOCAB_SIZE, a->temperature, rng);
-            putchar(id_char(text[n]));
+            say(a, "%c", id_char(text[n]));
         }
     }
-    printf("\n");
+    say(a, "\n");
     free(text);
     free(window);
     free(out);
@@ -550,16 +564,16 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
             break;
         const double train_s = steps_log.train_seconds;
         train_seconds += t1 - t0;
-        printf("epoch %d/%d: train %.4f bits/char", e + 1, a->epochs, r.loss / NATS_PER_BIT);
+        say(a, "epoch %d/%d: train %.4f bits/char", e + 1, a->epochs, r.loss / NATS_PER_BIT);
         if (r.has_validation)
-            printf(", validation %.4f bits/char (loss %.8f)", r.val_loss / NATS_PER_BIT,
+            say(a, ", validation %.4f bits/char (loss %.8f)", r.val_loss / NATS_PER_BIT,
                    r.val_loss);
-        printf(", %.1f s, %.0f tokens/s\n", t1 - t0,
+        say(a, ", %.1f s, %.0f tokens/s\n", t1 - t0,
                (double)a->steps * a->batch * a->context / train_s);
         fflush(stdout);
     }
     if (st == KILN_OK)
-        printf("training time: %.1f s for %d steps (validation included)\n", train_seconds,
+        say(a, "training time: %.1f s for %d steps (validation included)\n", train_seconds,
                a->steps * a->epochs);
     if (batches && fclose(batches) != 0 && st == KILN_OK)
         st = KILN_ERROR_IO;
@@ -587,10 +601,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "char_lm: could not read enough *.py text under %s\n", a.text);
         return 1;
     }
-    printf("text: %zu files under %s, %lld training and %lld validation characters\n", files,
-           a.text, (long long)tr.n, (long long)va.n);
-    printf("unigram baseline: %.4f bits/char\n", unigram_bits(&tr));
-
     char err[1024] = "";
     kiln_context_options co = {.struct_size = sizeof co, .seed = a.seed, .error_buffer = err,
                                .error_buffer_size = sizeof err, .log_level = KILN_LOG_WARNING};
@@ -603,6 +613,15 @@ int main(int argc, char **argv)
                                  .optimizer = {.kind = KILN_OPTIMIZER_ADAM,
                                                .learning_rate = a.lr}};
     kiln_status st = m ? kiln_model_compile(m, &opts) : KILN_ERROR_OUT_OF_MEMORY;
+    int32_t rank = 0;
+    if (st == KILN_OK)
+        st = kiln_model_rank(m, &rank, NULL);
+    a.quiet = rank != 0;
+    if (a.quiet)
+        a.dump = NULL;
+    say(&a, "text: %zu files under %s, %lld training and %lld validation characters\n", files,
+        a.text, (long long)tr.n, (long long)va.n);
+    say(&a, "unigram baseline: %.4f bits/char\n", unigram_bits(&tr));
     if (st == KILN_OK)
         st = print_setup(m, &a);
     if (st == KILN_OK)
