@@ -89,7 +89,7 @@ static int parse_args(int argc, char **argv, args *a)
 {
     /* Sized to learn in about four minutes on this project's 2-core CPU
      * (README); the tanh GELU because PoCL's erfc made the exact one's
-     * forward and backward 40% of a step there. */
+     * forward and backward half of the device time there. */
     *a = (args){.blocks = 4, .width = 128, .heads = 4, .context = 64, .batch = 32,
                 .steps = 100, .epochs = 8, .val_windows = 256, .generate = 300,
                 .lr = 2e-3f, .temperature = 0.7f, .gelu = KILN_ACTIVATION_GELU_TANH, .seed = 1,
