@@ -214,6 +214,16 @@ def parity(a):
     print("(the key biases are left out of that line: the softmax ignores a constant per row,\n"
           " so their gradient is zero but for round-off, which Adam turns into steps; their\n"
           " float64 values stay near 0 and their float32 ones wander by about 1e-6)")
+    if a.check is not None:
+        # kiln may stray from the float64 run by float32 round-off: as far as
+        # PyTorch's float32 run does, times the factor, with a floor for runs
+        # where both happen to land close.
+        bound = max(a.check * worst[1], 1e-6)
+        verdict = "within" if worst[0] <= bound else "NOT within"
+        print("check: kiln's loss %s %.2e of the float64 run (%.1f x PyTorch float32's %.2e)"
+              % (verdict, bound, a.check, worst[1]))
+        if worst[0] > bound:
+            sys.exit(1)
 
 
 def bench(a):
@@ -238,6 +248,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dump", help="folder written by char_lm --dump: the parity check")
     p.add_argument("--every", type=int, default=10, help="parity: print every Nth step")
+    p.add_argument("--check", type=float, metavar="FACTOR",
+                   help="parity: exit 1 unless kiln's largest loss difference from the float64 "
+                        "run is within FACTOR x PyTorch float32's")
     p.add_argument("--bench", action="store_true", help="training speed on random ids")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--blocks", type=int, default=4)
