@@ -1,0 +1,66 @@
+#!/bin/sh
+# examples/char_lm end to end on a tiny model (two blocks of width 32, context
+# 16, 80 steps): it trains below the unigram baseline, generates text, and
+# trains the same under mirrored and the pipeline on two devices as on one
+# (the validation losses equal to round-off; same global batch and windows:
+# within 1e-6 after the first 40 steps; later, at this learning rate,
+# round-off grows as training goes on, so within 2e-4, under the 3.7e-4 by
+# which PyTorch's float32 and float64 runs of this very model and batches
+# part by step 80: torch_char_lm.py --dump, README).
+# Text: the Python standard library of the interpreter meson found.
+# Usage: char_lm.sh SOURCE_ROOT CHAR_LM
+set -eu
+exe=$2
+text=$("${KILN_PYTHON:-python3}" -c 'import os; print(os.path.dirname(os.__file__))')
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tiny="--blocks 2 --width 32 --heads 2 --context 16 --batch 16 --steps 40 --epochs 2 --lr 1e-2
+      --val-windows 64 --text $text"
+
+run() {  # name devices strategy [options]
+    name=$1 devices=$2 strategy=$3
+    shift 3
+    if ! POCL_DEVICES="$devices" KILN_STRATEGY=$strategy $exe $tiny "$@" >"$tmp/$name" 2>&1; then
+        cat "$tmp/$name"
+        echo "char_lm.sh: $name failed"
+        exit 1
+    fi
+}
+# The validation losses of every epoch, in nats, one line.
+val_losses() { sed -n 's/.*validation .* (loss \([0-9.]*\)).*/\1/p' "$tmp/$1" | paste -sd' '; }
+
+run one pthread one_device --generate 40
+cat "$tmp/one"
+baseline=$(sed -n 's/^unigram baseline: \([0-9.]*\) bits.*/\1/p' "$tmp/one")
+last=$(sed -n 's/.*validation \([0-9.]*\) bits\/char.*/\1/p' "$tmp/one" | tail -n 1)
+grep -q '^sample (temperature' "$tmp/one" || { echo "char_lm.sh: no sample"; exit 1; }
+awk -v b="$baseline" -v l="$last" 'BEGIN { exit !(l != "" && l < b) }' ||
+    { echo "char_lm.sh: validation $last bits/char is not below the unigram $baseline"; exit 1; }
+
+# Two devices where PoCL gives them; else one device's check is all.
+run two_one "basic basic" one_device --generate 0
+if ! grep -q '^strategy: one_device' "$tmp/two_one"; then
+    cat "$tmp/two_one"; exit 1
+fi
+devices=$(POCL_DEVICES="basic basic" KILN_STRATEGY=mirrored $exe $tiny --steps 1 --epochs 1 \
+          --val-windows 0 --generate 0 | sed -n 's/^strategy: mirrored, \([0-9]*\) .*/\1/p')
+if [ "${devices:-1}" -lt 2 ]; then
+    echo "SKIP of the two-device part: PoCL gave one basic device"
+    exit 0
+fi
+run mirrored "basic basic" mirrored --generate 0
+run pipeline "basic basic" pipeline --generate 0
+grep -q '^stage 1 on' "$tmp/pipeline" ||
+    { cat "$tmp/pipeline"; echo "char_lm.sh: no stage plan"; exit 1; }
+for s in mirrored pipeline; do
+    echo "$s: $(val_losses $s)   one device: $(val_losses two_one)"
+    awk -v a="$(val_losses $s)" -v b="$(val_losses two_one)" 'BEGIN {
+        n = split(a, x, " "); m = split(b, y, " ")
+        if (n != m || n == 0) exit 1
+        for (i = 1; i <= n; i++) {
+            d = x[i] - y[i]; if (d < 0) d = -d
+            if (d > (i == 1 ? 1e-6 : 2e-4)) exit 1
+        }
+    }' || { echo "char_lm.sh: $s's validation losses differ from one device's"; exit 1; }
+done
+echo "char_lm.sh: passed"
