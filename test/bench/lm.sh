@@ -2,7 +2,7 @@
 # kiln's character language model (examples/char_lm) beside the same model in
 # PyTorch on the CPU (test/bench/torch_char_lm.py --bench, 2 threads):
 # training tokens/s at the example's default size (4 blocks, width 128, 4
-# heads, context 64, batch 32, tanh GELU). This machine's speed drifts between
+# heads, context 64, batch 32, exact GELU). This machine's speed drifts between
 # runs, so the two alternate within one run (taking turns to go first); the
 # table lists every run, the medians and the ratio kiln / PyTorch of the
 # medians. Warm-up steps (kernel builds, first allocations) are untimed in
@@ -29,7 +29,7 @@ width=${BENCH_WIDTH:-128}
 blocks=${BENCH_BLOCKS:-4}
 build=${BENCH_BUILD_DIR:-build}
 export POCL_DEVICES="${POCL_DEVICES:-pthread}"
-model="--blocks $blocks --width $width --heads 4 --context $context --batch $batch --gelu tanh"
+model="--blocks $blocks --width $width --heads 4 --context $context --batch $batch --gelu exact"
 
 [ -f "$build/build.ninja" ] || meson setup "$build"
 # Only the example: a test mid-edit elsewhere must not block the benchmark.

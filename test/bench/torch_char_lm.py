@@ -258,7 +258,7 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--gelu", choices=("exact", "tanh"), default="tanh")
+    p.add_argument("--gelu", choices=("exact", "tanh"), default="exact")
     p.add_argument("--steps", type=int, default=10, help="bench: timed steps")
     p.add_argument("--warmup", type=int, default=2, help="bench: untimed steps first")
     a = p.parse_args()
