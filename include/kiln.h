@@ -1021,6 +1021,8 @@ typedef struct kiln_arrays_desc {
      *  descriptors, one per Input in the model's input order. 0: one input,
      *  described by the fields above. */
     int32_t n_inputs;
+    /** n_inputs descriptors (NULL when n_inputs is 0), one per Input in the
+     *  model's input order; each is copied like the single-input fields. */
     const kiln_input_array *inputs;
 } kiln_arrays_desc;
 
