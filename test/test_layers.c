@@ -649,14 +649,14 @@ int main(void)
     const conv_case seed = {.filters = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
                             .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
     test_conv(ctx, fashion, 5, &seed);
-    /* 3x3 stride-1 'same' with 8 or more channels each way: Winograd's
+    /* 3x3 stride-1 'same' with 128 or more channels each way: Winograd's
      * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
      * leave tiles partly outside the image. */
-    const int32_t deep[] = {9, 8, 8}, deeper[] = {11, 9, 12};
+    const int32_t deep[] = {5, 3, 128}, deeper[] = {2, 7, 130};
     const conv_case wino[] = {
-        {.filters = 8, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+        {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
          .act = KILN_ACTIVATION_RELU},
-        {.filters = 10, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+        {.filters = 133, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
          .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
     };
     for (size_t i = 0; i < 2; i++) {
