@@ -800,7 +800,7 @@ typedef struct kiln_compile_options {
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
- * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
+ * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */
