@@ -10,9 +10,13 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Rows of the probabilities at most this long go a work-item per row; longer
- * ones a work-group per row, of ROW_LANES lanes (ATT_LANES in
+/* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
+ * _tiled one: register tiles of 4 rows, TILE_ROWS here. On the GPU variant,
+ * rows of the probabilities at most NARROW_ROW long go a work-item per row;
+ * longer ones a work-group per row, of ROW_LANES lanes (ATT_LANES in
  * attention.cl; the device's work-group may be narrower). */
+#define TILE_ROWS 4
+#define TILE_VALUES 8
 #define NARROW_ROW 32
 #define ROW_LANES 64
 
@@ -157,6 +161,7 @@ typedef struct mha_replica {
     struct {
         kiln_kernel *probs, *weigh, *weigh_t, *backward_scores;
     } kernels;
+    int tiled;   /* the kernels are attention.cl's _tiled ones */
 } mha_replica;
 
 static int narrow(const mha_config *c)
@@ -168,18 +173,41 @@ static kiln_status mha_kernels(const void *config, void *replica, kiln_device *d
 {
     const mha_config *c = config;
     mha_replica *r = replica;
-    kiln_status st = kiln_kernel_get(dev, "attention", narrow(c) ? "kiln_attention_probs"
-                                                                 : "kiln_attention_probs_wide",
-                                     &r->kernels.probs);
-    if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh", &r->kernels.weigh);
-    if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "attention", "kiln_attention_weigh_t", &r->kernels.weigh_t);
-    if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "attention", narrow(c) ? "kiln_attention_backward_scores"
-                                               : "kiln_attention_backward_scores_wide",
-                             &r->kernels.backward_scores);
+    kiln_device_info info = {.struct_size = sizeof info};
+    kiln_device_describe(dev, &info);
+    r->tiled = !info.gpu_kernels;
+    const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
+                                 "kiln_attention_weigh_t_tiled",
+                                 "kiln_attention_backward_scores_tiled"};
+    const char *const by_row[] = {
+        narrow(c) ? "kiln_attention_probs" : "kiln_attention_probs_wide",
+        "kiln_attention_weigh", "kiln_attention_weigh_t",
+        narrow(c) ? "kiln_attention_backward_scores" : "kiln_attention_backward_scores_wide"};
+    const char *const *names = r->tiled ? tiled : by_row;
+    kiln_kernel **const into[] = {&r->kernels.probs, &r->kernels.weigh, &r->kernels.weigh_t,
+                                  &r->kernels.backward_scores};
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < 4 && st == KILN_OK; i++)
+        st = kiln_kernel_get(dev, "attention", names[i], into[i]);
     return st;
+}
+
+static size_t blocks_of(size_t n, size_t block)
+{
+    return (n + block - 1) / block;
+}
+
+/* The score kernels (probs, backward_scores) over B * H * Tq rows. */
+static kiln_status run_rows(const mha_config *c, const mha_replica *r, const kiln_step *s,
+                            kiln_kernel *kernel, kiln_args a)
+{
+    const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
+    if (r->tiled) {
+        const size_t range[2] = {blocks_of((size_t)c->tq, TILE_ROWS),
+                                 (size_t)s->batch * (size_t)c->heads};
+        return kiln_kernel_run(s->dev, kernel, 2, range, a);
+    }
+    return kiln_kernel_run1(s->dev, kernel, narrow(c) ? rows : rows * ROW_LANES, a);
 }
 
 static void mha_release(void *replica)
@@ -282,8 +310,10 @@ static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_s
                             kiln_arg_int(s->batch), kiln_arg_int(c->heads), kiln_arg_int(c->tq),
                             kiln_arg_int(c->tv), kiln_arg_int(X), kiln_arg_int(c->causal),
                             DROPOUT_ARGS(c, s, rate));
-    const size_t range[2] = {(size_t)c->heads * (size_t)X,
-                             (size_t)s->batch * (size_t)(transposed ? c->tv : c->tq)};
+    const size_t rows = (size_t)(transposed ? c->tv : c->tq), heads = (size_t)c->heads;
+    const size_t range[2] = {
+        r->tiled ? heads * blocks_of((size_t)X, TILE_VALUES) : heads * (size_t)X,
+        (size_t)s->batch * (r->tiled ? blocks_of(rows, TILE_ROWS) : rows)};
     return kiln_kernel_run(s->dev, transposed ? r->kernels.weigh_t : r->kernels.weigh, 2, range,
                            a);
 }
@@ -302,12 +332,13 @@ static kiln_status mha_forward(const void *config, void *replica, const kiln_ste
     if (st == KILN_OK)
         st = project(c, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->v);
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
-                            kiln_arg_buffer(r->probs), kiln_arg_int((int64_t)rows),
+                            kiln_arg_buffer(r->probs),
+                            kiln_arg_int(r->tiled ? (int64_t)s->batch : (int64_t)rows),
                             kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
                             kiln_arg_int(c->key_dim), kiln_arg_float(score_scale(c)),
                             kiln_arg_int(c->causal));
     if (st == KILN_OK)
-        st = kiln_kernel_run1(s->dev, r->kernels.probs, narrow(c) ? rows : rows * ROW_LANES, a);
+        st = run_rows(c, r, s, r->kernels.probs, a);
     if (st == KILN_OK)
         st = weigh(c, r, s, 0, r->probs, r->v, r->context, c->vdim, drop_rate(c, s));
     if (st == KILN_OK)
@@ -354,13 +385,13 @@ static kiln_status mha_backward(const void *config, void *replica, const kiln_st
                                       s->d_out, r->dcontext, 0);
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dcontext),
                             kiln_arg_buffer(r->v), kiln_arg_buffer(r->dscores),
-                            kiln_arg_int((int64_t)rows), kiln_arg_int(c->heads),
+                            kiln_arg_int(r->tiled ? (int64_t)s->batch : (int64_t)rows),
+                            kiln_arg_int(c->heads),
                             kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->vdim),
                             kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
                             DROPOUT_ARGS(c, s, rate));
     if (st == KILN_OK)
-        st = kiln_kernel_run1(s->dev, r->kernels.backward_scores,
-                              narrow(c) ? rows : rows * ROW_LANES, a);
+        st = run_rows(c, r, s, r->kernels.backward_scores, a);
     if (st == KILN_OK)   /* dv = (p with its dropout)^T dc */
         st = weigh(c, r, s, 1, r->probs, r->dcontext, r->dv, c->vdim, rate);
     if (st == KILN_OK)   /* dq = ds k */

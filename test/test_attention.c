@@ -331,7 +331,15 @@ int main(void)
                            .dropout = 0.2f};
     const mha_case wide_cross = {.tq = 9, .d = 20, .tv = 36, .dv = 5, .heads = 3, .key_dim = 4,
                                  .value_dim = 2};
+    /* Head sizes past one float8 chunk (the tiled kernels' dot products and
+     * value blocks): a partial chunk after a whole one, and whole ones. */
+    const mha_case long_heads = {.tq = 13, .d = 7, .heads = 2, .key_dim = 11, .value_dim = 9,
+                                 .causal = 1, .dropout = 0.25f};
+    const mha_case whole_chunks = {.tq = 6, .d = 5, .tv = 10, .dv = 3, .heads = 2,
+                                   .key_dim = 16, .value_dim = 8};
     test_case(ctx, "self-attention", 3, &self);
+    test_case(ctx, "causal self-attention, key_dim 11, value_dim 9, dropout", 3, &long_heads);
+    test_case(ctx, "cross-attention, key_dim 16, value_dim 8", 2, &whole_chunks);
     test_case(ctx, "causal self-attention", 2, &causal);
     test_case(ctx, "cross-attention Tq < Tv", 3, &cross);
     test_case(ctx, "causal cross-attention Tq < Tv", 2, &cross_causal);
