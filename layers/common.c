@@ -43,8 +43,12 @@ kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t 
     kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(params),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(act));
-    const size_t range[2] = {cols, rows};
-    return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add", 2, range, a);
+    if (kiln_device_gpu_kernels(dev)) {
+        const size_t range[2] = {cols, rows};
+        return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add", 2, range, a);
+    }
+    const size_t range[2] = {(cols + 7) / 8, rows};
+    return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add8", 2, range, a);
 }
 
 kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from)
@@ -67,8 +71,9 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int((int64_t)rows),
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(out),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
-    /* One 64-wide work-group per column. */
-    return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum", cols * 64, a);
+    if (kiln_device_gpu_kernels(dev))   /* one 64-wide work-group per column */
+        return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum", cols * 64, a);
+    return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum8", (cols + 7) / 8, a);
 }
 
 kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,

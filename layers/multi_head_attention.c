@@ -173,9 +173,7 @@ static kiln_status mha_kernels(const void *config, void *replica, kiln_device *d
 {
     const mha_config *c = config;
     mha_replica *r = replica;
-    kiln_device_info info = {.struct_size = sizeof info};
-    kiln_device_describe(dev, &info);
-    r->tiled = !info.gpu_kernels;
+    r->tiled = !kiln_device_gpu_kernels(dev);
     const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
                                  "kiln_attention_weigh_t_tiled",
                                  "kiln_attention_backward_scores_tiled"};

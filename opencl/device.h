@@ -20,6 +20,8 @@ void kiln_devices_close(kiln_host *host, kiln_device **devices, int32_t n_device
 void kiln_device_destroy(kiln_device *dev);
 
 void kiln_device_describe(const kiln_device *dev, kiln_device_info *info);
+/* Nonzero when the device runs kernels' GPU variant (kernel_variant.c). */
+int kiln_device_gpu_kernels(const kiln_device *dev);
 /* "device 0 (pthread-skylake-avx512)": for messages. */
 const char *kiln_device_label(const kiln_device *dev);
 /* The host (allocator, log, diagnostics) the device reports through. */

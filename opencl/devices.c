@@ -344,6 +344,11 @@ void kiln_device_describe(const kiln_device *dev, kiln_device_info *info)
     kiln_struct_export(info, &dev->info, sizeof *info);
 }
 
+int kiln_device_gpu_kernels(const kiln_device *dev)
+{
+    return dev->gpu_kernels;
+}
+
 const char *kiln_device_label(const kiln_device *dev)
 {
     return dev->label;

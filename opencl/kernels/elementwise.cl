@@ -23,8 +23,48 @@ __kernel void kiln_elementwise_bias_add(__global float *y, int rows, int cols,
     *v = kiln_activate(*v + params[bias_offset + c], act);
 }
 
+/* kiln_elementwise_bias_add eight columns at a time, over a (column
+ * blocks, rows) range: the CPU variant (one bias and activation call per
+ * float, the GPU variant's, ran at 3 GB/s on PoCL). */
+__kernel void kiln_elementwise_bias_add8(__global float *y, int rows, int cols,
+                                         __global const float *params, int bias_offset, int act)
+{
+    const int c = get_global_id(0) * 8, r = get_global_id(1);
+    if (c >= cols || r >= rows)
+        return;
+    __global float *v = y + (size_t)r * cols + c;
+    const int n = cols - c;
+    kiln_store8(v, kiln_activate8(kiln_load8(v, n) + kiln_load8(params + bias_offset + c, n),
+                                  act), n);
+}
+
+/* out[offset + c] (+)= sum over rows of x[r, c], a work-item per eight
+ * columns walking down the rows: the CPU variant, reading whole cache
+ * lines where a work-group per column reads one float of each (4 GB/s on
+ * PoCL). Each sum runs in row order: deterministic. */
+__kernel void kiln_elementwise_column_sum8(__global const float *x, int rows, int cols,
+                                           __global float *out, int offset, int accumulate)
+{
+    const int c = get_global_id(0) * 8;
+    if (c >= cols)
+        return;
+    const int n = cols - c;
+    __global const float *col = x + c;
+    float8 s = (float8)(0.0f);
+    if (n >= 8)
+        for (int r = 0; r < rows; r++)
+            s += vload8(0, col + (size_t)r * cols);
+    else
+        for (int r = 0; r < rows; r++)
+            s += kiln_load8(col + (size_t)r * cols, n);
+    if (accumulate)
+        s += kiln_load8(out + offset + c, n);
+    kiln_store8(out + offset + c, s, n);
+}
+
 /* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].
- * The tree reduction has a fixed order, so results are deterministic. */
+ * The tree reduction has a fixed order, so results are deterministic. The
+ * GPU variant. */
 __kernel void kiln_elementwise_column_sum(__global const float *x, int rows, int cols,
                                           __global float *out, int offset, int accumulate)
 {
