@@ -31,6 +31,7 @@ typedef struct ln_replica {
     struct {
         kiln_kernel *forward, *backward, *param_partial, *param_reduce;
     } kernels;
+    int per_item;   /* forward and backward take a work-item per row */
 } ln_replica;
 
 static kiln_status ln_infer(void *config, kiln_layer_build *b)
@@ -63,16 +64,32 @@ static int narrow(const ln_config *c)
     return c->channels <= NARROW_ROW;
 }
 
+/* The kernels' variant: a work-item per row on the CPU variant, eight
+ * values at a time (_rows8); on the GPU variant a work-item per narrow
+ * row, a work-group per wide one. */
+static const char *row_kernel(const ln_config *c, const kiln_device *dev, const char *per_group,
+                              const char *per_item, const char *per_item8)
+{
+    if (!kiln_device_gpu_kernels(dev))
+        return per_item8;
+    return narrow(c) ? per_item : per_group;
+}
+
 static kiln_status ln_kernels(const void *config, void *replica, kiln_device *dev)
 {
     const ln_config *c = config;
     ln_replica *r = replica;
-    kiln_status st = kiln_kernel_get(dev, "layer_norm", narrow(c) ? "kiln_layer_norm_forward_rows"
-                                                                  : "kiln_layer_norm_forward",
+    r->per_item = !kiln_device_gpu_kernels(dev) || narrow(c);
+    kiln_status st = kiln_kernel_get(dev, "layer_norm",
+                                     row_kernel(c, dev, "kiln_layer_norm_forward",
+                                                "kiln_layer_norm_forward_rows",
+                                                "kiln_layer_norm_forward_rows8"),
                                      &r->kernels.forward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "layer_norm", narrow(c) ? "kiln_layer_norm_backward_rows"
-                                                          : "kiln_layer_norm_backward",
+        st = kiln_kernel_get(dev, "layer_norm",
+                             row_kernel(c, dev, "kiln_layer_norm_backward",
+                                        "kiln_layer_norm_backward_rows",
+                                        "kiln_layer_norm_backward_rows8"),
                              &r->kernels.backward);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "layer_norm", "kiln_layer_norm_param_partial",
@@ -117,10 +134,10 @@ static int64_t offset_of(const kiln_step *s, int32_t index)
 
 /* A row's kernel over its range: a work-group of ROW_LANES per row, or a
  * work-item. */
-static kiln_status run_rows(const ln_config *c, kiln_device *dev, kiln_kernel *k, size_t rows,
+static kiln_status run_rows(const ln_replica *r, kiln_device *dev, kiln_kernel *k, size_t rows,
                             kiln_args a)
 {
-    return kiln_kernel_run1(dev, k, narrow(c) ? rows : rows * ROW_LANES, a);
+    return kiln_kernel_run1(dev, k, r->per_item ? rows : rows * ROW_LANES, a);
 }
 
 static kiln_status ln_forward(const void *config, void *replica, const kiln_step *s)
@@ -133,7 +150,7 @@ static kiln_status ln_forward(const void *config, void *replica, const kiln_step
                             kiln_arg_buffer(s->params), kiln_arg_int(offset_of(s, c->gamma)),
                             kiln_arg_int(offset_of(s, c->beta)), kiln_arg_float(c->epsilon),
                             kiln_arg_buffer(r->stats));
-    return run_rows(c, s->dev, r->kernels.forward, rows, a);
+    return run_rows(r, s->dev, r->kernels.forward, rows, a);
 }
 
 static size_t chunk_rows(size_t rows)
@@ -170,7 +187,7 @@ static kiln_status ln_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int(c->channels), kiln_arg_buffer(s->params),
                             kiln_arg_int(offset_of(s, c->gamma)), kiln_arg_buffer(r->stats),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return run_rows(c, s->dev, r->kernels.backward, rows, d);
+    return run_rows(r, s->dev, r->kernels.backward, rows, d);
 }
 
 static uint64_t ln_flops(const void *config, const kiln_shape *in_shape)

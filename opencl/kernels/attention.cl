@@ -261,13 +261,6 @@ __kernel void kiln_attention_backward_scores_wide(__global const float *p,
  * softmax (or its backward) over them itself; the weighing products are 4
  * rows by 8 values with float8 accumulators. */
 
-inline float att_hsum8(float8 v)
-{
-    const float4 s = v.lo + v.hi;
-    const float2 t = s.lo + s.hi;
-    return t.x + t.y;
-}
-
 /* Lanes 0..count-1 of eight. */
 inline int8 att_lanes_below(int count)
 {
@@ -297,14 +290,14 @@ inline void att_dot_tile(__global const float *a0, __global const float *a1,
         s20 += x2 * y0; s21 += x2 * y1; s22 += x2 * y2; s23 += x2 * y3;
         s30 += x3 * y0; s31 += x3 * y1; s32 += x3 * y2; s33 += x3 * y3;
     }
-    dot[0][0] = att_hsum8(s00); dot[0][1] = att_hsum8(s01);
-    dot[0][2] = att_hsum8(s02); dot[0][3] = att_hsum8(s03);
-    dot[1][0] = att_hsum8(s10); dot[1][1] = att_hsum8(s11);
-    dot[1][2] = att_hsum8(s12); dot[1][3] = att_hsum8(s13);
-    dot[2][0] = att_hsum8(s20); dot[2][1] = att_hsum8(s21);
-    dot[2][2] = att_hsum8(s22); dot[2][3] = att_hsum8(s23);
-    dot[3][0] = att_hsum8(s30); dot[3][1] = att_hsum8(s31);
-    dot[3][2] = att_hsum8(s32); dot[3][3] = att_hsum8(s33);
+    dot[0][0] = kiln_sum8(s00); dot[0][1] = kiln_sum8(s01);
+    dot[0][2] = kiln_sum8(s02); dot[0][3] = kiln_sum8(s03);
+    dot[1][0] = kiln_sum8(s10); dot[1][1] = kiln_sum8(s11);
+    dot[1][2] = kiln_sum8(s12); dot[1][3] = kiln_sum8(s13);
+    dot[2][0] = kiln_sum8(s20); dot[2][1] = kiln_sum8(s21);
+    dot[2][2] = kiln_sum8(s22); dot[2][3] = kiln_sum8(s23);
+    dot[3][0] = kiln_sum8(s30); dot[3][1] = kiln_sum8(s31);
+    dot[3][2] = kiln_sum8(s32); dot[3][3] = kiln_sum8(s33);
 }
 
 /* Row r of a 4-row tile starting at row `first` of `count` rows, each
@@ -358,7 +351,7 @@ __kernel void kiln_attention_probs_tiled(__global const float *q, __global const
             total += select((float8)(0.0f), e, att_lanes_below(n - j));
             kiln_store8(pr + j, e, n - j);
         }
-        const float inv = 1.0f / att_hsum8(total);
+        const float inv = 1.0f / kiln_sum8(total);
         for (int j = 0; j < n; j += 8)
             kiln_store8(pr + j, kiln_load8(pr + j, n - j) * inv, n - j);
         for (int j = n; j < Tv; j++)

@@ -171,6 +171,79 @@ __kernel void kiln_layer_norm_backward_rows(__global const float *x, __global co
     }
 }
 
+/* The CPU variant of forward and backward: a work-item per row, eight
+ * values at a time (the kernels above read one float per work-item, which
+ * PoCL's CPU device runs at about 1 GB/s). The statistics take two sweeps
+ * over the row (in cache): the mean, then the squared deviations from it. */
+inline float8 ln_scale8(__global const float *params, int gamma_offset, int j, int n)
+{
+    return gamma_offset >= 0 ? kiln_load8(params + gamma_offset + j, n) : (float8)(1.0f);
+}
+
+inline float8 ln_shift8(__global const float *params, int beta_offset, int j, int n)
+{
+    return beta_offset >= 0 ? kiln_load8(params + beta_offset + j, n) : (float8)(0.0f);
+}
+
+__kernel void kiln_layer_norm_forward_rows8(__global const float *x, __global float *y,
+                                            int rows, int C, __global const float *params,
+                                            int gamma_offset, int beta_offset, float epsilon,
+                                            __global float *stats)
+{
+    const int row = get_global_id(0);
+    if (row >= rows)
+        return;
+    __global const float *xr = x + (size_t)row * C;
+    float8 total = (float8)(0.0f);
+    for (int j = 0; j < C; j += 8)
+        total += kiln_load8(xr + j, C - j);   /* lanes past C load 0 */
+    const float mu = kiln_sum8(total) / (float)C;
+    float8 squares = (float8)(0.0f);
+    for (int j = 0; j < C; j += 8) {
+        const float8 d = kiln_load8(xr + j, C - j) - mu;
+        squares += select((float8)(0.0f), d * d,
+                          (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(C - j));
+    }
+    const float inv = rsqrt(kiln_sum8(squares) / (float)C + epsilon);
+    stats[2 * (size_t)row] = mu;
+    stats[2 * (size_t)row + 1] = inv;
+    __global float *yr = y + (size_t)row * C;
+    for (int j = 0; j < C; j += 8) {
+        const int n = C - j;
+        kiln_store8(yr + j, (kiln_load8(xr + j, n) - mu) * inv *
+                            ln_scale8(params, gamma_offset, j, n) +
+                            ln_shift8(params, beta_offset, j, n), n);
+    }
+}
+
+__kernel void kiln_layer_norm_backward_rows8(__global const float *x, __global const float *dy,
+                                             __global float *dx, int rows, int C,
+                                             __global const float *params, int gamma_offset,
+                                             __global const float *stats, int accumulate)
+{
+    const int row = get_global_id(0);
+    if (row >= rows)
+        return;
+    const size_t at = (size_t)row * C;
+    const float mu = stats[2 * (size_t)row], inv = stats[2 * (size_t)row + 1];
+    float8 s = (float8)(0.0f), t = (float8)(0.0f);
+    for (int j = 0; j < C; j += 8) {   /* lanes past C: dy loads 0, so g is 0 */
+        const int n = C - j;
+        const float8 g = kiln_load8(dy + at + j, n) * ln_scale8(params, gamma_offset, j, n);
+        s += g;
+        t += g * (kiln_load8(x + at + j, n) - mu) * inv;
+    }
+    const float mean_g = kiln_sum8(s) / (float)C, mean_gx = kiln_sum8(t) / (float)C;
+    for (int j = 0; j < C; j += 8) {
+        const int n = C - j;
+        const float8 g = kiln_load8(dy + at + j, n) * ln_scale8(params, gamma_offset, j, n);
+        float8 d = inv * (g - mean_g - (kiln_load8(x + at + j, n) - mu) * inv * mean_gx);
+        if (accumulate)
+            d += kiln_load8(dx + at + j, n);
+        kiln_store8(dx + at + j, d, n);
+    }
+}
+
 /* gamma's and beta's gradients, per chunk of rows: partial[chunk, 0..C) =
  * sum dy, partial[chunk, C..2C) = sum dy xhat, over a (C blocks of 8,
  * chunks) range; kiln_layer_norm_param_reduce adds the chunks in order. */

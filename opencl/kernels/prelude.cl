@@ -127,6 +127,14 @@ inline void kiln_store8(__global float *p, float8 x, int count)
         p[j] = v[j];
 }
 
+/* The sum of a vector's eight lanes, pairwise. */
+inline float kiln_sum8(float8 v)
+{
+    const float4 s = v.lo + v.hi;
+    const float2 t = s.lo + s.hi;
+    return t.x + t.y;
+}
+
 inline int8 kiln_load8i(__global const int *p, int count)
 {
     if (count >= 8)
