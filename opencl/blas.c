@@ -61,7 +61,7 @@ static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, si
                                                                : "kiln_gemm_nn_local", &kernel);
         return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, 2, range, local, args);
     }
-    const size_t range[2] = {(n + 7) / 8, (m + 3) / 4};
+    const size_t range[2] = {(n + 15) / 16, (m + 3) / 4};   /* 4 x 16 tiles (gemm.cl) */
     return kiln_run(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", 2, range, args);
 }
 

@@ -98,26 +98,31 @@ static double frand(uint64_t *s)
     return (double)(*s >> 40) / (double)(1ULL << 24) - 0.5;
 }
 
-/* C = op(A) op(B) on the device against a float64 loop. */
+/* C = alpha op(A) op(B) + beta C on the device against a float64 loop,
+ * with alpha and beta other than 1 and 0 (layers accumulate through beta). */
 static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, kiln_gemm_op tb)
 {
     kiln_device *dev = ctx->devices[0];
     float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)k * n, 4);
-    float *c = calloc((size_t)m * n, 4);
+    float *c = calloc((size_t)m * n, 4), *c0 = calloc((size_t)m * n, 4);
+    const float alpha = 0.5f, beta = 0.75f;
     const int t_a = ta == KILN_GEMM_T, t_b = tb == KILN_GEMM_T;
     uint64_t s = (uint64_t)(m * 131 + n * 17 + k + t_a * 7 + t_b);
     for (int i = 0; i < m * k; i++)
         a[i] = (float)frand(&s);
     for (int i = 0; i < k * n; i++)
         b[i] = (float)frand(&s);
+    for (int i = 0; i < m * n; i++)
+        c0[i] = (float)frand(&s);
     kiln_buffer *da = NULL, *db = NULL, *dc = NULL;
     CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * k * 4, "a", &da));
     CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)k * n * 4, "b", &db));
     CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * n * 4, "c", &dc));
     CHECK_OK(ctx, kiln_buffer_write(dev, da, 0, a, (size_t)m * k * 4, 1));
     CHECK_OK(ctx, kiln_buffer_write(dev, db, 0, b, (size_t)k * n * 4, 1));
-    CHECK_OK(ctx, kiln_gemm(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, da, 0,
-                            t_a ? (size_t)m : (size_t)k, db, 0, t_b ? (size_t)k : (size_t)n, 0.0f,
+    CHECK_OK(ctx, kiln_buffer_write(dev, dc, 0, c0, (size_t)m * n * 4, 1));
+    CHECK_OK(ctx, kiln_gemm(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, alpha, da, 0,
+                            t_a ? (size_t)m : (size_t)k, db, 0, t_b ? (size_t)k : (size_t)n, beta,
                             dc, 0, (size_t)n));
     CHECK_OK(ctx, kiln_buffer_read(dev, dc, 0, c, (size_t)m * n * 4));
     double worst = 0;
@@ -126,6 +131,7 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, 
             double ref = 0;
             for (int l = 0; l < k; l++)
                 ref += (double)a[t_a ? l * m + i : i * k + l] * b[t_b ? j * k + l : l * n + j];
+            ref = alpha * ref + beta * (double)c0[i * n + j];
             const double e = fabs(c[i * n + j] - ref) / (1.0 + fabs(ref));
             worst = e > worst ? e : worst;
         }
@@ -138,6 +144,7 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, 
     free(a);
     free(b);
     free(c);
+    free(c0);
 }
 
 /* NN, TN, NT. */

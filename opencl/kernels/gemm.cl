@@ -1,44 +1,63 @@
 /* kiln's own GEMM, C = alpha op(A) B + beta C, row-major, for B small
  * enough to stay in cache (blas.c decides). Each work-item computes a
- * 4-row by 8-column tile of C with float8 accumulators (kiln_load8,
+ * 4-row by 16-column tile of C, two float8 accumulators a row (kiln_load8,
  * prelude.cl), over a (column blocks, row blocks) range: B's rows are read
- * as vectors, A's values broadcast. No local memory and no blocking over
- * k: simple, and on the devices measured faster than CLBlast on such shapes
- * (README). */
+ * as vectors, A's values broadcast, each broadcast feeding two multiplies.
+ * (4 x 8 tiles, one accumulator a row, took 1.8 times as long over the
+ * char LM's GEMMs; one float16 accumulator a row, twice as long: PoCL
+ * splits it badly.) No local memory and no blocking over k: simple, and on
+ * the devices measured faster than CLBlast on such shapes (README). */
 
-/* One tile of C. The 4 x k block of op(A) starts at `a`; the element of
- * its row r at step l lies at a[r * row_step + l * k_step]: NN walks rows
- * of A (row_step lda, k_step 1), TN walks down columns (1, lda). Both
- * kernels pass their steps as constants, so each compiles to its own loop. */
+/* The 4 x k block of op(A) starts at `a`; the element of its row r at step
+ * l lies at a[r * row_step + l * k_step]: NN walks rows of A (row_step
+ * lda, k_step 1), TN walks down columns (1, lda). Both kernels pass their
+ * steps as constants, so each compiles to its own loop. */
+#define GEMM_TILE_STEP(load_lo, load_hi)                                                       \
+    for (int l = 0; l < k; l++) {                                                              \
+        __global const float *x = ar + (size_t)l * k_step;                                     \
+        __global const float *y = bc + (size_t)l * ldb;                                        \
+        const float8 v = load_lo, w = load_hi;                                                 \
+        const float x0 = x[0], x1 = x[r1], x2 = x[r2], x3 = x[r3];                             \
+        lo0 += x0 * v; hi0 += x0 * w;                                                          \
+        lo1 += x1 * v; hi1 += x1 * w;                                                          \
+        lo2 += x2 * v; hi2 += x2 * w;                                                          \
+        lo3 += x3 * v; hi3 += x3 * w;                                                          \
+    }
+
 inline void kiln_gemm_tile(int m, int n, int k, float alpha, __global const float *a,
                            int row_step, int k_step, __global const float *b, int b_offset,
                            int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
-    const int j0 = get_global_id(0) * 8, i0 = get_global_id(1) * 4;
+    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 4;
     if (j0 >= n || i0 >= m)
         return;
     const int cols = n - j0, rows = min(4, m - i0);
     __global const float *ar = a + (size_t)i0 * row_step;
     __global const float *bc = b + b_offset + j0;
-    float8 acc0 = (float8)(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    float8 lo0 = (float8)(0.0f), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+    float8 hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
     /* Rows past m read row i0 again (in bounds); their sums are not stored. */
     const int r1 = rows > 1 ? row_step : 0, r2 = rows > 2 ? 2 * row_step : 0;
     const int r3 = rows > 3 ? 3 * row_step : 0;
-    for (int l = 0; l < k; l++) {
-        __global const float *x = ar + (size_t)l * k_step;
-        const float8 v = kiln_load8(bc + (size_t)l * ldb, cols);
-        acc0 += x[0] * v;
-        acc1 += x[r1] * v;
-        acc2 += x[r2] * v;
-        acc3 += x[r3] * v;
-    }
-    const float8 acc[4] = {acc0, acc1, acc2, acc3};
+    if (cols >= 16)   /* the common case: whole vectors, no count checks */
+        GEMM_TILE_STEP(vload8(0, y), vload8(1, y))
+    else if (cols > 8)
+        GEMM_TILE_STEP(vload8(0, y), kiln_load8(y + 8, cols - 8))
+    else   /* the high half is zero and not stored */
+        GEMM_TILE_STEP(kiln_load8(y, cols), (float8)(0.0f))
+    const float8 lo[4] = {lo0, lo1, lo2, lo3}, hi[4] = {hi0, hi1, hi2, hi3};
     for (int r = 0; r < rows; r++) {
         __global float *dst = c + c_offset + (size_t)(i0 + r) * ldc + j0;
-        float8 out = alpha * acc[r];
+        float8 out = alpha * lo[r];
         if (beta != 0.0f)
             out += beta * kiln_load8(dst, cols);
         kiln_store8(dst, out, cols);
+        if (cols > 8) {
+            out = alpha * hi[r];
+            if (beta != 0.0f)
+                out += beta * kiln_load8(dst + 8, cols - 8);
+            kiln_store8(dst + 8, out, cols - 8);
+        }
     }
 }
 
@@ -157,3 +176,4 @@ __kernel void kiln_gemm_tn_local(int m, int n, int k, float alpha, __global cons
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 1, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);
 }
+
