@@ -30,7 +30,8 @@ ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention
     test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite
-    test_sequence_labels test_multi_input test_layers_gpu_kernels test_train_gpu_kernels"}
+    test_sequence_labels test_multi_input test_layers_gpu_kernels test_train_gpu_kernels
+    test_attention_gpu_kernels"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # Oclgrind's runtime is preloaded; with no ICD vendors a program it did not
