@@ -157,7 +157,9 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
                                 kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
                                 kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
                                 kiln_arg_float(o->epsilon), g, use);
-        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam", n, a);
+        if (kiln_device_gpu_kernels(dev))
+            return kiln_run1(dev, "optimizer", "kiln_optimizer_adam", n, a);
+        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam8", (n + 7) / 8, a);
     }
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;

@@ -36,6 +36,27 @@ __kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __
     p[i] -= alpha * mi / (sqrt(vi) + epsilon);
 }
 
+/* kiln_optimizer_adam eight parameters per work-item: the CPU variant (a
+ * work-item per float ran the seed ResNet's 11M-parameter update at about
+ * 5 GB/s on PoCL). The same arithmetic lane by lane. */
+__kernel void kiln_optimizer_adam8(__global float *p, __global const float *g,
+                                   __global float *m, __global float *v, int n, float alpha,
+                                   float beta_1, float beta_2, float epsilon,
+                                   __global const float *guard, int use_guard)
+{
+    const int i = get_global_id(0) * 8;
+    if (i >= n || (use_guard && !isfinite(guard[0])))
+        return;
+    const int count = n - i;
+    const float8 gi = kiln_load8(g + i, count), m0 = kiln_load8(m + i, count);
+    const float8 v0 = kiln_load8(v + i, count);
+    const float8 mi = m0 + (gi - m0) * (1.0f - beta_1);
+    const float8 vi = v0 + (gi * gi - v0) * (1.0f - beta_2);
+    kiln_store8(m + i, mi, count);
+    kiln_store8(v + i, vi, count);
+    kiln_store8(p + i, kiln_load8(p + i, count) - alpha * mi / (sqrt(vi) + epsilon), count);
+}
+
 /* Makes guard[0] NaN when any of g[0..n) is NaN or infinite, and leaves it
  * alone otherwise: a ReLU turns a NaN into 0, so the loss can be finite
  * while a gradient is not, and the optimizers' guard then skips the step
