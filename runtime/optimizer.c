@@ -128,14 +128,20 @@ int kiln_optimizer_all_finite(const float *x, size_t n)
 /* Enough work-groups to fill a large GPU, few enough that a small gradient
  * is not mostly idle work-items. */
 #define FINITE_ITEMS (256 * 64)
+#define CPU_STRETCH 4096
 
 kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *grads, size_t n,
                                         kiln_buffer *guard)
 {
     kiln_args a = KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)n),
                             kiln_arg_buffer(guard));
-    return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite",
-                     n < FINITE_ITEMS ? n : FINITE_ITEMS, a);
+    if (kiln_device_gpu_kernels(dev))
+        return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite",
+                         n < FINITE_ITEMS ? n : FINITE_ITEMS, a);
+    /* The CPU variant: stretches of at least CPU_STRETCH floats. */
+    const size_t items = (n + CPU_STRETCH - 1) / CPU_STRETCH;
+    return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite8",
+                     items < FINITE_ITEMS ? items : FINITE_ITEMS, a);
 }
 
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,

@@ -93,6 +93,24 @@ __kernel void kiln_optimizer_check_finite(__global const float *g, int n,
         atomic_xchg((volatile __global float *)guard, NAN);
 }
 
+/* The CPU variant: each work-item one contiguous stretch (a multiple of 8
+ * floats), read eight at a time; one that finds a NaN or infinity writes
+ * NaN as above. No local memory: on a CPU a group's items take turns, and
+ * the variant above had each of them read every 64th float of its group's
+ * stretch. */
+__kernel void kiln_optimizer_check_finite8(__global const float *g, int n,
+                                           __global float *guard)
+{
+    const int items = get_global_size(0);
+    const int stretch = ((n + items - 1) / items + 7) / 8 * 8;
+    const int start = get_global_id(0) * stretch, end = min(n, start + stretch);
+    float8 s = (float8)(0.0f);
+    for (int i = start; i < end; i += 8)
+        s += kiln_load8(g + i, end - i) * 0.0f;
+    if (kiln_sum8(s) != 0.0f)
+        atomic_xchg((volatile __global float *)guard, NAN);
+}
+
 /* Gradient accumulation over [offset, offset + n) of the flat buffers:
  * accum += g on intermediate micro-steps; on the last, g = (accum + g) * scale
  * (scale = 1 / steps: the mean) and accum restarts from zero. */
