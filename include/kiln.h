@@ -572,6 +572,22 @@ KILN_API kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
 
+/** The most outputs a model may declare (kiln_model_set_outputs). */
+#define KILN_MAX_MODEL_OUTPUTS 8
+
+/** Makes the `n` nodes the model's outputs, in this order (Keras's
+ *  Model(outputs=[...])): compile then takes a loss per output
+ *  (kiln_compile_options.outputs), a dataset one label array per output
+ *  (kiln_arrays_desc.outputs), and the history, callbacks and evaluate
+ *  report each output by its layer's name ("<layer>_loss",
+ *  "<layer>_accuracy"). n = 1 is kiln_model_set_output(). An output may
+ *  not feed another layer of the model (KILN_ERROR_UNSUPPORTED at
+ *  compile). KILN_ERROR_INVALID_ARGUMENT for `outputs` NULL, n outside
+ *  1..KILN_MAX_MODEL_OUTPUTS, a node not in the model or named twice;
+ *  KILN_ERROR_STATE once compiled. `outputs` is copied. */
+KILN_API kiln_status kiln_model_set_outputs(kiln_model *model, const kiln_node *outputs,
+                                            int32_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Compile                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -691,6 +707,16 @@ typedef enum kiln_pipeline_schedule {
     KILN_PIPELINE_1F1B
 } kiln_pipeline_schedule;
 
+/** The loss of one output of a model of several outputs
+ *  (kiln_compile_options.outputs). */
+typedef struct kiln_output_loss {
+    kiln_loss loss;              /**< required, as kiln_compile_options.loss */
+    /** The output's share of the total loss, finite and >= 0 (Keras's
+     *  loss_weights): the total is the sum of weight x loss over the
+     *  outputs; 0: 1 (Keras's default); -0.0f: exactly 0. */
+    float weight;
+} kiln_output_loss;
+
 /** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
@@ -790,6 +816,17 @@ typedef struct kiln_compile_options {
      *  checked against the output's classes except where they equal it).
      *  Datasets refuse negative labels, so -1 padding is not possible. */
     int32_t ignore_class;
+    /** A model of several outputs (kiln_model_set_outputs): one loss and
+     *  weight per output, in output order, instead of `loss` (then left
+     *  0); n_outputs must be the model's output count. Accuracy is
+     *  computed per output whose loss is a cross-entropy (unless
+     *  no_accuracy). With several outputs, top_k, mean_absolute_error,
+     *  binary_accuracy and ignore_class, and the strategies pipeline,
+     *  multi_worker and parameter_server, are KILN_ERROR_UNSUPPORTED. 0:
+     *  one output, whose loss is `loss`. */
+    int32_t n_outputs;
+    /** n_outputs losses (NULL when n_outputs is 0); copied. */
+    const kiln_output_loss *outputs;
 } kiln_compile_options;
 
 /**
@@ -992,6 +1029,17 @@ typedef struct kiln_input_array {
     const int32_t *int_features;   /**< count * prod(dims) ids (a kiln_input_ints Input) */
 } kiln_input_array;
 
+/** One output's labels in kiln_arrays_desc.outputs: as the single-output
+ *  fields label_kind, sparse_labels, label_size, dense_labels and
+ *  num_classes of kiln_arrays_desc. */
+typedef struct kiln_label_array {
+    kiln_label_kind label_kind;    /**< default sparse */
+    const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count * label_size ids */
+    int32_t label_size;            /**< ids or floats per sample (sparse: 0 is 1) */
+    const float *dense_labels;     /**< KILN_LABELS_DENSE: count * label_size floats */
+    int32_t num_classes;           /**< sparse labels must be below it; 0: unchecked here */
+} kiln_label_array;
+
 /** Host arrays for kiln_dataset_from_arrays(). */
 typedef struct kiln_arrays_desc {
     size_t struct_size;          /**< sizeof(kiln_arrays_desc) */
@@ -1024,6 +1072,14 @@ typedef struct kiln_arrays_desc {
     /** n_inputs descriptors (NULL when n_inputs is 0), one per Input in the
      *  model's input order; each is copied like the single-input fields. */
     const kiln_input_array *inputs;
+    /** For a model of several outputs, instead of label_kind,
+     *  sparse_labels, label_size, dense_labels and num_classes (which are
+     *  then left zero): n_outputs label arrays, one per output in the
+     *  model's output order (1..KILN_MAX_MODEL_OUTPUTS). 0: one output's
+     *  labels, in the fields above. */
+    int32_t n_outputs;
+    /** n_outputs label arrays (NULL when n_outputs is 0); each is copied. */
+    const kiln_label_array *outputs;
 } kiln_arrays_desc;
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
@@ -1336,6 +1392,15 @@ typedef enum kiln_event {
     KILN_EVENT_EPOCH_END
 } kiln_event;
 
+/** One output's loss and accuracy, in a model of several outputs. */
+typedef struct kiln_output_metrics {
+    /** The output's layer name: Keras logs "<name>_loss" and
+     *  "<name>_accuracy" (and "val_" before them on validation data). */
+    char name[64];
+    double loss;                 /**< mean over the samples (positions for sequences) */
+    double accuracy;             /**< negative when not computed */
+} kiln_output_metrics;
+
 /** What a callback sees. Loss and accuracy are running means over the epoch
  *  so far (as Keras reports them); accuracy is negative when not computed;
  *  val_* are set at KILN_EVENT_EPOCH_END when validation data was given. */
@@ -1361,6 +1426,11 @@ typedef struct kiln_progress {
     double val_mean_absolute_error;  /**< see top_k_accuracy */
     double val_binary_accuracy;      /**< see top_k_accuracy */
     double learning_rate;            /**< of the last update */
+    /** A model of several outputs: as kiln_epoch_record's fields of the
+     *  same names (running means; val_outputs at epoch end). */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];      /**< see n_outputs */
+    kiln_output_metrics val_outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_progress;
 
 /** What a kiln_callback_fn returns. */
@@ -1670,6 +1740,11 @@ typedef struct kiln_metrics {
     double top_k_accuracy;
     double mean_absolute_error;  /**< see top_k_accuracy */
     double binary_accuracy;      /**< see top_k_accuracy */
+    /** A model of several outputs: their count (0 for one output; `loss`
+     *  is then the weighted total and `accuracy` negative) and each
+     *  output's loss and accuracy, in output order. */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
@@ -1735,6 +1810,12 @@ typedef struct kiln_epoch_record {
     /** The learning rate of the epoch's last update: the compile-time
      *  schedule's, or the one a callback set (see kiln_callback_spec). */
     double learning_rate;
+    /** A model of several outputs: their count (else 0), and each output's
+     *  means over the epoch, then on the validation data (when
+     *  has_validation); loss is then the weighted total. */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];      /**< see n_outputs */
+    kiln_output_metrics val_outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_epoch_record;
 
 /** Why the model's last fit ended before its last epoch: the cause (may be

@@ -223,6 +223,13 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
     kiln_status st = check_compiled_and_path(m, call, path);
     if (st != KILN_OK)
         return st;
+    /* The description and the saved epoch position know one loss; the
+     * weights alone are the same flat array whatever the outputs. */
+    if (kind != 0 && kiln_model_multi_output(m))
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: a model of several outputs "
+                          "(%d) has no model file or checkpoint yet (kiln_model_save_weights "
+                          "keeps its weights); %s was not written", call, (int)m->n_outputs,
+                          path);
     kiln_context *ctx = m->ctx;
     char *model = NULL;
     if ((st = model_text(m, kind, call, &model)) != KILN_OK)
@@ -707,6 +714,10 @@ static long long newest_step(kiln_model *m, const char *dir)
 
 kiln_status kiln_checkpoint_folder_open(kiln_model *m, const char *dir)
 {
+    if (kiln_model_multi_output(m))
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_fit: a model of several "
+                          "outputs (%d) has no checkpoints yet; checkpoint_dir %s is not "
+                          "supported", (int)m->n_outputs, dir);
     if (kiln_make_dirs(dir) != 0)
         return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
                           "folder %s: %s", dir, strerror(errno));

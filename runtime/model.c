@@ -162,7 +162,7 @@ kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
 {
     kiln_status st = check_count_out(m, size, "kiln_model_output_size", "size");
     if (st == KILN_OK)
-        *size = kiln_node_size(m, m->output);
+        *size = m->output_size;
     return st;
 }
 

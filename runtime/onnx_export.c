@@ -1110,6 +1110,10 @@ static kiln_status export_entered(kiln_model *m, const char *path)
     kiln_context *ctx = m->ctx;
     if (!m->compiled)
         return kiln_error(ctx, KILN_ERROR_STATE, CALL ": compile the model first");
+    if (kiln_model_multi_output(m))
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": a model of several outputs "
+                          "(%d) has no ONNX export yet; %s was not written", (int)m->n_outputs,
+                          path);
     for (kiln_node i = 0; i < m->n_nodes; i++) {
         const kiln_node_rec *node = &m->nodes[i];
         if (!kiln_node_is_input(m, i) && node->on_path && !kind_of(node))

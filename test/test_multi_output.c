@@ -1,0 +1,443 @@
+/* Models of several outputs: a shared Dense trunk with a softmax head under
+ * sparse cross-entropy and a linear head under mean squared error, loss
+ * weights 1 and 0.5. The first step's losses and the parameters after SGD
+ * steps against a float64 host reference; mirrored and central storage on
+ * two devices (meson runs this with POCL_DEVICES="basic basic"; skipped,
+ * saying why, on one) against one device; the names and values the
+ * history and evaluate report; each bad model, option and dataset with its
+ * message. */
+#include "harness.h"
+
+#include <unistd.h>
+
+enum { N = 12, IN = 5, HID = 6, CLS = 3, REG = 2 };
+static const double WEIGHT[2] = {1.0, 0.5};
+static const double LR = 0.1;
+
+typedef struct data {
+    float x[N * IN];
+    int32_t cls[N];
+    float reg[N * REG];
+} data;
+
+static void make_data(data *d)
+{
+    uint32_t s = 12345;
+    for (int i = 0; i < N * IN; i++) {
+        s = s * 1664525u + 1013904223u;
+        d->x[i] = (float)((s >> 8) % 2000) / 1000.0f - 1.0f;
+    }
+    for (int i = 0; i < N; i++) {
+        d->cls[i] = (int32_t)((i * 7 + 1) % CLS);
+        for (int k = 0; k < REG; k++)
+            d->reg[i * REG + k] = 0.3f * (float)(k + 1) * d->x[i * IN + k] - 0.2f;
+    }
+}
+
+typedef struct model_spec {
+    kiln_strategy strategy;
+    int replicas;
+    float weights[2];   /* the compile options' weights */
+} model_spec;
+
+static kiln_model *build(kiln_context *ctx, kiln_node *heads)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    const kiln_node x = kiln_input(m, 1, dims, "features");
+    const kiln_dense_options trunk = {.struct_size = sizeof trunk, .name = "trunk",
+                                      .units = HID, .activation = KILN_ACTIVATION_RELU};
+    const kiln_node h = kiln_dense(m, x, &trunk);
+    const kiln_dense_options cls = {.struct_size = sizeof cls, .name = "cls", .units = CLS,
+                                    .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_dense_options reg = {.struct_size = sizeof reg, .name = "reg", .units = REG};
+    heads[0] = kiln_dense(m, h, &cls);
+    heads[1] = kiln_dense(m, h, &reg);
+    return m;
+}
+
+static kiln_model *compiled(kiln_context *ctx, const model_spec *s)
+{
+    kiln_node heads[2];
+    kiln_model *m = build(ctx, heads);
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    const kiln_output_loss losses[2] = {
+        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = s->weights[0]},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = s->weights[1]}};
+    kiln_compile_options co = {.struct_size = sizeof co, .strategy = s->strategy,
+                               .replicas = s->replicas, .n_outputs = 2, .outputs = losses};
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer.learning_rate = (float)LR;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static kiln_dataset *dataset(kiln_context *ctx, const data *d, int64_t first, int64_t count)
+{
+    const kiln_label_array labels[2] = {
+        {.label_kind = KILN_LABELS_SPARSE, .sparse_labels = d->cls + first, .num_classes = CLS},
+        {.label_kind = KILN_LABELS_DENSE, .dense_labels = d->reg + first * REG,
+         .label_size = REG}};
+    const kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = count,
+                                   .feature_rank = 1, .feature_dims = {IN},
+                                   .features = d->x + first * IN, .n_outputs = 2,
+                                   .outputs = labels};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    return ds;
+}
+
+/* ---- a float64 reference of a training step ------------------------------ */
+
+typedef struct params {
+    double tk[IN * HID], tb[HID], ck[HID * CLS], cb[CLS], rk[HID * REG], rb[REG];
+} params;
+
+static void read_tensor(kiln_context *ctx, kiln_model *m, const char *name, double *out, int n)
+{
+    float f[64];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, name, f, n));
+    for (int i = 0; i < n; i++)
+        out[i] = f[i];
+}
+
+static void read_params(kiln_context *ctx, kiln_model *m, params *p)
+{
+    read_tensor(ctx, m, "trunk/kernel", p->tk, IN * HID);
+    read_tensor(ctx, m, "trunk/bias", p->tb, HID);
+    read_tensor(ctx, m, "cls/kernel", p->ck, HID * CLS);
+    read_tensor(ctx, m, "cls/bias", p->cb, CLS);
+    read_tensor(ctx, m, "reg/kernel", p->rk, HID * REG);
+    read_tensor(ctx, m, "reg/bias", p->rb, REG);
+}
+
+/* One SGD step on all N samples; the two losses (means) go to `loss`. */
+static void reference_step(const data *d, const double *weight, params *p, double *loss)
+{
+    params g;
+    memset(&g, 0, sizeof g);
+    loss[0] = loss[1] = 0;
+    for (int i = 0; i < N; i++) {
+        double a[HID], h[HID], z[CLS], y[REG], dz[CLS], dy[REG], dh[HID] = {0};
+        for (int u = 0; u < HID; u++) {
+            a[u] = p->tb[u];
+            for (int k = 0; k < IN; k++)
+                a[u] += d->x[i * IN + k] * p->tk[k * HID + u];
+            h[u] = a[u] > 0 ? a[u] : 0;
+        }
+        double top = -INFINITY, sum = 0;
+        for (int c = 0; c < CLS; c++) {
+            z[c] = p->cb[c];
+            for (int u = 0; u < HID; u++)
+                z[c] += h[u] * p->ck[u * CLS + c];
+            top = z[c] > top ? z[c] : top;
+        }
+        for (int c = 0; c < CLS; c++)
+            sum += exp(z[c] - top);
+        loss[0] += (log(sum) + top - z[d->cls[i]]) / N;
+        for (int c = 0; c < CLS; c++)
+            dz[c] = weight[0] * (exp(z[c] - top) / sum - (c == d->cls[i])) / N;
+        for (int o = 0; o < REG; o++) {
+            y[o] = p->rb[o];
+            for (int u = 0; u < HID; u++)
+                y[o] += h[u] * p->rk[u * REG + o];
+            const double e = y[o] - d->reg[i * REG + o];
+            loss[1] += e * e / REG / N;
+            dy[o] = weight[1] * 2 * e / REG / N;
+        }
+        for (int u = 0; u < HID; u++) {
+            for (int c = 0; c < CLS; c++) {
+                g.ck[u * CLS + c] += h[u] * dz[c];
+                dh[u] += dz[c] * p->ck[u * CLS + c];
+            }
+            for (int o = 0; o < REG; o++) {
+                g.rk[u * REG + o] += h[u] * dy[o];
+                dh[u] += dy[o] * p->rk[u * REG + o];
+            }
+            const double da = a[u] > 0 ? dh[u] : 0;
+            g.tb[u] += da;
+            for (int k = 0; k < IN; k++)
+                g.tk[k * HID + u] += d->x[i * IN + k] * da;
+        }
+        for (int c = 0; c < CLS; c++)
+            g.cb[c] += dz[c];
+        for (int o = 0; o < REG; o++)
+            g.rb[o] += dy[o];
+    }
+    double *w = (double *)p;
+    const double *gw = (const double *)&g;
+    for (size_t k = 0; k < sizeof *p / sizeof(double); k++)
+        w[k] -= LR * gw[k];
+}
+
+static double params_difference(const params *a, const params *b)
+{
+    const double *x = (const double *)a, *y = (const double *)b;
+    double worst = 0;
+    for (size_t k = 0; k < sizeof *a / sizeof(double); k++) {
+        const double e = fabs(x[k] - y[k]) / fmax(1.0, fabs(y[k]));
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+static void check_close(const char *what, double got, double want, double tol)
+{
+    const double e = fabs(got - want) / fmax(1.0, fabs(want));
+    printf("%-58s %.7f against %.7f (%.1e)\n", what, got, want, e);
+    if (!(e <= tol)) {
+        fprintf(stderr, "%s: %.9g, the reference %.9g\n", what, got, want);
+        test_failures++;
+    }
+}
+
+static void test_reference(kiln_context *ctx, const data *d)
+{
+    const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    kiln_model *m = compiled(ctx, &one);
+    params p, got;
+    read_params(ctx, m, &p);
+    double loss[2];
+    reference_step(d, WEIGHT, &p, loss);
+    /* One step on the whole batch: its losses are those before the update. */
+    const kiln_output_loss unused = {0};
+    (void)unused;
+    float labels[N * (1 + REG)];
+    for (int i = 0; i < N; i++) {
+        memcpy(&labels[i * (1 + REG)], &d->cls[i], sizeof(int32_t));
+        memcpy(&labels[i * (1 + REG) + 1], &d->reg[i * REG], REG * sizeof(float));
+    }
+    kiln_metrics r = {.struct_size = sizeof r};
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, d->x, labels, N, &r));
+    CHECK(r.n_outputs == 2 && strcmp(r.outputs[0].name, "cls") == 0 &&
+          strcmp(r.outputs[1].name, "reg") == 0);
+    check_close("first step: cls loss (sparse cross-entropy)", r.outputs[0].loss, loss[0], 1e-6);
+    check_close("first step: reg loss (mean squared error)", r.outputs[1].loss, loss[1], 1e-6);
+    check_close("first step: total loss 1.0 x cls + 0.5 x reg", r.loss,
+                WEIGHT[0] * loss[0] + WEIGHT[1] * loss[1], 1e-6);
+    CHECK(r.accuracy < 0 && r.outputs[0].accuracy >= 0 && r.outputs[1].accuracy < 0);
+    read_params(ctx, m, &got);
+    double e = params_difference(&got, &p);
+    printf("parameters after one SGD step against the reference: %.2e\n", e);
+    CHECK(e < 1e-5);
+    /* Three more steps through fit (one batch of every sample, unshuffled). */
+    kiln_dataset *ds = dataset(ctx, d, 0, N);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 3;
+    fo.batch_size = N;
+    fo.no_shuffle = 1;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    double first[2] = {0};
+    for (int s = 0; s < 3; s++)
+        reference_step(d, WEIGHT, &p, s == 0 ? first : loss);
+    read_params(ctx, m, &got);
+    e = params_difference(&got, &p);
+    printf("parameters after three more SGD steps (fit) against the reference: %.2e\n", e);
+    CHECK(e < 1e-5);
+    kiln_epoch_record h = {.struct_size = sizeof h};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &h));
+    CHECK(h.n_outputs == 2 && strcmp(h.outputs[1].name, "reg") == 0);
+    check_close("history epoch 1: cls_loss", h.outputs[0].loss, first[0], 1e-6);
+    check_close("history epoch 1: reg_loss", h.outputs[1].loss, first[1], 1e-6);
+    check_close("history epoch 1: loss", h.loss, first[0] + 0.5 * first[1], 1e-6);
+    kiln_dataset_destroy(ds);
+    kiln_model_destroy(m);
+}
+
+/* ---- strategies, evaluate and the history --------------------------------- */
+
+static void weights_of(kiln_context *ctx, kiln_model *m, float *w, int64_t n)
+{
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+}
+
+static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
+{
+    kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 3;
+    fo.batch_size = 4;   /* 4, 4 and 1: uneven splits over two replicas */
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.validation = val;
+    const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    kiln_model *m = compiled(ctx, &one);
+    int64_t n = 0;
+    kiln_model_parameter_count(m, &n);
+    float *base = calloc((size_t)n, sizeof(float)), *other = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+    weights_of(ctx, m, base, n);
+    kiln_epoch_record h = {.struct_size = sizeof h};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 2, &h));
+    kiln_metrics v = {.struct_size = sizeof v};
+    CHECK_OK(ctx, kiln_model_evaluate(m, val, 2, &v));
+    CHECK(h.has_validation && h.n_outputs == 2 && v.n_outputs == 2);
+    CHECK(strcmp(h.val_outputs[0].name, "cls") == 0 && strcmp(v.outputs[1].name, "reg") == 0);
+    check_close("evaluate: loss = cls_loss + 0.5 x reg_loss", v.loss,
+                v.outputs[0].loss + 0.5 * v.outputs[1].loss, 1e-6);
+    check_close("history val_cls_loss equals evaluate's", h.val_outputs[0].loss,
+                v.outputs[0].loss, 1e-6);
+    check_close("history val_reg_loss equals evaluate's", h.val_outputs[1].loss,
+                v.outputs[1].loss, 1e-6);
+    check_close("history val_cls_accuracy equals evaluate's", h.val_outputs[0].accuracy,
+                v.outputs[0].accuracy, 1e-6);
+    check_close("history val_loss equals evaluate's", h.val_loss, v.loss, 1e-6);
+    CHECK(v.accuracy < 0 && v.outputs[1].accuracy < 0 && v.outputs[0].accuracy >= 0);
+    /* predict: a sample's outputs one after another, cls's 3 then reg's 2. */
+    float out[N * (CLS + REG)];
+    int64_t width = 0;
+    CHECK_OK(ctx, kiln_model_output_size(m, &width));
+    CHECK(width == CLS + REG);
+    CHECK_OK(ctx, kiln_model_predict(m, d->x, N, out, 5));
+    double sum = out[0] + out[1] + out[2];
+    CHECK(fabs(sum - 1.0) < 1e-5);
+    kiln_model_destroy(m);
+    if (devices < 2) {
+        printf("SKIP mirrored and central storage: one device (run with POCL_DEVICES=\"basic "
+               "basic\")\n");
+    } else {
+        const kiln_strategy strategies[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_CENTRAL_STORAGE};
+        const char *names[] = {"mirrored (2 replicas)", "central_storage (2 replicas)"};
+        for (int s = 0; s < 2; s++) {
+            const model_spec spec = {.strategy = strategies[s], .replicas = 2,
+                                     .weights = {1.0f, 0.5f}};
+            m = compiled(ctx, &spec);
+            CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+            weights_of(ctx, m, other, n);
+            char what[96];
+            snprintf(what, sizeof what, "%s against one device: weights", names[s]);
+            test_compare(what, 58, other, base, n, 1e-5);
+            kiln_epoch_record g = {.struct_size = sizeof g};
+            CHECK_OK(ctx, kiln_model_history_epoch(m, 2, &g));
+            snprintf(what, sizeof what, "%s: last epoch's reg_loss", names[s]);
+            check_close(what, g.outputs[1].loss, h.outputs[1].loss, 1e-5);
+            snprintf(what, sizeof what, "%s: last epoch's val_cls_loss", names[s]);
+            check_close(what, g.val_outputs[0].loss, h.val_outputs[0].loss, 1e-5);
+            kiln_model_destroy(m);
+        }
+    }
+    free(base);
+    free(other);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(val);
+}
+
+/* ---- bad models, options and datasets ------------------------------------- */
+
+static void test_errors(kiln_context *ctx, const data *d)
+{
+    kiln_node heads[2];
+    kiln_model *m = build(ctx, heads);
+    const kiln_node nine[9] = {0};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "0 outputs", kiln_model_set_outputs(m, heads, 0));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "9 outputs", kiln_model_set_outputs(m, nine, 9));
+    const kiln_node missing[2] = {heads[0], 42};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "node 42, which is not in the model",
+                kiln_model_set_outputs(m, missing, 2));
+    const kiln_node twice[2] = {heads[1], heads[1]};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "both layer 'reg'",
+                kiln_model_set_outputs(m, twice, 2));
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    kiln_output_loss losses[2] = {{.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
+                                  {.loss = KILN_LOSS_MEAN_SQUARED_ERROR}};
+    kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 1, .outputs = losses};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "has 2 outputs (the first 'cls') but "
+                "kiln_compile_options.outputs holds 1 losses", kiln_model_compile(m, &co));
+    co.n_outputs = 2;
+    losses[1].weight = -0.5f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loss weight of output 1 ('reg') is -0.5",
+                kiln_model_compile(m, &co));
+    losses[1].weight = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loss weight of output 1 ('reg') is nan",
+                kiln_model_compile(m, &co));
+    losses[1].weight = 0.5f;
+    co.strategy = KILN_STRATEGY_PIPELINE;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "pipeline strategy does not train a model of "
+                "several outputs", kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_PARAMETER_SERVER;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "parameter_server strategy does not train a "
+                "model of several outputs", kiln_model_compile(m, &co));
+    co.strategy = KILN_STRATEGY_ONE_DEVICE;
+    co.top_k = 2;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_compile(m, &co));
+    co.top_k = 0;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+
+    /* Datasets: one label array for two outputs, a label array of the wrong size. */
+    kiln_dataset *one = NULL, *bad = NULL;
+    const kiln_arrays_desc single = {.struct_size = sizeof single, .count = N,
+                                     .feature_rank = 1, .feature_dims = {IN},
+                                     .features = d->x, .sparse_labels = d->cls};
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &single, &one));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "carries 0 label arrays per sample but the model has 2 "
+                "outputs", kiln_model_evaluate(m, one, 4, &(kiln_metrics){.struct_size = 0}));
+    const kiln_label_array wrong[2] = {
+        {.label_kind = KILN_LABELS_SPARSE, .sparse_labels = d->cls},
+        {.label_kind = KILN_LABELS_DENSE, .dense_labels = d->reg, .label_size = 1}};
+    const kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = N, .feature_rank = 1,
+                                   .feature_dims = {IN}, .features = d->x, .n_outputs = 2,
+                                   .outputs = wrong};
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &bad));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "label array 1 of the dataset holds 1 floats per sample "
+                "but output 'reg'", kiln_model_fit(m, bad, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "n_outputs is 9",
+                kiln_dataset_from_arrays(ctx, &(kiln_arrays_desc){
+                    .struct_size = sizeof desc, .count = N, .feature_rank = 1,
+                    .feature_dims = {IN}, .features = d->x, .n_outputs = 9, .outputs = wrong},
+                    &(kiln_dataset *){NULL}));
+    /* What a model of several outputs cannot be saved as yet. */
+    char dir[] = "/tmp/kiln_multi_output_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.kiln", dir);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_save(m, path));
+    snprintf(path, sizeof path, "%s/model.ckpt", dir);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs",
+                kiln_model_save_checkpoint(m, path));
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_export_onnx(m, path));
+    CHECK(access(path, F_OK) != 0);
+    rmdir(dir);
+    kiln_dataset_destroy(one);
+    kiln_dataset_destroy(bad);
+    kiln_model_destroy(m);
+
+    /* An output that feeds another layer. */
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    const kiln_node x = kiln_input(m, 1, dims, "x");
+    const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 3};
+    const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
+    const kiln_node outs[2] = {kiln_dense(m, x, &a), 0};
+    const kiln_node both[2] = {outs[0], kiln_dense(m, outs[0], &b)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, both, 2));
+    losses[0].loss = KILN_LOSS_MEAN_SQUARED_ERROR;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "output 'a' feeds layer 'b'",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    kiln_context_options o = {.struct_size = sizeof o, .seed = 11};
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&o, &ctx) != KILN_OK)
+        SKIP("no OpenCL device");
+    int32_t devices = 0;
+    kiln_context_device_count(ctx, &devices);
+    printf("%d device(s)\n", (int)devices);
+    data d;
+    make_data(&d);
+    test_reference(ctx, &d);
+    test_strategies(ctx, &d, devices);
+    test_errors(ctx, &d);
+    kiln_context_destroy(ctx);
+    return test_finish("test_multi_output");
+}
