@@ -648,7 +648,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         if (st != KILN_OK || m->stop_cause != KILN_STOP_NONE)
             break;
         r.seconds = kiln_now() - start;
-        kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
+        kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
         if (m->stop_cause != KILN_STOP_NONE)
             break;

@@ -7,6 +7,7 @@
  * history and evaluate report; each bad model, option and dataset with its
  * message. */
 #include "harness.h"
+#include "runtime/progress.h"
 
 #include <unistd.h>
 
@@ -325,6 +326,91 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     kiln_dataset_destroy(val);
 }
 
+/* ---- names in callbacks, CSVLogger, the progress line and the report ------- */
+
+static int seen_outputs(void *user, const kiln_progress *p)
+{
+    int *ok = user;
+    *ok &= p->n_outputs == 2 && strcmp(p->outputs[0].name, "cls") == 0 &&
+           fabs(p->loss - (p->outputs[0].loss + 0.5 * p->outputs[1].loss)) < 1e-5 &&
+           (p->event != KILN_EVENT_EPOCH_END ||
+            (p->has_validation && strcmp(p->val_outputs[1].name, "reg") == 0));
+    return KILN_CALLBACK_CONTINUE;
+}
+
+static char *slurp(const char *path)
+{
+    size_t size = 0;
+    unsigned char *text = test_read_file(path, &size);
+    char *s = calloc(size + 1, 1);
+    if (text)
+        memcpy(s, text, size);
+    free(text);
+    return s;
+}
+
+static void test_names(kiln_context *ctx, const data *d)
+{
+    const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    kiln_model *m = compiled(ctx, &one);
+    kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
+    char dir[] = "/tmp/kiln_multi_output_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char csv[128], report[128];
+    snprintf(csv, sizeof csv, "%s/log.csv", dir);
+    snprintf(report, sizeof report, "%s/report.html", dir);
+    int ok = 1;
+    const kiln_callback_spec cbs[3] = {
+        {.struct_size = sizeof cbs[0], .kind = KILN_CALLBACK_CSV_LOGGER, .path = csv},
+        {.struct_size = sizeof cbs[0], .kind = KILN_CALLBACK_EARLY_STOPPING,
+         .monitor = "val_cls_accuracy", .patience = 5},
+        {.struct_size = sizeof cbs[0], .kind = KILN_CALLBACK_FUNCTION,
+         .function = seen_outputs, .user = &ok}};
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.batch_size = 4;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.validation = val;
+    fo.callbacks = cbs;
+    fo.n_callbacks = 3;
+    fo.report_path = report;
+    CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+    CHECK(ok);
+    char *text = slurp(csv);
+    const char *header = "epoch,cls_accuracy,cls_loss,learning_rate,loss,reg_loss,"
+                         "val_cls_accuracy,val_cls_loss,val_loss,val_reg_loss\r\n";
+    printf("CSVLogger's header: %s", text);
+    CHECK(strncmp(text, header, strlen(header)) == 0);
+    free(text);
+    text = slurp(report);
+    CHECK(strstr(text, "cls: sparse_categorical_crossentropy x 1, reg: mean_squared_error x 0.5"));
+    CHECK(strstr(text, "<th>val_reg_loss</th>") && strstr(text, "<th>cls_accuracy</th>"));
+    free(text);
+    kiln_callback_spec bad = cbs[1];
+    bad.monitor = "val_trunk_loss";
+    fo.callbacks = &bad;
+    fo.n_callbacks = 1;
+    fo.report_path = NULL;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "val_cls_loss, val_cls_accuracy, val_reg_loss",
+                kiln_model_fit(m, train, &fo));
+    kiln_epoch_record r = {.struct_size = sizeof r};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &r));
+    char line[1024];
+    kiln_progress_format(line, sizeof line, 3, 3, 1, 0.2, r.loss, r.accuracy, &r);
+    printf("progress line: %s\n", line);
+    CHECK(strstr(line, "- cls_accuracy: ") && strstr(line, " - cls_loss: ") &&
+          strstr(line, " - loss: ") && strstr(line, " - reg_loss: ") &&
+          strstr(line, " - val_cls_accuracy: ") && strstr(line, " - val_loss: ") &&
+          strstr(line, " - val_reg_loss: ") && !strstr(line, " - accuracy"));
+    unlink(csv);
+    unlink(report);
+    rmdir(dir);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(val);
+    kiln_model_destroy(m);
+}
+
 /* ---- bad models, options and datasets ------------------------------------- */
 
 static void test_errors(kiln_context *ctx, const data *d)
@@ -437,6 +523,7 @@ int main(void)
     make_data(&d);
     test_reference(ctx, &d);
     test_strategies(ctx, &d, devices);
+    test_names(ctx, &d);
     test_errors(ctx, &d);
     kiln_context_destroy(ctx);
     return test_finish("test_multi_output");
