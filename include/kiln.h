@@ -837,7 +837,11 @@ typedef struct kiln_compile_options {
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
- * KILN_ERROR_UNSUPPORTED for a model with more than one Input,
+ * KILN_ERROR_UNSUPPORTED for a model with more than KILN_MAX_MODEL_INPUTS
+ * Inputs, and for what a model of several outputs does not support (see
+ * kiln_compile_options.n_outputs; naming the strategy or option),
+ * KILN_ERROR_INVALID_ARGUMENT for losses given for another count of
+ * outputs or a negative or non-finite loss weight,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */
@@ -954,7 +958,9 @@ KILN_API kiln_status kiln_model_get_weights(kiln_model *model, float *weights, i
 KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weights,
                                             int64_t count);
 
-/** Number of floats one sample's output has (e.g. 10 for a 10-way softmax). */
+/** Number of floats one sample's output has (e.g. 10 for a 10-way softmax);
+ *  for a model of several outputs, all of them together (predict writes a
+ *  sample's outputs one after another, in output order). */
 KILN_API kiln_status kiln_model_output_size(const kiln_model *model, int64_t *size);
 
 /* ------------------------------------------------------------------------ */
@@ -1086,7 +1092,9 @@ typedef struct kiln_arrays_desc {
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
  *  both or neither of features and int_features (of the desc, or of an
  *  input array, named by its index), for n_inputs outside
- *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set,
+ *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set, for
+ *  n_outputs outside 0..KILN_MAX_MODEL_OUTPUTS or with the single-output
+ *  label fields also set (a bad label array is named by its index),
  *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
  *  several ids per sample, the position) or a feature or dense label that
  *  is NaN or infinite (naming the first such sample and element). */
@@ -1372,7 +1380,8 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * the exporter), when kiln was built without the meson feature "onnx" (the
  * message says so), or for weights past protobuf's 2 GiB; KILN_ERROR_IO
  * naming the path if it cannot be written (the file there, if any, is
- * then unchanged); KILN_ERROR_OUT_OF_MEMORY.
+ * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs is
+ * KILN_ERROR_UNSUPPORTED (nothing written).
  */
 KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
 
@@ -1611,7 +1620,8 @@ typedef struct kiln_fit_options {
      *  A save writes "<name>.tmp-<pid>-<n>" and renames it; fit removes,
      *  and logs as a warning, such temporaries left by a killed save (their
      *  process is gone, or their step is older than the newest checkpoint),
-     *  so that leftovers never fill the disk. */
+     *  so that leftovers never fill the disk. A model of several outputs
+     *  has no checkpoints: KILN_ERROR_UNSUPPORTED before training. */
     const char *checkpoint_dir;
     /** Save every this many training steps (0: not by steps). With gradient
      *  accumulation, only at the end of an accumulation cycle. */
@@ -1756,7 +1766,8 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
 /** Runs the model on `count` samples of host features (count * input size
  *  floats; a model of several Inputs takes each sample's inputs one after
  *  another, in input order, ids as int32 bits: see kiln_input()) and writes
- *  count * output size floats to `outputs`. KILN_ERROR_DATA, naming the
+ *  count * output size floats to `outputs` (a model of several outputs:
+ *  each sample's outputs one after another, in output order). KILN_ERROR_DATA, naming the
  *  sample, position, input and layer, for an id outside its Embedding. */
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
@@ -1768,7 +1779,9 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 /** One training step on `count` samples of host features (count * input
  *  size floats) and labels (count int32 class ids, count * positions ids
  *  against a (positions, classes) output, or count * output size floats
- *  for dense labels), as fit would take it under the model's
+ *  for dense labels; a model of several outputs takes each sample's labels
+ *  one output after another, in output order, ids as int32 bits and
+ *  floats, 4 bytes each), as fit would take it under the model's
  *  strategy (split across replicas, reduced, one optimizer update). The
  *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
  *  training step for checkpoints and schedules and leaves fit's epoch
@@ -1779,7 +1792,8 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const float *features,
                                                const void *labels, int32_t count,
                                                kiln_metrics *out);
-/** The loss and accuracy of one batch in inference mode (no update). */
+/** The loss and accuracy of one batch in inference mode (no update); labels
+ *  as kiln_model_train_on_batch() takes them. */
 KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const float *features,
                                               const void *labels, int32_t count,
                                               kiln_metrics *out);
@@ -1856,7 +1870,9 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
- * history. Atomic as above.
+ * history. Atomic as above. A model of several outputs is
+ * KILN_ERROR_UNSUPPORTED (nothing written; kiln_model_save_weights keeps
+ * its weights).
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 
@@ -1900,7 +1916,8 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
  * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
  * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
- * name that is not UTF-8, KILN_ERROR_IO naming the path.
+ * name that is not UTF-8, KILN_ERROR_IO naming the path. A model of several
+ * outputs is KILN_ERROR_UNSUPPORTED (nothing written).
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
 

@@ -94,11 +94,13 @@ static kiln_status check_label_parts(kiln_model *m, const kiln_dataset *ds, cons
                                      const char *what)
 {
     char a[64];
+    const int32_t got = ds->n_label_parts ? ds->n_label_parts : 1;   /* 0: one, unpacked */
     if (ds->n_label_parts != m->n_outputs)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label array%s per "
-                          "sample but the model has %d outputs (the first '%s')", call, what,
-                          (int)ds->n_label_parts, ds->n_label_parts == 1 ? "" : "s",
-                          (int)m->n_outputs, m->nodes[m->outputs[0]].name);
+                          "sample but the model has %d outputs (the first '%s'); give one per "
+                          "output (kiln_arrays_desc.outputs)", call, what, (int)got,
+                          got == 1 ? "" : "s", (int)m->n_outputs,
+                          m->nodes[m->outputs[0]].name);
     int64_t offset = 0;
     for (int32_t k = 0; k < m->n_outputs; k++) {
         const kiln_loss_plan *plan = &m->heads[k];

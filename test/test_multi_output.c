@@ -458,7 +458,7 @@ static void test_errors(kiln_context *ctx, const data *d)
                                      .feature_rank = 1, .feature_dims = {IN},
                                      .features = d->x, .sparse_labels = d->cls};
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &single, &one));
-    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "carries 0 label arrays per sample but the model has 2 "
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "carries 1 label array per sample but the model has 2 "
                 "outputs", kiln_model_evaluate(m, one, 4, &(kiln_metrics){.struct_size = 0}));
     const kiln_label_array wrong[2] = {
         {.label_kind = KILN_LABELS_SPARSE, .sparse_labels = d->cls},
@@ -492,6 +492,24 @@ static void test_errors(kiln_context *ctx, const data *d)
     rmdir(dir);
     kiln_dataset_destroy(one);
     kiln_dataset_destroy(bad);
+
+    /* Three label arrays for two outputs; a model of one output given two losses. */
+    const kiln_label_array three[3] = {wrong[0], wrong[0], wrong[0]};
+    kiln_dataset *extra = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &(kiln_arrays_desc){
+                      .struct_size = sizeof desc, .count = N, .feature_rank = 1,
+                      .feature_dims = {IN}, .features = d->x, .n_outputs = 3,
+                      .outputs = three}, &extra));
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "carries 3 label arrays per sample but the model has 2 "
+                "outputs (the first 'cls')", kiln_model_fit(m, extra, &fo));
+    kiln_dataset_destroy(extra);
+    kiln_model_destroy(m);
+    m = build(ctx, heads);
+    CHECK_OK(ctx, kiln_model_set_output(m, heads[0]));
+    co.n_outputs = 2;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "losses for 2 outputs given, but the model "
+                "has 1 output ('cls')", kiln_model_compile(m, &co));
+
     kiln_model_destroy(m);
 
     /* An output that feeds another layer. */
