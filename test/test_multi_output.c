@@ -489,6 +489,23 @@ static void test_errors(kiln_context *ctx, const data *d)
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_export_onnx(m, path));
     CHECK(access(path, F_OK) != 0);
+    kiln_dataset *good = dataset(ctx, d, 0, N);
+    fo.checkpoint_dir = dir;
+    fo.checkpoint_every_epoch = 1;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "has no checkpoints yet",
+                kiln_model_fit(m, good, &fo));
+    fo.checkpoint_dir = NULL;
+    fo.checkpoint_every_epoch = 0;
+    snprintf(path, sizeof path, "%s/epoch{epoch}.ckpt", dir);
+    const kiln_callback_spec ckpt = {.struct_size = sizeof ckpt,
+                                     .kind = KILN_CALLBACK_MODEL_CHECKPOINT, .path = path};
+    fo.callbacks = &ckpt;
+    fo.n_callbacks = 1;
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "(ModelCheckpoint): a model of several outputs",
+                kiln_model_fit(m, good, &fo));
+    fo.callbacks = NULL;
+    fo.n_callbacks = 0;
+    kiln_dataset_destroy(good);
     rmdir(dir);
     kiln_dataset_destroy(one);
     kiln_dataset_destroy(bad);
