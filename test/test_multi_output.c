@@ -295,6 +295,25 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     CHECK_OK(ctx, kiln_model_predict(m, d->x, N, out, 5));
     double sum = out[0] + out[1] + out[2];
     CHECK(fabs(sum - 1.0) < 1e-5);
+    float reg_out[N * REG];   /* the reg head alone, from the first layers' weights */
+    params p;
+    read_params(ctx, m, &p);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < REG; o++) {
+            double y = p.rb[o];
+            for (int u = 0; u < HID; u++) {
+                double a = p.tb[u];
+                for (int k = 0; k < IN; k++)
+                    a += d->x[i * IN + k] * p.tk[k * HID + u];
+                y += (a > 0 ? a : 0) * p.rk[u * REG + o];
+            }
+            reg_out[i * REG + o] = (float)y;
+        }
+    float packed_reg[N * REG];
+    for (int i = 0; i < N; i++)
+        memcpy(&packed_reg[i * REG], &out[i * (CLS + REG) + CLS], REG * sizeof(float));
+    test_compare("predict: the reg output's place in a sample, against float64", 58,
+                 packed_reg, reg_out, N * REG, 1e-5);
     kiln_model_destroy(m);
     if (devices < 2) {
         printf("SKIP mirrored and central storage: one device (run with POCL_DEVICES=\"basic "
@@ -317,6 +336,10 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             check_close(what, g.outputs[1].loss, h.outputs[1].loss, 1e-5);
             snprintf(what, sizeof what, "%s: last epoch's val_cls_loss", names[s]);
             check_close(what, g.val_outputs[0].loss, h.val_outputs[0].loss, 1e-5);
+            float got[N * (CLS + REG)];
+            CHECK_OK(ctx, kiln_model_predict(m, d->x, N, got, 5));
+            snprintf(what, sizeof what, "%s against one device: predict", names[s]);
+            test_compare(what, 58, got, out, N * (CLS + REG), 1e-5);
             kiln_model_destroy(m);
         }
     }
@@ -541,6 +564,16 @@ static void test_errors(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_set_outputs(m, both, 2));
     losses[0].loss = KILN_LOSS_MEAN_SQUARED_ERROR;
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "output 'a' feeds layer 'b'",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    /* An Input as an output: it has no gradient for a loss to write. */
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const kiln_node in = kiln_input(m, 1, dims, "x");
+    const kiln_node inputs_out[2] = {in, kiln_dense(m, in, &a)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, inputs_out, 2));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 'x' is one of the outputs",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 }
