@@ -39,6 +39,7 @@ typedef struct model_spec {
     kiln_strategy strategy;
     int replicas;
     float weights[2];   /* the compile options' weights */
+    int accumulation;   /* gradient_accumulation_steps */
 } model_spec;
 
 static kiln_model *build(kiln_context *ctx, kiln_node *heads)
@@ -67,7 +68,8 @@ static kiln_model *compiled(kiln_context *ctx, const model_spec *s)
         {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = s->weights[0]},
         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = s->weights[1]}};
     kiln_compile_options co = {.struct_size = sizeof co, .strategy = s->strategy,
-                               .replicas = s->replicas, .n_outputs = 2, .outputs = losses};
+                               .replicas = s->replicas, .n_outputs = 2, .outputs = losses,
+                               .gradient_accumulation_steps = s->accumulation};
     co.optimizer.kind = KILN_OPTIMIZER_SGD;
     co.optimizer.learning_rate = (float)LR;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
@@ -349,6 +351,85 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     kiln_dataset_destroy(val);
 }
 
+/* ---- accumulation, a zero weight, a non-finite loss ----------------------- */
+
+static void fit_once(kiln_context *ctx, kiln_model *m, kiln_dataset *ds, int32_t batch,
+                     int skip)
+{
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.batch_size = batch;
+    fo.no_shuffle = 1;
+    fo.skip_nonfinite = skip;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+}
+
+static void test_updates(kiln_context *ctx, const data *d)
+{
+    /* Two micro-steps of 4 accumulated are one step of 8 (equal halves, SGD). */
+    kiln_dataset *eight = dataset(ctx, d, 0, 8);
+    const model_spec whole = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    const model_spec halves = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f},
+                               .accumulation = 2};
+    kiln_model *a = compiled(ctx, &whole), *b = compiled(ctx, &halves);
+    int64_t n = 0;
+    kiln_model_parameter_count(a, &n);
+    float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
+    fit_once(ctx, a, eight, 8, 0);
+    fit_once(ctx, b, eight, 4, 0);
+    CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
+    CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
+    test_compare("gradient accumulation 2 x 4 against one step of 8", 58, wb, wa, n, 1e-6);
+    kiln_model_destroy(a);
+    kiln_model_destroy(b);
+
+    /* Weight -0.0f: the reg head is exactly out of training; its loss is still reported. */
+    const model_spec off = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, -0.0f}};
+    a = compiled(ctx, &off);
+    params before, after;
+    read_params(ctx, a, &before);
+    fit_once(ctx, a, eight, 8, 0);
+    read_params(ctx, a, &after);
+    CHECK(memcmp(before.rk, after.rk, sizeof before.rk) == 0 &&
+          memcmp(before.rb, after.rb, sizeof before.rb) == 0 &&
+          memcmp(before.ck, after.ck, sizeof before.ck) != 0);
+    kiln_epoch_record h = {.struct_size = sizeof h};
+    CHECK_OK(ctx, kiln_model_history_epoch(a, 0, &h));
+    check_close("weight -0.0: loss is cls_loss alone", h.loss, h.outputs[0].loss, 1e-6);
+    CHECK(h.outputs[1].loss > 0);
+    printf("weight -0.0: the reg head's weights are unchanged, reg_loss %.4f reported\n",
+           h.outputs[1].loss);
+    kiln_model_destroy(a);
+
+    /* A reg target of 1e30 overflows its squared error: the step is not applied. */
+    data big = *d;
+    big.reg[3] = 1e30f;
+    kiln_dataset *huge = dataset(ctx, &big, 0, 8);
+    a = compiled(ctx, &whole);
+    kiln_model_parameter_count(a, &n);
+    CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.batch_size = 8;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_FAILS(ctx, KILN_ERROR_NUMERIC, "the loss or a gradient is", kiln_model_fit(a, huge, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(a, wb, n));
+    CHECK(memcmp(wa, wb, (size_t)n * sizeof(float)) == 0);
+    fit_once(ctx, a, huge, 8, 1);
+    CHECK_OK(ctx, kiln_model_get_weights(a, wb, n));
+    CHECK(memcmp(wa, wb, (size_t)n * sizeof(float)) == 0);
+    CHECK_OK(ctx, kiln_model_history_epoch(a, 0, &h));
+    CHECK(h.skipped_steps == 1);
+    printf("an infinite reg loss: fit fails with KILN_ERROR_NUMERIC, skip_nonfinite skips "
+           "the step, weights unchanged\n");
+    kiln_model_destroy(a);
+    kiln_dataset_destroy(huge);
+    kiln_dataset_destroy(eight);
+    free(wa);
+    free(wb);
+}
+
 /* ---- names in callbacks, CSVLogger, the progress line and the report ------- */
 
 static int seen_outputs(void *user, const kiln_progress *p)
@@ -591,6 +672,7 @@ int main(void)
     make_data(&d);
     test_reference(ctx, &d);
     test_strategies(ctx, &d, devices);
+    test_updates(ctx, &d);
     test_names(ctx, &d);
     test_errors(ctx, &d);
     kiln_context_destroy(ctx);
