@@ -1871,8 +1871,8 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
  * history. Atomic as above. A model of several outputs is
- * KILN_ERROR_UNSUPPORTED (nothing written; kiln_model_save_weights keeps
- * its weights).
+ * KILN_ERROR_UNSUPPORTED (nothing written; kiln_model_save keeps the model
+ * and its weights, without the optimizer state).
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 
@@ -1917,7 +1917,7 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
  * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
  * name that is not UTF-8, KILN_ERROR_IO naming the path. A model of several
- * outputs is KILN_ERROR_UNSUPPORTED (nothing written).
+ * outputs keeps them, in order, with each one's loss and weight.
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
 

@@ -223,12 +223,12 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
     kiln_status st = check_compiled_and_path(m, call, path);
     if (st != KILN_OK)
         return st;
-    /* The description and the saved epoch position know one loss; the
-     * weights alone are the same flat array whatever the outputs. */
-    if (kind != 0 && kiln_model_multi_output(m))
+    /* A checkpoint's history and epoch position know one loss; model files
+     * and weights are the same whatever the outputs. */
+    if (kind == SAVE_TRAINING_STATE && kiln_model_multi_output(m))
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: a model of several outputs "
-                          "(%d) has no model file or checkpoint yet (kiln_model_save_weights "
-                          "keeps its weights); %s was not written", call, (int)m->n_outputs,
+                          "(%d) has no checkpoint yet (kiln_model_save keeps it, without the "
+                          "optimizer state); %s was not written", call, (int)m->n_outputs,
                           path);
     kiln_context *ctx = m->ctx;
     char *model = NULL;

@@ -4,8 +4,10 @@
  * steps against a float64 host reference; mirrored and central storage on
  * two devices (meson runs this with POCL_DEVICES="basic basic"; skipped,
  * saying why, on one) against one device; the names and values the
- * history and evaluate report; each bad model, option and dataset with its
- * message. */
+ * history, evaluate, callbacks, CSVLogger, the progress line and the report
+ * give; model files; accumulation, a zero weight and a non-finite loss;
+ * each bad model, option, dataset and description with its message. */
+#include "runtime/model_desc.h"
 #include "runtime/progress.h"
 #include "two_outputs.h"
 
@@ -352,6 +354,83 @@ static void test_updates(kiln_context *ctx, const data *d)
     free(wb);
 }
 
+/* ---- model files --------------------------------------------------------- */
+
+/* A trained model of two outputs saved and loaded: the outputs, their
+ * losses and weights (one of them exactly 0) come back, so evaluate,
+ * predict and a further SGD step equal the original's. */
+static void test_model_file(kiln_context *ctx, const data *d)
+{
+    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {0.0f, -0.0f}};
+    kiln_model *m = compiled(ctx, &spec);   /* weights 1 (the default) and exactly 0 */
+    kiln_dataset *ds = dataset(ctx, d, 0, N);
+    fit_once(ctx, m, ds, 5, 0);
+    char dir[] = "/tmp/kiln_multi_output_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.kiln", dir);
+    CHECK_OK(ctx, kiln_model_save(m, path));
+    kiln_model *l = NULL;
+    const kiln_compile_options one = {.struct_size = sizeof one,
+                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &one, &l));
+    if (l) {
+        kiln_metrics a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+        CHECK_OK(ctx, kiln_model_evaluate(m, ds, 4, &a));
+        CHECK_OK(ctx, kiln_model_evaluate(l, ds, 4, &b));
+        printf("model file: evaluate's outputs %d, '%s' accuracy %g, '%s' accuracy %g\n",
+               (int)b.n_outputs, b.outputs[0].name, b.outputs[0].accuracy, b.outputs[1].name,
+               b.outputs[1].accuracy);
+        CHECK(b.n_outputs == 2 && strcmp(b.outputs[1].name, "reg") == 0 &&
+              b.outputs[0].accuracy >= 0 && b.outputs[1].accuracy < 0);
+        check_close("model file: evaluate's loss (weights 1 and 0)", b.loss, a.loss, 0);
+        check_close("model file: evaluate's reg_loss", b.outputs[1].loss, a.outputs[1].loss, 0);
+        check_close("model file: the reg weight is 0", b.loss, b.outputs[0].loss, 1e-7);
+        float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
+        CHECK_OK(ctx, kiln_model_predict(m, d->x, N, pa, 5));
+        CHECK_OK(ctx, kiln_model_predict(l, d->x, N, pb, 5));
+        test_compare("model file: predict of the loaded model", 58, pb, pa, N * (CLS + REG), 0);
+        fit_once(ctx, m, ds, N, 0);
+        fit_once(ctx, l, ds, N, 0);
+        int64_t n = 0;
+        kiln_model_parameter_count(m, &n);
+        float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
+        CHECK_OK(ctx, kiln_model_get_weights(m, wa, n));
+        CHECK_OK(ctx, kiln_model_get_weights(l, wb, n));
+        test_compare("model file: a further SGD step of the loaded model", 58, wb, wa, n, 0);
+        free(wa);
+        free(wb);
+    }
+    /* Descriptions whose outputs and losses do not fit together. */
+    char *text = NULL;
+    size_t length = 0;
+    CHECK_OK(ctx, kiln_model_describe(m, "test", &text, &length));
+    const char *at = text ? strstr(text, "\"outputs\":[\"cls\",\"reg\"]") : NULL;
+    CHECK(at != NULL);
+    static const struct {
+        const char *outputs, *message;
+    } bad[] = {
+        {"\"outputs\":[\"cls\",\"trunk\",\"reg\"]", "3 outputs but 2 losses"},
+        {"\"outputs\":[\"cls\",\"nope\"]", "'outputs' item 1 is 'nope', which is not a layer"},
+        {"\"outputs\":[\"cls\"]", "'outputs' must be an array of 2 to 8 layer names"},
+    };
+    for (size_t i = 0; at && i < sizeof bad / sizeof bad[0]; i++) {
+        char tampered[8192];
+        const char *end = at + strlen("\"outputs\":[\"cls\",\"reg\"]");
+        snprintf(tampered, sizeof tampered, "%.*s%s%s", (int)(at - text), text, bad[i].outputs,
+                 end);
+        kiln_model_desc desc;
+        CHECK_FAILS(ctx, KILN_ERROR_FORMAT, bad[i].message,
+                    kiln_model_desc_parse(ctx, "test", tampered, strlen(tampered), &desc));
+    }
+    kiln_free(ctx, text);
+    unlink(path);
+    rmdir(dir);
+    kiln_model_destroy(l);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+}
+
 /* ---- names in callbacks, CSVLogger, the progress line and the report ------- */
 
 static int seen_outputs(void *user, const kiln_progress *p)
@@ -507,11 +586,10 @@ static void test_errors(kiln_context *ctx, const data *d)
     char dir[] = "/tmp/kiln_multi_output_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char path[128];
-    snprintf(path, sizeof path, "%s/model.kiln", dir);
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_save(m, path));
     snprintf(path, sizeof path, "%s/model.ckpt", dir);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs",
                 kiln_model_save_checkpoint(m, path));
+    CHECK(access(path, F_OK) != 0);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_export_onnx(m, path));
     CHECK(access(path, F_OK) != 0);
@@ -595,6 +673,7 @@ int main(void)
     test_reference(ctx, &d);
     test_strategies(ctx, &d, devices);
     test_updates(ctx, &d);
+    test_model_file(ctx, &d);
     test_names(ctx, &d);
     test_errors(ctx, &d);
     kiln_context_destroy(ctx);
