@@ -1620,8 +1620,7 @@ typedef struct kiln_fit_options {
      *  A save writes "<name>.tmp-<pid>-<n>" and renames it; fit removes,
      *  and logs as a warning, such temporaries left by a killed save (their
      *  process is gone, or their step is older than the newest checkpoint),
-     *  so that leftovers never fill the disk. A model of several outputs
-     *  has no checkpoints: KILN_ERROR_UNSUPPORTED before training. */
+     *  so that leftovers never fill the disk. */
     const char *checkpoint_dir;
     /** Save every this many training steps (0: not by steps). With gradient
      *  accumulation, only at the end of an accumulation cycle. */
@@ -1870,9 +1869,8 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
- * history. Atomic as above. A model of several outputs is
- * KILN_ERROR_UNSUPPORTED (nothing written; kiln_model_save keeps the model
- * and its weights, without the optimizer state).
+ * history (for a model of several outputs, each output's values and sums
+ * too). Atomic as above.
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 

@@ -365,11 +365,6 @@ static kiln_status check_kind(kiln_callbacks *c, callback *cb, const kiln_fit_op
     case KILN_CALLBACK_MODEL_CHECKPOINT: {
         if (!s->path || !s->path[0])
             return bad(c, cb, "path is %s", s->path ? "empty" : "NULL");
-        /* Refused before training rather than at the first epoch's end. */
-        if (!s->save_weights_only && kiln_model_multi_output(c->m))
-            return kiln_error(c->m->ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_fit: %s: a model "
-                              "of several outputs (%d) has no checkpoints yet; set "
-                              "save_weights_only", cb->label, (int)c->m->n_outputs);
         char path[MAX_PATH], why[512];
         if (format_path(c, s->path, 0, NULL, path, sizeof path, why, sizeof why) != 0)
             return bad(c, cb, "%s", why);

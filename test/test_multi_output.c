@@ -5,7 +5,8 @@
  * two devices (meson runs this with POCL_DEVICES="basic basic"; skipped,
  * saying why, on one) against one device; the names and values the
  * history, evaluate, callbacks, CSVLogger, the progress line and the report
- * give; model files; accumulation, a zero weight and a non-finite loss;
+ * give; model files and checkpoints (a fit stopped and resumed);
+ * accumulation, a zero weight and a non-finite loss;
  * each bad model, option, dataset and description with its message. */
 #include "runtime/model_desc.h"
 #include "runtime/progress.h"
@@ -431,6 +432,110 @@ static void test_model_file(kiln_context *ctx, const data *d)
     kiln_dataset_destroy(ds);
 }
 
+/* ---- checkpoints: a fit stopped inside an epoch and resumed ---------------- */
+
+static int stop_at_epoch_2_step_2(void *user, const kiln_progress *p)
+{
+    (void)user;
+    return p->event == KILN_EVENT_BATCH_END && p->epoch == 1 && p->step == 2
+               ? KILN_CALLBACK_STOP : KILN_CALLBACK_CONTINUE;
+}
+
+static void fit_checkpointed(kiln_context *ctx, kiln_model *m, kiln_dataset *train,
+                             kiln_dataset *val, const char *dir, int stop, int resume)
+{
+    const kiln_callback_spec stopper = {.struct_size = sizeof stopper,
+                                        .kind = KILN_CALLBACK_FUNCTION,
+                                        .function = stop_at_epoch_2_step_2};
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 3;
+    fo.batch_size = 4;   /* 9 samples: 3 steps an epoch */
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    fo.validation = val;
+    fo.checkpoint_dir = dir;
+    fo.checkpoint_every_steps = dir ? 1 : 0;
+    fo.resume = resume;
+    fo.callbacks = stop ? &stopper : NULL;
+    fo.n_callbacks = stop ? 1 : 0;
+    CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
+}
+
+/* Stopped after epoch 2's second step (checkpointed at every step) and
+ * resumed in a new model: the weights and every epoch's per-output values
+ * (epoch 2's means carry the sums from before the stop) equal a fit never
+ * stopped; kiln_model_load reads the checkpoint as a model of two outputs. */
+static void test_checkpoints(kiln_context *ctx, const data *d)
+{
+    kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
+    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    char dir[] = "/tmp/kiln_multi_output_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    kiln_model *a = compiled(ctx, &spec), *b = compiled(ctx, &spec), *c = compiled(ctx, &spec);
+    fit_checkpointed(ctx, a, train, val, NULL, 0, 0);
+    fit_checkpointed(ctx, b, train, val, dir, 1, 0);
+    int32_t length = 0;
+    CHECK_OK(ctx, kiln_model_history_length(b, &length));
+    CHECK(length == 1);
+    fit_checkpointed(ctx, c, train, val, dir, 0, 1);
+    int64_t n = 0;
+    kiln_model_parameter_count(a, &n);
+    float *wa = calloc((size_t)n, sizeof(float)), *wc = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
+    CHECK_OK(ctx, kiln_model_get_weights(c, wc, n));
+    test_compare("checkpoint: stopped and resumed against never stopped", 58, wc, wa, n, 0);
+    CHECK_OK(ctx, kiln_model_history_length(c, &length));
+    CHECK(length == 3);
+    for (int32_t e = 0; e < 3 && length == 3; e++) {
+        kiln_epoch_record ra = {.struct_size = sizeof ra}, rc = {.struct_size = sizeof rc};
+        CHECK_OK(ctx, kiln_model_history_epoch(a, e, &ra));
+        CHECK_OK(ctx, kiln_model_history_epoch(c, e, &rc));
+        CHECK(rc.n_outputs == 2 && strcmp(rc.outputs[1].name, "reg") == 0 &&
+              strcmp(rc.val_outputs[0].name, "cls") == 0);
+        for (int k = 0; k < 2; k++) {
+            CHECK(rc.outputs[k].loss == ra.outputs[k].loss);
+            CHECK(rc.outputs[k].accuracy == ra.outputs[k].accuracy);
+            CHECK(rc.val_outputs[k].loss == ra.val_outputs[k].loss);
+            CHECK(rc.val_outputs[k].accuracy == ra.val_outputs[k].accuracy);
+        }
+        CHECK(rc.loss == ra.loss && rc.val_loss == ra.val_loss);
+        printf("checkpoint: resumed epoch %d: loss %.7f, cls_loss %.7f, reg_loss %.7f, "
+               "val_cls_accuracy %.4f: as never stopped\n", (int)e + 1, rc.loss,
+               rc.outputs[0].loss, rc.outputs[1].loss, rc.val_outputs[0].accuracy);
+    }
+    /* The checkpoint file as a model: its outputs and losses. */
+    char path[128];
+    snprintf(path, sizeof path, "%s/saved.ckpt", dir);
+    CHECK_OK(ctx, kiln_model_save_checkpoint(c, path));
+    kiln_model *l = NULL;
+    const kiln_compile_options one = {.struct_size = sizeof one,
+                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &one, &l));
+    kiln_metrics ml = {.struct_size = sizeof ml}, mc = {.struct_size = sizeof mc};
+    if (l) {
+        CHECK_OK(ctx, kiln_model_load_checkpoint(l, path));
+        CHECK_OK(ctx, kiln_model_evaluate(l, val, 4, &ml));
+        CHECK_OK(ctx, kiln_model_evaluate(c, val, 4, &mc));
+        CHECK(ml.n_outputs == 2 && ml.outputs[1].loss == mc.outputs[1].loss &&
+              ml.loss == mc.loss);
+        kiln_epoch_record r = {.struct_size = sizeof r};
+        CHECK_OK(ctx, kiln_model_history_epoch(l, 2, &r));
+        CHECK(r.n_outputs == 2 && strcmp(r.outputs[0].name, "cls") == 0);
+    }
+    kiln_model_destroy(l);
+    kiln_model_destroy(a);
+    kiln_model_destroy(b);
+    kiln_model_destroy(c);
+    free(wa);
+    free(wc);
+    /* Leave nothing behind. */
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    CHECK(system(cmd) == 0);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(val);
+}
+
 /* ---- names in callbacks, CSVLogger, the progress line and the report ------- */
 
 static int seen_outputs(void *user, const kiln_progress *p)
@@ -586,30 +691,10 @@ static void test_errors(kiln_context *ctx, const data *d)
     char dir[] = "/tmp/kiln_multi_output_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char path[128];
-    snprintf(path, sizeof path, "%s/model.ckpt", dir);
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs",
-                kiln_model_save_checkpoint(m, path));
-    CHECK(access(path, F_OK) != 0);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_export_onnx(m, path));
     CHECK(access(path, F_OK) != 0);
-    kiln_dataset *good = dataset(ctx, d, 0, N);
-    fo.checkpoint_dir = dir;
-    fo.checkpoint_every_epoch = 1;
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "has no checkpoints yet",
-                kiln_model_fit(m, good, &fo));
-    fo.checkpoint_dir = NULL;
-    fo.checkpoint_every_epoch = 0;
-    snprintf(path, sizeof path, "%s/epoch{epoch}.ckpt", dir);
-    const kiln_callback_spec ckpt = {.struct_size = sizeof ckpt,
-                                     .kind = KILN_CALLBACK_MODEL_CHECKPOINT, .path = path};
-    fo.callbacks = &ckpt;
-    fo.n_callbacks = 1;
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "(ModelCheckpoint): a model of several outputs",
-                kiln_model_fit(m, good, &fo));
-    fo.callbacks = NULL;
-    fo.n_callbacks = 0;
-    kiln_dataset_destroy(good);
+
     rmdir(dir);
     kiln_dataset_destroy(one);
     kiln_dataset_destroy(bad);
@@ -674,6 +759,7 @@ int main(void)
     test_strategies(ctx, &d, devices);
     test_updates(ctx, &d);
     test_model_file(ctx, &d);
+    test_checkpoints(ctx, &d);
     test_names(ctx, &d);
     test_errors(ctx, &d);
     kiln_context_destroy(ctx);
