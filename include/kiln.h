@@ -1380,8 +1380,8 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * the exporter), when kiln was built without the meson feature "onnx" (the
  * message says so), or for weights past protobuf's 2 GiB; KILN_ERROR_IO
  * naming the path if it cannot be written (the file there, if any, is
- * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs is
- * KILN_ERROR_UNSUPPORTED (nothing written).
+ * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs
+ * has a graph output per output, in output order, named as its layer.
  */
 KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
 
