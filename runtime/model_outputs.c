@@ -155,17 +155,15 @@ void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_met
 
 kiln_status kiln_model_check_output_strategy(const kiln_model *m)
 {
-    /* The data-parallel strategies run the whole model, loss included, on
-     * each replica and sum the per-output slots like any other (over MPI
-     * too); the pipeline moves the loss between stages and the parameter
-     * server its sums, with one loss's. */
+    /* The data-parallel strategies and the parameter server's workers run
+     * the whole model, loss included, and sum the per-output slots like
+     * any other (over MPI too); the pipeline's last stage alone holds the
+     * loss, with one output's. */
     const kiln_strategy_ops *s = m->strategy;
-    if (!kiln_model_multi_output(m) || s == &kiln_strategy_one_device ||
-        s == &kiln_strategy_mirrored || s == &kiln_strategy_central_storage ||
-        s == &kiln_strategy_multi_worker)
+    if (!kiln_model_multi_output(m) || s != &kiln_strategy_pipeline)
         return KILN_OK;
     return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
                       "kiln_model_compile: the %s strategy does not train a model of several "
-                      "outputs (%d); one_device, mirrored, central_storage and multi_worker do",
-                      s->name, (int)m->n_outputs);
+                      "outputs (%d); one_device, mirrored, central_storage, multi_worker and "
+                      "parameter_server do", s->name, (int)m->n_outputs);
 }

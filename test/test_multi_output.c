@@ -276,6 +276,62 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     kiln_dataset_destroy(val);
 }
 
+/* ---- the parameter server ------------------------------------------------- */
+
+/* Asynchronous: one worker equals one device; two learn (both outputs'
+ * losses fall), and evaluate reports both outputs from the store. */
+static void test_parameter_server(kiln_context *ctx, const data *d, int32_t devices)
+{
+    kiln_dataset *ds = dataset(ctx, d, 0, N);
+    const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    const model_spec ps1 = {.strategy = KILN_STRATEGY_PARAMETER_SERVER, .replicas = 1,
+                            .weights = {1.0f, 0.5f}};
+    kiln_model *a = compiled(ctx, &one), *b = compiled(ctx, &ps1);
+    int64_t n = 0;
+    kiln_model_parameter_count(a, &n);
+    float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = 2;
+    fo.batch_size = 5;
+    fo.no_shuffle = 1;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(a, ds, &fo));
+    CHECK_OK(ctx, kiln_model_fit(b, ds, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
+    CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
+    test_compare("parameter_server, one worker, against one device: weights", 58, wb, wa, n,
+                 1e-5);
+    kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};
+    CHECK_OK(ctx, kiln_model_history_epoch(a, 1, &ra));
+    CHECK_OK(ctx, kiln_model_history_epoch(b, 1, &rb));
+    check_close("parameter_server, one worker: epoch 2's reg_loss", rb.outputs[1].loss,
+                ra.outputs[1].loss, 1e-5);
+    kiln_model_destroy(a);
+    kiln_model_destroy(b);
+    if (devices >= 2) {
+        const model_spec ps2 = {.strategy = KILN_STRATEGY_PARAMETER_SERVER, .replicas = 2,
+                                .weights = {1.0f, 0.5f}};
+        kiln_model *c = compiled(ctx, &ps2);
+        kiln_metrics before = {.struct_size = sizeof before},
+                     after = {.struct_size = sizeof after};
+        CHECK_OK(ctx, kiln_model_evaluate(c, ds, 4, &before));
+        fo.epochs = 20;
+        fo.batch_size = 2;
+        CHECK_OK(ctx, kiln_model_fit(c, ds, &fo));
+        CHECK_OK(ctx, kiln_model_evaluate(c, ds, 4, &after));
+        printf("parameter_server, two workers: cls_loss %.4f to %.4f, reg_loss %.4f to %.4f "
+               "in 20 epochs\n", before.outputs[0].loss, after.outputs[0].loss,
+               before.outputs[1].loss, after.outputs[1].loss);
+        CHECK(after.n_outputs == 2 && after.outputs[0].loss < 0.9 * before.outputs[0].loss &&
+              after.outputs[1].loss < 0.9 * before.outputs[1].loss);
+        kiln_model_destroy(c);
+    }
+    free(wa);
+    free(wb);
+    kiln_dataset_destroy(ds);
+}
+
 /* ---- accumulation, a zero weight, a non-finite loss ----------------------- */
 
 static void fit_once(kiln_context *ctx, kiln_model *m, kiln_dataset *ds, int32_t batch,
@@ -653,9 +709,6 @@ static void test_errors(kiln_context *ctx, const data *d)
     co.strategy = KILN_STRATEGY_PIPELINE;
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "pipeline strategy does not train a model of "
                 "several outputs", kiln_model_compile(m, &co));
-    co.strategy = KILN_STRATEGY_PARAMETER_SERVER;
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "parameter_server strategy does not train a "
-                "model of several outputs", kiln_model_compile(m, &co));
     co.strategy = KILN_STRATEGY_ONE_DEVICE;
     co.top_k = 2;
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "several outputs", kiln_model_compile(m, &co));
@@ -748,6 +801,7 @@ int main(void)
     make_data(&d);
     test_reference(ctx, &d);
     test_strategies(ctx, &d, devices);
+    test_parameter_server(ctx, &d, devices);
     test_updates(ctx, &d);
     test_model_file(ctx, &d);
     test_checkpoints(ctx, &d);
