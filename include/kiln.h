@@ -821,8 +821,10 @@ typedef struct kiln_compile_options {
      *  0); n_outputs must be the model's output count. Accuracy is
      *  computed per output whose loss is a cross-entropy (unless
      *  no_accuracy). With several outputs, top_k, mean_absolute_error,
-     *  binary_accuracy and ignore_class, and the pipeline strategy, are
-     *  KILN_ERROR_UNSUPPORTED. 0: one output, whose loss is `loss`. */
+     *  binary_accuracy and ignore_class are KILN_ERROR_UNSUPPORTED, and so
+     *  under the pipeline is an output on a stage before the last (which
+     *  computes the loss), naming it. 0: one output, whose loss is
+     *  `loss`. */
     int32_t n_outputs;
     /** n_outputs losses (NULL when n_outputs is 0); copied. */
     const kiln_output_loss *outputs;

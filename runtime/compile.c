@@ -252,8 +252,6 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         st = take_distribution_options(m, &o);
     if (st == KILN_OK)
         st = pick_strategy(m, o.strategy);
-    if (st == KILN_OK)
-        st = kiln_model_check_output_strategy(m);
     if (st != KILN_OK)
         return st;
     m->optimizer = opt;

@@ -167,10 +167,6 @@ const kiln_loss_plan *kiln_model_output_plan(const kiln_model *m, kiln_node i);
  * weight, their label layout, and what they do not support. */
 kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o);
 
-/* KILN_ERROR_UNSUPPORTED for several outputs under a strategy that cannot
- * train them (compile, after picking it). */
-kiln_status kiln_model_check_output_strategy(const kiln_model *m);
-
 /* Each output's loss and accuracy from step or epoch sums (several
  * outputs; else out->n_outputs = 0). */
 void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_metrics *out);

@@ -152,18 +152,3 @@ void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_met
         o->accuracy = m->heads[k].accuracy ? s[KILN_SUM_CORRECT] / n : -1.0;
     }
 }
-
-kiln_status kiln_model_check_output_strategy(const kiln_model *m)
-{
-    /* The data-parallel strategies and the parameter server's workers run
-     * the whole model, loss included, and sum the per-output slots like
-     * any other (over MPI too); the pipeline's last stage alone holds the
-     * loss, with one output's. */
-    const kiln_strategy_ops *s = m->strategy;
-    if (!kiln_model_multi_output(m) || s != &kiln_strategy_pipeline)
-        return KILN_OK;
-    return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
-                      "kiln_model_compile: the %s strategy does not train a model of several "
-                      "outputs (%d); one_device, mirrored, central_storage, multi_worker and "
-                      "parameter_server do", s->name, (int)m->n_outputs);
-}

@@ -255,6 +255,8 @@ static kiln_status reserve_heads(kiln_replica *r, int32_t n)
     for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         const kiln_loss_plan *plan = &m->heads[k];
         const size_t rows = (size_t)n * (size_t)plan->positions;
+        if (!in_span(r, m->outputs[k]))   /* another pipeline stage's */
+            continue;
         st = kiln_buffer_create(r->dev, (size_t)n * kiln_loss_label_bytes(plan), "labels",
                                 &r->head_labels[k]);
         if (st == KILN_OK)
@@ -369,10 +371,11 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         return st;
     /* Several outputs: a sample's labels hold every output's, one after another. */
     for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++)
-        st = kiln_buffer_write_rows(r->dev, r->head_labels[k],
-                                    (const int32_t *)b->labels + m->head_label_offset[k],
-                                    (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
-                                    kiln_loss_label_bytes(&m->loss));
+        if (r->head_labels[k])   /* not on a pipeline stage without the outputs */
+            st = kiln_buffer_write_rows(r->dev, r->head_labels[k],
+                                        (const int32_t *)b->labels + m->head_label_offset[k],
+                                        (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
+                                        kiln_loss_label_bytes(&m->loss));
     if (st != KILN_OK || !r->labels)
         return st;
     const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
