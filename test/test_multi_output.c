@@ -188,7 +188,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
-    fo.epochs = 3;
+    fo.epochs = 2;
     fo.batch_size = 4;   /* 4, 4 and 1: uneven splits over two replicas */
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.validation = val;
@@ -200,7 +200,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
     weights_of(ctx, m, base, n);
     kiln_epoch_record h = {.struct_size = sizeof h};
-    CHECK_OK(ctx, kiln_model_history_epoch(m, 2, &h));
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &h));
     kiln_metrics v = {.struct_size = sizeof v};
     CHECK_OK(ctx, kiln_model_evaluate(m, val, 2, &v));
     CHECK(h.has_validation && h.n_outputs == 2 && v.n_outputs == 2);
@@ -259,7 +259,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             snprintf(what, sizeof what, "%s against one device: weights", names[s]);
             test_compare(what, 58, other, base, n, 1e-5);
             kiln_epoch_record g = {.struct_size = sizeof g};
-            CHECK_OK(ctx, kiln_model_history_epoch(m, 2, &g));
+            CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &g));
             snprintf(what, sizeof what, "%s: last epoch's reg_loss", names[s]);
             check_close(what, g.outputs[1].loss, h.outputs[1].loss, 1e-5);
             snprintf(what, sizeof what, "%s: last epoch's val_cls_loss", names[s]);
@@ -396,12 +396,12 @@ static void test_parameter_server(kiln_context *ctx, const data *d, int32_t devi
         kiln_metrics before = {.struct_size = sizeof before},
                      after = {.struct_size = sizeof after};
         CHECK_OK(ctx, kiln_model_evaluate(c, ds, 4, &before));
-        fo.epochs = 20;
-        fo.batch_size = 2;
+        fo.epochs = 8;
+        fo.batch_size = 3;
         CHECK_OK(ctx, kiln_model_fit(c, ds, &fo));
         CHECK_OK(ctx, kiln_model_evaluate(c, ds, 4, &after));
         printf("parameter_server, two workers: cls_loss %.4f to %.4f, reg_loss %.4f to %.4f "
-               "in 20 epochs\n", before.outputs[0].loss, after.outputs[0].loss,
+               "in 8 epochs\n", before.outputs[0].loss, after.outputs[0].loss,
                before.outputs[1].loss, after.outputs[1].loss);
         CHECK(after.n_outputs == 2 && after.outputs[0].loss < 0.9 * before.outputs[0].loss &&
               after.outputs[1].loss < 0.9 * before.outputs[1].loss);
@@ -585,7 +585,7 @@ static void fit_checkpointed(kiln_context *ctx, kiln_model *m, kiln_dataset *tra
                                         .function = stop_at_epoch_2_step_2};
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
-    fo.epochs = 3;
+    fo.epochs = 2;
     fo.batch_size = 4;   /* 9 samples: 3 steps an epoch */
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.validation = val;
@@ -597,10 +597,11 @@ static void fit_checkpointed(kiln_context *ctx, kiln_model *m, kiln_dataset *tra
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
 }
 
-/* Stopped after epoch 2's second step (checkpointed at every step) and
- * resumed in a new model: the weights and every epoch's per-output values
- * (epoch 2's means carry the sums from before the stop) equal a fit never
- * stopped; kiln_model_load reads the checkpoint as a model of two outputs. */
+/* Two epochs, stopped after epoch 2's second step (checkpointed at every
+ * step) and resumed in a new model: the weights and every epoch's
+ * per-output values (epoch 2's means carry the sums from before the stop)
+ * equal a fit never stopped; kiln_model_load reads the checkpoint as a
+ * model of two outputs. */
 static void test_checkpoints(kiln_context *ctx, const data *d)
 {
     kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
@@ -621,8 +622,8 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_get_weights(c, wc, n));
     test_compare("checkpoint: stopped and resumed against never stopped", 58, wc, wa, n, 0);
     CHECK_OK(ctx, kiln_model_history_length(c, &length));
-    CHECK(length == 3);
-    for (int32_t e = 0; e < 3 && length == 3; e++) {
+    CHECK(length == 2);
+    for (int32_t e = 0; e < 2 && length == 2; e++) {
         kiln_epoch_record ra = {.struct_size = sizeof ra}, rc = {.struct_size = sizeof rc};
         CHECK_OK(ctx, kiln_model_history_epoch(a, e, &ra));
         CHECK_OK(ctx, kiln_model_history_epoch(c, e, &rc));
@@ -655,7 +656,7 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
         CHECK(ml.n_outputs == 2 && ml.outputs[1].loss == mc.outputs[1].loss &&
               ml.loss == mc.loss);
         kiln_epoch_record r = {.struct_size = sizeof r};
-        CHECK_OK(ctx, kiln_model_history_epoch(l, 2, &r));
+        CHECK_OK(ctx, kiln_model_history_epoch(l, 1, &r));
         CHECK(r.n_outputs == 2 && strcmp(r.outputs[0].name, "cls") == 0);
     }
     kiln_model_destroy(l);
@@ -714,7 +715,7 @@ static void test_names(kiln_context *ctx, const data *d)
          .function = seen_outputs, .user = &ok}};
     kiln_fit_options fo;
     kiln_fit_options_init(&fo);
-    fo.epochs = 2;
+    fo.epochs = 1;
     fo.batch_size = 4;
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.validation = val;
@@ -741,7 +742,7 @@ static void test_names(kiln_context *ctx, const data *d)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "val_cls_loss, val_cls_accuracy, val_reg_loss",
                 kiln_model_fit(m, train, &fo));
     kiln_epoch_record r = {.struct_size = sizeof r};
-    CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &r));
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &r));
     char line[1024];
     kiln_progress_format(line, sizeof line, 3, 3, 1, 0.2, r.loss, r.accuracy, &r);
     printf("progress line: %s\n", line);
