@@ -572,6 +572,22 @@ KILN_API kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
 
+/** The most outputs a model may declare (kiln_model_set_outputs). */
+#define KILN_MAX_MODEL_OUTPUTS 8
+
+/** Makes the `n` nodes the model's outputs, in this order (Keras's
+ *  Model(outputs=[...])): compile then takes a loss per output
+ *  (kiln_compile_options.outputs), a dataset one label array per output
+ *  (kiln_arrays_desc.outputs), and the history, callbacks and evaluate
+ *  report each output by its layer's name ("<layer>_loss",
+ *  "<layer>_accuracy"). n = 1 is kiln_model_set_output(). An output may
+ *  not feed another layer of the model (KILN_ERROR_UNSUPPORTED at
+ *  compile). KILN_ERROR_INVALID_ARGUMENT for `outputs` NULL, n outside
+ *  1..KILN_MAX_MODEL_OUTPUTS, a node not in the model or named twice;
+ *  KILN_ERROR_STATE once compiled. `outputs` is copied. */
+KILN_API kiln_status kiln_model_set_outputs(kiln_model *model, const kiln_node *outputs,
+                                            int32_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Compile                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -691,6 +707,16 @@ typedef enum kiln_pipeline_schedule {
     KILN_PIPELINE_1F1B
 } kiln_pipeline_schedule;
 
+/** The loss of one output of a model of several outputs
+ *  (kiln_compile_options.outputs). */
+typedef struct kiln_output_loss {
+    kiln_loss loss;              /**< required, as kiln_compile_options.loss */
+    /** The output's share of the total loss, finite and >= 0 (Keras's
+     *  loss_weights): the total is the sum of weight x loss over the
+     *  outputs; 0: 1 (Keras's default); -0.0f: exactly 0. */
+    float weight;
+} kiln_output_loss;
+
 /** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
@@ -790,6 +816,18 @@ typedef struct kiln_compile_options {
      *  checked against the output's classes except where they equal it).
      *  Datasets refuse negative labels, so -1 padding is not possible. */
     int32_t ignore_class;
+    /** A model of several outputs (kiln_model_set_outputs): one loss and
+     *  weight per output, in output order, instead of `loss` (then left
+     *  0); n_outputs must be the model's output count. Accuracy is
+     *  computed per output whose loss is a cross-entropy (unless
+     *  no_accuracy). With several outputs, top_k, mean_absolute_error,
+     *  binary_accuracy and ignore_class are KILN_ERROR_UNSUPPORTED, and so
+     *  under the pipeline is an output on a stage before the last (which
+     *  computes the loss), naming it. 0: one output, whose loss is
+     *  `loss`. */
+    int32_t n_outputs;
+    /** n_outputs losses (NULL when n_outputs is 0); copied. */
+    const kiln_output_loss *outputs;
 } kiln_compile_options;
 
 /**
@@ -800,7 +838,11 @@ typedef struct kiln_compile_options {
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
- * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters,
+ * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
+ * more than KILN_MAX_MODEL_INPUTS Inputs, and for what a model of several outputs does not support (see
+ * kiln_compile_options.n_outputs; naming the strategy or option),
+ * KILN_ERROR_INVALID_ARGUMENT for losses given for another count of
+ * outputs or a negative or non-finite loss weight,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
  * A model is compiled once; KILN_ERROR_STATE if called again.
  */
@@ -917,7 +959,9 @@ KILN_API kiln_status kiln_model_get_weights(kiln_model *model, float *weights, i
 KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weights,
                                             int64_t count);
 
-/** Number of floats one sample's output has (e.g. 10 for a 10-way softmax). */
+/** Number of floats one sample's output has (e.g. 10 for a 10-way softmax);
+ *  for a model of several outputs, all of them together (predict writes a
+ *  sample's outputs one after another, in output order). */
 KILN_API kiln_status kiln_model_output_size(const kiln_model *model, int64_t *size);
 
 /* ------------------------------------------------------------------------ */
@@ -992,6 +1036,17 @@ typedef struct kiln_input_array {
     const int32_t *int_features;   /**< count * prod(dims) ids (a kiln_input_ints Input) */
 } kiln_input_array;
 
+/** One output's labels in kiln_arrays_desc.outputs: as the single-output
+ *  fields label_kind, sparse_labels, label_size, dense_labels and
+ *  num_classes of kiln_arrays_desc. */
+typedef struct kiln_label_array {
+    kiln_label_kind label_kind;    /**< default sparse */
+    const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count * label_size ids */
+    int32_t label_size;            /**< ids or floats per sample (sparse: 0 is 1) */
+    const float *dense_labels;     /**< KILN_LABELS_DENSE: count * label_size floats */
+    int32_t num_classes;           /**< sparse labels must be below it; 0: unchecked here */
+} kiln_label_array;
+
 /** Host arrays for kiln_dataset_from_arrays(). */
 typedef struct kiln_arrays_desc {
     size_t struct_size;          /**< sizeof(kiln_arrays_desc) */
@@ -1024,13 +1079,23 @@ typedef struct kiln_arrays_desc {
     /** n_inputs descriptors (NULL when n_inputs is 0), one per Input in the
      *  model's input order; each is copied like the single-input fields. */
     const kiln_input_array *inputs;
+    /** For a model of several outputs, instead of label_kind,
+     *  sparse_labels, label_size, dense_labels and num_classes (which are
+     *  then left zero): n_outputs label arrays, one per output in the
+     *  model's output order (1..KILN_MAX_MODEL_OUTPUTS). 0: one output's
+     *  labels, in the fields above. */
+    int32_t n_outputs;
+    /** n_outputs label arrays (NULL when n_outputs is 0); each is copied. */
+    const kiln_label_array *outputs;
 } kiln_arrays_desc;
 
 /** Makes a dataset from host arrays, which are copied (the caller keeps
  *  ownership of its arrays). KILN_ERROR_INVALID_ARGUMENT for bad sizes, for
  *  both or neither of features and int_features (of the desc, or of an
  *  input array, named by its index), for n_inputs outside
- *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set,
+ *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set, for
+ *  n_outputs outside 0..KILN_MAX_MODEL_OUTPUTS or with the single-output
+ *  label fields also set (a bad label array is named by its index),
  *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
  *  several ids per sample, the position) or a feature or dense label that
  *  is NaN or infinite (naming the first such sample and element). */
@@ -1316,7 +1381,8 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * the exporter), when kiln was built without the meson feature "onnx" (the
  * message says so), or for weights past protobuf's 2 GiB; KILN_ERROR_IO
  * naming the path if it cannot be written (the file there, if any, is
- * then unchanged); KILN_ERROR_OUT_OF_MEMORY.
+ * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs
+ * has a graph output per output, in output order, named as its layer.
  */
 KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
 
@@ -1335,6 +1401,15 @@ typedef enum kiln_event {
     KILN_EVENT_BATCH_END = 0,
     KILN_EVENT_EPOCH_END
 } kiln_event;
+
+/** One output's loss and accuracy, in a model of several outputs. */
+typedef struct kiln_output_metrics {
+    /** The output's layer name: Keras logs "<name>_loss" and
+     *  "<name>_accuracy" (and "val_" before them on validation data). */
+    char name[64];
+    double loss;                 /**< mean over the samples (positions for sequences) */
+    double accuracy;             /**< negative when not computed */
+} kiln_output_metrics;
 
 /** What a callback sees. Loss and accuracy are running means over the epoch
  *  so far (as Keras reports them); accuracy is negative when not computed;
@@ -1361,6 +1436,11 @@ typedef struct kiln_progress {
     double val_mean_absolute_error;  /**< see top_k_accuracy */
     double val_binary_accuracy;      /**< see top_k_accuracy */
     double learning_rate;            /**< of the last update */
+    /** A model of several outputs: as kiln_epoch_record's fields of the
+     *  same names (running means; val_outputs at epoch end). */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];      /**< see n_outputs */
+    kiln_output_metrics val_outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_progress;
 
 /** What a kiln_callback_fn returns. */
@@ -1670,6 +1750,11 @@ typedef struct kiln_metrics {
     double top_k_accuracy;
     double mean_absolute_error;  /**< see top_k_accuracy */
     double binary_accuracy;      /**< see top_k_accuracy */
+    /** A model of several outputs: their count (0 for one output; `loss`
+     *  is then the weighted total and `accuracy` negative) and each
+     *  output's loss and accuracy, in output order. */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_metrics;
 
 /** Mean loss and accuracy over a dataset, in inference mode, in batches of
@@ -1681,7 +1766,8 @@ KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *
 /** Runs the model on `count` samples of host features (count * input size
  *  floats; a model of several Inputs takes each sample's inputs one after
  *  another, in input order, ids as int32 bits: see kiln_input()) and writes
- *  count * output size floats to `outputs`. KILN_ERROR_DATA, naming the
+ *  count * output size floats to `outputs` (a model of several outputs:
+ *  each sample's outputs one after another, in output order). KILN_ERROR_DATA, naming the
  *  sample, position, input and layer, for an id outside its Embedding. */
 KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
                                         float *outputs, int32_t batch_size);
@@ -1693,7 +1779,9 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 /** One training step on `count` samples of host features (count * input
  *  size floats) and labels (count int32 class ids, count * positions ids
  *  against a (positions, classes) output, or count * output size floats
- *  for dense labels), as fit would take it under the model's
+ *  for dense labels; a model of several outputs takes each sample's labels
+ *  one output after another, in output order, ids as int32 bits and
+ *  floats, 4 bytes each), as fit would take it under the model's
  *  strategy (split across replicas, reduced, one optimizer update). The
  *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
  *  training step for checkpoints and schedules and leaves fit's epoch
@@ -1704,7 +1792,8 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const float *features,
                                                const void *labels, int32_t count,
                                                kiln_metrics *out);
-/** The loss and accuracy of one batch in inference mode (no update). */
+/** The loss and accuracy of one batch in inference mode (no update); labels
+ *  as kiln_model_train_on_batch() takes them. */
 KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const float *features,
                                               const void *labels, int32_t count,
                                               kiln_metrics *out);
@@ -1735,6 +1824,12 @@ typedef struct kiln_epoch_record {
     /** The learning rate of the epoch's last update: the compile-time
      *  schedule's, or the one a callback set (see kiln_callback_spec). */
     double learning_rate;
+    /** A model of several outputs: their count (else 0), and each output's
+     *  means over the epoch, then on the validation data (when
+     *  has_validation); loss is then the weighted total. */
+    int32_t n_outputs;
+    kiln_output_metrics outputs[KILN_MAX_MODEL_OUTPUTS];      /**< see n_outputs */
+    kiln_output_metrics val_outputs[KILN_MAX_MODEL_OUTPUTS];  /**< see n_outputs */
 } kiln_epoch_record;
 
 /** Why the model's last fit ended before its last epoch: the cause (may be
@@ -1775,7 +1870,8 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
- * history. Atomic as above.
+ * history (for a model of several outputs, each output's values and sums
+ * too). Atomic as above.
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 
@@ -1819,7 +1915,8 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
  * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
  * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
- * name that is not UTF-8, KILN_ERROR_IO naming the path.
+ * name that is not UTF-8, KILN_ERROR_IO naming the path. A model of several
+ * outputs keeps them, in order, with each one's loss and weight.
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
 

@@ -102,6 +102,19 @@ kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t of
     return KILN_OK;
 }
 
+kiln_status kiln_buffer_read_rows(kiln_device *dev, const kiln_buffer *src, void *dst,
+                                  size_t rows, size_t row_bytes, size_t dst_pitch)
+{
+    kiln_status st = check_range(dev, src, 0, rows * row_bytes, "read");
+    if (st != KILN_OK || rows == 0 || row_bytes == 0)
+        return st;
+    const size_t origin[3] = {0, 0, 0}, region[3] = {row_bytes, rows, 1};
+    KILN_CL_CHECK(dev, clEnqueueReadBufferRect(dev->queue, src->mem, CL_TRUE, origin, origin,
+                                               region, row_bytes, 0, dst_pitch, 0, dst, 0,
+                                               NULL, NULL));
+    return KILN_OK;
+}
+
 kiln_status kiln_buffer_copy(kiln_device *dev, kiln_buffer *dst, size_t dst_offset,
                              const kiln_buffer *src, size_t src_offset, size_t bytes)
 {

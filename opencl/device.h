@@ -48,6 +48,10 @@ kiln_status kiln_buffer_write_rows(kiln_device *dev, kiln_buffer *dst, const voi
                                    size_t rows, size_t row_bytes, size_t src_pitch);
 kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t offset,
                              void *dst, size_t bytes);
+/* The converse of kiln_buffer_write_rows: `rows` packed rows of src into
+ * dst every `dst_pitch` bytes (blocking). */
+kiln_status kiln_buffer_read_rows(kiln_device *dev, const kiln_buffer *src, void *dst,
+                                  size_t rows, size_t row_bytes, size_t dst_pitch);
 kiln_status kiln_buffer_copy(kiln_device *dev, kiln_buffer *dst, size_t dst_offset,
                              const kiln_buffer *src, size_t src_offset, size_t bytes);
 kiln_status kiln_buffer_zero(kiln_device *dev, kiln_buffer *buf, size_t offset, size_t bytes);

@@ -15,13 +15,15 @@
 #include <string.h>
 
 #define MAX_CALLBACKS 64
-#define MAX_VALUES 16   /* loss, accuracy, 3 metrics, each twice, and the rate */
+/* loss, accuracy, 3 metrics, each twice, and the rate; or the total loss
+ * and each output's loss and accuracy, each twice, and the rate */
+#define MAX_VALUES (3 + 4 * KILN_MAX_MODEL_OUTPUTS)
 #define MAX_PATH 4096
 
 /* A value of the epoch a callback may monitor or log: its name and where
  * the epoch record keeps it. */
 typedef struct value {
-    char name[48];
+    char name[96];       /* "val_" + an output's layer name + "_accuracy" */
     size_t offset;
     int up;              /* larger is better */
 } value;
@@ -133,6 +135,18 @@ static void list_values(kiln_callbacks *c, int validation)
         add_value(c, prefix, "loss",
                   val ? offsetof(kiln_epoch_record, val_loss) : offsetof(kiln_epoch_record, loss),
                   0);
+        /* Keras names an output's values after its layer: "cls_loss". */
+        for (int32_t k = 0; kiln_model_multi_output(c->m) && k < c->m->n_outputs; k++) {
+            const size_t at = (val ? offsetof(kiln_epoch_record, val_outputs)
+                                   : offsetof(kiln_epoch_record, outputs)) +
+                              (size_t)k * sizeof(kiln_output_metrics);
+            char name[80];
+            snprintf(name, sizeof name, "%s_loss", c->m->nodes[c->m->outputs[k]].name);
+            add_value(c, prefix, name, at + offsetof(kiln_output_metrics, loss), 0);
+            snprintf(name, sizeof name, "%s_accuracy", c->m->nodes[c->m->outputs[k]].name);
+            if (c->m->heads[k].accuracy)
+                add_value(c, prefix, name, at + offsetof(kiln_output_metrics, accuracy), 1);
+        }
         if (plan->accuracy)
             add_value(c, prefix, "accuracy",
                       val ? offsetof(kiln_epoch_record, val_accuracy)
@@ -177,7 +191,7 @@ static kiln_status take_monitor(kiln_callbacks *c, callback *cb)
     const char *name = cb->spec.monitor ? cb->spec.monitor : "val_loss";
     cb->monitored = find_value(c, name);
     if (cb->monitored < 0) {
-        char list[256] = "";
+        char list[1024] = "";
         for (int i = 0; i < c->n_values; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      c->values[i].name);
@@ -566,7 +580,10 @@ static kiln_status call_function(kiln_callbacks *c, const callback *cb, kiln_eve
         .top_k_accuracy = r->top_k_accuracy, .mean_absolute_error = r->mean_absolute_error,
         .binary_accuracy = r->binary_accuracy, .val_top_k_accuracy = r->val_top_k_accuracy,
         .val_mean_absolute_error = r->val_mean_absolute_error,
-        .val_binary_accuracy = r->val_binary_accuracy, .learning_rate = r->learning_rate};
+        .val_binary_accuracy = r->val_binary_accuracy, .learning_rate = r->learning_rate,
+        .n_outputs = r->n_outputs};
+    memcpy(p.outputs, r->outputs, sizeof p.outputs);
+    memcpy(p.val_outputs, r->val_outputs, sizeof p.val_outputs);
     const int said = cb->spec.function(cb->spec.user, &p);
     char when[64];
     if (event == KILN_EVENT_EPOCH_END)

@@ -19,7 +19,7 @@
 
 #define FORMAT "kiln-checkpoint"
 #define FORMAT_VERSION "1"
-#define MAX_META 20
+#define MAX_META 24
 
 /* What a file holds: weights (kiln_model_save_weights), weights and the
  * model's description (kiln_model_save), or the training state with the
@@ -85,14 +85,31 @@ static int history_metrics_line(char *out, size_t room, const kiln_epoch_record 
                     r->val_binary_accuracy, r->learning_rate, (long long)r->skipped_steps);
 }
 
+/* Several outputs: each output's loss and accuracy, then on the validation
+ * data (files of a model of one output have no such line). */
+static int history_outputs_line(char *out, size_t room, const kiln_epoch_record *r)
+{
+    char line[4 * 25 * KILN_MAX_MODEL_OUTPUTS + 2];
+    size_t at = 0;
+    for (int32_t k = 0; k < r->n_outputs && k < KILN_MAX_MODEL_OUTPUTS; k++) {
+        const int n = snprintf(line + at, sizeof line - at, "%s%.17g %.17g %.17g %.17g",
+                               k ? " " : "", r->outputs[k].loss, r->outputs[k].accuracy,
+                               r->val_outputs[k].loss, r->val_outputs[k].accuracy);
+        if (n < 0 || (size_t)n >= sizeof line - at)
+            return -1;
+        at += (size_t)n;
+    }
+    return snprintf(out, room, "%s\n", line);
+}
+
 /* The history as text, one `line` per epoch; NULL when out of memory. A
  * line is at most 8 numbers of 24 characters (%.17g of a double, %lld)
- * and their separators, within LINE_BYTES; one that is not (a format
- * grown past it) fails rather than writes past the end. */
-static char *history_lines(const kiln_model *m, record_line_fn line)
+ * and their separators, within `line_bytes` (256; several outputs' lines:
+ * 4 numbers per output); one that is not (a format grown past it) fails
+ * rather than writes past the end. */
+static char *history_lines(const kiln_model *m, record_line_fn line, size_t line_bytes)
 {
-    enum { LINE_BYTES = 256 };
-    const size_t size = (size_t)m->n_history * LINE_BYTES + 1;
+    const size_t size = (size_t)m->n_history * line_bytes + 1;
     char *t = kiln_alloc(m->ctx, size);
     if (!t)
         return NULL;
@@ -153,11 +170,51 @@ static void meta_add(metadata *md, const char *key, const char *fmt, ...)
     md->n++;
 }
 
+/* A checkpoint's texts too long for a metadata value of 160 characters. */
+typedef struct long_texts {
+    char *history, *history_metrics;
+    char *history_outputs, *output_sums;   /* several outputs, else NULL */
+} long_texts;
+
+/* Several outputs: the epoch's sums of each output so far. */
+static char *output_sums_text(const kiln_model *m)
+{
+    const size_t n = (size_t)m->n_outputs * KILN_SUM_HEAD_SLOTS, size = n * 26 + 1;
+    char *t = kiln_alloc(m->ctx, size);
+    size_t at = 0;
+    for (size_t i = 0; t && i < n; i++)
+        at += (size_t)snprintf(t + at, size - at, "%s%.17g", i ? " " : "", m->epoch_heads[i]);
+    return t;
+}
+
+static kiln_status make_long_texts(const kiln_model *m, long_texts *t)
+{
+    memset(t, 0, sizeof *t);
+    t->history = history_lines(m, history_line, 256);
+    t->history_metrics = history_lines(m, history_metrics_line, 256);
+    if (kiln_model_multi_output(m)) {
+        t->history_outputs = history_lines(m, history_outputs_line,
+                                           4 * 25 * KILN_MAX_MODEL_OUTPUTS + 2);
+        t->output_sums = output_sums_text(m);
+    }
+    return t->history && t->history_metrics &&
+                   (!kiln_model_multi_output(m) || (t->history_outputs && t->output_sums))
+               ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
+}
+
+static void free_long_texts(kiln_context *ctx, long_texts *t)
+{
+    kiln_free(ctx, t->history);
+    kiln_free(ctx, t->history_metrics);
+    kiln_free(ctx, t->history_outputs);
+    kiln_free(ctx, t->output_sums);
+}
+
 /* The format and the model's fingerprint; the model's description when
  * given; for a training state also the optimizer, the training position
  * and the history. */
-static void describe(const kiln_model *m, save_kind kind, const char *model, const char *history,
-                     const char *history_metrics, metadata *md)
+static void describe(const kiln_model *m, save_kind kind, const char *model,
+                     const long_texts *texts, metadata *md)
 {
     static const char *const kinds[] = {"weights", "model", "training_state"};
     md->n = 0;
@@ -192,9 +249,15 @@ static void describe(const kiln_model *m, save_kind kind, const char *model, con
         meta_add(md, "learning_rate_override", "%.17g", m->lr_override);
     /* Too long for a 160-character value: the caller's text is used as is. */
     md->keys[md->n] = "history";
-    md->values[md->n++] = history;
+    md->values[md->n++] = texts->history;
     md->keys[md->n] = "history_metrics";
-    md->values[md->n++] = history_metrics;
+    md->values[md->n++] = texts->history_metrics;
+    if (!kiln_model_multi_output(m))
+        return;
+    md->keys[md->n] = "history_outputs";
+    md->values[md->n++] = texts->history_outputs;
+    md->keys[md->n] = "epoch_output_sums";
+    md->values[md->n++] = texts->output_sums;
 }
 
 /* The model's description for a file of `kind`, or NULL. A checkpoint of a
@@ -235,9 +298,9 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         n_params += (size_t)m->nodes[i].n_params;
     kiln_st_entry *e = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, sizeof *e);
     char (*name)[160] = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, 160);
-    char *history = full ? history_lines(m, history_line) : NULL;
-    char *history_metrics = full ? history_lines(m, history_metrics_line) : NULL;
-    if (!flat || !e || !name || (full && (!history || !history_metrics))) {
+    long_texts texts = {0};
+    const kiln_status made = full ? make_long_texts(m, &texts) : KILN_OK;
+    if (!flat || !e || !name || made != KILN_OK) {
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
     }
@@ -249,15 +312,14 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         goto done;
     const size_t n = list_tensors(m, n_slots, flat, e, name);
     metadata md;
-    describe(m, kind, model, history, history_metrics, &md);
+    describe(m, kind, model, &texts, &md);
     st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);
 done:
     kiln_free(ctx, model);
     kiln_free(ctx, flat);
     kiln_free(ctx, e);
     kiln_free(ctx, name);
-    kiln_free(ctx, history);
-    kiln_free(ctx, history_metrics);
+    free_long_texts(ctx, &texts);
     return st;
 }
 
@@ -488,6 +550,46 @@ static kiln_status take_history_metrics(const kiln_model *m, const kiln_st_file 
     return KILN_OK;
 }
 
+/* Several outputs: each epoch's per-output values (names from the model)
+ * and the current epoch's per-output sums, which such a checkpoint must
+ * hold. */
+static kiln_status take_history_outputs(const kiln_model *m, const kiln_st_file *f,
+                                        const char *path, kiln_epoch_record *records,
+                                        long long epochs, double *sums)
+{
+    if (!kiln_model_multi_output(m))
+        return KILN_OK;
+    const char *p = kiln_st_meta(f, "history_outputs"), *q = kiln_st_meta(f, "epoch_output_sums");
+    for (long long i = 0; p && i < epochs; i++) {
+        kiln_epoch_record *r = &records[i];
+        r->n_outputs = m->n_outputs;
+        for (int32_t k = 0; p && k < m->n_outputs; k++) {
+            int used = 0;
+            kiln_output_metrics *o = &r->outputs[k], *v = &r->val_outputs[k];
+            snprintf(o->name, sizeof o->name, "%s", m->nodes[m->outputs[k]].name);
+            snprintf(v->name, sizeof v->name, "%s", m->nodes[m->outputs[k]].name);
+            if (sscanf(p, "%lf %lf %lf %lf%n", &o->loss, &o->accuracy, &v->loss, &v->accuracy,
+                       &used) != 4)
+                p = NULL;
+            else
+                p += used;
+        }
+    }
+    for (int32_t i = 0; q && i < m->n_outputs * KILN_SUM_HEAD_SLOTS; i++) {
+        int used = 0;
+        if (sscanf(q, "%lf%n", &sums[i], &used) != 1)
+            q = NULL;
+        else
+            q += used;
+    }
+    if (!p || !q)
+        return kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: the "
+                          "model has %d outputs, but the checkpoint's per-output history "
+                          "('history_outputs') or sums ('epoch_output_sums') are missing or "
+                          "malformed", path, (int)m->n_outputs);
+    return KILN_OK;
+}
+
 /* Validates the training position (apply 0), or sets it on the model. */
 static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const char *path,
                                     int apply)
@@ -526,7 +628,10 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
     double metric_sums[3] = {0, 0, 0}, lr_override = 0;
     const char *sums_text = kiln_st_meta(f, "epoch_metric_sums");
     const char *lr_text = kiln_st_meta(f, "learning_rate_override");
+    double output_sums[KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS] = {0};
     kiln_status st = take_history_metrics(m, f, path, records, epoch);
+    if (st == KILN_OK)
+        st = take_history_outputs(m, f, path, records, epoch, output_sums);
     if (st == KILN_OK &&
         ((sums_text && sscanf(sums_text, "%lf %lf %lf", &metric_sums[0], &metric_sums[1],
                               &metric_sums[2]) != 3) ||
@@ -538,6 +643,7 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
         return st;
     }
     memcpy(m->epoch_metrics, metric_sums, sizeof metric_sums);
+    memcpy(m->epoch_heads, output_sums, sizeof output_sums);
     m->has_lr_override = lr_text != NULL;
     m->lr_override = lr_override;
     kiln_free(m->ctx, m->history);

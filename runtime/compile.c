@@ -16,8 +16,19 @@ static kiln_status find_input_and_path(kiln_model *m)
 {
     for (int32_t i = 0; i < m->n_nodes; i++)
         m->nodes[i].on_path = 0;
-    m->nodes[m->output].on_path = 1;
-    for (int32_t i = m->output; i >= 0; i--) {
+    if (m->n_outputs < 2) {
+        m->n_outputs = 1;
+        m->outputs[0] = m->output;
+    }
+    kiln_node last = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++) {
+        m->nodes[m->outputs[k]].on_path = 1;
+        last = m->outputs[k] > last ? m->outputs[k] : last;
+    }
+    m->output_size = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++)
+        m->output_size += kiln_node_size(m, m->outputs[k]);
+    for (int32_t i = last; i >= 0; i--) {
         if (!m->nodes[i].on_path)
             continue;
         for (int k = 0; k < m->nodes[i].n_inputs; k++)
@@ -232,8 +243,8 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     if (st == KILN_OK)
         st = lay_out_params(m);
     if (st == KILN_OK)
-        st = kiln_loss_plan_make(m, o.loss, !o.no_accuracy, &m->loss);
-    if (st == KILN_OK)
+        st = kiln_model_plan_outputs(m, &o);
+    if (st == KILN_OK && !kiln_model_multi_output(m))
         st = kiln_metric_plan_make(m, &o);
     if (st == KILN_OK)
         st = kiln_optimizer_resolve(ctx, &opt);

@@ -191,9 +191,9 @@ static kiln_status check_inputs(kiln_context *ctx, const kiln_arrays_desc *d, ki
     return KILN_OK;
 }
 
-static kiln_status check_label_desc(kiln_context *ctx, const kiln_arrays_desc *d)
+static kiln_status check_label_desc(kiln_context *ctx, const kiln_arrays_desc *d,
+                                    const char *fn)
 {
-    const char *fn = "kiln_dataset_from_arrays";
     if (d->label_kind == KILN_LABELS_SPARSE) {
         if (!d->sparse_labels)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -220,6 +220,43 @@ static kiln_status check_label_desc(kiln_context *ctx, const kiln_arrays_desc *d
                           "%s: label_kind is %d, which is not a kiln_label_kind", fn,
                           (int)d->label_kind);
     }
+    return KILN_OK;
+}
+
+/* The label arrays of several outputs, each checked as the single-output
+ * fields are; `words` gets a sample's label words in all. */
+static kiln_status check_outputs(kiln_context *ctx, const kiln_arrays_desc *d, int32_t *words)
+{
+    const char *fn = "kiln_dataset_from_arrays";
+    if (d->n_outputs < 0 || d->n_outputs > KILN_MAX_MODEL_OUTPUTS || !d->outputs)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: n_outputs is %d%s; it must "
+                          "be in 0..%d with outputs set", fn, (int)d->n_outputs,
+                          d->outputs ? "" : " and outputs is NULL", KILN_MAX_MODEL_OUTPUTS);
+    if (d->sparse_labels || d->dense_labels || d->label_size || d->num_classes ||
+        d->label_kind != KILN_LABELS_SPARSE)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: n_outputs is %d, so "
+                          "label_kind, sparse_labels, label_size, dense_labels and num_classes "
+                          "must be left zero (each output's are in outputs[])", fn,
+                          (int)d->n_outputs);
+    int64_t total = 0;
+    for (int32_t k = 0; k < d->n_outputs; k++) {
+        const kiln_label_array *a = &d->outputs[k];
+        const kiln_arrays_desc one = {.label_kind = a->label_kind,
+                                      .sparse_labels = a->sparse_labels,
+                                      .label_size = a->label_size,
+                                      .dense_labels = a->dense_labels,
+                                      .num_classes = a->num_classes};
+        char at[64];
+        snprintf(at, sizeof at, "%s: outputs[%d]", fn, (int)k);
+        const kiln_status st = check_label_desc(ctx, &one, at);
+        if (st != KILN_OK)
+            return st;
+        total += a->label_size ? a->label_size : 1;
+        if (total > INT32_MAX / 2)
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: a sample's labels hold "
+                              "more than %d values", fn, INT32_MAX / 2);
+    }
+    *words = (int32_t)total;
     return KILN_OK;
 }
 
@@ -261,6 +298,35 @@ static kiln_status check_finite(kiln_context *ctx, const float *x, int64_t count
                               "is %s; every value must be finite", (long long)(i / size),
                               (long long)(i % size), what,
                               isnan(x[i]) ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf");
+    return KILN_OK;
+}
+
+/* Several outputs: each sample's labels one output after another, ids as
+ * int32 bits (the layout every batch keeps up to the device). */
+static kiln_status pack_outputs(kiln_dataset *ds, const kiln_arrays_desc *d)
+{
+    ds->n_label_parts = d->n_outputs;
+    int32_t offset = 0;
+    for (int32_t k = 0; k < d->n_outputs; k++) {
+        const kiln_label_array *a = &d->outputs[k];
+        const int sparse = a->label_kind == KILN_LABELS_SPARSE;
+        const int32_t size = sparse && a->label_size == 0 ? 1 : a->label_size;
+        char what[32];
+        snprintf(what, sizeof what, "output %d's labels", (int)k);
+        const kiln_status st =
+            sparse ? check_labels(ds->ctx, a->sparse_labels, ds->count, size, a->num_classes)
+                   : check_finite(ds->ctx, a->dense_labels, ds->count, size, what);
+        if (st != KILN_OK)
+            return st;
+        ds->label_part_kind[k] = a->label_kind;
+        ds->label_part_size[k] = size;
+        const char *src = sparse ? (const char *)a->sparse_labels
+                                 : (const char *)a->dense_labels;
+        for (int64_t i = 0; i < ds->count; i++)
+            memcpy(ds->dense_labels + i * ds->label_size + offset,
+                   src + (size_t)(i * size) * 4, (size_t)size * 4);
+        offset += size;
+    }
     return KILN_OK;
 }
 
@@ -317,20 +383,28 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
         return kiln_error(ctx, why.status, "kiln_dataset_from_arrays: %s", why.message);
     kiln_shape shape = {.rank = d.feature_rank};
     kiln_status st = d.n_inputs ? check_inputs(ctx, &d, &shape) : check_desc(ctx, &d);
+    int32_t words = 0;
     if (st == KILN_OK)
-        st = check_label_desc(ctx, &d);
+        st = d.n_outputs ? check_outputs(ctx, &d, &words)
+                         : check_label_desc(ctx, &d, "kiln_dataset_from_arrays");
     if (st != KILN_OK)
         return st;
     for (int32_t i = 0; !d.n_inputs && i < d.feature_rank; i++)
         shape.dims[i] = d.feature_dims[i];
-    const int sparse = d.label_kind == KILN_LABELS_SPARSE;
-    const int32_t label_size = sparse && d.label_size == 0 ? 1 : d.label_size;
+    const int sparse = !d.n_outputs && d.label_kind == KILN_LABELS_SPARSE;
+    const int32_t label_size = d.n_outputs ? words
+                               : sparse && d.label_size == 0 ? 1 : d.label_size;
     kiln_dataset *ds;
     /* Sizes are checked for overflow here, before the caller's arrays are read. */
-    st = kiln_dataset_alloc(ctx, d.count, &shape, d.label_kind, label_size, &ds);
+    st = kiln_dataset_alloc(ctx, d.count, &shape,
+                            sparse ? KILN_LABELS_SPARSE : KILN_LABELS_DENSE, label_size, &ds);
     if (st != KILN_OK)
         return st;
-    if (sparse) {
+    if (d.n_outputs) {
+        st = pack_outputs(ds, &d);
+        if (st != KILN_OK)
+            goto fail;
+    } else if (sparse) {
         st = check_labels(ctx, d.sparse_labels, d.count, label_size, d.num_classes);
         if (st != KILN_OK)
             goto fail;

@@ -74,6 +74,13 @@ struct kiln_dataset {
     int32_t n_parts;
     kiln_shape part_shape[KILN_MAX_MODEL_INPUTS];
     int part_ints[KILN_MAX_MODEL_INPUTS];
+    /* Several outputs (kiln_arrays_desc.outputs): a sample's label is label
+     * part 0's words (int32 ids or floats, 4 bytes each), then part 1's,
+     * ...; label_kind is then KILN_LABELS_DENSE with label_size the words
+     * in all (ids keep their bits in the float slots). 0: one label. */
+    int32_t n_label_parts;
+    kiln_label_kind label_part_kind[KILN_MAX_MODEL_OUTPUTS];
+    int32_t label_part_size[KILN_MAX_MODEL_OUTPUTS];
 };
 
 /* An uninitialised resident dataset of `count` samples of `shape` (idx.c

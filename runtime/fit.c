@@ -88,6 +88,49 @@ static kiln_status check_inputs(kiln_model *m, const kiln_dataset *ds, const cha
     return KILN_OK;
 }
 
+/* Several outputs: does `ds` carry one label array per output, each of
+ * the kind and size its loss takes, its ids below the output's classes? */
+static kiln_status check_label_parts(kiln_model *m, const kiln_dataset *ds, const char *call,
+                                     const char *what)
+{
+    char a[64];
+    const int32_t got = ds->n_label_parts ? ds->n_label_parts : 1;   /* 0: one, unpacked */
+    if (ds->n_label_parts != m->n_outputs)
+        return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label array%s per "
+                          "sample but the model has %d outputs (the first '%s'); give one per "
+                          "output (kiln_arrays_desc.outputs)", call, what, (int)got,
+                          got == 1 ? "" : "s", (int)m->n_outputs,
+                          m->nodes[m->outputs[0]].name);
+    int64_t offset = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const kiln_node_rec *out = &m->nodes[m->outputs[k]];
+        const int64_t want = plan->sparse ? plan->positions : plan->positions * plan->cols;
+        const int sparse = ds->label_part_kind[k] == KILN_LABELS_SPARSE;
+        if (sparse != plan->sparse || ds->label_part_size[k] != want)
+            return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: label array %d of %s holds %d %s "
+                              "per sample but output '%s' %s under %s takes %lld %s", call,
+                              (int)k, what, (int)ds->label_part_size[k],
+                              sparse ? "class ids" : "floats", out->name,
+                              kiln_shape_str(&out->shape, a, sizeof a),
+                              kiln_loss_name(plan->loss), (long long)want,
+                              plan->sparse ? "class ids" : "floats");
+        for (int64_t i = 0; sparse && ds->dense_labels && i < ds->count; i++)
+            for (int32_t p = 0; p < ds->label_part_size[k]; p++) {
+                int32_t y;
+                memcpy(&y, ds->dense_labels + i * ds->label_size + offset + p, sizeof y);
+                if (y >= 0 && y < plan->cols)
+                    continue;
+                return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s: sample %lld (position %d) "
+                                  "has label %d but output '%s' has %lld classes (labels 0 "
+                                  "to %lld)", call, what, (long long)i, (int)p, (int)y,
+                                  out->name, (long long)plan->cols, (long long)plan->cols - 1);
+            }
+        offset += ds->label_part_size[k];
+    }
+    return KILN_OK;
+}
+
 /* Does `ds` fit the model's inputs and loss? */
 static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
@@ -96,6 +139,12 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
     const kiln_status st = check_inputs(m, ds, call, what);
     if (st != KILN_OK)
         return st;
+    if (kiln_model_multi_output(m))
+        return check_label_parts(m, ds, call, what);
+    if (ds->n_label_parts)
+        return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label arrays per "
+                          "sample but the model has 1 output ('%s')", call, what,
+                          (int)ds->n_label_parts, m->nodes[m->output].name);
     const int64_t outputs = kiln_node_size(m, m->output);
     if (m->loss.sparse) {
         const kiln_node_rec *out = &m->nodes[m->output];
@@ -228,6 +277,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
     }
     source_close(m, &src);
     kiln_metrics_from_sums(&m->loss, total, out);
+    kiln_model_output_metrics(m, total, out);
     out->samples = ds->count;
     return st;
 }
@@ -282,7 +332,7 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
                           "kiln_model_predict: inputs and outputs must be set, count (%lld) "
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : 32;
-    const int64_t in_size = m->sample_size, out_size = kiln_node_size(m, m->output);
+    const int64_t in_size = m->sample_size, out_size = m->output_size;
     const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
                                                       0, 0);
     if (ids != KILN_OK)
@@ -399,6 +449,7 @@ static void reset_epoch_position(kiln_model *m)
     m->epoch_step = 0;
     m->epoch_loss = m->epoch_correct = 0;
     memset(m->epoch_metrics, 0, sizeof m->epoch_metrics);
+    memset(m->epoch_heads, 0, sizeof m->epoch_heads);
     m->epoch_seen = 0;
     m->epoch_counted = 0;
 }
@@ -412,16 +463,22 @@ static void add_sums(kiln_model *m, const double *sums)
     m->epoch_counted += sums[KILN_SUM_COUNTED];
     for (int k = 0; k < 3; k++)
         m->epoch_metrics[k] += sums[KILN_SUM_TOP_K + k];
+    for (int k = 0; k < KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS; k++)
+        m->epoch_heads[k] += sums[KILN_SUM_HEADS + k];
 }
 
 static void update_means(const kiln_model *m, kiln_epoch_record *r)
 {
-    const double sums[KILN_N_SUMS] = {
+    double sums[KILN_N_SUMS] = {
         [KILN_SUM_LOSS] = m->epoch_loss, [KILN_SUM_CORRECT] = m->epoch_correct,
         [KILN_SUM_TOP_K] = m->epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->epoch_metrics[1],
         [KILN_SUM_BINARY] = m->epoch_metrics[2], [KILN_SUM_COUNTED] = m->epoch_counted};
+    memcpy(sums + KILN_SUM_HEADS, m->epoch_heads, sizeof m->epoch_heads);
     kiln_metrics means;
     kiln_metrics_from_sums(&m->loss, sums, &means);
+    kiln_model_output_metrics(m, sums, &means);
+    r->n_outputs = means.n_outputs;
+    memcpy(r->outputs, means.outputs, sizeof r->outputs);
     r->loss = means.loss;
     r->accuracy = means.accuracy;
     r->top_k_accuracy = means.top_k_accuracy;
@@ -551,6 +608,7 @@ static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch
     r->val_top_k_accuracy = v.top_k_accuracy;
     r->val_mean_absolute_error = v.mean_absolute_error;
     r->val_binary_accuracy = v.binary_accuracy;
+    memcpy(r->val_outputs, v.outputs, sizeof r->val_outputs);
     return KILN_OK;
 }
 
@@ -592,7 +650,7 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         if (st != KILN_OK || m->stop_cause != KILN_STOP_NONE)
             break;
         r.seconds = kiln_now() - start;
-        kiln_progress_step(bar, step + 1, r.loss, r.accuracy);
+        kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
         if (m->stop_cause != KILN_STOP_NONE)
             break;

@@ -289,6 +289,7 @@ kiln_status kiln_model_set_output(kiln_model *m, kiln_node node)
         return kiln_error(m->ctx, KILN_ERROR_STATE,
                           "kiln_model_set_output: the model is already compiled");
     m->output = node;
+    m->n_outputs = 0;   /* the last call decides: one output now */
     return KILN_OK;
 }
 

@@ -17,7 +17,13 @@ const char *kiln_loss_name(kiln_loss loss)
 kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy,
                                 kiln_loss_plan *plan)
 {
-    const kiln_node_rec *out = &m->nodes[m->output];
+    return kiln_loss_plan_make_for(m, m->output, loss, want_accuracy, plan);
+}
+
+kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
+                                    int want_accuracy, kiln_loss_plan *plan)
+{
+    const kiln_node_rec *out = &m->nodes[output];
     char s[64];
     const int64_t size = kiln_shape_size(&out->shape);
     const int32_t classes = out->shape.dims[out->shape.rank - 1];
@@ -29,6 +35,7 @@ kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy
     plan->cols = size;
     plan->has_ignore = 0;
     plan->ignore = 0;
+    plan->sums_at = 0;
     switch (loss) {
     case KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
     case KILN_LOSS_CATEGORICAL_CROSSENTROPY:
@@ -124,7 +131,8 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_buffer(labels), kiln_arg_int(rows), kiln_arg_int(n),
-                            kiln_arg_int(plan->sparse ? ignore : -1), kiln_arg_buffer(sums));
+                            kiln_arg_int(plan->sparse ? ignore : -1), kiln_arg_buffer(sums),
+                            kiln_arg_int(plan->sums_at));
     return kiln_run1(dev, "loss", "kiln_loss_sum", 64, b);
 }
 

@@ -9,6 +9,10 @@
 kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy,
                                 kiln_loss_plan *plan);
 
+/* The same for output node `output` of a model of several outputs. */
+kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
+                                    int want_accuracy, kiln_loss_plan *plan);
+
 /* Bytes of one sample's labels under the plan: an id per position, or the
  * output's floats. */
 size_t kiln_loss_label_bytes(const kiln_loss_plan *plan);

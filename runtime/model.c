@@ -30,18 +30,22 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->optimizer;
     const kiln_lr_schedule *schedule = &o->schedule;
-    char text[512];   /* %a: every float exactly */
-    /* The ignore class only when set: models without one hash as before. */
-    char ignore[32] = "";
+    char text[1024];   /* %a: every float exactly */
+    /* The ignore class and several outputs' losses and weights only when
+     * set: other models hash as before. */
+    char extra[32 + 48 * KILN_MAX_MODEL_OUTPUTS] = "";
     if (m->loss.has_ignore)
-        snprintf(ignore, sizeof ignore, "|ignore %d", (int)m->loss.ignore);
+        snprintf(extra, sizeof extra, "|ignore %d", (int)m->loss.ignore);
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
+                 (int)m->heads[k].loss, (double)m->head_weight[k]);
     const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
                              (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
                              (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon,
                              (int)schedule->kind, (long long)schedule->decay_steps,
                              schedule->decay_rate, schedule->alpha,
                              (long long)schedule->warmup_steps, (int)m->accumulation_steps,
-                             ignore);
+                             extra);
     return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
 }
 
@@ -162,7 +166,7 @@ kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
 {
     kiln_status st = check_count_out(m, size, "kiln_model_output_size", "size");
     if (st == KILN_OK)
-        *size = kiln_node_size(m, m->output);
+        *size = m->output_size;
     return st;
 }
 

@@ -48,6 +48,7 @@ typedef struct kiln_loss_plan {
     int mean_abs_error;
     int binary_accuracy;
     float threshold;       /* binary accuracy's */
+    int32_t sums_at;       /* where in the sums its loss sums go (0; per output: its slots) */
 } kiln_loss_plan;
 
 struct kiln_model {
@@ -59,7 +60,13 @@ struct kiln_model {
     kiln_diag *busy_thread;      /* the diagnostics of the thread inside: its token */
     kiln_node_rec *nodes;
     int32_t n_nodes, cap_nodes;
-    kiln_node output;            /* -1: the last node */
+    kiln_node output;            /* -1: the last node; with several outputs the first */
+    /* kiln_model_set_outputs: several outputs in order (n_outputs > 1), each
+     * with its loss plan and weight; a sample's labels are output 0's
+     * label words (ids or floats, 4 bytes each), then output 1's, ...
+     * n_outputs 1: the single `output` under `loss` (heads unused). */
+    kiln_node outputs[KILN_MAX_MODEL_OUTPUTS];
+    int32_t n_outputs;
     kiln_status build_status;    /* first builder error, reported by compile */
     char build_error[512];
 
@@ -77,7 +84,11 @@ struct kiln_model {
      * of the id-reading layers input k feeds (limit 0: a float input). */
     kiln_id_range ids[KILN_MAX_MODEL_INPUTS];
     int input_ints;              /* the first input holds ids */
-    kiln_loss_plan loss;
+    kiln_loss_plan loss;         /* several outputs: a plan for packed labels only */
+    kiln_loss_plan heads[KILN_MAX_MODEL_OUTPUTS];
+    float head_weight[KILN_MAX_MODEL_OUTPUTS];
+    int64_t head_label_offset[KILN_MAX_MODEL_OUTPUTS];  /* 4-byte words into a sample's */
+    int64_t output_size;         /* floats per sample predict writes: every output's */
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */
@@ -116,6 +127,7 @@ struct kiln_model {
     double epoch_metrics[3];     /* the sums of kiln_loss_plan's metrics */
     int64_t epoch_seen;
     double epoch_counted;        /* the positions the sums cover (KILN_SUM_COUNTED) */
+    double epoch_heads[KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS];  /* per output */
     uint64_t shuffle_seed;
 
     /* A learning rate a callback set (ReduceLROnPlateau, a scheduler): it
@@ -138,6 +150,26 @@ int64_t kiln_node_size(const kiln_model *m, kiln_node node);
 /* Compile's part: the Inputs in order, their places in a sample and their
  * id limits; every Input must reach the output. */
 kiln_status kiln_model_find_inputs(kiln_model *m);
+
+/* Several outputs (kiln_model_set_outputs with n > 1)? */
+static inline int kiln_model_multi_output(const kiln_model *m)
+{
+    return m->n_outputs > 1;
+}
+
+/* Which of the model's outputs node i is, or -1. */
+int32_t kiln_model_output_index(const kiln_model *m, kiln_node i);
+
+/* The loss plan output node i is trained under (NULL: not an output). */
+const kiln_loss_plan *kiln_model_output_plan(const kiln_model *m, kiln_node i);
+
+/* Compile's part for several outputs: every output's loss plan and
+ * weight, their label layout, and what they do not support. */
+kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o);
+
+/* Each output's loss and accuracy from step or epoch sums (several
+ * outputs; else out->n_outputs = 0). */
+void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_metrics *out);
 
 /* Is node i one of the model's Inputs? */
 int kiln_node_is_input(const kiln_model *m, kiln_node i);

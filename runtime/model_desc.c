@@ -385,8 +385,13 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "loss");
     kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->loss.loss));
+    /* Several outputs: compile's no_accuracy left every cross-entropy
+     * output its accuracy, or none. */
+    int accuracy = m->loss.accuracy;
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+        accuracy |= m->heads[k].accuracy;
     kiln_jw_key(w, "accuracy");
-    kiln_jw_bool(w, m->loss.accuracy);
+    kiln_jw_bool(w, accuracy);
     kiln_jw_key(w, "gradient_accumulation_steps");
     kiln_jw_int(w, m->accumulation_steps);
     /* Keras's SparseCategoricalCrossentropy config: null when none. */
@@ -395,6 +400,20 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
         kiln_jw_int(w, m->loss.ignore);
     else
         kiln_jw_null(w);
+    if (kiln_model_multi_output(m)) {
+        kiln_jw_key(w, "losses");
+        kiln_jw_begin_array(w);
+        for (int32_t k = 0; k < m->n_outputs; k++) {
+            kiln_jw_begin_object(w);
+            kiln_jw_key(w, "loss");
+            kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->heads[k].loss));
+            /* The weight in use; -0 is how compile is asked for 0 itself. */
+            kiln_jw_key(w, "weight");
+            kiln_jw_float(w, m->head_weight[k] == 0.0f ? -0.0f : m->head_weight[k]);
+            kiln_jw_end_object(w);
+        }
+        kiln_jw_end_array(w);
+    }
     kiln_jw_key(w, "metrics");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "top_k");
@@ -492,6 +511,13 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     kiln_jw_end_array(&w);
     kiln_jw_key(&w, "output");
     kiln_jw_string(&w, m->nodes[m->output >= 0 ? m->output : m->n_nodes - 1].name);
+    if (kiln_model_multi_output(m)) {
+        kiln_jw_key(&w, "outputs");
+        kiln_jw_begin_array(&w);
+        for (int32_t k = 0; k < m->n_outputs; k++)
+            kiln_jw_string(&w, m->nodes[m->outputs[k]].name);
+        kiln_jw_end_array(&w);
+    }
     if (m->compiled)
         write_compile(&w, m);
     kiln_jw_end_object(&w);
@@ -800,10 +826,68 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
     return st;
 }
 
+/* Optional "losses": one {"loss", "weight"} per output of a model of
+ * several. */
+static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d)
+{
+    static const char *const keys[] = {"loss", "weight"};
+    const kiln_json *losses = kiln_json_get(c, "losses");
+    if (!losses)
+        return KILN_OK;
+    if (losses->type != KILN_JSON_ARRAY || losses->count < 2 ||
+        losses->count > KILN_MAX_MODEL_OUTPUTS)
+        return malformed(r, "'losses' must be an array of 2 to %d objects",
+                         KILN_MAX_MODEL_OUTPUTS);
+    kiln_status st = KILN_OK;
+    for (size_t k = 0; k < losses->count && st == KILN_OK; k++) {
+        const kiln_json *l = &losses->items[k];
+        int loss = 0;
+        snprintf(r->where, sizeof r->where, "compile.losses[%d]: ", (int)k);
+        if (l->type != KILN_JSON_OBJECT)
+            return malformed(r, "it must be an object, not %s", type_name(l->type));
+        st = only_keys(r, l, keys, COUNT(keys));
+        if (st == KILN_OK)
+            st = get_name(r, l, "loss", loss_names, COUNT(loss_names), 1, &loss);
+        if (st == KILN_OK)
+            st = get_float(r, l, "weight", &d->losses[k].weight);
+        d->losses[k].loss = (kiln_loss)loss;
+    }
+    d->n_losses = (int32_t)losses->count;
+    snprintf(r->where, sizeof r->where, "compile: ");
+    return st;
+}
+
+/* Optional "outputs": the layers of a model of several outputs, in order. */
+static kiln_status read_outputs(reader *r, const kiln_json *root, kiln_model_desc *d)
+{
+    const kiln_json *outputs = kiln_json_get(root, "outputs");
+    if (!outputs)
+        return KILN_OK;
+    if (outputs->type != KILN_JSON_ARRAY || outputs->count < 2 ||
+        outputs->count > KILN_MAX_MODEL_OUTPUTS)
+        return malformed(r, "'outputs' must be an array of 2 to %d layer names",
+                         KILN_MAX_MODEL_OUTPUTS);
+    for (size_t k = 0; k < outputs->count; k++) {
+        const kiln_json *name = &outputs->items[k];
+        if (name->type != KILN_JSON_STRING)
+            return malformed(r, "'outputs' item %d must be a string, not %s", (int)k,
+                             type_name(name->type));
+        kiln_node i = 0;
+        while (i < d->n_layers && strcmp(d->layers[i].name, name->text) != 0)
+            i++;
+        if (i == d->n_layers)
+            return malformed(r, "'outputs' item %d is '%.60s', which is not a layer", (int)k,
+                             name->text);
+        d->outputs[k] = i;
+    }
+    d->n_outputs = (int32_t)outputs->count;
+    return KILN_OK;
+}
+
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "metrics", "optimizer", "ignore_class"};
+                                       "metrics", "optimizer", "ignore_class", "losses"};
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
@@ -832,6 +916,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_int(r, c, "ignore_class", 0, INT32_MAX, &ignore_class);
     d->has_ignore_class = ignore && ignore->type != KILN_JSON_NULL;
     d->ignore_class = (int32_t)ignore_class;
+    if (st == KILN_OK)
+        st = read_losses(r, c, d);
     if (st == KILN_OK)
         st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
     if (st == KILN_OK)
@@ -899,7 +985,7 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
 static kiln_status parse_root(reader *r, const kiln_json *root, kiln_model_desc *d)
 {
     static const char *const keys[] = {"format", "version", "writer", "layers", "output",
-                                       "compile"};
+                                       "compile", "outputs"};
     const kiln_json *format, *layers, *output, *writer;
     int64_t version = 0;
     if (root->type != KILN_JSON_OBJECT)
@@ -939,10 +1025,18 @@ static kiln_status parse_root(reader *r, const kiln_json *root, kiln_model_desc 
         d->output++;
     if (d->output == d->n_layers)
         return malformed(r, "'output' is '%.60s', which is not a layer", output->text);
+    if ((st = read_outputs(r, root, d)) != KILN_OK)
+        return st;
     const kiln_json *compile = kiln_json_get(root, "compile");
     if (compile && compile->type != KILN_JSON_OBJECT)
         return malformed(r, "'compile' must be an object, not %s", type_name(compile->type));
-    return compile ? read_compile(r, compile, d) : KILN_OK;
+    if (compile && (st = read_compile(r, compile, d)) != KILN_OK)
+        return st;
+    r->where[0] = '\0';
+    if (compile && d->n_losses != d->n_outputs)
+        return malformed(r, "%d outputs but %d losses in 'compile'", (int)d->n_outputs,
+                         (int)d->n_losses);
+    return KILN_OK;
 }
 
 kiln_status kiln_model_desc_parse(kiln_context *ctx, const char *what, const char *text,
@@ -1003,5 +1097,6 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
         if (!l->trainable && (st = kiln_model_set_trainable(m, l->name, 0)) != KILN_OK)
             return st;
     }
-    return kiln_model_set_output(m, d->output);
+    return d->n_outputs ? kiln_model_set_outputs(m, d->outputs, d->n_outputs)
+                        : kiln_model_set_output(m, d->output);
 }

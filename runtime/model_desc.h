@@ -14,7 +14,11 @@
  *                              "schedule": {"kind": "constant", ...}}}}
  * Every key is required ("compile" only of compiled models; "device" is
  * null for a layer not placed) and no other is allowed: a reader of
- * version 1 knows exactly what a layer was built with. */
+ * version 1 knows exactly what a layer was built with. Optional, written
+ * only where they apply (older files have none): compile's "ignore_class",
+ * and for a model of several outputs "outputs": ["cls", "reg"] beside
+ * "output" (the first) and compile's "losses": [{"loss":
+ * "mean_squared_error", "weight": 0.5}, ...], one per output. */
 #ifndef KILN_RUNTIME_MODEL_DESC_H
 #define KILN_RUNTIME_MODEL_DESC_H
 
@@ -75,6 +79,12 @@ typedef struct kiln_model_desc {
     int32_t has_ignore_class, ignore_class;   /* sparse labels' padding class */
     int32_t gradient_accumulation_steps;
     kiln_optimizer_options optimizer;
+    /* Several outputs ("outputs" and compile's "losses", written only for
+     * such a model): layer indices, and each one's loss and weight. */
+    int32_t n_outputs;
+    kiln_node outputs[KILN_MAX_MODEL_OUTPUTS];
+    int32_t n_losses;
+    kiln_output_loss losses[KILN_MAX_MODEL_OUTPUTS];
 } kiln_model_desc;
 
 /* Parses a description; `what` (the file) starts every message.

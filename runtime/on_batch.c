@@ -12,6 +12,38 @@
 
 /* What every call checks: a compiled model, arrays present, and the data
  * a loss must never see (NaN, Inf, labels outside the output). */
+/* Several outputs: each sample's labels are every output's, one after
+ * another; ids must be below their output's classes, floats finite. */
+static kiln_status check_packed_labels(kiln_model *m, const char *call, const void *labels,
+                                       int32_t count)
+{
+    const int64_t words = m->loss.cols;
+    for (int32_t k = 0; k < m->n_outputs; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const int64_t size = (int64_t)(kiln_loss_label_bytes(plan) / 4);
+        for (int64_t i = 0; i < count; i++)
+            for (int64_t p = 0; p < size; p++) {
+                const char *at = (const char *)labels +
+                                 (size_t)(i * words + m->head_label_offset[k] + p) * 4;
+                int32_t id;
+                float v;
+                memcpy(&id, at, 4);
+                memcpy(&v, at, 4);
+                if (plan->sparse ? id >= 0 && id < plan->cols : isfinite(v))
+                    continue;
+                if (plan->sparse)
+                    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld (position "
+                                      "%lld) has label %d for output '%s', outside [0, %lld)",
+                                      call, (long long)i, (long long)p, (int)id,
+                                      m->nodes[m->outputs[k]].name, (long long)plan->cols);
+                return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of "
+                                  "its label for output '%s' is not finite", call,
+                                  (long long)i, (long long)p, m->nodes[m->outputs[k]].name);
+            }
+    }
+    return KILN_OK;
+}
+
 static kiln_status check_batch(kiln_model *m, const char *call, const float *features,
                                const void *labels, int need_labels, int32_t count,
                                const void *outputs, int need_outputs)
@@ -28,6 +60,8 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
         return st;
     if (!need_labels)
         return KILN_OK;
+    if (kiln_model_multi_output(m))
+        return check_packed_labels(m, call, labels, count);
     if (m->loss.sparse) {
         const int32_t *y = labels;
         const int64_t bad = kiln_loss_bad_label(&m->loss, y, (int64_t)count * m->loss.positions);
@@ -54,6 +88,7 @@ static void report(const kiln_model *m, const double *sums, int32_t count, kiln_
         return;
     kiln_metrics r = {.struct_size = sizeof r, .samples = count};
     kiln_metrics_from_sums(&m->loss, sums, &r);
+    kiln_model_output_metrics(m, sums, &r);
     kiln_struct_export(out, &r, sizeof r);
 }
 

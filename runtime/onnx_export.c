@@ -996,35 +996,39 @@ static KilnOnnx__ValueInfoProto *graph_value(exporter *ex, const char *name,
     return vi;
 }
 
-/* The graph of every node on the path to the output. */
+/* The graph of every node on the path to the outputs. */
 static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
 {
     kiln_model *m = ex->m;
-    const kiln_node output = m->output;
     for (int32_t k = 0; k < m->n_inputs; k++)   /* graph inputs in the model's input order */
         set_value(ex, m->inputs[k], CL, unique_name(ex, m->nodes[m->inputs[k]].name));
     for (kiln_node i = 0; i < m->n_nodes && !ex->oom; i++)
         if (!kiln_node_is_input(m, i) && m->nodes[i].on_path)
             kind_of(&m->nodes[i])->emit(ex, i);
-    /* The output is kiln's tensor, named as kiln's output layer. */
-    const char *result = get_value(ex, output, CL);
-    if (result && strcmp(result, m->nodes[output].name) != 0) {
-        const char *named = unique_name(ex, m->nodes[output].name);
-        add_node(ex, "Identity", &result, 1, named);
-        result = named;
-    }
     KilnOnnx__ValueInfoProto **in = arena_alloc(ex, (size_t)m->n_inputs * sizeof *in);
-    KilnOnnx__ValueInfoProto **out = arena_alloc(ex, sizeof *out);
+    KilnOnnx__ValueInfoProto **out = arena_alloc(ex, (size_t)m->n_outputs * sizeof *out);
     if (ex->oom || !in || !out)
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
     int all = 1;
+    /* Graph outputs in the model's output order, each kiln's tensor named
+     * as its layer. */
+    for (int32_t k = 0; k < m->n_outputs && all; k++) {
+        const kiln_node output = m->outputs[k];
+        const char *result = get_value(ex, output, CL);
+        if (result && strcmp(result, m->nodes[output].name) != 0) {
+            const char *named = unique_name(ex, m->nodes[output].name);
+            add_node(ex, "Identity", &result, 1, named);
+            result = named;
+        }
+        out[k] = result ? graph_value(ex, result, &m->nodes[output].shape, 0) : NULL;
+        all = out[k] != NULL;
+    }
     for (int32_t k = 0; k < m->n_inputs; k++) {
         const kiln_node_rec *input = &m->nodes[m->inputs[k]];
         in[k] = graph_value(ex, input->name, &input->shape, input->ints);
         all = all && in[k];
     }
-    out[0] = graph_value(ex, result, &m->nodes[output].shape, 0);
-    if (!all || !out[0])
+    if (!all || ex->oom)
         return kiln_error_oom(m->ctx, "the ONNX graph", ex->oom_bytes);
     kiln_onnx__graph_proto__init(g);
     g->name = "kiln";
@@ -1034,7 +1038,7 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
     g->initializer = ex->inits;
     g->n_input = (size_t)m->n_inputs;
     g->input = in;
-    g->n_output = 1;
+    g->n_output = (size_t)m->n_outputs;
     g->output = out;
     return KILN_OK;
 }

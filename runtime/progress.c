@@ -48,6 +48,39 @@ static void put_time(text *t, double seconds)
         put(t, "%lds", s);
 }
 
+/* Several outputs: the total "loss" and each output's "<layer>_loss" and
+ * "<layer>_accuracy", in sorted order as the single-output names are
+ * ("accuracy" before "loss"). */
+typedef struct named_value {
+    char name[80];
+    double value;
+} named_value;
+
+static void put_outputs(text *t, const char *prefix, const kiln_output_metrics *o, int32_t n,
+                        double loss)
+{
+    named_value e[1 + 2 * KILN_MAX_MODEL_OUTPUTS];
+    int count = 0;
+    snprintf(e[count].name, sizeof e[count].name, "loss");
+    e[count++].value = loss;
+    for (int32_t k = 0; k < n && k < KILN_MAX_MODEL_OUTPUTS; k++) {
+        snprintf(e[count].name, sizeof e[count].name, "%s_loss", o[k].name);
+        e[count++].value = o[k].loss;
+        if (o[k].accuracy < 0)
+            continue;
+        snprintf(e[count].name, sizeof e[count].name, "%s_accuracy", o[k].name);
+        e[count++].value = o[k].accuracy;
+    }
+    for (int i = 1; i < count; i++)
+        for (int j = i; j > 0 && strcmp(e[j - 1].name, e[j].name) > 0; j--) {
+            const named_value swap = e[j];
+            e[j] = e[j - 1];
+            e[j - 1] = swap;
+        }
+    for (int i = 0; i < count; i++)
+        put(t, " - %s%s: %.4f", prefix, e[i].name, e[i].value);
+}
+
 void kiln_progress_format(char *buf, size_t size, int64_t step, int64_t steps, double seconds,
                           double per_step, double loss, double accuracy,
                           const kiln_epoch_record *validation)
@@ -67,6 +100,13 @@ void kiln_progress_format(char *buf, size_t size, int64_t step, int64_t steps, d
         put(&t, " %.0fms/step", per_step * 1e3);
     else
         put(&t, " %.0fus/step", per_step * 1e6);
+    if (validation && validation->n_outputs > 0) {
+        put_outputs(&t, "", validation->outputs, validation->n_outputs, loss);
+        if (validation->has_validation)
+            put_outputs(&t, "val_", validation->val_outputs, validation->n_outputs,
+                        validation->val_loss);
+        return;
+    }
     if (accuracy >= 0)
         put(&t, " - accuracy: %.4f", accuracy);
     put(&t, " - loss: %.4f", loss);
@@ -88,7 +128,7 @@ void kiln_progress_begin(kiln_progress_bar *bar, int32_t epoch, int32_t epochs, 
         fprintf(bar->out, "Epoch %d/%d\n", (int)epoch + 1, (int)epochs);
 }
 
-void kiln_progress_step(kiln_progress_bar *bar, int64_t step, double loss, double accuracy)
+void kiln_progress_step(kiln_progress_bar *bar, int64_t step, const kiln_epoch_record *r)
 {
     if (bar->silent || !bar->live || step >= bar->steps)
         return;  /* the last step is drawn by kiln_progress_end */
@@ -97,9 +137,9 @@ void kiln_progress_step(kiln_progress_bar *bar, int64_t step, double loss, doubl
         return;
     bar->last_draw = t;
     const double elapsed = t - bar->start, per_step = elapsed / (double)step;
-    char line[512];
+    char line[2048];
     kiln_progress_format(line, sizeof line, step, bar->steps, per_step * (double)(bar->steps - step),
-                         per_step, loss, accuracy, NULL);
+                         per_step, r->loss, r->accuracy, r);
     fprintf(bar->out, "\r%s\x1b[K", line);
     fflush(bar->out);
 }
@@ -109,7 +149,7 @@ void kiln_progress_end(kiln_progress_bar *bar, const kiln_epoch_record *r)
     if (bar->silent)
         return;
     const double elapsed = kiln_now() - bar->start;
-    char line[512];
+    char line[2048];
     kiln_progress_format(line, sizeof line, bar->steps, bar->steps, elapsed,
                          elapsed / (double)(bar->steps ? bar->steps : 1), r->loss, r->accuracy, r);
     fprintf(bar->out, bar->live ? "\r%s\x1b[K\n" : "%s\n", line);

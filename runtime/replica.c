@@ -25,6 +25,12 @@ static void release_activations(kiln_replica *r)
     kiln_buffer_destroy(r->correct);
     kiln_buffer_destroy(r->metric);
     r->labels = r->loss = r->correct = r->metric = NULL;
+    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++) {
+        kiln_buffer_destroy(r->head_labels[k]);
+        kiln_buffer_destroy(r->head_loss[k]);
+        kiln_buffer_destroy(r->head_correct[k]);
+        r->head_labels[k] = r->head_loss[k] = r->head_correct[k] = NULL;
+    }
     r->capacity = 0;
     r->workspace_bytes = 0;
 }
@@ -47,6 +53,9 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
     }
     o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
                           bytes_of(r->metric) + bytes_of(r->sums);
+    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++)
+        o->activation_bytes += bytes_of(r->head_labels[k]) + bytes_of(r->head_loss[k]) +
+                               bytes_of(r->head_correct[k]);
     for (int32_t i = 0; i < m->n_nodes; i++)
         o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
                                (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
@@ -238,6 +247,27 @@ void kiln_replica_release(kiln_replica *r)
     release_activations(r);
 }
 
+/* Several outputs: each output's labels, losses and correct counts. */
+static kiln_status reserve_heads(kiln_replica *r, int32_t n)
+{
+    const kiln_model *m = r->model;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const size_t rows = (size_t)n * (size_t)plan->positions;
+        if (!in_span(r, m->outputs[k]))   /* another pipeline stage's */
+            continue;
+        st = kiln_buffer_create(r->dev, (size_t)n * kiln_loss_label_bytes(plan), "labels",
+                                &r->head_labels[k]);
+        if (st == KILN_OK)
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->head_loss[k]);
+        if (st == KILN_OK)
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics",
+                                    &r->head_correct[k]);
+    }
+    return st;
+}
+
 kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
 {
     if (n <= r->capacity)
@@ -270,6 +300,15 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
             kiln_device_memory(r->dev, &after, NULL);
             r->workspace_bytes += after - before;
         }
+    }
+    if (kiln_model_multi_output(m)) {
+        st = st == KILN_OK ? reserve_heads(r, n) : st;
+        if (st != KILN_OK) {
+            release_activations(r);
+            return st;
+        }
+        r->capacity = n;
+        return KILN_OK;
     }
     const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
     const size_t rows = (size_t)n * (size_t)m->loss.positions;   /* the loss's, per position */
@@ -328,7 +367,16 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
                                         (size_t)b->n, row,
                                         (size_t)m->sample_size * sizeof(float));
     }
-    if (st != KILN_OK || !b->labels || !r->labels)
+    if (st != KILN_OK || !b->labels)
+        return st;
+    /* Several outputs: a sample's labels hold every output's, one after another. */
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++)
+        if (r->head_labels[k])   /* not on a pipeline stage without the outputs */
+            st = kiln_buffer_write_rows(r->dev, r->head_labels[k],
+                                        (const int32_t *)b->labels + m->head_label_offset[k],
+                                        (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
+                                        kiln_loss_label_bytes(&m->loss));
+    if (st != KILN_OK || !r->labels)
         return st;
     const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
     return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
@@ -405,7 +453,7 @@ int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
     const kiln_node_rec *node = &m->nodes[i];
     const kiln_activation a = node->activation;
     return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX &&
-           !kiln_activation_needs_input(a) && i != m->output &&
+           !kiln_activation_needs_input(a) && kiln_model_output_index(m, i) < 0 &&
            node->ops->fuses_activation && node->ops->fuses_activation(node->config);
 }
 
@@ -436,9 +484,34 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
     return KILN_OK;
 }
 
+/* Several outputs: each output's loss into its sums slots with the
+ * gradient scaled by its weight (a mean over its positions), then the
+ * weighted total into the sums' first slots, which the optimizer's guard
+ * reads. */
+static kiln_status heads_loss(kiln_replica *r, int32_t n, float scale)
+{
+    const kiln_model *m = r->model;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const kiln_node o = m->outputs[k];
+        const float per_row = m->head_weight[k] / (float)plan->positions;
+        st = kiln_loss_enqueue(r->dev, plan, r->out[o], r->act[o], r->head_labels[k],
+                               r->grad[o], r->head_loss[k], r->head_correct[k], r->sums, n,
+                               scale * per_row);
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(plan->sums_at),
+                                kiln_arg_float(per_row), kiln_arg_int(k == 0));
+        if (st == KILN_OK)
+            st = kiln_run1(r->dev, "loss", "kiln_loss_head_total", 1, a);
+    }
+    return st;
+}
+
 kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
 {
     const kiln_model *m = r->model;
+    if (kiln_model_multi_output(m))
+        return heads_loss(r, n, scale);
     kiln_status st = kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output],
                                        r->labels, r->grad[m->output], r->loss, r->correct,
                                        r->sums, n, scale);
@@ -460,7 +533,8 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
         const kiln_node_rec *node = &m->nodes[i];
         if (node->on_path && !kiln_node_is_input(m, i)) {
             set_stage(r, i, KILN_PHASE_BACKWARD);
-            const int fused = i == m->output && m->loss.fused;
+            const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
+            const int fused = plan && plan->fused;
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
                 const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
                 const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
@@ -515,6 +589,18 @@ kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)
 kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
 {
     const kiln_model *m = r->model;
+    /* Several outputs: a sample's outputs one after another, as its inputs. */
+    int64_t at = 0;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++) {
+        const int64_t size = kiln_node_size(m, m->outputs[k]);
+        st = kiln_buffer_read_rows(r->dev, r->act[m->outputs[k]], host + at, (size_t)n,
+                                   (size_t)size * sizeof(float),
+                                   (size_t)m->output_size * sizeof(float));
+        at += size;
+    }
+    if (kiln_model_multi_output(m))
+        return st;
     return kiln_buffer_read(r->dev, r->act[m->output], 0, host,
                             (size_t)n * (size_t)kiln_node_size(m, m->output) * sizeof(float));
 }

@@ -357,6 +357,62 @@ static void put_epochs_table(sbuf *b, const kiln_report *r)
     put(b, "</table>\n");
 }
 
+/* Several outputs: each one's values per epoch by Keras's names. */
+static void put_outputs_table(sbuf *b, const kiln_report *r)
+{
+    const kiln_model *m = r->m;
+    if (!kiln_model_multi_output(m))
+        return;
+    put(b, "<h2>Outputs</h2>\n<table id=\"outputs\"><tr><th>epoch</th>");
+    for (int val = 0; val < 2; val++)
+        for (int32_t k = 0; k < m->n_outputs; k++) {
+            put(b, "<th>%s", val ? "val_" : "");
+            put_text(b, m->nodes[m->outputs[k]].name);
+            put(b, "_loss</th>");
+            if (!m->heads[k].accuracy)
+                continue;
+            put(b, "<th>%s", val ? "val_" : "");
+            put_text(b, m->nodes[m->outputs[k]].name);
+            put(b, "_accuracy</th>");
+        }
+    put(b, "</tr>\n");
+    for (int32_t i = 0; i < m->n_history; i++) {
+        const kiln_epoch_record *e = &m->history[i];
+        put(b, "<tr><td class=\"n\">%d</td>", (int)i + 1);
+        for (int val = 0; val < 2; val++)
+            for (int32_t k = 0; k < m->n_outputs; k++) {
+                const kiln_output_metrics *o = val ? &e->val_outputs[k] : &e->outputs[k];
+                const int known = !val || e->has_validation;
+                for (int acc = 0; acc <= m->heads[k].accuracy; acc++) {
+                    if (known)
+                        put(b, "<td class=\"n\">%.4f</td>", acc ? o->accuracy : o->loss);
+                    else
+                        put(b, "<td class=\"n\">&#8211;</td>");
+                }
+            }
+        put(b, "</tr>\n");
+    }
+    put(b, "</table>\n");
+}
+
+/* "sparse_categorical_crossentropy", or for several outputs each one's
+ * loss and weight. */
+static void loss_text(const kiln_model *m, char *buf, size_t size)
+{
+    if (!kiln_model_multi_output(m)) {
+        snprintf(buf, size, "%s", kiln_loss_name(m->loss.loss));
+        return;
+    }
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int32_t k = 0; k < m->n_outputs && at < size; k++) {
+        const int n = snprintf(buf + at, size - at, "%s%s: %s x %g", k ? ", " : "",
+                               m->nodes[m->outputs[k]].name, kiln_loss_name(m->heads[k].loss),
+                               (double)m->head_weight[k]);
+        at += n > 0 ? (size_t)n : 0;
+    }
+}
+
 static void put_row(sbuf *b, const char *key, const char *value)
 {
     put(b, "<tr><th>");
@@ -417,6 +473,7 @@ static char *build_page(const kiln_report *r, int ended, kiln_status status,
     put(&b, "<div id=\"tables\" style=\"position:absolute;left:20px;top:%dpx;width:1160px\">\n",
         TABLES_TOP);
     put_epochs_table(&b, r);
+    put_outputs_table(&b, r);
     put(&b, "<h2>Run</h2>\n<table id=\"run\">\n");
     put_row(&b, "status", state);
     if (ended && status != KILN_OK)
@@ -568,7 +625,9 @@ static kiln_status build_fixed(kiln_report *r, const kiln_dataset *train,
     put_row(&b, "validation samples", line);
     snprintf(line, sizeof line, "%d (from epoch %d)", (int)r->total, (int)r->first + 1);
     put_row(&b, "epochs", line);
-    put_row(&b, "loss", kiln_loss_name(m->loss.loss));
+    char losses[1024];
+    loss_text(m, losses, sizeof losses);
+    put_row(&b, "loss", losses);
     snprintf(line, sizeof line, "%s, learning rate %g, %s schedule",
              m->optimizer.kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
              (double)m->optimizer.learning_rate, schedule_name(m->optimizer.schedule.kind));

@@ -37,7 +37,13 @@ enum {
     /* What the means divide by: the samples, or for per-position labels
      * the positions not ignored. */
     KILN_SUM_COUNTED,
-    KILN_N_SUMS
+    /* Several outputs: KILN_SUM_HEAD_SLOTS per output from here, laid out
+     * as the slots above (its loss sum, correct count, samples, ...,
+     * counted positions); the slots above then hold the weighted total as
+     * a sum over samples. */
+    KILN_SUM_HEADS,
+    KILN_SUM_HEAD_SLOTS = KILN_SUM_HEADS,
+    KILN_N_SUMS = KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS
 };
 
 static inline void kiln_sums_add(double *to, const double *from)

@@ -375,7 +375,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
         return KILN_OK;
     const kiln_model *m = dp->m;
     int32_t first;
-    const size_t n = (size_t)b->n, out = (size_t)kiln_node_size(m, m->output);
+    const size_t n = (size_t)b->n, out = (size_t)m->output_size;
     const size_t present = (size_t)kiln_batch_present(b, &first);
     const size_t feature_bytes = present * (size_t)m->sample_size * sizeof(float);
     const size_t label_bytes = !b->labels ? 0 : present * kiln_loss_label_bytes(&m->loss);
@@ -402,7 +402,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
 static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job job)
 {
     const kiln_model *m = dp->m;
-    const int64_t in = m->sample_size, out = kiln_node_size(m, m->output);
+    const int64_t in = m->sample_size, out = m->output_size;
     const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
@@ -627,12 +627,12 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     if (st != KILN_OK)
         return st;
     if (into != outputs)
-        memcpy(outputs, into, (size_t)b->n * (size_t)kiln_node_size(dp->m, dp->m->output) *
+        memcpy(outputs, into, (size_t)b->n * (size_t)dp->m->output_size *
                                   sizeof(float));
     if (!dp->mpi)
         return KILN_OK;
     /* Every process gets every output: rank r's rows follow rank r - 1's. */
-    const int64_t width = kiln_node_size(dp->m, dp->m->output);
+    const int64_t width = dp->m->output_size;
     const int G = dp->n * dp->world;
     int *counts = kiln_calloc(dp->m->ctx, (size_t)dp->world, sizeof(int));
     float *mine = kiln_calloc(dp->m->ctx, (size_t)b->n * (size_t)width + 1, sizeof(float));

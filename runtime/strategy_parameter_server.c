@@ -239,18 +239,18 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st != KILN_OK)
         return st;
     const size_t in = (size_t)b->n * (size_t)m->sample_size;
-    const size_t out = (size_t)b->n * (size_t)kiln_node_size(m, m->output);
+    const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
     if (b->n > w->capacity) {
         kiln_free(m->ctx, w->features);
         kiln_free(m->ctx, w->labels);
         w->features = kiln_calloc(m->ctx, in, sizeof(float));
-        w->labels = kiln_calloc(m->ctx, out, sizeof(float));   /* room for either kind */
+        w->labels = kiln_calloc(m->ctx, label_bytes ? label_bytes : 1, 1);
         if (!w->features || !w->labels)
-            return kiln_error_oom(m->ctx, "a worker's batch", (in + out) * sizeof(float));
+            return kiln_error_oom(m->ctx, "a worker's batch", in * sizeof(float) + label_bytes);
         w->capacity = b->n;
     }
     memcpy(w->features, b->features, in * sizeof(float));
-    memcpy(w->labels, b->labels, (size_t)b->n * kiln_loss_label_bytes(&m->loss));
+    memcpy(w->labels, b->labels, label_bytes);
     w->n = b->n;
     w->posted = 1;
     kiln_crew_post(p->crew, w->index, step_job, w);

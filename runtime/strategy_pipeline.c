@@ -176,7 +176,7 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                    edge->act + (size_t)start * edge->width,
                                    (size_t)n * edge->width * sizeof(float), 0);
     }
-    const int64_t in = m->sample_size, out = kiln_node_size(m, m->output);
+    const int64_t in = m->sample_size, out = m->output_size;
     const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
     const kiln_batch part = {
         .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
@@ -392,8 +392,9 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *stage, int32_t n)
                             !kiln_node_fuses_activation(m, i));
         floats += (uint64_t)copies * (uint64_t)kiln_node_size(m, i);
     }
-    if (m->output >= v->span.first && m->output <= v->span.last)
-        floats += (uint64_t)kiln_node_size(m, m->output) + 2;
+    for (int32_t k = 0; k < m->n_outputs; k++)   /* labels, losses and correct counts */
+        if (m->outputs[k] >= v->span.first && m->outputs[k] <= v->span.last)
+            floats += (uint64_t)kiln_node_size(m, m->outputs[k]) + 2;
     return floats * (uint64_t)n * sizeof(float) * (uint64_t)stage->n_views;
 }
 
@@ -453,15 +454,17 @@ static kiln_status reserve(pp *p, int32_t n)
         return KILN_OK;
     const kiln_model *m = p->m;
     const size_t in = (size_t)n * (size_t)m->sample_size;
-    const size_t out = (size_t)n * (size_t)kiln_node_size(m, m->output);
+    const size_t out = (size_t)n * (size_t)m->output_size;
+    const size_t label_bytes = (size_t)n * kiln_loss_label_bytes(&m->loss);
     kiln_free(ctx, p->features);
     kiln_free(ctx, p->outputs);
     kiln_free(ctx, p->labels);
     p->features = kiln_calloc(ctx, in, sizeof(float));
     p->outputs = kiln_calloc(ctx, out, sizeof(float));
-    p->labels = kiln_calloc(ctx, out, sizeof(float));   /* room for either kind */
+    p->labels = kiln_calloc(ctx, label_bytes ? label_bytes : 1, 1);
     if (!p->features || !p->outputs || !p->labels)
-        return kiln_error_oom(ctx, "the pipeline's batch", (in + 2 * out) * sizeof(float));
+        return kiln_error_oom(ctx, "the pipeline's batch",
+                              (in + out) * sizeof(float) + label_bytes);
     size_t widest = 0;
     for (int32_t e = 0; e < p->n_edges; e++) {
         pp_edge *edge = &p->edges[e];
@@ -495,7 +498,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     p->job = job;
     const kiln_model *m0 = p->m;
     const size_t in_bytes = (size_t)b->n * (size_t)m0->sample_size * sizeof(float);
-    const size_t out_floats = (size_t)b->n * (size_t)kiln_node_size(m0, m0->output);
+    const size_t out_floats = (size_t)b->n * (size_t)m0->output_size;
     memcpy(p->features, b->features, in_bytes);
     if (b->labels)
         memcpy(p->labels, b->labels, (size_t)b->n * kiln_loss_label_bytes(&m0->loss));
@@ -778,6 +781,29 @@ static kiln_status plan_edges(pp *p)
     return KILN_OK;
 }
 
+/* The last stage computes the loss: every output of a model of several
+ * must be there (an earlier stage's output would need its own loss and
+ * sums, and a gradient that starts there). */
+static kiln_status check_outputs_last(const kiln_model *m, const kiln_stage_plan *plan,
+                                      int32_t n)
+{
+    const kiln_stage_span *last = &plan[n - 1].span;
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++) {
+        const kiln_node o = m->outputs[k];
+        if (o >= last->first && o <= last->last)
+            continue;
+        int32_t s = 0;
+        while (s < n - 1 && !(o >= plan[s].span.first && o <= plan[s].span.last))
+            s++;
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_compile: pipeline: "
+                          "output '%s' of a model of several outputs is on stage %d of %d; "
+                          "every output must be on the last stage, which computes the loss "
+                          "(place the outputs' layers on the last device)",
+                          m->nodes[o].name, (int)s, (int)n);
+    }
+    return KILN_OK;
+}
+
 static kiln_status pp_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
@@ -789,8 +815,12 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     int32_t n = 0;
     const int accumulate = m->micro_batches > 1 || m->accumulation_steps > 1;
     kiln_status st = kiln_partition(m, accumulate, &plan, &n);
-    if (st != KILN_OK)
+    if (st == KILN_OK)
+        st = check_outputs_last(m, plan, n);
+    if (st != KILN_OK) {
+        kiln_free(ctx, plan);
         return st;
+    }
     pp *p = kiln_calloc(ctx, 1, sizeof *p);
     if (!p) {
         kiln_free(ctx, plan);

@@ -5,9 +5,11 @@
 // model's one output is written to OUTPUT the same way, and its shape is
 // printed as "output NAME D0 D1 ...". NODE_PATH must lead to
 // onnxruntime-node (tools/install_onnxruntime.sh).
-// A model of several inputs:
+// A model of several inputs (or outputs):
 //   node onnx_run.js --inputs MODEL OUTPUT TYPE:FILE:D0,D1,... ...
-// one TYPE (float32 or int32):FILE:shape per graph input, in its order.
+// one TYPE (float32 or int32):FILE:shape per graph input, in its order;
+// OUTPUT gets each sample's outputs one after another in the graph's
+// output order, as kiln_model_predict writes them.
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -34,19 +36,27 @@ function write(output, out) {
 async function several(args) {
     const [model, output, ...specs] = args;
     const session = await ort.InferenceSession.create(model);
-    if (session.inputNames.length !== specs.length || session.outputNames.length !== 1)
-        throw new Error(`expected ${specs.length} inputs and one output, got ` +
-                        `${session.inputNames} and ${session.outputNames}`);
+    if (session.inputNames.length !== specs.length)
+        throw new Error(`expected ${specs.length} inputs, got ${session.inputNames}`);
     const feeds = {};
     specs.forEach((spec, k) => {
         const [type, file, dims] = spec.split(':');
         feeds[session.inputNames[k]] = tensor(type, file, dims.split(',').map(Number));
     });
     const results = await session.run(feeds);
-    const name = session.outputNames[0];
-    write(output, results[name]);
-    console.log(`inputs ${session.inputNames.join(' ')} output ${name} ` +
-                `${results[name].dims.join(' ')}`);
+    const outs = session.outputNames.map((name) => results[name]);
+    const n = outs[0].dims[0];
+    const packed = [];
+    for (let i = 0; i < n; i++)
+        for (const out of outs) {
+            const size = out.data.length / n;
+            for (let j = 0; j < size; j++)
+                packed.push(out.data[i * size + j]);
+        }
+    write(output, {data: packed});
+    console.log(`inputs ${session.inputNames.join(' ')} outputs ` +
+                session.outputNames.map((name, k) => `${name} ${outs[k].dims.join(' ')}`)
+                    .join(', '));
 }
 
 async function main() {

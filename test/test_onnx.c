@@ -223,7 +223,7 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     check_file(path);
     if (!have_runtime)
         return;
-    const int64_t size = m->sample_size, out_size = kiln_node_size(m, m->output);
+    const int64_t size = m->sample_size, out_size = m->output_size;   /* every output's */
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);
@@ -429,7 +429,8 @@ static void ids(kiln_context *ctx)
 }
 
 /* Three graph inputs in the model's input order: item and user ids
- * through Embeddings, floats through a Dense, concatenated. */
+ * through Embeddings, floats through a Dense, concatenated; two towers
+ * meeting in a Dot; two graph outputs. */
 static void several_inputs(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -475,6 +476,28 @@ static void several_inputs(kiln_context *ctx)
     free(users);
     if (m->compiled)
         check_agreement_inputs(ctx, m, "dot", 11);
+    kiln_model_destroy(m);
+
+    /* Several outputs, the graph's in the model's order: a softmax head
+     * (whose softmax kiln fuses with its loss in training) and a sigmoid
+     * one on a shared trunk, with two inputs. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const kiln_node a = kiln_input(m, 1, side, "a"), b = kiln_input(m, 1, two, "b");
+    const kiln_node ab[] = {a, b};
+    const kiln_dense_options trunk = {.struct_size = sizeof trunk, .units = 6,
+                                      .activation = KILN_ACTIVATION_RELU};
+    const kiln_dense_options sig = {.struct_size = sizeof sig, .name = "flag", .units = 2,
+                                    .activation = KILN_ACTIVATION_SIGMOID};
+    const kiln_node h = kiln_dense(m, kiln_concatenate(m, ab, 2, -1, NULL), &trunk);
+    const kiln_node heads[] = {kiln_dense(m, h, &head), kiln_dense(m, h, &sig)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    const kiln_output_loss losses[] = {{.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
+                                       {.loss = KILN_LOSS_BINARY_CROSSENTROPY, .weight = 0.5f}};
+    const kiln_compile_options two_losses = {.struct_size = sizeof two_losses, .n_outputs = 2,
+                                             .outputs = losses};
+    CHECK_OK(ctx, kiln_model_compile(m, &two_losses));
+    if (m->compiled)
+        check_agreement_inputs(ctx, m, "several_outputs", 11);
     kiln_model_destroy(m);
 }
 

@@ -13,7 +13,8 @@
 # the causal mask, cross-attention); gradcheck and train add the losses,
 # the optimizers and multi-layer backward passes; nonfinite the finite
 # check; sequence_labels the losses and metrics per position, with
-# ignored ones. A name ending in _gpu_kernels runs its test through the
+# ignored ones; multi_output the losses of several outputs into their
+# slots of the sums. A name ending in _gpu_kernels runs its test through the
 # kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. --uninitialized is left out too: in
@@ -30,8 +31,8 @@ ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention
     test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite
-    test_sequence_labels test_multi_input test_layers_gpu_kernels test_train_gpu_kernels
-    test_attention_gpu_kernels"}
+    test_sequence_labels test_multi_input test_multi_output test_layers_gpu_kernels
+    test_train_gpu_kernels test_attention_gpu_kernels"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # Oclgrind's runtime is preloaded; with no ICD vendors a program it did not

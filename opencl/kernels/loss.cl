@@ -201,8 +201,9 @@ __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
  * labels, maybe floats, are not read). One work-group of up to 64 items. */
 __kernel void kiln_loss_sum(__global const float *loss, __global const float *correct,
                             __global const int *labels, int rows, int samples, int ignore,
-                            __global float *sums)
+                            __global float *sums, int at)
 {
+    sums += at;   /* one output's slots of a model of several */
     __local float pl[64], pc[64], pn[64];
     const int lid = get_local_id(0);
     const int group = get_local_size(0);
@@ -230,4 +231,19 @@ __kernel void kiln_loss_sum(__global const float *loss, __global const float *co
         sums[2] = (float)samples;
         sums[6] = pn[0];
     }
+}
+
+/* Several outputs: sums[0] takes output `at`'s loss sum times `factor` (its
+ * weight over its positions per sample), added to the earlier outputs'
+ * unless `first`, so a non-finite output loss makes the total non-finite
+ * (the optimizer's guard reads it); the total is a mean over samples. */
+__kernel void kiln_loss_head_total(__global float *sums, int at, float factor, int first)
+{
+    if (get_global_id(0) != 0)
+        return;
+    const float part = factor * sums[at];
+    sums[0] = first ? part : sums[0] + part;
+    sums[1] = 0.0f;
+    sums[2] = sums[at + 2];
+    sums[6] = sums[at + 2];
 }
