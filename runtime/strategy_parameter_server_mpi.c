@@ -33,11 +33,12 @@ typedef struct psm {
     int stores;                   /* ranks 0..stores-1 hold the store */
     size_t *bound;                /* stores + 1: shard s is [bound[s], bound[s + 1]) */
     size_t widest;                /* the largest shard */
-    float *slice;                 /* widest + 3: one shard of a push */
+    float *slice;                 /* widest + 3: one shard of a push (a store: of a drain) */
     int *counts;                  /* per rank: floats of its shard (workers: 0) */
     float *slice_all;             /* n_param_floats: a gathered optimizer slot */
     kiln_replica *r;              /* this process's device (rank 0: for inference) */
-    float *msg;                   /* n_param_floats + 3: gradient, state, loss sums */
+    float *msg;                   /* n_param_floats + 3: gradient, state, loss sums (a
+                                   * store: the whole store at a drain); this thread's alone */
     int64_t counter;              /* batches fit handed out this epoch */
     double reported[KILN_N_SUMS];  /* this rank's sums given to fit this epoch */
     /* the store (rank 0) */
@@ -91,14 +92,13 @@ static kiln_status release_deferred(psm *p)
     return st;
 }
 
-/* Applies one push of this store's shard from worker w (under the lock):
- * the trainable part through the optimizer, the state part as sent. */
-static kiln_status apply_push(psm *p, int w)
+/* Applies push g (this store's shard) from worker w (under the lock): the
+ * trainable part through the optimizer, the state part as sent. */
+static kiln_status apply_push(psm *p, int w, const float *g)
 {
     kiln_model *m = p->m;
     const size_t nt = m->n_trainable_floats;
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
-    const float *g = p->msg;
     if (isfinite(g[hi - lo])) {
         const double lr = kiln_model_learning_rate(m, p->version);
         const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
@@ -141,8 +141,7 @@ static void *serve(void *arg)
             st = kiln_error(p->m->ctx, KILN_ERROR_STATE, "parameter store: a message from "
                             "rank %d, which is not a worker", from);
         } else if (tag == TAG_PUSH) {
-            memcpy(p->msg, buf, len * sizeof(float));
-            st = apply_push(p, w);
+            st = apply_push(p, w, buf);
         } else if (tag == TAG_DONE) {
             p->done[w] = 1;
             p->n_done++;
@@ -267,27 +266,37 @@ static kiln_status psm_drain(void *impl, double *sums)
         sums[i] = all[i] - p->reported[i];
         p->reported[i] = 0;
     }
-    /* The whole store to every rank: parameters, then each optimizer slot. */
+    /* The whole store to every rank: parameters, then each optimizer slot.
+     * A worker that has its copy starts the next epoch, whose pushes this
+     * store's thread applies while this one may still be gathering: a store
+     * sends a copy of its shard taken under the lock, and takes in only
+     * the other stores' shards (its own may be newer by then). */
     const int slots = kiln_optimizer_slot_count(&m->optimizer);
+    const int store = p->rank < p->stores;
+    const size_t lo = store ? p->bound[p->rank] : 0, hi = store ? p->bound[p->rank + 1] : 0;
+    int64_t version = 0;
     for (int i = -1; i < slots && st == KILN_OK; i++) {
-        float *mine = p->rank < p->stores
-                          ? (i < 0 ? p->params : p->slots[i]) + p->bound[p->rank]
-                          : p->slice;
-        st = kiln_mpi_gather_all(p->mpi, mine, p->counts, i < 0 ? p->msg : p->slice_all,
-                                 m->step_timeout);
-        if (st == KILN_OK && p->rank < p->stores) {   /* workers keep no optimizer state */
+        if (store) {
             pthread_mutex_lock(&p->lock);
-            memcpy(i < 0 ? p->params : p->slots[i], i < 0 ? p->msg : p->slice_all,
-                   n * sizeof(float));
+            memcpy(p->slice, (i < 0 ? p->params : p->slots[i]) + lo, (hi - lo) * sizeof(float));
+            if (i < 0)
+                version = p->version;
+            pthread_mutex_unlock(&p->lock);
+        }
+        float *all = i < 0 ? p->msg : p->slice_all;
+        st = kiln_mpi_gather_all(p->mpi, p->slice, p->counts, all, m->step_timeout);
+        if (st == KILN_OK && store) {   /* workers keep no optimizer state */
+            float *dst = i < 0 ? p->params : p->slots[i];
+            pthread_mutex_lock(&p->lock);
+            memcpy(dst, all, lo * sizeof(float));
+            memcpy(dst + hi, all + hi, (n - hi) * sizeof(float));
             pthread_mutex_unlock(&p->lock);
         }
     }
     if (st == KILN_OK)
         st = kiln_replica_write_params(p->r, p->msg);
     p->counter = 0;
-    pthread_mutex_lock(&p->lock);
-    m->n_optimizer_steps = p->version;
-    pthread_mutex_unlock(&p->lock);
+    m->n_optimizer_steps = version;   /* the store's at the epoch's end (workers: 0) */
     return st;
 }
 
