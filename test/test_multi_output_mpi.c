@@ -72,10 +72,11 @@ static void test_weights_differ(kiln_context *ctx, int32_t rank)
  * worker on each other rank) trains the model of two outputs: every
  * epoch's history names both, and its total is their weighted sum; the
  * weights every rank ends with evaluate to finite per-output losses. Only
- * that: its numbers are not checked against one device, because the
- * parameter server over MPI is asynchronous, and because of a race seen
- * with one output too (a learning rate of 1e-30 gave an epoch loss of
- * 0.765 where the initial weights give 0.221, in 1 run of 6). */
+ * that: its numbers are not checked against one device, because two
+ * asynchronous workers interleave as they will. (A learning rate of 1e-30
+ * once gave an epoch loss of 0.765 where the initial weights give 0.221:
+ * the store's end-of-epoch gather raced the next epoch's pushes, fixed
+ * since and checked by test_parameter_server_mpi_exact.) */
 static void parameter_server(kiln_context *ctx, kiln_dataset *ds)
 {
     kiln_node heads[2];
