@@ -118,9 +118,13 @@ static void check_step(kiln_context *ctx, int ignore, const int32_t *y, const ch
     kiln_metrics t = {.struct_size = sizeof t};
     CHECK_OK(ctx, kiln_model_train_on_batch(m, features, y, n, &t));
     CHECK_OK(ctx, kiln_model_get_weights(m, after, F * C + C));
+    /* A compare, not fmax: aarch64 gcc 12 -O2 stops with an internal
+     * error vectorising an fmax reduction over this loop. */
     double worst = 0;
-    for (int j = 0; j < F * C + C; j++)
-        worst = fmax(worst, fabs((double)before[j] - after[j] - grad[j]));
+    for (int j = 0; j < F * C + C; j++) {
+        const double d = fabs((double)before[j] - after[j] - grad[j]);
+            worst = d > worst ? d : worst;
+    }
     printf("%-40s loss %.6f (ref %.6f) accuracy %.4f (ref %.4f) top-2 %.4f (ref %.4f), "
            "gradient max error %.2e\n", what, e.loss, loss, e.accuracy, acc, e.top_k_accuracy,
            top2, worst);
