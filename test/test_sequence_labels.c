@@ -123,7 +123,7 @@ static void check_step(kiln_context *ctx, int ignore, const int32_t *y, const ch
     double worst = 0;
     for (int j = 0; j < F * C + C; j++) {
         const double d = fabs((double)before[j] - after[j] - grad[j]);
-            worst = d > worst ? d : worst;
+        worst = d > worst ? d : worst;
     }
     printf("%-40s loss %.6f (ref %.6f) accuracy %.4f (ref %.4f) top-2 %.4f (ref %.4f), "
            "gradient max error %.2e\n", what, e.loss, loss, e.accuracy, acc, e.top_k_accuracy,
