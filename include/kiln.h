@@ -1314,6 +1314,43 @@ typedef struct kiln_callback_desc {
 KILN_API kiln_status kiln_dataset_from_callback(kiln_context *ctx, const kiln_callback_desc *desc,
                                                 kiln_dataset **out);
 
+/** The datasets kiln_dataset_zip() joins: one per model input and one per
+ *  output, in the model's orders. */
+typedef struct kiln_zip_desc {
+    size_t struct_size;          /**< sizeof(kiln_zip_desc) */
+    /** 1..KILN_MAX_MODEL_INPUTS: input k's values are the features of
+     *  inputs[k]. */
+    int32_t n_inputs;
+    const kiln_dataset *const *inputs;   /**< n_inputs datasets */
+    /** 1..KILN_MAX_MODEL_OUTPUTS: output k's labels are the labels of
+     *  outputs[k]. */
+    int32_t n_outputs;
+    const kiln_dataset *const *outputs;  /**< n_outputs datasets */
+} kiln_zip_desc;
+
+/**
+ * A dataset for a model of several inputs or outputs from datasets of one
+ * each (tf.data.Dataset.zip of ((x1, x2, ...), (y1, y2, ...))): sample i
+ * holds input k's features from sample i of inputs[k] and output k's
+ * labels from sample i of outputs[k]. Any dataset joins: .npy files,
+ * callbacks, image folders, IDX files, host arrays and subsets of them (so
+ * a .npy file of ids and one of floats, each with the same labels file,
+ * feed a model of two inputs). A dataset may take several places; it is
+ * read once per sample. Each is read through its own map and
+ * augmentations (augmented in training when it feeds an input), and the
+ * zip then behaves as kiln_dataset_from_arrays' several inputs and
+ * outputs: kiln_dataset_read gives the packed sample, and fit checks each
+ * array against its input or output (sparse ids of a source as they are
+ * read, KILN_ERROR_DATA naming the sample and label array). The zip holds
+ * the datasets it joins: destroying them first is fine.
+ * KILN_ERROR_INVALID_ARGUMENT for n_inputs or n_outputs out of range, and
+ * for a dataset that is NULL, of another context, of another count than
+ * inputs[0] or itself of several inputs (in inputs) or label arrays (in
+ * outputs), naming its place (e.g. "outputs[1]").
+ */
+KILN_API kiln_status kiln_dataset_zip(kiln_context *ctx, const kiln_zip_desc *desc,
+                                      kiln_dataset **out);
+
 /**
  * Transforms one sample after it is read (tf.data's map), in place: the
  * features have the dataset's sample shape. Return 0 on success; nonzero

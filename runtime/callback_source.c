@@ -12,9 +12,11 @@ typedef struct callback_source {
     int32_t num_classes;
 } callback_source;
 
-static kiln_status callback_read(const kiln_dataset *ds, int64_t index, float *features,
+static kiln_status callback_read(const kiln_dataset *ds, int64_t index,
+                                 const kiln_read_plan *plan, float *features,
                                  void *label)
 {
+    (void)plan;
     const callback_source *c = ds->source;
     char message[256] = "";
     if (c->fill(c->user, index, features, label, message, sizeof message) != 0)

@@ -12,14 +12,19 @@
 #include "kiln.h"
 #include "layers/layer.h"
 
+struct kiln_read_plan;
+
 typedef struct kiln_source_ops {
     const char *kind;   /* "npy", "image folder", "callback": for messages */
     /* Reads sample `index` of the source into `features` (feature_size
      * floats, final values: scaled, not yet mapped or augmented) and
      * `label` (label_size int32 ids or label_size floats). Called from several
      * threads at once. A failure records its message with kiln_error on
-     * the calling thread, naming the sample (and file), and returns it. */
-    kiln_status (*read)(const kiln_dataset *ds, int64_t index, float *features, void *label);
+     * the calling thread, naming the sample (and file), and returns it.
+     * `plan` is the read's (a zip passes its augmentation on to the
+     * datasets it joins; a file or callback reads the same under any). */
+    kiln_status (*read)(const kiln_dataset *ds, int64_t index,
+                        const struct kiln_read_plan *plan, float *features, void *label);
     void (*destroy)(kiln_dataset *ds);   /* frees ds->source */
 } kiln_source_ops;
 
@@ -129,6 +134,12 @@ typedef struct kiln_read_plan {
     int32_t n_ids;
     const kiln_id_range *ids;
     int32_t ignore;            /* sparse labels equal to this are padding (-1: none) */
+    /* Several outputs (which take no ignore class): the sparse ids of
+     * label array k must be below label_classes[k] (n_label_classes 0:
+     * unchecked). Resident arrays are checked when fit starts; a source's
+     * ids only as they are read. */
+    int32_t n_label_classes;
+    int32_t label_classes[KILN_MAX_MODEL_OUTPUTS];
 } kiln_read_plan;
 
 /* Reads sample `index` through the dataset's source, map and (when the

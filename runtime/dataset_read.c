@@ -28,13 +28,13 @@ static const kiln_dataset *holder(const kiln_dataset *ds, int64_t *index)
     return ds;
 }
 
-static kiln_status read_source(const kiln_dataset *ds, int64_t index, float *features,
-                               void *label)
+static kiln_status read_source(const kiln_dataset *ds, int64_t index,
+                               const kiln_read_plan *plan, float *features, void *label)
 {
     int64_t at = index;
     const kiln_dataset *h = holder(ds, &at);
     if (!h->features)
-        return h->ops->read(h, at, features, label);
+        return h->ops->read(h, at, plan, features, label);
     const size_t fsize = (size_t)h->feature_size;
     memcpy(features, h->features + (size_t)at * fsize, fsize * sizeof(float));
     if (h->label_kind == KILN_LABELS_SPARSE)
@@ -58,9 +58,41 @@ static kiln_status check_finite(const kiln_dataset *ds, int64_t index, const flo
     return KILN_OK;
 }
 
+/* Several outputs: the ids of each sparse label array against its
+ * output's classes. */
+static kiln_status check_label_parts(const kiln_dataset *ds, int64_t index, const void *label,
+                                     const kiln_read_plan *plan)
+{
+    int32_t offset = 0;
+    for (int32_t k = 0; k < ds->n_label_parts; offset += ds->label_part_size[k], k++) {
+        const int32_t classes = k < plan->n_label_classes ? plan->label_classes[k] : 0;
+        for (int32_t p = 0; ds->label_part_kind[k] == KILN_LABELS_SPARSE &&
+                            p < ds->label_part_size[k]; p++) {
+            int32_t y;
+            memcpy(&y, (const int32_t *)label + offset + p, sizeof y);
+            if (y >= 0 && (classes <= 0 || y < classes))
+                continue;
+            char at[32] = "";
+            if (ds->label_part_size[k] > 1)
+                snprintf(at, sizeof at, ", position %d", (int)p);
+            if (y < 0)
+                return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld%s: label array %d has "
+                                  "label %d; labels must be >= 0", (long long)index, at,
+                                  (int)k, (int)y);
+            return kiln_error(ds->ctx, KILN_ERROR_DATA, "sample %lld%s: label array %d has "
+                              "label %d, outside [0, %d): output %d has %d classes",
+                              (long long)index, at, (int)k, (int)y, (int)classes, (int)k,
+                              (int)classes);
+        }
+    }
+    return KILN_OK;
+}
+
 static kiln_status check_label(const kiln_dataset *ds, int64_t index, const void *label,
                                const kiln_read_plan *plan)
 {
+    if (ds->n_label_parts)
+        return check_label_parts(ds, index, label, plan);
     if (ds->label_kind != KILN_LABELS_SPARSE)
         return ds->features_unchecked
                    ? check_finite(ds, index, label, ds->label_size, "label")
@@ -123,7 +155,7 @@ kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
                                      const kiln_read_plan *plan, float *features, void *label,
                                      float *scratch)
 {
-    kiln_status st = read_source(ds, index, features, label);
+    kiln_status st = read_source(ds, index, plan, features, label);
     if (st == KILN_OK)
         st = check_label(ds, index, label, plan);
     if (st == KILN_OK && plan->n_ids > 0)
@@ -300,8 +332,9 @@ kiln_status kiln_dataset_transform(kiln_dataset *ds, kiln_map_fn map, void *map_
         return KILN_ERROR_INVALID_ARGUMENT;
     if (ds->n_parts > 0 && (map || augment))
         return kiln_error(ds->ctx, KILN_ERROR_UNSUPPORTED, "kiln_dataset_transform: the "
-                          "dataset holds %d input%s per sample (kiln_arrays_desc.inputs); maps "
-                          "and augmentations work on datasets of one float input",
+                          "dataset holds %d input%s per sample; maps and augmentations work on "
+                          "datasets of one float input (transform the one dataset before "
+                          "kiln_dataset_zip joins it)",
                           (int)ds->n_parts, ds->n_parts == 1 ? "" : "s");
     if (ds->ints && (map || augment))
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_transform: the "

@@ -223,7 +223,7 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
     if (!src->order)
         return kiln_error_oom(m->ctx, "the epoch's order", (size_t)ds->count * sizeof(int64_t));
     threads = threads < 0 ? 0 : kiln_loader_default_threads(threads);   /* -1: none */
-    const kiln_loader_config c = {
+    kiln_loader_config c = {
         .ds = ds, .batch_size = batch, .threads = threads,
         .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
@@ -231,6 +231,9 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
                  .ignore = m->loss.has_ignore ? m->loss.ignore : -1,
                  .n_ids = m->n_inputs, .ids = m->ids},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+        c.plan.label_classes[k] = m->heads[k].sparse ? (int32_t)m->heads[k].cols : 0;
+    c.plan.n_label_classes = kiln_model_multi_output(m) ? m->n_outputs : 0;
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
     if (st != KILN_OK)
         kiln_free(m->ctx, src->order);

@@ -308,9 +308,11 @@ typedef struct idx_source {
     float scale;
 } idx_source;
 
-static kiln_status idx_source_read(const kiln_dataset *ds, int64_t index, float *features,
+static kiln_status idx_source_read(const kiln_dataset *ds, int64_t index,
+                                   const kiln_read_plan *plan, float *features,
                                    void *label)
 {
+    (void)plan;
     const idx_source *s = ds->source;
     const unsigned char *p = s->pixels + (size_t)index * s->per_image;
     for (size_t i = 0; i < s->per_image; i++)

@@ -370,9 +370,11 @@ static int is_bad_image(kiln_status st)
     return st == KILN_ERROR_FORMAT || st == KILN_ERROR_UNSUPPORTED;
 }
 
-static kiln_status folder_read(const kiln_dataset *ds, int64_t index, float *features,
+static kiln_status folder_read(const kiln_dataset *ds, int64_t index,
+                               const kiln_read_plan *plan, float *features,
                                void *label)
 {
+    (void)plan;
     const image_folder *src = ds->source;
     kiln_context *ctx = ds->ctx;
     const int32_t k = class_of(src, index);

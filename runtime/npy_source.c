@@ -76,9 +76,11 @@ static void read_ids(const kiln_npy *l, int64_t row, int32_t *out)
         kiln_npy_read_label(&flat, row * l->row_size + p, out + p);
 }
 
-static kiln_status npy_read(const kiln_dataset *ds, int64_t index, float *features,
+static kiln_status npy_read(const kiln_dataset *ds, int64_t index,
+                            const kiln_read_plan *plan, float *features,
                             void *label)
 {
+    (void)plan;
     const npy_source *s = ds->source;
     if (features) {
         const kiln_status st = read_features(ds, index, features);

@@ -5,6 +5,7 @@
  * POCL_DEVICES="basic basic"; what needs two devices is skipped, saying
  * why, on one). */
 #include "harness.h"
+#include "npy_file.h"
 #include "runtime/model.h"
 #include "runtime/npy.h"
 
@@ -354,30 +355,6 @@ static void test_bad_data(kiln_context *ctx)
 }
 
 /* ---- other sources of ids ------------------------------------------------ */
-
-/* A version 1.0 .npy file of `count` rows of `row` elements. */
-static void write_npy(const char *path, const char *descr, int count, int row, const void *data,
-                      size_t item)
-{
-    char header[128];
-    int n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, "
-                     "'shape': (%d, %d), }", descr, count, row);
-    if (row == 0)
-        n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, "
-                     "'shape': (%d,), }", descr, count);
-    const int total = (10 + n + 1 + 63) / 64 * 64;
-    FILE *f = fopen(path, "wb");
-    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-    const unsigned char len[2] = {(unsigned char)((total - 10) & 255),
-                                  (unsigned char)((total - 10) >> 8)};
-    fwrite(len, 1, 2, f);
-    fwrite(header, 1, (size_t)n, f);
-    for (int k = 10 + n; k < total - 1; k++)
-        fputc(' ', f);
-    fputc('\n', f);
-    fwrite(data, item, (size_t)count * (size_t)(row ? row : 1), f);
-    fclose(f);
-}
 
 static int fill_ids(void *user, int64_t index, float *features, void *label, char *message,
                     size_t size)

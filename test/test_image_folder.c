@@ -148,7 +148,7 @@ static kiln_status open_folder(kiln_context *ctx, const char *folder, int32_t h,
 
 static kiln_status read_sample(const kiln_dataset *ds, int64_t i, float *x, int32_t *y)
 {
-    return ds->ops->read(ds, i, x, y);
+    return ds->ops->read(ds, i, NULL, x, y);
 }
 
 /* ---- the resize against float64 ---- */

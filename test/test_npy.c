@@ -129,7 +129,7 @@ static void check_reads(kiln_context *ctx, const kiln_dataset *ds, const char *f
     int32_t sparse = -1, max_label = -1;
     int64_t bad = 0;
     for (int64_t i = 0; i < ds->count && (int64_t)nf >= ds->count * fsize; i++) {
-        CHECK_OK(ctx, ds->ops->read(ds, i, x, ds->label_kind == KILN_LABELS_SPARSE ?
+        CHECK_OK(ctx, ds->ops->read(ds, i, NULL, x, ds->label_kind == KILN_LABELS_SPARSE ?
                                     (void *)&sparse : (void *)y));
         for (int64_t j = 0; j < fsize; j++) {
             const float v = (float)want_f[i * fsize + j];
@@ -499,30 +499,30 @@ static void test_unusual_headers(kiln_context *ctx)
     CHECK_OK(ctx, from_npy(ctx, path("native.npy"), path("good.labels.npy"), NULL, &ds));
     if (ds) {
         CHECK(ds->dtype == KILN_DTYPE_UINT16 && ds->feature_size == 3 && ds->max_label == 2);
-        CHECK_OK(ctx, ds->ops->read(ds, 1, x, &y));
+        CHECK_OK(ctx, ds->ops->read(ds, 1, NULL, x, &y));
         CHECK(x[0] == 256.0f && x[1] == 4660.0f && x[2] == 65535.0f && y == 2);
         kiln_dataset_destroy(ds);
     }
     CHECK_OK(ctx, from_npy(ctx, path("quoted.npy"), path("good.labels.npy"), NULL, &ds));
     if (ds) {
         CHECK(ds->dtype == KILN_DTYPE_FLOAT16 && ds->features_unchecked);
-        CHECK_OK(ctx, ds->ops->read(ds, 0, x, NULL));
+        CHECK_OK(ctx, ds->ops->read(ds, 0, NULL, x, NULL));
         CHECK(x[0] == 1.0f);
-        CHECK_OK(ctx, ds->ops->read(ds, 1, x, &y));
+        CHECK_OK(ctx, ds->ops->read(ds, 1, NULL, x, &y));
         CHECK(x[0] == -0x1p-24f && y == 2);
         kiln_dataset_destroy(ds);
     }
     CHECK_OK(ctx, from_npy(ctx, path("order_i1.npy"), path("good.labels.npy"), NULL, &ds));
     if (ds) {
         CHECK(ds->dtype == KILN_DTYPE_INT8);
-        CHECK_OK(ctx, ds->ops->read(ds, 0, x, &y));
+        CHECK_OK(ctx, ds->ops->read(ds, 0, NULL, x, &y));
         CHECK(x[0] == -128.0f && y == 1);
         kiln_dataset_destroy(ds);
     }
     CHECK_OK(ctx, from_npy(ctx, path("plain_u1.npy"), path("good.labels.npy"), NULL, &ds));
     if (ds) {
         CHECK(ds->dtype == KILN_DTYPE_UINT8);
-        CHECK_OK(ctx, ds->ops->read(ds, 0, x, NULL));
+        CHECK_OK(ctx, ds->ops->read(ds, 0, NULL, x, NULL));
         CHECK(x[0] == 128.0f);
         kiln_dataset_destroy(ds);
     }
@@ -544,12 +544,12 @@ static void test_cut_short(kiln_context *ctx)
         return;
     float x[6];
     int32_t y;
-    CHECK_OK(ctx, ds->ops->read(ds, 1, x, &y));
+    CHECK_OK(ctx, ds->ops->read(ds, 1, NULL, x, &y));
     CHECK(x[0] == 60.0f && x[5] == 110.0f);
     CHECK(truncate(path("short.npy"), (off_t)(10 + strlen(header) + 7)) == 0);
-    CHECK_OK(ctx, ds->ops->read(ds, 0, x, NULL));   /* still there */
+    CHECK_OK(ctx, ds->ops->read(ds, 0, NULL, x, NULL));   /* still there */
     CHECK_FAILS(ctx, KILN_ERROR_IO, "reading sample 1 failed: the file is shorter",
-                ds->ops->read(ds, 1, x, &y));
+                ds->ops->read(ds, 1, NULL, x, &y));
     kiln_dataset_destroy(ds);
 }
 
