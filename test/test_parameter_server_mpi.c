@@ -98,13 +98,13 @@ int main(int argc, char **argv)
         kiln_model *one = seed_cnn(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
         const double sync_acc = fit_and_evaluate(ctx, one, train, test);
         printf("one device, synchronous, same batches: %.4f\n", sync_acc);
-        /* One asynchronous run follows the workers' interleaving: the
-         * single-process test's bounded runs spread with a standard
-         * deviation of 0.0058 (it averages eight), and a CI run here
-         * reached 0.8345 against 0.8495. One run is held to 3 points, about
-         * 4 standard deviations below the synchronous accuracy plus the
-         * spread of the asynchronous mean itself. */
-        CHECK(ps_acc >= sync_acc - 0.03);
+        /* One asynchronous run follows the workers' interleaving. After the
+         * store race was fixed (test_parameter_server_mpi_exact checks that
+         * directly), 24 runs of the two forms here reached 0.8531 on
+         * average with a standard deviation of 0.0051, lowest 0.8445,
+         * against 0.8510 synchronous. Two points below the synchronous
+         * accuracy is 4.3 standard deviations below that mean. */
+        CHECK(ps_acc >= sync_acc - 0.02);
         char path[] = "/tmp/kiln_psmpi_XXXXXX";
         const int fd = mkstemp(path);
         if (fd >= 0)
