@@ -4,11 +4,12 @@
  * application's callback and host arrays must train exactly as on the
  * same values given as host arrays of several inputs and outputs (same
  * batches, so the same weights bit for bit); the same for one output.
- * Reads, subsets and a joined dataset's map; the checks a zip adds to its
+ * Reads, subsets and a joined dataset's map and augmentations; the checks a zip adds to its
  * sources' (sparse ids as they are read, ids against the Embedding); and
  * every bad description, naming its place. */
 #include "harness.h"
 #include "npy_file.h"
+#include "runtime/dataset.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -305,6 +306,50 @@ static void test_map(kiln_context *ctx, const data *d)
     kiln_dataset_destroy(side);
 }
 
+/* A joined dataset's augmentations see the zip's plan: in training the
+ * zip reads what the dataset alone would read under that plan (the same
+ * draws), in evaluation the plain sample. */
+static int fill_image(void *user, int64_t i, float *features, void *label, char *message,
+                      size_t size)
+{
+    (void)user, (void)message, (void)size;
+    for (int k = 0; k < 16; k++)
+        features[k] = (float)(i * 16 + k);
+    *(int32_t *)label = (int32_t)(i % CLS);
+    return 0;
+}
+
+static void test_augmentation(kiln_context *ctx)
+{
+    const kiln_callback_desc c = {.struct_size = sizeof c, .count = N, .feature_rank = 3,
+                                  .feature_dims = {4, 4, 1}, .fill = fill_image};
+    kiln_dataset *image = NULL, *z = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &c, &image));
+    const kiln_augment_options aug = {.struct_size = sizeof aug, .flip_horizontal = 1,
+                                      .flip_vertical = 1, .seed = 9};
+    CHECK_OK(ctx, kiln_dataset_transform(image, NULL, NULL, &aug));
+    const kiln_dataset *one[] = {image};
+    CHECK_OK(ctx, zip(ctx, one, 1, one, 1, &z));
+    int flipped = 0, differ = 0;
+    for (int epoch = 0; epoch < 2; epoch++)
+        for (int64_t i = 0; i < N; i++) {
+            const kiln_read_plan train = {.augment = 1, .epoch = epoch};
+            float a[16], b[16], plain[16], scratch[16];
+            int32_t la = -1, lb = -2;
+            CHECK_OK(ctx, kiln_dataset_read_sample(image, i, &train, a, &la, scratch));
+            CHECK_OK(ctx, kiln_dataset_read_sample(z, i, &train, b, &lb, scratch));
+            CHECK_OK(ctx, kiln_dataset_read(z, i, plain, NULL));
+            differ += memcmp(a, b, sizeof a) != 0 || la != lb;
+            flipped += memcmp(a, plain, sizeof a) != 0;
+            CHECK(plain[5] == (float)(i * 16 + 5));
+        }
+    printf("augmented reads through the zip: %d of %d differ from the dataset's own, %d "
+           "flipped\n", differ, 2 * N, flipped);
+    CHECK(differ == 0 && flipped > N / 2);
+    kiln_dataset_destroy(z);
+    kiln_dataset_destroy(image);
+}
+
 /* What a source cannot know before it is read, the zip checks then. */
 static void test_bad_values(kiln_context *ctx, data *d)
 {
@@ -408,6 +453,7 @@ int main(void)
     test_two_outputs(ctx, &d);
     test_one_output(ctx, &d);
     test_map(ctx, &d);
+    test_augmentation(ctx);
     test_bad_values(ctx, &d);
     test_bad_descs(ctx, &d);
     kiln_context_destroy(ctx);
