@@ -130,6 +130,14 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
                             kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                             kiln_arg_buffer(dst));
+    if (kiln_device_gpu_kernels(dev)) {   /* 16 x 16 blocks through local memory */
+        kiln_kernel *k;
+        const kiln_status st = kiln_kernel_get(dev, "elementwise",
+                                               "kiln_elementwise_transpose_tiled", &k);
+        const size_t range[2] = {(cols + 15) / 16 * 16, (rows + 15) / 16 * 16};
+        const size_t local[2] = {16, 16};
+        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, k, 2, range, local, a);
+    }
     const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
     return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
 }

@@ -84,9 +84,15 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
     conv2d_replica *r = replica;
     if (c->direct)
         return kiln_conv2d_direct_kernels(r, dev);
-    kiln_status st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_im2col", &r->kernels.im2col);
+    /* The GPU variants take a work-item per float (see conv2d.cl). */
+    const int items = kiln_device_gpu_kernels(dev);
+    kiln_status st = kiln_kernel_get(dev, "conv2d", items ? "kiln_conv2d_im2col_items"
+                                                          : "kiln_conv2d_im2col",
+                                     &r->kernels.im2col);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d", "kiln_conv2d_col2im", &r->kernels.col2im);
+        st = kiln_kernel_get(dev, "conv2d", items ? "kiln_conv2d_col2im_items"
+                                                  : "kiln_conv2d_col2im",
+                             &r->kernels.col2im);
     if (st == KILN_OK && c->winograd)
         st = kiln_conv2d_winograd_kernels(r, dev);
     return st;
@@ -131,6 +137,10 @@ static kiln_status im2col(const conv2d_config *c, conv2d_replica *r, const kiln_
      * (output or input pixels) and the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
                             kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
+    if (kiln_device_gpu_kernels(s->dev)) {
+        const size_t range[2] = {kiln_conv2d_patch(c), m};
+        return kiln_kernel_run(s->dev, r->kernels.im2col, 2, range, a);
+    }
     return kiln_kernel_run1(s->dev, r->kernels.im2col, m, a);
 }
 
@@ -190,6 +200,10 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
                             kiln_arg_int(s->d_in_accumulate[0]));
+    if (kiln_device_gpu_kernels(s->dev)) {
+        const size_t range[2] = {(size_t)c->c, pixels};
+        return kiln_kernel_run(s->dev, r->kernels.col2im, 2, range, a);
+    }
     return kiln_kernel_run1(s->dev, r->kernels.col2im, pixels, a);
 }
 

@@ -67,3 +67,51 @@ __kernel void kiln_conv2d_col2im(__global const float *dcol, __global float *d_i
         }
     }
 }
+
+/* The GPU variant of im2col: a work-item per float of col over a (K,
+ * rows) range, so that neighbouring work-items write neighbouring floats
+ * and read neighbouring channels (the variant above writes K floats per
+ * item, its neighbours K floats apart). */
+__kernel void kiln_conv2d_im2col_items(__global const float *in, __global float *col, int rows,
+                                       int H, int W, int C, int OH, int OW, int KH, int KW,
+                                       int stride_h, int stride_w, int pad_top, int pad_left)
+{
+    const int k = get_global_id(0), row = get_global_id(1);
+    const int K = KH * KW * C;
+    if (k >= K || row >= rows)
+        return;
+    const int c = k % C, kx = (k / C) % KW, ky = k / (C * KW);
+    const int ox = row % OW, oy = (row / OW) % OH, n = row / (OW * OH);
+    const int y = oy * stride_h - pad_top + ky, x = ox * stride_w - pad_left + kx;
+    const int inside = y >= 0 && y < H && x >= 0 && x < W;
+    col[(size_t)row * K + k] = inside ? in[(((size_t)n * H + y) * W + x) * C + c] : 0.0f;
+}
+
+/* The GPU variant of col2im: a work-item per float of d_in over a (C,
+ * pixels) range, gathering in the same order as the variant above (so
+ * both give the same sums), its neighbours on neighbouring channels. */
+__kernel void kiln_conv2d_col2im_items(__global const float *dcol, __global float *d_in,
+                                       int pixels, int H, int W, int C, int OH, int OW, int KH,
+                                       int KW, int stride_h, int stride_w, int pad_top,
+                                       int pad_left, int accumulate)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    if (c >= C || p >= pixels)
+        return;
+    const int x = p % W, y = (p / W) % H, n = p / (W * H);
+    const int K = KH * KW * C;
+    float sum = accumulate ? d_in[(size_t)p * C + c] : 0.0f;
+    for (int ky = 0; ky < KH; ky++) {
+        const int ty = y + pad_top - ky;
+        if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
+            continue;
+        for (int kx = 0; kx < KW; kx++) {
+            const int tx = x + pad_left - kx;
+            if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
+                continue;
+            sum += dcol[(((size_t)n * OH + ty / stride_h) * OW + tx / stride_w) * K +
+                        (ky * KW + kx) * C + c];
+        }
+    }
+    d_in[(size_t)p * C + c] = sum;
+}

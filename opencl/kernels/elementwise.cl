@@ -112,3 +112,20 @@ __kernel void kiln_elementwise_transpose(__global const float *src, int src_offs
         kiln_store8(dst + (size_t)(c0 + j) * rows + r0, v, n_rows);
     }
 }
+
+/* The GPU variant: work-groups of exactly 16 x 16 items stage a 16 x 16
+ * block in local memory, so that both the reads (along src's rows) and the
+ * writes (along dst's) are neighbouring floats for neighbouring items. A
+ * row of 17 keeps the column reads off a single local-memory bank. */
+__kernel void kiln_elementwise_transpose_tiled(__global const float *src, int src_offset,
+                                               int rows, int cols, __global float *dst)
+{
+    __local float block[16][17];
+    const int lx = get_local_id(0), ly = get_local_id(1);
+    const int c0 = get_group_id(0) * 16, r0 = get_group_id(1) * 16;
+    if (r0 + ly < rows && c0 + lx < cols)
+        block[ly][lx] = src[src_offset + (size_t)(r0 + ly) * cols + c0 + lx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (c0 + ly < cols && r0 + lx < rows)
+        dst[(size_t)(c0 + ly) * rows + r0 + lx] = block[lx][ly];
+}
