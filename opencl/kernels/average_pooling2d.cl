@@ -66,3 +66,54 @@ __kernel void kiln_average_pooling2d_backward(__global const float *d_out,
         kiln_store8(dst + c0, s, count);
     }
 }
+
+/* The GPU variants: a work-item per float over a (C, pixels) range, so that
+ * neighbouring items read and write neighbouring channels; the same sums
+ * in the same order as the variants above. */
+__kernel void kiln_average_pooling2d_forward_items(__global const float *in,
+                                                   __global float *out, int pixels, int H,
+                                                   int W, int C, int OH, int OW, int PH, int PW,
+                                                   int stride_h, int stride_w, int pad_top,
+                                                   int pad_left)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    if (c >= C || p >= pixels)
+        return;
+    const int ox = p % OW, oy = (p / OW) % OH, n = p / (OW * OH);
+    __global const float *sample = in + (size_t)n * H * W * C + c;
+    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
+    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    const float scale = 1.0f / (float)((y1 - y0) * (x1 - x0));
+    float s = 0.0f;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++)
+            s += sample[((size_t)y * W + x) * C];
+    out[(size_t)p * C + c] = s * scale;
+}
+
+__kernel void kiln_average_pooling2d_backward_items(__global const float *d_out,
+                                                    __global float *d_in, int pixels, int H,
+                                                    int W, int C, int OH, int OW, int PH,
+                                                    int PW, int stride_h, int stride_w,
+                                                    int pad_top, int pad_left, int accumulate)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    if (c >= C || p >= pixels)
+        return;
+    const int x = p % W, y = (p / W) % H, n = p / (W * H);
+    const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
+    const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
+    const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
+    const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
+    float s = 0.0f;
+    for (int oy = oy_lo; oy <= oy_hi; oy++) {
+        const int cells_y = min(oy * stride_h - pad_top + PH, H) - max(oy * stride_h - pad_top, 0);
+        for (int ox = ox_lo; ox <= ox_hi; ox++) {
+            const int cells_x =
+                min(ox * stride_w - pad_left + PW, W) - max(ox * stride_w - pad_left, 0);
+            s += d_out[(((size_t)n * OH + oy) * OW + ox) * C + c] / (float)(cells_y * cells_x);
+        }
+    }
+    __global float *dst = d_in + (size_t)p * C + c;
+    *dst = accumulate ? s + *dst : s;
+}

@@ -71,3 +71,59 @@ __kernel void kiln_max_pooling2d_backward(__global const float *d_out,
         kiln_store8(dst + c0, s, count);
     }
 }
+
+/* The GPU variants: a work-item per float over a (C, pixels) range, so that
+ * neighbouring items read and write neighbouring channels; the same
+ * comparisons and sums in the same order as the variants above. */
+__kernel void kiln_max_pooling2d_forward_items(__global const float *in, __global float *out,
+                                               __global int *argmax, int pixels, int H, int W,
+                                               int C, int OH, int OW, int PH, int PW,
+                                               int stride_h, int stride_w, int pad_top,
+                                               int pad_left)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    if (c >= C || p >= pixels)
+        return;
+    const int ox = p % OW, oy = (p / OW) % OH, n = p / (OW * OH);
+    __global const float *sample = in + (size_t)n * H * W * C;
+    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
+    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    int index = (y0 * W + x0) * C + c;
+    float best = sample[index];
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            const int i = (y * W + x) * C + c;
+            const float v = sample[i];
+            if (isgreater(v, best) || (isnan(v) && !isnan(best))) {
+                best = v;
+                index = i;
+            }
+        }
+    out[(size_t)p * C + c] = best;
+    argmax[(size_t)p * C + c] = index;
+}
+
+__kernel void kiln_max_pooling2d_backward_items(__global const float *d_out,
+                                                __global const int *argmax, __global float *d_in,
+                                                int pixels, int H, int W, int C, int OH, int OW,
+                                                int PH, int PW, int stride_h, int stride_w,
+                                                int pad_top, int pad_left, int accumulate)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    if (c >= C || p >= pixels)
+        return;
+    const int x = p % W, y = (p / W) % H, n = p / (W * H);
+    const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
+    const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
+    const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
+    const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
+    const int mine = (y * W + x) * C + c;
+    float s = 0.0f;
+    for (int oy = oy_lo; oy <= oy_hi; oy++)
+        for (int ox = ox_lo; ox <= ox_hi; ox++) {
+            const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c;
+            s += argmax[o] == mine ? d_out[o] : 0.0f;
+        }
+    __global float *dst = d_in + (size_t)p * C + c;
+    *dst = accumulate ? s + *dst : s;
+}
