@@ -165,3 +165,95 @@ __kernel void kiln_batch_norm_frozen_input_grad(__global const float *dy, __glob
         d += kiln_load8(dst, n);
     kiln_store8(dst, d, n);
 }
+
+/* The GPU variants ("_items"): a work-item per channel (and chunk or row)
+ * over a (C, chunks) or (C, rows) range, so that neighbouring items read
+ * and write neighbouring channels; the host gives the partial sums more,
+ * shorter chunks (layers/batch_norm.c). The same arithmetic as above. */
+__kernel void kiln_batch_norm_partial_items(__global const float *x, int rows, int C,
+                                            int chunk_rows, int chunks,
+                                            __global const float *sums, float count,
+                                            int centred, __global float *partial)
+{
+    const int c = get_global_id(0), chunk = get_global_id(1);
+    if (c >= C || chunk >= chunks)
+        return;
+    const float mean = centred ? sums[c] / count : 0.0f;
+    const int last = min((chunk + 1) * chunk_rows, rows);
+    float s = 0.0f;
+    for (int r = chunk * chunk_rows; r < last; r++) {
+        const float v = x[(size_t)r * C + c] - mean;
+        s += centred ? v * v : v;
+    }
+    partial[(size_t)chunk * C + c] = s;
+}
+
+__kernel void kiln_batch_norm_normalize_items(__global const float *x, __global float *y,
+                                              int rows, int C, __global const float *stats,
+                                              int training, __global const float *params,
+                                              int gamma_offset, int beta_offset,
+                                              int mean_offset, int variance_offset,
+                                              float epsilon)
+{
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= C || r >= rows)
+        return;
+    const float mean = training ? stats[c] : params[mean_offset + c];
+    const float inv_std = training ? stats[C + c] : rsqrt(params[variance_offset + c] + epsilon);
+    const float scale = params[gamma_offset + c] * inv_std;
+    y[(size_t)r * C + c] = (x[(size_t)r * C + c] - mean) * scale + params[beta_offset + c];
+}
+
+__kernel void kiln_batch_norm_backward_partial_items(__global const float *x,
+                                                     __global const float *dy, int rows, int C,
+                                                     int chunk_rows, int chunks,
+                                                     __global const float *stats,
+                                                     __global float *partial)
+{
+    const int c = get_global_id(0), chunk = get_global_id(1);
+    if (c >= C || chunk >= chunks)
+        return;
+    const float mean = stats[c], inv_std = stats[C + c];
+    const int last = min((chunk + 1) * chunk_rows, rows);
+    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+    for (int r = chunk * chunk_rows; r < last; r++) {
+        const float g = dy[(size_t)r * C + c];
+        sum_dy += g;
+        sum_dy_xhat += g * (x[(size_t)r * C + c] - mean) * inv_std;
+    }
+    partial[(size_t)chunk * 2 * C + c] = sum_dy;
+    partial[(size_t)chunk * 2 * C + C + c] = sum_dy_xhat;
+}
+
+__kernel void kiln_batch_norm_input_grad_items(__global const float *x,
+                                               __global const float *dy, __global float *dx,
+                                               int rows, int C, __global const float *stats,
+                                               __global const float *sums, float count,
+                                               __global const float *params, int gamma_offset,
+                                               int accumulate)
+{
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= C || r >= rows)
+        return;
+    const float inv_std = stats[C + c];
+    const float xhat = (x[(size_t)r * C + c] - stats[c]) * inv_std;
+    const float d = params[gamma_offset + c] * inv_std / count *
+                    (count * dy[(size_t)r * C + c] - sums[c] - xhat * sums[C + c]);
+    __global float *dst = dx + (size_t)r * C + c;
+    *dst = accumulate ? d + *dst : d;
+}
+
+__kernel void kiln_batch_norm_frozen_input_grad_items(__global const float *dy,
+                                                      __global float *dx, int rows, int C,
+                                                      __global const float *params,
+                                                      int gamma_offset, int variance_offset,
+                                                      float epsilon, int accumulate)
+{
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= C || r >= rows)
+        return;
+    const float scale = params[gamma_offset + c] * rsqrt(params[variance_offset + c] + epsilon);
+    __global float *dst = dx + (size_t)r * C + c;
+    const float d = dy[(size_t)r * C + c] * scale;
+    *dst = accumulate ? d + *dst : d;
+}
