@@ -1,9 +1,23 @@
 #include "opencl/cl_internal.h"
 #include "opencl/kernel_sources.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define KILN_BUILD_OPTIONS "-cl-std=CL1.2"
+/* Each device builds with its own KILN_DEVICE_SLOT (unused by the
+ * kernels): PoCL 3.1's CPU drivers share one cache of loaded work-group
+ * functions, found by the program's build hash, the local size and the
+ * grid's width when a kernel starts but by the hash and local size alone
+ * when it ends. Two devices running one kernel at once, with one local
+ * size and two global sizes (a pipeline's stages, mirrored replicas'
+ * uneven shares), could then release each other's entry and abort in
+ * pocl_release_dlhandle_cache (test_concurrent_devices). Distinct options
+ * make distinct hashes: each device's entries are its own, and a device
+ * runs one kernel at a time. */
+static void build_options(const kiln_device *dev, char *out, size_t size)
+{
+    snprintf(out, size, "-cl-std=CL1.2 -D KILN_DEVICE_SLOT=%d", (int)dev->index);
+}
 
 static const kiln_kernel_source *find_source(const char *file)
 {
@@ -30,7 +44,9 @@ static kiln_cache_key key_for(const kiln_device *dev, const kiln_kernel_source *
     char platform_version[128] = "";
     clGetPlatformInfo(dev->platform, CL_PLATFORM_VERSION, sizeof platform_version - 1,
                       platform_version, NULL);
-    const char *parts[] = {prelude->text, src->text, KILN_BUILD_OPTIONS, dev->info.name,
+    char options[64];
+    build_options(dev, options, sizeof options);
+    const char *parts[] = {prelude->text, src->text, options, dev->info.name,
                            dev->info.vendor, dev->info.driver_version, dev->info.platform,
                            platform_version};
     size_t lengths[] = {prelude->length, src->length, 0, 0, 0, 0, 0, 0};
@@ -50,10 +66,12 @@ static void try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *
         return;
     cl_int status, err;
     const unsigned char *bin = binary;
+    char options[64];
+    build_options(dev, options, sizeof options);
     cl_program p = clCreateProgramWithBinary(dev->cl, 1, &dev->id, &size, &bin, &status, &err);
     kiln_host_free(dev->host, binary);
     if (err == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(p, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
+        clBuildProgram(p, 1, &dev->id, options, NULL, NULL) == CL_SUCCESS) {
         *out = p;
         return;
     }
@@ -106,7 +124,9 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         program = clCreateProgramWithSource(dev->cl, 2, texts, lengths, &err);
         if (err != CL_SUCCESS)
             return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
-        err = clBuildProgram(program, 1, &dev->id, KILN_BUILD_OPTIONS, NULL, NULL);
+        char options[64];
+        build_options(dev, options, sizeof options);
+        err = clBuildProgram(program, 1, &dev->id, options, NULL, NULL);
         if (err != CL_SUCCESS) {
             const kiln_status st = build_log_error(dev, program, file, err);
             clReleaseProgram(program);
