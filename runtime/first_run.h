@@ -2,11 +2,15 @@
  *
  * PoCL 3.1's CPU devices abort (an assertion in pocl_release_dlhandle_cache)
  * when two devices run kernels at once while kernels are first specialised
- * for a work size; once a shape has run, concurrent steps are fine
- * (reproduced with the pipeline example, and under AddressSanitizer with
- * two mirrored replicas). So a strategy runs a step whose batch sizes it
- * has not run before with its devices' computation serialised by a
- * process-wide lock, which costs one slower step per shape elsewhere. */
+ * for a work size (reproduced with the pipeline example, and under
+ * AddressSanitizer with two mirrored replicas). So a strategy runs a step
+ * whose batch sizes it has not run before with its devices' computation
+ * serialised by a process-wide lock, which costs one slower step per shape
+ * elsewhere. That was not enough: PoCL loads work-group functions again
+ * after evicting them (it keeps 128), which a long run reaches, and the
+ * cause, its cache mixing two devices' entries of one kernel, is now
+ * avoided where programs are built (opencl/program.c, with its test,
+ * test_concurrent_devices). The lock stays as a second guard. */
 #ifndef KILN_RUNTIME_FIRST_RUN_H
 #define KILN_RUNTIME_FIRST_RUN_H
 
