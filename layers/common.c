@@ -71,8 +71,13 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int((int64_t)rows),
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(out),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
-    if (kiln_device_gpu_kernels(dev))   /* one 64-wide work-group per column */
-        return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum", cols * 64, a);
+    if (kiln_device_gpu_kernels(dev)) {   /* 16 columns x 16 lanes of rows a group */
+        kiln_kernel *k;
+        const kiln_status st = kiln_kernel_get(dev, "elementwise", "kiln_elementwise_column_sum",
+                                               &k);
+        const size_t range[2] = {(cols + 15) / 16 * 16, 16}, local[2] = {16, 16};
+        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, k, 2, range, local, a);
+    }
     return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum8", (cols + 7) / 8, a);
 }
 

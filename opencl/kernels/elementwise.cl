@@ -62,29 +62,30 @@ __kernel void kiln_elementwise_column_sum8(__global const float *x, int rows, in
     kiln_store8(out + offset + c, s, n);
 }
 
-/* One work-group per column: out[offset + c] (+)= sum over rows of x[r, c].
- * The tree reduction has a fixed order, so results are deterministic. The
- * GPU variant. */
+/* The GPU variant: work-groups of exactly 16 x 16 items, 16 columns by 16
+ * lanes of rows. Lane ly sums rows ly, ly + 16, ... of its column, so the
+ * 16 items of a lane read 16 neighbouring floats of one row (a work-group
+ * per column read one float of each row, `cols` floats apart); the lanes
+ * then meet in local memory in a fixed order, so results are deterministic. */
 __kernel void kiln_elementwise_column_sum(__global const float *x, int rows, int cols,
                                           __global float *out, int offset, int accumulate)
 {
-    __local float partial[64];
-    const int c = get_group_id(0);
-    const int lid = get_local_id(0);
-    const int group = get_local_size(0);
+    __local float partial[16][17];
+    const int lx = get_local_id(0), ly = get_local_id(1);
+    const int c = get_group_id(0) * 16 + lx;
     float s = 0.0f;
     if (c < cols)
-        for (int r = lid; r < rows; r += group)
+        for (int r = ly; r < rows; r += 16)
             s += x[(size_t)r * cols + c];
-    partial[lid] = s;
+    partial[ly][lx] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = group / 2; step > 0; step /= 2) {
-        if (lid < step)
-            partial[lid] += partial[lid + step];
+    for (int step = 8; step > 0; step /= 2) {
+        if (ly < step)
+            partial[ly][lx] += partial[ly + step][lx];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0 && c < cols)
-        out[offset + c] = accumulate ? out[offset + c] + partial[0] : partial[0];
+    if (ly == 0 && c < cols)
+        out[offset + c] = accumulate ? out[offset + c] + partial[0][lx] : partial[0][lx];
 }
 
 /* dst (cols x rows) = src (rows x cols, at src_offset) transposed, a block
