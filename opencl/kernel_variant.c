@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The GPU GEMM's work-groups are 16 x 16 items with two 4 KiB blocks. */
+/* The GPU GEMM's work-groups are 16 x 16 items with two blocks of about 4 KiB. */
 #define GPU_GROUP_ITEMS 256
 #define GPU_LOCAL_BYTES (16u << 10)
 

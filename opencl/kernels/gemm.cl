@@ -91,8 +91,14 @@ __kernel void kiln_gemm_tn(int m, int n, int k, float alpha, __global const floa
 #define GEMM_GROUP 16
 #define GEMM_BLOCK 64
 #define GEMM_STEP 16
+/* The row length of the staged block of op(A): one float more than the
+ * block, so that the NN copy, whose neighbouring items write 64 floats
+ * apart, spreads them over the banks of local memory instead of landing
+ * 16 on one. */
+#define GEMM_A_ROW (GEMM_BLOCK + 1)
 
-/* Copies op(A)[i0 .. i0 + 64, l0 .. l0 + 16) into `as`, k-major. */
+/* Copies op(A)[i0 .. i0 + 64, l0 .. l0 + 16) into `as`, k-major, rows of
+ * GEMM_A_ROW. */
 inline void gemm_stage_a(__local float *as, int m, int k, __global const float *a, int lda,
                          int transposed, int i0, int l0, int t)
 {
@@ -105,7 +111,7 @@ inline void gemm_stage_a(__local float *as, int m, int k, __global const float *
         float v = 0.0f;
         if (i < m && kk < k)
             v = transposed ? a[(size_t)kk * lda + i] : a[(size_t)i * lda + kk];
-        as[l * GEMM_BLOCK + r] = v;
+        as[l * GEMM_A_ROW + r] = v;
     }
 }
 
@@ -137,7 +143,7 @@ inline void kiln_gemm_block(int m, int n, int k, float alpha, __global const flo
         for (int l = 0; l < GEMM_STEP; l++) {
             float x[4], y[4];
             for (int r = 0; r < 4; r++)
-                x[r] = as[l * GEMM_BLOCK + ty + r * GEMM_GROUP];
+                x[r] = as[l * GEMM_A_ROW + ty + r * GEMM_GROUP];
             for (int q = 0; q < 4; q++)
                 y[q] = bs[l * GEMM_BLOCK + tx + q * GEMM_GROUP];
             for (int r = 0; r < 4; r++)
@@ -163,7 +169,7 @@ __kernel void kiln_gemm_nn_local(int m, int n, int k, float alpha, __global cons
                                  int a_offset, int lda, __global const float *b, int b_offset,
                                  int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
-    __local float as[GEMM_STEP * GEMM_BLOCK], bs[GEMM_STEP * GEMM_BLOCK];
+    __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 0, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);
 }
@@ -172,7 +178,7 @@ __kernel void kiln_gemm_tn_local(int m, int n, int k, float alpha, __global cons
                                  int a_offset, int lda, __global const float *b, int b_offset,
                                  int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
-    __local float as[GEMM_STEP * GEMM_BLOCK], bs[GEMM_STEP * GEMM_BLOCK];
+    __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 1, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);
 }
