@@ -574,6 +574,15 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
     if (st == KILN_OK)
         say(a, "training time: %.1f s for %d steps (validation included)\n", train_seconds,
                a->steps * a->epochs);
+    /* What the first replica (or stage) holds on its device. */
+    kiln_memory_report mem = {.struct_size = sizeof mem};
+    if (st == KILN_OK && kiln_model_memory(m, 0, &mem) == KILN_OK)
+        say(a, "device memory, replica 0: %.1f MiB now, %.1f MiB at peak (parameters %.1f, "
+               "gradients %.1f, optimizer %.1f, activations %.1f for %d samples, workspace "
+               "%.1f)\n", mem.device_bytes / 1048576.0, mem.device_peak_bytes / 1048576.0,
+               mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0,
+               mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0,
+               (int)mem.batch_capacity, mem.workspace_bytes / 1048576.0);
     if (batches && fclose(batches) != 0 && st == KILN_OK)
         st = KILN_ERROR_IO;
     if (steps_log.f && fclose(steps_log.f) != 0 && st == KILN_OK)
