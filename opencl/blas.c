@@ -72,7 +72,7 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
 {
     if (m == 0 || n == 0)
         return KILN_OK;
-    if (kiln_gemm_use_own_kernel(trans_a, trans_b, m, n, k))
+    if (kiln_gemm_use_own_kernel(dev->gpu_kernels, dev->gemm_tuned, trans_a, trans_b, m, n, k))
         return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta,
                         c, c_offset, ldc);
     cl_event *event = NULL;

@@ -57,6 +57,8 @@ struct kiln_device {
     size_t max_work_group;
     /* Runs the kernels' GPU variants (local-memory tiles; kernel_variant.c). */
     int gpu_kernels;
+    /* CLBlast's GEMM runs parameters searched for this device (gemm_tuning.c). */
+    int gemm_tuned;
     kiln_program_slot programs[KILN_MAX_PROGRAMS];
     int n_programs;
     kiln_kernel kernels[KILN_MAX_KERNELS];
@@ -119,9 +121,10 @@ void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *ke
 
 /* The GEMM choices (gemm_choice.c), apart so that tests can wrap them.
  * Whether kiln's own kernel (gemm.cl) runs a GEMM of this shape rather
- * than CLBlast. */
-int kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                             size_t k);
+ * than CLBlast, on a device running the GPU variant or the CPU one, whose
+ * CLBlast runs searched parameters or its defaults. */
+int kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                             kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
 /* How many of the `available` parameter sets a tuning search tries: all. */
 int kiln_gemm_tuning_candidates(int available);
 

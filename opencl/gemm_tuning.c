@@ -105,6 +105,7 @@ static CLBlastStatusCode override(kiln_device *dev, const size_t *values)
 static kiln_status apply(kiln_device *dev, const stored_tuning *t)
 {
     describe(dev, t);
+    dev->gemm_tuned = t->tuned != 0;   /* the GEMM choice (gemm_choice.c) reads it */
     if (!t->tuned)
         return KILN_OK;
     size_t v[N_PARAMS];

@@ -6,8 +6,8 @@
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c);
 int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c);
-int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                                    size_t k);
+int __wrap_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                                    kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c)
 {
@@ -21,9 +21,11 @@ int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c)
     return 0;
 }
 
-int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                                    size_t k)
+int __wrap_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                                    kiln_gemm_op trans_b, size_t m, size_t n, size_t k)
 {
+    (void)gpu_kernels;
+    (void)gemm_tuned;
     (void)trans_a;
     (void)trans_b;
     (void)m;

@@ -18,16 +18,18 @@
 static char cache[256];
 static int clblast_only;
 
-int __real_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                                    size_t k);
-int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                                    size_t k);
+int __real_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                                    kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
+int __wrap_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                                    kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
 int __wrap_kiln_gemm_tuning_candidates(int available);
 
-int __wrap_kiln_gemm_use_own_kernel(kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m, size_t n,
-                                    size_t k)
+int __wrap_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
+                                    kiln_gemm_op trans_b, size_t m, size_t n, size_t k)
 {
-    return !clblast_only && __real_kiln_gemm_use_own_kernel(trans_a, trans_b, m, n, k);
+    return !clblast_only &&
+           __real_kiln_gemm_use_own_kernel(gpu_kernels, gemm_tuned, trans_a, trans_b, m, n,
+                                           k);
 }
 
 /* One candidate: a search compiles CLBlast's GEMM kernels twice. */
