@@ -292,6 +292,15 @@ kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int di
     return st;
 }
 
+kiln_status kiln_run_rows(kiln_device *dev, const char *file, const char *name, size_t rows,
+                          kiln_args args)
+{
+    kiln_kernel *kernel;
+    const kiln_status st = kiln_kernel_get(dev, file, name, &kernel);
+    const size_t size = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
+    return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, 1, &size, &local, args);
+}
+
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)
 {
     return kiln_kernel_run(dev, kernel, 1, &n, args);

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *kiln_loss_name(kiln_loss loss)
 {
@@ -126,7 +127,13 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
                             kiln_arg_int(ignore));
-    kiln_status st = kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
+    /* A vocabulary-wide row gets a work-group on a GPU (the fused sparse
+     * cross-entropy, the language model's loss). */
+    const int wide = kiln_device_gpu_kernels(dev) && plan->cols >= KILN_ROW_LANES &&
+                     strcmp(plan->kernel, "kiln_loss_sparse_ce_logits") == 0;
+    kiln_status st = wide ? kiln_run_rows(dev, "loss", "kiln_loss_sparse_ce_logits_rows",
+                                          (size_t)rows, a)
+                          : kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct),

@@ -120,6 +120,89 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     kiln_model_destroy(m);
 }
 
+/* Softmax and the fused sparse cross-entropy over a vocabulary-wide row
+ * (WIDE classes, more than a GPU's row kernels' 64 lanes and not a
+ * multiple of them), one row's label the ignore class: loss sum, correct
+ * count and gradient against float64, softmax against float64 of kiln's z. */
+#define WIDE 130
+static void test_wide_rows(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options d = {.struct_size = sizeof d, .units = WIDE,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                               .has_ignore_class = 1, .ignore_class = WIDE + 7};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    float x[N * IN];
+    int32_t ids[N];
+    for (int i = 0; i < N * IN; i++)
+        x[i] = (float)(3.0 * check_uniform());
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % WIDE);
+    ids[2] = WIDE + 7;   /* padding: no loss, no gradient */
+    kiln_batch b = {.n = N, .features = x, .labels = ids};
+    double sums[KILN_N_SUMS];
+    static float z[N * WIDE], y[N * WIDE], g[N * WIDE];
+    /* Rows 0 and 1 labelled with their arg max, so that accuracy counts. */
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < WIDE; j++)
+            ids[i] = z[i * WIDE + j] > z[i * WIDE + ids[i]] ? j : ids[i];
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
+    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
+    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[out], 0, y, sizeof y));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[out], 0, g, sizeof g));
+    static double zd[N * WIDE], yd[N * WIDE], want_g[N * WIDE], yk[N * WIDE], gd[N * WIDE];
+    for (int i = 0; i < N * WIDE; i++) {
+        zd[i] = z[i];
+        yk[i] = y[i];
+        gd[i] = g[i];
+    }
+    ref_activation_forward(KILN_ACTIVATION_SOFTMAX, zd, N, WIDE, yd);
+    check_close("softmax over 130 classes", yk, yd, N * WIDE, 1e-5);
+    double want = 0, correct = 0;
+    for (int i = 0; i < N; i++) {
+        const double *zr = zd + i * WIDE;
+        int best = 0;
+        double top = zr[0], s = 0;
+        for (int j = 1; j < WIDE; j++)
+            if (zr[j] > top) {
+                top = zr[j];
+                best = j;
+            }
+        for (int j = 0; j < WIDE; j++) {
+            s += exp(zr[j] - top);
+            want_g[i * WIDE + j] = ids[i] == WIDE + 7 ? 0.0
+                                   : (yd[i * WIDE + j] - (j == ids[i])) / N;
+        }
+        if (ids[i] == WIDE + 7)
+            continue;
+        want += top + log(s) - zr[ids[i]];
+        correct += best == ids[i];
+    }
+    printf("sparse cross-entropy over 130 classes: loss sum %.6f (reference %.6f), correct "
+           "%.0f (%.0f)\n", sums[KILN_SUM_LOSS], want, sums[KILN_SUM_CORRECT], correct);
+    CHECK(fabs(sums[KILN_SUM_LOSS] - want) <= 1e-5 * (1 + fabs(want)));
+    CHECK(sums[KILN_SUM_CORRECT] == correct);
+    check_close("sparse cross-entropy gradient over 130 classes", gd, want_g, N * WIDE, 1e-4);
+    kiln_model_destroy(m);
+}
+
 typedef struct opt_case {
     const char *name;
     kiln_optimizer_options o;
@@ -413,6 +496,7 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++)
         test_loss(ctx, &losses[i]);
+    test_wide_rows(ctx);
 
 #define OPT(...) {.struct_size = sizeof(kiln_optimizer_options), __VA_ARGS__}
     opt_case opts[] = {

@@ -75,6 +75,34 @@ __kernel void kiln_activation_softmax_forward(__global const float *x, __global 
         yr[j] *= inv;
 }
 
+/* The GPU variant for wide rows (a vocabulary): a work-group of
+ * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
+ * value, the maximum and the sum merged in local memory in a fixed order
+ * (prelude.cl's kiln_row_max and kiln_row_sum). */
+__kernel void kiln_activation_softmax_forward_rows(__global const float *x, __global float *y,
+                                                   int rows, int cols)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * cols;
+    __global float *yr = y + (size_t)r * cols;
+    float m = -INFINITY;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        m = fmax(m, xr[j]);
+    m = kiln_row_max(merge, m);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES) {
+        const float e = exp(xr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    const float inv = 1.0f / kiln_row_sum(merge, s);
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        yr[j] *= inv;
+}
+
 __kernel void kiln_activation_softmax_backward(__global const float *y, __global float *dy,
                                                int rows, int cols)
 {

@@ -55,6 +55,66 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
         gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
 }
 
+/* The GPU variant for wide rows (a vocabulary): a work-group of
+ * KILN_ROW_LANES items per row. The arg max keeps the first of equal
+ * maxima, as kiln_argmax does. */
+__kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global const float *y,
+                                              __global const int *labels, __global float *grad,
+                                              __global float *loss, __global float *correct,
+                                              int batch, int cols, float scale, int ignore)
+{
+    __local float merge[KILN_ROW_LANES];
+    __local int where[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= batch)
+        return;
+    __global const float *zr = z + (size_t)r * cols;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    const int t = labels[r];
+    if (t == ignore) {
+        for (int j = lane; j < cols; j += KILN_ROW_LANES)
+            gr[j] = 0.0f;
+        if (lane == 0)
+            loss[r] = correct[r] = 0.0f;
+        return;
+    }
+    float m = -INFINITY;
+    int best = cols;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        if (zr[j] > m || best == cols) {
+            m = zr[j];
+            best = j;
+        }
+    merge[lane] = m;
+    where[lane] = best;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
+        if (lane < step) {
+            const float o = merge[lane + step];
+            const int w = where[lane + step];
+            if (o > merge[lane] || (o == merge[lane] && w < where[lane])) {
+                merge[lane] = o;
+                where[lane] = w;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float top = merge[0];
+    const int arg = where[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        s += exp(zr[j] - top);
+    s = kiln_row_sum(merge, s);
+    if (lane == 0) {
+        loss[r] = top + log(s) - zr[t];
+        correct[r] = arg == t ? 1.0f : 0.0f;
+    }
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
+}
+
 __kernel void kiln_loss_ce_logits(__global const float *z, __global const float *y,
                                   __global const float *target, __global float *grad,
                                   __global float *loss, __global float *correct, int batch,
