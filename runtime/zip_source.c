@@ -9,6 +9,7 @@
 #include "runtime/context.h"
 #include "runtime/dataset.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,44 @@ typedef struct zip_source {
      * the largest label. */
     int64_t spare_features;
     size_t spare_label_bytes;
+    /* That room, kept between reads: the loader's threads read at once,
+     * each taking a buffer off this list and giving it back, so that a
+     * read allocates only while the list is shorter than the threads. */
+    pthread_mutex_t lock;
+    struct zip_spare *spares;
 } zip_source;
+
+typedef struct zip_spare {
+    struct zip_spare *next;
+    float room[];   /* 2 * spare_features floats, then spare_label_bytes */
+} zip_spare;
+
+static zip_spare *take_spare(const kiln_dataset *ds)
+{
+    zip_source *z = ds->source;
+    pthread_mutex_lock(&z->lock);
+    zip_spare *s = z->spares;
+    if (s)
+        z->spares = s->next;
+    pthread_mutex_unlock(&z->lock);
+    if (s)
+        return s;
+    const size_t bytes = sizeof *s + (size_t)z->spare_features * 2 * sizeof(float) +
+                         z->spare_label_bytes;
+    s = kiln_alloc(ds->ctx, bytes);
+    if (!s)
+        kiln_error_oom(ds->ctx, "one zipped sample", bytes);
+    return s;
+}
+
+static void give_spare(const kiln_dataset *ds, zip_spare *s)
+{
+    zip_source *z = ds->source;
+    pthread_mutex_lock(&z->lock);
+    s->next = z->spares;
+    z->spares = s;
+    pthread_mutex_unlock(&z->lock);
+}
 
 /* Reads part `p` of sample `index` into `spare` (its features, then room
  * for its augmentation, spare_features floats each; then its label) and
@@ -66,14 +104,13 @@ static kiln_status zip_read(const kiln_dataset *ds, int64_t index, const kiln_re
                             float *features, void *label)
 {
     const zip_source *z = ds->source;
-    const size_t bytes = (size_t)z->spare_features * 2 * sizeof(float) + z->spare_label_bytes;
-    float *spare = kiln_alloc(ds->ctx, bytes);
+    zip_spare *spare = take_spare(ds);
     if (!spare)
-        return kiln_error_oom(ds->ctx, "one zipped sample", bytes);
+        return KILN_ERROR_OUT_OF_MEMORY;
     kiln_status st = KILN_OK;
     for (int32_t i = 0; i < z->n_parts && st == KILN_OK; i++)
-        st = read_part(ds, &z->parts[i], index, plan, features, label, spare);
-    kiln_free(ds->ctx, spare);
+        st = read_part(ds, &z->parts[i], index, plan, features, label, spare->room);
+    give_spare(ds, spare);
     return st;
 }
 
@@ -82,6 +119,13 @@ static void zip_destroy(kiln_dataset *ds)
     zip_source *z = ds->source;
     for (int32_t i = 0; z && i < z->n_parts; i++)
         kiln_dataset_destroy(z->parts[i].ds);
+    while (z && z->spares) {
+        zip_spare *next = z->spares->next;
+        kiln_free(ds->ctx, z->spares);
+        z->spares = next;
+    }
+    if (z)
+        pthread_mutex_destroy(&z->lock);
     kiln_free(ds->ctx, z);
 }
 
@@ -238,6 +282,7 @@ kiln_status kiln_dataset_zip(kiln_context *ctx, const kiln_zip_desc *desc, kiln_
     zip_source *z = kiln_calloc(ctx, 1, sizeof *z);
     if (!z)
         return kiln_error_oom(ctx, "a zip", sizeof *z);
+    pthread_mutex_init(&z->lock, NULL);
     int64_t features;
     int32_t words;
     place_parts(z, &d, &features, &words);
