@@ -10,10 +10,10 @@ static kiln_status avg_kernels(const void *config, void *replica, kiln_device *d
 {
     avg_replica *r = replica;
     (void)config;
-    kiln_status st = kiln_pool2d_kernel(dev, "average_pooling2d",
+    kiln_status st = kiln_kernel_get_variant(dev, "average_pooling2d",
                                         "kiln_average_pooling2d_forward", &r->forward);
     if (st == KILN_OK)
-        st = kiln_pool2d_kernel(dev, "average_pooling2d",
+        st = kiln_kernel_get_variant(dev, "average_pooling2d",
                                 "kiln_average_pooling2d_backward", &r->backward);
     return st;
 }

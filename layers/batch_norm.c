@@ -27,7 +27,6 @@ typedef struct bn_replica {
     kiln_buffer *sums;     /* forward: sum x, sum (x - mean)^2; backward: sum dy, sum dy xhat */
     kiln_buffer *stats;    /* mean, 1 / sqrt(var + eps) of the last training batch */
     float count;           /* rows those statistics cover (all replicas' when synchronised) */
-    int gpu;               /* the GPU variants ("_items"): a work-item per channel */
     struct {
         kiln_kernel *partial, *reduce, *finish, *normalize, *backward_partial, *param_grads,
             *input_grad, *frozen_input_grad;
@@ -60,27 +59,20 @@ static kiln_status bn_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-static size_t chunk_rows(const bn_replica *r, size_t rows)
+static size_t chunk_rows(const kiln_device *dev, size_t rows)
 {
-    const size_t most = r->gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
-    const size_t least = r->gpu ? GPU_MIN_CHUNK_ROWS : MIN_CHUNK_ROWS;
+    const int gpu = kiln_device_gpu_kernels(dev);
+    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    const size_t least = gpu ? GPU_MIN_CHUNK_ROWS : MIN_CHUNK_ROWS;
     const size_t even = (rows + most - 1) / most;
     return even > least ? even : least;
 }
 
-/* The device's variant of kernel `name`: "<name>_items" for the GPU. */
-static kiln_status variant(kiln_device *dev, const bn_replica *r, const char *name,
-                           kiln_kernel **out)
+/* The launch range of a per-channel kernel over `n` chunks or rows (the
+ * GPU variants, "_items", take a channel an item; the CPU ones eight). */
+static void channel_range(const kiln_device *dev, size_t C, size_t n, size_t *range)
 {
-    char items[64];
-    snprintf(items, sizeof items, "%s_items", name);
-    return kiln_kernel_get(dev, "batch_norm", r->gpu ? items : name, out);
-}
-
-/* The launch range of a per-channel kernel over `n` chunks or rows. */
-static void channel_range(const bn_replica *r, size_t C, size_t n, size_t *range)
-{
-    range[0] = r->gpu ? C : (C + 7) / 8;   /* the CPU variants take eight channels an item */
+    range[0] = kiln_device_gpu_kernels(dev) ? C : (C + 7) / 8;
     range[1] = n;
 }
 
@@ -88,23 +80,27 @@ static kiln_status bn_kernels(const void *config, void *replica, kiln_device *de
 {
     bn_replica *r = replica;
     (void)config;
-    r->gpu = kiln_device_gpu_kernels(dev);
-    kiln_status st = variant(dev, r, "kiln_batch_norm_partial", &r->kernels.partial);
+    kiln_status st = kiln_kernel_get_variant(dev, "batch_norm", "kiln_batch_norm_partial",
+                                             &r->kernels.partial);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_reduce", &r->kernels.reduce);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_finish", &r->kernels.finish);
     if (st == KILN_OK)
-        st = variant(dev, r, "kiln_batch_norm_normalize", &r->kernels.normalize);
+        st = kiln_kernel_get_variant(dev, "batch_norm", "kiln_batch_norm_normalize",
+                                     &r->kernels.normalize);
     if (st == KILN_OK)
-        st = variant(dev, r, "kiln_batch_norm_backward_partial", &r->kernels.backward_partial);
+        st = kiln_kernel_get_variant(dev, "batch_norm", "kiln_batch_norm_backward_partial",
+                                     &r->kernels.backward_partial);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "batch_norm", "kiln_batch_norm_param_grads",
                              &r->kernels.param_grads);
     if (st == KILN_OK)
-        st = variant(dev, r, "kiln_batch_norm_input_grad", &r->kernels.input_grad);
+        st = kiln_kernel_get_variant(dev, "batch_norm", "kiln_batch_norm_input_grad",
+                                     &r->kernels.input_grad);
     if (st == KILN_OK)
-        st = variant(dev, r, "kiln_batch_norm_frozen_input_grad", &r->kernels.frozen_input_grad);
+        st = kiln_kernel_get_variant(dev, "batch_norm", "kiln_batch_norm_frozen_input_grad",
+                                     &r->kernels.frozen_input_grad);
     return st;
 }
 
@@ -116,8 +112,8 @@ static kiln_status bn_prepare(const void *config, void *replica, kiln_device *de
     (void)in_shape;
     (void)max_batch;
     const size_t two_c = 2 * (size_t)c->channels * sizeof(float);
-    r->gpu = kiln_device_gpu_kernels(dev);   /* as bn_kernels sets it: the chunks' room */
-    kiln_status st = kiln_buffer_create(dev, (r->gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS) * two_c,
+    const size_t chunks = kiln_device_gpu_kernels(dev) ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    kiln_status st = kiln_buffer_create(dev, chunks * two_c,
                                         "batch norm partial sums", &r->partial);
     if (st == KILN_OK)
         st = kiln_buffer_create(dev, two_c, "batch norm sums", &r->sums);
@@ -144,7 +140,7 @@ static size_t rows_of(const kiln_step *s, int32_t channels)
  * x (centred 0), of (x - mean)^2 (centred 1, the mean from sums[0..C)). */
 static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *s, int centred)
 {
-    const size_t rows = rows_of(s, c->channels), per = chunk_rows(r, rows);
+    const size_t rows = rows_of(s, c->channels), per = chunk_rows(s->dev, rows);
     const size_t chunks = (rows + per - 1) / per;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
                             kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
@@ -152,7 +148,7 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
                             kiln_arg_float(r->count), kiln_arg_int(centred),
                             kiln_arg_buffer(r->partial));
     size_t range[2];
-    channel_range(r, (size_t)c->channels, chunks, range);
+    channel_range(s->dev, (size_t)c->channels, chunks, range);
     kiln_status st = kiln_kernel_run(s->dev, r->kernels.partial, 2, range, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
@@ -228,7 +224,7 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
                             kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
                             kiln_arg_float(c->epsilon));
     size_t range[2];
-    channel_range(r, C, rows, range);
+    channel_range(s->dev, C, rows, range);
     if (st == KILN_OK)
         st = kiln_kernel_run(s->dev, r->kernels.normalize, 2, range, a);
     return st;
@@ -248,7 +244,7 @@ static kiln_status frozen_backward(const bn_config *c, bn_replica *r, const kiln
                             kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
                             kiln_arg_float(c->epsilon), kiln_arg_int(s->d_in_accumulate[0]));
     size_t all[2];
-    channel_range(r, C, rows, all);
+    channel_range(s->dev, C, rows, all);
     return kiln_kernel_run(s->dev, r->kernels.frozen_input_grad, 2, all, a);
 }
 
@@ -259,13 +255,13 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
     if (s->frozen)
         return frozen_backward(c, r, s);
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
-    const size_t per = chunk_rows(r, rows), chunks = (rows + per - 1) / per;
+    const size_t per = chunk_rows(s->dev, rows), chunks = (rows + per - 1) / per;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                             kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
     size_t range[2];
-    channel_range(r, C, chunks, range);
+    channel_range(s->dev, C, chunks, range);
     kiln_status st = kiln_kernel_run(s->dev, r->kernels.backward_partial, 2, range, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
@@ -292,7 +288,7 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int(s->d_in_accumulate[0]));
     size_t all[2];
-    channel_range(r, C, rows, all);
+    channel_range(s->dev, C, rows, all);
     return kiln_kernel_run(s->dev, r->kernels.input_grad, 2, all, d);
 }
 

@@ -75,11 +75,9 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(out),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
     if (kiln_device_gpu_kernels(dev)) {   /* 16 columns x 16 lanes of rows a group */
-        kiln_kernel *k;
-        const kiln_status st = kiln_kernel_get(dev, "elementwise", "kiln_elementwise_column_sum",
-                                               &k);
-        const size_t range[2] = {(cols + 15) / 16 * 16, 16}, local[2] = {16, 16};
-        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, k, 2, range, local, a);
+        const size_t range[2] = {cols, 16}, local[2] = {16, 16};
+        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_column_sum", 2, range,
+                               local, a);
     }
     return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum8", (cols + 7) / 8, a);
 }
@@ -139,12 +137,9 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
                             kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                             kiln_arg_buffer(dst));
     if (kiln_device_gpu_kernels(dev)) {   /* 16 x 16 blocks through local memory */
-        kiln_kernel *k;
-        const kiln_status st = kiln_kernel_get(dev, "elementwise",
-                                               "kiln_elementwise_transpose_tiled", &k);
-        const size_t range[2] = {(cols + 15) / 16 * 16, (rows + 15) / 16 * 16};
-        const size_t local[2] = {16, 16};
-        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, k, 2, range, local, a);
+        const size_t range[2] = {cols, rows}, local[2] = {16, 16};
+        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_transpose_tiled", 2, range,
+                               local, a);
     }
     const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
     return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);

@@ -85,14 +85,10 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
     if (c->direct)
         return kiln_conv2d_direct_kernels(r, dev);
     /* The GPU variants take a work-item per float (see conv2d.cl). */
-    const int items = kiln_device_gpu_kernels(dev);
-    kiln_status st = kiln_kernel_get(dev, "conv2d", items ? "kiln_conv2d_im2col_items"
-                                                          : "kiln_conv2d_im2col",
-                                     &r->kernels.im2col);
+    kiln_status st = kiln_kernel_get_variant(dev, "conv2d", "kiln_conv2d_im2col",
+                                             &r->kernels.im2col);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d", items ? "kiln_conv2d_col2im_items"
-                                                  : "kiln_conv2d_col2im",
-                             &r->kernels.col2im);
+        st = kiln_kernel_get_variant(dev, "conv2d", "kiln_conv2d_col2im", &r->kernels.col2im);
     if (st == KILN_OK && c->winograd)
         st = kiln_conv2d_winograd_kernels(r, dev);
     return st;

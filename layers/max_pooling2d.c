@@ -10,10 +10,10 @@ static kiln_status pool_kernels(const void *config, void *replica, kiln_device *
 {
     pool_replica *r = replica;
     (void)config;
-    kiln_status st = kiln_pool2d_kernel(dev, "max_pooling2d", "kiln_max_pooling2d_forward",
+    kiln_status st = kiln_kernel_get_variant(dev, "max_pooling2d", "kiln_max_pooling2d_forward",
                                         &r->forward);
     if (st == KILN_OK)
-        st = kiln_pool2d_kernel(dev, "max_pooling2d", "kiln_max_pooling2d_backward",
+        st = kiln_kernel_get_variant(dev, "max_pooling2d", "kiln_max_pooling2d_backward",
                                 &r->backward);
     return st;
 }

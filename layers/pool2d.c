@@ -87,14 +87,6 @@ uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)
     return (uint64_t)kiln_pool2d_out_count(c, 1) * (uint64_t)c->ph * (uint64_t)c->pw;
 }
 
-kiln_status kiln_pool2d_kernel(kiln_device *dev, const char *file, const char *name,
-                               kiln_kernel **out)
-{
-    char items[96];
-    snprintf(items, sizeof items, "%s_items", name);
-    return kiln_kernel_get(dev, file, kiln_device_gpu_kernels(dev) ? items : name, out);
-}
-
 kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels,
                             size_t channels, kiln_args args)
 {

@@ -36,14 +36,11 @@ size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch);
 
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
 
-/* The pooling kernels come in two variants: for a CPU, `name` (a
- * work-item per pixel, its channels eight at a time); for a GPU,
- * "<name>_items" (a work-item per float over a (channels, pixels) range,
- * neighbouring items on neighbouring channels). kiln_pool2d_kernel fetches
- * the one the device runs from `file`, kiln_pool2d_run launches it over
- * `pixels` pixels of c->c channels. */
-kiln_status kiln_pool2d_kernel(kiln_device *dev, const char *file, const char *name,
-                               kiln_kernel **out);
+/* The pooling kernels come in two variants (kiln_kernel_get_variant): for
+ * a CPU a work-item per pixel, its channels eight at a time; for a GPU
+ * ("_items") a work-item per float over a (channels, pixels) range,
+ * neighbouring items on neighbouring channels. kiln_pool2d_run launches
+ * the one fetched over `pixels` pixels of `channels` channels. */
 kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels,
                             size_t channels, kiln_args args);
 

@@ -56,10 +56,8 @@ static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, si
     if (dev->gpu_kernels) {
         /* 16 x 16 items per 64 x 64 block of C (gemm.cl). */
         const size_t local[2] = {16, 16}, range[2] = {(n + 63) / 64 * 16, (m + 63) / 64 * 16};
-        kiln_kernel *kernel;
-        const kiln_status st = kiln_kernel_get(dev, "gemm", tn ? "kiln_gemm_tn_local"
-                                                               : "kiln_gemm_nn_local", &kernel);
-        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, 2, range, local, args);
+        return kiln_run_groups(dev, "gemm", tn ? "kiln_gemm_tn_local" : "kiln_gemm_nn_local", 2,
+                               range, local, args);
     }
     const size_t range[2] = {(n + 15) / 16, (m + 3) / 4};   /* 4 x 16 tiles (gemm.cl) */
     return kiln_run(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", 2, range, args);

@@ -1,5 +1,6 @@
 #include "opencl/cl_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define KILN_WORK_GROUP 64
@@ -185,6 +186,14 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     return st;
 }
 
+kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
+                                    kiln_kernel **out)
+{
+    char items[96];
+    snprintf(items, sizeof items, "%s_items", name);
+    return kiln_kernel_get(dev, file, dev->gpu_kernels ? items : name, out);
+}
+
 kiln_arg kiln_arg_buffer(const kiln_buffer *b)
 {
     kiln_arg a;
@@ -292,13 +301,19 @@ kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int di
     return st;
 }
 
-kiln_status kiln_run_rows(kiln_device *dev, const char *file, const char *name, size_t rows,
-                          kiln_args args)
+kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name, int dims,
+                            const size_t *size, const size_t *local, kiln_args args)
 {
     kiln_kernel *kernel;
     const kiln_status st = kiln_kernel_get(dev, file, name, &kernel);
+    return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
+}
+
+kiln_status kiln_run_rows(kiln_device *dev, const char *file, const char *name, size_t rows,
+                          kiln_args args)
+{
     const size_t size = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
-    return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, 1, &size, &local, args);
+    return kiln_run_groups(dev, file, name, 1, &size, &local, args);
 }
 
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)

@@ -64,6 +64,11 @@ kiln_status kiln_device_finish(kiln_device *dev);
  * handle stays valid until the device is destroyed. */
 kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
                             kiln_kernel **out);
+/* The same for a kernel with a GPU variant named "<name>_items" (a
+ * work-item per value where `name` takes several, kernel_variant.c): the
+ * one the device runs. */
+kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
+                                    kiln_kernel **out);
 
 typedef enum kiln_arg_kind {
     KILN_ARG_BUFFER,
@@ -109,6 +114,10 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
  * checks the device's limit. */
 kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int dims,
                                    const size_t *size, const size_t *local, kiln_args args);
+
+/* kiln_kernel_get + kiln_kernel_run_groups. */
+kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name, int dims,
+                            const size_t *size, const size_t *local, kiln_args args);
 
 /* Lanes of the kernels that give a row a work-group (prelude.cl's
  * KILN_ROW_LANES, which must match); kiln_run_rows launches `name` from
