@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 const char *kiln_loss_name(kiln_loss loss)
 {
@@ -37,6 +36,7 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
     plan->has_ignore = 0;
     plan->ignore = 0;
     plan->sums_at = 0;
+    plan->kernel_rows = NULL;
     switch (loss) {
     case KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
     case KILN_LOSS_CATEGORICAL_CROSSENTROPY:
@@ -56,6 +56,8 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
             plan->kernel = plan->fused ? "kiln_loss_sparse_ce_logits" : "kiln_loss_sparse_ce_probs";
         else
             plan->kernel = plan->fused ? "kiln_loss_ce_logits" : "kiln_loss_ce_probs";
+        if (plan->sparse && plan->fused)
+            plan->kernel_rows = "kiln_loss_sparse_ce_logits_rows";
         if (!plan->fused)
             kiln_log(m->ctx, KILN_LOG_WARNING, "%s on output '%s' without softmax: the output "
                      "is read as probabilities", kiln_loss_name(loss), out->name);
@@ -127,12 +129,10 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
                             kiln_arg_int(ignore));
-    /* A vocabulary-wide row gets a work-group on a GPU (the fused sparse
-     * cross-entropy, the language model's loss). */
-    const int wide = kiln_device_gpu_kernels(dev) && plan->cols >= KILN_ROW_LANES &&
-                     strcmp(plan->kernel, "kiln_loss_sparse_ce_logits") == 0;
-    kiln_status st = wide ? kiln_run_rows(dev, "loss", "kiln_loss_sparse_ce_logits_rows",
-                                          (size_t)rows, a)
+    /* A vocabulary-wide row gets a work-group on a GPU. */
+    const int wide = plan->kernel_rows && kiln_device_gpu_kernels(dev) &&
+                     plan->cols >= KILN_ROW_LANES;
+    kiln_status st = wide ? kiln_run_rows(dev, "loss", plan->kernel_rows, (size_t)rows, a)
                           : kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
     if (st != KILN_OK)
         return st;

@@ -33,6 +33,9 @@ typedef struct kiln_node_rec {
 typedef struct kiln_loss_plan {
     kiln_loss loss;
     const char *kernel;    /* in loss.cl */
+    /* Its GPU variant for rows of at least KILN_ROW_LANES classes, a
+     * work-group per row, or NULL (loss.cl). */
+    const char *kernel_rows;
     int fused;             /* gradient is w.r.t. the pre-activation */
     int sparse;            /* labels are int32 class ids */
     int accuracy;          /* report accuracy */
