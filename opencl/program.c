@@ -39,13 +39,11 @@ static kiln_status build_log_error(kiln_device *dev, cl_program program, const c
 
 /* The cache key covers everything that changes the binary. */
 static kiln_cache_key key_for(const kiln_device *dev, const kiln_kernel_source *prelude,
-                              const kiln_kernel_source *src)
+                              const kiln_kernel_source *src, const char *options)
 {
     char platform_version[128] = "";
     clGetPlatformInfo(dev->platform, CL_PLATFORM_VERSION, sizeof platform_version - 1,
                       platform_version, NULL);
-    char options[64];
-    build_options(dev, options, sizeof options);
     const char *parts[] = {prelude->text, src->text, options, dev->info.name,
                            dev->info.vendor, dev->info.driver_version, dev->info.platform,
                            platform_version};
@@ -56,7 +54,8 @@ static kiln_cache_key key_for(const kiln_device *dev, const kiln_kernel_source *
 }
 
 /* The cached binary for `key`, if there is a usable one (*out NULL if not). */
-static void try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *out)
+static void try_cached(kiln_device *dev, const kiln_cache_key *key, const char *options,
+                       cl_program *out)
 {
     unsigned char *binary;
     size_t size;
@@ -66,8 +65,6 @@ static void try_cached(kiln_device *dev, const kiln_cache_key *key, cl_program *
         return;
     cl_int status, err;
     const unsigned char *bin = binary;
-    char options[64];
-    build_options(dev, options, sizeof options);
     cl_program p = clCreateProgramWithBinary(dev->cl, 1, &dev->id, &size, &bin, &status, &err);
     kiln_host_free(dev->host, binary);
     if (err == CL_SUCCESS && status == CL_SUCCESS &&
@@ -113,9 +110,11 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         return kiln_fail(dev->host, KILN_ERROR_UNSUPPORTED, "program table full on %s",
                          dev->label);
 
-    kiln_cache_key key = key_for(dev, prelude, src);
+    char options[64];
+    build_options(dev, options, sizeof options);
+    kiln_cache_key key = key_for(dev, prelude, src, options);
     cl_program program = NULL;
-    try_cached(dev, &key, &program);
+    try_cached(dev, &key, options, &program);
     if (!program) {
         /* The shared prelude is the first source string. */
         const char *texts[] = {prelude->text, src->text};
@@ -124,8 +123,6 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         program = clCreateProgramWithSource(dev->cl, 2, texts, lengths, &err);
         if (err != CL_SUCCESS)
             return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
-        char options[64];
-        build_options(dev, options, sizeof options);
         err = clBuildProgram(program, 1, &dev->id, options, NULL, NULL);
         if (err != CL_SUCCESS) {
             const kiln_status st = build_log_error(dev, program, file, err);
