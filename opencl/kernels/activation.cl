@@ -78,7 +78,7 @@ __kernel void kiln_activation_softmax_forward(__global const float *x, __global 
 /* The GPU variant for wide rows (a vocabulary): a work-group of
  * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
  * value, the maximum and the sum merged in local memory in a fixed order
- * (prelude.cl's kiln_row_max and kiln_row_sum). */
+ * (prelude.cl's kiln_row_merge). */
 __kernel void kiln_activation_softmax_forward_rows(__global const float *x, __global float *y,
                                                    int rows, int cols)
 {
@@ -91,14 +91,14 @@ __kernel void kiln_activation_softmax_forward_rows(__global const float *x, __gl
     float m = -INFINITY;
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         m = fmax(m, xr[j]);
-    m = kiln_row_max(merge, m);
+    m = kiln_row_merge(merge, m, 1);
     float s = 0.0f;
     for (int j = lane; j < cols; j += KILN_ROW_LANES) {
         const float e = exp(xr[j] - m);
         yr[j] = e;
         s += e;
     }
-    const float inv = 1.0f / kiln_row_sum(merge, s);
+    const float inv = 1.0f / kiln_row_merge(merge, s, 0);
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         yr[j] *= inv;
 }

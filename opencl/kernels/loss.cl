@@ -106,7 +106,7 @@ __kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global 
     float s = 0.0f;
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         s += exp(zr[j] - top);
-    s = kiln_row_sum(merge, s);
+    s = kiln_row_merge(merge, s, 0);
     if (lane == 0) {
         loss[r] = top + log(s) - zr[t];
         correct[r] = arg == t ? 1.0f : 0.0f;

@@ -181,35 +181,22 @@ inline float kiln_keep_scale(uint seed_lo, uint seed_hi, uint step, int sample, 
  * cross-entropy over a vocabulary) run groups of exactly this many lanes. */
 #define KILN_ROW_LANES 64
 
-/* Every lane's `v` merged over the group, in a fixed order whatever the
- * device, returned to every lane; `merge` holds KILN_ROW_LANES floats and
- * is free again on return. The whole group must call it. */
-inline float kiln_row_sum(__local float *merge, float v)
+/* Every lane's `v` merged over the group (their maximum when `largest`,
+ * else their sum), in a fixed order whatever the device, returned to every
+ * lane; `merge` holds KILN_ROW_LANES floats and is free again on return.
+ * The whole group must call it. */
+inline float kiln_row_merge(__local float *merge, float v, int largest)
 {
     const int lane = get_local_id(0);
     merge[lane] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
         if (lane < step)
-            merge[lane] += merge[lane + step];
+            merge[lane] = largest ? fmax(merge[lane], merge[lane + step])
+                                  : merge[lane] + merge[lane + step];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const float total = merge[0];
     barrier(CLK_LOCAL_MEM_FENCE);
     return total;
-}
-
-inline float kiln_row_max(__local float *merge, float v)
-{
-    const int lane = get_local_id(0);
-    merge[lane] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
-        if (lane < step)
-            merge[lane] = fmax(merge[lane], merge[lane + step]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float top = merge[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return top;
 }
