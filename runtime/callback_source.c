@@ -110,7 +110,7 @@ kiln_status kiln_dataset_from_callback(kiln_context *ctx, const kiln_callback_de
     }
     ds->ops = &callback_ops;
     ds->source = c;
-    ds->labels_unchecked = sparse;
+    ds->labels_unchecked = 1;   /* the application's labels are seen only as they are read */
     ds->max_label = sparse && d.num_classes > 0 ? d.num_classes - 1 : -1;
     ds->ints = d.int_features != 0;
     ds->dtype = ds->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32;

@@ -49,9 +49,10 @@ struct kiln_dataset {
     int ints;
     kiln_label_kind label_kind;
     int32_t label_size;         /* ids (sparse: one per output position) or floats */
-    /* Largest sparse label, -1 if dense; for a source that cannot know it
-     * before reading (a callback), `labels_unchecked` is set and each
-     * label is checked as it is read. */
+    /* Largest sparse label, -1 if dense; for a source that cannot know its
+     * labels before reading them (a callback), `labels_unchecked` is set
+     * and each label is checked as it is read (sparse: the range; dense:
+     * finite). */
     int32_t max_label;
     int labels_unchecked;
     /* Streamed features may hold NaN or Inf (float files, callbacks, a

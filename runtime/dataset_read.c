@@ -94,7 +94,7 @@ static kiln_status check_label(const kiln_dataset *ds, int64_t index, const void
     if (ds->n_label_parts)
         return check_label_parts(ds, index, label, plan);
     if (ds->label_kind != KILN_LABELS_SPARSE)
-        return ds->features_unchecked
+        return ds->features_unchecked || ds->labels_unchecked
                    ? check_finite(ds, index, label, ds->label_size, "label")
                    : KILN_OK;
     for (int32_t p = 0; p < ds->label_size; p++) {

@@ -21,6 +21,7 @@ typedef struct data {
     float side[N * SIDE], reg[N * REG];
     int32_t bad_cls_at;      /* the callback's class label here is CLS (-1: none) */
     int32_t fail_at;         /* the callback fails here (-1: none) */
+    int32_t nan_at;          /* fill_ids' regression target is NaN here (-1: none) */
 } data;
 
 static void make_data(data *d)
@@ -35,7 +36,7 @@ static void make_data(data *d)
         for (int k = 0; k < REG; k++)
             d->reg[i * REG + k] = 0.4f * d->side[i * SIDE + k] - 0.1f * (float)(d->item[i] % 2);
     }
-    d->bad_cls_at = d->fail_at = -1;
+    d->bad_cls_at = d->fail_at = d->nan_at = -1;
 }
 
 /* item -> Embedding(ITEMS, 4) -> Flatten; side -> Dense(4, tanh);
@@ -142,6 +143,31 @@ static kiln_dataset *callback_side(kiln_context *ctx, const data *d)
     const kiln_callback_desc c = {.struct_size = sizeof c, .count = N, .feature_rank = 1,
                                   .feature_dims = {SIDE}, .label_kind = KILN_LABELS_DENSE,
                                   .label_size = REG, .fill = fill_side, .user = (void *)d};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &c, &ds));
+    return ds;
+}
+
+/* Item ids and regression targets through the application: ids, so no
+ * float features to check, and labels it alone has seen. */
+static int fill_ids(void *user, int64_t i, float *features, void *label, char *message,
+                    size_t size)
+{
+    const data *d = user;
+    (void)message, (void)size;
+    *(int32_t *)features = d->item[i];
+    memcpy(label, d->reg + i * REG, REG * sizeof(float));
+    if (i == d->nan_at)
+        ((float *)label)[1] = NAN;
+    return 0;
+}
+
+static kiln_dataset *callback_ids(kiln_context *ctx, const data *d)
+{
+    const kiln_callback_desc c = {.struct_size = sizeof c, .count = N, .feature_rank = 1,
+                                  .feature_dims = {1}, .label_kind = KILN_LABELS_DENSE,
+                                  .label_size = REG, .fill = fill_ids, .user = (void *)d,
+                                  .int_features = 1};
     kiln_dataset *ds = NULL;
     CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &c, &ds));
     return ds;
@@ -372,6 +398,15 @@ static void test_bad_values(kiln_context *ctx, data *d)
     d->fail_at = -1;
     CHECK_OK(ctx, fit(m, z, NULL));
     kiln_dataset_destroy(z);
+    /* A NaN target from a callback of ids (no float features to check). */
+    kiln_dataset *ids = callback_ids(ctx, d);
+    const kiln_dataset *nan_out[] = {cls, ids};
+    CHECK_OK(ctx, zip(ctx, in, 2, nan_out, 2, &z));
+    d->nan_at = 31;
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 31: element 1 of its label is NaN", fit(m, z, NULL));
+    d->nan_at = -1;
+    kiln_dataset_destroy(z);
+    kiln_dataset_destroy(ids);
     /* An id beyond the Embedding's input_dim, from the .npy file. */
     d->item[9] = ITEMS;
     kiln_dataset *bad_items = npy_items(ctx, d);
