@@ -13,8 +13,8 @@ __kernel void kiln_max_pooling2d_forward(__global const float *in, __global floa
     const int oy = (p / OW) % OH;
     const int n = p / (OW * OH);
     __global const float *sample = in + (size_t)n * H * W * C;
-    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
-    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    const int4 w = kiln_pool_window(oy, ox, H, W, PH, PW, stride_h, stride_w, pad_top, pad_left);
+    const int y0 = w.s0, y1 = w.s1, x0 = w.s2, x1 = w.s3;
     /* Channels in blocks of eight as vectors (kiln_load8, prelude.cl). */
     for (int c0 = 0; c0 < C; c0 += 8) {
         const int count = C - c0;
@@ -49,11 +49,8 @@ __kernel void kiln_max_pooling2d_backward(__global const float *d_out,
     const int x = p % W;
     const int y = (p / W) % H;
     const int n = p / (W * H);
-    /* oy * stride - pad <= y < oy * stride - pad + PH */
-    const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
-    const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
-    const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
-    const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
+    const int4 o = kiln_pool_outputs(y, x, OH, OW, PH, PW, stride_h, stride_w, pad_top, pad_left);
+    const int oy_lo = o.s0, oy_hi = o.s1, ox_lo = o.s2, ox_hi = o.s3;
     const int self = (y * W + x) * C;
     __global float *dst = d_in + (size_t)p * C;
     for (int c0 = 0; c0 < C; c0 += 8) {
@@ -86,8 +83,8 @@ __kernel void kiln_max_pooling2d_forward_items(__global const float *in, __globa
         return;
     const int ox = p % OW, oy = (p / OW) % OH, n = p / (OW * OH);
     __global const float *sample = in + (size_t)n * H * W * C;
-    const int y0 = max(oy * stride_h - pad_top, 0), y1 = min(oy * stride_h - pad_top + PH, H);
-    const int x0 = max(ox * stride_w - pad_left, 0), x1 = min(ox * stride_w - pad_left + PW, W);
+    const int4 w = kiln_pool_window(oy, ox, H, W, PH, PW, stride_h, stride_w, pad_top, pad_left);
+    const int y0 = w.s0, y1 = w.s1, x0 = w.s2, x1 = w.s3;
     int index = (y0 * W + x0) * C + c;
     float best = sample[index];
     for (int y = y0; y < y1; y++)
@@ -113,10 +110,8 @@ __kernel void kiln_max_pooling2d_backward_items(__global const float *d_out,
     if (c >= C || p >= pixels)
         return;
     const int x = p % W, y = (p / W) % H, n = p / (W * H);
-    const int oy_lo = max(0, (y + pad_top - PH + stride_h) / stride_h);
-    const int oy_hi = min(OH - 1, (y + pad_top) / stride_h);
-    const int ox_lo = max(0, (x + pad_left - PW + stride_w) / stride_w);
-    const int ox_hi = min(OW - 1, (x + pad_left) / stride_w);
+    const int4 o = kiln_pool_outputs(y, x, OH, OW, PH, PW, stride_h, stride_w, pad_top, pad_left);
+    const int oy_lo = o.s0, oy_hi = o.s1, ox_lo = o.s2, ox_hi = o.s3;
     const int mine = (y * W + x) * C + c;
     float s = 0.0f;
     for (int oy = oy_lo; oy <= oy_hi; oy++)

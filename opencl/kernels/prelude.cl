@@ -200,3 +200,25 @@ inline float kiln_row_merge(__local float *merge, float v, int largest)
     barrier(CLK_LOCAL_MEM_FENCE);
     return total;
 }
+
+/* Pooling (max_pooling2d.cl, average_pooling2d.cl): the cells inside the
+ * image of output pixel (oy, ox)'s window, rows [s0, s1) and columns
+ * [s2, s3). */
+inline int4 kiln_pool_window(int oy, int ox, int H, int W, int PH, int PW, int stride_h,
+                             int stride_w, int pad_top, int pad_left)
+{
+    const int y = oy * stride_h - pad_top, x = ox * stride_w - pad_left;
+    return (int4)(max(y, 0), min(y + PH, H), max(x, 0), min(x + PW, W));
+}
+
+/* The output pixels whose window holds input pixel (y, x): rows s0 to s1
+ * and columns s2 to s3, inclusive (oy * stride - pad <= y < oy * stride -
+ * pad + PH). */
+inline int4 kiln_pool_outputs(int y, int x, int OH, int OW, int PH, int PW, int stride_h,
+                              int stride_w, int pad_top, int pad_left)
+{
+    return (int4)(max(0, (y + pad_top - PH + stride_h) / stride_h),
+                  min(OH - 1, (y + pad_top) / stride_h),
+                  max(0, (x + pad_left - PW + stride_w) / stride_w),
+                  min(OW - 1, (x + pad_left) / stride_w));
+}
