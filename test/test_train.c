@@ -61,6 +61,21 @@ static double ref_loss(const loss_case *c, const double *z, const double *y, con
     return total / N;
 }
 
+/* One forward pass and loss on batch `b` through replica `r`: the sums, and
+ * the output node's pre-activation z, activation y and gradient g (`n`
+ * floats each). */
+static void forward_loss(kiln_context *ctx, kiln_replica *r, const kiln_batch *b, kiln_node out,
+                         double *sums, float *z, float *y, float *g, size_t n)
+{
+    CHECK_OK(ctx, kiln_replica_upload(r, b));
+    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
+    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
+    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, n * sizeof(float)));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[out], 0, y, n * sizeof(float)));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[out], 0, g, n * sizeof(float)));
+}
+
 static void test_loss(kiln_context *ctx, const loss_case *c)
 {
     kiln_model *m = NULL;
@@ -94,13 +109,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     kiln_batch b = {.n = N, .features = x, .labels = sparse ? (const void *)ids : (const void *)t};
     double sums[KILN_N_SUMS];
     float z[N * OUT], y[N * OUT], g[N * OUT];
-    CHECK_OK(ctx, kiln_replica_upload(r, &b));
-    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
-    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
-    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[out], 0, y, sizeof y));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[out], 0, g, sizeof g));
+    forward_loss(ctx, r, &b, out, sums, z, y, g, N * OUT);
     double zd[N * OUT], yd[N * OUT], gd[N * OUT], want_g[N * OUT];
     for (int i = 0; i < N * OUT; i++) {
         zd[i] = z[i];
@@ -160,13 +169,7 @@ static void test_wide_rows(kiln_context *ctx)
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < WIDE; j++)
             ids[i] = z[i * WIDE + j] > z[i * WIDE + ids[i]] ? j : ids[i];
-    CHECK_OK(ctx, kiln_replica_upload(r, &b));
-    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
-    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
-    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[out], 0, y, sizeof y));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[out], 0, g, sizeof g));
+    forward_loss(ctx, r, &b, out, sums, z, y, g, N * WIDE);
     static double zd[N * WIDE], yd[N * WIDE], want_g[N * WIDE], yk[N * WIDE], gd[N * WIDE];
     for (int i = 0; i < N * WIDE; i++) {
         zd[i] = z[i];
