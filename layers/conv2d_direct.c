@@ -7,8 +7,10 @@
  * sums), of at least this many pixels (enough work per work-item). */
 #define MAX_CHUNKS 64
 #define MIN_CHUNK_PIXELS 256
-/* Most window elements per weight-gradient work-item (TAPS in the kernel). */
-#define GRAD_TAPS 8
+/* Most window elements per weight-gradient work-item (TAPS in the kernel),
+ * and filters per work-item (8 x BLOCKS there). */
+#define GRAD_TAPS 5
+#define GRAD_FILTERS 32
 
 /* Small patches go direct. Here, not in conv2d.c, so that tests can wrap
  * the choice at link time and run both paths on every shape. */
@@ -73,7 +75,8 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)taps),
                             kiln_arg_int((int64_t)chunks), kiln_arg_int((int64_t)per),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[3] = {((size_t)c->filters + 7) / 8, groups, chunks};
+    const size_t range[3] = {((size_t)c->filters + GRAD_FILTERS - 1) / GRAD_FILTERS, groups,
+                             chunks};
     kiln_status st = kiln_kernel_run(s->dev, r->kernels.grad_partial, 3, range, a);
     if (st != KILN_OK)
         return st;

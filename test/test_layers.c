@@ -649,6 +649,16 @@ int main(void)
     const conv_case seed = {.filters = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
                             .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
     test_conv(ctx, fashion, 5, &seed);
+    /* The direct kernels' filter blocks: more filters than one pass of 32
+     * takes, the last block partial; 'same' padding on an image wide
+     * enough that some runs of four pixels lie inside it and some do not. */
+    const int32_t wide_rgb[] = {9, 13, 3};
+    const conv_case many = {.filters = 37, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                            .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_RELU};
+    const conv_case strided = {.filters = 12, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+                               .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, wide_rgb, 3, &many);
+    test_conv(ctx, wide_rgb, 2, &strided);
     /* 3x3 stride-1 'same' with 128 or more channels each way: Winograd's
      * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
      * leave tiles partly outside the image. */

@@ -3,14 +3,35 @@
  * time there on a K-wide matrix it writes and reads back and on a GEMM too
  * thin to block well; these kernels read the input where it lies.
  *
- * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl).
+ * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl),
+ * four blocks at a time.
  * NHWC input, kernel (KH, KW, C, F). */
 
+/* Output pixels per forward work-item, and filter blocks of eight per
+ * pass: 4 x 4 float8 sums, sixteen multiply-adds for every four weight
+ * vectors read. */
+#define RUN 4
+#define BLOCKS 4
+
+/* acc[q][b] += v[q] * w[8b .. 8b + 8) for the RUN pixels and BLOCKS
+ * vectors of filters; `count` filters are left from w. */
+inline void direct_accumulate(float8 acc[RUN][BLOCKS], const float v[RUN],
+                              __global const float *w, int count)
+{
+    float8 wv[BLOCKS];
+    for (int b = 0; b < BLOCKS; b++)
+        wv[b] = kiln_load8(w + 8 * b, count - 8 * b);
+    for (int q = 0; q < RUN; q++)
+        for (int b = 0; b < BLOCKS; b++)
+            acc[q][b] += v[q] * wv[b];
+}
+
 /* out[p, f] = act(bias[f] + sum over the window and channels of in *
- * kernel); one work-item per run of up to four neighbouring output pixels
- * of a row (`runs` = ceil(OW / 4) per row), all filters in blocks of eight:
- * each weight vector is read once for the four. use_bias 0: no bias; act
- * is element-wise (KILN_ACT_LINEAR: none). */
+ * kernel); one work-item per run of up to RUN neighbouring output pixels
+ * of a row (`runs` = ceil(OW / RUN) per row), filters 8 x BLOCKS at a
+ * time: each input value is read once for them, each weight vector once
+ * for the run. use_bias 0: no bias; act is element-wise (KILN_ACT_LINEAR:
+ * none). */
 __kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
                                          __global const float *params, int kernel_offset,
                                          int bias_offset, int use_bias, int act, int F,
@@ -21,60 +42,82 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
     const int id = get_global_id(0);
     if (id >= items)
         return;
-    const int ox0 = (id % runs) * 4;
+    const int ox0 = (id % runs) * RUN;
     const int oy = (id / runs) % OH;
     const int n = id / (runs * OH);
-    const int px = min(4, OW - ox0);
+    const int px = min(RUN, OW - ox0);
     __global const float *sample = in + (size_t)n * H * W * C;
     const size_t p0 = ((size_t)n * OH + oy) * OW + ox0;
-    /* Input columns of the four pixels at kx = 0; a pixel past the row
-     * repeats the first (in bounds, never stored). */
-    const int x0 = ox0 * stride_w - pad_left;
-    const int x1 = px > 1 ? x0 + stride_w : x0, x2 = px > 2 ? x0 + 2 * stride_w : x0;
-    const int x3 = px > 3 ? x0 + 3 * stride_w : x0;
-    for (int f0 = 0; f0 < F; f0 += 8) {
-        const int count = F - f0;
-        const float8 bias =
-            use_bias ? kiln_load8(params + bias_offset + f0, count) : (float8)(0.0f);
-        float8 acc0 = bias, acc1 = bias, acc2 = bias, acc3 = bias;
-        for (int ky = 0; ky < KH; ky++) {
-            const int y = oy * stride_h - pad_top + ky;
-            if (y < 0 || y >= H)
-                continue;
-            __global const float *row = sample + (size_t)y * W * C;
-            for (int kx = 0; kx < KW; kx++) {
-                __global const float *w =
-                    params + kernel_offset + (size_t)((ky * KW + kx) * C) * F + f0;
-                const int a = x0 + kx, b = x1 + kx, d = x2 + kx, e = x3 + kx;
-                const int in0 = a >= 0 && a < W, in1 = b >= 0 && b < W;
-                const int in2 = d >= 0 && d < W, in3 = e >= 0 && e < W;
-                for (int c = 0; c < C; c++) {
-                    const float8 wv = kiln_load8(w + (size_t)c * F, count);
-                    acc0 += (in0 ? row[a * C + c] : 0.0f) * wv;
-                    acc1 += (in1 ? row[b * C + c] : 0.0f) * wv;
-                    acc2 += (in2 ? row[d * C + c] : 0.0f) * wv;
-                    acc3 += (in3 ? row[e * C + c] : 0.0f) * wv;
+    /* The run's first window's corner, and the step between the run's
+     * windows; whether all RUN windows lie inside the image. */
+    const int y0 = oy * stride_h - pad_top, x0 = ox0 * stride_w - pad_left;
+    const int step = stride_w * C;
+    const int interior = px == RUN && y0 >= 0 && y0 + KH <= H && x0 >= 0 &&
+                         x0 + (RUN - 1) * stride_w + KW <= W;
+    __global const float *corner = sample + ((size_t)(interior ? y0 : 0) * W +
+                                             (interior ? x0 : 0)) * C;
+    for (int f0 = 0; f0 < F; f0 += 8 * BLOCKS) {
+        float8 acc[RUN][BLOCKS];
+        for (int b = 0; b < BLOCKS; b++) {
+            const float8 bias = use_bias ? kiln_load8(params + bias_offset + f0 + 8 * b,
+                                                      F - f0 - 8 * b)
+                                         : (float8)(0.0f);
+            for (int q = 0; q < RUN; q++)
+                acc[q][b] = bias;
+        }
+        if (interior) {
+            /* No window element falls outside the image: no checks. */
+            __global const float *w = params + kernel_offset + f0;
+            for (int ky = 0; ky < KH; ky++) {
+                __global const float *src = corner + (size_t)ky * W * C;
+                for (int kx = 0; kx < KW; kx++, src += C)
+                    for (int c = 0; c < C; c++, w += F) {
+                        float v[RUN];
+                        for (int q = 0; q < RUN; q++)
+                            v[q] = src[q * step + c];
+                        direct_accumulate(acc, v, w, F - f0);
+                    }
+            }
+        } else {
+            for (int ky = 0; ky < KH; ky++) {
+                const int y = oy * stride_h - pad_top + ky;
+                if (y < 0 || y >= H)
+                    continue;
+                __global const float *row = sample + (size_t)y * W * C;
+                for (int kx = 0; kx < KW; kx++) {
+                    __global const float *w =
+                        params + kernel_offset + (size_t)((ky * KW + kx) * C) * F + f0;
+                    /* The run's input columns; a pixel past the row reads
+                     * zeros and is never stored. */
+                    int x[RUN], inside[RUN];
+                    for (int q = 0; q < RUN; q++) {
+                        x[q] = (ox0 + q) * stride_w - pad_left + kx;
+                        inside[q] = q < px && x[q] >= 0 && x[q] < W;
+                        x[q] = inside[q] ? x[q] : 0;
+                    }
+                    for (int c = 0; c < C; c++, w += F) {
+                        float v[RUN];
+                        for (int q = 0; q < RUN; q++)
+                            v[q] = inside[q] ? row[x[q] * C + c] : 0.0f;
+                        direct_accumulate(acc, v, w, F - f0);
+                    }
                 }
             }
         }
-        __global float *dst = out + p0 * F + f0;
-        kiln_store8(dst, kiln_activate8(acc0, act), count);
-        if (px > 1)
-            kiln_store8(dst + F, kiln_activate8(acc1, act), count);
-        if (px > 2)
-            kiln_store8(dst + 2 * F, kiln_activate8(acc2, act), count);
-        if (px > 3)
-            kiln_store8(dst + 3 * F, kiln_activate8(acc3, act), count);
+        for (int q = 0; q < px; q++)
+            for (int b = 0; b < BLOCKS; b++)
+                kiln_store8(out + (p0 + q) * F + f0 + 8 * b, kiln_activate8(acc[q][b], act),
+                            F - f0 - 8 * b);
     }
 }
 
 /* Partial weight and bias gradients over one chunk of output pixels, over a
- * (filter blocks, groups of `taps` <= TAPS window elements, chunks) range:
- * partial[chunk, k, f] = sum over the chunk's pixels of in(window element
- * k) * dy[p, f]; k = K is the bias (in = 1). A work-item reads each dy
- * vector once for its window elements. kiln_conv2d_direct_reduce sums the
- * chunks in a fixed order. */
-#define TAPS 8
+ * (groups of 8 x BLOCKS filters, groups of `taps` <= TAPS window elements,
+ * chunks) range: partial[chunk, k, f] = sum over the chunk's pixels of
+ * in(window element k) * dy[p, f]; k = K is the bias (in = 1). A work-item
+ * reads each dy vector once for its window elements. kiln_conv2d_direct_reduce
+ * sums the chunks in a fixed order. */
+#define TAPS 5
 __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               __global const float *dy,
                                               __global float *partial, int F, int K,
@@ -84,38 +127,42 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               int pad_top, int pad_left)
 {
     (void)KH;  /* the window arguments are the same for every kernel */
-    const int f0 = get_global_id(0) * 8, k0 = get_global_id(1) * taps;
+    const int f0 = get_global_id(0) * 8 * BLOCKS, k0 = get_global_id(1) * taps;
     const int chunk = get_global_id(2);
     if (f0 >= F || k0 > K || chunk >= chunks)
         return;
-    const int count = F - f0, mine = min(taps, K + 1 - k0);
+    const int mine = min(taps, K + 1 - k0);
     /* Each element's (ky, kx, c) once; the bias row (k = K) reads no input. */
     int wy[TAPS], wx[TAPS], c_of[TAPS];   /* window offsets from the output pixel */
-    float8 acc[TAPS];
+    float8 acc[TAPS][BLOCKS];
     for (int t = 0; t < TAPS; t++) {
         const int k = min(k0 + t, K);
         c_of[t] = k % C;
         wx[t] = (k / C) % KW - pad_left;
         wy[t] = k / (C * KW) - pad_top;
-        acc[t] = (float8)(0.0f);
+        for (int b = 0; b < BLOCKS; b++)
+            acc[t][b] = (float8)(0.0f);
     }
     const int bias = K - k0;   /* its place among the taps, if there */
     const int first = chunk * chunk_pixels;
     const int last = min(first + chunk_pixels, pixels);
     int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
     for (int p = first; p < last; p++) {
-        const float8 g = kiln_load8(dy + (size_t)p * F + f0, count);
+        float8 g[BLOCKS];
+        for (int b = 0; b < BLOCKS; b++)
+            g[b] = kiln_load8(dy + (size_t)p * F + f0 + 8 * b, F - f0 - 8 * b);
         __global const float *sample = in + (size_t)n * H * W * C;
         for (int t = 0; t < TAPS; t++) {
             if (t >= mine)
                 break;
-            if (t == bias) {
-                acc[t] += g;
-                continue;
+            float v = 1.0f;
+            if (t != bias) {
+                const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
+                v = y >= 0 && y < H && x >= 0 && x < W
+                        ? sample[((size_t)y * W + x) * C + c_of[t]] : 0.0f;
             }
-            const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
-            if (y >= 0 && y < H && x >= 0 && x < W)
-                acc[t] += sample[((size_t)y * W + x) * C + c_of[t]] * g;
+            for (int b = 0; b < BLOCKS; b++)
+                acc[t][b] += v * g[b];
         }
         /* Step (n, oy, ox) without dividing again. */
         if (++ox == OW) {
@@ -127,7 +174,9 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
         }
     }
     for (int t = 0; t < mine; t++)
-        kiln_store8(partial + ((size_t)chunk * (K + 1) + k0 + t) * F + f0, acc[t], count);
+        for (int b = 0; b < BLOCKS; b++)
+            kiln_store8(partial + ((size_t)chunk * (K + 1) + k0 + t) * F + f0 + 8 * b,
+                        acc[t][b], F - f0 - 8 * b);
 }
 
 /* grads[kernel_offset + k * F + f] = sum over chunks of partial[chunk, k, f],
