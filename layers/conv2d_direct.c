@@ -51,17 +51,16 @@ size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s)
 {
-    /* Runs of up to four output pixels of a row, a work-item each. */
-    const size_t runs = ((size_t)c->ow + 3) / 4;
-    const size_t items = (size_t)s->batch * (size_t)c->oh * runs;
+    /* A work-item per output row of a sample. */
+    const size_t rows = (size_t)s->batch * (size_t)c->oh;
     /* Every direct kernel ends with the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
                             kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
-                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)items),
-                            kiln_arg_int((int64_t)runs), KILN_CONV2D_WINDOW_ARGS(c));
-    return kiln_kernel_run1(s->dev, r->kernels.forward, items, a);
+                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)rows),
+                            KILN_CONV2D_WINDOW_ARGS(c));
+    return kiln_kernel_run1(s->dev, r->kernels.forward, rows, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)

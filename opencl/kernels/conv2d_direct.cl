@@ -27,24 +27,16 @@ inline void direct_accumulate(float8 acc[RUN][BLOCKS], const float v[RUN],
 }
 
 /* out[p, f] = act(bias[f] + sum over the window and channels of in *
- * kernel); one work-item per run of up to RUN neighbouring output pixels
- * of a row (`runs` = ceil(OW / RUN) per row), filters 8 x BLOCKS at a
- * time: each input value is read once for them, each weight vector once
- * for the run. use_bias 0: no bias; act is element-wise (KILN_ACT_LINEAR:
- * none). */
-__kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
-                                         __global const float *params, int kernel_offset,
-                                         int bias_offset, int use_bias, int act, int F,
-                                         int items, int runs, int H, int W, int C, int OH,
-                                         int OW, int KH, int KW, int stride_h, int stride_w,
-                                         int pad_top, int pad_left)
+ * kernel) for the run of px <= RUN neighbouring output pixels of row oy
+ * of sample n from column ox0, filters 8 x BLOCKS at a time: each input
+ * value is read once for them, each weight vector once for the run.
+ * use_bias 0: no bias; act is element-wise (KILN_ACT_LINEAR: none). */
+inline void direct_run(__global const float *in, __global float *out,
+                       __global const float *params, int kernel_offset, int bias_offset,
+                       int use_bias, int act, int F, int n, int oy, int ox0, int H, int W,
+                       int C, int OH, int OW, int KH, int KW, int stride_h, int stride_w,
+                       int pad_top, int pad_left)
 {
-    const int id = get_global_id(0);
-    if (id >= items)
-        return;
-    const int ox0 = (id % runs) * RUN;
-    const int oy = (id / runs) % OH;
-    const int n = id / (runs * OH);
     const int px = min(RUN, OW - ox0);
     __global const float *sample = in + (size_t)n * H * W * C;
     const size_t p0 = ((size_t)n * OH + oy) * OW + ox0;
@@ -109,6 +101,24 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
                 kiln_store8(out + (p0 + q) * F + f0 + 8 * b, kiln_activate8(acc[q][b], act),
                             F - f0 - 8 * b);
     }
+}
+
+/* One work-item per output row of a sample (divisions once per row, not
+ * per run), in runs of RUN pixels. */
+__kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
+                                         __global const float *params, int kernel_offset,
+                                         int bias_offset, int use_bias, int act, int F,
+                                         int rows, int H, int W, int C, int OH, int OW, int KH,
+                                         int KW, int stride_h, int stride_w, int pad_top,
+                                         int pad_left)
+{
+    const int id = get_global_id(0);
+    if (id >= rows)
+        return;
+    const int oy = id % OH, n = id / OH;
+    for (int ox0 = 0; ox0 < OW; ox0 += RUN)
+        direct_run(in, out, params, kernel_offset, bias_offset, use_bias, act, F, n, oy, ox0,
+                   H, W, C, OH, OW, KH, KW, stride_h, stride_w, pad_top, pad_left);
 }
 
 /* Partial weight and bias gradients over one chunk of output pixels, over a
