@@ -274,6 +274,15 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
         group /= 2;
     for (int d = 0; d < dims; d++)
         local[d] = d == 0 ? group : 1;
+    /* On a GPU, a launch narrow along the first dimension (3 channels, 10
+     * classes) would get groups of a few items, a fraction of a warp each:
+     * the rest of the group goes along the second. A kernel launched here
+     * uses no local memory, so the shape is free; PoCL's CPU devices keep
+     * one dimension, which their work-group loops vectorise. */
+    if (dims > 1 && dev->gpu_kernels)
+        while (group * local[1] * 2 <= KILN_WORK_GROUP &&
+               group * local[1] * 2 <= dev->max_work_group && local[1] < size[1])
+            local[1] *= 2;
     return kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
 }
 
