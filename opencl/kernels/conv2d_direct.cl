@@ -136,7 +136,6 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               int KH, int KW, int stride_h, int stride_w,
                                               int pad_top, int pad_left)
 {
-    (void)KH;  /* the window arguments are the same for every kernel */
     const int f0 = get_global_id(0) * 8 * BLOCKS, k0 = get_global_id(1) * taps;
     const int chunk = get_global_id(2);
     if (f0 >= F || k0 > K || chunk >= chunks)
@@ -154,6 +153,9 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
             acc[t][b] = (float8)(0.0f);
     }
     const int bias = K - k0;   /* its place among the taps, if there */
+    /* No padding and every window inside the image ('valid'): no checks. */
+    const int inside = pad_top == 0 && pad_left == 0 && (OH - 1) * stride_h + KH <= H &&
+                       (OW - 1) * stride_w + KW <= W;
     const int first = chunk * chunk_pixels;
     const int last = min(first + chunk_pixels, pixels);
     int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
@@ -168,7 +170,7 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
             float v = 1.0f;
             if (t != bias) {
                 const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
-                v = y >= 0 && y < H && x >= 0 && x < W
+                v = inside || (y >= 0 && y < H && x >= 0 && x < W)
                         ? sample[((size_t)y * W + x) * C + c_of[t]] : 0.0f;
             }
             for (int b = 0; b < BLOCKS; b++)
