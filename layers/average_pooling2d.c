@@ -25,7 +25,7 @@ static kiln_status avg_forward(const void *config, void *replica, const kiln_ste
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
-    return kiln_pool2d_run(s->dev, r->forward, pixels, (size_t)c->c, a);
+    return kiln_pool2d_run(s->dev, r->forward, pixels, (size_t)c->ow, (size_t)c->c, a);
 }
 
 static kiln_status avg_backward(const void *config, void *replica, const kiln_step *s)
@@ -38,7 +38,7 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->d_in[0]),
                             KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return kiln_pool2d_run(s->dev, r->backward, pixels, (size_t)c->c, a);
+    return kiln_pool2d_run(s->dev, r->backward, pixels, (size_t)c->w, (size_t)c->c, a);
 }
 
 /* args: the kiln_pool2d_options the builder copied. */

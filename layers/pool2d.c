@@ -87,11 +87,11 @@ uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)
     return (uint64_t)kiln_pool2d_out_count(c, 1) * (uint64_t)c->ph * (uint64_t)c->pw;
 }
 
-kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels,
+kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels, size_t row,
                             size_t channels, kiln_args args)
 {
     if (!kiln_device_gpu_kernels(dev))
-        return kiln_kernel_run1(dev, kernel, pixels, args);
+        return kiln_kernel_run1(dev, kernel, pixels / row, args);
     const size_t range[2] = {channels, pixels};
     return kiln_kernel_run(dev, kernel, 2, range, args);
 }

@@ -37,11 +37,12 @@ size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch);
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
 
 /* The pooling kernels come in two variants (kiln_kernel_get_variant): for
- * a CPU a work-item per pixel, its channels eight at a time; for a GPU
- * ("_items") a work-item per float over a (channels, pixels) range,
- * neighbouring items on neighbouring channels. kiln_pool2d_run launches
- * the one fetched over `pixels` pixels of `channels` channels. */
-kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels,
+ * a CPU a work-item per row of `row` pixels, their channels eight at a
+ * time; for a GPU ("_items") a work-item per float over a (channels,
+ * pixels) range, neighbouring items on neighbouring channels.
+ * kiln_pool2d_run launches the one fetched over `pixels` pixels of
+ * `channels` channels. */
+kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels, size_t row,
                             size_t channels, kiln_args args);
 
 #endif

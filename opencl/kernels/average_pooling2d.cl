@@ -3,33 +3,37 @@
  * GlobalAveragePooling2D is the case where the window is the whole input.
  * Channels go in blocks of eight as vectors (kiln_load8, prelude.cl). */
 
-/* Forward: one work-item per output pixel. */
+/* Forward: one work-item per row of output pixels. */
 __kernel void kiln_average_pooling2d_forward(__global const float *in, __global float *out,
                                              int pixels, int H, int W, int C, int OH, int OW,
                                              int PH, int PW, int stride_h, int stride_w,
                                              int pad_top, int pad_left)
 {
-    const int p = get_global_id(0);
-    if (p >= pixels)
+    /* A work-item per output row: the divisions that place a pixel once
+     * a row. */
+    const int row = get_global_id(0);
+    if (row >= pixels / OW)
         return;
-    const int ox = p % OW;
-    const int oy = (p / OW) % OH;
-    const int n = p / (OW * OH);
-    __global const float *sample = in + (size_t)n * H * W * C;
-    const int4 w = kiln_pool_window(oy, ox, H, W, PH, PW, stride_h, stride_w, pad_top, pad_left);
-    const int y0 = w.s0, y1 = w.s1, x0 = w.s2, x1 = w.s3;
-    const float scale = 1.0f / (float)((y1 - y0) * (x1 - x0));
-    for (int c0 = 0; c0 < C; c0 += 8) {
-        const int count = C - c0;
-        float8 s = (float8)(0.0f);
-        for (int y = y0; y < y1; y++)
-            for (int x = x0; x < x1; x++)
-                s += kiln_load8(sample + ((size_t)y * W + x) * C + c0, count);
-        kiln_store8(out + (size_t)p * C + c0, s * scale, count);
+    const int oy = row % OH, n = row / OH;
+    for (int ox = 0; ox < OW; ox++) {
+        const int p = row * OW + ox;
+        __global const float *sample = in + (size_t)n * H * W * C;
+        const int4 w =
+            kiln_pool_window(oy, ox, H, W, PH, PW, stride_h, stride_w, pad_top, pad_left);
+        const int y0 = w.s0, y1 = w.s1, x0 = w.s2, x1 = w.s3;
+        const float scale = 1.0f / (float)((y1 - y0) * (x1 - x0));
+        for (int c0 = 0; c0 < C; c0 += 8) {
+            const int count = C - c0;
+            float8 s = (float8)(0.0f);
+            for (int y = y0; y < y1; y++)
+                for (int x = x0; x < x1; x++)
+                    s += kiln_load8(sample + ((size_t)y * W + x) * C + c0, count);
+            kiln_store8(out + (size_t)p * C + c0, s * scale, count);
+        }
     }
 }
 
-/* Backward: one work-item per input pixel gathers dy / cells of every
+/* Backward: one work-item per row of input pixels gathers, for each, dy / cells of every
  * output whose window holds it. */
 __kernel void kiln_average_pooling2d_backward(__global const float *d_out,
                                               __global float *d_in, int pixels, int H, int W,
@@ -37,30 +41,35 @@ __kernel void kiln_average_pooling2d_backward(__global const float *d_out,
                                               int stride_h, int stride_w, int pad_top,
                                               int pad_left, int accumulate)
 {
-    const int p = get_global_id(0);
-    if (p >= pixels)
+    /* A work-item per input row: the divisions that place a pixel once a
+     * row. */
+    const int row = get_global_id(0);
+    if (row >= pixels / W)
         return;
-    const int x = p % W;
-    const int y = (p / W) % H;
-    const int n = p / (W * H);
-    const int4 o = kiln_pool_outputs(y, x, OH, OW, PH, PW, stride_h, stride_w, pad_top, pad_left);
-    const int oy_lo = o.s0, oy_hi = o.s1, ox_lo = o.s2, ox_hi = o.s3;
-    __global float *dst = d_in + (size_t)p * C;
-    for (int c0 = 0; c0 < C; c0 += 8) {
-        const int count = C - c0;
-        float8 s = (float8)(0.0f);
-        for (int oy = oy_lo; oy <= oy_hi; oy++) {
-            const int cells_y = min(oy * stride_h - pad_top + PH, H) - max(oy * stride_h - pad_top, 0);
-            for (int ox = ox_lo; ox <= ox_hi; ox++) {
-                const int cells_x =
-                    min(ox * stride_w - pad_left + PW, W) - max(ox * stride_w - pad_left, 0);
-                const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c0;
-                s += kiln_load8(d_out + o, count) / (float)(cells_y * cells_x);
+    const int y = row % H, n = row / H;
+    for (int x = 0; x < W; x++) {
+        const int p = row * W + x;
+        const int4 o =
+            kiln_pool_outputs(y, x, OH, OW, PH, PW, stride_h, stride_w, pad_top, pad_left);
+        const int oy_lo = o.s0, oy_hi = o.s1, ox_lo = o.s2, ox_hi = o.s3;
+        __global float *dst = d_in + (size_t)p * C;
+        for (int c0 = 0; c0 < C; c0 += 8) {
+            const int count = C - c0;
+            float8 s = (float8)(0.0f);
+            for (int oy = oy_lo; oy <= oy_hi; oy++) {
+                const int cells_y =
+                    min(oy * stride_h - pad_top + PH, H) - max(oy * stride_h - pad_top, 0);
+                for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                    const int cells_x =
+                        min(ox * stride_w - pad_left + PW, W) - max(ox * stride_w - pad_left, 0);
+                    const size_t o = (((size_t)n * OH + oy) * OW + ox) * C + c0;
+                    s += kiln_load8(d_out + o, count) / (float)(cells_y * cells_x);
+                }
             }
+            if (accumulate)
+                s += kiln_load8(dst + c0, count);
+            kiln_store8(dst + c0, s, count);
         }
-        if (accumulate)
-            s += kiln_load8(dst + c0, count);
-        kiln_store8(dst + c0, s, count);
     }
 }
 
