@@ -101,7 +101,7 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     conv2d_replica *r = replica;
     (void)in_shape;
     if (c->direct)
-        return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, max_batch),
+        return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, dev, max_batch),
                                   "conv2d partial weight gradients", &r->scratch);
     kiln_status st = kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
                                                  kiln_conv2d_patch(c) * sizeof(float),

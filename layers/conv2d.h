@@ -61,9 +61,11 @@ kiln_status kiln_conv2d_winograd_input_grad(const conv2d_config *c, conv2d_repli
 
 /* Whether a convolution takes the direct path (conv2d_direct.c). */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c);
-/* The direct path: its kernels, scratch bytes for max_batch, forward, backward. */
+/* The direct path: its kernels, scratch bytes for max_batch on `dev` (its
+ * variant's chunks), forward, backward. */
 kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev);
-size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch);
+size_t kiln_conv2d_direct_scratch(const conv2d_config *c, const kiln_device *dev,
+                                  int32_t max_batch);
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s);
 kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,

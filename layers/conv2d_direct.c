@@ -3,12 +3,16 @@
  * chunks in a fixed order, so results do not depend on the device. */
 #include "layers/conv2d.h"
 
-/* At most this many chunks (enough parallel work for a GPU, few partial
- * sums), of at least this many pixels (enough work per work-item). */
+/* At most this many chunks (few partial sums), of at least this many
+ * pixels (enough work per work-item); for the GPU variant many more,
+ * shorter ones, so that (filters x tap groups x chunks) items fill it. */
 #define MAX_CHUNKS 64
 #define MIN_CHUNK_PIXELS 256
+#define GPU_MAX_CHUNKS 1024
+#define GPU_MIN_CHUNK_PIXELS 16
 /* Most window elements per weight-gradient work-item (TAPS in the kernel),
- * and filters per work-item (8 x BLOCKS there). */
+ * and filters per work-item of the CPU variant (8 x BLOCKS there; the GPU
+ * variant takes one). */
 #define GRAD_TAPS 5
 #define GRAD_FILTERS 32
 
@@ -19,19 +23,22 @@ int32_t kiln_conv2d_use_direct(const conv2d_config *c)
     return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
 }
 
-static size_t chunk_pixels(size_t pixels)
+static size_t chunk_pixels(const kiln_device *dev, size_t pixels)
 {
-    const size_t even = (pixels + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    return even > MIN_CHUNK_PIXELS ? even : MIN_CHUNK_PIXELS;
+    const int gpu = kiln_device_gpu_kernels(dev);
+    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    const size_t least = gpu ? GPU_MIN_CHUNK_PIXELS : MIN_CHUNK_PIXELS;
+    const size_t even = (pixels + most - 1) / most;
+    return even > least ? even : least;
 }
 
 kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)
 {
-    kiln_status st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_forward",
-                                     &r->kernels.forward);
+    kiln_status st = kiln_kernel_get_variant(dev, "conv2d_direct", "kiln_conv2d_direct_forward",
+                                             &r->kernels.forward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial",
-                             &r->kernels.grad_partial);
+        st = kiln_kernel_get_variant(dev, "conv2d_direct", "kiln_conv2d_direct_grad_partial",
+                                     &r->kernels.grad_partial);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_reduce",
                              &r->kernels.reduce);
@@ -41,32 +48,39 @@ kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)
     return st;
 }
 
-size_t kiln_conv2d_direct_scratch(const conv2d_config *c, int32_t max_batch)
+size_t kiln_conv2d_direct_scratch(const conv2d_config *c, const kiln_device *dev,
+                                  int32_t max_batch)
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, max_batch);
-    const size_t chunks = (pixels + chunk_pixels(pixels) - 1) / chunk_pixels(pixels);
+    const size_t per = chunk_pixels(dev, pixels), chunks = (pixels + per - 1) / per;
     return chunks * (kiln_conv2d_patch(c) + 1) * (size_t)c->filters * sizeof(float);
 }
 
 kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r,
                                        const kiln_step *s)
 {
-    /* A work-item per output row of a sample. */
+    /* A work-item per output row of a sample; for the GPU variant a
+     * work-item per output value, filters along the first dimension. */
+    const int gpu = kiln_device_gpu_kernels(s->dev);
     const size_t rows = (size_t)s->batch * (size_t)c->oh;
+    const size_t count = gpu ? rows * (size_t)c->ow : rows;
     /* Every direct kernel ends with the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
                             kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
-                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)rows),
+                            kiln_arg_int(c->filters), kiln_arg_int((int64_t)count),
                             KILN_CONV2D_WINDOW_ARGS(c));
-    return kiln_kernel_run1(s->dev, r->kernels.forward, rows, a);
+    const size_t range[2] = {(size_t)c->filters, count};
+    if (gpu)
+        return kiln_kernel_run(s->dev, r->kernels.forward, 2, range, a);
+    return kiln_kernel_run1(s->dev, r->kernels.forward, count, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t per = chunk_pixels(pixels), chunks = (pixels + per - 1) / per;
+    const size_t per = chunk_pixels(s->dev, pixels), chunks = (pixels + per - 1) / per;
     /* The K + 1 rows (the bias last) in equal groups of at most GRAD_TAPS. */
     const size_t groups = (k + GRAD_TAPS) / GRAD_TAPS, taps = (k + groups) / groups;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
@@ -74,8 +88,11 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)taps),
                             kiln_arg_int((int64_t)chunks), kiln_arg_int((int64_t)per),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[3] = {((size_t)c->filters + GRAD_FILTERS - 1) / GRAD_FILTERS, groups,
-                             chunks};
+    /* The GPU variant takes a filter an item; the CPU one GRAD_FILTERS. */
+    const size_t blocks = kiln_device_gpu_kernels(s->dev)
+                              ? (size_t)c->filters
+                              : ((size_t)c->filters + GRAD_FILTERS - 1) / GRAD_FILTERS;
+    const size_t range[3] = {blocks, groups, chunks};
     kiln_status st = kiln_kernel_run(s->dev, r->kernels.grad_partial, 3, range, a);
     if (st != KILN_OK)
         return st;

@@ -5,11 +5,19 @@
  * atomics would make it depend on the order work-items ran, so backward
  * links each id slot to the next slot holding the same id, and one
  * work-item per (first slot of an id, column) sums that chain in slot
- * order: the same sum on every device and every run. Ids are checked on
- * the host (kiln_layer_ops.id_limit); the kernels only guard their reads. */
+ * order: the same sum on every device and every run. The CPU variant finds
+ * each slot's neighbours by scanning; the GPU variant sorts the (id, slot)
+ * pairs and links neighbours in sorted order, which gives the same links.
+ * Ids are checked on the host (kiln_layer_ops.id_limit); the kernels only
+ * guard their reads. */
 #include "layers/layer.h"
 
 #include <stdio.h>
+
+/* The GPU variant's sort: work-items per group and pairs per block
+ * (EMB_ITEMS and EMB_BLOCK in embedding.cl). */
+#define SORT_ITEMS 256
+#define SORT_BLOCK (2 * SORT_ITEMS)
 
 typedef struct embedding_config {
     int32_t input_dim, output_dim;
@@ -18,9 +26,12 @@ typedef struct embedding_config {
 
 typedef struct embedding_replica {
     kiln_buffer *links;      /* per id slot: the next slot with its id, then "first" flags */
+    kiln_buffer *keys;       /* GPU variant: the (id, slot) pairs being sorted */
     struct {
         kiln_kernel *forward, *links, *grad;
+        kiln_kernel *sort_blocks, *sort_step, *sort_merge;   /* GPU variant */
     } kernels;
+    int sorted;   /* links through the sort (GPU variant) */
 } embedding_replica;
 
 static kiln_status embedding_infer(void *config, kiln_layer_build *b)
@@ -54,14 +65,35 @@ static kiln_status embedding_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+/* Pairs the sort takes for `slots` ids: a power of two, a block at least. */
+static size_t sort_size(size_t slots)
+{
+    size_t padded = SORT_BLOCK;
+    while (padded < slots)
+        padded *= 2;
+    return padded;
+}
+
 static kiln_status embedding_kernels(const void *config, void *replica, kiln_device *dev)
 {
     (void)config;
     embedding_replica *r = replica;
+    r->sorted = kiln_device_gpu_kernels(dev);
     kiln_status st = kiln_kernel_get(dev, "embedding", "kiln_embedding_forward",
                                      &r->kernels.forward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_links", &r->kernels.links);
+        st = kiln_kernel_get(dev, "embedding", r->sorted ? "kiln_embedding_links_sorted"
+                                                         : "kiln_embedding_links",
+                             &r->kernels.links);
+    if (st == KILN_OK && r->sorted)
+        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_blocks",
+                             &r->kernels.sort_blocks);
+    if (st == KILN_OK && r->sorted)
+        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_step",
+                             &r->kernels.sort_step);
+    if (st == KILN_OK && r->sorted)
+        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_merge",
+                             &r->kernels.sort_merge);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "embedding", "kiln_embedding_grad", &r->kernels.grad);
     return st;
@@ -74,15 +106,20 @@ static kiln_status embedding_prepare(const void *config, void *replica, kiln_dev
     embedding_replica *r = replica;
     (void)in_shape;
     const size_t slots = (size_t)max_batch * (size_t)c->positions;
-    return kiln_buffer_create(dev, 2 * slots * sizeof(int32_t), "an embedding's id links",
-                              &r->links);
+    kiln_status st = kiln_buffer_create(dev, 2 * slots * sizeof(int32_t),
+                                        "an embedding's id links", &r->links);
+    if (st == KILN_OK && r->sorted)
+        st = kiln_buffer_create(dev, 2 * sort_size(slots) * sizeof(int32_t),
+                                "an embedding's sorted ids", &r->keys);
+    return st;
 }
 
 static void embedding_release(void *replica)
 {
     embedding_replica *r = replica;
     kiln_buffer_destroy(r->links);
-    r->links = NULL;
+    kiln_buffer_destroy(r->keys);
+    r->links = r->keys = NULL;
 }
 
 static kiln_status embedding_forward(const void *config, void *replica, const kiln_step *s)
@@ -101,6 +138,29 @@ static kiln_status embedding_forward(const void *config, void *replica, const ki
     return st;
 }
 
+/* The bitonic sort of the (id, slot) pairs into r->keys: blocks sorted in
+ * local memory, then each later stage's strides of a block or more as
+ * global passes and the rest block by block. */
+static kiln_status sort_ids(const embedding_replica *r, const kiln_step *s, size_t slots)
+{
+    const size_t padded = sort_size(slots), half = padded / 2, local = SORT_ITEMS;
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)slots),
+                            kiln_arg_int((int64_t)padded), kiln_arg_buffer(r->keys));
+    kiln_status st = kiln_kernel_run_groups(s->dev, r->kernels.sort_blocks, 1, &half, &local, b);
+    for (size_t k = 2 * SORT_BLOCK; st == KILN_OK && k <= padded; k *= 2) {
+        for (size_t j = k / 2; st == KILN_OK && j >= SORT_BLOCK; j /= 2) {
+            kiln_args g = KILN_ARGS(kiln_arg_buffer(r->keys), kiln_arg_int((int64_t)padded),
+                                    kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)j));
+            st = kiln_kernel_run1(s->dev, r->kernels.sort_step, half, g);
+        }
+        kiln_args m = KILN_ARGS(kiln_arg_buffer(r->keys), kiln_arg_int((int64_t)padded),
+                                kiln_arg_int((int64_t)k));
+        if (st == KILN_OK)
+            st = kiln_kernel_run_groups(s->dev, r->kernels.sort_merge, 1, &half, &local, m);
+    }
+    return st;
+}
+
 static kiln_status embedding_backward(const void *config, void *replica, const kiln_step *s)
 {
     const embedding_config *c = config;
@@ -109,9 +169,11 @@ static kiln_status embedding_backward(const void *config, void *replica, const k
         return KILN_OK;
     const size_t slots = (size_t)s->batch * (size_t)c->positions;
     const size_t table = (size_t)c->input_dim * (size_t)c->output_dim;
-    kiln_args l = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)slots),
-                            kiln_arg_buffer(r->links));
-    kiln_status st = kiln_kernel_run1(s->dev, r->kernels.links, slots, l);
+    kiln_status st = r->sorted ? sort_ids(r, s, slots) : KILN_OK;
+    kiln_args l = KILN_ARGS(kiln_arg_buffer(r->sorted ? r->keys : s->in[0]),
+                            kiln_arg_int((int64_t)slots), kiln_arg_buffer(r->links));
+    if (st == KILN_OK)
+        st = kiln_kernel_run1(s->dev, r->kernels.links, slots, l);
     /* Rows no id touched get 0; the others are written whole below. */
     if (st == KILN_OK)
         st = kiln_buffer_zero(s->dev, s->grads, s->param_offset[0] * sizeof(float),

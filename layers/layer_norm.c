@@ -11,9 +11,13 @@
  * work-group per row. */
 #define NARROW_ROW 32
 /* The parameter gradients' sums over rows: at most this many chunks of at
- * least this many rows, as batch norm's. */
+ * least this many rows, as batch norm's: few, long chunks for a CPU's few
+ * cores; for the GPU variant many short ones, so that (channels x chunks)
+ * work-items fill the device. */
 #define MAX_CHUNKS 64
 #define MIN_CHUNK_ROWS 64
+#define GPU_MAX_CHUNKS 1024
+#define GPU_MIN_CHUNK_ROWS 16
 /* Work-items per row of the wide kernels (LN_LANES in layer_norm.cl; the
  * device's work-group may be narrower). */
 #define ROW_LANES 64
@@ -92,8 +96,8 @@ static kiln_status ln_kernels(const void *config, void *replica, kiln_device *de
                                         "kiln_layer_norm_backward_rows8"),
                              &r->kernels.backward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "layer_norm", "kiln_layer_norm_param_partial",
-                             &r->kernels.param_partial);
+        st = kiln_kernel_get_variant(dev, "layer_norm", "kiln_layer_norm_param_partial",
+                                     &r->kernels.param_partial);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "layer_norm", "kiln_layer_norm_param_reduce",
                              &r->kernels.param_reduce);
@@ -106,10 +110,11 @@ static kiln_status ln_prepare(const void *config, void *replica, kiln_device *de
     const ln_config *c = config;
     ln_replica *r = replica;
     const size_t rows = (size_t)max_batch * (size_t)(kiln_shape_size(in_shape) / c->channels);
+    const size_t chunks = kiln_device_gpu_kernels(dev) ? GPU_MAX_CHUNKS : MAX_CHUNKS;
     kiln_status st = kiln_buffer_create(dev, 2 * rows * sizeof(float),
                                         "layer norm statistics", &r->stats);
     if (st == KILN_OK && (c->gamma >= 0 || c->beta >= 0))
-        st = kiln_buffer_create(dev, MAX_CHUNKS * 2 * (size_t)c->channels * sizeof(float),
+        st = kiln_buffer_create(dev, chunks * 2 * (size_t)c->channels * sizeof(float),
                                 "layer norm partial sums", &r->partial);
     return st;
 }
@@ -153,10 +158,13 @@ static kiln_status ln_forward(const void *config, void *replica, const kiln_step
     return run_rows(r, s->dev, r->kernels.forward, rows, a);
 }
 
-static size_t chunk_rows(size_t rows)
+static size_t chunk_rows(const kiln_device *dev, size_t rows)
 {
-    const size_t even = (rows + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    return even > MIN_CHUNK_ROWS ? even : MIN_CHUNK_ROWS;
+    const int gpu = kiln_device_gpu_kernels(dev);
+    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    const size_t least = gpu ? GPU_MIN_CHUNK_ROWS : MIN_CHUNK_ROWS;
+    const size_t even = (rows + most - 1) / most;
+    return even > least ? even : least;
 }
 
 static kiln_status ln_backward(const void *config, void *replica, const kiln_step *s)
@@ -166,12 +174,13 @@ static kiln_status ln_backward(const void *config, void *replica, const kiln_ste
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     kiln_status st = KILN_OK;
     if (r->partial && !s->frozen) {   /* a frozen layer's gradients go unused */
-        const size_t per = chunk_rows(rows), chunks = (rows + per - 1) / per;
+        const size_t per = chunk_rows(s->dev, rows), chunks = (rows + per - 1) / per;
         kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                                 kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
-        const size_t range[2] = {(C + 7) / 8, chunks};
+        /* The GPU variant ("_items") takes a channel an item; the CPU one eight. */
+        const size_t range[2] = {kiln_device_gpu_kernels(s->dev) ? C : (C + 7) / 8, chunks};
         st = kiln_kernel_run(s->dev, r->kernels.param_partial, 2, range, a);
         kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)chunks), kiln_arg_buffer(s->grads),

@@ -4,7 +4,7 @@
  * thin to block well; these kernels read the input where it lies.
  *
  * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl),
- * four blocks at a time.
+ * four blocks at a time; a filter a work-item in the GPU variants ("_items").
  * NHWC input, kernel (KH, KW, C, F). */
 
 /* Output pixels per forward work-item, and filter blocks of eight per
@@ -204,6 +204,100 @@ __kernel void kiln_conv2d_direct_reduce(__global const float *partial, __global 
     for (int chunk = 0; chunk < chunks; chunk++)
         s += partial[((size_t)chunk * (K + 1) + k) * F + f];
     grads[(k == K ? bias_offset : kernel_offset + k * F) + f] = s;
+}
+
+/* The GPU variants ("_items"): a work-item per filter over dim 0, so that
+ * neighbouring items read neighbouring weights and write neighbouring
+ * outputs or partial sums; scalars, no float8. The same arithmetic in the
+ * same order as above. */
+
+/* Forward over an (F, output pixels) range. */
+__kernel void kiln_conv2d_direct_forward_items(__global const float *in, __global float *out,
+                                               __global const float *params, int kernel_offset,
+                                               int bias_offset, int use_bias, int act, int F,
+                                               int pixels, int H, int W, int C, int OH, int OW,
+                                               int KH, int KW, int stride_h, int stride_w,
+                                               int pad_top, int pad_left)
+{
+    const int f = get_global_id(0), p = get_global_id(1);
+    if (f >= F || p >= pixels)
+        return;
+    const int ox = p % OW, oy = (p / OW) % OH, n = p / (OW * OH);
+    __global const float *sample = in + (size_t)n * H * W * C;
+    const int x0 = ox * stride_w - pad_left;
+    float acc = use_bias ? params[bias_offset + f] : 0.0f;
+    for (int ky = 0; ky < KH; ky++) {
+        const int y = oy * stride_h - pad_top + ky;
+        if (y < 0 || y >= H)
+            continue;
+        __global const float *row = sample + (size_t)y * W * C;
+        for (int kx = 0; kx < KW; kx++) {
+            const int x = x0 + kx;
+            if (x < 0 || x >= W)
+                continue;
+            __global const float *w =
+                params + kernel_offset + (size_t)((ky * KW + kx) * C) * F + f;
+            for (int c = 0; c < C; c++)
+                acc += row[x * C + c] * w[(size_t)c * F];
+        }
+    }
+    out[(size_t)p * F + f] = kiln_activate(acc, act);
+}
+
+/* Partial weight and bias gradients over an (F, tap groups, chunks) range,
+ * as kiln_conv2d_direct_grad_partial: each item reads dy[p, f] once per
+ * pixel for its window elements; the host gives it more, shorter chunks. */
+__kernel void kiln_conv2d_direct_grad_partial_items(__global const float *in,
+                                                    __global const float *dy,
+                                                    __global float *partial, int F, int K,
+                                                    int taps, int chunks, int chunk_pixels,
+                                                    int pixels, int H, int W, int C, int OH,
+                                                    int OW, int KH, int KW, int stride_h,
+                                                    int stride_w, int pad_top, int pad_left)
+{
+    (void)KH;
+    const int f = get_global_id(0), k0 = get_global_id(1) * taps;
+    const int chunk = get_global_id(2);
+    if (f >= F || k0 > K || chunk >= chunks)
+        return;
+    const int mine = min(taps, K + 1 - k0);
+    int wy[TAPS], wx[TAPS], c_of[TAPS];
+    float acc[TAPS];
+    for (int t = 0; t < TAPS; t++) {
+        const int k = min(k0 + t, K);
+        c_of[t] = k % C;
+        wx[t] = (k / C) % KW - pad_left;
+        wy[t] = k / (C * KW) - pad_top;
+        acc[t] = 0.0f;
+    }
+    const int bias = K - k0;
+    const int first = chunk * chunk_pixels;
+    const int last = min(first + chunk_pixels, pixels);
+    int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
+    for (int p = first; p < last; p++) {
+        const float g = dy[(size_t)p * F + f];
+        __global const float *sample = in + (size_t)n * H * W * C;
+        for (int t = 0; t < TAPS; t++) {
+            if (t >= mine)
+                break;
+            if (t == bias) {
+                acc[t] += g;
+                continue;
+            }
+            const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
+            if (y >= 0 && y < H && x >= 0 && x < W)
+                acc[t] += sample[((size_t)y * W + x) * C + c_of[t]] * g;
+        }
+        if (++ox == OW) {
+            ox = 0;
+            if (++oy == OH) {
+                oy = 0;
+                n++;
+            }
+        }
+    }
+    for (int t = 0; t < mine; t++)
+        partial[((size_t)chunk * (K + 1) + k0 + t) * F + f] = acc[t];
 }
 
 /* d_in[q, c] (+)= sum over the outputs whose window holds input pixel q and

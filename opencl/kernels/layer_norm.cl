@@ -268,6 +268,30 @@ __kernel void kiln_layer_norm_param_partial(__global const float *x, __global co
     kiln_store8(partial + (size_t)chunk * 2 * C + C + c0, sum_dy_xhat, n);
 }
 
+/* The GPU variant: a work-item per channel and chunk over a (C, chunks)
+ * range, so that neighbouring items read neighbouring channels of a row;
+ * the host gives it more, shorter chunks (layers/layer_norm.c). */
+__kernel void kiln_layer_norm_param_partial_items(__global const float *x,
+                                                  __global const float *dy, int rows, int C,
+                                                  int chunk_rows, int chunks,
+                                                  __global const float *stats,
+                                                  __global float *partial)
+{
+    const int c = get_global_id(0), chunk = get_global_id(1);
+    if (c >= C || chunk >= chunks)
+        return;
+    const int last = min((chunk + 1) * chunk_rows, rows);
+    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+    for (int r = chunk * chunk_rows; r < last; r++) {
+        const float mu = stats[2 * (size_t)r], inv = stats[2 * (size_t)r + 1];
+        const float g = dy[(size_t)r * C + c];
+        sum_dy += g;
+        sum_dy_xhat += g * (x[(size_t)r * C + c] - mu) * inv;
+    }
+    partial[(size_t)chunk * 2 * C + c] = sum_dy;
+    partial[(size_t)chunk * 2 * C + C + c] = sum_dy_xhat;
+}
+
 __kernel void kiln_layer_norm_param_reduce(__global const float *partial, int C, int chunks,
                                            __global float *grads, int gamma_offset,
                                            int beta_offset)
