@@ -52,12 +52,15 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
         plan->cols = classes;
         plan->sparse = loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
         plan->fused = out->activation == KILN_ACTIVATION_SOFTMAX;
-        if (plan->sparse)
+        if (plan->sparse) {
             plan->kernel = plan->fused ? "kiln_loss_sparse_ce_logits" : "kiln_loss_sparse_ce_probs";
-        else
+            plan->kernel_rows = plan->fused ? "kiln_loss_sparse_ce_logits_rows"
+                                            : "kiln_loss_sparse_ce_probs_rows";
+        } else {
             plan->kernel = plan->fused ? "kiln_loss_ce_logits" : "kiln_loss_ce_probs";
-        if (plan->sparse && plan->fused)
-            plan->kernel_rows = "kiln_loss_sparse_ce_logits_rows";
+            plan->kernel_rows = plan->fused ? "kiln_loss_ce_logits_rows"
+                                            : "kiln_loss_ce_probs_rows";
+        }
         if (!plan->fused)
             kiln_log(m->ctx, KILN_LOG_WARNING, "%s on output '%s' without softmax: the output "
                      "is read as probabilities", kiln_loss_name(loss), out->name);
