@@ -772,6 +772,8 @@ int main(void)
     test_dot(ctx, 1, 3, 0);
     test_dot(ctx, 13, 5, 0);
     test_dot(ctx, 37, 2, 1);
+    test_dot(ctx, 130, 3, 0);   /* a GPU's work-group per sample: 64 lanes */
+    test_dot(ctx, 64, 2, 1);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }
