@@ -134,9 +134,9 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
  * of them): loss sum, correct count, top-k, mean absolute error, binary
  * accuracy and gradient against float64, softmax against float64 of kiln's
  * z. Rows 0 and 1 are labelled with their arg max (accuracy counts), row 2
- * is the ignore class under sparse labels, row 3 is labelled with its
- * smallest output and its inputs are large, so that probabilities clip,
- * and row 4 with its (k + 1)-th largest, just outside the top k. */
+ * is labelled with its k-th largest class (the ignore class under sparse
+ * labels), row 3 with its smallest output and its inputs are large, so that
+ * probabilities clip, and row 4 with its (k + 1)-th largest. */
 #define WIDE 130
 #define WIDE_IGNORE (WIDE + 7)
 #define WIDE_TOP_K 5
@@ -238,10 +238,14 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
         for (int i = 0; i < 2; i++)
             ids[i] = z[i * WIDE + j] > z[i * WIDE + ids[i]] ? j : ids[i];
         ids[3] = z[3 * WIDE + j] < z[3 * WIDE + ids[3]] ? j : ids[3];
-        int above = 0;   /* row 4: the class just outside the top k */
-        for (int o = 0; o < WIDE; o++)
-            above += z[4 * WIDE + o] > z[4 * WIDE + j];
-        ids[4] = above == WIDE_TOP_K ? j : ids[4];
+        /* Row 2: the k-th largest class, the last inside the top k; row 4:
+         * the (k + 1)-th, the first outside. */
+        for (int i = 2; i <= 4; i += 2) {
+            int above = 0;
+            for (int o = 0; o < WIDE; o++)
+                above += z[i * WIDE + o] > z[i * WIDE + j];
+            ids[i] = above == WIDE_TOP_K - 2 + i / 2 ? j : ids[i];
+        }
     }
     if (sparse)
         ids[2] = WIDE_IGNORE;   /* padding: no loss, no gradient */
