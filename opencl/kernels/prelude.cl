@@ -202,12 +202,12 @@ inline float kiln_row_merge(__local float *merge, float v, int largest)
     return total;
 }
 
-/* The index of the first of the largest of v[0..cols) (cols at least
- * KILN_ROW_LANES), as loss.cl's kiln_argmax scan from 0 finds it, returned to every
- * lane with that value in *top: each lane keeps the first maximum of its
- * own values, and a tie between lanes goes to the lower index. `merge` and
- * `where` hold KILN_ROW_LANES each and are free again on return. The whole
- * group must call it. */
+/* The index of the first of the largest of v[0..cols), as loss.cl's
+ * kiln_argmax finds it scanning from 0, returned to every lane with that
+ * value in *top: each lane keeps the first maximum of its own values, and a
+ * tie between lanes goes to the lower index. `merge` and `where` hold
+ * KILN_ROW_LANES each and are free again on return. The whole group must
+ * call it. */
 inline int kiln_row_argmax(__local float *merge, __local int *where, __global const float *v,
                            int cols, float *top)
 {
