@@ -27,6 +27,9 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
+        if (kiln_device_gpu_kernels(dev) && cols >= KILN_ROW_LANES)
+            return kiln_run_rows(dev, "activation", "kiln_activation_softmax_backward_rows", rows,
+                                 a);
         return kiln_run1(dev, "activation", "kiln_activation_softmax_backward", rows, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),

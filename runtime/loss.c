@@ -52,12 +52,15 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
         plan->cols = classes;
         plan->sparse = loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
         plan->fused = out->activation == KILN_ACTIVATION_SOFTMAX;
-        if (plan->sparse)
+        if (plan->sparse) {
             plan->kernel = plan->fused ? "kiln_loss_sparse_ce_logits" : "kiln_loss_sparse_ce_probs";
-        else
+            plan->kernel_rows = plan->fused ? "kiln_loss_sparse_ce_logits_rows"
+                                            : "kiln_loss_sparse_ce_probs_rows";
+        } else {
             plan->kernel = plan->fused ? "kiln_loss_ce_logits" : "kiln_loss_ce_probs";
-        if (plan->sparse && plan->fused)
-            plan->kernel_rows = "kiln_loss_sparse_ce_logits_rows";
+            plan->kernel_rows = plan->fused ? "kiln_loss_ce_logits_rows"
+                                            : "kiln_loss_ce_probs_rows";
+        }
         if (!plan->fused)
             kiln_log(m->ctx, KILN_LOG_WARNING, "%s on output '%s' without softmax: the output "
                      "is read as probabilities", kiln_loss_name(loss), out->name);
@@ -206,9 +209,15 @@ kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_int(rows), kiln_arg_int(plan->cols),
                             kiln_arg_int(plan->top_k), kiln_arg_float(plan->threshold),
                             kiln_arg_int(plan->has_ignore ? plan->ignore : -1));
-    kiln_status st = kiln_run1(dev, "metrics",
-                               plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
-                               (size_t)rows, a);
+    /* A vocabulary-wide row gets a work-group on a GPU, as in kiln_loss_enqueue. */
+    kiln_status st;
+    if (kiln_device_gpu_kernels(dev) && plan->cols >= KILN_ROW_LANES)
+        st = kiln_run_rows(dev, "metrics",
+                           plan->sparse ? "kiln_metric_sparse_rows" : "kiln_metric_dense_rows",
+                           (size_t)rows, a);
+    else
+        st = kiln_run1(dev, "metrics", plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
+                       (size_t)rows, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(rows), kiln_arg_buffer(sums));

@@ -169,16 +169,16 @@ static kiln_node build_add(kiln_model *m, kiln_node pre, const void *arg)
     return kiln_add(m, in, 3, NULL);
 }
 
-static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
-                             const void *arg, kiln_activation act, int add)
+/* On samples of rank 3; softmax runs over the last dimension. */
+static void test_elementwise_on(kiln_context *ctx, const char *name, build_fn build,
+                                const void *arg, kiln_activation act, int add,
+                                const int32_t *dims)
 {
-    const int32_t dims[] = {3, 5, 7};
-    const int batch = 3;
+    const int batch = 3, cols = dims[2];
     layer_run r;
     if (!layer_run_once(ctx, 3, dims, batch, build, arg, &r))
         return;
     const int64_t n = batch * r.in_size;
-    const int cols = dims[2];  /* softmax runs over the last dimension */
     double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
     if (add) {
         double *t = calloc((size_t)n, sizeof(double));
@@ -197,6 +197,13 @@ static void test_elementwise(kiln_context *ctx, const char *name, build_fn build
     printf("%s: largest error %.2g\n", name, check_worst);
     free(y), free(dx);
     layer_run_free(&r);
+}
+
+static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
+                             const void *arg, kiln_activation act, int add)
+{
+    const int32_t dims[] = {3, 5, 7};
+    test_elementwise_on(ctx, name, build, arg, act, add, dims);
 }
 
 typedef struct bn_case {
@@ -745,6 +752,14 @@ int main(void)
         test_elementwise(ctx, name, build_activation, &a, a, 0);
     }
     check_input_scale = 1.0;
+    /* Softmax over rows a GPU gives a work-group each (64 lanes): one past
+     * a multiple of them, and the whole of one. */
+    const kiln_activation softmax = KILN_ACTIVATION_SOFTMAX;
+    const int32_t rows129[] = {2, 3, 129}, rows64[] = {2, 3, 64};
+    test_elementwise_on(ctx, "activation layer softmax over 129 classes", build_activation,
+                        &softmax, softmax, 0, rows129);
+    test_elementwise_on(ctx, "activation layer softmax over 64 classes", build_activation,
+                        &softmax, softmax, 0, rows64);
     test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
                      1);
 
@@ -791,6 +806,8 @@ int main(void)
     test_dot(ctx, 1, 3, 0);
     test_dot(ctx, 13, 5, 0);
     test_dot(ctx, 37, 2, 1);
+    test_dot(ctx, 130, 3, 0);   /* a GPU's work-group per sample: 64 lanes */
+    test_dot(ctx, 64, 2, 1);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }

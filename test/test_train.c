@@ -129,12 +129,78 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     kiln_model_destroy(m);
 }
 
-/* Softmax and the fused sparse cross-entropy over a vocabulary-wide row
- * (WIDE classes, more than a GPU's row kernels' 64 lanes and not a
- * multiple of them), one row's label the ignore class: loss sum, correct
- * count and gradient against float64, softmax against float64 of kiln's z. */
+/* The categorical losses and their metrics over vocabulary-wide rows
+ * (WIDE classes, more than a GPU's row kernels' 64 lanes and not a multiple
+ * of them): loss sum, correct count, top-k, mean absolute error, binary
+ * accuracy and gradient against float64, softmax against float64 of kiln's
+ * z. Rows 0 and 1 are labelled with their arg max (accuracy counts), row 2
+ * is labelled with its k-th largest class (the ignore class under sparse
+ * labels), row 3 with its smallest output and its inputs are large, so that
+ * probabilities clip, and row 4 with its (k + 1)-th largest. */
 #define WIDE 130
-static void test_wide_rows(kiln_context *ctx)
+#define WIDE_IGNORE (WIDE + 7)
+#define WIDE_TOP_K 5
+
+typedef struct wide_case {
+    const char *name;
+    kiln_loss loss;
+    int probs;   /* softmax then flatten: the loss reads probabilities */
+    int soft;    /* dense labels in [0.5, 1) with the class at 2, tied above it */
+} wide_case;
+
+/* The first of the largest of v[0..n), as the kernels' arg max. */
+static int wide_argmax(const double *v, int n)
+{
+    int best = 0;
+    for (int j = 1; j < n; j++)
+        best = v[j] > v[best] ? j : best;
+    return best;
+}
+
+/* The sums of one batch of N rows: loss, correct, top-k, absolute error,
+ * binary accuracy (the KILN_SUM_* order from KILN_SUM_LOSS, samples
+ * left 0), and the gradient, scaled by 1 / N. z: the pre-softmax output,
+ * y: kiln's output (read as probabilities unless fused), yd: float64 softmax
+ * of z. */
+static void wide_reference(const wide_case *c, const double *z, const double *y,
+                           const double *yd, const int *ids, const double *t, double *sums,
+                           double *grad)
+{
+    const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    const double lo = 1e-7f, hi = 1.0f - 1e-7f;   /* the kernels' float bounds */
+    for (int i = 0; i < N; i++) {
+        const double *zr = z + i * WIDE, *yr = y + i * WIDE, *tr = t + i * WIDE;
+        double *gr = grad + i * WIDE;
+        double td[WIDE], tsum = 0;
+        for (int j = 0; j < WIDE; j++) {
+            td[j] = sparse ? (double)(j == ids[i]) : tr[j];
+            tsum += td[j];
+            gr[j] = 0;
+        }
+        if (sparse && ids[i] == WIDE_IGNORE)
+            continue;
+        const int want = sparse ? ids[i] : wide_argmax(td, WIDE);
+        const double top = zr[wide_argmax(zr, WIDE)];
+        double s = 0;
+        for (int j = 0; j < WIDE; j++)
+            s += exp(zr[j] - top);
+        const double lse = top + log(s);
+        int above = 0;
+        for (int j = 0; j < WIDE; j++) {
+            const double p = yr[j] < lo ? lo : yr[j] > hi ? hi : yr[j];
+            sums[0] -= c->probs ? td[j] * log(p) : td[j] * (zr[j] - lse);
+            gr[j] = (c->probs ? (p == yr[j] ? -td[j] / p : 0) : yd[i * WIDE + j] * tsum - td[j]) /
+                    N;
+            above += yr[j] > yr[want];
+            sums[3] += sparse ? 0 : fabs(yr[j] - td[j]) / WIDE;
+            sums[4] += sparse ? 0 : (td[j] == (yr[j] > 0.5 ? 1.0 : 0.0)) / (double)WIDE;
+        }
+        sums[1] += wide_argmax(c->probs ? yr : zr, WIDE) == want;
+        sums[2] += above < WIDE_TOP_K;
+    }
+}
+
+static void test_wide_rows(kiln_context *ctx, const wide_case *c)
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
@@ -142,67 +208,91 @@ static void test_wide_rows(kiln_context *ctx)
     kiln_input(m, 1, dims, NULL);
     kiln_dense_options d = {.struct_size = sizeof d, .units = WIDE,
                             .activation = KILN_ACTIVATION_SOFTMAX};
-    const kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .has_ignore_class = 1, .ignore_class = WIDE + 7};
+    const kiln_node logits = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_node out = c->probs ? kiln_flatten(m, logits, NULL) : logits;
+    const int sparse = c->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = c->loss,
+                               .has_ignore_class = sparse, .ignore_class = WIDE_IGNORE,
+                               .top_k = WIDE_TOP_K, .mean_absolute_error = !sparse,
+                               .binary_accuracy = !sparse};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     if (!m->compiled) {
         kiln_model_destroy(m);
         return;
     }
+    CHECK(m->loss.fused == !c->probs);
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
     float x[N * IN];
+    static float z[N * WIDE], y[N * WIDE], g[N * WIDE], t[N * WIDE];
     int32_t ids[N];
+    int ids_int[N];
     for (int i = 0; i < N * IN; i++)
-        x[i] = (float)(3.0 * check_uniform());
+        x[i] = (float)(3.0 * check_uniform()) * (i / IN == 3 ? 20.0f : 1.0f);
     for (int i = 0; i < N; i++)
         ids[i] = (int32_t)((i * 37 + 11) % WIDE);
-    ids[2] = WIDE + 7;   /* padding: no loss, no gradient */
-    kiln_batch b = {.n = N, .features = x, .labels = ids};
-    double sums[KILN_N_SUMS];
-    static float z[N * WIDE], y[N * WIDE], g[N * WIDE];
-    /* Rows 0 and 1 labelled with their arg max, so that accuracy counts. */
+    kiln_batch b = {.n = N, .features = x, .labels = sparse ? (const void *)ids : (const void *)t};
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
     CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[out], 0, z, sizeof z));
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < WIDE; j++)
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[logits], 0, z, sizeof z));
+    for (int j = 0; j < WIDE; j++) {
+        for (int i = 0; i < 2; i++)
             ids[i] = z[i * WIDE + j] > z[i * WIDE + ids[i]] ? j : ids[i];
+        ids[3] = z[3 * WIDE + j] < z[3 * WIDE + ids[3]] ? j : ids[3];
+        /* Row 2: the k-th largest class, the last inside the top k; row 4:
+         * the (k + 1)-th, the first outside. */
+        for (int i = 2; i <= 4; i += 2) {
+            int above = 0;
+            for (int o = 0; o < WIDE; o++)
+                above += z[i * WIDE + o] > z[i * WIDE + j];
+            ids[i] = above == WIDE_TOP_K - 2 + i / 2 ? j : ids[i];
+        }
+    }
+    if (sparse)
+        ids[2] = WIDE_IGNORE;   /* padding: no loss, no gradient */
+    static double td[N * WIDE];
+    for (int i = 0; i < N; i++) {
+        ids_int[i] = ids[i];
+        for (int j = 0; j < WIDE; j++)
+            t[i * WIDE + j] = c->soft ? (float)(0.75 + 0.25 * check_uniform()) : j == ids[i];
+        /* The class first of three equal maxima: the next one in the next
+         * lane of a row kernel, the last in the same lane. */
+        for (int j = ids[i]; c->soft && j < WIDE; j++)
+            if (j == ids[i] || j == ids[i] + 1 || j == ids[i] + KILN_ROW_LANES)
+                t[i * WIDE + j] = 2.0f;
+    }
+    for (int i = 0; i < N * WIDE; i++)
+        td[i] = t[i];
+    double sums[KILN_N_SUMS];
     forward_loss(ctx, r, &b, out, sums, z, y, g, N * WIDE);
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->out[logits], 0, z, sizeof z));
     static double zd[N * WIDE], yd[N * WIDE], want_g[N * WIDE], yk[N * WIDE], gd[N * WIDE];
     for (int i = 0; i < N * WIDE; i++) {
         zd[i] = z[i];
         yk[i] = y[i];
         gd[i] = g[i];
     }
+    char what[160];
+    snprintf(what, sizeof what, "softmax over %d classes (%s)", WIDE, c->name);
     ref_activation_forward(KILN_ACTIVATION_SOFTMAX, zd, N, WIDE, yd);
-    check_close("softmax over 130 classes", yk, yd, N * WIDE, 1e-5);
-    double want = 0, correct = 0;
-    for (int i = 0; i < N; i++) {
-        const double *zr = zd + i * WIDE;
-        int best = 0;
-        double top = zr[0], s = 0;
-        for (int j = 1; j < WIDE; j++)
-            if (zr[j] > top) {
-                top = zr[j];
-                best = j;
-            }
-        for (int j = 0; j < WIDE; j++) {
-            s += exp(zr[j] - top);
-            want_g[i * WIDE + j] = ids[i] == WIDE + 7 ? 0.0
-                                   : (yd[i * WIDE + j] - (j == ids[i])) / N;
+    check_close(what, yk, yd, N * WIDE, 1e-5);
+    double want[5] = {0, 0, 0, 0, 0};
+    wide_reference(c, zd, yk, yd, ids_int, td, want, want_g);
+    const double got[5] = {sums[KILN_SUM_LOSS], sums[KILN_SUM_CORRECT], sums[KILN_SUM_TOP_K],
+                           sums[KILN_SUM_ABS_ERROR], sums[KILN_SUM_BINARY]};
+    printf("%s over %d classes: loss sum %.6f (reference %.6f), correct %.0f (%.0f), top-%d "
+           "%.0f (%.0f), absolute error %.6f (%.6f), binary %.6f (%.6f)\n", c->name, WIDE,
+           got[0], want[0], got[1], want[1], WIDE_TOP_K, got[2], want[2], got[3], want[3],
+           got[4], want[4]);
+    for (int k = 0; k < 5; k++)
+        if (!(fabs(got[k] - want[k]) <= 1e-5 * (1 + fabs(want[k])))) {
+            fprintf(stderr, "%s: sum %d is %.9g, want %.9g\n", c->name, k, got[k], want[k]);
+            test_failures++;
         }
-        if (ids[i] == WIDE + 7)
-            continue;
-        want += top + log(s) - zr[ids[i]];
-        correct += best == ids[i];
+    /* Row by row: a clipped row's gradient would hide the others' errors. */
+    for (int i = 0; i < N; i++) {
+        snprintf(what, sizeof what, "%s gradient over %d classes, row %d", c->name, WIDE, i);
+        check_close(what, gd + i * WIDE, want_g + i * WIDE, WIDE, 1e-4);
     }
-    printf("sparse cross-entropy over 130 classes: loss sum %.6f (reference %.6f), correct "
-           "%.0f (%.0f)\n", sums[KILN_SUM_LOSS], want, sums[KILN_SUM_CORRECT], correct);
-    CHECK(fabs(sums[KILN_SUM_LOSS] - want) <= 1e-5 * (1 + fabs(want)));
-    CHECK(sums[KILN_SUM_CORRECT] == correct);
-    check_close("sparse cross-entropy gradient over 130 classes", gd, want_g, N * WIDE, 1e-4);
     kiln_model_destroy(m);
 }
 
@@ -499,7 +589,22 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++)
         test_loss(ctx, &losses[i]);
-    test_wide_rows(ctx);
+    const wide_case wide[] = {
+        {.name = "sparse_categorical_crossentropy + softmax",
+         .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
+        {.name = "sparse_categorical_crossentropy on probabilities",
+         .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .probs = 1},
+        {.name = "categorical_crossentropy + softmax, one-hot",
+         .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY},
+        {.name = "categorical_crossentropy + softmax, soft labels",
+         .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY, .soft = 1},
+        {.name = "categorical_crossentropy on probabilities, one-hot",
+         .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY, .probs = 1},
+        {.name = "categorical_crossentropy on probabilities, soft labels",
+         .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY, .probs = 1, .soft = 1},
+    };
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        test_wide_rows(ctx, &wide[i]);
 
 #define OPT(...) {.struct_size = sizeof(kiln_optimizer_options), __VA_ARGS__}
     opt_case opts[] = {

@@ -117,3 +117,22 @@ __kernel void kiln_activation_softmax_backward(__global const float *y, __global
     for (int j = 0; j < cols; j++)
         dr[j] = yr[j] * (dr[j] - dot);
 }
+
+/* The GPU variant for wide rows, as kiln_activation_softmax_forward_rows:
+ * the row's dot product merged before any lane overwrites its dy. */
+__kernel void kiln_activation_softmax_backward_rows(__global const float *y, __global float *dy,
+                                                    int rows, int cols)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= rows)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *dr = dy + (size_t)r * cols;
+    float dot = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        dot += dr[j] * yr[j];
+    dot = kiln_row_merge(merge, dot, 0);
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        dr[j] = yr[j] * (dr[j] - dot);
+}

@@ -1,4 +1,5 @@
-/* Losses, one work-item per row: a sample, or for the categorical losses a
+/* Losses, one work-item per row (the categorical ones also a work-group
+ * per row, "_rows", on a GPU): a sample, or for the categorical losses a
  * position of a (positions..., classes) output, so `batch` counts rows.
  * Each writes the row's loss and whether it was classified correctly (a
  * fraction for binary outputs), and the gradient of the batch loss, scaled
@@ -55,9 +56,10 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
         gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
 }
 
-/* The GPU variant for wide rows (a vocabulary): a work-group of
- * KILN_ROW_LANES items per row. The arg max keeps the first of equal
- * maxima, as kiln_argmax does. */
+/* The GPU variants for wide rows (a vocabulary), "_rows": a work-group of
+ * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
+ * class, sums and arg maxes merged in a fixed order (prelude.cl). The arg
+ * max keeps the first of equal maxima, as kiln_argmax does. */
 __kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global const float *y,
                                               __global const int *labels, __global float *grad,
                                               __global float *loss, __global float *correct,
@@ -79,30 +81,8 @@ __kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global 
             loss[r] = correct[r] = 0.0f;
         return;
     }
-    float m = -INFINITY;
-    int best = cols;
-    for (int j = lane; j < cols; j += KILN_ROW_LANES)
-        if (zr[j] > m || best == cols) {
-            m = zr[j];
-            best = j;
-        }
-    merge[lane] = m;
-    where[lane] = best;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
-        if (lane < step) {
-            const float o = merge[lane + step];
-            const int w = where[lane + step];
-            if (o > merge[lane] || (o == merge[lane] && w < where[lane])) {
-                merge[lane] = o;
-                where[lane] = w;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float top = merge[0];
-    const int arg = where[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    float top;
+    const int arg = kiln_row_argmax(merge, where, zr, cols, &top);
     float s = 0.0f;
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         s += exp(zr[j] - top);
@@ -140,6 +120,43 @@ __kernel void kiln_loss_ce_logits(__global const float *z, __global const float 
     (void)ignore;
 }
 
+__kernel void kiln_loss_ce_logits_rows(__global const float *z, __global const float *y,
+                                       __global const float *target, __global float *grad,
+                                       __global float *loss, __global float *correct, int batch,
+                                       int cols, float scale, int ignore)
+{
+    __local float merge[KILN_ROW_LANES];
+    __local int where[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= batch)
+        return;
+    __global const float *zr = z + (size_t)r * cols;
+    __global const float *yr = y + (size_t)r * cols;
+    __global const float *tr = target + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    float top, unused;
+    const int arg = kiln_row_argmax(merge, where, zr, cols, &top);
+    const int want = kiln_row_argmax(merge, where, tr, cols, &unused);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        s += exp(zr[j] - top);
+    const float lse = top + log(kiln_row_merge(merge, s, 0));
+    float l = 0.0f, tsum = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES) {
+        l -= tr[j] * (zr[j] - lse);
+        tsum += tr[j];
+    }
+    l = kiln_row_merge(merge, l, 0);
+    tsum = kiln_row_merge(merge, tsum, 0);   /* soft targets need not sum to 1 */
+    if (lane == 0) {
+        loss[r] = l;
+        correct[r] = arg == want ? 1.0f : 0.0f;
+    }
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        gr[j] = (yr[j] * tsum - tr[j]) * scale;
+    (void)ignore;
+}
+
 /* On probabilities (an output without softmax), clipped as Keras clips. */
 __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const float *y,
                                         __global const int *labels, __global float *grad,
@@ -166,6 +183,39 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
     (void)z;
 }
 
+__kernel void kiln_loss_sparse_ce_probs_rows(__global const float *z, __global const float *y,
+                                             __global const int *labels, __global float *grad,
+                                             __global float *loss, __global float *correct,
+                                             int batch, int cols, float scale, int ignore)
+{
+    __local float merge[KILN_ROW_LANES];
+    __local int where[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= batch)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    const int t = labels[r];
+    if (t == ignore) {
+        for (int j = lane; j < cols; j += KILN_ROW_LANES)
+            gr[j] = 0.0f;
+        if (lane == 0)
+            loss[r] = correct[r] = 0.0f;
+        return;
+    }
+    float top;
+    const int arg = kiln_row_argmax(merge, where, yr, cols, &top);
+    const float p = clamp(yr[t], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+    if (lane == 0) {
+        loss[r] = -log(p);
+        correct[r] = arg == t ? 1.0f : 0.0f;
+    }
+    /* A clipped probability passes no gradient. */
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        gr[j] = j == t && p == yr[t] ? -scale / p : 0.0f;
+    (void)z;
+}
+
 __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *y,
                                  __global const float *target, __global float *grad,
                                  __global float *loss, __global float *correct, int batch,
@@ -185,6 +235,37 @@ __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *
     }
     loss[r] = l;
     correct[r] = kiln_argmax(yr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
+    (void)z;
+    (void)ignore;
+}
+
+__kernel void kiln_loss_ce_probs_rows(__global const float *z, __global const float *y,
+                                      __global const float *target, __global float *grad,
+                                      __global float *loss, __global float *correct, int batch,
+                                      int cols, float scale, int ignore)
+{
+    __local float merge[KILN_ROW_LANES];
+    __local int where[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= batch)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global const float *tr = target + (size_t)r * cols;
+    __global float *gr = grad + (size_t)r * cols;
+    float l = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES) {
+        const float p = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+        l -= tr[j] * log(p);
+        gr[j] = p == yr[j] ? -tr[j] / p * scale : 0.0f;
+    }
+    l = kiln_row_merge(merge, l, 0);
+    float top;
+    const int arg = kiln_row_argmax(merge, where, yr, cols, &top);
+    const int want = kiln_row_argmax(merge, where, tr, cols, &top);
+    if (lane == 0) {
+        loss[r] = l;
+        correct[r] = arg == want ? 1.0f : 0.0f;
+    }
     (void)z;
     (void)ignore;
 }

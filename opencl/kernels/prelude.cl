@@ -177,8 +177,9 @@ inline float kiln_keep_scale(uint seed_lo, uint seed_hi, uint step, int sample, 
     return u < rate ? 0.0f : 1.0f / (1.0f - rate);
 }
 
-/* Kernels that give a row a work-group ("_rows": softmax and the fused
- * cross-entropy over a vocabulary) run groups of exactly this many lanes. */
+/* Kernels that give a row a work-group ("_rows": softmax, the categorical
+ * losses and metrics over a vocabulary, dot) run groups of exactly this
+ * many lanes. */
 #define KILN_ROW_LANES 64
 
 /* Every lane's `v` merged over the group (their maximum when `largest`,
@@ -199,6 +200,43 @@ inline float kiln_row_merge(__local float *merge, float v, int largest)
     const float total = merge[0];
     barrier(CLK_LOCAL_MEM_FENCE);
     return total;
+}
+
+/* The index of the first of the largest of v[0..cols), as loss.cl's
+ * kiln_argmax finds it scanning from 0, returned to every lane with that
+ * value in *top: each lane keeps the first maximum of its own values, and a
+ * tie between lanes goes to the lower index. `merge` and `where` hold
+ * KILN_ROW_LANES each and are free again on return. The whole group must
+ * call it. */
+inline int kiln_row_argmax(__local float *merge, __local int *where, __global const float *v,
+                           int cols, float *top)
+{
+    const int lane = get_local_id(0);
+    float m = -INFINITY;
+    int best = cols;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        if (v[j] > m || best == cols) {
+            m = v[j];
+            best = j;
+        }
+    merge[lane] = m;
+    where[lane] = best;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
+        if (lane < step) {
+            const float o = merge[lane + step];
+            const int w = where[lane + step];
+            if (o > merge[lane] || (o == merge[lane] && w < where[lane])) {
+                merge[lane] = o;
+                where[lane] = w;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    *top = merge[0];
+    best = where[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return best;
 }
 
 /* Pooling (max_pooling2d.cl, average_pooling2d.cl): the cells inside the
