@@ -60,6 +60,17 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
  * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
  * class, sums and arg maxes merged in a fixed order (prelude.cl). The arg
  * max keeps the first of equal maxima, as kiln_argmax does. */
+/* A wide row at the ignored class: no loss, not counted, no gradient. */
+inline void row_ignored(__global float *gr, int cols, __global float *loss,
+                        __global float *correct)
+{
+    const int lane = get_local_id(0);
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        gr[j] = 0.0f;
+    if (lane == 0)
+        *loss = *correct = 0.0f;
+}
+
 __kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global const float *y,
                                               __global const int *labels, __global float *grad,
                                               __global float *loss, __global float *correct,
@@ -75,10 +86,7 @@ __kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global 
     __global float *gr = grad + (size_t)r * cols;
     const int t = labels[r];
     if (t == ignore) {
-        for (int j = lane; j < cols; j += KILN_ROW_LANES)
-            gr[j] = 0.0f;
-        if (lane == 0)
-            loss[r] = correct[r] = 0.0f;
+        row_ignored(gr, cols, loss + r, correct + r);
         return;
     }
     float top;
@@ -197,10 +205,7 @@ __kernel void kiln_loss_sparse_ce_probs_rows(__global const float *z, __global c
     __global float *gr = grad + (size_t)r * cols;
     const int t = labels[r];
     if (t == ignore) {
-        for (int j = lane; j < cols; j += KILN_ROW_LANES)
-            gr[j] = 0.0f;
-        if (lane == 0)
-            loss[r] = correct[r] = 0.0f;
+        row_ignored(gr, cols, loss + r, correct + r);
         return;
     }
     float top;
