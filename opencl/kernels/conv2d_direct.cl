@@ -121,13 +121,42 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
                    H, W, C, OH, OW, KH, KW, stride_h, stride_w, pad_top, pad_left);
 }
 
+/* Most window elements per weight-gradient work-item (GRAD_TAPS,
+ * layers/conv2d_direct.c). */
+#define TAPS 5
+
+/* The window offsets (from an output pixel's corner) and channel of
+ * window elements k0 .. k0 + TAPS, for the weight-gradient kernels; past
+ * K they repeat the bias row (k = K), which reads no input. */
+inline void direct_taps(int k0, int K, int C, int KW, int pad_top, int pad_left, int *wy,
+                        int *wx, int *c_of)
+{
+    for (int t = 0; t < TAPS; t++) {
+        const int k = min(k0 + t, K);
+        c_of[t] = k % C;
+        wx[t] = (k / C) % KW - pad_left;
+        wy[t] = k / (C * KW) - pad_top;
+    }
+}
+
+/* Steps (n, oy, ox) to the next output pixel without dividing again. */
+inline void direct_next_pixel(int *n, int *oy, int *ox, int OH, int OW)
+{
+    if (++*ox == OW) {
+        *ox = 0;
+        if (++*oy == OH) {
+            *oy = 0;
+            ++*n;
+        }
+    }
+}
+
 /* Partial weight and bias gradients over one chunk of output pixels, over a
  * (groups of 8 x BLOCKS filters, groups of `taps` <= TAPS window elements,
  * chunks) range: partial[chunk, k, f] = sum over the chunk's pixels of
  * in(window element k) * dy[p, f]; k = K is the bias (in = 1). A work-item
  * reads each dy vector once for its window elements. kiln_conv2d_direct_reduce
  * sums the chunks in a fixed order. */
-#define TAPS 5
 __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                                               __global const float *dy,
                                               __global float *partial, int F, int K,
@@ -141,17 +170,13 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
     if (f0 >= F || k0 > K || chunk >= chunks)
         return;
     const int mine = min(taps, K + 1 - k0);
-    /* Each element's (ky, kx, c) once; the bias row (k = K) reads no input. */
-    int wy[TAPS], wx[TAPS], c_of[TAPS];   /* window offsets from the output pixel */
+    /* Each element's (ky, kx, c) once. */
+    int wy[TAPS], wx[TAPS], c_of[TAPS];
+    direct_taps(k0, K, C, KW, pad_top, pad_left, wy, wx, c_of);
     float8 acc[TAPS][BLOCKS];
-    for (int t = 0; t < TAPS; t++) {
-        const int k = min(k0 + t, K);
-        c_of[t] = k % C;
-        wx[t] = (k / C) % KW - pad_left;
-        wy[t] = k / (C * KW) - pad_top;
+    for (int t = 0; t < TAPS; t++)
         for (int b = 0; b < BLOCKS; b++)
             acc[t][b] = (float8)(0.0f);
-    }
     const int bias = K - k0;   /* its place among the taps, if there */
     /* No padding and every window inside the image ('valid'): no checks. */
     const int inside = pad_top == 0 && pad_left == 0 && (OH - 1) * stride_h + KH <= H &&
@@ -176,14 +201,7 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
             for (int b = 0; b < BLOCKS; b++)
                 acc[t][b] += v * g[b];
         }
-        /* Step (n, oy, ox) without dividing again. */
-        if (++ox == OW) {
-            ox = 0;
-            if (++oy == OH) {
-                oy = 0;
-                n++;
-            }
-        }
+        direct_next_pixel(&n, &oy, &ox, OH, OW);
     }
     for (int t = 0; t < mine; t++)
         for (int b = 0; b < BLOCKS; b++)
@@ -262,14 +280,10 @@ __kernel void kiln_conv2d_direct_grad_partial_items(__global const float *in,
         return;
     const int mine = min(taps, K + 1 - k0);
     int wy[TAPS], wx[TAPS], c_of[TAPS];
+    direct_taps(k0, K, C, KW, pad_top, pad_left, wy, wx, c_of);
     float acc[TAPS];
-    for (int t = 0; t < TAPS; t++) {
-        const int k = min(k0 + t, K);
-        c_of[t] = k % C;
-        wx[t] = (k / C) % KW - pad_left;
-        wy[t] = k / (C * KW) - pad_top;
+    for (int t = 0; t < TAPS; t++)
         acc[t] = 0.0f;
-    }
     const int bias = K - k0;
     const int first = chunk * chunk_pixels;
     const int last = min(first + chunk_pixels, pixels);
@@ -288,13 +302,7 @@ __kernel void kiln_conv2d_direct_grad_partial_items(__global const float *in,
             if (y >= 0 && y < H && x >= 0 && x < W)
                 acc[t] += sample[((size_t)y * W + x) * C + c_of[t]] * g;
         }
-        if (++ox == OW) {
-            ox = 0;
-            if (++oy == OH) {
-                oy = 0;
-                n++;
-            }
-        }
+        direct_next_pixel(&n, &oy, &ox, OH, OW);
     }
     for (int t = 0; t < mine; t++)
         partial[((size_t)chunk * (K + 1) + k0 + t) * F + f] = acc[t];
