@@ -8,13 +8,9 @@
 #include <math.h>
 #include <stdio.h>
 
-/* At most this many chunks of rows per sum, of at least this many rows:
- * few, long chunks for a CPU's few cores; for the GPU variant many short
- * ones, so that (channels x chunks) work-items fill the device. */
-#define MAX_CHUNKS 64
+/* On a CPU, chunks of at least this many rows per partial sum
+ * (kiln_chunk_length). */
 #define MIN_CHUNK_ROWS 64
-#define GPU_MAX_CHUNKS 1024
-#define GPU_MIN_CHUNK_ROWS 16
 
 typedef struct bn_config {
     float momentum, epsilon;
@@ -57,15 +53,6 @@ static kiln_status bn_infer(void *config, kiln_layer_build *b)
         spec->non_trainable = p >= MOVING_MEAN;
     }
     return KILN_OK;
-}
-
-static size_t chunk_rows(const kiln_device *dev, size_t rows)
-{
-    const int gpu = kiln_device_gpu_kernels(dev);
-    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
-    const size_t least = gpu ? GPU_MIN_CHUNK_ROWS : MIN_CHUNK_ROWS;
-    const size_t even = (rows + most - 1) / most;
-    return even > least ? even : least;
 }
 
 /* The launch range of a per-channel kernel over `n` chunks or rows (the
@@ -112,7 +99,7 @@ static kiln_status bn_prepare(const void *config, void *replica, kiln_device *de
     (void)in_shape;
     (void)max_batch;
     const size_t two_c = 2 * (size_t)c->channels * sizeof(float);
-    const size_t chunks = kiln_device_gpu_kernels(dev) ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    const size_t chunks = kiln_chunks_most(dev);
     kiln_status st = kiln_buffer_create(dev, chunks * two_c,
                                         "batch norm partial sums", &r->partial);
     if (st == KILN_OK)
@@ -140,7 +127,8 @@ static size_t rows_of(const kiln_step *s, int32_t channels)
  * x (centred 0), of (x - mean)^2 (centred 1, the mean from sums[0..C)). */
 static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *s, int centred)
 {
-    const size_t rows = rows_of(s, c->channels), per = chunk_rows(s->dev, rows);
+    const size_t rows = rows_of(s, c->channels);
+    const size_t per = kiln_chunk_length(s->dev, rows, MIN_CHUNK_ROWS);
     const size_t chunks = (rows + per - 1) / per;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_int((int64_t)rows),
                             kiln_arg_int(c->channels), kiln_arg_int((int64_t)per),
@@ -255,7 +243,8 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
     if (s->frozen)
         return frozen_backward(c, r, s);
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
-    const size_t per = chunk_rows(s->dev, rows), chunks = (rows + per - 1) / per;
+    const size_t per = kiln_chunk_length(s->dev, rows, MIN_CHUNK_ROWS);
+    const size_t chunks = (rows + per - 1) / per;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),

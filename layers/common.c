@@ -147,3 +147,16 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
     const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
     return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
 }
+
+size_t kiln_chunks_most(const kiln_device *dev)
+{
+    return kiln_device_gpu_kernels(dev) ? 1024 : 64;
+}
+
+size_t kiln_chunk_length(const kiln_device *dev, size_t n, size_t cpu_least)
+{
+    const size_t most = kiln_chunks_most(dev);
+    const size_t least = kiln_device_gpu_kernels(dev) ? 16 : cpu_least;
+    const size_t even = (n + most - 1) / most;
+    return even > least ? even : least;
+}

@@ -3,13 +3,9 @@
  * chunks in a fixed order, so results do not depend on the device. */
 #include "layers/conv2d.h"
 
-/* At most this many chunks (few partial sums), of at least this many
- * pixels (enough work per work-item); for the GPU variant many more,
- * shorter ones, so that (filters x tap groups x chunks) items fill it. */
-#define MAX_CHUNKS 64
+/* The weight gradient's sums over pixels: on a CPU, chunks of at least
+ * this many pixels, enough work per work-item (kiln_chunk_length). */
 #define MIN_CHUNK_PIXELS 256
-#define GPU_MAX_CHUNKS 1024
-#define GPU_MIN_CHUNK_PIXELS 16
 /* Most window elements per weight-gradient work-item (TAPS in the kernel),
  * and filters per work-item of the CPU variant (8 x BLOCKS there; the GPU
  * variant takes one). */
@@ -21,15 +17,6 @@
 int32_t kiln_conv2d_use_direct(const conv2d_config *c)
 {
     return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
-}
-
-static size_t chunk_pixels(const kiln_device *dev, size_t pixels)
-{
-    const int gpu = kiln_device_gpu_kernels(dev);
-    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
-    const size_t least = gpu ? GPU_MIN_CHUNK_PIXELS : MIN_CHUNK_PIXELS;
-    const size_t even = (pixels + most - 1) / most;
-    return even > least ? even : least;
 }
 
 kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)
@@ -52,7 +39,8 @@ size_t kiln_conv2d_direct_scratch(const conv2d_config *c, const kiln_device *dev
                                   int32_t max_batch)
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, max_batch);
-    const size_t per = chunk_pixels(dev, pixels), chunks = (pixels + per - 1) / per;
+    const size_t per = kiln_chunk_length(dev, pixels, MIN_CHUNK_PIXELS);
+    const size_t chunks = (pixels + per - 1) / per;
     return chunks * (kiln_conv2d_patch(c) + 1) * (size_t)c->filters * sizeof(float);
 }
 
@@ -80,7 +68,8 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
 {
     const size_t pixels = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t per = chunk_pixels(s->dev, pixels), chunks = (pixels + per - 1) / per;
+    const size_t per = kiln_chunk_length(s->dev, pixels, MIN_CHUNK_PIXELS);
+    const size_t chunks = (pixels + per - 1) / per;
     /* The K + 1 rows (the bias last) in equal groups of at most GRAD_TAPS. */
     const size_t groups = (k + GRAD_TAPS) / GRAD_TAPS, taps = (k + groups) / groups;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),

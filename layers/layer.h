@@ -211,6 +211,16 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
 kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_offset,
                            size_t rows, size_t cols, kiln_buffer *dst);
 
+/* The length of the chunks a long dimension of n values is summed in, a
+ * partial sum a chunk, then the chunks in a fixed order (batch norm's and
+ * layer norm's rows, the direct convolution's pixels): on a CPU at most 64
+ * chunks of at least `cpu_least`, few long ones; for the GPU variant at
+ * most 1024 of at least 16, so that their work-items fill a GPU. */
+size_t kiln_chunk_length(const kiln_device *dev, size_t n, size_t cpu_least);
+/* The most chunks kiln_chunk_length makes on this device (partial sums'
+ * buffers are sized for it). */
+size_t kiln_chunks_most(const kiln_device *dev);
+
 /* Keras's window arithmetic along one axis: output length and the padding
  * before the first element ('same' puts the odd pixel after). Returns 1 if
  * the window fits, 0 if not ('valid' with in < window), -1 if the padded

@@ -10,14 +10,9 @@
 /* Rows of at most this many values go a work-item per row; wider ones a
  * work-group per row. */
 #define NARROW_ROW 32
-/* The parameter gradients' sums over rows: at most this many chunks of at
- * least this many rows, as batch norm's: few, long chunks for a CPU's few
- * cores; for the GPU variant many short ones, so that (channels x chunks)
- * work-items fill the device. */
-#define MAX_CHUNKS 64
+/* The parameter gradients' sums over rows: on a CPU, chunks of at least
+ * this many rows, as batch norm's (kiln_chunk_length). */
 #define MIN_CHUNK_ROWS 64
-#define GPU_MAX_CHUNKS 1024
-#define GPU_MIN_CHUNK_ROWS 16
 /* Work-items per row of the wide kernels (LN_LANES in layer_norm.cl; the
  * device's work-group may be narrower). */
 #define ROW_LANES 64
@@ -110,7 +105,7 @@ static kiln_status ln_prepare(const void *config, void *replica, kiln_device *de
     const ln_config *c = config;
     ln_replica *r = replica;
     const size_t rows = (size_t)max_batch * (size_t)(kiln_shape_size(in_shape) / c->channels);
-    const size_t chunks = kiln_device_gpu_kernels(dev) ? GPU_MAX_CHUNKS : MAX_CHUNKS;
+    const size_t chunks = kiln_chunks_most(dev);
     kiln_status st = kiln_buffer_create(dev, 2 * rows * sizeof(float),
                                         "layer norm statistics", &r->stats);
     if (st == KILN_OK && (c->gamma >= 0 || c->beta >= 0))
@@ -158,15 +153,6 @@ static kiln_status ln_forward(const void *config, void *replica, const kiln_step
     return run_rows(r, s->dev, r->kernels.forward, rows, a);
 }
 
-static size_t chunk_rows(const kiln_device *dev, size_t rows)
-{
-    const int gpu = kiln_device_gpu_kernels(dev);
-    const size_t most = gpu ? GPU_MAX_CHUNKS : MAX_CHUNKS;
-    const size_t least = gpu ? GPU_MIN_CHUNK_ROWS : MIN_CHUNK_ROWS;
-    const size_t even = (rows + most - 1) / most;
-    return even > least ? even : least;
-}
-
 static kiln_status ln_backward(const void *config, void *replica, const kiln_step *s)
 {
     const ln_config *c = config;
@@ -174,7 +160,8 @@ static kiln_status ln_backward(const void *config, void *replica, const kiln_ste
     const size_t rows = rows_of(s, c->channels), C = (size_t)c->channels;
     kiln_status st = KILN_OK;
     if (r->partial && !s->frozen) {   /* a frozen layer's gradients go unused */
-        const size_t per = chunk_rows(s->dev, rows), chunks = (rows + per - 1) / per;
+        const size_t per = kiln_chunk_length(s->dev, rows, MIN_CHUNK_ROWS);
+        const size_t chunks = (rows + per - 1) / per;
         kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->d_out),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
@@ -225,6 +212,7 @@ static void ln_describe(const void *config, void *args)
 const kiln_layer_ops kiln_layer_layer_norm = {
     .kind = "layer_normalization", .config_size = sizeof(ln_config),
     .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
-    .configure = ln_configure, .describe = ln_describe, .infer = ln_infer, .kernels = ln_kernels, .prepare = ln_prepare,
+    .configure = ln_configure, .describe = ln_describe, .infer = ln_infer,
+    .kernels = ln_kernels, .prepare = ln_prepare,
     .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
 };
