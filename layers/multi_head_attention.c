@@ -14,12 +14,12 @@
 /* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
  * _tiled one: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
  * products take work-groups of GROUP_SIDE x GROUP_SIDE items per BLOCK x
- * BLOCK block (ATT_GROUP and ATT_BLOCK in attention.cl); its row passes a
- * group of KILN_ROW_LANES per row. */
+ * BLOCK block (ATT_GROUP and ATT_BLOCK in attention.cl, which say why so
+ * small); its row passes a group of KILN_ROW_LANES per row. */
 #define TILE_ROWS 4
 #define TILE_VALUES 8
-#define GROUP_SIDE 16
-#define BLOCK 64
+#define GROUP_SIDE 8
+#define BLOCK 32
 
 typedef struct mha_config {
     /* As given (describe returns them). */
@@ -172,8 +172,9 @@ static kiln_status mha_kernels(const void *config, void *replica, kiln_device *d
 {
     mha_replica *r = replica;
     (void)config;
-    /* The GPU variant's groups of 16 x 16 items: kernel_variant.c gives a
-     * device the GPU variant only if its work-groups hold 256. */
+    /* The GPU variant's groups (GROUP_SIDE^2 items, KILN_ROW_LANES for the
+     * row passes) fit any device that runs it: kernel_variant.c gives the
+     * GPU variant only to devices whose work-groups hold 256 items. */
     r->tiled = !kiln_device_gpu_kernels(dev);
     const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
                                  "kiln_attention_weigh_t_tiled",

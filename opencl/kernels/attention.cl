@@ -15,23 +15,31 @@
  * The GPU variant (kernel_variant.c chooses) is four products of a
  * (sample, head)'s matrices, each a batched GEMM tiled as gemm.cl's
  * kiln_gemm_nn_local is, and two passes over rows of p:
- *   scores  p = scale q k^T (forward), ds = keep dc v^T (backward);
- *   then    softmax over each row of p, or ds = scale p (ds - sum p ds);
+ *   scores  p = scale q k^T (forward), dp = keep dc v^T into ds (backward);
+ *   then    softmax over each row of p, or ds = scale p (dp - sum p dp);
  *   weigh   c = (keep p) v, dq = ds k;   weigh_t  dv = (keep p)^T dc, dk = ds^T q.
  * A work-group of ATT_GROUP x ATT_GROUP items computes an ATT_BLOCK x
- * ATT_BLOCK block of its product, each item 4 x 4 values ATT_GROUP apart
+ * ATT_BLOCK block of its product, each item ATT_PER x ATT_PER values ATT_GROUP apart
  * (neighbouring items store neighbouring columns), over steps of ATT_STEP
  * along the summed dimension whose blocks the group stages in local memory
  * first: each key, value or probability is read once per group, not once
- * per work-item. The mask and the dropout factors are applied once per
- * element, as the scores are stored or as the probabilities are staged.
+ * per work-item. The mask and the dropout factors are applied as the
+ * scores are stored (once per element) or as a group stages the
+ * probabilities (once per element and group, not once per work-item).
  * The row passes take a work-group of KILN_ROW_LANES lanes per row and
  * merge the lanes' maximum and sums with kiln_row_merge, in a fixed order
  * whatever the device. */
 
-#define ATT_GROUP 16
-#define ATT_BLOCK 64
+/* 8 x 8 items of 4 x 4 values, not gemm.cl's 16 x 16 of 4 x 4: attention's
+ * products are often small (a head of 8 to 64 values, a few dozen
+ * positions), where a 64 x 64 block is mostly padding. Each item keeps
+ * gemm.cl's ratio of 16 FMAs to 8 local loads; under Oclgrind
+ * test_attention_gpu_kernels took 105 s of CPU time so, 129 s with 16 x 16
+ * items of 2 x 2 and 175 s with 16 x 16 of 4 x 4. */
+#define ATT_GROUP 8
+#define ATT_BLOCK 32
 #define ATT_STEP 16
+#define ATT_PER (ATT_BLOCK / ATT_GROUP)   /* an item's rows and columns */
 /* A staged block's row: one float more than the block, so that the copies
  * whose neighbouring items write ATT_ROW apart spread over the banks. */
 #define ATT_ROW (ATT_BLOCK + 1)
@@ -97,24 +105,24 @@ inline void att_stage_weights(__local float *to, __global const float *w, int Tq
 
 /* acc[r][q] += sum over the step of a[l][ty + r * ATT_GROUP] b[l][tx + q * ATT_GROUP]. */
 inline void att_block_step(__local const float *a, __local const float *b, int tx, int ty,
-                           float acc[4][4])
+                           float acc[ATT_PER][ATT_PER])
 {
     for (int l = 0; l < ATT_STEP; l++) {
-        float x[4], y[4];
-        for (int r = 0; r < 4; r++)
+        float x[ATT_PER], y[ATT_PER];
+        for (int r = 0; r < ATT_PER; r++)
             x[r] = a[l * ATT_ROW + ty + r * ATT_GROUP];
-        for (int q = 0; q < 4; q++)
+        for (int q = 0; q < ATT_PER; q++)
             y[q] = b[l * ATT_ROW + tx + q * ATT_GROUP];
-        for (int r = 0; r < 4; r++)
-            for (int q = 0; q < 4; q++)
+        for (int r = 0; r < ATT_PER; r++)
+            for (int q = 0; q < ATT_PER; q++)
                 acc[r][q] += x[r] * y[q];
     }
 }
 
-inline void att_block_zero(float acc[4][4])
+inline void att_block_zero(float acc[ATT_PER][ATT_PER])
 {
-    for (int r = 0; r < 4; r++)
-        for (int q = 0; q < 4; q++)
+    for (int r = 0; r < ATT_PER; r++)
+        for (int q = 0; q < ATT_PER; q++)
             acc[r][q] = 0.0f;
 }
 
@@ -140,7 +148,7 @@ __kernel void kiln_attention_scores(__global const float *a, __global const floa
     const size_t ld = (size_t)H * X;
     __global const float *a0 = a + (size_t)b * Tq * ld + (size_t)h * X;
     __global const float *c0 = c + (size_t)b * Tv * ld + (size_t)h * X;
-    float acc[4][4];
+    float acc[ATT_PER][ATT_PER];
     att_block_zero(acc);
     for (int l0 = 0; l0 < X; l0 += ATT_STEP) {
         att_stage_across(as, a0, ld, Tq, X, i0, l0, t);
@@ -150,10 +158,10 @@ __kernel void kiln_attention_scores(__global const float *a, __global const floa
         /* The next step overwrites what slower items may still read. */
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < ATT_PER; r++) {
         const int i = i0 + ty + r * ATT_GROUP;
         const int n = att_visible(i, Tv, causal);
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < ATT_PER; q++) {
             const int j = j0 + tx + q * ATT_GROUP;
             if (i < Tq && j < Tv)
                 out[((size_t)bh * Tq + i) * Tv + j] =
@@ -253,7 +261,7 @@ __kernel void kiln_attention_weigh(__global const float *w, __global const float
     __global const float *s0 = src + (size_t)b * Tv * ld + (size_t)h * X;
     /* Past what the block's last row sees, every weight is masked. */
     const int seen = att_visible(min(i0 + ATT_BLOCK, Tq) - 1, Tv, causal);
-    float acc[4][4];
+    float acc[ATT_PER][ATT_PER];
     att_block_zero(acc);
     for (int l0 = 0; l0 < seen; l0 += ATT_STEP) {
         att_stage_weights(ws, w0, Tq, Tv, causal, 0, i0, l0, t, rate, seed_lo, seed_hi, step,
@@ -264,9 +272,9 @@ __kernel void kiln_attention_weigh(__global const float *w, __global const float
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     __global float *o0 = out + (size_t)b * Tq * ld + (size_t)h * X;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < ATT_PER; r++) {
         const int i = i0 + ty + r * ATT_GROUP;
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < ATT_PER; q++) {
             const int x = x0 + tx + q * ATT_GROUP;
             if (i < Tq && x < X)
                 o0[(size_t)i * ld + x] = acc[r][q];
@@ -293,7 +301,7 @@ __kernel void kiln_attention_weigh_t(__global const float *w, __global const flo
     const size_t ld = (size_t)H * X;
     __global const float *w0 = w + (size_t)bh * Tq * Tv;
     __global const float *s0 = src + (size_t)b * Tq * ld + (size_t)h * X;
-    float acc[4][4];
+    float acc[ATT_PER][ATT_PER];
     att_block_zero(acc);
     /* Under the mask no query position before j0 sees the block. */
     for (int l0 = causal ? min(j0, Tq) : 0; l0 < Tq; l0 += ATT_STEP) {
@@ -305,9 +313,9 @@ __kernel void kiln_attention_weigh_t(__global const float *w, __global const flo
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     __global float *o0 = out + (size_t)b * Tv * ld + (size_t)h * X;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < ATT_PER; r++) {
         const int j = j0 + ty + r * ATT_GROUP;
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < ATT_PER; q++) {
             const int x = x0 + tx + q * ATT_GROUP;
             if (j < Tv && x < X)
                 o0[(size_t)j * ld + x] = acc[r][q];
