@@ -208,12 +208,24 @@ static kiln_status run_blocks(const mha_config *c, const kiln_step *s, kiln_kern
     return kiln_kernel_run_groups(s->dev, kernel, 3, range, local, a);
 }
 
-/* A GPU-variant row pass over the B * H * Tq rows of the probabilities. */
+/* The lanes a GPU-variant row pass gives a row of the probabilities: the
+ * smallest power of two that covers it, at most KILN_ROW_LANES. */
+static int row_width(const mha_config *c)
+{
+    int width = 1;
+    while (width < c->tv && width < KILN_ROW_LANES)
+        width *= 2;
+    return width;
+}
+
+/* A GPU-variant row pass over the B * H * Tq rows of the probabilities,
+ * KILN_ROW_LANES / row_width rows a group. */
 static kiln_status run_each_row(const mha_config *c, const kiln_step *s, kiln_kernel *kernel,
                                 kiln_args a)
 {
     const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
-    const size_t range = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
+    const size_t per_group = (size_t)(KILN_ROW_LANES / row_width(c));
+    const size_t range = blocks_of(rows, per_group) * KILN_ROW_LANES, local = KILN_ROW_LANES;
     return kiln_kernel_run_groups(s->dev, kernel, 1, &range, &local, a);
 }
 
@@ -354,7 +366,8 @@ static kiln_status probabilities(const mha_config *c, const mha_replica *r, cons
     kiln_status st = run_blocks(c, s, r->kernels.probs, (size_t)c->tq, (size_t)c->tv, a);
     const int64_t rows = (int64_t)s->batch * c->heads * c->tq;
     kiln_args each = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_int(rows),
-                               kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->causal));
+                               kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->causal),
+                               kiln_arg_int(row_width(c)));
     if (st == KILN_OK)
         st = run_each_row(c, s, r->kernels.softmax, each);
     return st;
@@ -384,7 +397,8 @@ static kiln_status score_gradients(const mha_config *c, const mha_replica *r,
     const int64_t rows = (int64_t)s->batch * c->heads * c->tq;
     kiln_args each = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dscores),
                                kiln_arg_int(rows), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
-                               kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal));
+                               kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
+                               kiln_arg_int(row_width(c)));
     if (st == KILN_OK)
         st = run_each_row(c, s, r->kernels.backward_rows, each);
     return st;

@@ -26,9 +26,9 @@
  * per work-item. The mask and the dropout factors are applied as the
  * scores are stored (once per element) or as a group stages the
  * probabilities (once per element and group, not once per work-item).
- * The row passes take a work-group of KILN_ROW_LANES lanes per row and
- * merge the lanes' maximum and sums with kiln_row_merge, in a fixed order
- * whatever the device. */
+ * The row passes take up to KILN_ROW_LANES lanes per row and merge the
+ * lanes' maximum and sums in local memory, in a fixed order whatever the
+ * device. */
 
 /* 8 x 8 items of 4 x 4 values, not gemm.cl's 16 x 16 of 4 x 4: attention's
  * products are often small (a head of 8 to 64 values, a few dozen
@@ -173,40 +173,64 @@ __kernel void kiln_attention_scores(__global const float *a, __global const floa
     }
 }
 
+/* The row passes give a row `width` lanes of a KILN_ROW_LANES group: the
+ * smallest power of two that covers Tv, at most KILN_ROW_LANES (the host
+ * passes it), so that a group takes KILN_ROW_LANES / width short rows
+ * instead of idling most of its lanes on one. */
+
+/* kiln_row_merge over each row's `width` lanes: the same fixed tree, which
+ * depends on Tv alone (kiln_row_merge's own when width is
+ * KILN_ROW_LANES). The whole group must call it. */
+inline float att_row_merge(__local float *merge, float v, int largest, int width)
+{
+    const int lane = get_local_id(0), own = lane & (width - 1);
+    merge[lane] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = width / 2; step > 0; step /= 2) {
+        if (own < step)
+            merge[lane] = largest ? fmax(merge[lane], merge[lane + step])
+                                  : merge[lane] + merge[lane + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = merge[lane - own];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+
 /* The softmax over each of the `rows` rows of p (B * H * Tq), in place:
  * the scores kiln_attention_scores wrote become probabilities, 0 where
- * not seen. A group of KILN_ROW_LANES lanes per row; lane l takes values
- * l, l + KILN_ROW_LANES, ... Every lane runs the same number of turns
- * (j0) and tests its own j: with loops from j = l, PoCL 5 computed the
- * trip count of a lane past the row's end as a huge one and stored far
- * past it. */
+ * not seen. Lane l of a row takes values l, l + width, ... Every lane of
+ * a row runs the same number of turns (j0) and tests its own j: with
+ * loops from j = l, PoCL 5 computed the trip count of a lane past the
+ * row's end as a huge one and stored far past it. A lane past the last
+ * row still takes part in the merges (the group's barriers). */
 __kernel void kiln_attention_softmax_rows(__global float *p, int rows, int Tq, int Tv,
-                                          int causal)
+                                          int causal, int width)
 {
     __local float merge[KILN_ROW_LANES];
-    const int row = get_group_id(0), lane = get_local_id(0);
-    if (row >= rows)
-        return;
-    const int n = att_visible(row % Tq, Tv, causal);
-    __global float *pr = p + (size_t)row * Tv;
+    const int lane = get_local_id(0) & (width - 1);
+    const int row = get_group_id(0) * (KILN_ROW_LANES / width) + get_local_id(0) / width;
+    const int n = row < rows ? att_visible(row % Tq, Tv, causal) : 0;
+    const int end = row < rows ? Tv : 0;
+    __global float *pr = p + (size_t)min(row, rows - 1) * Tv;
     float most = -INFINITY;
-    for (int j0 = 0; j0 < n; j0 += KILN_ROW_LANES)
+    for (int j0 = 0; j0 < n; j0 += width)
         if (j0 + lane < n)
             most = fmax(most, pr[j0 + lane]);
-    most = kiln_row_merge(merge, most, 1);
+    most = att_row_merge(merge, most, 1, width);
     float total = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += KILN_ROW_LANES)
+    for (int j0 = 0; j0 < n; j0 += width)
         if (j0 + lane < n) {
             const float e = exp(pr[j0 + lane] - most);
             pr[j0 + lane] = e;
             total += e;
         }
-    const float inv = 1.0f / kiln_row_merge(merge, total, 0);
-    for (int j0 = 0; j0 < Tv; j0 += KILN_ROW_LANES) {
+    const float inv = 1.0f / att_row_merge(merge, total, 0, width);
+    for (int j0 = 0; j0 < end; j0 += width) {
         const int j = j0 + lane;
         if (j < n)
             pr[j] *= inv;
-        else if (j < Tv)
+        else if (j < end)
             pr[j] = 0.0f;
     }
 }
@@ -216,25 +240,26 @@ __kernel void kiln_attention_softmax_rows(__global float *p, int rows, int Tq, i
  * scale p (dp - sum_l p_l dp_l), 0 where not seen. As
  * kiln_attention_softmax_rows. */
 __kernel void kiln_attention_backward_rows(__global const float *p, __global float *ds,
-                                           int rows, int Tq, int Tv, float scale, int causal)
+                                           int rows, int Tq, int Tv, float scale, int causal,
+                                           int width)
 {
     __local float merge[KILN_ROW_LANES];
-    const int row = get_group_id(0), lane = get_local_id(0);
-    if (row >= rows)
-        return;
-    const int n = att_visible(row % Tq, Tv, causal);
-    __global const float *pr = p + (size_t)row * Tv;
-    __global float *dr = ds + (size_t)row * Tv;
+    const int lane = get_local_id(0) & (width - 1);
+    const int row = get_group_id(0) * (KILN_ROW_LANES / width) + get_local_id(0) / width;
+    const int n = row < rows ? att_visible(row % Tq, Tv, causal) : 0;
+    const int end = row < rows ? Tv : 0;
+    __global const float *pr = p + (size_t)min(row, rows - 1) * Tv;
+    __global float *dr = ds + (size_t)min(row, rows - 1) * Tv;
     float weighted = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += KILN_ROW_LANES)
+    for (int j0 = 0; j0 < n; j0 += width)
         if (j0 + lane < n)
             weighted += pr[j0 + lane] * dr[j0 + lane];
-    weighted = kiln_row_merge(merge, weighted, 0);
-    for (int j0 = 0; j0 < Tv; j0 += KILN_ROW_LANES) {
+    weighted = att_row_merge(merge, weighted, 0, width);
+    for (int j0 = 0; j0 < end; j0 += width) {
         const int j = j0 + lane;
         if (j < n)
             dr[j] = scale * pr[j] * (dr[j] - weighted);
-        else if (j < Tv)
+        else if (j < end)
             dr[j] = 0.0f;
     }
 }
