@@ -2,23 +2,24 @@
  * The four projections are GEMMs on the flat (tokens, features) views,
  * since Keras's kernels (D, heads, dim) are (D, heads * dim) matrices laid
  * out row-major; what lies between them, per head, is attention.cl's:
- * scores, mask and softmax in one pass, then the probabilities times the
- * values. Backward keeps q, k, v, the probabilities and the context from
- * forward (per replica, sized by prepare's batch). */
+ * scores, mask and softmax (one kernel on the CPU variant, a product and a
+ * pass over rows on the GPU's), then the probabilities times the values.
+ * Backward keeps q, k, v, the probabilities and the context from forward
+ * (per replica, sized by prepare's batch). */
 #include "layers/layer.h"
 
 #include <math.h>
 #include <stdio.h>
 
 /* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
- * _tiled one: register tiles of 4 rows, TILE_ROWS here. On the GPU variant,
- * rows of the probabilities at most NARROW_ROW long go a work-item per row;
- * longer ones a work-group per row, of ROW_LANES lanes (ATT_LANES in
- * attention.cl; the device's work-group may be narrower). */
+ * _tiled one: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
+ * products take work-groups of GROUP_SIDE x GROUP_SIDE items per BLOCK x
+ * BLOCK block (ATT_GROUP and ATT_BLOCK in attention.cl, which say why so
+ * small); its row passes a group of KILN_ROW_LANES per row. */
 #define TILE_ROWS 4
 #define TILE_VALUES 8
-#define NARROW_ROW 32
-#define ROW_LANES 64
+#define GROUP_SIDE 8
+#define BLOCK 32
 
 typedef struct mha_config {
     /* As given (describe returns them). */
@@ -158,34 +159,35 @@ typedef struct mha_replica {
     /* Backward's: their gradients, the scores' (over the probabilities'
      * shape), and a transposed kernel. */
     kiln_buffer *dq, *dk, *dv, *dscores, *dcontext, *kernel_t;
+    /* On the GPU variant probs and backward_scores are one product
+     * (kiln_attention_scores), then the row passes softmax and
+     * backward_rows; on the CPU variant these two are NULL. */
     struct {
-        kiln_kernel *probs, *weigh, *weigh_t, *backward_scores;
+        kiln_kernel *probs, *weigh, *weigh_t, *backward_scores, *softmax, *backward_rows;
     } kernels;
     int tiled;   /* the kernels are attention.cl's _tiled ones */
 } mha_replica;
 
-static int narrow(const mha_config *c)
-{
-    return c->tv <= NARROW_ROW;
-}
-
 static kiln_status mha_kernels(const void *config, void *replica, kiln_device *dev)
 {
-    const mha_config *c = config;
     mha_replica *r = replica;
+    (void)config;
+    /* The GPU variant's groups (GROUP_SIDE^2 items, KILN_ROW_LANES for the
+     * row passes) fit any device that runs it: kernel_variant.c gives the
+     * GPU variant only to devices whose work-groups hold 256 items. */
     r->tiled = !kiln_device_gpu_kernels(dev);
     const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
                                  "kiln_attention_weigh_t_tiled",
                                  "kiln_attention_backward_scores_tiled"};
-    const char *const by_row[] = {
-        narrow(c) ? "kiln_attention_probs" : "kiln_attention_probs_wide",
-        "kiln_attention_weigh", "kiln_attention_weigh_t",
-        narrow(c) ? "kiln_attention_backward_scores" : "kiln_attention_backward_scores_wide"};
-    const char *const *names = r->tiled ? tiled : by_row;
+    const char *const local[] = {"kiln_attention_scores", "kiln_attention_weigh",
+                                 "kiln_attention_weigh_t", "kiln_attention_scores",
+                                 "kiln_attention_softmax_rows", "kiln_attention_backward_rows"};
+    const char *const *names = r->tiled ? tiled : local;
     kiln_kernel **const into[] = {&r->kernels.probs, &r->kernels.weigh, &r->kernels.weigh_t,
-                                  &r->kernels.backward_scores};
+                                  &r->kernels.backward_scores, &r->kernels.softmax,
+                                  &r->kernels.backward_rows};
     kiln_status st = KILN_OK;
-    for (int i = 0; i < 4 && st == KILN_OK; i++)
+    for (int i = 0; i < (r->tiled ? 4 : 6) && st == KILN_OK; i++)
         st = kiln_kernel_get(dev, "attention", names[i], into[i]);
     return st;
 }
@@ -195,17 +197,45 @@ static size_t blocks_of(size_t n, size_t block)
     return (n + block - 1) / block;
 }
 
-/* The score kernels (probs, backward_scores) over B * H * Tq rows. */
-static kiln_status run_rows(const mha_config *c, const mha_replica *r, const kiln_step *s,
-                            kiln_kernel *kernel, kiln_args a)
+/* A GPU-variant product over `rows` x `cols` per (sample, head). */
+static kiln_status run_blocks(const mha_config *c, const kiln_step *s, kiln_kernel *kernel,
+                              size_t rows, size_t cols, kiln_args a)
+{
+    const size_t range[3] = {blocks_of(cols, BLOCK) * GROUP_SIDE,
+                             blocks_of(rows, BLOCK) * GROUP_SIDE,
+                             (size_t)s->batch * (size_t)c->heads};
+    const size_t local[3] = {GROUP_SIDE, GROUP_SIDE, 1};
+    return kiln_kernel_run_groups(s->dev, kernel, 3, range, local, a);
+}
+
+/* The lanes a GPU-variant row pass gives a row of the probabilities: the
+ * smallest power of two that covers it, at most KILN_ROW_LANES. */
+static int row_width(const mha_config *c)
+{
+    int width = 1;
+    while (width < c->tv && width < KILN_ROW_LANES)
+        width *= 2;
+    return width;
+}
+
+/* A GPU-variant row pass over the B * H * Tq rows of the probabilities,
+ * KILN_ROW_LANES / row_width rows a group. */
+static kiln_status run_each_row(const mha_config *c, const kiln_step *s, kiln_kernel *kernel,
+                                kiln_args a)
 {
     const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
-    if (r->tiled) {
-        const size_t range[2] = {blocks_of((size_t)c->tq, TILE_ROWS),
-                                 (size_t)s->batch * (size_t)c->heads};
-        return kiln_kernel_run(s->dev, kernel, 2, range, a);
-    }
-    return kiln_kernel_run1(s->dev, kernel, narrow(c) ? rows : rows * ROW_LANES, a);
+    const size_t per_group = (size_t)(KILN_ROW_LANES / row_width(c));
+    const size_t range = blocks_of(rows, per_group) * KILN_ROW_LANES, local = KILN_ROW_LANES;
+    return kiln_kernel_run_groups(s->dev, kernel, 1, &range, &local, a);
+}
+
+/* The CPU variant's score kernels (probs, backward_scores): 4 rows each. */
+static kiln_status run_tiled_rows(const mha_config *c, const kiln_step *s, kiln_kernel *kernel,
+                                  kiln_args a)
+{
+    const size_t range[2] = {blocks_of((size_t)c->tq, TILE_ROWS),
+                             (size_t)s->batch * (size_t)c->heads};
+    return kiln_kernel_run(s->dev, kernel, 2, range, a);
 }
 
 static void mha_release(void *replica)
@@ -308,12 +338,70 @@ static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_s
                             kiln_arg_int(s->batch), kiln_arg_int(c->heads), kiln_arg_int(c->tq),
                             kiln_arg_int(c->tv), kiln_arg_int(X), kiln_arg_int(c->causal),
                             DROPOUT_ARGS(c, s, rate));
-    const size_t rows = (size_t)(transposed ? c->tv : c->tq), heads = (size_t)c->heads;
-    const size_t range[2] = {
-        r->tiled ? heads * blocks_of((size_t)X, TILE_VALUES) : heads * (size_t)X,
-        (size_t)s->batch * (r->tiled ? blocks_of(rows, TILE_ROWS) : rows)};
-    return kiln_kernel_run(s->dev, transposed ? r->kernels.weigh_t : r->kernels.weigh, 2, range,
-                           a);
+    const size_t rows = (size_t)(transposed ? c->tv : c->tq);
+    kiln_kernel *kernel = transposed ? r->kernels.weigh_t : r->kernels.weigh;
+    if (!r->tiled)
+        return run_blocks(c, s, kernel, rows, (size_t)X, a);
+    const size_t range[2] = {(size_t)c->heads * blocks_of((size_t)X, TILE_VALUES),
+                             (size_t)s->batch * blocks_of(rows, TILE_ROWS)};
+    return kiln_kernel_run(s->dev, kernel, 2, range, a);
+}
+
+/* The probabilities: p = softmax over j of scale q_i . k_j, masked. */
+static kiln_status probabilities(const mha_config *c, const mha_replica *r, const kiln_step *s)
+{
+    if (r->tiled) {
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
+                                kiln_arg_buffer(r->probs), kiln_arg_int(s->batch),
+                                kiln_arg_int(c->heads), kiln_arg_int(c->tq),
+                                kiln_arg_int(c->tv), kiln_arg_int(c->key_dim),
+                                kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal));
+        return run_tiled_rows(c, s, r->kernels.probs, a);
+    }
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
+                            kiln_arg_buffer(r->probs), kiln_arg_int(s->batch),
+                            kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
+                            kiln_arg_int(c->key_dim), kiln_arg_float(score_scale(c)),
+                            kiln_arg_int(c->causal), DROPOUT_ARGS(c, s, 0.0f));
+    kiln_status st = run_blocks(c, s, r->kernels.probs, (size_t)c->tq, (size_t)c->tv, a);
+    const int64_t rows = (int64_t)s->batch * c->heads * c->tq;
+    kiln_args each = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_int(rows),
+                               kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->causal),
+                               kiln_arg_int(row_width(c)));
+    if (st == KILN_OK)
+        st = run_each_row(c, s, r->kernels.softmax, each);
+    return st;
+}
+
+/* The scores' gradient ds from dc: dp_j = keep_j dc_i . v_j, then
+ * ds_j = scale p_j (dp_j - sum_l p_l dp_l). */
+static kiln_status score_gradients(const mha_config *c, const mha_replica *r,
+                                   const kiln_step *s, float rate)
+{
+    if (r->tiled) {
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dcontext),
+                                kiln_arg_buffer(r->v), kiln_arg_buffer(r->dscores),
+                                kiln_arg_int(s->batch), kiln_arg_int(c->heads),
+                                kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->vdim),
+                                kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
+                                DROPOUT_ARGS(c, s, rate));
+        return run_tiled_rows(c, s, r->kernels.backward_scores, a);
+    }
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->dcontext), kiln_arg_buffer(r->v),
+                            kiln_arg_buffer(r->dscores), kiln_arg_int(s->batch),
+                            kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
+                            kiln_arg_int(c->vdim), kiln_arg_float(1.0f), kiln_arg_int(c->causal),
+                            DROPOUT_ARGS(c, s, rate));
+    kiln_status st = run_blocks(c, s, r->kernels.backward_scores, (size_t)c->tq,
+                                (size_t)c->tv, a);
+    const int64_t rows = (int64_t)s->batch * c->heads * c->tq;
+    kiln_args each = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dscores),
+                               kiln_arg_int(rows), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
+                               kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
+                               kiln_arg_int(row_width(c)));
+    if (st == KILN_OK)
+        st = run_each_row(c, s, r->kernels.backward_rows, each);
+    return st;
 }
 
 static kiln_status mha_forward(const void *config, void *replica, const kiln_step *s)
@@ -323,20 +411,13 @@ static kiln_status mha_forward(const void *config, void *replica, const kiln_ste
     const size_t bq = (size_t)s->batch * (size_t)c->tq, bv = (size_t)s->batch * (size_t)c->tv;
     const size_t hk = (size_t)c->heads * (size_t)c->key_dim;
     const size_t hv = (size_t)c->heads * (size_t)c->vdim;
-    const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
     kiln_status st = project(c, s, PROJ_QUERY, s->in[0], bq, (size_t)c->d, hk, r->q);
     if (st == KILN_OK)
         st = project(c, s, PROJ_KEY, s->in[1], bv, (size_t)c->dv, hk, r->k);
     if (st == KILN_OK)
         st = project(c, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->v);
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
-                            kiln_arg_buffer(r->probs),
-                            kiln_arg_int(r->tiled ? (int64_t)s->batch : (int64_t)rows),
-                            kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
-                            kiln_arg_int(c->key_dim), kiln_arg_float(score_scale(c)),
-                            kiln_arg_int(c->causal));
     if (st == KILN_OK)
-        st = run_rows(c, r, s, r->kernels.probs, a);
+        st = probabilities(c, r, s);
     if (st == KILN_OK)
         st = weigh(c, r, s, 0, r->probs, r->v, r->context, c->vdim, drop_rate(c, s));
     if (st == KILN_OK)
@@ -377,19 +458,11 @@ static kiln_status mha_backward(const void *config, void *replica, const kiln_st
     const size_t bq = (size_t)s->batch * (size_t)c->tq, bv = (size_t)s->batch * (size_t)c->tv;
     const size_t hk = (size_t)c->heads * (size_t)c->key_dim;
     const size_t hv = (size_t)c->heads * (size_t)c->vdim;
-    const size_t rows = (size_t)s->batch * (size_t)c->heads * (size_t)c->tq;
     const float rate = drop_rate(c, s);
     kiln_status st = project_backward(c, r, s, PROJ_OUTPUT, r->context, bq, hv, (size_t)c->out,
                                       s->d_out, r->dcontext, 0);
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_buffer(r->dcontext),
-                            kiln_arg_buffer(r->v), kiln_arg_buffer(r->dscores),
-                            kiln_arg_int(r->tiled ? (int64_t)s->batch : (int64_t)rows),
-                            kiln_arg_int(c->heads),
-                            kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->vdim),
-                            kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
-                            DROPOUT_ARGS(c, s, rate));
     if (st == KILN_OK)
-        st = run_rows(c, r, s, r->kernels.backward_scores, a);
+        st = score_gradients(c, r, s, rate);
     if (st == KILN_OK)   /* dv = (p with its dropout)^T dc */
         st = weigh(c, r, s, 1, r->probs, r->dcontext, r->dv, c->vdim, rate);
     if (st == KILN_OK)   /* dq = ds k */

@@ -337,6 +337,18 @@ int main(void)
                                  .causal = 1, .dropout = 0.25f};
     const mha_case whole_chunks = {.tq = 6, .d = 5, .tv = 10, .dv = 3, .heads = 2,
                                    .key_dim = 16, .value_dim = 8};
+    /* Past the GPU variant's 32 x 32 blocks and 16-deep steps, none of
+     * them whole: several blocks of rows and of value positions, the
+     * mask's diagonal across blocks (blocks wholly past it skipped; the
+     * 65th row's diagonal alone in its block), head sizes past one step,
+     * three blocks of value_dim, and Tq and Tv of their own either way
+     * with the mask. */
+    const mha_case blocks = {.tq = 65, .d = 3, .heads = 2, .key_dim = 20, .value_dim = 66,
+                             .causal = 1, .dropout = 0.2f};
+    const mha_case blocks_cross = {.tq = 70, .d = 6, .tv = 84, .dv = 5, .heads = 2,
+                                   .key_dim = 5, .value_dim = 3, .causal = 1, .dropout = 0.1f};
+    const mha_case blocks_shorter = {.tq = 90, .d = 2, .tv = 36, .dv = 5, .heads = 1,
+                                     .key_dim = 17, .causal = 1};
     test_case(ctx, "self-attention", 3, &self);
     test_case(ctx, "causal self-attention, key_dim 11, value_dim 9, dropout", 3, &long_heads);
     test_case(ctx, "cross-attention, key_dim 16, value_dim 8", 2, &whole_chunks);
@@ -348,6 +360,10 @@ int main(void)
     test_case(ctx, "dropout 0.3 in fit", 3, &dropout);
     test_case(ctx, "causal self-attention over 45 positions, dropout", 2, &wide);
     test_case(ctx, "cross-attention over 36 positions", 3, &wide_cross);
+    test_case(ctx, "causal self-attention over 65 positions, key_dim 20, value_dim 66, "
+              "dropout", 2, &blocks);
+    test_case(ctx, "causal cross-attention Tq 70 < Tv 84, dropout", 2, &blocks_cross);
+    test_case(ctx, "causal cross-attention Tq 90 > Tv 36, key_dim 17", 2, &blocks_shorter);
     check_training = 0;   /* evaluate: no dropout */
     test_case(ctx, "dropout 0.3 in evaluate", 3, &dropout);
     check_training = 1;

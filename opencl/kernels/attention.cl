@@ -12,16 +12,38 @@
  * sample's (H, Tq, Tv) probabilities, recomputed wherever it is needed,
  * as dropout.cl does: no mask is stored.
  *
- * A work-item per output value. The score pass is fused: the scaled dot
- * products, the mask and the softmax run in one kernel that writes p once
- * (an online softmax: a first sweep finds each row's maximum and sum, the
- * second writes). Rows of more than a few values (the _wide kernels) take
- * a work-group each instead, split over ATT_LANES lanes whatever the
- * group's size and merged in local memory in a fixed tree, as
- * layer_norm.cl does: a row's result does not depend on the device's
- * work-group size. */
+ * The GPU variant (kernel_variant.c chooses) is four products of a
+ * (sample, head)'s matrices, each a batched GEMM tiled as gemm.cl's
+ * kiln_gemm_nn_local is, and two passes over rows of p:
+ *   scores  p = scale q k^T (forward), dp = keep dc v^T into ds (backward);
+ *   then    softmax over each row of p, or ds = scale p (dp - sum p dp);
+ *   weigh   c = (keep p) v, dq = ds k;   weigh_t  dv = (keep p)^T dc, dk = ds^T q.
+ * A work-group of ATT_GROUP x ATT_GROUP items computes an ATT_BLOCK x
+ * ATT_BLOCK block of its product, each item ATT_PER x ATT_PER values ATT_GROUP apart
+ * (neighbouring items store neighbouring columns), over steps of ATT_STEP
+ * along the summed dimension whose blocks the group stages in local memory
+ * first: each key, value or probability is read once per group, not once
+ * per work-item. The mask and the dropout factors are applied as the
+ * scores are stored (once per element) or as a group stages the
+ * probabilities (once per element and group, not once per work-item).
+ * The row passes take up to KILN_ROW_LANES lanes per row and merge the
+ * lanes' maximum and sums in local memory, in a fixed order whatever the
+ * device. */
 
-#define ATT_LANES 64
+/* 8 x 8 items of 4 x 4 values, not gemm.cl's 16 x 16 of 4 x 4: attention's
+ * products are often small (a head of 8 to 64 values, a few dozen
+ * positions), where a 64 x 64 block is mostly padding. Each item keeps
+ * gemm.cl's ratio of 16 FMAs to 8 local loads. Under Oclgrind (with a
+ * 64-lane group per row in the row passes, then) test_attention_gpu_kernels
+ * took 105 s of CPU time so, 129 s with 16 x 16 items of 2 x 2 and 175 s
+ * with 16 x 16 of 4 x 4. */
+#define ATT_GROUP 8
+#define ATT_BLOCK 32
+#define ATT_STEP 16
+#define ATT_PER (ATT_BLOCK / ATT_GROUP)   /* an item's rows and columns */
+/* A staged block's row: one float more than the block, so that the copies
+ * whose neighbouring items write ATT_ROW apart spread over the banks. */
+#define ATT_ROW (ATT_BLOCK + 1)
 
 inline int att_visible(int i, int Tv, int causal)
 {
@@ -37,225 +59,299 @@ inline float att_keep(float rate, uint seed_lo, uint seed_hi, uint step, int sam
     return kiln_keep_scale(seed_lo, seed_hi, step, sample, (h * Tq + i) * Tv + j, rate);
 }
 
-inline float att_dot(__global const float *a, __global const float *b, int n)
+/* Copies m[r0 .. r0 + ATT_BLOCK, l0 .. l0 + ATT_STEP) (rows `ld` apart,
+ * zeros past `rows` or `width`) into `to`, l-major: a block of q, k, v or
+ * dc read along a head's values. */
+inline void att_stage_across(__local float *to, __global const float *m, size_t ld, int rows,
+                             int width, int r0, int l0, int t)
 {
-    float s = 0.0f;
-    for (int x = 0; x < n; x++)
-        s += a[x] * b[x];
-    return s;
+    for (int e = t; e < ATT_BLOCK * ATT_STEP; e += ATT_GROUP * ATT_GROUP) {
+        const int r = e / ATT_STEP, l = e % ATT_STEP;
+        const int row = r0 + r, x = l0 + l;
+        to[l * ATT_ROW + r] = row < rows && x < width ? m[(size_t)row * ld + x] : 0.0f;
+    }
 }
 
-/* p = softmax over j of scale * q_i . k_j, masked; a work-item per
- * (b, h, i) row, over B * H * Tq rows. */
-__kernel void kiln_attention_probs(__global const float *q, __global const float *k,
-                                   __global float *p, int rows, int H, int Tq, int Tv, int K,
-                                   float scale, int causal)
+/* Copies m[l0 .. l0 + ATT_STEP, c0 .. c0 + ATT_BLOCK) into `to` as it lies:
+ * a block of the values v, dc, k or q that weigh sums over. */
+inline void att_stage_down(__local float *to, __global const float *m, size_t ld, int rows,
+                           int width, int l0, int c0, int t)
 {
-    const int row = get_global_id(0);
-    if (row >= rows)
+    for (int e = t; e < ATT_BLOCK * ATT_STEP; e += ATT_GROUP * ATT_GROUP) {
+        const int l = e / ATT_BLOCK, c = e % ATT_BLOCK;
+        const int row = l0 + l, x = c0 + c;
+        to[l * ATT_ROW + c] = row < rows && x < width ? m[(size_t)row * ld + x] : 0.0f;
+    }
+}
+
+/* Copies a block of one (sample, head)'s weights w (Tq x Tv), masked and
+ * times their dropout factors, into `to`, l-major: rows i = r0.. by
+ * j = l0.. (weigh), or transposed, rows j = r0.. by i = l0.. (weigh_t).
+ * Either way neighbouring items read neighbouring j. */
+inline void att_stage_weights(__local float *to, __global const float *w, int Tq, int Tv,
+                              int causal, int transposed, int r0, int l0, int t, float rate,
+                              uint seed_lo, uint seed_hi, uint step, int sample, int h)
+{
+    for (int e = t; e < ATT_BLOCK * ATT_STEP; e += ATT_GROUP * ATT_GROUP) {
+        const int r = transposed ? e % ATT_BLOCK : e / ATT_STEP;
+        const int l = transposed ? e / ATT_BLOCK : e % ATT_STEP;
+        const int i = transposed ? l0 + l : r0 + r, j = transposed ? r0 + r : l0 + l;
+        float x = 0.0f;
+        if (i < Tq && j < att_visible(i, Tv, causal))
+            x = w[(size_t)i * Tv + j] *
+                att_keep(rate, seed_lo, seed_hi, step, sample, h, i, j, Tq, Tv);
+        to[l * ATT_ROW + r] = x;
+    }
+}
+
+/* acc[r][q] += sum over the step of a[l][ty + r * ATT_GROUP] b[l][tx + q * ATT_GROUP]. */
+inline void att_block_step(__local const float *a, __local const float *b, int tx, int ty,
+                           float acc[ATT_PER][ATT_PER])
+{
+    for (int l = 0; l < ATT_STEP; l++) {
+        float x[ATT_PER], y[ATT_PER];
+        for (int r = 0; r < ATT_PER; r++)
+            x[r] = a[l * ATT_ROW + ty + r * ATT_GROUP];
+        for (int q = 0; q < ATT_PER; q++)
+            y[q] = b[l * ATT_ROW + tx + q * ATT_GROUP];
+        for (int r = 0; r < ATT_PER; r++)
+            for (int q = 0; q < ATT_PER; q++)
+                acc[r][q] += x[r] * y[q];
+    }
+}
+
+inline void att_block_zero(float acc[ATT_PER][ATT_PER])
+{
+    for (int r = 0; r < ATT_PER; r++)
+        for (int q = 0; q < ATT_PER; q++)
+            acc[r][q] = 0.0f;
+}
+
+/* out[b, h, i, j] = scale keep(i, j) a_i . c_j for the j that i sees (0 for
+ * the others), a (B, Tq, H, X) and c (B, Tv, H, X): the scores from q and
+ * k (keep 1), and dp from dc and v. Groups of ATT_GROUP x ATT_GROUP over a
+ * range (ceil(Tv / ATT_BLOCK) * ATT_GROUP, ceil(Tq / ATT_BLOCK) * ATT_GROUP,
+ * B * H). A block wholly right of the mask's diagonal is left as it was:
+ * the row passes read only what a row sees. */
+__kernel void kiln_attention_scores(__global const float *a, __global const float *c,
+                                    __global float *out, int B, int H, int Tq, int Tv, int X,
+                                    float scale, int causal, int first_sample, uint seed_lo,
+                                    uint seed_hi, uint step, float rate)
+{
+    __local float as[ATT_STEP * ATT_ROW], cs[ATT_STEP * ATT_ROW];
+    const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
+    const int j0 = get_group_id(0) * ATT_BLOCK, i0 = get_group_id(1) * ATT_BLOCK;
+    const int bh = get_group_id(2);
+    /* The whole group returns or none of it: its barriers stay uniform. */
+    if (bh >= B * H || i0 >= Tq || j0 >= att_visible(min(i0 + ATT_BLOCK, Tq) - 1, Tv, causal))
         return;
-    const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
-    const size_t step = (size_t)H * K;
-    __global const float *qi = q + ((size_t)b * Tq + i) * step + (size_t)h * K;
-    __global const float *k0 = k + (size_t)b * Tv * step + (size_t)h * K;
-    const int n = att_visible(i, Tv, causal);
-    float m = -INFINITY, sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        const float s = scale * att_dot(qi, k0 + j * step, K);
-        if (s > m) {
-            sum = sum * exp(m - s) + 1.0f;
-            m = s;
-        } else {
-            sum += exp(s - m);
+    const int b = bh / H, h = bh % H;
+    const size_t ld = (size_t)H * X;
+    __global const float *a0 = a + (size_t)b * Tq * ld + (size_t)h * X;
+    __global const float *c0 = c + (size_t)b * Tv * ld + (size_t)h * X;
+    float acc[ATT_PER][ATT_PER];
+    att_block_zero(acc);
+    for (int l0 = 0; l0 < X; l0 += ATT_STEP) {
+        att_stage_across(as, a0, ld, Tq, X, i0, l0, t);
+        att_stage_across(cs, c0, ld, Tv, X, j0, l0, t);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_block_step(as, cs, tx, ty, acc);
+        /* The next step overwrites what slower items may still read. */
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int r = 0; r < ATT_PER; r++) {
+        const int i = i0 + ty + r * ATT_GROUP;
+        const int n = att_visible(i, Tv, causal);
+        for (int q = 0; q < ATT_PER; q++) {
+            const int j = j0 + tx + q * ATT_GROUP;
+            if (i < Tq && j < Tv)
+                out[((size_t)bh * Tq + i) * Tv + j] =
+                    j < n ? scale * acc[r][q] *
+                            att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i, j,
+                                     Tq, Tv)
+                          : 0.0f;
         }
     }
-    const float inv = 1.0f / sum;
-    __global float *pr = p + (size_t)row * Tv;
-    for (int j = 0; j < n; j++)
-        pr[j] = exp(scale * att_dot(qi, k0 + j * step, K) - m) * inv;
-    for (int j = n; j < Tv; j++)
-        pr[j] = 0.0f;
+}
+
+/* The row passes give a row `width` lanes of a KILN_ROW_LANES group: the
+ * smallest power of two that covers Tv, at most KILN_ROW_LANES (the host
+ * passes it), so that a group takes KILN_ROW_LANES / width short rows
+ * instead of idling most of its lanes on one. */
+
+/* kiln_row_merge over each row's `width` lanes: the same fixed tree, which
+ * depends on Tv alone (kiln_row_merge's own when width is
+ * KILN_ROW_LANES). The whole group must call it. */
+inline float att_row_merge(__local float *merge, float v, int largest, int width)
+{
+    const int lane = get_local_id(0), own = lane & (width - 1);
+    merge[lane] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = width / 2; step > 0; step /= 2) {
+        if (own < step)
+            merge[lane] = largest ? fmax(merge[lane], merge[lane + step])
+                                  : merge[lane] + merge[lane + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = merge[lane - own];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+
+/* The softmax over each of the `rows` rows of p (B * H * Tq), in place:
+ * the scores kiln_attention_scores wrote become probabilities, 0 where
+ * not seen. Lane l of a row takes values l, l + width, ... Every lane of
+ * a row runs the same number of turns (j0) and tests its own j: with
+ * loops from j = l, PoCL 5 computed the trip count of a lane past the
+ * row's end as a huge one and stored far past it. A lane past the last
+ * row still takes part in the merges (the group's barriers). */
+__kernel void kiln_attention_softmax_rows(__global float *p, int rows, int Tq, int Tv,
+                                          int causal, int width)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int lane = get_local_id(0) & (width - 1);
+    const int row = get_group_id(0) * (KILN_ROW_LANES / width) + get_local_id(0) / width;
+    const int n = row < rows ? att_visible(row % Tq, Tv, causal) : 0;
+    const int end = row < rows ? Tv : 0;
+    __global float *pr = p + (size_t)min(row, rows - 1) * Tv;
+    float most = -INFINITY;
+    for (int j0 = 0; j0 < n; j0 += width)
+        if (j0 + lane < n)
+            most = fmax(most, pr[j0 + lane]);
+    most = att_row_merge(merge, most, 1, width);
+    float total = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += width)
+        if (j0 + lane < n) {
+            const float e = exp(pr[j0 + lane] - most);
+            pr[j0 + lane] = e;
+            total += e;
+        }
+    const float inv = 1.0f / att_row_merge(merge, total, 0, width);
+    for (int j0 = 0; j0 < end; j0 += width) {
+        const int j = j0 + lane;
+        if (j < n)
+            pr[j] *= inv;
+        else if (j < end)
+            pr[j] = 0.0f;
+    }
+}
+
+/* The softmax's backward over each row, with the scale: ds holds
+ * dp = keep dc_i . v_j (kiln_attention_scores) and becomes
+ * scale p (dp - sum_l p_l dp_l), 0 where not seen. As
+ * kiln_attention_softmax_rows. */
+__kernel void kiln_attention_backward_rows(__global const float *p, __global float *ds,
+                                           int rows, int Tq, int Tv, float scale, int causal,
+                                           int width)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int lane = get_local_id(0) & (width - 1);
+    const int row = get_group_id(0) * (KILN_ROW_LANES / width) + get_local_id(0) / width;
+    const int n = row < rows ? att_visible(row % Tq, Tv, causal) : 0;
+    const int end = row < rows ? Tv : 0;
+    __global const float *pr = p + (size_t)min(row, rows - 1) * Tv;
+    __global float *dr = ds + (size_t)min(row, rows - 1) * Tv;
+    float weighted = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += width)
+        if (j0 + lane < n)
+            weighted += pr[j0 + lane] * dr[j0 + lane];
+    weighted = att_row_merge(merge, weighted, 0, width);
+    for (int j0 = 0; j0 < end; j0 += width) {
+        const int j = j0 + lane;
+        if (j < n)
+            dr[j] = scale * pr[j] * (dr[j] - weighted);
+        else if (j < end)
+            dr[j] = 0.0f;
+    }
 }
 
 /* out[b, i, h, x] = sum over visible j of w[b, h, i, j] (times its dropout
  * factor) src[b, j, h, x], X values per head: the context c from p and v
- * (forward), and dq from ds and k (backward, rate 0). Range (H * X, B * Tq). */
+ * (forward), and dq from ds and k (backward, rate 0). Groups as
+ * kiln_attention_scores', over (ceil(X / ATT_BLOCK) * ATT_GROUP,
+ * ceil(Tq / ATT_BLOCK) * ATT_GROUP, B * H). */
 __kernel void kiln_attention_weigh(__global const float *w, __global const float *src,
                                    __global float *out, int B, int H, int Tq, int Tv, int X,
                                    int causal, int first_sample, uint seed_lo, uint seed_hi,
                                    uint step, float rate)
 {
-    const int hx = get_global_id(0), bi = get_global_id(1);
-    if (hx >= H * X || bi >= B * Tq)
+    __local float ws[ATT_STEP * ATT_ROW], ss[ATT_STEP * ATT_ROW];
+    const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
+    const int x0 = get_group_id(0) * ATT_BLOCK, i0 = get_group_id(1) * ATT_BLOCK;
+    const int bh = get_group_id(2);
+    if (bh >= B * H || i0 >= Tq || x0 >= X)
         return;
-    const int h = hx / X, b = bi / Tq, i = bi % Tq;
-    __global const float *wr = w + (((size_t)b * H + h) * Tq + i) * Tv;
-    __global const float *s0 = src + (size_t)b * Tv * H * X + hx;
-    const int n = att_visible(i, Tv, causal);
-    float acc = 0.0f;
-    for (int j = 0; j < n; j++)
-        acc += wr[j] * att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i, j, Tq, Tv) *
-               s0[(size_t)j * H * X];
-    out[(size_t)bi * H * X + hx] = acc;
+    const int b = bh / H, h = bh % H;
+    const size_t ld = (size_t)H * X;
+    __global const float *w0 = w + (size_t)bh * Tq * Tv;
+    __global const float *s0 = src + (size_t)b * Tv * ld + (size_t)h * X;
+    /* Past what the block's last row sees, every weight is masked. */
+    const int seen = att_visible(min(i0 + ATT_BLOCK, Tq) - 1, Tv, causal);
+    float acc[ATT_PER][ATT_PER];
+    att_block_zero(acc);
+    for (int l0 = 0; l0 < seen; l0 += ATT_STEP) {
+        att_stage_weights(ws, w0, Tq, Tv, causal, 0, i0, l0, t, rate, seed_lo, seed_hi, step,
+                          first_sample + b, h);
+        att_stage_down(ss, s0, ld, Tv, X, l0, x0, t);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_block_step(ws, ss, tx, ty, acc);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global float *o0 = out + (size_t)b * Tq * ld + (size_t)h * X;
+    for (int r = 0; r < ATT_PER; r++) {
+        const int i = i0 + ty + r * ATT_GROUP;
+        for (int q = 0; q < ATT_PER; q++) {
+            const int x = x0 + tx + q * ATT_GROUP;
+            if (i < Tq && x < X)
+                o0[(size_t)i * ld + x] = acc[r][q];
+        }
+    }
 }
 
 /* The transposed product: out[b, j, h, x] = sum over the i that see j of
  * w[b, h, i, j] (times its dropout factor) src[b, i, h, x]: dk from ds and
- * q (rate 0), dv from p and dc. Range (H * X, B * Tv). */
+ * q (rate 0), dv from p and dc. Over (ceil(X / ATT_BLOCK) * ATT_GROUP,
+ * ceil(Tv / ATT_BLOCK) * ATT_GROUP, B * H). */
 __kernel void kiln_attention_weigh_t(__global const float *w, __global const float *src,
                                      __global float *out, int B, int H, int Tq, int Tv, int X,
                                      int causal, int first_sample, uint seed_lo, uint seed_hi,
                                      uint step, float rate)
 {
-    const int hx = get_global_id(0), bj = get_global_id(1);
-    if (hx >= H * X || bj >= B * Tv)
+    __local float ws[ATT_STEP * ATT_ROW], ss[ATT_STEP * ATT_ROW];
+    const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
+    const int x0 = get_group_id(0) * ATT_BLOCK, j0 = get_group_id(1) * ATT_BLOCK;
+    const int bh = get_group_id(2);
+    if (bh >= B * H || j0 >= Tv || x0 >= X)
         return;
-    const int h = hx / X, b = bj / Tv, j = bj % Tv;
-    __global const float *wc = w + ((size_t)b * H + h) * Tq * Tv + j;
-    __global const float *s0 = src + (size_t)b * Tq * H * X + hx;
-    float acc = 0.0f;
-    for (int i = causal ? j : 0; i < Tq; i++)
-        acc += wc[(size_t)i * Tv] *
-               att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i, j, Tq, Tv) *
-               s0[(size_t)i * H * X];
-    out[(size_t)bj * H * X + hx] = acc;
-}
-
-/* The softmax's backward, fused with the scale: for row (b, h, i),
- * dp_j = keep_j dc_i . v_j and ds_j = scale p_j (dp_j - sum_l p_l dp_l),
- * written over the rows of ds (0 where j is not seen). A work-item per row. */
-__kernel void kiln_attention_backward_scores(__global const float *p, __global const float *dc,
-                                             __global const float *v, __global float *ds,
-                                             int rows, int H, int Tq, int Tv, int V,
-                                             float scale, int causal, int first_sample,
-                                             uint seed_lo, uint seed_hi, uint step, float rate)
-{
-    const int row = get_global_id(0);
-    if (row >= rows)
-        return;
-    const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
-    const size_t vstep = (size_t)H * V;
-    __global const float *dci = dc + ((size_t)b * Tq + i) * vstep + (size_t)h * V;
-    __global const float *v0 = v + (size_t)b * Tv * vstep + (size_t)h * V;
-    __global const float *pr = p + (size_t)row * Tv;
-    __global float *dr = ds + (size_t)row * Tv;
-    const int n = att_visible(i, Tv, causal);
-    float weighted = 0.0f;
-    for (int j = 0; j < n; j++) {
-        const float dp = att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i, j, Tq,
-                                  Tv) * att_dot(dci, v0 + j * vstep, V);
-        dr[j] = dp;
-        weighted += pr[j] * dp;
-    }
-    for (int j = 0; j < n; j++)
-        dr[j] = scale * pr[j] * (dr[j] - weighted);
-    for (int j = n; j < Tv; j++)
-        dr[j] = 0.0f;
-}
-
-/* Lane b's running (maximum, sum of exp(s - maximum)) merged into lane a's. */
-inline void att_merge(__local float *most, __local float *total, int a, int b)
-{
-    const float ma = most[a], mb = most[b];
-    if (mb == -INFINITY)
-        return;
-    const float m = fmax(ma, mb);
-    total[a] = total[a] * exp(ma - m) + total[b] * exp(mb - m);
-    most[a] = m;
-}
-
-/* kiln_attention_probs with a work-group per row, over a range of
- * ATT_LANES work-items per row (a group wider than that takes several
- * rows in turn). */
-__kernel void kiln_attention_probs_wide(__global const float *q, __global const float *k,
-                                        __global float *p, int rows, int H, int Tq, int Tv,
-                                        int K, float scale, int causal)
-{
-    __local float most[ATT_LANES], total[ATT_LANES];
-    const int lid = get_local_id(0), group = get_local_size(0);
-    /* The whole group takes each of its rows: its barriers are uniform. */
-    for (int row = get_group_id(0); row < rows; row += get_num_groups(0)) {
-        const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
-        const size_t step = (size_t)H * K;
-        __global const float *qi = q + ((size_t)b * Tq + i) * step + (size_t)h * K;
-        __global const float *k0 = k + (size_t)b * Tv * step + (size_t)h * K;
-        const int n = att_visible(i, Tv, causal);
-        for (int lane = lid; lane < ATT_LANES; lane += group) {
-            float m = -INFINITY, sum = 0.0f;
-            for (int j = lane; j < n; j += ATT_LANES) {
-                const float s = scale * att_dot(qi, k0 + j * step, K);
-                if (s > m) {
-                    sum = sum * exp(m - s) + 1.0f;
-                    m = s;
-                } else {
-                    sum += exp(s - m);
-                }
-            }
-            most[lane] = m;
-            total[lane] = sum;
-        }
+    const int b = bh / H, h = bh % H;
+    const size_t ld = (size_t)H * X;
+    __global const float *w0 = w + (size_t)bh * Tq * Tv;
+    __global const float *s0 = src + (size_t)b * Tq * ld + (size_t)h * X;
+    float acc[ATT_PER][ATT_PER];
+    att_block_zero(acc);
+    /* Under the mask no query position before j0 sees the block. */
+    for (int l0 = causal ? min(j0, Tq) : 0; l0 < Tq; l0 += ATT_STEP) {
+        att_stage_weights(ws, w0, Tq, Tv, causal, 1, j0, l0, t, rate, seed_lo, seed_hi, step,
+                          first_sample + b, h);
+        att_stage_down(ss, s0, ld, Tq, X, l0, x0, t);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int span = ATT_LANES / 2; span > 0; span /= 2) {
-            for (int lane = lid; lane < span; lane += group)
-                att_merge(most, total, lane, lane + span);
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        const float m = most[0], inv = 1.0f / total[0];
-        __global float *pr = p + (size_t)row * Tv;
-        for (int j = lid; j < Tv; j += group)
-            pr[j] = j < n ? exp(scale * att_dot(qi, k0 + j * step, K) - m) * inv : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);   /* most and total are the next row's */
-    }
-}
-
-/* kiln_attention_backward_scores with a work-group per row, as
- * kiln_attention_probs_wide: each lane keeps to its own values of the
- * row, so only the lanes' sums cross work-items. */
-__kernel void kiln_attention_backward_scores_wide(__global const float *p,
-                                                  __global const float *dc,
-                                                  __global const float *v, __global float *ds,
-                                                  int rows, int H, int Tq, int Tv, int V,
-                                                  float scale, int causal, int first_sample,
-                                                  uint seed_lo, uint seed_hi, uint step,
-                                                  float rate)
-{
-    __local float part[ATT_LANES];
-    const int lid = get_local_id(0), group = get_local_size(0);
-    for (int row = get_group_id(0); row < rows; row += get_num_groups(0)) {
-        const int i = row % Tq, h = (row / Tq) % H, b = row / Tq / H;
-        const size_t vstep = (size_t)H * V;
-        __global const float *dci = dc + ((size_t)b * Tq + i) * vstep + (size_t)h * V;
-        __global const float *v0 = v + (size_t)b * Tv * vstep + (size_t)h * V;
-        __global const float *pr = p + (size_t)row * Tv;
-        __global float *dr = ds + (size_t)row * Tv;
-        const int n = att_visible(i, Tv, causal);
-        for (int lane = lid; lane < ATT_LANES; lane += group) {
-            float weighted = 0.0f;
-            for (int j = lane; j < n; j += ATT_LANES) {
-                const float dp = att_keep(rate, seed_lo, seed_hi, step, first_sample + b, h, i,
-                                          j, Tq, Tv) * att_dot(dci, v0 + j * vstep, V);
-                dr[j] = dp;
-                weighted += pr[j] * dp;
-            }
-            part[lane] = weighted;
-        }
+        att_block_step(ws, ss, tx, ty, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int span = ATT_LANES / 2; span > 0; span /= 2) {
-            for (int lane = lid; lane < span; lane += group)
-                part[lane] += part[lane + span];
-            barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global float *o0 = out + (size_t)b * Tv * ld + (size_t)h * X;
+    for (int r = 0; r < ATT_PER; r++) {
+        const int j = j0 + ty + r * ATT_GROUP;
+        for (int q = 0; q < ATT_PER; q++) {
+            const int x = x0 + tx + q * ATT_GROUP;
+            if (j < Tv && x < X)
+                o0[(size_t)j * ld + x] = acc[r][q];
         }
-        const float weighted = part[0];
-        for (int lane = lid; lane < ATT_LANES; lane += group)
-            for (int j = lane; j < Tv; j += ATT_LANES)
-                dr[j] = j < n ? scale * pr[j] * (dr[j] - weighted) : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);   /* part is the next row's */
     }
 }
 
 /* The tiled variant (the CPU one; kernel_variant.c chooses): the same four
- * products as register tiles, as gemm.cl's kernels, where the kernels above
- * take a work-item per value or per row and read one float at a time.
+ * products as register tiles, as gemm.cl's CPU kernels, with no local
+ * memory (a CPU driver emulates it in ordinary memory).
  * Scores and dp tiles are 4 rows by 4 columns of dot products over the head
  * dimension in float8 chunks, so a work-item owns 4 whole rows and runs the
  * softmax (or its backward) over them itself; the weighing products are 4
