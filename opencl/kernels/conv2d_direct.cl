@@ -14,14 +14,24 @@
 #define BLOCKS 4
 
 /* acc[q][b] += v[q] * w[8b .. 8b + 8) for the RUN pixels and BLOCKS
- * vectors of filters; `count` filters are left from w. */
-inline void direct_accumulate(float8 acc[RUN][BLOCKS], const float v[RUN],
-                              __global const float *w, int count)
+ * vectors of filters; `count` filters are left from w.
+ *
+ * Inlined always, and the loops over RUN, BLOCKS and TAPS here and below
+ * unrolled (with constant trip counts, the tests inside): PoCL's compiler
+ * otherwise left this a call, or the loops rolled, either way keeping the
+ * float8 sums on the stack, a load and a store for every multiply-add.
+ * Forced, the sums stay in registers and both kernels ran twice as fast. */
+__attribute__((always_inline)) inline void direct_accumulate(float8 acc[RUN][BLOCKS],
+                                                             const float v[RUN],
+                                                             __global const float *w, int count)
 {
     float8 wv[BLOCKS];
+    #pragma unroll
     for (int b = 0; b < BLOCKS; b++)
         wv[b] = kiln_load8(w + 8 * b, count - 8 * b);
+    #pragma unroll
     for (int q = 0; q < RUN; q++)
+        #pragma unroll
         for (int b = 0; b < BLOCKS; b++)
             acc[q][b] += v[q] * wv[b];
 }
@@ -31,7 +41,7 @@ inline void direct_accumulate(float8 acc[RUN][BLOCKS], const float v[RUN],
  * of sample n from column ox0, filters 8 x BLOCKS at a time: each input
  * value is read once for them, each weight vector once for the run.
  * use_bias 0: no bias; act is element-wise (KILN_ACT_LINEAR: none). */
-inline void direct_run(__global const float *in, __global float *out,
+__attribute__((always_inline)) inline void direct_run(__global const float *in, __global float *out,
                        __global const float *params, int kernel_offset, int bias_offset,
                        int use_bias, int act, int F, int n, int oy, int ox0, int H, int W,
                        int C, int OH, int OW, int KH, int KW, int stride_h, int stride_w,
@@ -50,10 +60,12 @@ inline void direct_run(__global const float *in, __global float *out,
                                              (interior ? x0 : 0)) * C;
     for (int f0 = 0; f0 < F; f0 += 8 * BLOCKS) {
         float8 acc[RUN][BLOCKS];
+        #pragma unroll
         for (int b = 0; b < BLOCKS; b++) {
             const float8 bias = use_bias ? kiln_load8(params + bias_offset + f0 + 8 * b,
                                                       F - f0 - 8 * b)
                                          : (float8)(0.0f);
+            #pragma unroll
             for (int q = 0; q < RUN; q++)
                 acc[q][b] = bias;
         }
@@ -65,6 +77,7 @@ inline void direct_run(__global const float *in, __global float *out,
                 for (int kx = 0; kx < KW; kx++, src += C)
                     for (int c = 0; c < C; c++, w += F) {
                         float v[RUN];
+                        #pragma unroll
                         for (int q = 0; q < RUN; q++)
                             v[q] = src[q * step + c];
                         direct_accumulate(acc, v, w, F - f0);
@@ -82,6 +95,7 @@ inline void direct_run(__global const float *in, __global float *out,
                     /* The run's input columns; a pixel past the row reads
                      * zeros and is never stored. */
                     int x[RUN], inside[RUN];
+                    #pragma unroll
                     for (int q = 0; q < RUN; q++) {
                         x[q] = (ox0 + q) * stride_w - pad_left + kx;
                         inside[q] = q < px && x[q] >= 0 && x[q] < W;
@@ -89,6 +103,7 @@ inline void direct_run(__global const float *in, __global float *out,
                     }
                     for (int c = 0; c < C; c++, w += F) {
                         float v[RUN];
+                        #pragma unroll
                         for (int q = 0; q < RUN; q++)
                             v[q] = inside[q] ? row[x[q] * C + c] : 0.0f;
                         direct_accumulate(acc, v, w, F - f0);
@@ -96,10 +111,15 @@ inline void direct_run(__global const float *in, __global float *out,
                 }
             }
         }
-        for (int q = 0; q < px; q++)
+        /* Constant trip counts (the test inside): an index the compiler
+         * cannot resolve would keep the sums in memory, not registers. */
+        #pragma unroll
+        for (int q = 0; q < RUN; q++)
+            #pragma unroll
             for (int b = 0; b < BLOCKS; b++)
-                kiln_store8(out + (p0 + q) * F + f0 + 8 * b, kiln_activate8(acc[q][b], act),
-                            F - f0 - 8 * b);
+                if (q < px)
+                    kiln_store8(out + (p0 + q) * F + f0 + 8 * b,
+                                kiln_activate8(acc[q][b], act), F - f0 - 8 * b);
     }
 }
 
@@ -131,6 +151,7 @@ __kernel void kiln_conv2d_direct_forward(__global const float *in, __global floa
 inline void direct_taps(int k0, int K, int C, int KW, int pad_top, int pad_left, int *wy,
                         int *wx, int *c_of)
 {
+    #pragma unroll
     for (int t = 0; t < TAPS; t++) {
         const int k = min(k0 + t, K);
         c_of[t] = k % C;
@@ -174,7 +195,9 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
     int wy[TAPS], wx[TAPS], c_of[TAPS];
     direct_taps(k0, K, C, KW, pad_top, pad_left, wy, wx, c_of);
     float8 acc[TAPS][BLOCKS];
+    #pragma unroll
     for (int t = 0; t < TAPS; t++)
+        #pragma unroll
         for (int b = 0; b < BLOCKS; b++)
             acc[t][b] = (float8)(0.0f);
     const int bias = K - k0;   /* its place among the taps, if there */
@@ -186,9 +209,11 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
     int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
     for (int p = first; p < last; p++) {
         float8 g[BLOCKS];
+        #pragma unroll
         for (int b = 0; b < BLOCKS; b++)
             g[b] = kiln_load8(dy + (size_t)p * F + f0 + 8 * b, F - f0 - 8 * b);
         __global const float *sample = in + (size_t)n * H * W * C;
+        #pragma unroll
         for (int t = 0; t < TAPS; t++) {
             if (t >= mine)
                 break;
@@ -198,15 +223,20 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
                 v = inside || (y >= 0 && y < H && x >= 0 && x < W)
                         ? sample[((size_t)y * W + x) * C + c_of[t]] : 0.0f;
             }
+            #pragma unroll
             for (int b = 0; b < BLOCKS; b++)
                 acc[t][b] += v * g[b];
         }
         direct_next_pixel(&n, &oy, &ox, OH, OW);
     }
-    for (int t = 0; t < mine; t++)
+    /* Constant trip counts, as in the forward kernel. */
+    #pragma unroll
+    for (int t = 0; t < TAPS; t++)
+        #pragma unroll
         for (int b = 0; b < BLOCKS; b++)
-            kiln_store8(partial + ((size_t)chunk * (K + 1) + k0 + t) * F + f0 + 8 * b,
-                        acc[t][b], F - f0 - 8 * b);
+            if (t < mine)
+                kiln_store8(partial + ((size_t)chunk * (K + 1) + k0 + t) * F + f0 + 8 * b,
+                            acc[t][b], F - f0 - 8 * b);
 }
 
 /* grads[kernel_offset + k * F + f] = sum over chunks of partial[chunk, k, f],
