@@ -8,10 +8,8 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                                 kiln_arg_int((int64_t)cols));
-        if (kiln_device_gpu_kernels(dev) && cols >= KILN_ROW_LANES)
-            return kiln_run_rows(dev, "activation", "kiln_activation_softmax_forward_rows", rows,
-                                 a);
-        return kiln_run1(dev, "activation", "kiln_activation_softmax_forward", rows, a);
+        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_forward",
+                                "kiln_activation_softmax_forward_rows", rows, cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -27,10 +25,8 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
-        if (kiln_device_gpu_kernels(dev) && cols >= KILN_ROW_LANES)
-            return kiln_run_rows(dev, "activation", "kiln_activation_softmax_backward_rows", rows,
-                                 a);
-        return kiln_run1(dev, "activation", "kiln_activation_softmax_backward", rows, a);
+        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_backward",
+                                "kiln_activation_softmax_backward_rows", rows, cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));

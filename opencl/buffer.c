@@ -318,11 +318,14 @@ kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name
     return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
 }
 
-kiln_status kiln_run_rows(kiln_device *dev, const char *file, const char *name, size_t rows,
-                          kiln_args args)
+kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name,
+                             const char *wide_name, size_t rows, size_t width, kiln_args args)
 {
-    const size_t size = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
-    return kiln_run_groups(dev, file, name, 1, &size, &local, args);
+    if (wide_name && dev->gpu_kernels && width >= KILN_ROW_LANES) {
+        const size_t size = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
+        return kiln_run_groups(dev, file, wide_name, 1, &size, &local, args);
+    }
+    return kiln_run(dev, file, name, 1, &rows, args);
 }
 
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)

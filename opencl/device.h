@@ -120,12 +120,15 @@ kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name
                             const size_t *size, const size_t *local, kiln_args args);
 
 /* Lanes of the kernels that give a row a work-group (prelude.cl's
- * KILN_ROW_LANES, which must match); kiln_run_rows launches `name` from
- * `file` so, over `rows` rows. The GPU variant for rows at least this
- * wide (a vocabulary); narrower rows keep a work-item each. */
+ * KILN_ROW_LANES, which must match). */
 #define KILN_ROW_LANES 64
-kiln_status kiln_run_rows(kiln_device *dev, const char *file, const char *name, size_t rows,
-                          kiln_args args);
+/* A kernel over `rows` rows of `width` values: `name`, a work-item per
+ * row; or, on a device running the GPU variant and for rows of at least
+ * KILN_ROW_LANES values (a vocabulary), `wide_name` (NULL: none), a
+ * work-group of KILN_ROW_LANES lanes per row. Both take the same
+ * arguments. */
+kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name,
+                             const char *wide_name, size_t rows, size_t width, kiln_args args);
 
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args);

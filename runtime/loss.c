@@ -132,11 +132,8 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
                             kiln_arg_int(ignore));
-    /* A vocabulary-wide row gets a work-group on a GPU. */
-    const int wide = plan->kernel_rows && kiln_device_gpu_kernels(dev) &&
-                     plan->cols >= KILN_ROW_LANES;
-    kiln_status st = wide ? kiln_run_rows(dev, "loss", plan->kernel_rows, (size_t)rows, a)
-                          : kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
+    kiln_status st = kiln_run_per_row(dev, "loss", plan->kernel, plan->kernel_rows,
+                                      (size_t)rows, (size_t)plan->cols, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct),
@@ -209,15 +206,10 @@ kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_int(rows), kiln_arg_int(plan->cols),
                             kiln_arg_int(plan->top_k), kiln_arg_float(plan->threshold),
                             kiln_arg_int(plan->has_ignore ? plan->ignore : -1));
-    /* A vocabulary-wide row gets a work-group on a GPU, as in kiln_loss_enqueue. */
-    kiln_status st;
-    if (kiln_device_gpu_kernels(dev) && plan->cols >= KILN_ROW_LANES)
-        st = kiln_run_rows(dev, "metrics",
-                           plan->sparse ? "kiln_metric_sparse_rows" : "kiln_metric_dense_rows",
-                           (size_t)rows, a);
-    else
-        st = kiln_run1(dev, "metrics", plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
-                       (size_t)rows, a);
+    kiln_status st = kiln_run_per_row(
+        dev, "metrics", plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
+        plan->sparse ? "kiln_metric_sparse_rows" : "kiln_metric_dense_rows", (size_t)rows,
+        (size_t)plan->cols, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(rows), kiln_arg_buffer(sums));
