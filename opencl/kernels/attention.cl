@@ -127,6 +127,22 @@ inline void att_block_zero(float acc[ATT_PER][ATT_PER])
             acc[r][q] = 0.0f;
 }
 
+/* The weighing products' store: rows r0 .. of `rows` and columns c0 .. of
+ * `cols` of o (rows ld floats apart), this item's ATT_PER x ATT_PER at a
+ * stride of ATT_GROUP. */
+inline void att_block_store(__global float *o, size_t ld, int r0, int rows, int c0, int cols,
+                            int tx, int ty, float acc[ATT_PER][ATT_PER])
+{
+    for (int r = 0; r < ATT_PER; r++) {
+        const int i = r0 + ty + r * ATT_GROUP;
+        for (int q = 0; q < ATT_PER; q++) {
+            const int x = c0 + tx + q * ATT_GROUP;
+            if (i < rows && x < cols)
+                o[(size_t)i * ld + x] = acc[r][q];
+        }
+    }
+}
+
 /* out[b, h, i, j] = scale keep(i, j) a_i . c_j for the j that i sees (0 for
  * the others), a (B, Tq, H, X) and c (B, Tv, H, X): the scores from q and
  * k (keep 1), and dp from dc and v. Groups of ATT_GROUP x ATT_GROUP over a
@@ -297,15 +313,7 @@ __kernel void kiln_attention_weigh(__global const float *w, __global const float
         att_block_step(ws, ss, tx, ty, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    __global float *o0 = out + (size_t)b * Tq * ld + (size_t)h * X;
-    for (int r = 0; r < ATT_PER; r++) {
-        const int i = i0 + ty + r * ATT_GROUP;
-        for (int q = 0; q < ATT_PER; q++) {
-            const int x = x0 + tx + q * ATT_GROUP;
-            if (i < Tq && x < X)
-                o0[(size_t)i * ld + x] = acc[r][q];
-        }
-    }
+    att_block_store(out + (size_t)b * Tq * ld + (size_t)h * X, ld, i0, Tq, x0, X, tx, ty, acc);
 }
 
 /* The transposed product: out[b, j, h, x] = sum over the i that see j of
@@ -338,15 +346,7 @@ __kernel void kiln_attention_weigh_t(__global const float *w, __global const flo
         att_block_step(ws, ss, tx, ty, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    __global float *o0 = out + (size_t)b * Tv * ld + (size_t)h * X;
-    for (int r = 0; r < ATT_PER; r++) {
-        const int j = j0 + ty + r * ATT_GROUP;
-        for (int q = 0; q < ATT_PER; q++) {
-            const int x = x0 + tx + q * ATT_GROUP;
-            if (j < Tv && x < X)
-                o0[(size_t)j * ld + x] = acc[r][q];
-        }
-    }
+    att_block_store(out + (size_t)b * Tv * ld + (size_t)h * X, ld, j0, Tv, x0, X, tx, ty, acc);
 }
 
 /* The tiled variant (the CPU one; kernel_variant.c chooses): the same four

@@ -264,9 +264,9 @@ __kernel void kiln_loss_ce_probs_rows(__global const float *z, __global const fl
         gr[j] = p == yr[j] ? -tr[j] / p * scale : 0.0f;
     }
     l = kiln_row_merge(merge, l, 0);
-    float top;
+    float top, unused;
     const int arg = kiln_row_argmax(merge, where, yr, cols, &top);
-    const int want = kiln_row_argmax(merge, where, tr, cols, &top);
+    const int want = kiln_row_argmax(merge, where, tr, cols, &unused);
     if (lane == 0) {
         loss[r] = l;
         correct[r] = arg == want ? 1.0f : 0.0f;
