@@ -296,6 +296,57 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
     kiln_model_destroy(m);
 }
 
+/* A NaN in a wide row of probabilities the loss reads (a sparse loss on
+ * a softmax output's copy): the correct count must follow the per-row
+ * kernels' arg max, which passes over a NaN unless it stands first (then
+ * the arg max is 0), whichever kernel runs. Row 0 has a NaN where a row
+ * kernel's lane 5 starts and its maximum later in that lane; row 1 a NaN
+ * first. Each row is labelled with that arg max, so all N count. */
+static void test_wide_nan(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options d = {.struct_size = sizeof d, .units = WIDE,
+                            .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node out = kiln_flatten(m, kiln_dense(m, KILN_NODE_PREVIOUS, &d), NULL);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    float x[N * IN];
+    static float y[N * WIDE];
+    int32_t ids[N];
+    for (int i = 0; i < N * IN; i++)
+        x[i] = (float)check_uniform();
+    for (int i = 0; i < N * WIDE; i++)
+        y[i] = 0.001f * (float)(1 + (i * 7) % 13);
+    for (int i = 0; i < N; i++) {
+        ids[i] = (i * 29 + 3) % WIDE;
+        y[i * WIDE + ids[i]] = 0.5f;
+    }
+    y[5] = NAN;
+    y[5 + KILN_ROW_LANES] = 0.9f;
+    ids[0] = 5 + KILN_ROW_LANES;
+    y[WIDE] = NAN;
+    ids[1] = 0;
+    kiln_batch b = {.n = N, .features = x, .labels = ids};
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, N, 1));
+    CHECK_OK(ctx, kiln_buffer_write(r->dev, r->act[out], 0, y, sizeof y, 1));
+    CHECK_OK(ctx, kiln_replica_loss(r, N, 1.0f / N));
+    double sums[KILN_N_SUMS];
+    CHECK_OK(ctx, kiln_replica_read_sums(r, sums));
+    printf("NaN in a wide row of probabilities: correct %.0f of %d\n", sums[KILN_SUM_CORRECT], N);
+    CHECK(sums[KILN_SUM_CORRECT] == N);
+    kiln_model_destroy(m);
+}
+
 typedef struct opt_case {
     const char *name;
     kiln_optimizer_options o;
@@ -605,6 +656,7 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
         test_wide_rows(ctx, &wide[i]);
+    test_wide_nan(ctx);
 
 #define OPT(...) {.struct_size = sizeof(kiln_optimizer_options), __VA_ARGS__}
     opt_case opts[] = {

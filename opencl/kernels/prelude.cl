@@ -205,17 +205,18 @@ inline float kiln_row_merge(__local float *merge, float v, int largest)
 /* The index of the first of the largest of v[0..cols), as loss.cl's
  * kiln_argmax finds it scanning from 0, returned to every lane with that
  * value in *top: each lane keeps the first maximum of its own values, and a
- * tie between lanes goes to the lower index. `merge` and `where` hold
- * KILN_ROW_LANES each and are free again on return. The whole group must
- * call it. */
+ * tie between lanes goes to the lower index. NaNs as the scan takes them:
+ * passed over, unless v[0] is one (the scan's start; then 0). `merge` and
+ * `where` hold KILN_ROW_LANES each and are free again on return. The whole
+ * group must call it. */
 inline int kiln_row_argmax(__local float *merge, __local int *where, __global const float *v,
                            int cols, float *top)
 {
     const int lane = get_local_id(0);
     float m = -INFINITY;
-    int best = cols;
+    int best = cols;   /* none yet: a lane of NaNs keeps it and loses every tie */
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
-        if (v[j] > m || best == cols) {
+        if (best == cols ? !isnan(v[j]) : v[j] > m) {
             m = v[j];
             best = j;
         }
@@ -233,8 +234,8 @@ inline int kiln_row_argmax(__local float *merge, __local int *where, __global co
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    *top = merge[0];
-    best = where[0];
+    *top = isnan(v[0]) ? v[0] : merge[0];
+    best = isnan(v[0]) ? 0 : where[0];
     barrier(CLK_LOCAL_MEM_FENCE);
     return best;
 }
