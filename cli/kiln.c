@@ -6,13 +6,13 @@
  * The model runs on one device (KILN_DEVICES chooses which). Exit status:
  * 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.
  * It links kiln's internal archive, not the shared library: it reads .npy
- * files with kiln's own strict reader (runtime/npy.h) and the model's input
+ * files with kiln's own strict reader (runtime/formats/npy.h) and the model's input
  * and output shapes, which the public API does not give, from the model. */
 #include "kiln.h"
-#include "runtime/context.h"
-#include "runtime/loss.h"
-#include "runtime/model.h"
-#include "runtime/npy.h"
+#include "runtime/context/context.h"
+#include "runtime/model/loss.h"
+#include "runtime/model/model.h"
+#include "runtime/formats/npy.h"
 
 #include <errno.h>
 #include <math.h>

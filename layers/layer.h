@@ -107,13 +107,13 @@ typedef struct kiln_layer_ops {
     size_t replica_size;   /* per-replica device state (0: none) */
     int min_inputs, max_inputs;
     /* Fills the zeroed config (config_size bytes) from what the layer's
-     * public builder (runtime/layer_builders.c) received, `args`: its
+     * public builder (runtime/model/builders.c) received, `args`: its
      * options struct, or the kiln_*_args struct named above the kind's
      * configure function. May be NULL: the zeroed config is the layer's. */
     void (*configure)(void *config, const void *args);
     /* The inverse of configure: fills `args` (zeroed, of the struct
      * configure takes) so that configure(args) gives this config again;
-     * what model files write (runtime/model_file.c). Names, activations
+     * what model files write (runtime/saving/model_file.c). Names, activations
      * and pointers are the runtime's; NULL when configure is. */
     void (*describe)(const void *config, void *args);
     kiln_status (*infer)(void *config, kiln_layer_build *build);

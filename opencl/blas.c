@@ -10,7 +10,7 @@
  * first call on a device is serialised; later calls run freely, since on
  * PoCL's basic devices a GEMM computes inside the call and a lock would
  * serialise the devices. It guards CLBlast, not kiln: one of kiln's three
- * process-wide locks, with the first-run lock (runtime/first_run.c) and the
+ * process-wide locks, with the first-run lock (runtime/parallel/first_run.c) and the
  * MPI lock (comm/mpi_world.c), each guarding a library shared by the
  * process. */
 static pthread_mutex_t clblast_first_use = PTHREAD_MUTEX_INITIALIZER;

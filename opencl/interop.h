@@ -1,5 +1,5 @@
 /* Private: a device's OpenCL handles, for the public interop call
- * (include/kiln_opencl.h, runtime/interop.c). */
+ * (include/kiln_opencl.h, runtime/context/interop.c). */
 #ifndef KILN_OPENCL_INTEROP_H
 #define KILN_OPENCL_INTEROP_H
 

@@ -4,9 +4,9 @@
  * which `kiln predict` wrote: float32 of shape (samples, output dims...).
  * Usage: cli_predict MODEL X.npy Y.npy SCALE BATCH */
 #include "harness.h"
-#include "runtime/context.h"
-#include "runtime/model.h"
-#include "runtime/npy.h"
+#include "runtime/context/context.h"
+#include "runtime/model/model.h"
+#include "runtime/formats/npy.h"
 
 int main(int argc, char **argv)
 {

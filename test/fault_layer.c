@@ -1,7 +1,7 @@
 /* The fault layer (fault_layer.h). */
 #include "fault_layer.h"
 #include "base/clock.h"
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 
 #include <time.h>
 

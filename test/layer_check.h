@@ -8,8 +8,8 @@
 #define KILN_TEST_LAYER_CHECK_H
 
 #include "harness.h"
-#include "runtime/model.h"
-#include "runtime/replica.h"
+#include "runtime/model/model.h"
+#include "runtime/parallel/replica.h"
 
 #define CHECK_MAX_PARAMS 8
 

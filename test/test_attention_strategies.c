@@ -6,7 +6,7 @@
  * runs this with POCL_DEVICES="basic basic"; on one device what needs two
  * is skipped, with the reason printed. */
 #include "test_data.h"
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 
 #define SAMPLES 40
 #define SIDE 8

@@ -8,9 +8,9 @@
  * which also pins the order of application. Then determinism and the
  * options checks. No device: the context is host-only. */
 #include "harness.h"
-#include "runtime/augment.h"
-#include "runtime/context.h"
-#include "runtime/rng.h"
+#include "runtime/data/augment.h"
+#include "runtime/context/context.h"
+#include "runtime/context/rng.h"
 
 #include <float.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * the metrics beyond accuracy against float64 references; mirrored on two
  * devices (meson runs this with POCL_DEVICES="basic basic") against one. */
 #include "harness.h"
-#include "runtime/dataset.h"
+#include "runtime/data/dataset.h"
 
 #include <float.h>
 #include <sys/stat.h>

@@ -2,8 +2,8 @@
  * optimizer's state, mismatch reports, bit-exact resume mid-epoch, loading
  * across strategies, and malformed safetensors files. */
 #include "harness.h"
-#include "runtime/model.h"
-#include "runtime/safetensors.h"
+#include "runtime/model/model.h"
+#include "runtime/formats/safetensors.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -3,8 +3,8 @@
  * fill the disk. Killed writers run before this process touches OpenCL
  * (fork and a driver's threads do not mix). */
 #include "harness.h"
-#include "runtime/context.h"
-#include "runtime/safetensors.h"
+#include "runtime/context/context.h"
+#include "runtime/formats/safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>

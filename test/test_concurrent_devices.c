@@ -8,7 +8,7 @@
  * device is a skip. Each thread also checks some results. */
 #include "harness.h"
 #include "opencl/device.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #include <pthread.h>
 

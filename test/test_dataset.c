@@ -3,8 +3,8 @@
  * made by hand. */
 #include "harness.h"
 #include "kiln_config.h"
-#include "runtime/context.h"
-#include "runtime/dataset.h"
+#include "runtime/context/context.h"
+#include "runtime/data/dataset.h"
 
 #include <float.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
  * every bad description, naming its place. */
 #include "harness.h"
 #include "npy_file.h"
-#include "runtime/dataset.h"
+#include "runtime/data/dataset.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

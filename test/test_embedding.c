@@ -6,8 +6,8 @@
  * why, on one). */
 #include "harness.h"
 #include "npy_file.h"
-#include "runtime/model.h"
-#include "runtime/npy.h"
+#include "runtime/model/model.h"
+#include "runtime/formats/npy.h"
 
 #include <sys/wait.h>
 

@@ -8,7 +8,7 @@
 #include "counting_alloc.h"
 #include "harness.h"
 #include "kiln_opencl.h"
-#include "runtime/dataset.h"
+#include "runtime/data/dataset.h"
 
 #include <pthread.h>
 #include <unistd.h>

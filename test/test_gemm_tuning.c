@@ -9,7 +9,7 @@
  * out until they are checked. */
 #include "harness.h"
 #include "opencl/device.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

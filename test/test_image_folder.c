@@ -6,9 +6,9 @@
  * several threads at once, and every allocation failing in turn. */
 #include "harness.h"
 #include "kiln_config.h"
-#include "runtime/context.h"
-#include "runtime/dataset.h"
-#include "runtime/image_decode.h"
+#include "runtime/context/context.h"
+#include "runtime/data/dataset.h"
+#include "runtime/formats/image_decode.h"
 
 #include <dirent.h>
 #include <pthread.h>

@@ -7,10 +7,10 @@
  * wrong and leaves no model behind; and the JSON writer's escaping. */
 #include "harness.h"
 #include "resnet_model.h"
-#include "runtime/json.h"
-#include "runtime/json_writer.h"
-#include "runtime/model_desc.h"
-#include "runtime/safetensors.h"
+#include "runtime/formats/json.h"
+#include "runtime/formats/json_writer.h"
+#include "runtime/saving/model_desc.h"
+#include "runtime/formats/safetensors.h"
 #include "seed_cnn.h"
 
 #include <dirent.h>

@@ -3,7 +3,7 @@
  * POCL_DEVICES="basic basic"; what needs two devices is skipped, saying
  * why, on one), the model file, ONNX export, and each bad dataset with its
  * message. test_gradcheck checks the backward of a two-input model. */
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 #include "three_inputs.h"
 
 #include <unistd.h>

@@ -9,8 +9,8 @@
  * give; model files and checkpoints (a fit stopped and resumed);
  * accumulation, a zero weight and a non-finite loss;
  * each bad model, option, dataset and description with its message. */
-#include "runtime/model_desc.h"
-#include "runtime/progress.h"
+#include "runtime/saving/model_desc.h"
+#include "runtime/train/progress.h"
 #include "two_outputs.h"
 
 #include <unistd.h>

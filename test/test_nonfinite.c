@@ -4,9 +4,9 @@
  * non-finite loss: fit stops with KILN_ERROR_NUMERIC, or with
  * skip_nonfinite skips and counts it, and the weights never see it. */
 #include "harness.h"
-#include "runtime/context.h"
-#include "runtime/dataset.h"
-#include "runtime/optimizer.h"
+#include "runtime/context/context.h"
+#include "runtime/data/dataset.h"
+#include "runtime/model/optimizer.h"
 
 #define COUNT 12
 #define BATCH 4

@@ -4,9 +4,9 @@
  * them; and malformed files written here byte by byte, each refused with
  * the right status and a message naming the file. No device is needed. */
 #include "harness.h"
-#include "runtime/context.h"
-#include "runtime/dataset.h"
-#include "runtime/npy.h"
+#include "runtime/context/context.h"
+#include "runtime/data/dataset.h"
+#include "runtime/formats/npy.h"
 
 #include <float.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
  * Skips (77) only where node, npm or onnxruntime-node is missing, after
  * every check that needs neither. */
 #include "fault_layer.h"
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 #include "resnet_model.h"
 #include "test_data.h"
 

@@ -7,9 +7,9 @@
  * fits split; checkpoints across strategies; faults; and the errors. */
 #include "fault_layer.h"
 #include "test_data.h"
-#include "runtime/model.h"
-#include "runtime/partition.h"
-#include "runtime/replica.h"
+#include "runtime/model/model.h"
+#include "runtime/parallel/partition.h"
+#include "runtime/parallel/replica.h"
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
  * Also built with -fsanitize=thread (see README: tests under TSan). */
 #include "harness.h"
 #include "comm/reducer.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #include <pthread.h>
 

@@ -6,8 +6,8 @@
  * failed in turn. `test_report PATH` also keeps the finished report
  * at PATH (test/report_render.sh looks at it in a browser). */
 #include "harness.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

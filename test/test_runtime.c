@@ -4,9 +4,9 @@
 #include "harness.h"
 #include "opencl/cl_internal.h"
 #include "opencl/device.h"
-#include "runtime/context.h"
-#include "runtime/progress.h"
-#include "runtime/rng.h"
+#include "runtime/context/context.h"
+#include "runtime/train/progress.h"
+#include "runtime/context/rng.h"
 
 #include <dirent.h>
 #include <pthread.h>

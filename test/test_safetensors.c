@@ -2,8 +2,8 @@
  * in test/data/safetensors/ double as the fuzzer's seed corpus), the JSON
  * parser's edge cases, and an atomic write killed at random points. */
 #include "harness.h"
-#include "runtime/context.h"
-#include "runtime/safetensors.h"
+#include "runtime/context/context.h"
+#include "runtime/formats/safetensors.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -8,8 +8,8 @@
  * option through a model file. */
 #include "harness.h"
 #include "sequence_data.h"
-#include "runtime/dataset.h"
-#include "runtime/model.h"
+#include "runtime/data/dataset.h"
+#include "runtime/model/model.h"
 
 #include <stdint.h>
 #include <unistd.h>

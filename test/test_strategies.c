@@ -7,9 +7,9 @@
 #include "counting_alloc.h"
 #include "fault_layer.h"
 #include "test_data.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
-#include "runtime/replica.h"
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
+#include "runtime/parallel/replica.h"
 
 
 #define SAMPLES 64

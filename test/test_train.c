@@ -2,9 +2,9 @@
  * history, callbacks, partial batches, evaluate and predict. */
 #include "layer_check.h"
 #include "reference.h"
-#include "runtime/context.h"
-#include "runtime/loss.h"
-#include "runtime/optimizer.h"
+#include "runtime/context/context.h"
+#include "runtime/model/loss.h"
+#include "runtime/model/optimizer.h"
 
 #define N 5      /* batch */
 #define IN 5

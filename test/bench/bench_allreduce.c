@@ -6,7 +6,7 @@
  *   algbw = bytes / time;  busbw = algbw x 2 (n - 1) / n.
  * Usage: bench_allreduce [MiB] [repeats]. Medians of the repeats. */
 #include "comm/mpi_world.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,7 +27,7 @@
 /* The private header, and with it CL/cl.h: the peak needs the device's
  * cl_device_id, since kiln_device_info has no vector width. */
 #include "opencl/cl_internal.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #ifdef KILN_BENCH_HAVE_CBLAS
 #include <cblas.h>

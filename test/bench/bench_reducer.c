@@ -3,7 +3,7 @@
  * plain memcpy of the same 64 MiB, in one run; prints GB/s and the ratio.
  * GB/s counts gradient bytes reduced (or copied) per second. */
 #include "comm/reducer.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Fuzz target: the IDX reader, in memory. The input is split in two (its
  * first byte chooses where) into an image file and a label file. */
-#include "runtime/context.h"
-#include "runtime/dataset.h"
+#include "runtime/context/context.h"
+#include "runtime/data/dataset.h"
 
 #include <stdlib.h>
 

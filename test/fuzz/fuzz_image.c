@@ -1,8 +1,8 @@
 /* Fuzz target: the PNG and JPEG decoders (told apart by magic bytes), in
  * memory, at 1 and then 3 channels, so the seeds are plain image files; a
  * decoded image is resized to 5 x 7, as a sample would be. */
-#include "runtime/context.h"
-#include "runtime/image_decode.h"
+#include "runtime/context/context.h"
+#include "runtime/formats/image_decode.h"
 
 #include <stdlib.h>
 

@@ -1,10 +1,10 @@
-/* Fuzz target: the model description reader (runtime/model_desc.h) on any
+/* Fuzz target: the model description reader (runtime/saving/model_desc.h) on any
  * bytes, with no device: what parses is built into a model on a host-only
  * context through the public builders, and a model that builds is
  * described again, which must parse. Built for libFuzzer with
  * -Dfuzzing=true (clang); otherwise linked with fuzz_driver.c. */
-#include "runtime/context.h"
-#include "runtime/model_desc.h"
+#include "runtime/context/context.h"
+#include "runtime/saving/model_desc.h"
 
 #include <stdlib.h>
 #include <string.h>

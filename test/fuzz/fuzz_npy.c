@@ -1,8 +1,8 @@
 /* Fuzz target: the .npy parser on the input as one file; when it accepts
  * one, every row converted to floats (scaled and as stored) and, for 1-D
  * integer arrays, every label read. */
-#include "runtime/context.h"
-#include "runtime/npy.h"
+#include "runtime/context/context.h"
+#include "runtime/formats/npy.h"
 
 #include <stdlib.h>
 

@@ -2,8 +2,8 @@
  * Built for libFuzzer with -Dfuzzing=true (clang); otherwise linked with
  * fuzz_driver.c, which replays a corpus and mutations of it for a bounded
  * time as part of the test suite. */
-#include "runtime/context.h"
-#include "runtime/safetensors.h"
+#include "runtime/context/context.h"
+#include "runtime/formats/safetensors.h"
 
 #include <stdlib.h>
 #include <string.h>

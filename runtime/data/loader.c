@@ -1,0 +1,310 @@
+/* The loader: a ring of batch slots filled by a pool of threads. The
+ * fitting thread schedules steps into free slots (in step order, so the
+ * share of a step is asked in order) and takes them back in step order;
+ * loader threads fill whichever queued slot has the lowest step. */
+#include "runtime/data/loader.h"
+
+#include "base/flag.h"
+#include "runtime/context/context.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum slot_state { SLOT_FREE, SLOT_QUEUED, SLOT_FILLING, SLOT_READY } slot_state;
+
+typedef struct slot {
+    slot_state state;
+    int64_t step;
+    int32_t n, first, count;
+    float *features;
+    unsigned char *labels;
+    kiln_status status;          /* of a filled slot */
+    char message[sizeof(((kiln_diag *)0)->message)];
+} slot;
+
+typedef struct loader_thread {
+    kiln_loader *owner;
+    pthread_t thread;
+    int started;
+    kiln_diag diag;              /* this thread's messages */
+    float *scratch;              /* one sample, for augmentation */
+} loader_thread;
+
+struct kiln_loader {
+    kiln_context *ctx;
+    kiln_loader_config c;
+    size_t label_bytes;
+    int32_t capacity;            /* samples a slot holds */
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    slot *slots;
+    loader_thread *threads;
+    int32_t n_threads;
+    float *scratch;              /* the calling thread's, without threads */
+    /* The epoch: under lock. */
+    const int64_t *order;
+    int64_t count, steps;
+    int32_t epoch;
+    int64_t next_step;           /* the step kiln_loader_next returns next */
+    int64_t scheduled;           /* steps below this one are scheduled */
+    slot *taken;                 /* the slot last returned, freed by the next call */
+    kiln_flag cancel;            /* the epoch ends: stop between samples */
+    int stopping;                /* destroy: threads leave */
+};
+
+int32_t kiln_loader_default_threads(int32_t requested)
+{
+    if (requested > 0)
+        return requested;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 2 ? (int32_t)(cores - 1) : 1;
+}
+
+/* Reads the slot's samples; returns their status, the message left in the
+ * calling thread's diagnostics. */
+static kiln_status fill(kiln_loader *l, const slot *s, float *scratch)
+{
+    const kiln_dataset *ds = l->c.ds;
+    const int64_t base = s->step * l->c.batch_size + s->first;
+    kiln_read_plan plan = l->c.plan;
+    plan.epoch = l->epoch;
+    for (int32_t i = 0; i < s->count; i++) {
+        if (kiln_flag_up(&l->cancel))
+            return KILN_ERROR_STOPPED;
+        const kiln_status st = kiln_dataset_read_sample(
+            ds, l->order[base + i], &plan, s->features + (size_t)i * (size_t)ds->feature_size,
+            s->labels + (size_t)i * l->label_bytes, scratch);
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+static slot *lowest_queued(kiln_loader *l)
+{
+    slot *best = NULL;
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        if (l->slots[k].state == SLOT_QUEUED && (!best || l->slots[k].step < best->step))
+            best = &l->slots[k];
+    return best;
+}
+
+static void finish(slot *s, kiln_status st, const char *message)
+{
+    s->status = st;
+    snprintf(s->message, sizeof s->message, "%s", st == KILN_OK ? "" : message);
+    s->state = SLOT_READY;
+}
+
+static void *thread_main(void *arg)
+{
+    loader_thread *t = arg;
+    kiln_loader *l = t->owner;
+    /* Unbound, this thread's messages would not reach the fitting thread. */
+    const int bound = kiln_diag_bind(&l->ctx->host, &t->diag);
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        slot *s = NULL;
+        while (!l->stopping && !(s = lowest_queued(l)))
+            pthread_cond_wait(&l->work, &l->lock);
+        if (!s)
+            break;
+        s->state = SLOT_FILLING;
+        pthread_mutex_unlock(&l->lock);
+        const kiln_status st = bound ? fill(l, s, t->scratch) : KILN_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_lock(&l->lock);
+        finish(s, st, bound ? t->diag.message : "out of host memory for a loader thread's "
+                                                "diagnostics");
+        pthread_cond_broadcast(&l->done);
+    }
+    pthread_mutex_unlock(&l->lock);
+    kiln_diag_bind(&l->ctx->host, NULL);
+    return NULL;
+}
+
+/* Under lock: the next unscheduled step into slot `s`, when the epoch has one. */
+static void schedule(kiln_loader *l, slot *s)
+{
+    if (l->scheduled >= l->steps) {
+        s->state = SLOT_FREE;
+        return;
+    }
+    const int64_t step = l->scheduled++, start = step * l->c.batch_size;
+    s->step = step;
+    s->n = (int32_t)(l->count - start < l->c.batch_size ? l->count - start : l->c.batch_size);
+    s->first = 0;
+    s->count = s->n;
+    if (l->c.share)
+        l->c.share(l->c.share_user, step - l->next_step, s->n, &s->first, &s->count);
+    s->state = SLOT_QUEUED;
+}
+
+void kiln_loader_begin(kiln_loader *l, const int64_t *order, int64_t count, int64_t first_step,
+                       int32_t epoch)
+{
+    pthread_mutex_lock(&l->lock);
+    l->order = order;
+    l->count = count;
+    l->steps = (count + l->c.batch_size - 1) / l->c.batch_size;
+    l->epoch = epoch;
+    l->next_step = l->scheduled = first_step;
+    l->taken = NULL;
+    kiln_flag_lower(&l->cancel);
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        schedule(l, &l->slots[k]);
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->lock);
+}
+
+static slot *slot_of_step(kiln_loader *l, int64_t step)
+{
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        if (l->slots[k].state != SLOT_FREE && l->slots[k].step == step)
+            return &l->slots[k];
+    return NULL;
+}
+
+kiln_status kiln_loader_next(kiln_loader *l, kiln_loaded *out)
+{
+    pthread_mutex_lock(&l->lock);
+    if (l->taken) {
+        schedule(l, l->taken);
+        l->taken = NULL;
+        pthread_cond_broadcast(&l->work);
+    }
+    slot *s = slot_of_step(l, l->next_step);
+    if (!s) {
+        pthread_mutex_unlock(&l->lock);
+        return kiln_error(l->ctx, KILN_ERROR_STATE, "the loader has no step %lld to give",
+                          (long long)l->next_step);
+    }
+    if (!l->n_threads && s->state == SLOT_QUEUED) {
+        /* No threads: this thread reads, its own message kept as it is. */
+        s->state = SLOT_FILLING;
+        pthread_mutex_unlock(&l->lock);
+        const kiln_status st = fill(l, s, l->scratch);
+        pthread_mutex_lock(&l->lock);
+        finish(s, st, "");
+        if (st != KILN_OK) {
+            pthread_mutex_unlock(&l->lock);
+            return st;
+        }
+    }
+    while (s->state != SLOT_READY)
+        pthread_cond_wait(&l->done, &l->lock);
+    const kiln_status st = s->status;
+    if (st == KILN_OK) {
+        *out = (kiln_loaded){.n = s->n, .first = s->first, .count = s->count,
+                             .features = s->features, .labels = s->labels};
+        l->next_step++;
+        l->taken = s;
+    }
+    char message[sizeof s->message];
+    memcpy(message, s->message, sizeof message);
+    pthread_mutex_unlock(&l->lock);
+    return st == KILN_OK ? KILN_OK : kiln_error(l->ctx, st, "%s", message);
+}
+
+void kiln_loader_end(kiln_loader *l)
+{
+    if (!l || !l->slots)
+        return;
+    pthread_mutex_lock(&l->lock);
+    kiln_flag_raise(&l->cancel);
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        if (l->slots[k].state == SLOT_QUEUED)
+            l->slots[k].state = SLOT_FREE;
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        while (l->slots[k].state == SLOT_FILLING)
+            pthread_cond_wait(&l->done, &l->lock);
+    for (int32_t k = 0; k < l->c.prefetch; k++)
+        l->slots[k].state = SLOT_FREE;
+    l->taken = NULL;
+    l->steps = l->scheduled = l->next_step = 0;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void kiln_loader_destroy(kiln_loader *l)
+{
+    if (!l)
+        return;
+    kiln_loader_end(l);
+    pthread_mutex_lock(&l->lock);
+    l->stopping = 1;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->lock);
+    for (int32_t t = 0; l->threads && t < l->n_threads; t++) {
+        if (l->threads[t].started)
+            pthread_join(l->threads[t].thread, NULL);
+        kiln_free(l->ctx, l->threads[t].scratch);
+    }
+    for (int32_t k = 0; l->slots && k < l->c.prefetch; k++) {
+        kiln_free(l->ctx, l->slots[k].features);
+        kiln_free(l->ctx, l->slots[k].labels);
+    }
+    kiln_free(l->ctx, l->slots);
+    kiln_free(l->ctx, l->threads);
+    kiln_free(l->ctx, l->scratch);
+    pthread_cond_destroy(&l->work);
+    pthread_cond_destroy(&l->done);
+    pthread_mutex_destroy(&l->lock);
+    kiln_free(l->ctx, l);
+}
+
+static kiln_status alloc_buffers(kiln_loader *l)
+{
+    const kiln_dataset *ds = l->c.ds;
+    const size_t sample = (size_t)ds->feature_size * sizeof(float);
+    l->slots = kiln_calloc(l->ctx, (size_t)l->c.prefetch, sizeof *l->slots);
+    l->threads = kiln_calloc(l->ctx, (size_t)(l->n_threads ? l->n_threads : 1),
+                             sizeof *l->threads);
+    l->scratch = kiln_alloc(l->ctx, sample);
+    if (!l->slots || !l->threads || !l->scratch)
+        return kiln_error_oom(l->ctx, "the loader", sample);
+    for (int32_t k = 0; k < l->c.prefetch; k++) {
+        l->slots[k].features = kiln_calloc(l->ctx, (size_t)l->capacity, sample);
+        l->slots[k].labels = kiln_calloc(l->ctx, (size_t)l->capacity, l->label_bytes);
+        if (!l->slots[k].features || !l->slots[k].labels)
+            return kiln_error_oom(l->ctx, "a batch of the loader", (size_t)l->capacity * sample);
+    }
+    for (int32_t t = 0; t < l->n_threads; t++)
+        if (!(l->threads[t].scratch = kiln_alloc(l->ctx, sample)))
+            return kiln_error_oom(l->ctx, "a loader thread's sample", sample);
+    return KILN_OK;
+}
+
+kiln_status kiln_loader_create(kiln_context *ctx, const kiln_loader_config *config,
+                               kiln_loader **out)
+{
+    *out = NULL;
+    kiln_loader *l = kiln_calloc(ctx, 1, sizeof *l);
+    if (!l)
+        return kiln_error_oom(ctx, "the loader", sizeof *l);
+    l->ctx = ctx;
+    l->c = *config;
+    l->c.prefetch = config->prefetch > 0 ? config->prefetch : 1;
+    l->n_threads = config->threads > 0 ? config->threads : 0;
+    l->label_bytes = kiln_dataset_label_bytes(config->ds);
+    /* No batch holds more samples than the dataset. */
+    l->capacity = config->ds->count < config->batch_size ? (int32_t)config->ds->count
+                                                         : config->batch_size;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->work, NULL);
+    pthread_cond_init(&l->done, NULL);
+    kiln_status st = alloc_buffers(l);
+    for (int32_t t = 0; t < l->n_threads && st == KILN_OK; t++) {
+        l->threads[t].owner = l;
+        if (pthread_create(&l->threads[t].thread, NULL, thread_main, &l->threads[t]) != 0)
+            st = kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "cannot start loader thread %d of "
+                            "%d", (int)t + 1, (int)l->n_threads);
+        l->threads[t].started = st == KILN_OK;
+    }
+    if (st != KILN_OK) {
+        kiln_loader_destroy(l);
+        return st;
+    }
+    *out = l;
+    return KILN_OK;
+}

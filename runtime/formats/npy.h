@@ -1,0 +1,59 @@
+/* Private: NumPy .npy files (versions 1.0, 2.0 and 3.0), parsed strictly
+ * from memory and memory-mapped from disk, and their elements converted to
+ * float or int32. Only the C-order, little-endian dtypes kiln_dtype names
+ * are read. */
+#ifndef KILN_RUNTIME_FORMATS_NPY_H
+#define KILN_RUNTIME_FORMATS_NPY_H
+
+#include "kiln.h"
+
+#include <stddef.h>
+
+/* Samples first, then up to KILN_MAX_RANK dimensions of one sample. */
+#define KILN_NPY_MAX_RANK (KILN_MAX_RANK + 1)
+
+typedef struct kiln_npy {
+    const char *name;             /* the file in messages: the caller's string */
+    kiln_dtype dtype;
+    int itemsize;                 /* bytes per element */
+    int rank;                     /* 0..KILN_NPY_MAX_RANK */
+    int64_t shape[KILN_NPY_MAX_RANK];
+    int64_t rows;                 /* shape[0]; 1 for a scalar (rank 0) */
+    int64_t row_size;             /* elements per row: the product of shape[1..] */
+    const unsigned char *data;    /* rows * row_size elements, little-endian */
+    void *map;                    /* kiln_npy_map's mapping, or NULL */
+    size_t map_size;
+} kiln_npy;
+
+/* Validates a whole file image: magic, version, header, dtype, order,
+ * shape, and a data size of exactly prod(shape) * itemsize after the
+ * header. `name` names the file in messages and must outlive `out`, as
+ * must the bytes. KILN_ERROR_FORMAT for anything malformed,
+ * KILN_ERROR_UNSUPPORTED for another version, Fortran order, big-endian
+ * data or another dtype; `out` is zeroed on failure. */
+kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
+                           size_t size, kiln_npy *out);
+
+/* Maps `path` read-only and parses it. KILN_ERROR_IO when it cannot be
+ * opened, examined or mapped; else as kiln_npy_parse. Release with
+ * kiln_npy_unmap. As with any mapping, a file cut short by another process
+ * while mapped faults (SIGBUS) the reader that reaches past its new end. */
+kiln_status kiln_npy_map(kiln_context *ctx, const char *path, kiln_npy *out);
+
+/* Unmaps a kiln_npy_map result and zeroes it; accepts a zeroed one. */
+void kiln_npy_unmap(kiln_npy *a);
+
+/* IEEE binary16 to binary32, exactly: subnormals, signed zeros, infinities
+ * and NaN payloads included. */
+float kiln_npy_half_to_float(uint16_t h);
+
+/* Rows [first_row, first_row + rows) as value * scale + offset, computed in
+ * float, into `out` (rows * row_size floats). */
+void kiln_npy_read_floats(const kiln_npy *a, int64_t first_row, int64_t rows, float scale,
+                          float offset, float *out);
+
+/* Element `row` of an integer array of one dimension (any integer dtype
+ * kiln reads fits an int32). */
+void kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out);
+
+#endif

@@ -1,0 +1,193 @@
+/* The public layer builders (kiln.h): each copies its options and adds a
+ * node whose config the layer kind fills from them (its configure op), so
+ * layers/ never calls up into the model. A new layer kind adds its
+ * builder here. */
+#include "layers/layer.h"
+#include "layers/pool2d.h"
+#include "runtime/model/model.h"
+
+/* Copies a builder's options; when their struct_size is too short, keeps
+ * why on the model and returns 0. */
+static int take_options(kiln_model *m, void *dst, size_t size, const void *src, size_t least,
+                        const char *call, const char *name)
+{
+    kiln_diag why;
+    if (kiln_options_take(dst, size, src, least, name, &why) == KILN_OK)
+        return 1;
+    kiln_model_refuse_layer(m, why.status, call, why.message);
+    return 0;
+}
+
+kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
+{
+    const kiln_input_args args = {.rank = rank, .dims = dims};
+    return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
+                          const char *name)
+{
+    const kiln_input_args args = {.rank = rank, .dims = dims, .ints = 1};
+    return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_dense(kiln_model *model, kiln_node input, const kiln_dense_options *options)
+{
+    kiln_dense_options o;
+    if (!take_options(model, &o, sizeof o, options, offsetof(kiln_dense_options, activation),
+                      "kiln_dense", "kiln_dense_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_dense, &o, &input, 1, o.name, o.activation);
+}
+
+kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_options *options)
+{
+    kiln_conv2d_options o;
+    if (!take_options(model, &o, sizeof o, options, offsetof(kiln_conv2d_options, strides),
+                      "kiln_conv2d", "kiln_conv2d_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_conv2d, &o, &input, 1, o.name,
+                                o.activation);
+}
+
+kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
+                             const kiln_pool2d_options *options)
+{
+    kiln_pool2d_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_max_pooling2d",
+                      "kiln_pool2d_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_max_pooling2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
+                                 const kiln_pool2d_options *options)
+{
+    kiln_pool2d_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_average_pooling2d",
+                      "kiln_pool2d_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_average_pooling2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, NULL, &input, 1,
+                                name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
+                                   const kiln_batch_norm_options *options)
+{
+    kiln_batch_norm_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_batch_normalization",
+                      "kiln_batch_norm_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_batch_norm, &o, &input, 1, o.name,
+                                o.activation);
+}
+
+kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
+                       const char *name)
+{
+    const kiln_dropout_args args = {.rate = rate, .seed = seed};
+    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_flatten, NULL, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,
+                                const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_activation, NULL, &input, 1, name,
+                                activation);
+}
+
+kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
+                                   const kiln_layer_norm_options *options)
+{
+    kiln_layer_norm_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_layer_normalization",
+                      "kiln_layer_norm_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_layer_norm, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
+                       const char *name)
+{
+    const kiln_reshape_args args = {.rank = rank, .dims = dims};
+    return kiln_model_add_layer(model, &kiln_layer_reshape, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                           int32_t axis, const char *name)
+{
+    const kiln_concatenate_args args = {.axis = axis};
+    return kiln_model_add_layer(model, &kiln_layer_concatenate, &args, inputs,
+                                inputs ? (int)n_inputs : 0, name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
+                   const char *name)
+{
+    return kiln_model_add_layer(model, &kiln_layer_add, NULL, inputs, inputs ? (int)n_inputs : 0,
+                                name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name)
+{
+    const kiln_node inputs[2] = {a, b};
+    return kiln_model_add_layer(model, &kiln_layer_dot, NULL, inputs, 2, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_node value,
+                                    const kiln_multi_head_attention_options *options)
+{
+    kiln_multi_head_attention_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_multi_head_attention_options, value_dim),
+                      "kiln_multi_head_attention", "kiln_multi_head_attention_options"))
+        return KILN_NODE_INVALID;
+    const kiln_node inputs[2] = {query, value};
+    return kiln_model_add_layer(model, &kiln_layer_multi_head_attention, &o, inputs, 2, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_embedding(kiln_model *model, kiln_node input,
+                         const kiln_embedding_options *options)
+{
+    kiln_embedding_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_embedding_options, output_dim) + sizeof(int32_t),
+                      "kiln_embedding",
+                      "kiln_embedding_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_embedding, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
+                                  const kiln_position_embedding_options *options)
+{
+    kiln_position_embedding_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_position_embedding_options, max_length) + sizeof(int32_t),
+                      "kiln_position_embedding",
+                      "kiln_position_embedding_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_position_embedding, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}

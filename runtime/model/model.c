@@ -1,0 +1,287 @@
+/* The compiled model's accessors: its distribution, statistics,
+ * sizes and hashes, and its weights as one packed array. */
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
+
+#include <math.h>
+
+#include <stdio.h>
+#include <string.h>
+
+uint64_t kiln_model_fingerprint(const kiln_model *m)
+{
+    uint64_t h = KILN_HASH_SEED;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *n = &m->nodes[i];
+        for (int p = 0; p < n->n_params; p++) {
+            char text[256];
+            char shape[64];
+            const int len = snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name,
+                                     n->params[p].name,
+                                     kiln_shape_str(&n->params[p].shape, shape, sizeof shape));
+            h = kiln_hash(h, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+        }
+    }
+    return h;
+}
+
+uint64_t kiln_model_training_hash(const kiln_model *m)
+{
+    const kiln_optimizer_options *o = &m->optimizer;
+    const kiln_lr_schedule *schedule = &o->schedule;
+    char text[1024];   /* %a: every float exactly */
+    /* The ignore class and several outputs' losses and weights only when
+     * set: other models hash as before. */
+    char extra[32 + 48 * KILN_MAX_MODEL_OUTPUTS] = "";
+    if (m->loss.has_ignore)
+        snprintf(extra, sizeof extra, "|ignore %d", (int)m->loss.ignore);
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
+                 (int)m->heads[k].loss, (double)m->head_weight[k]);
+    const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
+                             (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
+                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon,
+                             (int)schedule->kind, (long long)schedule->decay_steps,
+                             schedule->decay_rate, schedule->alpha,
+                             (long long)schedule->warmup_steps, (int)m->accumulation_steps,
+                             extra);
+    return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+}
+
+kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
+                                    int32_t *replicas)
+{
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_distribution");
+    if (st != KILN_OK)
+        return st;
+    if (strategy)
+        *strategy = m->strategy->name;
+    if (replicas)
+        *replicas = m->strategy->replica_count(m->strategy_impl);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
+{
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_rank");
+    if (st != KILN_OK)
+        return st;
+    if (rank)
+        *rank = m->rank;
+    if (count)
+        *count = m->world > 0 ? m->world : 1;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *stats)
+{
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_training_stats");
+    if (st != KILN_OK)
+        return st;
+    if (!stats || stats->struct_size < sizeof *stats)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_training_stats: stats is NULL or its struct_size is not "
+                          "sizeof(kiln_training_stats)");
+    int entered;
+    st = kiln_model_enter_reading(m, "kiln_model_training_stats", &entered);
+    if (st != KILN_OK)
+        return st;
+    kiln_strategy_stats counters;
+    memset(&counters, 0, sizeof counters);
+    if (m->strategy->stats)
+        m->strategy->stats(m->strategy_impl, &counters);
+    stats->steps = m->timed_steps;
+    stats->input_seconds = m->input_seconds;
+    stats->step_seconds = m->step_seconds;
+    stats->reductions = counters.reductions;
+    stats->reduce_seconds = counters.reduce_seconds;
+    stats->reduce_hidden_seconds = counters.hidden_seconds;
+    stats->pipeline_bubble =
+        counters.stage_seconds > 0 ? 1.0 - counters.busy_seconds / counters.stage_seconds : 0.0;
+    stats->pipeline_stage_seconds = counters.stage_seconds;
+    stats->max_staleness = counters.max_staleness;
+    stats->max_lead = counters.max_lead;
+    kiln_model_leave_reading(m, entered);
+    return KILN_OK;
+}
+
+/* The checks of a call reading a compiled model into `*out` (set to 0 first). */
+static kiln_status check_count_out(const kiln_model *m, int64_t *out, const char *call,
+                                   const char *arg)
+{
+    if (out)
+        *out = 0;
+    if (m && !out)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", call, arg);
+    return kiln_model_check_compiled(m, call);
+}
+
+kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
+{
+    kiln_status st = check_count_out(m, count, "kiln_model_parameter_count", "count");
+    if (st == KILN_OK)
+        *count = m->n_weights;
+    return st;
+}
+
+kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
+{
+    kiln_status st = check_count_out(m, size, "kiln_model_output_size", "size");
+    if (st == KILN_OK)
+        *size = m->output_size;
+    return st;
+}
+
+/* Copies between the padded flat layout and the caller's packed array. */
+static void pack(const kiln_model *m, float *flat, float *packed, int to_packed)
+{
+    int64_t at = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        for (int p = 0; p < node->n_params; p++) {
+            const size_t bytes = (size_t)kiln_shape_size(&node->params[p].shape) * sizeof(float);
+            if (to_packed)
+                memcpy(packed + at, flat + node->param_offset[p], bytes);
+            else
+                memcpy(flat + node->param_offset[p], packed + at, bytes);
+            at += (int64_t)(bytes / sizeof(float));
+        }
+    }
+}
+
+static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int get)
+{
+    const char *call = get ? "kiln_model_get_weights" : "kiln_model_set_weights";
+    kiln_status st = kiln_model_check_compiled(m, call);
+    if (st != KILN_OK)
+        return st;
+    if (!weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: weights is NULL", call);
+    if (get && count < m->n_weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: room for %lld floats given, the model has %lld parameters", call,
+                          (long long)count, (long long)m->n_weights);
+    /* More floats than parameters is as likely a mistake as fewer. */
+    if (!get && count != m->n_weights)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "%s: %lld floats given, the model has %lld parameters", call,
+                          (long long)count, (long long)m->n_weights);
+    float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
+    if (!flat)
+        return kiln_error_oom(m->ctx, "a parameter copy", m->n_param_floats * sizeof(float));
+    if (get) {
+        st = m->strategy->get_params(m->strategy_impl, flat);
+        if (st == KILN_OK)
+            pack(m, flat, weights, 1);
+    } else {
+        pack(m, flat, weights, 0);
+        st = m->strategy->set_params(m->strategy_impl, flat);
+    }
+    kiln_free(m->ctx, flat);
+    return st;
+}
+
+static kiln_status get_weights_entered(kiln_model *m, float *weights, int64_t count)
+{
+    return weights_io(m, weights, count, 1);
+}
+
+kiln_status kiln_model_get_weights(kiln_model *m, float *weights, int64_t count)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_get_weights");
+    if (st == KILN_OK) {
+        st = get_weights_entered(m, weights, count);
+        kiln_model_leave(m);
+    }
+    return st;
+}
+
+static kiln_status set_weights_entered(kiln_model *m, const float *weights, int64_t count)
+{
+    return weights_io(m, (float *)weights, count, 0);
+}
+
+kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t count)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_set_weights");
+    if (st == KILN_OK) {
+        st = set_weights_entered(m, weights, count);
+        kiln_model_leave(m);
+    }
+    return st;
+}
+
+double kiln_model_learning_rate(const kiln_model *m, int64_t step)
+{
+    return m->has_lr_override ? m->lr_override
+                              : kiln_optimizer_learning_rate(&m->optimizer, step);
+}
+
+void kiln_update_begin(kiln_update *u, const kiln_model *m)
+{
+    u->final_micro = u->micro + 1 >= m->accumulation_steps;
+    u->number = m->n_optimizer_steps + 1;
+    u->lr = kiln_model_learning_rate(m, m->n_optimizer_steps);
+}
+
+void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
+{
+    u->micro = u->final_micro ? 0 : u->micro + 1;
+    if (u->final_micro && isfinite(loss_sum))
+        m->n_optimizer_steps++;
+}
+
+static kiln_status enter(kiln_model *m, const char *call, int reading, int *entered)
+{
+    *entered = 0;
+    kiln_diag *const me = kiln_diag_of_thread(&m->ctx->host);
+    if (pthread_mutex_trylock(&m->busy) == 0) {
+        __atomic_store_n(&m->busy_call, call, __ATOMIC_RELEASE);
+        __atomic_store_n(&m->busy_thread, me, __ATOMIC_RELEASE);
+        *entered = 1;
+        return KILN_OK;
+    }
+    /* Only the thread inside can see its own token there: fit's callback. */
+    if (reading && me && __atomic_load_n(&m->busy_thread, __ATOMIC_ACQUIRE) == me)
+        return KILN_OK;
+    const char *inside = __atomic_load_n(&m->busy_call, __ATOMIC_ACQUIRE);
+    return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: the model is in use by another call (%s); "
+                      "a model takes one call at a time, and fit's callback may only read it",
+                      call, inside ? inside : "starting");
+}
+
+kiln_status kiln_model_enter(kiln_model *m, const char *call)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;   /* no model to keep the message on */
+    int entered;
+    return enter(m, call, 0, &entered);
+}
+
+kiln_status kiln_model_enter_reading(const kiln_model *m, const char *call, int *entered)
+{
+    /* The lock guards the model; taking it changes none of its state. */
+    return enter((kiln_model *)m, call, 1, entered);
+}
+
+void kiln_model_leave_reading(const kiln_model *m, int entered)
+{
+    if (entered)
+        kiln_model_leave((kiln_model *)m);
+}
+
+void kiln_model_leave(kiln_model *m)
+{
+    __atomic_store_n(&m->busy_call, (const char *)NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->busy_thread, (kiln_diag *)NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&m->busy);
+}

@@ -1,0 +1,154 @@
+/* A model's outputs: which nodes they are, the loss and weight of each,
+ * where each one's labels lie in a sample, and the metrics each reports. */
+#include "runtime/model/loss.h"
+#include "runtime/model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+kiln_status kiln_model_set_outputs(kiln_model *m, const kiln_node *outputs, int32_t n)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (m->compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE,
+                          "kiln_model_set_outputs: the model is already compiled");
+    if (!outputs || n < 1 || n > KILN_MAX_MODEL_OUTPUTS)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_set_outputs: %d outputs%s; a model has 1 to %d",
+                          (int)n, outputs ? "" : " (outputs is NULL)", KILN_MAX_MODEL_OUTPUTS);
+    for (int32_t k = 0; k < n; k++) {
+        const kiln_node node = outputs[k];
+        if (node < 0 || node >= m->n_nodes)
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "kiln_model_set_outputs: output %d is node %d, which is not in "
+                              "the model (it has %d nodes)", (int)k, (int)node,
+                              (int)m->n_nodes);
+        for (int32_t j = 0; j < k; j++)
+            if (outputs[j] == node)
+                return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                                  "kiln_model_set_outputs: outputs %d and %d are both layer "
+                                  "'%s'; each output is a different node", (int)j, (int)k,
+                                  m->nodes[node].name);
+    }
+    memcpy(m->outputs, outputs, (size_t)n * sizeof *outputs);
+    m->n_outputs = n;
+    m->output = outputs[0];
+    return KILN_OK;
+}
+
+int32_t kiln_model_output_index(const kiln_model *m, kiln_node i)
+{
+    if (!kiln_model_multi_output(m))
+        return i == m->output ? 0 : -1;
+    for (int32_t k = 0; k < m->n_outputs; k++)
+        if (m->outputs[k] == i)
+            return k;
+    return -1;
+}
+
+const kiln_loss_plan *kiln_model_output_plan(const kiln_model *m, kiln_node i)
+{
+    const int32_t k = kiln_model_output_index(m, i);
+    return k < 0 ? NULL : kiln_model_multi_output(m) ? &m->heads[k] : &m->loss;
+}
+
+/* What several outputs do not support, before any plan is made: options
+ * whose sums have no per-output slots, an output another layer reads
+ * (its gradient would mix the loss's and the layer's). */
+static kiln_status check_supported(kiln_model *m, const kiln_compile_options *o)
+{
+    if (o->top_k || o->mean_absolute_error || o->binary_accuracy || o->has_ignore_class)
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: top_k, mean_absolute_error, binary_accuracy and "
+                          "ignore_class are for a model of one output; this one has several "
+                          "outputs (%d)", (int)m->n_outputs);
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        for (int j = 0; m->nodes[i].on_path && j < m->nodes[i].n_inputs; j++)
+            if (kiln_model_output_index(m, m->nodes[i].inputs[j]) >= 0)
+                return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                                  "kiln_model_compile: output '%s' feeds layer '%s'; of a "
+                                  "model of several outputs, an output may not feed another "
+                                  "layer", m->nodes[m->nodes[i].inputs[j]].name,
+                                  m->nodes[i].name);
+    return KILN_OK;
+}
+
+/* Keras's default weight is 1; -0.0f asks for 0 itself (as binary_threshold). */
+static kiln_status take_weight(kiln_model *m, int32_t k, float w)
+{
+    if (!isfinite(w) || w < 0.0f)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: the loss weight of output %d ('%s') is %g; it "
+                          "must be finite and >= 0", (int)k, m->nodes[m->outputs[k]].name,
+                          (double)w);
+    m->head_weight[k] = w == 0.0f && !signbit(w) ? 1.0f : w;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o)
+{
+    if (!kiln_model_multi_output(m)) {
+        if (o->n_outputs > 1 || (o->n_outputs == 1 && !o->outputs) || o->n_outputs < 0)
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "kiln_model_compile: losses for %d outputs given, but the model "
+                              "has 1 output ('%s')", (int)o->n_outputs,
+                              m->nodes[m->output].name);
+        if (o->n_outputs == 1 && o->loss != KILN_LOSS_NONE)
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "kiln_model_compile: set loss or outputs, not both");
+        const kiln_loss loss = o->n_outputs == 1 ? o->outputs[0].loss : o->loss;
+        kiln_status st = kiln_loss_plan_make(m, loss, !o->no_accuracy, &m->loss);
+        if (st == KILN_OK && o->n_outputs == 1)
+            st = take_weight(m, 0, o->outputs[0].weight);
+        /* One output's weight scales its loss as in Keras; only 1 is kept. */
+        if (st == KILN_OK && o->n_outputs == 1 && m->head_weight[0] != 1.0f)
+            st = kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                            "kiln_model_compile: a loss weight other than 1 (%g) on a model "
+                            "of one output", (double)m->head_weight[0]);
+        return st;
+    }
+    if (o->n_outputs != m->n_outputs || !o->outputs)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: the model has %d outputs (the first '%s') but "
+                          "kiln_compile_options.outputs holds %d losses; give one per output",
+                          (int)m->n_outputs, m->nodes[m->outputs[0]].name,
+                          o->outputs ? (int)o->n_outputs : 0);
+    if (o->loss != KILN_LOSS_NONE)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: a model of several outputs takes its losses "
+                          "from kiln_compile_options.outputs; leave loss 0");
+    kiln_status st = check_supported(m, o);
+    int64_t words = 0;
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
+        kiln_loss_plan *plan = &m->heads[k];
+        st = kiln_loss_plan_make_for(m, m->outputs[k], o->outputs[k].loss, !o->no_accuracy,
+                                     plan);
+        if (st == KILN_OK)
+            st = take_weight(m, k, o->outputs[k].weight);
+        plan->sums_at = KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k;
+        m->head_label_offset[k] = words;
+        words += (int64_t)(kiln_loss_label_bytes(plan) / 4);
+    }
+    if (st != KILN_OK)
+        return st;
+    /* The model's own plan only describes a sample's packed labels: 4-byte
+     * words, no ignore class, nothing of its own to compute. */
+    m->loss = (kiln_loss_plan){.loss = m->heads[0].loss, .positions = 1, .cols = words};
+    return KILN_OK;
+}
+
+void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_metrics *out)
+{
+    out->n_outputs = kiln_model_multi_output(m) ? m->n_outputs : 0;
+    for (int32_t k = 0; k < out->n_outputs; k++) {
+        const double *s = sums + KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k;
+        /* A head's slots mirror the model's: loss, correct, samples, ..., counted. */
+        const double n = s[KILN_SUM_COUNTED] > 0 ? s[KILN_SUM_COUNTED] : 1.0;
+        kiln_output_metrics *o = &out->outputs[k];
+        snprintf(o->name, sizeof o->name, "%s", m->nodes[m->outputs[k]].name);
+        o->loss = s[KILN_SUM_LOSS] / n;
+        o->accuracy = m->heads[k].accuracy ? s[KILN_SUM_CORRECT] / n : -1.0;
+    }
+}

@@ -1,0 +1,73 @@
+/* kiln_model_summary: the Keras-style table of a model's layers. */
+#include "runtime/context/context.h"
+#include "runtime/model/model.h"
+#include "runtime/context/text.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int64_t node_params(const kiln_node_rec *node, int trainable_only)
+{
+    int64_t n = 0;
+    for (int p = 0; p < node->n_params; p++)
+        if (!trainable_only || (!node->params[p].non_trainable && !node->frozen))
+            n += kiln_shape_size(&node->params[p].shape);
+    return n;
+}
+
+static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t *length)
+{
+    if (!text && size > 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_summary: text is NULL but size is %zu", size);
+    if (m->build_status != KILN_OK)
+        return kiln_error(m->ctx, m->build_status, "kiln_model_summary: the model failed to "
+                          "build: %s", m->build_error);
+    kiln_text t = {.text = text, .size = size};
+    if (size > 0)
+        text[0] = '\0';
+    const char *rule = "============================================================"
+                       "====================================";
+    kiln_text_printf(&t, "%-50s %-20s %11s  %s\n", "Layer (type)", "Output Shape", "Param #",
+        "Connected to");
+    kiln_text_printf(&t, "%s\n", rule);
+    int64_t total = 0, trainable = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        char label[160], shape[64] = "(None", count[32];
+        snprintf(label, sizeof label, "%s (%s)", node->name, node->ops->kind);
+        for (int d = 0; d < node->shape.rank; d++) {
+            const size_t used = strlen(shape);
+            snprintf(shape + used, sizeof shape - used, ", %d", (int)node->shape.dims[d]);
+        }
+        strcat(shape, ")");
+        const int64_t params = node_params(node, 0);
+        total += params;
+        trainable += node_params(node, 1);
+        kiln_text_printf(&t, "%-50s %-20s %11s", label, shape, kiln_grouped(params, count, sizeof count));
+        for (int k = 0; k < node->n_inputs; k++)
+            kiln_text_printf(&t, "%s%s", k ? ", " : "  ", m->nodes[node->inputs[k]].name);
+        kiln_text_printf(&t, "\n");
+    }
+    char a[32], b[32], c[32];
+    kiln_text_printf(&t, "%s\nTotal params: %s\nTrainable params: %s\nNon-trainable params: %s\n", rule,
+        kiln_grouped(total, a, sizeof a), kiln_grouped(trainable, b, sizeof b),
+        kiln_grouped(total - trainable, c, sizeof c));
+    if (length)
+        *length = t.length;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_summary(const kiln_model *m, char *text, size_t size, size_t *length)
+{
+    if (length)
+        *length = 0;
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    int entered;
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_summary", &entered);
+    if (st == KILN_OK)
+        st = summary(m, text, size, length);
+    kiln_model_leave_reading(m, entered);
+    return st;
+}

@@ -1,0 +1,645 @@
+#include "runtime/parallel/replica.h"
+
+#include "comm/collective.h"
+
+#include "runtime/model/loss.h"
+#include "runtime/model/optimizer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void release_activations(kiln_replica *r)
+{
+    const kiln_model *m = r->model;
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        if (r->act[i] != r->out[i])
+            kiln_buffer_destroy(r->act[i]);
+        kiln_buffer_destroy(r->out[i]);
+        kiln_buffer_destroy(r->grad[i]);
+        r->act[i] = r->out[i] = r->grad[i] = NULL;
+        if (r->state[i] && m->nodes[i].ops->release)
+            m->nodes[i].ops->release(r->state[i]);
+    }
+    kiln_buffer_destroy(r->labels);
+    kiln_buffer_destroy(r->loss);
+    kiln_buffer_destroy(r->correct);
+    kiln_buffer_destroy(r->metric);
+    r->labels = r->loss = r->correct = r->metric = NULL;
+    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++) {
+        kiln_buffer_destroy(r->head_labels[k]);
+        kiln_buffer_destroy(r->head_loss[k]);
+        kiln_buffer_destroy(r->head_correct[k]);
+        r->head_labels[k] = r->head_loss[k] = r->head_correct[k] = NULL;
+    }
+    r->capacity = 0;
+    r->workspace_bytes = 0;
+}
+
+static uint64_t bytes_of(const kiln_buffer *b)
+{
+    return b ? kiln_buffer_bytes(b) : 0;
+}
+
+void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
+{
+    const kiln_model *m = r->model;
+    o->batch_capacity = r->capacity;
+    o->parameter_bytes = o->gradient_bytes = o->optimizer_bytes = 0;
+    if (!r->shared) {
+        o->parameter_bytes = bytes_of(r->params);
+        o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum);
+        for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+            o->optimizer_bytes += bytes_of(r->slots[s]);
+    }
+    o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
+                          bytes_of(r->metric) + bytes_of(r->sums);
+    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++)
+        o->activation_bytes += bytes_of(r->head_labels[k]) + bytes_of(r->head_loss[k]) +
+                               bytes_of(r->head_correct[k]);
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
+                               (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
+    o->workspace_bytes = r->workspace_bytes;
+    size_t now, peak;
+    kiln_device_memory(r->dev, &now, &peak);
+    o->device_bytes = now;
+    o->device_peak_bytes = peak;
+}
+
+static int in_span(const kiln_replica *r, kiln_node i)
+{
+    return i >= r->span.first && i <= r->span.last;
+}
+
+/* The replica's tables: which nodes it holds, where their parameters sit in
+ * its buffers, and each layer's state, with the kernels it launches. */
+static kiln_status make_tables(kiln_replica *r)
+{
+    const kiln_model *m = r->model;
+    kiln_context *ctx = m->ctx;
+    const kiln_stage_span *sp = &r->span;
+    const size_t n = (size_t)m->n_nodes;
+    r->n_trainable = sp->trainable_end - sp->trainable_begin;
+    r->n_floats = r->n_trainable + sp->state_end - sp->state_begin + sp->frozen_end -
+                  sp->frozen_begin;
+    r->out = kiln_calloc(ctx, n, sizeof *r->out);
+    r->act = kiln_calloc(ctx, n, sizeof *r->act);
+    r->grad = kiln_calloc(ctx, n, sizeof *r->grad);
+    r->state = kiln_calloc(ctx, n, sizeof *r->state);
+    r->written = kiln_calloc(ctx, n, 1);
+    r->present = kiln_calloc(ctx, n, 1);
+    r->offsets = kiln_calloc(ctx, n * KILN_MAX_PARAMS, sizeof *r->offsets);
+    if (!r->out || !r->act || !r->grad || !r->state || !r->written || !r->present ||
+        !r->offsets)
+        return kiln_error_oom(ctx, "replica tables", n * sizeof(void *));
+    for (kiln_node i = sp->first; i <= sp->last; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path)
+            continue;
+        r->present[i] = 1;
+        for (int k = 0; k < node->n_inputs; k++)
+            r->present[node->inputs[k]] = 1;
+        for (int p = 0; p < node->n_params; p++) {
+            const size_t off = node->param_offset[p];
+            const size_t state = sp->state_end - sp->state_begin;
+            r->offsets[(size_t)i * KILN_MAX_PARAMS + (size_t)p] =
+                off < m->n_trainable_floats ? off - sp->trainable_begin
+                : sp->frozen_end == sp->frozen_begin || off < sp->frozen_begin
+                    ? r->n_trainable + off - sp->state_begin
+                    : r->n_trainable + state + off - sp->frozen_begin;
+        }
+        const size_t size = node->ops->replica_size;
+        if (size && !(r->state[i] = kiln_calloc(ctx, 1, size)))
+            return kiln_error_oom(ctx, "layer state", size);
+        if (node->ops->kernels) {
+            kiln_status st = node->ops->kernels(node->config, r->state[i], r->dev);
+            if (st != KILN_OK)
+                return kiln_fail_within(&ctx->host, st, "layer '%s'", node->name);
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_replica *replica_new(const kiln_model *m, kiln_device *dev,
+                                 const kiln_stage_span *span)
+{
+    kiln_replica *r = kiln_calloc(m->ctx, 1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->model = m;
+    r->dev = dev;
+    r->span = *span;
+    r->role = "replica";
+    r->stage_node = -1;
+    r->stage_phase = KILN_PHASE_IDLE;
+    pthread_mutex_init(&r->stage_lock, NULL);
+    return r;
+}
+
+/* Zeroed: the slots of metrics that are not computed stay 0. */
+static kiln_status create_sums(kiln_replica *r)
+{
+    const size_t bytes = KILN_N_SUMS * sizeof(float);
+    kiln_status st = kiln_buffer_create(r->dev, bytes, "loss sums", &r->sums);
+    return st == KILN_OK ? kiln_buffer_zero(r->dev, r->sums, 0, bytes) : st;
+}
+
+kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
+{
+    const kiln_stage_span whole = {
+        .first = 0, .last = m->n_nodes - 1, .trainable_begin = 0,
+        .trainable_end = m->n_trainable_floats, .state_begin = m->n_trainable_floats,
+        .state_end = m->n_param_floats, .accumulate = m->accumulation_steps > 1};
+    return kiln_replica_create_stage(m, dev, &whole, out);
+}
+
+kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **out)
+{
+    const kiln_model *m = base->model;
+    *out = NULL;
+    kiln_replica *r = replica_new(m, base->dev, &base->span);
+    if (!r)
+        return kiln_error_oom(m->ctx, "a replica", sizeof *r);
+    r->shared = 1;
+    r->params = base->params;
+    r->grads = base->grads;
+    r->accum = base->accum;
+    memcpy(r->slots, base->slots, sizeof r->slots);
+    r->index = base->index;
+    kiln_status st = make_tables(r);
+    if (st == KILN_OK)
+        st = create_sums(r);
+    if (st != KILN_OK) {
+        kiln_replica_destroy(r);
+        return st;
+    }
+    *out = r;
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
+                                      const kiln_stage_span *span, kiln_replica **out)
+{
+    kiln_context *ctx = m->ctx;
+    *out = NULL;
+    kiln_replica *r = replica_new(m, dev, span);
+    if (!r)
+        return kiln_error_oom(ctx, "a replica", sizeof *r);
+    kiln_status st = make_tables(r);
+    if (st != KILN_OK)
+        goto fail;
+    const size_t bytes = (r->n_floats ? r->n_floats : 1) * sizeof(float);
+    st = kiln_buffer_create(dev, bytes, "parameters", &r->params);
+    if (st == KILN_OK)
+        st = kiln_buffer_create(dev, bytes, "gradients", &r->grads);
+    if (st == KILN_OK)
+        st = kiln_buffer_zero(dev, r->grads, 0, bytes);
+    for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->optimizer); s++) {
+        st = kiln_buffer_create(dev, bytes, "optimizer state", &r->slots[s]);
+        if (st == KILN_OK)
+            st = kiln_buffer_zero(dev, r->slots[s], 0, bytes);
+    }
+    if (st == KILN_OK)
+        st = create_sums(r);
+    if (st == KILN_OK && span->accumulate)
+        st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
+    if (st == KILN_OK && r->accum)
+        st = kiln_buffer_zero(dev, r->accum, 0, bytes);
+    if (st != KILN_OK)
+        goto fail;
+    *out = r;
+    return KILN_OK;
+fail:
+    kiln_replica_destroy(r);
+    return st;
+}
+
+void kiln_replica_destroy(kiln_replica *r)
+{
+    if (!r)
+        return;
+    kiln_context *ctx = r->model->ctx;
+    if (r->out && r->act && r->grad && r->state)
+        release_activations(r);
+    for (int32_t i = 0; r->state && i < r->model->n_nodes; i++)
+        kiln_free(ctx, r->state[i]);
+    if (!r->shared) {
+        kiln_buffer_destroy(r->params);
+        kiln_buffer_destroy(r->grads);
+        for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
+            kiln_buffer_destroy(r->slots[s]);
+        kiln_buffer_destroy(r->accum);
+    }
+    kiln_buffer_destroy(r->sums);
+    pthread_mutex_destroy(&r->stage_lock);
+    kiln_free(ctx, r->out);
+    kiln_free(ctx, r->act);
+    kiln_free(ctx, r->grad);
+    kiln_free(ctx, r->state);
+    kiln_free(ctx, r->written);
+    kiln_free(ctx, r->present);
+    kiln_free(ctx, r->offsets);
+    kiln_free(ctx, r);
+}
+
+void kiln_replica_release(kiln_replica *r)
+{
+    release_activations(r);
+}
+
+/* Several outputs: each output's labels, losses and correct counts. */
+static kiln_status reserve_heads(kiln_replica *r, int32_t n)
+{
+    const kiln_model *m = r->model;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const size_t rows = (size_t)n * (size_t)plan->positions;
+        if (!in_span(r, m->outputs[k]))   /* another pipeline stage's */
+            continue;
+        st = kiln_buffer_create(r->dev, (size_t)n * kiln_loss_label_bytes(plan), "labels",
+                                &r->head_labels[k]);
+        if (st == KILN_OK)
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->head_loss[k]);
+        if (st == KILN_OK)
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics",
+                                    &r->head_correct[k]);
+    }
+    return st;
+}
+
+kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
+{
+    if (n <= r->capacity)
+        return KILN_OK;
+    const kiln_model *m = r->model;
+    release_activations(r);
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < m->n_nodes && st == KILN_OK; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!r->present[i])
+            continue;
+        const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
+        st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
+        r->act[i] = r->out[i];
+        if (!in_span(r, i)) {  /* another stage's output: its activation, its gradient */
+            if (st == KILN_OK && !kiln_node_is_input(m, i))
+                st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
+            continue;
+        }
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
+            !kiln_node_fuses_activation(m, i))
+            st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
+        if (st == KILN_OK && !kiln_node_is_input(m, i))
+            st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
+        if (st == KILN_OK && node->ops->prepare) {
+            size_t before, after;
+            kiln_device_memory(r->dev, &before, NULL);
+            st = node->ops->prepare(node->config, r->state[i], r->dev,
+                                    &m->nodes[node->inputs[0]].shape, n);
+            kiln_device_memory(r->dev, &after, NULL);
+            r->workspace_bytes += after - before;
+        }
+    }
+    if (kiln_model_multi_output(m)) {
+        st = st == KILN_OK ? reserve_heads(r, n) : st;
+        if (st != KILN_OK) {
+            release_activations(r);
+            return st;
+        }
+        r->capacity = n;
+        return KILN_OK;
+    }
+    const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
+    const size_t rows = (size_t)n * (size_t)m->loss.positions;   /* the loss's, per position */
+    const int loss_here = in_span(r, m->output);
+    if (st == KILN_OK && loss_here)
+        st = kiln_buffer_create(r->dev, label_floats * sizeof(float), "labels", &r->labels);
+    if (st == KILN_OK && loss_here)
+        st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->loss);
+    if (st == KILN_OK && loss_here)
+        st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics", &r->correct);
+    if (st == KILN_OK && loss_here && kiln_metric_count(&m->loss) > 0)
+        st = kiln_buffer_create(r->dev, rows * KILN_METRIC_COLUMNS * sizeof(float),
+                                "metrics", &r->metric);
+    if (st != KILN_OK) {
+        release_activations(r);
+        return st;
+    }
+    r->capacity = n;
+    return KILN_OK;
+}
+
+static const char *const phase_names[] = {
+    [KILN_PHASE_IDLE] = "idle",
+    [KILN_PHASE_UPLOAD] = "uploading its batch",
+    [KILN_PHASE_FORWARD] = "forward",
+    [KILN_PHASE_BACKWARD] = "backward",
+    [KILN_PHASE_AFTER_BACKWARD] = "after backward",
+};
+
+static void set_stage(kiln_replica *r, kiln_node node, kiln_replica_phase phase)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    r->stage_node = node;
+    r->stage_phase = phase;
+    pthread_mutex_unlock(&r->stage_lock);
+}
+
+kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
+{
+    const kiln_model *m = r->model;
+    set_stage(r, -1, KILN_PHASE_UPLOAD);
+    kiln_status st = kiln_replica_reserve(r, b->n);
+    if (st != KILN_OK)
+        return st;
+    /* Each input's rows are strided in the host batch (a sample holds every
+     * input's values); a stage uploads only the inputs it reads. */
+    for (int32_t k = 0; k < m->n_inputs && st == KILN_OK; k++) {
+        kiln_buffer *dst = r->act[m->inputs[k]];
+        const size_t row = (size_t)kiln_node_size(m, m->inputs[k]) * sizeof(float);
+        if (!dst || !b->features)
+            continue;
+        if (m->n_inputs == 1)
+            st = kiln_buffer_write(r->dev, dst, 0, b->features, (size_t)b->n * row, 1);
+        else
+            st = kiln_buffer_write_rows(r->dev, dst, b->features + m->input_offset[k],
+                                        (size_t)b->n, row,
+                                        (size_t)m->sample_size * sizeof(float));
+    }
+    if (st != KILN_OK || !b->labels)
+        return st;
+    /* Several outputs: a sample's labels hold every output's, one after another. */
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++)
+        if (r->head_labels[k])   /* not on a pipeline stage without the outputs */
+            st = kiln_buffer_write_rows(r->dev, r->head_labels[k],
+                                        (const int32_t *)b->labels + m->head_label_offset[k],
+                                        (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
+                                        kiln_loss_label_bytes(&m->loss));
+    if (st != KILN_OK || !r->labels)
+        return st;
+    const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
+    return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
+}
+
+kiln_replica_phase kiln_replica_phase_now(kiln_replica *r)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    const kiln_replica_phase phase = r->stage_phase;
+    pthread_mutex_unlock(&r->stage_lock);
+    return phase;
+}
+
+void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
+{
+    pthread_mutex_lock(&r->stage_lock);
+    const kiln_node node = r->stage_node;
+    const char *phase = phase_names[r->stage_phase];
+    pthread_mutex_unlock(&r->stage_lock);
+    if (node >= 0)
+        snprintf(buf, size, "%s %d on %s, layer '%s' (%s)", r->role, r->index,
+                 kiln_device_label(r->dev), r->model->nodes[node].name, phase);
+    else
+        snprintf(buf, size, "%s %d on %s (%s)", r->role, r->index, kiln_device_label(r->dev),
+                 phase);
+}
+
+/* The step a layer sees for node i. */
+/* kiln_step.sum_replicas for replicas whose step has a collective. */
+static kiln_status sum_over_replicas(void *user, double *values, size_t n)
+{
+    const kiln_replica *r = user;
+    return kiln_collective_sum(r->collective, r->member, values, n);
+}
+
+static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_step *s,
+                      kiln_buffer **in, kiln_shape *in_shape, kiln_buffer **d_in, int *acc)
+{
+    const kiln_model *m = r->model;
+    const kiln_node_rec *node = &m->nodes[i];
+    for (int k = 0; k < node->n_inputs; k++) {
+        const kiln_node j = node->inputs[k];
+        in[k] = r->act[j];
+        in_shape[k] = m->nodes[j].shape;
+        d_in[k] = r->grad[j];
+        acc[k] = 0;
+    }
+    memset(s, 0, sizeof *s);
+    s->dev = r->dev;
+    s->batch = n;
+    s->training = training;
+    s->frozen = node->frozen;
+    s->in_shape = in_shape;
+    s->n_in = node->n_inputs;
+    s->out_shape = &node->shape;
+    s->in = in;
+    s->out = r->out[i];
+    s->activation = kiln_node_fuses_activation(m, i) ? node->activation : KILN_ACTIVATION_LINEAR;
+    s->params = r->params;
+    s->grads = r->grads;
+    s->param_offset = r->offsets + (size_t)i * KILN_MAX_PARAMS;
+    s->d_out = r->grad[i];
+    s->d_in = d_in;
+    s->d_in_accumulate = acc;
+    s->sum_replicas = r->collective ? sum_over_replicas : NULL;
+    s->sum_replicas_user = r;
+    s->seed = r->model->ctx->seed;
+    s->step_number = r->step_number;
+    s->first_sample = r->first_sample;
+}
+
+int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
+{
+    const kiln_node_rec *node = &m->nodes[i];
+    const kiln_activation a = node->activation;
+    return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX &&
+           !kiln_activation_needs_input(a) && kiln_model_output_index(m, i) < 0 &&
+           node->ops->fuses_activation && node->ops->fuses_activation(node->config);
+}
+
+kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
+{
+    const kiln_model *m = r->model;
+    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
+    kiln_shape in_shape[KILN_MAX_INPUTS];
+    int acc[KILN_MAX_INPUTS];
+    for (int32_t i = r->span.first; i <= r->span.last; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (!node->on_path || kiln_node_is_input(m, i))
+            continue;
+        set_stage(r, i, KILN_PHASE_FORWARD);
+        kiln_step s;
+        make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
+        kiln_status st = node->ops->forward(node->config, r->state[i], &s);
+        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
+            s.activation == KILN_ACTIVATION_LINEAR) {   /* the layer did not apply it */
+            const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+            const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+            st = kiln_activation_forward(r->dev, node->activation, r->out[i], r->act[i], rows,
+                                         cols);
+        }
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+/* Several outputs: each output's loss into its sums slots with the
+ * gradient scaled by its weight (a mean over its positions), then the
+ * weighted total into the sums' first slots, which the optimizer's guard
+ * reads. */
+static kiln_status heads_loss(kiln_replica *r, int32_t n, float scale)
+{
+    const kiln_model *m = r->model;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->heads[k];
+        const kiln_node o = m->outputs[k];
+        const float per_row = m->head_weight[k] / (float)plan->positions;
+        st = kiln_loss_enqueue(r->dev, plan, r->out[o], r->act[o], r->head_labels[k],
+                               r->grad[o], r->head_loss[k], r->head_correct[k], r->sums, n,
+                               scale * per_row);
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(plan->sums_at),
+                                kiln_arg_float(per_row), kiln_arg_int(k == 0));
+        if (st == KILN_OK)
+            st = kiln_run1(r->dev, "loss", "kiln_loss_head_total", 1, a);
+    }
+    return st;
+}
+
+kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
+{
+    const kiln_model *m = r->model;
+    if (kiln_model_multi_output(m))
+        return heads_loss(r, n, scale);
+    kiln_status st = kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output],
+                                       r->labels, r->grad[m->output], r->loss, r->correct,
+                                       r->sums, n, scale);
+    if (st == KILN_OK && r->metric)
+        st = kiln_metric_enqueue(r->dev, &m->loss, r->act[m->output], r->labels, r->metric,
+                                 r->sums, n);
+    return st;
+}
+
+kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
+                                  void *user)
+{
+    const kiln_model *m = r->model;
+    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
+    kiln_shape in_shape[KILN_MAX_INPUTS];
+    int acc[KILN_MAX_INPUTS];
+    kiln_status st = KILN_OK;
+    for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
+        const kiln_node_rec *node = &m->nodes[i];
+        if (node->on_path && !kiln_node_is_input(m, i)) {
+            set_stage(r, i, KILN_PHASE_BACKWARD);
+            const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
+            const int fused = plan && plan->fused;
+            if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
+                const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+                const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+                st = kiln_activation_backward(r->dev, node->activation, r->out[i], r->act[i],
+                                              r->grad[i], rows, cols);
+            }
+            kiln_step s;
+            make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
+            /* The first consumer to reach a node writes its gradient; later ones add. */
+            for (int k = 0; k < node->n_inputs; k++) {
+                const kiln_node j = node->inputs[k];
+                acc[k] = r->written[j];
+                r->written[j] = 1;
+            }
+            if (st == KILN_OK)
+                st = node->ops->backward(node->config, r->state[i], &s);
+        }
+        if (st == KILN_OK && hook)
+            st = hook(user, i);
+    }
+    memset(r->written, 0, (size_t)m->n_nodes);  /* the next pass starts clean */
+    if (st == KILN_OK)
+        set_stage(r, -1, KILN_PHASE_AFTER_BACKWARD);
+    return st;
+}
+
+void kiln_replica_mark_gradient(kiln_replica *r, kiln_node j)
+{
+    r->written[j] = 1;
+}
+
+kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
+                                    float scale)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
+                            kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
+                            kiln_arg_int(final), kiln_arg_float(scale));
+    return kiln_run1(r->dev, "optimizer", "kiln_optimizer_accumulate", n, a);
+}
+
+kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)
+{
+    float host[KILN_N_SUMS];
+    const kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    if (st != KILN_OK)
+        return st;
+    for (int k = 0; k < KILN_N_SUMS; k++)
+        sums[k] = host[k];
+    return KILN_OK;
+}
+
+kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
+{
+    const kiln_model *m = r->model;
+    /* Several outputs: a sample's outputs one after another, as its inputs. */
+    int64_t at = 0;
+    kiln_status st = KILN_OK;
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++) {
+        const int64_t size = kiln_node_size(m, m->outputs[k]);
+        st = kiln_buffer_read_rows(r->dev, r->act[m->outputs[k]], host + at, (size_t)n,
+                                   (size_t)size * sizeof(float),
+                                   (size_t)m->output_size * sizeof(float));
+        at += size;
+    }
+    if (kiln_model_multi_output(m))
+        return st;
+    return kiln_buffer_read(r->dev, r->act[m->output], 0, host,
+                            (size_t)n * (size_t)kiln_node_size(m, m->output) * sizeof(float));
+}
+
+kiln_status kiln_replica_read_params(kiln_replica *r, float *flat)
+{
+    return kiln_buffer_read(r->dev, r->params, 0, flat, r->n_floats * sizeof(float));
+}
+
+kiln_status kiln_replica_write_params(kiln_replica *r, const float *flat)
+{
+    return kiln_buffer_write(r->dev, r->params, 0, flat, r->n_floats * sizeof(float), 1);
+}
+
+/* Public: what a compiled model's replica holds on its device. */
+kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_report *report)
+{
+    kiln_status st = kiln_model_check_compiled(m, "kiln_model_memory");
+    if (st != KILN_OK)
+        return st;
+    const int32_t n = m->strategy->replica_count(m->strategy_impl);
+    if (!report || report->struct_size < sizeof *report || replica < 0 || replica >= n)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_memory: replica %d of %d, or a report that is NULL or "
+                          "whose struct_size is not sizeof(kiln_memory_report)",
+                          (int)replica, (int)n);
+    int entered;
+    st = kiln_model_enter_reading(m, "kiln_model_memory", &entered);
+    if (st != KILN_OK)
+        return st;
+    const kiln_replica *r = m->strategy->replica(m->strategy_impl, replica);
+    report->device = -1;
+    for (int32_t d = 0; d < m->ctx->n_devices; d++)
+        if (m->ctx->devices[d] == r->dev)
+            report->device = d;
+    if (m->strategy->memory)
+        m->strategy->memory(m->strategy_impl, replica, report);
+    else
+        kiln_replica_memory(r, report);
+    kiln_model_leave_reading(m, entered);
+    return KILN_OK;
+}

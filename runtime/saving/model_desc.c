@@ -1,0 +1,1102 @@
+/* A model's description (model_desc.h): written from the node graph, read
+ * back without a device, rebuilt through the public builders. The layer
+ * kinds are known here by their builders' options: a new kind adds its
+ * fields and one kind_io line. */
+#include "runtime/saving/model_desc.h"
+
+#include "runtime/formats/json_writer.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the layer kinds ---------------------------------------------------- */
+
+typedef enum field_type {
+    FIELD_INT,        /* int32_t */
+    FIELD_PAIR,       /* int32_t[2] */
+    FIELD_FLOAT,      /* float */
+    FIELD_BOOL,       /* int32_t, 0 or 1 */
+    FIELD_NOT_BOOL,   /* int32_t written negated: no_bias as "use_bias" */
+    FIELD_PADDING,    /* kiln_padding */
+    FIELD_SEED,       /* uint64_t */
+    FIELD_SHAPE,      /* kiln_input_args (written); kiln_layer_desc.shape (read) */
+    /* int32_t: 0 float32, 1 int32; written only when int32 and read as
+     * float32 when absent, so that files of float models stay as they were. */
+    FIELD_DTYPE
+} field_type;
+
+typedef struct field {
+    const char *key;
+    field_type type;
+    size_t offset;    /* in the builder's options (kiln_layer_desc.options) */
+} field;
+
+typedef struct kind_io {
+    const kiln_layer_ops *ops;
+    const field *fields;
+    int n_fields;
+    int activation;   /* its builder takes an activation */
+    kiln_node (*build)(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in);
+} kind_io;
+
+#define FIELDS(list) .fields = list, .n_fields = (int)(sizeof list / sizeof list[0])
+
+static const field dense_fields[] = {
+    {.key = "units", .type = FIELD_INT, .offset = offsetof(kiln_dense_options, units)},
+    {.key = "use_bias", .type = FIELD_NOT_BOOL, .offset = offsetof(kiln_dense_options, no_bias)},
+};
+static const field conv2d_fields[] = {
+    {.key = "filters", .type = FIELD_INT, .offset = offsetof(kiln_conv2d_options, filters)},
+    {.key = "kernel_size", .type = FIELD_PAIR,
+     .offset = offsetof(kiln_conv2d_options, kernel_size)},
+    {.key = "strides", .type = FIELD_PAIR, .offset = offsetof(kiln_conv2d_options, strides)},
+    {.key = "padding", .type = FIELD_PADDING, .offset = offsetof(kiln_conv2d_options, padding)},
+    {.key = "use_bias", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_conv2d_options, no_bias)},
+};
+static const field pool_fields[] = {
+    {.key = "pool_size", .type = FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, pool_size)},
+    {.key = "strides", .type = FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, strides)},
+    {.key = "padding", .type = FIELD_PADDING, .offset = offsetof(kiln_pool2d_options, padding)},
+};
+static const field batch_norm_fields[] = {
+    {.key = "momentum", .type = FIELD_FLOAT,
+     .offset = offsetof(kiln_batch_norm_options, momentum)},
+    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_batch_norm_options, epsilon)},
+    {.key = "synchronized", .type = FIELD_BOOL,
+     .offset = offsetof(kiln_batch_norm_options, synchronized)},
+};
+static const field dropout_fields[] = {
+    {.key = "rate", .type = FIELD_FLOAT, .offset = offsetof(kiln_dropout_args, rate)},
+    {.key = "seed", .type = FIELD_SEED, .offset = offsetof(kiln_dropout_args, seed)},
+};
+static const field input_fields[] = {
+    {.key = "shape", .type = FIELD_SHAPE, .offset = 0},
+    {.key = "dtype", .type = FIELD_DTYPE, .offset = offsetof(kiln_input_args, ints)},
+};
+static const field embedding_fields[] = {
+    {.key = "input_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, input_dim)},
+    {.key = "output_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, output_dim)},
+};
+static const field position_embedding_fields[] = {
+    {.key = "max_length", .type = FIELD_INT,
+     .offset = offsetof(kiln_position_embedding_options, max_length)},
+};
+static const field layer_norm_fields[] = {
+    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_layer_norm_options, epsilon)},
+    {.key = "center", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_center)},
+    {.key = "scale", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_scale)},
+};
+/* Reshape's target shape, written and read as Input's. */
+static const field reshape_fields[] = {
+    {.key = "target_shape", .type = FIELD_SHAPE, .offset = 0},
+};
+static const field concatenate_fields[] = {
+    {.key = "axis", .type = FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
+};
+
+/* Keras's MultiHeadAttention config keys; value_dim and output_shape 0
+ * mean their defaults, as in the options. */
+static const field mha_fields[] = {
+    {.key = "num_heads", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, num_heads)},
+    {.key = "key_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, key_dim)},
+    {.key = "value_dim", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, value_dim)},
+    {.key = "dropout", .type = FIELD_FLOAT,
+     .offset = offsetof(kiln_multi_head_attention_options, dropout)},
+    {.key = "seed", .type = FIELD_SEED,
+     .offset = offsetof(kiln_multi_head_attention_options, seed)},
+    {.key = "use_causal_mask", .type = FIELD_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, use_causal_mask)},
+    {.key = "use_bias", .type = FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, no_bias)},
+    {.key = "output_shape", .type = FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, output_shape)},
+};
+
+static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    (void)in;
+    if (d->options.input.ints)
+        return kiln_input_ints(m, d->shape.rank, d->shape.dims, d->name);
+    return kiln_input(m, d->shape.rank, d->shape.dims, d->name);
+}
+
+static kiln_node build_embedding(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_embedding_options o = d->options.embedding;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_embedding(m, in[0], &o);
+}
+
+static kiln_node build_position_embedding(kiln_model *m, const kiln_layer_desc *d,
+                                          const kiln_node *in)
+{
+    kiln_position_embedding_options o = d->options.position_embedding;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_position_embedding(m, in[0], &o);
+}
+
+static kiln_node build_dense(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_dense_options o = d->options.dense;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    o.activation = d->activation;
+    return kiln_dense(m, in[0], &o);
+}
+
+static kiln_node build_conv2d(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_conv2d_options o = d->options.conv2d;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    o.activation = d->activation;
+    return kiln_conv2d(m, in[0], &o);
+}
+
+static kiln_node build_max_pooling2d(kiln_model *m, const kiln_layer_desc *d,
+                                     const kiln_node *in)
+{
+    kiln_pool2d_options o = d->options.pool;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_max_pooling2d(m, in[0], &o);
+}
+
+static kiln_node build_average_pooling2d(kiln_model *m, const kiln_layer_desc *d,
+                                         const kiln_node *in)
+{
+    kiln_pool2d_options o = d->options.pool;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_average_pooling2d(m, in[0], &o);
+}
+
+static kiln_node build_global_average_pooling2d(kiln_model *m, const kiln_layer_desc *d,
+                                                const kiln_node *in)
+{
+    return kiln_global_average_pooling2d(m, in[0], d->name);
+}
+
+static kiln_node build_batch_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_batch_norm_options o = d->options.batch_norm;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    o.activation = d->activation;
+    return kiln_batch_normalization(m, in[0], &o);
+}
+
+static kiln_node build_dropout(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_dropout(m, in[0], d->options.dropout.rate, d->options.dropout.seed, d->name);
+}
+
+static kiln_node build_flatten(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_flatten(m, in[0], d->name);
+}
+
+static kiln_node build_activation(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_activation_layer(m, in[0], d->activation, d->name);
+}
+
+static kiln_node build_add(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_add(m, in, d->n_inputs, d->name);
+}
+
+static kiln_node build_dot(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_dot(m, in[0], in[1], d->name);
+}
+
+static kiln_node build_layer_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_layer_norm_options o = d->options.layer_norm;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_layer_normalization(m, in[0], &o);
+}
+
+static kiln_node build_reshape(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_reshape(m, in[0], d->shape.rank, d->shape.dims, d->name);
+}
+
+static kiln_node build_concatenate(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    return kiln_concatenate(m, in, d->n_inputs, d->options.concatenate.axis, d->name);
+}
+
+static kiln_node build_mha(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
+{
+    kiln_multi_head_attention_options o = d->options.mha;
+    o.struct_size = sizeof o;
+    o.name = d->name;
+    return kiln_multi_head_attention(m, in[0], in[1], &o);
+}
+
+static const kind_io kinds[] = {
+    {.ops = &kiln_layer_input, FIELDS(input_fields), .build = build_input},
+    {.ops = &kiln_layer_dense, FIELDS(dense_fields), .activation = 1, .build = build_dense},
+    {.ops = &kiln_layer_conv2d, FIELDS(conv2d_fields), .activation = 1, .build = build_conv2d},
+    {.ops = &kiln_layer_max_pooling2d, FIELDS(pool_fields), .build = build_max_pooling2d},
+    {.ops = &kiln_layer_average_pooling2d, FIELDS(pool_fields),
+     .build = build_average_pooling2d},
+    {.ops = &kiln_layer_global_average_pooling2d, .build = build_global_average_pooling2d},
+    {.ops = &kiln_layer_batch_norm, FIELDS(batch_norm_fields), .activation = 1,
+     .build = build_batch_norm},
+    {.ops = &kiln_layer_dropout, FIELDS(dropout_fields), .build = build_dropout},
+    {.ops = &kiln_layer_flatten, .build = build_flatten},
+    {.ops = &kiln_layer_activation, .activation = 1, .build = build_activation},
+    {.ops = &kiln_layer_add, .build = build_add},
+    {.ops = &kiln_layer_dot, .build = build_dot},
+    {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
+    {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
+    {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
+    {.ops = &kiln_layer_multi_head_attention, FIELDS(mha_fields), .build = build_mha},
+    {.ops = &kiln_layer_embedding, FIELDS(embedding_fields), .build = build_embedding},
+    {.ops = &kiln_layer_position_embedding, FIELDS(position_embedding_fields),
+     .build = build_position_embedding},
+};
+#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
+
+static const kind_io *kind_of_ops(const kiln_layer_ops *ops)
+{
+    for (int i = 0; i < N_KINDS; i++)
+        if (kinds[i].ops == ops)
+            return &kinds[i];
+    return NULL;
+}
+
+static const kind_io *kind_named(const char *kind)
+{
+    for (int i = 0; i < N_KINDS; i++)
+        if (strcmp(kinds[i].ops->kind, kind) == 0)
+            return &kinds[i];
+    return NULL;
+}
+
+/* Names of the enumerations, indexed by value. */
+static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
+                                               "gelu", "gelu_tanh", "leaky_relu", "silu"};
+static const char *const padding_names[] = {"valid", "same"};
+static const char *const dtype_names[] = {"float32", "int32"};
+static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
+                                         "categorical_crossentropy", "binary_crossentropy",
+                                         "mean_squared_error"};
+static const char *const optimizer_names[] = {"adam", "sgd"};
+static const char *const schedule_names[] = {"constant", "step_decay", "exponential_decay",
+                                             "cosine_decay"};
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+
+static const char *name_of(const char *const *names, int n, int value)
+{
+    return value >= 0 && value < n ? names[value] : "unknown";
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* The options the builder was given, as describe gives them back. */
+static void write_options(kiln_jw *w, const kind_io *io, const kiln_node_rec *node)
+{
+    kiln_layer_args args;
+    memset(&args, 0, sizeof args);
+    if (node->ops->describe)
+        node->ops->describe(node->config, &args);
+    const unsigned char *base = (const unsigned char *)&args;
+    kiln_jw_begin_object(w);
+    for (int f = 0; f < io->n_fields; f++) {
+        const field *fd = &io->fields[f];
+        const void *at = base + fd->offset;
+        int32_t i32[2];
+        memcpy(i32, at, sizeof(int32_t));
+        if (fd->type == FIELD_DTYPE && !i32[0])
+            continue;
+        kiln_jw_key(w, fd->key);
+        switch (fd->type) {
+        case FIELD_INT:
+            memcpy(i32, at, sizeof(int32_t));
+            kiln_jw_int(w, i32[0]);
+            break;
+        case FIELD_PAIR:
+            memcpy(i32, at, sizeof i32);
+            kiln_jw_begin_array(w);
+            kiln_jw_int(w, i32[0]);
+            kiln_jw_int(w, i32[1]);
+            kiln_jw_end_array(w);
+            break;
+        case FIELD_FLOAT: {
+            float v;
+            memcpy(&v, at, sizeof v);
+            kiln_jw_float(w, v);
+            break;
+        }
+        case FIELD_BOOL:
+        case FIELD_NOT_BOOL:
+            memcpy(i32, at, sizeof(int32_t));
+            kiln_jw_bool(w, (i32[0] != 0) != (fd->type == FIELD_NOT_BOOL));
+            break;
+        case FIELD_PADDING: {
+            kiln_padding p;
+            memcpy(&p, at, sizeof p);
+            kiln_jw_string(w, name_of(padding_names, COUNT(padding_names), (int)p));
+            break;
+        }
+        case FIELD_SEED: {
+            uint64_t v;
+            memcpy(&v, at, sizeof v);
+            kiln_jw_uint(w, v);
+            break;
+        }
+        case FIELD_DTYPE:
+            kiln_jw_string(w, dtype_names[1]);
+            break;
+        case FIELD_SHAPE:
+            kiln_jw_begin_array(w);
+            for (int32_t d = 0; d < args.input.rank && args.input.dims; d++)
+                kiln_jw_int(w, args.input.dims[d]);
+            kiln_jw_end_array(w);
+            break;
+        }
+    }
+    kiln_jw_end_object(w);
+}
+
+static void write_compile(kiln_jw *w, const kiln_model *m)
+{
+    const kiln_optimizer_options *o = &m->optimizer;
+    const kiln_lr_schedule *s = &o->schedule;
+    kiln_jw_key(w, "compile");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "loss");
+    kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->loss.loss));
+    /* Several outputs: compile's no_accuracy left every cross-entropy
+     * output its accuracy, or none. */
+    int accuracy = m->loss.accuracy;
+    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+        accuracy |= m->heads[k].accuracy;
+    kiln_jw_key(w, "accuracy");
+    kiln_jw_bool(w, accuracy);
+    kiln_jw_key(w, "gradient_accumulation_steps");
+    kiln_jw_int(w, m->accumulation_steps);
+    /* Keras's SparseCategoricalCrossentropy config: null when none. */
+    kiln_jw_key(w, "ignore_class");
+    if (m->loss.has_ignore)
+        kiln_jw_int(w, m->loss.ignore);
+    else
+        kiln_jw_null(w);
+    if (kiln_model_multi_output(m)) {
+        kiln_jw_key(w, "losses");
+        kiln_jw_begin_array(w);
+        for (int32_t k = 0; k < m->n_outputs; k++) {
+            kiln_jw_begin_object(w);
+            kiln_jw_key(w, "loss");
+            kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->heads[k].loss));
+            /* The weight in use; -0 is how compile is asked for 0 itself. */
+            kiln_jw_key(w, "weight");
+            kiln_jw_float(w, m->head_weight[k] == 0.0f ? -0.0f : m->head_weight[k]);
+            kiln_jw_end_object(w);
+        }
+        kiln_jw_end_array(w);
+    }
+    kiln_jw_key(w, "metrics");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "top_k");
+    kiln_jw_int(w, m->loss.top_k);
+    kiln_jw_key(w, "mean_absolute_error");
+    kiln_jw_bool(w, m->loss.mean_abs_error);
+    kiln_jw_key(w, "binary_accuracy");
+    kiln_jw_bool(w, m->loss.binary_accuracy);
+    /* The threshold in use; -0 is how compile is asked for 0 itself. */
+    kiln_jw_key(w, "binary_threshold");
+    kiln_jw_float(w, m->loss.threshold == 0.0f ? -0.0f : m->loss.threshold);
+    kiln_jw_end_object(w);
+    kiln_jw_key(w, "optimizer");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "kind");
+    kiln_jw_string(w, name_of(optimizer_names, COUNT(optimizer_names), (int)o->kind));
+    kiln_jw_key(w, "learning_rate");
+    kiln_jw_float(w, o->learning_rate);
+    kiln_jw_key(w, "momentum");
+    kiln_jw_float(w, o->momentum);
+    kiln_jw_key(w, "nesterov");
+    kiln_jw_bool(w, o->nesterov);
+    kiln_jw_key(w, "beta_1");
+    kiln_jw_float(w, o->beta_1);
+    kiln_jw_key(w, "beta_2");
+    kiln_jw_float(w, o->beta_2);
+    kiln_jw_key(w, "epsilon");
+    kiln_jw_float(w, o->epsilon);
+    kiln_jw_key(w, "schedule");
+    kiln_jw_begin_object(w);
+    kiln_jw_key(w, "kind");
+    kiln_jw_string(w, name_of(schedule_names, COUNT(schedule_names), (int)s->kind));
+    kiln_jw_key(w, "decay_steps");
+    kiln_jw_int(w, s->decay_steps);
+    kiln_jw_key(w, "decay_rate");
+    kiln_jw_float(w, s->decay_rate);
+    kiln_jw_key(w, "alpha");
+    kiln_jw_float(w, s->alpha);
+    kiln_jw_key(w, "warmup_steps");
+    kiln_jw_int(w, s->warmup_steps);
+    kiln_jw_end_object(w);
+    kiln_jw_end_object(w);
+    kiln_jw_end_object(w);
+}
+
+kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **text,
+                                size_t *length)
+{
+    *text = NULL;
+    *length = 0;
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        if (!kind_of_ops(m->nodes[i].ops))
+            return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' is of kind '%s', "
+                              "which model files cannot describe", call, m->nodes[i].name,
+                              m->nodes[i].ops->kind);
+    kiln_jw w;
+    kiln_jw_init(&w, m->ctx);
+    char writer[64];
+    snprintf(writer, sizeof writer, "kiln %s", kiln_version());
+    kiln_jw_begin_object(&w);
+    kiln_jw_key(&w, "format");
+    kiln_jw_string(&w, "kiln.model");
+    kiln_jw_key(&w, "version");
+    kiln_jw_int(&w, KILN_MODEL_DESC_VERSION);
+    kiln_jw_key(&w, "writer");
+    kiln_jw_string(&w, writer);
+    kiln_jw_key(&w, "layers");
+    kiln_jw_begin_array(&w);
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        kiln_jw_begin_object(&w);
+        kiln_jw_key(&w, "name");
+        kiln_jw_string(&w, node->name);
+        kiln_jw_key(&w, "kind");
+        kiln_jw_string(&w, node->ops->kind);
+        kiln_jw_key(&w, "inputs");
+        kiln_jw_begin_array(&w);
+        for (int k = 0; k < node->n_inputs; k++)
+            kiln_jw_string(&w, m->nodes[node->inputs[k]].name);
+        kiln_jw_end_array(&w);
+        kiln_jw_key(&w, "activation");
+        kiln_jw_string(&w, name_of(activation_names, COUNT(activation_names),
+                                   (int)node->activation));
+        kiln_jw_key(&w, "device");
+        if (node->device >= 0)
+            kiln_jw_int(&w, node->device);
+        else
+            kiln_jw_null(&w);
+        kiln_jw_key(&w, "trainable");
+        kiln_jw_bool(&w, !node->frozen);
+        kiln_jw_key(&w, "options");
+        write_options(&w, kind_of_ops(node->ops), node);
+        kiln_jw_end_object(&w);
+    }
+    kiln_jw_end_array(&w);
+    kiln_jw_key(&w, "output");
+    kiln_jw_string(&w, m->nodes[m->output >= 0 ? m->output : m->n_nodes - 1].name);
+    if (kiln_model_multi_output(m)) {
+        kiln_jw_key(&w, "outputs");
+        kiln_jw_begin_array(&w);
+        for (int32_t k = 0; k < m->n_outputs; k++)
+            kiln_jw_string(&w, m->nodes[m->outputs[k]].name);
+        kiln_jw_end_array(&w);
+    }
+    if (m->compiled)
+        write_compile(&w, m);
+    kiln_jw_end_object(&w);
+    const kiln_status st = kiln_jw_finish(&w, text, length);
+    if (st == KILN_ERROR_INVALID_ARGUMENT)
+        return kiln_error(m->ctx, st, "%s: a layer name cannot be written: %s", call, w.why);
+    return st;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+typedef struct reader {
+    kiln_context *ctx;
+    const char *what;
+    char where[160];   /* "layer 3 ('dense_1'): " */
+} reader;
+
+static kiln_status malformed(reader *r, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+static kiln_status malformed(reader *r, const char *fmt, ...)
+{
+    char why[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return kiln_error(r->ctx, KILN_ERROR_FORMAT, "%s: malformed model description: %s%s",
+                      r->what, r->where, why);
+}
+
+static const char *type_name(kiln_json_type t)
+{
+    static const char *const names[] = {"null", "a boolean", "a number", "a string",
+                                        "an array", "an object"};
+    return names[t];
+}
+
+/* Member `key` of object o, of type `type`. */
+static kiln_status member(reader *r, const kiln_json *o, const char *key, kiln_json_type type,
+                          const kiln_json **out)
+{
+    const kiln_json *v = kiln_json_get(o, key);
+    *out = v;
+    if (!v)
+        return malformed(r, "'%s' is missing", key);
+    if (v->type != type)
+        return malformed(r, "'%s' must be %s, not %s", key, type_name(type), type_name(v->type));
+    return KILN_OK;
+}
+
+/* Every key of o must be one of `keys`. */
+static kiln_status only_keys(reader *r, const kiln_json *o, const char *const *keys, int n)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        int known = 0;
+        for (int k = 0; k < n && !known; k++)
+            known = strcmp(o->keys[i], keys[k]) == 0;
+        if (!known)
+            return malformed(r, "unknown key '%.60s'", o->keys[i]);
+    }
+    return KILN_OK;
+}
+
+/* An integer in [lo, hi]: digits with an optional '-', nothing else. */
+static int integer(const kiln_json *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!v || v->type != KILN_JSON_NUMBER)
+        return 0;
+    const char *p = v->text;
+    const int negative = *p == '-';
+    p += negative;
+    if (!*p)
+        return 0;
+    uint64_t n = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+            return 0;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    if (negative ? n > (uint64_t)INT64_MAX + 1 : n > (uint64_t)INT64_MAX)
+        return 0;
+    const int64_t value = negative ? (int64_t)(0 - n) : (int64_t)n;
+    if (value < lo || value > hi)
+        return 0;
+    *out = value;
+    return 1;
+}
+
+static kiln_status get_int(reader *r, const kiln_json *o, const char *key, int64_t lo,
+                           int64_t hi, int64_t *out)
+{
+    const kiln_json *v;
+    kiln_status st = member(r, o, key, KILN_JSON_NUMBER, &v);
+    if (st == KILN_OK && !integer(v, lo, hi, out))
+        st = malformed(r, "'%s' is %.40s; it must be an integer in [%lld, %lld]", key, v->text,
+                       (long long)lo, (long long)hi);
+    return st;
+}
+
+static kiln_status get_float(reader *r, const kiln_json *o, const char *key, float *out)
+{
+    const kiln_json *v;
+    double d;
+    kiln_status st = member(r, o, key, KILN_JSON_NUMBER, &v);
+    if (st == KILN_OK && (!kiln_json_number_to_double(v->text, v->length, &d) ||
+                          fabs(d) > (double)FLT_MAX))
+        st = malformed(r, "'%s' is %.40s; it must be a finite float32", key, v->text);
+    if (st == KILN_OK)
+        *out = (float)d;
+    return st;
+}
+
+static kiln_status get_bool(reader *r, const kiln_json *o, const char *key, int32_t *out)
+{
+    const kiln_json *v;
+    kiln_status st = member(r, o, key, KILN_JSON_BOOL, &v);
+    if (st == KILN_OK)
+        *out = v->boolean;
+    return st;
+}
+
+/* A string naming one of `names`: its index. */
+static kiln_status get_name(reader *r, const kiln_json *o, const char *key,
+                            const char *const *names, int n, int first, int *out)
+{
+    const kiln_json *v;
+    kiln_status st = member(r, o, key, KILN_JSON_STRING, &v);
+    if (st != KILN_OK)
+        return st;
+    for (int i = first; i < n; i++)
+        if (strcmp(v->text, names[i]) == 0) {
+            *out = i;
+            return KILN_OK;
+        }
+    char list[256] = "";
+    for (int i = first; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i > first ? ", " : "",
+                 names[i]);
+    return malformed(r, "'%s' is '%.40s', not one of %s", key, v->text, list);
+}
+
+static kiln_status get_pair(reader *r, const kiln_json *o, const char *key, int32_t *out)
+{
+    const kiln_json *v;
+    kiln_status st = member(r, o, key, KILN_JSON_ARRAY, &v);
+    int64_t a, b;
+    if (st == KILN_OK && (v->count != 2 || !integer(&v->items[0], INT32_MIN, INT32_MAX, &a) ||
+                          !integer(&v->items[1], INT32_MIN, INT32_MAX, &b)))
+        st = malformed(r, "'%s' must be an array of two integers", key);
+    if (st == KILN_OK) {
+        out[0] = (int32_t)a;
+        out[1] = (int32_t)b;
+    }
+    return st;
+}
+
+static kiln_status read_field(reader *r, const kiln_json *o, const field *fd, kiln_layer_desc *d)
+{
+    unsigned char *at = (unsigned char *)&d->options + fd->offset;
+    int64_t i64 = 0;
+    int32_t i32[2] = {0, 0};
+    kiln_status st = KILN_OK;
+    switch (fd->type) {
+    case FIELD_INT:
+        st = get_int(r, o, fd->key, INT32_MIN, INT32_MAX, &i64);
+        i32[0] = (int32_t)i64;
+        memcpy(at, i32, sizeof(int32_t));
+        return st;
+    case FIELD_PAIR:
+        st = get_pair(r, o, fd->key, i32);
+        memcpy(at, i32, sizeof i32);
+        return st;
+    case FIELD_FLOAT: {
+        float v = 0.0f;
+        st = get_float(r, o, fd->key, &v);
+        memcpy(at, &v, sizeof v);
+        return st;
+    }
+    case FIELD_BOOL:
+    case FIELD_NOT_BOOL:
+        st = get_bool(r, o, fd->key, i32);
+        i32[0] = fd->type == FIELD_NOT_BOOL ? !i32[0] : i32[0];
+        memcpy(at, i32, sizeof(int32_t));
+        return st;
+    case FIELD_PADDING: {
+        int p = 0;
+        st = get_name(r, o, fd->key, padding_names, COUNT(padding_names), 0, &p);
+        const kiln_padding padding = (kiln_padding)p;
+        memcpy(at, &padding, sizeof padding);
+        return st;
+    }
+    case FIELD_SEED: {
+        const kiln_json *v;
+        uint64_t n = 0;
+        st = member(r, o, fd->key, KILN_JSON_NUMBER, &v);
+        for (const char *p = st == KILN_OK ? v->text : ""; *p && st == KILN_OK; p++)
+            if (*p < '0' || *p > '9' || n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+                st = malformed(r, "'%s' is %.40s; it must be an integer in [0, 2^64)",
+                               fd->key, v->text);
+            else
+                n = n * 10 + (uint64_t)(*p - '0');
+        memcpy(at, &n, sizeof n);
+        return st;
+    }
+    case FIELD_DTYPE: {
+        int t = 0;
+        if (kiln_json_get(o, fd->key))
+            st = get_name(r, o, fd->key, dtype_names, COUNT(dtype_names), 0, &t);
+        i32[0] = t;
+        memcpy(at, i32, sizeof(int32_t));
+        return st;
+    }
+    case FIELD_SHAPE: {
+        const kiln_json *v;
+        st = member(r, o, fd->key, KILN_JSON_ARRAY, &v);
+        if (st == KILN_OK && (v->count < 1 || v->count > KILN_MAX_RANK))
+            return malformed(r, "'%s' must have 1 to %d dimensions, not %d", fd->key,
+                             KILN_MAX_RANK, (int)v->count);
+        for (size_t k = 0; st == KILN_OK && k < v->count; k++) {
+            if (!integer(&v->items[k], INT32_MIN, INT32_MAX, &i64))
+                return malformed(r, "'%s' dimension %d is not an integer", fd->key, (int)k);
+            d->shape.dims[k] = (int32_t)i64;
+        }
+        if (st == KILN_OK)
+            d->shape.rank = (int32_t)v->count;
+        return st;
+    }
+    }
+    return st;
+}
+
+static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t index,
+                              const kiln_json *o, kiln_layer_desc *d)
+{
+    static const char *const keys[] = {"name", "kind", "inputs", "activation", "device",
+                                       "trainable", "options"};
+    snprintf(r->where, sizeof r->where, "layer %d: ", (int)index);
+    if (o->type != KILN_JSON_OBJECT)
+        return malformed(r, "it must be an object, not %s", type_name(o->type));
+    const kiln_json *name, *kind, *inputs, *options, *device;
+    kiln_status st = member(r, o, "name", KILN_JSON_STRING, &name);
+    if (st != KILN_OK)
+        return st;
+    d->name = name->text;
+    snprintf(r->where, sizeof r->where, "layer %d ('%.60s'): ", (int)index, d->name);
+    for (int32_t j = 0; j < index; j++)
+        if (strcmp(desc->layers[j].name, d->name) == 0)
+            return malformed(r, "the name is used by layer %d too", (int)j);
+    if ((st = only_keys(r, o, keys, COUNT(keys))) != KILN_OK ||
+        (st = member(r, o, "kind", KILN_JSON_STRING, &kind)) != KILN_OK)
+        return st;
+    const kind_io *io = kind_named(kind->text);
+    if (!io)
+        return kiln_error(r->ctx, KILN_ERROR_UNSUPPORTED, "%s: the model description's layer "
+                          "%d ('%.60s') is of kind '%.60s', which this kiln (%s) does not know",
+                          r->what, (int)index, d->name, kind->text, kiln_version());
+    d->ops = io->ops;
+    if ((st = member(r, o, "inputs", KILN_JSON_ARRAY, &inputs)) != KILN_OK)
+        return st;
+    if ((int)inputs->count < io->ops->min_inputs || (int)inputs->count > io->ops->max_inputs)
+        return malformed(r, "%s layers take %d to %d inputs, not %d", io->ops->kind,
+                         io->ops->min_inputs, io->ops->max_inputs, (int)inputs->count);
+    for (size_t k = 0; k < inputs->count; k++) {
+        const kiln_json *in = &inputs->items[k];
+        if (in->type != KILN_JSON_STRING)
+            return malformed(r, "input %d must be a layer's name, not %s", (int)k,
+                             type_name(in->type));
+        int32_t j = 0;
+        while (j < index && strcmp(desc->layers[j].name, in->text) != 0)
+            j++;
+        if (j == index)
+            return malformed(r, "input %d, '%.60s', is not an earlier layer", (int)k, in->text);
+        d->inputs[k] = j;
+    }
+    d->n_inputs = (int)inputs->count;
+    int activation = 0;
+    if ((st = get_name(r, o, "activation", activation_names, COUNT(activation_names), 0,
+                       &activation)) != KILN_OK)
+        return st;
+    d->activation = (kiln_activation)activation;
+    if (!io->activation && d->activation != KILN_ACTIVATION_LINEAR)
+        return malformed(r, "%s layers take no activation, but it is '%s'", io->ops->kind,
+                         activation_names[activation]);
+    device = kiln_json_get(o, "device");
+    int64_t dev = -1;
+    if (!device)
+        return malformed(r, "'device' is missing");
+    if (device->type != KILN_JSON_NULL &&
+        (st = get_int(r, o, "device", 0, INT32_MAX, &dev)) != KILN_OK)
+        return st;
+    d->device = (int32_t)dev;
+    if ((st = get_bool(r, o, "trainable", &d->trainable)) != KILN_OK ||
+        (st = member(r, o, "options", KILN_JSON_OBJECT, &options)) != KILN_OK)
+        return st;
+    snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
+    for (size_t i = 0; i < options->count; i++) {
+        int known = 0;
+        for (int f = 0; f < io->n_fields && !known; f++)
+            known = strcmp(options->keys[i], io->fields[f].key) == 0;
+        if (!known)
+            return malformed(r, "%s layers have no option '%.60s'", io->ops->kind,
+                             options->keys[i]);
+    }
+    for (int f = 0; f < io->n_fields && st == KILN_OK; f++)
+        st = read_field(r, options, &io->fields[f], d);
+    return st;
+}
+
+/* Optional "losses": one {"loss", "weight"} per output of a model of
+ * several. */
+static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d)
+{
+    static const char *const keys[] = {"loss", "weight"};
+    const kiln_json *losses = kiln_json_get(c, "losses");
+    if (!losses)
+        return KILN_OK;
+    if (losses->type != KILN_JSON_ARRAY || losses->count < 2 ||
+        losses->count > KILN_MAX_MODEL_OUTPUTS)
+        return malformed(r, "'losses' must be an array of 2 to %d objects",
+                         KILN_MAX_MODEL_OUTPUTS);
+    kiln_status st = KILN_OK;
+    for (size_t k = 0; k < losses->count && st == KILN_OK; k++) {
+        const kiln_json *l = &losses->items[k];
+        int loss = 0;
+        snprintf(r->where, sizeof r->where, "compile.losses[%d]: ", (int)k);
+        if (l->type != KILN_JSON_OBJECT)
+            return malformed(r, "it must be an object, not %s", type_name(l->type));
+        st = only_keys(r, l, keys, COUNT(keys));
+        if (st == KILN_OK)
+            st = get_name(r, l, "loss", loss_names, COUNT(loss_names), 1, &loss);
+        if (st == KILN_OK)
+            st = get_float(r, l, "weight", &d->losses[k].weight);
+        d->losses[k].loss = (kiln_loss)loss;
+    }
+    d->n_losses = (int32_t)losses->count;
+    snprintf(r->where, sizeof r->where, "compile: ");
+    return st;
+}
+
+/* Optional "outputs": the layers of a model of several outputs, in order. */
+static kiln_status read_outputs(reader *r, const kiln_json *root, kiln_model_desc *d)
+{
+    const kiln_json *outputs = kiln_json_get(root, "outputs");
+    if (!outputs)
+        return KILN_OK;
+    if (outputs->type != KILN_JSON_ARRAY || outputs->count < 2 ||
+        outputs->count > KILN_MAX_MODEL_OUTPUTS)
+        return malformed(r, "'outputs' must be an array of 2 to %d layer names",
+                         KILN_MAX_MODEL_OUTPUTS);
+    for (size_t k = 0; k < outputs->count; k++) {
+        const kiln_json *name = &outputs->items[k];
+        if (name->type != KILN_JSON_STRING)
+            return malformed(r, "'outputs' item %d must be a string, not %s", (int)k,
+                             type_name(name->type));
+        kiln_node i = 0;
+        while (i < d->n_layers && strcmp(d->layers[i].name, name->text) != 0)
+            i++;
+        if (i == d->n_layers)
+            return malformed(r, "'outputs' item %d is '%.60s', which is not a layer", (int)k,
+                             name->text);
+        d->outputs[k] = i;
+    }
+    d->n_outputs = (int32_t)outputs->count;
+    return KILN_OK;
+}
+
+static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
+{
+    static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
+                                       "metrics", "optimizer", "ignore_class", "losses"};
+    static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
+                                              "binary_accuracy", "binary_threshold"};
+    static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
+                                                 "nesterov", "beta_1", "beta_2", "epsilon",
+                                                 "schedule"};
+    static const char *const schedule_keys[] = {"kind", "decay_steps", "decay_rate", "alpha",
+                                                "warmup_steps"};
+    snprintf(r->where, sizeof r->where, "compile: ");
+    const kiln_json *opt, *sched, *metrics;
+    int loss = 0, kind = 0, schedule = 0;
+    int64_t top_k = 0;
+    int32_t accuracy = 0;
+    int64_t steps = 0;
+    kiln_optimizer_options *o = &d->optimizer;
+    kiln_status st = only_keys(r, c, keys, COUNT(keys));
+    if (st == KILN_OK)
+        st = get_name(r, c, "loss", loss_names, COUNT(loss_names), 1, &loss);
+    if (st == KILN_OK)
+        st = get_bool(r, c, "accuracy", &accuracy);
+    if (st == KILN_OK)
+        st = get_int(r, c, "gradient_accumulation_steps", 1, INT32_MAX, &steps);
+    /* Optional: files written before it have none. */
+    const kiln_json *ignore = kiln_json_get(c, "ignore_class");
+    int64_t ignore_class = 0;
+    if (st == KILN_OK && ignore && ignore->type != KILN_JSON_NULL)
+        st = get_int(r, c, "ignore_class", 0, INT32_MAX, &ignore_class);
+    d->has_ignore_class = ignore && ignore->type != KILN_JSON_NULL;
+    d->ignore_class = (int32_t)ignore_class;
+    if (st == KILN_OK)
+        st = read_losses(r, c, d);
+    if (st == KILN_OK)
+        st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
+    if (st == KILN_OK)
+        st = member(r, c, "optimizer", KILN_JSON_OBJECT, &opt);
+    if (st != KILN_OK)
+        return st;
+    snprintf(r->where, sizeof r->where, "compile.metrics: ");
+    st = only_keys(r, metrics, metric_keys, COUNT(metric_keys));
+    if (st == KILN_OK)
+        st = get_int(r, metrics, "top_k", 0, INT32_MAX, &top_k);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "mean_absolute_error", &d->mean_absolute_error);
+    if (st == KILN_OK)
+        st = get_bool(r, metrics, "binary_accuracy", &d->binary_accuracy);
+    if (st == KILN_OK)
+        st = get_float(r, metrics, "binary_threshold", &d->binary_threshold);
+    if (st != KILN_OK)
+        return st;
+    d->top_k = (int32_t)top_k;
+    d->loss = (kiln_loss)loss;
+    d->no_accuracy = !accuracy;
+    d->gradient_accumulation_steps = (int32_t)steps;
+    snprintf(r->where, sizeof r->where, "compile.optimizer: ");
+    o->struct_size = sizeof *o;
+    st = only_keys(r, opt, optimizer_keys, COUNT(optimizer_keys));
+    if (st == KILN_OK)
+        st = get_name(r, opt, "kind", optimizer_names, COUNT(optimizer_names), 0, &kind);
+    if (st == KILN_OK)
+        st = get_float(r, opt, "learning_rate", &o->learning_rate);
+    if (st == KILN_OK)
+        st = get_float(r, opt, "momentum", &o->momentum);
+    if (st == KILN_OK)
+        st = get_bool(r, opt, "nesterov", &o->nesterov);
+    if (st == KILN_OK)
+        st = get_float(r, opt, "beta_1", &o->beta_1);
+    if (st == KILN_OK)
+        st = get_float(r, opt, "beta_2", &o->beta_2);
+    if (st == KILN_OK)
+        st = get_float(r, opt, "epsilon", &o->epsilon);
+    if (st == KILN_OK)
+        st = member(r, opt, "schedule", KILN_JSON_OBJECT, &sched);
+    if (st != KILN_OK)
+        return st;
+    o->kind = (kiln_optimizer_kind)kind;
+    snprintf(r->where, sizeof r->where, "compile.optimizer.schedule: ");
+    kiln_lr_schedule *s = &o->schedule;
+    st = only_keys(r, sched, schedule_keys, COUNT(schedule_keys));
+    if (st == KILN_OK)
+        st = get_name(r, sched, "kind", schedule_names, COUNT(schedule_names), 0, &schedule);
+    if (st == KILN_OK)
+        st = get_int(r, sched, "decay_steps", 0, INT64_MAX, &s->decay_steps);
+    if (st == KILN_OK)
+        st = get_float(r, sched, "decay_rate", &s->decay_rate);
+    if (st == KILN_OK)
+        st = get_float(r, sched, "alpha", &s->alpha);
+    if (st == KILN_OK)
+        st = get_int(r, sched, "warmup_steps", 0, INT64_MAX, &s->warmup_steps);
+    if (st != KILN_OK)
+        return st;
+    s->kind = (kiln_lr_schedule_kind)schedule;
+    d->has_compile = 1;
+    return KILN_OK;
+}
+
+static kiln_status parse_root(reader *r, const kiln_json *root, kiln_model_desc *d)
+{
+    static const char *const keys[] = {"format", "version", "writer", "layers", "output",
+                                       "compile", "outputs"};
+    const kiln_json *format, *layers, *output, *writer;
+    int64_t version = 0;
+    if (root->type != KILN_JSON_OBJECT)
+        return malformed(r, "it must be a JSON object, not %s", type_name(root->type));
+    kiln_status st = member(r, root, "format", KILN_JSON_STRING, &format);
+    if (st == KILN_OK && strcmp(format->text, "kiln.model") != 0)
+        st = malformed(r, "'format' is '%.40s', not 'kiln.model'", format->text);
+    if (st == KILN_OK)
+        st = get_int(r, root, "version", 1, INT32_MAX, &version);
+    if (st != KILN_OK)
+        return st;
+    /* A newer writer may have changed anything else: say so first. */
+    if (version > KILN_MODEL_DESC_VERSION)
+        return kiln_error(r->ctx, KILN_ERROR_UNSUPPORTED, "%s: the model description is of "
+                          "version %lld, newer than version %d, the newest this kiln (%s) "
+                          "reads", r->what, (long long)version, KILN_MODEL_DESC_VERSION,
+                          kiln_version());
+    if ((st = only_keys(r, root, keys, COUNT(keys))) != KILN_OK ||
+        (st = member(r, root, "writer", KILN_JSON_STRING, &writer)) != KILN_OK ||
+        (st = member(r, root, "layers", KILN_JSON_ARRAY, &layers)) != KILN_OK ||
+        (st = member(r, root, "output", KILN_JSON_STRING, &output)) != KILN_OK)
+        return st;
+    if (layers->count == 0 || layers->count > INT32_MAX)
+        return malformed(r, "'layers' is empty");
+    d->layers = kiln_calloc(r->ctx, layers->count, sizeof *d->layers);
+    if (!d->layers)
+        return kiln_error_oom(r->ctx, "a model description", layers->count * sizeof *d->layers);
+    for (size_t i = 0; i < layers->count && st == KILN_OK; i++) {
+        st = read_layer(r, d, (int32_t)i, &layers->items[i], &d->layers[i]);
+        d->n_layers = (int32_t)i + 1;   /* the names read so far */
+    }
+    if (st != KILN_OK)
+        return st;
+    r->where[0] = '\0';
+    d->output = 0;
+    while (d->output < d->n_layers && strcmp(d->layers[d->output].name, output->text) != 0)
+        d->output++;
+    if (d->output == d->n_layers)
+        return malformed(r, "'output' is '%.60s', which is not a layer", output->text);
+    if ((st = read_outputs(r, root, d)) != KILN_OK)
+        return st;
+    const kiln_json *compile = kiln_json_get(root, "compile");
+    if (compile && compile->type != KILN_JSON_OBJECT)
+        return malformed(r, "'compile' must be an object, not %s", type_name(compile->type));
+    if (compile && (st = read_compile(r, compile, d)) != KILN_OK)
+        return st;
+    r->where[0] = '\0';
+    if (compile && d->n_losses != d->n_outputs)
+        return malformed(r, "%d outputs but %d losses in 'compile'", (int)d->n_outputs,
+                         (int)d->n_losses);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_desc_parse(kiln_context *ctx, const char *what, const char *text,
+                                  size_t length, kiln_model_desc *out)
+{
+    memset(out, 0, sizeof *out);
+    reader r = {.ctx = ctx, .what = what};
+    kiln_status st = kiln_json_parse(ctx, what, text, length, &out->doc);
+    if (st == KILN_ERROR_FORMAT) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", kiln_context_last_error(ctx));
+        return kiln_error(ctx, st, "%s: the model description ('%s' in __metadata__) is not "
+                          "JSON: %s", what, KILN_MODEL_META_KEY, why);
+    }
+    if (st == KILN_OK)
+        st = parse_root(&r, out->doc.root, out);
+    if (st != KILN_OK)
+        kiln_model_desc_free(out);
+    return st;
+}
+
+void kiln_model_desc_free(kiln_model_desc *d)
+{
+    if (!d)
+        return;
+    if (d->layers)
+        kiln_free(d->doc.ctx, d->layers);
+    kiln_json_free(&d->doc);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, int place,
+                                  kiln_model *m)
+{
+    kiln_node in[KILN_MAX_INPUTS];
+    for (int32_t i = 0; i < d->n_layers; i++) {
+        const kiln_layer_desc *l = &d->layers[i];
+        for (int k = 0; k < l->n_inputs; k++)
+            in[k] = l->inputs[k];
+        const kind_io *io = kind_of_ops(l->ops);
+        if (io->build(m, l, in) != i) {
+            const kiln_status st = m->build_status == KILN_ERROR_OUT_OF_MEMORY
+                                       ? KILN_ERROR_OUT_OF_MEMORY : KILN_ERROR_FORMAT;
+            return kiln_error(m->ctx, st, "%s: the model description does not build: %s", what,
+                              m->build_error);
+        }
+    }
+    for (int32_t i = 0; i < d->n_layers; i++) {
+        const kiln_layer_desc *l = &d->layers[i];
+        kiln_status st = KILN_OK;
+        if (place && l->device >= 0 && (st = kiln_model_place(m, i, i, l->device)) != KILN_OK)
+            return kiln_error(m->ctx, st, "%s: layer '%s' is placed on device %d, but the "
+                              "context has %d device(s); compile with a strategy other than "
+                              "pipeline to ignore placements", what, l->name, (int)l->device,
+                              (int)m->ctx->n_devices);
+        if (!l->trainable && (st = kiln_model_set_trainable(m, l->name, 0)) != KILN_OK)
+            return st;
+    }
+    return d->n_outputs ? kiln_model_set_outputs(m, d->outputs, d->n_outputs)
+                        : kiln_model_set_output(m, d->output);
+}

@@ -1,0 +1,275 @@
+/* compile: check the graph, lay out parameters, pick the loss kernel, the
+ * optimizer and the strategy, and put initial weights on the devices. */
+#include "runtime/model/loss.h"
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
+#include "runtime/context/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameters start on 64-byte boundaries in the flat buffer. */
+#define KILN_PARAM_ALIGN 16
+
+static kiln_status find_input_and_path(kiln_model *m)
+{
+    for (int32_t i = 0; i < m->n_nodes; i++)
+        m->nodes[i].on_path = 0;
+    if (m->n_outputs < 2) {
+        m->n_outputs = 1;
+        m->outputs[0] = m->output;
+    }
+    kiln_node last = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++) {
+        m->nodes[m->outputs[k]].on_path = 1;
+        last = m->outputs[k] > last ? m->outputs[k] : last;
+    }
+    m->output_size = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++)
+        m->output_size += kiln_node_size(m, m->outputs[k]);
+    for (int32_t i = last; i >= 0; i--) {
+        if (!m->nodes[i].on_path)
+            continue;
+        for (int k = 0; k < m->nodes[i].n_inputs; k++)
+            m->nodes[m->nodes[i].inputs[k]].on_path = 1;
+    }
+    return kiln_model_find_inputs(m);
+}
+
+/* Which region of the flat buffer a parameter lives in: 0 trainable, 1 the
+ * state its layer updates itself, 2 a frozen layer's weights. */
+static int region_of(const kiln_node_rec *node, int p)
+{
+    return node->params[p].non_trainable ? 1 : node->frozen ? 2 : 0;
+}
+
+/* Trainable parameters first, in layer order, then the non-trainable
+ * state, then frozen layers' weights: the optimizer and the gradient
+ * buffers' users work on the prefix, replicas average the state, and
+ * nothing touches the frozen weights (averaging identical copies could
+ * still round them). */
+static kiln_status lay_out_params(kiln_model *m)
+{
+    size_t offset = 0;
+    int64_t weights = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        for (int32_t i = 0; i < m->n_nodes; i++) {
+            kiln_node_rec *node = &m->nodes[i];
+            for (int p = 0; p < node->n_params; p++) {
+                if (region_of(node, p) != pass)
+                    continue;
+                const int64_t size = kiln_shape_size(&node->params[p].shape);
+                node->param_offset[p] = offset;
+                offset += ((size_t)size + KILN_PARAM_ALIGN - 1) / KILN_PARAM_ALIGN *
+                          KILN_PARAM_ALIGN;
+                weights += size;
+                m->n_trainable_weights += pass == 0 ? size : 0;
+            }
+        }
+        if (pass == 0)
+            m->n_trainable_floats = offset;
+        if (pass == 1)
+            m->n_state_floats = offset - m->n_trainable_floats;
+    }
+    if (offset > (size_t)INT32_MAX)
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                          "kiln_model_compile: %lld parameters exceed the 2^31 kiln supports",
+                          (long long)weights);
+    m->n_param_floats = offset;
+    m->n_weights = weights;
+    return KILN_OK;
+}
+
+void kiln_model_init_params(const kiln_model *m, float *flat)
+{
+    kiln_rng rng;
+    kiln_rng_seed(&rng, m->ctx->seed, 1);
+    memset(flat, 0, m->n_param_floats * sizeof(float));
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        const kiln_node_rec *node = &m->nodes[i];
+        for (int p = 0; p < node->n_params; p++) {
+            const kiln_param_spec *spec = &node->params[p];
+            float *dst = flat + node->param_offset[p];
+            const int64_t size = kiln_shape_size(&spec->shape);
+            for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
+                dst[j] = 1.0f;
+            if (spec->init != KILN_INIT_GLOROT_UNIFORM && spec->init != KILN_INIT_UNIFORM)
+                continue;  /* zeros or ones */
+            const float limit = spec->init == KILN_INIT_UNIFORM
+                                    ? spec->init_limit
+                                    : (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
+            for (int64_t j = 0; j < size; j++)
+                dst[j] = (2.0f * kiln_rng_uniform(&rng) - 1.0f) * limit;
+        }
+    }
+}
+
+static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
+{
+    static const struct { const char *name; kiln_strategy value; } names[] = {
+        {.name = "auto", .value = KILN_STRATEGY_AUTO},
+        {.name = "one_device", .value = KILN_STRATEGY_ONE_DEVICE},
+        {.name = "mirrored", .value = KILN_STRATEGY_MIRRORED},
+        {.name = "central_storage", .value = KILN_STRATEGY_CENTRAL_STORAGE},
+        {.name = "pipeline", .value = KILN_STRATEGY_PIPELINE},
+        {.name = "multi_worker", .value = KILN_STRATEGY_MULTI_WORKER},
+        {.name = "parameter_server", .value = KILN_STRATEGY_PARAMETER_SERVER},
+    };
+    /* The environment fills in what the application left to kiln; an
+     * explicit strategy wins. */
+    const char *env = requested == KILN_STRATEGY_AUTO ? getenv("KILN_STRATEGY") : NULL;
+    if (env && *env) {
+        size_t i = 0;
+        while (i < sizeof names / sizeof names[0] && strcmp(env, names[i].name) != 0)
+            i++;
+        if (i == sizeof names / sizeof names[0])
+            return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "KILN_STRATEGY=\"%s\" is not one of auto, one_device, mirrored, "
+                              "central_storage, pipeline, multi_worker, parameter_server", env);
+        requested = names[i].value;
+    }
+    switch (requested) {
+    case KILN_STRATEGY_AUTO:
+        if (m->placed)
+            m->strategy = &kiln_strategy_pipeline;
+        else
+            m->strategy = m->ctx->n_devices > 1 && m->n_replicas != 1 ? &kiln_strategy_mirrored
+                                                                      : &kiln_strategy_one_device;
+        return KILN_OK;
+    case KILN_STRATEGY_PIPELINE:
+        m->strategy = &kiln_strategy_pipeline;
+        return KILN_OK;
+    case KILN_STRATEGY_MULTI_WORKER:
+        m->strategy = &kiln_strategy_multi_worker;
+        return KILN_OK;
+    case KILN_STRATEGY_PARAMETER_SERVER:
+        m->strategy = m->store_ranks ? &kiln_strategy_parameter_server_mpi
+                                     : &kiln_strategy_parameter_server;
+        return KILN_OK;
+    case KILN_STRATEGY_ONE_DEVICE:
+        m->strategy = &kiln_strategy_one_device;
+        return KILN_OK;
+    case KILN_STRATEGY_MIRRORED:
+        m->strategy = &kiln_strategy_mirrored;
+        return KILN_OK;
+    case KILN_STRATEGY_CENTRAL_STORAGE:
+        m->strategy = &kiln_strategy_central_storage;
+        return KILN_OK;
+    default:
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: strategy %d is not a kiln_strategy",
+                          (int)requested);
+    }
+}
+
+/* Accumulation, replicas, watchdog and reducer settings. */
+static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_options *o)
+{
+    if (o->gradient_accumulation_steps < 0 || o->replicas < 0 || o->step_timeout_seconds < 0 ||
+        o->first_bucket_bytes < 0 || o->bucket_bytes < 0 || o->reducer_threads < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: gradient_accumulation_steps (%d), replicas (%d), "
+                          "step_timeout_seconds (%g), bucket sizes and reducer_threads (%d) "
+                          "must be >= 0", (int)o->gradient_accumulation_steps,
+                          (int)o->replicas, o->step_timeout_seconds, (int)o->reducer_threads);
+    if (!isfinite(o->step_timeout_seconds))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: step_timeout_seconds (%g) must be a finite number "
+                          ">= 0 (0: %g s)", o->step_timeout_seconds, KILN_DEFAULT_STEP_TIMEOUT);
+    /* Checked here, not by the strategy: one that runs on one device ignores it. */
+    if (o->replicas > m->ctx->n_devices)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %d replicas asked for, but the context has %d "
+                          "device(s)", (int)o->replicas, (int)m->ctx->n_devices);
+    m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
+                                                               : 1;
+    m->n_replicas = o->replicas;
+    m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
+                                                  : KILN_DEFAULT_STEP_TIMEOUT;
+    m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
+    m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
+    m->reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
+    if (o->pipeline_stages < 0 || o->micro_batches < 0 ||
+        (int)o->pipeline_schedule < KILN_PIPELINE_DEFAULT ||
+        o->pipeline_schedule > KILN_PIPELINE_1F1B)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: pipeline_stages (%d) and micro_batches (%d) must "
+                          "be >= 0 and pipeline_schedule (%d) a kiln_pipeline_schedule",
+                          (int)o->pipeline_stages, (int)o->micro_batches,
+                          (int)o->pipeline_schedule);
+    m->pipeline_stages = o->pipeline_stages;
+    m->micro_batches = o->micro_batches ? o->micro_batches : 4;
+    m->schedule = o->pipeline_schedule == KILN_PIPELINE_GPIPE ? KILN_PIPELINE_GPIPE
+                                                              : KILN_PIPELINE_1F1B;
+    m->memory_budget = o->device_memory_budget;
+    if (o->max_staleness < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: max_staleness (%d) must be >= 0",
+                          (int)o->max_staleness);
+    m->max_staleness = o->max_staleness;
+    const char *ranks = getenv("KILN_PARAMETER_STORE_RANKS");
+    m->store_ranks = ranks && *ranks ? atoi(ranks) : o->parameter_store_ranks;
+    if (m->store_ranks < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: parameter_store_ranks (%d) must be >= 0",
+                          (int)m->store_ranks);
+    return KILN_OK;
+}
+
+static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *options)
+{
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_context *ctx = m->ctx;
+    if (m->compiled)
+        return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: already compiled");
+    if (m->build_status != KILN_OK)
+        return kiln_error(ctx, m->build_status, "%s", m->build_error);
+    if (m->n_nodes == 0)
+        return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: the model has no layers");
+    kiln_compile_options o;
+    kiln_optimizer_options opt;
+    kiln_diag why;
+    if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_compile_options, optimizer),
+                          "kiln_compile_options", &why) != KILN_OK ||
+        kiln_options_take(&opt, sizeof opt, &o.optimizer, sizeof(size_t),
+                          "kiln_optimizer_options", &why) != KILN_OK)
+        return kiln_error(ctx, why.status, "kiln_model_compile: %s", why.message);
+    if (m->output < 0)
+        m->output = m->n_nodes - 1;
+
+    kiln_status st = find_input_and_path(m);
+    if (st == KILN_OK)
+        st = lay_out_params(m);
+    if (st == KILN_OK)
+        st = kiln_model_plan_outputs(m, &o);
+    if (st == KILN_OK && !kiln_model_multi_output(m))
+        st = kiln_metric_plan_make(m, &o);
+    if (st == KILN_OK)
+        st = kiln_optimizer_resolve(ctx, &opt);
+    if (st == KILN_OK)
+        st = take_distribution_options(m, &o);
+    if (st == KILN_OK)
+        st = pick_strategy(m, o.strategy);
+    if (st != KILN_OK)
+        return st;
+    m->optimizer = opt;
+    st = m->strategy->create(m, &m->strategy_impl);
+    if (st != KILN_OK) {
+        m->strategy = NULL;
+        return st;
+    }
+    m->compiled = 1;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *options)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_compile");
+    if (st == KILN_OK) {
+        st = compile_entered(m, options);
+        kiln_model_leave(m);
+    }
+    return st;
+}
