@@ -88,7 +88,7 @@ static void say(const args *a, const char *format, ...)
 static int parse_args(int argc, char **argv, args *a)
 {
     /* Sized to learn in a few minutes on this project's 2-core CPU
-     * (README); Keras's exact GELU. */
+     * (docs/examples.md); Keras's exact GELU. */
     *a = (args){.blocks = 4, .width = 128, .heads = 4, .context = 64, .batch = 32,
                 .steps = 100, .epochs = 8, .val_windows = 256, .generate = 300,
                 .lr = 2e-3f, .temperature = 0.7f, .gelu = KILN_ACTIVATION_GELU, .seed = 1,

@@ -241,7 +241,7 @@ typedef struct kiln_device_info {
     char gemm_parameters[128];
     /** Nonzero: the device runs the kernels' GPU variants (work-groups
      *  tiled in local memory), chosen for a GPU with dedicated local
-     *  memory, or by KILN_KERNEL_VARIANT=gpu (README, "Kernel variants"). */
+     *  memory, or by KILN_KERNEL_VARIANT=gpu (docs/performance.md, "Kernel variants"). */
     int32_t gpu_kernels;
 } kiln_device_info;
 

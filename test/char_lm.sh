@@ -6,7 +6,7 @@
 # within 1e-6 after the first 40 steps; later, at this learning rate,
 # round-off grows as training goes on, so within 2e-4, under the 3.7e-4 by
 # which PyTorch's float32 and float64 runs of this very model and batches
-# part by step 80: torch_char_lm.py --dump, README).
+# part by step 80: torch_char_lm.py --dump, docs/examples.md).
 # Text: the Python standard library of the interpreter meson found.
 # Usage: char_lm.sh SOURCE_ROOT CHAR_LM
 set -eu

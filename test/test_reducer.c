@@ -1,7 +1,7 @@
 /* The shared-memory reducer on its own: 1 to 4 replicas submitting from
  * their own threads, many bucket layouts, 1 to 3 reducer threads; sums
  * against a float64 reference; cancel and timeout; bucket planning.
- * Also built with -fsanitize=thread (see README: tests under TSan). */
+ * Also built with -fsanitize=thread (see docs/testing.md: tests under TSan). */
 #include "harness.h"
 #include "comm/reducer.h"
 #include "runtime/context/context.h"

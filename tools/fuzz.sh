@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the libFuzzer targets with the README's command and runs each for
+# Builds the libFuzzer targets with docs/testing.md's command and runs each for
 # FUZZ_SECONDS (default 30) from its seed corpus; a crash, leak or sanitizer
 # report fails the run. New inputs go to a scratch corpus, never test/data.
 set -eu

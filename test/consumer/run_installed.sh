@@ -20,7 +20,7 @@ cc=${CC:-cc}
 if $pc --cflags kiln | grep -q -i mpi; then
     echo "pkg-config --cflags kiln names MPI: $($pc --cflags kiln)"; exit 1
 fi
-# shared, found at run time through the rpath README suggests (no
+# shared, found at run time through the rpath docs/embedding.md suggests (no
 # LD_LIBRARY_PATH)
 $cc -std=c99 -Wall -Wextra -Werror -pedantic $($pc --cflags kiln) \
     "$src/test/consumer/consumer.c" -o "$work/consumer-shared" $($pc --libs kiln) \
