@@ -7,7 +7,7 @@
 #include "layers/layer.h"
 
 /* Largest patch (KH * KW * C) the direct kernels take. Up to here they beat
- * im2col + GEMM on the devices measured (README, performance). */
+ * im2col + GEMM on the devices measured (docs/performance.md). */
 #define KILN_CONV_DIRECT_MAX_PATCH 32
 
 typedef struct conv2d_config {

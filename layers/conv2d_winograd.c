@@ -8,7 +8,7 @@
 
 /* Both channel counts at least this: with fewer, the transforms' passes
  * over memory cost more than the multiplies they save. Measured on the
- * seed ResNet (README): with 8 here its 64-channel layers ran slower than
+ * seed ResNet (docs/benchmarks.md): with 8 here its 64-channel layers ran slower than
  * im2col + GEMM, with 128 every layer taken is faster. */
 #define MIN_CHANNELS 128
 /* Images at least this high and wide: a 2 x 2 tile over a 1-pixel image

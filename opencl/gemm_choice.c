@@ -11,7 +11,7 @@
  * for the device. On a CPU (the CPU variant) whose CLBlast runs its
  * defaults, kiln's own kernels take every GEMM with B as stored: with their
  * 4 x 16 tiles they run the seed ResNet at 224 x 224 about twice as fast
- * as default CLBlast does, and about 5% behind searched CLBlast (README,
+ * as default CLBlast does, and about 5% behind searched CLBlast (docs/benchmarks.md,
  * "what made kiln faster"). */
 #define OWN_MAX_B_BYTES (2u << 20)
 #define THIN_ROWS 64

@@ -5,7 +5,7 @@
  * 16 products M[xi] = V[xi] U[xi] are 16 GEMMs of (tiles x C) by (C x F),
  * and Y = A^T M A: 16 multiplies per tile and channel pair where the
  * window takes 36. The transforms' coefficients are 0, +-1 and 1/2, so
- * they add little round-off (README gives the measured error). Layouts:
+ * they add little round-off (test_layers holds it to the float64 reference). Layouts:
  * U[xi][cin][cout], V[xi][tile][cin], M[xi][tile][cout]. */
 
 /* U from the (3, 3, C, F) kernel at w + w_offset, over a (F, C) range. For

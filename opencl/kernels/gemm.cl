@@ -6,7 +6,7 @@
  * (4 x 8 tiles, one accumulator a row, took 1.8 times as long over the
  * char LM's GEMMs; one float16 accumulator a row, twice as long: PoCL
  * splits it badly.) No local memory and no blocking over k: simple, and on
- * the devices measured faster than CLBlast on such shapes (README). */
+ * the devices measured faster than CLBlast on such shapes (docs/benchmarks.md). */
 
 /* The 4 x k block of op(A) starts at `a`; the element of its row r at step
  * l lies at a[r * row_step + l * k_step]: NN walks rows of A (row_step
