@@ -3,6 +3,7 @@
  * here when the runtime lets the layer fuse it, else by the runtime (and
  * softmax or sigmoid fused with the loss). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 typedef struct activation_config {
     int32_t unused;
@@ -26,4 +27,5 @@ const kiln_layer_ops kiln_layer_activation = {
     .kind = "activation", .config_size = sizeof(activation_config), .min_inputs = 1,
     .max_inputs = 1, .infer = activation_infer, .forward = activation_forward,
     .backward = kiln_identity_backward, .fuses_activation = kiln_layer_fuses_activation,
+    .takes_activation = 1, .export_onnx = kiln_onnx_identity,
 };

@@ -1,5 +1,6 @@
 /* Add: the element-wise sum of inputs of one shape (a residual shortcut). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
 
@@ -49,8 +50,25 @@ static kiln_status add_backward(const void *config, void *replica, const kiln_st
     return st;
 }
 
+/* Sums in kiln's order, in the layout the first input has. */
+static void add_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_layer *l = &g->layers[i];
+    const int layout = kiln_onnx_input_layout(g, i, 0);
+    const char *sum = kiln_onnx_input_value(g, i, 0, layout);
+    for (int k = 1; k < l->n_inputs; k++) {
+        const char *args[2] = {sum, kiln_onnx_input_value(g, i, k, layout)};
+        sum = k + 1 < l->n_inputs
+                  ? kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/sum%d", l->name, k))
+                  : kiln_onnx_output(g, i, layout);
+        kiln_onnx_add_node(g, "Add", args, 2, sum);
+    }
+    kiln_onnx_activate(g, i, layout, sum);
+}
+
 const kiln_layer_ops kiln_layer_add = {
     .kind = "add", .config_size = sizeof(add_config), .min_inputs = 2,
     .max_inputs = KILN_MAX_INPUTS, .infer = add_infer, .forward = add_forward,
     .backward = add_backward,
+    .export_onnx = add_export_onnx,
 };

@@ -1,6 +1,7 @@
 /* AveragePooling2D and GlobalAveragePooling2D over NHWC: one pair of
  * kernels, the global layer's window being the whole input. */
 #include "layers/pool2d.h"
+#include "layers/onnx_graph.h"
 
 typedef struct avg_replica {
     kiln_kernel *forward, *backward;
@@ -54,12 +55,40 @@ static void global_avg_configure(void *config, const void *args)
     *(pool_config *)config = (pool_config){.padding = KILN_PADDING_VALID, .global = 1};
 }
 
+static void average_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    kiln_pool2d_export_onnx(g, i, "AveragePool");
+}
+
+/* From NCHW when the input is there already, else a mean over H and W of
+ * NHWC: no transpose either way. */
+static void global_average_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_value *in = &g->values[g->values[kiln_onnx_input(g, i, 0)].rep];
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    if (in->name[KILN_ONNX_CL]) {
+        kiln_onnx_node *nd = kiln_onnx_add_node(g, "ReduceMean", &in->name[KILN_ONNX_CL], 1,
+                                                out);
+        const int64_t axes[2] = {1, 2};
+        kiln_onnx_attr_ints(g, nd, "axes", axes, 2);
+        kiln_onnx_attr_int(g, nd, "keepdims", 0);
+    } else {
+        const char *pooled = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/nchw_pooled",
+                                                                       g->layers[i].name));
+        kiln_onnx_add_node(g, "GlobalAveragePool", &in->name[KILN_ONNX_CF], 1, pooled);
+        kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Flatten", &pooled, 1, out), "axis", 1);
+    }
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_average_pooling2d = {
     .kind = "average_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = avg_configure, .describe = kiln_pool2d_describe, .infer = kiln_pool2d_infer,
     .kernels = avg_kernels, .forward = avg_forward, .backward = avg_backward,
     .flops = kiln_pool2d_flops,
+    .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
+    .export_onnx = average_pooling2d_export_onnx,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
@@ -67,4 +96,5 @@ const kiln_layer_ops kiln_layer_global_average_pooling2d = {
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = global_avg_configure, .infer = kiln_pool2d_infer, .kernels = avg_kernels,
     .forward = avg_forward, .backward = avg_backward, .flops = kiln_pool2d_flops,
+    .export_onnx = global_average_pooling2d_export_onnx,
 };

@@ -4,9 +4,12 @@
  * are those of the global batch: the replicas add their per-channel sums
  * through the step's collective (opencl/kernels/batch_norm.cl). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <stddef.h>
 
 /* On a CPU, chunks of at least this many rows per partial sum
  * (kiln_chunk_length). */
@@ -310,10 +313,37 @@ static void bn_describe(const void *config, void *args)
     o->synchronized = c->synchronized;
 }
 
+static const kiln_layer_field bn_fields[] = {
+    {.key = "momentum", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_batch_norm_options, momentum)},
+    {.key = "epsilon", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_batch_norm_options, epsilon)},
+    {.key = "synchronized", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_batch_norm_options, synchronized)},
+};
+
+static void bn_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    kiln_batch_norm_options o;
+    memset(&o, 0, sizeof o);
+    bn_describe(g->layers[i].config, &o);
+    const char *args[5] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
+                           kiln_onnx_param_initializer(g, i, "gamma"),
+                           kiln_onnx_param_initializer(g, i, "beta"),
+                           kiln_onnx_param_initializer(g, i, "moving_mean"),
+                           kiln_onnx_param_initializer(g, i, "moving_variance")};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
+    kiln_onnx_attr_float(g, kiln_onnx_add_node(g, "BatchNormalization", args, 5, out),
+                         "epsilon", o.epsilon);
+    kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
+}
+
 const kiln_layer_ops kiln_layer_batch_norm = {
     .kind = "batch_normalization", .config_size = sizeof(bn_config),
     .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .configure = bn_configure,
     .describe = bn_describe, .infer = bn_infer, .kernels = bn_kernels, .prepare = bn_prepare,
     .forward = bn_forward, .backward = bn_backward, .release = bn_release, .flops = bn_flops,
     .synchronized = bn_synchronized,
+    .args_size = sizeof(kiln_batch_norm_options), KILN_FIELDS(bn_fields), .takes_activation = 1,
+    .export_onnx = bn_export_onnx,
 };

@@ -5,8 +5,10 @@
  * its column offset, backward copies the gradient's columns back
  * (opencl/kernels/concatenate.cl). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 typedef struct concatenate_config {
     int32_t axis;        /* as given (Keras's, counting the batch) */
@@ -119,10 +121,37 @@ static void concatenate_describe(const void *config, void *args)
     ((kiln_concatenate_args *)args)->axis = ((const concatenate_config *)config)->axis;
 }
 
+static const kiln_layer_field concatenate_fields[] = {
+    {.key = "axis", .type = KILN_FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
+};
+
+/* In the layout the first input has; the axis is where the output's shape
+ * differs from that input's. */
+static void concatenate_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_layer *l = &g->layers[i];
+    const kiln_shape *first = kiln_onnx_input_shape(g, i, 0);
+    const int32_t rank = l->shape.rank;
+    int32_t at = 0;
+    while (at < rank - 1 && l->shape.dims[at] == first->dims[at])
+        at++;
+    const int layout = kiln_onnx_input_layout(g, i, 0);
+    const char *in[KILN_MAX_INPUTS];
+    for (int k = 0; k < l->n_inputs; k++)
+        in[k] = kiln_onnx_input_value(g, i, k, layout);
+    const char *out = kiln_onnx_output(g, i, layout);
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, "Concat", in, (size_t)l->n_inputs, out);
+    kiln_onnx_attr_int(g, nd, "axis", layout == KILN_ONNX_CF && rank > 1
+                                          ? (at == rank - 1 ? 1 : at + 2) : at + 1);
+    kiln_onnx_activate(g, i, layout, out);
+}
+
 const kiln_layer_ops kiln_layer_concatenate = {
     .kind = "concatenate", .config_size = sizeof(concatenate_config), .min_inputs = 2,
     .max_inputs = KILN_MAX_INPUTS, .configure = concatenate_configure,
     .describe = concatenate_describe,
     .infer = concatenate_infer, .forward = concatenate_forward,
     .backward = concatenate_backward,
+    .args_size = sizeof(kiln_concatenate_args), KILN_FIELDS(concatenate_fields),
+    .export_onnx = concatenate_export_onnx,
 };

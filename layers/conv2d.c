@@ -3,8 +3,11 @@
  * stride-1 'same' ones Winograd's transforms around 16 GEMMs
  * (conv2d_winograd.c). */
 #include "layers/conv2d.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <stddef.h>
 
 size_t kiln_conv2d_patch(const conv2d_config *c)
 {
@@ -234,10 +237,56 @@ static void conv2d_describe(const void *config, void *args)
     o->no_bias = !c->use_bias;
 }
 
+static const kiln_layer_field conv2d_fields[] = {
+    {.key = "filters", .type = KILN_FIELD_INT, .offset = offsetof(kiln_conv2d_options, filters)},
+    {.key = "kernel_size", .type = KILN_FIELD_PAIR,
+     .offset = offsetof(kiln_conv2d_options, kernel_size)},
+    {.key = "strides", .type = KILN_FIELD_PAIR,
+     .offset = offsetof(kiln_conv2d_options, strides)},
+    {.key = "padding", .type = KILN_FIELD_PADDING,
+     .offset = offsetof(kiln_conv2d_options, padding)},
+    {.key = "use_bias", .type = KILN_FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_conv2d_options, no_bias)},
+};
+
+/* ONNX's Conv is channels-first, its kernel (filters, channels, kh, kw). */
+static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    kiln_conv2d_options o;
+    memset(&o, 0, sizeof o);
+    conv2d_describe(g->layers[i].config, &o);
+    const kiln_param_spec *spec;
+    const float *hwio = kiln_onnx_param(g, i, "kernel", &spec);
+    const int32_t kh = spec->shape.dims[0], kw = spec->shape.dims[1];
+    const int32_t c = spec->shape.dims[2], f = spec->shape.dims[3];
+    float *oihw = kiln_onnx_alloc(g, (size_t)kh * kw * c * f * sizeof *oihw);
+    if (!oihw)
+        return;
+    for (int32_t y = 0; y < kh; y++)
+        for (int32_t x = 0; x < kw; x++)
+            for (int32_t ci = 0; ci < c; ci++)
+                for (int32_t fi = 0; fi < f; fi++)
+                    oihw[(((size_t)fi * c + ci) * kh + y) * kw + x] =
+                        hwio[(((size_t)y * kw + x) * c + ci) * f + fi];
+    const int64_t dims[4] = {f, c, kh, kw};
+    const char *args[3] = {
+        kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
+        kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/kernel", g->layers[i].name), 4, dims,
+                             oihw),
+        o.no_bias ? NULL : kiln_onnx_param_initializer(g, i, "bias")};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, "Conv", args, o.no_bias ? 2 : 3, out);
+    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.kernel_size, o.strides,
+                           o.padding);
+    kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
+}
+
 const kiln_layer_ops kiln_layer_conv2d = {
     .kind = "conv2d", .config_size = sizeof(conv2d_config), .replica_size = sizeof(conv2d_replica),
     .min_inputs = 1, .max_inputs = 1, .configure = conv2d_configure, .describe = conv2d_describe,
     .infer = conv2d_infer, .kernels = conv2d_kernels, .prepare = conv2d_prepare,
     .forward = conv2d_forward, .backward = conv2d_backward, .release = conv2d_release,
     .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
+    .args_size = sizeof(kiln_conv2d_options), KILN_FIELDS(conv2d_fields), .takes_activation = 1,
+    .export_onnx = conv2d_export_onnx,
 };

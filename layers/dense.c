@@ -1,7 +1,9 @@
 /* Dense: y = x W + b on the last dimension; kernel (in, units). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 typedef struct dense_config {
     int32_t units;
@@ -124,10 +126,36 @@ static void dense_describe(const void *config, void *args)
     o->no_bias = !c->use_bias;
 }
 
+static const kiln_layer_field dense_fields[] = {
+    {.key = "units", .type = KILN_FIELD_INT, .offset = offsetof(kiln_dense_options, units)},
+    {.key = "use_bias", .type = KILN_FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_dense_options, no_bias)},
+};
+
+/* On the last axis of any rank: MatMul broadcasts over the others. */
+static void dense_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
+                           kiln_onnx_param_initializer(g, i, "kernel")};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    if (kiln_onnx_param(g, i, "bias", NULL)) {
+        const char *product = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/matmul",
+                                                                        g->layers[i].name));
+        kiln_onnx_add_node(g, "MatMul", args, 2, product);
+        const char *sum[2] = {product, kiln_onnx_param_initializer(g, i, "bias")};
+        kiln_onnx_add_node(g, "Add", sum, 2, out);
+    } else {
+        kiln_onnx_add_node(g, "MatMul", args, 2, out);
+    }
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_dense = {
     .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
     .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .describe = dense_describe,
     .infer = dense_infer, .prepare = dense_prepare, .forward = dense_forward,
     .backward = dense_backward, .release = dense_release, .flops = dense_flops,
     .fuses_activation = kiln_layer_fuses_activation,
+    .args_size = sizeof(kiln_dense_options), KILN_FIELDS(dense_fields), .takes_activation = 1,
+    .export_onnx = dense_export_onnx,
 };

@@ -1,6 +1,7 @@
 /* Dot: Keras's Dot(axes=-1) of two samples of D values each, (1,) out; the
  * two towers of a recommender meet here. */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
 
@@ -60,7 +61,24 @@ static uint64_t dot_flops(const void *config, const kiln_shape *in)
     return 2 * (uint64_t)in->dims[0];
 }
 
+/* Mul, then ReduceSum over the last axis (opset 13 takes the axes as an
+ * input) keeping it: (batch, 1). Samples are rank 1, so either layout. */
+static void dot_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *factors[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
+                              kiln_onnx_input_value(g, i, 1, KILN_ONNX_CL)};
+    const char *product = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/product",
+                                                                    g->layers[i].name));
+    kiln_onnx_add_node(g, "Mul", factors, 2, product);
+    const int64_t last = -1;
+    const char *args[2] = {product, kiln_onnx_int64s(g, i, "axes", &last, 1)};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    kiln_onnx_add_node(g, "ReduceSum", args, 2, out);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_dot = {
     .kind = "dot", .config_size = sizeof(dot_config), .min_inputs = 2, .max_inputs = 2,
     .infer = dot_infer, .forward = dot_forward, .backward = dot_backward, .flops = dot_flops,
+    .export_onnx = dot_export_onnx,
 };

@@ -2,8 +2,10 @@
  * scales the others by 1 / (1 - rate); otherwise the identity. The mask is
  * a hash (opencl/kernels/dropout.cl), deterministic for a seed. */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 typedef struct dropout_config {
     float rate;
@@ -77,9 +79,16 @@ static void dropout_describe(const void *config, void *args)
     *(kiln_dropout_args *)args = (kiln_dropout_args){.rate = c->rate, .seed = c->seed};
 }
 
+static const kiln_layer_field dropout_fields[] = {
+    {.key = "rate", .type = KILN_FIELD_FLOAT, .offset = offsetof(kiln_dropout_args, rate)},
+    {.key = "seed", .type = KILN_FIELD_SEED, .offset = offsetof(kiln_dropout_args, seed)},
+};
+
 const kiln_layer_ops kiln_layer_dropout = {
     .kind = "dropout", .config_size = sizeof(dropout_config),
     .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = dropout_configure, .describe = dropout_describe, .infer = dropout_infer,
     .kernels = dropout_kernels, .forward = dropout_forward, .backward = dropout_backward,
+    .args_size = sizeof(kiln_dropout_args), KILN_FIELDS(dropout_fields),
+    .export_onnx = kiln_onnx_identity,   /* inference passes its input on */
 };

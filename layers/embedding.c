@@ -11,8 +11,10 @@
  * Ids are checked on the host (kiln_layer_ops.id_limit); the kernels only
  * guard their reads. */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 /* The GPU variant's sort: work-items per group and pairs per block
  * (EMB_ITEMS and EMB_BLOCK in embedding.cl). */
@@ -216,6 +218,23 @@ static void embedding_describe(const void *config, void *args)
     o->output_dim = c->output_dim;
 }
 
+static const kiln_layer_field embedding_fields[] = {
+    {.key = "input_dim", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, input_dim)},
+    {.key = "output_dim", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_embedding_options, output_dim)},
+};
+
+/* Gather's rows of the table by the int32 ids (the graph's input). */
+static void embedding_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *args[2] = {kiln_onnx_param_initializer(g, i, "embeddings"),
+                           kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL)};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Gather", args, 2, out), "axis", 0);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_embedding = {
     .kind = "embedding", .config_size = sizeof(embedding_config),
     .replica_size = sizeof(embedding_replica), .min_inputs = 1, .max_inputs = 1,
@@ -223,4 +242,6 @@ const kiln_layer_ops kiln_layer_embedding = {
     .infer = embedding_infer, .kernels = embedding_kernels, .prepare = embedding_prepare,
     .forward = embedding_forward, .backward = embedding_backward,
     .release = embedding_release, .flops = embedding_flops, .id_limit = embedding_id_limit,
+    .args_size = sizeof(kiln_embedding_options), KILN_FIELDS(embedding_fields),
+    .export_onnx = embedding_export_onnx,
 };

@@ -1,7 +1,9 @@
 /* Input: declares one sample's shape; the runtime uploads data into it. */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 typedef struct input_config {
     kiln_shape shape;
@@ -57,7 +59,13 @@ static void input_describe(const void *config, void *args)
     a->ints = c->ints;
 }
 
+static const kiln_layer_field input_fields[] = {
+    {.key = "shape", .type = KILN_FIELD_SHAPE, .offset = 0},
+    {.key = "dtype", .type = KILN_FIELD_DTYPE, .offset = offsetof(kiln_input_args, ints)},
+};
+
 const kiln_layer_ops kiln_layer_input = {
     .kind = "input_layer", .config_size = sizeof(input_config), .min_inputs = 0, .max_inputs = 0,
     .configure = input_configure, .describe = input_describe, .infer = input_infer,
+    .args_size = sizeof(kiln_input_args), KILN_FIELDS(input_fields),
 };

@@ -101,6 +101,45 @@ typedef struct kiln_step {
     int32_t first_sample;
 } kiln_step;
 
+/* How a model file writes one of a kind's options (runtime/saving/
+ * model_desc.c reads and writes the JSON): its key, its type, and where it
+ * sits in the args struct the kind's configure takes and describe fills. */
+typedef enum kiln_field_type {
+    KILN_FIELD_INT,        /* int32_t */
+    KILN_FIELD_PAIR,       /* int32_t[2] */
+    KILN_FIELD_FLOAT,      /* float */
+    KILN_FIELD_BOOL,       /* int32_t, 0 or 1 */
+    KILN_FIELD_NOT_BOOL,   /* int32_t written negated: no_bias as "use_bias" */
+    KILN_FIELD_PADDING,    /* kiln_padding */
+    KILN_FIELD_SEED,       /* uint64_t */
+    /* kiln_input_args's rank and dims: a sample's shape. */
+    KILN_FIELD_SHAPE,
+    /* int32_t: 0 float32, 1 int32; written only when int32 and read as
+     * float32 when absent, so that files of float models stay as they were. */
+    KILN_FIELD_DTYPE
+} kiln_field_type;
+
+typedef struct kiln_layer_field {
+    const char *key;
+    kiln_field_type type;
+    size_t offset;
+} kiln_layer_field;
+
+/* The largest args struct of any kind (the registry test checks each). */
+#define KILN_LAYER_ARGS_MAX 256
+
+/* Room for any kind's args struct, aligned for any of its members. */
+typedef union kiln_layer_args {
+    unsigned char bytes[KILN_LAYER_ARGS_MAX];
+    uint64_t align_u64;
+    double align_double;
+    void *align_pointer;
+} kiln_layer_args;
+
+#define KILN_FIELDS(list) .fields = list, .n_fields = (int)(sizeof list / sizeof list[0])
+
+struct kiln_onnx_graph;
+
 typedef struct kiln_layer_ops {
     const char *kind;
     size_t config_size;    /* the layer's options and inferred shapes */
@@ -111,9 +150,16 @@ typedef struct kiln_layer_ops {
      * options struct, or the kiln_*_args struct named above the kind's
      * configure function. May be NULL: the zeroed config is the layer's. */
     void (*configure)(void *config, const void *args);
+    /* The size of the struct configure takes (0: none), and its options as
+     * model files write them, in the order written (keys are Keras's). */
+    size_t args_size;
+    const kiln_layer_field *fields;
+    int n_fields;
+    /* Nonzero when the kind's builder takes an activation. */
+    int takes_activation;
     /* The inverse of configure: fills `args` (zeroed, of the struct
      * configure takes) so that configure(args) gives this config again;
-     * what model files write (runtime/saving/model_file.c). Names, activations
+     * what model files write (runtime/saving/model_desc.c). Names, activations
      * and pointers are the runtime's; NULL when configure is. */
     void (*describe)(const void *config, void *args);
     kiln_status (*infer)(void *config, kiln_layer_build *build);
@@ -143,6 +189,10 @@ typedef struct kiln_layer_ops {
      * The runtime checks every id on the host before it reaches the
      * device, naming the sample and position (kiln_check_ids). */
     int32_t (*id_limit)(const void *config);
+    /* Writes node i's inference form into the ONNX graph (layers/
+     * onnx_graph.h), ending with kiln_onnx_activate or kiln_onnx_identity;
+     * NULL: the kind has no ONNX form, and export says so. */
+    void (*export_onnx)(struct kiln_onnx_graph *g, int32_t i);
 } kiln_layer_ops;
 
 /* For fuses_activation: always. */
@@ -237,23 +287,15 @@ kiln_status kiln_identity_backward(const void *config, void *replica, const kiln
 kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
                              size_t n, int accumulate);
 
-extern const kiln_layer_ops kiln_layer_input;
-extern const kiln_layer_ops kiln_layer_dense;
-extern const kiln_layer_ops kiln_layer_conv2d;
-extern const kiln_layer_ops kiln_layer_max_pooling2d;
-extern const kiln_layer_ops kiln_layer_average_pooling2d;
-extern const kiln_layer_ops kiln_layer_batch_norm;
-extern const kiln_layer_ops kiln_layer_dropout;
-extern const kiln_layer_ops kiln_layer_global_average_pooling2d;
-extern const kiln_layer_ops kiln_layer_flatten;
-extern const kiln_layer_ops kiln_layer_activation;
-extern const kiln_layer_ops kiln_layer_add;
-extern const kiln_layer_ops kiln_layer_dot;
-extern const kiln_layer_ops kiln_layer_layer_norm;
-extern const kiln_layer_ops kiln_layer_reshape;
-extern const kiln_layer_ops kiln_layer_concatenate;
-extern const kiln_layer_ops kiln_layer_multi_head_attention;
-extern const kiln_layer_ops kiln_layer_embedding;
-extern const kiln_layer_ops kiln_layer_position_embedding;
+/* Every layer kind, one line each in layers/kinds.h. */
+#define KILN_LAYER_KIND(name) extern const kiln_layer_ops kiln_layer_##name;
+#include "layers/kinds.h"
+#undef KILN_LAYER_KIND
+
+/* The registry: every kind, in layers/kinds.h's order. */
+extern const kiln_layer_ops *const kiln_layer_kinds[];
+extern const int kiln_layer_kind_count;
+/* The kind named `kind` ("dense"), or NULL. */
+const kiln_layer_ops *kiln_layer_kind_named(const char *kind);
 
 #endif

@@ -3,9 +3,12 @@
  * training and inference; gamma and beta are per position along that axis
  * (opencl/kernels/layer_norm.cl). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <stddef.h>
 
 /* Rows of at most this many values go a work-item per row; wider ones a
  * work-group per row. */
@@ -209,10 +212,74 @@ static void ln_describe(const void *config, void *args)
     o->no_scale = !c->scale;
 }
 
+static const kiln_layer_field ln_fields[] = {
+    {.key = "epsilon", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_layer_norm_options, epsilon)},
+    {.key = "center", .type = KILN_FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_center)},
+    {.key = "scale", .type = KILN_FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_layer_norm_options, no_scale)},
+};
+
+/* The mean over the last axis, kept as an axis of 1. */
+static const char *mean_of_last(kiln_onnx_graph *g, int32_t i, const char *x, const char *what)
+{
+    const int64_t last = -1;
+    const char *out = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s", g->layers[i].name,
+                                                                what));
+    kiln_onnx_attr_ints(g, kiln_onnx_add_node(g, "ReduceMean", &x, 1, out), "axes", &last, 1);
+    return out;
+}
+
+/* Over the last axis, as opset 13 has no LayerNormalization:
+ * (x - mean) / sqrt(var + epsilon) gamma + beta, in kiln's order. */
+static void ln_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *name = g->layers[i].name;
+    float *epsilon = kiln_onnx_alloc(g, sizeof *epsilon);
+    if (!epsilon)
+        return;
+    kiln_layer_norm_options o;
+    memset(&o, 0, sizeof o);
+    ln_describe(g->layers[i].config, &o);
+    *epsilon = o.epsilon;
+    const char *x = kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL);
+    const char *centered = kiln_onnx_step(g, i, "Sub", x, mean_of_last(g, i, x, "mean"),
+                                          "centered");
+    const char *var = mean_of_last(g, i, kiln_onnx_step(g, i, "Mul", centered, centered,
+                                                        "squared"), "variance");
+    const char *eps = kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/epsilon", name), 0, NULL,
+                                           epsilon);
+    const char *std = kiln_onnx_step(g, i, "Sqrt", kiln_onnx_step(g, i, "Add", var, eps,
+                                                                  "variance_epsilon"),
+                                     NULL, "std");
+    const char *terms[3][3] = {
+        {"Mul", kiln_onnx_step(g, i, "Reciprocal", std, NULL, "inv_std"), "normalized"},
+        {"Mul", kiln_onnx_param(g, i, "gamma", NULL) ? kiln_onnx_param_initializer(g, i, "gamma")
+                                                     : NULL,
+         "scaled"},
+        {"Add", kiln_onnx_param(g, i, "beta", NULL) ? kiln_onnx_param_initializer(g, i, "beta")
+                                                    : NULL,
+         ""}};
+    const int last = terms[2][1] ? 2 : terms[1][1] ? 1 : 0;
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL), *y = centered;
+    for (int k = 0; k <= last; k++) {
+        if (!terms[k][1])
+            continue;
+        const char *in[2] = {y, terms[k][1]};
+        y = k == last ? out
+                      : kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s", name, terms[k][2]));
+        kiln_onnx_add_node(g, terms[k][0], in, 2, y);
+    }
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_layer_norm = {
     .kind = "layer_normalization", .config_size = sizeof(ln_config),
     .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = ln_configure, .describe = ln_describe, .infer = ln_infer,
     .kernels = ln_kernels, .prepare = ln_prepare,
     .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
+    .args_size = sizeof(kiln_layer_norm_options), KILN_FIELDS(ln_fields),
+    .export_onnx = ln_export_onnx,
 };

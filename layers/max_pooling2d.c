@@ -1,5 +1,6 @@
 /* MaxPooling2D over NHWC; 'same' padding never picks a padded cell. */
 #include "layers/pool2d.h"
+#include "layers/onnx_graph.h"
 
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
@@ -62,10 +63,17 @@ static void pool_configure(void *config, const void *args)
     *(pool_config *)config = kiln_pool2d_config(args);
 }
 
+static void max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    kiln_pool2d_export_onnx(g, i, "MaxPool");
+}
+
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = pool_configure, .describe = kiln_pool2d_describe, .infer = kiln_pool2d_infer,
     .kernels = pool_kernels, .prepare = pool_prepare, .forward = pool_forward,
     .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
+    .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
+    .export_onnx = max_pooling2d_export_onnx,
 };

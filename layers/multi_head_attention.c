@@ -7,9 +7,12 @@
  * Backward keeps q, k, v, the probabilities and the context from forward
  * (per replica, sized by prepare's batch). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <stddef.h>
 
 /* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
  * _tiled one: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
@@ -520,10 +523,147 @@ static void mha_describe(const void *config, void *args)
     o->no_bias = !c->use_bias;
 }
 
+/* Keras's MultiHeadAttention config keys; value_dim and output_shape 0
+ * mean their defaults, as in the options. */
+static const kiln_layer_field mha_fields[] = {
+    {.key = "num_heads", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, num_heads)},
+    {.key = "key_dim", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, key_dim)},
+    {.key = "value_dim", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, value_dim)},
+    {.key = "dropout", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_multi_head_attention_options, dropout)},
+    {.key = "seed", .type = KILN_FIELD_SEED,
+     .offset = offsetof(kiln_multi_head_attention_options, seed)},
+    {.key = "use_causal_mask", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, use_causal_mask)},
+    {.key = "use_bias", .type = KILN_FIELD_NOT_BOOL,
+     .offset = offsetof(kiln_multi_head_attention_options, no_bias)},
+    {.key = "output_shape", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_multi_head_attention_options, output_shape)},
+};
+
+/* (batch, T, heads x dim) -> (batch, heads, T, dim), or (batch, heads,
+ * dim, T) for the keys, which the scores multiply transposed. */
+static const char *split_heads(kiln_onnx_graph *g, int32_t i, const char *x, int64_t t,
+                               int64_t heads, int64_t dim, int keys, const char *what)
+{
+    const int64_t shape[4] = {0, t, heads, dim};
+    const int64_t perm[4] = {0, 2, keys ? 3 : 1, keys ? 1 : 3};
+    const char *name = g->layers[i].name;
+    const char *args[2] = {x, kiln_onnx_int64s(g, i, kiln_onnx_printf(g, "%s_shape", what),
+                                               shape, 4)};
+    const char *split = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s_heads", name, what));
+    kiln_onnx_add_node(g, "Reshape", args, 2, split);
+    const char *out = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s_by_head", name, what));
+    kiln_onnx_attr_ints(g, kiln_onnx_add_node(g, "Transpose", &split, 1, out), "perm", perm, 4);
+    return out;
+}
+
+/* x W + b with a Keras kernel as the matrix it is in memory: (in, heads,
+ * dim) as (in, heads x dim), the output's (heads, dim, out) as (heads x
+ * dim, out); the bias flat. `proj` is Keras's name; out NULL: a name of
+ * the layer's. */
+static const char *projection(kiln_onnx_graph *g, int32_t i, const char *x, const char *proj,
+                              const char *out)
+{
+    const char *name = g->layers[i].name;
+    const kiln_param_spec *spec;
+    const float *w = kiln_onnx_param(g, i, kiln_onnx_printf(g, "%s/kernel", proj), &spec);
+    if (!w)
+        return NULL;
+    const int64_t size = kiln_shape_size(&spec->shape);
+    const int64_t cols = strcmp(proj, "attention_output") == 0
+                             ? spec->shape.dims[spec->shape.rank - 1]
+                             : size / spec->shape.dims[0];
+    const int64_t dims[2] = {size / cols, cols};
+    const char *args[2] = {x, kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/%s/kernel", name,
+                                                                       proj), 2, dims, w)};
+    const float *b = kiln_onnx_param(g, i, kiln_onnx_printf(g, "%s/bias", proj), NULL);
+    const char *product = b || !out
+                              ? kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s", name, proj))
+                              : out;
+    kiln_onnx_add_node(g, "MatMul", args, 2, product);
+    if (!b)
+        return product;
+    const char *sum[2] = {product, kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/%s/bias", name,
+                                                                            proj), 1, &cols, b)};
+    const char *biased = out ? out : kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s_biased",
+                                                                               name, proj));
+    kiln_onnx_add_node(g, "Add", sum, 2, biased);
+    return biased;
+}
+
+/* MatMul per head, in kiln's order of arithmetic: the scores times the
+ * scale, the causal mask added as a constant (a large negative where
+ * j > i, which the softmax turns into 0, as Keras's), Softmax over the
+ * values. Dropout is fit's only. */
+static void mha_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *name = g->layers[i].name;
+    kiln_multi_head_attention_options o;
+    memset(&o, 0, sizeof o);
+    mha_describe(g->layers[i].config, &o);
+    const kiln_param_spec *q_spec, *v_spec;
+    if (!kiln_onnx_param(g, i, "query/kernel", &q_spec) ||
+        !kiln_onnx_param(g, i, "value/kernel", &v_spec))
+        return;
+    const int64_t heads = q_spec->shape.dims[1], kd = q_spec->shape.dims[2];
+    const int64_t vd = v_spec->shape.dims[2];
+    const int64_t tq = kiln_onnx_input_shape(g, i, 0)->dims[0];
+    const int64_t tv = kiln_onnx_input_shape(g, i, 1)->dims[0];
+    const char *xq = kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL);
+    const char *xv = kiln_onnx_input_value(g, i, 1, KILN_ONNX_CL);
+    const char *q = split_heads(g, i, projection(g, i, xq, "query", NULL), tq, heads, kd, 0,
+                                "query");
+    const char *k = split_heads(g, i, projection(g, i, xv, "key", NULL), tv, heads, kd, 1,
+                                "key");
+    const char *v = split_heads(g, i, projection(g, i, xv, "value", NULL), tv, heads, vd, 0,
+                                "value");
+    float *scale = kiln_onnx_alloc(g, sizeof *scale);
+    if (!scale)
+        return;
+    *scale = (float)(1.0 / sqrt((double)kd));   /* the layer's */
+    const char *dot = kiln_onnx_step(g, i, "MatMul", q, k, "dot");
+    const char *scores = kiln_onnx_step(g, i, "Mul", dot,
+                                        kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/scale",
+                                                                                 name),
+                                                             0, NULL, scale),
+                                        "scores");
+    if (o.use_causal_mask) {
+        float *mask = kiln_onnx_alloc(g, (size_t)(tq * tv) * sizeof *mask);
+        if (!mask)
+            return;
+        for (int64_t r = 0; r < tq; r++)
+            for (int64_t c = 0; c < tv; c++)
+                mask[r * tv + c] = c <= r ? 0.0f : -1e30f;
+        const int64_t dims[2] = {tq, tv};
+        const char *masks = kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/causal_mask", name),
+                                                 2, dims, mask);
+        scores = kiln_onnx_step(g, i, "Add", scores, masks, "masked_scores");
+    }
+    const char *probs = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/probabilities", name));
+    kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Softmax", &scores, 1, probs), "axis", -1);
+    const char *by_head = kiln_onnx_step(g, i, "MatMul", probs, v, "context_by_head");
+    const int64_t perm[4] = {0, 2, 1, 3}, merged[3] = {0, tq, heads * vd};
+    const char *context = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/context_heads", name));
+    kiln_onnx_attr_ints(g, kiln_onnx_add_node(g, "Transpose", &by_head, 1, context), "perm", perm,
+                        4);
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    const char *flat = kiln_onnx_step(g, i, "Reshape", context,
+                                      kiln_onnx_int64s(g, i, "context_shape", merged, 3),
+                                      "context");
+    projection(g, i, flat, "attention_output", out);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_multi_head_attention = {
     .kind = "multi_head_attention", .config_size = sizeof(mha_config),
     .replica_size = sizeof(mha_replica), .min_inputs = 2, .max_inputs = 2,
     .configure = mha_configure, .describe = mha_describe, .infer = mha_infer,
     .kernels = mha_kernels, .prepare = mha_prepare, .forward = mha_forward,
     .backward = mha_backward, .release = mha_release, .flops = mha_flops,
+    .args_size = sizeof(kiln_multi_head_attention_options), KILN_FIELDS(mha_fields),
+    .export_onnx = mha_export_onnx,
 };

@@ -1,7 +1,10 @@
 /* Window arithmetic shared by the pooling layers. */
 #include "layers/pool2d.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <stddef.h>
 
 pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
 {
@@ -94,4 +97,28 @@ kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels
         return kiln_kernel_run1(dev, kernel, pixels / row, args);
     const size_t range[2] = {channels, pixels};
     return kiln_kernel_run(dev, kernel, 2, range, args);
+}
+
+const kiln_layer_field kiln_pool2d_fields[3] = {
+    {.key = "pool_size", .type = KILN_FIELD_PAIR,
+     .offset = offsetof(kiln_pool2d_options, pool_size)},
+    {.key = "strides", .type = KILN_FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, strides)},
+    {.key = "padding", .type = KILN_FIELD_PADDING,
+     .offset = offsetof(kiln_pool2d_options, padding)},
+};
+
+void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
+{
+    kiln_pool2d_options o;
+    memset(&o, 0, sizeof o);
+    kiln_pool2d_describe(g->layers[i].config, &o);
+    const char *x = kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF);
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, op, &x, 1, out);
+    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.pool_size, o.strides,
+                           o.padding);
+    /* Keras averages over the cells inside the image only. */
+    if (strcmp(op, "AveragePool") == 0)
+        kiln_onnx_attr_int(g, nd, "count_include_pad", 0);
+    kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }

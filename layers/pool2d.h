@@ -36,6 +36,12 @@ size_t kiln_pool2d_out_count(const pool_config *c, int32_t batch);
 
 uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
 
+/* What model files write of a window (kiln_pool2d_options), and ONNX's
+ * MaxPool or AveragePool of node i. */
+extern const kiln_layer_field kiln_pool2d_fields[3];
+struct kiln_onnx_graph;
+void kiln_pool2d_export_onnx(struct kiln_onnx_graph *g, int32_t i, const char *op);
+
 /* The pooling kernels come in two variants (kiln_kernel_get_variant): for
  * a CPU a work-item per row of `row` pixels, their channels eight at a
  * time; for a GPU ("_items") a work-item per float over a (channels,

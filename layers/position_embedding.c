@@ -4,8 +4,10 @@
  * Add, so that token + position embeddings stay one layer after the
  * Embedding). */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
+#include <stddef.h>
 
 typedef struct position_config {
     int32_t max_length;
@@ -117,10 +119,39 @@ static void position_describe(const void *config, void *args)
     o->max_length = ((const position_config *)config)->max_length;
 }
 
+static const kiln_layer_field position_fields[] = {
+    {.key = "max_length", .type = KILN_FIELD_INT,
+     .offset = offsetof(kiln_position_embedding_options, max_length)},
+};
+
+/* x + the table's first T rows (all of it when T is max_length). */
+static void position_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const char *name = g->layers[i].name;
+    const kiln_param_spec *spec;
+    const char *table = kiln_onnx_param_initializer(g, i, "embeddings");
+    const int64_t length = g->layers[i].shape.dims[0];
+    if (kiln_onnx_param(g, i, "embeddings", &spec) && spec->shape.dims[0] != length) {
+        static const char *const what[3] = {"starts", "ends", "axes"};
+        const int64_t bounds[3] = {0, length, 0};
+        const char *in[4] = {table, NULL, NULL, NULL};
+        for (int k = 0; k < 3; k++)
+            in[k + 1] = kiln_onnx_int64s(g, i, what[k], &bounds[k], 1);
+        table = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/rows", name));
+        kiln_onnx_add_node(g, "Slice", in, 4, table);
+    }
+    const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL), table};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    kiln_onnx_add_node(g, "Add", args, 2, out);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_position_embedding = {
     .kind = "position_embedding", .config_size = sizeof(position_config),
     .replica_size = sizeof(position_replica), .min_inputs = 1, .max_inputs = 1,
     .configure = position_configure, .describe = position_describe, .infer = position_infer,
     .kernels = position_kernels, .forward = position_forward,
     .backward = position_backward, .flops = position_flops,
+    .args_size = sizeof(kiln_position_embedding_options), KILN_FIELDS(position_fields),
+    .export_onnx = position_export_onnx,
 };

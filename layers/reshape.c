@@ -2,6 +2,7 @@
  * memory order is unchanged. The runtime gives every node its own buffer,
  * so forward and backward copy, as Flatten's do. */
 #include "layers/layer.h"
+#include "layers/onnx_graph.h"
 
 #include <stdio.h>
 
@@ -90,8 +91,31 @@ static void reshape_describe(const void *config, void *args)
     a->dims = c->target.dims;
 }
 
+/* The target shape, written and read as Input's. */
+static const kiln_layer_field reshape_fields[] = {
+    {.key = "target_shape", .type = KILN_FIELD_SHAPE, .offset = 0},
+};
+
+/* The values in kiln's (NHWC) row-major order, so from channels-last. */
+static void reshape_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_shape *to = &g->layers[i].shape;
+    int64_t shape[KILN_MAX_RANK + 1];
+    shape[0] = 0;   /* opset 13: keep the input's batch */
+    for (int32_t d = 0; d < to->rank; d++)
+        shape[d + 1] = to->dims[d];
+    const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
+                           kiln_onnx_int64s(g, i, "shape", shape, to->rank + 1)};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    kiln_onnx_add_node(g, "Reshape", args, 2, out);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_reshape = {
     .kind = "reshape", .config_size = sizeof(reshape_config), .min_inputs = 1, .max_inputs = 1,
-    .configure = reshape_configure, .describe = reshape_describe, .infer = reshape_infer, .forward = kiln_identity_forward,
+    .configure = reshape_configure, .describe = reshape_describe, .infer = reshape_infer,
+    .forward = kiln_identity_forward,
     .backward = kiln_identity_backward,
+    .args_size = sizeof(kiln_reshape_args), KILN_FIELDS(reshape_fields),
+    .export_onnx = reshape_export_onnx,
 };

@@ -612,7 +612,9 @@ static void test_description(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_desc_parse(ctx, "test", text, strlen(text), &d));
     CHECK(d.n_layers == m->n_nodes && !d.has_compile && d.output == m->output);
     CHECK(d.layers[5].device == 0 && d.layers[6].device == -1 && !d.layers[3].trainable);
-    CHECK(d.layers[19].options.dropout.seed == 0xdeadbeefcafef00dULL);
+    kiln_dropout_args dropout;
+    memcpy(&dropout, d.layers[19].options.bytes, sizeof dropout);
+    CHECK(dropout.seed == 0xdeadbeefcafef00dULL);
     CHECK(strstr(text, "\"device\":0") && !strstr(text, "\"compile\""));
     const char *seeds = getenv("MODEL_JSON_SEEDS");   /* writes the fuzzer's seed */
     if (seeds) {

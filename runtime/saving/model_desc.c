@@ -1,7 +1,7 @@
 /* A model's description (model_desc.h): written from the node graph, read
- * back without a device, rebuilt through the public builders. The layer
- * kinds are known here by their builders' options: a new kind adds its
- * fields and one kind_io line. */
+ * back without a device, rebuilt through kiln_model_add_layer as the public
+ * builders do. Each layer kind's options are the fields its ops table
+ * lists (layers/layer.h); no kind is named here. */
 #include "runtime/saving/model_desc.h"
 
 #include "runtime/formats/json_writer.h"
@@ -11,285 +11,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- the layer kinds ---------------------------------------------------- */
-
-typedef enum field_type {
-    FIELD_INT,        /* int32_t */
-    FIELD_PAIR,       /* int32_t[2] */
-    FIELD_FLOAT,      /* float */
-    FIELD_BOOL,       /* int32_t, 0 or 1 */
-    FIELD_NOT_BOOL,   /* int32_t written negated: no_bias as "use_bias" */
-    FIELD_PADDING,    /* kiln_padding */
-    FIELD_SEED,       /* uint64_t */
-    FIELD_SHAPE,      /* kiln_input_args (written); kiln_layer_desc.shape (read) */
-    /* int32_t: 0 float32, 1 int32; written only when int32 and read as
-     * float32 when absent, so that files of float models stay as they were. */
-    FIELD_DTYPE
-} field_type;
-
-typedef struct field {
-    const char *key;
-    field_type type;
-    size_t offset;    /* in the builder's options (kiln_layer_desc.options) */
-} field;
-
-typedef struct kind_io {
-    const kiln_layer_ops *ops;
-    const field *fields;
-    int n_fields;
-    int activation;   /* its builder takes an activation */
-    kiln_node (*build)(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in);
-} kind_io;
-
-#define FIELDS(list) .fields = list, .n_fields = (int)(sizeof list / sizeof list[0])
-
-static const field dense_fields[] = {
-    {.key = "units", .type = FIELD_INT, .offset = offsetof(kiln_dense_options, units)},
-    {.key = "use_bias", .type = FIELD_NOT_BOOL, .offset = offsetof(kiln_dense_options, no_bias)},
-};
-static const field conv2d_fields[] = {
-    {.key = "filters", .type = FIELD_INT, .offset = offsetof(kiln_conv2d_options, filters)},
-    {.key = "kernel_size", .type = FIELD_PAIR,
-     .offset = offsetof(kiln_conv2d_options, kernel_size)},
-    {.key = "strides", .type = FIELD_PAIR, .offset = offsetof(kiln_conv2d_options, strides)},
-    {.key = "padding", .type = FIELD_PADDING, .offset = offsetof(kiln_conv2d_options, padding)},
-    {.key = "use_bias", .type = FIELD_NOT_BOOL,
-     .offset = offsetof(kiln_conv2d_options, no_bias)},
-};
-static const field pool_fields[] = {
-    {.key = "pool_size", .type = FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, pool_size)},
-    {.key = "strides", .type = FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, strides)},
-    {.key = "padding", .type = FIELD_PADDING, .offset = offsetof(kiln_pool2d_options, padding)},
-};
-static const field batch_norm_fields[] = {
-    {.key = "momentum", .type = FIELD_FLOAT,
-     .offset = offsetof(kiln_batch_norm_options, momentum)},
-    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_batch_norm_options, epsilon)},
-    {.key = "synchronized", .type = FIELD_BOOL,
-     .offset = offsetof(kiln_batch_norm_options, synchronized)},
-};
-static const field dropout_fields[] = {
-    {.key = "rate", .type = FIELD_FLOAT, .offset = offsetof(kiln_dropout_args, rate)},
-    {.key = "seed", .type = FIELD_SEED, .offset = offsetof(kiln_dropout_args, seed)},
-};
-static const field input_fields[] = {
-    {.key = "shape", .type = FIELD_SHAPE, .offset = 0},
-    {.key = "dtype", .type = FIELD_DTYPE, .offset = offsetof(kiln_input_args, ints)},
-};
-static const field embedding_fields[] = {
-    {.key = "input_dim", .type = FIELD_INT,
-     .offset = offsetof(kiln_embedding_options, input_dim)},
-    {.key = "output_dim", .type = FIELD_INT,
-     .offset = offsetof(kiln_embedding_options, output_dim)},
-};
-static const field position_embedding_fields[] = {
-    {.key = "max_length", .type = FIELD_INT,
-     .offset = offsetof(kiln_position_embedding_options, max_length)},
-};
-static const field layer_norm_fields[] = {
-    {.key = "epsilon", .type = FIELD_FLOAT, .offset = offsetof(kiln_layer_norm_options, epsilon)},
-    {.key = "center", .type = FIELD_NOT_BOOL,
-     .offset = offsetof(kiln_layer_norm_options, no_center)},
-    {.key = "scale", .type = FIELD_NOT_BOOL,
-     .offset = offsetof(kiln_layer_norm_options, no_scale)},
-};
-/* Reshape's target shape, written and read as Input's. */
-static const field reshape_fields[] = {
-    {.key = "target_shape", .type = FIELD_SHAPE, .offset = 0},
-};
-static const field concatenate_fields[] = {
-    {.key = "axis", .type = FIELD_INT, .offset = offsetof(kiln_concatenate_args, axis)},
-};
-
-/* Keras's MultiHeadAttention config keys; value_dim and output_shape 0
- * mean their defaults, as in the options. */
-static const field mha_fields[] = {
-    {.key = "num_heads", .type = FIELD_INT,
-     .offset = offsetof(kiln_multi_head_attention_options, num_heads)},
-    {.key = "key_dim", .type = FIELD_INT,
-     .offset = offsetof(kiln_multi_head_attention_options, key_dim)},
-    {.key = "value_dim", .type = FIELD_INT,
-     .offset = offsetof(kiln_multi_head_attention_options, value_dim)},
-    {.key = "dropout", .type = FIELD_FLOAT,
-     .offset = offsetof(kiln_multi_head_attention_options, dropout)},
-    {.key = "seed", .type = FIELD_SEED,
-     .offset = offsetof(kiln_multi_head_attention_options, seed)},
-    {.key = "use_causal_mask", .type = FIELD_BOOL,
-     .offset = offsetof(kiln_multi_head_attention_options, use_causal_mask)},
-    {.key = "use_bias", .type = FIELD_NOT_BOOL,
-     .offset = offsetof(kiln_multi_head_attention_options, no_bias)},
-    {.key = "output_shape", .type = FIELD_INT,
-     .offset = offsetof(kiln_multi_head_attention_options, output_shape)},
-};
-
-static kiln_node build_input(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    (void)in;
-    if (d->options.input.ints)
-        return kiln_input_ints(m, d->shape.rank, d->shape.dims, d->name);
-    return kiln_input(m, d->shape.rank, d->shape.dims, d->name);
-}
-
-static kiln_node build_embedding(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_embedding_options o = d->options.embedding;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_embedding(m, in[0], &o);
-}
-
-static kiln_node build_position_embedding(kiln_model *m, const kiln_layer_desc *d,
-                                          const kiln_node *in)
-{
-    kiln_position_embedding_options o = d->options.position_embedding;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_position_embedding(m, in[0], &o);
-}
-
-static kiln_node build_dense(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_dense_options o = d->options.dense;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    o.activation = d->activation;
-    return kiln_dense(m, in[0], &o);
-}
-
-static kiln_node build_conv2d(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_conv2d_options o = d->options.conv2d;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    o.activation = d->activation;
-    return kiln_conv2d(m, in[0], &o);
-}
-
-static kiln_node build_max_pooling2d(kiln_model *m, const kiln_layer_desc *d,
-                                     const kiln_node *in)
-{
-    kiln_pool2d_options o = d->options.pool;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_max_pooling2d(m, in[0], &o);
-}
-
-static kiln_node build_average_pooling2d(kiln_model *m, const kiln_layer_desc *d,
-                                         const kiln_node *in)
-{
-    kiln_pool2d_options o = d->options.pool;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_average_pooling2d(m, in[0], &o);
-}
-
-static kiln_node build_global_average_pooling2d(kiln_model *m, const kiln_layer_desc *d,
-                                                const kiln_node *in)
-{
-    return kiln_global_average_pooling2d(m, in[0], d->name);
-}
-
-static kiln_node build_batch_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_batch_norm_options o = d->options.batch_norm;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    o.activation = d->activation;
-    return kiln_batch_normalization(m, in[0], &o);
-}
-
-static kiln_node build_dropout(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_dropout(m, in[0], d->options.dropout.rate, d->options.dropout.seed, d->name);
-}
-
-static kiln_node build_flatten(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_flatten(m, in[0], d->name);
-}
-
-static kiln_node build_activation(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_activation_layer(m, in[0], d->activation, d->name);
-}
-
-static kiln_node build_add(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_add(m, in, d->n_inputs, d->name);
-}
-
-static kiln_node build_dot(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_dot(m, in[0], in[1], d->name);
-}
-
-static kiln_node build_layer_norm(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_layer_norm_options o = d->options.layer_norm;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_layer_normalization(m, in[0], &o);
-}
-
-static kiln_node build_reshape(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_reshape(m, in[0], d->shape.rank, d->shape.dims, d->name);
-}
-
-static kiln_node build_concatenate(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    return kiln_concatenate(m, in, d->n_inputs, d->options.concatenate.axis, d->name);
-}
-
-static kiln_node build_mha(kiln_model *m, const kiln_layer_desc *d, const kiln_node *in)
-{
-    kiln_multi_head_attention_options o = d->options.mha;
-    o.struct_size = sizeof o;
-    o.name = d->name;
-    return kiln_multi_head_attention(m, in[0], in[1], &o);
-}
-
-static const kind_io kinds[] = {
-    {.ops = &kiln_layer_input, FIELDS(input_fields), .build = build_input},
-    {.ops = &kiln_layer_dense, FIELDS(dense_fields), .activation = 1, .build = build_dense},
-    {.ops = &kiln_layer_conv2d, FIELDS(conv2d_fields), .activation = 1, .build = build_conv2d},
-    {.ops = &kiln_layer_max_pooling2d, FIELDS(pool_fields), .build = build_max_pooling2d},
-    {.ops = &kiln_layer_average_pooling2d, FIELDS(pool_fields),
-     .build = build_average_pooling2d},
-    {.ops = &kiln_layer_global_average_pooling2d, .build = build_global_average_pooling2d},
-    {.ops = &kiln_layer_batch_norm, FIELDS(batch_norm_fields), .activation = 1,
-     .build = build_batch_norm},
-    {.ops = &kiln_layer_dropout, FIELDS(dropout_fields), .build = build_dropout},
-    {.ops = &kiln_layer_flatten, .build = build_flatten},
-    {.ops = &kiln_layer_activation, .activation = 1, .build = build_activation},
-    {.ops = &kiln_layer_add, .build = build_add},
-    {.ops = &kiln_layer_dot, .build = build_dot},
-    {.ops = &kiln_layer_layer_norm, FIELDS(layer_norm_fields), .build = build_layer_norm},
-    {.ops = &kiln_layer_reshape, FIELDS(reshape_fields), .build = build_reshape},
-    {.ops = &kiln_layer_concatenate, FIELDS(concatenate_fields), .build = build_concatenate},
-    {.ops = &kiln_layer_multi_head_attention, FIELDS(mha_fields), .build = build_mha},
-    {.ops = &kiln_layer_embedding, FIELDS(embedding_fields), .build = build_embedding},
-    {.ops = &kiln_layer_position_embedding, FIELDS(position_embedding_fields),
-     .build = build_position_embedding},
-};
-#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
-
-static const kind_io *kind_of_ops(const kiln_layer_ops *ops)
-{
-    for (int i = 0; i < N_KINDS; i++)
-        if (kinds[i].ops == ops)
-            return &kinds[i];
-    return NULL;
-}
-
-static const kind_io *kind_named(const char *kind)
-{
-    for (int i = 0; i < N_KINDS; i++)
-        if (strcmp(kinds[i].ops->kind, kind) == 0)
-            return &kinds[i];
-    return NULL;
-}
 
 /* Names of the enumerations, indexed by value. */
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
@@ -312,64 +33,69 @@ static const char *name_of(const char *const *names, int n, int value)
 /* ---- writing ------------------------------------------------------------- */
 
 /* The options the builder was given, as describe gives them back. */
-static void write_options(kiln_jw *w, const kind_io *io, const kiln_node_rec *node)
+static void write_options(kiln_jw *w, const kiln_node_rec *node)
 {
+    const kiln_layer_ops *ops = node->ops;
     kiln_layer_args args;
     memset(&args, 0, sizeof args);
     if (node->ops->describe)
         node->ops->describe(node->config, &args);
     const unsigned char *base = (const unsigned char *)&args;
     kiln_jw_begin_object(w);
-    for (int f = 0; f < io->n_fields; f++) {
-        const field *fd = &io->fields[f];
+    for (int f = 0; f < ops->n_fields; f++) {
+        const kiln_layer_field *fd = &ops->fields[f];
         const void *at = base + fd->offset;
         int32_t i32[2];
         memcpy(i32, at, sizeof(int32_t));
-        if (fd->type == FIELD_DTYPE && !i32[0])
+        if (fd->type == KILN_FIELD_DTYPE && !i32[0])
             continue;
         kiln_jw_key(w, fd->key);
         switch (fd->type) {
-        case FIELD_INT:
+        case KILN_FIELD_INT:
             memcpy(i32, at, sizeof(int32_t));
             kiln_jw_int(w, i32[0]);
             break;
-        case FIELD_PAIR:
+        case KILN_FIELD_PAIR:
             memcpy(i32, at, sizeof i32);
             kiln_jw_begin_array(w);
             kiln_jw_int(w, i32[0]);
             kiln_jw_int(w, i32[1]);
             kiln_jw_end_array(w);
             break;
-        case FIELD_FLOAT: {
+        case KILN_FIELD_FLOAT: {
             float v;
             memcpy(&v, at, sizeof v);
             kiln_jw_float(w, v);
             break;
         }
-        case FIELD_BOOL:
-        case FIELD_NOT_BOOL:
+        case KILN_FIELD_BOOL:
+        case KILN_FIELD_NOT_BOOL:
             memcpy(i32, at, sizeof(int32_t));
-            kiln_jw_bool(w, (i32[0] != 0) != (fd->type == FIELD_NOT_BOOL));
+            kiln_jw_bool(w, (i32[0] != 0) != (fd->type == KILN_FIELD_NOT_BOOL));
             break;
-        case FIELD_PADDING: {
+        case KILN_FIELD_PADDING: {
             kiln_padding p;
             memcpy(&p, at, sizeof p);
             kiln_jw_string(w, name_of(padding_names, COUNT(padding_names), (int)p));
             break;
         }
-        case FIELD_SEED: {
+        case KILN_FIELD_SEED: {
             uint64_t v;
             memcpy(&v, at, sizeof v);
             kiln_jw_uint(w, v);
             break;
         }
-        case FIELD_DTYPE:
+        case KILN_FIELD_DTYPE:
             kiln_jw_string(w, dtype_names[1]);
             break;
-        case FIELD_SHAPE:
+        case KILN_FIELD_SHAPE:
             kiln_jw_begin_array(w);
-            for (int32_t d = 0; d < args.input.rank && args.input.dims; d++)
-                kiln_jw_int(w, args.input.dims[d]);
+        {
+            kiln_input_args shape;
+            memcpy(&shape, at, sizeof shape);
+            for (int32_t d = 0; d < shape.rank && shape.dims; d++)
+                kiln_jw_int(w, shape.dims[d]);
+        }
             kiln_jw_end_array(w);
             break;
         }
@@ -465,7 +191,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     *text = NULL;
     *length = 0;
     for (int32_t i = 0; i < m->n_nodes; i++)
-        if (!kind_of_ops(m->nodes[i].ops))
+        if (kiln_layer_kind_named(m->nodes[i].ops->kind) != m->nodes[i].ops)
             return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' is of kind '%s', "
                               "which model files cannot describe", call, m->nodes[i].name,
                               m->nodes[i].ops->kind);
@@ -505,7 +231,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
         kiln_jw_key(&w, "trainable");
         kiln_jw_bool(&w, !node->frozen);
         kiln_jw_key(&w, "options");
-        write_options(&w, kind_of_ops(node->ops), node);
+        write_options(&w, node);
         kiln_jw_end_object(&w);
     }
     kiln_jw_end_array(&w);
@@ -674,42 +400,43 @@ static kiln_status get_pair(reader *r, const kiln_json *o, const char *key, int3
     return st;
 }
 
-static kiln_status read_field(reader *r, const kiln_json *o, const field *fd, kiln_layer_desc *d)
+static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_field *fd,
+                              kiln_layer_desc *d)
 {
     unsigned char *at = (unsigned char *)&d->options + fd->offset;
     int64_t i64 = 0;
     int32_t i32[2] = {0, 0};
     kiln_status st = KILN_OK;
     switch (fd->type) {
-    case FIELD_INT:
+    case KILN_FIELD_INT:
         st = get_int(r, o, fd->key, INT32_MIN, INT32_MAX, &i64);
         i32[0] = (int32_t)i64;
         memcpy(at, i32, sizeof(int32_t));
         return st;
-    case FIELD_PAIR:
+    case KILN_FIELD_PAIR:
         st = get_pair(r, o, fd->key, i32);
         memcpy(at, i32, sizeof i32);
         return st;
-    case FIELD_FLOAT: {
+    case KILN_FIELD_FLOAT: {
         float v = 0.0f;
         st = get_float(r, o, fd->key, &v);
         memcpy(at, &v, sizeof v);
         return st;
     }
-    case FIELD_BOOL:
-    case FIELD_NOT_BOOL:
+    case KILN_FIELD_BOOL:
+    case KILN_FIELD_NOT_BOOL:
         st = get_bool(r, o, fd->key, i32);
-        i32[0] = fd->type == FIELD_NOT_BOOL ? !i32[0] : i32[0];
+        i32[0] = fd->type == KILN_FIELD_NOT_BOOL ? !i32[0] : i32[0];
         memcpy(at, i32, sizeof(int32_t));
         return st;
-    case FIELD_PADDING: {
+    case KILN_FIELD_PADDING: {
         int p = 0;
         st = get_name(r, o, fd->key, padding_names, COUNT(padding_names), 0, &p);
         const kiln_padding padding = (kiln_padding)p;
         memcpy(at, &padding, sizeof padding);
         return st;
     }
-    case FIELD_SEED: {
+    case KILN_FIELD_SEED: {
         const kiln_json *v;
         uint64_t n = 0;
         st = member(r, o, fd->key, KILN_JSON_NUMBER, &v);
@@ -722,7 +449,7 @@ static kiln_status read_field(reader *r, const kiln_json *o, const field *fd, ki
         memcpy(at, &n, sizeof n);
         return st;
     }
-    case FIELD_DTYPE: {
+    case KILN_FIELD_DTYPE: {
         int t = 0;
         if (kiln_json_get(o, fd->key))
             st = get_name(r, o, fd->key, dtype_names, COUNT(dtype_names), 0, &t);
@@ -730,7 +457,7 @@ static kiln_status read_field(reader *r, const kiln_json *o, const field *fd, ki
         memcpy(at, i32, sizeof(int32_t));
         return st;
     }
-    case FIELD_SHAPE: {
+    case KILN_FIELD_SHAPE: {
         const kiln_json *v;
         st = member(r, o, fd->key, KILN_JSON_ARRAY, &v);
         if (st == KILN_OK && (v->count < 1 || v->count > KILN_MAX_RANK))
@@ -769,17 +496,17 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
     if ((st = only_keys(r, o, keys, COUNT(keys))) != KILN_OK ||
         (st = member(r, o, "kind", KILN_JSON_STRING, &kind)) != KILN_OK)
         return st;
-    const kind_io *io = kind_named(kind->text);
-    if (!io)
+    const kiln_layer_ops *ops = kiln_layer_kind_named(kind->text);
+    if (!ops)
         return kiln_error(r->ctx, KILN_ERROR_UNSUPPORTED, "%s: the model description's layer "
                           "%d ('%.60s') is of kind '%.60s', which this kiln (%s) does not know",
                           r->what, (int)index, d->name, kind->text, kiln_version());
-    d->ops = io->ops;
+    d->ops = ops;
     if ((st = member(r, o, "inputs", KILN_JSON_ARRAY, &inputs)) != KILN_OK)
         return st;
-    if ((int)inputs->count < io->ops->min_inputs || (int)inputs->count > io->ops->max_inputs)
-        return malformed(r, "%s layers take %d to %d inputs, not %d", io->ops->kind,
-                         io->ops->min_inputs, io->ops->max_inputs, (int)inputs->count);
+    if ((int)inputs->count < ops->min_inputs || (int)inputs->count > ops->max_inputs)
+        return malformed(r, "%s layers take %d to %d inputs, not %d", ops->kind,
+                         ops->min_inputs, ops->max_inputs, (int)inputs->count);
     for (size_t k = 0; k < inputs->count; k++) {
         const kiln_json *in = &inputs->items[k];
         if (in->type != KILN_JSON_STRING)
@@ -798,8 +525,8 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
                        &activation)) != KILN_OK)
         return st;
     d->activation = (kiln_activation)activation;
-    if (!io->activation && d->activation != KILN_ACTIVATION_LINEAR)
-        return malformed(r, "%s layers take no activation, but it is '%s'", io->ops->kind,
+    if (!ops->takes_activation && d->activation != KILN_ACTIVATION_LINEAR)
+        return malformed(r, "%s layers take no activation, but it is '%s'", ops->kind,
                          activation_names[activation]);
     device = kiln_json_get(o, "device");
     int64_t dev = -1;
@@ -815,14 +542,14 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
     for (size_t i = 0; i < options->count; i++) {
         int known = 0;
-        for (int f = 0; f < io->n_fields && !known; f++)
-            known = strcmp(options->keys[i], io->fields[f].key) == 0;
+        for (int f = 0; f < ops->n_fields && !known; f++)
+            known = strcmp(options->keys[i], ops->fields[f].key) == 0;
         if (!known)
-            return malformed(r, "%s layers have no option '%.60s'", io->ops->kind,
+            return malformed(r, "%s layers have no option '%.60s'", ops->kind,
                              options->keys[i]);
     }
-    for (int f = 0; f < io->n_fields && st == KILN_OK; f++)
-        st = read_field(r, options, &io->fields[f], d);
+    for (int f = 0; f < ops->n_fields && st == KILN_OK; f++)
+        st = read_field(r, options, &ops->fields[f], d);
     return st;
 }
 
@@ -1070,16 +797,31 @@ void kiln_model_desc_free(kiln_model_desc *d)
 
 /* ---- building ------------------------------------------------------------ */
 
+/* Node l as its kind's builder adds it: the options as read, a shape
+ * field pointing at the layer's parsed shape. */
+static kiln_node build_layer(kiln_model *m, const kiln_layer_desc *l)
+{
+    kiln_layer_args args = l->options;
+    for (int f = 0; f < l->ops->n_fields; f++)
+        if (l->ops->fields[f].type == KILN_FIELD_SHAPE) {
+            kiln_input_args shape;
+            memcpy(&shape, args.bytes + l->ops->fields[f].offset, sizeof shape);
+            shape.rank = l->shape.rank;
+            shape.dims = l->shape.dims;
+            memcpy(args.bytes + l->ops->fields[f].offset, &shape, sizeof shape);
+        }
+    kiln_node in[KILN_MAX_INPUTS];
+    for (int k = 0; k < l->n_inputs; k++)
+        in[k] = l->inputs[k];
+    return kiln_model_add_layer(m, l->ops, l->ops->args_size ? &args : NULL, in, l->n_inputs,
+                                l->name, l->activation);
+}
+
 kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, int place,
                                   kiln_model *m)
 {
-    kiln_node in[KILN_MAX_INPUTS];
     for (int32_t i = 0; i < d->n_layers; i++) {
-        const kiln_layer_desc *l = &d->layers[i];
-        for (int k = 0; k < l->n_inputs; k++)
-            in[k] = l->inputs[k];
-        const kind_io *io = kind_of_ops(l->ops);
-        if (io->build(m, l, in) != i) {
+        if (build_layer(m, &d->layers[i]) != i) {
             const kiln_status st = m->build_status == KILN_ERROR_OUT_OF_MEMORY
                                        ? KILN_ERROR_OUT_OF_MEMORY : KILN_ERROR_FORMAT;
             return kiln_error(m->ctx, st, "%s: the model description does not build: %s", what,

@@ -37,22 +37,6 @@
 kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **text,
                                 size_t *length);
 
-/* What the builders take: their options, or the kiln_*_args of layer.h. */
-typedef union kiln_layer_args {
-    kiln_dense_options dense;
-    kiln_conv2d_options conv2d;
-    kiln_pool2d_options pool;
-    kiln_batch_norm_options batch_norm;
-    kiln_dropout_args dropout;
-    kiln_input_args input;
-    kiln_layer_norm_options layer_norm;
-    kiln_reshape_args reshape;
-    kiln_concatenate_args concatenate;
-    kiln_multi_head_attention_options mha;
-    kiln_embedding_options embedding;
-    kiln_position_embedding_options position_embedding;
-} kiln_layer_args;
-
 /* One layer as the description gives it. */
 typedef struct kiln_layer_desc {
     const kiln_layer_ops *ops;
@@ -63,7 +47,7 @@ typedef struct kiln_layer_desc {
     int32_t device;                    /* -1: not placed */
     int trainable;
     kiln_shape shape;                  /* Input: one sample's shape */
-    kiln_layer_args options;           /* as the kind's builder takes them */
+    kiln_layer_args options;           /* the args its kind's configure takes */
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {

@@ -1,0 +1,315 @@
+/* Every layer kind in the registry (layers/kinds.h) can leave kiln and
+ * come back: for each kind, a small model holding it, with every option
+ * away from its default, is saved as a model file and loaded, and each
+ * layer must come back configured byte for byte as it was (so a kind whose
+ * ops table forgets a model-file field fails here), with the same weights
+ * and the same predictions; the model must also export to ONNX. The ops
+ * tables themselves are checked too: args that fit the description's room,
+ * fields inside the args, an export op for every kind but Input. A kind
+ * registered without an example below fails: add one with the kind. */
+#include "harness.h"
+#include "kiln_config.h"
+#include "layers/onnx_graph.h"
+#include "runtime/model/model.h"
+
+#include <unistd.h>
+
+static char dir[256];
+
+/* Adds a model's one layer of the kind to m after its input(s). */
+typedef void (*example_fn)(kiln_model *m);
+
+static kiln_node image(kiln_model *m)
+{
+    const int32_t dims[] = {7, 6, 3};
+    return kiln_input(m, 3, dims, "pixels");
+}
+
+static kiln_node sequence(kiln_model *m)
+{
+    const int32_t dims[] = {5, 4};
+    return kiln_input(m, 2, dims, "tokens");
+}
+
+static kiln_node vector(kiln_model *m)
+{
+    const int32_t dims[] = {6};
+    return kiln_input(m, 1, dims, "features");
+}
+
+/* An Input of ids, so that its dtype field is written. */
+static void ex_input(kiln_model *m)
+{
+    const int32_t dims[] = {2, 3};
+    const kiln_embedding_options o = {.struct_size = sizeof o, .input_dim = 5, .output_dim = 2};
+    kiln_embedding(m, kiln_input_ints(m, 2, dims, "ids"), &o);
+}
+
+static void ex_dense(kiln_model *m)
+{
+    const kiln_dense_options o = {.struct_size = sizeof o, .units = 3, .no_bias = 1,
+                                  .activation = KILN_ACTIVATION_TANH};
+    kiln_dense(m, vector(m), &o);
+}
+
+static void ex_conv2d(kiln_model *m)
+{
+    const kiln_conv2d_options o = {.struct_size = sizeof o, .filters = 2, .kernel_size = {3, 2},
+                                   .strides = {2, 1}, .padding = KILN_PADDING_SAME, .no_bias = 1,
+                                   .activation = KILN_ACTIVATION_RELU};
+    kiln_conv2d(m, image(m), &o);
+}
+
+static void ex_max_pooling2d(kiln_model *m)
+{
+    const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {3, 2},
+                                   .strides = {1, 2}, .padding = KILN_PADDING_SAME};
+    kiln_max_pooling2d(m, image(m), &o);
+}
+
+static void ex_average_pooling2d(kiln_model *m)
+{
+    const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {2, 3},
+                                   .strides = {2, 1}, .padding = KILN_PADDING_SAME};
+    kiln_average_pooling2d(m, image(m), &o);
+}
+
+static void ex_global_average_pooling2d(kiln_model *m)
+{
+    kiln_global_average_pooling2d(m, image(m), NULL);
+}
+
+static void ex_batch_norm(kiln_model *m)
+{
+    const kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = 0.8f,
+                                       .epsilon = 3e-3f, .synchronized = 1,
+                                       .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_batch_normalization(m, image(m), &o);
+}
+
+static void ex_dropout(kiln_model *m)
+{
+    kiln_dropout(m, vector(m), 0.3f, 1234567, NULL);
+}
+
+static void ex_flatten(kiln_model *m)
+{
+    kiln_flatten(m, image(m), NULL);
+}
+
+static void ex_activation(kiln_model *m)
+{
+    kiln_activation_layer(m, vector(m), KILN_ACTIVATION_SILU, NULL);
+}
+
+static void ex_add(kiln_model *m)
+{
+    const kiln_node x = vector(m);
+    const kiln_node in[] = {x, kiln_activation_layer(m, x, KILN_ACTIVATION_TANH, NULL), x};
+    kiln_add(m, in, 3, NULL);
+}
+
+static void ex_dot(kiln_model *m)
+{
+    const kiln_node x = vector(m);
+    kiln_dot(m, x, kiln_activation_layer(m, x, KILN_ACTIVATION_SIGMOID, NULL), NULL);
+}
+
+static void ex_layer_norm(kiln_model *m)
+{
+    const kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = 2e-2f,
+                                       .no_center = 1};
+    kiln_layer_normalization(m, sequence(m), &o);
+}
+
+static void ex_reshape(kiln_model *m)
+{
+    const int32_t to[] = {3, -1};
+    kiln_reshape(m, vector(m), 2, to, NULL);
+}
+
+static void ex_concatenate(kiln_model *m)
+{
+    const kiln_node x = sequence(m);
+    const kiln_node in[] = {x, kiln_activation_layer(m, x, KILN_ACTIVATION_TANH, NULL)};
+    kiln_concatenate(m, in, 2, 1, NULL);
+}
+
+static void ex_multi_head_attention(kiln_model *m)
+{
+    const kiln_node x = sequence(m);
+    const kiln_multi_head_attention_options o = {
+        .struct_size = sizeof o, .num_heads = 2, .key_dim = 3, .value_dim = 2, .dropout = 0.1f,
+        .seed = 99, .use_causal_mask = 1, .no_bias = 1, .output_shape = 5};
+    kiln_multi_head_attention(m, x, x, &o);
+}
+
+static void ex_embedding(kiln_model *m)
+{
+    const int32_t dims[] = {4};
+    const kiln_embedding_options o = {.struct_size = sizeof o, .input_dim = 11, .output_dim = 3};
+    kiln_embedding(m, kiln_input_ints(m, 1, dims, "ids"), &o);
+}
+
+static void ex_position_embedding(kiln_model *m)
+{
+    const kiln_position_embedding_options o = {.struct_size = sizeof o, .max_length = 9};
+    kiln_position_embedding(m, sequence(m), &o);
+}
+
+static const struct example {
+    const char *kind;   /* kiln_layer_ops.kind */
+    example_fn build;
+} examples[] = {
+    {.kind = "input_layer", .build = ex_input},
+    {.kind = "dense", .build = ex_dense},
+    {.kind = "conv2d", .build = ex_conv2d},
+    {.kind = "max_pooling2d", .build = ex_max_pooling2d},
+    {.kind = "average_pooling2d", .build = ex_average_pooling2d},
+    {.kind = "global_average_pooling2d", .build = ex_global_average_pooling2d},
+    {.kind = "batch_normalization", .build = ex_batch_norm},
+    {.kind = "dropout", .build = ex_dropout},
+    {.kind = "flatten", .build = ex_flatten},
+    {.kind = "activation", .build = ex_activation},
+    {.kind = "add", .build = ex_add},
+    {.kind = "dot", .build = ex_dot},
+    {.kind = "layer_normalization", .build = ex_layer_norm},
+    {.kind = "reshape", .build = ex_reshape},
+    {.kind = "concatenate", .build = ex_concatenate},
+    {.kind = "multi_head_attention", .build = ex_multi_head_attention},
+    {.kind = "embedding", .build = ex_embedding},
+    {.kind = "position_embedding", .build = ex_position_embedding},
+};
+#define N_EXAMPLES ((int)(sizeof examples / sizeof examples[0]))
+
+static size_t field_size(kiln_field_type type)
+{
+    switch (type) {
+    case KILN_FIELD_PAIR: return 2 * sizeof(int32_t);
+    case KILN_FIELD_FLOAT: return sizeof(float);
+    case KILN_FIELD_PADDING: return sizeof(kiln_padding);
+    case KILN_FIELD_SEED: return sizeof(uint64_t);
+    case KILN_FIELD_SHAPE: return sizeof(kiln_input_args);
+    default: return sizeof(int32_t);
+    }
+}
+
+/* What the ops table promises of itself. */
+static void check_ops(const kiln_layer_ops *ops)
+{
+    int ok = ops->args_size <= KILN_LAYER_ARGS_MAX;
+    /* A kind configured from args describes them back, and files keep them
+     * (GlobalAveragePooling2D configures itself from no args). */
+    ok = ok && (ops->describe != NULL) == (ops->args_size > 0);
+    ok = ok && (ops->args_size == 0 || (ops->configure && ops->n_fields > 0));
+    for (int f = 0; ok && f < ops->n_fields; f++)
+        ok = ops->fields[f].key && ops->fields[f].offset + field_size(ops->fields[f].type) <=
+                                       ops->args_size;
+    ok = ok && (ops->export_onnx != NULL) == (ops->min_inputs > 0);
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "kind '%s': args_size %zu, %d fields, configure %s, describe %s, "
+                "export %s\n", ops->kind, ops->args_size, ops->n_fields,
+                ops->configure ? "set" : "NULL", ops->describe ? "set" : "NULL",
+                ops->export_onnx ? "set" : "NULL");
+}
+
+static float *predictions(kiln_context *ctx, kiln_model *m, const float *x, int64_t count,
+                          int64_t *size)
+{
+    CHECK_OK(ctx, kiln_model_output_size(m, size));
+    float *y = calloc((size_t)(count * *size + 1), sizeof *y);
+    CHECK_OK(ctx, kiln_model_predict(m, x, count, y, 0));
+    return y;
+}
+
+static float *weights(kiln_context *ctx, kiln_model *m, int64_t *count)
+{
+    CHECK_OK(ctx, kiln_model_parameter_count(m, count));
+    float *w = calloc((size_t)(*count + 1), sizeof *w);
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, *count));
+    return w;
+}
+
+static void round_trip(kiln_context *ctx, const kiln_layer_ops *ops, example_fn build)
+{
+    kiln_model *m = NULL, *l = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    build(m);
+    CHECK(m->n_nodes > 0 && (ops == &kiln_layer_input || m->nodes[m->n_nodes - 1].ops == ops));
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    char path[512], onnx[512];
+    snprintf(path, sizeof path, "%s/%s.kiln", dir, ops->kind);
+    snprintf(onnx, sizeof onnx, "%s/%s.onnx", dir, ops->kind);
+    CHECK_OK(ctx, kiln_model_save(m, path));
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &co, &l));
+    if (!l) {
+        kiln_model_destroy(m);
+        return;
+    }
+    int same = l->n_nodes == m->n_nodes;
+    for (int32_t i = 0; same && i < m->n_nodes; i++) {
+        const kiln_node_rec *a = &m->nodes[i], *b = &l->nodes[i];
+        same = a->ops == b->ops && a->activation == b->activation &&
+               memcmp(a->config, b->config, a->ops->config_size) == 0;
+        if (!same)
+            fprintf(stderr, "kind '%s': layer %d ('%s', %s) is configured differently after "
+                    "a model file\n", ops->kind, (int)i, a->name, a->ops->kind);
+    }
+    CHECK(same);
+    int64_t na = 0, nb = 0, sa = 0, sb = 0;
+    float *wa = weights(ctx, m, &na), *wb = weights(ctx, l, &nb);
+    CHECK(na == nb && memcmp(wa, wb, (size_t)na * sizeof(float)) == 0);
+    const int64_t count = 3, in = m->sample_size;
+    float *x = calloc((size_t)(count * in), sizeof *x);
+    for (int64_t k = 0; k < count * in; k++)
+        x[k] = (float)((k * 37 % 19) - 9) / 9.0f;
+    for (int32_t k = 0; k < m->n_inputs; k++)   /* ids ride in the floats' place */
+        for (int64_t s = 0; m->ids[k].limit > 0 && s < count; s++)
+            for (int32_t j = 0; j < m->ids[k].size; j++)
+                ((int32_t *)(void *)(x + s * in + m->ids[k].offset))[j] =
+                    (int32_t)((s * 5 + j * 3) % m->ids[k].limit);
+    float *ya = predictions(ctx, m, x, count, &sa), *yb = predictions(ctx, l, x, count, &sb);
+    CHECK(sa == sb && memcmp(ya, yb, (size_t)(count * sa) * sizeof(float)) == 0);
+#if KILN_HAVE_ONNX
+    CHECK_OK(ctx, kiln_model_export_onnx(m, onnx));
+    unlink(onnx);
+#endif
+    printf("%-26s %d fields, %lld weights, %lld x %lld outputs: model file identical%s\n",
+           ops->kind, ops->n_fields, (long long)na, (long long)count, (long long)sa,
+           KILN_HAVE_ONNX ? ", ONNX written" : "");
+    unlink(path);
+    free(x), free(wa), free(wb), free(ya), free(yb);
+    kiln_model_destroy(l);
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/kiln_registry_XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    kiln_context *ctx = test_context(7);
+    if (!ctx)
+        return 1;
+    CHECK(kiln_layer_kind_count == N_EXAMPLES);
+    for (int k = 0; k < kiln_layer_kind_count; k++) {
+        const kiln_layer_ops *ops = kiln_layer_kinds[k];
+        CHECK(kiln_layer_kind_named(ops->kind) == ops);
+        check_ops(ops);
+        int e = 0;
+        while (e < N_EXAMPLES && strcmp(examples[e].kind, ops->kind) != 0)
+            e++;
+        CHECK(e < N_EXAMPLES);
+        if (e == N_EXAMPLES)
+            fprintf(stderr, "kind '%s' has no example in %s: add one\n", ops->kind, __FILE__);
+        else
+            round_trip(ctx, ops, examples[e].build);
+    }
+    kiln_context_destroy(ctx);
+    rmdir(dir);
+    return test_finish("test_layer_registry");
+}
