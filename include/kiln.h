@@ -744,13 +744,11 @@ typedef struct kiln_compile_options {
      *  KILN_ERROR_INVALID_ARGUMENT. */
     double step_timeout_seconds;
     /** Gradient bucket sizes for the reducer (a layer larger than the size
-     *  gets a bucket of its own); 0: 1 MiB for both. PyTorch DDP uses 1 MiB
-     *  first and 25 MiB after; on the seed CNN, 1 MiB buckets hid all of the
-     *  reduction behind backward where 25 MiB hid half (test/bench/scaling.sh). */
+     *  gets a bucket of its own); 0: 1 MiB for both (PyTorch DDP's first
+     *  bucket; docs/distributed.md says why not its 25 MiB after). */
     int64_t first_bucket_bytes;
     int64_t bucket_bytes;        /**< see first_bucket_bytes */
-    /** Reducer threads; 0: 2 (measured: one thread sums 64 MiB over 2 replicas
-     *  at 0.57 of memcpy speed, two at 0.94). */
+    /** Reducer threads; 0: 2 (docs/distributed.md gives the measurement). */
     int32_t reducer_threads;
     /** Pipeline: stages when no layer is placed (the context's first n
      *  devices, one stage each, layers split by compute cost); 0: every

@@ -33,10 +33,7 @@
 /* 8 x 8 items of 4 x 4 values, not gemm.cl's 16 x 16 of 4 x 4: attention's
  * products are often small (a head of 8 to 64 values, a few dozen
  * positions), where a 64 x 64 block is mostly padding. Each item keeps
- * gemm.cl's ratio of 16 FMAs to 8 local loads. Under Oclgrind (with a
- * 64-lane group per row in the row passes, then) test_attention_gpu_kernels
- * took 105 s of CPU time so, 129 s with 16 x 16 items of 2 x 2 and 175 s
- * with 16 x 16 of 4 x 4. */
+ * gemm.cl's ratio of 16 FMAs to 8 local loads. */
 #define ATT_GROUP 8
 #define ATT_BLOCK 32
 #define ATT_STEP 16

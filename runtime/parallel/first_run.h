@@ -1,16 +1,13 @@
 /* Private: running a step with new shapes on one device at a time.
  *
- * PoCL 3.1's CPU devices abort (an assertion in pocl_release_dlhandle_cache)
- * when two devices run kernels at once while kernels are first specialised
- * for a work size (reproduced with the pipeline example, and under
- * AddressSanitizer with two mirrored replicas). So a strategy runs a step
+ * PoCL 3.1's CPU devices can abort (an assertion in
+ * pocl_release_dlhandle_cache) when two devices run kernels at once while
+ * kernels are first specialised for a work size. opencl/program.c avoids
+ * the cause (PoCL's cache mixing two devices' entries of one kernel; see
+ * test_concurrent_devices); as a second guard, a strategy runs a step
  * whose batch sizes it has not run before with its devices' computation
- * serialised by a process-wide lock, which costs one slower step per shape
- * elsewhere. That was not enough: PoCL loads work-group functions again
- * after evicting them (it keeps 128), which a long run reaches, and the
- * cause, its cache mixing two devices' entries of one kernel, is now
- * avoided where programs are built (opencl/program.c, with its test,
- * test_concurrent_devices). The lock stays as a second guard. */
+ * serialised by a process-wide lock, at the cost of one slower step per
+ * shape. */
 #ifndef KILN_RUNTIME_PARALLEL_FIRST_RUN_H
 #define KILN_RUNTIME_PARALLEL_FIRST_RUN_H
 
