@@ -123,14 +123,14 @@ static int summary(kiln_context *ctx, const args *a)
     if (st == KILN_OK) {
         const kiln_optimizer_options *o = &m->optimizer;
         fputs(text, stdout);
-        if (kiln_model_multi_output(m))
+        if (kiln_model_outputs_apart(m))
             for (int32_t k = 0; k < m->n_outputs; k++)
                 printf("Loss of output '%s': %s x %g%s\n", m->nodes[m->outputs[k]].name,
                        kiln_loss_name(m->heads[k].loss), (double)m->head_weight[k],
                        m->heads[k].accuracy ? " (with accuracy)" : "");
         else
-            printf("Loss: %s%s\n", kiln_loss_name(m->loss.loss),
-                   m->loss.accuracy ? " (with accuracy)" : "");
+            printf("Loss: %s%s\n", kiln_loss_name(m->heads[0].loss),
+                   m->heads[0].accuracy ? " (with accuracy)" : "");
         printf("Optimizer: %s, learning rate %g", o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
                (double)o->learning_rate);
         if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)

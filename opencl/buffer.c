@@ -82,6 +82,8 @@ kiln_status kiln_buffer_write(kiln_device *dev, kiln_buffer *dst, size_t offset,
 kiln_status kiln_buffer_write_rows(kiln_device *dev, kiln_buffer *dst, const void *src,
                                    size_t rows, size_t row_bytes, size_t src_pitch)
 {
+    if (row_bytes == src_pitch)   /* packed already: one plain write */
+        return kiln_buffer_write(dev, dst, 0, src, rows * row_bytes, 1);
     kiln_status st = check_range(dev, dst, 0, rows * row_bytes, "write");
     if (st != KILN_OK || rows == 0 || row_bytes == 0)
         return st;
@@ -106,6 +108,8 @@ kiln_status kiln_buffer_read(kiln_device *dev, const kiln_buffer *src, size_t of
 kiln_status kiln_buffer_read_rows(kiln_device *dev, const kiln_buffer *src, void *dst,
                                   size_t rows, size_t row_bytes, size_t dst_pitch)
 {
+    if (row_bytes == dst_pitch)   /* packed: one plain read */
+        return kiln_buffer_read(dev, src, 0, dst, rows * row_bytes);
     kiln_status st = check_range(dev, src, 0, rows * row_bytes, "read");
     if (st != KILN_OK || rows == 0 || row_bytes == 0)
         return st;

@@ -568,7 +568,7 @@ static void test_refusals(kiln_context *ctx)
     edit(ctx, good, bad, "\"output\":\"dense_1\"", "\"output\":\"max_pooling2d\"");
     kiln_model *pooled = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, bad, NULL, &pooled));
-    CHECK(pooled && pooled->loss.positions == 13 * 13 && pooled->loss.cols == 32);
+    CHECK(pooled && pooled->heads[0].positions == 13 * 13 && pooled->heads[0].cols == 32);
     kiln_model_destroy(pooled);
     edit(ctx, good, bad, "\"units\":64,\"use_bias\":true", "\"units\":64,\"use_bias\":false");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "tensor 'dense/bias' is in the file but not in "

@@ -91,7 +91,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
         kiln_model_destroy(m);
         return;
     }
-    CHECK(m->loss.fused == c->fused);
+    CHECK(m->heads[0].fused == c->fused);
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
     float x[N * IN], t[N * OUT];
     int32_t ids[N];
@@ -220,7 +220,7 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
         kiln_model_destroy(m);
         return;
     }
-    CHECK(m->loss.fused == !c->probs);
+    CHECK(m->heads[0].fused == !c->probs);
     kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
     float x[N * IN];
     static float z[N * WIDE], y[N * WIDE], g[N * WIDE], t[N * WIDE];

@@ -21,7 +21,7 @@ kiln_status kiln_model_find_inputs(kiln_model *m)
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_compile: input '%s' is "
                               "one more than the %d Inputs a model may have",
                               m->nodes[i].name, KILN_MAX_MODEL_INPUTS);
-        if (kiln_model_multi_output(m) && kiln_model_output_index(m, i) >= 0)
+        if (kiln_model_output_index(m, i) >= 0)
             return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: input "
                               "'%s' is one of the outputs; an output must be a layer fed by "
                               "an Input", m->nodes[i].name);

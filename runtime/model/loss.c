@@ -14,12 +14,6 @@ const char *kiln_loss_name(kiln_loss loss)
     }
 }
 
-kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy,
-                                kiln_loss_plan *plan)
-{
-    return kiln_loss_plan_make_for(m, m->output, loss, want_accuracy, plan);
-}
-
 kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
                                     int want_accuracy, kiln_loss_plan *plan)
 {
@@ -145,7 +139,7 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
 
 kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o)
 {
-    kiln_loss_plan *plan = &m->loss;
+    kiln_loss_plan *plan = &m->heads[0];
     const char *loss = kiln_loss_name(plan->loss);
     const int categorical = plan->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ||
                             plan->loss == KILN_LOSS_CATEGORICAL_CROSSENTROPY;

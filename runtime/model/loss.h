@@ -4,12 +4,8 @@
 
 #include "runtime/model/model.h"
 
-/* Checks that `loss` fits the model's output and picks its kernel: fused
+/* Checks that `loss` fits output node `output` and picks its kernel: fused
  * with a softmax (cross-entropy) or sigmoid (binary cross-entropy) output. */
-kiln_status kiln_loss_plan_make(kiln_model *m, kiln_loss loss, int want_accuracy,
-                                kiln_loss_plan *plan);
-
-/* The same for output node `output` of a model of several outputs. */
 kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
                                     int want_accuracy, kiln_loss_plan *plan);
 
@@ -43,8 +39,8 @@ const char *kiln_loss_name(kiln_loss loss);
  * binary accuracy (KILN_SUM_TOP_K.. of the sums). */
 #define KILN_METRIC_COLUMNS 3
 
-/* Takes the metrics kiln_compile_options asks for into m->loss (made by
- * kiln_loss_plan_make), checking that they fit the loss and output. */
+/* Takes the metrics kiln_compile_options asks for into the plan of a
+ * model's only output, checking that they fit its loss and output. */
 kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o);
 
 /* How many of the metrics the plan computes. */

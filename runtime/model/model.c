@@ -33,13 +33,13 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
     /* The ignore class and several outputs' losses and weights only when
      * set: other models hash as before. */
     char extra[32 + 48 * KILN_MAX_MODEL_OUTPUTS] = "";
-    if (m->loss.has_ignore)
-        snprintf(extra, sizeof extra, "|ignore %d", (int)m->loss.ignore);
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+    if (m->heads[0].has_ignore)
+        snprintf(extra, sizeof extra, "|ignore %d", (int)m->heads[0].ignore);
+    for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
                  (int)m->heads[k].loss, (double)m->head_weight[k]);
     const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
-                             (int)m->loss.loss, (int)o->kind, o->learning_rate, o->momentum,
+                             (int)m->heads[0].loss, (int)o->kind, o->learning_rate, o->momentum,
                              (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon,
                              (int)schedule->kind, (long long)schedule->decay_steps,
                              schedule->decay_rate, schedule->alpha,

@@ -51,7 +51,15 @@ typedef struct kiln_loss_plan {
     int mean_abs_error;
     int binary_accuracy;
     float threshold;       /* binary accuracy's */
-    int32_t sums_at;       /* where in the sums its loss sums go (0; per output: its slots) */
+    /* Where in the sums its loss sums go: 0 for a model's only output; for
+     * each of several outputs its own slots, from which it adds its share
+     * to the total in slot 0. */
+    int32_t sums_at;
+    /* Its per-row losses' share of the model's loss: 1 for a model's only
+     * output (the loss is the mean over its counted positions); its weight
+     * over its positions for each of several (the loss is the weighted sum
+     * of the outputs' means, a mean over samples). */
+    float head_scale;
 } kiln_loss_plan;
 
 struct kiln_model {
@@ -64,10 +72,10 @@ struct kiln_model {
     kiln_node_rec *nodes;
     int32_t n_nodes, cap_nodes;
     kiln_node output;            /* -1: the last node; with several outputs the first */
-    /* kiln_model_set_outputs: several outputs in order (n_outputs > 1), each
-     * with its loss plan and weight; a sample's labels are output 0's
-     * label words (ids or floats, 4 bytes each), then output 1's, ...
-     * n_outputs 1: the single `output` under `loss` (heads unused). */
+    /* The outputs in order (compile makes `output` the only one when
+     * kiln_model_set_outputs was not called), each with its loss plan
+     * (heads) and weight; a sample's labels are output 0's label words
+     * (ids or floats, 4 bytes each), then output 1's, ... */
     kiln_node outputs[KILN_MAX_MODEL_OUTPUTS];
     int32_t n_outputs;
     kiln_status build_status;    /* first builder error, reported by compile */
@@ -87,10 +95,10 @@ struct kiln_model {
      * of the id-reading layers input k feeds (limit 0: a float input). */
     kiln_id_range ids[KILN_MAX_MODEL_INPUTS];
     int input_ints;              /* the first input holds ids */
-    kiln_loss_plan loss;         /* several outputs: a plan for packed labels only */
     kiln_loss_plan heads[KILN_MAX_MODEL_OUTPUTS];
     float head_weight[KILN_MAX_MODEL_OUTPUTS];
     int64_t head_label_offset[KILN_MAX_MODEL_OUTPUTS];  /* 4-byte words into a sample's */
+    int64_t label_words;         /* a sample's labels, every output's */
     int64_t output_size;         /* floats per sample predict writes: every output's */
     kiln_optimizer_options optimizer;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
@@ -154,11 +162,26 @@ int64_t kiln_node_size(const kiln_model *m, kiln_node node);
  * id limits; every Input must reach the output. */
 kiln_status kiln_model_find_inputs(kiln_model *m);
 
-/* Several outputs (kiln_model_set_outputs with n > 1)? */
-static inline int kiln_model_multi_output(const kiln_model *m)
+/* How many outputs report a loss and accuracy of their own beside the
+ * model's (Keras's per-output history entries): each of several outputs;
+ * none of a model of one output, whose loss and accuracy are the model's. */
+static inline int32_t kiln_model_outputs_apart(const kiln_model *m)
 {
-    return m->n_outputs > 1;
+    return m->n_outputs > 1 ? m->n_outputs : 0;
 }
+
+/* Bytes of one sample's labels, every output's. */
+static inline size_t kiln_model_label_bytes(const kiln_model *m)
+{
+    return (size_t)m->label_words * 4;
+}
+
+/* What a batch's loss is a mean over: the positions of the model's only
+ * output that count (its ignore class left out), or the samples of a
+ * model of several outputs (each output's mean over its positions is in
+ * its head_scale). The gradient scale is kiln_loss_scale of the global
+ * count. */
+double kiln_model_counted(const kiln_model *m, const void *labels, int32_t n);
 
 /* Which of the model's outputs node i is, or -1. */
 int32_t kiln_model_output_index(const kiln_model *m, kiln_node i);
@@ -166,13 +189,20 @@ int32_t kiln_model_output_index(const kiln_model *m, kiln_node i);
 /* The loss plan output node i is trained under (NULL: not an output). */
 const kiln_loss_plan *kiln_model_output_plan(const kiln_model *m, kiln_node i);
 
-/* Compile's part for several outputs: every output's loss plan and
- * weight, their label layout, and what they do not support. */
+/* Compile's part: every output's loss plan and weight, their label
+ * layout, and what several outputs do not support. */
 kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o);
 
 /* Each output's loss and accuracy from step or epoch sums (several
  * outputs; else out->n_outputs = 0). */
 void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_metrics *out);
+/* The plan the model's own values follow (its accuracy and metrics): its
+ * only output's; for several outputs a loss alone, each output reporting
+ * its accuracy apart. */
+const kiln_loss_plan *kiln_model_totals(const kiln_model *m);
+/* What evaluate reports from sums: the model's loss and metrics, then each
+ * output's (kiln_model_output_metrics). */
+void kiln_model_metrics(const kiln_model *m, const double *sums, kiln_metrics *out);
 
 /* Is node i one of the model's Inputs? */
 int kiln_node_is_input(const kiln_model *m, kiln_node i);

@@ -40,8 +40,6 @@ kiln_status kiln_model_set_outputs(kiln_model *m, const kiln_node *outputs, int3
 
 int32_t kiln_model_output_index(const kiln_model *m, kiln_node i)
 {
-    if (!kiln_model_multi_output(m))
-        return i == m->output ? 0 : -1;
     for (int32_t k = 0; k < m->n_outputs; k++)
         if (m->outputs[k] == i)
             return k;
@@ -51,7 +49,7 @@ int32_t kiln_model_output_index(const kiln_model *m, kiln_node i)
 const kiln_loss_plan *kiln_model_output_plan(const kiln_model *m, kiln_node i)
 {
     const int32_t k = kiln_model_output_index(m, i);
-    return k < 0 ? NULL : kiln_model_multi_output(m) ? &m->heads[k] : &m->loss;
+    return k < 0 ? NULL : &m->heads[k];
 }
 
 /* What several outputs do not support, before any plan is made: options
@@ -87,27 +85,20 @@ static kiln_status take_weight(kiln_model *m, int32_t k, float w)
     return KILN_OK;
 }
 
-kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o)
+/* The losses compile was given fit the model's outputs: kiln_compile_options'
+ * outputs, one per output, or for a model of one output its loss. */
+static kiln_status check_losses(kiln_model *m, const kiln_compile_options *o)
 {
-    if (!kiln_model_multi_output(m)) {
+    if (m->n_outputs == 1) {
         if (o->n_outputs > 1 || (o->n_outputs == 1 && !o->outputs) || o->n_outputs < 0)
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "kiln_model_compile: losses for %d outputs given, but the model "
                               "has 1 output ('%s')", (int)o->n_outputs,
-                              m->nodes[m->output].name);
+                              m->nodes[m->outputs[0]].name);
         if (o->n_outputs == 1 && o->loss != KILN_LOSS_NONE)
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                               "kiln_model_compile: set loss or outputs, not both");
-        const kiln_loss loss = o->n_outputs == 1 ? o->outputs[0].loss : o->loss;
-        kiln_status st = kiln_loss_plan_make(m, loss, !o->no_accuracy, &m->loss);
-        if (st == KILN_OK && o->n_outputs == 1)
-            st = take_weight(m, 0, o->outputs[0].weight);
-        /* One output's weight scales its loss as in Keras; only 1 is kept. */
-        if (st == KILN_OK && o->n_outputs == 1 && m->head_weight[0] != 1.0f)
-            st = kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
-                            "kiln_model_compile: a loss weight other than 1 (%g) on a model "
-                            "of one output", (double)m->head_weight[0]);
-        return st;
+        return KILN_OK;
     }
     if (o->n_outputs != m->n_outputs || !o->outputs)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -119,29 +110,57 @@ kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: a model of several outputs takes its losses "
                           "from kiln_compile_options.outputs; leave loss 0");
-    kiln_status st = check_supported(m, o);
+    return check_supported(m, o);
+}
+
+kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o)
+{
+    kiln_status st = check_losses(m, o);
+    const int several = m->n_outputs > 1;
     int64_t words = 0;
     for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         kiln_loss_plan *plan = &m->heads[k];
-        st = kiln_loss_plan_make_for(m, m->outputs[k], o->outputs[k].loss, !o->no_accuracy,
-                                     plan);
-        if (st == KILN_OK)
+        const kiln_loss loss = o->n_outputs ? o->outputs[k].loss : o->loss;
+        st = kiln_loss_plan_make_for(m, m->outputs[k], loss, !o->no_accuracy, plan);
+        m->head_weight[k] = 1.0f;
+        if (st == KILN_OK && o->n_outputs)
             st = take_weight(m, k, o->outputs[k].weight);
-        plan->sums_at = KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k;
+        plan->sums_at = several ? KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k : 0;
+        plan->head_scale = several ? m->head_weight[k] / (float)plan->positions : 1.0f;
         m->head_label_offset[k] = words;
         words += (int64_t)(kiln_loss_label_bytes(plan) / 4);
     }
-    if (st != KILN_OK)
-        return st;
-    /* The model's own plan only describes a sample's packed labels: 4-byte
-     * words, no ignore class, nothing of its own to compute. */
-    m->loss = (kiln_loss_plan){.loss = m->heads[0].loss, .positions = 1, .cols = words};
-    return KILN_OK;
+    m->label_words = words;
+    /* One output's weight scales its loss as in Keras; only 1 is kept. */
+    if (st == KILN_OK && !several && m->head_weight[0] != 1.0f)
+        st = kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
+                        "kiln_model_compile: a loss weight other than 1 (%g) on a model "
+                        "of one output", (double)m->head_weight[0]);
+    if (st == KILN_OK && !several)
+        st = kiln_metric_plan_make(m, o);
+    return st;
+}
+
+double kiln_model_counted(const kiln_model *m, const void *labels, int32_t n)
+{
+    return m->n_outputs == 1 ? kiln_loss_counted(&m->heads[0], labels, n) : (double)n;
+}
+
+const kiln_loss_plan *kiln_model_totals(const kiln_model *m)
+{
+    static const kiln_loss_plan loss_only;
+    return m->n_outputs == 1 ? &m->heads[0] : &loss_only;
+}
+
+void kiln_model_metrics(const kiln_model *m, const double *sums, kiln_metrics *out)
+{
+    kiln_metrics_from_sums(kiln_model_totals(m), sums, out);
+    kiln_model_output_metrics(m, sums, out);
 }
 
 void kiln_model_output_metrics(const kiln_model *m, const double *sums, kiln_metrics *out)
 {
-    out->n_outputs = kiln_model_multi_output(m) ? m->n_outputs : 0;
+    out->n_outputs = kiln_model_outputs_apart(m);
     for (int32_t k = 0; k < out->n_outputs; k++) {
         const double *s = sums + KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k;
         /* A head's slots mirror the model's: loss, correct, samples, ..., counted. */

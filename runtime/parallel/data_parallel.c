@@ -378,7 +378,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
     const size_t n = (size_t)b->n, out = (size_t)m->output_size;
     const size_t present = (size_t)kiln_batch_present(b, &first);
     const size_t feature_bytes = present * (size_t)m->sample_size * sizeof(float);
-    const size_t label_bytes = !b->labels ? 0 : present * kiln_loss_label_bytes(&m->loss);
+    const size_t label_bytes = !b->labels ? 0 : present * kiln_model_label_bytes(m);
     const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
     const size_t bytes = feature_bytes + label_bytes + output_bytes;
     if (bytes > dp->held_bytes) {
@@ -403,7 +403,7 @@ static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job j
 {
     const kiln_model *m = dp->m;
     const int64_t in = m->sample_size, out = m->output_size;
-    const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
+    const size_t label_bytes = kiln_model_label_bytes(m);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
     int32_t start = 0, first;
@@ -519,12 +519,13 @@ static kiln_status local_sums(dp_strategy *dp, double *sums)
  * summed over the processes (every rank takes this step together). */
 static kiln_status global_scale(dp_strategy *dp, const kiln_batch *b)
 {
-    const kiln_loss_plan *plan = &dp->m->loss;
+    const kiln_model *m = dp->m;
+    const int ignore = m->heads[0].has_ignore;   /* a model of one output only */
     int32_t first;
     const int32_t present = kiln_batch_present(b, &first);
-    double counted = plan->has_ignore ? kiln_loss_counted(plan, b->labels, present)
-                                      : (double)b->n * (double)plan->positions;
-    if (dp->mpi && plan->has_ignore && b->sharded) {
+    double counted = ignore ? kiln_model_counted(m, b->labels, present)
+                            : kiln_model_counted(m, NULL, b->n);
+    if (dp->mpi && ignore && b->sharded) {
         const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->step_timeout);
         if (st != KILN_OK) {
             abandon_world(dp);

@@ -90,8 +90,7 @@ static kiln_status step_job(void *arg)
     if (st == KILN_OK)
         st = kiln_replica_forward(r, w->n, 1);
     if (st == KILN_OK)
-        st = kiln_replica_loss(r, w->n, kiln_loss_scale(kiln_loss_counted(&m->loss, w->labels,
-                                                                          w->n)));
+        st = kiln_replica_loss(r, w->n, kiln_loss_scale(kiln_model_counted(m, w->labels, w->n)));
     if (st == KILN_OK)
         st = kiln_replica_backward(r, w->n, NULL, NULL);
     if (st == KILN_OK)
@@ -239,7 +238,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st != KILN_OK)
         return st;
     const size_t in = (size_t)b->n * (size_t)m->sample_size;
-    const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
+    const size_t label_bytes = (size_t)b->n * kiln_model_label_bytes(m);
     if (b->n > w->capacity) {
         kiln_free(m->ctx, w->features);
         kiln_free(m->ctx, w->labels);

@@ -190,8 +190,7 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st == KILN_OK)
         st = kiln_replica_forward(r, b->n, 1);
     if (st == KILN_OK)
-        st = kiln_replica_loss(r, b->n, kiln_loss_scale(kiln_loss_counted(&m->loss, b->labels,
-                                                                          b->n)));
+        st = kiln_replica_loss(r, b->n, kiln_loss_scale(kiln_model_counted(m, b->labels, b->n)));
     if (st == KILN_OK)
         st = kiln_replica_backward(r, b->n, NULL, NULL);
     if (st == KILN_OK)

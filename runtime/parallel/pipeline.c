@@ -177,7 +177,7 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                    (size_t)n * edge->width * sizeof(float), 0);
     }
     const int64_t in = m->sample_size, out = m->output_size;
-    const size_t label_bytes = kiln_loss_label_bytes(&m->loss);
+    const size_t label_bytes = kiln_model_label_bytes(m);
     const kiln_batch part = {
         .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
         .labels = p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes
@@ -455,7 +455,7 @@ static kiln_status reserve(pp *p, int32_t n)
     const kiln_model *m = p->m;
     const size_t in = (size_t)n * (size_t)m->sample_size;
     const size_t out = (size_t)n * (size_t)m->output_size;
-    const size_t label_bytes = (size_t)n * kiln_loss_label_bytes(&m->loss);
+    const size_t label_bytes = (size_t)n * kiln_model_label_bytes(m);
     kiln_free(ctx, p->features);
     kiln_free(ctx, p->outputs);
     kiln_free(ctx, p->labels);
@@ -501,7 +501,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     const size_t out_floats = (size_t)b->n * (size_t)m0->output_size;
     memcpy(p->features, b->features, in_bytes);
     if (b->labels)
-        memcpy(p->labels, b->labels, (size_t)b->n * kiln_loss_label_bytes(&m0->loss));
+        memcpy(p->labels, b->labels, (size_t)b->n * kiln_model_label_bytes(m0));
     p->batch.n = b->n;
     p->batch.features = p->features;
     p->batch.labels = b->labels ? p->labels : NULL;
@@ -554,7 +554,7 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double *sums)
     kiln_model *m = p->m;
     kiln_update_begin(&p->update, m);
     /* The last stage's loss: each micro-batch scaled by the whole batch's count. */
-    p->scale = kiln_loss_scale(kiln_loss_counted(&m->loss, b->labels, b->n));
+    p->scale = kiln_loss_scale(kiln_model_counted(m, b->labels, b->n));
     kiln_status st = run_pass(p, PP_TRAIN, b, NULL);
     if (st != KILN_OK)
         return st;
@@ -781,14 +781,14 @@ static kiln_status plan_edges(pp *p)
     return KILN_OK;
 }
 
-/* The last stage computes the loss: every output of a model of several
- * must be there (an earlier stage's output would need its own loss and
- * sums, and a gradient that starts there). */
+/* The last stage computes the loss: every output must be there (an
+ * earlier stage's output would need its own loss and sums, and a gradient
+ * that starts there). */
 static kiln_status check_outputs_last(const kiln_model *m, const kiln_stage_plan *plan,
                                       int32_t n)
 {
     const kiln_stage_span *last = &plan[n - 1].span;
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++) {
+    for (int32_t k = 0; k < m->n_outputs; k++) {
         const kiln_node o = m->outputs[k];
         if (o >= last->first && o <= last->last)
             continue;

@@ -20,16 +20,13 @@ static void release_activations(kiln_replica *r)
         if (r->state[i] && m->nodes[i].ops->release)
             m->nodes[i].ops->release(r->state[i]);
     }
-    kiln_buffer_destroy(r->labels);
-    kiln_buffer_destroy(r->loss);
-    kiln_buffer_destroy(r->correct);
-    kiln_buffer_destroy(r->metric);
-    r->labels = r->loss = r->correct = r->metric = NULL;
     for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++) {
-        kiln_buffer_destroy(r->head_labels[k]);
-        kiln_buffer_destroy(r->head_loss[k]);
-        kiln_buffer_destroy(r->head_correct[k]);
-        r->head_labels[k] = r->head_loss[k] = r->head_correct[k] = NULL;
+        struct kiln_replica_output *o = &r->outputs[k];
+        kiln_buffer_destroy(o->labels);
+        kiln_buffer_destroy(o->loss);
+        kiln_buffer_destroy(o->correct);
+        kiln_buffer_destroy(o->metric);
+        memset(o, 0, sizeof *o);
     }
     r->capacity = 0;
     r->workspace_bytes = 0;
@@ -51,11 +48,12 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
         for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
             o->optimizer_bytes += bytes_of(r->slots[s]);
     }
-    o->activation_bytes = bytes_of(r->labels) + bytes_of(r->loss) + bytes_of(r->correct) +
-                          bytes_of(r->metric) + bytes_of(r->sums);
-    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++)
-        o->activation_bytes += bytes_of(r->head_labels[k]) + bytes_of(r->head_loss[k]) +
-                               bytes_of(r->head_correct[k]);
+    o->activation_bytes = bytes_of(r->sums);
+    for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++) {
+        const struct kiln_replica_output *out = &r->outputs[k];
+        o->activation_bytes += bytes_of(out->labels) + bytes_of(out->loss) +
+                               bytes_of(out->correct) + bytes_of(out->metric);
+    }
     for (int32_t i = 0; i < m->n_nodes; i++)
         o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
                                (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
@@ -247,23 +245,26 @@ void kiln_replica_release(kiln_replica *r)
     release_activations(r);
 }
 
-/* Several outputs: each output's labels, losses and correct counts. */
-static kiln_status reserve_heads(kiln_replica *r, int32_t n)
+/* Each output's loss buffers, where this replica or stage holds the output. */
+static kiln_status reserve_outputs(kiln_replica *r, int32_t n)
 {
     const kiln_model *m = r->model;
     kiln_status st = KILN_OK;
     for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         const kiln_loss_plan *plan = &m->heads[k];
+        struct kiln_replica_output *o = &r->outputs[k];
         const size_t rows = (size_t)n * (size_t)plan->positions;
         if (!in_span(r, m->outputs[k]))   /* another pipeline stage's */
             continue;
         st = kiln_buffer_create(r->dev, (size_t)n * kiln_loss_label_bytes(plan), "labels",
-                                &r->head_labels[k]);
+                                &o->labels);
         if (st == KILN_OK)
-            st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->head_loss[k]);
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &o->loss);
         if (st == KILN_OK)
-            st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics",
-                                    &r->head_correct[k]);
+            st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics", &o->correct);
+        if (st == KILN_OK && kiln_metric_count(plan) > 0)
+            st = kiln_buffer_create(r->dev, rows * KILN_METRIC_COLUMNS * sizeof(float),
+                                    "metrics", &o->metric);
     }
     return st;
 }
@@ -301,27 +302,8 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
             r->workspace_bytes += after - before;
         }
     }
-    if (kiln_model_multi_output(m)) {
-        st = st == KILN_OK ? reserve_heads(r, n) : st;
-        if (st != KILN_OK) {
-            release_activations(r);
-            return st;
-        }
-        r->capacity = n;
-        return KILN_OK;
-    }
-    const size_t label_floats = (size_t)n * (size_t)kiln_node_size(m, m->output);
-    const size_t rows = (size_t)n * (size_t)m->loss.positions;   /* the loss's, per position */
-    const int loss_here = in_span(r, m->output);
-    if (st == KILN_OK && loss_here)
-        st = kiln_buffer_create(r->dev, label_floats * sizeof(float), "labels", &r->labels);
-    if (st == KILN_OK && loss_here)
-        st = kiln_buffer_create(r->dev, rows * sizeof(float), "losses", &r->loss);
-    if (st == KILN_OK && loss_here)
-        st = kiln_buffer_create(r->dev, rows * sizeof(float), "metrics", &r->correct);
-    if (st == KILN_OK && loss_here && kiln_metric_count(&m->loss) > 0)
-        st = kiln_buffer_create(r->dev, rows * KILN_METRIC_COLUMNS * sizeof(float),
-                                "metrics", &r->metric);
+    if (st == KILN_OK)
+        st = reserve_outputs(r, n);
     if (st != KILN_OK) {
         release_activations(r);
         return st;
@@ -360,26 +342,19 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         const size_t row = (size_t)kiln_node_size(m, m->inputs[k]) * sizeof(float);
         if (!dst || !b->features)
             continue;
-        if (m->n_inputs == 1)
-            st = kiln_buffer_write(r->dev, dst, 0, b->features, (size_t)b->n * row, 1);
-        else
-            st = kiln_buffer_write_rows(r->dev, dst, b->features + m->input_offset[k],
-                                        (size_t)b->n, row,
-                                        (size_t)m->sample_size * sizeof(float));
+        st = kiln_buffer_write_rows(r->dev, dst, b->features + m->input_offset[k],
+                                    (size_t)b->n, row, (size_t)m->sample_size * sizeof(float));
     }
     if (st != KILN_OK || !b->labels)
         return st;
-    /* Several outputs: a sample's labels hold every output's, one after another. */
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++)
-        if (r->head_labels[k])   /* not on a pipeline stage without the outputs */
-            st = kiln_buffer_write_rows(r->dev, r->head_labels[k],
+    /* A sample's labels hold every output's, one after another. */
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++)
+        if (r->outputs[k].labels)   /* not on a pipeline stage without the output */
+            st = kiln_buffer_write_rows(r->dev, r->outputs[k].labels,
                                         (const int32_t *)b->labels + m->head_label_offset[k],
                                         (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
-                                        kiln_loss_label_bytes(&m->loss));
-    if (st != KILN_OK || !r->labels)
-        return st;
-    const size_t label_bytes = (size_t)b->n * kiln_loss_label_bytes(&m->loss);
-    return kiln_buffer_write(r->dev, r->labels, 0, b->labels, label_bytes, 1);
+                                        kiln_model_label_bytes(m));
+    return st;
 }
 
 kiln_replica_phase kiln_replica_phase_now(kiln_replica *r)
@@ -484,40 +459,30 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
     return KILN_OK;
 }
 
-/* Several outputs: each output's loss into its sums slots with the
- * gradient scaled by its weight (a mean over its positions), then the
- * weighted total into the sums' first slots, which the optimizer's guard
- * reads. */
-static kiln_status heads_loss(kiln_replica *r, int32_t n, float scale)
+/* Each output's loss, its gradient scaled by `scale` times the output's
+ * share of the total (kiln_loss_plan.head_scale), and its metrics. An
+ * output whose sums have slots of their own (one of several) then adds its
+ * share to the total in the sums' first slots, which the optimizer's guard
+ * reads; a model's only output sums into those slots directly. */
+kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
 {
     const kiln_model *m = r->model;
     kiln_status st = KILN_OK;
     for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         const kiln_loss_plan *plan = &m->heads[k];
-        const kiln_node o = m->outputs[k];
-        const float per_row = m->head_weight[k] / (float)plan->positions;
-        st = kiln_loss_enqueue(r->dev, plan, r->out[o], r->act[o], r->head_labels[k],
-                               r->grad[o], r->head_loss[k], r->head_correct[k], r->sums, n,
-                               scale * per_row);
+        const struct kiln_replica_output *o = &r->outputs[k];
+        const kiln_node node = m->outputs[k];
+        st = kiln_loss_enqueue(r->dev, plan, r->out[node], r->act[node], o->labels,
+                               r->grad[node], o->loss, o->correct, r->sums, n,
+                               scale * plan->head_scale);
+        if (st == KILN_OK && o->metric)
+            st = kiln_metric_enqueue(r->dev, plan, r->act[node], o->labels, o->metric, r->sums,
+                                     n);
         kiln_args a = KILN_ARGS(kiln_arg_buffer(r->sums), kiln_arg_int(plan->sums_at),
-                                kiln_arg_float(per_row), kiln_arg_int(k == 0));
-        if (st == KILN_OK)
+                                kiln_arg_float(plan->head_scale), kiln_arg_int(k == 0));
+        if (st == KILN_OK && plan->sums_at > 0)
             st = kiln_run1(r->dev, "loss", "kiln_loss_head_total", 1, a);
     }
-    return st;
-}
-
-kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
-{
-    const kiln_model *m = r->model;
-    if (kiln_model_multi_output(m))
-        return heads_loss(r, n, scale);
-    kiln_status st = kiln_loss_enqueue(r->dev, &m->loss, r->out[m->output], r->act[m->output],
-                                       r->labels, r->grad[m->output], r->loss, r->correct,
-                                       r->sums, n, scale);
-    if (st == KILN_OK && r->metric)
-        st = kiln_metric_enqueue(r->dev, &m->loss, r->act[m->output], r->labels, r->metric,
-                                 r->sums, n);
     return st;
 }
 
@@ -589,20 +554,17 @@ kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)
 kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
 {
     const kiln_model *m = r->model;
-    /* Several outputs: a sample's outputs one after another, as its inputs. */
+    /* A sample's outputs one after another, as its inputs. */
     int64_t at = 0;
     kiln_status st = KILN_OK;
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs && st == KILN_OK; k++) {
+    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         const int64_t size = kiln_node_size(m, m->outputs[k]);
         st = kiln_buffer_read_rows(r->dev, r->act[m->outputs[k]], host + at, (size_t)n,
                                    (size_t)size * sizeof(float),
                                    (size_t)m->output_size * sizeof(float));
         at += size;
     }
-    if (kiln_model_multi_output(m))
-        return st;
-    return kiln_buffer_read(r->dev, r->act[m->output], 0, host,
-                            (size_t)n * (size_t)kiln_node_size(m, m->output) * sizeof(float));
+    return st;
 }
 
 kiln_status kiln_replica_read_params(kiln_replica *r, float *flat)

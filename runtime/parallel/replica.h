@@ -54,13 +54,13 @@ typedef struct kiln_replica {
     kiln_buffer **grad;          /* per node: gradient w.r.t. act (NULL: not needed) */
     void **state;                /* per node: the layer's replica state */
     unsigned char *written;      /* per node: grad written this backward pass */
-    kiln_buffer *labels, *loss, *correct, *sums;  /* sums: KILN_N_SUMS floats */
-    kiln_buffer *metric;         /* per sample, KILN_METRIC_COLUMNS (NULL: no metric asked) */
-    /* Several outputs: each output's labels, per-row losses and correct
-     * counts (its sums go to its slots of `sums`); NULL otherwise. */
-    kiln_buffer *head_labels[KILN_MAX_MODEL_OUTPUTS];
-    kiln_buffer *head_loss[KILN_MAX_MODEL_OUTPUTS];
-    kiln_buffer *head_correct[KILN_MAX_MODEL_OUTPUTS];
+    kiln_buffer *sums;           /* KILN_N_SUMS floats */
+    /* Each output's labels, per-row losses and correct counts, and its
+     * per-row metrics (KILN_METRIC_COLUMNS; NULL when none is asked); NULL
+     * on a pipeline stage that does not hold the output. */
+    struct kiln_replica_output {
+        kiln_buffer *labels, *loss, *correct, *metric;
+    } outputs[KILN_MAX_MODEL_OUTPUTS];
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
     size_t workspace_bytes;      /* what the layers' prepare allocated */
     struct kiln_collective *collective;  /* this step's, for synchronised layers (or NULL) */

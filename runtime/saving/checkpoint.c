@@ -192,13 +192,13 @@ static kiln_status make_long_texts(const kiln_model *m, long_texts *t)
     memset(t, 0, sizeof *t);
     t->history = history_lines(m, history_line, 256);
     t->history_metrics = history_lines(m, history_metrics_line, 256);
-    if (kiln_model_multi_output(m)) {
+    if (kiln_model_outputs_apart(m)) {   /* each output's values, kept apart */
         t->history_outputs = history_lines(m, history_outputs_line,
                                            4 * 25 * KILN_MAX_MODEL_OUTPUTS + 2);
         t->output_sums = output_sums_text(m);
     }
     return t->history && t->history_metrics &&
-                   (!kiln_model_multi_output(m) || (t->history_outputs && t->output_sums))
+                   (!kiln_model_outputs_apart(m) || (t->history_outputs && t->output_sums))
                ? KILN_OK : KILN_ERROR_OUT_OF_MEMORY;
 }
 
@@ -252,7 +252,7 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     md->values[md->n++] = texts->history;
     md->keys[md->n] = "history_metrics";
     md->values[md->n++] = texts->history_metrics;
-    if (!kiln_model_multi_output(m))
+    if (!kiln_model_outputs_apart(m))
         return;
     md->keys[md->n] = "history_outputs";
     md->values[md->n++] = texts->history_outputs;
@@ -557,7 +557,7 @@ static kiln_status take_history_outputs(const kiln_model *m, const kiln_st_file 
                                         const char *path, kiln_epoch_record *records,
                                         long long epochs, double *sums)
 {
-    if (!kiln_model_multi_output(m))
+    if (!kiln_model_outputs_apart(m))
         return KILN_OK;
     const char *p = kiln_st_meta(f, "history_outputs"), *q = kiln_st_meta(f, "epoch_output_sums");
     for (long long i = 0; p && i < epochs; i++) {

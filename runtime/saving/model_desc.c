@@ -107,14 +107,17 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->optimizer;
     const kiln_lr_schedule *s = &o->schedule;
+    /* The first output's loss, ignore class and metrics are the model's
+     * (several outputs have no ignore class or metrics). */
+    const kiln_loss_plan *first = &m->heads[0];
     kiln_jw_key(w, "compile");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "loss");
-    kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->loss.loss));
-    /* Several outputs: compile's no_accuracy left every cross-entropy
-     * output its accuracy, or none. */
-    int accuracy = m->loss.accuracy;
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+    kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)first->loss));
+    /* compile's no_accuracy left every cross-entropy output its accuracy,
+     * or none. */
+    int accuracy = 0;
+    for (int32_t k = 0; k < m->n_outputs; k++)
         accuracy |= m->heads[k].accuracy;
     kiln_jw_key(w, "accuracy");
     kiln_jw_bool(w, accuracy);
@@ -122,11 +125,11 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_int(w, m->accumulation_steps);
     /* Keras's SparseCategoricalCrossentropy config: null when none. */
     kiln_jw_key(w, "ignore_class");
-    if (m->loss.has_ignore)
-        kiln_jw_int(w, m->loss.ignore);
+    if (first->has_ignore)
+        kiln_jw_int(w, first->ignore);
     else
         kiln_jw_null(w);
-    if (kiln_model_multi_output(m)) {
+    if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(w, "losses");
         kiln_jw_begin_array(w);
         for (int32_t k = 0; k < m->n_outputs; k++) {
@@ -143,14 +146,14 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_key(w, "metrics");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "top_k");
-    kiln_jw_int(w, m->loss.top_k);
+    kiln_jw_int(w, first->top_k);
     kiln_jw_key(w, "mean_absolute_error");
-    kiln_jw_bool(w, m->loss.mean_abs_error);
+    kiln_jw_bool(w, first->mean_abs_error);
     kiln_jw_key(w, "binary_accuracy");
-    kiln_jw_bool(w, m->loss.binary_accuracy);
+    kiln_jw_bool(w, first->binary_accuracy);
     /* The threshold in use; -0 is how compile is asked for 0 itself. */
     kiln_jw_key(w, "binary_threshold");
-    kiln_jw_float(w, m->loss.threshold == 0.0f ? -0.0f : m->loss.threshold);
+    kiln_jw_float(w, first->threshold == 0.0f ? -0.0f : first->threshold);
     kiln_jw_end_object(w);
     kiln_jw_key(w, "optimizer");
     kiln_jw_begin_object(w);
@@ -237,7 +240,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     kiln_jw_end_array(&w);
     kiln_jw_key(&w, "output");
     kiln_jw_string(&w, m->nodes[m->output >= 0 ? m->output : m->n_nodes - 1].name);
-    if (kiln_model_multi_output(m)) {
+    if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(&w, "outputs");
         kiln_jw_begin_array(&w);
         for (int32_t k = 0; k < m->n_outputs; k++)

@@ -122,7 +122,7 @@ static void add_value(kiln_callbacks *c, const char *prefix, const char *name, s
 /* The values this fit records, as Keras's logs name them. */
 static void list_values(kiln_callbacks *c, int validation)
 {
-    const kiln_loss_plan *plan = &c->m->loss;
+    const kiln_loss_plan *plan = kiln_model_totals(c->m);
     static const size_t metric_at[2][3] = {
         {offsetof(kiln_epoch_record, top_k_accuracy),
          offsetof(kiln_epoch_record, mean_absolute_error),
@@ -136,7 +136,7 @@ static void list_values(kiln_callbacks *c, int validation)
                   val ? offsetof(kiln_epoch_record, val_loss) : offsetof(kiln_epoch_record, loss),
                   0);
         /* Keras names an output's values after its layer: "cls_loss". */
-        for (int32_t k = 0; kiln_model_multi_output(c->m) && k < c->m->n_outputs; k++) {
+        for (int32_t k = 0; k < kiln_model_outputs_apart(c->m); k++) {
             const size_t at = (val ? offsetof(kiln_epoch_record, val_outputs)
                                    : offsetof(kiln_epoch_record, outputs)) +
                               (size_t)k * sizeof(kiln_output_metrics);

@@ -244,8 +244,6 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         st = lay_out_params(m);
     if (st == KILN_OK)
         st = kiln_model_plan_outputs(m, &o);
-    if (st == KILN_OK && !kiln_model_multi_output(m))
-        st = kiln_metric_plan_make(m, &o);
     if (st == KILN_OK)
         st = kiln_optimizer_resolve(ctx, &opt);
     if (st == KILN_OK)

@@ -31,8 +31,8 @@ void kiln_fit_options_init(kiln_fit_options *o)
 static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
 {
-    const kiln_loss_plan *plan = &m->loss;
-    const char *output = m->nodes[m->output].name;
+    const kiln_loss_plan *plan = &m->heads[0];
+    const char *output = m->nodes[m->outputs[0]].name;
     if (ds->sparse_labels) {
         const int64_t bad = kiln_loss_bad_label(plan, ds->sparse_labels,
                                                 ds->count * ds->label_size);
@@ -139,28 +139,30 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
     const kiln_status st = check_inputs(m, ds, call, what);
     if (st != KILN_OK)
         return st;
-    if (kiln_model_multi_output(m))
+    /* Several outputs take one label array per output (kiln_arrays_desc.outputs). */
+    if (kiln_model_outputs_apart(m))
         return check_label_parts(m, ds, call, what);
     if (ds->n_label_parts)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label arrays per "
                           "sample but the model has 1 output ('%s')", call, what,
                           (int)ds->n_label_parts, m->nodes[m->output].name);
     const int64_t outputs = kiln_node_size(m, m->output);
-    if (m->loss.sparse) {
+    const kiln_loss_plan *plan = &m->heads[0];
+    if (plan->sparse) {
         const kiln_node_rec *out = &m->nodes[m->output];
         if (ds->label_kind != KILN_LABELS_SPARSE)
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                               "%s: %s has dense labels but the loss is "
                               "sparse_categorical_crossentropy (integer class ids)", call, what);
-        if (ds->label_size != m->loss.positions)
+        if (ds->label_size != plan->positions)
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                               "%s: %s has %d sparse labels per sample but output '%s' %s has "
                               "%lld position%s (labels (%lld,) per sample)", call, what,
                               (int)ds->label_size, out->name,
                               kiln_shape_str(&out->shape, a, sizeof a),
-                              (long long)m->loss.positions, m->loss.positions == 1 ? "" : "s",
-                              (long long)m->loss.positions);
-        if (!ds->labels_unchecked && ds->max_label >= m->loss.cols)
+                              (long long)plan->positions, plan->positions == 1 ? "" : "s",
+                              (long long)plan->positions);
+        if (!ds->labels_unchecked && ds->max_label >= plan->cols)
             return check_classes(m, ds, call, what);
     } else if (ds->label_kind != KILN_LABELS_DENSE || ds->label_size != outputs) {
         return kiln_error(m->ctx, KILN_ERROR_SHAPE,
@@ -227,13 +229,14 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
         .ds = ds, .batch_size = batch, .threads = threads,
         .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
-                 .max_classes = m->loss.sparse ? (int32_t)m->loss.cols : 0,
-                 .ignore = m->loss.has_ignore ? m->loss.ignore : -1,
+                 .max_classes = m->heads[0].sparse ? (int32_t)m->heads[0].cols : 0,
+                 .ignore = m->heads[0].has_ignore ? m->heads[0].ignore : -1,
                  .n_ids = m->n_inputs, .ids = m->ids},
         .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
-    for (int32_t k = 0; kiln_model_multi_output(m) && k < m->n_outputs; k++)
+    /* Label arrays, one per output, come to a model of several outputs. */
+    for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         c.plan.label_classes[k] = m->heads[k].sparse ? (int32_t)m->heads[k].cols : 0;
-    c.plan.n_label_classes = kiln_model_multi_output(m) ? m->n_outputs : 0;
+    c.plan.n_label_classes = kiln_model_outputs_apart(m);
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
     if (st != KILN_OK)
         kiln_free(m->ctx, src->order);
@@ -279,8 +282,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
         kiln_sums_add(total, sums);
     }
     source_close(m, &src);
-    kiln_metrics_from_sums(&m->loss, total, out);
-    kiln_model_output_metrics(m, total, out);
+    kiln_model_metrics(m, total, out);
     out->samples = ds->count;
     return st;
 }
@@ -478,8 +480,7 @@ static void update_means(const kiln_model *m, kiln_epoch_record *r)
         [KILN_SUM_BINARY] = m->epoch_metrics[2], [KILN_SUM_COUNTED] = m->epoch_counted};
     memcpy(sums + KILN_SUM_HEADS, m->epoch_heads, sizeof m->epoch_heads);
     kiln_metrics means;
-    kiln_metrics_from_sums(&m->loss, sums, &means);
-    kiln_model_output_metrics(m, sums, &means);
+    kiln_model_metrics(m, sums, &means);
     r->n_outputs = means.n_outputs;
     memcpy(r->outputs, means.outputs, sizeof r->outputs);
     r->loss = means.loss;

@@ -8,42 +8,49 @@
 #include "runtime/model/strategy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-/* What every call checks: a compiled model, arrays present, and the data
- * a loss must never see (NaN, Inf, labels outside the output). */
-/* Several outputs: each sample's labels are every output's, one after
- * another; ids must be below their output's classes, floats finite. */
-static kiln_status check_packed_labels(kiln_model *m, const char *call, const void *labels,
-                                       int32_t count)
+/* Each sample's labels are every output's, one after another: ids must be
+ * below their output's classes (or its ignore class), floats finite. The
+ * messages name the output only for a model of several. */
+static kiln_status check_labels(kiln_model *m, const char *call, const void *labels,
+                                int32_t count)
 {
-    const int64_t words = m->loss.cols;
     for (int32_t k = 0; k < m->n_outputs; k++) {
         const kiln_loss_plan *plan = &m->heads[k];
         const int64_t size = (int64_t)(kiln_loss_label_bytes(plan) / 4);
+        char output[128] = "";
+        if (kiln_model_outputs_apart(m))
+            snprintf(output, sizeof output, " for output '%s'", m->nodes[m->outputs[k]].name);
         for (int64_t i = 0; i < count; i++)
             for (int64_t p = 0; p < size; p++) {
                 const char *at = (const char *)labels +
-                                 (size_t)(i * words + m->head_label_offset[k] + p) * 4;
+                                 (size_t)(i * m->label_words + m->head_label_offset[k] + p) * 4;
                 int32_t id;
                 float v;
                 memcpy(&id, at, 4);
                 memcpy(&v, at, 4);
-                if (plan->sparse ? id >= 0 && id < plan->cols : isfinite(v))
+                if (plan->sparse ? kiln_loss_bad_label(plan, &id, 1) < 0 : isfinite(v))
                     continue;
-                if (plan->sparse)
-                    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld (position "
-                                      "%lld) has label %d for output '%s', outside [0, %lld)",
-                                      call, (long long)i, (long long)p, (int)id,
-                                      m->nodes[m->outputs[k]].name, (long long)plan->cols);
+                if (plan->sparse) {
+                    char place[64];
+                    kiln_loss_label_place(plan, i * plan->positions + p, place, sizeof place);
+                    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d%s, outside "
+                                      "[0, %lld): the output has %lld classes", call, place,
+                                      (int)id, output, (long long)plan->cols,
+                                      (long long)plan->cols);
+                }
                 return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of "
-                                  "its label for output '%s' is not finite", call,
-                                  (long long)i, (long long)p, m->nodes[m->outputs[k]].name);
+                                  "its label%s is not finite", call, (long long)i, (long long)p,
+                                  output);
             }
     }
     return KILN_OK;
 }
 
+/* What every call checks: a compiled model, arrays present, and the data
+ * a loss must never see (NaN, Inf, labels outside the output). */
 static kiln_status check_batch(kiln_model *m, const char *call, const float *features,
                                const void *labels, int need_labels, int32_t count,
                                const void *outputs, int need_outputs)
@@ -54,32 +61,12 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features%s%s must be set "
                           "and count (%d) >= 1", call, need_labels ? ", labels" : "",
                           need_outputs ? ", outputs" : "", (int)count);
-    const int64_t out = kiln_node_size(m, m->output);
     const kiln_status st = kiln_model_check_features(m, call, features, count, 0, 1);
     if (st != KILN_OK)
         return st;
     if (!need_labels)
         return KILN_OK;
-    if (kiln_model_multi_output(m))
-        return check_packed_labels(m, call, labels, count);
-    if (m->loss.sparse) {
-        const int32_t *y = labels;
-        const int64_t bad = kiln_loss_bad_label(&m->loss, y, (int64_t)count * m->loss.positions);
-        char at[64];
-        if (bad < 0)
-            return KILN_OK;
-        kiln_loss_label_place(&m->loss, bad, at, sizeof at);
-        return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d, outside [0, %lld): "
-                          "the output has %lld classes", call, at, (int)y[bad],
-                          (long long)m->loss.cols, (long long)m->loss.cols);
-    }
-    const float *y = labels;
-    for (int64_t i = 0; i < (int64_t)count * out; i++)
-        if (!isfinite(y[i]))
-            return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: sample %lld, element %lld of its "
-                              "label is not finite", call, (long long)(i / out),
-                              (long long)(i % out));
-    return KILN_OK;
+    return check_labels(m, call, labels, count);
 }
 
 static void report(const kiln_model *m, const double *sums, int32_t count, kiln_metrics *out)
@@ -87,8 +74,7 @@ static void report(const kiln_model *m, const double *sums, int32_t count, kiln_
     if (!out)
         return;
     kiln_metrics r = {.struct_size = sizeof r, .samples = count};
-    kiln_metrics_from_sums(&m->loss, sums, &r);
-    kiln_model_output_metrics(m, sums, &r);
+    kiln_model_metrics(m, sums, &r);
     kiln_struct_export(out, &r, sizeof r);
 }
 

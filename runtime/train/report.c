@@ -361,7 +361,7 @@ static void put_epochs_table(sbuf *b, const kiln_report *r)
 static void put_outputs_table(sbuf *b, const kiln_report *r)
 {
     const kiln_model *m = r->m;
-    if (!kiln_model_multi_output(m))
+    if (!kiln_model_outputs_apart(m))
         return;
     put(b, "<h2>Outputs</h2>\n<table id=\"outputs\"><tr><th>epoch</th>");
     for (int val = 0; val < 2; val++)
@@ -399,8 +399,8 @@ static void put_outputs_table(sbuf *b, const kiln_report *r)
  * loss and weight. */
 static void loss_text(const kiln_model *m, char *buf, size_t size)
 {
-    if (!kiln_model_multi_output(m)) {
-        snprintf(buf, size, "%s", kiln_loss_name(m->loss.loss));
+    if (!kiln_model_outputs_apart(m)) {
+        snprintf(buf, size, "%s", kiln_loss_name(m->heads[0].loss));
         return;
     }
     size_t at = 0;
