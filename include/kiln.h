@@ -1270,7 +1270,13 @@ typedef struct kiln_npy_options {
  * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
  * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D
  * integer array (N, T) (T sparse ids per sample, one per output position)
- * or a 2-D float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
+ * or a 2-D float32 array (dense, one finite row per sample). labels_path
+ * NULL makes a dataset of features alone, to read (kiln_dataset_read and
+ * kiln_dataset_read_ints with label NULL) and feed kiln_model_predict:
+ * kiln_model_fit, kiln_model_evaluate and a zip's outputs refuse it, as
+ * does a read asking for a label (KILN_ERROR_INVALID_ARGUMENT).
+ * KILN_ERROR_INVALID_ARGUMENT for features_path or out NULL, a negative
+ * limit, a scale or offset not finite (or set with ids). KILN_ERROR_IO when a
  * file cannot be opened or read (also mid-training: a file cut short);
  * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
  * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
