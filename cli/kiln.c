@@ -5,17 +5,14 @@
  *   kiln export-onnx MODEL OUT.onnx
  * The model runs on one device (KILN_DEVICES chooses which). Exit status:
  * 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.
- * It links kiln's internal archive, not the shared library: it reads .npy
- * files with kiln's own strict reader (runtime/formats/npy.h) and the model's input
- * and output shapes, which the public API does not give, from the model. */
+ * It is written on include/kiln.h alone, as any application could be: the
+ * model's inputs and outputs come from kiln_model_input_info and
+ * kiln_model_output_info, a .npy file from kiln_dataset_from_npy. */
 #include "kiln.h"
-#include "runtime/context/context.h"
-#include "runtime/model/loss.h"
-#include "runtime/model/model.h"
-#include "runtime/formats/npy.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +22,16 @@ static const char usage_text[] =
     "       kiln predict MODEL INPUT.npy OUTPUT.npy [--batch N] [--scale S]\n"
     "       kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S]\n"
     "       kiln export-onnx MODEL OUT.onnx\n"
-    "MODEL is a file written by kiln_model_save (or a checkpoint). predict writes\n"
-    "float32 outputs of shape (samples, output dims...); evaluate prints the loss\n"
-    "and accuracy. Features are read as value * S (default 1; 0.00392156863 maps\n"
-    "bytes to [0, 1] as the examples train). --batch: samples per step (default 32).\n";
+    "       kiln --help | --version\n"
+    "MODEL is a file written by kiln_model_save (or a checkpoint). summary prints\n"
+    "the layers, then the loss(es) and optimizer. predict writes float32 outputs of\n"
+    "shape (samples, output dims...) to OUTPUT.npy; a model of several outputs gets\n"
+    "one file per output, the output's layer name put before the extension\n"
+    "(out.npy -> out.<layer>.npy), and each path written is printed. evaluate\n"
+    "prints the loss and accuracy. Features are read as value * S (default 1;\n"
+    "0.00392156863 maps bytes to [0, 1] as the examples train); a model whose input\n"
+    "takes int32 ids reads an integer .npy as ids, without --scale.\n"
+    "--batch: samples per step (default 32).\n";
 
 static int usage(const char *why)
 {
@@ -45,6 +48,7 @@ typedef struct args {
     int32_t batch;
     float scale;
     int options;      /* --batch or --scale was given */
+    int help;         /* --help or -h: print the usage and do nothing else */
 } args;
 
 /* Positional paths and the options; 0 (with the reason printed) on a
@@ -56,9 +60,12 @@ static int parse(int argc, char **argv, args *a)
     a->batch = 32;
     a->scale = 1.0f;
     a->options = 0;
+    a->help = 0;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "--batch") == 0 || strcmp(arg, "--scale") == 0) {
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            a->help = 1;
+        } else if (strcmp(arg, "--batch") == 0 || strcmp(arg, "--scale") == 0) {
             char *end = NULL;
             const char *v = i + 1 < argc ? argv[++i] : NULL;
             errno = 0;
@@ -70,8 +77,9 @@ static int parse(int argc, char **argv, args *a)
                 a->batch = (int32_t)n;
             } else if (v) {
                 const double s = strtod(v, &end);
-                if (*end || errno || !isfinite(s) || fabs(s) > 3.4e38)
-                    return usage("--scale needs a finite number"), 0;
+                /* kiln_npy_options reads a scale of 0 as "not given" (1). */
+                if (*end || errno || !isfinite(s) || fabs(s) > 3.4e38 || s == 0.0)
+                    return usage("--scale needs a finite number other than 0"), 0;
                 a->scale = (float)s;
             } else {
                 fprintf(stderr, "kiln: %s needs a value\n", arg);
@@ -98,6 +106,19 @@ static int failed(kiln_context *ctx, const char *command, kiln_status st)
     return 1;
 }
 
+/* What the tool itself refuses, printed as failed() prints kiln's
+ * refusals; returns 1. */
+static int refuse(const char *command, kiln_status st, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    fprintf(stderr, "kiln %s: ", command);
+    vfprintf(stderr, format, ap);
+    fprintf(stderr, " (%s)\n", kiln_status_name(st));
+    va_end(ap);
+    return 1;
+}
+
 static kiln_status load(kiln_context *ctx, const char *path, kiln_model **m)
 {
     /* One device: placements of a model-parallel model are not needed to
@@ -120,39 +141,26 @@ static int summary(kiln_context *ctx, const args *a)
         st = KILN_ERROR_OUT_OF_MEMORY;
     if (st == KILN_OK)
         st = kiln_model_summary(m, text, length + 1, NULL);
-    if (st == KILN_OK) {
-        const kiln_optimizer_options *o = &m->optimizer;
-        fputs(text, stdout);
-        if (kiln_model_outputs_apart(m))
-            for (int32_t k = 0; k < m->n_outputs; k++)
-                printf("Loss of output '%s': %s x %g%s\n", m->nodes[m->outputs[k]].name,
-                       kiln_loss_name(m->heads[k].loss), (double)m->head_weight[k],
-                       m->heads[k].accuracy ? " (with accuracy)" : "");
-        else
-            printf("Loss: %s%s\n", kiln_loss_name(m->heads[0].loss),
-                   m->heads[0].accuracy ? " (with accuracy)" : "");
-        printf("Optimizer: %s, learning rate %g", o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
-               (double)o->learning_rate);
-        if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)
-            printf(", momentum %g%s", (double)o->momentum, o->nesterov ? " (Nesterov)" : "");
-        if (m->accumulation_steps > 1)
-            printf(", gradients accumulated over %d steps", (int)m->accumulation_steps);
-        printf("\n");
-    }
+    if (st == KILN_OK)
+        fputs(text, stdout);   /* a loaded model is compiled: it ends with loss and optimizer */
     free(text);
     kiln_model_destroy(m);
     return st == KILN_OK ? 0 : failed(ctx, a->command, st);
 }
 
-/* A version 1.0 .npy header for float32 data of `shape`, padded as NumPy
- * pads it (the data starts on a multiple of 64). */
+/* A version 1.0 .npy header for float32 data of `shape` (rows first), padded
+ * as NumPy pads it (the data starts on a multiple of 64); then `rows` rows
+ * of shape[1..] floats, row i at data + i * stride. */
 static int write_npy(const char *path, const int64_t *shape, int rank, const float *data,
-                     int64_t count)
+                     int64_t stride)
 {
     char dict[256], dims[160] = "";
-    for (int d = 0; d < rank; d++)
+    int64_t row = 1;
+    for (int d = 0; d < rank; d++) {
         snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%lld,%s",
                  (long long)shape[d], d + 1 < rank ? " " : "");
+        row *= d ? shape[d] : 1;
+    }
     if (rank > 1)
         dims[strlen(dims) - 1] = '\0';   /* (3, 10) but (3,) */
     int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, "
@@ -167,94 +175,189 @@ static int write_npy(const char *path, const int64_t *shape, int rank, const flo
                               (unsigned char)(n >> 8)};
     int ok = fwrite(head, 1, sizeof head, f) == sizeof head &&
              fwrite(dict, 1, (size_t)n, f) == (size_t)n;
-    for (int64_t i = 0; ok && i < count; i++) {
-        uint32_t u;
-        memcpy(&u, &data[i], 4);
-        const unsigned char le[4] = {(unsigned char)u, (unsigned char)(u >> 8),
-                                     (unsigned char)(u >> 16), (unsigned char)(u >> 24)};
-        ok = fwrite(le, 1, 4, f) == 4;
-    }
+    for (int64_t i = 0; ok && i < shape[0]; i++)
+        for (int64_t e = 0; ok && e < row; e++) {
+            uint32_t u;
+            memcpy(&u, &data[i * stride + e], 4);
+            const unsigned char le[4] = {(unsigned char)u, (unsigned char)(u >> 8),
+                                         (unsigned char)(u >> 16), (unsigned char)(u >> 24)};
+            ok = fwrite(le, 1, 4, f) == 4;
+        }
     return fclose(f) == 0 && ok;
 }
 
-static int same_shape(const kiln_npy *x, const kiln_shape *s)
+/* "(28, 28, 1)", "(4,)"; with `count` >= 0 it comes first, as a file's
+ * samples do. */
+static const char *shape_str(int64_t count, int32_t rank, const int32_t *dims, char *buf,
+                             size_t size)
 {
-    int same = x->rank == s->rank + 1;
-    for (int d = 0; same && d < s->rank; d++)
-        same = x->shape[d + 1] == s->dims[d];
-    return same;
+    size_t used = (size_t)snprintf(buf, size, "(");
+    if (count >= 0 && used < size)
+        used += (size_t)snprintf(buf + used, size - used, "%lld%s", (long long)count,
+                                 rank ? ", " : "");
+    for (int32_t d = 0; d < rank && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%d", d ? ", " : "", (int)dims[d]);
+    if (used < size)
+        snprintf(buf + used, size - used, rank + (count >= 0) == 1 ? ",)" : ")");
+    return buf;
+}
+
+/* OUTPUT with `name` put before its extension: out.npy -> out.<name>.npy
+ * (out -> out.<name>). A '/' in a layer name would move the file to
+ * another folder, so it becomes '_'. */
+static char *output_path(const char *out, const char *name)
+{
+    const char *slash = strrchr(out, '/');
+    const char *dot = strrchr(slash ? slash + 1 : out, '.');
+    const size_t stem = dot && dot != (slash ? slash + 1 : out) ? (size_t)(dot - out)
+                                                                 : strlen(out);
+    const size_t size = strlen(out) + strlen(name) + 2;
+    char *path = malloc(size);
+    if (!path)
+        return NULL;
+    snprintf(path, size, "%.*s.%s%s", (int)stem, out, name, out + stem);
+    for (char *c = path + stem + 1; c < path + stem + 1 + strlen(name); c++)
+        *c = *c == '/' ? '_' : *c;
+    return path;
+}
+
+/* Writes the `count` samples' outputs (output_size floats each, the
+ * model's outputs one after another, as kiln_model_predict writes them)
+ * to OUTPUT, or one file per output; 0, or 1 with the reason printed. */
+static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const float *out,
+                         int64_t count, int64_t output_size)
+{
+    int32_t n_outputs = 0;
+    kiln_status st = kiln_model_output_count(m, &n_outputs);
+    int64_t offset = 0;
+    for (int32_t k = 0; st == KILN_OK && k < n_outputs; k++) {
+        kiln_tensor_info info = {.struct_size = sizeof info};
+        st = kiln_model_output_info(m, k, &info);
+        if (st != KILN_OK)
+            break;
+        int64_t shape[KILN_MAX_RANK + 1] = {count}, size = 1;
+        for (int d = 0; d < info.rank; d++) {
+            shape[d + 1] = info.dims[d];
+            size *= info.dims[d];
+        }
+        char *path = n_outputs == 1 ? NULL : output_path(a->paths[2], info.name);
+        if (n_outputs > 1 && !path)
+            return refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "no memory for a file name");
+        const char *to = path ? path : a->paths[2];
+        if (!write_npy(to, shape, info.rank + 1, out + offset, output_size)) {
+            refuse(a->command, KILN_ERROR_IO, "cannot write %s: %s", to, strerror(errno));
+            free(path);
+            return 1;
+        }
+        if (path)
+            printf("%s\n", path);
+        free(path);
+        offset += size;
+    }
+    return st == KILN_OK ? 0 : failed(ctx, a->command, st);
+}
+
+/* The features of every sample of `ds`, packed as kiln_model_predict takes
+ * them (ids as int32 bits in the float slots, kiln_input_ints). */
+static kiln_status read_all(const kiln_dataset *ds, int ids, int64_t count, int64_t size,
+                            float *in)
+{
+    kiln_status st = KILN_OK;
+    for (int64_t i = 0; st == KILN_OK && i < count; i++)
+        st = ids ? kiln_dataset_read_ints(ds, i, (int32_t *)(void *)(in + i * size), NULL)
+                 : kiln_dataset_read(ds, i, in + i * size, NULL);
+    return st;
 }
 
 static int predict(kiln_context *ctx, const args *a)
 {
     kiln_model *m = NULL;
-    kiln_npy x;
-    memset(&x, 0, sizeof x);
+    kiln_dataset *ds = NULL;
     float *in = NULL, *out = NULL;
+    int rc = 0;
+    int32_t n_inputs = 0, rank = 0, dims[KILN_MAX_RANK] = {0};
+    int64_t count = 0, output_size = 0;
+    kiln_tensor_info input = {.struct_size = sizeof input};
+    kiln_dtype dtype = KILN_DTYPE_FLOAT32;
+    char want[64], got[96];
     kiln_status st = load(ctx, a->paths[0], &m);
-    if (st == KILN_OK && m->n_inputs > 1)
-        st = kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "the model has %d inputs; predict reads "
-                        "one .npy file, for a model of one input", (int)m->n_inputs);
     if (st == KILN_OK)
-        st = kiln_npy_map(ctx, a->paths[1], &x);
+        st = kiln_model_input_count(m, &n_inputs);
+    if (st == KILN_OK)
+        st = kiln_model_input_info(m, 0, &input);
+    if (st == KILN_OK)
+        st = kiln_model_output_size(m, &output_size);
     if (st != KILN_OK)
         goto fail;
-    const kiln_shape *in_shape = &m->nodes[m->input].shape;
-    const kiln_shape *out_shape = &m->nodes[m->output].shape;
-    if (!same_shape(&x, in_shape)) {
-        char want[64], got[96] = "(";
-        for (int d = 0; d < x.rank; d++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
-                     (long long)x.shape[d]);
-        st = kiln_error(ctx, KILN_ERROR_SHAPE, "%s holds an array of shape %s%s, the model "
-                        "takes samples of shape %s", a->paths[1], got, x.rank == 1 ? ",)" : ")",
-                        kiln_shape_str(in_shape, want, sizeof want));
-        goto fail;
+    if (n_inputs > 1) {
+        rc = refuse(a->command, KILN_ERROR_UNSUPPORTED, "the model has %d inputs; predict "
+                    "reads one .npy file, for a model of one input", (int)n_inputs);
+        goto done;
     }
-    const int64_t count = x.rows, out_size = kiln_shape_size(out_shape);
-    in = malloc((size_t)(count * x.row_size + 1) * sizeof(float));
-    out = malloc((size_t)(count * out_size + 1) * sizeof(float));
+    shape_str(-1, input.rank, input.dims, want, sizeof want);
+    /* Read as stored first: the file's dtype decides whether ids may be read. */
+    kiln_npy_options o = {.struct_size = sizeof o, .scale = a->scale};
+    st = kiln_dataset_from_npy(ctx, a->paths[1], NULL, &o, &ds);
+    if (st == KILN_ERROR_SHAPE) {   /* no sample dimension: say what the model takes */
+        rc = refuse(a->command, st, "%s; the model takes samples of shape %s",
+                    kiln_context_last_error(ctx), want);
+        goto done;
+    }
+    if (st == KILN_OK)
+        st = kiln_dataset_count(ds, &count);
+    if (st == KILN_OK)
+        st = kiln_dataset_sample_shape(ds, &rank, dims, &dtype);
+    if (st != KILN_OK)
+        goto fail;
+    int same = rank == input.rank;
+    for (int d = 0; same && d < rank; d++)
+        same = dims[d] == input.dims[d];
+    if (!same) {
+        rc = refuse(a->command, KILN_ERROR_SHAPE, "%s holds an array of shape %s, the model "
+                    "takes samples of shape %s", a->paths[1],
+                    shape_str(count, rank, dims, got, sizeof got), want);
+        goto done;
+    }
+    const int ids = input.dtype == KILN_DTYPE_INT32;
+    if (ids && (dtype == KILN_DTYPE_FLOAT32 || dtype == KILN_DTYPE_FLOAT16 ||
+                a->scale != 1.0f)) {
+        rc = refuse(a->command, KILN_ERROR_INVALID_ARGUMENT, "the model's input '%s' takes "
+                    "int32 ids: %s must hold integers, without --scale", input.name,
+                    a->paths[1]);
+        goto done;
+    }
+    if (ids) {   /* the same file again, its integers read as the ids they are */
+        kiln_dataset_destroy(ds);
+        ds = NULL;
+        o = (kiln_npy_options){.struct_size = sizeof o, .ids = 1};
+        st = kiln_dataset_from_npy(ctx, a->paths[1], NULL, &o, &ds);
+        if (st != KILN_OK)
+            goto fail;
+    }
+    int64_t in_size = 1;
+    for (int d = 0; d < rank; d++)
+        in_size *= dims[d];
+    in = malloc((size_t)(count * in_size) * sizeof(float));
+    out = malloc((size_t)(count * output_size) * sizeof(float));
     if (!in || !out) {
-        st = kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "%lld samples do not fit in memory",
-                        (long long)count);
-        goto fail;
+        rc = refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "%lld samples do not fit in memory",
+                    (long long)count);
+        goto done;
     }
-    if (m->input_ints && (x.dtype == KILN_DTYPE_FLOAT32 || x.dtype == KILN_DTYPE_FLOAT16 ||
-                          a->scale != 1.0f)) {
-        st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "the model's input '%s' takes int32 "
-                        "ids: %s must hold integers, without --scale",
-                        m->nodes[m->input].name, a->paths[1]);
-        goto fail;
-    }
-    if (m->input_ints) {   /* ids ride in the floats' place (kiln_input_ints) */
-        kiln_npy flat = x;
-        flat.rows = count * x.row_size;
-        flat.row_size = 1;
-        for (int64_t i = 0; i < flat.rows; i++)
-            kiln_npy_read_label(&flat, i, (int32_t *)(void *)(in + i));
-    } else {
-        kiln_npy_read_floats(&x, 0, count, a->scale, 0.0f, in);
-    }
-    if (count > 0)
+    st = read_all(ds, ids, count, in_size, in);
+    if (st == KILN_OK)
         st = kiln_model_predict(m, in, count, out, a->batch);
     if (st != KILN_OK)
         goto fail;
-    int64_t shape[KILN_MAX_RANK + 1] = {count};
-    for (int d = 0; d < out_shape->rank; d++)
-        shape[d + 1] = out_shape->dims[d];
-    if (!write_npy(a->paths[2], shape, out_shape->rank + 1, out, count * out_size)) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "cannot write %s: %s", a->paths[2], strerror(errno));
-        goto fail;
-    }
-    kiln_npy_unmap(&x);
-    free(in), free(out);
-    kiln_model_destroy(m);
-    return 0;
+    rc = write_outputs(ctx, m, a, out, count, output_size);
+    goto done;
 fail:
-    kiln_npy_unmap(&x);
+    rc = failed(ctx, a->command, st);
+done:
+    kiln_dataset_destroy(ds);
     free(in), free(out);
     kiln_model_destroy(m);
-    return failed(ctx, a->command, st);
+    return rc;
 }
 
 static int evaluate(kiln_context *ctx, const args *a)
@@ -263,8 +366,11 @@ static int evaluate(kiln_context *ctx, const args *a)
     kiln_dataset *ds = NULL;
     kiln_npy_options o = {.struct_size = sizeof o, .scale = a->scale};
     kiln_metrics r = {.struct_size = sizeof r};
+    kiln_tensor_info input = {.struct_size = sizeof input};
     kiln_status st = load(ctx, a->paths[0], &m);
-    o.ids = st == KILN_OK && m->input_ints;   /* a model of ids reads its features as ids */
+    if (st == KILN_OK)
+        st = kiln_model_input_info(m, 0, &input);
+    o.ids = st == KILN_OK && input.dtype == KILN_DTYPE_INT32;   /* a model of ids reads ids */
     if (o.ids && a->scale == 1.0f)
         o.scale = 0.0f;   /* ids are read as stored; another --scale is refused */
     if (st == KILN_OK)
@@ -327,6 +433,10 @@ int main(int argc, char **argv)
     args a;
     if (!parse(argc, argv, &a))
         return 2;
+    if (a.help) {   /* asked for, so stdout and success, whatever else was given */
+        fputs(usage_text, stdout);
+        return 0;
+    }
     if (a.n_paths != commands[c].paths) {
         fprintf(stderr, "kiln %s: takes %d file name%s, got %d\n", a.command, commands[c].paths,
                 commands[c].paths == 1 ? "" : "s", a.n_paths);

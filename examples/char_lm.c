@@ -85,6 +85,19 @@ static void say(const args *a, const char *format, ...)
     fflush(stdout);
 }
 
+static const char usage[] =
+    "usage: char_lm [--blocks N] [--width N] [--heads N] [--context T] [--batch N]\n"
+    "               [--steps N] [--epochs N] [--lr X] [--seed N] [--devices SPEC]\n"
+    "               [--text DIR] [--val-windows N] [--warmup N] [--generate N]\n"
+    "               [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]\n"
+    "Trains a character language model on the *.py files under --text, prints the\n"
+    "validation bits per character after every epoch, then generated text. --steps\n"
+    "are training steps per epoch; --devices takes what KILN_DEVICES takes;\n"
+    "KILN_STRATEGY picks the strategy. --dump DIR writes what\n"
+    "test/bench/torch_char_lm.py needs to train the same model in PyTorch.\n";
+
+/* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
+ * stdout). */
 static int parse_args(int argc, char **argv, args *a)
 {
     /* Sized to learn in a few minutes on this project's 2-core CPU
@@ -94,6 +107,8 @@ static int parse_args(int argc, char **argv, args *a)
                 .lr = 2e-3f, .temperature = 0.7f, .gelu = KILN_ACTIVATION_GELU, .seed = 1,
                 .text = "/usr/lib/python3.11", .prompt = "def "};
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return fputs(usage, stdout), -1;
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             return fprintf(stderr, "%s needs a value\n", o), 0;
@@ -599,8 +614,9 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
 int main(int argc, char **argv)
 {
     args a;
-    if (!parse_args(argc, argv, &a))
-        return 2;
+    const int parsed = parse_args(argc, argv, &a);
+    if (parsed <= 0)
+        return parsed < 0 ? 0 : 2;
     if (a.devices)
         setenv("KILN_DEVICES", a.devices, 1);
     stream tr = {0}, va = {0};

@@ -27,6 +27,20 @@ typedef struct args {
     fashion_format format;
 } args;
 
+static const char usage[] =
+    "usage: fashion_mnist [--epochs N] [--batch N | --per-replica-batch N] [--limit N]\n"
+    "                     [--devices SPEC] [--data DIR] [--data-format idx|npy|folder]\n"
+    "                     [--save PATH]\n"
+    "Trains the seed CNN on Fashion-MNIST (5 epochs, batch 32) and prints the test\n"
+    "loss and accuracy. --batch is the global batch, split across the devices;\n"
+    "--per-replica-batch N makes it N times the replicas. --devices takes what\n"
+    "KILN_DEVICES takes (\"0\", \"0,1\", \"gpu\", \"all\"). --data-format: Debian's IDX\n"
+    "files (the default), .npy files written by tools/fashion_npy.py, or an image\n"
+    "folder written by tools/fashion_png_folder.py; --data names their folder.\n"
+    "--save writes the trained model to PATH (kiln summary PATH reads it).\n";
+
+/* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
+ * stdout). */
 static int parse_args(int argc, char **argv, args *a)
 {
     a->epochs = 5;
@@ -38,6 +52,8 @@ static int parse_args(int argc, char **argv, args *a)
     a->save = NULL;
     a->format = FASHION_IDX;
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return fputs(usage, stdout), -1;
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "%s needs a value\n", argv[i]);
@@ -109,8 +125,9 @@ static void print_devices(kiln_context *ctx)
 int main(int argc, char **argv)
 {
     args a;
-    if (!parse_args(argc, argv, &a))
-        return 2;
+    const int parsed = parse_args(argc, argv, &a);
+    if (parsed <= 0)
+        return parsed < 0 ? 0 : 2;
     if (a.devices)
         setenv("KILN_DEVICES", a.devices, 1);
 

@@ -27,11 +27,23 @@ typedef struct args {
     const char *data, *save;
 } args;
 
+static const char usage[] =
+    "usage: model_parallel [--epochs N] [--batch N] [--micro N] [--schedule gpipe|1f1b]\n"
+    "                      [--budget-mib N] [--limit N] [--data DIR] [--save PATH]\n"
+    "Trains a CNN larger than a per-device budget (--budget-mib, default 50) on\n"
+    "Fashion-MNIST as a pipeline of --micro micro-batches across the devices, prints\n"
+    "the stage plan and the test accuracy. On a CPU: POCL_DEVICES=\"basic basic\".\n"
+    "--save writes the trained model to PATH (kiln_model_save).\n";
+
+/* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
+ * stdout). */
 static int parse_args(int argc, char **argv, args *a)
 {
     *a = (args){.epochs = 5, .batch = 64, .micro = 4, .schedule = KILN_PIPELINE_1F1B,
                 .budget_mib = 50.0, .data = FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return fputs(usage, stdout), -1;
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "%s needs a value\n", argv[i]);
@@ -119,8 +131,9 @@ static void print_plan(const kiln_model *m)
 int main(int argc, char **argv)
 {
     args a;
-    if (!parse_args(argc, argv, &a))
-        return 2;
+    const int parsed = parse_args(argc, argv, &a);
+    if (parsed <= 0)
+        return parsed < 0 ? 0 : 2;
     kiln_context_options co = {.struct_size = sizeof co};
     char err[1024] = "";
     co.error_buffer = err;

@@ -25,11 +25,24 @@ typedef struct args {
     const char *data, *save;
 } args;
 
+static const char usage[] =
+    "usage: resnet [--epochs N] [--batch N] [--limit N] [--test-limit N]\n"
+    "              [--sync-bn] [--data DIR] [--save PATH]\n"
+    "       resnet --input 224 [--batch N] [--steps N] [--warmup N] [--sync-bn]\n"
+    "Trains the seed ResNet on Fashion-MNIST briefly and prints its summary and the\n"
+    "test accuracy. --input S benchmarks training at S x S x 3 on synthetic data\n"
+    "(--warmup untimed steps, then --steps timed ones). --save writes the trained\n"
+    "model to PATH (kiln_model_save).\n";
+
+/* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
+ * stdout). */
 static int parse_args(int argc, char **argv, args *a)
 {
     *a = (args){.epochs = 2, .batch = 32, .steps = 10, .warmup = 1, .limit = 4096,
                 .test_limit = 2000, .data = FASHION_DEFAULT_DIR};
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return fputs(usage, stdout), -1;
         if (strcmp(argv[i], "--sync-bn") == 0) {
             a->sync_bn = 1;
             continue;
@@ -109,8 +122,9 @@ static void print_summary(const kiln_model *m)
 int main(int argc, char **argv)
 {
     args a;
-    if (!parse_args(argc, argv, &a))
-        return 2;
+    const int parsed = parse_args(argc, argv, &a);
+    if (parsed <= 0)
+        return parsed < 0 ? 0 : 2;
     kiln_context_options co = {.struct_size = sizeof co};
     char err[1024] = "";
     co.error_buffer = err;

@@ -268,6 +268,19 @@ typedef int32_t kiln_node;
 /** The largest rank of a sample (the batch dimension not counted). */
 #define KILN_MAX_RANK 4
 
+/** How a source stores its features (the model always sees float32), and
+ *  what a model's input or output holds (kiln_tensor_info: float32, or
+ *  int32 for ids). */
+typedef enum kiln_dtype {
+    KILN_DTYPE_FLOAT32 = 0,
+    KILN_DTYPE_FLOAT16,
+    KILN_DTYPE_UINT8,
+    KILN_DTYPE_INT8,
+    KILN_DTYPE_UINT16,
+    KILN_DTYPE_INT16,
+    KILN_DTYPE_INT32
+} kiln_dtype;
+
 /** Activations, each as Keras's function of that name with its default
  *  arguments. GELU, GELU (tanh) and SiLU need their input for the gradient:
  *  a layer with one of them keeps both its output before and after the
@@ -935,7 +948,13 @@ KILN_API kiln_status kiln_model_stage_plan(const kiln_model *model, char *text, 
 /** Writes a table of the model's layers like Keras's model.summary(): each
  *  layer's name and kind, output shape, parameter count and the layers it
  *  takes (for functional graphs), then the total, trainable and
- *  non-trainable parameter counts. Works before compile (on a model whose
+ *  non-trainable parameter counts. A compiled model's summary then ends
+ *  with its compile settings: "Loss: <loss>" (a model of several outputs:
+ *  "Loss of output '<layer>': <loss> x <weight>" for each, in output
+ *  order), either followed by " (with accuracy)" when accuracy is reported,
+ *  and "Optimizer: adam|sgd, learning rate <rate>" with SGD's ", momentum
+ *  <m>" (and " (Nesterov)") and ", gradients accumulated over <n> steps"
+ *  when n > 1. Works before compile, without those lines (on a model whose
  *  building failed it reports that error). At most `size` bytes including
  *  the terminating NUL go to `text` (which may be NULL when size is 0);
  *  `length`, when not NULL, receives the full length, so a first call with
@@ -961,6 +980,52 @@ KILN_API kiln_status kiln_model_set_weights(kiln_model *model, const float *weig
  *  for a model of several outputs, all of them together (predict writes a
  *  sample's outputs one after another, in output order). */
 KILN_API kiln_status kiln_model_output_size(const kiln_model *model, int64_t *size);
+
+/** One Input or output of a compiled model (kiln_model_input_info,
+ *  kiln_model_output_info). */
+typedef struct kiln_tensor_info {
+    size_t struct_size;          /**< sizeof(kiln_tensor_info) */
+    const char *name;            /**< the layer's name, owned by the model: valid while it lives */
+    int32_t rank;                /**< of one sample (the batch not counted) */
+    int32_t dims[KILN_MAX_RANK]; /**< that sample's shape; 0 past rank */
+    /** KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (an Input of
+     *  kiln_input_ints(), whose values kiln_model_predict takes as int32
+     *  bits in their float slots). */
+    kiln_dtype dtype;
+} kiln_tensor_info;
+
+/** Number of Inputs of a compiled model (1..KILN_MAX_MODEL_INPUTS): the
+ *  Inputs in the order they were added, the order kiln_model_predict
+ *  takes a sample's inputs in. KILN_ERROR_INVALID_ARGUMENT for a NULL
+ *  model (no message: it has no context) or `count` NULL; KILN_ERROR_STATE
+ *  before compile (compile decides which Inputs the model has) or while
+ *  another call (another thread) is inside the model. *count is 0 after a
+ *  failure. */
+KILN_API kiln_status kiln_model_input_count(const kiln_model *model, int32_t *count);
+
+/** Input `index` (0..kiln_model_input_count - 1) of a compiled model: its
+ *  layer's name, one sample's shape and dtype (float32, or int32 for ids).
+ *  `info` is the caller's, with struct_size set; its name points into the
+ *  model. KILN_ERROR_INVALID_ARGUMENT for a NULL model, `info` NULL or of
+ *  a smaller struct_size, an index out of range (naming it and the count);
+ *  KILN_ERROR_STATE as kiln_model_input_count. */
+KILN_API kiln_status kiln_model_input_info(const kiln_model *model, int32_t index,
+                                           kiln_tensor_info *info);
+
+/** Number of outputs of a compiled model (1..KILN_MAX_MODEL_OUTPUTS): 1
+ *  for a model of one output (kiln_model_set_output or the last layer),
+ *  else those of kiln_model_set_outputs, in its order, the order
+ *  kiln_model_predict writes a sample's outputs in. Statuses as
+ *  kiln_model_input_count. */
+KILN_API kiln_status kiln_model_output_count(const kiln_model *model, int32_t *count);
+
+/** Output `index` (0..kiln_model_output_count - 1) of a compiled model:
+ *  its layer's name, one sample's shape and dtype (KILN_DTYPE_FLOAT32).
+ *  The floats kiln_model_predict writes per sample are the outputs' element
+ *  counts summed (kiln_model_output_size). `info` and statuses as
+ *  kiln_model_input_info. */
+KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int32_t index,
+                                            kiln_tensor_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* Layers and weights as objects                                            */
@@ -1137,17 +1202,6 @@ KILN_API kiln_status kiln_dataset_subset(const kiln_dataset *dataset, int64_t st
  *  dataset it was cut from first is fine. */
 KILN_API void kiln_dataset_destroy(kiln_dataset *dataset);
 
-/** How a source stores its features (the model always sees float32). */
-typedef enum kiln_dtype {
-    KILN_DTYPE_FLOAT32 = 0,
-    KILN_DTYPE_FLOAT16,
-    KILN_DTYPE_UINT8,
-    KILN_DTYPE_INT8,
-    KILN_DTYPE_UINT16,
-    KILN_DTYPE_INT16,
-    KILN_DTYPE_INT32
-} kiln_dtype;
-
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
  *  and how the source stores it (dtype may be NULL). A dataset of several
  *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_model_predict
@@ -1214,7 +1268,13 @@ typedef struct kiln_npy_options {
  * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
  * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D
  * integer array (N, T) (T sparse ids per sample, one per output position)
- * or a 2-D float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
+ * or a 2-D float32 array (dense, one finite row per sample). labels_path
+ * NULL makes a dataset of features alone, to read (kiln_dataset_read and
+ * kiln_dataset_read_ints with label NULL) and feed kiln_model_predict:
+ * kiln_model_fit, kiln_model_evaluate and a zip's outputs refuse it, as
+ * does a read asking for a label (KILN_ERROR_INVALID_ARGUMENT).
+ * KILN_ERROR_INVALID_ARGUMENT for features_path or out NULL, a negative
+ * limit, a scale or offset not finite (or set with ids). KILN_ERROR_IO when a
  * file cannot be opened or read (also mid-training: a file cut short);
  * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
  * the shape, features and labels of different counts; KILN_ERROR_SHAPE for

@@ -1,21 +1,103 @@
 #!/bin/sh
-# The kiln tool on the model examples/fashion_mnist trained and saved
-# (--save): summary; predict, compared bit for bit with kiln_model_predict
-# run in another process (cli_predict); evaluate, equal to the example's
-# own test loss and accuracy; its refusals (exit 1 with kiln's message) and
-# usage errors (exit 2).
-# Usage: cli.sh SOURCE_DIR FASHION_MNIST_EXAMPLE KILN CLI_PREDICT
+# The kiln tool. Without data: --help, of the tool, each command and every
+# example program (exit 0, the usage on stdout); a model of two outputs
+# (cli_predict --two-outputs writes it): summary's loss and optimizer lines,
+# and predict writing a file per output, each compared bit for bit with
+# kiln_model_predict run in another process and, in NumPy, with the heads'
+# softmax(x W + b) and x W + b. Then on the model examples/fashion_mnist
+# trained and saved (--save; SKIP without Fashion-MNIST): summary; predict,
+# compared bit for bit with kiln_model_predict (cli_predict); evaluate,
+# equal to the example's own test loss and accuracy; its refusals (exit 1
+# with kiln's message) and usage errors (exit 2).
+# Usage: cli.sh SOURCE_DIR FASHION_MNIST_EXAMPLE KILN CLI_PREDICT [EXAMPLE...]
 set -eu
 src=$1
 example=$2
 kiln=$3
 check=$4
+shift 4
 python=${KILN_PYTHON:-/usr/bin/python3}
-[ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
-    { echo "SKIP: Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "cli.sh: $*" >&2; exit 1; }
+
+# Refusals: kiln's message and exit 1; usage errors: exit 2.
+expect() {   # expect STATUS NEEDLE COMMAND...
+    want=$1 needle=$2
+    shift 2
+    if "$@" > "$work/out.txt" 2>&1; then rc=0; else rc=$?; fi
+    [ "$rc" = "$want" ] || { cat "$work/out.txt"; fail "$* exited $rc, not $want"; }
+    grep -qF -- "$needle" "$work/out.txt" || { cat "$work/out.txt"; fail "$*: no '$needle'"; }
+}
+
+# --help: the usage on stdout, exit 0.
+helps() {   # helps NEEDLE COMMAND...
+    needle=$1
+    shift
+    if "$@" > "$work/help.txt" 2> "$work/help.err"; then rc=0; else rc=$?; fi
+    [ "$rc" = 0 ] || { cat "$work/help.txt" "$work/help.err"; fail "$* exited $rc, not 0"; }
+    grep -qF -- "$needle" "$work/help.txt" ||
+        { cat "$work/help.txt" "$work/help.err"; fail "$*: no '$needle' on stdout"; }
+}
+for command in "" summary predict evaluate export-onnx; do
+    # shellcheck disable=SC2086   # no command: kiln --help itself
+    helps "usage: kiln summary MODEL" "$kiln" $command --help
+done
+helps "out.npy -> out.<layer>.npy" "$kiln" predict -h
+helps "usage: kiln summary MODEL" "$kiln" predict m.kiln --help   # before the missing paths
+for program in "$example" "$@"; do
+    helps "usage: $(basename "$program")" "$program" --help
+done
+echo "cli.sh: --help of kiln, its commands and $((1 + $#)) examples: usage, exit 0"
+
+# A model of two outputs: summary, and predict's file per output.
+two=$work/two
+mkdir "$two"
+"$check" --two-outputs "$two"
+"$kiln" summary "$two/two.kiln" | tee "$work/summary_two.txt"
+sgd="Optimizer: sgd, learning rate 0.05, momentum 0.9 (Nesterov), gradients accumulated over"
+for line in "Loss of output 'cls': sparse_categorical_crossentropy x 1 (with accuracy)" \
+            "Loss of output 'reg': mean_squared_error x 0.5" "$sgd 2 steps"; do
+    grep -qxF "$line" "$work/summary_two.txt" || fail "summary of two outputs: no '$line'"
+done
+"$kiln" predict "$two/two.kiln" "$two/x.npy" "$two/out.npy" > "$work/paths.txt" ||
+    fail "predict of a model of two outputs exited $?"
+printf '%s\n' "$two/out.cls.npy" "$two/out.reg.npy" | cmp -s - "$work/paths.txt" ||
+    { cat "$work/paths.txt"; fail "predict of two outputs: not the two paths it should write"; }
+[ ! -e "$two/out.npy" ] || fail "predict of two outputs also wrote out.npy"
+"$check" "$two/two.kiln" "$two/x.npy" "$two/out.npy" 1 32
+"$python" - "$two" <<'PY' || fail "predict of two outputs differs from NumPy's"
+import sys
+import numpy as np
+d = sys.argv[1]
+x = np.load(d + "/x.npy").astype(np.float64)
+worst = 0.0
+for layer, units in (("cls", 3), ("reg", 2)):
+    y = np.load("%s/out.%s.npy" % (d, layer))
+    z = x @ np.load("%s/%s.kernel.npy" % (d, layer)) + np.load("%s/%s.bias.npy" % (d, layer))
+    if layer == "cls":
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        z /= z.sum(axis=1, keepdims=True)
+    assert y.dtype == np.float32 and y.shape == (40, units), (layer, y.dtype, y.shape)
+    worst = max(worst, float(np.abs(y - z).max()))
+print("predict of two outputs: largest difference from NumPy (float64) %.2e" % worst)
+sys.exit(0 if worst < 1e-5 else 1)
+PY
+# Without an extension the layer name is appended.
+"$kiln" predict "$two/two.kiln" "$two/x.npy" "$two/plain" > "$work/paths.txt"
+printf '%s\n' "$two/plain.cls" "$two/plain.reg" | cmp -s - "$work/paths.txt" ||
+    { cat "$work/paths.txt"; fail "predict of two outputs to a name without an extension"; }
+expect 1 "cannot write $two/no/such/dir/y.cls.npy" \
+    "$kiln" predict "$two/two.kiln" "$two/x.npy" "$two/no/such/dir/y.npy"
+expect 1 "the model takes samples of shape (4,)" \
+    "$kiln" predict "$two/two.kiln" "$two/cls.bias.npy" "$two/y.npy"
+expect 1 "holds an array of shape (4, 3), the model takes samples of shape (4,)" \
+    "$kiln" predict "$two/two.kiln" "$two/cls.kernel.npy" "$two/y.npy"
+expect 2 "--scale needs a finite number other than 0" \
+    "$kiln" predict "$two/two.kiln" "$two/x.npy" "$two/y.npy" --scale 0
+
+[ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
+    { echo "SKIP: Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"; exit 77; }
 model=$work/m.safetensors
 scale=0.00392156863   # the float nearest 1/255: as the IDX reader scales bytes
 
@@ -27,6 +109,7 @@ labels=$work/data/test_labels.npy
 "$kiln" summary "$model" | tee "$work/summary.txt"
 grep -q "^Total params: 347,146$" "$work/summary.txt" || fail "summary: wrong parameter count"
 grep -q "^Loss: sparse_categorical_crossentropy" "$work/summary.txt" || fail "summary: no loss"
+grep -qx "Optimizer: adam, learning rate 0.001" "$work/summary.txt" || fail "summary: no optimizer"
 
 "$kiln" predict "$model" "$x" "$work/y.npy" --scale "$scale"
 "$check" "$model" "$x" "$work/y.npy" "$scale" 32
@@ -46,14 +129,6 @@ ok = abs(float(got["loss"]) - float(want["loss"])) <= 0.5e-4 + 1e-9 and \
 sys.exit(0 if ok else 1)
 PY
 
-# Refusals: kiln's message and exit 1; usage errors: exit 2.
-expect() {   # expect STATUS NEEDLE COMMAND...
-    want=$1 needle=$2
-    shift 2
-    if "$@" > "$work/out.txt" 2>&1; then rc=0; else rc=$?; fi
-    [ "$rc" = "$want" ] || { cat "$work/out.txt"; fail "$* exited $rc, not $want"; }
-    grep -qF -- "$needle" "$work/out.txt" || { cat "$work/out.txt"; fail "$*: no '$needle'"; }
-}
 expect 1 "the model takes samples of shape (28, 28, 1)" \
     "$kiln" predict "$model" "$labels" "$work/y2.npy"
 expect 1 "cannot open" "$kiln" summary "$work/missing.safetensors"
@@ -71,4 +146,4 @@ else
     [ "$rc" = 1 ] && grep -q "built without ONNX export" "$work/out.txt" ||
         { cat "$work/out.txt"; fail "export-onnx exited $rc"; }
 fi
-echo "cli.sh: summary, predict, evaluate and refusals as expected"
+echo "cli.sh: --help, two outputs, summary, predict, evaluate and refusals as expected"

@@ -51,6 +51,8 @@ PLANTS = [
      "by bare name"),
     ("examples/ reaching into runtime/", "examples/planted.c",
      '#include "runtime/context/context.h"', "sees only include/"),
+    ("the kiln tool reaching into runtime/", "cli/kiln.c",
+     '#include "runtime/model/model.h"', "sees only include/"),
     ("examples/ by a bare name of another folder", "examples/planted2.c",
      '#include "model.h"', "by bare name"),
     ("OpenCL outside opencl/", "layers/planted2.c", "#include <CL/cl.h>",

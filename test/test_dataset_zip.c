@@ -5,8 +5,9 @@
  * same values given as host arrays of several inputs and outputs (same
  * batches, so the same weights bit for bit); the same for one output.
  * Reads, subsets and a joined dataset's map and augmentations; the checks a zip adds to its
- * sources' (sparse ids as they are read, ids against the Embedding); and
- * every bad description, naming its place. */
+ * sources' (sparse ids as they are read, ids against the Embedding); a
+ * .npy file without labels as an input; and every bad description, naming
+ * its place. */
 #include "harness.h"
 #include "npy_file.h"
 #include "runtime/data/dataset.h"
@@ -434,6 +435,40 @@ static void test_bad_values(kiln_context *ctx, data *d)
     kiln_dataset_destroy(side);
 }
 
+/* A .npy file without labels feeds an input (the labels come from the
+ * outputs' datasets) and trains as the arrays do; fit, evaluate and a
+ * zip's outputs refuse it. */
+static void test_no_labels(kiln_context *ctx, const data *d)
+{
+    kiln_dataset *ref = arrays(ctx, d, 2);
+    kiln_dataset *labeled = npy_items(ctx, d), *side = callback_side(ctx, d);
+    char ids[96];
+    snprintf(ids, sizeof ids, "%s/item.npy", dir);   /* npy_items wrote it */
+    const kiln_npy_options o = {.struct_size = sizeof o, .ids = 1};
+    kiln_dataset *items = NULL, *z = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_npy(ctx, ids, NULL, &o, &items));
+    const kiln_dataset *in[] = {items, side}, *out[] = {labeled, side};
+    CHECK_OK(ctx, zip(ctx, in, 2, out, 2, &z));
+    same_training(ctx, "an input without labels", 2, ref, z);
+    kiln_dataset_destroy(z);
+    const kiln_dataset *bad_out[] = {items, side};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "outputs[0] has no labels",
+                zip(ctx, in, 2, bad_out, 2, &z));
+    kiln_model *m = build(ctx, 1);
+    kiln_metrics e = {.struct_size = sizeof e};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_evaluate: the dataset has no "
+                "labels", kiln_model_evaluate(m, items, 8, &e));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_fit: the dataset has no labels",
+                fit(m, items, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_fit: the validation data has no "
+                "labels", fit(m, ref, items));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(items);
+    kiln_dataset_destroy(labeled);
+    kiln_dataset_destroy(side);
+    kiln_dataset_destroy(ref);
+}
+
 static void test_bad_descs(kiln_context *ctx, const data *d)
 {
     kiln_dataset *items = npy_items(ctx, d), *side = callback_side(ctx, d);
@@ -490,6 +525,7 @@ int main(void)
     test_map(ctx, &d);
     test_augmentation(ctx);
     test_bad_values(ctx, &d);
+    test_no_labels(ctx, &d);
     test_bad_descs(ctx, &d);
     kiln_context_destroy(ctx);
     char cmd[96];

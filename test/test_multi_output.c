@@ -7,7 +7,8 @@
  * device; the names and values the
  * history, evaluate, callbacks, CSVLogger, the progress line and the report
  * give; model files and checkpoints (a fit stopped and resumed);
- * accumulation, a zero weight and a non-finite loss;
+ * accumulation, a zero weight and a non-finite loss; the Inputs and
+ * outputs the public accessors list, and the summary's loss lines;
  * each bad model, option, dataset and description with its message. */
 #include "runtime/saving/model_desc.h"
 #include "runtime/train/progress.h"
@@ -758,6 +759,106 @@ static void test_names(kiln_context *ctx, const data *d)
     kiln_model_destroy(m);
 }
 
+/* ---- the model's Inputs and outputs through the public accessors ---------- */
+
+static void check_info(const kiln_tensor_info *t, const char *name, int32_t dim,
+                       kiln_dtype dtype)
+{
+    const int ok = t->name && strcmp(t->name, name) == 0 && t->rank == 1 && t->dims[0] == dim &&
+                   t->dims[1] == 0 && t->dtype == dtype;
+    printf("%s: rank %d, (%d,), dtype %d%s\n", t->name ? t->name : "(null)", (int)t->rank,
+           (int)t->dims[0], (int)t->dtype, ok ? "" : "  WRONG");
+    CHECK(ok);
+}
+
+static void test_inputs_outputs(kiln_context *ctx)
+{
+    kiln_node heads[2];
+    kiln_model *m = build(ctx, heads);
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    int32_t count = 7;
+    kiln_tensor_info t = {.struct_size = sizeof t};
+    /* Compile decides which Inputs and outputs there are. */
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "kiln_model_output_count: compile the model first",
+                kiln_model_output_count(m, &count));
+    CHECK(count == 0);
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "kiln_model_input_info: compile the model first",
+                kiln_model_input_info(m, 0, &t));
+    kiln_model_destroy(m);
+
+    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
+    m = compiled(ctx, &spec);
+    CHECK_OK(ctx, kiln_model_input_count(m, &count));
+    CHECK(count == 1);
+    CHECK_OK(ctx, kiln_model_input_info(m, 0, &t));
+    check_info(&t, "features", IN, KILN_DTYPE_FLOAT32);
+    CHECK_OK(ctx, kiln_model_output_count(m, &count));
+    CHECK(count == 2);
+    int64_t size = 0, sum = 0;
+    for (int32_t k = 0; k < count; k++) {
+        CHECK_OK(ctx, kiln_model_output_info(m, k, &t));
+        check_info(&t, k ? "reg" : "cls", k ? REG : CLS, KILN_DTYPE_FLOAT32);
+        sum += t.dims[0];
+    }
+    CHECK_OK(ctx, kiln_model_output_size(m, &size));
+    CHECK(size == sum);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_output_info: output 2 of 2",
+                kiln_model_output_info(m, 2, &t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_input_info: input -1 of 1",
+                kiln_model_input_info(m, -1, &t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_input_count: count is NULL",
+                kiln_model_input_count(m, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "its struct_size is not "
+                "sizeof(kiln_tensor_info)", kiln_model_output_info(m, 0, NULL));
+    kiln_tensor_info old = {.struct_size = sizeof(size_t)};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_input_info: info is NULL or its "
+                "struct_size", kiln_model_input_info(m, 0, &old));
+    CHECK(kiln_model_output_count(NULL, &count) == KILN_ERROR_INVALID_ARGUMENT && count == 0);
+    CHECK(kiln_model_output_info(NULL, 0, &t) == KILN_ERROR_INVALID_ARGUMENT);
+    /* The summary ends with what compile chose. */
+    char text[4096];
+    CHECK_OK(ctx, kiln_model_summary(m, text, sizeof text, NULL));
+    const char *tail = "Loss of output 'cls': sparse_categorical_crossentropy x 1 (with accuracy)\n"
+                       "Loss of output 'reg': mean_squared_error x 0.5\n"
+                       "Optimizer: sgd, learning rate 0.1\n";
+    CHECK(strlen(text) > strlen(tail) && strcmp(text + strlen(text) - strlen(tail), tail) == 0);
+    kiln_model_destroy(m);
+
+    /* One output is 1 output. */
+    m = build(ctx, heads);
+    CHECK_OK(ctx, kiln_model_set_output(m, heads[1]));
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                               .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_OK(ctx, kiln_model_output_count(m, &count));
+    CHECK(count == 1);
+    CHECK_OK(ctx, kiln_model_output_info(m, 0, &t));
+    check_info(&t, "reg", REG, KILN_DTYPE_FLOAT32);
+    CHECK_OK(ctx, kiln_model_summary(m, text, sizeof text, NULL));
+    CHECK(strstr(text, "\nLoss: mean_squared_error\nOptimizer: adam, learning rate 0.001\n"));
+    kiln_model_destroy(m);
+
+    /* Inputs in the order they were added, ids among them. */
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t three[] = {3}, two[] = {2};
+    const kiln_node ids = kiln_input_ints(m, 1, three, "ids");
+    const kiln_node floats = kiln_input(m, 1, two, "floats");
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 10,
+                                      .output_dim = 4};
+    const kiln_node flat = kiln_flatten(m, kiln_embedding(m, ids, &e), NULL);
+    const kiln_node both[] = {flat, floats};
+    const kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 1};
+    kiln_dense(m, kiln_concatenate(m, both, 2, -1, NULL), &out);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK_OK(ctx, kiln_model_input_count(m, &count));
+    CHECK(count == 2);
+    CHECK_OK(ctx, kiln_model_input_info(m, 0, &t));
+    check_info(&t, "ids", 3, KILN_DTYPE_INT32);
+    CHECK_OK(ctx, kiln_model_input_info(m, 1, &t));
+    check_info(&t, "floats", 2, KILN_DTYPE_FLOAT32);
+    kiln_model_destroy(m);
+}
+
 /* ---- bad models, options and datasets ------------------------------------- */
 
 static void test_errors(kiln_context *ctx, const data *d)
@@ -885,6 +986,7 @@ int main(void)
     test_model_file(ctx, &d);
     test_checkpoints(ctx, &d);
     test_names(ctx, &d);
+    test_inputs_outputs(ctx);
     test_errors(ctx, &d);
     kiln_context_destroy(ctx);
     return test_finish("test_multi_output");

@@ -2,7 +2,8 @@
  * and versions 1 to 3, read back exactly (test/write_npy.py writes them
  * beside their values as float64); the files kiln refuses, as NumPy writes
  * them; and malformed files written here byte by byte, each refused with
- * the right status and a message naming the file. No device is needed. */
+ * the right status and a message naming the file; a features file read
+ * without labels. No device is needed. */
 #include "harness.h"
 #include "runtime/context/context.h"
 #include "runtime/data/dataset.h"
@@ -562,8 +563,6 @@ static void test_arguments(kiln_context *ctx)
                 kiln_dataset_from_npy(ctx, f, l, NULL, NULL));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "features_path is NULL",
                 from_npy(ctx, NULL, l, NULL, &ds));
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "labels_path is NULL",
-                from_npy(ctx, f, NULL, NULL, &ds));
     kiln_npy_options o = {.struct_size = sizeof o, .limit = -1};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "limit is -1", from_npy(ctx, f, l, &o, &ds));
     o = (kiln_npy_options){.struct_size = sizeof o, .scale = NAN};
@@ -581,6 +580,53 @@ static void test_arguments(kiln_context *ctx)
     CHECK_OK(ctx, from_npy(ctx, f, l, &o, &ds));
     CHECK(ds && ds->count == 2);
     kiln_dataset_destroy(ds);
+}
+
+/* No labels file: a dataset of features alone, read (as floats or ids)
+ * with label NULL, its subsets too; asking for a label is refused. */
+static void test_no_labels(kiln_context *ctx)
+{
+    const float values[6] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+    write_npy("no_labels.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+              values, sizeof values);
+    kiln_dataset *ds = NULL, *sub = NULL;
+    const kiln_npy_options half = {.struct_size = sizeof half, .scale = 0.5f};
+    CHECK_OK(ctx, from_npy(ctx, path("no_labels.npy"), NULL, &half, &ds));
+    int64_t count = 0;
+    int32_t rank = 0, dims[KILN_MAX_RANK] = {0}, label = 0;
+    kiln_dtype dtype = KILN_DTYPE_INT8;
+    float x[3] = {0};
+    CHECK_OK(ctx, kiln_dataset_count(ds, &count));
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, &dtype));
+    CHECK(count == 2 && rank == 1 && dims[0] == 3 && dtype == KILN_DTYPE_FLOAT32);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, x, NULL));
+    CHECK(x[0] == 2.0f && x[1] == 2.5f && x[2] == 3.0f);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the dataset has no labels",
+                kiln_dataset_read(ds, 0, x, &label));
+    CHECK_OK(ctx, kiln_dataset_subset(ds, 1, 1, &sub));
+    CHECK_OK(ctx, kiln_dataset_read(sub, 0, x, NULL));
+    CHECK(x[0] == 2.0f);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "has no labels",
+                kiln_dataset_read(sub, 0, NULL, &label));
+    kiln_dataset_destroy(sub);
+    kiln_dataset_destroy(ds);
+
+    const int32_t ids[4] = {7, 0, 3, 9};
+    write_npy("no_labels_ids.npy", 1, "{'descr': '<i4', 'fortran_order': False, "
+              "'shape': (2, 2), }", ids, sizeof ids);
+    const kiln_npy_options as_ids = {.struct_size = sizeof as_ids, .ids = 1};
+    CHECK_OK(ctx, from_npy(ctx, path("no_labels_ids.npy"), NULL, &as_ids, &ds));
+    int32_t got[2] = {0};
+    CHECK_OK(ctx, kiln_dataset_read_ints(ds, 1, got, NULL));
+    CHECK(got[0] == 3 && got[1] == 9);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the dataset has no "
+                "labels", kiln_dataset_read_ints(ds, 0, got, &label));
+    kiln_dataset_destroy(ds);
+    /* The features file's own checks still apply. */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "ids is set but",
+                from_npy(ctx, path("no_labels.npy"), NULL, &as_ids, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, "missing.npy", from_npy(ctx, path("missing.npy"), NULL, NULL,
+                                                            &ds));
 }
 
 static int have_numpy(void)
@@ -603,6 +649,7 @@ int main(void)
     test_unusual_headers(&ctx);
     test_cut_short(&ctx);
     test_arguments(&ctx);
+    test_no_labels(&ctx);
     const char *root = getenv("KILN_SOURCE_ROOT");
     int skipped = 0;
     if (!root || !have_numpy()) {

@@ -55,6 +55,11 @@ struct kiln_dataset {
      * finite). */
     int32_t max_label;
     int labels_unchecked;
+    /* No labels (kiln_dataset_from_npy without a labels file), for reading
+     * and predicting: fit, evaluate and a zip's outputs refuse it, and a
+     * source read fills its one sparse label slot with 0 (zip reads a part
+     * with a label buffer even when it uses only the features). */
+    int unlabeled;
     /* Streamed features may hold NaN or Inf (float files, callbacks, a
      * map): checked as they are read, naming the sample. */
     int features_unchecked;

@@ -233,6 +233,10 @@ kiln_status kiln_dataset_read(const kiln_dataset *ds, int64_t index, float *feat
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the "
                           "dataset's features are int32 ids; read them with "
                           "kiln_dataset_read_ints");
+    if (ds->unlabeled && label)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the "
+                          "dataset has no labels (made without a labels file); label must be "
+                          "NULL");
     return read_one(ds, index, features, label);
 }
 
@@ -244,6 +248,10 @@ kiln_status kiln_dataset_read_ints(const kiln_dataset *ds, int64_t index, int32_
     if (id_parts(ds) < (ds->n_parts ? ds->n_parts : 1) && ids)
         return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
                           "dataset's features are floats; read them with kiln_dataset_read");
+    if (ds->unlabeled && label)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
+                          "dataset has no labels (made without a labels file); label must be "
+                          "NULL");
     return read_one(ds, index, ids, label);
 }
 

@@ -1,6 +1,7 @@
 /* A streamed dataset over two .npy files: features read with pread and
  * converted a sample at a time as batches are gathered, labels mapped and
- * checked once at creation (they are small).
+ * checked once at creation (they are small). Without a labels file, a
+ * dataset of features alone (for kiln_dataset_read and prediction).
  *
  * The features are mapped only to parse the header: read through a
  * mapping, every page touched would stay in the process's resident memory
@@ -87,7 +88,9 @@ static kiln_status npy_read(const kiln_dataset *ds, int64_t index,
         if (st != KILN_OK)
             return st;
     }
-    if (label && ds->label_kind == KILN_LABELS_SPARSE)
+    if (label && ds->unlabeled)
+        memset(label, 0, sizeof(int32_t));   /* its one sparse slot; never used */
+    else if (label && ds->label_kind == KILN_LABELS_SPARSE)
         read_ids(&s->labels, index, label);
     else if (label)
         kiln_npy_read_floats(&s->labels, index, 1, 1.0f, 0.0f, label);
@@ -260,13 +263,11 @@ static kiln_status reopen_for_reading(kiln_context *ctx, npy_source *s)
 }
 
 static kiln_status check_options(kiln_context *ctx, const char *features_path,
-                                 const char *labels_path, const kiln_npy_options *o)
+                                 const kiln_npy_options *o)
 {
     const char *fn = "kiln_dataset_from_npy";
     if (!features_path)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features_path is NULL", fn);
-    if (!labels_path)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: labels_path is NULL", fn);
     if (o->limit < 0)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: limit is %lld; it must be >= 0 (0: all samples)", fn,
@@ -298,7 +299,7 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
     if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_npy_options",
                           &why) != KILN_OK)
         return kiln_error(ctx, why.status, "kiln_dataset_from_npy: %s", why.message);
-    kiln_status st = check_options(ctx, features_path, labels_path, &o);
+    kiln_status st = check_options(ctx, features_path, &o);
     if (st != KILN_OK)
         return st;
     npy_source *s = kiln_calloc(ctx, 1, sizeof *s);
@@ -308,9 +309,10 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
     s->scale = o.scale != 0.0f ? o.scale : 1.0f;
     s->offset = o.offset;
     s->features_path = kiln_strdup(ctx, features_path);
-    s->labels_path = kiln_strdup(ctx, labels_path);
-    if (!s->features_path || !s->labels_path) {
-        st = kiln_error_oom(ctx, "a file name", strlen(features_path) + strlen(labels_path));
+    s->labels_path = labels_path ? kiln_strdup(ctx, labels_path) : NULL;
+    if (!s->features_path || (labels_path && !s->labels_path)) {
+        st = kiln_error_oom(ctx, "a file name",
+                            strlen(features_path) + (labels_path ? strlen(labels_path) : 0));
         goto fail;
     }
     kiln_shape shape = {0};
@@ -319,9 +321,9 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
         st = features_shape(ctx, &s->features, &shape);
     kiln_label_kind kind = KILN_LABELS_SPARSE;
     int32_t label_size = 1, max_label = -1;
-    if (st == KILN_OK)
+    if (st == KILN_OK && labels_path)
         st = kiln_npy_map(ctx, s->labels_path, &s->labels);
-    if (st == KILN_OK)
+    if (st == KILN_OK && labels_path)
         st = label_kind(ctx, &s->labels, &kind, &label_size);
     if (st != KILN_OK)
         goto fail;
@@ -334,14 +336,15 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
         goto fail;
     }
     const int64_t rows = s->features.rows;
-    if (s->labels.rows != rows) {
+    if (labels_path && s->labels.rows != rows) {
         st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s has %lld samples but %s has %lld labels",
                         s->features_path, (long long)rows, s->labels_path,
                         (long long)s->labels.rows);
         goto fail;
     }
     const int64_t count = o.limit > 0 && o.limit < rows ? o.limit : rows;
-    st = scan_labels(ctx, &s->labels, kind, count, &max_label);
+    if (labels_path)
+        st = scan_labels(ctx, &s->labels, kind, count, &max_label);
     if (st == KILN_OK)
         st = reopen_for_reading(ctx, s);
     kiln_dataset *ds = NULL;
@@ -353,6 +356,7 @@ kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
     ds->source = s;
     ds->dtype = s->features.dtype;
     ds->max_label = max_label;
+    ds->unlabeled = !labels_path;
     /* Float files may hold NaN or Inf; integers stay finite unless the
      * scale and offset could carry one past FLT_MAX (half of it: margin
      * for float rounding). */

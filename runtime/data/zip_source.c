@@ -155,6 +155,9 @@ static kiln_status check_part(kiln_context *ctx, const kiln_dataset *d, const ch
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s holds %d label arrays per "
                           "sample; give each output its own dataset", fn, name,
                           (int)d->n_label_parts);
+    if (!input && d->unlabeled)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s has no labels (a .npy "
+                          "dataset made without a labels file)", fn, name);
     return KILN_OK;
 }
 

@@ -1,7 +1,9 @@
-/* kiln_model_summary: the Keras-style table of a model's layers. */
+/* kiln_model_summary: the Keras-style table of a model's layers, and a
+ * compiled model's loss and optimizer. */
 #include "runtime/context/context.h"
-#include "runtime/model/model.h"
 #include "runtime/context/text.h"
+#include "runtime/model/loss.h"
+#include "runtime/model/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,28 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
         if (!trainable_only || (!node->params[p].non_trainable && !node->frozen))
             n += kiln_shape_size(&node->params[p].shape);
     return n;
+}
+
+/* What compile chose, in the words `kiln summary` printed before the
+ * summary carried it (scripts read these lines). */
+static void compile_settings(const kiln_model *m, kiln_text *t)
+{
+    for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
+        kiln_text_printf(t, "Loss of output '%s': %s x %g%s\n", m->nodes[m->outputs[k]].name,
+                         kiln_loss_name(m->heads[k].loss), (double)m->head_weight[k],
+                         m->heads[k].accuracy ? " (with accuracy)" : "");
+    if (!kiln_model_outputs_apart(m))
+        kiln_text_printf(t, "Loss: %s%s\n", kiln_loss_name(m->heads[0].loss),
+                         m->heads[0].accuracy ? " (with accuracy)" : "");
+    const kiln_optimizer_options *o = &m->optimizer;
+    kiln_text_printf(t, "Optimizer: %s, learning rate %g",
+                     o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd", (double)o->learning_rate);
+    if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)
+        kiln_text_printf(t, ", momentum %g%s", (double)o->momentum,
+                         o->nesterov ? " (Nesterov)" : "");
+    if (m->accumulation_steps > 1)
+        kiln_text_printf(t, ", gradients accumulated over %d steps", (int)m->accumulation_steps);
+    kiln_text_printf(t, "\n");
 }
 
 static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t *length)
@@ -44,15 +68,18 @@ static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t 
         const int64_t params = node_params(node, 0);
         total += params;
         trainable += node_params(node, 1);
-        kiln_text_printf(&t, "%-50s %-20s %11s", label, shape, kiln_grouped(params, count, sizeof count));
+        kiln_text_printf(&t, "%-50s %-20s %11s", label, shape,
+                         kiln_grouped(params, count, sizeof count));
         for (int k = 0; k < node->n_inputs; k++)
             kiln_text_printf(&t, "%s%s", k ? ", " : "  ", m->nodes[node->inputs[k]].name);
         kiln_text_printf(&t, "\n");
     }
     char a[32], b[32], c[32];
-    kiln_text_printf(&t, "%s\nTotal params: %s\nTrainable params: %s\nNon-trainable params: %s\n", rule,
-        kiln_grouped(total, a, sizeof a), kiln_grouped(trainable, b, sizeof b),
-        kiln_grouped(total - trainable, c, sizeof c));
+    kiln_text_printf(&t, "%s\nTotal params: %s\nTrainable params: %s\nNon-trainable params: %s\n",
+                     rule, kiln_grouped(total, a, sizeof a), kiln_grouped(trainable, b, sizeof b),
+                     kiln_grouped(total - trainable, c, sizeof c));
+    if (m->compiled)
+        compile_settings(m, &t);
     if (length)
         *length = t.length;
     return KILN_OK;

@@ -136,6 +136,10 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
                                  const char *what)
 {
     char a[64];
+    if (ds->unlabeled)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s has no labels (a .npy "
+                          "dataset made without a labels file); it is for reading and "
+                          "kiln_model_predict", call, what);
     const kiln_status st = check_inputs(m, ds, call, what);
     if (st != KILN_OK)
         return st;
