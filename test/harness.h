@@ -81,30 +81,79 @@ static inline int test_finish(const char *name)
     return test_failures ? 1 : 0;
 }
 
-/* Largest |a[i] - b[i]| / max(1, |b[i]|) over n floats, the measure every
- * comparison of two trainings uses; where it is goes to *at when not NULL. */
-static inline double test_max_relative_difference(const float *a, const float *b, int64_t n,
-                                                  int64_t *at)
+/* How test_difference scales |got[i] - want[i]|. */
+typedef enum test_scale {
+    /* by max(1, |want[i]|): the measure of every comparison of two trainings */
+    TEST_PER_VALUE,
+    /* by the largest finite |want| (at least 1e-6): float32 kernels against
+     * float64 references, where most values are far below the largest */
+    TEST_OF_ARRAY,
+} test_scale;
+
+/* The one comparison of the tests: the largest scaled difference of got
+ * from want over n values, float (elem == sizeof(float)) or double (elem ==
+ * sizeof(double)); where it is goes to *at when not NULL. A NaN or an
+ * infinity that the other array does not hold at the same place scores
+ * +infinity, so it fails every tolerance (a NaN never equals anything,
+ * NaN included); equal infinities score 0. A missing array scores
+ * +infinity too. */
+static inline double test_difference(const void *got, const void *want, size_t elem, int64_t n,
+                                     test_scale scale, int64_t *at)
 {
-    double worst = 0;
+    const float *gf = got, *wf = want;
+    const double *gd = got, *wd = want;
+    const int f32 = elem == sizeof(float);
+    double worst = 0, largest = 1e-6;
+    if (at)
+        *at = 0;
+    if (!got || !want || (elem != sizeof(float) && elem != sizeof(double)))
+        return INFINITY;
+    for (int64_t i = 0; scale == TEST_OF_ARRAY && i < n; i++) {
+        const double w = f32 ? wf[i] : wd[i];
+        if (isfinite(w) && fabs(w) > largest)
+            largest = fabs(w);
+    }
     for (int64_t i = 0; i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        if (e > worst && at)
-            *at = i;
-        worst = e > worst ? e : worst;
+        const double g = f32 ? gf[i] : gd[i], w = f32 ? wf[i] : wd[i];
+        double e = 0;
+        if (g == w)
+            e = 0;
+        else if (!isfinite(g) || !isfinite(w))
+            e = INFINITY;
+        else
+            e = fabs(g - w) / (scale == TEST_PER_VALUE ? fmax(1.0, fabs(w)) : largest);
+        if (e > worst) {
+            worst = e;
+            if (at)
+                *at = i;
+        }
     }
     return worst;
 }
 
-/* Prints `what` (padded to `width`) and the difference of a and b; a
- * missing array or a difference above tol (or NaN) is a failure. */
-static inline double test_compare(const char *what, int width, const float *a, const float *b,
-                                  int64_t n, double tol)
+/* The largest difference test_close has seen since a test last set it to 0. */
+static double test_worst;
+
+/* test_difference(got, want, ...) must be at most tol, else a failure is
+ * counted and printed with where it is. With width > 0 `what` (padded to
+ * width) and the difference are printed on success too. Returns the
+ * difference. */
+static inline double test_close(const char *what, int width, const void *got, const void *want,
+                                size_t elem, int64_t n, test_scale scale, double tol)
 {
-    const double worst = a && b ? test_max_relative_difference(a, b, n, NULL) : 0;
-    printf("%-*s max relative difference %.2e\n", width, what, worst);
-    if (!a || !b || !(worst <= tol)) {
-        fprintf(stderr, "%s: %.3g exceeds %.1g\n", what, worst, tol);
+    int64_t at = 0;
+    const double worst = test_difference(got, want, elem, n, scale, &at);
+    test_worst = worst > test_worst ? worst : test_worst;
+    if (width > 0)
+        printf("%-*s max relative difference %.2e\n", width, what, worst);
+    if (!(worst <= tol)) {
+        double g = NAN, w = NAN;
+        if (got && want && n > 0) {
+            g = elem == sizeof(float) ? ((const float *)got)[at] : ((const double *)got)[at];
+            w = elem == sizeof(float) ? ((const float *)want)[at] : ((const double *)want)[at];
+        }
+        fprintf(stderr, "%s: difference %.3g exceeds %.1g at %lld (got %.7g, want %.7g)\n",
+                what, worst, tol, (long long)at, g, w);
         test_failures++;
     }
     return worst;

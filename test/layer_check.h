@@ -152,32 +152,4 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     return 1;
 }
 
-/* The largest error check_close has seen since a test last set it to 0. */
-static double check_worst;
-
-/* float32 against float64: error relative to the array's largest value. */
-static inline int check_close(const char *what, const double *got, const double *want, int64_t n,
-                       double tol)
-{
-    double scale = 1e-6, worst = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-    for (int64_t i = 0; i < n; i++) {
-        const double e = fabs(got[i] - want[i]) / scale;
-        if (e > worst || e != e) {
-            worst = e;
-            at = i;
-        }
-    }
-    check_worst = worst > check_worst || worst != worst ? worst : check_worst;
-    if (!(worst <= tol)) {
-        fprintf(stderr, "%s: relative error %.3g at %lld (got %.7g, want %.7g)\n", what, worst,
-                (long long)at, got[at], want[at]);
-        test_failures++;
-        return 0;
-    }
-    return 1;
-}
-
 #endif

@@ -82,23 +82,25 @@ static void test_case(kiln_context *ctx, const char *what, int batch, const mha_
     ref_mha_forward(&g, run.x, xv, &w, keep, y);
     char name[160];
     snprintf(name, sizeof name, "%s: output", what);
-    check_close(name, run.y, y, batch * run.out_size, 2e-6);
+    test_close(name, 0, run.y, y, sizeof(double), batch * run.out_size, TEST_OF_ARRAY, 2e-6);
     if (check_training) {
         ref_mha_backward(&g, run.x, xv, &w, keep, run.dy, dxq, dxv, dkernel, dbias);
         for (int64_t i = 0; i < batch * run.in_size; i++)
             dxq[i] += dxv[i];   /* query and value are one input */
         snprintf(name, sizeof name, "%s: input gradient", what);
-        check_close(name, run.dx, dxq, batch * run.in_size, 1e-5);
+        test_close(name, 0, run.dx, dxq, sizeof(double), batch * run.in_size, TEST_OF_ARRAY, 1e-5);
         static const char *const proj[4] = {"query", "key", "value", "attention_output"};
         for (int p = 0; p < 4; p++) {
             const int k = c->no_bias ? p : 2 * p;
             snprintf(name, sizeof name, "%s: %s/kernel gradient", what, proj[p]);
-            check_close(name, run.dparams[k], dkernel[p], run.param_size[k], 1e-5);
+            test_close(name, 0, run.dparams[k], dkernel[p], sizeof(double), run.param_size[k],
+                       TEST_OF_ARRAY, 1e-5);
             if (c->no_bias)
                 continue;
             snprintf(name, sizeof name, "%s: %s/bias gradient", what, proj[p]);
             if (p != 1) {
-                check_close(name, run.dparams[k + 1], dbias[p], run.param_size[k + 1], 1e-5);
+                test_close(name, 0, run.dparams[k + 1], dbias[p], sizeof(double),
+                           run.param_size[k + 1], TEST_OF_ARRAY, 1e-5);
                 continue;
             }
             /* The key's bias adds one number to a row of scores, which the

@@ -84,7 +84,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 static void compare(const char *what, const float *a, const float *b, const float *start,
                     int64_t n)
 {
-    const double worst = a && b ? test_max_relative_difference(a, b, n, NULL) : 0;
+    const double worst = test_difference(a, b, sizeof(float), n, TEST_PER_VALUE, NULL);
     double moved = 0;
     for (int64_t i = 0; b && i < n; i++)
         moved = fmax(moved, fabs((double)b[i] - start[i]));

@@ -234,7 +234,7 @@ static void same_training(kiln_context *ctx, const char *what, int outputs,
     float *wa = weights_of(ctx, a, &n), *wb = weights_of(ctx, b, &n);
     char line[96];
     snprintf(line, sizeof line, "%s: weights after 3 epochs", what);
-    test_compare(line, 60, wb, wa, n, 0);
+    test_close(line, 60, wb, wa, sizeof(float), n, TEST_PER_VALUE, 0);
     kiln_metrics ea = {.struct_size = sizeof ea}, eb = {.struct_size = sizeof eb};
     CHECK_OK(ctx, kiln_model_evaluate(a, reference, 16, &ea));
     CHECK_OK(ctx, kiln_model_evaluate(b, zipped, 16, &eb));

@@ -107,7 +107,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 
 static void compare(const char *what, const float *a, const float *b, int64_t n, double tol)
 {
-    test_compare(what, 60, a, b, n, tol);
+    test_close(what, 60, a, b, sizeof(float), n, TEST_PER_VALUE, tol);
 }
 
 static void test_strategies(kiln_context *ctx, int devices)

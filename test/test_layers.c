@@ -55,13 +55,14 @@ static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int bat
     char what[128];
     snprintf(what, sizeof what, "dense(%d, %s%s) rank %d batch %d", c->units, act_name(c->act),
              c->no_bias ? ", no bias" : "", rank, batch);
-    check_worst = 0;
-    check_close(what, r.y, y, ny, TOL);
-    check_close(what, r.dparams[0], dw, (int64_t)in * c->units, TOL);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dparams[0], dw, sizeof(double), (int64_t)in * c->units, TEST_OF_ARRAY,
+               TOL);
     if (!c->no_bias)
-        check_close(what, r.dparams[1], db, c->units, TOL);
-    check_close(what, r.dx, dx, batch * r.in_size, TOL);
-    printf("%s: largest error %.2g\n", what, check_worst);
+        test_close(what, 0, r.dparams[1], db, sizeof(double), c->units, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
     free(z), free(y), free(dz), free(dw), free(db), free(dx);
     layer_run_free(&r);
 }
@@ -127,7 +128,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
     const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
-    check_worst = 0;
+    test_worst = 0;
     if (c->pool == POOL_MAX) {
         ref_max_pool_forward(&g, r.x, y);
         ref_max_pool_backward(&g, r.x, r.dy, dx);
@@ -138,13 +139,13 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
         ref_conv2d_forward(&g, r.x, r.params[0], c->no_bias ? NULL : r.params[1], z);
         apply_act(c->act, z, r.dy, (int)(ny / g.f), g.f, y, dz);
         ref_conv2d_backward(&g, r.x, r.params[0], dz, dw, c->no_bias ? NULL : db, dx);
-        check_close(what, r.dparams[0], dw, nw, TOL);
+        test_close(what, 0, r.dparams[0], dw, sizeof(double), nw, TEST_OF_ARRAY, TOL);
         if (!c->no_bias)
-            check_close(what, r.dparams[1], db, g.f, TOL);
+            test_close(what, 0, r.dparams[1], db, sizeof(double), g.f, TEST_OF_ARRAY, TOL);
     }
-    check_close(what, r.y, y, ny, TOL);
-    check_close(what, r.dx, dx, nx, TOL);
-    printf("%s: largest error %.2g\n", what, check_worst);
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), nx, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
     free(z), free(y), free(dz), free(dx), free(dw), free(db);
     layer_run_free(&r);
 }
@@ -191,10 +192,10 @@ static void test_elementwise_on(kiln_context *ctx, const char *name, build_fn bu
     } else {
         apply_act(act, r.x, r.dy, (int)(n / cols), cols, y, dx);
     }
-    check_worst = 0;
-    check_close(name, r.y, y, n, TOL);
-    check_close(name, r.dx, dx, n, TOL);
-    printf("%s: largest error %.2g\n", name, check_worst);
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", name, test_worst);
     free(y), free(dx);
     layer_run_free(&r);
 }
@@ -242,17 +243,18 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
     const double momentum = c->momentum ? c->momentum : 0.99, eps = c->epsilon ? c->epsilon : 1e-3;
     ref_batch_norm_forward(rows, ch, r.x, r.params[0], r.params[1], r.params[2], r.params[3], eps,
                            momentum, training, y, mean, var);
-    check_close(what, r.y, y, n, TOL);
+    test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
     if (training) {
         ref_batch_norm_backward(rows, ch, r.x, r.params[0], eps, r.dy, dx, dg, db);
-        check_close(what, r.dx, dx, n, TOL);
-        check_close(what, r.dparams[0], dg, ch, TOL);
-        check_close(what, r.dparams[1], db, ch, TOL);
-        check_close(what, r.params_after[2], mean, ch, TOL);
-        check_close(what, r.params_after[3], var, ch, TOL);
+        test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.dparams[0], dg, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.dparams[1], db, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.params_after[2], mean, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.params_after[3], var, sizeof(double), ch, TEST_OF_ARRAY, TOL);
     } else {
-        check_close(what, r.params_after[2], r.params[2], ch, 0);  /* untouched */
-        check_close(what, r.params_after[3], r.params[3], ch, 0);
+        test_close(what, 0, r.params_after[2], r.params[2], sizeof(double), ch, TEST_OF_ARRAY,
+                   0);  /* untouched */
+        test_close(what, 0, r.params_after[3], r.params[3], sizeof(double), ch, TEST_OF_ARRAY, 0);
     }
     free(y), free(dx), free(mean), free(var), free(dg), free(db);
     layer_run_free(&r);
@@ -334,17 +336,18 @@ static void test_ln(kiln_context *ctx, int rank, const int32_t *dims, int batch,
         const double eps = c->epsilon ? c->epsilon : 1e-3;
         CHECK(r.n_params == !c->no_scale + !c->no_center);
         ref_layer_norm_forward(rows, ch, r.x, gamma, beta, eps, y);
-        check_worst = 0;
-        check_close(what, r.y, y, n, TOL);
+        test_worst = 0;
+        test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
         if (training) {
             ref_layer_norm_backward(rows, ch, r.x, gamma, eps, r.dy, dx, dg, db);
-            check_close(what, r.dx, dx, n, TOL);
+            test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
             if (gamma)
-                check_close(what, r.dparams[0], dg, ch, TOL);
+                test_close(what, 0, r.dparams[0], dg, sizeof(double), ch, TEST_OF_ARRAY, TOL);
             if (beta)
-                check_close(what, r.dparams[c->no_scale ? 0 : 1], db, ch, TOL);
+                test_close(what, 0, r.dparams[c->no_scale ? 0 : 1], db, sizeof(double), ch,
+                           TEST_OF_ARRAY, TOL);
         }
-        printf("%s: largest error %.2g\n", what, check_worst);
+        printf("%s: largest error %.2g\n", what, test_worst);
         free(y), free(dx), free(dg), free(db);
         layer_run_free(&r);
     }
@@ -389,10 +392,10 @@ static void test_reshape(kiln_context *ctx, const int32_t *dims, int batch, cons
              dims[2], kiln_shape_str(&target, to, sizeof to), batch);
     CHECK(r.out_size == r.in_size);
     const int64_t n = batch * r.in_size;
-    check_worst = 0;
-    check_close(what, r.y, r.x, n, 0);
-    check_close(what, r.dx, r.dy, n, 0);
-    printf("%s: largest error %.2g\n", what, check_worst);
+    test_worst = 0;
+    test_close(what, 0, r.y, r.x, sizeof(double), n, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, r.dy, sizeof(double), n, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
     layer_run_free(&r);
 }
 
@@ -424,10 +427,10 @@ static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dim
                 y[yi] = t ? tv : v;
                 dx[xi] += t ? r.dy[yi] * (1 - tv * tv) : r.dy[yi];
             }
-    check_worst = 0;
-    check_close(what, r.y, y, ny, TOL);
-    check_close(what, r.dx, dx, n, TOL);
-    printf("%s: largest error %.2g\n", what, check_worst);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
     free(y), free(dx);
     layer_run_free(&r);
 }
@@ -458,10 +461,10 @@ static void test_dot(kiln_context *ctx, int32_t d, int batch, int same)
             y[b] += x * t;
             dx[b * d + k] = r.dy[b] * (t + x * dt);
         }
-    check_worst = 0;
-    check_close(what, r.y, y, batch, TOL);
-    check_close(what, r.dx, dx, batch * d, TOL);
-    printf("%s: largest error %.2g\n", what, check_worst);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * d, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
     free(y), free(dx);
     layer_run_free(&r);
 }
@@ -536,10 +539,11 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
     char what[96];
     snprintf(what, sizeof what, "embedding forward, %d x %d ids, %d x %d table", batch, per,
              vocab, width);
-    check_close(what, got_y, want_y, (int64_t)n * width, 0.0);   /* a copy: exact */
+    test_close(what, 0, got_y, want_y, sizeof(double), (int64_t)n * width, TEST_OF_ARRAY,
+               0.0);  /* a copy: exact */
     snprintf(what, sizeof what, "embedding backward, %d x %d ids, %d x %d table", batch, per,
              vocab, width);
-    check_close(what, got_dt, want_dt, table, 1e-6);
+    test_close(what, 0, got_dt, want_dt, sizeof(double), table, TEST_OF_ARRAY, 1e-6);
     float *in_order = calloc((size_t)table, sizeof(float));
     for (int i = 0; i < n; i++)
         for (int c = 0; c < width; c++)
@@ -583,11 +587,12 @@ static void check_position(kiln_context *ctx, int length, int width, int max_len
     char what[96];
     snprintf(what, sizeof what, "position_embedding forward, %d x (%d, %d), max_length %d",
              batch, length, width, max_length);
-    check_close(what, r.y, y, ny, 1e-6);
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, 1e-6);
     snprintf(what, sizeof what, "position_embedding backward, %d x (%d, %d), max_length %d",
              batch, length, width, max_length);
-    check_close(what, r.dparams[0], dt, nt, 1e-6);
-    check_close("position_embedding input gradient", r.dx, r.dy, ny, 0.0);
+    test_close(what, 0, r.dparams[0], dt, sizeof(double), nt, TEST_OF_ARRAY, 1e-6);
+    test_close("position_embedding input gradient", 0, r.dx, r.dy, sizeof(double), ny,
+               TEST_OF_ARRAY, 0.0);
     printf("%s: checked\n", what);
     free(y);
     free(dt);

@@ -54,16 +54,7 @@ static float *weights_of(kiln_context *ctx, kiln_model *m, int64_t *n)
 
 static void compare(const char *what, const float *a, const float *b, int64_t n, double tol)
 {
-    double worst = 0;
-    for (int64_t i = 0; a && b && i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        worst = e > worst ? e : worst;
-    }
-    printf("%-60s max relative difference %.2e\n", what, worst);
-    if (!a || !b || !(worst <= tol)) {
-        fprintf(stderr, "%s: %.3g exceeds %.1g\n", what, worst, tol);
-        test_failures++;
-    }
+    test_close(what, 60, a, b, sizeof(float), n, TEST_PER_VALUE, tol);
 }
 
 /* ---- a float64 reference of the forward pass ---------------------------- */

@@ -102,18 +102,13 @@ static void reference_step(const data *d, const double *weight, params *p, doubl
 
 static double params_difference(const params *a, const params *b)
 {
-    const double *x = (const double *)a, *y = (const double *)b;
-    double worst = 0;
-    for (size_t k = 0; k < sizeof *a / sizeof(double); k++) {
-        const double e = fabs(x[k] - y[k]) / fmax(1.0, fabs(y[k]));
-        worst = e > worst ? e : worst;
-    }
-    return worst;
+    return test_difference(a, b, sizeof(double), (int64_t)(sizeof *a / sizeof(double)),
+                           TEST_PER_VALUE, NULL);
 }
 
 static void check_close(const char *what, double got, double want, double tol)
 {
-    const double e = fabs(got - want) / fmax(1.0, fabs(want));
+    const double e = test_difference(&got, &want, sizeof(double), 1, TEST_PER_VALUE, NULL);
     printf("%-58s %.7f against %.7f (%.1e)\n", what, got, want, e);
     if (!(e <= tol)) {
         fprintf(stderr, "%s: %.9g, the reference %.9g\n", what, got, want);
@@ -240,8 +235,8 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     float packed_reg[N * REG];
     for (int i = 0; i < N; i++)
         memcpy(&packed_reg[i * REG], &out[i * (CLS + REG) + CLS], REG * sizeof(float));
-    test_compare("predict: the reg output's place in a sample, against float64", 58,
-                 packed_reg, reg_out, N * REG, 1e-5);
+    test_close("predict: the reg output's place in a sample, against float64", 58, packed_reg,
+               reg_out, sizeof(float), N * REG, TEST_PER_VALUE, 1e-5);
     kiln_model_destroy(m);
     if (devices < 2) {
         printf("SKIP mirrored and central storage: one device (run with POCL_DEVICES=\"basic "
@@ -257,7 +252,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             weights_of(ctx, m, other, n);
             char what[96];
             snprintf(what, sizeof what, "%s against one device: weights", names[s]);
-            test_compare(what, 58, other, base, n, 1e-5);
+            test_close(what, 58, other, base, sizeof(float), n, TEST_PER_VALUE, 1e-5);
             kiln_epoch_record g = {.struct_size = sizeof g};
             CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &g));
             snprintf(what, sizeof what, "%s: last epoch's reg_loss", names[s]);
@@ -267,7 +262,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             float got[N * (CLS + REG)];
             CHECK_OK(ctx, kiln_model_predict(m, d->x, N, got, 5));
             snprintf(what, sizeof what, "%s against one device: predict", names[s]);
-            test_compare(what, 58, got, out, N * (CLS + REG), 1e-5);
+            test_close(what, 58, got, out, sizeof(float), N * (CLS + REG), TEST_PER_VALUE, 1e-5);
             kiln_model_destroy(m);
         }
     }
@@ -331,8 +326,8 @@ static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
     float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
     CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
     CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
-    test_compare("pipeline (heads on stage 1) against one device: weights", 58, wb, wa, n,
-                 1e-5);
+    test_close("pipeline (heads on stage 1) against one device: weights", 58, wb, wa, sizeof(float),
+               n, TEST_PER_VALUE, 1e-5);
     kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};
     CHECK_OK(ctx, kiln_model_history_epoch(a, 2, &ra));
     CHECK_OK(ctx, kiln_model_history_epoch(b, 2, &rb));
@@ -345,7 +340,8 @@ static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
     float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
     CHECK_OK(ctx, kiln_model_predict(a, d->x, N, pa, 5));
     CHECK_OK(ctx, kiln_model_predict(b, d->x, N, pb, 5));
-    test_compare("pipeline against one device: predict", 58, pb, pa, N * (CLS + REG), 1e-5);
+    test_close("pipeline against one device: predict", 58, pb, pa, sizeof(float), N * (CLS + REG),
+               TEST_PER_VALUE, 1e-5);
     free(wa);
     free(wb);
     kiln_model_destroy(a);
@@ -380,8 +376,8 @@ static void test_parameter_server(kiln_context *ctx, const data *d, int32_t devi
     CHECK_OK(ctx, kiln_model_fit(b, ds, &fo));
     CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
     CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
-    test_compare("parameter_server, one worker, against one device: weights", 58, wb, wa, n,
-                 1e-5);
+    test_close("parameter_server, one worker, against one device: weights", 58, wb, wa,
+               sizeof(float), n, TEST_PER_VALUE, 1e-5);
     kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};
     CHECK_OK(ctx, kiln_model_history_epoch(a, 1, &ra));
     CHECK_OK(ctx, kiln_model_history_epoch(b, 1, &rb));
@@ -441,7 +437,8 @@ static void test_updates(kiln_context *ctx, const data *d)
     fit_once(ctx, b, eight, 4, 0);
     CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
     CHECK_OK(ctx, kiln_model_get_weights(b, wb, n));
-    test_compare("gradient accumulation 2 x 4 against one step of 8", 58, wb, wa, n, 1e-6);
+    test_close("gradient accumulation 2 x 4 against one step of 8", 58, wb, wa, sizeof(float), n,
+               TEST_PER_VALUE, 1e-6);
     kiln_model_destroy(a);
     kiln_model_destroy(b);
 
@@ -526,7 +523,8 @@ static void test_model_file(kiln_context *ctx, const data *d)
         float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
         CHECK_OK(ctx, kiln_model_predict(m, d->x, N, pa, 5));
         CHECK_OK(ctx, kiln_model_predict(l, d->x, N, pb, 5));
-        test_compare("model file: predict of the loaded model", 58, pb, pa, N * (CLS + REG), 0);
+        test_close("model file: predict of the loaded model", 58, pb, pa, sizeof(float),
+                   N * (CLS + REG), TEST_PER_VALUE, 0);
         fit_once(ctx, m, ds, N, 0);
         fit_once(ctx, l, ds, N, 0);
         int64_t n = 0;
@@ -534,7 +532,8 @@ static void test_model_file(kiln_context *ctx, const data *d)
         float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
         CHECK_OK(ctx, kiln_model_get_weights(m, wa, n));
         CHECK_OK(ctx, kiln_model_get_weights(l, wb, n));
-        test_compare("model file: a further SGD step of the loaded model", 58, wb, wa, n, 0);
+        test_close("model file: a further SGD step of the loaded model", 58, wb, wa, sizeof(float),
+                   n, TEST_PER_VALUE, 0);
         free(wa);
         free(wb);
     }
@@ -620,7 +619,8 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     float *wa = calloc((size_t)n, sizeof(float)), *wc = calloc((size_t)n, sizeof(float));
     CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
     CHECK_OK(ctx, kiln_model_get_weights(c, wc, n));
-    test_compare("checkpoint: stopped and resumed against never stopped", 58, wc, wa, n, 0);
+    test_close("checkpoint: stopped and resumed against never stopped", 58, wc, wa, sizeof(float),
+               n, TEST_PER_VALUE, 0);
     CHECK_OK(ctx, kiln_model_history_length(c, &length));
     CHECK(length == 2);
     for (int32_t e = 0; e < 2 && length == 2; e++) {

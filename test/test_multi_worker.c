@@ -124,7 +124,7 @@ static int64_t share_of_rank(int rank, int64_t count, int batch)
 
 static void compare(int rank, const char *what, const float *a, const float *b, int64_t n)
 {
-    const double worst = test_max_relative_difference(a, b, n, NULL);
+    const double worst = test_difference(a, b, sizeof(float), n, TEST_PER_VALUE, NULL);
     if (rank == 0)
         printf("%-56s max relative difference %.2e\n", what, worst);
     if (!(worst <= TOL)) {

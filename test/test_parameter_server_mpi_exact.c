@@ -135,7 +135,7 @@ static void one_worker(kiln_context *ctx, const kiln_dataset *ds)
         float a[FEATURES + 1], b[FEATURES + 1];
         CHECK_OK(ctx, kiln_model_get_weights(ps, a, FEATURES + 1));
         CHECK_OK(ctx, kiln_model_get_weights(one, b, FEATURES + 1));
-        const double d = test_max_relative_difference(a, b, FEATURES + 1, NULL);
+        const double d = test_difference(a, b, sizeof(float), FEATURES + 1, TEST_PER_VALUE, NULL);
         const double la = loss_of(ctx, ps, ds), lb = loss_of(ctx, one, ds);
         if (d > 1e-4)
             fprintf(stderr, "one worker: weights differ from one device's by %.3g; loss %.6f, "

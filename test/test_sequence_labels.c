@@ -330,7 +330,7 @@ static float *trained(kiln_context *ctx, const setup *s, kiln_dataset *ds, int64
 static void compare(const char *what, const float *a, const float *b, int64_t n, double la,
                     double lb)
 {
-    const double worst = test_max_relative_difference(a, b, n, NULL);
+    const double worst = test_difference(a, b, sizeof(float), n, TEST_PER_VALUE, NULL);
     printf("%-52s max relative difference %.2e, loss %.6f vs %.6f\n", what, worst, la, lb);
     CHECK(worst <= 1e-5 && fabs(la - lb) <= 1e-5 * fmax(1.0, fabs(lb)));
 }

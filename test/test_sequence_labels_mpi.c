@@ -70,7 +70,7 @@ int main(void)
     kiln_metrics e1, ew;
     float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, &n, &l1, &e1, &rank);
     float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, &n, &lw, &ew, &rank);
-    const double worst = one && mw ? test_max_relative_difference(mw, one, n, NULL) : 0;
+    const double worst = test_difference(mw, one, sizeof(float), n, TEST_PER_VALUE, NULL);
     printf("rank %d: multi_worker 2 x 1 vs one_device: max relative difference %.2e, loss "
            "%.6f vs %.6f, evaluate %.6f vs %.6f\n", (int)rank, worst, lw, l1, ew.loss, e1.loss);
     CHECK(one && mw && worst <= 1e-5);

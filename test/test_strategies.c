@@ -184,7 +184,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 static double compare(const char *what, const float *a, const float *b, int64_t n, double tol)
 {
     int64_t at = 0;
-    const double worst = a && b ? test_max_relative_difference(a, b, n, &at) : 0;
+    const double worst = test_difference(a, b, sizeof(float), n, TEST_PER_VALUE, &at);
     printf("%-58s max relative difference %.2e\n", what, worst);
     if (!a || !b || !(worst <= tol)) {
         fprintf(stderr, "%s: %.3g exceeds %.1g (weight %lld)\n", what, worst, tol, (long long)at);

@@ -124,7 +124,7 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
         fprintf(stderr, "%s: loss %.7g, want %.7g\n", c->name, got, want);
         test_failures++;
     }
-    check_close(c->name, gd, want_g, N * OUT, 1e-4);
+    test_close(c->name, 0, gd, want_g, sizeof(double), N * OUT, TEST_OF_ARRAY, 1e-4);
     (void)y;
     kiln_model_destroy(m);
 }
@@ -274,7 +274,7 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
     char what[160];
     snprintf(what, sizeof what, "softmax over %d classes (%s)", WIDE, c->name);
     ref_activation_forward(KILN_ACTIVATION_SOFTMAX, zd, N, WIDE, yd);
-    check_close(what, yk, yd, N * WIDE, 1e-5);
+    test_close(what, 0, yk, yd, sizeof(double), N * WIDE, TEST_OF_ARRAY, 1e-5);
     double want[5] = {0, 0, 0, 0, 0};
     wide_reference(c, zd, yk, yd, ids_int, td, want, want_g);
     const double got[5] = {sums[KILN_SUM_LOSS], sums[KILN_SUM_CORRECT], sums[KILN_SUM_TOP_K],
@@ -291,7 +291,8 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
     /* Row by row: a clipped row's gradient would hide the others' errors. */
     for (int i = 0; i < N; i++) {
         snprintf(what, sizeof what, "%s gradient over %d classes, row %d", c->name, WIDE, i);
-        check_close(what, gd + i * WIDE, want_g + i * WIDE, WIDE, 1e-4);
+        test_close(what, 0, gd + i * WIDE, want_g + i * WIDE, sizeof(double), WIDE, TEST_OF_ARRAY,
+                   1e-4);
     }
     kiln_model_destroy(m);
 }
@@ -402,7 +403,7 @@ static void test_optimizer(kiln_context *ctx, opt_case *c)
     for (int i = 0; i < n; i++)
         got[i] = pf[i];
     printf("optimizer %s\n", c->name);
-    check_close(c->name, got, pd, n, 1e-5);
+    test_close(c->name, 0, got, pd, sizeof(double), n, TEST_OF_ARRAY, 1e-5);
     kiln_buffer_destroy(p);
     kiln_buffer_destroy(g);
     kiln_buffer_destroy(slots[0]);
