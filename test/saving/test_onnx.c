@@ -177,8 +177,8 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
         spread = fmax(spread, fabs((double)want[i] - want[i % out_size]));
     CHECK(spread > 1e-3);
     CHECK(write_file(in_path, x, in_count));
-    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/onnx_run.js' "
-                      "%s'%s' '%s' '%s' %lld", ort_dir, root, ids_below ? "--int32 " : "",
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
+                      "'%s/test/saving/onnx_run.js' %s'%s' '%s' '%s' %lld", ort_dir, root, ids_below ? "--int32 " : "",
                       path, in_path, out_path, (long long)n);
     for (int d = 0; d < rank; d++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %d", (int)dims[d]);
@@ -227,8 +227,8 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);
-    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/onnx_run.js' "
-                      "--inputs '%s' '%s'", ort_dir, root, path, out_path);
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
+                      "'%s/test/saving/onnx_run.js' --inputs '%s' '%s'", ort_dir, root, path, out_path);
     for (int32_t k = 0; k < m->n_inputs; k++) {
         const kiln_id_range *r = &m->ids[k];
         const kiln_shape *shape = &m->nodes[m->inputs[k]].shape;

@@ -1,5 +1,5 @@
 /* Per-position labels with an ignore class under multi_worker, run by
- * test/mpi_run.sh as 2 MPI processes with one PoCL basic device each: each
+ * test/common/mpi_run.sh as 2 MPI processes with one PoCL basic device each: each
  * process holds only its share of every batch's labels, so the count of
  * positions not ignored is summed over the processes before the step. The
  * weights, the history's loss and evaluate equal one device's on the same

@@ -1,4 +1,4 @@
-/* The multi_worker strategy, run by test/mpi_run.sh as 2 MPI processes with
+/* The multi_worker strategy, run by test/common/mpi_run.sh as 2 MPI processes with
  * two PoCL basic devices each. Every rank checks, against training done
  * in-process without MPI on the same global batches: 2 processes x 1
  * device and 2 x 2 equal one device (and 1 process x 2 devices, mirrored);

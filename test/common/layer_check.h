@@ -1,6 +1,6 @@
 /* Runs one layer on a device through a real replica and hands back its
  * inputs, outputs and gradients as float64, for comparison with
- * test/reference.c. The model is Input -> Activation(linear) "pre" -> layer,
+ * test/common/reference.c. The model is Input -> Activation(linear) "pre" -> layer,
  * so the layer's input gradient lands in "pre"'s gradient buffer; with
  * check_inner, -> Activation(linear) "post" after it, so the layer is not the
  * model's output and applies its own activation where it can (fused). */

@@ -1,5 +1,5 @@
 /* The parameter server across processes gives exact numbers: run by
- * test/mpi_run.sh with STORES store ranks (argument, default 1) and one or
+ * test/common/mpi_run.sh with STORES store ranks (argument, default 1) and one or
  * more workers, on a tiny
  * Dense model (one output, mean squared error) over many short epochs, so
  * that each epoch's end (the drain, then the next epoch's first pushes) is

@@ -12,7 +12,7 @@ set -u
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
 prog=$1
 mode=$2
-out=$(timeout 120 sh "$(dirname "$0")/mpi_run.sh" --mca orte_abort_on_non_zero_status 0 \
+out=$(timeout 120 sh "$(dirname "$0")/../common/mpi_run.sh" --mca orte_abort_on_non_zero_status 0 \
       "$prog" "$mode" 2>&1)
 echo "$out"
 ranks="0 1"

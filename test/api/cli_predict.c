@@ -1,4 +1,4 @@
-/* For test/cli.sh: loads MODEL as the kiln tool does (in this process, not
+/* For test/api/cli.sh: loads MODEL as the kiln tool does (in this process, not
  * the tool's), predicts X.npy (scaled by SCALE) in batches of BATCH with
  * kiln_model_predict, and compares the result bit for bit with Y.npy,
  * which `kiln predict` wrote: float32 of shape (samples, output dims...).

@@ -1,4 +1,4 @@
-/* MultiHeadAttention against the float64 reference (test/reference_attention.c),
+/* MultiHeadAttention against the float64 reference (test/common/reference_attention.c),
  * forward and backward: self-attention with and without the causal mask,
  * cross-attention with other lengths and widths (the value is a Reshape of
  * the query's input, so one Input feeds both and their gradients add), more

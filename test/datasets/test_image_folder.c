@@ -1,5 +1,5 @@
 /* Image folders, with no device (the context is made by hand): PNG and
- * JPEG decoding against PIL (test/image_cases.py), the bilinear resize
+ * JPEG decoding against PIL (test/datasets/image_cases.py), the bilinear resize
  * against a float64 reference, Fashion-MNIST written as PNG files by
  * tools/fashion_png_folder.py against the IDX reader, class names, labels
  * and file order, broken folders and files, skip_bad_images, reads from
@@ -321,15 +321,15 @@ static int make_cases(void)
         printf("SKIP (part): no %s, so no comparison with PIL\n", PIL_PYTHON);
         return 0;
     }
-    const int rc = shell(at(PIL_PYTHON " '%s/test/image_cases.py' '%s/cases' > '%s/cases.log' "
-                            "2>&1", source_root, tmp, tmp));
+    const int rc = shell(at(PIL_PYTHON " '%s/test/datasets/image_cases.py' '%s/cases' "
+                            "> '%s/cases.log' 2>&1", source_root, tmp, tmp));
     if (rc == 77) {
         printf("SKIP (part): %s has no PIL (python3-pil), so no comparison with PIL\n",
                PIL_PYTHON);
         return 0;
     }
     if (rc != 0) {
-        fprintf(stderr, "test/image_cases.py failed (%d); see %s/cases.log\n", rc, tmp);
+        fprintf(stderr, "test/datasets/image_cases.py failed (%d); see %s/cases.log\n", rc, tmp);
         test_failures++;
         return 0;
     }

@@ -1,4 +1,4 @@
-/* A model of three Inputs under multi_worker, run by test/mpi_run.sh as 2
+/* A model of three Inputs under multi_worker, run by test/common/mpi_run.sh as 2
  * MPI processes with one PoCL basic device each: each process takes its
  * share of every batch, every input's values with it. The weights,
  * evaluate and predict equal one device's on the same global batches

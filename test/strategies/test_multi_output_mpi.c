@@ -1,5 +1,5 @@
 /* test_multi_output's model of two outputs under multi_worker, run by
- * test/mpi_run.sh as 2 MPI processes with one PoCL basic device each: each
+ * test/common/mpi_run.sh as 2 MPI processes with one PoCL basic device each: each
  * process takes its share of every batch, both outputs' labels with it.
  * The weights, evaluate (the total and each output's loss and accuracy),
  * the history's per-output values and predict's packed outputs equal one

@@ -23,7 +23,7 @@ fi
 # shared, found at run time through the rpath docs/embedding.md suggests (no
 # LD_LIBRARY_PATH)
 $cc -std=c99 -Wall -Wextra -Werror -pedantic $($pc --cflags kiln) \
-    "$src/test/consumer/consumer.c" -o "$work/consumer-shared" $($pc --libs kiln) \
+    "$src/test/api/consumer/consumer.c" -o "$work/consumer-shared" $($pc --libs kiln) \
     -Wl,-rpath,"$libdir"
 "$work/consumer-shared"
 if ldd "$work/consumer-shared" | grep -q "libkiln.so"; then :; else
@@ -31,7 +31,7 @@ if ldd "$work/consumer-shared" | grep -q "libkiln.so"; then :; else
 fi
 # static: libkiln.a, its dependencies from Libs.private
 $cc -std=c99 -Wall -Wextra -Werror -pedantic $($pc --cflags kiln) \
-    "$src/test/consumer/consumer.c" -o "$work/consumer-static" \
+    "$src/test/api/consumer/consumer.c" -o "$work/consumer-static" \
     "$libdir/libkiln.a" $($pc --static --libs-only-other --libs-only-L kiln) \
     $($pc --static --libs kiln | tr ' ' '\n' | grep -v '^-lkiln$' | tr '\n' ' ')
 if ldd "$work/consumer-static" | grep -q "libkiln.so"; then

@@ -1,5 +1,5 @@
 /* .npy datasets: NumPy's own files of every supported dtype, ranks 2 to 5
- * and versions 1 to 3, read back exactly (test/write_npy.py writes them
+ * and versions 1 to 3, read back exactly (test/datasets/write_npy.py writes them
  * beside their values as float64); the files kiln refuses, as NumPy writes
  * them; and malformed files written here byte by byte, each refused with
  * the right status and a message naming the file. No device is needed. */
@@ -611,7 +611,7 @@ int main(void)
         skipped = 1;
     } else {
         char cmd[512];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/test/write_npy.py %s", root, dir);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/test/datasets/write_npy.py %s", root, dir);
         CHECK(system(cmd) == 0);
         test_numpy_files(&ctx);
         test_options(&ctx);

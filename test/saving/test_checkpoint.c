@@ -124,8 +124,8 @@ static void test_round_trip(kiln_context *ctx, kiln_optimizer_kind opt)
     const char *root = getenv("KILN_SOURCE_ROOT");
     if (root && access("/usr/bin/python3", X_OK) == 0) {
         char cmd[1024], line[128] = "";
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/test/read_checkpoint.py %s dense/kernel "
-                 "head/bias", root, file("full.safetensors"));
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/test/saving/read_checkpoint.py %s "
+                 "dense/kernel head/bias", root, file("full.safetensors"));
         FILE *p = popen(cmd, "r");
         if (p && fgets(line, sizeof line, p)) {
             double want = 0;

@@ -4,7 +4,7 @@
  * epochs end; a stopped fit says so; a path that cannot be written fails
  * fit before training, a write failing later only warns; every allocation
  * failed in turn. `test_report PATH` also keeps the finished report
- * at PATH (test/report_render.sh looks at it in a browser). */
+ * at PATH (test/train/report_render.sh looks at it in a browser). */
 #include "harness.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"

@@ -1,5 +1,5 @@
 /* A process of a multi_worker job that stalls or dies: run by
- * test/mpi_faults.sh as 2 MPI processes with one device each.
+ * test/strategies/mpi_faults.sh as 2 MPI processes with one device each.
  *  stall: rank 1 stalls in the forward of a fault layer (fault_layer.h)
  *         before its convolution at step 2, until fit returns (at most
  *         4 s, past the watchdog);

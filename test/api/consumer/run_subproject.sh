@@ -1,12 +1,12 @@
 #!/bin/sh
-# Vendors the kiln tree as a subproject of test/consumer (in a temporary
+# Vendors the kiln tree as a subproject of test/api/consumer (in a temporary
 # folder), builds it with -Werror, and runs the consumer. Usage:
 # run_subproject.sh KILN_SOURCE_DIR
 set -eu
 src=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp "$src/test/consumer/meson.build" "$src/test/consumer/consumer.c" "$work/"
+cp "$src/test/api/consumer/meson.build" "$src/test/api/consumer/consumer.c" "$work/"
 mkdir "$work/subprojects"
 ln -s "$src" "$work/subprojects/kiln"
 meson setup "$work/build" "$work" > "$work/setup.log" 2>&1 || { cat "$work/setup.log"; exit 1; }

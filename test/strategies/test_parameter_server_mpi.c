@@ -1,4 +1,4 @@
-/* The parameter server across processes: run by test/mpi_run.sh with
+/* The parameter server across processes: run by test/common/mpi_run.sh with
  * STORES store ranks (argument, default 1; the parameters sharded over
  * them) and two workers with one device each. On a Fashion-MNIST subset
  * with max_staleness 1: every rank ends with the same model and the epoch's record counts every sample; the
