@@ -1,5 +1,5 @@
 /* The seed ResNet, built through kiln's functional API (examples/resnet.c
- * trains it; test/test_resnet.c checks its parameter count). */
+ * trains it; test/train/test_resnet.c checks its parameter count). */
 #ifndef KILN_EXAMPLES_RESNET_MODEL_H
 #define KILN_EXAMPLES_RESNET_MODEL_H
 

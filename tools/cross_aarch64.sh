@@ -26,6 +26,6 @@ bad=$($NM -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | grep -
 echo "$($NM -D --defined-only "$lib" | grep -c ' kiln_') exported symbols, all kiln_*"
 major=$(python3 tools/version.py include/kiln.h | cut -d. -f1)
 [ -e "$dir/libkiln.so.$major" ] || { echo "no libkiln.so.$major"; exit 1; }
-for t in test_dataset test_reducer; do
+for t in datasets/test_dataset comm/test_reducer; do
     QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -L / "$dir/test/$t" | tail -n 1
 done

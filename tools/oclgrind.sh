@@ -37,6 +37,14 @@ tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attent
     test_train_gpu_kernels test_attention_gpu_kernels"}
 dir=build/oclgrind
 mkdir -p "$dir"
+# The program meson runs for test $1: the tests' folders (test/layers/, ...)
+# hold them, and a _gpu_kernels test runs its test's own program.
+meson introspect build --tests > "$dir/tests.json"
+binary() {
+    python3 -c 'import json, sys
+tests = [t for t in json.load(open(sys.argv[1])) if t["name"] == sys.argv[2]]
+print(tests[0]["cmd"][0] if tests else "no-such-test-" + sys.argv[2])' "$dir/tests.json" "$1"
+}
 # Oclgrind's runtime is preloaded; with no ICD vendors a program it did not
 # reach finds no device and skips, which fails here. GEMM tuning off: a
 # search would time CLBlast's candidates on the simulator. Every work-group
@@ -63,7 +71,7 @@ for t in $tests; do
     [ "${t%_gpu_kernels}" = "$t" ] || variant=gpu
     KILN_KERNEL_VARIANT=$variant KILN_CACHE_DIR="$dir/cache-$t" \
         oclgrind --check-api --data-races --log "$dir/$t.log" \
-        "build/test/${t%_gpu_kernels}" > "$dir/$t.out" 2>&1 || status=$?
+        "$(binary "$t")" > "$dir/$t.out" 2>&1 || status=$?
     seconds=$(($(date +%s) - start))
     if [ "$status" -ne 0 ]; then
         echo "oclgrind: $t exited with $status (${seconds} s); the end of $dir/$t.out:" >&2

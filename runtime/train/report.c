@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 /* Page layout in CSS pixels. The charts sit at fixed places, so a test of
- * the rendered page knows where to look (test/report_render.py). */
+ * the rendered page knows where to look (test/train/report_render.py). */
 #define CHART_W 570
 #define CHART_H 320
 #define PLOT_X 70

@@ -20,7 +20,7 @@ while [ $r -lt "$rounds" ]; do
     echo "kiln 1 process x 1 device: $(POCL_DEVICES=basic $run 2>&1 | grep 'training time')"
     echo "kiln 1 process x 2 devices: $(POCL_DEVICES="basic basic" $run 2>&1 | grep 'training time')"
     echo "kiln 2 processes x 1 device: $(POCL_DEVICES=basic KILN_STRATEGY=multi_worker \
-        sh test/mpi_run.sh $run 2>&1 | grep 'training time')"
+        sh test/common/mpi_run.sh $run 2>&1 | grep 'training time')"
     /usr/bin/python3 test/bench/torch_ddp_seed_cnn.py --limit 20000 2>&1 | tail -1
     /usr/bin/python3 test/bench/torch_seed_cnn.py --batch 128 --steps 156 2>&1 | tail -1
     r=$((r + 1))

@@ -1,0 +1,178 @@
+/* Minimal test harness: CHECK records a failure and goes on; the test's exit
+ * code is 1 if any check failed, else 0; SKIP exits 77, which meson reports
+ * as a skipped test. */
+#ifndef KILN_TEST_HARNESS_H
+#define KILN_TEST_HARNESS_H
+
+#include "kiln.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            test_failures++;                                                \
+        }                                                                   \
+    } while (0)
+
+/* A call that must succeed; on failure prints the context's message. */
+#define CHECK_OK(ctx, call)                                                  \
+    do {                                                                     \
+        kiln_status check_st_ = (call);                                      \
+        if (check_st_ != KILN_OK) {                                          \
+            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, \
+                    kiln_status_name(check_st_), kiln_context_last_error(ctx)); \
+            test_failures++;                                                 \
+        }                                                                    \
+    } while (0)
+
+/* A call that must fail with `expected` and a message containing `needle`. */
+#define CHECK_FAILS(ctx, expected, needle, call)                            \
+    do {                                                                    \
+        kiln_status check_st_ = (call);                                     \
+        const char *check_msg_ = kiln_context_last_error(ctx);              \
+        if (check_st_ != (expected)) {                                      \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, \
+                    #call, kiln_status_name(check_st_), kiln_status_name(expected), check_msg_); \
+            test_failures++;                                                \
+        } else if (!strstr(check_msg_, (needle))) {                         \
+            fprintf(stderr, "%s:%d: message of %s lacks \"%s\": %s\n", __FILE__, __LINE__, \
+                    #call, (needle), check_msg_);                           \
+            test_failures++;                                                \
+        }                                                                   \
+    } while (0)
+
+#define SKIP(...)                                                           \
+    do {                                                                    \
+        printf("SKIP: " __VA_ARGS__);                                       \
+        printf("\n");                                                       \
+        exit(77);                                                           \
+    } while (0)
+
+/* A whole file in memory (the caller frees it), or NULL; *size its length. */
+static inline unsigned char *test_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *data = NULL;
+    *size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        const long n = ftell(f);
+        rewind(f);
+        data = malloc(n > 0 ? (size_t)n : 1);
+        *size = data && n > 0 ? fread(data, 1, (size_t)n, f) : 0;
+    }
+    if (f)
+        fclose(f);
+    return data;
+}
+
+static inline int test_finish(const char *name)
+{
+    if (test_failures)
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+    else
+        printf("%s: all checks passed\n", name);
+    return test_failures ? 1 : 0;
+}
+
+/* How test_difference scales |got[i] - want[i]|. */
+typedef enum test_scale {
+    /* by max(1, |want[i]|): the measure of every comparison of two trainings */
+    TEST_PER_VALUE,
+    /* by the largest finite |want| (at least 1e-6): float32 kernels against
+     * float64 references, where most values are far below the largest */
+    TEST_OF_ARRAY,
+} test_scale;
+
+/* The one comparison of the tests: the largest scaled difference of got
+ * from want over n values, float (elem == sizeof(float)) or double (elem ==
+ * sizeof(double)); where it is goes to *at when not NULL. A NaN or an
+ * infinity that the other array does not hold at the same place scores
+ * +infinity, so it fails every tolerance (a NaN never equals anything,
+ * NaN included); equal infinities score 0. A missing array scores
+ * +infinity too. */
+static inline double test_difference(const void *got, const void *want, size_t elem, int64_t n,
+                                     test_scale scale, int64_t *at)
+{
+    const float *gf = got, *wf = want;
+    const double *gd = got, *wd = want;
+    const int f32 = elem == sizeof(float);
+    double worst = 0, largest = 1e-6;
+    if (at)
+        *at = 0;
+    if (!got || !want || (elem != sizeof(float) && elem != sizeof(double)))
+        return INFINITY;
+    for (int64_t i = 0; scale == TEST_OF_ARRAY && i < n; i++) {
+        const double w = f32 ? wf[i] : wd[i];
+        if (isfinite(w) && fabs(w) > largest)
+            largest = fabs(w);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double g = f32 ? gf[i] : gd[i], w = f32 ? wf[i] : wd[i];
+        double e = 0;
+        if (g == w)
+            e = 0;
+        else if (!isfinite(g) || !isfinite(w))
+            e = INFINITY;
+        else
+            e = fabs(g - w) / (scale == TEST_PER_VALUE ? fmax(1.0, fabs(w)) : largest);
+        if (e > worst) {
+            worst = e;
+            if (at)
+                *at = i;
+        }
+    }
+    return worst;
+}
+
+/* The largest difference test_close has seen since a test last set it to 0. */
+static double test_worst;
+
+/* test_difference(got, want, ...) must be at most tol, else a failure is
+ * counted and printed with where it is. With width > 0 `what` (padded to
+ * width) and the difference are printed on success too. Returns the
+ * difference. */
+static inline double test_close(const char *what, int width, const void *got, const void *want,
+                                size_t elem, int64_t n, test_scale scale, double tol)
+{
+    int64_t at = 0;
+    const double worst = test_difference(got, want, elem, n, scale, &at);
+    test_worst = worst > test_worst ? worst : test_worst;
+    if (width > 0)
+        printf("%-*s max relative difference %.2e\n", width, what, worst);
+    if (!(worst <= tol)) {
+        double g = NAN, w = NAN;
+        if (got && want && n > 0) {
+            g = elem == sizeof(float) ? ((const float *)got)[at] : ((const double *)got)[at];
+            w = elem == sizeof(float) ? ((const float *)want)[at] : ((const double *)want)[at];
+        }
+        fprintf(stderr, "%s: difference %.3g exceeds %.1g at %lld (got %.7g, want %.7g)\n",
+                what, worst, tol, (long long)at, g, w);
+        test_failures++;
+    }
+    return worst;
+}
+
+/* A context on the default device, or NULL with the reason printed. */
+static inline kiln_context *test_context(uint64_t seed)
+{
+    kiln_context_options o;
+    char err[512] = "";
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.seed = seed;
+    o.error_buffer = err;
+    o.error_buffer_size = sizeof err;
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(&o, &ctx) != KILN_OK)
+        fprintf(stderr, "no context: %s\n", err);
+    return ctx;
+}
+
+#endif

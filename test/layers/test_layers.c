@@ -1,0 +1,818 @@
+/* Every layer forward and backward against the float64 reference, on odd
+ * sizes, batch 1 and odd batches, with each activation. */
+#include "layer_check.h"
+#include "reference.h"
+
+#define TOL 2e-5
+
+static const char *act_name(kiln_activation a)
+{
+    static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
+                                  "gelu_tanh", "leaky_relu", "silu"};
+    return names[a];
+}
+
+/* z -> y = act(z) and dy -> dz, in the reference. */
+static void apply_act(kiln_activation act, double *z, const double *dy, int rows, int cols,
+                      double *y, double *dz)
+{
+    ref_activation_forward(act, z, rows, cols, y);
+    ref_activation_backward_z(act, z, dy, rows, cols, dz);
+}
+
+typedef struct dense_case {
+    int units;
+    kiln_activation act;
+    int no_bias;
+} dense_case;
+
+static kiln_node build_dense(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const dense_case *c = arg;
+    kiln_dense_options o = {.struct_size = sizeof o, .units = c->units, .activation = c->act,
+                            .no_bias = c->no_bias};
+    return kiln_dense(m, pre, &o);
+}
+
+static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                       const dense_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_dense, c, &r))
+        return;
+    const int in = dims[rank - 1];
+    const int rows = (int)(batch * r.in_size / in);
+    const int64_t ny = (int64_t)rows * c->units;
+    double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
+    double *dz = calloc((size_t)ny, sizeof(double));
+    double *dw = calloc((size_t)in * c->units, sizeof(double));
+    double *db = calloc((size_t)c->units, sizeof(double));
+    double *dx = calloc((size_t)(batch * r.in_size), sizeof(double));
+    ref_dense_forward(r.x, r.params[0], c->no_bias ? NULL : r.params[1], rows, in, c->units, z);
+    apply_act(c->act, z, r.dy, rows, c->units, y, dz);
+    ref_dense_backward(r.x, r.params[0], dz, rows, in, c->units, dw, c->no_bias ? NULL : db,
+                       dx);
+    char what[128];
+    snprintf(what, sizeof what, "dense(%d, %s%s) rank %d batch %d", c->units, act_name(c->act),
+             c->no_bias ? ", no bias" : "", rank, batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dparams[0], dw, sizeof(double), (int64_t)in * c->units, TEST_OF_ARRAY,
+               TOL);
+    if (!c->no_bias)
+        test_close(what, 0, r.dparams[1], db, sizeof(double), c->units, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(z), free(y), free(dz), free(dw), free(db), free(dx);
+    layer_run_free(&r);
+}
+
+enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL };
+
+typedef struct conv_case {
+    int filters, kh, kw, sh, sw;
+    kiln_padding padding;
+    kiln_activation act;
+    int no_bias;
+    int pool;   /* POOL_*: pooling with kh x kw, strides sh x sw, not conv */
+} conv_case;
+
+static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const conv_case *c = arg;
+    kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {c->kh, c->kw},
+                             .strides = {c->sh, c->sw}, .padding = c->padding};
+    if (c->pool == POOL_MAX)
+        return kiln_max_pooling2d(m, pre, &o);
+    if (c->pool == POOL_AVERAGE)
+        return kiln_average_pooling2d(m, pre, &o);
+    if (c->pool == POOL_GLOBAL)
+        return kiln_global_average_pooling2d(m, pre, NULL);
+    kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
+                              .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
+                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias};
+    return kiln_conv2d(m, pre, &co);
+}
+
+static const char *const pool_name[] = {"conv2d", "max_pooling2d", "average_pooling2d",
+                                         "global_average_pooling2d"};
+
+static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const conv_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_conv, c, &r))
+        return;
+    ref_conv g = {.batch = batch, .h = dims[0], .w = dims[1], .c = dims[2],
+                  .f = c->pool ? dims[2] : c->filters, .kh = c->kh, .kw = c->kw, .sh = c->sh,
+                  .sw = c->sw};
+    if (c->pool == POOL_GLOBAL) {
+        g.kh = g.sh = g.h;
+        g.kw = g.sw = g.w;
+    }
+    ref_window(g.h, g.kh, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
+    ref_window(g.w, g.kw, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+    const int64_t ny = (int64_t)batch * g.oh * g.ow * g.f, nx = batch * r.in_size;
+    char what[160];
+    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s, %d filters, %s, batch %d on "
+             "(%d, %d, %d)", pool_name[c->pool], g.kh, g.kw, g.sh, g.sw,
+             c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
+             dims[0], dims[1], dims[2]);
+    if (ny != batch * r.out_size) {
+        fprintf(stderr, "%s: output size %lld, reference %lld\n", what,
+                (long long)(batch * r.out_size), (long long)ny);
+        test_failures++;
+        layer_run_free(&r);
+        return;
+    }
+    double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
+    double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
+    const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
+    double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
+    test_worst = 0;
+    if (c->pool == POOL_MAX) {
+        ref_max_pool_forward(&g, r.x, y);
+        ref_max_pool_backward(&g, r.x, r.dy, dx);
+    } else if (c->pool) {
+        ref_avg_pool_forward(&g, r.x, y);
+        ref_avg_pool_backward(&g, r.dy, dx);
+    } else {
+        ref_conv2d_forward(&g, r.x, r.params[0], c->no_bias ? NULL : r.params[1], z);
+        apply_act(c->act, z, r.dy, (int)(ny / g.f), g.f, y, dz);
+        ref_conv2d_backward(&g, r.x, r.params[0], dz, dw, c->no_bias ? NULL : db, dx);
+        test_close(what, 0, r.dparams[0], dw, sizeof(double), nw, TEST_OF_ARRAY, TOL);
+        if (!c->no_bias)
+            test_close(what, 0, r.dparams[1], db, sizeof(double), g.f, TEST_OF_ARRAY, TOL);
+    }
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), nx, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(z), free(y), free(dz), free(dx), free(dw), free(db);
+    layer_run_free(&r);
+}
+
+static kiln_node build_flatten(kiln_model *m, kiln_node pre, const void *arg)
+{
+    (void)arg;
+    return kiln_flatten(m, pre, NULL);
+}
+
+static kiln_node build_activation(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_activation_layer(m, pre, *(const kiln_activation *)arg, NULL);
+}
+
+/* Add(pre, pre, tanh(pre)): one node feeds the same layer twice and another. */
+static kiln_node build_add(kiln_model *m, kiln_node pre, const void *arg)
+{
+    (void)arg;
+    kiln_node t = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t");
+    kiln_node in[] = {pre, pre, t};
+    return kiln_add(m, in, 3, NULL);
+}
+
+/* On samples of rank 3; softmax runs over the last dimension. */
+static void test_elementwise_on(kiln_context *ctx, const char *name, build_fn build,
+                                const void *arg, kiln_activation act, int add,
+                                const int32_t *dims)
+{
+    const int batch = 3, cols = dims[2];
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build, arg, &r))
+        return;
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    if (add) {
+        double *t = calloc((size_t)n, sizeof(double));
+        for (int64_t i = 0; i < n; i++) {
+            t[i] = tanh(r.x[i]);
+            y[i] = 2 * r.x[i] + t[i];
+            dx[i] = 2 * r.dy[i] + r.dy[i] * (1 - t[i] * t[i]);
+        }
+        free(t);
+    } else {
+        apply_act(act, r.x, r.dy, (int)(n / cols), cols, y, dx);
+    }
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", name, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
+                             const void *arg, kiln_activation act, int add)
+{
+    const int32_t dims[] = {3, 5, 7};
+    test_elementwise_on(ctx, name, build, arg, act, add, dims);
+}
+
+typedef struct bn_case {
+    float momentum, epsilon;
+} bn_case;
+
+static kiln_node build_bn(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const bn_case *c = arg;
+    kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = c->momentum,
+                                 .epsilon = c->epsilon, .activation = KILN_ACTIVATION_LINEAR};
+    return kiln_batch_normalization(m, pre, &o);
+}
+
+/* Batch norm in training (forward, moving statistics, backward) and as
+ * evaluate runs it, against float64. */
+static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch, int training,
+                    const bn_case *c)
+{
+    layer_run r;
+    check_training = training;
+    const int ok = layer_run_once(ctx, rank, dims, batch, build_bn, c, &r);
+    check_training = 1;
+    if (!ok)
+        return;
+    const int ch = dims[rank - 1];
+    const int rows = (int)(batch * r.in_size / ch);
+    char what[128];
+    snprintf(what, sizeof what, "batch_normalization %s, %d rows x %d channels, momentum %g",
+             training ? "training" : "inference", rows, ch, (double)c->momentum);
+    printf("%s\n", what);
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    double *mean = calloc((size_t)ch, sizeof(double)), *var = calloc((size_t)ch, sizeof(double));
+    double *dg = calloc((size_t)ch, sizeof(double)), *db = calloc((size_t)ch, sizeof(double));
+    const double momentum = c->momentum ? c->momentum : 0.99, eps = c->epsilon ? c->epsilon : 1e-3;
+    ref_batch_norm_forward(rows, ch, r.x, r.params[0], r.params[1], r.params[2], r.params[3], eps,
+                           momentum, training, y, mean, var);
+    test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    if (training) {
+        ref_batch_norm_backward(rows, ch, r.x, r.params[0], eps, r.dy, dx, dg, db);
+        test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.dparams[0], dg, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.dparams[1], db, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.params_after[2], mean, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+        test_close(what, 0, r.params_after[3], var, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+    } else {
+        test_close(what, 0, r.params_after[2], r.params[2], sizeof(double), ch, TEST_OF_ARRAY,
+                   0);  /* untouched */
+        test_close(what, 0, r.params_after[3], r.params[3], sizeof(double), ch, TEST_OF_ARRAY, 0);
+    }
+    free(y), free(dx), free(mean), free(var), free(dg), free(db);
+    layer_run_free(&r);
+}
+
+static kiln_node build_dropout(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_dropout(m, pre, *(const float *)arg, 7, NULL);
+}
+
+/* Dropout: every value is dropped or scaled by 1 / (1 - rate), about `rate`
+ * of them dropped, the gradient through the same mask; at inference the
+ * identity. */
+static void test_dropout(kiln_context *ctx, float rate)
+{
+    const int32_t dims[] = {9, 7, 5};
+    for (int training = 1; training >= 0; training--) {
+        layer_run r;
+        check_training = training;
+        const int ok = layer_run_once(ctx, 3, dims, 6, build_dropout, &rate, &r);
+        check_training = 1;
+        if (!ok)
+            return;
+        const int64_t n = r.batch * r.in_size;
+        int64_t dropped = 0, wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double kept = training ? r.x[i] / (1.0 - rate) : r.x[i];
+            const int drop = training && r.y[i] == 0.0;
+            dropped += drop;
+            wrong += fabs(r.y[i] - (drop ? 0.0 : kept)) > 1e-6 ||
+                     (training && fabs(r.dx[i] - (drop ? 0.0 : r.dy[i] / (1.0 - rate))) > 1e-6);
+        }
+        printf("dropout %.2f %s: %lld of %lld dropped\n", (double)rate,
+               training ? "training" : "inference", (long long)dropped, (long long)n);
+        CHECK(wrong == 0);
+        CHECK(training ? fabs((double)dropped / (double)n - rate) < 0.04 : dropped == 0);
+        layer_run_free(&r);
+    }
+}
+
+typedef struct ln_case {
+    float epsilon;
+    int no_center, no_scale;
+} ln_case;
+
+static kiln_node build_ln(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const ln_case *c = arg;
+    kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = c->epsilon,
+                                 .no_center = c->no_center, .no_scale = c->no_scale};
+    return kiln_layer_normalization(m, pre, &o);
+}
+
+/* Layer norm over the last axis, forward (in training and as evaluate runs
+ * it: the same) and backward, against float64. Its random gamma and beta
+ * come from layer_run_once. */
+static void test_ln(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                    const ln_case *c)
+{
+    const int ch = dims[rank - 1];
+    char what[160];
+    for (int training = 1; training >= 0; training--) {
+        layer_run r;
+        check_training = training;
+        const int ok = layer_run_once(ctx, rank, dims, batch, build_ln, c, &r);
+        check_training = 1;
+        if (!ok)
+            return;
+        const int rows = (int)(batch * r.in_size / ch);
+        snprintf(what, sizeof what, "layer_normalization %s, %d rows x %d%s%s, epsilon %g",
+                 training ? "training" : "inference", rows, ch,
+                 c->no_center ? ", no center" : "", c->no_scale ? ", no scale" : "",
+                 (double)(c->epsilon ? c->epsilon : 1e-3f));
+        const int64_t n = batch * r.in_size;
+        const double *gamma = c->no_scale ? NULL : r.params[0];
+        const double *beta = c->no_center ? NULL : r.params[c->no_scale ? 0 : 1];
+        double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+        double *dg = calloc((size_t)ch, sizeof(double)), *db = calloc((size_t)ch, sizeof(double));
+        const double eps = c->epsilon ? c->epsilon : 1e-3;
+        CHECK(r.n_params == !c->no_scale + !c->no_center);
+        ref_layer_norm_forward(rows, ch, r.x, gamma, beta, eps, y);
+        test_worst = 0;
+        test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+        if (training) {
+            ref_layer_norm_backward(rows, ch, r.x, gamma, eps, r.dy, dx, dg, db);
+            test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+            if (gamma)
+                test_close(what, 0, r.dparams[0], dg, sizeof(double), ch, TEST_OF_ARRAY, TOL);
+            if (beta)
+                test_close(what, 0, r.dparams[c->no_scale ? 0 : 1], db, sizeof(double), ch,
+                           TEST_OF_ARRAY, TOL);
+        }
+        printf("%s: largest error %.2g\n", what, test_worst);
+        free(y), free(dx), free(dg), free(db);
+        layer_run_free(&r);
+    }
+}
+
+typedef struct shape_case {
+    int32_t rank;
+    int32_t dims[KILN_MAX_RANK];
+    int32_t axis;    /* concatenate */
+    int n;           /* concatenate: inputs, each pre (the last tanh(pre) when n > 2) */
+} shape_case;
+
+static kiln_node build_reshape(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_reshape(m, pre, c->rank, c->dims, NULL);
+}
+
+/* Concatenate(Concatenate(pre, pre), pre, ..., tanh(pre)) with n inputs:
+ * inputs of different lengths on the axis (the first twice the others'),
+ * one node given several times, and one input through another node. */
+static kiln_node build_concatenate(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    const kiln_node pair[] = {pre, pre};
+    kiln_node in[8] = {kiln_concatenate(m, pair, 2, c->axis, "pair")};
+    for (int k = 1; k < c->n; k++)
+        in[k] = k == c->n - 1 && c->n > 2 ? kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t")
+                                          : pre;
+    return kiln_concatenate(m, in, c->n, c->axis, NULL);
+}
+
+static void test_reshape(kiln_context *ctx, const int32_t *dims, int batch, const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_reshape, c, &r))
+        return;
+    char what[128], to[64];
+    kiln_shape target = {.rank = c->rank};
+    memcpy(target.dims, c->dims, sizeof target.dims);
+    snprintf(what, sizeof what, "reshape (%d, %d, %d) to %s, batch %d", dims[0], dims[1],
+             dims[2], kiln_shape_str(&target, to, sizeof to), batch);
+    CHECK(r.out_size == r.in_size);
+    const int64_t n = batch * r.in_size;
+    test_worst = 0;
+    test_close(what, 0, r.y, r.x, sizeof(double), n, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, r.dy, sizeof(double), n, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    layer_run_free(&r);
+}
+
+static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                             const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_concatenate, c, &r))
+        return;
+    /* Blocks along the axis: pre, pre (the pair), then pre ... or tanh(pre). */
+    const int at = c->axis > 0 ? c->axis - 1 : rank + c->axis, blocks = c->n + 1;
+    int64_t outer = batch, inner = 1;
+    for (int d = 0; d < at; d++)
+        outer *= dims[d];
+    for (int d = at; d < rank; d++)
+        inner *= dims[d];   /* one block's width: the axis and the axes after it */
+    char what[128];
+    snprintf(what, sizeof what, "concatenate %d inputs on axis %d of rank %d, batch %d",
+             c->n, (int)c->axis, (int)rank, batch);
+    CHECK(r.out_size == blocks * r.in_size);
+    const int64_t n = batch * r.in_size, ny = blocks * n;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < blocks; k++)
+            for (int64_t j = 0; j < inner; j++) {
+                const int64_t xi = o * inner + j, yi = (o * blocks + k) * inner + j;
+                const int t = c->n > 2 && k == blocks - 1;
+                const double v = r.x[xi], tv = tanh(v);
+                y[yi] = t ? tv : v;
+                dx[xi] += t ? r.dy[yi] * (1 - tv * tv) : r.dy[yi];
+            }
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+/* Dot(pre, tanh(pre)), or Dot(pre, pre): the same node given twice. */
+static kiln_node build_dot(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const int same = *(const int *)arg;
+    return kiln_dot(m, pre, same ? pre : kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t"),
+                    NULL);
+}
+
+static void test_dot(kiln_context *ctx, int32_t d, int batch, int same)
+{
+    layer_run r;
+    const int32_t dims[] = {d};
+    if (!layer_run_once(ctx, 1, dims, batch, build_dot, &same, &r))
+        return;
+    char what[96];
+    snprintf(what, sizeof what, "dot of (%d,) %s, batch %d", (int)d,
+             same ? "with itself" : "and its tanh", batch);
+    CHECK(r.out_size == 1);
+    double *y = calloc((size_t)batch, sizeof(double)), *dx = calloc((size_t)(batch * d), 8);
+    for (int b = 0; b < batch; b++)
+        for (int32_t k = 0; k < d; k++) {
+            const double x = r.x[b * d + k], t = same ? x : tanh(x);
+            const double dt = same ? 1.0 : 1.0 - t * t;
+            y[b] += x * t;
+            dx[b * d + k] = r.dy[b] * (t + x * dt);
+        }
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * d, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+/* How check_embedding picks its ids. */
+typedef enum id_pattern {
+    IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
+    IDS_ONE_OR_ONCE /* every other slot one id, the others an id each of their own */
+} id_pattern;
+
+/* Int Input (dims) -> Embedding(vocab, width), as the model's output: ids
+ * that repeat within a sample and across the batch, the table's gradient
+ * bit for bit the same twice, and bit for bit the float32 sum of each id's
+ * rows in slot order (the order both kernel variants' links give). */
+static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                            int vocab, int width, id_pattern pattern)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    kiln_input_ints(m, rank, dims, "ids");
+    const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = vocab,
+                                       .output_dim = width};
+    const kiln_node node = kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
+    kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    if (!m->compiled) {
+        kiln_model_destroy(m);
+        return;
+    }
+    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    const int per = (int)kiln_node_size(m, 0), n = batch * per;
+    const int64_t table = (int64_t)vocab * width;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        if (pattern == IDS_ONE_OR_ONCE)
+            ids[i] = i % 2 ? 1 + i / 2 : 0;
+        else
+            ids[i] = i < per ? 3 % vocab
+                             : (int32_t)((check_uniform() + 1.0) * 0.5 * vocab) % vocab;
+    ids[n - 1] = vocab - 1;       /* the table's last row is reached */
+    float *flat = calloc(m->n_param_floats, sizeof(float));
+    for (size_t i = 0; i < m->n_param_floats; i++)
+        flat[i] = (float)check_uniform();
+    float *y = malloc(sizeof(float) * (size_t)n * (size_t)width);
+    float *g = malloc(sizeof(float) * (size_t)n * (size_t)width);
+    for (int i = 0; i < n * width; i++)
+        g[i] = (float)check_uniform();
+    float *grads[2];
+    const kiln_batch b = {.n = batch, .features = (const float *)ids};
+    CHECK_OK(ctx, kiln_replica_write_params(r, flat));
+    CHECK_OK(ctx, kiln_replica_upload(r, &b));
+    CHECK_OK(ctx, kiln_replica_forward(r, batch, 1));
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)n * width));
+    for (int k = 0; k < 2; k++) {   /* twice: the gradient must not change by a bit */
+        grads[k] = calloc(m->n_param_floats, sizeof(float));
+        CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g,
+                                        sizeof(float) * (size_t)n * width, 1));
+        CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
+        CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, grads[k],
+                                       sizeof(float) * m->n_param_floats));
+    }
+    CHECK(memcmp(grads[0], grads[1], sizeof(float) * m->n_param_floats) == 0);
+
+    const size_t at = m->nodes[node].param_offset[0];
+    double *t = to_double(flat + at, table), *gy = to_double(g, (int64_t)n * width);
+    double *want_y = malloc(sizeof(double) * (size_t)n * width);
+    double *want_dt = malloc(sizeof(double) * (size_t)table);
+    double *got_y = to_double(y, (int64_t)n * width), *got_dt = to_double(grads[0] + at, table);
+    ref_embedding_forward(n, width, ids, t, want_y);
+    ref_embedding_backward(n, vocab, width, ids, gy, want_dt);
+    char what[96];
+    snprintf(what, sizeof what, "embedding forward, %d x %d ids, %d x %d table", batch, per,
+             vocab, width);
+    test_close(what, 0, got_y, want_y, sizeof(double), (int64_t)n * width, TEST_OF_ARRAY,
+               0.0);  /* a copy: exact */
+    snprintf(what, sizeof what, "embedding backward, %d x %d ids, %d x %d table", batch, per,
+             vocab, width);
+    test_close(what, 0, got_dt, want_dt, sizeof(double), table, TEST_OF_ARRAY, 1e-6);
+    float *in_order = calloc((size_t)table, sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < width; c++)
+            in_order[(size_t)ids[i] * width + c] += g[(size_t)i * width + c];
+    CHECK(memcmp(in_order, grads[0] + at, sizeof(float) * (size_t)table) == 0);
+    free(in_order);
+    printf("%s: table gradient bit for bit the same twice and as summed in slot order\n",
+           what);
+    free(t);
+    free(gy);
+    free(want_y);
+    free(want_dt);
+    free(got_y);
+    free(got_dt);
+    free(grads[0]);
+    free(grads[1]);
+    free(ids);
+    free(flat);
+    free(y);
+    free(g);
+    kiln_model_destroy(m);
+}
+
+static kiln_node build_position(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const kiln_position_embedding_options o = {.struct_size = sizeof o,
+                                               .max_length = *(const int32_t *)arg};
+    return kiln_position_embedding(m, pre, &o);
+}
+
+static void check_position(kiln_context *ctx, int length, int width, int max_length, int batch)
+{
+    const int32_t dims[] = {length, width};
+    layer_run r;
+    if (!layer_run_once(ctx, 2, dims, batch, build_position, &max_length, &r))
+        return;
+    const int64_t ny = (int64_t)batch * length * width, nt = (int64_t)max_length * width;
+    double *y = malloc(sizeof(double) * (size_t)ny), *dt = malloc(sizeof(double) * (size_t)nt);
+    ref_position_embedding_forward(batch, length, width, r.x, r.params[0], y);
+    ref_position_embedding_backward(batch, length, max_length, width, r.dy, dt);
+    char what[96];
+    snprintf(what, sizeof what, "position_embedding forward, %d x (%d, %d), max_length %d",
+             batch, length, width, max_length);
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, 1e-6);
+    snprintf(what, sizeof what, "position_embedding backward, %d x (%d, %d), max_length %d",
+             batch, length, width, max_length);
+    test_close(what, 0, r.dparams[0], dt, sizeof(double), nt, TEST_OF_ARRAY, 1e-6);
+    test_close("position_embedding input gradient", 0, r.dx, r.dy, sizeof(double), ny,
+               TEST_OF_ARRAY, 0.0);
+    printf("%s: checked\n", what);
+    free(y);
+    free(dt);
+    layer_run_free(&r);
+}
+
+int main(void)
+{
+    kiln_context *ctx = test_context(7);
+    if (!ctx)
+        SKIP("no OpenCL device");
+
+    const int32_t ids1[] = {5}, ids2[] = {3, 2}, ids3[] = {2, 3, 1};
+    check_embedding(ctx, 1, ids1, 7, 11, 13, IDS_RANDOM);
+    check_embedding(ctx, 2, ids2, 5, 3, 4, IDS_RANDOM);   /* 30 ids of 3 values: all repeat */
+    check_embedding(ctx, 3, ids3, 3, 97, 33, IDS_RANDOM);
+    check_embedding(ctx, 1, ids1, 1, 1, 1, IDS_RANDOM);
+    /* More ids than the GPU variant's sort takes in one block (512), not a
+     * power of two: its global passes; then one id in half of 1500 slots,
+     * the others once each (the last slot the table's last row). */
+    const int32_t ids_many[] = {37, 29}, ids_long[] = {300};
+    check_embedding(ctx, 2, ids_many, 3, 50, 3, IDS_RANDOM);
+    check_embedding(ctx, 1, ids_long, 5, 760, 2, IDS_ONE_OR_ONCE);
+    check_position(ctx, 5, 6, 8, 7);
+    check_position(ctx, 4, 3, 4, 3);            /* T = max_length */
+    check_position(ctx, 1, 1, 9, 1);
+
+    const int32_t flat37[] = {37}, cube[] = {2, 3, 5};
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_LAST; act++) {
+        dense_case c = {.units = 19, .act = (kiln_activation)act};
+        test_dense(ctx, 1, flat37, 5, &c);
+    }
+    dense_case one = {.units = 1, .act = KILN_ACTIVATION_SIGMOID};
+    dense_case nobias = {.units = 13, .act = KILN_ACTIVATION_RELU, .no_bias = 1};
+    test_dense(ctx, 1, flat37, 1, &one);
+    test_dense(ctx, 1, flat37, 7, &nobias);
+    /* Batches of 64 and 70 rows: the weight gradient's GEMM (TN) sums over
+     * them. */
+    test_dense(ctx, 1, flat37, 64, &nobias);
+    test_dense(ctx, 1, flat37, 70, &nobias);
+    dense_case last_axis = {.units = 11, .act = KILN_ACTIVATION_TANH};
+    test_dense(ctx, 3, cube, 3, &last_axis);
+    /* Not the output: each element-wise activation applied by the layer
+     * itself (with its bias, or after its GEMM without one), but those
+     * whose gradient needs their input, which the runtime applies. */
+    check_inner = 1;
+    for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_LAST; act++) {
+        dense_case c = {.units = 19, .act = (kiln_activation)act,
+                        .no_bias = act == KILN_ACTIVATION_TANH || act == KILN_ACTIVATION_SILU};
+        if (act != KILN_ACTIVATION_SOFTMAX)
+            test_dense(ctx, 1, flat37, 5, &c);
+    }
+    check_inner = 0;
+
+    const int32_t img[] = {9, 7, 3}, tall[] = {11, 4, 2};
+    const conv_case convs[] = {
+        {.filters = 5, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR},
+        {.filters = 6, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_TANH, .no_bias = 1},
+        {.filters = 3, .kh = 4, .kw = 3, .sh = 3, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_SIGMOID},
+        {.kh = 2, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_MAX},
+        {.kh = 2, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
+        {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL},
+    };
+    /* More channels than one vector of eight holds, for the pooling kernels. */
+    const int32_t wide[] = {6, 5, 11};
+    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+        test_conv(ctx, img, 1, &convs[i]);
+        test_conv(ctx, tall, 3, &convs[i]);
+        if (convs[i].pool)
+            test_conv(ctx, wide, 2, &convs[i]);
+    }
+    /* The seed CNN's first layer: enough output pixels that the direct
+     * path's weight gradient is summed in several chunks, the last partial. */
+    const int32_t fashion[] = {28, 28, 1};
+    const conv_case seed = {.filters = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                            .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
+    test_conv(ctx, fashion, 5, &seed);
+    /* The direct kernels' filter blocks: more filters than one pass of 32
+     * takes, the last block partial; 'same' padding on an image wide
+     * enough that some runs of four pixels lie inside it and some do not. */
+    const int32_t wide_rgb[] = {9, 13, 3};
+    const conv_case many = {.filters = 37, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                            .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_RELU};
+    const conv_case strided = {.filters = 12, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+                               .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, wide_rgb, 3, &many);
+    test_conv(ctx, wide_rgb, 2, &strided);
+    /* 3x3 stride-1 'same' with 128 or more channels each way: Winograd's
+     * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
+     * leave tiles partly outside the image. */
+    const int32_t deep[] = {5, 3, 128}, deeper[] = {2, 7, 130};
+    const conv_case wino[] = {
+        {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 133, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        test_conv(ctx, deep, 1, &wino[i]);
+        test_conv(ctx, deeper, 3, &wino[i]);
+    }
+    /* Not the output: the activations applied by the convolution itself. */
+    check_inner = 1;
+    test_conv(ctx, deeper, 2, &wino[0]);
+    for (size_t i = 0; i < 4; i++)
+        test_conv(ctx, img, 2, &convs[i]);
+    test_conv(ctx, fashion, 3, &seed);
+    /* The newer activations, with a bias and without (through the direct
+     * kernel here, through im2col + GEMM in test_layers_clblast). */
+    for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        conv_case c = convs[act % 2 ? 0 : 2];
+        c.act = (kiln_activation)act;
+        test_conv(ctx, img, 2, &c);
+    }
+    check_inner = 0;
+
+    /* Batch norm: channels in and beyond one vector of eight, rows in one
+     * chunk and in several (the last partial), batch 1 with one value per
+     * channel (variance 0: output beta, moving variance decays). */
+    const int32_t feat[] = {13}, maps[] = {5, 3, 11}, big[] = {20, 20, 3};
+    const bn_case keras = {.momentum = 0.0f, .epsilon = 0.0f};
+    const bn_case fast = {.momentum = 0.5f, .epsilon = 1e-2f};
+    for (int training = 1; training >= 0; training--) {
+        test_bn(ctx, 1, feat, 7, training, &keras);
+        test_bn(ctx, 3, maps, 3, training, &fast);
+        test_bn(ctx, 1, feat, 1, training, &fast);
+        test_bn(ctx, 3, big, 30, training, &keras);
+    }
+
+    test_dropout(ctx, 0.3f);
+    test_dropout(ctx, 0.75f);
+
+    test_elementwise(ctx, "flatten", build_flatten, NULL, KILN_ACTIVATION_LINEAR, 0);
+    for (int act = KILN_ACTIVATION_LINEAR; act <= KILN_ACTIVATION_LAST; act++) {
+        char name[64];
+        kiln_activation a = (kiln_activation)act;
+        snprintf(name, sizeof name, "activation layer %s", act_name(a));
+        test_elementwise(ctx, name, build_activation, &a, a, 0);
+    }
+    /* The newer activations again on inputs in [-8, 8): GELU's far tails
+     * (erfc, not 1 + erf), SiLU's saturation. */
+    check_input_scale = 8.0;
+    for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        char name[64];
+        kiln_activation a = (kiln_activation)act;
+        snprintf(name, sizeof name, "activation layer %s on [-8, 8)", act_name(a));
+        test_elementwise(ctx, name, build_activation, &a, a, 0);
+    }
+    check_input_scale = 1.0;
+    /* Softmax over rows a GPU gives a work-group each (64 lanes): one past
+     * a multiple of them, and the whole of one. */
+    const kiln_activation softmax = KILN_ACTIVATION_SOFTMAX;
+    const int32_t rows129[] = {2, 3, 129}, rows64[] = {2, 3, 64};
+    test_elementwise_on(ctx, "activation layer softmax over 129 classes", build_activation,
+                        &softmax, softmax, 0, rows129);
+    test_elementwise_on(ctx, "activation layer softmax over 64 classes", build_activation,
+                        &softmax, softmax, 0, rows64);
+    test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
+                     1);
+
+    /* Layer norm: rows narrow (a work-item each) and wide (a work-group
+     * each: one lane short of and past a multiple of the 64 lanes), rank 1
+     * to 4, batch 1, parameter gradients over one chunk of rows and
+     * several; without beta, gamma or either. */
+    const int32_t ln7[] = {3, 5, 7}, ln33[] = {33}, ln_wide[] = {2, 129}, ln63[] = {2, 1, 3, 63};
+    const int32_t ln_rows[] = {40, 50};
+    const ln_case ln_keras = {.epsilon = 0.0f}, ln_eps = {.epsilon = 0.25f};
+    const ln_case ln_no_beta = {.no_center = 1}, ln_no_gamma = {.no_scale = 1};
+    const ln_case ln_bare = {.no_center = 1, .no_scale = 1};
+    test_ln(ctx, 3, ln7, 3, &ln_keras);
+    test_ln(ctx, 1, ln33, 1, &ln_keras);
+    test_ln(ctx, 1, ln33, 5, &ln_eps);
+    test_ln(ctx, 2, ln_wide, 3, &ln_keras);
+    test_ln(ctx, 4, ln63, 2, &ln_no_beta);
+    test_ln(ctx, 2, ln_rows, 3, &ln_keras);
+    test_ln(ctx, 3, ln7, 2, &ln_no_gamma);
+    test_ln(ctx, 2, ln_wide, 1, &ln_bare);
+
+    /* Reshape: to each rank, with and without an inferred dimension. */
+    const int32_t box[] = {3, 5, 7};
+    const shape_case reshapes[] = {
+        {.rank = 1, .dims = {105}}, {.rank = 2, .dims = {5, -1}},
+        {.rank = 3, .dims = {7, 3, 5}}, {.rank = 4, .dims = {-1, 1, 5, 3}},
+    };
+    for (size_t i = 0; i < sizeof reshapes / sizeof reshapes[0]; i++)
+        test_reshape(ctx, box, i % 2 ? 1 : 3, &reshapes[i]);
+
+    /* Concatenate: every axis of rank 3 both ways, rank 1 and 4, 2 to 8
+     * inputs. */
+    const int32_t line[] = {11}, four[] = {2, 3, 2, 3};
+    const shape_case joins[] = {
+        {.axis = -1, .n = 3}, {.axis = 1, .n = 3}, {.axis = 2, .n = 2}, {.axis = -2, .n = 4},
+        {.axis = 3, .n = 8}, {.axis = -3, .n = 2},
+    };
+    for (size_t i = 0; i < sizeof joins / sizeof joins[0]; i++)
+        test_concatenate(ctx, 3, box, i % 2 ? 1 : 3, &joins[i]);
+    const shape_case line_join = {.axis = -1, .n = 3}, four_join = {.axis = 3, .n = 5};
+    test_concatenate(ctx, 1, line, 2, &line_join);
+    test_concatenate(ctx, 4, four, 3, &four_join);
+    /* Dot: odd lengths and batches, two nodes and one node twice. */
+    test_dot(ctx, 1, 3, 0);
+    test_dot(ctx, 13, 5, 0);
+    test_dot(ctx, 37, 2, 1);
+    test_dot(ctx, 130, 3, 0);   /* a GPU's work-group per sample: 64 lanes */
+    test_dot(ctx, 64, 2, 1);
+    kiln_context_destroy(ctx);
+    return test_finish("test_layers");
+}

@@ -1,0 +1,175 @@
+/* The parameter server across processes gives exact numbers: run by
+ * test/common/mpi_run.sh with STORES store ranks (argument, default 1) and one or
+ * more workers, on a tiny
+ * Dense model (one output, mean squared error) over many short epochs, so
+ * that each epoch's end (the drain, then the next epoch's first pushes) is
+ * crossed often.
+ *
+ * 1. SGD (or Adam) at learning rate 1e-30: the weights never change, so every
+ *    epoch's training loss is the loss evaluate gives with the starting
+ *    weights, and every rank ends with those weights.
+ * 2. With one worker the store applies each batch's gradient in order, as
+ *    one-device training does: on rank 0 both end with the same weights.
+ *
+ * Each part is repeated, since what it guards against was a race. */
+#include "harness.h"
+
+#include <math.h>
+
+#define SAMPLES 32
+#define FEATURES 8
+#define BATCH 4
+#define EPOCHS 12
+#define ROUNDS 3
+
+static kiln_dataset *make_data(kiln_context *ctx)
+{
+    float x[SAMPLES * FEATURES], y[SAMPLES];
+    uint64_t s = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < SAMPLES * FEATURES; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)(s >> 40) / 16777216.0f - 0.5f;
+    }
+    for (int i = 0; i < SAMPLES; i++) {
+        y[i] = 0.5f;
+        for (int j = 0; j < FEATURES; j++)
+            y[i] += (float)(j % 3 - 1) * x[i * FEATURES + j];
+    }
+    kiln_arrays_desc d = {.struct_size = sizeof d};
+    d.count = SAMPLES;
+    d.feature_rank = 1;
+    d.feature_dims[0] = FEATURES;
+    d.features = x;
+    d.label_kind = KILN_LABELS_DENSE;
+    d.label_size = 1;
+    d.dense_labels = y;
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    return ds;
+}
+
+static kiln_model *make_model(kiln_context *ctx, kiln_strategy strategy, int32_t stores,
+                              kiln_optimizer_kind kind, float lr)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = 1};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
+    co.optimizer.struct_size = sizeof co.optimizer;
+    co.optimizer.kind = kind;
+    co.optimizer.learning_rate = lr;
+    co.strategy = strategy;
+    co.parameter_store_ranks = stores;
+    co.step_timeout_seconds = 60;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static void fit(kiln_context *ctx, kiln_model *m, const kiln_dataset *ds)
+{
+    kiln_fit_options fo;
+    kiln_fit_options_init(&fo);
+    fo.epochs = EPOCHS;
+    fo.batch_size = BATCH;
+    fo.verbosity = KILN_VERBOSE_SILENT;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+}
+
+static double loss_of(kiln_context *ctx, kiln_model *m, const kiln_dataset *ds)
+{
+    kiln_metrics met = {.struct_size = sizeof met};
+    CHECK_OK(ctx, kiln_model_evaluate(m, ds, SAMPLES, &met));
+    return met.loss;
+}
+
+/* Part 1: frozen weights; the number of epochs whose loss was wrong. */
+static int frozen(kiln_context *ctx, const kiln_dataset *ds, int32_t stores,
+                  kiln_optimizer_kind kind, int32_t *rank)
+{
+    kiln_model *m = make_model(ctx, KILN_STRATEGY_PARAMETER_SERVER, stores, kind, 1e-30f);
+    int32_t world = 0;
+    CHECK_OK(ctx, kiln_model_rank(m, rank, &world));
+    float w0[FEATURES + 1], w1[FEATURES + 1];
+    CHECK_OK(ctx, kiln_model_get_weights(m, w0, FEATURES + 1));
+    const double start = loss_of(ctx, m, ds);
+    fit(ctx, m, ds);
+    int wrong = 0;
+    for (int32_t e = 0; e < EPOCHS; e++) {
+        kiln_epoch_record r = {.struct_size = sizeof r};
+        CHECK_OK(ctx, kiln_model_history_epoch(m, e, &r));
+        CHECK(r.samples == SAMPLES);
+        if (fabs(r.loss - start) > 1e-5 * (1 + start)) {
+            fprintf(stderr, "rank %d: epoch %d's loss %.6f, the weights' %.6f\n", (int)*rank,
+                    (int)e + 1, r.loss, start);
+            wrong++;
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK_OK(ctx, kiln_model_get_weights(m, w1, FEATURES + 1));
+    for (int i = 0; i < FEATURES + 1; i++)
+        CHECK(fabsf(w1[i] - w0[i]) < 1e-6f);
+    const double end = loss_of(ctx, m, ds);
+    if (fabs(end - start) > 1e-5 * (1 + start))
+        fprintf(stderr, "rank %d: loss %.6f after fit, %.6f before\n", (int)*rank, end, start);
+    CHECK(fabs(end - start) <= 1e-5 * (1 + start));
+    kiln_model_destroy(m);
+    return wrong;
+}
+
+/* Part 2: one worker trains as one device does (rank 0 compares). */
+static void one_worker(kiln_context *ctx, const kiln_dataset *ds)
+{
+    kiln_model *ps = make_model(ctx, KILN_STRATEGY_PARAMETER_SERVER, 1, KILN_OPTIMIZER_SGD,
+                                0.05f);
+    int32_t rank = -1, world = 0;
+    CHECK_OK(ctx, kiln_model_rank(ps, &rank, &world));
+    fit(ctx, ps, ds);
+    if (rank == 0) {
+        kiln_model *one = make_model(ctx, KILN_STRATEGY_ONE_DEVICE, 0, KILN_OPTIMIZER_SGD,
+                                     0.05f);
+        fit(ctx, one, ds);
+        float a[FEATURES + 1], b[FEATURES + 1];
+        CHECK_OK(ctx, kiln_model_get_weights(ps, a, FEATURES + 1));
+        CHECK_OK(ctx, kiln_model_get_weights(one, b, FEATURES + 1));
+        const double d = test_difference(a, b, sizeof(float), FEATURES + 1, TEST_PER_VALUE, NULL);
+        const double la = loss_of(ctx, ps, ds), lb = loss_of(ctx, one, ds);
+        if (d > 1e-4)
+            fprintf(stderr, "one worker: weights differ from one device's by %.3g; loss %.6f, "
+                    "one device %.6f\n", d, la, lb);
+        CHECK(d <= 1e-4);
+        CHECK(fabs(la - lb) <= 1e-4 * (1 + lb));
+        kiln_model_destroy(one);
+    }
+    kiln_model_destroy(ps);
+}
+
+int main(int argc, char **argv)
+{
+    const int32_t stores = argc > 1 ? atoi(argv[1]) : 1;
+    kiln_context *ctx = test_context(29);
+    if (!ctx)
+        return 1;
+    kiln_dataset *ds = make_data(ctx);
+    int32_t rank = -1;
+    int wrong = 0;
+    for (int i = 0; i < ROUNDS; i++)   /* Adam's two slots are gathered at a drain too */
+        wrong += frozen(ctx, ds, stores, i == 1 ? KILN_OPTIMIZER_ADAM : KILN_OPTIMIZER_SGD,
+                        &rank);
+    printf("rank %d: %d of %d epochs with a wrong loss\n", (int)rank, wrong, ROUNDS * EPOCHS);
+    kiln_model *probe = make_model(ctx, KILN_STRATEGY_PARAMETER_SERVER, stores,
+                                   KILN_OPTIMIZER_SGD, 1e-30f);
+    int32_t world = 0;
+    CHECK_OK(ctx, kiln_model_rank(probe, &rank, &world));
+    kiln_model_destroy(probe);
+    for (int i = 0; stores == 1 && world == 2 && i < ROUNDS; i++)
+        one_worker(ctx, ds);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    char name[64];
+    snprintf(name, sizeof name, "test_parameter_server_mpi_exact rank %d", (int)rank);
+    return test_finish(name);
+}
