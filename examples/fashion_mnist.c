@@ -14,6 +14,7 @@
  * tools/fashion_png_folder.py; --data names their folder. --save writes the
  * trained model to PATH (kiln_model_save; `kiln summary PATH` reads it). */
 #include "fashion_data.h"
+#include "seed_cnn.h"
 #include "kiln.h"
 
 #include <stdio.h>
@@ -90,22 +91,7 @@ static kiln_model *seed_cnn(kiln_context *ctx)
     kiln_model *m = NULL;
     if (kiln_model_create(ctx, &m) != KILN_OK)
         return NULL;
-    const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
-                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
-                                .activation = KILN_ACTIVATION_RELU};
-    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
-                                .padding = KILN_PADDING_VALID};
-    kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 64,
-                                 .activation = KILN_ACTIVATION_RELU};
-    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
-                               .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input(m, 3, shape, NULL);
-    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
-    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
-    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    seed_cnn_layers(m);
     return m;
 }
 

@@ -13,6 +13,7 @@
  * --save writes the trained model to PATH (kiln_model_save); kiln_model_load
  * (or the kiln tool) reads it back on any number of devices. */
 #include "fashion_data.h"
+#include "seed_cnn.h"
 #include "kiln.h"
 
 #include <stdio.h>
@@ -80,22 +81,13 @@ static kiln_model *wide_cnn(kiln_context *ctx)
     kiln_model *m = NULL;
     if (kiln_model_create(ctx, &m) != KILN_OK)
         return NULL;
-    const int32_t shape[] = {28, 28, 1};
-    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 32, .kernel_size = {3, 3},
-                                .strides = {1, 1}, .padding = KILN_PADDING_VALID,
-                                .activation = KILN_ACTIVATION_RELU};
-    kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2}, .strides = {2, 2},
-                                .padding = KILN_PADDING_VALID};
-    kiln_dense_options d256 = {.struct_size = sizeof d256, .units = 256,
-                               .activation = KILN_ACTIVATION_RELU};
-    kiln_dense_options d1024 = {.struct_size = sizeof d1024, .units = 1024,
-                                .activation = KILN_ACTIVATION_RELU};
-    kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
-                               .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input(m, 3, shape, NULL);
-    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
-    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &pool);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    const kiln_dense_options d256 = {.struct_size = sizeof d256, .units = 256,
+                                     .activation = KILN_ACTIVATION_RELU};
+    const kiln_dense_options d1024 = {.struct_size = sizeof d1024, .units = 1024,
+                                      .activation = KILN_ACTIVATION_RELU};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 10,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    seed_cnn_stem(m);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d256);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d1024);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d1024);
