@@ -78,7 +78,8 @@ typedef struct kiln_strategy_ops {
     int32_t (*replica_count)(void *impl);
     /* Replicas each global batch is split across, in every process
      * (TensorFlow's num_replicas_in_sync): fit's per-replica batch size
-     * times this is the global batch. */
+     * times this is the global batch. NULL: 1 (asynchronous and pipeline
+     * strategies take each batch whole). */
     int32_t (*replicas_in_sync)(void *impl);
     struct kiln_replica *(*replica)(void *impl, int32_t i);
     void (*stats)(void *impl, kiln_strategy_stats *out);
@@ -86,7 +87,8 @@ typedef struct kiln_strategy_ops {
      * n_param_floats each (checkpoints). */
     kiln_status (*get_slots)(void *impl, float *const *slots);
     kiln_status (*set_slots)(void *impl, const float *const *slots);
-    /* Micro-steps done in the current accumulation cycle. */
+    /* Micro-steps done in the current accumulation cycle; NULL: the
+     * strategy does not accumulate (0). */
     int32_t (*micro_step)(void *impl);
     /* Device memory of replica (stage) i when it is more than one replica
      * object's (pipeline stages hold several activation sets); may be NULL. */

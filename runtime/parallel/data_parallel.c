@@ -969,38 +969,18 @@ static kiln_status multi_worker_create(kiln_model *m, void **impl)
     return dp_create(m, DP_MULTI_WORKER, impl);
 }
 
-const kiln_strategy_ops kiln_strategy_one_device = {
-    .name = "one_device", .create = one_create, .destroy = dp_destroy, .train_step = dp_train_step,
-    .eval_step = dp_eval_step, .predict_step = dp_predict_step, .get_params = dp_get_params,
-    .set_params = dp_set_params, .replica_count = dp_replica_count,
-    .replicas_in_sync = dp_replicas_in_sync, .replica = dp_replica_at,
-    .stats = dp_stats, .get_slots = dp_get_slots, .set_slots = dp_set_slots,
-    .micro_step = dp_micro_step,
-};
+/* The data-parallel strategies differ in how they are made, and
+ * multi_worker in sharding each batch across processes. */
+#define DP_STRATEGY_OPS(strategy_name, make)                                                     \
+    .name = strategy_name, .create = make, .destroy = dp_destroy, .train_step = dp_train_step,  \
+    .eval_step = dp_eval_step, .predict_step = dp_predict_step, .get_params = dp_get_params,    \
+    .set_params = dp_set_params, .replica_count = dp_replica_count,                             \
+    .replicas_in_sync = dp_replicas_in_sync, .replica = dp_replica_at, .stats = dp_stats,       \
+    .get_slots = dp_get_slots, .set_slots = dp_set_slots, .micro_step = dp_micro_step
 
-const kiln_strategy_ops kiln_strategy_mirrored = {
-    .name = "mirrored", .create = mirrored_create, .destroy = dp_destroy,
-    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
-    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
-    .replicas_in_sync = dp_replicas_in_sync,
-    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
-    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
-};
-
+const kiln_strategy_ops kiln_strategy_one_device = {DP_STRATEGY_OPS("one_device", one_create)};
+const kiln_strategy_ops kiln_strategy_mirrored = {DP_STRATEGY_OPS("mirrored", mirrored_create)};
 const kiln_strategy_ops kiln_strategy_central_storage = {
-    .name = "central_storage", .create = central_create, .destroy = dp_destroy,
-    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
-    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
-    .replicas_in_sync = dp_replicas_in_sync,
-    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
-    .set_slots = dp_set_slots, .micro_step = dp_micro_step,
-};
-
+    DP_STRATEGY_OPS("central_storage", central_create)};
 const kiln_strategy_ops kiln_strategy_multi_worker = {
-    .name = "multi_worker", .create = multi_worker_create, .destroy = dp_destroy,
-    .train_step = dp_train_step, .eval_step = dp_eval_step, .predict_step = dp_predict_step,
-    .get_params = dp_get_params, .set_params = dp_set_params, .replica_count = dp_replica_count,
-    .replicas_in_sync = dp_replicas_in_sync,
-    .replica = dp_replica_at, .stats = dp_stats, .get_slots = dp_get_slots,
-    .set_slots = dp_set_slots, .micro_step = dp_micro_step, .shard = dp_shard,
-};
+    DP_STRATEGY_OPS("multi_worker", multi_worker_create), .shard = dp_shard};

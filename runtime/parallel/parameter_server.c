@@ -356,12 +356,6 @@ static int32_t ps_replica_count(void *impl)
 }
 
 /* A worker trains whole batches: none is split. */
-static int32_t ps_replicas_in_sync(void *impl)
-{
-    (void)impl;
-    return 1;
-}
-
 static kiln_replica *ps_replica_at(void *impl, int32_t i)
 {
     ps *p = impl;
@@ -374,12 +368,6 @@ static void ps_stats(void *impl, kiln_strategy_stats *out)
     pthread_mutex_lock(&p->lock);
     *out = p->stats;
     pthread_mutex_unlock(&p->lock);
-}
-
-static int32_t ps_micro_step(void *impl)
-{
-    (void)impl;
-    return 0;
 }
 
 static void ps_destroy(void *impl)
@@ -468,7 +456,6 @@ const kiln_strategy_ops kiln_strategy_parameter_server = {
     .name = "parameter_server", .create = ps_create, .destroy = ps_destroy,
     .train_step = ps_train_step, .eval_step = ps_eval_step, .predict_step = ps_predict_step,
     .get_params = ps_get_params, .set_params = ps_set_params, .replica_count = ps_replica_count,
-    .replicas_in_sync = ps_replicas_in_sync,
     .replica = ps_replica_at, .stats = ps_stats, .get_slots = ps_get_slots,
-    .set_slots = ps_set_slots, .micro_step = ps_micro_step, .drain = ps_drain,
+    .set_slots = ps_set_slots, .drain = ps_drain,
 };

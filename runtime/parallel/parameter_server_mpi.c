@@ -379,12 +379,6 @@ static int32_t psm_replica_count(void *impl)
 }
 
 /* Each worker process trains whole batches: none is split. */
-static int32_t psm_replicas_in_sync(void *impl)
-{
-    (void)impl;
-    return 1;
-}
-
 static kiln_replica *psm_replica_at(void *impl, int32_t i)
 {
     return i == 0 ? ((psm *)impl)->r : NULL;
@@ -396,12 +390,6 @@ static void psm_stats(void *impl, kiln_strategy_stats *out)
     pthread_mutex_lock(&p->lock);
     *out = p->stats;
     pthread_mutex_unlock(&p->lock);
-}
-
-static int32_t psm_micro_step(void *impl)
-{
-    (void)impl;
-    return 0;
 }
 
 static void psm_destroy(void *impl)
@@ -531,8 +519,7 @@ const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
     .name = "parameter_server", .create = psm_create, .destroy = psm_destroy,
     .train_step = psm_train_step, .eval_step = psm_eval_step, .predict_step = psm_predict_step,
     .get_params = psm_get_params, .set_params = psm_set_params, .replica_count = psm_replica_count,
-    .replicas_in_sync = psm_replicas_in_sync,
     .replica = psm_replica_at, .stats = psm_stats, .get_slots = psm_get_slots,
-    .set_slots = psm_set_slots, .micro_step = psm_micro_step, .drain = psm_drain,
+    .set_slots = psm_set_slots, .drain = psm_drain,
     .shard = psm_shard,
 };

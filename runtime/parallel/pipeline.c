@@ -662,12 +662,6 @@ static int32_t pp_replica_count(void *impl)
 
 /* The stages together hold one replica of the model; micro-batches cut the
  * global batch, they do not multiply it. */
-static int32_t pp_replicas_in_sync(void *impl)
-{
-    (void)impl;
-    return 1;
-}
-
 static kiln_replica *pp_replica_at(void *impl, int32_t i)
 {
     pp *p = impl;
@@ -923,8 +917,7 @@ static kiln_status stage_plan(const kiln_model *m, char *text, size_t size, size
 const kiln_strategy_ops kiln_strategy_pipeline = {
     .name = "pipeline", .create = pp_create, .destroy = pp_destroy, .train_step = pp_train_step,
     .eval_step = pp_eval_step, .predict_step = pp_predict_step, .get_params = pp_get_params,
-    .set_params = pp_set_params, .replica_count = pp_replica_count,
-    .replicas_in_sync = pp_replicas_in_sync, .replica = pp_replica_at,
+    .set_params = pp_set_params, .replica_count = pp_replica_count, .replica = pp_replica_at,
     .stats = pp_stats, .get_slots = pp_get_slots, .set_slots = pp_set_slots,
     .micro_step = pp_micro_step, .memory = pp_memory,
 };

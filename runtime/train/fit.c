@@ -410,7 +410,8 @@ static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
 {
     if (o->per_replica_batch_size == 0)
         return KILN_OK;
-    const int64_t replicas = m->strategy->replicas_in_sync(m->strategy_impl);
+    const int64_t replicas = m->strategy->replicas_in_sync
+                                 ? m->strategy->replicas_in_sync(m->strategy_impl) : 1;
     const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
     if (o->per_replica_batch_size < 0 || global > INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -504,7 +505,7 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
     return o->checkpoint_dir &&
            ((at_epoch_end && o->checkpoint_every_epoch) ||
             (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
-           m->strategy->micro_step(m->strategy_impl) == 0;
+           (!m->strategy->micro_step || m->strategy->micro_step(m->strategy_impl) == 0);
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
