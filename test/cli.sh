@@ -11,8 +11,9 @@ example=$2
 kiln=$3
 check=$4
 python=${KILN_PYTHON:-/usr/bin/python3}
+. "$src/test/missing.sh"
 [ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
-    { echo "SKIP: Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"; exit 77; }
+    skip_missing "Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "cli.sh: $*" >&2; exit 1; }

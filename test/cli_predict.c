@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     }
     kiln_context *ctx = test_context(0);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     const kiln_compile_options one = {.struct_size = sizeof one,
                                       .strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_model *m = NULL;

@@ -9,7 +9,8 @@
 # mpirun's own status is not used: after an abandoned collective kiln leaves
 # MPI unfinalised, which mpirun reports as a failed job.
 set -u
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
+. "$(dirname "$0")/missing.sh"
+command -v mpirun >/dev/null 2>&1 || skip_missing "mpirun not found (Debian: openmpi-bin)"
 prog=$1
 mode=$2
 out=$(timeout 120 sh "$(dirname "$0")/mpi_run.sh" --mca orte_abort_on_non_zero_status 0 \

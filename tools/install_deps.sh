@@ -25,10 +25,12 @@ dataset-fashion-mnist"
 
 # The tests: g++ (the public headers compiled as C++), Oclgrind
 # (tools/oclgrind.sh), PIL and NumPy (image and .npy files compared with
-# theirs), chromium (report_render), and node + npm, with which test_onnx
-# installs ONNX Runtime on first use (install_onnxruntime.sh).
+# theirs), PyTorch (char_lm_parity), chromium (report_render), and node +
+# npm, with which test_onnx installs ONNX Runtime on first use
+# (install_onnxruntime.sh).
 if [ "$with_tests" -eq 1 ]; then
-    packages="$packages g++ oclgrind python3-pil python3-numpy chromium nodejs npm"
+    packages="$packages g++ oclgrind python3-pil python3-numpy python3-torch \
+python3-torchvision chromium nodejs npm"
 fi
 packages="$packages $*"
 
