@@ -5,7 +5,8 @@
 #   stall: rank 1 stalls; both ranks must report;
 #   kill:  rank 1 dies; rank 0 must report (Open MPI's mpirun is told not to
 #          end the job when a process dies, as a scheduler that lets the
-#          others notice would).
+#          others notice would; mpirun then waits for rank 0, which the 2 s
+#          watchdog ends: docs/distributed.md says not to launch this way).
 # mpirun's own status is not used: after an abandoned collective kiln leaves
 # MPI unfinalised, which mpirun reports as a failed job.
 set -u
