@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs what is missing, builds kiln and trains the seed CNN on
+# Installs what is missing of what building and running need (not the
+# test tools: tools/install_deps.sh without --test), builds kiln and trains the seed CNN on
 # Fashion-MNIST on every default OpenCL device (mirrored across them).
 # Extra arguments go to the example (e.g. --epochs 1).
 set -eu

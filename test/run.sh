@@ -1,9 +1,10 @@
 #!/bin/sh
-# Installs what is missing, builds kiln and runs every test. The last line
-# is "N passed, N failed" (skipped tests are counted apart).
+# Installs what is missing of what building and testing need
+# (tools/install_deps.sh --test), builds kiln and runs every test. The last
+# line is "N passed, N failed, N skipped".
 set -eu
 cd "$(dirname "$0")/.."
-sh tools/install_deps.sh
+sh tools/install_deps.sh --test
 [ -f build/build.ninja ] || meson setup build
 ninja -C build
 status=0

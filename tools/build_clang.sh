@@ -3,7 +3,7 @@
 # with warnings as errors, and runs the test suite on that build.
 set -eu
 cd "$(dirname "$0")/.."
-sh tools/install_deps.sh clang
+sh tools/install_deps.sh --test clang
 dir=build-clang
 [ -f "$dir/build.ninja" ] || CC=clang CXX=clang++ meson setup "$dir" -Dwerror=true > /dev/null
 ninja -C "$dir"

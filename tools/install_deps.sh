@@ -1,16 +1,38 @@
 #!/bin/sh
-# Installs, with apt-get, what kiln needs to build, test and run its examples
-# on Debian 12. Only missing packages are installed. Run as root (or with sudo
-# available). Extra package names may be passed as arguments.
+# Installs, with apt-get, what kiln needs on Debian 12; only missing packages
+# are installed. Run as root (or with sudo available).
+#   sh tools/install_deps.sh [--test] [PACKAGE...]
+# Without --test: what building kiln and running its examples need (what
+# examples/quickstart.sh installs). With --test: also what the test suite
+# needs (test/run.sh). Extra package names are installed too.
 set -eu
 
-packages="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-c-headers \
-libclblast-dev pocl-opencl-icd zlib1g-dev libpng-dev libturbojpeg0-dev dataset-fashion-mnist \
-libopenmpi-dev openmpi-bin oclgrind python3-pil chromium $*"
+with_tests=0
+if [ "${1:-}" = --test ]; then
+    with_tests=1
+    shift
+fi
 
-# ONNX export: protobuf-c and python3-onnx (ONNX's onnx.proto, its checker);
-# test_onnx has npm install ONNX Runtime on first use (install_onnxruntime.sh).
-packages="$packages libprotobuf-c-dev protobuf-c-compiler python3-onnx nodejs npm"
+# The build: compilers, meson, OpenCL (loader, headers, CLBlast, PoCL as the
+# CPU device), the image and gzip decoders, and the two features the default
+# build turns on where they are found: ONNX export (protobuf-c, and ONNX's own
+# onnx.proto, which meson takes from python3-onnx) and multi-worker training
+# over MPI. Fashion-MNIST is the examples' data.
+packages="meson ninja-build pkg-config gcc python3 ocl-icd-opencl-dev opencl-c-headers \
+libclblast-dev pocl-opencl-icd zlib1g-dev libpng-dev libturbojpeg0-dev \
+libprotobuf-c-dev protobuf-c-compiler python3-onnx libopenmpi-dev openmpi-bin \
+dataset-fashion-mnist"
+
+# The tests: g++ (the public headers compiled as C++), Oclgrind
+# (tools/oclgrind.sh), PIL and NumPy (image and .npy files compared with
+# theirs), PyTorch (char_lm_parity), chromium (report_render), and node +
+# npm, with which test_onnx installs ONNX Runtime on first use
+# (install_onnxruntime.sh).
+if [ "$with_tests" -eq 1 ]; then
+    packages="$packages g++ oclgrind python3-pil python3-numpy python3-torch \
+python3-torchvision chromium nodejs npm"
+fi
+packages="$packages $*"
 
 missing=""
 for p in $packages; do

@@ -27,7 +27,7 @@
 # Test names as arguments run those instead; logs are in build/oclgrind/.
 set -eu
 cd "$(dirname "$0")/.."
-sh tools/install_deps.sh
+sh tools/install_deps.sh oclgrind
 [ -f build/build.ninja ] || meson setup build > /dev/null
 ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attention

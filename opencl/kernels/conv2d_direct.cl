@@ -213,19 +213,21 @@ __kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
         for (int b = 0; b < BLOCKS; b++)
             g[b] = kiln_load8(dy + (size_t)p * F + f0 + 8 * b, F - f0 - 8 * b);
         __global const float *sample = in + (size_t)n * H * W * C;
+        /* The test inside, not a break: a loop with a second exit is left
+         * rolled, and PoCL's compiler warns that it could not unroll it. */
         #pragma unroll
         for (int t = 0; t < TAPS; t++) {
-            if (t >= mine)
-                break;
-            float v = 1.0f;
-            if (t != bias) {
-                const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
-                v = inside || (y >= 0 && y < H && x >= 0 && x < W)
-                        ? sample[((size_t)y * W + x) * C + c_of[t]] : 0.0f;
+            if (t < mine) {
+                float v = 1.0f;
+                if (t != bias) {
+                    const int y = oy * stride_h + wy[t], x = ox * stride_w + wx[t];
+                    v = inside || (y >= 0 && y < H && x >= 0 && x < W)
+                            ? sample[((size_t)y * W + x) * C + c_of[t]] : 0.0f;
+                }
+                #pragma unroll
+                for (int b = 0; b < BLOCKS; b++)
+                    acc[t][b] += v * g[b];
             }
-            #pragma unroll
-            for (int b = 0; b < BLOCKS; b++)
-                acc[t][b] += v * g[b];
         }
         direct_next_pixel(&n, &oy, &ox, OH, OW);
     }

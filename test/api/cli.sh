@@ -17,6 +17,7 @@ kiln=$3
 check=$4
 shift 4
 python=${KILN_PYTHON:-/usr/bin/python3}
+. "$src/test/common/missing.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "cli.sh: $*" >&2; exit 1; }
@@ -97,7 +98,7 @@ expect 2 "--scale needs a finite number other than 0" \
     "$kiln" predict "$two/two.kiln" "$two/x.npy" "$two/y.npy" --scale 0
 
 [ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
-    { echo "SKIP: Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"; exit 77; }
+    skip_missing "Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"
 model=$work/m.safetensors
 scale=0.00392156863   # the float nearest 1/255: as the IDX reader scales bytes
 

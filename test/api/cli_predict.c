@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     }
     kiln_context *ctx = test_context(0);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     if (make)
         return make_two_outputs(ctx, argv[2]);
     const kiln_compile_options one = {.struct_size = sizeof one,

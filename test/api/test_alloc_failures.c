@@ -93,7 +93,7 @@ int main(void)
     budget full = {.allowed = -1};
     kiln_status st = run(&full);
     if (st == KILN_ERROR_NO_DEVICE)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     CHECK(st == KILN_OK && full.live == 0);
     printf("a full run makes %ld host allocations\n", full.made);
     long failures = 0;

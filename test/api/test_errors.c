@@ -629,7 +629,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(1);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
     test_dataset_shapes(ctx);

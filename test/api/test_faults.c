@@ -202,7 +202,7 @@ int main(void)
     counter c = {0};
     kiln_context *probe = context(&c);
     if (!probe)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(probe, &devices);
     kiln_context_destroy(probe);

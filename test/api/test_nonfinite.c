@@ -174,7 +174,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(5);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(ctx, &devices);
     test_check_kernel(ctx);

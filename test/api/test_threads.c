@@ -213,7 +213,7 @@ int main(void)
     kiln_context *ctx = NULL;
     kiln_status st = kiln_context_create(NULL, &ctx);
     if (st == KILN_ERROR_NO_DEVICE)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     CHECK(st == KILN_OK);
     kiln_dataset *ds = synthetic_images(ctx, SAMPLES, SIDE, 7, 4);
     test_two_models_one_context(ctx, ds);

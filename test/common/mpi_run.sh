@@ -2,9 +2,10 @@
 # Runs an MPI test program as MPI_PROCESSES (default 2) processes on this
 # machine (loopback, more processes than cores allowed, as root when run as
 # root), passing kiln's and PoCL's settings on. Exits 77 (meson: skipped)
-# without mpirun.
+# without mpirun, 1 under CI=true.
 set -eu
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
+. "$(dirname "$0")/missing.sh"
+command -v mpirun >/dev/null 2>&1 || skip_missing "mpirun not found (Debian: openmpi-bin)"
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 # Every process gets kiln's and PoCL's settings that are set here.

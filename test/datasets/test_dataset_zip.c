@@ -515,7 +515,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(41);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     snprintf(dir, sizeof dir, "/tmp/kiln_zip_%d", (int)getpid());
     CHECK(mkdir(dir, 0700) == 0);
     static data d;

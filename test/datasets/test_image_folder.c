@@ -318,14 +318,13 @@ static void check_case(kiln_context *ctx, const char *dir, const char *name, int
 static int make_cases(void)
 {
     if (access(PIL_PYTHON, X_OK) != 0) {
-        printf("SKIP (part): no %s, so no comparison with PIL\n", PIL_PYTHON);
+        test_missing_part("no " PIL_PYTHON ", so no comparison with PIL");
         return 0;
     }
     const int rc = shell(at(PIL_PYTHON " '%s/test/datasets/image_cases.py' '%s/cases' "
                             "> '%s/cases.log' 2>&1", source_root, tmp, tmp));
     if (rc == 77) {
-        printf("SKIP (part): %s has no PIL (python3-pil), so no comparison with PIL\n",
-               PIL_PYTHON);
+        test_missing_part(PIL_PYTHON " has no PIL (python3-pil), so no comparison with PIL");
         return 0;
     }
     if (rc != 0) {

@@ -381,7 +381,7 @@ int main(void)
     make_data();
     kiln_context *ctx = test_context(3);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_callback_equals_arrays(ctx);
     test_threads_same_batches(ctx);
     test_resume_streamed(ctx);

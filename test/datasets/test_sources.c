@@ -132,13 +132,13 @@ int main(void)
 {
     const char *root = getenv("KILN_SOURCE_ROOT");
     if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-        SKIP("Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)");
+        SKIP_MISSING("Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)");
     snprintf(dir, sizeof dir, "/tmp/kiln-sources-XXXXXX");
     if (!mkdtemp(dir))
         return 1;
     kiln_context *ctx = test_context(11);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     kiln_dataset *idx = read_idx(ctx), *plain = arrays(ctx, pixels, labels);
     kiln_dataset *from_npy = npy(ctx);
     compare(ctx, "IDX vs host arrays", idx, plain);

@@ -313,7 +313,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(11);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     const mha_case self = {.tq = 5, .d = 6, .heads = 2, .key_dim = 3};
     const mha_case causal = {.tq = 7, .d = 5, .heads = 3, .key_dim = 2, .value_dim = 4,
                              .output_shape = 3, .causal = 1};

@@ -326,7 +326,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(5);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "residual block with batch norm", residual);

@@ -269,7 +269,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(3);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_reshape(ctx);
     test_concatenate(ctx);
     test_layer_norm(ctx);

@@ -603,7 +603,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(7);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
 
     const int32_t ids1[] = {5}, ids2[] = {3, 2}, ids3[] = {2, 3, 1};
     check_embedding(ctx, 1, ids1, 7, 11, 13, IDS_RANDOM);

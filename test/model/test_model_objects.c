@@ -293,7 +293,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(7);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_listing(ctx);
     test_transfer(ctx);
     test_frozen_batch_norm(ctx);

@@ -64,7 +64,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(1);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     if (ctx->n_devices < 2) {
         kiln_context_destroy(ctx);
         SKIP("one device; run with POCL_DEVICES=\"basic basic\"");

@@ -308,7 +308,7 @@ int main(void)
         return 1;
     kiln_context *ctx = test_context(21);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_round_trip(ctx, KILN_OPTIMIZER_ADAM);
     test_round_trip(ctx, KILN_OPTIMIZER_SGD);
     test_mismatches(ctx);

@@ -203,7 +203,7 @@ int main(void)
     const int kills = make_leftovers(small);
     kiln_context *ctx = test_context(5);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     test_nested_folder(ctx);
     test_leftovers(ctx, small, kills);
     kiln_context_destroy(ctx);

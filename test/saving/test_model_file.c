@@ -778,7 +778,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(11);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     snprintf(dir, sizeof dir, "/tmp/kiln-model-file-XXXXXX");
     if (!mkdtemp(dir))
         SKIP("cannot make a temporary folder");

@@ -101,7 +101,7 @@ int main(void)
     kiln_context_options o = {.struct_size = sizeof o, .seed = 42};
     kiln_context *ctx = NULL;
     if (kiln_context_create(&o, &ctx) != KILN_OK)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(ctx, &devices);
     kiln_dataset *ds = synthetic_images(ctx, SAMPLES, SIDE, 777, 4);

@@ -49,10 +49,10 @@ static double train(kiln_context *ctx, kiln_model *m, const kiln_dataset *train,
 int main(void)
 {
     if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-        SKIP("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
+        SKIP_MISSING("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
     kiln_context *ctx = test_context(11);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(ctx, &devices);
     if (devices < 2) {

@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 {
     const int stores = argc > 1 ? atoi(argv[1]) : 1;
     if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-        SKIP("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
+        SKIP_MISSING("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
     kiln_context *ctx = test_context(13);
     if (!ctx)
         return 1;

@@ -504,7 +504,7 @@ int main(void)
 {
     kiln_context *ctx = context(NULL);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     int32_t devices = 0;
     kiln_context_device_count(ctx, &devices);
     printf("%d device(s)\n", (int)devices);

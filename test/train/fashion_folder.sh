@@ -7,8 +7,9 @@
 set -eu
 src=$1
 example=$2
+. "$src/test/common/missing.sh"
 [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-    { echo "SKIP: Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"; exit 77; }
+    skip_missing "Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$src/tools/fashion_png_folder.py" "$work" --limit 10000

@@ -2,13 +2,14 @@
 # The training report as a person sees it: test_report writes one, headless
 # chromium takes a screenshot, and report_render.py checks that each curve
 # is drawn in its colour where its numbers put it and that nothing else is
-# in the plots. Installs nothing: without chromium it skips.
+# in the plots. Installs nothing: without chromium it skips (fails under
+# CI=true).
 # Usage: report_render.sh TEST_REPORT REPORT_RENDER_PY
 # REPORT_RENDER_KEEP=DIR keeps the report and its screenshot in DIR.
 set -eu
+. "$(dirname "$0")/../common/missing.sh"
 command -v chromium >/dev/null 2>&1 ||
-    { echo "SKIP: chromium is not installed (Debian: chromium; tools/install_deps.sh)"
-      exit 77; }
+    skip_missing "chromium is not installed (Debian: chromium; tools/install_deps.sh --test)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0

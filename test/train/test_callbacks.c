@@ -1097,7 +1097,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(5);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     snprintf(dir, sizeof dir, "/tmp/kiln-callbacks-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     int32_t devices = 0;

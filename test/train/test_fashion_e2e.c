@@ -8,10 +8,10 @@
 int main(void)
 {
     if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-        SKIP("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
+        SKIP_MISSING("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
     kiln_context *ctx = test_context(2024);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     kiln_dataset *train = fashion_subset(ctx, "train", 6000);
     kiln_dataset *test = fashion_subset(ctx, "t10k", 2000);
     kiln_model *m = NULL;

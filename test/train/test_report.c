@@ -482,7 +482,7 @@ int main(int argc, char **argv)
 {
     kiln_context *ctx = test_context(17);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     snprintf(dir, sizeof dir, "/tmp/kiln-report-XXXXXX");
     if (!mkdtemp(dir))
         return 1;

@@ -40,7 +40,7 @@ int main(void)
     kiln_context_options co = {.struct_size = sizeof co};
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     const char *sync = getenv("RESNET_SYNC_BN");
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
@@ -86,7 +86,7 @@ int main(void)
     if (kiln_dataset_from_idx(ctx, images, labels, &io, &train) != KILN_OK) {
         kiln_model_destroy(m);
         kiln_context_destroy(ctx);
-        SKIP("no Fashion-MNIST in %s", dir);
+        SKIP_MISSING("no Fashion-MNIST in %s", dir);
     }
     kiln_fit_options fit;
     kiln_fit_options_init(&fit);

@@ -619,7 +619,7 @@ int main(void)
 {
     kiln_context *ctx = test_context(3);
     if (!ctx)
-        SKIP("no OpenCL device");
+        SKIP_MISSING("no OpenCL device");
     const loss_case losses[] = {
         {.name = "sparse_categorical_crossentropy + softmax",
          .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .act = KILN_ACTIVATION_SOFTMAX,
