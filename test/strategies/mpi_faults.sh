@@ -10,7 +10,7 @@
 # mpirun's own status is not used: after an abandoned collective kiln leaves
 # MPI unfinalised, which mpirun reports as a failed job.
 set -u
-. "$(dirname "$0")/missing.sh"
+. "$(dirname "$0")/../common/missing.sh"
 command -v mpirun >/dev/null 2>&1 || skip_missing "mpirun not found (Debian: openmpi-bin)"
 prog=$1
 mode=$2
