@@ -1112,13 +1112,15 @@ typedef struct kiln_idx_options {
 
 /**
  * Reads an IDX image file and its IDX label file, as MNIST and
- * Fashion-MNIST ship them: plain (memory-mapped, read in place), or
- * gzip-compressed (".gz", needs a build with zlib; inflated once into
- * memory). Pixels stay bytes (KILN_DTYPE_UINT8) until a batch needs them;
- * samples are (rows, cols, 1) floats, labels sparse int32.
- * KILN_ERROR_IO if a file cannot be opened or read, KILN_ERROR_FORMAT for a
- * wrong magic number, a truncated file or sizes that disagree,
- * KILN_ERROR_UNSUPPORTED for a .gz file in a build without zlib.
+ * Fashion-MNIST ship them: plain (read a sample at a time with pread, so
+ * the data stays in the page cache), or gzip-compressed (".gz", needs a
+ * build with zlib; inflated once into memory). Pixels stay bytes
+ * (KILN_DTYPE_UINT8) until a batch needs them; samples are (rows, cols, 1)
+ * floats, labels sparse int32. KILN_ERROR_IO if a file cannot be opened or
+ * read (also mid-training: a plain file cut short, naming it and the
+ * sample), KILN_ERROR_FORMAT for a wrong magic number, a truncated file or
+ * sizes that disagree, KILN_ERROR_UNSUPPORTED for a .gz file in a build
+ * without zlib.
  */
 KILN_API kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
                                            const char *labels_path,
@@ -1207,9 +1209,9 @@ typedef struct kiln_npy_options {
 
 /**
  * A dataset over NumPy .npy files (np.save's format, versions 1 to 3),
- * read in place: the features file is read a sample at a time when a batch
- * needs it (with pread, so the data stays in the page cache and out of the
- * process's resident memory), the labels file is mapped and checked once.
+ * read in place: both files are read a sample at a time when a batch needs
+ * it (with pread, so the data stays in the page cache and out of the
+ * process's resident memory), and the labels are checked once at creation.
  * Features: C order, dtype uint8, int8, uint16, int16, int32, float16 or
  * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
  * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D

@@ -551,6 +551,32 @@ static void test_cut_short(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_IO, "reading sample 1 failed: the file is shorter",
                 ds->ops->read(ds, 1, NULL, x, &y));
     kiln_dataset_destroy(ds);
+
+    /* The labels too (np.save over a file being read truncates it in place):
+     * a label past the new end is pages past it, which a mapping would
+     * fault on. */
+    enum { N = 3000 };
+    static unsigned char bytes[N];
+    static int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        bytes[i] = (unsigned char)i, ids[i] = i % 7;
+    write_npy("long.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3000, 1), }",
+              bytes, sizeof bytes);
+    const char *lheader = "{'descr': '<i4', 'fortran_order': False, 'shape': (3000,), }";
+    write_npy("long.labels.npy", 1, lheader, ids, sizeof ids);
+    CHECK_OK(ctx, from_npy(ctx, path("long.npy"), path("long.labels.npy"), NULL, &ds));
+    if (!ds)
+        return;
+    CHECK_OK(ctx, kiln_dataset_read(ds, 2900, x, &y));
+    CHECK(x[0] == (float)(2900 % 256) && y == 2900 % 7);
+    CHECK(truncate(path("long.labels.npy"), (off_t)(10 + strlen(lheader) + 40)) == 0);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, x, &y));   /* still there */
+    CHECK(y == 2);
+    char want[256];
+    snprintf(want, sizeof want, "%s: reading the label of sample 2900 failed: the file is "
+             "shorter than when it was opened", path("long.labels.npy"));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 2900, x, &y));
+    kiln_dataset_destroy(ds);
 }
 
 static void test_arguments(kiln_context *ctx)

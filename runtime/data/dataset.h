@@ -1,11 +1,11 @@
 /* Private: the dataset body, its sources and batch assembly.
  *
  * A dataset is `count` samples of one shape, read by index. Resident data
- * (host arrays, IDX files) lives in float arrays the dataset points into; a
- * streamed source (memory-mapped .npy files, image folders, an
- * application's callback) reads a sample when a batch needs it, through its
- * ops, from loader threads at once. A subset is a view: it holds its
- * parent and shifts indices. */
+ * (host arrays) lives in float arrays the dataset points into; a streamed
+ * source (.npy and IDX files, image folders, an application's callback)
+ * reads a sample when a batch needs it, through its ops, from loader
+ * threads at once. A subset is a view: it holds its parent and shifts
+ * indices. */
 #ifndef KILN_RUNTIME_DATA_DATASET_H
 #define KILN_RUNTIME_DATA_DATASET_H
 

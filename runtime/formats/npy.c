@@ -13,13 +13,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_SIZE 6
 #define NPY_SUPPORTED "|u1, |i1, <u2, <i2, <i4, <f2 and <f4"
+#define NPY_MAX_HEADER (1 << 20)   /* read into memory: a bound on what a bad file costs */
 
 static const struct {
     char kind;
@@ -360,10 +360,12 @@ static kiln_status take_shape(const npy_header *h, size_t data_start, size_t siz
     return KILN_OK;
 }
 
-kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
-                           size_t size, kiln_npy *out)
+/* The preamble, from its first min(size, 12) bytes: magic, version, and
+ * the header's length (*preamble + *header <= size). */
+static kiln_status parse_preamble(kiln_context *ctx, const char *name,
+                                  const unsigned char *bytes, size_t size, size_t *preamble,
+                                  size_t *header)
 {
-    memset(out, 0, sizeof *out);
     const size_t magic = size < NPY_MAGIC_SIZE ? size : NPY_MAGIC_SIZE;
     if (magic > 0 && memcmp(bytes, NPY_MAGIC, magic) != 0)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not a .npy file: it does not start "
@@ -375,19 +377,27 @@ kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned c
     if (major < 1 || major > 3 || minor != 0)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "%s is a .npy file of version %d.%d; "
                           "kiln reads versions 1.0, 2.0 and 3.0", name, major, minor);
-    const size_t preamble = major == 1 ? 10 : 12;
-    if (size < preamble)
+    *preamble = major == 1 ? 10 : 12;
+    if (size < *preamble)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: %zu bytes, shorter than a "
                           "version %d.0 .npy preamble", name, size, major);
-    uint64_t header = (uint64_t)bytes[8] | (uint64_t)bytes[9] << 8;
+    uint64_t length = (uint64_t)bytes[8] | (uint64_t)bytes[9] << 8;
     if (major > 1)
-        header |= (uint64_t)bytes[10] << 16 | (uint64_t)bytes[11] << 24;
-    if (header > size - preamble)
+        length |= (uint64_t)bytes[10] << 16 | (uint64_t)bytes[11] << 24;
+    if (length > size - *preamble)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s: its .npy header of %llu bytes runs past "
-                          "the end of the file (%zu bytes)", name, (unsigned long long)header,
+                          "the end of the file (%zu bytes)", name, (unsigned long long)length,
                           size);
-    npy_header h = {.ctx = ctx, .name = name, .text = bytes + preamble,
-                    .size = (size_t)header};
+    *header = (size_t)length;
+    return KILN_OK;
+}
+
+/* The header's dict (`text`, `length` bytes, after `preamble` bytes of a
+ * file of `size`) into `out`, its data not yet placed. */
+static kiln_status parse_header(kiln_context *ctx, const char *name, const unsigned char *text,
+                                size_t length, size_t preamble, size_t size, kiln_npy *out)
+{
+    npy_header h = {.ctx = ctx, .name = name, .text = text, .size = length};
     kiln_status st = parse_dict(&h);
     if (st == KILN_OK)
         st = take_dtype(&h, out);
@@ -395,60 +405,141 @@ kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned c
         st = kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "%s is in Fortran order; kiln reads C "
                         "order: save it with np.ascontiguousarray(a)", name);
     if (st == KILN_OK)
-        st = take_shape(&h, preamble + h.size, size, out);
+        st = take_shape(&h, preamble + length, size, out);
     if (st != KILN_OK) {
         memset(out, 0, sizeof *out);
         return st;
     }
     out->name = name;
-    out->data = bytes + preamble + h.size;
+    out->offset = (int64_t)(preamble + length);
     return KILN_OK;
+}
+
+kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
+                           size_t size, kiln_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t preamble, header;
+    kiln_status st = parse_preamble(ctx, name, bytes, size, &preamble, &header);
+    if (st == KILN_OK)
+        st = parse_header(ctx, name, bytes + preamble, header, preamble, size, out);
+    if (st == KILN_OK)
+        out->data = bytes + out->offset;
+    return st;
+}
+
+/* pread until `n` bytes or the end of the file: how many arrived, or -1
+ * (errno set). */
+static int64_t read_at(int fd, void *buf, size_t n, int64_t at)
+{
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = pread(fd, (unsigned char *)buf + got, n - got, (off_t)at + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (int64_t)got;
+}
+
+/* Opens `path` as a regular file: *fd and *size, or KILN_ERROR_IO. */
+static kiln_status open_file(kiln_context *ctx, const char *path, int *fd, size_t *size)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    kiln_status st = KILN_OK;
+    if (fstat(*fd, &sb) != 0)
+        st = kiln_error(ctx, KILN_ERROR_IO, "cannot examine %s: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = kiln_error(ctx, KILN_ERROR_IO, "%s is not a regular file", path);
+    else if ((uintmax_t)sb.st_size > SIZE_MAX)
+        st = kiln_error(ctx, KILN_ERROR_IO, "%s is too large for this process", path);
+    if (st != KILN_OK) {
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    *size = (size_t)sb.st_size;
+    return KILN_OK;
+}
+
+static kiln_status read_failed(kiln_context *ctx, const char *path, int64_t got)
+{
+    return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed: %s", path,
+                      got < 0 ? strerror(errno) : "the file is shorter than when it was opened");
+}
+
+kiln_status kiln_npy_open(kiln_context *ctx, const char *path, kiln_npy *out, int *fd)
+{
+    memset(out, 0, sizeof *out);
+    size_t size, preamble, header;
+    kiln_status st = open_file(ctx, path, fd, &size);
+    if (st != KILN_OK)
+        return st;
+    unsigned char start[12];
+    const size_t n = size < sizeof start ? size : sizeof start;
+    int64_t got = read_at(*fd, start, n, 0);
+    st = got == (int64_t)n ? parse_preamble(ctx, path, start, size, &preamble, &header)
+                           : read_failed(ctx, path, got);
+    if (st == KILN_OK && header > NPY_MAX_HEADER)
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: its .npy header is %zu bytes; kiln reads "
+                        "headers of up to %d bytes (NumPy's own limit is 10000)", path, header,
+                        NPY_MAX_HEADER);
+    unsigned char *text = NULL;
+    if (st == KILN_OK) {
+        text = kiln_alloc(ctx, header ? header : 1);
+        if (!text)
+            st = kiln_error_oom(ctx, path, header);
+    }
+    if (st == KILN_OK) {
+        got = read_at(*fd, text, header, (int64_t)preamble);
+        st = got == (int64_t)header ? parse_header(ctx, path, text, header, preamble, size, out)
+                                    : read_failed(ctx, path, got);
+    }
+    kiln_free(ctx, text);
+    if (st != KILN_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
 }
 
 kiln_status kiln_npy_map(kiln_context *ctx, const char *path, kiln_npy *out)
 {
     memset(out, 0, sizeof *out);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    kiln_status st = KILN_OK;
-    void *map = NULL;
-    size_t size = 0;
-    if (fstat(fd, &sb) != 0) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "cannot examine %s: %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "%s is not a regular file", path);
-    } else if ((uintmax_t)sb.st_size > SIZE_MAX) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "%s is too large to map in this process", path);
-    } else if (sb.st_size > 0) {
-        size = (size_t)sb.st_size;
-        map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-            map = NULL;
-            st = kiln_error(ctx, KILN_ERROR_IO, "cannot map %s: %s", path, strerror(errno));
-        }
-    }
-    close(fd);
+    int fd;
+    size_t size;
+    kiln_status st = open_file(ctx, path, &fd, &size);
     if (st != KILN_OK)
         return st;
-    /* An empty file has nothing to map, and is merely truncated. */
-    static const unsigned char none[1];
-    st = kiln_npy_parse(ctx, path, map ? map : none, size, out);
+    unsigned char *bytes = kiln_alloc(ctx, size ? size : 1);
+    if (!bytes)
+        st = kiln_error_oom(ctx, path, size);
+    const int64_t got = bytes ? read_at(fd, bytes, size, 0) : 0;
+    if (st == KILN_OK && got != (int64_t)size)
+        st = read_failed(ctx, path, got);
+    close(fd);
+    if (st == KILN_OK)
+        st = kiln_npy_parse(ctx, path, bytes, size, out);
     if (st != KILN_OK) {
-        if (map)
-            munmap(map, size);
+        kiln_free(ctx, bytes);
         return st;
     }
-    out->map = map;
-    out->map_size = size;
+    out->owner = ctx;
+    out->bytes = bytes;
     return KILN_OK;
 }
 
 void kiln_npy_unmap(kiln_npy *a)
 {
-    if (a->map)
-        munmap(a->map, a->map_size);
+    if (a->bytes)
+        kiln_free(a->owner, a->bytes);
     memset(a, 0, sizeof *a);
 }
 

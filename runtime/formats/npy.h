@@ -1,7 +1,9 @@
 /* Private: NumPy .npy files (versions 1.0, 2.0 and 3.0), parsed strictly
- * from memory and memory-mapped from disk, and their elements converted to
+ * from memory or from a file's header, and their elements converted to
  * float or int32. Only the C-order, little-endian dtypes kiln_dtype names
- * are read. */
+ * are read. Nothing here maps a file: a mapped file cut short by another
+ * process faults (SIGBUS) the reader past its new end, where pread gives a
+ * short count. */
 #ifndef KILN_RUNTIME_FORMATS_NPY_H
 #define KILN_RUNTIME_FORMATS_NPY_H
 
@@ -20,9 +22,10 @@ typedef struct kiln_npy {
     int64_t shape[KILN_NPY_MAX_RANK];
     int64_t rows;                 /* shape[0]; 1 for a scalar (rank 0) */
     int64_t row_size;             /* elements per row: the product of shape[1..] */
-    const unsigned char *data;    /* rows * row_size elements, little-endian */
-    void *map;                    /* kiln_npy_map's mapping, or NULL */
-    size_t map_size;
+    int64_t offset;               /* where the data starts in the file */
+    const unsigned char *data;    /* rows * row_size elements, little-endian; NULL: opened */
+    kiln_context *owner;          /* kiln_npy_map's copy of the file, and whose it is */
+    unsigned char *bytes;
 } kiln_npy;
 
 /* Validates a whole file image: magic, version, header, dtype, order,
@@ -34,14 +37,19 @@ typedef struct kiln_npy {
 kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
                            size_t size, kiln_npy *out);
 
-/* Maps `path` read-only and parses it. KILN_ERROR_IO when it cannot be
- * opened, examined or mapped; else as kiln_npy_parse. Release with
- * kiln_npy_unmap. As with any mapping, a file cut short by another process
- * while mapped faults (SIGBUS) the reader that reaches past its new end. */
+/* Reads the whole of `path` into memory and parses it. KILN_ERROR_IO when
+ * it cannot be opened, examined or read, or is not a regular file; else as
+ * kiln_npy_parse. Release with kiln_npy_unmap. */
 kiln_status kiln_npy_map(kiln_context *ctx, const char *path, kiln_npy *out);
 
-/* Unmaps a kiln_npy_map result and zeroes it; accepts a zeroed one. */
+/* Frees a kiln_npy_map result and zeroes it; accepts a zeroed one. */
 void kiln_npy_unmap(kiln_npy *a);
+
+/* Opens `path` and parses its header alone, read with pread: `out` has
+ * data NULL (the data is read from *fd at out->offset; the caller closes
+ * *fd). As kiln_npy_map's statuses, and KILN_ERROR_FORMAT for a header
+ * over 1 MiB; *fd is -1 on failure. */
+kiln_status kiln_npy_open(kiln_context *ctx, const char *path, kiln_npy *out, int *fd);
 
 /* IEEE binary16 to binary32, exactly: subnormals, signed zeros, infinities
  * and NaN payloads included. */
