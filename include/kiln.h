@@ -1340,8 +1340,9 @@ typedef struct kiln_zip_desc {
  * augmentations (augmented in training when it feeds an input), and the
  * zip then behaves as kiln_dataset_from_arrays' several inputs and
  * outputs: kiln_dataset_read gives the packed sample, and fit checks each
- * array against its input or output (sparse ids of a source as they are
- * read, KILN_ERROR_DATA naming the sample and label array). The zip holds
+ * array against its input or output (sparse ids before training, or as
+ * they are read for a callback's; KILN_ERROR_DATA naming the sample, the
+ * label array and the file that holds it). The zip holds
  * the datasets it joins: destroying them first is fine.
  * KILN_ERROR_INVALID_ARGUMENT for n_inputs or n_outputs out of range, and
  * for a dataset that is NULL, of another context, of another count than
@@ -1758,7 +1759,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
  * kiln_input_ints() or ids into a float Input; KILN_ERROR_DATA for a label
  * out of range, or an id outside its Embedding's input_dim (naming the
- * sample and the position);
+ * sample and the position; a label of a file source also names the file,
+ * and of a zip the label array; both before training);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if a callback returned KILN_CALLBACK_ABORT (or any

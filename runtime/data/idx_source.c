@@ -309,7 +309,7 @@ typedef struct idx_source {
     unsigned char *body[2];         /* in memory, or NULL */
     int fd[2];                      /* else the file, its body from offset[k] */
     uint64_t offset[2];
-    char *path[2];                  /* for messages */
+    char *path[2];                  /* for messages ("labels in memory": the fuzzer's) */
     size_t per_image;
     float scale;
 } idx_source;
@@ -320,17 +320,16 @@ typedef struct idx_source {
 static kiln_status take_body(kiln_context *ctx, idx_file *f, idx_source *src, int k,
                              uint64_t bytes, const char *what)
 {
-    if (f->fd < 0) {
+    src->path[k] = kiln_strdup(ctx, f->path);
+    if (!src->path[k])
+        return kiln_error_oom(ctx, "a file name", strlen(f->path) + 1);
+    if (f->fd < 0)
         return read_body(ctx, f, &src->body[k], bytes, what);
-    }
     const uint64_t left = f->file_size - f->file_pos;
     if (left < bytes)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
                           "got %llu", f->path, (unsigned long long)bytes, what,
                           (unsigned long long)left);
-    src->path[k] = kiln_strdup(ctx, f->path);
-    if (!src->path[k])
-        return kiln_error_oom(ctx, "a file name", strlen(f->path) + 1);
     src->fd[k] = f->fd;   /* the source's now */
     src->offset[k] = f->file_pos;
     f->fd = -1;
@@ -397,8 +396,35 @@ static void idx_source_destroy(kiln_dataset *ds)
     idx_source_free(ds->ctx, ds->source);
 }
 
+static kiln_status idx_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                  int64_t count, int32_t limit, int32_t ignore,
+                                  kiln_label_hit *hit)
+{
+    (void)part;
+    const idx_source *s = ds->source;
+    unsigned char chunk[4096];
+    hit->searched = 1;
+    for (int64_t i = first; i < first + count; i += (int64_t)sizeof chunk) {
+        const int64_t n = first + count - i < (int64_t)sizeof chunk ? first + count - i
+                                                                    : (int64_t)sizeof chunk;
+        const kiln_status st = body_read(ds, 1, (uint64_t)i, (size_t)n, chunk, i);
+        if (st != KILN_OK)
+            return st;
+        for (int64_t k = 0; k < n; k++) {
+            if (chunk[k] < limit || chunk[k] == ignore)
+                continue;
+            hit->sample = i + k;
+            hit->label = chunk[k];
+            snprintf(hit->where, sizeof hit->where, "%s", s->path[1]);
+            return KILN_OK;
+        }
+    }
+    return KILN_OK;
+}
+
 static const kiln_source_ops idx_ops = {
     .kind = "idx", .read = idx_source_read, .destroy = idx_source_destroy,
+    .find_label = idx_find_label,
 };
 
 static kiln_status check_args(kiln_context *ctx, const char *images_path,

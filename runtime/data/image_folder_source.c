@@ -412,10 +412,32 @@ static void folder_destroy(kiln_dataset *ds)
     ds->source = NULL;
 }
 
+/* A sample's label is its class: the first sample of [first, first +
+ * count) in a class >= limit (but `ignore`), named by its file. */
+static kiln_status folder_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                     int64_t count, int32_t limit, int32_t ignore,
+                                     kiln_label_hit *hit)
+{
+    (void)part;
+    const image_folder *src = ds->source;
+    hit->searched = 1;
+    for (int32_t k = limit > 0 ? limit : 0; k < src->n_classes; k++) {
+        const int64_t i = src->class_first[k] > first ? src->class_first[k] : first;
+        if (k == ignore || i >= src->class_first[k + 1] || i >= first + count)
+            continue;
+        hit->sample = i;
+        hit->label = k;
+        snprintf(hit->where, sizeof hit->where, "%s", src->paths + src->path_at[i]);
+        return KILN_OK;
+    }
+    return KILN_OK;
+}
+
 static const kiln_source_ops image_folder_ops = {
     .kind = "image folder",
     .read = folder_read,
     .destroy = folder_destroy,
+    .find_label = folder_find_label,
 };
 
 static kiln_status check_options(kiln_context *ctx, const kiln_image_folder_options *o)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define CHUNK 16384   /* bytes read at once: on the loader threads' stacks */
+#define IDS 2048      /* labels converted at once where they are scanned */
 
 /* One file: its header, the open file, its name. */
 typedef struct npy_file {
@@ -125,12 +126,6 @@ static void npy_destroy(kiln_dataset *ds)
     ds->source = NULL;
 }
 
-static const kiln_source_ops npy_ops = {
-    .kind = "npy",
-    .read = npy_read,
-    .destroy = npy_destroy,
-};
-
 static int is_float(kiln_dtype t)
 {
     return t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_FLOAT32;
@@ -211,6 +206,23 @@ static kiln_status label_kind(kiln_context *ctx, const kiln_npy *l, kiln_label_k
                       "1-D or 2-D integers (sparse) or 2-D float32 (dense)", l->name, l->rank);
 }
 
+/* Elements [first, first + n) (n <= IDS) of an integer labels file, as
+ * int32 ids. */
+static kiln_status read_ids(kiln_context *ctx, const npy_file *f, int64_t first, int64_t n,
+                            int32_t *out)
+{
+    unsigned char chunk[IDS * 8];   /* 8: the widest integer */
+    const kiln_status st = read_elements(ctx, f, first, n, chunk, "the label of sample",
+                                         first / f->array.row_size);
+    kiln_npy view = f->array;
+    view.data = chunk;
+    view.rows = n;
+    view.row_size = 1;
+    for (int64_t k = 0; st == KILN_OK && k < n; k++)
+        kiln_npy_read_label(&view, k, out + k);
+    return st;
+}
+
 /* The first `count` labels, read a chunk at a time: sparse ones >= 0 (and
  * their largest), dense ones finite. */
 static kiln_status scan_labels(kiln_context *ctx, const npy_file *f, kiln_label_kind kind,
@@ -218,35 +230,43 @@ static kiln_status scan_labels(kiln_context *ctx, const npy_file *f, kiln_label_
 {
     *max_label = -1;
     const kiln_npy *l = &f->array;
-    const int64_t total = count * l->row_size, per = CHUNK / l->itemsize;
+    const int64_t total = count * l->row_size;
+    if (kind == KILN_LABELS_SPARSE) {
+        int32_t ids[IDS];
+        for (int64_t at = 0; at < total; at += IDS) {
+            const int64_t n = total - at < IDS ? total - at : IDS;
+            const kiln_status st = read_ids(ctx, f, at, n, ids);
+            if (st != KILN_OK)
+                return st;
+            for (int64_t k = 0; k < n; k++) {
+                const int64_t i = at + k;
+                char pos[48] = "";
+                if (l->row_size > 1)
+                    snprintf(pos, sizeof pos, ", position %lld,",
+                             (long long)(i % l->row_size));
+                if (ids[k] < 0)
+                    return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld%s has label %d; "
+                                      "labels must be >= 0", l->name,
+                                      (long long)(i / l->row_size), pos, (int)ids[k]);
+                *max_label = ids[k] > *max_label ? ids[k] : *max_label;
+            }
+        }
+        return KILN_OK;
+    }
+    const int64_t per = CHUNK / l->itemsize;
     unsigned char chunk[CHUNK];
     float values[CHUNK / 4];   /* dense labels are float32 */
-    kiln_npy part = *l;    /* a chunk, seen as one value per row */
-    part.data = chunk;
-    part.row_size = 1;
+    kiln_npy view = *l;        /* a chunk, seen as one value per row */
+    view.data = chunk;
+    view.row_size = 1;
     for (int64_t at = 0; at < total; at += per) {
         const int64_t n = total - at < per ? total - at : per;
         const kiln_status st = read_elements(ctx, f, at, n, chunk, "the label of sample",
                                              at / l->row_size);
         if (st != KILN_OK)
             return st;
-        part.rows = n;
-        for (int64_t k = 0; kind == KILN_LABELS_SPARSE && k < n; k++) {
-            const int64_t i = at + k;
-            int32_t y;
-            kiln_npy_read_label(&part, k, &y);
-            char pos[48] = "";
-            if (l->row_size > 1)
-                snprintf(pos, sizeof pos, ", position %lld,", (long long)(i % l->row_size));
-            if (y < 0)
-                return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld%s has label %d; "
-                                  "labels must be >= 0", l->name, (long long)(i / l->row_size),
-                                  pos, (int)y);
-            *max_label = y > *max_label ? y : *max_label;
-        }
-        if (kind == KILN_LABELS_SPARSE)
-            continue;
-        kiln_npy_read_floats(&part, 0, n, 1.0f, 0.0f, values);
+        view.rows = n;
+        kiln_npy_read_floats(&view, 0, n, 1.0f, 0.0f, values);
         for (int64_t k = 0; k < n; k++)
             if (!isfinite(values[k]))
                 return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld, value %lld of its "
@@ -257,6 +277,40 @@ static kiln_status scan_labels(kiln_context *ctx, const npy_file *f, kiln_label_
     }
     return KILN_OK;
 }
+
+static kiln_status npy_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                  int64_t count, int32_t limit, int32_t ignore,
+                                  kiln_label_hit *hit)
+{
+    (void)part;
+    const npy_file *f = &((const npy_source *)ds->source)->labels;
+    const int64_t row = f->array.row_size, end = (first + count) * row;
+    int32_t ids[IDS];
+    hit->searched = ds->label_kind == KILN_LABELS_SPARSE;
+    for (int64_t at = first * row; hit->searched && at < end; at += IDS) {
+        const int64_t n = end - at < IDS ? end - at : IDS;
+        const kiln_status st = read_ids(ds->ctx, f, at, n, ids);
+        if (st != KILN_OK)
+            return st;
+        for (int64_t k = 0; k < n; k++) {
+            if (ids[k] < limit || ids[k] == ignore)
+                continue;
+            hit->sample = (at + k) / row;
+            hit->position = (int32_t)((at + k) % row);
+            hit->label = ids[k];
+            snprintf(hit->where, sizeof hit->where, "%s", f->path);
+            return KILN_OK;
+        }
+    }
+    return KILN_OK;
+}
+
+static const kiln_source_ops npy_ops = {
+    .kind = "npy",
+    .read = npy_read,
+    .destroy = npy_destroy,
+    .find_label = npy_find_label,
+};
 
 /* Opens `path` into `f`, its header parsed. */
 static kiln_status open_file(kiln_context *ctx, const char *path, npy_file *f)
