@@ -1147,7 +1147,8 @@ typedef enum kiln_dtype {
     KILN_DTYPE_INT8,
     KILN_DTYPE_UINT16,
     KILN_DTYPE_INT16,
-    KILN_DTYPE_INT32
+    KILN_DTYPE_INT32,
+    KILN_DTYPE_INT64             /**< .npy files; as ids or labels each must fit an int32 */
 } kiln_dtype;
 
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
@@ -1200,10 +1201,11 @@ typedef struct kiln_npy_options {
     int64_t limit;               /**< reads at most this many samples (0: all) */
     /** Nonzero: the features are int32 ids for an Input of kiln_input_ints()
      *  (kiln_dataset_feature_type says KILN_DTYPE_INT32), read from an
-     *  integer file (uint8, int8, uint16, int16 or int32) as they are
-     *  stored; a float file is KILN_ERROR_INVALID_ARGUMENT, as are a scale
-     *  or offset. int64 files are not read (KILN_ERROR_UNSUPPORTED, as any
-     *  dtype kiln does not know): save ids as int32. */
+     *  integer file (uint8, int8, uint16, int16, int32 or int64) as they
+     *  are stored; a float file is KILN_ERROR_INVALID_ARGUMENT, as are a
+     *  scale or offset. An int64 id that does not fit an int32 stops the
+     *  read of its sample (KILN_ERROR_DATA naming the file, the sample and
+     *  the element). */
     int32_t ids;
 } kiln_npy_options;
 
@@ -1212,18 +1214,20 @@ typedef struct kiln_npy_options {
  * read in place: both files are read a sample at a time when a batch needs
  * it (with pread, so the data stays in the page cache and out of the
  * process's resident memory), and the labels are checked once at creation.
- * Features: C order, dtype uint8, int8, uint16, int16, int32, float16 or
- * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
- * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D
- * integer array (N, T) (T sparse ids per sample, one per output position)
- * or a 2-D float32 array (dense, one finite row per sample). KILN_ERROR_IO when a
- * file cannot be opened or read (also mid-training: a file cut short);
+ * Features: C order, dtype uint8, int8, uint16, int16, int32, int64,
+ * float16 or float32 (little-endian), samples first and 1 to KILN_MAX_RANK
+ * dimensions per sample. Labels: a 1-D integer array (sparse class ids, >=
+ * 0 and below 2^31: int64, np.save's default for integers, included), a
+ * 2-D integer array (N, T) (T sparse ids per sample, one per output
+ * position) or a 2-D float32 array (dense, one finite row per sample).
+ * KILN_ERROR_IO when a file cannot be opened or read (also mid-training: a
+ * file cut short, naming the file and the sample);
  * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
  * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
  * features without a sample dimension or labels of another rank;
  * KILN_ERROR_UNSUPPORTED for Fortran order, big-endian data or another
- * dtype; KILN_ERROR_DATA for no samples, a negative or non-finite label;
- * each naming the file. Float features are checked for NaN and Inf as
+ * dtype; KILN_ERROR_DATA for no samples, a negative, non-finite or too
+ * large label (naming the sample); each naming the file. Float features are checked for NaN and Inf as
  * batches are gathered (KILN_ERROR_DATA naming the sample).
  */
 KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,

@@ -58,9 +58,10 @@ static kiln_status read_elements(kiln_context *ctx, const npy_file *f, int64_t f
 }
 
 /* Row `row` of `f` (row_size elements), a chunk at a time: as int32 ids
- * when `ids`, else as value * scale + offset floats. */
+ * when `ids` (an int64 that does not fit is an error naming it), else as
+ * value * scale + offset floats. `labels`: the row is a sample's label. */
 static kiln_status read_row(kiln_context *ctx, const npy_file *f, int64_t row, int ids,
-                            float scale, float offset, void *out, const char *what)
+                            float scale, float offset, void *out, int labels)
 {
     const int64_t n = f->array.row_size, per = CHUNK / f->array.itemsize;
     unsigned char chunk[CHUNK];
@@ -68,14 +69,20 @@ static kiln_status read_row(kiln_context *ctx, const npy_file *f, int64_t row, i
     part.data = chunk;
     for (int64_t done = 0; done < n;) {
         const int64_t take = n - done < per ? n - done : per;
-        const kiln_status st = read_elements(ctx, f, row * n + done, take, chunk, what, row);
+        const kiln_status st = read_elements(ctx, f, row * n + done, take, chunk,
+                                             labels ? "the label of sample" : "sample", row);
         if (st != KILN_OK)
             return st;
         if (ids) {   /* one id per element; a dataset's ids ride in float slots */
             part.rows = take;
             part.row_size = 1;
             for (int64_t k = 0; k < take; k++)
-                kiln_npy_read_label(&part, k, (int32_t *)out + done + k);
+                if (kiln_npy_read_label(&part, k, (int32_t *)out + done + k) != 0)
+                    return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld, %s %lld: %s %lld "
+                                      "does not fit an int32", f->path, (long long)row,
+                                      labels ? "position" : "element", (long long)(done + k),
+                                      labels ? "label" : "id",
+                                      (long long)kiln_npy_read_int(&part, k));
         } else {
             part.rows = 1;
             part.row_size = take;
@@ -94,11 +101,10 @@ static kiln_status npy_read(const kiln_dataset *ds, int64_t index,
     const npy_source *s = ds->source;
     kiln_status st = KILN_OK;
     if (features)
-        st = read_row(ds->ctx, &s->features, index, s->ids, s->scale, s->offset, features,
-                      "sample");
+        st = read_row(ds->ctx, &s->features, index, s->ids, s->scale, s->offset, features, 0);
     if (st == KILN_OK && label)
         st = read_row(ds->ctx, &s->labels, index, ds->label_kind == KILN_LABELS_SPARSE, 1.0f,
-                      0.0f, label, "the label of sample");
+                      0.0f, label, 1);
     return st;
 }
 
@@ -139,6 +145,7 @@ static double int_range(kiln_dtype t)
     case KILN_DTYPE_INT8: return 128.0;
     case KILN_DTYPE_UINT16: return 65535.0;
     case KILN_DTYPE_INT16: return 32768.0;
+    case KILN_DTYPE_INT64: return 9223372036854775808.0;
     default: return 2147483648.0;
     }
 }
@@ -207,9 +214,9 @@ static kiln_status label_kind(kiln_context *ctx, const kiln_npy *l, kiln_label_k
 }
 
 /* Elements [first, first + n) (n <= IDS) of an integer labels file, as
- * int32 ids. */
+ * stored (an int64 may not fit an int32). */
 static kiln_status read_ids(kiln_context *ctx, const npy_file *f, int64_t first, int64_t n,
-                            int32_t *out)
+                            int64_t *out)
 {
     unsigned char chunk[IDS * 8];   /* 8: the widest integer */
     const kiln_status st = read_elements(ctx, f, first, n, chunk, "the label of sample",
@@ -219,7 +226,7 @@ static kiln_status read_ids(kiln_context *ctx, const npy_file *f, int64_t first,
     view.rows = n;
     view.row_size = 1;
     for (int64_t k = 0; st == KILN_OK && k < n; k++)
-        kiln_npy_read_label(&view, k, out + k);
+        out[k] = kiln_npy_read_int(&view, k);
     return st;
 }
 
@@ -232,7 +239,7 @@ static kiln_status scan_labels(kiln_context *ctx, const npy_file *f, kiln_label_
     const kiln_npy *l = &f->array;
     const int64_t total = count * l->row_size;
     if (kind == KILN_LABELS_SPARSE) {
-        int32_t ids[IDS];
+        int64_t ids[IDS];
         for (int64_t at = 0; at < total; at += IDS) {
             const int64_t n = total - at < IDS ? total - at : IDS;
             const kiln_status st = read_ids(ctx, f, at, n, ids);
@@ -240,15 +247,18 @@ static kiln_status scan_labels(kiln_context *ctx, const npy_file *f, kiln_label_
                 return st;
             for (int64_t k = 0; k < n; k++) {
                 const int64_t i = at + k;
+                if (ids[k] >= 0 && ids[k] <= INT32_MAX) {
+                    *max_label = ids[k] > *max_label ? (int32_t)ids[k] : *max_label;
+                    continue;
+                }
                 char pos[48] = "";
                 if (l->row_size > 1)
                     snprintf(pos, sizeof pos, ", position %lld,",
                              (long long)(i % l->row_size));
-                if (ids[k] < 0)
-                    return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld%s has label %d; "
-                                      "labels must be >= 0", l->name,
-                                      (long long)(i / l->row_size), pos, (int)ids[k]);
-                *max_label = ids[k] > *max_label ? ids[k] : *max_label;
+                return kiln_error(ctx, KILN_ERROR_DATA, "%s: sample %lld%s has label %lld; "
+                                  "labels must be %s", l->name, (long long)(i / l->row_size),
+                                  pos, (long long)ids[k],
+                                  ids[k] < 0 ? ">= 0" : "below 2^31 (they are int32)");
             }
         }
         return KILN_OK;
@@ -285,7 +295,7 @@ static kiln_status npy_find_label(const kiln_dataset *ds, int32_t part, int64_t 
     (void)part;
     const npy_file *f = &((const npy_source *)ds->source)->labels;
     const int64_t row = f->array.row_size, end = (first + count) * row;
-    int32_t ids[IDS];
+    int64_t ids[IDS];
     hit->searched = ds->label_kind == KILN_LABELS_SPARSE;
     for (int64_t at = first * row; hit->searched && at < end; at += IDS) {
         const int64_t n = end - at < IDS ? end - at : IDS;
@@ -297,7 +307,7 @@ static kiln_status npy_find_label(const kiln_dataset *ds, int32_t part, int64_t 
                 continue;
             hit->sample = (at + k) / row;
             hit->position = (int32_t)((at + k) % row);
-            hit->label = ids[k];
+            hit->label = (int32_t)(ids[k] > INT32_MAX ? INT32_MAX : ids[k]);
             snprintf(hit->where, sizeof hit->where, "%s", f->path);
             return KILN_OK;
         }

@@ -18,7 +18,7 @@
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_SIZE 6
-#define NPY_SUPPORTED "|u1, |i1, <u2, <i2, <i4, <f2 and <f4"
+#define NPY_SUPPORTED "|u1, |i1, <u2, <i2, <i4, <i8, <f2 and <f4"
 #define NPY_MAX_HEADER (1 << 20)   /* read into memory: a bound on what a bad file costs */
 
 static const struct {
@@ -31,6 +31,7 @@ static const struct {
     {.kind = 'u', .itemsize = 2, .dtype = KILN_DTYPE_UINT16},
     {.kind = 'i', .itemsize = 2, .dtype = KILN_DTYPE_INT16},
     {.kind = 'i', .itemsize = 4, .dtype = KILN_DTYPE_INT32},
+    {.kind = 'i', .itemsize = 8, .dtype = KILN_DTYPE_INT64},
     {.kind = 'f', .itemsize = 2, .dtype = KILN_DTYPE_FLOAT16},
     {.kind = 'f', .itemsize = 4, .dtype = KILN_DTYPE_FLOAT32},
 };
@@ -573,11 +574,21 @@ static uint32_t le32(const unsigned char *b)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+static uint64_t le64(const unsigned char *b)
+{
+    return (uint64_t)le32(b) | (uint64_t)le32(b + 4) << 32;
+}
+
 /* Two's complement from the bits, without implementation-defined casts. */
 static int32_t signed_of(uint32_t u, int bits)
 {
     const int64_t v = (int64_t)u;
     return (int32_t)(v >= (int64_t)1 << (bits - 1) ? v - ((int64_t)1 << bits) : v);
+}
+
+static int64_t signed64_of(uint64_t u)
+{
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
 }
 
 static float float_of(uint32_t bits)
@@ -609,22 +620,33 @@ void kiln_npy_read_floats(const kiln_npy *a, int64_t first_row, int64_t rows, fl
     case KILN_DTYPE_UINT16: NPY_CONVERT((float)le16(p + 2 * i));
     case KILN_DTYPE_INT16: NPY_CONVERT((float)signed_of(le16(p + 2 * i), 16));
     case KILN_DTYPE_INT32: NPY_CONVERT((float)signed_of(le32(p + 4 * i), 32));
+    case KILN_DTYPE_INT64: NPY_CONVERT((float)signed64_of(le64(p + 8 * i)));
     case KILN_DTYPE_FLOAT16: NPY_CONVERT(kiln_npy_half_to_float(le16(p + 2 * i)));
     case KILN_DTYPE_FLOAT32: NPY_CONVERT(float_of(le32(p + 4 * i)));
     }
 }
 
-void kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out)
+int64_t kiln_npy_read_int(const kiln_npy *a, int64_t row)
 {
     assert(row >= 0 && row < a->rows && a->row_size == 1);
     const unsigned char *p = a->data + (size_t)row * (size_t)a->itemsize;
     switch (a->dtype) {
-    case KILN_DTYPE_UINT8: *out = p[0]; break;
-    case KILN_DTYPE_INT8: *out = signed_of(p[0], 8); break;
-    case KILN_DTYPE_UINT16: *out = le16(p); break;
-    case KILN_DTYPE_INT16: *out = signed_of(le16(p), 16); break;
-    case KILN_DTYPE_INT32: *out = signed_of(le32(p), 32); break;
+    case KILN_DTYPE_UINT8: return p[0];
+    case KILN_DTYPE_INT8: return signed_of(p[0], 8);
+    case KILN_DTYPE_UINT16: return le16(p);
+    case KILN_DTYPE_INT16: return signed_of(le16(p), 16);
+    case KILN_DTYPE_INT32: return signed_of(le32(p), 32);
+    case KILN_DTYPE_INT64: return signed64_of(le64(p));
     case KILN_DTYPE_FLOAT16:
-    case KILN_DTYPE_FLOAT32: assert(!"an integer array"); *out = 0; break;
+    case KILN_DTYPE_FLOAT32: break;
     }
+    assert(!"an integer array");
+    return 0;
+}
+
+int kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out)
+{
+    const int64_t v = kiln_npy_read_int(a, row);
+    *out = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+    return v == *out ? 0 : -1;
 }

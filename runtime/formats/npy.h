@@ -60,8 +60,12 @@ float kiln_npy_half_to_float(uint16_t h);
 void kiln_npy_read_floats(const kiln_npy *a, int64_t first_row, int64_t rows, float scale,
                           float offset, float *out);
 
-/* Element `row` of an integer array of one dimension (any integer dtype
- * kiln reads fits an int32). */
-void kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out);
+/* Element `row` of an integer array of one dimension. */
+int64_t kiln_npy_read_int(const kiln_npy *a, int64_t row);
+
+/* The same as an int32: 0, or -1 for an int64 outside int32's range,
+ * which is clamped to INT32_MIN or INT32_MAX (never a valid class or id,
+ * yet not the wrong one silently). */
+int kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out);
 
 #endif
