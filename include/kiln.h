@@ -1222,8 +1222,9 @@ typedef struct kiln_npy_options {
  * position) or a 2-D float32 array (dense, one finite row per sample).
  * KILN_ERROR_IO when a file cannot be opened or read (also mid-training: a
  * file cut short, naming the file and the sample);
- * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
- * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
+ * KILN_ERROR_FORMAT for a bad magic or header, a file shorter than its
+ * shape needs (bytes after the data are ignored, as np.load ignores
+ * them), features and labels of different counts; KILN_ERROR_SHAPE for
  * features without a sample dimension or labels of another rank;
  * KILN_ERROR_UNSUPPORTED for Fortran order, big-endian data or another
  * dtype; KILN_ERROR_DATA for no samples, a negative, non-finite or too

@@ -76,6 +76,16 @@ save("default.labels", np.array([0, 1, 2, 1, 0, 2, 1]))   # for u1.npy's 7 sampl
 save("big.labels", np.array([0, 1, 2**31, 1, 0, 2, 1]))
 save("negative64.labels", np.array([0, -(2**40), 2, 1, 0, 2, 1]))
 
+# Bytes after the data, which np.load ignores (a file written over a longer
+# one without truncating it): read as NumPy reads them.
+trailing = np.arange(6, dtype=np.float32).reshape(3, 2)
+save("trailing", trailing)
+save("trailing.labels", np.array([1, 0, 1], dtype=np.uint8))
+for name in ("trailing", "trailing.labels"):
+    with open(os.path.join(folder, name + ".npy"), "ab") as f:
+        f.write(b"\0bytes after the array\n")
+assert (np.load(os.path.join(folder, "trailing.npy")) == trailing).all()
+
 # Files kiln refuses, as NumPy writes them.
 save("f8", rng.standard_normal((3, 2)))
 save("bool", np.ones((3, 2), dtype=bool))

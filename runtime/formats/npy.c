@@ -325,7 +325,8 @@ static const char *shape_str(const kiln_npy *a, char *buf, size_t size)
 }
 
 /* Shape and size: every product fits int64 (zero dimensions aside), and
- * the data is exactly what the shape needs. */
+ * the file holds the data the shape needs; bytes after it are ignored, as
+ * np.load ignores them (a file written over a longer one in place). */
 static kiln_status take_shape(const npy_header *h, size_t data_start, size_t size, kiln_npy *out)
 {
     char buf[160], descr[32];
@@ -352,7 +353,7 @@ static kiln_status take_shape(const npy_header *h, size_t data_start, size_t siz
         out->row_size *= out->shape[i];
     const uint64_t want = (uint64_t)elements * (uint64_t)out->itemsize;
     const uint64_t have = size - data_start;
-    if (want != have)
+    if (want > have)
         return kiln_error(h->ctx, KILN_ERROR_FORMAT, "%s: shape %s of dtype '%s' needs %llu "
                           "bytes of data after the header (from byte %zu), the file has %llu",
                           h->name, shape_str(out, buf, sizeof buf),

@@ -29,8 +29,8 @@ typedef struct kiln_npy {
 } kiln_npy;
 
 /* Validates a whole file image: magic, version, header, dtype, order,
- * shape, and a data size of exactly prod(shape) * itemsize after the
- * header. `name` names the file in messages and must outlive `out`, as
+ * shape, and at least prod(shape) * itemsize bytes of data after the
+ * header (more are ignored, as np.load ignores them). `name` names the file in messages and must outlive `out`, as
  * must the bytes. KILN_ERROR_FORMAT for anything malformed,
  * KILN_ERROR_UNSUPPORTED for another version, Fortran order, big-endian
  * data or another dtype; `out` is zeroed on failure. */
