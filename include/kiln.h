@@ -1245,10 +1245,12 @@ typedef struct kiln_image_folder_options {
     /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
     float scale;
     float offset;                /**< added after scale; default 0 */
-    /** Nonzero: an image that cannot be decoded is left out of its batch's
-     *  place by reading the next sample of its class instead, and counted
-     *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT naming
-     *  the file. */
+    /** Nonzero: an image that cannot be decoded, or a symbolic link whose
+     *  target is missing or loops, is left out of its batch's place by
+     *  reading the next sample of its class instead, and counted
+     *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT
+     *  (KILN_ERROR_IO for the link) naming the file. A file that cannot be
+     *  read otherwise (gone since the folder was listed) is never skipped. */
     int32_t skip_bad_images;
 } kiln_image_folder_options;
 
@@ -1263,11 +1265,16 @@ typedef struct kiln_image_folder_options {
  * bilinear arithmetic (half-pixel centres, no antialiasing). Colour images
  * read as 1 channel are converted with TensorFlow's weights (0.299, 0.587,
  * 0.114); alpha is dropped; 16-bit PNGs are scaled to 8 bits with rounding.
- * Class folders are read flat (no nested folders). KILN_ERROR_IO when the
- * folder cannot be read; KILN_ERROR_DATA for a folder with no class
- * subfolder, a class folder with no image, naming it; an image that cannot
- * be decoded stops fit with KILN_ERROR_FORMAT naming the file (or see
- * skip_bad_images).
+ * The listing is Keras's: classes are the entries that are folders
+ * (symbolic links followed) and do not start with '.'; a class's files are
+ * its entries with an image extension, hidden ones (".a.png") included,
+ * symbolic links too whether or not their target exists. Unlike Keras,
+ * class folders are read flat (no nested folders) and special files
+ * (FIFOs, devices) are left out. KILN_ERROR_IO when the folder cannot be
+ * read; KILN_ERROR_DATA for a folder with no class subfolder, a class
+ * folder with no image, naming it; an image that cannot be decoded stops
+ * fit with KILN_ERROR_FORMAT naming the file, a dangling or looping link
+ * with KILN_ERROR_IO naming it (or see skip_bad_images).
  */
 KILN_API kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const char *folder,
                                                     const kiln_image_folder_options *options,
