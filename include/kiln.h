@@ -278,7 +278,8 @@ typedef enum kiln_dtype {
     KILN_DTYPE_INT8,
     KILN_DTYPE_UINT16,
     KILN_DTYPE_INT16,
-    KILN_DTYPE_INT32
+    KILN_DTYPE_INT32,
+    KILN_DTYPE_INT64             /**< .npy files; as ids or labels each must fit an int32 */
 } kiln_dtype;
 
 /** Activations, each as Keras's function of that name with its default
@@ -1177,13 +1178,15 @@ typedef struct kiln_idx_options {
 
 /**
  * Reads an IDX image file and its IDX label file, as MNIST and
- * Fashion-MNIST ship them: plain (memory-mapped, read in place), or
- * gzip-compressed (".gz", needs a build with zlib; inflated once into
- * memory). Pixels stay bytes (KILN_DTYPE_UINT8) until a batch needs them;
- * samples are (rows, cols, 1) floats, labels sparse int32.
- * KILN_ERROR_IO if a file cannot be opened or read, KILN_ERROR_FORMAT for a
- * wrong magic number, a truncated file or sizes that disagree,
- * KILN_ERROR_UNSUPPORTED for a .gz file in a build without zlib.
+ * Fashion-MNIST ship them: plain (read a sample at a time with pread, so
+ * the data stays in the page cache), or gzip-compressed (".gz", needs a
+ * build with zlib; inflated once into memory). Pixels stay bytes
+ * (KILN_DTYPE_UINT8) until a batch needs them; samples are (rows, cols, 1)
+ * floats, labels sparse int32. KILN_ERROR_IO if a file cannot be opened or
+ * read (also mid-training: a plain file cut short, naming it and the
+ * sample), KILN_ERROR_FORMAT for a wrong magic number, a truncated file or
+ * sizes that disagree, KILN_ERROR_UNSUPPORTED for a .gz file in a build
+ * without zlib.
  */
 KILN_API kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
                                            const char *labels_path,
@@ -1252,36 +1255,40 @@ typedef struct kiln_npy_options {
     int64_t limit;               /**< reads at most this many samples (0: all) */
     /** Nonzero: the features are int32 ids for an Input of kiln_input_ints()
      *  (kiln_dataset_feature_type says KILN_DTYPE_INT32), read from an
-     *  integer file (uint8, int8, uint16, int16 or int32) as they are
-     *  stored; a float file is KILN_ERROR_INVALID_ARGUMENT, as are a scale
-     *  or offset. int64 files are not read (KILN_ERROR_UNSUPPORTED, as any
-     *  dtype kiln does not know): save ids as int32. */
+     *  integer file (uint8, int8, uint16, int16, int32 or int64) as they
+     *  are stored; a float file is KILN_ERROR_INVALID_ARGUMENT, as are a
+     *  scale or offset. An int64 id that does not fit an int32 stops the
+     *  read of its sample (KILN_ERROR_DATA naming the file, the sample and
+     *  the element). */
     int32_t ids;
 } kiln_npy_options;
 
 /**
  * A dataset over NumPy .npy files (np.save's format, versions 1 to 3),
- * read in place: the features file is read a sample at a time when a batch
- * needs it (with pread, so the data stays in the page cache and out of the
- * process's resident memory), the labels file is mapped and checked once.
- * Features: C order, dtype uint8, int8, uint16, int16, int32, float16 or
- * float32 (little-endian), samples first and 1 to KILN_MAX_RANK dimensions
- * per sample. Labels: a 1-D integer array (sparse class ids, >= 0), a 2-D
- * integer array (N, T) (T sparse ids per sample, one per output position)
- * or a 2-D float32 array (dense, one finite row per sample). labels_path
- * NULL makes a dataset of features alone, to read (kiln_dataset_read and
- * kiln_dataset_read_ints with label NULL) and feed kiln_model_predict:
- * kiln_model_fit, kiln_model_evaluate and a zip's outputs refuse it, as
- * does a read asking for a label (KILN_ERROR_INVALID_ARGUMENT).
- * KILN_ERROR_INVALID_ARGUMENT for features_path or out NULL, a negative
- * limit, a scale or offset not finite (or set with ids). KILN_ERROR_IO when a
- * file cannot be opened or read (also mid-training: a file cut short);
- * KILN_ERROR_FORMAT for a bad magic or header, a size that disagrees with
- * the shape, features and labels of different counts; KILN_ERROR_SHAPE for
+ * read in place: both files are read a sample at a time when a batch needs
+ * it (with pread, so the data stays in the page cache and out of the
+ * process's resident memory), and the labels are checked once at creation.
+ * Features: C order, dtype uint8, int8, uint16, int16, int32, int64,
+ * float16 or float32 (little-endian), samples first and 1 to KILN_MAX_RANK
+ * dimensions per sample. Labels: a 1-D integer array (sparse class ids, >=
+ * 0 and below 2^31: int64, np.save's default for integers, included), a
+ * 2-D integer array (N, T) (T sparse ids per sample, one per output
+ * position) or a 2-D float32 array (dense, one finite row per sample).
+ * labels_path NULL makes a dataset of features alone, to read
+ * (kiln_dataset_read and kiln_dataset_read_ints with label NULL) and feed
+ * kiln_model_predict: kiln_model_fit, kiln_model_evaluate and a zip's
+ * outputs refuse it, as does a read asking for a label
+ * (KILN_ERROR_INVALID_ARGUMENT). KILN_ERROR_INVALID_ARGUMENT for
+ * features_path or out NULL, a negative limit, a scale or offset not
+ * finite (or set with ids). KILN_ERROR_IO when a file cannot be opened or
+ * read (also mid-training: a file cut short, naming the file and the
+ * sample); KILN_ERROR_FORMAT for a bad magic or header, a file shorter than
+ * its shape needs (bytes after the data are ignored, as np.load ignores
+ * them), features and labels of different counts; KILN_ERROR_SHAPE for
  * features without a sample dimension or labels of another rank;
  * KILN_ERROR_UNSUPPORTED for Fortran order, big-endian data or another
- * dtype; KILN_ERROR_DATA for no samples, a negative or non-finite label;
- * each naming the file. Float features are checked for NaN and Inf as
+ * dtype; KILN_ERROR_DATA for no samples, a negative, non-finite or too
+ * large label (naming the sample); each naming the file. Float features are checked for NaN and Inf as
  * batches are gathered (KILN_ERROR_DATA naming the sample).
  */
 KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *features_path,
@@ -1298,10 +1305,12 @@ typedef struct kiln_image_folder_options {
     /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
     float scale;
     float offset;                /**< added after scale; default 0 */
-    /** Nonzero: an image that cannot be decoded is left out of its batch's
-     *  place by reading the next sample of its class instead, and counted
-     *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT naming
-     *  the file. */
+    /** Nonzero: an image that cannot be decoded, or a symbolic link whose
+     *  target is missing or loops, is left out of its batch's place by
+     *  reading the next sample of its class instead, and counted
+     *  (kiln_dataset_skipped); 0: it stops fit with KILN_ERROR_FORMAT
+     *  (KILN_ERROR_IO for the link) naming the file. A file that cannot be
+     *  read otherwise (gone since the folder was listed) is never skipped. */
     int32_t skip_bad_images;
 } kiln_image_folder_options;
 
@@ -1316,11 +1325,16 @@ typedef struct kiln_image_folder_options {
  * bilinear arithmetic (half-pixel centres, no antialiasing). Colour images
  * read as 1 channel are converted with TensorFlow's weights (0.299, 0.587,
  * 0.114); alpha is dropped; 16-bit PNGs are scaled to 8 bits with rounding.
- * Class folders are read flat (no nested folders). KILN_ERROR_IO when the
- * folder cannot be read; KILN_ERROR_DATA for a folder with no class
- * subfolder, a class folder with no image, naming it; an image that cannot
- * be decoded stops fit with KILN_ERROR_FORMAT naming the file (or see
- * skip_bad_images).
+ * The listing is Keras's: classes are the entries that are folders
+ * (symbolic links followed) and do not start with '.'; a class's files are
+ * its entries with an image extension, hidden ones (".a.png") included,
+ * symbolic links too whether or not their target exists. Unlike Keras,
+ * class folders are read flat (no nested folders) and special files
+ * (FIFOs, devices) are left out. KILN_ERROR_IO when the folder cannot be
+ * read; KILN_ERROR_DATA for a folder with no class subfolder, a class
+ * folder with no image, naming it; an image that cannot be decoded stops
+ * fit with KILN_ERROR_FORMAT naming the file, a dangling or looping link
+ * with KILN_ERROR_IO naming it (or see skip_bad_images).
  */
 KILN_API kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const char *folder,
                                                     const kiln_image_folder_options *options,
@@ -1398,8 +1412,9 @@ typedef struct kiln_zip_desc {
  * augmentations (augmented in training when it feeds an input), and the
  * zip then behaves as kiln_dataset_from_arrays' several inputs and
  * outputs: kiln_dataset_read gives the packed sample, and fit checks each
- * array against its input or output (sparse ids of a source as they are
- * read, KILN_ERROR_DATA naming the sample and label array). The zip holds
+ * array against its input or output (sparse ids before training, or as
+ * they are read for a callback's; KILN_ERROR_DATA naming the sample, the
+ * label array and the file that holds it). The zip holds
  * the datasets it joins: destroying them first is fine.
  * KILN_ERROR_INVALID_ARGUMENT for n_inputs or n_outputs out of range, and
  * for a dataset that is NULL, of another context, of another count than
@@ -1816,7 +1831,8 @@ KILN_API void kiln_fit_options_init(kiln_fit_options *options);
  * KILN_ERROR_INVALID_ARGUMENT for float features into an Input of
  * kiln_input_ints() or ids into a float Input; KILN_ERROR_DATA for a label
  * out of range, or an id outside its Embedding's input_dim (naming the
- * sample and the position);
+ * sample and the position; a label of a file source also names the file,
+ * and of a zip the label array; both before training);
  * KILN_ERROR_NUMERIC when the loss or a gradient becomes NaN or Inf (naming
  * the step; the step is not applied, on every strategy);
  * KILN_ERROR_STOPPED if a callback returned KILN_CALLBACK_ABORT (or any

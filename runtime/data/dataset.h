@@ -1,11 +1,11 @@
 /* Private: the dataset body, its sources and batch assembly.
  *
  * A dataset is `count` samples of one shape, read by index. Resident data
- * (host arrays, IDX files) lives in float arrays the dataset points into; a
- * streamed source (memory-mapped .npy files, image folders, an
- * application's callback) reads a sample when a batch needs it, through its
- * ops, from loader threads at once. A subset is a view: it holds its
- * parent and shifts indices. */
+ * (host arrays) lives in float arrays the dataset points into; a streamed
+ * source (.npy and IDX files, image folders, an application's callback)
+ * reads a sample when a batch needs it, through its ops, from loader
+ * threads at once. A subset is a view: it holds its parent and shifts
+ * indices. */
 #ifndef KILN_RUNTIME_DATA_DATASET_H
 #define KILN_RUNTIME_DATA_DATASET_H
 
@@ -13,6 +13,16 @@
 #include "layers/layer.h"
 
 struct kiln_read_plan;
+
+/* Where a sparse label past an output's classes first lies, so that fit
+ * names it before training as it names a label of host arrays. */
+typedef struct kiln_label_hit {
+    int searched;               /* 0: the source cannot say before reading */
+    int64_t sample;             /* -1: none found */
+    int32_t position;           /* among the sample's ids */
+    int32_t label;
+    char where[512];            /* the file (and label array) holding it; "" for arrays */
+} kiln_label_hit;
 
 typedef struct kiln_source_ops {
     const char *kind;   /* "npy", "image folder", "callback": for messages */
@@ -26,6 +36,13 @@ typedef struct kiln_source_ops {
     kiln_status (*read)(const kiln_dataset *ds, int64_t index,
                         const struct kiln_read_plan *plan, float *features, void *label);
     void (*destroy)(kiln_dataset *ds);   /* frees ds->source */
+    /* Optional: the first of samples [first, first + count) whose sparse
+     * label (of label array `part`, for a zip) is >= limit and not
+     * `ignore`, into `hit` (searched set; sample -1: none). A file cut
+     * short meanwhile is KILN_ERROR_IO, as in `read`. */
+    kiln_status (*find_label)(const kiln_dataset *ds, int32_t part, int64_t first,
+                              int64_t count, int32_t limit, int32_t ignore,
+                              kiln_label_hit *hit);
 } kiln_source_ops;
 
 /* The transforms a dataset carries (kiln_dataset_transform). */
@@ -155,6 +172,15 @@ typedef struct kiln_read_plan {
 kiln_status kiln_dataset_read_sample(const kiln_dataset *ds, int64_t index,
                                      const kiln_read_plan *plan, float *features, void *label,
                                      float *scratch);
+
+/* The first of samples [first, first + count) of `ds` whose sparse label
+ * (of label array `part` of a zip; 0 otherwise) is >= limit and not
+ * `ignore`: host arrays and every source that can say (hit->searched),
+ * views naming their own index and their source's (in hit->where). Reads
+ * a file's labels only when the dataset's largest label is >= limit. */
+kiln_status kiln_dataset_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                    int64_t count, int32_t limit, int32_t ignore,
+                                    kiln_label_hit *hit);
 
 /* KILN_ERROR_DATA, recorded on ctx, for the first of samples [0, count)
  * of `ids` (per_sample ids each) outside [0, limit): named as sample

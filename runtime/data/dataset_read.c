@@ -112,6 +112,48 @@ static kiln_status check_label(const kiln_dataset *ds, int64_t index, const void
     return KILN_OK;
 }
 
+kiln_status kiln_dataset_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                    int64_t count, int32_t limit, int32_t ignore,
+                                    kiln_label_hit *hit)
+{
+    *hit = (kiln_label_hit){.sample = -1};
+    int64_t at = first;
+    const kiln_dataset *h = holder(ds, &at);
+    const int one = !h->n_label_parts && h->label_kind == KILN_LABELS_SPARSE;
+    if (one && !h->labels_unchecked && h->max_label < limit) {
+        hit->searched = 1;   /* no label reaches it: nothing to read */
+        return KILN_OK;
+    }
+    if (one && h->sparse_labels) {
+        const int64_t n = (int64_t)h->label_size;
+        hit->searched = 1;
+        for (int64_t i = at * n; i < (at + count) * n; i++) {
+            const int32_t y = h->sparse_labels[i];
+            if (y < limit || y == ignore)
+                continue;
+            hit->sample = i / n;
+            hit->position = (int32_t)(i % n);
+            hit->label = y;
+            break;
+        }
+    } else if (h->ops && h->ops->find_label) {
+        const kiln_status st = h->ops->find_label(h, part, at, count, limit, ignore, hit);
+        if (st != KILN_OK)
+            return st;
+    }
+    if (hit->sample < 0)
+        return KILN_OK;
+    /* A view's index is its own; its source's is named beside the file. */
+    if (at != first && hit->where[0]) {
+        char where[sizeof hit->where + 32];
+        snprintf(where, sizeof where, "sample %lld of %s", (long long)hit->sample, hit->where);
+        memcpy(hit->where, where, sizeof hit->where - 1);   /* cut short if it must be */
+        hit->where[sizeof hit->where - 1] = '\0';
+    }
+    hit->sample -= at - first;
+    return KILN_OK;
+}
+
 kiln_status kiln_check_ids(kiln_context *ctx, const char *call, const int32_t *ids,
                            int64_t count, int64_t per_sample, int64_t first_sample,
                            int32_t limit, const char *layer)

@@ -1,5 +1,8 @@
 /* IDX files (MNIST, Fashion-MNIST): big-endian header, then unsigned bytes.
- * Plain or gzip-compressed; zlib reads both when the build has it. */
+ * Plain or gzip-compressed; zlib reads both when the build has it. A plain
+ * file is read a sample at a time with pread, never mapped: a mapped file
+ * cut short by another process (a copy over it) would kill the reader with
+ * SIGBUS, where pread gives a short count, an error naming the file. */
 #include "runtime/data/dataset.h"
 
 #include "kiln_config.h"
@@ -11,7 +14,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,8 +32,8 @@ typedef struct idx_file {
     const char *path;            /* its name in messages */
     const unsigned char *mem;    /* in memory: the bytes, else NULL */
     size_t mem_size, mem_pos;
-    void *map;                   /* a plain file mapped (mem points into it) */
-    size_t map_size;
+    int fd;                      /* a plain regular file, read with pread; else -1 */
+    uint64_t file_size, file_pos;
 #if KILN_HAVE_ZLIB
     gzFile gz;
     z_stream z;                  /* in memory and gzip-compressed */
@@ -46,33 +48,50 @@ static int is_gzip(const unsigned char *b, size_t n)
     return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
 }
 
-/* A plain (not gzip) file is mapped and read in place; 0 when it is gzip
- * or cannot be mapped, to be read through the stream. */
-static int map_plain(idx_file *f)
+/* pread until `n` bytes or the end of the file: how many arrived, or -1
+ * (errno set). */
+static int64_t read_at(int fd, void *buf, uint64_t n, uint64_t at)
 {
-    const int fd = open(f->path, O_RDONLY);
+    uint64_t got = 0;
+    while (got < n) {
+        const uint64_t left = n - got;
+        const ssize_t r = pread(fd, (unsigned char *)buf + got,
+                                (size_t)(left > IDX_CHUNK ? IDX_CHUNK : left),
+                                (off_t)(at + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+/* A plain (not gzip) regular file is kept open, to be read with pread; 0
+ * when it is gzip or not a regular file, to be read through the stream. */
+static int open_plain(idx_file *f)
+{
+    const int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     struct stat st;
     unsigned char magic[2];
-    void *map = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX &&
-        pread(fd, magic, 2, 0) == 2 && !is_gzip(magic, 2))
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_at(fd, magic, 2, 0) == 2 &&
+        !is_gzip(magic, 2)) {
+        f->fd = fd;
+        f->file_size = (uint64_t)st.st_size;
+        return 1;
+    }
     close(fd);
-    if (map == MAP_FAILED)
-        return 0;
-    f->map = map;
-    f->map_size = (size_t)st.st_size;
-    f->mem = map;
-    f->mem_size = (size_t)st.st_size;
-    return 1;
+    return 0;
 }
 
 static kiln_status idx_open(kiln_context *ctx, idx_file *f)
 {
     const char *path = f->path;
-    if (!f->mem && map_plain(f))
+    if (!f->mem && open_plain(f))
         return KILN_OK;
 #if KILN_HAVE_ZLIB
     if (f->mem) {
@@ -171,6 +190,11 @@ static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
     unsigned char *const p = buf;
     if (f->mem)
         return mem_read(f, p, n);
+    if (f->fd >= 0) {
+        const int64_t got = read_at(f->fd, p, n, f->file_pos);
+        f->file_pos += got > 0 ? (uint64_t)got : 0;
+        return got;
+    }
     uint64_t got = 0;
     while (got < n) {
         const unsigned chunk = n - got > IDX_CHUNK ? IDX_CHUNK : (unsigned)(n - got);
@@ -192,9 +216,9 @@ static int64_t idx_read(idx_file *f, void *buf, uint64_t n)
 
 static void idx_close(idx_file *f)
 {
-    if (f->map)
-        munmap(f->map, f->map_size);
-    f->map = NULL;
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
 #if KILN_HAVE_ZLIB
     if (f->z_open)
         inflateEnd(&f->z);
@@ -277,36 +301,58 @@ static kiln_status read_body(kiln_context *ctx, idx_file *f, unsigned char **out
     return KILN_OK;
 }
 
-/* The body's `bytes`: in place in a mapped file, else read into `*owned`. */
-static kiln_status take_body(kiln_context *ctx, idx_file *f, const unsigned char **data,
-                             unsigned char **owned, uint64_t bytes, const char *what)
+/* The dataset's source: each file's body read into memory (a gzip file,
+ * or the fuzzer's bytes), or left in a plain file and read with pread;
+ * converted to floats one sample at a time. Part 0 is the images, part 1
+ * the labels. */
+typedef struct idx_source {
+    unsigned char *body[2];         /* in memory, or NULL */
+    int fd[2];                      /* else the file, its body from offset[k] */
+    uint64_t offset[2];
+    char *path[2];                  /* for messages ("labels in memory": the fuzzer's) */
+    size_t per_image;
+    float scale;
+} idx_source;
+
+/* Part k's `bytes` of body: the file's place when it is plain (its size
+ * checked now; a file cut short later is caught as it is read), else read
+ * into memory. */
+static kiln_status take_body(kiln_context *ctx, idx_file *f, idx_source *src, int k,
+                             uint64_t bytes, const char *what)
 {
-    *owned = NULL;
-    if (!f->map) {
-        const kiln_status st = read_body(ctx, f, owned, bytes, what);
-        *data = *owned;
-        return st;
-    }
-    const uint64_t left = f->mem_size - f->mem_pos;
+    src->path[k] = kiln_strdup(ctx, f->path);
+    if (!src->path[k])
+        return kiln_error_oom(ctx, "a file name", strlen(f->path) + 1);
+    if (f->fd < 0)
+        return read_body(ctx, f, &src->body[k], bytes, what);
+    const uint64_t left = f->file_size - f->file_pos;
     if (left < bytes)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: expected %llu bytes of %s, "
                           "got %llu", f->path, (unsigned long long)bytes, what,
                           (unsigned long long)left);
-    *data = f->mem + f->mem_pos;
-    f->mem_pos += (size_t)bytes;
+    src->fd[k] = f->fd;   /* the source's now */
+    src->offset[k] = f->file_pos;
+    f->fd = -1;
     return KILN_OK;
 }
 
-/* The dataset's source: the bytes, mapped in place or owned, converted to
- * floats one sample at a time. */
-typedef struct idx_source {
-    const unsigned char *pixels, *labels;
-    unsigned char *owned[2];
-    void *map[2];
-    size_t map_size[2];
-    size_t per_image;
-    float scale;
-} idx_source;
+/* `n` bytes of part k from byte `at` of its body; a plain file cut short
+ * since it was opened is an error naming it and the sample. */
+static kiln_status body_read(const kiln_dataset *ds, int k, uint64_t at, size_t n,
+                             unsigned char *out, int64_t sample)
+{
+    const idx_source *s = ds->source;
+    if (s->body[k]) {
+        memcpy(out, s->body[k] + at, n);
+        return KILN_OK;
+    }
+    const int64_t got = read_at(s->fd[k], out, n, s->offset[k] + at);
+    if (got == (int64_t)n)
+        return KILN_OK;
+    return kiln_error(ds->ctx, KILN_ERROR_IO, "%s: reading %s %lld failed: %s", s->path[k],
+                      k == 0 ? "sample" : "the label of sample", (long long)sample,
+                      got < 0 ? strerror(errno) : "the file is shorter than when it was opened");
+}
 
 static kiln_status idx_source_read(const kiln_dataset *ds, int64_t index,
                                    const kiln_read_plan *plan, float *features,
@@ -314,19 +360,33 @@ static kiln_status idx_source_read(const kiln_dataset *ds, int64_t index,
 {
     (void)plan;
     const idx_source *s = ds->source;
-    const unsigned char *p = s->pixels + (size_t)index * s->per_image;
-    for (size_t i = 0; i < s->per_image; i++)
-        features[i] = (float)p[i] * s->scale;
-    *(int32_t *)label = s->labels[index];
-    return KILN_OK;
+    unsigned char chunk[4096];
+    for (size_t done = 0; features && done < s->per_image;) {
+        const size_t n = s->per_image - done < sizeof chunk ? s->per_image - done
+                                                             : sizeof chunk;
+        const kiln_status st = body_read(ds, 0, (uint64_t)index * s->per_image + done, n,
+                                         chunk, index);
+        if (st != KILN_OK)
+            return st;
+        for (size_t i = 0; i < n; i++)
+            features[done + i] = (float)chunk[i] * s->scale;
+        done += n;
+    }
+    if (!label)
+        return KILN_OK;
+    const kiln_status st = body_read(ds, 1, (uint64_t)index, 1, chunk, index);
+    if (st == KILN_OK)
+        *(int32_t *)label = chunk[0];
+    return st;
 }
 
 static void idx_source_free(kiln_context *ctx, idx_source *s)
 {
     for (int k = 0; k < 2; k++) {
-        kiln_free(ctx, s->owned[k]);
-        if (s->map[k])
-            munmap(s->map[k], s->map_size[k]);
+        kiln_free(ctx, s->body[k]);
+        kiln_free(ctx, s->path[k]);
+        if (s->fd[k] >= 0)
+            close(s->fd[k]);
     }
     kiln_free(ctx, s);
 }
@@ -336,8 +396,35 @@ static void idx_source_destroy(kiln_dataset *ds)
     idx_source_free(ds->ctx, ds->source);
 }
 
+static kiln_status idx_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                  int64_t count, int32_t limit, int32_t ignore,
+                                  kiln_label_hit *hit)
+{
+    (void)part;
+    const idx_source *s = ds->source;
+    unsigned char chunk[4096];
+    hit->searched = 1;
+    for (int64_t i = first; i < first + count; i += (int64_t)sizeof chunk) {
+        const int64_t n = first + count - i < (int64_t)sizeof chunk ? first + count - i
+                                                                    : (int64_t)sizeof chunk;
+        const kiln_status st = body_read(ds, 1, (uint64_t)i, (size_t)n, chunk, i);
+        if (st != KILN_OK)
+            return st;
+        for (int64_t k = 0; k < n; k++) {
+            if (chunk[k] < limit || chunk[k] == ignore)
+                continue;
+            hit->sample = i + k;
+            hit->label = chunk[k];
+            snprintf(hit->where, sizeof hit->where, "%s", s->path[1]);
+            return KILN_OK;
+        }
+    }
+    return KILN_OK;
+}
+
 static const kiln_source_ops idx_ops = {
     .kind = "idx", .read = idx_source_read, .destroy = idx_source_destroy,
+    .find_label = idx_find_label,
 };
 
 static kiln_status check_args(kiln_context *ctx, const char *images_path,
@@ -372,6 +459,7 @@ static kiln_status idx_load(kiln_context *ctx, idx_file *img, idx_file *lab,
     idx_source *src = kiln_calloc(ctx, 1, sizeof *src);
     if (!src)
         return kiln_error_oom(ctx, "an IDX source", sizeof *src);
+    src->fd[0] = src->fd[1] = -1;
     kiln_status st = idx_open(ctx, img);
     if (st == KILN_OK)
         st = read_header(ctx, img, IDX_IMAGES_MAGIC, 3, idims);
@@ -399,29 +487,30 @@ static kiln_status idx_load(kiln_context *ctx, idx_file *img, idx_file *lab,
     const int64_t count = o->limit > 0 && o->limit < idims[0] ? o->limit : (int64_t)idims[0];
     const kiln_shape shape = {.rank = 3, .dims = {(int32_t)idims[1], (int32_t)idims[2], 1}};
     /* The data first: the dataset is made only for what really arrived. */
-    st = take_body(ctx, img, &src->pixels, &src->owned[0], (uint64_t)count * per_image,
-                   "pixels");
+    st = take_body(ctx, img, src, 0, (uint64_t)count * per_image, "pixels");
     if (st == KILN_OK)
-        st = take_body(ctx, lab, &src->labels, &src->owned[1], (uint64_t)count, "labels");
+        st = take_body(ctx, lab, src, 1, (uint64_t)count, "labels");
     if (st == KILN_OK)
         st = kiln_dataset_new_streamed(ctx, count, &shape, KILN_LABELS_SPARSE, 1, &ds);
     if (st != KILN_OK)
         goto fail;
-    /* The maps now belong to the source. */
-    src->map[0] = img->map;
-    src->map_size[0] = img->map_size;
-    src->map[1] = lab->map;
-    src->map_size[1] = lab->map_size;
-    img->map = lab->map = NULL;
     src->per_image = (size_t)per_image;
     src->scale = scale;
     ds->ops = &idx_ops;
     ds->source = src;
     ds->dtype = KILN_DTYPE_UINT8;
-    for (int64_t i = 0; i < count; i++)
-        ds->max_label = src->labels[i] > ds->max_label ? src->labels[i] : ds->max_label;
-    *out = ds;
     src = NULL;
+    unsigned char chunk[4096];   /* the largest label, a chunk at a time */
+    for (int64_t i = 0; i < count && st == KILN_OK; i += (int64_t)sizeof chunk) {
+        const size_t n = count - i < (int64_t)sizeof chunk ? (size_t)(count - i) : sizeof chunk;
+        st = body_read(ds, 1, (uint64_t)i, n, chunk, i);
+        for (size_t k = 0; st == KILN_OK && k < n; k++)
+            ds->max_label = chunk[k] > ds->max_label ? chunk[k] : ds->max_label;
+    }
+    if (st == KILN_OK)
+        *out = ds;
+    else
+        kiln_dataset_destroy(ds);
 fail:
     if (src)
         idx_source_free(ctx, src);
@@ -449,7 +538,7 @@ kiln_status kiln_dataset_from_idx(kiln_context *ctx, const char *images_path,
     kiln_status st = check_args(ctx, images_path, labels_path, &o);
     if (st != KILN_OK)
         return st;
-    idx_file img = {.path = images_path}, lab = {.path = labels_path};
+    idx_file img = {.path = images_path, .fd = -1}, lab = {.path = labels_path, .fd = -1};
     return idx_load(ctx, &img, &lab, &o, out);
 }
 
@@ -465,8 +554,8 @@ kiln_status kiln_dataset_from_idx_memory(kiln_context *ctx, const void *images,
     /* An empty buffer is an empty file, not "no source". */
     static const unsigned char none[1];
     idx_file img = {.path = "images in memory", .mem = images_size ? images : none,
-                    .mem_size = images_size},
+                    .mem_size = images_size, .fd = -1},
              lab = {.path = "labels in memory", .mem = labels_size ? labels : none,
-                    .mem_size = labels_size};
+                    .mem_size = labels_size, .fd = -1};
     return idx_load(ctx, &img, &lab, o, out);
 }

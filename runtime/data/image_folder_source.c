@@ -1,6 +1,15 @@
 /* A dataset over a folder of class subfolders of PNG and JPEG files, as
  * keras.utils.image_dataset_from_directory reads one: listed once, sorted,
- * and decoded when a batch needs a file. */
+ * and decoded when a batch needs a file.
+ *
+ * Keras's listing (keras/src/utils/dataset_utils.py): classes are the
+ * folder's entries that os.path.isdir (links followed) and that do not
+ * start with '.'; files are what os.walk lists in a class folder whose
+ * lowercased name ends in an image extension, hidden ones included, and a
+ * link is listed whether or not its target exists. kiln lists the same,
+ * but flat (os.walk also descends into folders) and without special files
+ * (a FIFO named x.png would block the reader): a dangling or looping link
+ * fails when read, naming it, and skip_bad_images skips it. */
 #include "runtime/context/context.h"
 #include "runtime/data/dataset.h"
 #include "runtime/formats/image_decode.h"
@@ -110,6 +119,7 @@ static int ascii_lower(int c)
     return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
 }
 
+/* Keras's test, name.lower().endswith(extension): ".png" itself is one. */
 static int is_image_name(const char *name)
 {
     static const char *const extensions[] = {".png", ".jpg", ".jpeg"};
@@ -118,16 +128,25 @@ static int is_image_name(const char *name)
         const char *ext = extensions[e];
         const size_t m = strlen(ext);
         size_t i = 0;
-        while (n > m && i < m && ascii_lower((unsigned char)name[n - m + i]) == ext[i])
+        while (n >= m && i < m && ascii_lower((unsigned char)name[n - m + i]) == ext[i])
             i++;
-        if (n > m && i == m)
+        if (n >= m && i == m)
             return 1;
     }
     return 0;
 }
 
-/* Adds to `names` the entries of `dir` (hidden ones left out) that are
- * directories (want_dirs) or regular image files. */
+/* `path` is a symbolic link whose target cannot be reached: missing
+ * (ENOENT) or a loop of links (ELOOP). */
+static int is_broken_link(const char *path, int error)
+{
+    struct stat sb;
+    return (error == ENOENT || error == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
+}
+
+/* Adds to `names` the entries of `dir` that are class folders (want_dirs:
+ * directories, links followed, not hidden) or image files (regular files
+ * and broken links, hidden ones included), as Keras lists them. */
 static kiln_status list_dir(kiln_context *ctx, const char *dir, int want_dirs,
                             string_list *names)
 {
@@ -147,18 +166,22 @@ static kiln_status list_dir(kiln_context *ctx, const char *dir, int want_dirs,
                                 dir, strerror(errno));
             break;
         }
-        if (e->d_name[0] == '.' || (!want_dirs && !is_image_name(e->d_name)))
+        const char *name = e->d_name;
+        if (want_dirs ? name[0] == '.' : !is_image_name(name))
             continue;
-        st = join(ctx, &path, &room, dir, e->d_name);
+        st = join(ctx, &path, &room, dir, name);
         if (st != KILN_OK)
             break;
         struct stat sb;
-        if (stat(path, &sb) != 0) {
+        const int found = stat(path, &sb) == 0;
+        const int error = errno;
+        if (!found && !is_broken_link(path, error)) {
             st = kiln_error(ctx, KILN_ERROR_IO, "%s: cannot read %s: %s", FOLDER_FN, path,
-                            strerror(errno));
+                            strerror(error));
             break;
         }
-        if (want_dirs ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) {
+        /* A broken link is no class, but an image that fails when read. */
+        if (want_dirs ? found && S_ISDIR(sb.st_mode) : !found || S_ISREG(sb.st_mode)) {
             st = list_add(ctx, names, e->d_name);
             if (st != KILN_OK)
                 break;
@@ -282,14 +305,22 @@ fail:
     return st;
 }
 
+/* The whole file; *broken set when it is a broken link (a defect of the
+ * folder, as a bad image is, where a file gone since it was listed or a
+ * failing disk is not). */
 static kiln_status read_file(kiln_context *ctx, const char *path, unsigned char **out,
-                             size_t *size)
+                             size_t *size, int *broken)
 {
     *out = NULL;
     *size = 0;
-    const int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int error = errno;
+        *broken = is_broken_link(path, error);
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path,
+                          *broken && error == ENOENT ? "it is a symbolic link to a missing file"
+                                                     : strerror(error));
+    }
     kiln_status st = KILN_OK;
     unsigned char *data = NULL;
     struct stat sb;
@@ -331,19 +362,22 @@ fail:
     return st;
 }
 
-/* Reads, decodes and resizes sample i's file into features. */
+/* Reads, decodes and resizes sample i's file into features; *bad set when
+ * the file is a bad image or a broken link, which skip_bad_images skips. */
 static kiln_status read_image(kiln_context *ctx, const image_folder *src, int64_t i,
-                              float *features)
+                              float *features, int *bad)
 {
     const char *path = src->paths + src->path_at[i];
     unsigned char *bytes;
     size_t size;
     kiln_image img;
-    kiln_status st = read_file(ctx, path, &bytes, &size);
+    *bad = 0;
+    kiln_status st = read_file(ctx, path, &bytes, &size, bad);
     if (st != KILN_OK)
         return st;
     st = kiln_image_decode(ctx, path, bytes, size, src->channels, &img);
     kiln_free(ctx, bytes);
+    *bad = st == KILN_ERROR_FORMAT || st == KILN_ERROR_UNSUPPORTED;
     if (st != KILN_OK)
         return st;
     kiln_image_resize_bilinear(img.pixels, img.height, img.width, img.channels, features,
@@ -365,11 +399,6 @@ static int32_t class_of(const image_folder *src, int64_t i)
     return lo;
 }
 
-static int is_bad_image(kiln_status st)
-{
-    return st == KILN_ERROR_FORMAT || st == KILN_ERROR_UNSUPPORTED;
-}
-
 static kiln_status folder_read(const kiln_dataset *ds, int64_t index,
                                const kiln_read_plan *plan, float *features,
                                void *label)
@@ -378,8 +407,9 @@ static kiln_status folder_read(const kiln_dataset *ds, int64_t index,
     const image_folder *src = ds->source;
     kiln_context *ctx = ds->ctx;
     const int32_t k = class_of(src, index);
-    kiln_status st = read_image(ctx, src, index, features);
-    if (st != KILN_OK && src->skip_bad && is_bad_image(st)) {
+    int bad;
+    kiln_status st = read_image(ctx, src, index, features, &bad);
+    if (st != KILN_OK && src->skip_bad && bad) {
         /* The next file of the class that decodes stands in, wrapping
          * around: the same one every epoch, whichever thread reads it. */
         char first[1024];
@@ -387,15 +417,15 @@ static kiln_status folder_read(const kiln_dataset *ds, int64_t index,
         snprintf(first, sizeof first, "%s", kiln_diag_message(&ctx->host));
         const int64_t start = src->class_first[k], n = src->class_first[k + 1] - start;
         int64_t j = index;
-        for (int64_t step = 1; step < n && is_bad_image(st); step++) {
+        for (int64_t step = 1; step < n && bad; step++) {
             j = start + (index - start + step) % n;
-            st = read_image(ctx, src, j, features);
+            st = read_image(ctx, src, j, features, &bad);
         }
         if (st == KILN_OK) {
             __atomic_fetch_add(&((kiln_dataset *)ds)->skipped, 1, __ATOMIC_RELAXED);
             kiln_log(ctx, KILN_LOG_WARNING, "skipped a bad image: %s; sample %lld reads %s "
                      "instead", first, (long long)index, src->paths + src->path_at[j]);
-        } else if (is_bad_image(st)) {
+        } else if (bad) {
             st = kiln_error(ctx, first_st, "none of the %lld images of class '%s' can be "
                             "decoded (skip_bad_images found no stand-in); the first: %s",
                             (long long)n, ds->class_names[k], first);
@@ -412,10 +442,32 @@ static void folder_destroy(kiln_dataset *ds)
     ds->source = NULL;
 }
 
+/* A sample's label is its class: the first sample of [first, first +
+ * count) in a class >= limit (but `ignore`), named by its file. */
+static kiln_status folder_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                     int64_t count, int32_t limit, int32_t ignore,
+                                     kiln_label_hit *hit)
+{
+    (void)part;
+    const image_folder *src = ds->source;
+    hit->searched = 1;
+    for (int32_t k = limit > 0 ? limit : 0; k < src->n_classes; k++) {
+        const int64_t i = src->class_first[k] > first ? src->class_first[k] : first;
+        if (k == ignore || i >= src->class_first[k + 1] || i >= first + count)
+            continue;
+        hit->sample = i;
+        hit->label = k;
+        snprintf(hit->where, sizeof hit->where, "%s", src->paths + src->path_at[i]);
+        return KILN_OK;
+    }
+    return KILN_OK;
+}
+
 static const kiln_source_ops image_folder_ops = {
     .kind = "image folder",
     .read = folder_read,
     .destroy = folder_destroy,
+    .find_label = folder_find_label,
 };
 
 static kiln_status check_options(kiln_context *ctx, const kiln_image_folder_options *o)

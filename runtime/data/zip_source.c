@@ -129,8 +129,33 @@ static void zip_destroy(kiln_dataset *ds)
     kiln_free(ds->ctx, z);
 }
 
+/* Label array `part` is outputs[part]'s labels: found there, and named. */
+static kiln_status zip_find_label(const kiln_dataset *ds, int32_t part, int64_t first,
+                                  int64_t count, int32_t limit, int32_t ignore,
+                                  kiln_label_hit *hit)
+{
+    const zip_source *z = ds->source;
+    const zip_part *p = NULL;
+    for (int32_t i = 0; i < z->n_parts && !p; i++)
+        if (part < KILN_MAX_MODEL_OUTPUTS && z->parts[i].label_offset[part] >= 0)
+            p = &z->parts[i];
+    if (!p)
+        return KILN_OK;
+    const kiln_status st = kiln_dataset_find_label(p->ds, 0, first, count, limit, ignore, hit);
+    if (st != KILN_OK)
+        return kiln_fail_within(&ds->ctx->host, st, "the zip's outputs[%d]", (int)part);
+    if (hit->sample < 0)
+        return KILN_OK;
+    char where[sizeof hit->where + 64];
+    snprintf(where, sizeof where, "label array %d, outputs[%d]%s%s", (int)part, (int)part,
+             hit->where[0] ? ": " : "", hit->where);
+    memcpy(hit->where, where, sizeof hit->where - 1);   /* cut short if it must be */
+    hit->where[sizeof hit->where - 1] = '\0';
+    return KILN_OK;
+}
+
 static const kiln_source_ops zip_ops = {
-    .kind = "zip", .read = zip_read, .destroy = zip_destroy,
+    .kind = "zip", .read = zip_read, .destroy = zip_destroy, .find_label = zip_find_label,
 };
 
 /* The first problem with dataset `d`, given as `name`, or KILN_OK. */

@@ -13,13 +13,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_SIZE 6
-#define NPY_SUPPORTED "|u1, |i1, <u2, <i2, <i4, <f2 and <f4"
+#define NPY_SUPPORTED "|u1, |i1, <u2, <i2, <i4, <i8, <f2 and <f4"
+#define NPY_MAX_HEADER (1 << 20)   /* read into memory: a bound on what a bad file costs */
 
 static const struct {
     char kind;
@@ -31,6 +31,7 @@ static const struct {
     {.kind = 'u', .itemsize = 2, .dtype = KILN_DTYPE_UINT16},
     {.kind = 'i', .itemsize = 2, .dtype = KILN_DTYPE_INT16},
     {.kind = 'i', .itemsize = 4, .dtype = KILN_DTYPE_INT32},
+    {.kind = 'i', .itemsize = 8, .dtype = KILN_DTYPE_INT64},
     {.kind = 'f', .itemsize = 2, .dtype = KILN_DTYPE_FLOAT16},
     {.kind = 'f', .itemsize = 4, .dtype = KILN_DTYPE_FLOAT32},
 };
@@ -324,7 +325,8 @@ static const char *shape_str(const kiln_npy *a, char *buf, size_t size)
 }
 
 /* Shape and size: every product fits int64 (zero dimensions aside), and
- * the data is exactly what the shape needs. */
+ * the file holds the data the shape needs; bytes after it are ignored, as
+ * np.load ignores them (a file written over a longer one in place). */
 static kiln_status take_shape(const npy_header *h, size_t data_start, size_t size, kiln_npy *out)
 {
     char buf[160], descr[32];
@@ -351,7 +353,7 @@ static kiln_status take_shape(const npy_header *h, size_t data_start, size_t siz
         out->row_size *= out->shape[i];
     const uint64_t want = (uint64_t)elements * (uint64_t)out->itemsize;
     const uint64_t have = size - data_start;
-    if (want != have)
+    if (want > have)
         return kiln_error(h->ctx, KILN_ERROR_FORMAT, "%s: shape %s of dtype '%s' needs %llu "
                           "bytes of data after the header (from byte %zu), the file has %llu",
                           h->name, shape_str(out, buf, sizeof buf),
@@ -360,10 +362,12 @@ static kiln_status take_shape(const npy_header *h, size_t data_start, size_t siz
     return KILN_OK;
 }
 
-kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
-                           size_t size, kiln_npy *out)
+/* The preamble, from its first min(size, 12) bytes: magic, version, and
+ * the header's length (*preamble + *header <= size). */
+static kiln_status parse_preamble(kiln_context *ctx, const char *name,
+                                  const unsigned char *bytes, size_t size, size_t *preamble,
+                                  size_t *header)
 {
-    memset(out, 0, sizeof *out);
     const size_t magic = size < NPY_MAGIC_SIZE ? size : NPY_MAGIC_SIZE;
     if (magic > 0 && memcmp(bytes, NPY_MAGIC, magic) != 0)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is not a .npy file: it does not start "
@@ -375,19 +379,27 @@ kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned c
     if (major < 1 || major > 3 || minor != 0)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "%s is a .npy file of version %d.%d; "
                           "kiln reads versions 1.0, 2.0 and 3.0", name, major, minor);
-    const size_t preamble = major == 1 ? 10 : 12;
-    if (size < preamble)
+    *preamble = major == 1 ? 10 : 12;
+    if (size < *preamble)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s is truncated: %zu bytes, shorter than a "
                           "version %d.0 .npy preamble", name, size, major);
-    uint64_t header = (uint64_t)bytes[8] | (uint64_t)bytes[9] << 8;
+    uint64_t length = (uint64_t)bytes[8] | (uint64_t)bytes[9] << 8;
     if (major > 1)
-        header |= (uint64_t)bytes[10] << 16 | (uint64_t)bytes[11] << 24;
-    if (header > size - preamble)
+        length |= (uint64_t)bytes[10] << 16 | (uint64_t)bytes[11] << 24;
+    if (length > size - *preamble)
         return kiln_error(ctx, KILN_ERROR_FORMAT, "%s: its .npy header of %llu bytes runs past "
-                          "the end of the file (%zu bytes)", name, (unsigned long long)header,
+                          "the end of the file (%zu bytes)", name, (unsigned long long)length,
                           size);
-    npy_header h = {.ctx = ctx, .name = name, .text = bytes + preamble,
-                    .size = (size_t)header};
+    *header = (size_t)length;
+    return KILN_OK;
+}
+
+/* The header's dict (`text`, `length` bytes, after `preamble` bytes of a
+ * file of `size`) into `out`, its data not yet placed. */
+static kiln_status parse_header(kiln_context *ctx, const char *name, const unsigned char *text,
+                                size_t length, size_t preamble, size_t size, kiln_npy *out)
+{
+    npy_header h = {.ctx = ctx, .name = name, .text = text, .size = length};
     kiln_status st = parse_dict(&h);
     if (st == KILN_OK)
         st = take_dtype(&h, out);
@@ -395,60 +407,141 @@ kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned c
         st = kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "%s is in Fortran order; kiln reads C "
                         "order: save it with np.ascontiguousarray(a)", name);
     if (st == KILN_OK)
-        st = take_shape(&h, preamble + h.size, size, out);
+        st = take_shape(&h, preamble + length, size, out);
     if (st != KILN_OK) {
         memset(out, 0, sizeof *out);
         return st;
     }
     out->name = name;
-    out->data = bytes + preamble + h.size;
+    out->offset = (int64_t)(preamble + length);
     return KILN_OK;
+}
+
+kiln_status kiln_npy_parse(kiln_context *ctx, const char *name, const unsigned char *bytes,
+                           size_t size, kiln_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t preamble, header;
+    kiln_status st = parse_preamble(ctx, name, bytes, size, &preamble, &header);
+    if (st == KILN_OK)
+        st = parse_header(ctx, name, bytes + preamble, header, preamble, size, out);
+    if (st == KILN_OK)
+        out->data = bytes + out->offset;
+    return st;
+}
+
+/* pread until `n` bytes or the end of the file: how many arrived, or -1
+ * (errno set). */
+static int64_t read_at(int fd, void *buf, size_t n, int64_t at)
+{
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = pread(fd, (unsigned char *)buf + got, n - got, (off_t)at + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (int64_t)got;
+}
+
+/* Opens `path` as a regular file: *fd and *size, or KILN_ERROR_IO. */
+static kiln_status open_file(kiln_context *ctx, const char *path, int *fd, size_t *size)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    kiln_status st = KILN_OK;
+    if (fstat(*fd, &sb) != 0)
+        st = kiln_error(ctx, KILN_ERROR_IO, "cannot examine %s: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = kiln_error(ctx, KILN_ERROR_IO, "%s is not a regular file", path);
+    else if ((uintmax_t)sb.st_size > SIZE_MAX)
+        st = kiln_error(ctx, KILN_ERROR_IO, "%s is too large for this process", path);
+    if (st != KILN_OK) {
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    *size = (size_t)sb.st_size;
+    return KILN_OK;
+}
+
+static kiln_status read_failed(kiln_context *ctx, const char *path, int64_t got)
+{
+    return kiln_error(ctx, KILN_ERROR_IO, "reading %s failed: %s", path,
+                      got < 0 ? strerror(errno) : "the file is shorter than when it was opened");
+}
+
+kiln_status kiln_npy_open(kiln_context *ctx, const char *path, kiln_npy *out, int *fd)
+{
+    memset(out, 0, sizeof *out);
+    size_t size, preamble, header;
+    kiln_status st = open_file(ctx, path, fd, &size);
+    if (st != KILN_OK)
+        return st;
+    unsigned char start[12];
+    const size_t n = size < sizeof start ? size : sizeof start;
+    int64_t got = read_at(*fd, start, n, 0);
+    st = got == (int64_t)n ? parse_preamble(ctx, path, start, size, &preamble, &header)
+                           : read_failed(ctx, path, got);
+    if (st == KILN_OK && header > NPY_MAX_HEADER)
+        st = kiln_error(ctx, KILN_ERROR_FORMAT, "%s: its .npy header is %zu bytes; kiln reads "
+                        "headers of up to %d bytes (NumPy's own limit is 10000)", path, header,
+                        NPY_MAX_HEADER);
+    unsigned char *text = NULL;
+    if (st == KILN_OK) {
+        text = kiln_alloc(ctx, header ? header : 1);
+        if (!text)
+            st = kiln_error_oom(ctx, path, header);
+    }
+    if (st == KILN_OK) {
+        got = read_at(*fd, text, header, (int64_t)preamble);
+        st = got == (int64_t)header ? parse_header(ctx, path, text, header, preamble, size, out)
+                                    : read_failed(ctx, path, got);
+    }
+    kiln_free(ctx, text);
+    if (st != KILN_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
 }
 
 kiln_status kiln_npy_map(kiln_context *ctx, const char *path, kiln_npy *out)
 {
     memset(out, 0, sizeof *out);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kiln_error(ctx, KILN_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    kiln_status st = KILN_OK;
-    void *map = NULL;
-    size_t size = 0;
-    if (fstat(fd, &sb) != 0) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "cannot examine %s: %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "%s is not a regular file", path);
-    } else if ((uintmax_t)sb.st_size > SIZE_MAX) {
-        st = kiln_error(ctx, KILN_ERROR_IO, "%s is too large to map in this process", path);
-    } else if (sb.st_size > 0) {
-        size = (size_t)sb.st_size;
-        map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-            map = NULL;
-            st = kiln_error(ctx, KILN_ERROR_IO, "cannot map %s: %s", path, strerror(errno));
-        }
-    }
-    close(fd);
+    int fd;
+    size_t size;
+    kiln_status st = open_file(ctx, path, &fd, &size);
     if (st != KILN_OK)
         return st;
-    /* An empty file has nothing to map, and is merely truncated. */
-    static const unsigned char none[1];
-    st = kiln_npy_parse(ctx, path, map ? map : none, size, out);
+    unsigned char *bytes = kiln_alloc(ctx, size ? size : 1);
+    if (!bytes)
+        st = kiln_error_oom(ctx, path, size);
+    const int64_t got = bytes ? read_at(fd, bytes, size, 0) : 0;
+    if (st == KILN_OK && got != (int64_t)size)
+        st = read_failed(ctx, path, got);
+    close(fd);
+    if (st == KILN_OK)
+        st = kiln_npy_parse(ctx, path, bytes, size, out);
     if (st != KILN_OK) {
-        if (map)
-            munmap(map, size);
+        kiln_free(ctx, bytes);
         return st;
     }
-    out->map = map;
-    out->map_size = size;
+    out->owner = ctx;
+    out->bytes = bytes;
     return KILN_OK;
 }
 
 void kiln_npy_unmap(kiln_npy *a)
 {
-    if (a->map)
-        munmap(a->map, a->map_size);
+    if (a->bytes)
+        kiln_free(a->owner, a->bytes);
     memset(a, 0, sizeof *a);
 }
 
@@ -482,11 +575,21 @@ static uint32_t le32(const unsigned char *b)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+static uint64_t le64(const unsigned char *b)
+{
+    return (uint64_t)le32(b) | (uint64_t)le32(b + 4) << 32;
+}
+
 /* Two's complement from the bits, without implementation-defined casts. */
 static int32_t signed_of(uint32_t u, int bits)
 {
     const int64_t v = (int64_t)u;
     return (int32_t)(v >= (int64_t)1 << (bits - 1) ? v - ((int64_t)1 << bits) : v);
+}
+
+static int64_t signed64_of(uint64_t u)
+{
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
 }
 
 static float float_of(uint32_t bits)
@@ -518,22 +621,33 @@ void kiln_npy_read_floats(const kiln_npy *a, int64_t first_row, int64_t rows, fl
     case KILN_DTYPE_UINT16: NPY_CONVERT((float)le16(p + 2 * i));
     case KILN_DTYPE_INT16: NPY_CONVERT((float)signed_of(le16(p + 2 * i), 16));
     case KILN_DTYPE_INT32: NPY_CONVERT((float)signed_of(le32(p + 4 * i), 32));
+    case KILN_DTYPE_INT64: NPY_CONVERT((float)signed64_of(le64(p + 8 * i)));
     case KILN_DTYPE_FLOAT16: NPY_CONVERT(kiln_npy_half_to_float(le16(p + 2 * i)));
     case KILN_DTYPE_FLOAT32: NPY_CONVERT(float_of(le32(p + 4 * i)));
     }
 }
 
-void kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out)
+int64_t kiln_npy_read_int(const kiln_npy *a, int64_t row)
 {
     assert(row >= 0 && row < a->rows && a->row_size == 1);
     const unsigned char *p = a->data + (size_t)row * (size_t)a->itemsize;
     switch (a->dtype) {
-    case KILN_DTYPE_UINT8: *out = p[0]; break;
-    case KILN_DTYPE_INT8: *out = signed_of(p[0], 8); break;
-    case KILN_DTYPE_UINT16: *out = le16(p); break;
-    case KILN_DTYPE_INT16: *out = signed_of(le16(p), 16); break;
-    case KILN_DTYPE_INT32: *out = signed_of(le32(p), 32); break;
+    case KILN_DTYPE_UINT8: return p[0];
+    case KILN_DTYPE_INT8: return signed_of(p[0], 8);
+    case KILN_DTYPE_UINT16: return le16(p);
+    case KILN_DTYPE_INT16: return signed_of(le16(p), 16);
+    case KILN_DTYPE_INT32: return signed_of(le32(p), 32);
+    case KILN_DTYPE_INT64: return signed64_of(le64(p));
     case KILN_DTYPE_FLOAT16:
-    case KILN_DTYPE_FLOAT32: assert(!"an integer array"); *out = 0; break;
+    case KILN_DTYPE_FLOAT32: break;
     }
+    assert(!"an integer array");
+    return 0;
+}
+
+int kiln_npy_read_label(const kiln_npy *a, int64_t row, int32_t *out)
+{
+    const int64_t v = kiln_npy_read_int(a, row);
+    *out = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+    return v == *out ? 0 : -1;
 }

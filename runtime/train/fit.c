@@ -25,18 +25,18 @@ void kiln_fit_options_init(kiln_fit_options *o)
 }
 
 /* A dataset whose largest sparse label is past the output's classes: the
- * first such label, naming its sample and position, unless it is the
- * ignore class. Labels a streamed source reads are checked as they are
- * read, against the same rule. */
+ * first such label, naming its sample and position (and a source's file),
+ * unless it is the ignore class. Labels a source reads are also checked as
+ * they are read, against the same rule. */
 static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
 {
     const kiln_loss_plan *plan = &m->heads[0];
     const char *output = m->nodes[m->outputs[0]].name;
+    char at[64];
     if (ds->sparse_labels) {
         const int64_t bad = kiln_loss_bad_label(plan, ds->sparse_labels,
                                                 ds->count * ds->label_size);
-        char at[64];
         if (bad < 0)
             return KILN_OK;
         kiln_loss_label_place(plan, bad, at, sizeof at);
@@ -45,11 +45,26 @@ static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const ch
                           (int)ds->sparse_labels[bad], output, (long long)plan->cols,
                           (long long)plan->cols - 1);
     }
-    if (plan->has_ignore)
+    /* Labels past every class but the ignore class never reach it. */
+    kiln_label_hit hit;
+    const kiln_status st = kiln_dataset_find_label(ds, 0, 0, ds->count, (int32_t)plan->cols,
+                                                   plan->has_ignore ? plan->ignore : -1, &hit);
+    if (st != KILN_OK)
+        return kiln_fail_within(&m->ctx->host, st, "%s: %s", call, what);
+    if (hit.searched && hit.sample < 0)
+        return KILN_OK;   /* a view without the source's largest, or the ignore class */
+    if (!hit.searched && plan->has_ignore)
         return KILN_OK;
-    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d but the output '%s' has "
-                      "%lld classes (labels 0 to %lld)", call, what, (int)ds->max_label, output,
-                      (long long)plan->cols, (long long)plan->cols - 1);
+    if (!hit.searched)
+        return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s has label %d but the output '%s' "
+                          "has %lld classes (labels 0 to %lld)", call, what,
+                          (int)ds->max_label, output, (long long)plan->cols,
+                          (long long)plan->cols - 1);
+    kiln_loss_label_place(plan, hit.sample * plan->positions + hit.position, at, sizeof at);
+    return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s: %s%s%s%s has label %d but the output "
+                      "'%s' has %lld classes (labels 0 to %lld)", call, what, at,
+                      hit.where[0] ? " (" : "", hit.where, hit.where[0] ? ")" : "",
+                      (int)hit.label, output, (long long)plan->cols, (long long)plan->cols - 1);
 }
 
 /* Does `ds` carry one feature array per model input, each of its shape
@@ -127,6 +142,23 @@ static kiln_status check_label_parts(kiln_model *m, const kiln_dataset *ds, cons
                                   out->name, (long long)plan->cols, (long long)plan->cols - 1);
             }
         offset += ds->label_part_size[k];
+        if (!sparse || ds->dense_labels)
+            continue;
+        /* A source's: found now where it can say, else checked as read. */
+        kiln_label_hit hit;
+        const kiln_status st = kiln_dataset_find_label(ds, k, 0, ds->count,
+                                                       (int32_t)plan->cols, -1, &hit);
+        if (st != KILN_OK)
+            return kiln_fail_within(&m->ctx->host, st, "%s: %s", call, what);
+        if (hit.sample < 0)
+            continue;
+        char pos[32] = "";
+        if (ds->label_part_size[k] > 1)
+            snprintf(pos, sizeof pos, ", position %d", (int)hit.position);
+        return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s: sample %lld%s (%s) has label %d "
+                          "but output '%s' has %lld classes (labels 0 to %lld)", call, what,
+                          (long long)hit.sample, pos, hit.where, (int)hit.label, out->name,
+                          (long long)plan->cols, (long long)plan->cols - 1);
     }
     return KILN_OK;
 }

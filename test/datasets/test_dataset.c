@@ -712,6 +712,46 @@ static void test_idx_args(kiln_context *ctx, const idx_paths *p)
 #endif
 }
 
+/* A plain file cut short while a dataset reads it (np.save's and
+ * a copy's everyday in-place rewrite) is an error naming the file: a
+ * sample past the new end lies pages past it, which a mapping would fault
+ * on. 5000 1 x 1 images, so that both files span several pages. */
+static void test_idx_cut_short(kiln_context *ctx, const idx_paths *p)
+{
+    enum { N = 5000 };
+    static unsigned char img[16 + N], lab[8 + N];
+    const uint32_t head[] = {0x803, N, 1, 1, 0x801, N};
+    for (int k = 0; k < 4; k++)
+        put32(img + 4 * k, head[k]);
+    put32(lab, head[4]);
+    put32(lab + 4, head[5]);
+    for (int i = 0; i < N; i++)
+        img[16 + i] = (unsigned char)(i % 251), lab[8 + i] = (unsigned char)(i % 10);
+    CHECK(write_raw(p->img, img, sizeof img) && write_raw(p->lab, lab, sizeof lab));
+    kiln_dataset *ds = NULL;
+    const kiln_idx_options o = {.struct_size = sizeof o, .scale = 1.0f};
+    CHECK_OK(ctx, from_idx(ctx, p->img, p->lab, &o, &ds));
+    if (!ds)
+        return;
+    float x;
+    int32_t y;
+    CHECK_OK(ctx, kiln_dataset_read(ds, 4500, &x, &y));
+    CHECK(x == (float)(4500 % 251) && y == 0);
+    char want[256];
+    CHECK(truncate(p->lab, 8 + 10) == 0);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &x, &y));   /* still there */
+    CHECK(x == 9.0f && y == 9);
+    snprintf(want, sizeof want, "%s: reading the label of sample 4500 failed: the file is "
+             "shorter than when it was opened", p->lab);
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &x, &y));
+    CHECK(truncate(p->img, 16 + 10) == 0);
+    snprintf(want, sizeof want, "%s: reading sample 4500 failed: the file is shorter than "
+             "when it was opened", p->img);
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &x, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &x, &y));
+    kiln_dataset_destroy(ds);
+}
+
 static void test_idx(kiln_context *ctx)
 {
     idx_paths p;
@@ -733,6 +773,7 @@ static void test_idx(kiln_context *ctx)
         test_idx_broken(ctx, &p, gz);
     }
     test_idx_args(ctx, &p);
+    test_idx_cut_short(ctx, &p);
     remove(p.img);
     remove(p.lab);
     remove(p.bad);

@@ -393,6 +393,26 @@ static void test_bad_values(kiln_context *ctx, data *d)
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "label array 0 has label 3",
                 kiln_model_evaluate(m, z, 8, &e));
     d->bad_cls_at = -1;
+    kiln_dataset_destroy(z);
+    /* From a file, the zip names the sample, the label array and the file
+     * before training, as host arrays are named. */
+    char item_path[96], bad[96], want[320];
+    snprintf(item_path, sizeof item_path, "%s/item.npy", dir);
+    snprintf(bad, sizeof bad, "%s/cls_bad.npy", dir);
+    d->cls[11] = CLS;
+    write_npy(bad, "<i4", N, 0, d->cls, 4);
+    d->cls[11] = 0;
+    const kiln_npy_options ido = {.struct_size = sizeof ido, .ids = 1};
+    kiln_dataset *bad_cls = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_npy(ctx, item_path, bad, &ido, &bad_cls));
+    const kiln_dataset *bad_out[] = {bad_cls, side};
+    CHECK_OK(ctx, zip(ctx, in, 2, bad_out, 2, &z));
+    snprintf(want, sizeof want, "sample 11 (label array 0, outputs[0]: %s) has label 3 but "
+             "output 'cls' has 3 classes", bad);
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, want, fit(m, z, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_model_evaluate(m, z, 8, &e));
+    kiln_dataset_destroy(z);
+    CHECK_OK(ctx, zip(ctx, in, 2, out, 2, &z));
     d->fail_at = 22;
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "the zip's inputs[1]: the dataset's fill callback "
                 "failed on sample 22: record 22 is missing", fit(m, z, NULL));
@@ -429,6 +449,7 @@ static void test_bad_values(kiln_context *ctx, data *d)
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "input array 0 of the dataset", fit(m, z, NULL));
     kiln_dataset_destroy(z);
     kiln_model_destroy(m);
+    kiln_dataset_destroy(bad_cls);
     kiln_dataset_destroy(bad_items);
     kiln_dataset_destroy(cls);
     kiln_dataset_destroy(items);

@@ -601,16 +601,63 @@ static void test_listing(kiln_context *ctx, const kiln_dataset *idx)
     CHECK_OK(ctx, open_folder(ctx, root, 28, 28, 1, 0, &ds));
     if (!ds)
         return;
-    CHECK(ds->count == 5 && ds->n_classes == 2 && ds->max_label == 1);
+    /* A hidden file is listed, as Keras's os.walk lists it ('.' sorts
+     * before letters and digits); a hidden folder is no class. */
+    CHECK(ds->count == 6 && ds->n_classes == 2 && ds->max_label == 1);
     CHECK(strcmp(ds->class_names[0], "a_first") == 0);
     CHECK(strcmp(ds->class_names[1], "b_second") == 0);
+    static const int idx_sample[6] = {0, 1, 5, 2, 3, 4};
     float x[784];
-    for (int s = 0; s < 5 && ds->count == 5; s++) {
+    for (int s = 0; s < 6 && ds->count == 6; s++) {
         int32_t y = -1;
         CHECK_OK(ctx, read_sample(ds, s, x, &y));
         CHECK(y == (s < 2 ? 0 : 1));
-        CHECK(memcmp(x, idx->features + s * 784, sizeof x) == 0);
+        CHECK(memcmp(x, idx->features + idx_sample[s] * 784, sizeof x) == 0);
     }
+    kiln_dataset_destroy(ds);
+}
+
+/* Symbolic links: to a file, read through; dangling or looping, listed
+ * (Keras lists them too) and refused when read, naming the file, or
+ * skipped and counted with skip_bad_images; beside the classes, a dangling
+ * one is no class (os.path.isdir is false for it). */
+static void test_links(kiln_context *ctx, const kiln_dataset *idx)
+{
+    const char *root = keep(at("%s/links", tmp)), *c = keep(at("%s/links/c", tmp));
+    make_dir(root);
+    make_dir(c);
+    copy_file(fashion_file(idx, 0), at("%s/1.png", c));
+    CHECK(symlink(at("%s/nowhere.png", c), at("%s/2.png", c)) == 0);
+    CHECK(symlink(at("%s/3.png", c), at("%s/3.png", c)) == 0);
+    copy_file(fashion_file(idx, 4), at("%s/4.png", c));
+    CHECK(symlink("1.png", at("%s/5.png", c)) == 0);
+    CHECK(symlink(at("%s/gone", root), at("%s/d", root)) == 0);
+    kiln_dataset *plain, *ds;
+    float x[784];
+    int32_t y;
+    CHECK_OK(ctx, open_folder(ctx, root, 28, 28, 1, 0, &plain));
+    CHECK_OK(ctx, open_folder(ctx, root, 28, 28, 1, 1, &ds));
+    if (!plain || !ds) {
+        kiln_dataset_destroy(plain);
+        kiln_dataset_destroy(ds);
+        return;
+    }
+    CHECK(plain->count == 5 && plain->n_classes == 1);
+    CHECK_FAILS(ctx, KILN_ERROR_IO, at("cannot open %s/2.png: it is a symbolic link to a "
+                                       "missing file", c), read_sample(plain, 1, x, &y));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, at("cannot open %s/3.png: Too many levels of symbolic "
+                                       "links", c), read_sample(plain, 2, x, &y));
+    CHECK_OK(ctx, read_sample(plain, 4, x, &y));
+    CHECK(memcmp(x, idx->features, sizeof x) == 0);
+    /* Skipped: the next good file of the class stands in, counted. */
+    CHECK_OK(ctx, read_sample(ds, 1, x, &y));
+    CHECK(memcmp(x, idx->features + 4 * 784, sizeof x) == 0);
+    CHECK_OK(ctx, read_sample(ds, 2, x, &y));
+    CHECK(memcmp(x, idx->features + 4 * 784, sizeof x) == 0);
+    int64_t skipped = 0;
+    CHECK_OK(ctx, kiln_dataset_skipped(ds, &skipped));
+    CHECK(skipped == 2);
+    kiln_dataset_destroy(plain);
     kiln_dataset_destroy(ds);
 }
 
@@ -675,7 +722,7 @@ static void test_bad_folders(kiln_context *ctx, const kiln_dataset *idx)
     make_dir(at("%s/a", hollow));
     make_dir(at("%s/b", hollow));
     copy_file(fashion_file(idx, 0), at("%s/a/1.png", hollow));
-    copy_file(fashion_file(idx, 0), at("%s/b/.1.png", hollow));
+    copy_file(fashion_file(idx, 0), at("%s/b/1.png.bak", hollow));
     put_file(at("%s/b/notes.txt", hollow), "x", 1);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, at("class folder %s/b holds no image", hollow),
                 open_folder(ctx, hollow, 8, 8, 1, 0, &ds));
@@ -998,6 +1045,7 @@ int main(void)
         if (idx) {
             test_fashion(&ctx, idx);
             test_listing(&ctx, idx);
+            test_links(&ctx, idx);
             test_bad_arguments(&ctx);
             test_bad_folders(&ctx, idx);
             test_bad_files(&ctx);

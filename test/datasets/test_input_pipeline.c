@@ -4,6 +4,8 @@
  * streamed, augmented source; validation_split is Keras's; a failing fill
  * or map, a bad label or a NaN stops fit naming the sample, and the loader
  * threads stop with it; subsets are views that outlive their parent. */
+#include "kiln_config.h"
+#include "npy_file.h"
 #include "test_data.h"
 
 #include <time.h>
@@ -376,6 +378,221 @@ static void test_accessors_and_views(kiln_context *ctx)
     kiln_dataset_destroy(a);
 }
 
+/* A file to cut short, and where, at the end of the first epoch. */
+typedef struct cut_file {
+    const char *path;
+    off_t keep;
+} cut_file;
+
+static int cut_after_first_epoch(void *user, const kiln_progress *p)
+{
+    const cut_file *c = user;
+    if (p->event == KILN_EVENT_EPOCH_END && p->epoch == 0 && truncate(c->path, c->keep) != 0)
+        return KILN_CALLBACK_ABORT;
+    return KILN_CALLBACK_CONTINUE;
+}
+
+/* Fits `ds` (3 classes) for two epochs, cutting `c` short after the first:
+ * the second stops with KILN_ERROR_IO naming the file. */
+/* Flatten -> Dense(classes, softmax) on the samples of `ds`. */
+static kiln_model *flat_model(kiln_context *ctx, const kiln_dataset *ds, int32_t classes)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    int32_t rank = 0, dims[KILN_MAX_RANK];
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, NULL));
+    kiln_dense_options head = {.struct_size = sizeof head, .units = classes,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, rank, dims, NULL);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                               .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static void check_cut_mid_fit(kiln_context *ctx, const kiln_dataset *ds, cut_file *c)
+{
+    kiln_model *m = flat_model(ctx, ds, 3);
+    kiln_fit_options fo = options(2, 2, 4);
+    fo.batch_size = 100;
+    fo.no_shuffle = 1;
+    fo.callback = cut_after_first_epoch;
+    fo.callback_user = c;
+    CHECK_FAILS(ctx, KILN_ERROR_IO, c->path, kiln_model_fit(m, ds, &fo));
+    CHECK(strstr(kiln_context_last_error(ctx), "shorter than when it was opened") != NULL);
+    kiln_model_destroy(m);
+}
+
+/* A .npy labels file and a plain IDX images file rewritten in place while
+ * fit reads them (np.save again, a copy over it) stop fit with an error
+ * naming the file, where reading them through a mapping killed the
+ * process with SIGBUS: both files span pages past the cut. */
+static void test_file_cut_mid_fit(kiln_context *ctx)
+{
+    enum { N = 3000 };
+    char dir[] = "/tmp/kiln-cut-XXXXXX", x[64], y[64];
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    static float features[N * 2];
+    static int32_t ids[N];
+    for (int i = 0; i < N; i++) {
+        features[2 * i] = (float)(i % 3);
+        features[2 * i + 1] = 0.5f;
+        ids[i] = i % 3;
+    }
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    snprintf(y, sizeof y, "%s/y.npy", dir);
+    write_npy(x, "<f4", N, 2, features, sizeof(float));
+    write_npy(y, "<i4", N, 0, ids, sizeof(int32_t));
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_npy(ctx, x, y, NULL, &ds));
+    cut_file c = {.path = y, .keep = 128 + 4 * 50};   /* the header, 50 labels */
+    if (ds)
+        check_cut_mid_fit(ctx, ds, &c);
+    kiln_dataset_destroy(ds);
+
+    /* IDX: 3000 images of 2 x 1 pixels, big-endian header. */
+    static unsigned char img[16 + 2 * N], lab[8 + N];
+    const unsigned char ihead[16] = {0, 0, 8, 3, 0, 0, N >> 8, N & 255, 0, 0, 0, 2, 0, 0, 0, 1};
+    const unsigned char lhead[8] = {0, 0, 8, 1, 0, 0, N >> 8, N & 255};
+    memcpy(img, ihead, sizeof ihead);
+    memcpy(lab, lhead, sizeof lhead);
+    for (int i = 0; i < N; i++) {
+        img[16 + 2 * i] = (unsigned char)(i % 3);
+        img[17 + 2 * i] = 7;
+        lab[8 + i] = (unsigned char)(i % 3);
+    }
+    snprintf(x, sizeof x, "%s/images", dir);
+    snprintf(y, sizeof y, "%s/labels", dir);
+    FILE *fi = fopen(x, "wb"), *fl = fopen(y, "wb");
+    CHECK(fi && fl && fwrite(img, 1, sizeof img, fi) == sizeof img &&
+          fwrite(lab, 1, sizeof lab, fl) == sizeof lab);
+    if (fi)
+        CHECK(fclose(fi) == 0);
+    if (fl)
+        CHECK(fclose(fl) == 0);
+    CHECK_OK(ctx, kiln_dataset_from_idx(ctx, x, y, NULL, &ds));
+    c = (cut_file){.path = x, .keep = 16 + 2 * 50};
+    if (ds)
+        check_cut_mid_fit(ctx, ds, &c);
+    kiln_dataset_destroy(ds);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* fit and evaluate refuse `ds` for a label past an output of `classes`,
+ * naming it as `want` says. */
+static void check_bad_label(kiln_context *ctx, const kiln_dataset *ds, int32_t classes,
+                            const char *want)
+{
+    kiln_model *m = flat_model(ctx, ds, classes);
+    kiln_fit_options fo = options(1, 1, 2);
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_model_fit(m, ds, &fo));
+    CHECK(strstr(kiln_context_last_error(ctx), "has label") != NULL);
+    kiln_metrics e = {.struct_size = sizeof e};
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_model_evaluate(m, ds, 8, &e));
+    kiln_model_destroy(m);
+}
+
+/* A label past the output's classes in a streamed source is named before
+ * training as host arrays name theirs: the sample, and the file holding
+ * it (a zip: the label array too; a view: the source's sample as well). */
+static void test_streamed_bad_labels(kiln_context *ctx)
+{
+    enum { N = 30 };
+    char dir[] = "/tmp/kiln-labels-XXXXXX", x[64], y[64], want[320];
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    static float features[N * 2];
+    static int32_t ids[N];
+    static unsigned char img[16 + 2 * N], lab[8 + N];
+    const unsigned char ihead[16] = {0, 0, 8, 3, 0, 0, 0, N, 0, 0, 0, 2, 0, 0, 0, 1};
+    const unsigned char lhead[8] = {0, 0, 8, 1, 0, 0, 0, N};
+    memcpy(img, ihead, sizeof ihead);
+    memcpy(lab, lhead, sizeof lhead);
+    for (int i = 0; i < N; i++) {
+        features[2 * i] = features[2 * i + 1] = (float)i;
+        ids[i] = i % 3;
+        img[16 + 2 * i] = img[17 + 2 * i] = (unsigned char)i;
+        lab[8 + i] = (unsigned char)(i % 3);
+    }
+    ids[11] = lab[8 + 11] = 5;
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    snprintf(y, sizeof y, "%s/y.npy", dir);
+    write_npy(x, "<f4", N, 2, features, sizeof(float));
+    write_npy(y, "<i4", N, 0, ids, sizeof(int32_t));
+    kiln_dataset *ds = NULL, *sub = NULL, *z = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_npy(ctx, x, y, NULL, &ds));
+    if (ds) {
+        snprintf(want, sizeof want, "sample 11 (%s) has label 5 but the output", y);
+        check_bad_label(ctx, ds, 3, want);
+        /* A view names its own index and the file's. */
+        CHECK_OK(ctx, kiln_dataset_subset(ds, 5, 20, &sub));
+        snprintf(want, sizeof want, "sample 6 (sample 11 of %s) has label 5", y);
+        if (sub)
+            check_bad_label(ctx, sub, 3, want);
+        kiln_dataset_destroy(sub);
+        /* A view without it trains. */
+        CHECK_OK(ctx, kiln_dataset_subset(ds, 0, 10, &sub));
+        kiln_model *m = flat_model(ctx, ds, 3);
+        kiln_fit_options fo = options(1, 1, 2);
+        if (sub)
+            CHECK_OK(ctx, kiln_model_fit(m, sub, &fo));
+        kiln_model_destroy(m);
+        kiln_dataset_destroy(sub);
+        /* Through a zip: its label array too. */
+        const kiln_dataset *one[] = {ds};
+        const kiln_zip_desc zd = {.struct_size = sizeof zd, .n_inputs = 1, .inputs = one,
+                                  .n_outputs = 1, .outputs = one};
+        CHECK_OK(ctx, kiln_dataset_zip(ctx, &zd, &z));
+        snprintf(want, sizeof want, "sample 11 (label array 0, outputs[0]: %s) has label 5",
+                 y);
+        if (z)
+            check_bad_label(ctx, z, 3, want);
+        kiln_dataset_destroy(z);
+    }
+    kiln_dataset_destroy(ds);
+    /* IDX: the labels file. */
+    snprintf(x, sizeof x, "%s/images", dir);
+    snprintf(y, sizeof y, "%s/labels", dir);
+    FILE *fi = fopen(x, "wb"), *fl = fopen(y, "wb");
+    CHECK(fi && fl && fwrite(img, 1, sizeof img, fi) == sizeof img &&
+          fwrite(lab, 1, sizeof lab, fl) == sizeof lab);
+    if (fi)
+        CHECK(fclose(fi) == 0);
+    if (fl)
+        CHECK(fclose(fl) == 0);
+    CHECK_OK(ctx, kiln_dataset_from_idx(ctx, x, y, NULL, &ds));
+    snprintf(want, sizeof want, "sample 11 (%s) has label 5 but the output", y);
+    if (ds)
+        check_bad_label(ctx, ds, 3, want);
+    kiln_dataset_destroy(ds);
+    /* An image folder of 4 classes for 3: the first image of the fourth. */
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd %s && mkdir a b c d && for c in a b c d; do cp "
+             "%s/test/data/image/rgb.png $c/1.png; cp $c/1.png $c/2.png; done", dir,
+             root ? root : ".");
+    const kiln_image_folder_options io = {.struct_size = sizeof io, .height = 4, .width = 4};
+    if (root && KILN_HAVE_PNG && system(cmd) == 0) {
+        CHECK_OK(ctx, kiln_dataset_from_image_folder(ctx, dir, &io, &ds));
+        snprintf(want, sizeof want, "sample 6 (%s/d/1.png) has label 3 but the output", dir);
+        if (ds)
+            check_bad_label(ctx, ds, 3, want);
+        kiln_dataset_destroy(ds);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     make_data();
@@ -388,6 +605,8 @@ int main(void)
     test_validation_split(ctx);
     test_stopping_failures(ctx);
     test_accessors_and_views(ctx);
+    test_file_cut_mid_fit(ctx);
+    test_streamed_bad_labels(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_input_pipeline");
 }

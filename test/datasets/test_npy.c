@@ -174,6 +174,8 @@ static void test_numpy_files(kiln_context *ctx)
         {.name = "f4", .dtype = KILN_DTYPE_FLOAT32, .rank = 2, .dims = {4, 3}, .count = 5},
         {.name = "f4_v2", .dtype = KILN_DTYPE_FLOAT32, .rank = 1, .dims = {2}, .count = 3},
         {.name = "u1_v3", .dtype = KILN_DTYPE_UINT8, .rank = 1, .dims = {3}, .count = 4},
+        {.name = "i8", .dtype = KILN_DTYPE_INT64, .rank = 1, .dims = {2}, .count = 6},
+        {.name = "trailing", .dtype = KILN_DTYPE_FLOAT32, .rank = 1, .dims = {2}, .count = 3},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char features[32], labels[32];
@@ -253,6 +255,19 @@ static void test_options(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* np.save(np.array([0, 1, 2])) writes int64 on every 64-bit platform:
+ * such labels read as any integer labels. */
+static void test_default_int_labels(kiln_context *ctx)
+{
+    kiln_dataset *ds;
+    CHECK_OK(ctx, from_npy(ctx, path("u1.npy"), path("default.labels.npy"), NULL, &ds));
+    if (!ds)
+        return;
+    CHECK(ds->label_kind == KILN_LABELS_SPARSE && ds->max_label == 2);
+    check_reads(ctx, ds, "u1", "default.labels", 1.0f, 0.0f);
+    kiln_dataset_destroy(ds);
+}
+
 /* `features` (with `labels`) is refused with `want`, the message naming
  * `named` and holding `needle`. */
 static void check_refused(kiln_context *ctx, const char *features, const char *labels,
@@ -274,10 +289,10 @@ static void check_refused(kiln_context *ctx, const char *features, const char *l
 static void test_numpy_refusals(kiln_context *ctx)
 {
     const kiln_status unsupported = KILN_ERROR_UNSUPPORTED;
-    const char *l7 = "u1.labels.npy", *supported = "kiln reads |u1, |i1, <u2, <i2, <i4, <f2";
+    const char *l7 = "u1.labels.npy";
+    const char *supported = "kiln reads |u1, |i1, <u2, <i2, <i4, <i8, <f2";
     check_refused(ctx, "f8.npy", l7, NULL, unsupported, "f8.npy", "dtype '<f8'");
     check_refused(ctx, "f8.npy", l7, NULL, unsupported, "f8.npy", supported);
-    check_refused(ctx, "i8.npy", l7, NULL, unsupported, "i8.npy", "dtype '<i8'");
     check_refused(ctx, "bool.npy", l7, NULL, unsupported, "bool.npy", "dtype '|b1'");
     check_refused(ctx, "big_endian.npy", l7, NULL, unsupported, "big_endian.npy",
                   "is big-endian (dtype '>i4')");
@@ -294,6 +309,12 @@ static void test_numpy_refusals(kiln_context *ctx)
                   "holds no samples");
     check_refused(ctx, "u1.npy", "negative.labels.npy", NULL, KILN_ERROR_DATA,
                   "negative.labels.npy", "sample 2 has label -1; labels must be >= 0");
+    /* int64 labels past what an int32 holds, either way. */
+    check_refused(ctx, "u1.npy", "big.labels.npy", NULL, KILN_ERROR_DATA, "big.labels.npy",
+                  "sample 2 has label 2147483648; labels must be below 2^31");
+    check_refused(ctx, "u1.npy", "negative64.labels.npy", NULL, KILN_ERROR_DATA,
+                  "negative64.labels.npy", "sample 1 has label -1099511627776; labels must "
+                  "be >= 0");
     check_refused(ctx, "u1.npy", "float.labels.npy", NULL, unsupported, "float.labels.npy",
                   "1-D float32 labels");
     check_refused(ctx, "u1.npy", "rank3.labels.npy", NULL, KILN_ERROR_SHAPE,
@@ -405,9 +426,6 @@ static void test_malformed(kiln_context *ctx)
         {"short_data", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20,
          KILN_ERROR_FORMAT, "shape (2, 3) of dtype '<f4' needs 24 bytes of data after the "
          "header (from byte 69), the file has 20"},
-        {"long_data", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 28,
-         KILN_ERROR_FORMAT, "needs 24 bytes of data after the header (from byte 69), the file "
-         "has 28"},
         {"empty_descr", 1, "{'descr': '', 'fortran_order': False, 'shape': (2, 3)}", 24,
          KILN_ERROR_UNSUPPORTED, "dtype ''; kiln reads |u1"},
         {"pipe_f4", 1, "{'descr': '|f4', 'fortran_order': False, 'shape': (2, 3)}", 24,
@@ -527,6 +545,23 @@ static void test_unusual_headers(kiln_context *ctx)
         CHECK(x[0] == 128.0f);
         kiln_dataset_destroy(ds);
     }
+    /* Bytes after the data, which np.load ignores: so does kiln. */
+    const float six[7] = {1, 2, 3, 4, 5, 6, 7};
+    write_npy("long_data.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+              six, sizeof six);
+    CHECK_OK(ctx, from_npy(ctx, path("long_data.npy"), path("good.labels.npy"), NULL, &ds));
+    if (ds) {
+        CHECK(ds->count == 2 && ds->feature_size == 3);
+        CHECK_OK(ctx, ds->ops->read(ds, 1, NULL, x, &y));
+        CHECK(x[0] == 4.0f && x[2] == 6.0f && y == 2);
+        kiln_dataset_destroy(ds);
+    }
+    size_t size;
+    unsigned char *bytes_read = test_read_file(path("long_data.npy"), &size);
+    kiln_npy a;
+    CHECK(bytes_read && kiln_npy_parse(ctx, "long_data.npy", bytes_read, size, &a) == KILN_OK);
+    CHECK(a.rows == 2 && a.row_size == 3 && a.data == bytes_read + size - sizeof six);
+    free(bytes_read);
 }
 
 /* A file cut short while a dataset reads it is an error naming it (read
@@ -552,6 +587,68 @@ static void test_cut_short(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_IO, "reading sample 1 failed: the file is shorter",
                 ds->ops->read(ds, 1, NULL, x, &y));
     kiln_dataset_destroy(ds);
+
+    /* The labels too (np.save over a file being read truncates it in place):
+     * a label past the new end is pages past it, which a mapping would
+     * fault on. */
+    enum { N = 3000 };
+    static unsigned char bytes[N];
+    static int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        bytes[i] = (unsigned char)i, ids[i] = i % 7;
+    write_npy("long.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3000, 1), }",
+              bytes, sizeof bytes);
+    const char *lheader = "{'descr': '<i4', 'fortran_order': False, 'shape': (3000,), }";
+    write_npy("long.labels.npy", 1, lheader, ids, sizeof ids);
+    CHECK_OK(ctx, from_npy(ctx, path("long.npy"), path("long.labels.npy"), NULL, &ds));
+    if (!ds)
+        return;
+    CHECK_OK(ctx, kiln_dataset_read(ds, 2900, x, &y));
+    CHECK(x[0] == (float)(2900 % 256) && y == 2900 % 7);
+    CHECK(truncate(path("long.labels.npy"), (off_t)(10 + strlen(lheader) + 40)) == 0);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, x, &y));   /* still there */
+    CHECK(y == 2);
+    char want[256];
+    snprintf(want, sizeof want, "%s: reading the label of sample 2900 failed: the file is "
+             "shorter than when it was opened", path("long.labels.npy"));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 2900, x, &y));
+    kiln_dataset_destroy(ds);
+}
+
+/* int64 features: as floats (rounded once), and as ids that must fit an
+ * int32, checked as each sample is read. */
+static void test_int64(kiln_context *ctx)
+{
+    const int64_t v[4] = {1, -2, 16777217, (int64_t)1 << 40};
+    unsigned char le[32];
+    for (int i = 0; i < 32; i++)
+        le[i] = (unsigned char)((uint64_t)v[i / 8] >> (8 * (i % 8)));
+    write_npy("ids64.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }",
+              le, sizeof le);
+    kiln_dataset *ds;
+    float x[2];
+    int32_t ids[2], y;
+    CHECK_OK(ctx, from_npy(ctx, path("ids64.npy"), path("good.labels.npy"), NULL, &ds));
+    if (ds) {
+        CHECK(ds->dtype == KILN_DTYPE_INT64 && !ds->features_unchecked);
+        CHECK_OK(ctx, kiln_dataset_read(ds, 0, x, &y));
+        CHECK(x[0] == 1.0f && x[1] == -2.0f && y == 1);
+        CHECK_OK(ctx, kiln_dataset_read(ds, 1, x, &y));
+        CHECK(x[0] == 16777216.0f && x[1] == 0x1p40f && y == 2);
+        kiln_dataset_destroy(ds);
+    }
+    const kiln_npy_options o = {.struct_size = sizeof o, .ids = 1};
+    CHECK_OK(ctx, from_npy(ctx, path("ids64.npy"), path("good.labels.npy"), &o, &ds));
+    if (ds) {
+        CHECK(ds->ints && ds->dtype == KILN_DTYPE_INT64);
+        CHECK_OK(ctx, kiln_dataset_read_ints(ds, 0, ids, &y));
+        CHECK(ids[0] == 1 && ids[1] == -2);
+        char want[256];
+        snprintf(want, sizeof want, "%s: sample 1, element 1: id 1099511627776 does not fit "
+                 "an int32", path("ids64.npy"));
+        CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_dataset_read_ints(ds, 1, ids, &y));
+        kiln_dataset_destroy(ds);
+    }
 }
 
 static void test_arguments(kiln_context *ctx)
@@ -648,6 +745,7 @@ int main(void)
     test_malformed(&ctx);
     test_unusual_headers(&ctx);
     test_cut_short(&ctx);
+    test_int64(&ctx);
     test_arguments(&ctx);
     test_no_labels(&ctx);
     const char *root = getenv("KILN_SOURCE_ROOT");
@@ -662,6 +760,7 @@ int main(void)
         CHECK(system(cmd) == 0);
         test_numpy_files(&ctx);
         test_options(&ctx);
+        test_default_int_labels(&ctx);
         test_numpy_refusals(&ctx);
     }
     char cmd[128];

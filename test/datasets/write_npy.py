@@ -21,8 +21,10 @@ def save(name, a, version=None):
             npy_format.write_array(f, a, version=version)
     if a.dtype.fields is not None:
         return   # a structured array has no float64 values
+    # float16 as NumPy converts it to float32; int64 too, rounded once
+    # (through float64 it would be rounded twice).
     with np.errstate(invalid="ignore"):   # NaN stays NaN
-        ref = a.astype(np.float32 if a.dtype == np.float16 else np.float64)
+        ref = a.astype(np.float32 if a.dtype in (np.float16, np.int64) else np.float64)
         ref.astype("<f8").tofile(os.path.join(folder, name + ".f64"))
 
 
@@ -62,9 +64,30 @@ for i, (name, count) in enumerate(sorted(counts.items())):
     save(name + ".labels", y.astype(kind))
 save("f4.dense", rng.standard_normal((5, 3)).astype(np.float32))
 
+# int64, what np.save writes for np.array([0, 1, 2]) on every 64-bit
+# platform: features over the whole range, labels of the default dtype.
+i8 = ints(np.int64, (6, 2))
+i8[1, :] = [2**24 + 1, -(2**53 + 3)]   # rounded to float
+save("i8", i8)
+default = np.array([2, 0, 1, 1, 0, 2])
+assert default.dtype == np.int64, default.dtype
+save("i8.labels", default)
+save("default.labels", np.array([0, 1, 2, 1, 0, 2, 1]))   # for u1.npy's 7 samples
+save("big.labels", np.array([0, 1, 2**31, 1, 0, 2, 1]))
+save("negative64.labels", np.array([0, -(2**40), 2, 1, 0, 2, 1]))
+
+# Bytes after the data, which np.load ignores (a file written over a longer
+# one without truncating it): read as NumPy reads them.
+trailing = np.arange(6, dtype=np.float32).reshape(3, 2)
+save("trailing", trailing)
+save("trailing.labels", np.array([1, 0, 1], dtype=np.uint8))
+for name in ("trailing", "trailing.labels"):
+    with open(os.path.join(folder, name + ".npy"), "ab") as f:
+        f.write(b"\0bytes after the array\n")
+assert (np.load(os.path.join(folder, "trailing.npy")) == trailing).all()
+
 # Files kiln refuses, as NumPy writes them.
 save("f8", rng.standard_normal((3, 2)))
-save("i8", np.arange(6, dtype=np.int64).reshape(3, 2))
 save("bool", np.ones((3, 2), dtype=bool))
 save("big_endian", np.arange(6, dtype=">i4").reshape(3, 2))
 save("fortran", np.asfortranarray(np.arange(6, dtype=np.float32).reshape(3, 2)))
