@@ -17,6 +17,13 @@
 kiln_status kiln_options_take(void *dst, size_t size, const void *src, size_t least,
                               const char *name, kiln_diag *why);
 
+/* The same for element `index` of a caller's array of option structs
+ * (kiln_output_loss, kiln_input_array, ...), whose struct_size is also the
+ * distance between elements: element 0's says it (0: `size`), and another
+ * element's must be 0 or the same. `name` is the struct's. */
+kiln_status kiln_options_take_at(void *dst, size_t size, const void *array, size_t index,
+                                 size_t least, const char *name, kiln_diag *why);
+
 /* The reverse, for structs kiln fills: copies no more of `src` (our `size`
  * bytes) than the caller's struct_size says its struct holds (0: all). */
 void kiln_struct_export(void *dst, const void *src, size_t size);

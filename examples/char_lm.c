@@ -430,8 +430,7 @@ static kiln_status train_steps(kiln_model *m, kiln_context *ctx, const stream *t
 {
     kiln_dataset *data = NULL;
     kiln_status st = random_windows(ctx, train, steps * a->batch, a->context, rng, batches, &data);
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = 1;
     fit.batch_size = a->batch;
     fit.no_shuffle = 1;   /* the windows are random already, and --dump records their order */
@@ -632,10 +631,11 @@ int main(int argc, char **argv)
     if (kiln_context_create(&co, &ctx) != KILN_OK)
         return fprintf(stderr, "char_lm: %s\n", err), 1;
     kiln_model *m = decoder(ctx, &a);
-    kiln_compile_options opts = {.struct_size = sizeof opts,
-                                 .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                                 .optimizer = {.kind = KILN_OPTIMIZER_ADAM,
-                                               .learning_rate = a.lr}};
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
+                                         .learning_rate = a.lr};
+    const kiln_compile_options opts = {.struct_size = sizeof opts,
+                                       .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                       .optimizer = &adam};
     kiln_status st = m ? kiln_model_compile(m, &opts) : KILN_ERROR_OUT_OF_MEMORY;
     int32_t rank = 0;
     if (st == KILN_OK)

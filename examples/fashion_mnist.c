@@ -134,10 +134,11 @@ int main(int argc, char **argv)
         st = fashion_load(ctx, a.format, a.data, 0, 0, &test);
     if (st == KILN_OK && !(model = seed_cnn(ctx)))
         st = KILN_ERROR_OUT_OF_MEMORY;
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 1e-3f};
     kiln_compile_options opts = {.struct_size = sizeof opts};
     opts.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    opts.optimizer.learning_rate = 1e-3f;
+    opts.optimizer = &optimizer;
     if (st == KILN_OK)
         st = kiln_model_compile(model, &opts);
     /* Under multi_worker (mpirun), every process trains; rank 0 reports. */
@@ -159,8 +160,7 @@ int main(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = a.epochs;
     fit.batch_size = a.batch;
     fit.per_replica_batch_size = a.per_replica;

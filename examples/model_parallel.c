@@ -97,10 +97,13 @@ static kiln_model *wide_cnn(kiln_context *ctx)
 
 static kiln_compile_options options(const args *a, int32_t stages)
 {
+    /* Static: the options returned point to it. */
+    static const kiln_optimizer_options adam = {.struct_size = sizeof adam,
+                                                .kind = KILN_OPTIMIZER_ADAM,
+                                                .learning_rate = 1e-3f};
     kiln_compile_options o = {.struct_size = sizeof o};
     o.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    o.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    o.optimizer.learning_rate = 1e-3f;
+    o.optimizer = &adam;
     o.strategy = KILN_STRATEGY_PIPELINE;
     o.pipeline_stages = stages;
     o.micro_batches = a->micro;
@@ -159,8 +162,7 @@ int main(int argc, char **argv)
                "(activations are allocated by the first batch):\n", (long long)params, a.batch);
         print_plan(model);
     }
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = a.epochs;
     fit.batch_size = a.batch;
     int64_t n_train = 0;

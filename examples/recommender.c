@@ -231,10 +231,12 @@ int main(int argc, char **argv)
         st = ratings_dataset(ctx, &r, n_train, n_val, &val);
     if (st == KILN_OK && !(m = two_towers(ctx, &a)))
         st = KILN_ERROR_OUT_OF_MEMORY;
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM,
+                                              .learning_rate = (float)a.lr};
     kiln_compile_options opts = {.struct_size = sizeof opts,
                                  .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
-    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    opts.optimizer.learning_rate = (float)a.lr;
+    opts.optimizer = &optimizer;
     if (st == KILN_OK)
         st = kiln_model_compile(m, &opts);
     int32_t rank = 0, replicas = 0;
@@ -247,8 +249,7 @@ int main(int argc, char **argv)
                "validation); towers: %s; strategy %s, %d replica(s), batch %d\n", (int)a.users,
                (int)a.items, (int)a.rank, a.noise, (long long)a.ratings, (long long)n_train,
                (long long)n_val, a.mlp ? "mlp" : "dot", strategy, (int)replicas, (int)a.batch);
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = a.epochs;
     fit.batch_size = a.batch;
     fit.validation = val;

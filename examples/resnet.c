@@ -142,10 +142,11 @@ int main(int argc, char **argv)
     kiln_status st = kiln_model_create(ctx, &model);
     if (st == KILN_OK)
         resnet_build(model, side, side, channels, 10, a.sync_bn);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 1e-3f};
     kiln_compile_options opts = {.struct_size = sizeof opts};
     opts.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    opts.optimizer.learning_rate = 1e-3f;
+    opts.optimizer = &optimizer;
     if (st == KILN_OK)
         st = kiln_model_compile(model, &opts);
     if (st == KILN_OK)
@@ -163,8 +164,7 @@ int main(int argc, char **argv)
         st = fashion_load(ctx, FASHION_IDX, a.data, 1, a.limit, &train);
     if (st == KILN_OK && !a.input)
         st = fashion_load(ctx, FASHION_IDX, a.data, 0, a.test_limit, &test);
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = a.input ? 1 : a.epochs;
     fit.batch_size = a.batch;
     fit.no_shuffle = a.input != 0;

@@ -19,6 +19,12 @@
  *    cannot default (those "required" or for which 0 is an error; never less
  *    than sizeof(size_t)) is KILN_ERROR_INVALID_ARGUMENT, the message naming
  *    the struct and the size, instead of reading those fields as 0.
+ *    An options struct never holds another struct by value (which would
+ *    move every later field when the inner one grew): it points to it, NULL
+ *    meaning the inner struct's defaults. The structs of an array
+ *    (kiln_callback_spec, kiln_output_loss, kiln_input_array,
+ *    kiln_label_array) start with struct_size too, which is also the
+ *    distance between elements: the same in each (0: this header's size).
  *  - Destructors accept NULL.
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
@@ -44,7 +50,7 @@ extern "C" {
 #endif
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_MINOR 2
 #define KILN_VERSION_PATCH 0
 /** Version as one comparable number: major * 10000 + minor * 100 + patch. */
 #define KILN_VERSION_NUMBER \
@@ -265,7 +271,9 @@ typedef int32_t kiln_node;
 /** As an input: the node added just before (Keras Sequential style). */
 #define KILN_NODE_PREVIOUS ((kiln_node)-2)
 
-/** The largest rank of a sample (the batch dimension not counted). */
+/** The largest rank of a sample (the batch dimension not counted). Public
+ *  structs hold arrays of this length, so it never changes (a larger rank
+ *  would come with new structs). */
 #define KILN_MAX_RANK 4
 
 /** How a source stores its features (the model always sees float32), and
@@ -586,7 +594,9 @@ KILN_API kiln_node kiln_position_embedding(kiln_model *model, kiln_node input,
 /** Makes `node` the model's output (default: the last node added). */
 KILN_API kiln_status kiln_model_set_output(kiln_model *model, kiln_node node);
 
-/** The most outputs a model may declare (kiln_model_set_outputs). */
+/** The most outputs a model may declare (kiln_model_set_outputs). Public
+ *  structs hold arrays of this length (kiln_progress, kiln_metrics,
+ *  kiln_epoch_record), so it never changes. */
 #define KILN_MAX_MODEL_OUTPUTS 8
 
 /** Makes the `n` nodes the model's outputs, in this order (Keras's
@@ -636,11 +646,13 @@ typedef enum kiln_lr_schedule_kind {
 } kiln_lr_schedule_kind;
 
 /** How the learning rate moves with the optimizer step (updates applied so
- *  far, counting from 0). With warmup_steps > 0 it first rises linearly from
- *  0 to learning_rate over warmup_steps updates, and the schedule then runs
- *  on (step - warmup_steps): the linear-scaling-plus-warm-up recipe for large
- *  global batches. */
+ *  far, counting from 0), kiln_optimizer_options.schedule. With warmup_steps
+ *  > 0 it first rises linearly from 0 to learning_rate over warmup_steps
+ *  updates, and the schedule then runs on (step - warmup_steps): the
+ *  linear-scaling-plus-warm-up recipe for large global batches. A zeroed
+ *  struct is a constant rate. */
 typedef struct kiln_lr_schedule {
+    size_t struct_size;          /**< sizeof(kiln_lr_schedule) */
     kiln_lr_schedule_kind kind;  /**< default constant */
     int64_t decay_steps;         /**< > 0 for the decaying kinds */
     float decay_rate;            /**< step and exponential decay, finite and > 0 */
@@ -648,9 +660,17 @@ typedef struct kiln_lr_schedule {
     int64_t warmup_steps;        /**< >= 0 */
 } kiln_lr_schedule;
 
-/** Zero fields take Keras's defaults: Adam(learning_rate 1e-3, beta_1 0.9,
- *  beta_2 0.999, epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); a
- *  constant learning rate. */
+/** The optimizer of kiln_compile_options.optimizer. Zero fields take
+ *  Keras's defaults: Adam(learning_rate 1e-3, beta_1 0.9, beta_2 0.999,
+ *  epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); a constant learning
+ *  rate. Written with designated initialisers:
+ *
+ *     const kiln_lr_schedule decay = {.struct_size = sizeof decay,
+ *         .kind = KILN_LR_EXPONENTIAL_DECAY, .decay_steps = 1000, .decay_rate = 0.9f};
+ *     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd,
+ *         .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f, .schedule = &decay};
+ *     kiln_compile_options co = {.struct_size = sizeof co, .loss = ..., .optimizer = &sgd};
+ */
 typedef struct kiln_optimizer_options {
     size_t struct_size;          /**< sizeof(kiln_optimizer_options) */
     kiln_optimizer_kind kind;    /**< default Adam */
@@ -660,12 +680,16 @@ typedef struct kiln_optimizer_options {
     float beta_1;                /**< Adam only */
     float beta_2;                /**< Adam only */
     float epsilon;               /**< Adam only, finite and > 0 */
-    kiln_lr_schedule schedule;   /**< default: constant */
+    /** How the rate moves with the step; NULL: constant. Read during the
+     *  call only: compile keeps its own copy. */
+    const kiln_lr_schedule *schedule;
 } kiln_optimizer_options;
 
 /** The learning rate `options` give at optimizer step `step` (defaults
- *  filled in as compile fills them). Returns a negative value for invalid
- *  options. */
+ *  filled in as compile fills them; NULL: Adam's defaults, 1e-3 at every
+ *  step). Returns a negative value for invalid options (a bad value, or a
+ *  nonzero struct_size of the options or their schedule below
+ *  sizeof(size_t)) or a negative step. */
 KILN_API float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step);
 
 typedef enum kiln_strategy {
@@ -724,6 +748,9 @@ typedef enum kiln_pipeline_schedule {
 /** The loss of one output of a model of several outputs
  *  (kiln_compile_options.outputs). */
 typedef struct kiln_output_loss {
+    /** sizeof(kiln_output_loss) (0: this header's): also the distance
+     *  between elements of the array, so it must be the same in each. */
+    size_t struct_size;
     kiln_loss loss;              /**< required, as kiln_compile_options.loss */
     /** The output's share of the total loss, finite and >= 0 (Keras's
      *  loss_weights): the total is the sum of weight x loss over the
@@ -734,8 +761,11 @@ typedef struct kiln_output_loss {
 /** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
-    kiln_loss loss;                    /**< required */
-    kiln_optimizer_options optimizer;  /**< zero: Adam with Keras defaults */
+    kiln_loss loss;              /**< required */
+    /** NULL: Adam with Keras's defaults (as a zeroed kiln_optimizer_options).
+     *  Read during the call only: the model keeps its own copy, schedule
+     *  included. */
+    const kiln_optimizer_options *optimizer;
     /** How training is spread over the context's devices. Left at
      *  KILN_STRATEGY_AUTO, the KILN_STRATEGY environment variable
      *  ("one_device", "mirrored", "central_storage", "pipeline",
@@ -847,7 +877,9 @@ typedef struct kiln_compile_options {
  * kernels, zero biases, from the context's seed) and readies the devices.
  * Returns the first error recorded while building (KILN_ERROR_SHAPE naming
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
- * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
+ * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option
+ * (a struct_size of the optimizer, its schedule or an output loss
+ * included, naming the struct),
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
@@ -1094,6 +1126,9 @@ typedef enum kiln_label_kind {
 
 /** One input's samples in kiln_arrays_desc.inputs. */
 typedef struct kiln_input_array {
+    /** sizeof(kiln_input_array) (0: this header's): also the distance
+     *  between elements of the array, so it must be the same in each. */
+    size_t struct_size;
     int32_t rank;                  /**< 1..KILN_MAX_RANK */
     int32_t dims[KILN_MAX_RANK];   /**< one sample's shape for this input */
     const float *features;         /**< count * prod(dims) floats, or */
@@ -1104,6 +1139,9 @@ typedef struct kiln_input_array {
  *  fields label_kind, sparse_labels, label_size, dense_labels and
  *  num_classes of kiln_arrays_desc. */
 typedef struct kiln_label_array {
+    /** sizeof(kiln_label_array) (0: this header's): also the distance
+     *  between elements of the array, so it must be the same in each. */
+    size_t struct_size;
     kiln_label_kind label_kind;    /**< default sparse */
     const int32_t *sparse_labels;  /**< KILN_LABELS_SPARSE: count * label_size ids */
     int32_t label_size;            /**< ids or floats per sample (sparse: 0 is 1) */
@@ -1159,7 +1197,8 @@ typedef struct kiln_arrays_desc {
  *  input array, named by its index), for n_inputs outside
  *  0..KILN_MAX_MODEL_INPUTS or with the single-input fields also set, for
  *  n_outputs outside 0..KILN_MAX_MODEL_OUTPUTS or with the single-output
- *  label fields also set (a bad label array is named by its index),
+ *  label fields also set (a bad label array is named by its index), an
+ *  input or label array's struct_size too short or unlike element 0's,
  *  KILN_ERROR_DATA for a label out of range (naming the sample and, for
  *  several ids per sample, the position) or a feature or dense label that
  *  is NaN or infinite (naming the first such sample and element). */
@@ -1512,7 +1551,11 @@ typedef enum kiln_event {
     KILN_EVENT_EPOCH_END
 } kiln_event;
 
-/** One output's loss and accuracy, in a model of several outputs. */
+/** One output's loss and accuracy, in a model of several outputs. Unlike
+ *  the other structs it has no struct_size and never grows: kiln_progress,
+ *  kiln_metrics and kiln_epoch_record hold arrays of it, whose later fields
+ *  would move. Values added per output later come as arrays of their own
+ *  at the end of those structs. */
 typedef struct kiln_output_metrics {
     /** The output's layer name: Keras logs "<name>_loss" and
      *  "<name>_accuracy" (and "val_" before them on validation data). */
@@ -1706,15 +1749,18 @@ typedef enum kiln_stop_cause {
     KILN_STOP_CALLBACK           /**< an application callback returned KILN_CALLBACK_STOP */
 } kiln_stop_cause;
 
-/** Options of kiln_model_fit(); kiln_fit_options_init() sets the defaults. */
+/** Options of kiln_model_fit(). As every options struct, a zeroed one
+ *  (with struct_size set) is the defaults, Keras's: 1 epoch, batch 32,
+ *  shuffled, automatic verbosity. */
 typedef struct kiln_fit_options {
     size_t struct_size;          /**< sizeof(kiln_fit_options) */
-    /** Number of epochs, >= 1. Must be set (0 is an error, as are negative
-     *  values); kiln_fit_options_init() sets Keras's default 1. */
+    /** Number of epochs, >= 0; 0: Keras's default 1 (negative is an
+     *  error). */
     int32_t epochs;
     /** Samples per step (the global batch, split across the replicas),
-     *  >= 1; kiln_fit_options_init() sets 32. The last batch of an epoch
-     *  holds what is left. 0 when per_replica_batch_size sets it. */
+     *  >= 0; 0: per_replica_batch_size times the replicas when that is set,
+     *  else Keras's default 32 (negative is an error). The last batch of an
+     *  epoch holds what is left. */
     int32_t batch_size;
     int32_t no_shuffle;          /**< nonzero: keep dataset order */
     uint64_t shuffle_seed;       /**< 0: derived from the context's seed */
@@ -1804,8 +1850,7 @@ typedef struct kiln_fit_options {
      *  TensorFlow, whose ParameterServerStrategy counts one worker's
      *  devices as the replicas in sync) and pipeline (the stages together
      *  hold one replica of the model; micro-batches cut the global batch).
-     *  batch_size must then be 0 or equal that global batch
-     *  (kiln_fit_options_init() sets it to 32, so set it to 0);
+     *  batch_size must then be 0 or equal that global batch;
      *  KILN_ERROR_INVALID_ARGUMENT, naming both, when they disagree, when
      *  this is negative, or when the product exceeds INT32_MAX. Everything
      *  that reads batch_size (validation, checkpoints, the report) sees
@@ -1813,16 +1858,13 @@ typedef struct kiln_fit_options {
     int32_t per_replica_batch_size;
 } kiln_fit_options;
 
-/** Fills `options` with the defaults (epochs 1, batch 32, shuffle, auto
- *  verbosity). */
-KILN_API void kiln_fit_options_init(kiln_fit_options *options);
-
 /**
  * Trains a compiled model. Each epoch shuffles (seeded) and visits every
  * sample once. Per-epoch metrics go to the history.
  * KILN_ERROR_STATE if not compiled; KILN_ERROR_INVALID_ARGUMENT for epochs
- * or batch size < 1, or a per_replica_batch_size that is negative, overflows
- * or disagrees with batch_size; KILN_ERROR_SHAPE if the dataset's samples are not of the
+ * or batch_size < 0 (0 is the default), or a per_replica_batch_size that is
+ * negative, overflows or disagrees with batch_size; KILN_ERROR_SHAPE if the
+ * dataset's samples are not of the
  * input's shape (compared dimension by dimension: (2, 3) does not fit (6,)),
  * naming both shapes, or its dense labels are not as many floats as the
  * output, or its sparse labels not one id per output position (a (T,)

@@ -2,7 +2,7 @@
 # Cross-compiles kiln for aarch64 from scratch, as a user targeting an ARM
 # board would (tools/cross/aarch64-linux-gnu.ini), and checks the result: an
 # aarch64 shared library exporting only kiln_* symbols, with the soversion of
-# the header's version. Then runs the unit tests that need no OpenCL device
+# the header's version (major.minor before 1.0). Then runs the unit tests that need no OpenCL device
 # (datasets, reducer) under qemu-user. Installs what it needs with apt-get.
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,8 +24,9 @@ NM=aarch64-linux-gnu-nm
 bad=$($NM -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | grep -v '^kiln_' || true)
 [ -z "$bad" ] || { echo "exported symbols without the kiln_ prefix: $bad"; exit 1; }
 echo "$($NM -D --defined-only "$lib" | grep -c ' kiln_') exported symbols, all kiln_*"
-major=$(python3 tools/version.py include/kiln.h | cut -d. -f1)
-[ -e "$dir/libkiln.so.$major" ] || { echo "no libkiln.so.$major"; exit 1; }
+# The soversion as meson.build makes it: major.minor before 1.0, then major.
+soversion=$(python3 tools/version.py include/kiln.h | awk -F. '{print ($1 == 0 ? $1 "." $2 : $1)}')
+[ -e "$dir/libkiln.so.$soversion" ] || { echo "no libkiln.so.$soversion"; exit 1; }
 for t in datasets/test_dataset comm/test_reducer; do
     QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -L / "$dir/test/$t" | tail -n 1
 done

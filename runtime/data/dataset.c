@@ -153,6 +153,29 @@ static kiln_status check_desc(kiln_context *ctx, const kiln_arrays_desc *d)
     return KILN_OK;
 }
 
+/* Copies the caller's input and label arrays as their struct_size says,
+ * and points d at the copies. Counts out of range are left to the checks,
+ * which name them. */
+static kiln_status take_arrays(kiln_arrays_desc *d, kiln_input_array *inputs,
+                               kiln_label_array *outputs, kiln_diag *why)
+{
+    kiln_status st = KILN_OK;
+    if (d->inputs && d->n_inputs > 0 && d->n_inputs <= KILN_MAX_MODEL_INPUTS) {
+        for (int32_t k = 0; k < d->n_inputs && st == KILN_OK; k++)
+            st = kiln_options_take_at(&inputs[k], sizeof *inputs, d->inputs, (size_t)k,
+                                      sizeof *inputs, "kiln_arrays_desc.inputs", why);
+        d->inputs = inputs;
+    }
+    if (d->outputs && d->n_outputs > 0 && d->n_outputs <= KILN_MAX_MODEL_OUTPUTS) {
+        for (int32_t k = 0; k < d->n_outputs && st == KILN_OK; k++)
+            st = kiln_options_take_at(&outputs[k], sizeof *outputs, d->outputs, (size_t)k,
+                                      offsetof(kiln_label_array, num_classes),
+                                      "kiln_arrays_desc.outputs", why);
+        d->outputs = outputs;
+    }
+    return st;
+}
+
 /* The same for a desc of several inputs (d->inputs); `shape` gets the
  * packed sample's (total floats). */
 static kiln_status check_inputs(kiln_context *ctx, const kiln_arrays_desc *d, kiln_shape *shape)
@@ -376,10 +399,13 @@ kiln_status kiln_dataset_from_arrays(kiln_context *ctx, const kiln_arrays_desc *
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_dataset_from_arrays: desc is NULL");
     kiln_arrays_desc d;
+    kiln_input_array inputs[KILN_MAX_MODEL_INPUTS];
+    kiln_label_array outputs[KILN_MAX_MODEL_OUTPUTS];
     kiln_diag why;
     /* num_classes is the one field with a zero default. */
     if (kiln_options_take(&d, sizeof d, desc, offsetof(kiln_arrays_desc, num_classes),
-                          "kiln_arrays_desc", &why) != KILN_OK)
+                          "kiln_arrays_desc", &why) != KILN_OK ||
+        take_arrays(&d, inputs, outputs, &why) != KILN_OK)
         return kiln_error(ctx, why.status, "kiln_dataset_from_arrays: %s", why.message);
     kiln_shape shape = {.rank = d.feature_rank};
     kiln_status st = d.n_inputs ? check_inputs(ctx, &d, &shape) : check_desc(ctx, &d);

@@ -28,7 +28,7 @@ uint64_t kiln_model_fingerprint(const kiln_model *m)
 uint64_t kiln_model_training_hash(const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *schedule = &o->schedule;
+    const kiln_lr_schedule *schedule = &m->lr_schedule;
     char text[1024];   /* %a: every float exactly */
     /* The ignore class and several outputs' losses and weights only when
      * set: other models hash as before. */

@@ -11,6 +11,10 @@
 
 /* kiln_compile_options.step_timeout_seconds when left 0 (kiln.h says so). */
 #define KILN_DEFAULT_STEP_TIMEOUT 600.0
+/* Keras's defaults for kiln_fit_options.epochs and batch_size left 0, and
+ * for evaluate's and predict's batch_size 0. */
+#define KILN_DEFAULT_EPOCHS 1
+#define KILN_DEFAULT_BATCH_SIZE 32
 
 typedef struct kiln_node_rec {
     const kiln_layer_ops *ops;
@@ -100,7 +104,10 @@ struct kiln_model {
     int64_t head_label_offset[KILN_MAX_MODEL_OUTPUTS];  /* 4-byte words into a sample's */
     int64_t label_words;         /* a sample's labels, every output's */
     int64_t output_size;         /* floats per sample predict writes: every output's */
+    /* Resolved at compile; its schedule points at lr_schedule, the model's
+     * own copy (never the caller's). */
     kiln_optimizer_options optimizer;
+    kiln_lr_schedule lr_schedule;
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */
     size_t n_state_floats;       /* that state (batch norm's moving statistics); then the

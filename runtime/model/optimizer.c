@@ -1,5 +1,6 @@
 #include "runtime/model/optimizer.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -10,8 +11,22 @@ static void discard_log(void *user, kiln_log_level level, const char *message)
     (void)message;
 }
 
+kiln_status kiln_optimizer_take(kiln_optimizer_options *o, kiln_lr_schedule *schedule,
+                                const kiln_optimizer_options *src, kiln_diag *why)
+{
+    memset(schedule, 0, sizeof *schedule);
+    kiln_status st = kiln_options_take(o, sizeof *o, src, sizeof(size_t),
+                                       "kiln_optimizer_options", why);
+    if (st == KILN_OK)
+        st = kiln_options_take(schedule, sizeof *schedule, o->schedule, sizeof(size_t),
+                               "kiln_lr_schedule", why);
+    o->schedule = schedule;
+    return st;
+}
+
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
 {
+    assert(o->schedule);   /* kiln_optimizer_take points it at a copy */
     if (o->kind == KILN_OPTIMIZER_ADAM) {
         if (o->learning_rate == 0.0f)
             o->learning_rate = 1e-3f;
@@ -42,7 +57,7 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
     if (!(o->learning_rate > 0.0f) || !isfinite(o->learning_rate))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "learning_rate %g must be a positive number", o->learning_rate);
-    const kiln_lr_schedule *sc = &o->schedule;
+    const kiln_lr_schedule *sc = o->schedule;
     if ((int)sc->kind < KILN_LR_CONSTANT || sc->kind > KILN_LR_COSINE_DECAY)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "schedule kind %d is not a kiln_lr_schedule_kind", (int)sc->kind);
@@ -65,7 +80,8 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
 
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step)
 {
-    const kiln_lr_schedule *sc = &o->schedule;
+    const kiln_lr_schedule *sc = o->schedule;
+    assert(sc);
     const double lr = o->learning_rate;
     if (step < sc->warmup_steps)
         return lr * (double)step / (double)sc->warmup_steps;
@@ -88,9 +104,9 @@ double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t ste
 float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step)
 {
     kiln_optimizer_options o;
+    kiln_lr_schedule schedule;
     kiln_diag why;
-    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_optimizer_options",
-                          &why) != KILN_OK)
+    if (kiln_optimizer_take(&o, &schedule, options, &why) != KILN_OK)
         return -1.0f;
     /* Validation without a context: a scratch one only collects the message. */
     kiln_context scratch;

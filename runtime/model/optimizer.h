@@ -5,14 +5,23 @@
 #include "runtime/context/context.h"
 #include "opencl/device.h"
 
-/* Fills Keras's defaults into zero fields and checks the rest. */
+/* Copies the caller's options (NULL: all defaults) into `o` and their
+ * schedule (NULL: constant) into `schedule`, each as its struct_size says
+ * (kiln_options_take), and points o->schedule at `schedule`: nothing
+ * points at the caller's memory after. `why` names a struct_size too
+ * short. */
+kiln_status kiln_optimizer_take(kiln_optimizer_options *o, kiln_lr_schedule *schedule,
+                                const kiln_optimizer_options *src, kiln_diag *why);
+
+/* Fills Keras's defaults into zero fields of options taken by
+ * kiln_optimizer_take and checks the rest. */
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o);
 
 /* How many parameter-sized state buffers the optimizer keeps. */
 int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
 
 /* The learning rate of update `step` (counting from 0) under o's schedule;
- * `o` must have been resolved. */
+ * `o` must have been resolved (its schedule is then never NULL). */
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step);
 
 /* Whether x[0..n) are all finite, on the host. */

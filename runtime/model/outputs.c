@@ -120,11 +120,17 @@ kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o
     int64_t words = 0;
     for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
         kiln_loss_plan *plan = &m->heads[k];
-        const kiln_loss loss = o->n_outputs ? o->outputs[k].loss : o->loss;
-        st = kiln_loss_plan_make_for(m, m->outputs[k], loss, !o->no_accuracy, plan);
+        kiln_output_loss given = {.loss = o->loss};
+        kiln_diag why;
+        if (o->n_outputs &&
+            kiln_options_take_at(&given, sizeof given, o->outputs, (size_t)k,
+                                 offsetof(kiln_output_loss, weight),
+                                 "kiln_compile_options.outputs", &why) != KILN_OK)
+            return kiln_error(m->ctx, why.status, "kiln_model_compile: %s", why.message);
+        st = kiln_loss_plan_make_for(m, m->outputs[k], given.loss, !o->no_accuracy, plan);
         m->head_weight[k] = 1.0f;
         if (st == KILN_OK && o->n_outputs)
-            st = take_weight(m, k, o->outputs[k].weight);
+            st = take_weight(m, k, given.weight);
         plan->sums_at = several ? KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k : 0;
         plan->head_scale = several ? m->head_weight[k] / (float)plan->positions : 1.0f;
         m->head_label_offset[k] = words;

@@ -106,7 +106,7 @@ static void write_options(kiln_jw *w, const kiln_node_rec *node)
 static void write_compile(kiln_jw *w, const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *s = &o->schedule;
+    const kiln_lr_schedule *s = &m->lr_schedule;
     /* The first output's loss, ignore class and metrics are the model's
      * (several outputs have no ignore class or metrics). */
     const kiln_loss_plan *first = &m->heads[0];
@@ -693,7 +693,9 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         return st;
     o->kind = (kiln_optimizer_kind)kind;
     snprintf(r->where, sizeof r->where, "compile.optimizer.schedule: ");
-    kiln_lr_schedule *s = &o->schedule;
+    kiln_lr_schedule *s = &d->schedule;
+    s->struct_size = sizeof *s;
+    o->schedule = s;
     st = only_keys(r, sched, schedule_keys, COUNT(schedule_keys));
     if (st == KILN_OK)
         st = get_name(r, sched, "kind", schedule_names, COUNT(schedule_names), 0, &schedule);

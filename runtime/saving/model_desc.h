@@ -62,7 +62,10 @@ typedef struct kiln_model_desc {
     float binary_threshold;
     int32_t has_ignore_class, ignore_class;   /* sparse labels' padding class */
     int32_t gradient_accumulation_steps;
+    /* Compile's optimizer; its schedule points at `schedule` below, so a
+     * description is used where it was parsed, never copied. */
     kiln_optimizer_options optimizer;
+    kiln_lr_schedule schedule;
     /* Several outputs ("outputs" and compile's "losses", written only for
      * such a model): layer indices, and each one's loss and weight. */
     int32_t n_outputs;

@@ -118,7 +118,7 @@ static kiln_status compile_options(kiln_context *ctx, const kiln_compile_options
         o->loss = d->n_losses ? KILN_LOSS_NONE : d->loss;
         o->n_outputs = d->n_losses;
         o->outputs = d->n_losses ? d->losses : NULL;   /* d outlives the compile */
-        o->optimizer = d->optimizer;
+        o->optimizer = &d->optimizer;
         o->no_accuracy = d->no_accuracy;
         o->top_k = d->top_k;
         o->mean_absolute_error = d->mean_absolute_error;

@@ -337,8 +337,8 @@ static kiln_status check_kind(kiln_callbacks *c, callback *cb, const kiln_fit_op
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_fit: %s: not supported "
                           "by the parameter server across MPI processes, whose ranks see "
                           "their steps at different times", cb->label);
-    if (sets_rate && (m->optimizer.schedule.kind != KILN_LR_CONSTANT ||
-                      m->optimizer.schedule.warmup_steps > 0))
+    if (sets_rate && (m->lr_schedule.kind != KILN_LR_CONSTANT ||
+                      m->lr_schedule.warmup_steps > 0))
         return bad(c, cb, "it sets the learning rate, but the model's follows the schedule "
                    "given at compile (Keras too refuses to set a scheduled rate)");
     switch (s->kind) {

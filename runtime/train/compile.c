@@ -230,11 +230,11 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: the model has no layers");
     kiln_compile_options o;
     kiln_optimizer_options opt;
+    kiln_lr_schedule schedule;
     kiln_diag why;
     if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_compile_options, optimizer),
                           "kiln_compile_options", &why) != KILN_OK ||
-        kiln_options_take(&opt, sizeof opt, &o.optimizer, sizeof(size_t),
-                          "kiln_optimizer_options", &why) != KILN_OK)
+        kiln_optimizer_take(&opt, &schedule, o.optimizer, &why) != KILN_OK)
         return kiln_error(ctx, why.status, "kiln_model_compile: %s", why.message);
     if (m->output < 0)
         m->output = m->n_nodes - 1;
@@ -253,6 +253,8 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     if (st != KILN_OK)
         return st;
     m->optimizer = opt;
+    m->lr_schedule = schedule;
+    m->optimizer.schedule = &m->lr_schedule;
     st = m->strategy->create(m, &m->strategy_impl);
     if (st != KILN_OK) {
         m->strategy = NULL;

@@ -14,16 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void kiln_fit_options_init(kiln_fit_options *o)
-{
-    if (!o)
-        return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->epochs = 1;
-    o->batch_size = 32;
-}
-
 /* A dataset whose largest sparse label is past the output's classes: the
  * first such label, naming its sample and position (and a source's file),
  * unless it is the ignore class. Labels a source reads are also checked as
@@ -335,7 +325,7 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_evaluate: %s", !out ? "out is NULL"
                                                           : "batch_size must be >= 0");
-    const int32_t batch = batch_size ? batch_size : 32;
+    const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
     static const char *const names[] = {"batch_size", "number of samples"};
     const int64_t mine[] = {batch, ds->count};
     st = check_same_everywhere(m, m->mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
@@ -372,7 +362,7 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_predict: inputs and outputs must be set, count (%lld) "
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
-    const int32_t batch = batch_size ? batch_size : 32;
+    const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
     const int64_t in_size = m->sample_size, out_size = m->output_size;
     const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
                                                       0, 0);
@@ -409,13 +399,14 @@ static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: checkpoint_every_steps and keep_checkpoints must be "
                           ">= 0, and checkpoints or resume need checkpoint_dir");
-    if (o->epochs < 1)
+    if (o->epochs < 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_fit: epochs is %d; it must be >= 1", (int)o->epochs);
-    if (o->batch_size < 1)
+                          "kiln_model_fit: epochs is %d; it must be >= 0 (0: %d)",
+                          (int)o->epochs, KILN_DEFAULT_EPOCHS);
+    if (o->batch_size < 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_fit: batch_size is %d; it must be >= 1",
-                          (int)o->batch_size);
+                          "kiln_model_fit: batch_size is %d; it must be >= 0 (0: %d)",
+                          (int)o->batch_size, KILN_DEFAULT_BATCH_SIZE);
     if ((int)o->verbosity < KILN_VERBOSE_AUTO || o->verbosity > KILN_VERBOSE_EPOCH)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: verbosity %d is not a kiln_verbosity",
@@ -437,11 +428,15 @@ static kiln_status check_fit_options(kiln_model *m, const kiln_fit_options *o)
 }
 
 /* TensorFlow's rule: the global batch is the per-replica batch times the
- * replicas in sync. Resolved before any check reads batch_size. */
+ * replicas in sync; without it, 0 is Keras's default. Resolved before any
+ * check reads batch_size. */
 static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
 {
-    if (o->per_replica_batch_size == 0)
+    if (o->per_replica_batch_size == 0) {
+        if (o->batch_size == 0)
+            o->batch_size = KILN_DEFAULT_BATCH_SIZE;
         return KILN_OK;
+    }
     const int64_t replicas = m->strategy->replicas_in_sync
                                  ? m->strategy->replicas_in_sync(m->strategy_impl) : 1;
     const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
@@ -799,12 +794,11 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
         return st;
     kiln_fit_options o;
     kiln_diag why;
-    /* epochs and batch_size have no zero default. */
-    if (!options)
-        kiln_fit_options_init(&o);
-    else if (kiln_options_take(&o, sizeof o, options, offsetof(kiln_fit_options, no_shuffle),
-                               "kiln_fit_options", &why) != KILN_OK)
+    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_fit_options",
+                          &why) != KILN_OK)
         return kiln_error(m->ctx, why.status, "kiln_model_fit: %s", why.message);
+    if (o.epochs == 0)
+        o.epochs = KILN_DEFAULT_EPOCHS;
     st = resolve_batch_size(m, &o);
     if (st == KILN_OK)
         st = check_fit_options(m, &o);

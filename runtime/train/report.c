@@ -630,7 +630,7 @@ static kiln_status build_fixed(kiln_report *r, const kiln_dataset *train,
     put_row(&b, "loss", losses);
     snprintf(line, sizeof line, "%s, learning rate %g, %s schedule",
              m->optimizer.kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
-             (double)m->optimizer.learning_rate, schedule_name(m->optimizer.schedule.kind));
+             (double)m->optimizer.learning_rate, schedule_name(m->lr_schedule.kind));
     put_row(&b, "optimizer", line);
     local_time(line, sizeof line);
     put_row(&b, "started", line);

@@ -34,13 +34,13 @@ static int make_two_outputs(kiln_context *ctx, const char *dir)
     CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
     const kiln_output_loss losses[2] = {{.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
                                         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = 0.5f}};
-    kiln_compile_options co = {.struct_size = sizeof co, .strategy = KILN_STRATEGY_ONE_DEVICE,
-                               .n_outputs = 2, .outputs = losses,
-                               .gradient_accumulation_steps = 2};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = 0.05f;
-    co.optimizer.momentum = 0.9f;
-    co.optimizer.nesterov = 1;
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                       .learning_rate = 0.05f, .momentum = 0.9f,
+                                       .nesterov = 1};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE, .n_outputs = 2,
+                                     .outputs = losses, .gradient_accumulation_steps = 2,
+                                     .optimizer = &sgd};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     char path[512];
     snprintf(path, sizeof path, "%s/two.kiln", dir);

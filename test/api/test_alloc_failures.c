@@ -71,8 +71,7 @@ static kiln_status run(budget *b)
         co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
         st = kiln_model_compile(m, &co);
     }
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 4;
     fo.verbosity = KILN_VERBOSE_SILENT;

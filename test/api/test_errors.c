@@ -232,19 +232,21 @@ static void test_null_out_pointers(kiln_context *ctx)
 static void test_compile_and_fit_errors(kiln_context *ctx)
 {
     kiln_model *m = small_classifier(ctx, 3);
-    kiln_compile_options co = {.struct_size = sizeof co};
+    kiln_lr_schedule schedule = {.struct_size = sizeof schedule};
+    kiln_optimizer_options opt = {.struct_size = sizeof opt, .schedule = &schedule};
+    kiln_compile_options co = {.struct_size = sizeof co, .optimizer = &opt};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "loss 0 is not a kiln_loss",
                 kiln_model_compile(m, &co));
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.momentum = 1.5f;
+    opt.kind = KILN_OPTIMIZER_SGD;
+    opt.momentum = 1.5f;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "momentum 1.5 is not in [0, 1)",
                 kiln_model_compile(m, &co));
-    co.optimizer.momentum = 0.0f;
-    co.optimizer.learning_rate = -1.0f;
+    opt.momentum = 0.0f;
+    opt.learning_rate = -1.0f;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "learning_rate -1 must be a positive number",
                 kiln_model_compile(m, &co));
-    co.optimizer.learning_rate = 0.0f;
+    opt.learning_rate = 0.0f;
     co.strategy = KILN_STRATEGY_MIRRORED;
     co.replicas = 5;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "5 replicas asked for, but the context has",
@@ -256,22 +258,22 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "gradient_accumulation_steps (-2)",
                 kiln_model_compile(m, &co));
     co.gradient_accumulation_steps = 0;
-    co.optimizer.schedule.kind = KILN_LR_COSINE_DECAY;
+    schedule.kind = KILN_LR_COSINE_DECAY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_steps 0 must be > 0",
                 kiln_model_compile(m, &co));
-    co.optimizer.schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
-    co.optimizer.schedule.decay_steps = 10;
-    co.optimizer.schedule.decay_rate = INFINITY;
+    schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
+    schedule.decay_steps = 10;
+    schedule.decay_rate = INFINITY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate inf must be a finite number > 0",
                 kiln_model_compile(m, &co));
-    co.optimizer.schedule.decay_rate = NAN;
+    schedule.decay_rate = NAN;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "decay_rate nan", kiln_model_compile(m, &co));
-    co.optimizer.schedule = (kiln_lr_schedule){.kind = KILN_LR_CONSTANT};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.epsilon = INFINITY;
+    schedule = (kiln_lr_schedule){.struct_size = sizeof schedule, .kind = KILN_LR_CONSTANT};
+    opt.kind = KILN_OPTIMIZER_ADAM;
+    opt.epsilon = INFINITY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epsilon (inf)", kiln_model_compile(m, &co));
-    co.optimizer.epsilon = 0.0f;
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    opt.epsilon = 0.0f;
+    opt.kind = KILN_OPTIMIZER_SGD;
     co.strategy = KILN_STRATEGY_AUTO;
     co.step_timeout_seconds = NAN;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "step_timeout_seconds (nan)",
@@ -307,9 +309,7 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     kiln_dataset *ds = NULL;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
 
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
-    fo.verbosity = KILN_VERBOSE_SILENT;
+    kiln_fit_options fo = {.struct_size = sizeof fo, .verbosity = KILN_VERBOSE_SILENT};
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first", kiln_model_fit(m, ds, &fo));
     kiln_training_stats stats = {.struct_size = sizeof stats};
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "compile the model first",
@@ -320,16 +320,14 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
                 kiln_model_training_stats(m, NULL));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "has label 3 but the output 'dense' has 3 classes",
                 kiln_model_fit(m, ds, &fo));
-    fo.batch_size = 0;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "batch_size is 0", kiln_model_fit(m, ds, &fo));
+    /* 0 is the default (test_option_growth); below it is an error. */
     fo.batch_size = -3;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "batch_size is -3",
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "batch_size is -3; it must be >= 0 (0: 32)",
                 kiln_model_fit(m, ds, &fo));
     fo.batch_size = 2;
-    fo.epochs = 0;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epochs is 0", kiln_model_fit(m, ds, &fo));
     fo.epochs = -1;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epochs is -1", kiln_model_fit(m, ds, &fo));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epochs is -1; it must be >= 0 (0: 1)",
+                kiln_model_fit(m, ds, &fo));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "the dataset is NULL",
                 kiln_model_fit(m, NULL, &fo));
     kiln_dataset_destroy(ds);
@@ -399,9 +397,7 @@ static void test_dataset_shapes(kiln_context *ctx)
                           .feature_dims = {8, 8, 1}, .features = x,
                           .label_kind = KILN_LABELS_DENSE, .label_size = 2, .dense_labels = y};
     kiln_dataset *ds = NULL;
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
-    fo.verbosity = KILN_VERBOSE_SILENT;
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .verbosity = KILN_VERBOSE_SILENT};
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "samples are (8, 8, 1) but input 'image' is (4, 16, 1)",
                 kiln_model_fit(m, ds, &fo));
@@ -589,10 +585,11 @@ static void test_short_struct_size(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_compile_options"
                 ".struct_size is", kiln_model_compile(m, &opts));
     opts.struct_size = sizeof opts;
-    opts.optimizer.struct_size = 5;
+    kiln_optimizer_options opt = {.struct_size = 5};
+    opts.optimizer = &opt;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: kiln_optimizer_options"
                 ".struct_size is 5", kiln_model_compile(m, &opts));
-    opts.optimizer.struct_size = 0;
+    opt.struct_size = 0;
     CHECK_OK(ctx, kiln_model_compile(m, &opts));
     float x[6] = {0};
     int32_t label = 0;
@@ -601,11 +598,11 @@ static void test_short_struct_size(kiln_context *ctx)
                              .label_kind = KILN_LABELS_SPARSE, .sparse_labels = &label};
     kiln_dataset *ds = NULL;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
-    fo.struct_size = offsetof(kiln_fit_options, batch_size);  /* no batch_size */
-    snprintf(want, sizeof want, "kiln_model_fit: kiln_fit_options.struct_size is %zu; it must be "
-             "0 or at least %zu", fo.struct_size, offsetof(kiln_fit_options, no_shuffle));
+    /* Every field of kiln_fit_options has a zero default: only a size that
+     * cannot hold struct_size itself is refused. */
+    const kiln_fit_options fo = {.struct_size = 4};
+    snprintf(want, sizeof want, "kiln_model_fit: kiln_fit_options.struct_size is 4; it must be "
+             "0 or at least %zu", sizeof(size_t));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_fit(m, ds, &fo));
     kiln_dataset_destroy(ds);
     desc.struct_size = offsetof(kiln_arrays_desc, dense_labels);

@@ -129,8 +129,7 @@ static void test_nan(kiln_strategy strategy, const char *dir)
     kiln_context *ctx = context(&c);
     kiln_dataset *ds = data(ctx, 1);
     kiln_model *m = model(ctx, strategy);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 4;   /* sample 17 is in step 5 */
     fo.no_shuffle = 1;
@@ -169,8 +168,7 @@ static void test_failed_launch(kiln_strategy strategy, int device, const char *d
     fail_launch(ctx, device, 60);
     kiln_dataset *ds = data(ctx, 0);
     kiln_model *m = model(ctx, strategy);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = 4;
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -44,10 +44,12 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float 
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &h);
     kiln_dense(m, KILN_NODE_PREVIOUS, &o);
-    kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .pipeline_stages = 2, .micro_batches = 2};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam,
+                                         .kind = KILN_OPTIMIZER_ADAM};
+    const kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .pipeline_stages = 2, .micro_batches = 2,
+                                     .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     if (w)
         CHECK_OK(ctx, kiln_model_set_weights(m, w, n));
@@ -56,11 +58,8 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float 
 
 static void fit_options(kiln_fit_options *fo, int skip)
 {
-    kiln_fit_options_init(fo);
-    fo->batch_size = BATCH;
-    fo->no_shuffle = 1;
-    fo->verbosity = KILN_VERBOSE_SILENT;
-    fo->skip_nonfinite = skip;
+    *fo = (kiln_fit_options){.struct_size = sizeof *fo, .batch_size = BATCH, .no_shuffle = 1,
+                             .verbosity = KILN_VERBOSE_SILENT, .skip_nonfinite = skip};
 }
 
 /* Weights bit for bit, all finite. */

@@ -67,9 +67,11 @@ static kiln_model *seed_cnn(kiln_context *ctx)
     if (failed(ctx, kiln_model_create(ctx, &m), "model"))
         return NULL;
     seed_cnn_layers(m);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer = &optimizer;
     if (failed(ctx, kiln_model_compile(m, &co), "compile")) {
         kiln_model_destroy(m);
         return NULL;
@@ -84,8 +86,7 @@ static double train_rate(kiln_context *ctx, const kiln_dataset *ds, int32_t batc
     kiln_model *m = seed_cnn(ctx);
     if (!m)
         return -1;
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = batch;
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.loader_threads = threads;
@@ -254,8 +255,7 @@ static int bench_folder(kiln_context *ctx, int argc, char **argv)
         kiln_dense(m, KILN_NODE_PREVIOUS, &head);
         st = kiln_model_compile(m, &co);
     }
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = batch;
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.loader_threads = threads;

@@ -57,8 +57,7 @@ static kiln_status run(kiln_context *ctx, const kiln_dataset *warm, const kiln_d
     co.micro_batches = micro;
     co.pipeline_schedule = schedule;
     st = kiln_model_compile(m, &co);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = batch;
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.no_shuffle = 1;

@@ -125,12 +125,13 @@ static kiln_status seed_cnn(kiln_context *ctx, kiln_model **out)
     if (st != KILN_OK)
         return st;
     seed_cnn_layers(m);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 1e-3f};
     kiln_compile_options co;
     memset(&co, 0, sizeof co);
     co.struct_size = sizeof co;
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 1e-3f;
+    co.optimizer = &optimizer;
     st = kiln_model_compile(m, &co);   /* builder errors surface here */
     if (st != KILN_OK) {
         kiln_model_destroy(m);
@@ -151,7 +152,7 @@ static int first_step_done(void *user, const kiln_progress *p)
 
 static void fit_options(kiln_fit_options *fo, long batch, long epochs)
 {
-    kiln_fit_options_init(fo);
+    *fo = (kiln_fit_options){.struct_size = sizeof *fo};
     fo->epochs = (int32_t)epochs;
     fo->batch_size = (int32_t)batch;
     fo->verbosity = KILN_VERBOSE_SILENT;

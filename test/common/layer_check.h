@@ -79,9 +79,11 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     kiln_node node = build(m, pre, arg);
     const kiln_node last =
         check_inner ? kiln_activation_layer(m, node, KILN_ACTIVATION_LINEAR, "post") : node;
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer = &optimizer;
     kiln_status st = kiln_model_compile(m, &co);
     if (st != KILN_OK) {
         fprintf(stderr, "compile failed: %s\n", kiln_context_last_error(ctx));

@@ -63,11 +63,13 @@ static kiln_model *compiled(kiln_context *ctx, const model_spec *s)
     const kiln_output_loss losses[2] = {
         {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = s->weights[0]},
         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = s->weights[1]}};
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD,
+                                              .learning_rate = (float)LR};
     kiln_compile_options co = {.struct_size = sizeof co, .strategy = s->strategy,
                                .replicas = s->replicas, .n_outputs = 2, .outputs = losses,
                                .gradient_accumulation_steps = s->accumulation};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = (float)LR;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }

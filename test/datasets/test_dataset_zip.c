@@ -71,6 +71,8 @@ static kiln_model *build(kiln_context *ctx, int outputs)
     const kiln_output_loss losses[2] = {
         {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = 1.0f},
         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = 0.5f}};
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co};
     if (outputs == 2) {
         co.n_outputs = 2;
@@ -78,8 +80,7 @@ static kiln_model *build(kiln_context *ctx, int outputs)
     } else {
         co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     }
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.01f;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -214,8 +215,7 @@ static float *weights_of(kiln_context *ctx, kiln_model *m, int64_t *n)
 
 static kiln_status fit(kiln_model *m, const kiln_dataset *ds, const kiln_dataset *val)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = 8;
     fo.validation = val;

@@ -89,19 +89,19 @@ static kiln_model *model(kiln_context *ctx)
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = KILN_STRATEGY_ONE_DEVICE};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.01f;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
 
 static kiln_fit_options options(int epochs, int threads, int prefetch)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 8;   /* 50 = 6 * 8 + 2: a partial last batch */
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -98,13 +98,14 @@ static float *train(kiln_context *ctx, const kiln_dataset *ds, int64_t *n)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     seed_cnn_layers(m);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = KILN_STRATEGY_ONE_DEVICE};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 32;
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -137,9 +137,11 @@ static kiln_model *new_model(kiln_context *ctx)
 
 static kiln_compile_options mse(void)
 {
-    kiln_compile_options co = {.struct_size = sizeof co};
-    co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    /* Static: the options returned point to it. */
+    static const kiln_optimizer_options sgd = {.struct_size = sizeof sgd,
+                                               .kind = KILN_OPTIMIZER_SGD};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd};
     return co;
 }
 

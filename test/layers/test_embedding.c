@@ -66,10 +66,12 @@ static kiln_model *build(kiln_context *ctx, const run *r)
     const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
                                      .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 0.03f};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = r->strategy, .replicas = r->replicas};
-    co.optimizer.learning_rate = 0.03f;
+    co.optimizer = &optimizer;
     if (r->strategy == KILN_STRATEGY_PIPELINE)
         co.pipeline_stages = 2;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
@@ -78,8 +80,7 @@ static kiln_model *build(kiln_context *ctx, const run *r)
 
 static kiln_status train(kiln_model *m, kiln_dataset *ds, int epochs)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 7;   /* splits 4 + 3; the last batch of 48 has 6 */
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -309,8 +310,7 @@ static void test_bad_data(kiln_context *ctx)
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.batch_size = 2;
     kiln_metrics e = {.struct_size = sizeof e};

@@ -488,8 +488,10 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = vocab,
                                        .output_dim = width};
     const kiln_node node = kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     if (!m->compiled) {
         kiln_model_destroy(m);

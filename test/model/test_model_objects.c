@@ -36,11 +36,12 @@ static kiln_model *build(kiln_context *ctx, int head_units, const char *frozen,
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     for (const char *f = frozen; f && *f; f += strlen(f) + 1)
         CHECK_OK(ctx, kiln_model_set_trainable(m, f, 0));
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = strategy};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.01f;
+    co.optimizer = &optimizer;
     const kiln_status st = kiln_model_compile(m, &co);
     CHECK(st == want);
     if (st != KILN_OK) {
@@ -52,8 +53,7 @@ static kiln_model *build(kiln_context *ctx, int head_units, const char *frozen,
 
 static kiln_fit_options options(int epochs)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 8;
     fo.verbosity = KILN_VERBOSE_SILENT;

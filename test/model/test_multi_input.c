@@ -25,9 +25,11 @@ static kiln_model *build(kiln_context *ctx, const run *r)
         CHECK_OK(ctx, kiln_model_place(m, 0, side_in - 1, 0));
         CHECK_OK(ctx, kiln_model_place(m, side_in, m->n_nodes - 1, 1));
     }
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 0.02f};
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
                                .strategy = r->strategy, .replicas = r->replicas};
-    co.optimizer.learning_rate = 0.02f;
+    co.optimizer = &optimizer;
     if (r->strategy == KILN_STRATEGY_PIPELINE && !r->placed)
         co.pipeline_stages = 2;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
@@ -36,8 +38,7 @@ static kiln_model *build(kiln_context *ctx, const run *r)
 
 static kiln_status train(kiln_model *m, kiln_dataset *ds, int epochs)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 7;   /* splits 4 + 3; the last batch of 48 has 6 */
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -205,8 +206,7 @@ static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const 
         return;
     }
     kiln_dataset *ds = dataset(ctx, d, 3);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 8;
     fo.no_shuffle = 1;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -401,8 +401,7 @@ static void test_files(kiln_context *ctx, const data *d)
     const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_model *m = build(ctx, &one);
     kiln_dataset *ds = dataset(ctx, d, 3);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.verbosity = KILN_VERBOSE_SILENT;
     fo.validation_split = 0.25f;   /* subsets of a dataset of several inputs */
     CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));

@@ -148,8 +148,7 @@ static void test_reference(kiln_context *ctx, const data *d)
     CHECK(e < 1e-5);
     /* Three more steps through fit (one batch of every sample, unshuffled). */
     kiln_dataset *ds = dataset(ctx, d, 0, N);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = N;
     fo.no_shuffle = 1;
@@ -182,8 +181,7 @@ static void weights_of(kiln_context *ctx, kiln_model *m, float *w, int64_t n)
 static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
 {
     kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 4;   /* 4, 4 and 1: uneven splits over two replicas */
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -288,10 +286,12 @@ static kiln_model *placed(kiln_context *ctx, kiln_node heads_from, kiln_status e
     const kiln_output_loss losses[2] = {
         {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = 1.0f},
         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = 0.5f}};
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD,
+                                              .learning_rate = (float)LR};
     kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 2, .outputs = losses,
                                .micro_batches = 2};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = (float)LR;
+    co.optimizer = &optimizer;
     if (expect == KILN_OK)
         CHECK_OK(ctx, kiln_model_compile(m, &co));
     else
@@ -311,8 +311,7 @@ static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
     kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
     const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
     kiln_model *a = compiled(ctx, &one), *b = placed(ctx, 2, KILN_OK, NULL);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = 4;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -367,8 +366,7 @@ static void test_parameter_server(kiln_context *ctx, const data *d, int32_t devi
     int64_t n = 0;
     kiln_model_parameter_count(a, &n);
     float *wa = calloc((size_t)n, sizeof(float)), *wb = calloc((size_t)n, sizeof(float));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 5;
     fo.no_shuffle = 1;
@@ -414,8 +412,7 @@ static void test_parameter_server(kiln_context *ctx, const data *d, int32_t devi
 static void fit_once(kiln_context *ctx, kiln_model *m, kiln_dataset *ds, int32_t batch,
                      int skip)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = batch;
     fo.no_shuffle = 1;
     fo.skip_nonfinite = skip;
@@ -468,8 +465,7 @@ static void test_updates(kiln_context *ctx, const data *d)
     a = compiled(ctx, &whole);
     kiln_model_parameter_count(a, &n);
     CHECK_OK(ctx, kiln_model_get_weights(a, wa, n));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 8;
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_FAILS(ctx, KILN_ERROR_NUMERIC, "the loss or a gradient is", kiln_model_fit(a, huge, &fo));
@@ -583,8 +579,7 @@ static void fit_checkpointed(kiln_context *ctx, kiln_model *m, kiln_dataset *tra
     const kiln_callback_spec stopper = {.struct_size = sizeof stopper,
                                         .kind = KILN_CALLBACK_FUNCTION,
                                         .function = stop_at_epoch_2_step_2};
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 4;   /* 9 samples: 3 steps an epoch */
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -714,8 +709,7 @@ static void test_names(kiln_context *ctx, const data *d)
          .monitor = "val_cls_accuracy", .patience = 5},
         {.struct_size = sizeof cbs[0], .kind = KILN_CALLBACK_FUNCTION,
          .function = seen_outputs, .user = &ok}};
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 1;
     fo.batch_size = 4;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -909,8 +903,7 @@ static void test_errors(kiln_context *ctx, const data *d)
                                    .feature_dims = {IN}, .features = d->x, .n_outputs = 2,
                                    .outputs = wrong};
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &bad));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "label array 1 of the dataset holds 1 floats per sample "
                 "but output 'reg'", kiln_model_fit(m, bad, &fo));

@@ -43,13 +43,15 @@ static kiln_model *build(kiln_context *ctx, const setup *s)
     const kiln_dense_options d = {.struct_size = sizeof d, .units = C,
                                   .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_optimizer_options optimizer = {
+        .struct_size = sizeof optimizer, .kind = s->optimizer,
+        .learning_rate = s->optimizer == KILN_OPTIMIZER_SGD ? 1.0f : 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = s->strategy, .replicas = s->replicas,
                                .pipeline_stages = s->stages, .top_k = s->top_k,
                                .has_ignore_class = s->ignore, .ignore_class = IGNORE};
-    co.optimizer.kind = s->optimizer;
-    co.optimizer.learning_rate = s->optimizer == KILN_OPTIMIZER_SGD ? 1.0f : 0.01f;
+    co.optimizer = &optimizer;
     co.micro_batches = 3;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
@@ -290,8 +292,7 @@ static void test_sources(kiln_context *ctx, const char *dir)
         kiln_dataset_destroy(sub);
     }
     /* validation_split: the last 6 samples, evaluated as a view. */
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 6;
     fo.validation_split = 0.25f;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -311,8 +312,7 @@ static float *trained(kiln_context *ctx, const setup *s, kiln_dataset *ds, int64
                       double *loss)
 {
     kiln_model *m = build(ctx, s);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -482,8 +482,7 @@ static void test_resume(kiln_context *ctx, const char *dir)
     const setup s = {.strategy = KILN_STRATEGY_ONE_DEVICE, .ignore = 1,
                      .optimizer = KILN_OPTIMIZER_ADAM};
     kiln_dataset *ds = arrays(ctx, T, labels, 0);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;
     kiln_model *m = build(ctx, &s);

@@ -53,20 +53,19 @@ static kiln_model *model(kiln_context *ctx, kiln_optimizer_kind opt, int units,
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .strategy = strategy};
-    co.optimizer.kind = opt;
-    co.optimizer.learning_rate = 0.02f;
-    co.optimizer.momentum = opt == KILN_OPTIMIZER_SGD ? 0.9f : 0.0f;
+    const kiln_optimizer_options optimizer = {
+        .struct_size = sizeof optimizer, .kind = opt, .learning_rate = 0.02f,
+        .momentum = opt == KILN_OPTIMIZER_SGD ? 0.9f : 0.0f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .strategy = strategy, .optimizer = &optimizer};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
 
 static kiln_fit_options fit_options(int epochs)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 5;   /* 48 = 9 * 5 + 3: a partial batch each epoch */
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -115,10 +115,11 @@ static kiln_model *small_model(kiln_context *ctx)
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.01f;
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
+                                         .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -142,8 +143,7 @@ static kiln_status fit_into(kiln_context *ctx, const char *dir, int resume)
 {
     kiln_model *m = small_model(ctx);
     kiln_dataset *ds = small_data(ctx);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 10;
     fo.verbosity = KILN_VERBOSE_SILENT;

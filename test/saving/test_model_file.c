@@ -138,8 +138,7 @@ static kiln_model *round_trip(kiln_context *ctx, kiln_model *m, const char *name
 
 static kiln_fit_options fit_options(int epochs, int batch)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = batch;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -151,9 +150,10 @@ static void test_seed_cnn(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     seed_cnn_layers(m);
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    co.optimizer.learning_rate = 1e-3f;
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .learning_rate = 1e-3f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     kiln_model_destroy(round_trip(ctx, m, "seed_cnn_untrained.safetensors", 9, NULL));
     const int32_t dims[] = {28, 28, 1};
@@ -239,14 +239,16 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     CHECK_OK(ctx, kiln_model_set_trainable(m, "shortcut", 0));
     if (!compile)
         return m;
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                               .gradient_accumulation_steps = 2, .top_k = 2};
-    co.optimizer = (kiln_optimizer_options){
-        .struct_size = sizeof co.optimizer, .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f,
-        .momentum = 0.9f, .nesterov = 1,
-        .schedule = {.kind = KILN_LR_COSINE_DECAY, .decay_steps = 40, .alpha = 0.1f,
-                     .warmup_steps = 3}};
+    /* The model keeps copies: these go out of scope when compile returns. */
+    const kiln_lr_schedule cosine = {.struct_size = sizeof cosine, .kind = KILN_LR_COSINE_DECAY,
+                                     .decay_steps = 40, .alpha = 0.1f, .warmup_steps = 3};
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.05f, .momentum = 0.9f,
+                                        .nesterov = 1, .schedule = &cosine};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .gradient_accumulation_steps = 2, .top_k = 2,
+                                     .optimizer = &sgd};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -268,6 +270,11 @@ static void test_every_kind(kiln_context *ctx)
     if (l) {
         CHECK(l->optimizer.kind == KILN_OPTIMIZER_SGD && l->optimizer.nesterov &&
               l->accumulation_steps == 2 && l->nodes[3].frozen && l->output == m->output);
+        /* The schedule came back from the file, into the loaded model's own copy. */
+        CHECK(l->optimizer.schedule == &l->lr_schedule &&
+              l->lr_schedule.kind == KILN_LR_COSINE_DECAY && l->lr_schedule.decay_steps == 40 &&
+              l->lr_schedule.alpha == 0.1f && l->lr_schedule.warmup_steps == 3);
+        CHECK(kiln_model_learning_rate(l, 13) == kiln_model_learning_rate(m, 13));
         CHECK(strcmp(l->nodes[12].name, "odd \"name\" \\ \t\x01 caf\xc3\xa9") == 0);
         CHECK(l->nodes[2].ops->synchronized(l->nodes[2].config));   /* matters with replicas */
     }
@@ -629,6 +636,57 @@ static void test_description(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A description kiln 0.1 wrote (the fuzzer's attention seed, its schedule
+ * made a cosine with warm-up as 0.1 wrote one) reads into 0.2's structs,
+ * whose optimizer points to its schedule: the file format did not change
+ * with them. */
+static void test_written_by_0_1(kiln_context *ctx)
+{
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    if (!root) {
+        printf("SKIP (KILN_SOURCE_ROOT is not set; meson test sets it): 0.1's file\n");
+        return;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/test/data/model_json/attention.json", root);
+    size_t size = 0;
+    unsigned char *bytes = test_read_file(path, &size);
+    char *text = bytes ? calloc(size + 1, 1) : NULL;   /* as a string */
+    if (text)
+        memcpy(text, bytes, size);
+    free(bytes);
+    const char *constant = "\"schedule\":{\"kind\":\"constant\",\"decay_steps\":0,"
+                           "\"decay_rate\":0,\"alpha\":0,\"warmup_steps\":0}";
+    const char *cosine = "\"schedule\":{\"kind\":\"cosine_decay\",\"decay_steps\":40,"
+                         "\"decay_rate\":0,\"alpha\":0.1,\"warmup_steps\":3}";
+    const char *at = text ? strstr(text, constant) : NULL;
+    CHECK(at != NULL);
+    if (!at) {
+        free(text);
+        return;
+    }
+    char *edited = malloc(size + 64);
+    const size_t before = (size_t)(at - (const char *)text);
+    snprintf(edited, size + 64, "%.*s%s%s", (int)before, text, cosine, at + strlen(constant));
+    kiln_model_desc d;
+    CHECK_OK(ctx, kiln_model_desc_parse(ctx, path, edited, strlen(edited), &d));
+    const kiln_optimizer_options *o = &d.optimizer;
+    CHECK(d.has_compile && o->kind == KILN_OPTIMIZER_ADAM && o->learning_rate == 1e-3f &&
+          o->schedule == &d.schedule);
+    CHECK(d.schedule.kind == KILN_LR_COSINE_DECAY && d.schedule.decay_steps == 40 &&
+          d.schedule.alpha == 0.1f && d.schedule.warmup_steps == 3);
+    /* Step 13: 10 steps past the warm-up, a quarter of the way down. */
+    const double want = 1e-3f * (0.9f * 0.5 * (1.0 + cos(3.14159265358979323846 / 4)) + 0.1f);
+    CHECK(fabs(kiln_learning_rate_at(o, 13) - want) < 1e-9);
+    kiln_model_desc_free(&d);
+    /* The file as written: a constant rate. */
+    CHECK_OK(ctx, kiln_model_desc_parse(ctx, path, text, size, &d));
+    CHECK(d.schedule.kind == KILN_LR_CONSTANT && kiln_learning_rate_at(o, 13) == 1e-3f);
+    kiln_model_desc_free(&d);
+    free(edited);
+    free(text);
+}
+
 /* Strings come back as written: quotes, backslashes, control characters,
  * UTF-8; floats and doubles exactly; nesting. */
 static void test_json_writer(kiln_context *ctx)
@@ -784,6 +842,7 @@ int main(void)
         SKIP("cannot make a temporary folder");
     test_json_writer(ctx);
     test_description(ctx);
+    test_written_by_0_1(ctx);
     test_refusals(ctx);
     test_seed_cnn(ctx);
     test_every_kind(ctx);

@@ -79,10 +79,11 @@ static float *test_inputs(int rank, const int32_t *dims, int64_t n)
 static void compile_and_train(kiln_context *ctx, kiln_model *m, int rank, const int32_t *dims,
                               int32_t classes, int64_t count, int epochs)
 {
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.01f;
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
+                                         .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     if (epochs == 0)
         return;
@@ -96,8 +97,7 @@ static void compile_and_train(kiln_context *ctx, kiln_model *m, int rank, const 
     d.sparse_labels = y;
     kiln_dataset *ds = NULL;
     CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 8;
     fo.verbosity = KILN_VERBOSE_SILENT;

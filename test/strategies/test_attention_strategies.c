@@ -47,12 +47,13 @@ static kiln_model *build(kiln_context *ctx, const run *r)
         kiln_model_place(m, 0, sum, 0);
         kiln_model_place(m, norm, KILN_NODE_PREVIOUS, 1);
     }
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     /* SGD: Adam turns the key bias's gradient, 0 but for round-off (the
      * softmax ignores it), into whole steps of either sign. */
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = 0.1f;
+    co.optimizer = &optimizer;
     co.strategy = r->strategy;
     co.replicas = r->replicas;
     co.pipeline_stages = r->stages;
@@ -67,8 +68,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
     kiln_model *m = build(ctx, r);
     float *w = NULL;
     if (m->compiled) {
-        kiln_fit_options fo;
-        kiln_fit_options_init(&fo);
+        kiln_fit_options fo = {.struct_size = sizeof fo};
         fo.epochs = 2;
         fo.batch_size = 7;
         fo.verbosity = KILN_VERBOSE_SILENT;

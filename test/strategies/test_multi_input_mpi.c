@@ -18,10 +18,12 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int32_t stor
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     three_inputs(m);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 0.02f};
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
                                .strategy = strategy, .replicas = 1,
                                .parameter_store_ranks = store_ranks};
-    co.optimizer.learning_rate = 0.02f;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -32,8 +34,7 @@ static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy,
                     const float *x, float *predicted, int64_t *n, double *loss, int32_t *rank)
 {
     kiln_model *m = build(ctx, strategy, 0);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -66,8 +67,7 @@ static void parameter_server(kiln_context *ctx, kiln_dataset *ds)
     CHECK_OK(ctx, kiln_model_evaluate(before, ds, 16, &e0));
     kiln_model_destroy(before);
     kiln_model *m = build(ctx, KILN_STRATEGY_PARAMETER_SERVER, 1);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;

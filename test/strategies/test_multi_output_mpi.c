@@ -24,8 +24,7 @@ static void train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy, c
 {
     const model_spec s = {.strategy = strategy, .replicas = 1, .weights = {1.0f, 0.5f}};
     kiln_model *m = compiled(ctx, &s);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 5;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -85,14 +84,15 @@ static void parameter_server(kiln_context *ctx, kiln_dataset *ds)
     const kiln_output_loss losses[2] = {
         {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = 1.0f},
         {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = 0.5f}};
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD,
+                                              .learning_rate = (float)LR};
     kiln_compile_options co = {.struct_size = sizeof co,
                                .strategy = KILN_STRATEGY_PARAMETER_SERVER,
                                .parameter_store_ranks = 1, .n_outputs = 2, .outputs = losses};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = (float)LR;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 10;
     fo.batch_size = 2;
     fo.verbosity = KILN_VERBOSE_SILENT;

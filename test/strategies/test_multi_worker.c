@@ -43,9 +43,11 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.optimizer.learning_rate = 0.01f;
+    co.optimizer = &optimizer;
     co.strategy = strategy;
     co.replicas = replicas;
     co.step_timeout_seconds = 60;
@@ -58,8 +60,7 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
 
 static kiln_fit_options fit_options(int epochs)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = 7;   /* 7 over 2 or 4 replicas: uneven; the last batch has 4 */
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -175,10 +176,12 @@ static kiln_status compile_small(kiln_context *ctx, kiln_model **out, int32_t un
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = learning_rate};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     co.strategy = KILN_STRATEGY_MULTI_WORKER;
-    co.optimizer.learning_rate = learning_rate;
+    co.optimizer = &optimizer;
     co.replicas = replicas;
     co.step_timeout_seconds = 60;
     *out = m;

@@ -75,8 +75,7 @@ int main(int argc, char **argv)
     int32_t rank = -1, world = 0;
     CHECK_OK(ctx, kiln_model_rank(m, &rank, &world));
     CHECK(rank == my_rank && world == 2);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 8;
     fo.verbosity = KILN_VERBOSE_SILENT;
     if (kill) {

@@ -31,8 +31,7 @@ static kiln_model *seed_cnn(kiln_context *ctx, kiln_strategy strategy, int32_t s
 static double train(kiln_context *ctx, kiln_model *m, const kiln_dataset *train,
                     const kiln_dataset *test, kiln_training_stats *stats)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
@@ -121,10 +120,8 @@ int main(void)
     CHECK_OK(ctx, kiln_dataset_subset(train_ds, 0, 480, &few));
     kiln_training_stats before = {.struct_size = sizeof before}, after = before;
     CHECK_OK(ctx, kiln_model_training_stats(bounded, &before));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.verbosity = KILN_VERBOSE_SILENT;
-    fo.batch_size = 0;
     fo.per_replica_batch_size = 48;
     CHECK_OK(ctx, kiln_model_fit(bounded, few, &fo));
     CHECK_OK(ctx, kiln_model_training_stats(bounded, &after));

@@ -54,13 +54,11 @@ static kiln_status compile_small(kiln_context *ctx, int32_t store_ranks, int32_t
 static double fit_and_evaluate(kiln_context *ctx, kiln_model *m, const kiln_dataset *train,
                                const kiln_dataset *test)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.verbosity = KILN_VERBOSE_SILENT;
     /* Each worker trains whole batches: per-replica 32 is batch 32 (the
      * update count below says so), not 32 x the workers. */
-    fo.batch_size = 0;
     fo.per_replica_batch_size = 32;
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
     kiln_epoch_record last = {.struct_size = sizeof last};

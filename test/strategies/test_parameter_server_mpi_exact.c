@@ -57,11 +57,11 @@ static kiln_model *make_model(kiln_context *ctx, kiln_strategy strategy, int32_t
     kiln_dense_options d = {.struct_size = sizeof d, .units = 1};
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer, .kind = kind,
+                                              .learning_rate = lr};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
-    co.optimizer.struct_size = sizeof co.optimizer;
-    co.optimizer.kind = kind;
-    co.optimizer.learning_rate = lr;
+    co.optimizer = &optimizer;
     co.strategy = strategy;
     co.parameter_store_ranks = stores;
     co.step_timeout_seconds = 60;
@@ -71,8 +71,7 @@ static kiln_model *make_model(kiln_context *ctx, kiln_strategy strategy, int32_t
 
 static void fit(kiln_context *ctx, kiln_model *m, const kiln_dataset *ds)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = EPOCHS;
     fo.batch_size = BATCH;
     fo.verbosity = KILN_VERBOSE_SILENT;

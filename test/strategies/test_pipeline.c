@@ -90,9 +90,11 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
             kiln_model_place(m, h3, KILN_NODE_PREVIOUS, 2);
         }
     }
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 0.01f};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.optimizer.learning_rate = 0.01f;
+    co.optimizer = &optimizer;
     co.strategy = r->strategy;
     co.micro_batches = r->micro;
     co.pipeline_schedule = r->schedule;
@@ -106,8 +108,7 @@ static kiln_model *build(kiln_context *ctx, const run *r, uint64_t budget)
 /* batch < 0: -batch as fit's per-replica batch size (batch_size 0). */
 static kiln_status train(kiln_model *m, kiln_dataset *ds, int batch)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = batch > 0 ? batch : 0;
     fo.per_replica_batch_size = batch < 0 ? -batch : 0;
@@ -461,8 +462,7 @@ static void test_errors(kiln_context *ctx, kiln_dataset *ds)
     co.device_memory_budget = 16 * 1024;
     co.pipeline_stages = 2;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.batch_size = 64;
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_FAILS(ctx, KILN_ERROR_OUT_OF_MEMORY, "micro-batches", kiln_model_fit(m, ds, &fo));

@@ -32,8 +32,7 @@ static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy,
                     double *loss, kiln_metrics *e, int32_t *rank)
 {
     kiln_model *m = build(ctx, strategy);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -60,7 +60,7 @@ static kiln_dataset *data(kiln_context *ctx, int count, int shift)
 typedef struct setup {
     kiln_strategy strategy;
     float lr;                       /* 0: LR */
-    kiln_lr_schedule schedule;
+    kiln_lr_schedule schedule;      /* struct_size 0: this header's */
     int32_t top_k;
     int32_t replicas;
 } setup;
@@ -82,17 +82,17 @@ static kiln_model *model(kiln_context *ctx, const setup *s)
                                .strategy = s->strategy ? s->strategy : KILN_STRATEGY_ONE_DEVICE,
                                .top_k = s->top_k, .replicas = s->replicas,
                                .pipeline_stages = 2, .micro_batches = 2};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
-    co.optimizer.learning_rate = s->lr ? s->lr : LR;
-    co.optimizer.schedule = s->schedule;
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = s->lr ? s->lr : LR,
+                                        .schedule = &s->schedule};
+    co.optimizer = &sgd;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
 
 static kiln_fit_options options(int epochs, const kiln_dataset *val)
 {
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = epochs;
     fo.batch_size = BATCH;
     fo.no_shuffle = 1;
@@ -464,10 +464,12 @@ static kiln_model *flat_model(kiln_context *ctx)
                                      .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = {.struct_size = sizeof co, .top_k = 1,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                .strategy = KILN_STRATEGY_ONE_DEVICE};
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     const float w[4] = {0, 0, 0, 0};
     CHECK_OK(ctx, kiln_model_set_weights(m, w, 4));
@@ -858,11 +860,13 @@ static kiln_model *metric_model(kiln_context *ctx, kiln_loss loss, kiln_activati
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = *metrics;
     co.struct_size = sizeof co;
     co.loss = loss;
     co.strategy = strategy;
-    co.optimizer.kind = KILN_OPTIMIZER_SGD;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }

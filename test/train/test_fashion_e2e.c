@@ -20,8 +20,7 @@ int main(void)
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.verbosity = KILN_VERBOSE_EPOCH;
     fo.validation = test;

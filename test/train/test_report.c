@@ -36,14 +36,15 @@ static kiln_model *small_model(kiln_context *ctx)
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    kiln_compile_options co = {.struct_size = sizeof co,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    co.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    co.optimizer.learning_rate = 0.05f;
     /* A rate that moves, so its chart is not flat. */
-    co.optimizer.schedule.kind = KILN_LR_EXPONENTIAL_DECAY;
-    co.optimizer.schedule.decay_steps = STEPS;
-    co.optimizer.schedule.decay_rate = 0.6f;
+    const kiln_lr_schedule decay = {.struct_size = sizeof decay,
+                                    .kind = KILN_LR_EXPONENTIAL_DECAY, .decay_steps = STEPS,
+                                    .decay_rate = 0.6f};
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
+                                         .learning_rate = 0.05f, .schedule = &decay};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -273,8 +274,7 @@ static kiln_status fit_with_report(kiln_model *m, const char *path, kiln_callbac
 {
     kiln_dataset *train = small_data(m->ctx, TRAIN, 0);
     kiln_dataset *valid = small_data(m->ctx, VALID, 5);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = EPOCHS;
     fo.batch_size = BATCH;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -443,8 +443,7 @@ static void test_allocation_failures(void)
     char path[128];
     snprintf(path, sizeof path, "%s/alloc.html", dir);
     kiln_dataset *train = small_data(ctx, TRAIN, 0), *valid = small_data(ctx, VALID, 5);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = EPOCHS;
     fo.batch_size = BATCH;
     fo.verbosity = KILN_VERBOSE_SILENT;

@@ -62,10 +62,11 @@ int main(void)
     CHECK_OK(ctx, kiln_model_summary(m, small, sizeof small, &length));
     CHECK(strlen(small) == sizeof small - 1 && length > sizeof small);  /* cut, NUL-ended */
 
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .kind = KILN_OPTIMIZER_ADAM, .learning_rate = 1e-3f};
     kiln_compile_options opts = {.struct_size = sizeof opts};
     opts.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    opts.optimizer.kind = KILN_OPTIMIZER_ADAM;
-    opts.optimizer.learning_rate = 1e-3f;
+    opts.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &opts));
     int64_t count = 0;
     CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
@@ -88,8 +89,7 @@ int main(void)
         kiln_context_destroy(ctx);
         SKIP_MISSING("no Fashion-MNIST in %s", dir);
     }
-    kiln_fit_options fit;
-    kiln_fit_options_init(&fit);
+    kiln_fit_options fit = {.struct_size = sizeof fit};
     fit.epochs = 2;
     fit.batch_size = 32;
     fit.verbosity = KILN_VERBOSE_SILENT;

@@ -373,15 +373,19 @@ static void ref_optimizer(const kiln_optimizer_options *o, double *p, const doub
     }
 }
 
-static void test_optimizer(kiln_context *ctx, opt_case *c)
+static void test_optimizer(kiln_context *ctx, const opt_case *c)
 {
     enum { n = 37, steps = 4 };
     kiln_device *dev = ctx->devices[0];
-    CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &c->o));
+    kiln_optimizer_options o;
+    kiln_lr_schedule schedule;
+    kiln_diag why;
+    CHECK(kiln_optimizer_take(&o, &schedule, &c->o, &why) == KILN_OK);
+    CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &o));
     kiln_buffer *p = NULL, *g = NULL, *slots[2] = {NULL, NULL};
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "p", &p));
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "g", &g));
-    for (int s = 0; s < kiln_optimizer_slot_count(&c->o); s++) {
+    for (int s = 0; s < kiln_optimizer_slot_count(&o); s++) {
         CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "slot", &slots[s]));
         CHECK_OK(ctx, kiln_buffer_zero(dev, slots[s], 0, n * sizeof(float)));
     }
@@ -394,9 +398,9 @@ static void test_optimizer(kiln_context *ctx, opt_case *c)
         for (int i = 0; i < n; i++)
             gd[i] = gf[i] = (float)check_uniform();
         CHECK_OK(ctx, kiln_buffer_write(dev, g, 0, gf, sizeof gf, 1));
-        CHECK_OK(ctx, kiln_optimizer_apply(dev, &c->o, c->o.learning_rate, p, g, slots, n, step,
+        CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, p, g, slots, n, step,
                                            NULL));
-        ref_optimizer(&c->o, pd, gd, s0, s1, n, step);
+        ref_optimizer(&o, pd, gd, s0, s1, n, step);
     }
     CHECK_OK(ctx, kiln_buffer_read(dev, p, 0, pf, sizeof pf));
     double got[n];
@@ -452,9 +456,11 @@ static kiln_model *mlp(kiln_context *ctx)
                             .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &h);
     kiln_dense(m, KILN_NODE_PREVIOUS, &o);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
+                                              .learning_rate = 1e-2f};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
-    co.optimizer.learning_rate = 1e-2f;
+    co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -481,8 +487,7 @@ static void train_weights(uint64_t seed, float *w, int64_t n)
     kiln_context *ctx = test_context(seed);
     kiln_dataset *ds = blobs(ctx, 100, 5);
     kiln_model *m = mlp(ctx);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = 7;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -528,8 +533,7 @@ static void train_batch_weights(int32_t batch, float *w, int64_t n)
         return;
     kiln_dataset *ds = blobs(ctx, 96, 5);
     kiln_model *m = mlp(ctx);
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 2;
     fo.batch_size = batch;
     fo.verbosity = KILN_VERBOSE_SILENT;
@@ -562,8 +566,7 @@ static void test_fit_loop(kiln_context *ctx)
     CHECK(count == 8 * 16 + 16 + 16 * 3 + 3);
 
     events e = {0};
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
+    kiln_fit_options fo = {.struct_size = sizeof fo};
     fo.epochs = 3;
     fo.batch_size = 16;  /* 250 = 15 * 16 + 10: a partial last batch */
     fo.validation = val;

@@ -30,14 +30,12 @@ int main(void)
                                  .activation = KILN_ACTIVATION_TANH};
     kiln_dense_options out = {.struct_size = sizeof out, .units = 2,
                               .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_compile_options cc = {.struct_size = sizeof cc,
-                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
-    cc.optimizer.learning_rate = 0.05f;
-    kiln_fit_options fo;
-    kiln_fit_options_init(&fo);
-    fo.epochs = 40;
-    fo.batch_size = 16;
-    fo.verbosity = KILN_VERBOSE_SILENT;
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .learning_rate = 0.05f};
+    const kiln_compile_options cc = {.struct_size = sizeof cc,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &adam};
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 40, .batch_size = 16,
+                                 .verbosity = KILN_VERBOSE_SILENT};
     kiln_metrics met = {.struct_size = sizeof met};
     const int32_t dims[] = {2};
     kiln_status st = kiln_dataset_from_arrays(ctx, &d, &ds);

@@ -1,0 +1,321 @@
+/* Option structs grow without breaking callers: no options struct holds
+ * another by value, each nested one is read as its own struct_size says
+ * (an older caller's shorter struct, a newer caller's longer one, an array
+ * whose elements are as far apart as their struct_size), and a NULL or
+ * zeroed struct is the documented defaults. */
+#include "harness.h"
+#include "runtime/model/model.h"
+
+#include <stddef.h>
+
+enum { SAMPLES = 40, FEATURES = 6, CLASSES = 3 };
+
+/* A caller built against a later kiln, whose structs have a field more. */
+typedef struct newer_optimizer {
+    kiln_optimizer_options known;
+    double later;
+} newer_optimizer;
+typedef struct newer_schedule {
+    kiln_lr_schedule known;
+    double later;
+} newer_schedule;
+typedef struct newer_loss {
+    kiln_output_loss known;
+    double later;
+} newer_loss;
+typedef struct newer_labels {
+    kiln_label_array known;
+    double later;
+} newer_labels;
+
+static kiln_model *classifier(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+/* Compiles a classifier with `optimizer`; NULL on failure (checked). */
+static kiln_model *compiled(kiln_context *ctx, const kiln_optimizer_options *optimizer)
+{
+    kiln_model *m = classifier(ctx);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = optimizer};
+    const kiln_status st = kiln_model_compile(m, &co);
+    CHECK_OK(ctx, st);
+    if (st == KILN_OK)
+        return m;
+    kiln_model_destroy(m);
+    return NULL;
+}
+
+static int summary_has(kiln_model *m, const char *line)
+{
+    char text[4096];
+    return kiln_model_summary(m, text, sizeof text, NULL) == KILN_OK && strstr(text, line);
+}
+
+/* The nested structs are pointers: a struct that grows moves nothing after
+ * it in the struct that holds it. */
+static void test_layout(void)
+{
+    CHECK(sizeof(((kiln_compile_options *)NULL)->optimizer) ==
+          sizeof(const kiln_optimizer_options *));
+    CHECK(sizeof(((kiln_optimizer_options *)NULL)->schedule) == sizeof(const kiln_lr_schedule *));
+    CHECK(offsetof(kiln_lr_schedule, struct_size) == 0);
+    CHECK(offsetof(kiln_output_loss, struct_size) == 0);
+    CHECK(offsetof(kiln_input_array, struct_size) == 0);
+    CHECK(offsetof(kiln_label_array, struct_size) == 0);
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
+             KILN_VERSION_PATCH);
+    CHECK(strcmp(kiln_version(), version) == 0 && strcmp(version, "0.2.0") == 0);
+}
+
+/* NULL: Adam with Keras's defaults, a constant rate. */
+static void test_null_defaults(kiln_context *ctx)
+{
+    kiln_model *m = compiled(ctx, NULL);
+    if (!m)
+        return;
+    CHECK(m->optimizer.kind == KILN_OPTIMIZER_ADAM && m->optimizer.learning_rate == 1e-3f &&
+          m->optimizer.beta_1 == 0.9f && m->optimizer.beta_2 == 0.999f &&
+          m->optimizer.epsilon == 1e-7f);
+    CHECK(m->optimizer.schedule == &m->lr_schedule && m->lr_schedule.kind == KILN_LR_CONSTANT);
+    CHECK(kiln_model_learning_rate(m, 0) == (double)1e-3f);
+    CHECK(kiln_model_learning_rate(m, 100000) == (double)1e-3f);
+    CHECK(summary_has(m, "\nOptimizer: adam, learning rate 0.001\n"));
+    kiln_model_destroy(m);
+
+    /* A zeroed struct means what NULL does; so does a NULL schedule. */
+    const kiln_optimizer_options zero = {.struct_size = sizeof zero};
+    m = compiled(ctx, &zero);
+    if (m)
+        CHECK(kiln_model_learning_rate(m, 7) == (double)1e-3f &&
+              m->optimizer.kind == KILN_OPTIMIZER_ADAM && m->lr_schedule.kind == KILN_LR_CONSTANT);
+    kiln_model_destroy(m);
+    CHECK(kiln_learning_rate_at(NULL, 5) == 1e-3f);
+    CHECK(kiln_learning_rate_at(&zero, 5) == 1e-3f);
+}
+
+/* The model keeps its own schedule: the caller's may change or go. */
+static void test_schedule_copied(kiln_context *ctx)
+{
+    kiln_lr_schedule step = {.struct_size = sizeof step, .kind = KILN_LR_STEP_DECAY,
+                             .decay_steps = 10, .decay_rate = 0.5f};
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.08f, .schedule = &step};
+    kiln_model *m = compiled(ctx, &sgd);
+    step = (kiln_lr_schedule){.struct_size = 1, .kind = (kiln_lr_schedule_kind)99};
+    if (m) {
+        CHECK(m->optimizer.schedule == &m->lr_schedule);
+        CHECK(fabs(kiln_model_learning_rate(m, 9) - 0.08) < 1e-7);
+        CHECK(fabs(kiln_model_learning_rate(m, 25) - 0.02) < 1e-7);
+        CHECK(summary_has(m, "\nOptimizer: sgd, learning rate 0.08\n"));
+    }
+    kiln_model_destroy(m);
+}
+
+/* struct_size says how much of each struct the caller knows. */
+static void test_sizes(kiln_context *ctx)
+{
+    const kiln_lr_schedule halve = {.struct_size = sizeof halve, .kind = KILN_LR_STEP_DECAY,
+                                    .decay_steps = 1, .decay_rate = 0.5f};
+    kiln_optimizer_options sgd = {.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f,
+                                  .schedule = &halve};
+
+    /* The size an application built with this header passes, which later,
+     * larger versions of the struct keep accepting. */
+    sgd.struct_size = offsetof(kiln_optimizer_options, schedule) + sizeof sgd.schedule;
+    kiln_model *m = compiled(ctx, &sgd);
+    if (m)
+        CHECK(fabs(kiln_model_learning_rate(m, 2) - 0.025) < 1e-7);
+    kiln_model_destroy(m);
+    CHECK(fabs(kiln_learning_rate_at(&sgd, 2) - 0.025f) < 1e-8);
+
+    /* A caller that knew no schedule yet: the pointer after its struct_size
+     * is not read, and the rate is constant. */
+    sgd.struct_size = offsetof(kiln_optimizer_options, schedule);
+    m = compiled(ctx, &sgd);
+    if (m)
+        CHECK(fabs(kiln_model_learning_rate(m, 2) - 0.1) < 1e-7 &&
+              m->lr_schedule.kind == KILN_LR_CONSTANT);
+    kiln_model_destroy(m);
+
+    /* A newer caller's longer structs: what this kiln does not know is left
+     * alone. */
+    const newer_schedule later_schedule = {
+        .known = {.struct_size = sizeof later_schedule, .kind = KILN_LR_STEP_DECAY,
+                  .decay_steps = 1, .decay_rate = 0.5f},
+        .later = 1.0};
+    const newer_optimizer later = {
+        .known = {.struct_size = sizeof later, .kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.1f,
+                  .schedule = &later_schedule.known},
+        .later = 1.0};
+    m = compiled(ctx, &later.known);
+    if (m)
+        CHECK(fabs(kiln_model_learning_rate(m, 3) - 0.0125) < 1e-7);
+    kiln_model_destroy(m);
+
+    /* Sizes that cannot even hold struct_size are refused, naming the struct;
+     * 0 is this header's size. */
+    m = classifier(ctx);
+    kiln_lr_schedule schedule = {.struct_size = 4};
+    kiln_optimizer_options opt = {.struct_size = 4, .schedule = &schedule};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                     .optimizer = &opt};
+    char want[128];
+    snprintf(want, sizeof want, "kiln_model_compile: kiln_optimizer_options.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    opt.struct_size = 0;
+    snprintf(want, sizeof want, "kiln_model_compile: kiln_lr_schedule.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    schedule.struct_size = 0;
+    CHECK(kiln_learning_rate_at(&opt, 0) == 1e-3f);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+/* Arrays of structs: element 0's struct_size is the distance between
+ * elements, the same in every one (0: this header's size). */
+static void test_arrays(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = CLASSES,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
+    const kiln_node x = kiln_input(m, 1, dims, NULL);
+    const kiln_node heads[2] = {kiln_dense(m, x, &a), kiln_dense(m, x, &b)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    newer_loss losses[2] = {
+        {.known = {.struct_size = sizeof(newer_loss),
+                   .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
+         .later = 1.0},
+        {.known = {.struct_size = sizeof(newer_loss) + 8, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                   .weight = 0.5f},
+         .later = 1.0}};
+    const kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 2,
+                                     .outputs = &losses[0].known};
+    char want[256];
+    snprintf(want, sizeof want, "kiln_model_compile: kiln_compile_options.outputs[1].struct_size "
+             "is %zu but kiln_compile_options.outputs[0]'s is %zu", sizeof(newer_loss) + 8,
+             sizeof(newer_loss));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+    losses[1].known.struct_size = 0;   /* as long as element 0 */
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK(summary_has(m, "\nLoss of output 'b': mean_squared_error x 0.5\n"));
+    CHECK(m->heads[1].loss == KILN_LOSS_MEAN_SQUARED_ERROR && m->head_weight[1] == 0.5f);
+    kiln_model_destroy(m);
+
+    static float features[SAMPLES * FEATURES], targets[SAMPLES * 2];
+    static int32_t classes[SAMPLES];
+    newer_labels labels[2] = {
+        {.known = {.struct_size = sizeof(newer_labels), .sparse_labels = classes,
+                   .num_classes = CLASSES}},
+        {.known = {.label_kind = KILN_LABELS_DENSE, .dense_labels = targets, .label_size = 2}}};
+    const kiln_input_array inputs[1] = {{.rank = 1, .dims = {FEATURES}, .features = features}};
+    kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = SAMPLES, .n_inputs = 1,
+                             .inputs = inputs, .n_outputs = 2, .outputs = &labels[0].known};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    int32_t rank = 0, shape[KILN_MAX_RANK];
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, shape, NULL));
+    CHECK(rank == 1 && shape[0] == FEATURES);
+    kiln_dataset_destroy(ds);
+    ds = NULL;
+    labels[1].known.struct_size = sizeof(kiln_label_array);
+    snprintf(want, sizeof want, "kiln_arrays_desc.outputs[1].struct_size is %zu but "
+             "kiln_arrays_desc.outputs[0]'s is %zu", sizeof(kiln_label_array),
+             sizeof(newer_labels));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want,
+                kiln_dataset_from_arrays(ctx, &desc, &ds));
+    CHECK(ds == NULL);
+    const kiln_input_array short_input[1] = {{.struct_size = 2, .rank = 1, .dims = {FEATURES},
+                                              .features = features}};
+    labels[1].known.struct_size = 0;
+    desc.inputs = short_input;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "kiln_arrays_desc.inputs[0].struct_size is 2; it must be 0 or at least",
+                kiln_dataset_from_arrays(ctx, &desc, &ds));
+}
+
+/* A zeroed kiln_fit_options, or NULL, is Keras's fit: 1 epoch, batch 32. */
+static void test_fit_defaults(kiln_context *ctx)
+{
+    static float x[SAMPLES * FEATURES];
+    static int32_t y[SAMPLES];
+    for (int i = 0; i < SAMPLES; i++) {
+        y[i] = i % CLASSES;
+        for (int j = 0; j < FEATURES; j++)
+            x[i * FEATURES + j] = (float)((i * 7 + j * 3) % 11) / 11.0f;
+    }
+    const kiln_arrays_desc desc = {.struct_size = sizeof desc, .count = SAMPLES,
+                                   .feature_rank = 1, .feature_dims = {FEATURES}, .features = x,
+                                   .sparse_labels = y};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &desc, &ds));
+    const kiln_fit_options zeroed = {.struct_size = sizeof zeroed,
+                                     .verbosity = KILN_VERBOSE_SILENT};
+    /* An older caller's shorter struct: the fields it lacks are defaults. */
+    const kiln_fit_options older = {.struct_size = offsetof(kiln_fit_options, no_shuffle),
+                                    .verbosity = KILN_VERBOSE_SILENT};
+    const kiln_fit_options *cases[] = {&zeroed, &older, NULL};
+    for (int c = 0; c < 3; c++) {
+        kiln_model *m = compiled(ctx, NULL);
+        if (!m)
+            continue;
+        CHECK_OK(ctx, kiln_model_fit(m, ds, cases[c]));
+        int32_t epochs = 0;
+        kiln_training_stats stats = {.struct_size = sizeof stats};
+        kiln_epoch_record e = {.struct_size = sizeof e};
+        CHECK_OK(ctx, kiln_model_history_length(m, &epochs));
+        CHECK_OK(ctx, kiln_model_training_stats(m, &stats));
+        CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &e));
+        /* 40 samples in batches of 32: two steps. */
+        CHECK(epochs == 1 && stats.steps == 2 && e.samples == SAMPLES);
+        kiln_model_destroy(m);
+    }
+    /* batch_size 0 beside per_replica_batch_size: the global batch it makes. */
+    kiln_model *m = compiled(ctx, NULL);
+    if (m) {
+        const kiln_fit_options per = {.struct_size = sizeof per, .per_replica_batch_size = 8,
+                                      .verbosity = KILN_VERBOSE_SILENT};
+        CHECK_OK(ctx, kiln_model_fit(m, ds, &per));
+        int32_t replicas = 0;
+        kiln_training_stats stats = {.struct_size = sizeof stats};
+        CHECK_OK(ctx, kiln_model_distribution(m, NULL, &replicas));
+        CHECK_OK(ctx, kiln_model_training_stats(m, &stats));
+        const int32_t global = 8 * replicas;
+        CHECK(replicas >= 1 && stats.steps == (SAMPLES + global - 1) / global);
+    }
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+}
+
+int main(void)
+{
+    test_layout();
+    kiln_context *ctx = test_context(1);
+    if (!ctx)
+        SKIP("no OpenCL device");
+    test_null_defaults(ctx);
+    test_schedule_copied(ctx);
+    test_sizes(ctx);
+    test_arrays(ctx);
+    test_fit_defaults(ctx);
+    kiln_context_destroy(ctx);
+    return test_finish("test_option_growth");
+}
