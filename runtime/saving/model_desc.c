@@ -648,21 +648,24 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     d->ignore_class = (int32_t)ignore_class;
     if (st == KILN_OK)
         st = read_losses(r, c, d);
-    if (st == KILN_OK)
+    /* Optional: files written before compile's metrics have none (none asked). */
+    metrics = kiln_json_get(c, "metrics");
+    if (st == KILN_OK && metrics)
         st = member(r, c, "metrics", KILN_JSON_OBJECT, &metrics);
     if (st == KILN_OK)
         st = member(r, c, "optimizer", KILN_JSON_OBJECT, &opt);
     if (st != KILN_OK)
         return st;
     snprintf(r->where, sizeof r->where, "compile.metrics: ");
-    st = only_keys(r, metrics, metric_keys, COUNT(metric_keys));
-    if (st == KILN_OK)
+    if (metrics)
+        st = only_keys(r, metrics, metric_keys, COUNT(metric_keys));
+    if (st == KILN_OK && metrics)
         st = get_int(r, metrics, "top_k", 0, INT32_MAX, &top_k);
-    if (st == KILN_OK)
+    if (st == KILN_OK && metrics)
         st = get_bool(r, metrics, "mean_absolute_error", &d->mean_absolute_error);
-    if (st == KILN_OK)
+    if (st == KILN_OK && metrics)
         st = get_bool(r, metrics, "binary_accuracy", &d->binary_accuracy);
-    if (st == KILN_OK)
+    if (st == KILN_OK && metrics)
         st = get_float(r, metrics, "binary_threshold", &d->binary_threshold);
     if (st != KILN_OK)
         return st;
