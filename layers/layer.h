@@ -103,7 +103,8 @@ typedef struct kiln_step {
 
 /* How a model file writes one of a kind's options (runtime/saving/
  * model_desc.c reads and writes the JSON): its key, its type, and where it
- * sits in the args struct the kind's configure takes and describe fills. */
+ * sits in the args struct the kind's configure takes and describe fills.
+ * The model file's optimizer and schedule settings are listed the same way. */
 typedef enum kiln_field_type {
     KILN_FIELD_INT,        /* int32_t */
     KILN_FIELD_PAIR,       /* int32_t[2] */
@@ -116,7 +117,8 @@ typedef enum kiln_field_type {
     KILN_FIELD_SHAPE,
     /* int32_t: 0 float32, 1 int32; written only when int32 and read as
      * float32 when absent, so that files of float models stay as they were. */
-    KILN_FIELD_DTYPE
+    KILN_FIELD_DTYPE,
+    KILN_FIELD_COUNT       /* int64_t, >= 0 (steps) */
 } kiln_field_type;
 
 typedef struct kiln_layer_field {

@@ -32,19 +32,12 @@ static const char *name_of(const char *const *names, int n, int value)
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* The options the builder was given, as describe gives them back. */
-static void write_options(kiln_jw *w, const kiln_node_rec *node)
+/* Each field of the struct at `base` under its key, in the table's order. */
+static void write_fields(kiln_jw *w, const kiln_layer_field *fields, int n, const void *base)
 {
-    const kiln_layer_ops *ops = node->ops;
-    kiln_layer_args args;
-    memset(&args, 0, sizeof args);
-    if (node->ops->describe)
-        node->ops->describe(node->config, &args);
-    const unsigned char *base = (const unsigned char *)&args;
-    kiln_jw_begin_object(w);
-    for (int f = 0; f < ops->n_fields; f++) {
-        const kiln_layer_field *fd = &ops->fields[f];
-        const void *at = base + fd->offset;
+    for (int f = 0; f < n; f++) {
+        const kiln_layer_field *fd = &fields[f];
+        const unsigned char *at = (const unsigned char *)base + fd->offset;
         int32_t i32[2];
         memcpy(i32, at, sizeof(int32_t));
         if (fd->type == KILN_FIELD_DTYPE && !i32[0])
@@ -52,7 +45,6 @@ static void write_options(kiln_jw *w, const kiln_node_rec *node)
         kiln_jw_key(w, fd->key);
         switch (fd->type) {
         case KILN_FIELD_INT:
-            memcpy(i32, at, sizeof(int32_t));
             kiln_jw_int(w, i32[0]);
             break;
         case KILN_FIELD_PAIR:
@@ -70,7 +62,6 @@ static void write_options(kiln_jw *w, const kiln_node_rec *node)
         }
         case KILN_FIELD_BOOL:
         case KILN_FIELD_NOT_BOOL:
-            memcpy(i32, at, sizeof(int32_t));
             kiln_jw_bool(w, (i32[0] != 0) != (fd->type == KILN_FIELD_NOT_BOOL));
             break;
         case KILN_FIELD_PADDING: {
@@ -85,23 +76,63 @@ static void write_options(kiln_jw *w, const kiln_node_rec *node)
             kiln_jw_uint(w, v);
             break;
         }
+        case KILN_FIELD_COUNT: {
+            int64_t v;
+            memcpy(&v, at, sizeof v);
+            kiln_jw_int(w, v);
+            break;
+        }
         case KILN_FIELD_DTYPE:
             kiln_jw_string(w, dtype_names[1]);
             break;
-        case KILN_FIELD_SHAPE:
-            kiln_jw_begin_array(w);
-        {
+        case KILN_FIELD_SHAPE: {
             kiln_input_args shape;
             memcpy(&shape, at, sizeof shape);
+            kiln_jw_begin_array(w);
             for (int32_t d = 0; d < shape.rank && shape.dims; d++)
                 kiln_jw_int(w, shape.dims[d]);
-        }
             kiln_jw_end_array(w);
             break;
         }
+        }
     }
+}
+
+/* The options the builder was given, as describe gives them back. */
+static void write_options(kiln_jw *w, const kiln_node_rec *node)
+{
+    kiln_layer_args args;
+    memset(&args, 0, sizeof args);
+    if (node->ops->describe)
+        node->ops->describe(node->config, &args);
+    kiln_jw_begin_object(w);
+    write_fields(w, node->ops->fields, node->ops->n_fields, &args);
     kiln_jw_end_object(w);
 }
+
+/* The optimizer's and its schedule's settings besides their kinds, in the
+ * order files hold them: a new setting is a row here. */
+static const kiln_layer_field optimizer_fields[] = {
+    {.key = "learning_rate", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, learning_rate)},
+    {.key = "momentum", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, momentum)},
+    {.key = "nesterov", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_optimizer_options, nesterov)},
+    {.key = "beta_1", .type = KILN_FIELD_FLOAT, .offset = offsetof(kiln_optimizer_options, beta_1)},
+    {.key = "beta_2", .type = KILN_FIELD_FLOAT, .offset = offsetof(kiln_optimizer_options, beta_2)},
+    {.key = "epsilon", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, epsilon)},
+};
+static const kiln_layer_field schedule_fields[] = {
+    {.key = "decay_steps", .type = KILN_FIELD_COUNT,
+     .offset = offsetof(kiln_lr_schedule, decay_steps)},
+    {.key = "decay_rate", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_lr_schedule, decay_rate)},
+    {.key = "alpha", .type = KILN_FIELD_FLOAT, .offset = offsetof(kiln_lr_schedule, alpha)},
+    {.key = "warmup_steps", .type = KILN_FIELD_COUNT,
+     .offset = offsetof(kiln_lr_schedule, warmup_steps)},
+};
 
 static void write_compile(kiln_jw *w, const kiln_model *m)
 {
@@ -159,30 +190,12 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "kind");
     kiln_jw_string(w, name_of(optimizer_names, COUNT(optimizer_names), (int)o->kind));
-    kiln_jw_key(w, "learning_rate");
-    kiln_jw_float(w, o->learning_rate);
-    kiln_jw_key(w, "momentum");
-    kiln_jw_float(w, o->momentum);
-    kiln_jw_key(w, "nesterov");
-    kiln_jw_bool(w, o->nesterov);
-    kiln_jw_key(w, "beta_1");
-    kiln_jw_float(w, o->beta_1);
-    kiln_jw_key(w, "beta_2");
-    kiln_jw_float(w, o->beta_2);
-    kiln_jw_key(w, "epsilon");
-    kiln_jw_float(w, o->epsilon);
+    write_fields(w, optimizer_fields, COUNT(optimizer_fields), o);
     kiln_jw_key(w, "schedule");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "kind");
     kiln_jw_string(w, name_of(schedule_names, COUNT(schedule_names), (int)s->kind));
-    kiln_jw_key(w, "decay_steps");
-    kiln_jw_int(w, s->decay_steps);
-    kiln_jw_key(w, "decay_rate");
-    kiln_jw_float(w, s->decay_rate);
-    kiln_jw_key(w, "alpha");
-    kiln_jw_float(w, s->alpha);
-    kiln_jw_key(w, "warmup_steps");
-    kiln_jw_int(w, s->warmup_steps);
+    write_fields(w, schedule_fields, COUNT(schedule_fields), s);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
@@ -310,6 +323,23 @@ static kiln_status only_keys(reader *r, const kiln_json *o, const char *const *k
     return KILN_OK;
 }
 
+/* o holds only the keys of the fields and of `also` (the kinds, a nested
+ * object); `what` says whose fields they are, for the message. */
+static kiln_status only_fields(reader *r, const kiln_json *o, const kiln_layer_field *fields,
+                               int n, const char *const *also, int n_also, const char *what)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        int known = 0;
+        for (int f = 0; f < n && !known; f++)
+            known = strcmp(o->keys[i], fields[f].key) == 0;
+        for (int k = 0; k < n_also && !known; k++)
+            known = strcmp(o->keys[i], also[k]) == 0;
+        if (!known)
+            return malformed(r, "%s have no option '%.60s'", what, o->keys[i]);
+    }
+    return KILN_OK;
+}
+
 /* An integer in [lo, hi]: digits with an optional '-', nothing else. */
 static int integer(const kiln_json *v, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -403,10 +433,12 @@ static kiln_status get_pair(reader *r, const kiln_json *o, const char *key, int3
     return st;
 }
 
+/* Field fd of the struct at `base` from its key in o; a shape goes to the
+ * layer's d->shape (NULL for tables without one). */
 static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_field *fd,
-                              kiln_layer_desc *d)
+                              void *base, kiln_layer_desc *d)
 {
-    unsigned char *at = (unsigned char *)&d->options + fd->offset;
+    unsigned char *at = (unsigned char *)base + fd->offset;
     int64_t i64 = 0;
     int32_t i32[2] = {0, 0};
     kiln_status st = KILN_OK;
@@ -452,6 +484,11 @@ static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_fi
         memcpy(at, &n, sizeof n);
         return st;
     }
+    case KILN_FIELD_COUNT: {
+        st = get_int(r, o, fd->key, 0, INT64_MAX, &i64);
+        memcpy(at, &i64, sizeof i64);
+        return st;
+    }
     case KILN_FIELD_DTYPE: {
         int t = 0;
         if (kiln_json_get(o, fd->key))
@@ -476,6 +513,16 @@ static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_fi
         return st;
     }
     }
+    return st;
+}
+
+/* Each field of the table from o, into the struct at `base`. */
+static kiln_status read_fields(reader *r, const kiln_json *o, const kiln_layer_field *fields,
+                               int n, void *base, kiln_layer_desc *d)
+{
+    kiln_status st = KILN_OK;
+    for (int f = 0; f < n && st == KILN_OK; f++)
+        st = read_field(r, o, &fields[f], base, d);
     return st;
 }
 
@@ -543,17 +590,11 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
         (st = member(r, o, "options", KILN_JSON_OBJECT, &options)) != KILN_OK)
         return st;
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
-    for (size_t i = 0; i < options->count; i++) {
-        int known = 0;
-        for (int f = 0; f < ops->n_fields && !known; f++)
-            known = strcmp(options->keys[i], ops->fields[f].key) == 0;
-        if (!known)
-            return malformed(r, "%s layers have no option '%.60s'", ops->kind,
-                             options->keys[i]);
-    }
-    for (int f = 0; f < ops->n_fields && st == KILN_OK; f++)
-        st = read_field(r, options, &ops->fields[f], d);
-    return st;
+    char layers[80];
+    snprintf(layers, sizeof layers, "%s layers", ops->kind);
+    st = only_fields(r, options, ops->fields, ops->n_fields, NULL, 0, layers);
+    return st == KILN_OK ? read_fields(r, options, ops->fields, ops->n_fields, &d->options, d)
+                         : st;
 }
 
 /* Optional "losses": one {"loss", "weight"} per output of a model of
@@ -620,11 +661,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
                                        "metrics", "optimizer", "ignore_class", "losses"};
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
-    static const char *const optimizer_keys[] = {"kind", "learning_rate", "momentum",
-                                                 "nesterov", "beta_1", "beta_2", "epsilon",
-                                                 "schedule"};
-    static const char *const schedule_keys[] = {"kind", "decay_steps", "decay_rate", "alpha",
-                                                "warmup_steps"};
+    static const char *const optimizer_keys[] = {"kind", "schedule"};
+    static const char *const schedule_keys[] = {"kind"};
     snprintf(r->where, sizeof r->where, "compile: ");
     const kiln_json *opt, *sched, *metrics;
     int loss = 0, kind = 0, schedule = 0;
@@ -675,21 +713,12 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     d->gradient_accumulation_steps = (int32_t)steps;
     snprintf(r->where, sizeof r->where, "compile.optimizer: ");
     o->struct_size = sizeof *o;
-    st = only_keys(r, opt, optimizer_keys, COUNT(optimizer_keys));
+    st = only_fields(r, opt, optimizer_fields, COUNT(optimizer_fields), optimizer_keys,
+                     COUNT(optimizer_keys), "optimizers");
     if (st == KILN_OK)
         st = get_name(r, opt, "kind", optimizer_names, COUNT(optimizer_names), 0, &kind);
     if (st == KILN_OK)
-        st = get_float(r, opt, "learning_rate", &o->learning_rate);
-    if (st == KILN_OK)
-        st = get_float(r, opt, "momentum", &o->momentum);
-    if (st == KILN_OK)
-        st = get_bool(r, opt, "nesterov", &o->nesterov);
-    if (st == KILN_OK)
-        st = get_float(r, opt, "beta_1", &o->beta_1);
-    if (st == KILN_OK)
-        st = get_float(r, opt, "beta_2", &o->beta_2);
-    if (st == KILN_OK)
-        st = get_float(r, opt, "epsilon", &o->epsilon);
+        st = read_fields(r, opt, optimizer_fields, COUNT(optimizer_fields), o, NULL);
     if (st == KILN_OK)
         st = member(r, opt, "schedule", KILN_JSON_OBJECT, &sched);
     if (st != KILN_OK)
@@ -699,17 +728,12 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     kiln_lr_schedule *s = &d->schedule;
     s->struct_size = sizeof *s;
     o->schedule = s;
-    st = only_keys(r, sched, schedule_keys, COUNT(schedule_keys));
+    st = only_fields(r, sched, schedule_fields, COUNT(schedule_fields), schedule_keys,
+                     COUNT(schedule_keys), "schedules");
     if (st == KILN_OK)
         st = get_name(r, sched, "kind", schedule_names, COUNT(schedule_names), 0, &schedule);
     if (st == KILN_OK)
-        st = get_int(r, sched, "decay_steps", 0, INT64_MAX, &s->decay_steps);
-    if (st == KILN_OK)
-        st = get_float(r, sched, "decay_rate", &s->decay_rate);
-    if (st == KILN_OK)
-        st = get_float(r, sched, "alpha", &s->alpha);
-    if (st == KILN_OK)
-        st = get_int(r, sched, "warmup_steps", 0, INT64_MAX, &s->warmup_steps);
+        st = read_fields(r, sched, schedule_fields, COUNT(schedule_fields), s, NULL);
     if (st != KILN_OK)
         return st;
     s->kind = (kiln_lr_schedule_kind)schedule;
