@@ -47,10 +47,10 @@ kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t 
                             kiln_arg_int((int64_t)offset), kiln_arg_int(act));
     if (kiln_device_gpu_kernels(dev)) {
         const size_t range[2] = {cols, rows};
-        return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add", 2, range, a);
+        return kiln_run(dev, "bias", "kiln_bias_add", 2, range, a);
     }
     const size_t range[2] = {(cols + 7) / 8, rows};
-    return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add8", 2, range, a);
+    return kiln_run(dev, "bias", "kiln_bias_add8", 2, range, a);
 }
 
 kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from)
@@ -75,10 +75,10 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
     if (kiln_device_gpu_kernels(dev)) {   /* 16 columns x 16 lanes of rows a group */
         const size_t range[2] = {cols, 16}, local[2] = {16, 16};
-        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_column_sum", 2, range,
+        return kiln_run_groups(dev, "bias", "kiln_bias_column_sum", 2, range,
                                local, a);
     }
-    return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum8", (cols + 7) / 8, a);
+    return kiln_run1(dev, "bias", "kiln_bias_column_sum8", (cols + 7) / 8, a);
 }
 
 kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
@@ -88,7 +88,7 @@ kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buff
         return kiln_buffer_copy(dev, dst, 0, src, 0, n * sizeof(float));
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
                             kiln_arg_int(1));
-    return kiln_run1(dev, "elementwise", "kiln_elementwise_copy_or_add", n, a);
+    return kiln_run1(dev, "copy", "kiln_copy_or_add", n, a);
 }
 
 int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
@@ -137,11 +137,11 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
                             kiln_arg_buffer(dst));
     if (kiln_device_gpu_kernels(dev)) {   /* 16 x 16 blocks through local memory */
         const size_t range[2] = {cols, rows}, local[2] = {16, 16};
-        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_transpose_tiled", 2, range,
+        return kiln_run_groups(dev, "transpose", "kiln_transpose_matrix_tiled", 2, range,
                                local, a);
     }
     const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
-    return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
+    return kiln_run(dev, "transpose", "kiln_transpose_matrix", 2, range, a);
 }
 
 size_t kiln_chunks_most(const kiln_device *dev)

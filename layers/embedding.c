@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 /* The GPU variant's sort: work-items per group and pairs per block
- * (EMB_ITEMS and EMB_BLOCK in embedding.cl). */
+ * (SORT_ITEMS and SORT_BLOCK in sort.cl). */
 #define SORT_ITEMS 256
 #define SORT_BLOCK (2 * SORT_ITEMS)
 
@@ -88,14 +88,11 @@ static kiln_status embedding_kernels(const void *config, void *replica, kiln_dev
                                                          : "kiln_embedding_links",
                              &r->kernels.links);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_blocks",
-                             &r->kernels.sort_blocks);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_blocks", &r->kernels.sort_blocks);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_step",
-                             &r->kernels.sort_step);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_step", &r->kernels.sort_step);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_merge",
-                             &r->kernels.sort_merge);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_merge", &r->kernels.sort_merge);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "embedding", "kiln_embedding_grad", &r->kernels.grad);
     return st;
