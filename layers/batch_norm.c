@@ -59,7 +59,7 @@ static kiln_status bn_infer(void *config, kiln_layer_build *b)
 }
 
 /* The launch range of a per-channel kernel over `n` chunks or rows (the
- * GPU variants, "_items", take a channel an item; the CPU ones eight). */
+ * GPU variants, _gpu, take a channel an item; the CPU ones, _cpu, eight). */
 static void channel_range(const kiln_device *dev, size_t C, size_t n, size_t *range)
 {
     range[0] = kiln_device_gpu_kernels(dev) ? C : (C + 7) / 8;

@@ -67,8 +67,8 @@ static int narrow(const ln_config *c)
 }
 
 /* The kernels' variant: a work-item per row on the CPU variant, eight
- * values at a time (_rows8); on the GPU variant a work-item per narrow
- * row, a work-group per wide one. */
+ * values at a time (_cpu); on the GPU variant a work-item per narrow
+ * row (_narrow_gpu), a work-group per wide one (_gpu). */
 static const char *row_kernel(const ln_config *c, const kiln_device *dev, const char *per_group,
                               const char *per_item, const char *per_item8)
 {
@@ -83,15 +83,15 @@ static kiln_status ln_kernels(const void *config, void *replica, kiln_device *de
     ln_replica *r = replica;
     r->per_item = !kiln_device_gpu_kernels(dev) || narrow(c);
     kiln_status st = kiln_kernel_get(dev, "layer_norm",
-                                     row_kernel(c, dev, "kiln_layer_norm_forward",
-                                                "kiln_layer_norm_forward_rows",
-                                                "kiln_layer_norm_forward_rows8"),
+                                     row_kernel(c, dev, "kiln_layer_norm_forward_gpu",
+                                                "kiln_layer_norm_forward_narrow_gpu",
+                                                "kiln_layer_norm_forward_cpu"),
                                      &r->kernels.forward);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "layer_norm",
-                             row_kernel(c, dev, "kiln_layer_norm_backward",
-                                        "kiln_layer_norm_backward_rows",
-                                        "kiln_layer_norm_backward_rows8"),
+                             row_kernel(c, dev, "kiln_layer_norm_backward_gpu",
+                                        "kiln_layer_norm_backward_narrow_gpu",
+                                        "kiln_layer_norm_backward_cpu"),
                              &r->kernels.backward);
     if (st == KILN_OK)
         st = kiln_kernel_get_variant(dev, "layer_norm", "kiln_layer_norm_param_partial",
@@ -169,7 +169,7 @@ static kiln_status ln_backward(const void *config, void *replica, const kiln_ste
                                 kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                                 kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
-        /* The GPU variant ("_items") takes a channel an item; the CPU one eight. */
+        /* The GPU variant (_gpu) takes a channel an item; the CPU one eight. */
         const size_t range[2] = {kiln_device_gpu_kernels(s->dev) ? C : (C + 7) / 8, chunks};
         st = kiln_kernel_run(s->dev, r->kernels.param_partial, 2, range, a);
         kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),

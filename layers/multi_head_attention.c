@@ -14,8 +14,8 @@
 #include <string.h>
 #include <stddef.h>
 
-/* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
- * _tiled one: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
+/* The CPU variant of the kernels (kernel_variant.c), attention.cl's _cpu
+ * ones: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
  * products take work-groups of GROUP_SIDE x GROUP_SIDE items per BLOCK x
  * BLOCK block (ATT_GROUP and ATT_BLOCK in attention.cl, which say why so
  * small); its row passes a group of KILN_ROW_LANES per row. */
@@ -163,12 +163,12 @@ typedef struct mha_replica {
      * shape), and a transposed kernel. */
     kiln_buffer *dq, *dk, *dv, *dscores, *dcontext, *kernel_t;
     /* On the GPU variant probs and backward_scores are one product
-     * (kiln_attention_scores), then the row passes softmax and
+     * (kiln_attention_scores_gpu), then the row passes softmax and
      * backward_rows; on the CPU variant these two are NULL. */
     struct {
         kiln_kernel *probs, *weigh, *weigh_t, *backward_scores, *softmax, *backward_rows;
     } kernels;
-    int tiled;   /* the kernels are attention.cl's _tiled ones */
+    int tiled;   /* the kernels are attention.cl's _cpu ones */
 } mha_replica;
 
 static kiln_status mha_kernels(const void *config, void *replica, kiln_device *dev)
@@ -179,12 +179,13 @@ static kiln_status mha_kernels(const void *config, void *replica, kiln_device *d
      * row passes) fit any device that runs it: kernel_variant.c gives the
      * GPU variant only to devices whose work-groups hold 256 items. */
     r->tiled = !kiln_device_gpu_kernels(dev);
-    const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
-                                 "kiln_attention_weigh_t_tiled",
-                                 "kiln_attention_backward_scores_tiled"};
-    const char *const local[] = {"kiln_attention_scores", "kiln_attention_weigh",
-                                 "kiln_attention_weigh_t", "kiln_attention_scores",
-                                 "kiln_attention_softmax_rows", "kiln_attention_backward_rows"};
+    const char *const tiled[] = {"kiln_attention_probs_cpu", "kiln_attention_weigh_cpu",
+                                 "kiln_attention_weigh_t_cpu",
+                                 "kiln_attention_backward_scores_cpu"};
+    const char *const local[] = {"kiln_attention_scores_gpu", "kiln_attention_weigh_gpu",
+                                 "kiln_attention_weigh_t_gpu", "kiln_attention_scores_gpu",
+                                 "kiln_attention_softmax_gpu",
+                                 "kiln_attention_softmax_backward_gpu"};
     const char *const *names = r->tiled ? tiled : local;
     kiln_kernel **const into[] = {&r->kernels.probs, &r->kernels.weigh, &r->kernels.weigh_t,
                                   &r->kernels.backward_scores, &r->kernels.softmax,
@@ -331,7 +332,7 @@ static float score_scale(const mha_config *c)
     return (float)(1.0 / sqrt((double)c->key_dim));
 }
 
-/* out = w (B, H, Tq, Tv) times src per head (kiln_attention_weigh), or its
+/* out = w (B, H, Tq, Tv) times src per head (kiln_attention_weigh_*), or its
  * transpose (weigh_t), X values per head. */
 static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_step *s,
                          int transposed, const kiln_buffer *w, const kiln_buffer *src,

@@ -193,9 +193,9 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
 kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
                                     kiln_kernel **out)
 {
-    char items[96];
-    snprintf(items, sizeof items, "%s_items", name);
-    return kiln_kernel_get(dev, file, dev->gpu_kernels ? items : name, out);
+    char full[sizeof dev->kernels[0].name];
+    snprintf(full, sizeof full, "%s_%s", name, dev->gpu_kernels ? "gpu" : "cpu");
+    return kiln_kernel_get(dev, file, full, out);
 }
 
 kiln_arg kiln_arg_buffer(const kiln_buffer *b)

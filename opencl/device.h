@@ -64,9 +64,8 @@ kiln_status kiln_device_finish(kiln_device *dev);
  * handle stays valid until the device is destroyed. */
 kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
                             kiln_kernel **out);
-/* The same for a kernel with a GPU variant named "<name>_items" (a
- * work-item per value where `name` takes several, kernel_variant.c): the
- * one the device runs. */
+/* The same for a kernel with a variant per kind of device, "<name>_cpu"
+ * and "<name>_gpu" (kernel_variant.c): the one the device runs. */
 kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
                                     kiln_kernel **out);
 

@@ -5,8 +5,8 @@
 /* y[r, c] = act(y[r, c] + bias[c]) for a rows x cols matrix over a (cols,
  * rows) range; bias lives in the flat parameter buffer at bias_offset, act
  * is element-wise (KILN_ACT_LINEAR: none). */
-__kernel void kiln_bias_add(__global float *y, int rows, int cols,
-                            __global const float *params, int bias_offset, int act)
+__kernel void kiln_bias_add_gpu(__global float *y, int rows, int cols,
+                                __global const float *params, int bias_offset, int act)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= cols || r >= rows)
@@ -15,11 +15,11 @@ __kernel void kiln_bias_add(__global float *y, int rows, int cols,
     *v = kiln_activate(*v + params[bias_offset + c], act);
 }
 
-/* kiln_bias_add eight columns at a time, over a (column
+/* kiln_bias_add_gpu eight columns at a time, over a (column
  * blocks, rows) range: the CPU variant (one bias and activation call per
  * float, the GPU variant's, ran at 3 GB/s on PoCL). */
-__kernel void kiln_bias_add8(__global float *y, int rows, int cols,
-                             __global const float *params, int bias_offset, int act)
+__kernel void kiln_bias_add_cpu(__global float *y, int rows, int cols,
+                                __global const float *params, int bias_offset, int act)
 {
     const int c = get_global_id(0) * 8, r = get_global_id(1);
     if (c >= cols || r >= rows)
@@ -34,8 +34,8 @@ __kernel void kiln_bias_add8(__global float *y, int rows, int cols,
  * columns walking down the rows: the CPU variant, reading whole cache
  * lines where a work-group per column reads one float of each (4 GB/s on
  * PoCL). Each sum runs in row order: deterministic. */
-__kernel void kiln_bias_column_sum8(__global const float *x, int rows, int cols,
-                                    __global float *out, int offset, int accumulate)
+__kernel void kiln_bias_column_sum_cpu(__global const float *x, int rows, int cols,
+                                       __global float *out, int offset, int accumulate)
 {
     const int c = get_global_id(0) * 8;
     if (c >= cols)
@@ -59,8 +59,8 @@ __kernel void kiln_bias_column_sum8(__global const float *x, int rows, int cols,
  * 16 items of a lane read 16 neighbouring floats of one row (a work-group
  * per column read one float of each row, `cols` floats apart); the lanes
  * then meet in local memory in a fixed order, so results are deterministic. */
-__kernel void kiln_bias_column_sum(__global const float *x, int rows, int cols,
-                                   __global float *out, int offset, int accumulate)
+__kernel void kiln_bias_column_sum_gpu(__global const float *x, int rows, int cols,
+                                       __global float *out, int offset, int accumulate)
 {
     __local float partial[16][17];
     const int lx = get_local_id(0), ly = get_local_id(1);

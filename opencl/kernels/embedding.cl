@@ -21,7 +21,7 @@ __kernel void kiln_embedding_forward(__global const int *ids, int n, int input_d
 /* links[i]: the next slot after i holding ids[i] (-1: none); links[n + i]:
  * 1 when no slot before i holds it. Each work-item stops at the nearest
  * equal id either way, so frequent ids cost little. */
-__kernel void kiln_embedding_links(__global const int *ids, int n, __global int *links)
+__kernel void kiln_embedding_links_cpu(__global const int *ids, int n, __global int *links)
 {
     const int i = get_global_id(0);
     if (i >= n)
@@ -47,10 +47,10 @@ __kernel void kiln_embedding_links(__global const int *ids, int n, __global int 
  * pairs, then each pair links to its neighbours in sorted order. The pairs
  * are distinct, so the order is total and the result the same on every
  * device; within an id the slots are in slot order, so the links equal
- * kiln_embedding_links' and the gradient is the same bit for bit. */
-/* links and first flags, as kiln_embedding_links writes them, from the
+ * kiln_embedding_links_cpu' and the gradient is the same bit for bit. */
+/* links and first flags, as kiln_embedding_links_cpu writes them, from the
  * sorted pairs: position p's next equal id is at p + 1 if anywhere. */
-__kernel void kiln_embedding_links_sorted(__global const int2 *keys, int n, __global int *links)
+__kernel void kiln_embedding_links_gpu(__global const int2 *keys, int n, __global int *links)
 {
     const int p = get_global_id(0);
     if (p >= n)

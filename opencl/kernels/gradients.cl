@@ -13,8 +13,8 @@
  * that finds one writes NaN with an atomic exchange, the one write to
  * guard[0] that several groups can make. Work-groups are a power of two,
  * <= 64. */
-__kernel void kiln_gradients_check_finite(__global const float *g, int n,
-                                          __global float *guard)
+__kernel void kiln_gradients_check_finite_gpu(__global const float *g, int n,
+                                              __global float *guard)
 {
     __local float partial[64];
     const int lid = get_local_id(0);
@@ -43,8 +43,8 @@ __kernel void kiln_gradients_check_finite(__global const float *g, int n,
  * NaN as above. No local memory: on a CPU a group's items take turns, and
  * the variant above had each of them read every 64th float of its group's
  * stretch. */
-__kernel void kiln_gradients_check_finite8(__global const float *g, int n,
-                                           __global float *guard)
+__kernel void kiln_gradients_check_finite_cpu(__global const float *g, int n,
+                                              __global float *guard)
 {
     const int items = get_global_size(0);
     const int stretch = ((n + items - 1) / items + 7) / 8 * 8;

@@ -21,9 +21,10 @@ __kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __g
 }
 
 /* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
-__kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __global float *m,
-                                  __global float *v, int n, float alpha, float beta_1, float beta_2,
-                                  float epsilon, __global const float *guard, int use_guard)
+__kernel void kiln_optimizer_adam_gpu(__global float *p, __global const float *g, __global float *m,
+                                      __global float *v, int n, float alpha, float beta_1,
+                                      float beta_2, float epsilon, __global const float *guard,
+                                      int use_guard)
 {
     const int i = get_global_id(0);
     if (i >= n || (use_guard && !isfinite(guard[0])))
@@ -36,13 +37,13 @@ __kernel void kiln_optimizer_adam(__global float *p, __global const float *g, __
     p[i] -= alpha * mi / (sqrt(vi) + epsilon);
 }
 
-/* kiln_optimizer_adam eight parameters per work-item: the CPU variant (a
+/* kiln_optimizer_adam_gpu eight parameters per work-item: the CPU variant (a
  * work-item per float ran the seed ResNet's 11M-parameter update at about
  * 5 GB/s on PoCL). The same arithmetic lane by lane. */
-__kernel void kiln_optimizer_adam8(__global float *p, __global const float *g,
-                                   __global float *m, __global float *v, int n, float alpha,
-                                   float beta_1, float beta_2, float epsilon,
-                                   __global const float *guard, int use_guard)
+__kernel void kiln_optimizer_adam_cpu(__global float *p, __global const float *g,
+                                      __global float *m, __global float *v, int n, float alpha,
+                                      float beta_1, float beta_2, float epsilon,
+                                      __global const float *guard, int use_guard)
 {
     const int i = get_global_id(0) * 8;
     if (i >= n || (use_guard && !isfinite(guard[0])))

@@ -5,8 +5,8 @@
  * 32-byte reads along src's rows, eight 32-byte writes along dst's. (A
  * work-item per float read one of the two 4 or more KiB apart from its
  * neighbour's: 35 ms a step for the seed ResNet's 11M weights.) */
-__kernel void kiln_transpose_matrix(__global const float *src, int src_offset, int rows,
-                                    int cols, __global float *dst)
+__kernel void kiln_transpose_matrix_cpu(__global const float *src, int src_offset, int rows,
+                                        int cols, __global float *dst)
 {
     const int c0 = get_global_id(0) * 8, r0 = get_global_id(1) * 8;
     if (c0 >= cols || r0 >= rows)
@@ -30,8 +30,8 @@ __kernel void kiln_transpose_matrix(__global const float *src, int src_offset, i
  * block in local memory, so that both the reads (along src's rows) and the
  * writes (along dst's) are neighbouring floats for neighbouring items. A
  * row of 17 keeps the column reads off a single local-memory bank. */
-__kernel void kiln_transpose_matrix_tiled(__global const float *src, int src_offset,
-                                          int rows, int cols, __global float *dst)
+__kernel void kiln_transpose_matrix_gpu(__global const float *src, int src_offset,
+                                        int rows, int cols, __global float *dst)
 {
     __local float block[16][17];
     const int lx = get_local_id(0), ly = get_local_id(1);

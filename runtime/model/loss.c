@@ -48,12 +48,12 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
         plan->fused = out->activation == KILN_ACTIVATION_SOFTMAX;
         if (plan->sparse) {
             plan->kernel = plan->fused ? "kiln_loss_sparse_ce_logits" : "kiln_loss_sparse_ce_probs";
-            plan->kernel_rows = plan->fused ? "kiln_loss_sparse_ce_logits_rows"
-                                            : "kiln_loss_sparse_ce_probs_rows";
+            plan->kernel_rows = plan->fused ? "kiln_loss_sparse_ce_logits_gpu"
+                                            : "kiln_loss_sparse_ce_probs_gpu";
         } else {
             plan->kernel = plan->fused ? "kiln_loss_ce_logits" : "kiln_loss_ce_probs";
-            plan->kernel_rows = plan->fused ? "kiln_loss_ce_logits_rows"
-                                            : "kiln_loss_ce_probs_rows";
+            plan->kernel_rows = plan->fused ? "kiln_loss_ce_logits_gpu"
+                                            : "kiln_loss_ce_probs_gpu";
         }
         if (!plan->fused)
             kiln_log(m->ctx, KILN_LOG_WARNING, "%s on output '%s' without softmax: the output "
@@ -201,13 +201,13 @@ kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_int(plan->top_k), kiln_arg_float(plan->threshold),
                             kiln_arg_int(plan->has_ignore ? plan->ignore : -1));
     kiln_status st = kiln_run_per_row(
-        dev, "metrics", plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
-        plan->sparse ? "kiln_metric_sparse_rows" : "kiln_metric_dense_rows", (size_t)rows,
+        dev, "metrics", plan->sparse ? "kiln_metrics_sparse" : "kiln_metrics_dense",
+        plan->sparse ? "kiln_metrics_sparse_gpu" : "kiln_metrics_dense_gpu", (size_t)rows,
         (size_t)plan->cols, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(rows), kiln_arg_buffer(sums));
-    return kiln_run1(dev, "metrics", "kiln_metric_sum", 64, b);
+    return kiln_run1(dev, "metrics", "kiln_metrics_sum", 64, b);
 }
 
 void kiln_metrics_from_sums(const kiln_loss_plan *plan, const double *sums,

@@ -136,11 +136,11 @@ kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *gra
     kiln_args a = KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)n),
                             kiln_arg_buffer(guard));
     if (kiln_device_gpu_kernels(dev))
-        return kiln_run1(dev, "gradients", "kiln_gradients_check_finite",
+        return kiln_run1(dev, "gradients", "kiln_gradients_check_finite_gpu",
                          n < FINITE_ITEMS ? n : FINITE_ITEMS, a);
     /* The CPU variant: stretches of at least CPU_STRETCH floats. */
     const size_t items = (n + CPU_STRETCH - 1) / CPU_STRETCH;
-    return kiln_run1(dev, "gradients", "kiln_gradients_check_finite8",
+    return kiln_run1(dev, "gradients", "kiln_gradients_check_finite_cpu",
                      items < FINITE_ITEMS ? items : FINITE_ITEMS, a);
 }
 
@@ -164,8 +164,8 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
                                 kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
                                 kiln_arg_float(o->epsilon), g, use);
         if (kiln_device_gpu_kernels(dev))
-            return kiln_run1(dev, "optimizer", "kiln_optimizer_adam", n, a);
-        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam8", (n + 7) / 8, a);
+            return kiln_run1(dev, "optimizer", "kiln_optimizer_adam_gpu", n, a);
+        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam_cpu", (n + 7) / 8, a);
     }
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;
