@@ -83,10 +83,8 @@ static kiln_status embedding_kernels(const void *config, void *replica, kiln_dev
     r->sorted = kiln_device_gpu_kernels(dev);
     kiln_status st = kiln_kernel_get(dev, "embedding", "kiln_embedding_forward",
                                      &r->kernels.forward);
-    if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "embedding", r->sorted ? "kiln_embedding_links_gpu"
-                                                         : "kiln_embedding_links_cpu",
-                             &r->kernels.links);
+    if (st == KILN_OK)   /* from the ids (_cpu) or from the sorted pairs (_gpu) */
+        st = kiln_kernel_get_variant(dev, "embedding", "kiln_embedding_links", &r->kernels.links);
     if (st == KILN_OK && r->sorted)
         st = kiln_kernel_get(dev, "sort", "kiln_sort_blocks", &r->kernels.sort_blocks);
     if (st == KILN_OK && r->sorted)
