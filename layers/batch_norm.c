@@ -58,12 +58,14 @@ static kiln_status bn_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-/* The launch range of a per-channel kernel over `n` chunks or rows (the
- * GPU variants, "_items", take a channel an item; the CPU ones eight). */
-static void channel_range(const kiln_device *dev, size_t C, size_t n, size_t *range)
+/* Runs a per-channel pair over `n` chunks or rows: the CPU variant (_cpu)
+ * takes eight channels an item, the GPU one (_gpu) a channel. */
+static kiln_status run_channels(kiln_device *dev, kiln_kernel *kernel, size_t C, size_t n,
+                                kiln_args args)
 {
-    range[0] = kiln_device_gpu_kernels(dev) ? C : (C + 7) / 8;
-    range[1] = n;
+    const kiln_range cpu = {.dims = 2, .size = {(C + 7) / 8, n}};
+    const kiln_range gpu = {.dims = 2, .size = {C, n}};
+    return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, args);
 }
 
 static kiln_status bn_kernels(const void *config, void *replica, kiln_device *dev)
@@ -138,9 +140,7 @@ static kiln_status sum_rows(const bn_config *c, bn_replica *r, const kiln_step *
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
                             kiln_arg_float(r->count), kiln_arg_int(centred),
                             kiln_arg_buffer(r->partial));
-    size_t range[2];
-    channel_range(s->dev, (size_t)c->channels, chunks, range);
-    kiln_status st = kiln_kernel_run(s->dev, r->kernels.partial, 2, range, a);
+    kiln_status st = run_channels(s->dev, r->kernels.partial, (size_t)c->channels, chunks, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
                             kiln_arg_int(centred ? c->channels : 0));
@@ -214,10 +214,8 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
                             kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
                             kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
                             kiln_arg_float(c->epsilon));
-    size_t range[2];
-    channel_range(s->dev, C, rows, range);
     if (st == KILN_OK)
-        st = kiln_kernel_run(s->dev, r->kernels.normalize, 2, range, a);
+        st = run_channels(s->dev, r->kernels.normalize, C, rows, a);
     return st;
 }
 
@@ -234,9 +232,7 @@ static kiln_status frozen_backward(const bn_config *c, bn_replica *r, const kiln
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
                             kiln_arg_float(c->epsilon), kiln_arg_int(s->d_in_accumulate[0]));
-    size_t all[2];
-    channel_range(s->dev, C, rows, all);
-    return kiln_kernel_run(s->dev, r->kernels.frozen_input_grad, 2, all, a);
+    return run_channels(s->dev, r->kernels.frozen_input_grad, C, rows, a);
 }
 
 static kiln_status bn_backward(const void *config, void *replica, const kiln_step *s)
@@ -252,9 +248,7 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                             kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                             kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
-    size_t range[2];
-    channel_range(s->dev, C, chunks, range);
-    kiln_status st = kiln_kernel_run(s->dev, r->kernels.backward_partial, 2, range, a);
+    kiln_status st = run_channels(s->dev, r->kernels.backward_partial, C, chunks, a);
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int((int64_t)(2 * C)),
                             kiln_arg_int((int64_t)chunks), kiln_arg_buffer(r->sums),
                             kiln_arg_int(0));
@@ -279,9 +273,7 @@ static kiln_status bn_backward(const void *config, void *replica, const kiln_ste
                             kiln_arg_buffer(s->params),
                             kiln_arg_int((int64_t)s->param_offset[GAMMA]),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    size_t all[2];
-    channel_range(s->dev, C, rows, all);
-    return kiln_kernel_run(s->dev, r->kernels.input_grad, 2, all, d);
+    return run_channels(s->dev, r->kernels.input_grad, C, rows, d);
 }
 
 static int bn_synchronized(const void *config)

@@ -8,8 +8,8 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                                 kiln_arg_int((int64_t)cols));
-        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_forward",
-                                "kiln_activation_softmax_forward_rows", rows, cols, a);
+        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_forward", rows,
+                                cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -25,8 +25,8 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
     if (act == KILN_ACTIVATION_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
-        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_backward",
-                                "kiln_activation_softmax_backward_rows", rows, cols, a);
+        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_backward", rows,
+                                cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -45,12 +45,9 @@ kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t 
     kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(params),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(act));
-    if (kiln_device_gpu_kernels(dev)) {
-        const size_t range[2] = {cols, rows};
-        return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add", 2, range, a);
-    }
-    const size_t range[2] = {(cols + 7) / 8, rows};
-    return kiln_run(dev, "elementwise", "kiln_elementwise_bias_add8", 2, range, a);
+    const kiln_range cpu = {.dims = 2, .size = {(cols + 7) / 8, rows}};
+    const kiln_range gpu = {.dims = 2, .size = {cols, rows}};
+    return kiln_run_variant(dev, "bias", "kiln_bias_add", &cpu, &gpu, a);
 }
 
 kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from)
@@ -73,12 +70,10 @@ kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows,
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int((int64_t)rows),
                             kiln_arg_int((int64_t)cols), kiln_arg_buffer(out),
                             kiln_arg_int((int64_t)offset), kiln_arg_int(accumulate));
-    if (kiln_device_gpu_kernels(dev)) {   /* 16 columns x 16 lanes of rows a group */
-        const size_t range[2] = {cols, 16}, local[2] = {16, 16};
-        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_column_sum", 2, range,
-                               local, a);
-    }
-    return kiln_run1(dev, "elementwise", "kiln_elementwise_column_sum8", (cols + 7) / 8, a);
+    /* Eight columns a work-item, or 16 columns x 16 lanes of rows a group. */
+    const kiln_range cpu = {.dims = 1, .size = {(cols + 7) / 8}};
+    const kiln_range gpu = {.dims = 2, .size = {cols, 16}, .local = {16, 16}};
+    return kiln_run_variant(dev, "bias", "kiln_bias_column_sum", &cpu, &gpu, a);
 }
 
 kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buffer *dst,
@@ -88,7 +83,7 @@ kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buff
         return kiln_buffer_copy(dev, dst, 0, src, 0, n * sizeof(float));
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int((int64_t)n),
                             kiln_arg_int(1));
-    return kiln_run1(dev, "elementwise", "kiln_elementwise_copy_or_add", n, a);
+    return kiln_run1(dev, "copy", "kiln_copy_or_add", n, a);
 }
 
 int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
@@ -135,13 +130,10 @@ kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_
     kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
                             kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
                             kiln_arg_buffer(dst));
-    if (kiln_device_gpu_kernels(dev)) {   /* 16 x 16 blocks through local memory */
-        const size_t range[2] = {cols, rows}, local[2] = {16, 16};
-        return kiln_run_groups(dev, "elementwise", "kiln_elementwise_transpose_tiled", 2, range,
-                               local, a);
-    }
-    const size_t range[2] = {(cols + 7) / 8, (rows + 7) / 8};   /* 8 x 8 blocks */
-    return kiln_run(dev, "elementwise", "kiln_elementwise_transpose", 2, range, a);
+    /* Blocks of 8 x 8 a work-item, or of 16 x 16 a group through local memory. */
+    const kiln_range cpu = {.dims = 2, .size = {(cols + 7) / 8, (rows + 7) / 8}};
+    const kiln_range gpu = {.dims = 2, .size = {cols, rows}, .local = {16, 16}};
+    return kiln_run_variant(dev, "transpose", "kiln_transpose_matrix", &cpu, &gpu, a);
 }
 
 size_t kiln_chunks_most(const kiln_device *dev)

@@ -136,11 +136,10 @@ static kiln_status im2col(const conv2d_config *c, conv2d_replica *r, const kiln_
      * (output or input pixels) and the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
                             kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
-    if (kiln_device_gpu_kernels(s->dev)) {
-        const size_t range[2] = {kiln_conv2d_patch(c), m};
-        return kiln_kernel_run(s->dev, r->kernels.im2col, 2, range, a);
-    }
-    return kiln_kernel_run1(s->dev, r->kernels.im2col, m, a);
+    /* An output pixel a work-item, or a float of its patch row. */
+    const kiln_range cpu = {.dims = 1, .size = {m}};
+    const kiln_range gpu = {.dims = 2, .size = {kiln_conv2d_patch(c), m}};
+    return kiln_kernel_run_variant(s->dev, r->kernels.im2col, &cpu, &gpu, a);
 }
 
 static kiln_status conv2d_forward(const void *config, void *replica, const kiln_step *s)
@@ -199,11 +198,10 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    if (kiln_device_gpu_kernels(s->dev)) {
-        const size_t range[2] = {(size_t)c->c, pixels};
-        return kiln_kernel_run(s->dev, r->kernels.col2im, 2, range, a);
-    }
-    return kiln_kernel_run1(s->dev, r->kernels.col2im, pixels, a);
+    /* An input pixel a work-item, or one of its channels. */
+    const kiln_range cpu = {.dims = 1, .size = {pixels}};
+    const kiln_range gpu = {.dims = 2, .size = {(size_t)c->c, pixels}};
+    return kiln_kernel_run_variant(s->dev, r->kernels.col2im, &cpu, &gpu, a);
 }
 
 static uint64_t conv2d_flops(const void *config, const kiln_shape *in_shape)

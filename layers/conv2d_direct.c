@@ -48,10 +48,10 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
                                        const kiln_step *s)
 {
     /* A work-item per output row of a sample; for the GPU variant a
-     * work-item per output value, filters along the first dimension. */
-    const int gpu = kiln_device_gpu_kernels(s->dev);
+     * work-item per output value, filters along the first dimension (the
+     * kernels take the count of rows or of values). */
     const size_t rows = (size_t)s->batch * (size_t)c->oh;
-    const size_t count = gpu ? rows * (size_t)c->ow : rows;
+    const size_t count = kiln_device_gpu_kernels(s->dev) ? rows * (size_t)c->ow : rows;
     /* Every direct kernel ends with the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
@@ -59,10 +59,9 @@ kiln_status kiln_conv2d_direct_forward(const conv2d_config *c, conv2d_replica *r
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
                             kiln_arg_int(c->filters), kiln_arg_int((int64_t)count),
                             KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[2] = {(size_t)c->filters, count};
-    if (gpu)
-        return kiln_kernel_run(s->dev, r->kernels.forward, 2, range, a);
-    return kiln_kernel_run1(s->dev, r->kernels.forward, count, a);
+    const kiln_range cpu = {.dims = 1, .size = {count}};
+    const kiln_range gpu = {.dims = 2, .size = {(size_t)c->filters, count}};
+    return kiln_kernel_run_variant(s->dev, r->kernels.forward, &cpu, &gpu, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
@@ -77,12 +76,11 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)taps),
                             kiln_arg_int((int64_t)chunks), kiln_arg_int((int64_t)per),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c));
-    /* The GPU variant takes a filter an item; the CPU one GRAD_FILTERS. */
-    const size_t blocks = kiln_device_gpu_kernels(s->dev)
-                              ? (size_t)c->filters
-                              : ((size_t)c->filters + GRAD_FILTERS - 1) / GRAD_FILTERS;
-    const size_t range[3] = {blocks, groups, chunks};
-    kiln_status st = kiln_kernel_run(s->dev, r->kernels.grad_partial, 3, range, a);
+    /* The CPU variant takes GRAD_FILTERS filters an item; the GPU one a filter. */
+    const size_t blocks = ((size_t)c->filters + GRAD_FILTERS - 1) / GRAD_FILTERS;
+    const kiln_range cpu = {.dims = 3, .size = {blocks, groups, chunks}};
+    const kiln_range gpu = {.dims = 3, .size = {(size_t)c->filters, groups, chunks}};
+    kiln_status st = kiln_kernel_run_variant(s->dev, r->kernels.grad_partial, &cpu, &gpu, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),

@@ -33,13 +33,13 @@ static size_t tiles(const conv2d_config *c, int32_t batch)
 
 kiln_status kiln_conv2d_winograd_kernels(conv2d_replica *r, kiln_device *dev)
 {
-    kiln_status st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_winograd_filter",
+    kiln_status st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_conv2d_winograd_filter",
                                      &r->kernels.wino_filter);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_winograd_input",
+        st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_conv2d_winograd_input",
                              &r->kernels.wino_input);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_winograd_output",
+        st = kiln_kernel_get(dev, "conv2d_winograd", "kiln_conv2d_winograd_output",
                              &r->kernels.wino_output);
     return st;
 }
@@ -63,7 +63,7 @@ kiln_status kiln_conv2d_winograd_prepare(const conv2d_config *c, conv2d_replica 
 }
 
 /* `out` (+)= the convolution of `in` (cin channels) by the kernel as
- * kiln_winograd_filter made it into r->wino_u (cin x cout per position). */
+ * kiln_conv2d_winograd_filter made it into r->wino_u (cin x cout per position). */
 static kiln_status convolve(const conv2d_config *c, conv2d_replica *r, const kiln_step *s,
                             const kiln_buffer *in, size_t cin, size_t cout, kiln_buffer *out,
                             int accumulate)

@@ -31,8 +31,7 @@ static kiln_status dot_forward(const void *config, void *replica, const kiln_ste
     const int64_t d = s->in_shape[0].dims[0];
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->in[1]),
                             kiln_arg_buffer(s->out), kiln_arg_int(s->batch), kiln_arg_int(d));
-    return kiln_run_per_row(s->dev, "dot", "kiln_dot_forward", "kiln_dot_forward_rows",
-                            (size_t)s->batch, (size_t)d, a);
+    return kiln_run_per_row(s->dev, "dot", "kiln_dot_forward", (size_t)s->batch, (size_t)d, a);
 }
 
 /* Each input's gradient is the other input scaled by the output's; the

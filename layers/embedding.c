@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 /* The GPU variant's sort: work-items per group and pairs per block
- * (EMB_ITEMS and EMB_BLOCK in embedding.cl). */
+ * (SORT_ITEMS and SORT_BLOCK in sort.cl). */
 #define SORT_ITEMS 256
 #define SORT_BLOCK (2 * SORT_ITEMS)
 
@@ -83,19 +83,14 @@ static kiln_status embedding_kernels(const void *config, void *replica, kiln_dev
     r->sorted = kiln_device_gpu_kernels(dev);
     kiln_status st = kiln_kernel_get(dev, "embedding", "kiln_embedding_forward",
                                      &r->kernels.forward);
-    if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "embedding", r->sorted ? "kiln_embedding_links_sorted"
-                                                         : "kiln_embedding_links",
-                             &r->kernels.links);
+    if (st == KILN_OK)   /* from the ids (_cpu) or from the sorted pairs (_gpu) */
+        st = kiln_kernel_get_variant(dev, "embedding", "kiln_embedding_links", &r->kernels.links);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_blocks",
-                             &r->kernels.sort_blocks);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_blocks", &r->kernels.sort_blocks);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_step",
-                             &r->kernels.sort_step);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_step", &r->kernels.sort_step);
     if (st == KILN_OK && r->sorted)
-        st = kiln_kernel_get(dev, "embedding", "kiln_embedding_sort_merge",
-                             &r->kernels.sort_merge);
+        st = kiln_kernel_get(dev, "sort", "kiln_sort_merge", &r->kernels.sort_merge);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "embedding", "kiln_embedding_grad", &r->kernels.grad);
     return st;

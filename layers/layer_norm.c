@@ -66,15 +66,15 @@ static int narrow(const ln_config *c)
     return c->channels <= NARROW_ROW;
 }
 
-/* The kernels' variant: a work-item per row on the CPU variant, eight
- * values at a time (_rows8); on the GPU variant a work-item per narrow
- * row, a work-group per wide one. */
-static const char *row_kernel(const ln_config *c, const kiln_device *dev, const char *per_group,
-                              const char *per_item, const char *per_item8)
+/* Forward's or backward's kernel, `name`: the CPU variant gives a row a
+ * work-item, eight values at a time (_cpu); the GPU variant gives a wide
+ * row a work-group (_gpu) and a narrow one a work-item (the pair
+ * `narrow_name`, of which only _narrow_gpu exists). */
+static kiln_status row_kernel(const ln_config *c, kiln_device *dev, const char *name,
+                              const char *narrow_name, kiln_kernel **out)
 {
-    if (!kiln_device_gpu_kernels(dev))
-        return per_item8;
-    return narrow(c) ? per_item : per_group;
+    const int narrow_gpu = kiln_device_gpu_kernels(dev) && narrow(c);
+    return kiln_kernel_get_variant(dev, "layer_norm", narrow_gpu ? narrow_name : name, out);
 }
 
 static kiln_status ln_kernels(const void *config, void *replica, kiln_device *dev)
@@ -82,17 +82,11 @@ static kiln_status ln_kernels(const void *config, void *replica, kiln_device *de
     const ln_config *c = config;
     ln_replica *r = replica;
     r->per_item = !kiln_device_gpu_kernels(dev) || narrow(c);
-    kiln_status st = kiln_kernel_get(dev, "layer_norm",
-                                     row_kernel(c, dev, "kiln_layer_norm_forward",
-                                                "kiln_layer_norm_forward_rows",
-                                                "kiln_layer_norm_forward_rows8"),
-                                     &r->kernels.forward);
+    kiln_status st = row_kernel(c, dev, "kiln_layer_norm_forward",
+                                "kiln_layer_norm_forward_narrow", &r->kernels.forward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "layer_norm",
-                             row_kernel(c, dev, "kiln_layer_norm_backward",
-                                        "kiln_layer_norm_backward_rows",
-                                        "kiln_layer_norm_backward_rows8"),
-                             &r->kernels.backward);
+        st = row_kernel(c, dev, "kiln_layer_norm_backward", "kiln_layer_norm_backward_narrow",
+                        &r->kernels.backward);
     if (st == KILN_OK)
         st = kiln_kernel_get_variant(dev, "layer_norm", "kiln_layer_norm_param_partial",
                                      &r->kernels.param_partial);
@@ -169,9 +163,10 @@ static kiln_status ln_backward(const void *config, void *replica, const kiln_ste
                                 kiln_arg_int((int64_t)rows), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)chunks),
                                 kiln_arg_buffer(r->stats), kiln_arg_buffer(r->partial));
-        /* The GPU variant ("_items") takes a channel an item; the CPU one eight. */
-        const size_t range[2] = {kiln_device_gpu_kernels(s->dev) ? C : (C + 7) / 8, chunks};
-        st = kiln_kernel_run(s->dev, r->kernels.param_partial, 2, range, a);
+        /* The CPU variant takes eight channels an item, the GPU one a channel. */
+        const kiln_range cpu = {.dims = 2, .size = {(C + 7) / 8, chunks}};
+        const kiln_range gpu = {.dims = 2, .size = {C, chunks}};
+        st = kiln_kernel_run_variant(s->dev, r->kernels.param_partial, &cpu, &gpu, a);
         kiln_args b = KILN_ARGS(kiln_arg_buffer(r->partial), kiln_arg_int(c->channels),
                                 kiln_arg_int((int64_t)chunks), kiln_arg_buffer(s->grads),
                                 kiln_arg_int(offset_of(s, c->gamma)),

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <stddef.h>
 
-/* The CPU variant of the kernels (kernel_variant.c) is attention.cl's
- * _tiled one: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
+/* The CPU variant of the kernels (kernel_variant.c), attention.cl's _cpu
+ * ones: register tiles of 4 rows, TILE_ROWS here. The GPU variant's
  * products take work-groups of GROUP_SIDE x GROUP_SIDE items per BLOCK x
  * BLOCK block (ATT_GROUP and ATT_BLOCK in attention.cl, which say why so
  * small); its row passes a group of KILN_ROW_LANES per row. */
@@ -163,12 +163,12 @@ typedef struct mha_replica {
      * shape), and a transposed kernel. */
     kiln_buffer *dq, *dk, *dv, *dscores, *dcontext, *kernel_t;
     /* On the GPU variant probs and backward_scores are one product
-     * (kiln_attention_scores), then the row passes softmax and
-     * backward_rows; on the CPU variant these two are NULL. */
+     * (kiln_attention_scores_gpu), then the row passes softmax and
+     * softmax_backward; on the CPU variant these two are NULL. */
     struct {
-        kiln_kernel *probs, *weigh, *weigh_t, *backward_scores, *softmax, *backward_rows;
+        kiln_kernel *probs, *weigh, *weigh_t, *backward_scores, *softmax, *softmax_backward;
     } kernels;
-    int tiled;   /* the kernels are attention.cl's _tiled ones */
+    int tiled;   /* the CPU variant: attention.cl's register tiles */
 } mha_replica;
 
 static kiln_status mha_kernels(const void *config, void *replica, kiln_device *dev)
@@ -179,19 +179,30 @@ static kiln_status mha_kernels(const void *config, void *replica, kiln_device *d
      * row passes) fit any device that runs it: kernel_variant.c gives the
      * GPU variant only to devices whose work-groups hold 256 items. */
     r->tiled = !kiln_device_gpu_kernels(dev);
-    const char *const tiled[] = {"kiln_attention_probs_tiled", "kiln_attention_weigh_tiled",
-                                 "kiln_attention_weigh_t_tiled",
-                                 "kiln_attention_backward_scores_tiled"};
-    const char *const local[] = {"kiln_attention_scores", "kiln_attention_weigh",
-                                 "kiln_attention_weigh_t", "kiln_attention_scores",
-                                 "kiln_attention_softmax_rows", "kiln_attention_backward_rows"};
-    const char *const *names = r->tiled ? tiled : local;
-    kiln_kernel **const into[] = {&r->kernels.probs, &r->kernels.weigh, &r->kernels.weigh_t,
-                                  &r->kernels.backward_scores, &r->kernels.softmax,
-                                  &r->kernels.backward_rows};
-    kiln_status st = KILN_OK;
-    for (int i = 0; i < (r->tiled ? 4 : 6) && st == KILN_OK; i++)
-        st = kiln_kernel_get(dev, "attention", names[i], into[i]);
+    kiln_status st = kiln_kernel_get_variant(dev, "attention", "kiln_attention_weigh",
+                                             &r->kernels.weigh);
+    if (st == KILN_OK)
+        st = kiln_kernel_get_variant(dev, "attention", "kiln_attention_weigh_t",
+                                     &r->kernels.weigh_t);
+    /* The probabilities and the scores' gradient take different steps in
+     * the two variants, so they are no pairs: a kernel each on the CPU
+     * variant; on the GPU variant a product both share, then a pass over
+     * rows each. */
+    if (st == KILN_OK && r->tiled) {
+        st = kiln_kernel_get(dev, "attention", "kiln_attention_probs_cpu", &r->kernels.probs);
+        if (st == KILN_OK)
+            st = kiln_kernel_get(dev, "attention", "kiln_attention_backward_scores_cpu",
+                                 &r->kernels.backward_scores);
+    } else if (st == KILN_OK) {
+        st = kiln_kernel_get(dev, "attention", "kiln_attention_scores_gpu", &r->kernels.probs);
+        r->kernels.backward_scores = r->kernels.probs;
+        if (st == KILN_OK)
+            st = kiln_kernel_get(dev, "attention", "kiln_attention_softmax_gpu",
+                                 &r->kernels.softmax);
+        if (st == KILN_OK)
+            st = kiln_kernel_get(dev, "attention", "kiln_attention_softmax_backward_gpu",
+                                 &r->kernels.softmax_backward);
+    }
     return st;
 }
 
@@ -200,15 +211,21 @@ static size_t blocks_of(size_t n, size_t block)
     return (n + block - 1) / block;
 }
 
-/* A GPU-variant product over `rows` x `cols` per (sample, head). */
+/* The range of a GPU-variant product over `rows` x `cols` per (sample, head). */
+static kiln_range blocks_range(const mha_config *c, const kiln_step *s, size_t rows, size_t cols)
+{
+    return (kiln_range){.dims = 3,
+                        .size = {blocks_of(cols, BLOCK) * GROUP_SIDE,
+                                 blocks_of(rows, BLOCK) * GROUP_SIDE,
+                                 (size_t)s->batch * (size_t)c->heads},
+                        .local = {GROUP_SIDE, GROUP_SIDE, 1}};
+}
+
 static kiln_status run_blocks(const mha_config *c, const kiln_step *s, kiln_kernel *kernel,
                               size_t rows, size_t cols, kiln_args a)
 {
-    const size_t range[3] = {blocks_of(cols, BLOCK) * GROUP_SIDE,
-                             blocks_of(rows, BLOCK) * GROUP_SIDE,
-                             (size_t)s->batch * (size_t)c->heads};
-    const size_t local[3] = {GROUP_SIDE, GROUP_SIDE, 1};
-    return kiln_kernel_run_groups(s->dev, kernel, 3, range, local, a);
+    const kiln_range range = blocks_range(c, s, rows, cols);
+    return kiln_kernel_run_groups(s->dev, kernel, range.dims, range.size, range.local, a);
 }
 
 /* The lanes a GPU-variant row pass gives a row of the probabilities: the
@@ -331,7 +348,7 @@ static float score_scale(const mha_config *c)
     return (float)(1.0 / sqrt((double)c->key_dim));
 }
 
-/* out = w (B, H, Tq, Tv) times src per head (kiln_attention_weigh), or its
+/* out = w (B, H, Tq, Tv) times src per head (kiln_attention_weigh_*), or its
  * transpose (weigh_t), X values per head. */
 static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_step *s,
                          int transposed, const kiln_buffer *w, const kiln_buffer *src,
@@ -343,11 +360,11 @@ static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_s
                             DROPOUT_ARGS(c, s, rate));
     const size_t rows = (size_t)(transposed ? c->tv : c->tq);
     kiln_kernel *kernel = transposed ? r->kernels.weigh_t : r->kernels.weigh;
-    if (!r->tiled)
-        return run_blocks(c, s, kernel, rows, (size_t)X, a);
-    const size_t range[2] = {(size_t)c->heads * blocks_of((size_t)X, TILE_VALUES),
-                             (size_t)s->batch * blocks_of(rows, TILE_ROWS)};
-    return kiln_kernel_run(s->dev, kernel, 2, range, a);
+    const kiln_range cpu = {.dims = 2,
+                            .size = {(size_t)c->heads * blocks_of((size_t)X, TILE_VALUES),
+                                     (size_t)s->batch * blocks_of(rows, TILE_ROWS)}};
+    const kiln_range gpu = blocks_range(c, s, rows, (size_t)X);
+    return kiln_kernel_run_variant(s->dev, kernel, &cpu, &gpu, a);
 }
 
 /* The probabilities: p = softmax over j of scale q_i . k_j, masked. */
@@ -403,7 +420,7 @@ static kiln_status score_gradients(const mha_config *c, const mha_replica *r,
                                kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
                                kiln_arg_int(row_width(c)));
     if (st == KILN_OK)
-        st = run_each_row(c, s, r->kernels.backward_rows, each);
+        st = run_each_row(c, s, r->kernels.softmax_backward, each);
     return st;
 }
 

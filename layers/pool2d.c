@@ -93,10 +93,9 @@ uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape)
 kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels, size_t row,
                             size_t channels, kiln_args args)
 {
-    if (!kiln_device_gpu_kernels(dev))
-        return kiln_kernel_run1(dev, kernel, pixels / row, args);
-    const size_t range[2] = {channels, pixels};
-    return kiln_kernel_run(dev, kernel, 2, range, args);
+    const kiln_range cpu = {.dims = 1, .size = {pixels / row}};
+    const kiln_range gpu = {.dims = 2, .size = {channels, pixels}};
+    return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, args);
 }
 
 const kiln_layer_field kiln_pool2d_fields[3] = {

@@ -44,10 +44,10 @@ void kiln_pool2d_export_onnx(struct kiln_onnx_graph *g, int32_t i, const char *o
 
 /* The pooling kernels come in two variants (kiln_kernel_get_variant): for
  * a CPU a work-item per row of `row` pixels, their channels eight at a
- * time; for a GPU ("_items") a work-item per float over a (channels,
+ * time (_cpu); for a GPU (_gpu) a work-item per float over a (channels,
  * pixels) range, neighbouring items on neighbouring channels.
  * kiln_pool2d_run launches the one fetched over `pixels` pixels of
- * `channels` channels. */
+ * `channels` channels, on its variant's range. */
 kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels, size_t row,
                             size_t channels, kiln_args args);
 

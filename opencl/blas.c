@@ -53,14 +53,11 @@ static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, si
                                kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
                                kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc));
     const int tn = trans_a == KILN_GEMM_T;
-    if (dev->gpu_kernels) {
-        /* 16 x 16 items per 64 x 64 block of C (gemm.cl). */
-        const size_t local[2] = {16, 16}, range[2] = {(n + 63) / 64 * 16, (m + 63) / 64 * 16};
-        return kiln_run_groups(dev, "gemm", tn ? "kiln_gemm_tn_local" : "kiln_gemm_nn_local", 2,
-                               range, local, args);
-    }
-    const size_t range[2] = {(n + 15) / 16, (m + 3) / 4};   /* 4 x 16 tiles (gemm.cl) */
-    return kiln_run(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", 2, range, args);
+    /* A 4 x 16 tile a work-item, or 16 x 16 items per 64 x 64 block of C (gemm.cl). */
+    const kiln_range cpu = {.dims = 2, .size = {(n + 15) / 16, (m + 3) / 4}};
+    const kiln_range gpu = {.dims = 2, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16},
+                            .local = {16, 16}};
+    return kiln_run_variant(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", &cpu, &gpu, args);
 }
 
 kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,

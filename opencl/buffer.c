@@ -1,5 +1,6 @@
 #include "opencl/cl_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -190,12 +191,19 @@ kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name
     return st;
 }
 
+/* The one place a variant's suffix is appended. */
+static kiln_status get_variant(kiln_device *dev, const char *file, const char *name, int gpu,
+                               kiln_kernel **out)
+{
+    char full[sizeof dev->kernels[0].name];
+    snprintf(full, sizeof full, "%s_%s", name, gpu ? "gpu" : "cpu");
+    return kiln_kernel_get(dev, file, full, out);
+}
+
 kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
                                     kiln_kernel **out)
 {
-    char items[96];
-    snprintf(items, sizeof items, "%s_items", name);
-    return kiln_kernel_get(dev, file, dev->gpu_kernels ? items : name, out);
+    return get_variant(dev, file, name, dev->gpu_kernels, out);
 }
 
 kiln_arg kiln_arg_buffer(const kiln_buffer *b)
@@ -322,14 +330,50 @@ kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name
     return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
 }
 
-kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name,
-                             const char *wide_name, size_t rows, size_t width, kiln_args args)
+static kiln_status run_range(kiln_device *dev, kiln_kernel *kernel, const kiln_range *range,
+                             kiln_args args)
 {
-    if (wide_name && dev->gpu_kernels && width >= KILN_ROW_LANES) {
+    if (range->local[0])
+        return kiln_kernel_run_groups(dev, kernel, range->dims, range->size, range->local, args);
+    return kiln_kernel_run(dev, kernel, range->dims, range->size, args);
+}
+
+#ifndef NDEBUG
+/* Whether `kernel` is a pair's GPU variant: its name ends in "_gpu". */
+static int is_gpu_variant(const kiln_kernel *kernel)
+{
+    const size_t n = strlen(kernel->name);
+    return n > 4 && strcmp(kernel->name + n - 4, "_gpu") == 0;
+}
+#endif
+
+kiln_status kiln_kernel_run_variant(kiln_device *dev, kiln_kernel *kernel, const kiln_range *cpu,
+                                    const kiln_range *gpu, kiln_args args)
+{
+    /* The kernel kept and the range picked here read the same choice. */
+    assert(is_gpu_variant(kernel) == (dev->gpu_kernels != 0));
+    return run_range(dev, kernel, dev->gpu_kernels ? gpu : cpu, args);
+}
+
+kiln_status kiln_run_variant(kiln_device *dev, const char *file, const char *name,
+                             const kiln_range *cpu, const kiln_range *gpu, kiln_args args)
+{
+    kiln_kernel *kernel;
+    const kiln_status st = kiln_kernel_get_variant(dev, file, name, &kernel);
+    return st != KILN_OK ? st : kiln_kernel_run_variant(dev, kernel, cpu, gpu, args);
+}
+
+kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name, size_t rows,
+                             size_t width, kiln_args args)
+{
+    kiln_kernel *kernel;
+    if (dev->gpu_kernels && width >= KILN_ROW_LANES) {
         const size_t size = rows * KILN_ROW_LANES, local = KILN_ROW_LANES;
-        return kiln_run_groups(dev, file, wide_name, 1, &size, &local, args);
+        const kiln_status st = get_variant(dev, file, name, 1, &kernel);
+        return st != KILN_OK ? st : kiln_kernel_run_groups(dev, kernel, 1, &size, &local, args);
     }
-    return kiln_run(dev, file, name, 1, &rows, args);
+    const kiln_status st = kiln_kernel_get(dev, file, name, &kernel);
+    return st != KILN_OK ? st : kiln_kernel_run(dev, kernel, 1, &rows, args);
 }
 
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args)

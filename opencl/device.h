@@ -20,7 +20,8 @@ void kiln_devices_close(kiln_host *host, kiln_device **devices, int32_t n_device
 void kiln_device_destroy(kiln_device *dev);
 
 void kiln_device_describe(const kiln_device *dev, kiln_device_info *info);
-/* Nonzero when the device runs kernels' GPU variant (kernel_variant.c). */
+/* Nonzero when the device runs kernels' GPU variant (kernel_variant.c):
+ * the one accessor for the choice. */
 int kiln_device_gpu_kernels(const kiln_device *dev);
 /* "device 0 (pthread-skylake-avx512)": for messages. */
 const char *kiln_device_label(const kiln_device *dev);
@@ -64,11 +65,6 @@ kiln_status kiln_device_finish(kiln_device *dev);
  * handle stays valid until the device is destroyed. */
 kiln_status kiln_kernel_get(kiln_device *dev, const char *file, const char *name,
                             kiln_kernel **out);
-/* The same for a kernel with a GPU variant named "<name>_items" (a
- * work-item per value where `name` takes several, kernel_variant.c): the
- * one the device runs. */
-kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
-                                    kiln_kernel **out);
 
 typedef enum kiln_arg_kind {
     KILN_ARG_BUFFER,
@@ -119,17 +115,6 @@ kiln_status kiln_kernel_run_groups(kiln_device *dev, kiln_kernel *kernel, int di
 kiln_status kiln_run_groups(kiln_device *dev, const char *file, const char *name, int dims,
                             const size_t *size, const size_t *local, kiln_args args);
 
-/* Lanes of the kernels that give a row a work-group (prelude.cl's
- * KILN_ROW_LANES, which must match). */
-#define KILN_ROW_LANES 64
-/* A kernel over `rows` rows of `width` values: `name`, a work-item per
- * row; or, on a device running the GPU variant and for rows of at least
- * KILN_ROW_LANES values (a vocabulary), `wide_name` (NULL: none), a
- * work-group of KILN_ROW_LANES lanes per row. Both take the same
- * arguments. */
-kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name,
-                             const char *wide_name, size_t rows, size_t width, kiln_args args);
-
 /* Shorthand for the common 1-D case. */
 kiln_status kiln_kernel_run1(kiln_device *dev, kiln_kernel *kernel, size_t n, kiln_args args);
 
@@ -140,6 +125,47 @@ kiln_status kiln_run(kiln_device *dev, const char *file, const char *name, int d
 /* kiln_kernel_get + kiln_kernel_run1. */
 kiln_status kiln_run1(kiln_device *dev, const char *file, const char *name, size_t n,
                       kiln_args args);
+
+/* Kernels with a variant per kind of device (docs/architecture.md,
+ * "Kernels"): "<name>_cpu" and "<name>_gpu", of which the device runs the
+ * one kernel_variant.c chose (kiln_device_gpu_kernels). Every launch of
+ * such a pair goes through these, which append the suffix: a caller names
+ * the pair, never a variant. Where the two variants' ranges differ, the
+ * caller gives both, side by side. */
+
+/* A launch's range: `dims` dimensions of `size` work-items, on
+ * work-groups of `local` items per dimension (a kernel that tiles its
+ * group in local memory; the caller checks the device's limit), or of
+ * kiln_kernel_run's choosing where local[0] is 0. */
+typedef struct kiln_range {
+    int dims;
+    size_t size[3];
+    size_t local[3];
+} kiln_range;
+
+/* kiln_kernel_get of the variant of `name` the device runs. */
+kiln_status kiln_kernel_get_variant(kiln_device *dev, const char *file, const char *name,
+                                    kiln_kernel **out);
+
+/* Runs `kernel`, which kiln_kernel_get_variant fetched, over the range of
+ * the variant it is: `cpu` or `gpu`. */
+kiln_status kiln_kernel_run_variant(kiln_device *dev, kiln_kernel *kernel, const kiln_range *cpu,
+                                    const kiln_range *gpu, kiln_args args);
+
+/* kiln_kernel_get_variant + kiln_kernel_run_variant. */
+kiln_status kiln_run_variant(kiln_device *dev, const char *file, const char *name,
+                             const kiln_range *cpu, const kiln_range *gpu, kiln_args args);
+
+/* Lanes of the kernels that give a row a work-group (prelude.cl's
+ * KILN_ROW_LANES, which must match). */
+#define KILN_ROW_LANES 64
+/* A kernel over `rows` rows of `width` values: `name` gives a row a
+ * work-item, and both variants run it; "<name>_gpu", which takes the same
+ * arguments, gives a row a work-group of KILN_ROW_LANES lanes, and the GPU
+ * variant runs it instead on rows of at least KILN_ROW_LANES values (a
+ * vocabulary; a narrower row would leave most of a group's lanes idle). */
+kiln_status kiln_run_per_row(kiln_device *dev, const char *file, const char *name, size_t rows,
+                             size_t width, kiln_args args);
 
 /* What kiln_gemm does to an operand before multiplying: BLAS's 'N' and 'T'. */
 typedef enum kiln_gemm_op {

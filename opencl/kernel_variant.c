@@ -3,7 +3,9 @@
  * compile best) or the GPU variant (work-groups tiled in local memory,
  * coalesced loads). Chosen from what the device reports, never from a
  * vendor's name; KILN_KERNEL_VARIANT ("auto", "cpu", "gpu") overrides, so
- * that the tests run the GPU variant on PoCL's CPU devices. */
+ * that the tests run the GPU variant on PoCL's CPU devices. The kernels of
+ * the two are named <name>_cpu and <name>_gpu; device.h's selector
+ * (kiln_kernel_get_variant, kiln_run_variant, kiln_run_per_row) picks. */
 #include "opencl/cl_internal.h"
 
 #include <stdlib.h>

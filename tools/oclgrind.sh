@@ -18,7 +18,7 @@
 # kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. So is test_embedding_gpu_kernels (130 s):
-# test_layers_gpu_kernels runs the embedding's sort and links kernels on
+# test_layers_gpu_kernels runs the embedding's links and sort.cl's sort on
 # more ids. --uninitialized is left out too: in
 # Oclgrind 21.10 it flags values built in vectors (its issue 126: here
 # kiln_load8's) and changes what runs: test_layers' convolution, pooling and

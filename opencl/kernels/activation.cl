@@ -53,8 +53,8 @@ __kernel void kiln_activation_backward(__global const float *x, __global const f
     kiln_store8(dy + i, r, count);
 }
 
-__kernel void kiln_activation_softmax_forward(__global const float *x, __global float *y, int rows,
-                                              int cols)
+__kernel void kiln_activation_softmax_forward(__global const float *x, __global float *y,
+                                              int rows, int cols)
 {
     const int r = get_global_id(0);
     if (r >= rows)
@@ -79,8 +79,8 @@ __kernel void kiln_activation_softmax_forward(__global const float *x, __global 
  * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
  * value, the maximum and the sum merged in local memory in a fixed order
  * (prelude.cl's kiln_row_merge). */
-__kernel void kiln_activation_softmax_forward_rows(__global const float *x, __global float *y,
-                                                   int rows, int cols)
+__kernel void kiln_activation_softmax_forward_gpu(__global const float *x, __global float *y,
+                                                  int rows, int cols)
 {
     __local float merge[KILN_ROW_LANES];
     const int r = get_group_id(0), lane = get_local_id(0);
@@ -118,10 +118,10 @@ __kernel void kiln_activation_softmax_backward(__global const float *y, __global
         dr[j] = yr[j] * (dr[j] - dot);
 }
 
-/* The GPU variant for wide rows, as kiln_activation_softmax_forward_rows:
+/* The GPU variant for wide rows, as kiln_activation_softmax_forward_gpu:
  * the row's dot product merged before any lane overwrites its dy. */
-__kernel void kiln_activation_softmax_backward_rows(__global const float *y, __global float *dy,
-                                                    int rows, int cols)
+__kernel void kiln_activation_softmax_backward_gpu(__global const float *y, __global float *dy,
+                                                   int rows, int cols)
 {
     __local float merge[KILN_ROW_LANES];
     const int r = get_group_id(0), lane = get_local_id(0);

@@ -14,7 +14,7 @@
  *
  * The GPU variant (kernel_variant.c chooses) is four products of a
  * (sample, head)'s matrices, each a batched GEMM tiled as gemm.cl's
- * kiln_gemm_nn_local is, and two passes over rows of p:
+ * kiln_gemm_nn_gpu is, and two passes over rows of p:
  *   scores  p = scale q k^T (forward), dp = keep dc v^T into ds (backward);
  *   then    softmax over each row of p, or ds = scale p (dp - sum p dp);
  *   weigh   c = (keep p) v, dq = ds k;   weigh_t  dv = (keep p)^T dc, dk = ds^T q.
@@ -146,10 +146,10 @@ inline void att_block_store(__global float *o, size_t ld, int r0, int rows, int 
  * range (ceil(Tv / ATT_BLOCK) * ATT_GROUP, ceil(Tq / ATT_BLOCK) * ATT_GROUP,
  * B * H). A block wholly right of the mask's diagonal is left as it was:
  * the row passes read only what a row sees. */
-__kernel void kiln_attention_scores(__global const float *a, __global const float *c,
-                                    __global float *out, int B, int H, int Tq, int Tv, int X,
-                                    float scale, int causal, int first_sample, uint seed_lo,
-                                    uint seed_hi, uint step, float rate)
+__kernel void kiln_attention_scores_gpu(__global const float *a, __global const float *c,
+                                        __global float *out, int B, int H, int Tq, int Tv, int X,
+                                        float scale, int causal, int first_sample, uint seed_lo,
+                                        uint seed_hi, uint step, float rate)
 {
     __local float as[ATT_STEP * ATT_ROW], cs[ATT_STEP * ATT_ROW];
     const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
@@ -212,14 +212,14 @@ inline float att_row_merge(__local float *merge, float v, int largest, int width
 }
 
 /* The softmax over each of the `rows` rows of p (B * H * Tq), in place:
- * the scores kiln_attention_scores wrote become probabilities, 0 where
+ * the scores kiln_attention_scores_gpu wrote become probabilities, 0 where
  * not seen. Lane l of a row takes values l, l + width, ... Every lane of
  * a row runs the same number of turns (j0) and tests its own j: with
  * loops from j = l, PoCL 5 computed the trip count of a lane past the
  * row's end as a huge one and stored far past it. A lane past the last
  * row still takes part in the merges (the group's barriers). */
-__kernel void kiln_attention_softmax_rows(__global float *p, int rows, int Tq, int Tv,
-                                          int causal, int width)
+__kernel void kiln_attention_softmax_gpu(__global float *p, int rows, int Tq, int Tv,
+                                         int causal, int width)
 {
     __local float merge[KILN_ROW_LANES];
     const int lane = get_local_id(0) & (width - 1);
@@ -250,12 +250,12 @@ __kernel void kiln_attention_softmax_rows(__global float *p, int rows, int Tq, i
 }
 
 /* The softmax's backward over each row, with the scale: ds holds
- * dp = keep dc_i . v_j (kiln_attention_scores) and becomes
+ * dp = keep dc_i . v_j (kiln_attention_scores_gpu) and becomes
  * scale p (dp - sum_l p_l dp_l), 0 where not seen. As
- * kiln_attention_softmax_rows. */
-__kernel void kiln_attention_backward_rows(__global const float *p, __global float *ds,
-                                           int rows, int Tq, int Tv, float scale, int causal,
-                                           int width)
+ * kiln_attention_softmax_gpu. */
+__kernel void kiln_attention_softmax_backward_gpu(__global const float *p, __global float *ds,
+                                                  int rows, int Tq, int Tv, float scale, int causal,
+                                                  int width)
 {
     __local float merge[KILN_ROW_LANES];
     const int lane = get_local_id(0) & (width - 1);
@@ -281,12 +281,12 @@ __kernel void kiln_attention_backward_rows(__global const float *p, __global flo
 /* out[b, i, h, x] = sum over visible j of w[b, h, i, j] (times its dropout
  * factor) src[b, j, h, x], X values per head: the context c from p and v
  * (forward), and dq from ds and k (backward, rate 0). Groups as
- * kiln_attention_scores', over (ceil(X / ATT_BLOCK) * ATT_GROUP,
+ * kiln_attention_scores_gpu', over (ceil(X / ATT_BLOCK) * ATT_GROUP,
  * ceil(Tq / ATT_BLOCK) * ATT_GROUP, B * H). */
-__kernel void kiln_attention_weigh(__global const float *w, __global const float *src,
-                                   __global float *out, int B, int H, int Tq, int Tv, int X,
-                                   int causal, int first_sample, uint seed_lo, uint seed_hi,
-                                   uint step, float rate)
+__kernel void kiln_attention_weigh_gpu(__global const float *w, __global const float *src,
+                                       __global float *out, int B, int H, int Tq, int Tv, int X,
+                                       int causal, int first_sample, uint seed_lo, uint seed_hi,
+                                       uint step, float rate)
 {
     __local float ws[ATT_STEP * ATT_ROW], ss[ATT_STEP * ATT_ROW];
     const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
@@ -317,10 +317,10 @@ __kernel void kiln_attention_weigh(__global const float *w, __global const float
  * w[b, h, i, j] (times its dropout factor) src[b, i, h, x]: dk from ds and
  * q (rate 0), dv from p and dc. Over (ceil(X / ATT_BLOCK) * ATT_GROUP,
  * ceil(Tv / ATT_BLOCK) * ATT_GROUP, B * H). */
-__kernel void kiln_attention_weigh_t(__global const float *w, __global const float *src,
-                                     __global float *out, int B, int H, int Tq, int Tv, int X,
-                                     int causal, int first_sample, uint seed_lo, uint seed_hi,
-                                     uint step, float rate)
+__kernel void kiln_attention_weigh_t_gpu(__global const float *w, __global const float *src,
+                                         __global float *out, int B, int H, int Tq, int Tv, int X,
+                                         int causal, int first_sample, uint seed_lo, uint seed_hi,
+                                         uint step, float rate)
 {
     __local float ws[ATT_STEP * ATT_ROW], ss[ATT_STEP * ATT_ROW];
     const int tx = get_local_id(0), ty = get_local_id(1), t = ty * ATT_GROUP + tx;
@@ -346,7 +346,7 @@ __kernel void kiln_attention_weigh_t(__global const float *w, __global const flo
     att_block_store(out + (size_t)b * Tv * ld + (size_t)h * X, ld, j0, Tv, x0, X, tx, ty, acc);
 }
 
-/* The tiled variant (the CPU one; kernel_variant.c chooses): the same four
+/* The CPU variant (_cpu; kernel_variant.c chooses): the same four
  * products as register tiles, as gemm.cl's CPU kernels, with no local
  * memory (a CPU driver emulates it in ordinary memory).
  * Scores and dp tiles are 4 rows by 4 columns of dot products over the head
@@ -401,13 +401,14 @@ inline __global const float *att_tile_row(__global const float *first, int r, in
     return first + (r < count ? r * step : 0);
 }
 
-/* kiln_attention_probs as tiles: a work-item per 4 query rows of one
+/* The probabilities (kiln_attention_scores_gpu, then
+ * kiln_attention_softmax_gpu) as tiles: a work-item per 4 query rows of one
  * (sample, head); range (ceil(Tq / 4), B * H). The scaled, masked scores
  * go to p first; the softmax then runs over each row in place (in cache),
  * eight values at a time. */
-__kernel void kiln_attention_probs_tiled(__global const float *q, __global const float *k,
-                                         __global float *p, int B, int H, int Tq, int Tv,
-                                         int K, float scale, int causal)
+__kernel void kiln_attention_probs_cpu(__global const float *q, __global const float *k,
+                                       __global float *p, int B, int H, int Tq, int Tv,
+                                       int K, float scale, int causal)
 {
     const int i0 = get_global_id(0) * 4, bh = get_global_id(1);
     if (i0 >= Tq || bh >= B * H)
@@ -452,16 +453,17 @@ __kernel void kiln_attention_probs_tiled(__global const float *q, __global const
     }
 }
 
-/* kiln_attention_backward_scores as tiles, over the same range as
- * kiln_attention_probs_tiled: dp = keep dc_i . v_j tile by tile into ds,
+/* The scores' gradient (kiln_attention_scores_gpu, then
+ * kiln_attention_softmax_backward_gpu) as tiles, over the same range as
+ * kiln_attention_probs_cpu: dp = keep dc_i . v_j tile by tile into ds,
  * then ds = scale p (dp - sum p dp) over each row in place. */
-__kernel void kiln_attention_backward_scores_tiled(__global const float *p,
-                                                   __global const float *dc,
-                                                   __global const float *v, __global float *ds,
-                                                   int B, int H, int Tq, int Tv, int V,
-                                                   float scale, int causal, int first_sample,
-                                                   uint seed_lo, uint seed_hi, uint step,
-                                                   float rate)
+__kernel void kiln_attention_backward_scores_cpu(__global const float *p,
+                                                 __global const float *dc,
+                                                 __global const float *v, __global float *ds,
+                                                 int B, int H, int Tq, int Tv, int V,
+                                                 float scale, int causal, int first_sample,
+                                                 uint seed_lo, uint seed_hi, uint step,
+                                                 float rate)
 {
     const int i0 = get_global_id(0) * 4, bh = get_global_id(1);
     if (i0 >= Tq || bh >= B * H)
@@ -505,14 +507,14 @@ __kernel void kiln_attention_backward_scores_tiled(__global const float *p,
     }
 }
 
-/* kiln_attention_weigh as tiles: 4 query rows by 8 of the X values of one
+/* kiln_attention_weigh_gpu as tiles: 4 query rows by 8 of the X values of one
  * head; range (ceil(X / 8) * H, ceil(Tq / 4) * B). Each row sums over the
  * value positions the tile's last row sees: the probabilities (and ds) are
  * exactly 0 past a row's own. */
-__kernel void kiln_attention_weigh_tiled(__global const float *w, __global const float *src,
-                                         __global float *out, int B, int H, int Tq, int Tv,
-                                         int X, int causal, int first_sample, uint seed_lo,
-                                         uint seed_hi, uint step, float rate)
+__kernel void kiln_attention_weigh_cpu(__global const float *w, __global const float *src,
+                                       __global float *out, int B, int H, int Tq, int Tv,
+                                       int X, int causal, int first_sample, uint seed_lo,
+                                       uint seed_hi, uint step, float rate)
 {
     const int blocks = (X + 7) / 8, row_blocks = (Tq + 3) / 4;
     const int gx = get_global_id(0), gy = get_global_id(1);
@@ -550,13 +552,13 @@ __kernel void kiln_attention_weigh_tiled(__global const float *w, __global const
         kiln_store8(o0 + (size_t)r * hx, acc[r], cols);
 }
 
-/* kiln_attention_weigh_t as tiles: 4 value positions by 8 of the X values
+/* kiln_attention_weigh_t_gpu as tiles: 4 value positions by 8 of the X values
  * of one head; range (ceil(X / 8) * H, ceil(Tv / 4) * B). Under the mask
  * the sum starts at the tile's first position (w is 0 above the diagonal). */
-__kernel void kiln_attention_weigh_t_tiled(__global const float *w, __global const float *src,
-                                           __global float *out, int B, int H, int Tq, int Tv,
-                                           int X, int causal, int first_sample, uint seed_lo,
-                                           uint seed_hi, uint step, float rate)
+__kernel void kiln_attention_weigh_t_cpu(__global const float *w, __global const float *src,
+                                         __global float *out, int B, int H, int Tq, int Tv,
+                                         int X, int causal, int first_sample, uint seed_lo,
+                                         uint seed_hi, uint step, float rate)
 {
     const int blocks = (X + 7) / 8, col_blocks = (Tv + 3) / 4;
     const int gx = get_global_id(0), gy = get_global_id(1);

@@ -4,10 +4,10 @@
  * Channels go in blocks of eight as vectors (kiln_load8, prelude.cl). */
 
 /* Forward: one work-item per row of output pixels. */
-__kernel void kiln_average_pooling2d_forward(__global const float *in, __global float *out,
-                                             int pixels, int H, int W, int C, int OH, int OW,
-                                             int PH, int PW, int stride_h, int stride_w,
-                                             int pad_top, int pad_left)
+__kernel void kiln_average_pooling2d_forward_cpu(__global const float *in, __global float *out,
+                                                 int pixels, int H, int W, int C, int OH, int OW,
+                                                 int PH, int PW, int stride_h, int stride_w,
+                                                 int pad_top, int pad_left)
 {
     /* A work-item per output row: the divisions that place a pixel once
      * a row. */
@@ -35,11 +35,11 @@ __kernel void kiln_average_pooling2d_forward(__global const float *in, __global 
 
 /* Backward: one work-item per row of input pixels gathers, for each, dy / cells of every
  * output whose window holds it. */
-__kernel void kiln_average_pooling2d_backward(__global const float *d_out,
-                                              __global float *d_in, int pixels, int H, int W,
-                                              int C, int OH, int OW, int PH, int PW,
-                                              int stride_h, int stride_w, int pad_top,
-                                              int pad_left, int accumulate)
+__kernel void kiln_average_pooling2d_backward_cpu(__global const float *d_out,
+                                                  __global float *d_in, int pixels, int H, int W,
+                                                  int C, int OH, int OW, int PH, int PW,
+                                                  int stride_h, int stride_w, int pad_top,
+                                                  int pad_left, int accumulate)
 {
     /* A work-item per input row: the divisions that place a pixel once a
      * row. */
@@ -76,11 +76,11 @@ __kernel void kiln_average_pooling2d_backward(__global const float *d_out,
 /* The GPU variants: a work-item per float over a (C, pixels) range, so that
  * neighbouring items read and write neighbouring channels; the same sums
  * in the same order as the variants above. */
-__kernel void kiln_average_pooling2d_forward_items(__global const float *in,
-                                                   __global float *out, int pixels, int H,
-                                                   int W, int C, int OH, int OW, int PH, int PW,
-                                                   int stride_h, int stride_w, int pad_top,
-                                                   int pad_left)
+__kernel void kiln_average_pooling2d_forward_gpu(__global const float *in,
+                                                 __global float *out, int pixels, int H,
+                                                 int W, int C, int OH, int OW, int PH, int PW,
+                                                 int stride_h, int stride_w, int pad_top,
+                                                 int pad_left)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)
@@ -97,11 +97,11 @@ __kernel void kiln_average_pooling2d_forward_items(__global const float *in,
     out[(size_t)p * C + c] = s * scale;
 }
 
-__kernel void kiln_average_pooling2d_backward_items(__global const float *d_out,
-                                                    __global float *d_in, int pixels, int H,
-                                                    int W, int C, int OH, int OW, int PH,
-                                                    int PW, int stride_h, int stride_w,
-                                                    int pad_top, int pad_left, int accumulate)
+__kernel void kiln_average_pooling2d_backward_gpu(__global const float *d_out,
+                                                  __global float *d_in, int pixels, int H,
+                                                  int W, int C, int OH, int OW, int PH,
+                                                  int PW, int stride_h, int stride_w,
+                                                  int pad_top, int pad_left, int accumulate)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)

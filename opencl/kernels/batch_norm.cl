@@ -9,9 +9,9 @@
 /* partial[chunk, c] = sum over the chunk's rows of x, or of (x - mean)^2
  * when `centred` (the mean being sums[c] / count); over a (C blocks,
  * chunks) range. */
-__kernel void kiln_batch_norm_partial(__global const float *x, int rows, int C, int chunk_rows,
-                                      int chunks, __global const float *sums, float count,
-                                      int centred, __global float *partial)
+__kernel void kiln_batch_norm_partial_cpu(__global const float *x, int rows, int C, int chunk_rows,
+                                          int chunks, __global const float *sums, float count,
+                                          int centred, __global float *partial)
 {
     const int c0 = get_global_id(0) * 8, chunk = get_global_id(1);
     if (c0 >= C || chunk >= chunks)
@@ -63,11 +63,11 @@ __kernel void kiln_batch_norm_finish(__global const float *sums, int C, float co
 
 /* y = gamma (x - mean) inv_std + beta over a (C blocks, rows) range. In
  * training the batch's statistics (stats), else the moving ones. */
-__kernel void kiln_batch_norm_normalize(__global const float *x, __global float *y, int rows, int C,
-                                        __global const float *stats, int training,
-                                        __global const float *params, int gamma_offset,
-                                        int beta_offset, int mean_offset, int variance_offset,
-                                        float epsilon)
+__kernel void kiln_batch_norm_normalize_cpu(__global const float *x, __global float *y, int rows,
+                                            int C, __global const float *stats, int training,
+                                            __global const float *params, int gamma_offset,
+                                            int beta_offset, int mean_offset, int variance_offset,
+                                            float epsilon)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)
@@ -89,9 +89,11 @@ __kernel void kiln_batch_norm_normalize(__global const float *x, __global float 
 
 /* Backward sums per chunk: partial[chunk, 0..C) = sum dy, partial[chunk,
  * C..2C) = sum dy * xhat, over a (C blocks, chunks) range. */
-__kernel void kiln_batch_norm_backward_partial(__global const float *x, __global const float *dy,
-                                               int rows, int C, int chunk_rows, int chunks,
-                                               __global const float *stats, __global float *partial)
+__kernel void kiln_batch_norm_backward_partial_cpu(__global const float *x,
+                                                   __global const float *dy, int rows, int C,
+                                                   int chunk_rows, int chunks,
+                                                   __global const float *stats,
+                                                   __global float *partial)
 {
     const int c0 = get_global_id(0) * 8, chunk = get_global_id(1);
     if (c0 >= C || chunk >= chunks)
@@ -123,11 +125,12 @@ __kernel void kiln_batch_norm_param_grads(__global const float *sums, int C, __g
 
 /* dx = gamma inv_std / N (N dy - sum dy - xhat sum(dy xhat)), N and the
  * sums over every row that shared the statistics; over (C blocks, rows). */
-__kernel void kiln_batch_norm_input_grad(__global const float *x, __global const float *dy,
-                                         __global float *dx, int rows, int C,
-                                         __global const float *stats, __global const float *sums,
-                                         float count, __global const float *params,
-                                         int gamma_offset, int accumulate)
+__kernel void kiln_batch_norm_input_grad_cpu(__global const float *x, __global const float *dy,
+                                             __global float *dx, int rows, int C,
+                                             __global const float *stats,
+                                             __global const float *sums, float count,
+                                             __global const float *params, int gamma_offset,
+                                             int accumulate)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)
@@ -148,10 +151,10 @@ __kernel void kiln_batch_norm_input_grad(__global const float *x, __global const
 /* A frozen layer (inference mode in training): the gradient of the
  * per-channel affine map gamma * (x - moving mean) / sqrt(moving variance
  * + epsilon) + beta. */
-__kernel void kiln_batch_norm_frozen_input_grad(__global const float *dy, __global float *dx,
-                                                int rows, int C, __global const float *params,
-                                                int gamma_offset, int variance_offset,
-                                                float epsilon, int accumulate)
+__kernel void kiln_batch_norm_frozen_input_grad_cpu(__global const float *dy, __global float *dx,
+                                                    int rows, int C, __global const float *params,
+                                                    int gamma_offset, int variance_offset,
+                                                    float epsilon, int accumulate)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)
@@ -166,14 +169,14 @@ __kernel void kiln_batch_norm_frozen_input_grad(__global const float *dy, __glob
     kiln_store8(dst, d, n);
 }
 
-/* The GPU variants ("_items"): a work-item per channel (and chunk or row)
+/* The GPU variants (_gpu): a work-item per channel (and chunk or row)
  * over a (C, chunks) or (C, rows) range, so that neighbouring items read
  * and write neighbouring channels; the host gives the partial sums more,
  * shorter chunks (layers/batch_norm.c). The same arithmetic as above. */
-__kernel void kiln_batch_norm_partial_items(__global const float *x, int rows, int C,
-                                            int chunk_rows, int chunks,
-                                            __global const float *sums, float count,
-                                            int centred, __global float *partial)
+__kernel void kiln_batch_norm_partial_gpu(__global const float *x, int rows, int C,
+                                          int chunk_rows, int chunks,
+                                          __global const float *sums, float count,
+                                          int centred, __global float *partial)
 {
     const int c = get_global_id(0), chunk = get_global_id(1);
     if (c >= C || chunk >= chunks)
@@ -188,12 +191,12 @@ __kernel void kiln_batch_norm_partial_items(__global const float *x, int rows, i
     partial[(size_t)chunk * C + c] = s;
 }
 
-__kernel void kiln_batch_norm_normalize_items(__global const float *x, __global float *y,
-                                              int rows, int C, __global const float *stats,
-                                              int training, __global const float *params,
-                                              int gamma_offset, int beta_offset,
-                                              int mean_offset, int variance_offset,
-                                              float epsilon)
+__kernel void kiln_batch_norm_normalize_gpu(__global const float *x, __global float *y,
+                                            int rows, int C, __global const float *stats,
+                                            int training, __global const float *params,
+                                            int gamma_offset, int beta_offset,
+                                            int mean_offset, int variance_offset,
+                                            float epsilon)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= C || r >= rows)
@@ -204,11 +207,11 @@ __kernel void kiln_batch_norm_normalize_items(__global const float *x, __global 
     y[(size_t)r * C + c] = (x[(size_t)r * C + c] - mean) * scale + params[beta_offset + c];
 }
 
-__kernel void kiln_batch_norm_backward_partial_items(__global const float *x,
-                                                     __global const float *dy, int rows, int C,
-                                                     int chunk_rows, int chunks,
-                                                     __global const float *stats,
-                                                     __global float *partial)
+__kernel void kiln_batch_norm_backward_partial_gpu(__global const float *x,
+                                                   __global const float *dy, int rows, int C,
+                                                   int chunk_rows, int chunks,
+                                                   __global const float *stats,
+                                                   __global float *partial)
 {
     const int c = get_global_id(0), chunk = get_global_id(1);
     if (c >= C || chunk >= chunks)
@@ -225,12 +228,12 @@ __kernel void kiln_batch_norm_backward_partial_items(__global const float *x,
     partial[(size_t)chunk * 2 * C + C + c] = sum_dy_xhat;
 }
 
-__kernel void kiln_batch_norm_input_grad_items(__global const float *x,
-                                               __global const float *dy, __global float *dx,
-                                               int rows, int C, __global const float *stats,
-                                               __global const float *sums, float count,
-                                               __global const float *params, int gamma_offset,
-                                               int accumulate)
+__kernel void kiln_batch_norm_input_grad_gpu(__global const float *x,
+                                             __global const float *dy, __global float *dx,
+                                             int rows, int C, __global const float *stats,
+                                             __global const float *sums, float count,
+                                             __global const float *params, int gamma_offset,
+                                             int accumulate)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= C || r >= rows)
@@ -243,11 +246,11 @@ __kernel void kiln_batch_norm_input_grad_items(__global const float *x,
     *dst = accumulate ? d + *dst : d;
 }
 
-__kernel void kiln_batch_norm_frozen_input_grad_items(__global const float *dy,
-                                                      __global float *dx, int rows, int C,
-                                                      __global const float *params,
-                                                      int gamma_offset, int variance_offset,
-                                                      float epsilon, int accumulate)
+__kernel void kiln_batch_norm_frozen_input_grad_gpu(__global const float *dy,
+                                                    __global float *dx, int rows, int C,
+                                                    __global const float *params,
+                                                    int gamma_offset, int variance_offset,
+                                                    float epsilon, int accumulate)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= C || r >= rows)

@@ -3,9 +3,9 @@
  * ordered (ky, kx, c), matching the kernel's (kh, kw, C, F) layout.
  * One work-item per output pixel: index arithmetic once, then plain loops
  * (integer division is slow on CPU devices and does not vectorize). */
-__kernel void kiln_conv2d_im2col(__global const float *in, __global float *col, int rows,
-                                 int H, int W, int C, int OH, int OW, int KH, int KW,
-                                 int stride_h, int stride_w, int pad_top, int pad_left)
+__kernel void kiln_conv2d_im2col_cpu(__global const float *in, __global float *col, int rows,
+                                     int H, int W, int C, int OH, int OW, int KH, int KW,
+                                     int stride_h, int stride_w, int pad_top, int pad_left)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -30,10 +30,10 @@ __kernel void kiln_conv2d_im2col(__global const float *in, __global float *col, 
 
 /* The adjoint of im2col, gathered per input pixel (no atomics, fixed
  * summation order): d_in (+)= sum of the dcol entries that read it. */
-__kernel void kiln_conv2d_col2im(__global const float *dcol, __global float *d_in, int pixels,
-                                 int H, int W, int C, int OH, int OW, int KH, int KW,
-                                 int stride_h, int stride_w, int pad_top, int pad_left,
-                                 int accumulate)
+__kernel void kiln_conv2d_col2im_cpu(__global const float *dcol, __global float *d_in, int pixels,
+                                     int H, int W, int C, int OH, int OW, int KH, int KW,
+                                     int stride_h, int stride_w, int pad_top, int pad_left,
+                                     int accumulate)
 {
     const int p = get_global_id(0);
     if (p >= pixels)
@@ -72,9 +72,9 @@ __kernel void kiln_conv2d_col2im(__global const float *dcol, __global float *d_i
  * rows) range, so that neighbouring work-items write neighbouring floats
  * and read neighbouring channels (the variant above writes K floats per
  * item, its neighbours K floats apart). */
-__kernel void kiln_conv2d_im2col_items(__global const float *in, __global float *col, int rows,
-                                       int H, int W, int C, int OH, int OW, int KH, int KW,
-                                       int stride_h, int stride_w, int pad_top, int pad_left)
+__kernel void kiln_conv2d_im2col_gpu(__global const float *in, __global float *col, int rows,
+                                     int H, int W, int C, int OH, int OW, int KH, int KW,
+                                     int stride_h, int stride_w, int pad_top, int pad_left)
 {
     const int k = get_global_id(0), row = get_global_id(1);
     const int K = KH * KW * C;
@@ -90,10 +90,10 @@ __kernel void kiln_conv2d_im2col_items(__global const float *in, __global float 
 /* The GPU variant of col2im: a work-item per float of d_in over a (C,
  * pixels) range, gathering in the same order as the variant above (so
  * both give the same sums), its neighbours on neighbouring channels. */
-__kernel void kiln_conv2d_col2im_items(__global const float *dcol, __global float *d_in,
-                                       int pixels, int H, int W, int C, int OH, int OW, int KH,
-                                       int KW, int stride_h, int stride_w, int pad_top,
-                                       int pad_left, int accumulate)
+__kernel void kiln_conv2d_col2im_gpu(__global const float *dcol, __global float *d_in,
+                                     int pixels, int H, int W, int C, int OH, int OW, int KH,
+                                     int KW, int stride_h, int stride_w, int pad_top,
+                                     int pad_left, int accumulate)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)

@@ -4,7 +4,8 @@
  * thin to block well; these kernels read the input where it lies.
  *
  * Filters go in blocks of eight as float8 values (kiln_load8, prelude.cl),
- * four blocks at a time; a filter a work-item in the GPU variants ("_items").
+ * four blocks at a time (the CPU variants, _cpu); a filter a work-item in
+ * the GPU variants (_gpu).
  * NHWC input, kernel (KH, KW, C, F). */
 
 /* Output pixels per forward work-item, and filter blocks of eight per
@@ -125,12 +126,12 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
 
 /* One work-item per output row of a sample (divisions once per row, not
  * per run), in runs of RUN pixels. */
-__kernel void kiln_conv2d_direct_forward(__global const float *in, __global float *out,
-                                         __global const float *params, int kernel_offset,
-                                         int bias_offset, int use_bias, int act, int F,
-                                         int rows, int H, int W, int C, int OH, int OW, int KH,
-                                         int KW, int stride_h, int stride_w, int pad_top,
-                                         int pad_left)
+__kernel void kiln_conv2d_direct_forward_cpu(__global const float *in, __global float *out,
+                                             __global const float *params, int kernel_offset,
+                                             int bias_offset, int use_bias, int act, int F,
+                                             int rows, int H, int W, int C, int OH, int OW, int KH,
+                                             int KW, int stride_h, int stride_w, int pad_top,
+                                             int pad_left)
 {
     const int id = get_global_id(0);
     if (id >= rows)
@@ -178,13 +179,13 @@ inline void direct_next_pixel(int *n, int *oy, int *ox, int OH, int OW)
  * in(window element k) * dy[p, f]; k = K is the bias (in = 1). A work-item
  * reads each dy vector once for its window elements. kiln_conv2d_direct_reduce
  * sums the chunks in a fixed order. */
-__kernel void kiln_conv2d_direct_grad_partial(__global const float *in,
-                                              __global const float *dy,
-                                              __global float *partial, int F, int K,
-                                              int taps, int chunks, int chunk_pixels,
-                                              int pixels, int H, int W, int C, int OH, int OW,
-                                              int KH, int KW, int stride_h, int stride_w,
-                                              int pad_top, int pad_left)
+__kernel void kiln_conv2d_direct_grad_partial_cpu(__global const float *in,
+                                                  __global const float *dy,
+                                                  __global float *partial, int F, int K,
+                                                  int taps, int chunks, int chunk_pixels,
+                                                  int pixels, int H, int W, int C, int OH, int OW,
+                                                  int KH, int KW, int stride_h, int stride_w,
+                                                  int pad_top, int pad_left)
 {
     const int f0 = get_global_id(0) * 8 * BLOCKS, k0 = get_global_id(1) * taps;
     const int chunk = get_global_id(2);
@@ -256,18 +257,18 @@ __kernel void kiln_conv2d_direct_reduce(__global const float *partial, __global 
     grads[(k == K ? bias_offset : kernel_offset + k * F) + f] = s;
 }
 
-/* The GPU variants ("_items"): a work-item per filter over dim 0, so that
+/* The GPU variants (_gpu): a work-item per filter over dim 0, so that
  * neighbouring items read neighbouring weights and write neighbouring
  * outputs or partial sums; scalars, no float8. The same arithmetic in the
  * same order as above. */
 
 /* Forward over an (F, output pixels) range. */
-__kernel void kiln_conv2d_direct_forward_items(__global const float *in, __global float *out,
-                                               __global const float *params, int kernel_offset,
-                                               int bias_offset, int use_bias, int act, int F,
-                                               int pixels, int H, int W, int C, int OH, int OW,
-                                               int KH, int KW, int stride_h, int stride_w,
-                                               int pad_top, int pad_left)
+__kernel void kiln_conv2d_direct_forward_gpu(__global const float *in, __global float *out,
+                                             __global const float *params, int kernel_offset,
+                                             int bias_offset, int use_bias, int act, int F,
+                                             int pixels, int H, int W, int C, int OH, int OW,
+                                             int KH, int KW, int stride_h, int stride_w,
+                                             int pad_top, int pad_left)
 {
     const int f = get_global_id(0), p = get_global_id(1);
     if (f >= F || p >= pixels)
@@ -295,15 +296,15 @@ __kernel void kiln_conv2d_direct_forward_items(__global const float *in, __globa
 }
 
 /* Partial weight and bias gradients over an (F, tap groups, chunks) range,
- * as kiln_conv2d_direct_grad_partial: each item reads dy[p, f] once per
+ * as kiln_conv2d_direct_grad_partial_cpu: each item reads dy[p, f] once per
  * pixel for its window elements; the host gives it more, shorter chunks. */
-__kernel void kiln_conv2d_direct_grad_partial_items(__global const float *in,
-                                                    __global const float *dy,
-                                                    __global float *partial, int F, int K,
-                                                    int taps, int chunks, int chunk_pixels,
-                                                    int pixels, int H, int W, int C, int OH,
-                                                    int OW, int KH, int KW, int stride_h,
-                                                    int stride_w, int pad_top, int pad_left)
+__kernel void kiln_conv2d_direct_grad_partial_gpu(__global const float *in,
+                                                  __global const float *dy,
+                                                  __global float *partial, int F, int K,
+                                                  int taps, int chunks, int chunk_pixels,
+                                                  int pixels, int H, int W, int C, int OH,
+                                                  int OW, int KH, int KW, int stride_h,
+                                                  int stride_w, int pad_top, int pad_left)
 {
     (void)KH;
     const int f = get_global_id(0), k0 = get_global_id(1) * taps;

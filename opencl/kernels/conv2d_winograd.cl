@@ -12,8 +12,8 @@
  * the input gradient (flip set) the kernel turned 180 degrees with its
  * channels swapped, the convolution that takes dy back to dx: then U is
  * [xi][f][c]. */
-__kernel void kiln_winograd_filter(__global const float *w, int w_offset, int C, int F,
-                                   int flip, __global float *u)
+__kernel void kiln_conv2d_winograd_filter(__global const float *w, int w_offset, int C, int F,
+                                          int flip, __global float *u)
 {
     const int f = get_global_id(0), c = get_global_id(1);
     if (f >= F || c >= C)
@@ -45,8 +45,8 @@ __kernel void kiln_winograd_filter(__global const float *w, int w_offset, int C,
 /* V from the (batch, H, W, C) input, over a (C, tiles) range: neighbouring
  * work-items read neighbouring channels. Patch pixels outside the image
  * are the 'same' padding's zeros. */
-__kernel void kiln_winograd_input(__global const float *x, int H, int W, int C, int tiles,
-                                  __global float *v)
+__kernel void kiln_conv2d_winograd_input(__global const float *x, int H, int W, int C, int tiles,
+                                         __global float *v)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= tiles)
@@ -79,8 +79,8 @@ __kernel void kiln_winograd_input(__global const float *x, int H, int W, int C, 
 /* Y = A^T M A into the (batch, H, W, F) output, over a (F, tiles) range;
  * accumulate adds to what the output holds (an input gradient that
  * another layer's backward wrote first). */
-__kernel void kiln_winograd_output(__global const float *m, int H, int W, int F, int tiles,
-                                   int accumulate, __global float *y)
+__kernel void kiln_conv2d_winograd_output(__global const float *m, int H, int W, int F, int tiles,
+                                          int accumulate, __global float *y)
 {
     const int f = get_global_id(0), p = get_global_id(1);
     if (f >= F || p >= tiles)

@@ -15,8 +15,8 @@ __kernel void kiln_dot_forward(__global const float *x, __global const float *y,
 
 /* The GPU variant for d of at least KILN_ROW_LANES: a work-group per sample,
  * neighbouring lanes reading neighbouring floats, merged in a fixed order. */
-__kernel void kiln_dot_forward_rows(__global const float *x, __global const float *y,
-                                    __global float *out, int n, int d)
+__kernel void kiln_dot_forward_gpu(__global const float *x, __global const float *y,
+                                   __global float *out, int n, int d)
 {
     __local float merge[KILN_ROW_LANES];
     const int b = get_group_id(0);

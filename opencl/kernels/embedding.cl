@@ -21,7 +21,7 @@ __kernel void kiln_embedding_forward(__global const int *ids, int n, int input_d
 /* links[i]: the next slot after i holding ids[i] (-1: none); links[n + i]:
  * 1 when no slot before i holds it. Each work-item stops at the nearest
  * equal id either way, so frequent ids cost little. */
-__kernel void kiln_embedding_links(__global const int *ids, int n, __global int *links)
+__kernel void kiln_embedding_links_cpu(__global const int *ids, int n, __global int *links)
 {
     const int i = get_global_id(0);
     if (i >= n)
@@ -43,98 +43,14 @@ __kernel void kiln_embedding_links(__global const int *ids, int n, __global int 
 }
 
 /* The GPU variant of the links, without a scan per slot (which costs a
- * frequent id's slots O(n) each and diverges): sort the (id, slot) pairs
- * with a bitonic network, then link each pair to its neighbours in sorted
- * order. The pairs are distinct, so the order is total and the result the
- * same on every device; within an id the slots are in slot order, so the
- * links equal kiln_embedding_links' and the gradient is the same bit for
- * bit. keys holds `padded` pairs, a power of two >= n and >= EMB_BLOCK;
- * those past n are (INT_MAX, slot), after every real pair.
- *
- * EMB_ITEMS work-items a group (the host launches exactly that many), each
- * a compare-exchange of a block of EMB_BLOCK pairs in local memory per
- * step; strides of a block or more are global passes, a launch each. A
- * pair at index i sorts ascending within stage k when (i & k) == 0, so
- * neighbouring runs alternate and merge at the next stage. */
-#define EMB_ITEMS 256
-#define EMB_BLOCK (2 * EMB_ITEMS)
-
-inline int emb_before(int2 a, int2 b)
-{
-    return a.x < b.x || (a.x == b.x && a.y < b.y);
-}
-
-/* The compare-exchange of item `t`'s pair at stride j within stage k, of
- * the pairs at `base` + index of `keys` (local or global memory). */
-#define EMB_EXCHANGE(keys, base, t, k, j)                                                     \
-    do {                                                                                      \
-        const int lo = 2 * (j) * ((t) / (j)) + (t) % (j), hi = lo + (j);                     \
-        const int2 a = keys[lo], b = keys[hi];                                                \
-        const int up = (((base) + lo) & (k)) == 0;                                            \
-        if (up ? emb_before(b, a) : emb_before(a, b)) {                                       \
-            keys[lo] = b;                                                                     \
-            keys[hi] = a;                                                                     \
-        }                                                                                     \
-    } while (0)
-
-/* Stage k's steps of strides below EMB_BLOCK on one block in local memory. */
-inline void emb_merge_block(__local int2 *tile, int base, int k)
-{
-    const int t = get_local_id(0);
-    for (int j = min(k, EMB_BLOCK) / 2; j > 0; j /= 2) {
-        EMB_EXCHANGE(tile, base, t, k, j);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-}
-
-/* Each block's pairs from ids, sorted through stages 2..EMB_BLOCK; range
- * padded / 2 in groups of EMB_ITEMS. */
-__kernel void kiln_embedding_sort_blocks(__global const int *ids, int n, int padded,
-                                         __global int2 *keys)
-{
-    __local int2 tile[EMB_BLOCK];
-    const int base = get_group_id(0) * EMB_BLOCK, t = get_local_id(0);
-    if (base >= padded)   /* the whole group: its barriers stay uniform */
-        return;
-    for (int i = t; i < EMB_BLOCK; i += EMB_ITEMS) {
-        const int slot = base + i;
-        tile[i] = (int2)(slot < n ? ids[slot] : INT_MAX, slot);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 2; k <= EMB_BLOCK; k *= 2)
-        emb_merge_block(tile, base, k);
-    for (int i = t; i < EMB_BLOCK; i += EMB_ITEMS)
-        keys[base + i] = tile[i];
-}
-
-/* One step of stage k at stride j >= EMB_BLOCK; range padded / 2. */
-__kernel void kiln_embedding_sort_step(__global int2 *keys, int padded, int k, int j)
-{
-    const int t = get_global_id(0);
-    if (t >= padded / 2)
-        return;
-    EMB_EXCHANGE(keys, 0, t, k, j);
-}
-
-/* The rest of stage k (strides below EMB_BLOCK) block by block; range
- * padded / 2 in groups of EMB_ITEMS. */
-__kernel void kiln_embedding_sort_merge(__global int2 *keys, int padded, int k)
-{
-    __local int2 tile[EMB_BLOCK];
-    const int base = get_group_id(0) * EMB_BLOCK, t = get_local_id(0);
-    if (base >= padded)
-        return;
-    for (int i = t; i < EMB_BLOCK; i += EMB_ITEMS)
-        tile[i] = keys[base + i];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    emb_merge_block(tile, base, k);
-    for (int i = t; i < EMB_BLOCK; i += EMB_ITEMS)
-        keys[base + i] = tile[i];
-}
-
-/* links and first flags, as kiln_embedding_links writes them, from the
+ * frequent id's slots O(n) each and diverges): sort.cl sorts the (id, slot)
+ * pairs, then each pair links to its neighbours in sorted order. The pairs
+ * are distinct, so the order is total and the result the same on every
+ * device; within an id the slots are in slot order, so the links equal
+ * kiln_embedding_links_cpu' and the gradient is the same bit for bit. */
+/* links and first flags, as kiln_embedding_links_cpu writes them, from the
  * sorted pairs: position p's next equal id is at p + 1 if anywhere. */
-__kernel void kiln_embedding_links_sorted(__global const int2 *keys, int n, __global int *links)
+__kernel void kiln_embedding_links_gpu(__global const int2 *keys, int n, __global int *links)
 {
     const int p = get_global_id(0);
     if (p >= n)

@@ -1,8 +1,9 @@
 /* kiln's own GEMM, C = alpha op(A) B + beta C, row-major, for B small
- * enough to stay in cache (blas.c decides). Each work-item computes a
- * 4-row by 16-column tile of C, two float8 accumulators a row (kiln_load8,
- * prelude.cl), over a (column blocks, row blocks) range: B's rows are read
- * as vectors, A's values broadcast, each broadcast feeding two multiplies.
+ * enough to stay in cache (blas.c decides). In the CPU variant (_cpu) each
+ * work-item computes a 4-row by 16-column tile of C, two float8
+ * accumulators a row (kiln_load8, prelude.cl), over a (column blocks, row
+ * blocks) range: B's rows are read as vectors, A's values broadcast, each
+ * broadcast feeding two multiplies.
  * (4 x 8 tiles, one accumulator a row, took 1.8 times as long over the
  * char LM's GEMMs; one float16 accumulator a row, twice as long: PoCL
  * splits it badly.) No local memory and no blocking over k: simple, and on
@@ -62,9 +63,9 @@ inline void kiln_gemm_tile(int m, int n, int k, float alpha, __global const floa
 }
 
 /* A is m x k. */
-__kernel void kiln_gemm_nn(int m, int n, int k, float alpha, __global const float *a,
-                           int a_offset, int lda, __global const float *b, int b_offset,
-                           int ldb, float beta, __global float *c, int c_offset, int ldc)
+__kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const float *a,
+                               int a_offset, int lda, __global const float *b, int b_offset,
+                               int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
     kiln_gemm_tile(m, n, k, alpha, a + a_offset, lda, 1, b, b_offset, ldb, beta, c, c_offset,
                    ldc);
@@ -73,15 +74,15 @@ __kernel void kiln_gemm_nn(int m, int n, int k, float alpha, __global const floa
 /* A is stored k x m and used transposed: a tile's 4 rows of A^T are 4
  * neighbouring values of one row of A (the weight gradient x^T dy reads x
  * as it lies, with no transposed copy). */
-__kernel void kiln_gemm_tn(int m, int n, int k, float alpha, __global const float *a,
-                           int a_offset, int lda, __global const float *b, int b_offset,
-                           int ldb, float beta, __global float *c, int c_offset, int ldc)
+__kernel void kiln_gemm_tn_cpu(int m, int n, int k, float alpha, __global const float *a,
+                               int a_offset, int lda, __global const float *b, int b_offset,
+                               int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
     kiln_gemm_tile(m, n, k, alpha, a + a_offset, 1, lda, b, b_offset, ldb, beta, c, c_offset,
                    ldc);
 }
 
-/* The variant for GPUs (kiln_device.gpu_kernels): work-groups of 16 x 16
+/* The GPU variant (_gpu; kiln_device.gpu_kernels): work-groups of 16 x 16
  * items compute a 64 x 64 block of C, each item 4 x 4 of it at a stride
  * of 16 (so that neighbouring items store neighbouring columns), over
  * steps of 16 along k whose blocks of op(A) and B the group first copies
@@ -165,18 +166,18 @@ inline void kiln_gemm_block(int m, int n, int k, float alpha, __global const flo
     }
 }
 
-__kernel void kiln_gemm_nn_local(int m, int n, int k, float alpha, __global const float *a,
-                                 int a_offset, int lda, __global const float *b, int b_offset,
-                                 int ldb, float beta, __global float *c, int c_offset, int ldc)
+__kernel void kiln_gemm_nn_gpu(int m, int n, int k, float alpha, __global const float *a,
+                               int a_offset, int lda, __global const float *b, int b_offset,
+                               int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 0, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);
 }
 
-__kernel void kiln_gemm_tn_local(int m, int n, int k, float alpha, __global const float *a,
-                                 int a_offset, int lda, __global const float *b, int b_offset,
-                                 int ldb, float beta, __global float *c, int c_offset, int ldc)
+__kernel void kiln_gemm_tn_gpu(int m, int n, int k, float alpha, __global const float *a,
+                               int a_offset, int lda, __global const float *b, int b_offset,
+                               int ldb, float beta, __global float *c, int c_offset, int ldc)
 {
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 1, b + b_offset, ldb, beta, c + c_offset,

@@ -1,7 +1,8 @@
 /* Layer normalisation over the last axis of a rows x C matrix.
  *
- * Forward and backward each take one launch: a work-group per row (wide
- * rows), or a work-item per row (narrow ones, the _rows kernels). A
+ * Forward and backward each take one launch. The GPU variant gives a wide
+ * row a work-group (_gpu) and a narrow one a work-item (_narrow_gpu); the
+ * CPU variant gives every row a work-item (_cpu, below). A
  * work-group splits its row over LN_LANES lanes whatever its size, and
  * the lanes combine in a fixed tree, so a row's result does not depend on
  * the device's work-group size. The statistics come from one read of the
@@ -38,9 +39,9 @@ inline float ln_shift(__global const float *params, int beta_offset, int j)
 
 /* A work-group per row, over a range of LN_LANES work-items per row (a
  * group wider than LN_LANES takes several rows in turn). */
-__kernel void kiln_layer_norm_forward(__global const float *x, __global float *y, int rows, int C,
-                                      __global const float *params, int gamma_offset,
-                                      int beta_offset, float epsilon, __global float *stats)
+__kernel void kiln_layer_norm_forward_gpu(__global const float *x, __global float *y, int rows,
+                                          int C, __global const float *params, int gamma_offset,
+                                          int beta_offset, float epsilon, __global float *stats)
 {
     __local int n[LN_LANES];
     __local float mean[LN_LANES], m2[LN_LANES];
@@ -81,10 +82,10 @@ __kernel void kiln_layer_norm_forward(__global const float *x, __global float *y
 }
 
 /* One work-item per row. */
-__kernel void kiln_layer_norm_forward_rows(__global const float *x, __global float *y, int rows,
-                                           int C, __global const float *params, int gamma_offset,
-                                           int beta_offset, float epsilon,
-                                           __global float *stats)
+__kernel void kiln_layer_norm_forward_narrow_gpu(__global const float *x, __global float *y,
+                                                 int rows, int C, __global const float *params,
+                                                 int gamma_offset, int beta_offset, float epsilon,
+                                                 __global float *stats)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -108,10 +109,10 @@ __kernel void kiln_layer_norm_forward_rows(__global const float *x, __global flo
 /* The input gradient, with g = dy gamma and xhat = (x - mean) inv:
  * dx = inv (g - mean(g) - xhat mean(g xhat)), written or added. A
  * work-group per row, as forward. */
-__kernel void kiln_layer_norm_backward(__global const float *x, __global const float *dy,
-                                       __global float *dx, int rows, int C,
-                                       __global const float *params, int gamma_offset,
-                                       __global const float *stats, int accumulate)
+__kernel void kiln_layer_norm_backward_gpu(__global const float *x, __global const float *dy,
+                                           __global float *dx, int rows, int C,
+                                           __global const float *params, int gamma_offset,
+                                           __global const float *stats, int accumulate)
 {
     __local float sum_g[LN_LANES], sum_gx[LN_LANES];
     const int lid = get_local_id(0), group = get_local_size(0);
@@ -147,10 +148,10 @@ __kernel void kiln_layer_norm_backward(__global const float *x, __global const f
 }
 
 /* One work-item per row. */
-__kernel void kiln_layer_norm_backward_rows(__global const float *x, __global const float *dy,
-                                            __global float *dx, int rows, int C,
-                                            __global const float *params, int gamma_offset,
-                                            __global const float *stats, int accumulate)
+__kernel void kiln_layer_norm_backward_narrow_gpu(__global const float *x, __global const float *dy,
+                                                  __global float *dx, int rows, int C,
+                                                  __global const float *params, int gamma_offset,
+                                                  __global const float *stats, int accumulate)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -185,10 +186,10 @@ inline float8 ln_shift8(__global const float *params, int beta_offset, int j, in
     return beta_offset >= 0 ? kiln_load8(params + beta_offset + j, n) : (float8)(0.0f);
 }
 
-__kernel void kiln_layer_norm_forward_rows8(__global const float *x, __global float *y,
-                                            int rows, int C, __global const float *params,
-                                            int gamma_offset, int beta_offset, float epsilon,
-                                            __global float *stats)
+__kernel void kiln_layer_norm_forward_cpu(__global const float *x, __global float *y,
+                                          int rows, int C, __global const float *params,
+                                          int gamma_offset, int beta_offset, float epsilon,
+                                          __global float *stats)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -216,10 +217,10 @@ __kernel void kiln_layer_norm_forward_rows8(__global const float *x, __global fl
     }
 }
 
-__kernel void kiln_layer_norm_backward_rows8(__global const float *x, __global const float *dy,
-                                             __global float *dx, int rows, int C,
-                                             __global const float *params, int gamma_offset,
-                                             __global const float *stats, int accumulate)
+__kernel void kiln_layer_norm_backward_cpu(__global const float *x, __global const float *dy,
+                                           __global float *dx, int rows, int C,
+                                           __global const float *params, int gamma_offset,
+                                           __global const float *stats, int accumulate)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -247,10 +248,10 @@ __kernel void kiln_layer_norm_backward_rows8(__global const float *x, __global c
 /* gamma's and beta's gradients, per chunk of rows: partial[chunk, 0..C) =
  * sum dy, partial[chunk, C..2C) = sum dy xhat, over a (C blocks of 8,
  * chunks) range; kiln_layer_norm_param_reduce adds the chunks in order. */
-__kernel void kiln_layer_norm_param_partial(__global const float *x, __global const float *dy,
-                                            int rows, int C, int chunk_rows, int chunks,
-                                            __global const float *stats,
-                                            __global float *partial)
+__kernel void kiln_layer_norm_param_partial_cpu(__global const float *x, __global const float *dy,
+                                                int rows, int C, int chunk_rows, int chunks,
+                                                __global const float *stats,
+                                                __global float *partial)
 {
     const int c0 = get_global_id(0) * 8, chunk = get_global_id(1);
     if (c0 >= C || chunk >= chunks)
@@ -271,11 +272,11 @@ __kernel void kiln_layer_norm_param_partial(__global const float *x, __global co
 /* The GPU variant: a work-item per channel and chunk over a (C, chunks)
  * range, so that neighbouring items read neighbouring channels of a row;
  * the host gives it more, shorter chunks (layers/layer_norm.c). */
-__kernel void kiln_layer_norm_param_partial_items(__global const float *x,
-                                                  __global const float *dy, int rows, int C,
-                                                  int chunk_rows, int chunks,
-                                                  __global const float *stats,
-                                                  __global float *partial)
+__kernel void kiln_layer_norm_param_partial_gpu(__global const float *x,
+                                                __global const float *dy, int rows, int C,
+                                                int chunk_rows, int chunks,
+                                                __global const float *stats,
+                                                __global float *partial)
 {
     const int c = get_global_id(0), chunk = get_global_id(1);
     if (c >= C || chunk >= chunks)

@@ -1,5 +1,5 @@
 /* Losses, one work-item per row (the categorical ones also a work-group
- * per row, "_rows", on a GPU): a sample, or for the categorical losses a
+ * per row in their GPU variants, _gpu): a sample, or for the categorical losses a
  * position of a (positions..., classes) output, so `batch` counts rows.
  * Each writes the row's loss and whether it was classified correctly (a
  * fraction for binary outputs), and the gradient of the batch loss, scaled
@@ -56,7 +56,7 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
         gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
 }
 
-/* The GPU variants for wide rows (a vocabulary), "_rows": a work-group of
+/* The GPU variants for wide rows (a vocabulary): a work-group of
  * KILN_ROW_LANES items per row, each lane taking every KILN_ROW_LANES-th
  * class, sums and arg maxes merged in a fixed order (prelude.cl). The arg
  * max keeps the first of equal maxima, as kiln_argmax does. */
@@ -71,10 +71,10 @@ inline void row_ignored(__global float *gr, int cols, __global float *loss,
         *loss = *correct = 0.0f;
 }
 
-__kernel void kiln_loss_sparse_ce_logits_rows(__global const float *z, __global const float *y,
-                                              __global const int *labels, __global float *grad,
-                                              __global float *loss, __global float *correct,
-                                              int batch, int cols, float scale, int ignore)
+__kernel void kiln_loss_sparse_ce_logits_gpu(__global const float *z, __global const float *y,
+                                             __global const int *labels, __global float *grad,
+                                             __global float *loss, __global float *correct,
+                                             int batch, int cols, float scale, int ignore)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -128,10 +128,10 @@ __kernel void kiln_loss_ce_logits(__global const float *z, __global const float 
     (void)ignore;
 }
 
-__kernel void kiln_loss_ce_logits_rows(__global const float *z, __global const float *y,
-                                       __global const float *target, __global float *grad,
-                                       __global float *loss, __global float *correct, int batch,
-                                       int cols, float scale, int ignore)
+__kernel void kiln_loss_ce_logits_gpu(__global const float *z, __global const float *y,
+                                      __global const float *target, __global float *grad,
+                                      __global float *loss, __global float *correct, int batch,
+                                      int cols, float scale, int ignore)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -191,10 +191,10 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
     (void)z;
 }
 
-__kernel void kiln_loss_sparse_ce_probs_rows(__global const float *z, __global const float *y,
-                                             __global const int *labels, __global float *grad,
-                                             __global float *loss, __global float *correct,
-                                             int batch, int cols, float scale, int ignore)
+__kernel void kiln_loss_sparse_ce_probs_gpu(__global const float *z, __global const float *y,
+                                            __global const int *labels, __global float *grad,
+                                            __global float *loss, __global float *correct,
+                                            int batch, int cols, float scale, int ignore)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -244,10 +244,10 @@ __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *
     (void)ignore;
 }
 
-__kernel void kiln_loss_ce_probs_rows(__global const float *z, __global const float *y,
-                                      __global const float *target, __global float *grad,
-                                      __global float *loss, __global float *correct, int batch,
-                                      int cols, float scale, int ignore)
+__kernel void kiln_loss_ce_probs_gpu(__global const float *z, __global const float *y,
+                                     __global const float *target, __global float *grad,
+                                     __global float *loss, __global float *correct, int batch,
+                                     int cols, float scale, int ignore)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];

@@ -1,10 +1,10 @@
 /* Max pooling, channels last. Forward: one work-item per row of output
  * pixels (few, large work-groups suit CPU devices); it keeps, per output, the index of
  * the winning input within its sample, for the backward gather. */
-__kernel void kiln_max_pooling2d_forward(__global const float *in, __global float *out,
-                                         __global int *argmax, int pixels, int H, int W, int C,
-                                         int OH, int OW, int PH, int PW, int stride_h,
-                                         int stride_w, int pad_top, int pad_left)
+__kernel void kiln_max_pooling2d_forward_cpu(__global const float *in, __global float *out,
+                                             __global int *argmax, int pixels, int H, int W, int C,
+                                             int OH, int OW, int PH, int PW, int stride_h,
+                                             int stride_w, int pad_top, int pad_left)
 {
     /* A work-item per output row: the divisions that place a pixel once
      * a row. */
@@ -42,11 +42,11 @@ __kernel void kiln_max_pooling2d_forward(__global const float *in, __global floa
 /* Backward: one work-item per row of input pixels gathers, for each pixel
  * and channel, the
  * outputs whose window holds it and chose it. */
-__kernel void kiln_max_pooling2d_backward(__global const float *d_out,
-                                          __global const int *argmax, __global float *d_in,
-                                          int pixels, int H, int W, int C, int OH, int OW,
-                                          int PH, int PW, int stride_h, int stride_w,
-                                          int pad_top, int pad_left, int accumulate)
+__kernel void kiln_max_pooling2d_backward_cpu(__global const float *d_out,
+                                              __global const int *argmax, __global float *d_in,
+                                              int pixels, int H, int W, int C, int OH, int OW,
+                                              int PH, int PW, int stride_h, int stride_w,
+                                              int pad_top, int pad_left, int accumulate)
 {
     /* A work-item per input row: the divisions that place a pixel once a
      * row. */
@@ -81,11 +81,11 @@ __kernel void kiln_max_pooling2d_backward(__global const float *d_out,
 /* The GPU variants: a work-item per float over a (C, pixels) range, so that
  * neighbouring items read and write neighbouring channels; the same
  * comparisons and sums in the same order as the variants above. */
-__kernel void kiln_max_pooling2d_forward_items(__global const float *in, __global float *out,
-                                               __global int *argmax, int pixels, int H, int W,
-                                               int C, int OH, int OW, int PH, int PW,
-                                               int stride_h, int stride_w, int pad_top,
-                                               int pad_left)
+__kernel void kiln_max_pooling2d_forward_gpu(__global const float *in, __global float *out,
+                                             __global int *argmax, int pixels, int H, int W,
+                                             int C, int OH, int OW, int PH, int PW,
+                                             int stride_h, int stride_w, int pad_top,
+                                             int pad_left)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)
@@ -109,11 +109,11 @@ __kernel void kiln_max_pooling2d_forward_items(__global const float *in, __globa
     argmax[(size_t)p * C + c] = index;
 }
 
-__kernel void kiln_max_pooling2d_backward_items(__global const float *d_out,
-                                                __global const int *argmax, __global float *d_in,
-                                                int pixels, int H, int W, int C, int OH, int OW,
-                                                int PH, int PW, int stride_h, int stride_w,
-                                                int pad_top, int pad_left, int accumulate)
+__kernel void kiln_max_pooling2d_backward_gpu(__global const float *d_out,
+                                              __global const int *argmax, __global float *d_in,
+                                              int pixels, int H, int W, int C, int OH, int OW,
+                                              int PH, int PW, int stride_h, int stride_w,
+                                              int pad_top, int pad_left, int accumulate)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)

@@ -1,11 +1,11 @@
 /* Metrics beyond accuracy, one work-item per row (a sample, or a position
- * under the categorical losses; on a GPU a work-group per row of at least
- * KILN_ROW_LANES classes, "_rows"), on the outputs y (after the output's
- * activation, as Keras's metrics see them). A sparse row labelled `ignore`
- * (>= 0; -1: none) scores 0 and is not counted. Each row gets
- * three columns of `metric`: whether its class is among the k highest
+ * under the categorical losses; the GPU variants, _gpu, a work-group per
+ * row of at least KILN_ROW_LANES classes), on the outputs y (after the
+ * output's activation, as Keras's metrics see them). A sparse row
+ * labelled `ignore` (>= 0; -1: none) scores 0 and is not counted. Each
+ * row gets three columns of `metric`: whether its class is among the k highest
  * outputs, its mean absolute error and its binary accuracy at `threshold`;
- * kiln_metric_sum adds them up into sums[3..5]. */
+ * kiln_metrics_sum adds them up into sums[3..5]. */
 
 /* Ties at the k-th place are counted in (tf.math.in_top_k): the class is in
  * the top k when fewer than k outputs are strictly above it. */
@@ -34,9 +34,9 @@ inline float kiln_row_in_top_k(__local float *merge, __global const float *yr, i
     return kiln_row_merge(merge, above, 0) < k ? 1.0f : 0.0f;
 }
 
-__kernel void kiln_metric_sparse(__global const float *y, __global const int *labels,
-                                 __global float *metric, int batch, int cols, int k,
-                                 float threshold, int ignore)
+__kernel void kiln_metrics_sparse(__global const float *y, __global const int *labels,
+                                  __global float *metric, int batch, int cols, int k,
+                                  float threshold, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -48,7 +48,7 @@ __kernel void kiln_metric_sparse(__global const float *y, __global const int *la
     (void)threshold;
 }
 
-__kernel void kiln_metric_sparse_rows(__global const float *y, __global const int *labels,
+__kernel void kiln_metrics_sparse_gpu(__global const float *y, __global const int *labels,
                                       __global float *metric, int batch, int cols, int k,
                                       float threshold, int ignore)
 {
@@ -67,9 +67,9 @@ __kernel void kiln_metric_sparse_rows(__global const float *y, __global const in
     (void)threshold;
 }
 
-__kernel void kiln_metric_dense(__global const float *y, __global const float *target,
-                                __global float *metric, int batch, int cols, int k,
-                                float threshold, int ignore)
+__kernel void kiln_metrics_dense(__global const float *y, __global const float *target,
+                                 __global float *metric, int batch, int cols, int k,
+                                 float threshold, int ignore)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -90,7 +90,7 @@ __kernel void kiln_metric_dense(__global const float *y, __global const float *t
     (void)ignore;
 }
 
-__kernel void kiln_metric_dense_rows(__global const float *y, __global const float *target,
+__kernel void kiln_metrics_dense_gpu(__global const float *y, __global const float *target,
                                      __global float *metric, int batch, int cols, int k,
                                      float threshold, int ignore)
 {
@@ -124,7 +124,7 @@ __kernel void kiln_metric_dense_rows(__global const float *y, __global const flo
 
 /* sums[3 + c] = the sum of column c, in a fixed order. One work-group of up
  * to 64 items. */
-__kernel void kiln_metric_sum(__global const float *metric, int n, __global float *sums)
+__kernel void kiln_metrics_sum(__global const float *metric, int n, __global float *sums)
 {
     __local float part[3][64];
     const int lid = get_local_id(0);

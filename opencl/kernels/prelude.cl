@@ -177,9 +177,9 @@ inline float kiln_keep_scale(uint seed_lo, uint seed_hi, uint step, int sample, 
     return u < rate ? 0.0f : 1.0f / (1.0f - rate);
 }
 
-/* Kernels that give a row a work-group ("_rows": softmax, the categorical
- * losses and metrics over a vocabulary, dot) run groups of exactly this
- * many lanes. */
+/* Kernels that give a row a work-group (the GPU variants of softmax, the
+ * categorical losses and metrics over a vocabulary, dot) run groups of
+ * exactly this many lanes. */
 #define KILN_ROW_LANES 64
 
 /* Every lane's `v` merged over the group (their maximum when `largest`,

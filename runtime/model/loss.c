@@ -30,7 +30,7 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
     plan->has_ignore = 0;
     plan->ignore = 0;
     plan->sums_at = 0;
-    plan->kernel_rows = NULL;
+    plan->per_row_variants = 0;
     switch (loss) {
     case KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
     case KILN_LOSS_CATEGORICAL_CROSSENTROPY:
@@ -46,15 +46,11 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
         plan->cols = classes;
         plan->sparse = loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
         plan->fused = out->activation == KILN_ACTIVATION_SOFTMAX;
-        if (plan->sparse) {
+        if (plan->sparse)
             plan->kernel = plan->fused ? "kiln_loss_sparse_ce_logits" : "kiln_loss_sparse_ce_probs";
-            plan->kernel_rows = plan->fused ? "kiln_loss_sparse_ce_logits_rows"
-                                            : "kiln_loss_sparse_ce_probs_rows";
-        } else {
+        else
             plan->kernel = plan->fused ? "kiln_loss_ce_logits" : "kiln_loss_ce_probs";
-            plan->kernel_rows = plan->fused ? "kiln_loss_ce_logits_rows"
-                                            : "kiln_loss_ce_probs_rows";
-        }
+        plan->per_row_variants = 1;
         if (!plan->fused)
             kiln_log(m->ctx, KILN_LOG_WARNING, "%s on output '%s' without softmax: the output "
                      "is read as probabilities", kiln_loss_name(loss), out->name);
@@ -126,8 +122,10 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
                             kiln_arg_int(ignore));
-    kiln_status st = kiln_run_per_row(dev, "loss", plan->kernel, plan->kernel_rows,
-                                      (size_t)rows, (size_t)plan->cols, a);
+    kiln_status st = plan->per_row_variants
+                         ? kiln_run_per_row(dev, "loss", plan->kernel, (size_t)rows,
+                                            (size_t)plan->cols, a)
+                         : kiln_run1(dev, "loss", plan->kernel, (size_t)rows, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(loss), kiln_arg_buffer(correct),
@@ -200,14 +198,13 @@ kiln_status kiln_metric_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
                             kiln_arg_int(rows), kiln_arg_int(plan->cols),
                             kiln_arg_int(plan->top_k), kiln_arg_float(plan->threshold),
                             kiln_arg_int(plan->has_ignore ? plan->ignore : -1));
-    kiln_status st = kiln_run_per_row(
-        dev, "metrics", plan->sparse ? "kiln_metric_sparse" : "kiln_metric_dense",
-        plan->sparse ? "kiln_metric_sparse_rows" : "kiln_metric_dense_rows", (size_t)rows,
-        (size_t)plan->cols, a);
+    kiln_status st = kiln_run_per_row(dev, "metrics",
+                                      plan->sparse ? "kiln_metrics_sparse" : "kiln_metrics_dense",
+                                      (size_t)rows, (size_t)plan->cols, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(metric), kiln_arg_int(rows), kiln_arg_buffer(sums));
-    return kiln_run1(dev, "metrics", "kiln_metric_sum", 64, b);
+    return kiln_run1(dev, "metrics", "kiln_metrics_sum", 64, b);
 }
 
 void kiln_metrics_from_sums(const kiln_loss_plan *plan, const double *sums,

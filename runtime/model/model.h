@@ -37,9 +37,9 @@ typedef struct kiln_node_rec {
 typedef struct kiln_loss_plan {
     kiln_loss loss;
     const char *kernel;    /* in loss.cl */
-    /* Its GPU variant for rows of at least KILN_ROW_LANES classes, a
-     * work-group per row, or NULL (loss.cl). */
-    const char *kernel_rows;
+    /* kernel, a work-item a row, has a "_gpu" variant, a work-group a
+     * row, for wide rows (the categorical losses: kiln_run_per_row). */
+    int per_row_variants;
     int fused;             /* gradient is w.r.t. the pre-activation */
     int sparse;            /* labels are int32 class ids */
     int accuracy;          /* report accuracy */

@@ -151,13 +151,11 @@ kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *gra
 {
     kiln_args a = KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)n),
                             kiln_arg_buffer(guard));
-    if (kiln_device_gpu_kernels(dev))
-        return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite",
-                         n < FINITE_ITEMS ? n : FINITE_ITEMS, a);
-    /* The CPU variant: stretches of at least CPU_STRETCH floats. */
+    /* The CPU variant: stretches of at least CPU_STRETCH floats an item. */
     const size_t items = (n + CPU_STRETCH - 1) / CPU_STRETCH;
-    return kiln_run1(dev, "optimizer", "kiln_optimizer_check_finite8",
-                     items < FINITE_ITEMS ? items : FINITE_ITEMS, a);
+    const kiln_range cpu = {.dims = 1, .size = {items < FINITE_ITEMS ? items : FINITE_ITEMS}};
+    const kiln_range gpu = {.dims = 1, .size = {n < FINITE_ITEMS ? n : FINITE_ITEMS}};
+    return kiln_run_variant(dev, "gradients", "kiln_gradients_check_finite", &cpu, &gpu, a);
 }
 
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
@@ -179,9 +177,10 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
                                 kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
                                 kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
                                 kiln_arg_float(o->epsilon), g, use);
-        if (kiln_device_gpu_kernels(dev))
-            return kiln_run1(dev, "optimizer", "kiln_optimizer_adam", n, a);
-        return kiln_run1(dev, "optimizer", "kiln_optimizer_adam8", (n + 7) / 8, a);
+        /* Eight parameters a work-item, or one. */
+        const kiln_range cpu = {.dims = 1, .size = {(n + 7) / 8}};
+        const kiln_range gpu = {.dims = 1, .size = {n}};
+        return kiln_run_variant(dev, "optimizer", "kiln_optimizer_adam", &cpu, &gpu, a);
     }
     /* SGD without momentum never reads its velocity; pass the gradient. */
     const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;

@@ -537,7 +537,7 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->accum), kiln_arg_buffer(r->grads),
                             kiln_arg_int((int64_t)offset), kiln_arg_int((int64_t)n),
                             kiln_arg_int(final), kiln_arg_float(scale));
-    return kiln_run1(r->dev, "optimizer", "kiln_optimizer_accumulate", n, a);
+    return kiln_run1(r->dev, "gradients", "kiln_gradients_accumulate", n, a);
 }
 
 kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)

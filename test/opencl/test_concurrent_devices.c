@@ -45,7 +45,7 @@ static void *run(void *arg)
         const size_t n = 64 * (size_t)(w->growing ? it + 2 : 512);   /* groups of 64 */
         kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst),
                                 kiln_arg_int((int64_t)n), kiln_arg_int(0));
-        w->st = kiln_run1(w->dev, "elementwise", "kiln_elementwise_copy_or_add", n, a);
+        w->st = kiln_run1(w->dev, "copy", "kiln_copy_or_add", n, a);
         if (w->st == KILN_OK && it % 250 == 0) {
             float last = 0.0f;
             w->st = kiln_buffer_read(w->dev, dst, (n - 1) * sizeof(float), &last, sizeof last);
