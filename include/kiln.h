@@ -1745,10 +1745,14 @@ typedef struct kiln_fit_options {
     int32_t resume;
     /** A step whose loss or any parameter gradient is NaN or infinite never
      *  updates the parameters (a gradient can be NaN under a finite loss: a
-     *  ReLU maps NaN to 0). By default fit then stops with
-     *  KILN_ERROR_NUMERIC naming the step;
-     *  nonzero: it skips the step, counts it (kiln_epoch_record.skipped_steps)
-     *  and goes on. */
+     *  ReLU maps NaN to 0); nor does one whose update would leave a
+     *  parameter or the optimizer's state NaN or infinite from a finite loss
+     *  and gradients (Adam's squared gradient overflows past 1.8e19): the
+     *  update is checked before it is made. By default fit then stops with
+     *  KILN_ERROR_NUMERIC naming the step and which of the two went
+     *  non-finite; nonzero: it skips the step, counts it
+     *  (kiln_epoch_record.skipped_steps) and goes on, the parameters and
+     *  optimizer state as they were before it. */
     int32_t skip_nonfinite;
     /** Keras's validation_split: the last fraction of the training samples,
      *  taken before shuffling, is held out and evaluated after each epoch
