@@ -1482,9 +1482,10 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * kiln_model_save_weights (convolution kernels in ONNX's (F, C, kh, kw)).
  * Every layer kind and activation kiln has is exported (layer norm and
  * GELU, which opset 13 lacks, as the ops they are made of). The write is
- * atomic (a temporary file in the same folder, fsync'd and renamed). The
- * model is not changed; it is busy for the call (KILN_ERROR_STATE, as
- * kiln_model_get_weights).
+ * atomic (a temporary file in the same folder, fsync'd and renamed; a
+ * killed export's temporaries of `path` are removed first, as
+ * kiln_model_save_weights does). The model is not changed; it is busy for
+ * the call (KILN_ERROR_STATE, as kiln_model_get_weights).
  * KILN_ERROR_INVALID_ARGUMENT if path is NULL or empty, KILN_ERROR_STATE if
  * the model is not compiled, KILN_ERROR_UNSUPPORTED naming the layer for a
  * layer kind or activation with no ONNX form (one added to kiln later than
@@ -1971,8 +1972,12 @@ KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i
  * by PyTorch, NumPy and the safetensors tools): one F32 tensor per
  * parameter, named "<layer name>/<parameter>" ("conv2d/kernel",
  * "dense_1/bias"), with kiln's shapes (dense kernel (in, units), conv kernel
- * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder,
- * fsync'd and renamed, so an interrupted save leaves the previous file whole.
+ * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder
+ * ("<path>.tmp-<pid>-<n>"), fsync'd and renamed, so an interrupted save
+ * leaves the previous file whole. The temporaries of `path` that a killed
+ * save left (their process is gone) are removed first, each logged as a
+ * warning, so that leftovers never fill the disk; so do every other save
+ * and ONNX export, and ModelCheckpoint's.
  * KILN_ERROR_STATE if not compiled, KILN_ERROR_INVALID_ARGUMENT if path is
  * NULL or empty, KILN_ERROR_IO if the file cannot be written (the message
  * names the path and the system's reason).
