@@ -1628,8 +1628,11 @@ typedef enum kiln_callback_kind {
      *  value as Python prints a float (0.25, 1e-05, 2.0), fields separated
      *  by `separator` (0: ','), lines ending in "\r\n". The file is replaced
      *  unless `append` (then rows are added, under a header only if the file
-     *  is empty); every row is flushed. Rank 0 only under multi_worker.
-     *  Reads path, separator, append. */
+     *  is empty; a last line without its line end, a row cut by a killed
+     *  writer, is removed first, with a warning). Each row is written whole
+     *  in one write: one that fails (a full disk) is cut back to the last
+     *  whole row and fit fails with KILN_ERROR_IO naming the file. Rank 0
+     *  only under multi_worker. Reads path, separator, append. */
     KILN_CALLBACK_CSV_LOGGER,
     /** TerminateOnNaN: a step whose loss or gradient is NaN or infinite
      *  (never applied, as always) ends fit normally, its reason saying which
