@@ -1521,9 +1521,10 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * kiln_model_save_weights (convolution kernels in ONNX's (F, C, kh, kw)).
  * Every layer kind and activation kiln has is exported (layer norm and
  * GELU, which opset 13 lacks, as the ops they are made of). The write is
- * atomic (a temporary file in the same folder, fsync'd and renamed). The
- * model is not changed; it is busy for the call (KILN_ERROR_STATE, as
- * kiln_model_get_weights).
+ * atomic (a temporary file in the same folder, fsync'd and renamed; a
+ * killed export's temporaries of `path` are removed first, as
+ * kiln_model_save_weights does). The model is not changed; it is busy for
+ * the call (KILN_ERROR_STATE, as kiln_model_get_weights).
  * KILN_ERROR_INVALID_ARGUMENT if path is NULL or empty, KILN_ERROR_STATE if
  * the model is not compiled, KILN_ERROR_UNSUPPORTED naming the layer for a
  * layer kind or activation with no ONNX form (one added to kiln later than
@@ -1670,8 +1671,11 @@ typedef enum kiln_callback_kind {
      *  value as Python prints a float (0.25, 1e-05, 2.0), fields separated
      *  by `separator` (0: ','), lines ending in "\r\n". The file is replaced
      *  unless `append` (then rows are added, under a header only if the file
-     *  is empty); every row is flushed. Rank 0 only under multi_worker.
-     *  Reads path, separator, append. */
+     *  is empty; a last line without its line end, a row cut by a killed
+     *  writer, is removed first, with a warning). Each row is written whole
+     *  in one write: one that fails (a full disk) is cut back to the last
+     *  whole row and fit fails with KILN_ERROR_IO naming the file. Rank 0
+     *  only under multi_worker. Reads path, separator, append. */
     KILN_CALLBACK_CSV_LOGGER,
     /** TerminateOnNaN: a step whose loss or gradient is NaN or infinite
      *  (never applied, as always) ends fit normally, its reason saying which
@@ -1791,10 +1795,14 @@ typedef struct kiln_fit_options {
     int32_t resume;
     /** A step whose loss or any parameter gradient is NaN or infinite never
      *  updates the parameters (a gradient can be NaN under a finite loss: a
-     *  ReLU maps NaN to 0). By default fit then stops with
-     *  KILN_ERROR_NUMERIC naming the step;
-     *  nonzero: it skips the step, counts it (kiln_epoch_record.skipped_steps)
-     *  and goes on. */
+     *  ReLU maps NaN to 0); nor does one whose update would leave a
+     *  parameter or the optimizer's state NaN or infinite from a finite loss
+     *  and gradients (Adam's squared gradient overflows past 1.8e19): the
+     *  update is checked before it is made. By default fit then stops with
+     *  KILN_ERROR_NUMERIC naming the step and which of the two went
+     *  non-finite; nonzero: it skips the step, counts it
+     *  (kiln_epoch_record.skipped_steps) and goes on, the parameters and
+     *  optimizer state as they were before it. */
     int32_t skip_nonfinite;
     /** Keras's validation_split: the last fraction of the training samples,
      *  taken before shuffling, is held out and evaluated after each epoch
@@ -2009,8 +2017,12 @@ KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i
  * by PyTorch, NumPy and the safetensors tools): one F32 tensor per
  * parameter, named "<layer name>/<parameter>" ("conv2d/kernel",
  * "dense_1/bias"), with kiln's shapes (dense kernel (in, units), conv kernel
- * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder,
- * fsync'd and renamed, so an interrupted save leaves the previous file whole.
+ * (kh, kw, C, F)). The write is atomic: a temporary file in the same folder
+ * ("<path>.tmp-<pid>-<n>"), fsync'd and renamed, so an interrupted save
+ * leaves the previous file whole. The temporaries of `path` that a killed
+ * save left (their process is gone) are removed first, each logged as a
+ * warning, so that leftovers never fill the disk; so do every other save
+ * and ONNX export, and ModelCheckpoint's.
  * KILN_ERROR_STATE if not compiled, KILN_ERROR_INVALID_ARGUMENT if path is
  * NULL or empty, KILN_ERROR_IO if the file cannot be written (the message
  * names the path and the system's reason).

@@ -11,7 +11,7 @@
 # 4 (_small_groups) and with every convolution through im2col and every GEMM
 # through CLBlast (_clblast); test_attention runs attention's (dropout,
 # the causal mask, cross-attention); gradcheck and train add the losses,
-# the optimizers and multi-layer backward passes; nonfinite the finite
+# the optimizers and multi-layer backward passes; nonfinite the update
 # check; sequence_labels the losses and metrics per position, with
 # ignored ones; multi_output the losses of several outputs into their
 # slots of the sums. A name ending in _gpu_kernels runs its test through the
@@ -19,10 +19,12 @@
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. So is test_embedding_gpu_kernels (130 s):
 # test_layers_gpu_kernels runs the embedding's links and sort.cl's sort on
-# more ids. --uninitialized is left out too: in
-# Oclgrind 21.10 it flags values built in vectors (its issue 126: here
-# kiln_load8's) and changes what runs: test_layers' convolution, pooling and
-# dropout checks, which pass without it, fail with it.
+# more ids. So is test_nonfinite_gpu_kernels (2 to 6 minutes: every strategy's
+# fits): name it when the update check's GPU variant changes.
+# --uninitialized is left out too: in Oclgrind 21.10 it flags values built
+# in vectors (its issue 126: here kiln_load8's) and changes what runs:
+# test_layers' convolution, pooling and dropout checks, which pass without
+# it, fail with it.
 #
 # Test names as arguments run those instead; logs are in build/oclgrind/.
 set -eu

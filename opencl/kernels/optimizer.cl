@@ -1,59 +1,185 @@
 /* Optimizer updates over the flat parameter buffer: one work-item per
  * parameter, so they never need to know what a layer is. */
 
+/* One parameter's update, written once for the kernels that apply it and
+ * for the check that runs before them (kiln_optimizer_check_update), so
+ * that both compute the same floats: float or float8 operands alike, each
+ * a value already loaded (an operand appears more than once). */
+
 /* Keras SGD: v = momentum * v - lr * g; p += v (Nesterov: p += momentum * v - lr * g). */
-/* guard: the step's loss sums; a non-finite loss skips the update, so a NaN
- * step never reaches the parameters (use_guard 0: the host decided). */
-__kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __global float *v,
-                                 int n, float lr, float momentum, int nesterov,
-                                 __global const float *guard, int use_guard)
-{
-    const int i = get_global_id(0);
-    if (i >= n || (use_guard && !isfinite(guard[0])))
-        return;
-    if (momentum == 0.0f) {
-        p[i] -= lr * g[i];
-        return;
-    }
-    const float vi = momentum * v[i] - lr * g[i];
-    v[i] = vi;
-    p[i] += nesterov ? momentum * vi - lr * g[i] : vi;
-}
+#define KILN_SGD_STEP(p, g, v, vi, pi)                                                     \
+    do {                                                                                   \
+        vi = momentum * (v) - lr * (g);                                                    \
+        pi = momentum == 0.0f ? (p) - lr * (g)                                             \
+                              : nesterov ? (p) + (momentum * vi - lr * (g)) : (p) + vi;    \
+    } while (0)
 
 /* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
-__kernel void kiln_optimizer_adam_gpu(__global float *p, __global const float *g, __global float *m,
-                                      __global float *v, int n, float alpha, float beta_1,
-                                      float beta_2, float epsilon, __global const float *guard,
-                                      int use_guard)
+#define KILN_ADAM_STEP(p, g, m, v, mi, vi, pi)                                             \
+    do {                                                                                   \
+        mi = (m) + ((g) - (m)) * (1.0f - beta_1);                                          \
+        vi = (v) + ((g) * (g) - (v)) * (1.0f - beta_2);                                    \
+        pi = (p) - alpha * mi / (sqrt(vi) + epsilon);                                      \
+    } while (0)
+
+/* guard: the step's sums. With use_guard, a non-finite guard[grad_at] (the
+ * loss, or a gradient the check found) or guard[update_at] (an update the
+ * check found) skips the update, so a bad step never reaches the
+ * parameters or the optimizer's state (use_guard 0: the host decided). */
+inline int kiln_optimizer_held(__global const float *guard, int use_guard, int grad_at,
+                               int update_at)
+{
+    return use_guard && (!isfinite(guard[grad_at]) || !isfinite(guard[update_at]));
+}
+
+__kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __global float *v,
+                                 int n, float lr, float momentum, int nesterov,
+                                 __global const float *guard, int use_guard, int grad_at,
+                                 int update_at)
 {
     const int i = get_global_id(0);
-    if (i >= n || (use_guard && !isfinite(guard[0])))
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
         return;
-    const float gi = g[i];
-    const float mi = m[i] + (gi - m[i]) * (1.0f - beta_1);
-    const float vi = v[i] + (gi * gi - v[i]) * (1.0f - beta_2);
+    const float pp = p[i], gi = g[i], v0 = momentum == 0.0f ? 0.0f : v[i];
+    float vi, pi;
+    KILN_SGD_STEP(pp, gi, v0, vi, pi);
+    if (momentum != 0.0f)
+        v[i] = vi;
+    p[i] = pi;
+}
+
+__kernel void kiln_optimizer_adam_gpu(__global float *p, __global const float *g, __global float *m,
+                                  __global float *v, int n, float alpha, float beta_1, float beta_2,
+                                  float epsilon, __global const float *guard, int use_guard,
+                                  int grad_at, int update_at)
+{
+    const int i = get_global_id(0);
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
+        return;
+    const float pp = p[i], gi = g[i], m0 = m[i], v0 = v[i];
+    float mi, vi, pi;
+    KILN_ADAM_STEP(pp, gi, m0, v0, mi, vi, pi);
     m[i] = mi;
     v[i] = vi;
-    p[i] -= alpha * mi / (sqrt(vi) + epsilon);
+    p[i] = pi;
 }
 
 /* kiln_optimizer_adam_gpu eight parameters per work-item: the CPU variant (a
  * work-item per float ran the seed ResNet's 11M-parameter update at about
  * 5 GB/s on PoCL). The same arithmetic lane by lane. */
 __kernel void kiln_optimizer_adam_cpu(__global float *p, __global const float *g,
-                                      __global float *m, __global float *v, int n, float alpha,
-                                      float beta_1, float beta_2, float epsilon,
-                                      __global const float *guard, int use_guard)
+                                   __global float *m, __global float *v, int n, float alpha,
+                                   float beta_1, float beta_2, float epsilon,
+                                   __global const float *guard, int use_guard, int grad_at,
+                                   int update_at)
 {
     const int i = get_global_id(0) * 8;
-    if (i >= n || (use_guard && !isfinite(guard[0])))
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
         return;
     const int count = n - i;
-    const float8 gi = kiln_load8(g + i, count), m0 = kiln_load8(m + i, count);
-    const float8 v0 = kiln_load8(v + i, count);
-    const float8 mi = m0 + (gi - m0) * (1.0f - beta_1);
-    const float8 vi = v0 + (gi * gi - v0) * (1.0f - beta_2);
+    const float8 pp = kiln_load8(p + i, count), gi = kiln_load8(g + i, count);
+    const float8 m0 = kiln_load8(m + i, count), v0 = kiln_load8(v + i, count);
+    float8 mi, vi, pi;
+    KILN_ADAM_STEP(pp, gi, m0, v0, mi, vi, pi);
     kiln_store8(m + i, mi, count);
     kiln_store8(v + i, vi, count);
-    kiln_store8(p + i, kiln_load8(p + i, count) - alpha * mi / (sqrt(vi) + epsilon), count);
+    kiln_store8(p + i, pi, count);
+}
+
+/* The update of g[i], checked before it is committed: reads what the update
+ * would read and computes what it would write, writing none of it. g * 0 is
+ * NaN for a NaN or infinite g, else 0; the same for the new parameter and
+ * optimizer state. Adam when `adam`, else SGD (m its velocity, read only
+ * with momentum; v unused). Adds the gradient's term to sg, the update's
+ * to su. */
+#define KILN_CHECK_STEP(T, pp, gg, mm, vv, sg, su)                                         \
+    do {                                                                                   \
+        const T p0 = (pp), gi = (gg), m0 = (mm), v0 = (vv);                                \
+        T mi, vi, pi;                                                                      \
+        sg += gi * 0.0f;                                                                   \
+        if (adam) {                                                                        \
+            KILN_ADAM_STEP(p0, gi, m0, v0, mi, vi, pi);                                    \
+            su += mi * 0.0f + vi * 0.0f + pi * 0.0f;                                       \
+        } else {                                                                           \
+            KILN_SGD_STEP(p0, gi, m0, mi, pi);                                             \
+            su += pi * 0.0f + (momentum == 0.0f ? (T)(0.0f) : mi * 0.0f);                  \
+        }                                                                                  \
+    } while (0)
+
+/* Makes guard[grad_at] NaN when any of g[0..n) is NaN or infinite, and
+ * guard[update_at] NaN when the update of p (and m, v) that the optimizer
+ * kernels above would make is not finite; leaves them alone otherwise. The
+ * optimizers' guard then skips the step: the update is checked before it is
+ * committed, so there is nothing to undo (a ReLU turns a NaN into 0, so the
+ * loss can be finite while a gradient is not; features near FLT_MAX keep
+ * the gradient finite while Adam's g * g overflows). alpha is Adam's step,
+ * lr SGD's. The host bounds the grid; each work-group takes one contiguous
+ * stretch, its items neighbouring floats (one stream per group: a CPU
+ * thread reads on through its cache lines, a GPU coalesces; a grid-wide
+ * stride read 64 KiB apart, 10x slower here). It sums the terms in local
+ * memory, and a group that finds one writes NaN with an atomic exchange,
+ * the one write to the guard that several groups can make. Work-groups are
+ * a power of two, <= 64. */
+__kernel void kiln_optimizer_check_update_gpu(__global const float *p, __global const float *g,
+                                          __global const float *m, __global const float *v,
+                                          int n, int adam, float lr, float momentum,
+                                          int nesterov, float alpha, float beta_1,
+                                          float beta_2, float epsilon, __global float *guard,
+                                          int grad_at, int update_at)
+{
+    __local float pg[64], pu[64];
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    const int groups = get_num_groups(0);
+    /* Whole groups' worth per stretch, so no item runs past its own. */
+    const int stretch = (n / groups + group) / group * group;
+    const int start = get_group_id(0) * stretch;
+    const int end = min(n, start + stretch);
+    float sg = 0.0f, su = 0.0f;
+    for (int i = start + lid; i < end; i += group)
+        KILN_CHECK_STEP(float, p[i], g[i], adam || momentum != 0.0f ? m[i] : 0.0f,
+                        adam ? v[i] : 0.0f, sg, su);
+    pg[lid] = sg;
+    pu[lid] = su;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = group / 2; step > 0; step /= 2) {
+        if (lid < step) {
+            pg[lid] += pg[lid + step];
+            pu[lid] += pu[lid + step];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && pg[0] != 0.0f)
+        atomic_xchg((volatile __global float *)(guard + grad_at), NAN);
+    if (lid == 0 && pu[0] != 0.0f)
+        atomic_xchg((volatile __global float *)(guard + update_at), NAN);
+}
+
+/* The CPU variant: each work-item one contiguous stretch (a multiple of 8
+ * floats), read eight at a time; one that finds a NaN or infinity writes
+ * NaN as above. No local memory: on a CPU a group's items take turns, and
+ * the variant above had each of them read every 64th float of its group's
+ * stretch. */
+__kernel void kiln_optimizer_check_update_cpu(__global const float *p, __global const float *g,
+                                           __global const float *m, __global const float *v,
+                                           int n, int adam, float lr, float momentum,
+                                           int nesterov, float alpha, float beta_1,
+                                           float beta_2, float epsilon, __global float *guard,
+                                           int grad_at, int update_at)
+{
+    const int items = get_global_size(0);
+    const int stretch = ((n + items - 1) / items + 7) / 8 * 8;
+    const int start = get_global_id(0) * stretch, end = min(n, start + stretch);
+    const int slots = adam ? 2 : momentum != 0.0f;
+    float8 sg = (float8)(0.0f), su = (float8)(0.0f);
+    for (int i = start; i < end; i += 8) {
+        const int count = end - i;
+        KILN_CHECK_STEP(float8, kiln_load8(p + i, count), kiln_load8(g + i, count),
+                        slots > 0 ? kiln_load8(m + i, count) : (float8)(0.0f),
+                        slots > 1 ? kiln_load8(v + i, count) : (float8)(0.0f), sg, su);
+    }
+    if (kiln_sum8(sg) != 0.0f)
+        atomic_xchg((volatile __global float *)(guard + grad_at), NAN);
+    if (kiln_sum8(su) != 0.0f)
+        atomic_xchg((volatile __global float *)(guard + update_at), NAN);
 }

@@ -319,6 +319,7 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
         return kiln_error_oom(ctx, "a safetensors header", hlen);
     char tmp[4200];
     kiln_status st = KILN_OK;
+    kiln_remove_dead_temporaries(&ctx->host, path);
     const int fd = kiln_create_temporary(path, tmp, sizeof tmp);
     if (fd < 0) {
         kiln_free(ctx, header);
@@ -342,14 +343,17 @@ kiln_status kiln_st_write(kiln_context *ctx, const char *path, const kiln_st_ent
         st = kiln_error(ctx, KILN_ERROR_IO, "writing %s failed: %s; %s is unchanged", tmp,
                         strerror(saved_errno ? saved_errno : errno), path);
         unlink(tmp);
+        kiln_temporary_closed();
         return st;
     }
     if (rename(tmp, path) != 0) {
         st = kiln_error(ctx, KILN_ERROR_IO, "renaming %s to %s failed: %s", tmp, path,
                         strerror(errno));
         unlink(tmp);
+        kiln_temporary_closed();
         return st;
     }
+    kiln_temporary_closed();
     kiln_sync_folder_of(path);   /* the rename itself must survive a crash */
     return KILN_OK;
 }

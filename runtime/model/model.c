@@ -233,10 +233,10 @@ void kiln_update_begin(kiln_update *u, const kiln_model *m)
     u->lr = kiln_model_learning_rate(m, m->n_optimizer_steps);
 }
 
-void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum)
+void kiln_update_end(kiln_update *u, kiln_model *m, const double *sums)
 {
     u->micro = u->final_micro ? 0 : u->micro + 1;
-    if (u->final_micro && isfinite(loss_sum))
+    if (u->final_micro && !kiln_sums_skipped(sums))
         m->n_optimizer_steps++;
 }
 

@@ -281,9 +281,9 @@ typedef struct kiln_update {
 
 /* Before a training step of `m`. */
 void kiln_update_begin(kiln_update *u, const kiln_model *m);
-/* After it, with the step's summed loss: the cycle moves on, and a final
- * step counts as an optimizer step unless its loss was non-finite (every
- * replica then skipped the update). */
-void kiln_update_end(kiln_update *u, kiln_model *m, double loss_sum);
+/* After it, with the step's sums: the cycle moves on, and a final step
+ * counts as an optimizer step unless its loss, a gradient or its update was
+ * non-finite (kiln_sums_skipped: every replica then skipped the update). */
+void kiln_update_end(kiln_update *u, kiln_model *m, const double *sums);
 
 #endif

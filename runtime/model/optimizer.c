@@ -1,4 +1,5 @@
 #include "runtime/model/optimizer.h"
+#include "runtime/model/strategy.h"
 
 #include <assert.h>
 #include <math.h>
@@ -146,72 +147,125 @@ int kiln_optimizer_all_finite(const float *x, size_t n)
 #define FINITE_ITEMS (256 * 64)
 #define CPU_STRETCH 4096
 
-kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *grads, size_t n,
-                                        kiln_buffer *guard)
+/* SGD without momentum never reads its velocity; the gradient stands in. */
+static const kiln_buffer *slot_or(kiln_buffer *const *slots, int i, int count,
+                                  const kiln_buffer *grads)
 {
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)n),
-                            kiln_arg_buffer(guard));
+    return i < count ? slots[i] : grads;
+}
+
+kiln_status kiln_optimizer_check_update(kiln_device *dev, const kiln_optimizer_options *o,
+                                        double lr, const kiln_buffer *params,
+                                        const kiln_buffer *grads, kiln_buffer *const *slots,
+                                        size_t n, int64_t step, kiln_buffer *guard, int grad_at)
+{
+    const int count = kiln_optimizer_slot_count(o);
+    const int adam = o->kind == KILN_OPTIMIZER_ADAM;
+    kiln_status st = kiln_buffer_zero(dev, guard, KILN_SUM_UPDATE * sizeof(float),
+                                      sizeof(float));
+    if (st != KILN_OK)
+        return st;
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(grads),
+                            kiln_arg_buffer(slot_or(slots, 0, count, grads)),
+                            kiln_arg_buffer(slot_or(slots, 1, count, grads)),
+                            kiln_arg_int((int64_t)n), kiln_arg_int(adam),
+                            kiln_arg_float((float)lr), kiln_arg_float(o->momentum),
+                            kiln_arg_int(o->nesterov ? 1 : 0),
+                            kiln_arg_float(adam ? (float)adam_alpha(o, lr, step) : 0.0f),
+                            kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
+                            kiln_arg_float(o->epsilon), kiln_arg_buffer(guard),
+                            kiln_arg_int(grad_at), kiln_arg_int(KILN_SUM_UPDATE));
     /* The CPU variant: stretches of at least CPU_STRETCH floats an item. */
     const size_t items = (n + CPU_STRETCH - 1) / CPU_STRETCH;
     const kiln_range cpu = {.dims = 1, .size = {items < FINITE_ITEMS ? items : FINITE_ITEMS}};
     const kiln_range gpu = {.dims = 1, .size = {n < FINITE_ITEMS ? n : FINITE_ITEMS}};
-    return kiln_run_variant(dev, "gradients", "kiln_gradients_check_finite", &cpu, &gpu, a);
+    return kiln_run_variant(dev, "optimizer", "kiln_optimizer_check_update", &cpu, &gpu, a);
 }
 
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step,
-                                 kiln_buffer *guard)
+                                 kiln_buffer *guard, int guard_loss)
 {
+    /* The host checked the gradient when the loss is not the guard's. */
+    const int grad_at = guard_loss ? KILN_SUM_LOSS : KILN_SUM_UPDATE;
     if (guard) {
-        const kiln_status st = kiln_optimizer_check_finite(dev, grads, n, guard);
+        const kiln_status st = kiln_optimizer_check_update(dev, o, lr, params, grads, slots, n,
+                                                           step, guard, grad_at);
         if (st != KILN_OK)
             return st;
     }
     const kiln_arg g = kiln_arg_buffer(guard ? guard : grads);
     const kiln_arg use = kiln_arg_int(guard != NULL);
+    const kiln_arg at = kiln_arg_int(grad_at), update_at = kiln_arg_int(KILN_SUM_UPDATE);
     if (o->kind == KILN_OPTIMIZER_ADAM) {
         const double alpha = adam_alpha(o, lr, step);
         kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(grads),
                                 kiln_arg_buffer(slots[0]), kiln_arg_buffer(slots[1]),
                                 kiln_arg_int((int64_t)n), kiln_arg_float((float)alpha),
                                 kiln_arg_float(o->beta_1), kiln_arg_float(o->beta_2),
-                                kiln_arg_float(o->epsilon), g, use);
+                                kiln_arg_float(o->epsilon), g, use, at, update_at);
         /* Eight parameters a work-item, or one. */
         const kiln_range cpu = {.dims = 1, .size = {(n + 7) / 8}};
         const kiln_range gpu = {.dims = 1, .size = {n}};
         return kiln_run_variant(dev, "optimizer", "kiln_optimizer_adam", &cpu, &gpu, a);
     }
-    /* SGD without momentum never reads its velocity; pass the gradient. */
-    const kiln_buffer *velocity = o->momentum > 0.0f ? slots[0] : grads;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(grads),
-                            kiln_arg_buffer(velocity), kiln_arg_int((int64_t)n),
-                            kiln_arg_float((float)lr), kiln_arg_float(o->momentum),
-                            kiln_arg_int(o->nesterov ? 1 : 0), g, use);
+                            kiln_arg_buffer(slot_or(slots, 0, kiln_optimizer_slot_count(o),
+                                                    grads)),
+                            kiln_arg_int((int64_t)n), kiln_arg_float((float)lr),
+                            kiln_arg_float(o->momentum), kiln_arg_int(o->nesterov ? 1 : 0), g,
+                            use, at, update_at);
     return kiln_run1(dev, "optimizer", "kiln_optimizer_sgd", n, a);
+}
+
+/* One parameter's update on the host, in float32 as on a device: the
+ * optimizer kernels' arithmetic (opencl/kernels/optimizer.cl). */
+static void host_step(const kiln_optimizer_options *o, float rate, float alpha, float p,
+                      float g, float s0, float s1, float *pi, float *m, float *v)
+{
+    if (o->kind == KILN_OPTIMIZER_ADAM) {
+        *m = s0 + (g - s0) * (1.0f - o->beta_1);
+        *v = s1 + (g * g - s1) * (1.0f - o->beta_2);
+        *pi = p - alpha * *m / (sqrtf(*v) + o->epsilon);
+        return;
+    }
+    *m = o->momentum * s0 - rate * g;
+    *pi = o->momentum == 0.0f ? p - rate * g
+                              : o->nesterov ? p + (o->momentum * *m - rate * g) : p + *m;
+    *v = 0.0f;
+}
+
+int kiln_optimizer_update_finite_host(const kiln_optimizer_options *o, double lr,
+                                      const float *p, const float *g, float *const *slots,
+                                      size_t n, int64_t step)
+{
+    const int count = kiln_optimizer_slot_count(o);
+    const float rate = (float)lr;
+    const float alpha = o->kind == KILN_OPTIMIZER_ADAM ? (float)adam_alpha(o, lr, step) : 0.0f;
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float pi, m, v;
+        host_step(o, rate, alpha, p[i], g[i], count > 0 ? slots[0][i] : 0.0f,
+                  count > 1 ? slots[1][i] : 0.0f, &pi, &m, &v);
+        acc += g[i] * 0.0f + pi * 0.0f + m * 0.0f + v * 0.0f;
+    }
+    return acc == 0.0f;
 }
 
 void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *p,
                                const float *g, float *const *slots, size_t n, int64_t step)
 {
-    if (o->kind == KILN_OPTIMIZER_ADAM) {
-        const float alpha = (float)adam_alpha(o, lr, step);
-        float *m = slots[0], *v = slots[1];
-        for (size_t i = 0; i < n; i++) {
-            m[i] += (g[i] - m[i]) * (1.0f - o->beta_1);
-            v[i] += (g[i] * g[i] - v[i]) * (1.0f - o->beta_2);
-            p[i] -= alpha * m[i] / (sqrtf(v[i]) + o->epsilon);
-        }
-        return;
-    }
+    const int count = kiln_optimizer_slot_count(o);
     const float rate = (float)lr;
+    const float alpha = o->kind == KILN_OPTIMIZER_ADAM ? (float)adam_alpha(o, lr, step) : 0.0f;
     for (size_t i = 0; i < n; i++) {
-        if (o->momentum == 0.0f) {
-            p[i] -= rate * g[i];
-            continue;
-        }
-        const float vi = o->momentum * slots[0][i] - rate * g[i];
-        slots[0][i] = vi;
-        p[i] += o->nesterov ? o->momentum * vi - rate * g[i] : vi;
+        float m, v;
+        host_step(o, rate, alpha, p[i], g[i], count > 0 ? slots[0][i] : 0.0f,
+                  count > 1 ? slots[1][i] : 0.0f, &p[i], &m, &v);
+        if (count > 0)
+            slots[0][i] = m;
+        if (count > 1)
+            slots[1][i] = v;
     }
 }

@@ -27,21 +27,37 @@ double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t ste
 /* Whether x[0..n) are all finite, on the host. */
 int kiln_optimizer_all_finite(const float *x, size_t n);
 
-/* Enqueues a check of grads[0..n) that makes guard[0] NaN when any of them
- * is NaN or infinite (and leaves it alone otherwise), so whoever reads the
- * guard sees the step as one with a non-finite loss. */
-kiln_status kiln_optimizer_check_finite(kiln_device *dev, const kiln_buffer *grads, size_t n,
-                                        kiln_buffer *guard);
+/* Enqueues the check of update number `step` (as kiln_optimizer_apply
+ * would make it) before it is committed, reading and writing nothing of
+ * the parameters or the optimizer's state: `guard` is the step's sums on
+ * the device, whose guard[KILN_SUM_UPDATE] it zeroes, then makes NaN when
+ * an updated parameter or slot would not be finite; a non-finite gradient
+ * makes guard[grad_at] NaN. Slots it leaves alone otherwise. */
+kiln_status kiln_optimizer_check_update(kiln_device *dev, const kiln_optimizer_options *o,
+                                        double lr, const kiln_buffer *params,
+                                        const kiln_buffer *grads, kiln_buffer *const *slots,
+                                        size_t n, int64_t step, kiln_buffer *guard, int grad_at);
 
 /* Applies update number `step` (counting from 1) to n parameters with
- * learning rate `lr`. With a `guard` (the step's loss sums, may be NULL),
- * a non-finite gradient first makes guard[0] NaN, and the update is
- * skipped on the device when guard[0] is not finite: a non-finite loss or
- * gradient never reaches the parameters, and the loss read back says so. */
+ * learning rate `lr`. With a `guard` (the step's sums, may be NULL), the
+ * update is first checked (kiln_optimizer_check_update) and skipped on the
+ * device when it would not be finite, so a bad update never reaches the
+ * parameters or the optimizer's state and guard[KILN_SUM_UPDATE] read back
+ * says so. With `guard_loss`, a non-finite loss (guard[KILN_SUM_LOSS]) also
+ * skips it and a non-finite gradient makes that loss NaN; without, the
+ * caller has checked the gradient and the guard's loss is not read (a
+ * replica's share of a reduced step). */
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step,
-                                 kiln_buffer *guard);
+                                 kiln_buffer *guard, int guard_loss);
+
+/* Whether update number `step` on host arrays (kiln_optimizer_apply_host's)
+ * leaves every parameter and slot finite, the gradient included; changes
+ * nothing. */
+int kiln_optimizer_update_finite_host(const kiln_optimizer_options *o, double lr,
+                                      const float *params, const float *grads,
+                                      float *const *slots, size_t n, int64_t step);
 
 /* The same update on host arrays, in float32 as on a device (central
  * storage). */

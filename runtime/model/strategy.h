@@ -6,6 +6,8 @@
 
 #include "kiln.h"
 
+#include <math.h>
+
 /* One global batch as assembled on the host: n samples of features and
  * labels (int32 ids or floats, per the loss). A sharded batch (fit and
  * evaluate under a multi-process strategy with a `shard` op) holds only
@@ -43,8 +45,19 @@ enum {
      * a sum over samples. */
     KILN_SUM_HEADS,
     KILN_SUM_HEAD_SLOTS = KILN_SUM_HEADS,
-    KILN_N_SUMS = KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS
+    /* Not a sum over samples: 0, or NaN when the step's update was checked
+     * and would have left a parameter or the optimizer's state non-finite
+     * under a finite loss and gradient; it was then not applied. */
+    KILN_SUM_UPDATE = KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS,
+    KILN_N_SUMS
 };
+
+/* Whether a training step's sums say its update was not applied: a
+ * non-finite loss (or gradient, reported as the loss), or update. */
+static inline int kiln_sums_skipped(const double *sums)
+{
+    return !isfinite(sums[KILN_SUM_LOSS]) || !isfinite(sums[KILN_SUM_UPDATE]);
+}
 
 static inline void kiln_sums_add(double *to, const double *from)
 {

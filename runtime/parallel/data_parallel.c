@@ -46,6 +46,7 @@ typedef struct dp_replica {
     double backward_end;         /* kiln_now() when its backward returned */
     float *state;                /* its non-trainable state after its last step */
     int nonfinite;               /* the reduced gradient of its last step was not finite */
+    int checked;                 /* its device checked its last step's update */
 } dp_replica;
 
 struct dp_strategy {
@@ -263,7 +264,10 @@ static kiln_status abandon_step(dp_replica *d, kiln_status st)
 /* Every replica applies the same update to its own copy. The reduced sum
  * is the same everywhere, so all skip a non-finite step alike; without a
  * reducer, the optimizer checks the replica's own loss and gradient on the
- * device. */
+ * device. Either way the device checks the update before committing it
+ * (one more pass over the parameters, gradient and optimizer state, no
+ * copy to restore): the replicas hold the same parameters and state, so
+ * all skip a non-finite update alike too. */
 static kiln_status apply_update(dp_replica *d)
 {
     const dp_strategy *dp = d->owner;
@@ -279,20 +283,31 @@ static kiln_status apply_update(dp_replica *d)
     }
     if (st == KILN_OK)
         st = kiln_optimizer_apply(r->dev, &m->optimizer, dp->update.lr, r->params, r->grads,
-                                  r->slots, m->n_trainable_floats, dp->update.number,
-                                  dp->reducer ? NULL : r->sums);
+                                  r->slots, m->n_trainable_floats, dp->update.number, r->sums,
+                                  dp->reducer == NULL);
+    d->checked = st == KILN_OK;
     return st;
 }
 
 /* The step's loss sums (its one synchronisation) and the replica's state,
- * which average_state takes the mean of. */
+ * which average_state takes the mean of. The update's verdict only from a
+ * step that checked one (the device's slot is stale otherwise); a replica
+ * without samples reads just that. */
 static kiln_status read_results(dp_replica *d)
 {
     const dp_strategy *dp = d->owner;
     kiln_replica *r = d->r;
     kiln_status st = KILN_OK;
-    if (d->shard.n > 0)
+    float verdict = 0.0f;
+    if (d->shard.n > 0) {
         st = kiln_replica_read_sums(r, d->sums);
+    } else if (d->checked) {
+        st = kiln_buffer_read(r->dev, r->sums, KILN_SUM_UPDATE * sizeof(float), &verdict,
+                              sizeof verdict);
+        d->sums[KILN_SUM_UPDATE] = verdict;
+    }
+    if (!d->checked)
+        d->sums[KILN_SUM_UPDATE] = 0.0;
     if (st == KILN_OK && dp->n_state)
         st = kiln_buffer_read(r->dev, r->params, dp->m->n_trainable_floats * sizeof(float),
                               d->state, dp->n_state * sizeof(float));
@@ -308,6 +323,7 @@ static kiln_status train_job(void *arg)
         st = pull_host_params(d);
     memset(d->sums, 0, sizeof d->sums);
     d->nonfinite = 0;
+    d->checked = 0;
     if (st == KILN_OK && d->shard.n > 0)
         st = compute_gradients(d);
     else if (st == KILN_OK && dp->update.final_micro && dp->reducer)
@@ -559,7 +575,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st != KILN_OK)
         return st;
     average_state(dp);
-    int nonfinite = 0;
+    int nonfinite = 0, update_nonfinite = 0;
     for (int k = 0; k < dp->n; k++)
         nonfinite |= dp->reps[k].nonfinite;
     if (dp->reducer && dp->update.final_micro) {
@@ -575,13 +591,19 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
         /* The reducer finished while the workers ran; its sum is the mean. */
         if (kiln_reducer_wait(dp->reducer, 0) != KILN_OK)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
-        if (kiln_optimizer_all_finite(kiln_reducer_result(dp->reducer), m->n_param_floats)) {
-            kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params,
-                                      kiln_reducer_result(dp->reducer), dp->host_slots,
-                                      m->n_trainable_floats, dp->update.number);
-            dp->params_version++;
-        } else {
+        const float *mean = kiln_reducer_result(dp->reducer);
+        /* The update checked before it is committed: one more pass on the host. */
+        if (!kiln_optimizer_all_finite(mean, m->n_param_floats)) {
             nonfinite = 1;
+        } else if (!kiln_optimizer_update_finite_host(&m->optimizer, dp->update.lr,
+                                                      dp->host_params, mean, dp->host_slots,
+                                                      m->n_trainable_floats,
+                                                      dp->update.number)) {
+            update_nonfinite = 1;
+        } else {
+            kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params, mean,
+                                      dp->host_slots, m->n_trainable_floats, dp->update.number);
+            dp->params_version++;
         }
     }
     st = local_sums(dp, sums);
@@ -590,10 +612,13 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
     /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): the
      * skipped update then reports a non-finite loss, which fit stops at or
      * skips and counts, as for a NaN loss. Every process's reduced sum is the
-     * same, so all agree. */
+     * same, so all agree; and so on the update, which each replica's sums
+     * carry in KILN_SUM_UPDATE (summed over the processes above). */
     if (nonfinite)
-        sums[0] = NAN;
-    kiln_update_end(&dp->update, m, sums[0]);
+        sums[KILN_SUM_LOSS] = NAN;
+    if (update_nonfinite)
+        sums[KILN_SUM_UPDATE] = NAN;
+    kiln_update_end(&dp->update, m, sums);
     return KILN_OK;
 }
 

@@ -108,18 +108,29 @@ static kiln_status step_job(void *arg)
         sums[0] = NAN;
     if (st != KILN_OK)
         worker_failed(w, st);
+    sums[KILN_SUM_UPDATE] = 0;   /* the device's slot is not this step's */
     if (st == KILN_OK && isfinite(sums[0])) {
         pthread_mutex_lock(&p->store_lock);
         const double lr = kiln_model_learning_rate(m, p->version);
-        kiln_optimizer_apply_host(&m->optimizer, lr, p->params, w->grads, p->slots,
-                                  m->n_trainable_floats, p->version + 1);
-        memcpy(p->params + m->n_trainable_floats, w->snapshot + m->n_trainable_floats,
-               (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
+        /* The push's update, checked on the store before it is made: one
+         * more pass over parameters, gradient and state, nothing to undo. */
+        const int applied = kiln_optimizer_update_finite_host(&m->optimizer, lr, p->params,
+                                                              w->grads, p->slots,
+                                                              m->n_trainable_floats,
+                                                              p->version + 1);
+        if (applied) {
+            kiln_optimizer_apply_host(&m->optimizer, lr, p->params, w->grads, p->slots,
+                                      m->n_trainable_floats, p->version + 1);
+            memcpy(p->params + m->n_trainable_floats, w->snapshot + m->n_trainable_floats,
+                   (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
+        }
         const int64_t lag = p->version - version;
-        p->version++;
+        p->version += applied;
         pthread_mutex_unlock(&p->store_lock);
+        if (!applied)
+            sums[KILN_SUM_UPDATE] = NAN;
         pthread_mutex_lock(&p->lock);
-        p->stats.reductions++;
+        p->stats.reductions += applied;
         if (lag > p->stats.max_staleness)
             p->stats.max_staleness = lag;
         pthread_mutex_unlock(&p->lock);

@@ -47,6 +47,7 @@ typedef struct psm {
     int64_t *clock, *replied;     /* per worker: pushes, version of its last reply */
     int *done, *deferred;
     int n_done;
+    int skipped;                  /* pushes this epoch whose update on this shard was not finite */
     pthread_t server;
     int server_started;
     kiln_flag stop;
@@ -93,18 +94,29 @@ static kiln_status release_deferred(psm *p)
 }
 
 /* Applies push g (this store's shard) from worker w (under the lock): the
- * trainable part through the optimizer, the state part as sent. */
+ * trainable part through the optimizer, the state part as sent. The update
+ * is checked before it is made: one that would leave a parameter or the
+ * optimizer's state of the shard non-finite is dropped here, as a push with
+ * a non-finite loss is (the other stores check their shards alike, and may
+ * apply theirs), and reported at the epoch's end. */
 static kiln_status apply_push(psm *p, int w, const float *g)
 {
     kiln_model *m = p->m;
     const size_t nt = m->n_trainable_floats;
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
-    if (isfinite(g[hi - lo])) {
-        const double lr = kiln_model_learning_rate(m, p->version);
-        const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
-        float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
-        for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
-            slots[i] = p->slots[i] ? p->slots[i] + lo : NULL;
+    const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
+    for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+        slots[i] = p->slots[i] ? p->slots[i] + lo : NULL;
+    const double lr = kiln_model_learning_rate(m, p->version);
+    int finite = isfinite(g[hi - lo]);
+    if (finite && t_hi > lo &&
+        !kiln_optimizer_update_finite_host(&m->optimizer, lr, p->params + lo, g, slots,
+                                           t_hi - lo, p->version + 1)) {
+        finite = 0;
+        p->skipped++;
+    }
+    if (finite) {
         if (t_hi > lo)
             kiln_optimizer_apply_host(&m->optimizer, lr, p->params + lo, g, slots, t_hi - lo,
                                       p->version + 1);
@@ -221,6 +233,7 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st == KILN_OK)
         st = kiln_replica_write_params(r, p->msg);
     s[KILN_SUM_SAMPLES] = b->n;
+    s[KILN_SUM_UPDATE] = 0;   /* the stores check the update and report at drain */
     memcpy(sums, s, sizeof s);
     kiln_sums_add(p->reported, sums);
     return st;
@@ -233,6 +246,7 @@ static kiln_status psm_drain(void *impl, double *sums)
     kiln_model *m = p->m;
     const size_t n = m->n_param_floats;
     kiln_status st = KILN_OK;
+    int skipped = 0;
     if (p->rank >= p->stores) {
         float one = 1;
         for (int k = 0; k < p->stores && st == KILN_OK; k++)
@@ -255,10 +269,15 @@ static kiln_status psm_drain(void *impl, double *sums)
                             p->workers, m->step_timeout);
         p->n_done = 0;
         memset(p->done, 0, (size_t)p->workers * sizeof(int));
+        skipped = p->skipped;
+        p->skipped = 0;
         pthread_mutex_unlock(&p->lock);
     }
     double all[KILN_N_SUMS];
     memcpy(all, p->reported, sizeof all);
+    /* A dropped update reaches every rank's fit through the sum. */
+    if (skipped)
+        all[KILN_SUM_UPDATE] = NAN;
     if (st == KILN_OK)
         st = kiln_mpi_sum_doubles(p->mpi, all, KILN_N_SUMS, m->step_timeout);
     for (int i = 0; i < KILN_N_SUMS; i++) {

@@ -15,8 +15,8 @@
  * sets (replica views sharing the stage's parameters). Parameter gradients
  * accumulate over the micro-batches; each stage then applies the
  * optimizer to its own parameters, once every stage has said whether its
- * gradients were finite and the last stage whether the loss was: all
- * stages apply the update or none does. */
+ * gradients and the update they make were finite and the last stage
+ * whether the loss was: all stages apply the update or none does. */
 #include "runtime/parallel/first_run.h"
 #include "runtime/model/loss.h"
 #include "runtime/parallel/partition.h"
@@ -76,6 +76,7 @@ struct pp {
     int64_t pass;
     int64_t verdict_pass;         /* every stage's verdict is in */
     int finite;                   /* the loss and every stage's gradients */
+    int update_finite;            /* every stage's update, checked before it is made */
     int32_t verdicts;             /* stages that gave theirs this pass */
     int abort;
     pthread_mutex_t lock;
@@ -313,19 +314,25 @@ static int32_t schedule(const pp *p, int32_t st, int32_t *ops)
     return k;
 }
 
-/* Whether the stage's gradients about to be applied are all finite: a
- * NaN can hide under a finite loss (a ReLU maps NaN to 0). Checked on the
- * device into the stage's loss sums, free once its forwards are done; one
- * float comes back. */
-static kiln_status gradients_finite(kiln_replica *base, int *finite)
+/* Whether the stage's gradients about to be applied are all finite (a NaN
+ * can hide under a finite loss: a ReLU maps NaN to 0), and the parameters
+ * and optimizer state the update would leave: checked on the device, in one
+ * pass that writes nothing but the stage's loss sums, free once its
+ * forwards are done; the sums come back. */
+static kiln_status update_verdict(const pp *p, kiln_replica *base, int *finite,
+                                  int *update_finite)
 {
+    const kiln_model *m = p->m;
     double sums[KILN_N_SUMS];
-    kiln_status st = kiln_buffer_zero(base->dev, base->sums, 0, sizeof(float));
+    kiln_status st = kiln_buffer_zero(base->dev, base->sums, 0, KILN_N_SUMS * sizeof(float));
     if (st == KILN_OK)
-        st = kiln_optimizer_check_finite(base->dev, base->grads, base->n_trainable, base->sums);
+        st = kiln_optimizer_check_update(base->dev, &m->optimizer, p->update.lr, base->params,
+                                         base->grads, base->slots, base->n_trainable,
+                                         p->update.number, base->sums, KILN_SUM_LOSS);
     if (st == KILN_OK)
         st = kiln_replica_read_sums(base, sums);
-    *finite = st == KILN_OK && isfinite(sums[0]);
+    *finite = st == KILN_OK && isfinite(sums[KILN_SUM_LOSS]);
+    *update_finite = st == KILN_OK && isfinite(sums[KILN_SUM_UPDATE]);
     return st;
 }
 
@@ -353,23 +360,25 @@ static kiln_status stage_job(void *arg)
     }
     if (st != KILN_OK || p->job != PP_TRAIN)
         return st;
-    int finite = 1;
+    int finite = 1, update_finite = 1;
     if (p->update.final_micro && base->n_trainable > 0)
-        st = gradients_finite(base, &finite);
+        st = update_verdict(p, base, &finite, &update_finite);
     if (st != KILN_OK)
         return stage_failed(stage, base, st);
     pthread_mutex_lock(&p->lock);
     p->finite &= finite && (!is_last(stage) || isfinite(stage->sums[0]));
+    p->update_finite &= update_finite;
     if (++p->verdicts == p->n) {
         p->verdict_pass = p->pass;
         pthread_cond_broadcast(&p->cond);
     }
     pthread_mutex_unlock(&p->lock);
     st = wait_for(stage, &p->verdict_pass);
-    if (st == KILN_OK && p->update.final_micro && p->finite && base->n_trainable > 0)
+    if (st == KILN_OK && p->update.final_micro && p->finite && p->update_finite &&
+        base->n_trainable > 0)
         st = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
                                   base->grads, base->slots, base->n_trainable,
-                                  p->update.number, NULL);
+                                  p->update.number, NULL, 0);
     if (st == KILN_OK)
         st = kiln_device_finish(base->dev);
     return st == KILN_OK ? KILN_OK : stage_failed(stage, base, st);
@@ -514,6 +523,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     p->pass++;
     p->abort = 0;
     p->finite = 1;
+    p->update_finite = 1;
     p->verdicts = 0;
     p->serial = 0;
     for (int32_t mb = 0; mb < p->n_micro; mb++)
@@ -559,12 +569,14 @@ static kiln_status pp_train_step(void *impl, const kiln_batch *b, double *sums)
     if (st != KILN_OK)
         return st;
     const pp_stage *last = &p->stages[p->n - 1];
-    /* A non-finite gradient under a finite loss skipped the update: the loss
-     * says so, and fit stops at it or skips and counts it. */
+    /* A non-finite gradient under a finite loss, or update, skipped the
+     * update: the loss or KILN_SUM_UPDATE says so, and fit stops at it or
+     * skips and counts it. */
     memcpy(sums, last->sums, sizeof last->sums);
+    sums[KILN_SUM_UPDATE] = p->update_finite ? 0.0 : NAN;
     if (!p->finite)
         sums[KILN_SUM_LOSS] = NAN;
-    kiln_update_end(&p->update, m, sums[0]);
+    kiln_update_end(&p->update, m, sums);
     return KILN_OK;
 }
 

@@ -9,7 +9,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -744,29 +743,30 @@ static void free_list(kiln_context *ctx, char **names, int n)
 }
 
 /* A temporary file of a save: "<checkpoint>.tmp-<pid>-<n>" (see
- * kiln_st_write). Returns its step and writer, or 0 for any other name. */
+ * kiln_create_temporary). Returns its step and writer, or 0 for any other
+ * name. */
 static int parse_temporary(const char *name, long long *step, long *pid)
 {
     const size_t stem = 5 + 12 + 12;   /* "ckpt-<12 digits>.safetensors" */
-    char *end;
-    if (strlen(name) <= stem || strncmp(name + stem, ".tmp-", 5) != 0)
+    if (strlen(name) <= stem)
         return 0;
     char checkpoint[5 + 12 + 12 + 1];
     memcpy(checkpoint, name, stem);
     checkpoint[stem] = '\0';
-    if (!is_checkpoint(checkpoint))
+    if (!is_checkpoint(checkpoint) || !kiln_temporary_pid(name, stem, pid))
         return 0;
     *step = strtoll(name + 5, NULL, 10);
-    *pid = strtol(name + stem + 5, &end, 10);
-    return end != name + stem + 5 && *end == '-';
+    return 1;
 }
 
 /* A killed save leaves its temporary file behind, and on a small disk such
  * leftovers would block every later save. A temporary is stale when its
- * writer is gone, is this process itself while no save of ours is under
- * way (a container restart can reuse the killed writer's id), or wrote an
- * older step than the newest complete checkpoint. Only the folder's one
- * writer calls this (rank 0), so no live save of a newer step is removed. */
+ * writer is gone (kiln_temporary_writer_gone: this process itself counts
+ * while no save of ours is under way), or wrote an older step than the
+ * newest complete checkpoint. Only the folder's one writer calls this
+ * (rank 0), so no live save of a newer step is removed. Each save also
+ * removes its own file's dead temporaries (kiln_remove_dead_temporaries);
+ * this finds the other checkpoints'. */
 static void remove_stale_temporaries(kiln_model *m, const char *dir, long long newest)
 {
     DIR *d = opendir(dir);
@@ -780,9 +780,7 @@ static void remove_stale_temporaries(kiln_model *m, const char *dir, long long n
         long pid;
         if (!parse_temporary(e->d_name, &step, &pid))
             continue;
-        const int writer_gone = pid == (long)getpid() ||
-                                (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-        if (!writer_gone && step >= newest)
+        if (!kiln_temporary_writer_gone(pid) && step >= newest)
             continue;
         char path[4200];
         struct stat s;

@@ -249,6 +249,7 @@ static kiln_status write_model(exporter *ex, const KilnOnnx__ModelProto *model, 
     file_sink *sink = arena_alloc(ex, sizeof *sink);
     if (!sink)
         return kiln_error_oom(ctx, "an ONNX write buffer", sizeof *sink);
+    kiln_remove_dead_temporaries(&ctx->host, path);
     const int fd = kiln_create_temporary(path, tmp, sizeof tmp);
     if (fd < 0)
         return kiln_error(ctx, KILN_ERROR_IO, CALL ": cannot create %s: %s; %s is unchanged",
@@ -264,15 +265,18 @@ static kiln_status write_model(exporter *ex, const KilnOnnx__ModelProto *model, 
         error = errno;
     if (error) {
         unlink(tmp);
+        kiln_temporary_closed();
         return kiln_error(ctx, KILN_ERROR_IO, CALL ": writing %s failed: %s; %s is unchanged",
                           tmp, strerror(error), path);
     }
     if (rename(tmp, path) != 0) {
         error = errno;
         unlink(tmp);
+        kiln_temporary_closed();
         return kiln_error(ctx, KILN_ERROR_IO, CALL ": renaming %s to %s failed: %s", tmp, path,
                           strerror(error));
     }
+    kiln_temporary_closed();
     kiln_sync_folder_of(path);
     return KILN_OK;
 }

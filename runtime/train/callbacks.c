@@ -6,13 +6,18 @@
 #include "runtime/saving/checkpoint.h"
 #include "runtime/model/loss.h"
 #include "runtime/context/text.h"
+#include "base/files.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_CALLBACKS 64
 /* loss, accuracy, 3 metrics, each twice, and the rate; or the total loss
@@ -38,7 +43,7 @@ typedef struct callback {
     int32_t wait, cooldown_left;
     float *best_weights; /* EarlyStopping with restore_best_weights */
     int has_best_weights;
-    FILE *csv;
+    int csv;             /* CSVLogger's file descriptor, -1 when none is open */
     int csv_header;      /* the header is still to be written */
 } callback;
 
@@ -444,6 +449,8 @@ kiln_status kiln_callbacks_create(kiln_model *m, const kiln_fit_options *o, int 
         kiln_free(m->ctx, c);
         return kiln_error_oom(m->ctx, "the callbacks", (size_t)n * sizeof *c->cb);
     }
+    for (int i = 0; i < n; i++)
+        c->cb[i].csv = -1;
     c->m = m;
     c->epochs = o->epochs;
     list_values(c, validation);
@@ -485,29 +492,63 @@ void kiln_callbacks_destroy(kiln_callbacks *c)
         return;
     for (int i = 0; i < c->n; i++) {
         kiln_free(c->m->ctx, c->cb[i].best_weights);
-        if (c->cb[i].csv)
-            fclose(c->cb[i].csv);
+        if (c->cb[i].csv >= 0)
+            close(c->cb[i].csv);
     }
     kiln_free(c->m->ctx, c->cb);
     kiln_free(c->m->ctx, c);
 }
 
-/* Keras's CSVLogger: a header unless it appends to a file that has one. */
+/* The length of fd's whole lines: a last line without its '\n' is not
+ * one. -1 when it cannot be read. */
+static off_t whole_lines(int fd)
+{
+    struct stat s;
+    if (fstat(fd, &s) != 0)
+        return -1;
+    char buf[4096];
+    for (off_t end = s.st_size; end > 0;) {
+        const size_t n = end < (off_t)sizeof buf ? (size_t)end : sizeof buf;
+        if (pread(fd, buf, n, end - (off_t)n) != (ssize_t)n)
+            return -1;
+        for (size_t i = n; i > 0; i--)
+            if (buf[i - 1] == '\n')
+                return end - (off_t)n + (off_t)i;
+        end -= (off_t)n;
+    }
+    return 0;
+}
+
+/* Keras's CSVLogger: a header unless it appends to a file that has one.
+ * A file to append to that ends in a cut row (its writer was killed
+ * mid-row, or an older kiln's write failed) loses that row first, with a
+ * warning: the next row must not be glued onto it. */
 static kiln_status open_csv(kiln_callbacks *c, callback *cb)
 {
     const char *path = cb->spec.path;
+    kiln_context *ctx = c->m->ctx;
     cb->csv_header = 1;
-    if (cb->spec.append) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            cb->csv_header = fgetc(f) == EOF;
-            fclose(f);
-        }
-    }
-    cb->csv = fopen(path, cb->spec.append ? "ab" : "wb");
-    if (!cb->csv)
-        return kiln_error(c->m->ctx, KILN_ERROR_IO, "kiln_model_fit: %s: cannot open %s: %s",
+    cb->csv = open(path, cb->spec.append ? O_RDWR | O_CREAT | O_APPEND
+                                         : O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (cb->csv < 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "kiln_model_fit: %s: cannot open %s: %s",
                           cb->label, path, strerror(errno));
+    if (!cb->spec.append)
+        return KILN_OK;
+    struct stat s;
+    const off_t whole = whole_lines(cb->csv);
+    if (whole < 0 || fstat(cb->csv, &s) != 0)
+        return kiln_error(ctx, KILN_ERROR_IO, "kiln_model_fit: %s: cannot read %s to append "
+                          "to it: %s", cb->label, path, strerror(errno));
+    if (whole < s.st_size) {
+        if (ftruncate(cb->csv, whole) != 0)
+            return kiln_error(ctx, KILN_ERROR_IO, "kiln_model_fit: %s: %s ends in a cut row "
+                              "that cannot be removed: %s", cb->label, path, strerror(errno));
+        kiln_log(ctx, KILN_LOG_WARNING, "kiln_model_fit: %s: %s ended in a cut row (%lld bytes "
+                 "without a line end: a write that failed or was killed); removed it before "
+                 "appending", cb->label, path, (long long)(s.st_size - whole));
+    }
+    cb->csv_header = whole == 0;
     return KILN_OK;
 }
 
@@ -685,12 +726,15 @@ static kiln_status model_checkpoint(kiln_callbacks *c, callback *cb, int32_t epo
                                 : kiln_checkpoint_save(c->m, path);
 }
 
+/* The header (when still due) and the epoch's row are written whole, in
+ * one write: one that fails (a full disk) is cut back to where it began, so
+ * the file never ends in a cut row that the next append would be glued
+ * onto. */
 static kiln_status csv_row(kiln_callbacks *c, callback *cb, int32_t epoch,
                            const kiln_epoch_record *r)
 {
-    if (!cb->csv)
+    if (cb->csv < 0)
         return KILN_OK;
-    FILE *f = cb->csv;
     const char sep = cb->spec.separator;
     /* Keras's columns: "epoch", then the names in sorted order; the rate
      * sorts between "binary_accuracy" and "loss". */
@@ -698,34 +742,45 @@ static kiln_status csv_row(kiln_callbacks *c, callback *cb, int32_t epoch,
     while (rate_at < c->n_values &&
            strcmp(c->values[c->csv_order[rate_at]].name, "learning_rate") < 0)
         rate_at++;
-    char text[64];
+    char line[2 * (MAX_VALUES + 2) * (sizeof c->values[0].name + 2) + 64], text[64];
+    kiln_text t = {.text = line, .size = sizeof line};
     if (cb->csv_header) {
-        fputs("epoch", f);
+        kiln_text_printf(&t, "epoch");
         for (int i = 0; i <= c->n_values; i++) {
             if (i == rate_at)
-                fprintf(f, "%clearning_rate", sep);
+                kiln_text_printf(&t, "%clearning_rate", sep);
             if (i < c->n_values)
-                fprintf(f, "%c%s", sep, c->values[c->csv_order[i]].name);
+                kiln_text_printf(&t, "%c%s", sep, c->values[c->csv_order[i]].name);
         }
-        fputs("\r\n", f);
-        cb->csv_header = 0;
+        kiln_text_printf(&t, "\r\n");
     }
-    fprintf(f, "%d", (int)epoch);
+    kiln_text_printf(&t, "%d", (int)epoch);
     for (int i = 0; i <= c->n_values; i++) {
         if (i == rate_at) {
             python_float(r->learning_rate, text, sizeof text);
-            fprintf(f, "%c%s", sep, text);
+            kiln_text_printf(&t, "%c%s", sep, text);
         }
         if (i < c->n_values) {
             python_float(value_of(c, c->csv_order[i], r), text, sizeof text);
-            fprintf(f, "%c%s", sep, text);
+            kiln_text_printf(&t, "%c%s", sep, text);
         }
     }
-    fputs("\r\n", f);
-    if (fflush(f) != 0 || ferror(f))
-        return kiln_error(c->m->ctx, KILN_ERROR_IO, "kiln_model_fit: %s: cannot write %s: %s",
-                          cb->label, cb->spec.path, strerror(errno));
-    return KILN_OK;
+    kiln_text_printf(&t, "\r\n");
+    assert(t.length < sizeof line);   /* the names and numbers are bounded */
+    struct stat s;
+    const off_t start = fstat(cb->csv, &s) == 0 ? s.st_size : -1;
+    if (start >= 0 && kiln_write_all(cb->csv, line, t.length)) {
+        cb->csv_header = 0;
+        return KILN_OK;
+    }
+    const int error = errno;
+    /* Without O_APPEND the offset moved on too: back to the row's start. */
+    const int whole = start >= 0 && ftruncate(cb->csv, start) == 0 &&
+                      lseek(cb->csv, start, SEEK_SET) == start;
+    return kiln_error(c->m->ctx, KILN_ERROR_IO, "kiln_model_fit: %s: cannot write %s: %s; %s",
+                      cb->label, cb->spec.path, strerror(error),
+                      whole ? "it ends with the last whole row"
+                            : "its last row may be cut short (an append removes it)");
 }
 
 kiln_status kiln_callbacks_notify(kiln_callbacks *c, kiln_event event, int32_t epoch,

@@ -555,29 +555,43 @@ static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums)
     return KILN_OK;
 }
 
-/* A non-finite loss stops training unless skip_nonfinite: then the step
- * counts, but not its sums; under TerminateOnNaN it ends fit normally. A
- * strategy reports a non-finite gradient under a finite loss as a NaN loss. */
+/* What a skipped step's sums say went non-finite, for the messages below:
+ * the loss or a gradient (a strategy reports a non-finite gradient under a
+ * finite loss as a NaN loss), else the update the optimizer would have
+ * made from finite ones (Adam's g * g overflows for |g| > 1.8e19). `when`
+ * names the step. */
+static void describe_skip(const double *sums, const char *when, char *text, size_t size)
+{
+    if (!isfinite(sums[KILN_SUM_LOSS]))
+        snprintf(text, size, "the loss or a gradient is %s at %s",
+                 isnan(sums[KILN_SUM_LOSS]) ? "NaN" : "infinite", when);
+    else
+        snprintf(text, size, "the update is not finite at %s (the loss and gradients were "
+                 "finite; a parameter or the optimizer's state would have overflowed)", when);
+}
+
+/* A step whose update was not applied (a non-finite loss, gradient or
+ * update) stops training unless skip_nonfinite: then the step counts, but
+ * not its sums; under TerminateOnNaN it ends fit normally. */
 static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
                               int32_t epoch, int64_t step, const double *sums,
                               kiln_epoch_record *r)
 {
-    if (!isfinite(sums[0]) && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: the loss or a gradient "
-                        "is %s at epoch %d, step %lld; the step was not applied and training "
-                        "stopped", isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
-                        (long long)step + 1);
+    const int skipped = kiln_sums_skipped(sums);
+    char when[64], why[256];
+    snprintf(when, sizeof when, "epoch %d, step %lld", (int)epoch + 1, (long long)step + 1);
+    describe_skip(sums, when, why, sizeof why);
+    if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
+        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; the step was not "
+                        "applied and training stopped", why);
         return KILN_OK;
     }
-    if (!isfinite(sums[0]) && !o->skip_nonfinite)
-        return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                          "kiln_model_fit: the loss or a gradient is %s at epoch %d, step "
-                          "%lld; the step was not applied and training stopped",
-                          isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1,
-                          (long long)step + 1);
+    if (skipped && !o->skip_nonfinite)
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "kiln_model_fit: %s; the step was not "
+                          "applied and training stopped", why);
     m->n_train_steps++;
     m->epoch_step = step + 1;
-    if (isfinite(sums[0]))
+    if (!skipped)
         add_sums(m, sums);
     else
         r->skipped_steps++;
@@ -609,20 +623,23 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
     const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
     if (st != KILN_OK || cut)
         return st;   /* an epoch cut short is not counted */
-    if (!isfinite(sums[0]) && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: the loss or a gradient "
-                        "is %s at epoch %d, in a batch still in flight at its end; that batch "
-                        "was not applied and training stopped",
-                        isnan(sums[0]) ? "NaN" : "infinite", (int)epoch + 1);
+    const int skipped = kiln_sums_skipped(sums);
+    char when[96], why[256];
+    /* The multi-process parameter server reports a dropped update here, of
+     * any batch of the epoch. */
+    snprintf(when, sizeof when, "epoch %d, in a batch %s", (int)epoch + 1,
+             kiln_sums_skipped(sums) && isfinite(sums[KILN_SUM_LOSS])
+                 ? "of the epoch, reported at its end" : "still in flight at its end");
+    describe_skip(sums, when, why, sizeof why);
+    if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
+        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; that batch was not "
+                        "applied and training stopped", why);
         return KILN_OK;
     }
-    if (!isfinite(sums[0]) && !o->skip_nonfinite)
-        return kiln_error(m->ctx, KILN_ERROR_NUMERIC,
-                          "kiln_model_fit: the loss or a gradient is %s at epoch %d, in a "
-                          "batch still in flight at its end; that batch was not applied and "
-                          "training stopped", isnan(sums[0]) ? "NaN" : "infinite",
-                          (int)epoch + 1);
-    if (isfinite(sums[0]))
+    if (skipped && !o->skip_nonfinite)
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "kiln_model_fit: %s; that batch was not "
+                          "applied and training stopped", why);
+    if (!skipped)
         add_sums(m, sums);
     else
         r->skipped_steps++;

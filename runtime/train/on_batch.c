@@ -94,9 +94,14 @@ static kiln_status train_entered(kiln_model *m, const float *features, const voi
     if (st != KILN_OK)
         return st;
     m->n_train_steps++;
-    if (!isfinite(sums[0]))
+    if (!isfinite(sums[KILN_SUM_LOSS]))
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "%s: the loss or a gradient is %s; the "
-                          "update was not applied", call, isnan(sums[0]) ? "NaN" : "infinite");
+                          "update was not applied", call,
+                          isnan(sums[KILN_SUM_LOSS]) ? "NaN" : "infinite");
+    if (kiln_sums_skipped(sums))
+        return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "%s: the update is not finite (the loss "
+                          "and gradients were finite; a parameter or the optimizer's state "
+                          "would have overflowed); it was not applied", call);
     report(m, sums, count, out);
     return KILN_OK;
 }

@@ -7,6 +7,7 @@
 #include "runtime/context/context.h"
 #include "runtime/data/dataset.h"
 #include "runtime/model/optimizer.h"
+#include "runtime/model/strategy.h"
 
 #define COUNT 12
 #define BATCH 4
@@ -130,43 +131,196 @@ static void test_strategy(kiln_strategy strategy, const char *name, int exact)
     kiln_context_destroy(ctx);
 }
 
-/* The device check alone: guard[0] becomes NaN for one NaN or Inf among n
- * gradients, wherever it is (past the first stride of the bounded grid
- * included), and nothing changes for finite ones. */
+/* Features around 1e38 are finite, and so are the loss and the gradient of
+ * the step that meets them, but Adam's second moment (g * g) overflows: the
+ * update itself is what goes non-finite. Steps 1, 2 and 4 are clean, step 3
+ * has one feature of each sample at 1e38 (the others stay small, so the
+ * forward pass stays finite). Before the update was checked, step 3 left
+ * an infinite moment and step 4 turned the weights to NaN under KILN_OK. */
+#define HUGE_STEPS 4
+#define HUGE_STEP 3
+
+static kiln_dataset *huge_data(kiln_context *ctx, int first_step, int steps)
+{
+    float x[HUGE_STEPS * BATCH * 6];
+    int32_t y[HUGE_STEPS * BATCH];
+    const int n = steps * BATCH;
+    for (int i = 0; i < n; i++) {
+        const int sample = first_step * BATCH + i;
+        for (int f = 0; f < 6; f++)
+            x[i * 6 + f] = (float)((sample * 6 + f) % 7) / 7.0f;
+        if (sample / BATCH == HUGE_STEP - 1)
+            x[i * 6 + sample % 6] = 1e38f;
+        y[i] = sample % 3;
+    }
+    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = n, .feature_rank = 1,
+                                .feature_dims = {6}, .features = x, .sparse_labels = y,
+                                .num_classes = 3};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    return ds;
+}
+
+static int count_nonfinite(const float *w, int64_t n)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !isfinite(w[i]);
+    return bad;
+}
+
+/* exact as in test_strategy. Reference: steps 1-2, then step 4 alone (the
+ * optimizer's step count resumes where it stood, as after a skipped step). */
+static void test_huge_features(kiln_strategy strategy, const char *name, int exact)
+{
+    kiln_context *ctx = test_context(5);
+    kiln_dataset *first = huge_data(ctx, 0, 2), *last = huge_data(ctx, HUGE_STEPS - 1, 1);
+    kiln_dataset *all = huge_data(ctx, 0, HUGE_STEPS);
+    kiln_model *m = model(ctx, strategy, NULL, 0);
+    int64_t n = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &n));
+    float *w0 = calloc((size_t)n, sizeof(float)), *w2 = calloc((size_t)n, sizeof(float));
+    float *w4 = calloc((size_t)n, sizeof(float)), *w = calloc((size_t)n, sizeof(float));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w0, n));
+    kiln_fit_options fo;
+    fit_options(&fo, 0);
+    CHECK_OK(ctx, kiln_model_fit(m, first, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w2, n));
+    CHECK_OK(ctx, kiln_model_fit(m, last, &fo));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w4, n));
+    kiln_model_destroy(m);
+
+    /* Stops at step 3 and says the update, not the loss, went non-finite. */
+    m = model(ctx, strategy, w0, n);
+    CHECK_FAILS(ctx, KILN_ERROR_NUMERIC, exact ? "update is not finite at epoch 1, step 3"
+                                               : "update is not finite at epoch 1",
+                kiln_model_fit(m, all, &fo));
+    if (exact)
+        CHECK(strstr(kiln_context_last_error(ctx), "loss and gradients were finite") != NULL);
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    const int stopped_bad = count_nonfinite(w, n);
+    CHECK(unharmed(w, w2, n, exact));
+    kiln_model_destroy(m);
+
+    /* Skipped: the weights and the optimizer's state are those before step 3,
+     * so step 4 ends where the reference does. */
+    m = model(ctx, strategy, w0, n);
+    fit_options(&fo, 1);
+    CHECK_OK(ctx, kiln_model_fit(m, all, &fo));
+    kiln_epoch_record r = {.struct_size = sizeof r};
+    CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &r));
+    CHECK(exact ? r.skipped_steps == 1 && r.samples == 3 * BATCH : r.skipped_steps >= 1);
+    CHECK(isfinite(r.loss));
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    const int skipped_bad = count_nonfinite(w, n);
+    CHECK(unharmed(w, w4, n, exact));
+    kiln_model_destroy(m);
+    printf("features of 1e38 under %s: %d and %d of %lld weights not finite after fit "
+           "(stopped, skipped)\n", name, stopped_bad, skipped_bad, (long long)n);
+
+    free(w0);
+    free(w2);
+    free(w4);
+    free(w);
+    kiln_dataset_destroy(first);
+    kiln_dataset_destroy(last);
+    kiln_dataset_destroy(all);
+    kiln_context_destroy(ctx);
+}
+
+/* The device check alone: for Adam and SGD with momentum over n
+ * parameters, guard[KILN_SUM_LOSS] becomes NaN for one NaN or Inf gradient
+ * and guard[KILN_SUM_UPDATE] for one update that would not be finite (a
+ * gradient of 1e30, whose square overflows Adam's second moment; SGD's
+ * step past FLT_MAX), wherever it is (past the first stride of the bounded
+ * grid included); nothing changes for finite ones, nor past the checked
+ * range. Then kiln_optimizer_apply with the guard leaves the parameters
+ * and state of a bad update as they were. */
 static void test_check_kernel(kiln_context *ctx)
 {
-    enum { n = 20011 };
+    enum { n = 20011, slots_n = 2 };
     kiln_device *dev = ctx->devices[0];
-    float *g = calloc(n, sizeof(float));
-    for (int i = 0; i < n; i++)
-        g[i] = (float)(i % 17) - 8.0f;
-    kiln_buffer *grads = NULL, *guard = NULL;
+    float *p = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
+    float *s0 = calloc(n, sizeof(float)), *s1 = calloc(n, sizeof(float));
+    float *got = calloc(n, sizeof(float));
+    kiln_buffer *params = NULL, *grads = NULL, *slots[slots_n] = {NULL, NULL}, *guard = NULL;
+    CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "params", &params));
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "grads", &grads));
-    CHECK_OK(ctx, kiln_buffer_create(dev, 2 * sizeof(float), "guard", &guard));
-    const struct { int at; float value; int len; } cases[] = {
-        {.at = -1, .len = n}, {.at = n - 1, .value = NAN, .len = n},
-        {.at = 3, .value = INFINITY, .len = n}, {.at = 16400, .value = -INFINITY, .len = n},
-        {.at = 4, .value = NAN, .len = 5}, {.at = 9, .value = NAN, .len = 9},
+    for (int k = 0; k < slots_n; k++)
+        CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "slot", &slots[k]));
+    CHECK_OK(ctx, kiln_buffer_create(dev, KILN_N_SUMS * sizeof(float), "guard", &guard));
+    const struct { int adam; int at; float value; float param; int len; int grad, update; }
+        cases[] = {
+        {.adam = 1, .at = -1, .len = n},
+        {.adam = 1, .at = n - 1, .value = NAN, .len = n, .grad = 1, .update = 1},
+        {.adam = 1, .at = 3, .value = INFINITY, .len = n, .grad = 1, .update = 1},
+        {.adam = 1, .at = 16400, .value = -INFINITY, .len = n, .grad = 1, .update = 1},
+        {.adam = 1, .at = 4, .value = NAN, .len = 5, .grad = 1, .update = 1},
+        {.adam = 1, .at = 9, .value = NAN, .len = 9},
+        {.adam = 1, .at = 16400, .value = 1e30f, .len = n, .update = 1},
+        {.adam = 1, .at = n - 1, .value = -1e30f, .len = n, .update = 1},
+        {.adam = 1, .at = 7, .value = 1e30f, .len = 7},
+        {.adam = 0, .at = -1, .len = n},
+        {.adam = 0, .at = 12000, .value = NAN, .len = n, .grad = 1, .update = 1},
+        {.adam = 0, .at = 17, .value = -3e38f, .param = 3e38f, .len = n, .update = 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const float before[2] = {1.5f, 2.5f};
-        float after[2];
-        if (cases[c].at >= 0)
+        static const kiln_lr_schedule constant = {.struct_size = sizeof constant};
+        kiln_optimizer_options o = {.kind = cases[c].adam ? KILN_OPTIMIZER_ADAM
+                                                          : KILN_OPTIMIZER_SGD,
+                                    .momentum = 0.5f, .learning_rate = 1.0f,
+                                    .schedule = &constant};
+        CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &o));
+        for (int i = 0; i < n; i++) {
+            p[i] = (float)(i % 13) / 13.0f - 0.5f;
+            g[i] = (float)(i % 17) - 8.0f;
+            s0[i] = (float)(i % 5) * 0.1f;
+            s1[i] = (float)(i % 3) * 0.2f;
+        }
+        if (cases[c].at >= 0) {
             g[cases[c].at] = cases[c].value;
+            if (cases[c].param != 0.0f)
+                p[cases[c].at] = cases[c].param;
+        }
+        float before[KILN_N_SUMS], after[KILN_N_SUMS];
+        for (int k = 0; k < KILN_N_SUMS; k++)
+            before[k] = k == 0 ? 1.5f : 2.5f;
+        CHECK_OK(ctx, kiln_buffer_write(dev, params, 0, p, n * sizeof(float), 1));
         CHECK_OK(ctx, kiln_buffer_write(dev, grads, 0, g, n * sizeof(float), 1));
+        CHECK_OK(ctx, kiln_buffer_write(dev, slots[0], 0, s0, n * sizeof(float), 1));
+        CHECK_OK(ctx, kiln_buffer_write(dev, slots[1], 0, s1, n * sizeof(float), 1));
         CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
-        CHECK_OK(ctx, kiln_optimizer_check_finite(dev, grads, (size_t)cases[c].len, guard));
+        CHECK_OK(ctx, kiln_optimizer_check_update(dev, &o, o.learning_rate, params, grads,
+                                                  slots, (size_t)cases[c].len, 1, guard,
+                                                  KILN_SUM_LOSS));
         CHECK_OK(ctx, kiln_buffer_read(dev, guard, 0, after, sizeof after));
-        /* The last case's NaN lies just past the checked range. */
-        const int bad = cases[c].at >= 0 && cases[c].at < cases[c].len;
-        CHECK(bad ? isnan(after[0]) : after[0] == before[0]);
+        CHECK(cases[c].grad ? isnan(after[KILN_SUM_LOSS]) : after[KILN_SUM_LOSS] == 1.5f);
+        CHECK(cases[c].update ? isnan(after[KILN_SUM_UPDATE]) : after[KILN_SUM_UPDATE] == 0.0f);
         CHECK(after[1] == before[1]);
-        if (cases[c].at >= 0)
-            g[cases[c].at] = 0.0f;
+        /* Through the optimizer: a bad update changes nothing, a good one does. */
+        CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
+        CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, params, grads, slots,
+                                           (size_t)cases[c].len, 1, guard, 1));
+        CHECK_OK(ctx, kiln_buffer_read(dev, params, 0, got, n * sizeof(float)));
+        const int held = cases[c].grad || cases[c].update;
+        CHECK((memcmp(got, p, n * sizeof(float)) == 0) == held);
+        CHECK_OK(ctx, kiln_buffer_read(dev, slots[0], 0, got, n * sizeof(float)));
+        CHECK((memcmp(got, s0, n * sizeof(float)) == 0) == held);
+        if (cases[c].adam) {
+            CHECK_OK(ctx, kiln_buffer_read(dev, slots[1], 0, got, n * sizeof(float)));
+            CHECK((memcmp(got, s1, n * sizeof(float)) == 0) == held);
+        }
     }
+    kiln_buffer_destroy(params);
     kiln_buffer_destroy(grads);
+    for (int k = 0; k < slots_n; k++)
+        kiln_buffer_destroy(slots[k]);
     kiln_buffer_destroy(guard);
+    free(p);
     free(g);
+    free(s0);
+    free(s1);
+    free(got);
 }
 
 int main(void)
@@ -180,10 +334,15 @@ int main(void)
     kiln_context_destroy(ctx);
     test_strategy(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
     test_strategy(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
+    test_huge_features(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
+    test_huge_features(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
     if (devices >= 2) {
         test_strategy(KILN_STRATEGY_MIRRORED, "mirrored", 1);
         test_strategy(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
         test_strategy(KILN_STRATEGY_PIPELINE, "pipeline", 1);
+        test_huge_features(KILN_STRATEGY_MIRRORED, "mirrored", 1);
+        test_huge_features(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
+        test_huge_features(KILN_STRATEGY_PIPELINE, "pipeline", 1);
     } else {
         printf("one device: mirrored, central_storage and pipeline not run\n");
     }

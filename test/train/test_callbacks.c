@@ -7,9 +7,15 @@
 #include "harness.h"
 #include "runtime/data/dataset.h"
 
+#include <errno.h>
 #include <float.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/mount.h>
+#endif
 
 #define DIM 4
 #define CLASSES 3
@@ -553,6 +559,149 @@ static void test_csv_logger(kiln_context *ctx)
     kiln_model_destroy(m);
     kiln_dataset_destroy(train);
     kiln_dataset_destroy(val);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f)
+        fclose(f);
+}
+
+static void count_warning(void *user, kiln_log_level level, const char *message)
+{
+    if (level == KILN_LOG_WARNING && strstr(message, "CSVLogger"))
+        ++*(int *)user;
+}
+
+/* A fit of `epochs` that appends to `path` with a CSVLogger; with `limit`,
+ * under RLIMIT_FSIZE (SIGXFSZ ignored): a write past `limit` bytes writes
+ * what fits and then fails with EFBIG, as one on a full disk does with
+ * ENOSPC. The kernels it runs are built and cached by then, so nothing else
+ * is written. */
+static kiln_status csv_fit(kiln_model *m, const kiln_dataset *train, const char *path,
+                           int epochs, long limit)
+{
+    kiln_callback_spec cb = {.kind = KILN_CALLBACK_CSV_LOGGER, .path = path, .append = 1};
+    kiln_fit_options fo = options(epochs, NULL);
+    fo.batch_size = 4;
+    fo.callbacks = &cb;
+    fo.n_callbacks = 1;
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    if (limit > 0) {
+        const struct rlimit small = {.rlim_cur = (rlim_t)limit, .rlim_max = old.rlim_max};
+        CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    }
+    const kiln_status st = kiln_model_fit(m, train, &fo);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, was);
+    return st;
+}
+
+/* CSVLogger on a full disk: the write that fails leaves no cut row (it is
+ * truncated back to the last whole row) and fit fails naming the file;
+ * once there is room, an append starts on a line of its own. A file that
+ * does end in a cut row (a writer killed mid-row, or an older kiln) loses
+ * it on an append, with a warning. The disk is a 64 KiB tmpfs filled up
+ * when the test may mount one (ENOSPC), and RLIMIT_FSIZE (EFBIG) always. */
+static void test_csv_full_disk(void)
+{
+    int warnings = 0;
+    kiln_context_options o = {.struct_size = sizeof o, .seed = 5, .log_fn = count_warning,
+                              .log_user = &warnings, .log_level = KILN_LOG_WARNING};
+    kiln_context *ctx = NULL;
+    CHECK_OK(ctx, kiln_context_create(&o, &ctx));
+    const int32_t y[8] = {0, 1, 0, 1, 0, 1, 0, 1};
+    kiln_dataset *train = ones(ctx, 8, y);
+    kiln_model *m = flat_model(ctx);
+    /* The header and rows this model writes: its rows differ only in the
+     * epoch (its gradients are 0). */
+    const char *scratch = file("rows.csv");
+    remove(scratch);
+    CHECK_OK(ctx, csv_fit(m, train, scratch, 1, 0));
+    size_t size = 0;
+    unsigned char *bytes = test_read_file(scratch, &size);
+    char text[512] = "";
+    if (bytes && size < sizeof text)
+        memcpy(text, bytes, size);
+    free(bytes);
+    char *row0 = strstr(text, "\r\n");
+    CHECK(row0 && strncmp(row0 + 2, "0,", 2) == 0);
+    if (!row0)
+        return;
+    row0 += 2;
+    const size_t row_len = strlen(row0);
+    /* Whole rows short of the limit (which a 4 KiB page sets on the tmpfs)
+     * by a row and a half: the next fit's first row fits, its second does
+     * not. */
+    char seed[4096] = "";
+    const size_t limit = 4096, target = limit - row_len - row_len / 2;
+    memcpy(seed, text, (size_t)(row0 - text));
+    while (strlen(seed) + 2 * row_len <= target)
+        strcat(seed, row0);
+    const size_t pad = target - strlen(seed) - 2;   /* a row of its own, ended */
+    memset(seed + strlen(seed), '9', pad);
+    strcat(seed, "\r\n");
+    CHECK(strlen(seed) == target);
+    char want[8192];
+    snprintf(want, sizeof want, "%s%s", seed, row0);
+    char disk[160];
+    snprintf(disk, sizeof disk, "%s/full", dir);
+    mkdir(disk, 0755);
+    int mounted = 0;
+#ifdef __linux__
+    mounted = mount("tmpfs", disk, "tmpfs", 0, "size=64k") == 0;
+    if (!mounted)
+        printf("CSVLogger not checked on a full tmpfs: cannot mount one here (%s)\n",
+               strerror(errno));
+#endif
+    for (int full = !mounted; full < 2; full++) {
+        char path[200], filler[200];
+        snprintf(path, sizeof path, "%s/log.csv", full ? dir : disk);
+        snprintf(filler, sizeof filler, "%s/filler", disk);
+        write_text(path, seed);
+        if (!full) {   /* every page of the tmpfs taken but the log's own */
+            FILE *f = fopen(filler, "wb");
+            static char block[4096];
+            while (f && fwrite(block, 1, sizeof block, f) == sizeof block && fflush(f) == 0)
+                continue;
+            if (f)
+                fclose(f);
+        }
+        CHECK_FAILS(ctx, KILN_ERROR_IO, "cannot write",
+                    csv_fit(m, train, path, 3, full ? (long)limit : 0));
+        CHECK(strstr(kiln_context_last_error(ctx), "ends with the last whole row") != NULL);
+        CHECK(file_is(path, want));
+        remove(filler);
+        CHECK_OK(ctx, csv_fit(m, train, path, 1, 0));
+        char again[8192];
+        snprintf(again, sizeof again, "%s%s", want, row0);
+        CHECK(file_is(path, again));
+        printf("CSVLogger on a full disk (%s): the row that did not fit left nothing\n",
+               full ? "RLIMIT_FSIZE" : "a 64 KiB tmpfs");
+    }
+#ifdef __linux__
+    if (mounted)
+        umount2(disk, MNT_DETACH);
+#endif
+    /* A cut last row, as a killed writer leaves it, goes before an append. */
+    char cut[8192];
+    snprintf(cut, sizeof cut, "%s%.20s", seed, row0);
+    write_text(file("cut.csv"), cut);
+    warnings = 0;
+    CHECK_OK(ctx, csv_fit(m, train, file("cut.csv"), 1, 0));
+    CHECK(file_is(file("cut.csv"), want));
+    CHECK(warnings == 1);
+    /* A file of one cut line: the header comes again. */
+    write_text(file("cut.csv"), "epoch,accura");
+    CHECK_OK(ctx, csv_fit(m, train, file("cut.csv"), 1, 0));
+    CHECK(file_is(file("cut.csv"), text));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(train);
+    kiln_context_destroy(ctx);
 }
 
 typedef struct stopper {
@@ -1114,6 +1263,7 @@ int main(void)
     test_model_checkpoint(ctx, train, val);
     test_scheduler(ctx, train, val, devices);
     test_csv_logger(ctx);
+    test_csv_full_disk();
     test_functions(ctx, train, val);
     test_terminate_on_nan(ctx, val);
     test_checkpoints(ctx, train, val);
