@@ -769,6 +769,12 @@ static void test_refused(kiln_context *ctx, kiln_dataset *train, kiln_dataset *v
          KILN_ERROR_INVALID_ARGUMENT, "user is set, but CSVLogger does not read it"},
         {{.kind = KILN_CALLBACK_NONE}, 1, KILN_ERROR_INVALID_ARGUMENT,
          "kind 0 is not a kiln_callback_kind"},
+        /* Past the kinds, and below them: refused before any bit is shifted by
+         * the kind (UBSan's check in build-ubsan). */
+        {{.kind = (kiln_callback_kind)99}, 1, KILN_ERROR_INVALID_ARGUMENT,
+         "callbacks[0] (none): kind 99 is not a kiln_callback_kind"},
+        {{.kind = (kiln_callback_kind)-1}, 1, KILN_ERROR_INVALID_ARGUMENT,
+         "kind -1 is not a kiln_callback_kind"},
         {{.kind = KILN_CALLBACK_REDUCE_LR_ON_PLATEAU, .factor = 1.5}, 1,
          KILN_ERROR_INVALID_ARGUMENT, "factor (1.5) must be in (0, 1)"},
         {{.kind = KILN_CALLBACK_EARLY_STOPPING, .mode = (kiln_monitor_mode)9}, 1,
