@@ -1591,10 +1591,11 @@ typedef enum kiln_callback_kind {
      *  more than |min_delta| on the best value for `patience` epochs in a
      *  row (0: the first such epoch; never at epoch 0), fit stops
      *  normally. The count restarts only on an epoch that also beats
-     *  `baseline` when has_baseline is set. With restore_best_weights,
-     *  fit ends (stopped or not) with the weights of the best epoch (the
-     *  first monitored epoch's when none improved), the optimizer state
-     *  kept, as Keras does. Epochs before start_from_epoch are not
+     *  `baseline` when has_baseline is set (the stop reason then says how
+     *  many of the epochs counted improved on the best). With
+     *  restore_best_weights, fit ends (stopped or not) with the weights of
+     *  the best epoch (the first monitored epoch's when none improved), the
+     *  optimizer state kept, as Keras does. Epochs before start_from_epoch are not
      *  monitored. Reads monitor, mode, min_delta, patience, has_baseline,
      *  baseline, restore_best_weights, start_from_epoch. */
     KILN_CALLBACK_EARLY_STOPPING,
@@ -1944,8 +1945,11 @@ typedef struct kiln_epoch_record {
 } kiln_epoch_record;
 
 /** Why the model's last fit ended before its last epoch: the cause (may be
- *  NULL) and a sentence ("EarlyStopping: val_loss did not improve on
- *  0.4172 (epoch 3) for 2 epochs; stopped after epoch 5"), empty with
+ *  NULL) and a sentence ("EarlyStopping: val_loss did not improve for 2
+ *  epoch(s) on its best, 0.4172 after epoch 3; training stopped after epoch
+ *  5"; with a baseline not beaten, "EarlyStopping: val_loss did not improve
+ *  on the baseline 0.4 for 5 epoch(s) (3 of them improved on the best,
+ *  0.4172 after epoch 4); training stopped after epoch 5"), empty with
  *  KILN_STOP_NONE. `text`, `size` and `length` as kiln_model_summary's.
  *  fit's callbacks may call it. */
 KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_cause *cause,
