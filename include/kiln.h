@@ -847,7 +847,9 @@ typedef struct kiln_compile_options {
  * kernels, zero biases, from the context's seed) and readies the devices.
  * Returns the first error recorded while building (KILN_ERROR_SHAPE naming
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
- * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option,
+ * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option
+ * (naming it; a setting the optimizer or schedule does not use must be
+ * finite too, since model files and checkpoints store every setting),
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
@@ -1986,7 +1988,9 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
  * history (for a model of several outputs, each output's values and sums
- * too). Atomic as above.
+ * too), and the model's description as kiln_model_save writes it. Atomic as
+ * above. A model that cannot be described (see kiln_model_save) gets no
+ * checkpoint: the save fails as kiln_model_save does and writes nothing.
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 
@@ -2029,8 +2033,9 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  * or replicas, which belong to the machine that loads it). Checkpoints
  * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
  * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
- * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
- * name that is not UTF-8, KILN_ERROR_IO naming the path. A model of several
+ * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path, a layer
+ * name that is not UTF-8 or a number that is not finite (naming it),
+ * KILN_ERROR_IO naming the path. A model of several
  * outputs keeps them, in order, with each one's loss and weight.
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);

@@ -597,7 +597,22 @@ static void test_refusals(kiln_context *ctx)
     co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
     CHECK_OK(ctx, kiln_model_compile(u, &co));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "is not valid UTF-8", kiln_model_save(u, bad));
+    /* Nor is a checkpoint of it written: kiln_model_load could not rebuild
+     * the model from one without its description. */
+    const char *undescribed = file("undescribed.safetensors");
+    remove(undescribed);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: the model "
+                "cannot be described: 'caf", kiln_model_save_checkpoint(u, undescribed));
+    CHECK(access(undescribed, F_OK) != 0);
     kiln_model_destroy(u);
+    /* A setting the description cannot hold (compile refuses it; set here
+     * behind its back) is named, and no file is written. */
+    m->optimizer.epsilon = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save: the model cannot be "
+                "described: epsilon is inf, not a finite number", kiln_model_save(m, undescribed));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: the model cannot "
+                "be described: epsilon is inf", kiln_model_save_checkpoint(m, undescribed));
+    CHECK(access(undescribed, F_OK) != 0);
     kiln_model_destroy(m);
     printf("refusals: each names what is wrong and leaves no model\n");
 }
