@@ -27,9 +27,12 @@
  *    different threads at once. A model takes one call at a time: a call on
  *    a model that another call is using (from another thread, or from fit's
  *    callback) fails with KILN_ERROR_STATE naming that call; it never waits.
- *    The accessors that only read (history, training statistics, memory,
- *    summary, stage plan) follow the same rule, except that fit's callback
- *    may call them on the model it is fitting.
+ *    The accessors that only read (history, stop reason, training
+ *    statistics, memory, summary, stage plan, parameter count, output size,
+ *    distribution, rank, the Inputs and outputs, the layer and weight
+ *    lists) follow the same rule, since compile and fit write what they
+ *    read, except that fit's callback may call them on the model it is
+ *    fitting.
  *    kiln_context_last_error() is the calling thread's own message. A
  *    context stays open while models or datasets made from it live.
  */
@@ -1574,8 +1577,7 @@ typedef enum kiln_callback_result {
 /** Called after every training step and at every epoch's end; returns a
  *  kiln_callback_result. Runs inside kiln_model_fit, on the fitting thread:
  *  a call on the model being fit fails with KILN_ERROR_STATE, except the
- *  accessors that only read it (history, training statistics, memory,
- *  summary, stage plan, stop reason). */
+ *  accessors that only read it (see "Threads" at the top of this header). */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
 
 /** A LearningRateScheduler's schedule: the learning rate for epoch `epoch`
