@@ -33,9 +33,12 @@
  *    different threads at once. A model takes one call at a time: a call on
  *    a model that another call is using (from another thread, or from fit's
  *    callback) fails with KILN_ERROR_STATE naming that call; it never waits.
- *    The accessors that only read (history, training statistics, memory,
- *    summary, stage plan) follow the same rule, except that fit's callback
- *    may call them on the model it is fitting.
+ *    The accessors that only read (history, stop reason, training
+ *    statistics, memory, summary, stage plan, parameter count, output size,
+ *    distribution, rank, the Inputs and outputs, the layer and weight
+ *    lists) follow the same rule, since compile and fit write what they
+ *    read, except that fit's callback may call them on the model it is
+ *    fitting.
  *    kiln_context_last_error() is the calling thread's own message. A
  *    context stays open while models or datasets made from it live.
  */
@@ -879,7 +882,9 @@ typedef struct kiln_compile_options {
  * the layer and both shapes, KILN_ERROR_INVALID_ARGUMENT for a bad option),
  * KILN_ERROR_INVALID_ARGUMENT for a missing loss or bad optimizer option
  * (a struct_size of the optimizer, its schedule or an output loss
- * included, naming the struct),
+ * included, naming the struct; a setting the optimizer or schedule does
+ * not use must be finite too, since model files and checkpoints store
+ * every setting),
  * KILN_ERROR_SHAPE when the loss does not fit the output (the categorical
  * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
@@ -1616,8 +1621,7 @@ typedef enum kiln_callback_result {
 /** Called after every training step and at every epoch's end; returns a
  *  kiln_callback_result. Runs inside kiln_model_fit, on the fitting thread:
  *  a call on the model being fit fails with KILN_ERROR_STATE, except the
- *  accessors that only read it (history, training statistics, memory,
- *  summary, stage plan, stop reason). */
+ *  accessors that only read it (see "Threads" at the top of this header). */
 typedef int (*kiln_callback_fn)(void *user, const kiln_progress *progress);
 
 /** A LearningRateScheduler's schedule: the learning rate for epoch `epoch`
@@ -1635,10 +1639,11 @@ typedef enum kiln_callback_kind {
      *  more than |min_delta| on the best value for `patience` epochs in a
      *  row (0: the first such epoch; never at epoch 0), fit stops
      *  normally. The count restarts only on an epoch that also beats
-     *  `baseline` when has_baseline is set. With restore_best_weights,
-     *  fit ends (stopped or not) with the weights of the best epoch (the
-     *  first monitored epoch's when none improved), the optimizer state
-     *  kept, as Keras does. Epochs before start_from_epoch are not
+     *  `baseline` when has_baseline is set (the stop reason then says how
+     *  many of the epochs counted improved on the best). With
+     *  restore_best_weights, fit ends (stopped or not) with the weights of
+     *  the best epoch (the first monitored epoch's when none improved), the
+     *  optimizer state kept, as Keras does. Epochs before start_from_epoch are not
      *  monitored. Reads monitor, mode, min_delta, patience, has_baseline,
      *  baseline, restore_best_weights, start_from_epoch. */
     KILN_CALLBACK_EARLY_STOPPING,
@@ -1994,8 +1999,11 @@ typedef struct kiln_epoch_record {
 } kiln_epoch_record;
 
 /** Why the model's last fit ended before its last epoch: the cause (may be
- *  NULL) and a sentence ("EarlyStopping: val_loss did not improve on
- *  0.4172 (epoch 3) for 2 epochs; stopped after epoch 5"), empty with
+ *  NULL) and a sentence ("EarlyStopping: val_loss did not improve for 2
+ *  epoch(s) on its best, 0.4172 after epoch 3; training stopped after epoch
+ *  5"; with a baseline not beaten, "EarlyStopping: val_loss did not improve
+ *  on the baseline 0.4 for 5 epoch(s) (3 of them improved on the best,
+ *  0.4172 after epoch 4); training stopped after epoch 5"), empty with
  *  KILN_STOP_NONE. `text`, `size` and `length` as kiln_model_summary's.
  *  fit's callbacks may call it. */
 KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_cause *cause,
@@ -2036,7 +2044,9 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
  * history (for a model of several outputs, each output's values and sums
- * too). Atomic as above.
+ * too), and the model's description as kiln_model_save writes it. Atomic as
+ * above. A model that cannot be described (see kiln_model_save) gets no
+ * checkpoint: the save fails as kiln_model_save does and writes nothing.
  */
 KILN_API kiln_status kiln_model_save_checkpoint(kiln_model *model, const char *path);
 
@@ -2079,8 +2089,9 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  * or replicas, which belong to the machine that loads it). Checkpoints
  * (kiln_model_save_checkpoint, fit's checkpoint folder) carry the same
  * description. Atomic as kiln_model_save_weights. KILN_ERROR_STATE if not
- * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path or a layer
- * name that is not UTF-8, KILN_ERROR_IO naming the path. A model of several
+ * compiled, KILN_ERROR_INVALID_ARGUMENT for a NULL or empty path, a layer
+ * name that is not UTF-8 or a number that is not finite (naming it),
+ * KILN_ERROR_IO naming the path. A model of several
  * outputs keeps them, in order, with each one's loss and weight.
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);

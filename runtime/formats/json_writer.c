@@ -174,6 +174,7 @@ void kiln_jw_key(kiln_jw *w, const char *key)
     put_string(w, key);
     put(w, ":", 1);
     w->after_key = 1;
+    w->key = key;
 }
 
 void kiln_jw_string(kiln_jw *w, const char *s)
@@ -237,7 +238,11 @@ static void put_real(kiln_jw *w, double v, int is_float)
 {
     separate(w);
     if (!isfinite(v)) {
-        fail(w, KILN_ERROR_INVALID_ARGUMENT, "a number is not finite");
+        /* The key says which setting: an array's values go under its key. */
+        char why[96];
+        snprintf(why, sizeof why, "%.48s is %s, not a finite number",
+                 w->key ? w->key : "a number", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+        fail(w, KILN_ERROR_INVALID_ARGUMENT, why);
         return;
     }
     char text[48];

@@ -21,6 +21,7 @@ typedef struct kiln_jw {
     int depth;
     int items[KILN_JW_MAX_DEPTH];   /* values written so far at each level */
     int after_key;                  /* a key was written: its value comes next */
+    const char *key;                /* the last key (the caller's), for messages */
     kiln_status status;
     char why[160];
 } kiln_jw;

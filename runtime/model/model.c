@@ -57,44 +57,56 @@ kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)
     return KILN_OK;
 }
 
+/* An accessor's way in: the model is compiled and no other call is inside
+ * it (fit's callback may read the model it fits). Compile and fit write
+ * what accessors read, so none may read from another thread meanwhile.
+ * Leave with kiln_model_leave_reading(m, *entered), even after a failure. */
+static kiln_status enter_compiled(const kiln_model *m, const char *call, int *entered)
+{
+    *entered = 0;
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    kiln_status st = kiln_model_enter_reading(m, call, entered);
+    return st == KILN_OK ? kiln_model_check_compiled(m, call) : st;
+}
+
 kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
                                     int32_t *replicas)
 {
-    kiln_status st = kiln_model_check_compiled(m, "kiln_model_distribution");
-    if (st != KILN_OK)
-        return st;
-    if (strategy)
+    int entered;
+    kiln_status st = enter_compiled(m, "kiln_model_distribution", &entered);
+    if (st == KILN_OK && strategy)
         *strategy = m->strategy->name;
-    if (replicas)
+    if (st == KILN_OK && replicas)
         *replicas = m->strategy->replica_count(m->strategy_impl);
-    return KILN_OK;
+    kiln_model_leave_reading(m, entered);
+    return st;
 }
 
 kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
 {
-    kiln_status st = kiln_model_check_compiled(m, "kiln_model_rank");
-    if (st != KILN_OK)
-        return st;
-    if (rank)
+    int entered;
+    kiln_status st = enter_compiled(m, "kiln_model_rank", &entered);
+    if (st == KILN_OK && rank)
         *rank = m->rank;
-    if (count)
+    if (st == KILN_OK && count)
         *count = m->world > 0 ? m->world : 1;
-    return KILN_OK;
+    kiln_model_leave_reading(m, entered);
+    return st;
 }
 
 kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *stats)
 {
-    kiln_status st = kiln_model_check_compiled(m, "kiln_model_training_stats");
-    if (st != KILN_OK)
-        return st;
-    if (!stats || stats->struct_size < sizeof *stats)
+    if (m && (!stats || stats->struct_size < sizeof *stats))
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_training_stats: stats is NULL or its struct_size is not "
                           "sizeof(kiln_training_stats)");
     int entered;
-    st = kiln_model_enter_reading(m, "kiln_model_training_stats", &entered);
-    if (st != KILN_OK)
+    kiln_status st = enter_compiled(m, "kiln_model_training_stats", &entered);
+    if (st != KILN_OK) {
+        kiln_model_leave_reading(m, entered);
         return st;
+    }
     kiln_strategy_stats counters;
     memset(&counters, 0, sizeof counters);
     if (m->strategy->stats)
@@ -114,31 +126,31 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     return KILN_OK;
 }
 
-/* The checks of a call reading a compiled model into `*out` (set to 0 first). */
-static kiln_status check_count_out(const kiln_model *m, int64_t *out, const char *call,
-                                   const char *arg)
+/* A count of a compiled model into `*out` (0 after a failure). */
+static kiln_status read_count(const kiln_model *m, const int64_t *field, int64_t *out,
+                              const char *call, const char *arg)
 {
     if (out)
         *out = 0;
     if (m && !out)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", call, arg);
-    return kiln_model_check_compiled(m, call);
+    int entered;
+    const kiln_status st = enter_compiled(m, call, &entered);
+    if (st == KILN_OK)
+        *out = *field;
+    kiln_model_leave_reading(m, entered);
+    return st;
 }
 
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
 {
-    kiln_status st = check_count_out(m, count, "kiln_model_parameter_count", "count");
-    if (st == KILN_OK)
-        *count = m->n_weights;
-    return st;
+    return read_count(m, m ? &m->n_weights : NULL, count, "kiln_model_parameter_count",
+                      "count");
 }
 
 kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
 {
-    kiln_status st = check_count_out(m, size, "kiln_model_output_size", "size");
-    if (st == KILN_OK)
-        *size = m->output_size;
-    return st;
+    return read_count(m, m ? &m->output_size : NULL, size, "kiln_model_output_size", "size");
 }
 
 /* Copies between the padded flat layout and the caller's packed array. */

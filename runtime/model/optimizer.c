@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static void discard_log(void *user, kiln_log_level level, const char *message)
@@ -76,6 +77,31 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
     if (sc->kind == KILN_LR_COSINE_DECAY && !(sc->alpha >= 0.0f && sc->alpha <= 1.0f))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "schedule: alpha %g must be in [0, 1]", sc->alpha);
+    /* The settings in use are checked above; the others too must be finite:
+     * model files and checkpoints store every setting, as JSON numbers. */
+    static const char *const schedules[] = {"constant", "step_decay", "exponential_decay",
+                                            "cosine_decay"};
+    char schedule[48];
+    snprintf(schedule, sizeof schedule, "a %s schedule", schedules[sc->kind]);
+    const char *optimizer = o->kind == KILN_OPTIMIZER_ADAM ? "Adam" : "SGD";
+    const struct {
+        const char *name, *unused_by;
+        float value;
+    } settings[] = {
+        {.name = "momentum", .unused_by = optimizer, .value = o->momentum},
+        {.name = "beta_1", .unused_by = optimizer, .value = o->beta_1},
+        {.name = "beta_2", .unused_by = optimizer, .value = o->beta_2},
+        {.name = "epsilon", .unused_by = optimizer, .value = o->epsilon},
+        {.name = "schedule.decay_rate", .unused_by = schedule, .value = sc->decay_rate},
+        {.name = "schedule.alpha", .unused_by = schedule, .value = sc->alpha},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        if (!isfinite(settings[i].value))
+            return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                              "optimizer: %s is %s, not a finite number (%s does not use it, "
+                              "but model files and checkpoints store every setting)",
+                              settings[i].name, isnan(settings[i].value) ? "nan"
+                              : settings[i].value < 0 ? "-inf" : "inf", settings[i].unused_by);
     return KILN_OK;
 }
 

@@ -12,28 +12,25 @@ struct kiln_worker {
     pthread_cond_t wake, finished;
     kiln_job_fn fn;
     void *arg;
+    int started;             /* 0 until the thread runs: 1 bound, -1 not */
     int has_job, done, stopping;
     kiln_status status;
     kiln_diag diag;          /* what the jobs' failures say; this thread's alone */
 };
 
-static kiln_status unbound_failure(kiln_diag *diag)
-{
-    diag->status = KILN_ERROR_OUT_OF_MEMORY;
-    snprintf(diag->message, sizeof diag->message,
-             "out of host memory for a worker thread's diagnostics");
-    return diag->status;
-}
-
 static void *worker_main(void *arg)
 {
     kiln_worker *w = arg;
     /* Unbound, a job's messages would go to the host's fallback, not to
-     * w->diag where the caller reads them: such a worker runs no job and
-     * says why in its own diagnostics. */
+     * w->diag where the caller reads them. kiln_worker_start waits for the
+     * answer: binding allocates, and an allocation failure must fail the
+     * start (not a job that may never come), at the same point of the
+     * caller's allocations every time. */
     const int bound = kiln_diag_bind(&w->ctx->host, &w->diag);
     pthread_mutex_lock(&w->lock);
-    for (;;) {
+    w->started = bound ? 1 : -1;
+    pthread_cond_broadcast(&w->finished);
+    while (bound) {
         while (!w->has_job && !w->stopping)
             pthread_cond_wait(&w->wake, &w->lock);
         if (!w->has_job && w->stopping)
@@ -41,7 +38,7 @@ static void *worker_main(void *arg)
         kiln_job_fn fn = w->fn;
         void *job = w->arg;
         pthread_mutex_unlock(&w->lock);
-        const kiln_status st = bound ? fn(job) : unbound_failure(&w->diag);
+        const kiln_status st = fn(job);
         pthread_mutex_lock(&w->lock);
         w->has_job = 0;
         w->done = 1;
@@ -52,6 +49,14 @@ static void *worker_main(void *arg)
     if (bound)
         kiln_diag_bind(&w->ctx->host, NULL);
     return NULL;
+}
+
+static void release(kiln_worker *w)
+{
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->wake);
+    pthread_cond_destroy(&w->finished);
+    kiln_free(w->ctx, w);
 }
 
 kiln_status kiln_worker_start(kiln_context *ctx, kiln_worker **out)
@@ -65,11 +70,19 @@ kiln_status kiln_worker_start(kiln_context *ctx, kiln_worker **out)
     pthread_cond_init(&w->wake, NULL);
     kiln_cond_init_monotonic(&w->finished);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-        pthread_mutex_destroy(&w->lock);
-        pthread_cond_destroy(&w->wake);
-        pthread_cond_destroy(&w->finished);
-        kiln_free(ctx, w);
+        release(w);
         return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY, "cannot start a worker thread");
+    }
+    pthread_mutex_lock(&w->lock);
+    while (!w->started)
+        pthread_cond_wait(&w->finished, &w->lock);
+    const int bound = w->started > 0;
+    pthread_mutex_unlock(&w->lock);
+    if (!bound) {   /* the thread is ending: nothing to stop */
+        pthread_join(w->thread, NULL);
+        release(w);
+        return kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
+                          "out of host memory for a worker thread's diagnostics");
     }
     *out = w;
     return KILN_OK;
@@ -119,10 +132,7 @@ int kiln_worker_stop(kiln_worker *w, double grace)
         return 0;
     }
     pthread_join(w->thread, NULL);
-    pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->wake);
-    pthread_cond_destroy(&w->finished);
-    kiln_free(w->ctx, w);
+    release(w);
     return 1;
 }
 

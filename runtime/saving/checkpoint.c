@@ -259,21 +259,16 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     md->values[md->n++] = texts->output_sums;
 }
 
-/* The model's description for a file of `kind`, or NULL. A checkpoint of a
- * model that cannot be described (a layer kind only tests have) is still
- * a checkpoint: it goes without, and the log says why. */
+/* The model's description for a file of `kind`, or NULL for weights. A
+ * model that cannot be described gets no checkpoint either: one without
+ * its description is a file kiln_model_load cannot rebuild a model from. */
 static kiln_status model_text(kiln_model *m, save_kind kind, const char *call, char **text)
 {
     size_t length;
     *text = NULL;
     if (kind == SAVE_WEIGHTS)
         return KILN_OK;
-    const kiln_status st = kiln_model_describe(m, call, text, &length);
-    if (st == KILN_OK || st == KILN_ERROR_OUT_OF_MEMORY || kind == SAVE_MODEL)
-        return st;
-    kiln_log(m->ctx, KILN_LOG_WARNING, "%s; the checkpoint is saved without it",
-             kiln_context_last_error(m->ctx));
-    return KILN_OK;
+    return kiln_model_describe(m, call, text, &length);
 }
 
 static kiln_status save(kiln_model *m, const char *path, save_kind kind)

@@ -265,7 +265,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     kiln_jw_end_object(&w);
     const kiln_status st = kiln_jw_finish(&w, text, length);
     if (st == KILN_ERROR_INVALID_ARGUMENT)
-        return kiln_error(m->ctx, st, "%s: a layer name cannot be written: %s", call, w.why);
+        return kiln_error(m->ctx, st, "%s: the model cannot be described: %s", call, w.why);
     return st;
 }
 

@@ -41,6 +41,7 @@ typedef struct callback {
     double best;
     int32_t best_epoch;
     int32_t wait, cooldown_left;
+    int32_t wait_improved;  /* EarlyStopping: epochs of the wait that beat the best only */
     float *best_weights; /* EarlyStopping with restore_best_weights */
     int has_best_weights;
     int csv;             /* CSVLogger's file descriptor, -1 when none is open */
@@ -421,10 +422,15 @@ static kiln_status take_spec(kiln_callbacks *c, const kiln_fit_options *o, int i
         return bad(c, cb, "%s", why.message);
     snprintf(cb->label, sizeof cb->label, "callbacks[%d] (%s)", i, kind_name(cb->spec.kind));
     cb->monitored = -1;
-    const char *stray = unread_field(&cb->spec);
     c->n++;
-    if (stray && (int)cb->spec.kind > KILN_CALLBACK_NONE &&
-        cb->spec.kind <= KILN_CALLBACK_TERMINATE_ON_NAN)
+    /* A kind that is none of them reads no field, and check_kind names it;
+     * unread_field would shift a bit by it first (undefined at 32 or past,
+     * or below 0). */
+    if ((int)cb->spec.kind <= KILN_CALLBACK_NONE ||
+        cb->spec.kind > KILN_CALLBACK_TERMINATE_ON_NAN)
+        return check_kind(c, cb, o);
+    const char *stray = unread_field(&cb->spec);
+    if (stray)
         return bad(c, cb, "%s is set, but %s does not read it", stray,
                    kind_name(cb->spec.kind));
     return check_kind(c, cb, o);
@@ -667,15 +673,27 @@ static kiln_status early_stopping(kiln_callbacks *c, callback *cb, int32_t epoch
         cb->best_epoch = epoch;
         if (s->restore_best_weights && st == KILN_OK)
             st = m->strategy->get_params(m->strategy_impl, cb->best_weights);
+        cb->wait_improved++;
         if (!s->has_baseline || improves(cb, current, s->baseline, s->min_delta))
-            cb->wait = 0;
+            cb->wait = cb->wait_improved = 0;
         return st;
     }
-    if (cb->wait >= s->patience && epoch > 0)
+    if (cb->wait < s->patience || epoch == 0)
+        return st;
+    const char *name = c->values[cb->monitored].name;
+    /* Epochs that beat the best but not the baseline do not restart the
+     * wait (Keras): "did not improve" alone would deny them. */
+    if (cb->wait_improved > 0)
+        kiln_model_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not improve on the "
+                        "baseline %.6g for %d epoch(s) (%d of them improved on the best, %.6g "
+                        "after epoch %d); training stopped after epoch %d", name, s->baseline,
+                        (int)cb->wait, (int)cb->wait_improved, cb->best,
+                        (int)cb->best_epoch + 1, (int)epoch + 1);
+    else
         kiln_model_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not improve for "
                         "%d epoch(s) on its best, %.6g after epoch %d; training stopped after "
-                        "epoch %d", c->values[cb->monitored].name, (int)cb->wait, cb->best,
-                        (int)cb->best_epoch + 1, (int)epoch + 1);
+                        "epoch %d", name, (int)cb->wait, cb->best, (int)cb->best_epoch + 1,
+                        (int)epoch + 1);
     return st;
 }
 

@@ -4,27 +4,34 @@
  * (never a crash) and release everything it allocated. */
 #include "harness.h"
 
+#include <pthread.h>
+
 typedef struct budget {
     long allowed;    /* allocations that succeed before one fails (-1: all) */
     long made;
     long live;       /* allocations not yet freed */
 } budget;
 
+/* Replica, loader and reducer threads allocate too (several devices):
+ * unlocked, their counts would race and lose updates. */
+static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void *counting_realloc(void *user, void *ptr, size_t size)
 {
     budget *b = user;
+    void *p = NULL;
+    pthread_mutex_lock(&budget_lock);
     if (size == 0) {
         if (ptr)
             b->live--;
         free(ptr);
-        return NULL;
+    } else if (b->allowed < 0 || b->made < b->allowed) {
+        b->made++;
+        p = realloc(ptr, size);
+        if (p && !ptr)
+            b->live++;
     }
-    if (b->allowed >= 0 && b->made >= b->allowed)
-        return NULL;
-    b->made++;
-    void *p = realloc(ptr, size);
-    if (p && !ptr)
-        b->live++;
+    pthread_mutex_unlock(&budget_lock);
     return p;
 }
 

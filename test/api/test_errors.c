@@ -273,6 +273,33 @@ static void test_compile_and_fit_errors(kiln_context *ctx)
     opt.epsilon = INFINITY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "epsilon (inf)", kiln_model_compile(m, &co));
     opt.epsilon = 0.0f;
+    /* A setting the optimizer or schedule does not use must be finite too:
+     * model files and checkpoints store them all. */
+    opt.kind = KILN_OPTIMIZER_SGD;
+    opt.epsilon = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer: epsilon is inf, not a finite "
+                "number (SGD does not use it", kiln_model_compile(m, &co));
+    opt.epsilon = 0.0f;
+    opt.beta_2 = NAN;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer: beta_2 is nan",
+                kiln_model_compile(m, &co));
+    opt.beta_2 = 0.0f;
+    opt.kind = KILN_OPTIMIZER_ADAM;
+    opt.momentum = -INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer: momentum is -inf, not a finite "
+                "number (Adam does not use it", kiln_model_compile(m, &co));
+    opt.momentum = 0.0f;
+    schedule.decay_rate = INFINITY;   /* a constant rate */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer: schedule.decay_rate is inf",
+                kiln_model_compile(m, &co));
+    schedule.decay_rate = 0.0f;
+    schedule.kind = KILN_LR_STEP_DECAY;
+    schedule.decay_steps = 10;
+    schedule.decay_rate = 0.5f;
+    schedule.alpha = NAN;   /* cosine decay's */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer: schedule.alpha is nan",
+                kiln_model_compile(m, &co));
+    schedule = (kiln_lr_schedule){.struct_size = sizeof schedule, .kind = KILN_LR_CONSTANT};
     opt.kind = KILN_OPTIMIZER_SGD;
     co.strategy = KILN_STRATEGY_AUTO;
     co.step_timeout_seconds = NAN;

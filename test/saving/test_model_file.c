@@ -14,6 +14,7 @@
 #include "seed_cnn.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -609,7 +610,22 @@ static void test_refusals(kiln_context *ctx)
     co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
     CHECK_OK(ctx, kiln_model_compile(u, &co));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "is not valid UTF-8", kiln_model_save(u, bad));
+    /* Nor is a checkpoint of it written: kiln_model_load could not rebuild
+     * the model from one without its description. */
+    const char *undescribed = file("undescribed.safetensors");
+    remove(undescribed);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: the model "
+                "cannot be described: 'caf", kiln_model_save_checkpoint(u, undescribed));
+    CHECK(access(undescribed, F_OK) != 0);
     kiln_model_destroy(u);
+    /* A setting the description cannot hold (compile refuses it; set here
+     * behind its back) is named, and no file is written. */
+    m->optimizer.epsilon = INFINITY;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save: the model cannot be "
+                "described: epsilon is inf, not a finite number", kiln_model_save(m, undescribed));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: the model cannot "
+                "be described: epsilon is inf", kiln_model_save_checkpoint(m, undescribed));
+    CHECK(access(undescribed, F_OK) != 0);
     kiln_model_destroy(m);
     printf("refusals: each names what is wrong and leaves no model\n");
 }
@@ -778,29 +794,38 @@ typedef struct budget {
     long allowed;   /* allocations that succeed before one fails (-1: all) */
     long made;
     long live;      /* not yet freed */
+    int only_main;  /* nonzero: every allocation off the thread `main` fails */
+    pthread_t main;
 } budget;
+
+/* Worker threads allocate too (a mirrored model on two devices): unlocked,
+ * two threads' counts would race and lose updates. */
+static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *counting_realloc(void *user, void *ptr, size_t size)
 {
     budget *b = user;
+    pthread_mutex_lock(&budget_lock);
+    void *p = NULL;
     if (size == 0) {
         if (ptr)
             b->live--;
         free(ptr);
-        return NULL;
+    } else if (b->only_main && !pthread_equal(pthread_self(), b->main)) {
+        p = NULL;
+    } else if (b->allowed < 0 || b->made < b->allowed) {
+        b->made++;
+        p = realloc(ptr, size);
+        if (p && !ptr)
+            b->live++;
     }
-    if (b->allowed >= 0 && b->made >= b->allowed)
-        return NULL;
-    b->made++;
-    void *p = realloc(ptr, size);
-    if (p && !ptr)
-        b->live++;
+    pthread_mutex_unlock(&budget_lock);
     return p;
 }
 
 /* Every host allocation of kiln_model_save and kiln_model_load failed in
  * turn: KILN_ERROR_OUT_OF_MEMORY, nothing leaked, no model, and the file
- * saved before still whole. */
+ * saved before still whole. Then only the worker threads' allocations. */
 static void test_allocation_failures(void)
 {
     budget b = {.allowed = -1};
@@ -840,6 +865,23 @@ static void test_allocation_failures(void)
         }
     }
     CHECK(failures == 0);
+    /* A worker thread's own allocations (mirrored: a thread per replica,
+     * one device or several) failing: the load fails, rather than leaving
+     * a model whose workers can run nothing. */
+    const long live = b.live;
+    const kiln_compile_options mirrored = {.struct_size = sizeof mirrored,
+                                           .strategy = KILN_STRATEGY_MIRRORED};
+    b.main = pthread_self();
+    b.only_main = 1;
+    CHECK_FAILS(ctx, KILN_ERROR_OUT_OF_MEMORY, "worker thread",
+                kiln_model_load(ctx, path, &mirrored, &l));
+    b.only_main = 0;
+    CHECK(!l && b.live == live);
+    kiln_model_destroy(l);
+    l = NULL;
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &mirrored, &l));
+    kiln_model_destroy(l);
+    l = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));   /* the file is whole */
     printf("allocation failures: %ld calls, each failing cleanly\n", calls);
     kiln_model_destroy(l);

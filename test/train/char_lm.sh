@@ -10,6 +10,8 @@
 # Text: the Python standard library of the interpreter meson found.
 # Usage: char_lm.sh SOURCE_ROOT CHAR_LM
 set -eu
+# Each run chooses its PoCL devices; KILN_DEVICES would count another list.
+unset KILN_DEVICES
 exe=$2
 text=$("${KILN_PYTHON:-python3}" -c 'import os; print(os.path.dirname(os.__file__))')
 tmp=$(mktemp -d)

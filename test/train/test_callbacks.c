@@ -214,6 +214,73 @@ static void test_early_stopping(kiln_context *ctx, kiln_dataset *train, kiln_dat
     CHECK(stopped_after(ctx, train, val, &es, 6) == 6);
 }
 
+/* The rate, 0 from epoch 3 on: the weights, and so val_loss, stay epoch 2's. */
+static double still_from_3(void *user, int32_t e, double lr)
+{
+    (void)user;
+    return e < 3 ? lr : 0.0;
+}
+
+/* The stop reason, for the cause EarlyStopping: `text`. */
+static void early_stop_reason(kiln_context *ctx, kiln_dataset *train, kiln_dataset *val,
+                              const kiln_callback_spec *es, const kiln_callback_spec *before,
+                              int32_t epochs_wanted, char *text, size_t size)
+{
+    kiln_callback_spec both[2];
+    int n = 0;
+    if (before)
+        both[n++] = *before;
+    both[n++] = *es;
+    kiln_model *m = fit(ctx, &one, 8, train, val, both, n);
+    CHECK(epochs_run(m) == epochs_wanted);
+    CHECK(stop_cause(m, text, size) == KILN_STOP_EARLY_STOPPING);
+    kiln_model_destroy(m);
+}
+
+/* What the stop reason says about a baseline. Keras restarts the wait only
+ * on an epoch that beats the best and the baseline, so it can stop after
+ * epochs that improved on the best: the reason says the baseline was not
+ * beaten, in how many epochs, and how many of them improved on the best. */
+static void test_early_stopping_reasons(kiln_context *ctx, kiln_dataset *train,
+                                        kiln_dataset *val)
+{
+    char text[320];
+    /* val_loss rises (improves, in max mode) at epochs 0 to 2 without
+     * reaching 100, then stays: epoch 3 ends a wait of 4 >= 3. */
+    const kiln_callback_spec rate = {.kind = KILN_CALLBACK_LEARNING_RATE_SCHEDULER,
+                                     .schedule = still_from_3};
+    kiln_callback_spec es = {.kind = KILN_CALLBACK_EARLY_STOPPING, .patience = 3,
+                             .mode = KILN_MONITOR_MAX, .has_baseline = 1, .baseline = 100.0};
+    early_stop_reason(ctx, train, val, &es, &rate, 4, text, sizeof text);
+    if (!strstr(text, "EarlyStopping: val_loss did not improve on the baseline 100 for 4 "
+                "epoch(s) (3 of them improved on the best, ") ||
+        !strstr(text, " after epoch 3); training stopped after epoch 4"))
+        fprintf(stderr, "stop reason: %s\n", text);
+    CHECK(strstr(text, "EarlyStopping: val_loss did not improve on the baseline 100 for 4 "
+                "epoch(s) (3 of them improved on the best, ") != NULL);
+    CHECK(strstr(text, " after epoch 3); training stopped after epoch 4") != NULL);
+    /* A baseline the first epoch beats: the reason is the best's alone
+     * (epochs 3, 4 and 5 do not improve). */
+    es.baseline = -100.0;
+    early_stop_reason(ctx, train, val, &es, &rate, 6, text, sizeof text);
+    if (!strstr(text, "EarlyStopping: val_loss did not improve for 3 epoch(s) on its best, "))
+        fprintf(stderr, "stop reason: %s\n", text);
+    CHECK(strstr(text, "EarlyStopping: val_loss did not improve for 3 epoch(s) on its best, ")
+          != NULL);
+    CHECK(strstr(text, " after epoch 3; training stopped after epoch 6") != NULL);
+    CHECK(strstr(text, "baseline") == NULL);
+    /* Min mode, a baseline nothing reaches: epoch 0 improves on the best
+     * only, epoch 1 not at all. */
+    es = (kiln_callback_spec){.kind = KILN_CALLBACK_EARLY_STOPPING, .patience = 2,
+                              .has_baseline = 1, .baseline = 0.25};
+    early_stop_reason(ctx, train, val, &es, NULL, 2, text, sizeof text);
+    if (!strstr(text, "did not improve on the baseline 0.25 for 2 epoch(s) (1 of them "
+                "improved on the best, "))
+        fprintf(stderr, "stop reason: %s\n", text);
+    CHECK(strstr(text, "did not improve on the baseline 0.25 for 2 epoch(s) (1 of them "
+                "improved on the best, ") != NULL);
+}
+
 /* Stopped after epoch 2 (0-based), the weights go back to epoch 0's, bit
  * for bit those of a model trained one epoch; without restoring they are
  * epoch 2's. A fit that runs out of epochs restores too (Keras 3). */
@@ -920,6 +987,12 @@ static void test_refused(kiln_context *ctx, kiln_dataset *train, kiln_dataset *v
          KILN_ERROR_INVALID_ARGUMENT, "user is set, but CSVLogger does not read it"},
         {{.kind = KILN_CALLBACK_NONE}, 1, KILN_ERROR_INVALID_ARGUMENT,
          "kind 0 is not a kiln_callback_kind"},
+        /* Past the kinds, and below them: refused before any bit is shifted by
+         * the kind (UBSan's check in build-ubsan). */
+        {{.kind = (kiln_callback_kind)99}, 1, KILN_ERROR_INVALID_ARGUMENT,
+         "callbacks[0] (none): kind 99 is not a kiln_callback_kind"},
+        {{.kind = (kiln_callback_kind)-1}, 1, KILN_ERROR_INVALID_ARGUMENT,
+         "kind -1 is not a kiln_callback_kind"},
         {{.kind = KILN_CALLBACK_REDUCE_LR_ON_PLATEAU, .factor = 1.5}, 1,
          KILN_ERROR_INVALID_ARGUMENT, "factor (1.5) must be in (0, 1)"},
         {{.kind = KILN_CALLBACK_EARLY_STOPPING, .mode = (kiln_monitor_mode)9}, 1,
@@ -1258,6 +1331,7 @@ int main(void)
     kiln_dataset *train = data(ctx, TRAIN, 0), *val = data(ctx, VAL, 1);
     test_rising_validation(ctx, train, val);
     test_early_stopping(ctx, train, val);
+    test_early_stopping_reasons(ctx, train, val);
     test_restore_best_weights(ctx, train, val);
     test_reduce_lr_on_plateau(ctx, train, val);
     test_model_checkpoint(ctx, train, val);
