@@ -4,6 +4,7 @@
  * non-finite loss: fit stops with KILN_ERROR_NUMERIC, or with
  * skip_nonfinite skips and counts it, and the weights never see it. */
 #include "harness.h"
+#include "huge_steps.h"
 #include "runtime/context/context.h"
 #include "runtime/data/dataset.h"
 #include "runtime/model/optimizer.h"
@@ -131,35 +132,6 @@ static void test_strategy(kiln_strategy strategy, const char *name, int exact)
     kiln_context_destroy(ctx);
 }
 
-/* Features around 1e38 are finite, and so are the loss and the gradient of
- * the step that meets them, but Adam's second moment (g * g) overflows: the
- * update itself is what goes non-finite. Steps 1, 2 and 4 are clean, step 3
- * has one feature of each sample at 1e38 (the others stay small, so the
- * forward pass stays finite). Before the update was checked, step 3 left
- * an infinite moment and step 4 turned the weights to NaN under KILN_OK. */
-#define HUGE_STEPS 4
-#define HUGE_STEP 3
-
-static kiln_dataset *huge_data(kiln_context *ctx, int first_step, int steps)
-{
-    float x[HUGE_STEPS * BATCH * 6];
-    int32_t y[HUGE_STEPS * BATCH];
-    const int n = steps * BATCH;
-    for (int i = 0; i < n; i++) {
-        const int sample = first_step * BATCH + i;
-        for (int f = 0; f < 6; f++)
-            x[i * 6 + f] = (float)((sample * 6 + f) % 7) / 7.0f;
-        if (sample / BATCH == HUGE_STEP - 1)
-            x[i * 6 + sample % 6] = 1e38f;
-        y[i] = sample % 3;
-    }
-    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = n, .feature_rank = 1,
-                                .feature_dims = {6}, .features = x, .sparse_labels = y,
-                                .num_classes = 3};
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    return ds;
-}
 
 static int count_nonfinite(const float *w, int64_t n)
 {
@@ -169,7 +141,9 @@ static int count_nonfinite(const float *w, int64_t n)
     return bad;
 }
 
-/* exact as in test_strategy. Reference: steps 1-2, then step 4 alone (the
+/* The data of test/common/huge_steps.h: before the update was checked, step
+ * 3 left an infinite moment and step 4 turned the weights to NaN under
+ * KILN_OK. exact as in test_strategy. Reference: steps 1-2, then step 4 alone (the
  * optimizer's step count resumes where it stood, as after a skipped step). */
 static void test_huge_features(kiln_strategy strategy, const char *name, int exact)
 {

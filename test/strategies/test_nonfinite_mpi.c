@@ -14,33 +14,11 @@
  * shard: the weights stay finite, but a store whose shard's update was
  * finite applies it, so they are not compared. */
 #include "harness.h"
+#include "huge_steps.h"
 
 #include <math.h>
 
-#define BATCH 4
-#define STEPS 4
-#define HUGE_STEP 3
 
-static kiln_dataset *huge_data(kiln_context *ctx, int first_step, int steps)
-{
-    float x[STEPS * BATCH * 6];
-    int32_t y[STEPS * BATCH];
-    const int n = steps * BATCH;
-    for (int i = 0; i < n; i++) {
-        const int sample = first_step * BATCH + i;
-        for (int f = 0; f < 6; f++)
-            x[i * 6 + f] = (float)((sample * 6 + f) % 7) / 7.0f;
-        if (sample / BATCH == HUGE_STEP - 1)
-            x[i * 6 + sample % 6] = 1e38f;
-        y[i] = sample % 3;
-    }
-    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = n, .feature_rank = 1,
-                                .feature_dims = {6}, .features = x, .sparse_labels = y,
-                                .num_classes = 3};
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    return ds;
-}
 
 static int32_t stores = 1;
 
@@ -72,7 +50,7 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float 
 static void fit_options(kiln_fit_options *fo, int skip)
 {
     *fo = (kiln_fit_options){.struct_size = sizeof *fo};
-    fo->batch_size = BATCH;
+    fo->batch_size = HUGE_BATCH;
     fo->no_shuffle = 1;
     fo->verbosity = KILN_VERBOSE_SILENT;
     fo->skip_nonfinite = skip;
@@ -96,8 +74,8 @@ int main(int argc, char **argv)
     kiln_context *ctx = test_context(5);
     if (!ctx)
         SKIP_MISSING("no OpenCL device");
-    kiln_dataset *first = huge_data(ctx, 0, 2), *last = huge_data(ctx, STEPS - 1, 1);
-    kiln_dataset *all = huge_data(ctx, 0, STEPS);
+    kiln_dataset *first = huge_data(ctx, 0, 2), *last = huge_data(ctx, HUGE_STEPS - 1, 1);
+    kiln_dataset *all = huge_data(ctx, 0, HUGE_STEPS);
     kiln_model *m = model(ctx, strategy, NULL, 0);
     int32_t rank = 0;
     CHECK_OK(ctx, kiln_model_rank(m, &rank, NULL));
