@@ -116,7 +116,8 @@ static kiln_status resolve_inputs(kiln_model *m, const kiln_node *inputs, int n_
         if (in < 0 || in >= m->graph.n_nodes)
             return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                               "layer '%s': input %d is node %d, which does not exist (the "
-                              "model has %d nodes)", label, k, (int)inputs[k], (int)m->graph.n_nodes);
+                              "model has %d nodes)",
+                              label, k, (int)inputs[k], (int)m->graph.n_nodes);
         rec->inputs[k] = in;
         in_shapes[k] = m->graph.nodes[in].shape;
     }

@@ -32,22 +32,25 @@ kiln_status kiln_model_find_inputs(kiln_model *m)
         const int32_t k = m->graph.n_inputs++;
         m->graph.inputs[k] = i;
         m->graph.input_offset[k] = m->graph.sample_size;
-        m->graph.ids[k] = (kiln_id_range){.offset = m->graph.sample_size, .size = kiln_node_size(m, i),
-                                    .input = NULL};
+        m->graph.ids[k] = (kiln_id_range){
+            .offset = m->graph.sample_size, .size = kiln_node_size(m, i), .input = NULL};
         m->graph.sample_size += kiln_node_size(m, i);
     }
     m->graph.input = m->graph.n_inputs ? m->graph.inputs[0] : -1;
     m->graph.input_ints = m->graph.n_inputs && m->graph.nodes[m->graph.input].ints;
     if (m->graph.n_inputs == 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_compile: the output "
-                          "'%s' must be a layer fed by an Input", m->graph.nodes[m->graph.output].name);
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: the output "
+                          "'%s' must be a layer fed by an Input",
+                          m->graph.nodes[m->graph.output].name);
     /* Ids are checked on the host against the smallest table they index (of
      * the layers that run: the others never see them). Id-reading layers
      * read an Input directly (graph.c checks it). */
     for (int32_t k = 0; k < m->graph.n_inputs; k++) {
         kiln_id_range *r = &m->graph.ids[k];
         r->input = m->graph.n_inputs > 1 ? m->graph.nodes[m->graph.inputs[k]].name : NULL;
-        for (kiln_node i = 0; m->graph.nodes[m->graph.inputs[k]].ints && i < m->graph.n_nodes; i++) {
+        for (kiln_node i = 0; m->graph.nodes[m->graph.inputs[k]].ints && i < m->graph.n_nodes;
+             i++) {
             const kiln_node_rec *node = &m->graph.nodes[i];
             if (!node->on_path || !node->ops->id_limit || node->inputs[0] != m->graph.inputs[k])
                 continue;
@@ -64,8 +67,8 @@ kiln_status kiln_model_find_inputs(kiln_model *m)
 kiln_status kiln_model_check_features(const kiln_model *m, const char *call, const float *x,
                                       int64_t count, int64_t first_sample, int finite)
 {
-    const kiln_status st = kiln_check_id_ranges(m->ctx, call, m->graph.ids, m->graph.n_inputs, x, count,
-                                                m->graph.sample_size, first_sample);
+    const kiln_status st = kiln_check_id_ranges(m->ctx, call, m->graph.ids, m->graph.n_inputs, x,
+                                                count, m->graph.sample_size, first_sample);
     for (int32_t k = 0; st == KILN_OK && finite && k < m->graph.n_inputs; k++) {
         if (m->graph.nodes[m->graph.inputs[k]].ints)
             continue;

@@ -57,7 +57,8 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
     for (kiln_node i = 0; i < m->graph.n_nodes; i++)
         for (int p = 0; p < m->graph.nodes[i].n_params; p++, k++) {
             char full[96];
-            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name, m->graph.nodes[i].params[p].name);
+            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name,
+                     m->graph.nodes[i].params[p].name);
             if (name ? strcmp(full, name) == 0 : k == index) {
                 *node = i;
                 *param = p;

@@ -79,8 +79,8 @@ static kiln_status take_weight(kiln_model *m, int32_t k, float w)
     if (!isfinite(w) || w < 0.0f)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: the loss weight of output %d ('%s') is %g; it "
-                          "must be finite and >= 0", (int)k, m->graph.nodes[m->graph.outputs[k]].name,
-                          (double)w);
+                          "must be finite and >= 0",
+                          (int)k, m->graph.nodes[m->graph.outputs[k]].name, (double)w);
     m->plan.head_weight[k] = w == 0.0f && !signbit(w) ? 1.0f : w;
     return KILN_OK;
 }

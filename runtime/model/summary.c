@@ -22,7 +22,8 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
 static void compile_settings(const kiln_model *m, kiln_text *t)
 {
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
-        kiln_text_printf(t, "Loss of output '%s': %s x %g%s\n", m->graph.nodes[m->graph.outputs[k]].name,
+        kiln_text_printf(t, "Loss of output '%s': %s x %g%s\n",
+                         m->graph.nodes[m->graph.outputs[k]].name,
                          kiln_loss_name(m->plan.heads[k].loss), (double)m->plan.head_weight[k],
                          m->plan.heads[k].accuracy ? " (with accuracy)" : "");
     if (!kiln_model_outputs_apart(m))
@@ -35,7 +36,8 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
         kiln_text_printf(t, ", momentum %g%s", (double)o->momentum,
                          o->nesterov ? " (Nesterov)" : "");
     if (m->plan.accumulation_steps > 1)
-        kiln_text_printf(t, ", gradients accumulated over %d steps", (int)m->plan.accumulation_steps);
+        kiln_text_printf(t, ", gradients accumulated over %d steps",
+                         (int)m->plan.accumulation_steps);
     kiln_text_printf(t, "\n");
 }
 

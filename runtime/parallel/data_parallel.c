@@ -151,8 +151,9 @@ static kiln_status push_state(dp_replica *d)
     dp_strategy *dp = d->owner;
     if (!dp->state_pending || dp->mode == DP_CENTRAL)
         return KILN_OK;
-    return kiln_buffer_write(d->r->dev, d->r->params, dp->m->plan.n_trainable_floats * sizeof(float),
-                             dp->state_mean, dp->n_state * sizeof(float), 1);
+    return kiln_buffer_write(d->r->dev, d->r->params,
+                             dp->m->plan.n_trainable_floats * sizeof(float), dp->state_mean,
+                             dp->n_state * sizeof(float), 1);
 }
 
 /* After a training step: the mean of the state of the replicas that had
@@ -542,7 +543,8 @@ static kiln_status global_scale(dp_strategy *dp, const kiln_batch *b)
     double counted = ignore ? kiln_model_counted(m, b->labels, present)
                             : kiln_model_counted(m, NULL, b->n);
     if (dp->mpi && ignore && b->sharded) {
-        const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->placement.step_timeout);
+        const kiln_status st =
+            kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->placement.step_timeout);
         if (st != KILN_OK) {
             abandon_world(dp);
             return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
@@ -602,7 +604,8 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
             update_nonfinite = 1;
         } else {
             kiln_optimizer_apply_host(&m->plan.optimizer, dp->update.lr, dp->host_params, mean,
-                                      dp->host_slots, m->plan.n_trainable_floats, dp->update.number);
+                                      dp->host_slots, m->plan.n_trainable_floats,
+                                      dp->update.number);
             dp->params_version++;
         }
     }
@@ -853,9 +856,9 @@ static kiln_status plan_buckets(dp_strategy *dp)
         }
     }
     dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->plan.n_param_floats,
-                                               m->placement.first_bucket_bytes, m->placement.bucket_bytes,
-                                               dp->buckets)
-                          : 0;
+                                               m->placement.first_bucket_bytes,
+                                               m->placement.bucket_bytes, dp->buckets)
+                           : 0;
     if (dp->n_buckets == 0) {
         dp->buckets[0].offset = 0;
         dp->buckets[0].count = m->plan.n_param_floats;
@@ -917,7 +920,9 @@ static kiln_status join_world(dp_strategy *dp, float *init)
 static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
 {
     kiln_context *ctx = m->ctx;
-    int n = mode == DP_ONE_DEVICE ? 1 : (m->placement.n_replicas ? m->placement.n_replicas : ctx->n_devices);
+    int n = mode == DP_ONE_DEVICE
+                ? 1
+                : (m->placement.n_replicas ? m->placement.n_replicas : ctx->n_devices);
     if (n > ctx->n_devices)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d replicas asked for, but the context has %d "

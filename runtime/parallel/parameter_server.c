@@ -96,10 +96,12 @@ static kiln_status step_job(void *arg)
     if (st == KILN_OK)
         st = kiln_buffer_read(r->dev, r->grads, 0, w->grads,
                               m->plan.n_trainable_floats * sizeof(float));
-    if (st == KILN_OK && m->plan.n_param_floats > m->plan.n_trainable_floats)   /* moving statistics */
-        st = kiln_buffer_read(r->dev, r->params, m->plan.n_trainable_floats * sizeof(float),
-                              w->snapshot + m->plan.n_trainable_floats,
-                              (m->plan.n_param_floats - m->plan.n_trainable_floats) * sizeof(float));
+    if (st == KILN_OK &&
+        m->plan.n_param_floats > m->plan.n_trainable_floats) /* moving statistics */
+        st =
+            kiln_buffer_read(r->dev, r->params, m->plan.n_trainable_floats * sizeof(float),
+                             w->snapshot + m->plan.n_trainable_floats,
+                             (m->plan.n_param_floats - m->plan.n_trainable_floats) * sizeof(float));
     if (st == KILN_OK)
         st = kiln_replica_read_sums(r, sums);
     /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): the

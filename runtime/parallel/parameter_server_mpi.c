@@ -88,7 +88,8 @@ static kiln_status release_deferred(psm *p)
     kiln_status st = KILN_OK;
     const int64_t low = slowest(p);
     for (int w = 0; w < p->workers && st == KILN_OK; w++)
-        if (p->deferred[w] && (low == INT64_MAX || p->clock[w] - low <= p->m->placement.max_staleness))
+        if (p->deferred[w] &&
+            (low == INT64_MAX || p->clock[w] - low <= p->m->placement.max_staleness))
             st = reply(p, w);
     return st;
 }
@@ -224,7 +225,8 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
         p->slice[hi - lo] = (float)s[0];
         p->slice[hi - lo + 1] = (float)s[1];
         p->slice[hi - lo + 2] = (float)b->n;
-        st = kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->placement.step_timeout);
+        st =
+            kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->placement.step_timeout);
     }
     for (int k = 0; k < p->stores && st == KILN_OK; k++)   /* each shard, after this push */
         st = kiln_mpi_receive(p->mpi, k, TAG_PARAMS, p->msg + p->bound[k],

@@ -274,20 +274,21 @@ kiln_status kiln_partition(const kiln_model *m, int accumulate, kiln_stage_plan 
     kiln_stage_plan *st = kiln_calloc(ctx, (size_t)ctx->n_devices, sizeof *st);
     if (!st)
         return kiln_error_oom(ctx, "the stage plan", (size_t)ctx->n_devices * sizeof *st);
-    kiln_status status = m->graph.placed ? from_placements(m, st, &n) : balanced(m, n, accumulate, st);
+    kiln_status status =
+        m->graph.placed ? from_placements(m, st, &n) : balanced(m, n, accumulate, st);
     if (status == KILN_OK)
         fill_spans(m, st, n, accumulate);
     for (int32_t k = 0; status == KILN_OK && k < n; k++)
         if (st[k].state_bytes > st[k].budget)
-            status = kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
-                                "kiln_model_compile: stage %d (layers '%s' to '%s') needs %llu "
-                                "bytes of parameters, gradients and optimizer state on %s, "
-                                "which has %llu (%s)", (int)k, m->graph.nodes[st[k].span.first].name,
-                                m->graph.nodes[st[k].span.last].name,
-                                (unsigned long long)st[k].state_bytes,
-                                kiln_device_label(ctx->devices[st[k].device]),
-                                (unsigned long long)st[k].budget,
-                                m->placement.memory_budget ? "its budget" : "its global memory");
+            status = kiln_error(
+                ctx, KILN_ERROR_OUT_OF_MEMORY,
+                "kiln_model_compile: stage %d (layers '%s' to '%s') needs %llu "
+                "bytes of parameters, gradients and optimizer state on %s, "
+                "which has %llu (%s)",
+                (int)k, m->graph.nodes[st[k].span.first].name, m->graph.nodes[st[k].span.last].name,
+                (unsigned long long)st[k].state_bytes,
+                kiln_device_label(ctx->devices[st[k].device]), (unsigned long long)st[k].budget,
+                m->placement.memory_budget ? "its budget" : "its global memory");
     if (status != KILN_OK) {
         kiln_free(ctx, st);
         return status;

@@ -839,7 +839,8 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     p->stages = kiln_calloc(ctx, (size_t)n, sizeof *p->stages);
     p->start = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->start);
     p->count = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->count);
-    float *init = kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
+    float *init =
+        kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
     if (!p->stages || !p->start || !p->count || !init)
         st = kiln_error_oom(ctx, "pipeline stages", (size_t)n * sizeof *p->stages);
     else

@@ -342,8 +342,9 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         const size_t row = (size_t)kiln_node_size(m, m->graph.inputs[k]) * sizeof(float);
         if (!dst || !b->features)
             continue;
-        st = kiln_buffer_write_rows(r->dev, dst, b->features + m->graph.input_offset[k],
-                                    (size_t)b->n, row, (size_t)m->graph.sample_size * sizeof(float));
+        st =
+            kiln_buffer_write_rows(r->dev, dst, b->features + m->graph.input_offset[k],
+                                   (size_t)b->n, row, (size_t)m->graph.sample_size * sizeof(float));
     }
     if (st != KILN_OK || !b->labels)
         return st;

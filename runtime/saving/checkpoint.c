@@ -182,7 +182,8 @@ static char *output_sums_text(const kiln_model *m)
     char *t = kiln_alloc(m->ctx, size);
     size_t at = 0;
     for (size_t i = 0; t && i < n; i++)
-        at += (size_t)snprintf(t + at, size - at, "%s%.17g", i ? " " : "", m->training.epoch_heads[i]);
+        at += (size_t)snprintf(t + at, size - at, "%s%.17g", i ? " " : "",
+                               m->training.epoch_heads[i]);
     return t;
 }
 
@@ -236,8 +237,8 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     meta_add(md, "train_steps", "%lld", (long long)m->training.n_train_steps);
     meta_add(md, "epoch", "%d", (int)m->training.n_history);
     meta_add(md, "epoch_step", "%lld", (long long)m->training.epoch_step);
-    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->training.epoch_loss, m->training.epoch_correct,
-             (long long)m->training.epoch_seen);
+    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->training.epoch_loss,
+             m->training.epoch_correct, (long long)m->training.epoch_seen);
     meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->training.shuffle_seed);
     /* What the epoch's means divide by (positions, for sequence labels); a
      * checkpoint without it counted samples. */
@@ -497,7 +498,8 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     if (st == KILN_OK)
         st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && n_slots)
-        st = m->placement.strategy->set_slots(m->placement.strategy_impl, (const float *const *)slots);
+        st = m->placement.strategy->set_slots(m->placement.strategy_impl,
+                                              (const float *const *)slots);
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 1);
     kiln_free(ctx, flat);

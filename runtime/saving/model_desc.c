@@ -252,7 +252,8 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     }
     kiln_jw_end_array(&w);
     kiln_jw_key(&w, "output");
-    kiln_jw_string(&w, m->graph.nodes[m->graph.output >= 0 ? m->graph.output : m->graph.n_nodes - 1].name);
+    kiln_jw_string(
+        &w, m->graph.nodes[m->graph.output >= 0 ? m->graph.output : m->graph.n_nodes - 1].name);
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(&w, "outputs");
         kiln_jw_begin_array(&w);

@@ -298,7 +298,8 @@ static kiln_status export_entered(kiln_model *m, const char *path)
     }
     exporter ex = {.m = m};
     kiln_status st = KILN_OK;
-    float *flat = kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
+    float *flat =
+        kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
     kiln_onnx_layer *layers = kiln_calloc(ctx, (size_t)m->graph.n_nodes, sizeof *layers);
     if (!flat || !layers) {
         st = kiln_error_oom(ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));

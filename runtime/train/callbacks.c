@@ -149,7 +149,8 @@ static void list_values(kiln_callbacks *c, int validation)
             char name[80];
             snprintf(name, sizeof name, "%s_loss", c->m->graph.nodes[c->m->graph.outputs[k]].name);
             add_value(c, prefix, name, at + offsetof(kiln_output_metrics, loss), 0);
-            snprintf(name, sizeof name, "%s_accuracy", c->m->graph.nodes[c->m->graph.outputs[k]].name);
+            snprintf(name, sizeof name, "%s_accuracy",
+                     c->m->graph.nodes[c->m->graph.outputs[k]].name);
             if (c->m->plan.heads[k].accuracy)
                 add_value(c, prefix, name, at + offsetof(kiln_output_metrics, accuracy), 1);
         }

@@ -134,8 +134,9 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
         if (m->graph.placed)
             m->placement.strategy = &kiln_strategy_pipeline;
         else
-            m->placement.strategy = m->ctx->n_devices > 1 && m->placement.n_replicas != 1 ? &kiln_strategy_mirrored
-                                                                      : &kiln_strategy_one_device;
+            m->placement.strategy = m->ctx->n_devices > 1 && m->placement.n_replicas != 1
+                                        ? &kiln_strategy_mirrored
+                                        : &kiln_strategy_one_device;
         return KILN_OK;
     case KILN_STRATEGY_PIPELINE:
         m->placement.strategy = &kiln_strategy_pipeline;
@@ -187,7 +188,8 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
     m->placement.n_replicas = o->replicas;
     m->placement.step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
                                                   : KILN_DEFAULT_STEP_TIMEOUT;
-    m->placement.first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
+    m->placement.first_bucket_bytes =
+        o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
     m->placement.bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
     m->placement.reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
     if (o->pipeline_stages < 0 || o->micro_batches < 0 ||

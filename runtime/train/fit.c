@@ -217,9 +217,9 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
 static kiln_status check_same_everywhere(kiln_model *m, int together, const char *call,
                                          const char *const *names, const int64_t *values, int n)
 {
-    return m->placement.mpi && together
-               ? kiln_mpi_check_same(m->placement.mpi, call, names, values, n, m->placement.step_timeout)
-               : KILN_OK;
+    return m->placement.mpi && together ? kiln_mpi_check_same(m->placement.mpi, call, names, values,
+                                                              n, m->placement.step_timeout)
+                                        : KILN_OK;
 }
 
 /* The strategy's share of each batch, for the loader. */
@@ -231,7 +231,8 @@ typedef struct share_of {
 static void strategy_share(void *user, int64_t ahead, int32_t n, int32_t *first, int32_t *count)
 {
     const share_of *s = user;
-    s->m->placement.strategy->shard(s->m->placement.strategy_impl, s->train, ahead, n, first, count);
+    s->m->placement.strategy->shard(s->m->placement.strategy_impl, s->train, ahead, n, first,
+                                    count);
 }
 
 /* A loader over `ds` and the order its epochs fill: training applies the
@@ -328,7 +329,8 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
     static const char *const names[] = {"batch_size", "number of samples"};
     const int64_t mine[] = {batch, ds->count};
-    st = check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
+    st =
+        check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
     if (st != KILN_OK)
         return st;
     kiln_metrics r;
@@ -375,7 +377,8 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
         const kiln_batch b = {.n = n, .features = inputs + start * in_size};
-        st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b, outputs + start * out_size);
+        st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b,
+                                                 outputs + start * out_size);
     }
     return st;
 }
@@ -437,15 +440,17 @@ static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
             o->batch_size = KILN_DEFAULT_BATCH_SIZE;
         return KILN_OK;
     }
-    const int64_t replicas = m->placement.strategy->replicas_in_sync
-                                 ? m->placement.strategy->replicas_in_sync(m->placement.strategy_impl) : 1;
+    const int64_t replicas =
+        m->placement.strategy->replicas_in_sync
+            ? m->placement.strategy->replicas_in_sync(m->placement.strategy_impl)
+            : 1;
     const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
     if (o->per_replica_batch_size < 0 || global > INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size is %d; times the %lld "
                           "replica(s) in sync of %s it must be in [0, %d]",
-                          (int)o->per_replica_batch_size, (long long)replicas, m->placement.strategy->name,
-                          (int)INT32_MAX);
+                          (int)o->per_replica_batch_size, (long long)replicas,
+                          m->placement.strategy->name, (int)INT32_MAX);
     if (o->batch_size != 0 && o->batch_size != global)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size %d x %lld replica(s) in sync "
@@ -461,7 +466,8 @@ static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
 {
     if (m->training.n_history == m->training.cap_history) {
         int32_t cap = m->training.cap_history ? m->training.cap_history * 2 : 16;
-        kiln_epoch_record *grown = kiln_realloc(m->ctx, m->training.history, (size_t)cap * sizeof *grown);
+        kiln_epoch_record *grown =
+            kiln_realloc(m->ctx, m->training.history, (size_t)cap * sizeof *grown);
         if (!grown)
             return kiln_error_oom(m->ctx, "the history", (size_t)cap * sizeof *grown);
         m->training.history = grown;
@@ -506,10 +512,12 @@ static void add_sums(kiln_model *m, const double *sums)
 
 static void update_means(const kiln_model *m, kiln_epoch_record *r)
 {
-    double sums[KILN_N_SUMS] = {
-        [KILN_SUM_LOSS] = m->training.epoch_loss, [KILN_SUM_CORRECT] = m->training.epoch_correct,
-        [KILN_SUM_TOP_K] = m->training.epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->training.epoch_metrics[1],
-        [KILN_SUM_BINARY] = m->training.epoch_metrics[2], [KILN_SUM_COUNTED] = m->training.epoch_counted};
+    double sums[KILN_N_SUMS] = {[KILN_SUM_LOSS] = m->training.epoch_loss,
+                                [KILN_SUM_CORRECT] = m->training.epoch_correct,
+                                [KILN_SUM_TOP_K] = m->training.epoch_metrics[0],
+                                [KILN_SUM_ABS_ERROR] = m->training.epoch_metrics[1],
+                                [KILN_SUM_BINARY] = m->training.epoch_metrics[2],
+                                [KILN_SUM_COUNTED] = m->training.epoch_counted};
     memcpy(sums + KILN_SUM_HEADS, m->training.epoch_heads, sizeof m->training.epoch_heads);
     kiln_metrics means;
     kiln_model_metrics(m, sums, &means);
@@ -531,8 +539,10 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 {
     return o->checkpoint_dir &&
            ((at_epoch_end && o->checkpoint_every_epoch) ||
-            (o->checkpoint_every_steps > 0 && m->training.n_train_steps % o->checkpoint_every_steps == 0)) &&
-           (!m->placement.strategy->micro_step || m->placement.strategy->micro_step(m->placement.strategy_impl) == 0);
+            (o->checkpoint_every_steps > 0 &&
+             m->training.n_train_steps % o->checkpoint_every_steps == 0)) &&
+           (!m->placement.strategy->micro_step ||
+            m->placement.strategy->micro_step(m->placement.strategy_impl) == 0);
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
@@ -686,8 +696,10 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->training.shuffle_seed, m->training.n_history, !o->no_shuffle, src->order);
-    kiln_loader_begin(src->loader, src->order, ds->count, m->training.epoch_step, m->training.n_history);
+    kiln_epoch_order(ds->count, m->training.shuffle_seed, m->training.n_history, !o->no_shuffle,
+                     src->order);
+    kiln_loader_begin(src->loader, src->order, ds->count, m->training.epoch_step,
+                      m->training.n_history);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
@@ -776,9 +788,15 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
         "epochs", "batch_size", "number of training samples", "number of validation samples",
         "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
         "epochs in the history", "steps done in the current epoch", "n_callbacks"};
-    const int64_t mine[] = {o->epochs, o->batch_size, train->count,
-                            o->validation ? o->validation->count : 0, (int64_t)m->training.shuffle_seed,
-                            resumed, m->training.n_history, m->training.epoch_step, o->n_callbacks};
+    const int64_t mine[] = {o->epochs,
+                            o->batch_size,
+                            train->count,
+                            o->validation ? o->validation->count : 0,
+                            (int64_t)m->training.shuffle_seed,
+                            resumed,
+                            m->training.n_history,
+                            m->training.epoch_step,
+                            o->n_callbacks};
     st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 9);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->training.n_history : 0;
@@ -790,7 +808,8 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     kiln_progress_init(&bar, m->placement.rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
     if (st == KILN_OK)
         st = kiln_callbacks_begin(cbs);
-    for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE; e++) {
+    for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE;
+         e++) {
         st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
     }

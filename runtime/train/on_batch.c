@@ -22,11 +22,13 @@ static kiln_status check_labels(kiln_model *m, const char *call, const void *lab
         const int64_t size = (int64_t)(kiln_loss_label_bytes(plan) / 4);
         char output[128] = "";
         if (kiln_model_outputs_apart(m))
-            snprintf(output, sizeof output, " for output '%s'", m->graph.nodes[m->graph.outputs[k]].name);
+            snprintf(output, sizeof output, " for output '%s'",
+                     m->graph.nodes[m->graph.outputs[k]].name);
         for (int64_t i = 0; i < count; i++)
             for (int64_t p = 0; p < size; p++) {
-                const char *at = (const char *)labels +
-                                 (size_t)(i * m->plan.label_words + m->plan.head_label_offset[k] + p) * 4;
+                const char *at =
+                    (const char *)labels +
+                    (size_t)(i * m->plan.label_words + m->plan.head_label_offset[k] + p) * 4;
                 int32_t id;
                 float v;
                 memcpy(&id, at, 4);

@@ -406,9 +406,10 @@ static void loss_text(const kiln_model *m, char *buf, size_t size)
     size_t at = 0;
     buf[0] = '\0';
     for (int32_t k = 0; k < m->graph.n_outputs && at < size; k++) {
-        const int n = snprintf(buf + at, size - at, "%s%s: %s x %g", k ? ", " : "",
-                               m->graph.nodes[m->graph.outputs[k]].name, kiln_loss_name(m->plan.heads[k].loss),
-                               (double)m->plan.head_weight[k]);
+        const int n =
+            snprintf(buf + at, size - at, "%s%s: %s x %g", k ? ", " : "",
+                     m->graph.nodes[m->graph.outputs[k]].name,
+                     kiln_loss_name(m->plan.heads[k].loss), (double)m->plan.head_weight[k]);
         at += n > 0 ? (size_t)n : 0;
     }
 }
@@ -702,7 +703,8 @@ kiln_status kiln_report_open(kiln_model *m, const kiln_dataset *train, const kil
 
 static void catch_up(kiln_report *r)
 {
-    const double lr = kiln_optimizer_learning_rate(&r->m->plan.optimizer, r->m->training.n_optimizer_steps);
+    const double lr =
+        kiln_optimizer_learning_rate(&r->m->plan.optimizer, r->m->training.n_optimizer_steps);
     for (; r->n_lr < r->m->training.n_history && r->n_lr < r->cap_lr; r->n_lr++)
         r->lr[r->n_lr] = lr;
 }

@@ -84,10 +84,11 @@ static void test_null_defaults(kiln_context *ctx)
     kiln_model *m = compiled(ctx, NULL);
     if (!m)
         return;
-    CHECK(m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM && m->plan.optimizer.learning_rate == 1e-3f &&
-          m->plan.optimizer.beta_1 == 0.9f && m->plan.optimizer.beta_2 == 0.999f &&
-          m->plan.optimizer.epsilon == 1e-7f);
-    CHECK(m->plan.optimizer.schedule == &m->plan.lr_schedule && m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
+    CHECK(m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM &&
+          m->plan.optimizer.learning_rate == 1e-3f && m->plan.optimizer.beta_1 == 0.9f &&
+          m->plan.optimizer.beta_2 == 0.999f && m->plan.optimizer.epsilon == 1e-7f);
+    CHECK(m->plan.optimizer.schedule == &m->plan.lr_schedule &&
+          m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     CHECK(kiln_model_learning_rate(m, 0) == (double)1e-3f);
     CHECK(kiln_model_learning_rate(m, 100000) == (double)1e-3f);
     CHECK(summary_has(m, "\nOptimizer: adam, learning rate 0.001\n"));
@@ -98,7 +99,8 @@ static void test_null_defaults(kiln_context *ctx)
     m = compiled(ctx, &zero);
     if (m)
         CHECK(kiln_model_learning_rate(m, 7) == (double)1e-3f &&
-              m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM && m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
+              m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM &&
+              m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     kiln_model_destroy(m);
     CHECK(kiln_learning_rate_at(NULL, 5) == 1e-3f);
     CHECK(kiln_learning_rate_at(&zero, 5) == 1e-3f);

@@ -178,7 +178,8 @@ static void test_weights(kiln_context *ctx)
     };
     CHECK(m->graph.nodes[a].n_params == 8);
     float *flat = calloc(m->plan.n_param_floats + 1, sizeof(float));
-    CHECK_OK(ctx, kiln_replica_read_params(m->placement.strategy->replica(m->placement.strategy_impl, 0), flat));
+    CHECK_OK(ctx, kiln_replica_read_params(
+                      m->placement.strategy->replica(m->placement.strategy_impl, 0), flat));
     for (int p = 0; p < 8 && p < m->graph.nodes[a].n_params; p++) {
         const kiln_param_spec *s = &m->graph.nodes[a].params[p];
         char full[128];

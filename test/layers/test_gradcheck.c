@@ -261,7 +261,7 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     float *x = malloc(sizeof(float) * (size_t)(BATCH * in));
     for (int64_t i = 0; i < BATCH * in; i++)
         x[i] = (float)check_uniform();
-    for (int32_t k = 0; k < m->graph.n_inputs; k++) {   /* ids of 5 values in their inputs' places */
+    for (int32_t k = 0; k < m->graph.n_inputs; k++) { /* ids of 5 values in their inputs' places */
         const kiln_id_range *id = &m->graph.ids[k];
         for (int64_t i = 0; id->limit > 0 && i < BATCH * id->size; i++)
             ((int32_t *)(void *)(x + i / id->size * in + id->offset))[i % id->size] =
@@ -278,7 +278,8 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     for (int32_t i = 0; i < m->graph.n_nodes; i++)
         for (int k = 0; m->graph.nodes[i].frozen && k < m->graph.nodes[i].n_params; k++)
             for (int64_t j = 0; j < kiln_shape_size(&m->graph.nodes[i].params[k].shape); j++)
-                p[m->graph.nodes[i].param_offset[k] + (size_t)j] = 0.75f + 0.5f * (float)check_uniform();
+                p[m->graph.nodes[i].param_offset[k] + (size_t)j] =
+                    0.75f + 0.5f * (float)check_uniform();
     CHECK_OK(ctx, kiln_replica_write_params(r, p));
     batch_loss(ctx, r);
     CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));

@@ -236,7 +236,8 @@ static void round_trip(kiln_context *ctx, const kiln_layer_ops *ops, example_fn 
     kiln_model *m = NULL, *l = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     build(m);
-    CHECK(m->graph.n_nodes > 0 && (ops == &kiln_layer_input || m->graph.nodes[m->graph.n_nodes - 1].ops == ops));
+    CHECK(m->graph.n_nodes > 0 &&
+          (ops == &kiln_layer_input || m->graph.nodes[m->graph.n_nodes - 1].ops == ops));
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .strategy = KILN_STRATEGY_ONE_DEVICE,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};

@@ -412,8 +412,10 @@ static void test_files(kiln_context *ctx, const data *d)
     pack(d, x);
     CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, a, 0));
     if (l) {
-        CHECK(l->graph.n_inputs == 3 && strcmp(l->graph.nodes[l->graph.inputs[1]].name, "user") == 0 &&
-              l->graph.ids[1].limit == USERS && l->graph.ids[0].limit == ITEMS && l->graph.ids[2].limit == 0);
+        CHECK(l->graph.n_inputs == 3 &&
+              strcmp(l->graph.nodes[l->graph.inputs[1]].name, "user") == 0 &&
+              l->graph.ids[1].limit == USERS && l->graph.ids[0].limit == ITEMS &&
+              l->graph.ids[2].limit == 0);
         CHECK_OK(ctx, kiln_model_predict(l, x, SAMPLES, b, 0));
         compare("loaded model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }

@@ -105,7 +105,8 @@ static void test_round_trip(kiln_context *ctx, kiln_optimizer_kind opt)
     float *wa = weights(a, &n), *wb = weights(b, &n), *sa = slots(a, &ns), *sb = slots(b, &ns);
     CHECK(memcmp(wa, wb, (size_t)n * 4) == 0);
     CHECK(memcmp(sa, sb, a->plan.n_param_floats * 4 * (size_t)ns) == 0);
-    CHECK(b->training.n_optimizer_steps == a->training.n_optimizer_steps && b->training.n_history == 2);
+    CHECK(b->training.n_optimizer_steps == a->training.n_optimizer_steps &&
+          b->training.n_history == 2);
     kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};
     kiln_model_history_epoch(a, 1, &ra);
     kiln_model_history_epoch(b, 1, &rb);

@@ -270,14 +270,17 @@ static void test_every_kind(kiln_context *ctx)
     kiln_model *l = round_trip(ctx, m, "every_kind.safetensors", 31, &one);
     if (l) {
         CHECK(l->plan.optimizer.kind == KILN_OPTIMIZER_SGD && l->plan.optimizer.nesterov &&
-              l->plan.accumulation_steps == 2 && l->graph.nodes[3].frozen && l->graph.output == m->graph.output);
+              l->plan.accumulation_steps == 2 && l->graph.nodes[3].frozen &&
+              l->graph.output == m->graph.output);
         /* The schedule came back from the file, into the loaded model's own copy. */
         CHECK(l->plan.optimizer.schedule == &l->plan.lr_schedule &&
-              l->plan.lr_schedule.kind == KILN_LR_COSINE_DECAY && l->plan.lr_schedule.decay_steps == 40 &&
-              l->plan.lr_schedule.alpha == 0.1f && l->plan.lr_schedule.warmup_steps == 3);
+              l->plan.lr_schedule.kind == KILN_LR_COSINE_DECAY &&
+              l->plan.lr_schedule.decay_steps == 40 && l->plan.lr_schedule.alpha == 0.1f &&
+              l->plan.lr_schedule.warmup_steps == 3);
         CHECK(kiln_model_learning_rate(l, 13) == kiln_model_learning_rate(m, 13));
         CHECK(strcmp(l->graph.nodes[12].name, "odd \"name\" \\ \t\x01 caf\xc3\xa9") == 0);
-        CHECK(l->graph.nodes[2].ops->synchronized(l->graph.nodes[2].config));   /* matters with replicas */
+        CHECK(l->graph.nodes[2].ops->synchronized(
+            l->graph.nodes[2].config)); /* matters with replicas */
     }
     kiln_model_destroy(l);
     kiln_model_destroy(m);

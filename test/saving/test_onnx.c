@@ -223,7 +223,7 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     check_file(path);
     if (!have_runtime)
         return;
-    const int64_t size = m->graph.sample_size, out_size = m->plan.output_size;   /* every output's */
+    const int64_t size = m->graph.sample_size, out_size = m->plan.output_size; /* every output's */
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);

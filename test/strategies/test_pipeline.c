@@ -320,8 +320,9 @@ static void test_partition(kiln_context *ctx)
                         uint64_t c = 0;
                         for (int x = lo; x < hi; x++)
                             c += kiln_node_cost(m, x);
-                        ok &= kiln_span_state_bytes(m, lo, hi - 1, 1) <=
-                              (m->placement.memory_budget ? m->placement.memory_budget : UINT64_MAX);
+                        ok &=
+                            kiln_span_state_bytes(m, lo, hi - 1, 1) <=
+                            (m->placement.memory_budget ? m->placement.memory_budget : UINT64_MAX);
                         w = c > w ? c : w;
                     }
                     if (ok && w < optimum)

@@ -169,7 +169,8 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
         float *pb = calloc(m->plan.n_param_floats, sizeof(float));
         kiln_replica_read_params(a, pa);
         kiln_replica_read_params(b, pb);
-        if (r->strategy == KILN_STRATEGY_MIRRORED && memcmp(pa, pb, m->plan.n_trainable_floats * 4)) {
+        if (r->strategy == KILN_STRATEGY_MIRRORED &&
+            memcmp(pa, pb, m->plan.n_trainable_floats * 4)) {
             fprintf(stderr, "replica %d differs from replica 0\n", (int)k);
             test_failures++;
         }
