@@ -1,4 +1,6 @@
-/* Private: the model body: the node graph, compiled state and history. */
+/* Private: the model body: its context, the lock of the call inside it, and
+ * its parts (graph, plan, placement, training; docs/architecture.md, "The
+ * parts of a model"). The helpers here need the whole body. */
 #ifndef KILN_RUNTIME_MODEL_MODEL_H
 #define KILN_RUNTIME_MODEL_MODEL_H
 
