@@ -1,7 +1,7 @@
 /* Private: the model's graph part (m->graph), owned by model/: the nodes the
  * builders add, the Inputs and outputs, and the first builder error. Other
- * rooms read it as docs/architecture.md ("The parts of a model") allows and
- * never write it; tools/check_floors.py checks both. */
+ * rooms touch it only as docs/architecture.md ("The parts of a model")
+ * allows; tools/check_floors.py checks it. */
 #ifndef KILN_RUNTIME_MODEL_GRAPH_H
 #define KILN_RUNTIME_MODEL_GRAPH_H
 

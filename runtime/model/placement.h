@@ -1,9 +1,10 @@
-/* Private: how and where the model runs (m->placement): the strategy and
- * its settings (replicas, buckets, pipeline, parameter server) and the MPI
- * world. compile (train/compile.c) sets it from the options; parallel/, the
- * strategies, writes the rest. Defined here, below both, because struct
- * kiln_model holds it. Other rooms read it as docs/architecture.md ("The
- * parts of a model") allows; tools/check_floors.py checks it. */
+/* Private: how and where the model runs (m->placement), owned by parallel/:
+ * the strategy and its settings (replicas, buckets, pipeline, parameter
+ * server) and the MPI world; compile (train/compile.c) sets the settings
+ * from its options and picks the strategy. Defined in model/, below both,
+ * because struct kiln_model holds it. Other rooms touch it only as
+ * docs/architecture.md ("The parts of a model") allows; tools/check_floors.py
+ * checks it. */
 #ifndef KILN_RUNTIME_MODEL_PLACEMENT_H
 #define KILN_RUNTIME_MODEL_PLACEMENT_H
 

@@ -1,8 +1,9 @@
-/* Private: the model's compiled plan (m->plan), written by compile
- * (train/compile.c) and the planners of model/ it calls: the loss plan of
- * every output, the label layout, the parameter layout and the optimizer
- * with its schedule. Other rooms read it as docs/architecture.md ("The parts
- * of a model") allows; tools/check_floors.py checks it. */
+/* Private: the model's compiled plan (m->plan), owned by train/ (compile),
+ * whose output planner in model/outputs.c fills the loss plans: each
+ * output's loss plan and weight, the label layout, the parameter layout,
+ * the optimizer with its schedule. Other rooms touch it only as
+ * docs/architecture.md ("The parts of a model") allows; tools/check_floors.py
+ * checks it. */
 #ifndef KILN_RUNTIME_MODEL_PLAN_H
 #define KILN_RUNTIME_MODEL_PLAN_H
 

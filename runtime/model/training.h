@@ -1,9 +1,9 @@
 /* Private: where training stands (m->training), owned by train/: the
  * history, the current epoch's sums, the shuffle seed, the callbacks'
  * learning rate, why fit stopped, the timing statistics and the count of
- * optimizer updates. Defined here, below train/, because struct kiln_model
- * holds it. Other rooms read it as docs/architecture.md ("The parts of a
- * model") allows; tools/check_floors.py checks it. */
+ * optimizer updates. Defined in model/, below train/, because struct
+ * kiln_model holds it. Other rooms touch it only as docs/architecture.md
+ * ("The parts of a model") allows; tools/check_floors.py checks it. */
 #ifndef KILN_RUNTIME_MODEL_TRAINING_H
 #define KILN_RUNTIME_MODEL_TRAINING_H
 
@@ -37,7 +37,7 @@ typedef struct kiln_training {
     /* Since compile, in this process (kiln_model_training_stats). */
     int64_t timed_steps;
     double input_seconds, step_seconds;
-    int64_t n_optimizer_steps;
+    int64_t n_optimizer_steps;   /* the optimizer updates applied (checkpoints carry it) */
 } kiln_training;
 
 /* The learning rate of update `step` (counting from 0): the callbacks'
