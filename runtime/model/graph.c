@@ -17,8 +17,8 @@ kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
     if (!m)
         return kiln_error_oom(ctx, "a model", sizeof *m);
     m->ctx = ctx;
-    m->output = -1;
-    m->input = -1;
+    m->graph.output = -1;
+    m->graph.input = -1;
     pthread_mutex_init(&m->busy, NULL);
     kiln_context_hold(ctx);
     *out = m;
@@ -29,12 +29,12 @@ void kiln_model_destroy(kiln_model *m)
 {
     if (!m)
         return;
-    if (m->strategy)
-        m->strategy->destroy(m->strategy_impl);
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        kiln_free(m->ctx, m->nodes[i].config);
-    kiln_free(m->ctx, m->nodes);
-    kiln_free(m->ctx, m->history);
+    if (m->placement.strategy)
+        m->placement.strategy->destroy(m->placement.strategy_impl);
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        kiln_free(m->ctx, m->graph.nodes[i].config);
+    kiln_free(m->ctx, m->graph.nodes);
+    kiln_free(m->ctx, m->training.history);
     pthread_mutex_destroy(&m->busy);
     kiln_context *ctx = m->ctx;
     kiln_free(ctx, m);
@@ -48,12 +48,12 @@ static kiln_status build_fail(kiln_model *m, kiln_status st, const char *fmt, ..
  * Returns st. */
 static kiln_status build_fail(kiln_model *m, kiln_status st, const char *fmt, ...)
 {
-    if (m->build_status == KILN_OK) {
+    if (m->graph.build_status == KILN_OK) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(m->build_error, sizeof m->build_error, fmt, ap);
+        vsnprintf(m->graph.build_error, sizeof m->graph.build_error, fmt, ap);
         va_end(ap);
-        m->build_status = st;
+        m->graph.build_status = st;
     }
     return st;
 }
@@ -63,8 +63,8 @@ static void default_name(const kiln_model *m, const kiln_layer_ops *ops, char *n
                          size_t size)
 {
     int same = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].ops == ops)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        if (m->graph.nodes[i].ops == ops)
             same++;
     if (same == 0)
         snprintf(name, size, "%s", ops->kind);
@@ -86,11 +86,11 @@ static kiln_status check_call(kiln_model *m, const kiln_layer_ops *ops, int n_in
         snprintf(label, size, "%s", name);
     else
         default_name(m, ops, label, size);
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        if (strcmp(m->nodes[i].name, label) == 0)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        if (strcmp(m->graph.nodes[i].name, label) == 0)
             return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                               "layer name '%s' is used twice", label);
-    if (m->compiled)
+    if (m->plan.compiled)
         return build_fail(m, KILN_ERROR_STATE, "layer '%s' added after compile", label);
     if ((int)activation < KILN_ACTIVATION_LINEAR || activation > KILN_ACTIVATION_LAST)
         return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
@@ -110,15 +110,16 @@ static kiln_status resolve_inputs(kiln_model *m, const kiln_node *inputs, int n_
     for (int k = 0; k < n_inputs; k++) {
         kiln_node in = inputs[k];
         if (in == KILN_NODE_PREVIOUS)
-            in = m->n_nodes - 1;
-        if (in == KILN_NODE_INVALID && m->build_status != KILN_OK)
-            return m->build_status;  /* an earlier error already explains it */
-        if (in < 0 || in >= m->n_nodes)
+            in = m->graph.n_nodes - 1;
+        if (in == KILN_NODE_INVALID && m->graph.build_status != KILN_OK)
+            return m->graph.build_status;  /* an earlier error already explains it */
+        if (in < 0 || in >= m->graph.n_nodes)
             return build_fail(m, KILN_ERROR_INVALID_ARGUMENT,
                               "layer '%s': input %d is node %d, which does not exist (the "
-                              "model has %d nodes)", label, k, (int)inputs[k], (int)m->n_nodes);
+                              "model has %d nodes)",
+                              label, k, (int)inputs[k], (int)m->graph.n_nodes);
         rec->inputs[k] = in;
-        in_shapes[k] = m->nodes[in].shape;
+        in_shapes[k] = m->graph.nodes[in].shape;
     }
     rec->n_inputs = n_inputs;
     return KILN_OK;
@@ -152,7 +153,7 @@ static kiln_status check_sizes(kiln_model *m, const kiln_node_rec *rec,
 static kiln_status check_value_types(kiln_model *m, const kiln_node_rec *rec)
 {
     for (int k = 0; k < rec->n_inputs; k++) {
-        const kiln_node_rec *in = &m->nodes[rec->inputs[k]];
+        const kiln_node_rec *in = &m->graph.nodes[rec->inputs[k]];
         if (in->ints && !rec->ops->id_limit)
             return build_fail(m, KILN_ERROR_SHAPE, "layer '%s' (%s) takes float values, but "
                               "its input '%s' holds int32 ids (kiln_input_ints); only an "
@@ -232,46 +233,46 @@ kiln_node kiln_model_add_layer(kiln_model *m, const kiln_layer_ops *ops, const v
     if (check_value_types(m, &rec) != KILN_OK ||
         infer_layer(m, args, in_shapes, &rec) != KILN_OK)
         return KILN_NODE_INVALID;
-    if (m->n_nodes == m->cap_nodes) {
-        int32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 16;
-        kiln_node_rec *grown = kiln_realloc(m->ctx, m->nodes, (size_t)cap * sizeof *grown);
+    if (m->graph.n_nodes == m->graph.cap_nodes) {
+        int32_t cap = m->graph.cap_nodes ? m->graph.cap_nodes * 2 : 16;
+        kiln_node_rec *grown = kiln_realloc(m->ctx, m->graph.nodes, (size_t)cap * sizeof *grown);
         if (!grown) {
             kiln_free(m->ctx, rec.config);
             build_fail(m, KILN_ERROR_OUT_OF_MEMORY, "out of memory adding layer '%s'", label);
             return KILN_NODE_INVALID;
         }
-        m->nodes = grown;
-        m->cap_nodes = cap;
+        m->graph.nodes = grown;
+        m->graph.cap_nodes = cap;
     }
-    m->nodes[m->n_nodes] = rec;
-    return m->n_nodes++;
+    m->graph.nodes[m->graph.n_nodes] = rec;
+    return m->graph.n_nodes++;
 }
 
 kiln_status kiln_model_place(kiln_model *m, kiln_node first, kiln_node last, int32_t device)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (m->compiled)
+    if (m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE,
                           "kiln_model_place: the model is already compiled");
     if (last == KILN_NODE_PREVIOUS)
-        last = m->n_nodes - 1;
+        last = m->graph.n_nodes - 1;
     char msg[320];
     msg[0] = '\0';
-    if (first < 0 || last < first || last >= m->n_nodes)
+    if (first < 0 || last < first || last >= m->graph.n_nodes)
         snprintf(msg, sizeof msg, "kiln_model_place: nodes %d to %d are not a range of the "
-                 "model's %d nodes", (int)first, (int)last, (int)m->n_nodes);
+                 "model's %d nodes", (int)first, (int)last, (int)m->graph.n_nodes);
     else if (device < 0 || device >= m->ctx->n_devices)
         snprintf(msg, sizeof msg, "kiln_model_place: layers '%s' to '%s' placed on device %d, "
-                 "but the context has %d device(s)", m->nodes[first].name,
-                 m->nodes[last].name, (int)device, (int)m->ctx->n_devices);
+                 "but the context has %d device(s)", m->graph.nodes[first].name,
+                 m->graph.nodes[last].name, (int)device, (int)m->ctx->n_devices);
     if (msg[0]) {
         build_fail(m, KILN_ERROR_INVALID_ARGUMENT, "%s", msg);
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s", msg);
     }
     for (kiln_node i = first; i <= last; i++)
-        m->nodes[i].device = device;
-    m->placed = 1;
+        m->graph.nodes[i].device = device;
+    m->graph.placed = 1;
     return KILN_OK;
 }
 
@@ -280,20 +281,20 @@ kiln_status kiln_model_set_output(kiln_model *m, kiln_node node)
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
     if (node == KILN_NODE_PREVIOUS)
-        node = m->n_nodes - 1;
-    if (node < 0 || node >= m->n_nodes)
+        node = m->graph.n_nodes - 1;
+    if (node < 0 || node >= m->graph.n_nodes)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_set_output: node %d does not exist (the model has %d)",
-                          (int)node, (int)m->n_nodes);
-    if (m->compiled)
+                          (int)node, (int)m->graph.n_nodes);
+    if (m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE,
                           "kiln_model_set_output: the model is already compiled");
-    m->output = node;
-    m->n_outputs = 0;   /* the last call decides: one output now */
+    m->graph.output = node;
+    m->graph.n_outputs = 0;   /* the last call decides: one output now */
     return KILN_OK;
 }
 
 int64_t kiln_node_size(const kiln_model *m, kiln_node node)
 {
-    return kiln_shape_size(&m->nodes[node].shape);
+    return kiln_shape_size(&m->graph.nodes[node].shape);
 }

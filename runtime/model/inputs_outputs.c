@@ -25,7 +25,7 @@ static kiln_status count_of(const kiln_model *m, which w, int32_t *count)
     if (st == KILN_OK)
         st = kiln_model_check_compiled(m, count_call[w]);
     if (st == KILN_OK)
-        *count = w == INPUTS ? m->n_inputs : m->n_outputs;
+        *count = w == INPUTS ? m->graph.n_inputs : m->graph.n_outputs;
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -41,14 +41,14 @@ static kiln_status info_of(const kiln_model *m, which w, int32_t index, kiln_ten
     kiln_status st = kiln_model_enter_reading(m, info_call[w], &entered);
     if (st == KILN_OK)
         st = kiln_model_check_compiled(m, info_call[w]);
-    const int32_t n = w == INPUTS ? m->n_inputs : m->n_outputs;
+    const int32_t n = w == INPUTS ? m->graph.n_inputs : m->graph.n_outputs;
     if (st == KILN_OK && (index < 0 || index >= n))
         st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: %s %d of %d", info_call[w],
                         noun[w], (int)index, (int)n);
     if (st == KILN_OK) {
         /* Compile fills outputs[] for one output too (n_outputs is then 1). */
-        const kiln_node_rec *node = &m->nodes[w == INPUTS ? m->inputs[index]
-                                                           : m->outputs[index]];
+        const kiln_node_rec *node = &m->graph.nodes[w == INPUTS ? m->graph.inputs[index]
+                                                           : m->graph.outputs[index]];
         kiln_tensor_info r = {.struct_size = sizeof r, .name = node->name,
                               .rank = node->shape.rank,
                               .dtype = node->ints ? KILN_DTYPE_INT32 : KILN_DTYPE_FLOAT32};

@@ -18,7 +18,7 @@ kiln_status kiln_model_layer_count(const kiln_model *m, int32_t *count)
     int entered;
     const kiln_status st = kiln_model_enter_reading(m, "kiln_model_layer_count", &entered);
     if (st == KILN_OK)
-        *count = m->n_nodes;
+        *count = m->graph.n_nodes;
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -32,11 +32,11 @@ kiln_status kiln_model_layer_info(const kiln_model *m, int32_t index, kiln_layer
                           "NULL or its struct_size is not sizeof(kiln_layer_info)");
     int entered;
     kiln_status st = kiln_model_enter_reading(m, "kiln_model_layer_info", &entered);
-    if (st == KILN_OK && (index < 0 || index >= m->n_nodes))
+    if (st == KILN_OK && (index < 0 || index >= m->graph.n_nodes))
         st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_layer_info: layer %d "
-                        "of %d", (int)index, (int)m->n_nodes);
+                        "of %d", (int)index, (int)m->graph.n_nodes);
     if (st == KILN_OK) {
-        const kiln_node_rec *node = &m->nodes[index];
+        const kiln_node_rec *node = &m->graph.nodes[index];
         kiln_layer_info r = {.struct_size = sizeof r, .name = node->name,
                              .kind = node->ops->kind, .rank = node->shape.rank,
                              .trainable = !node->frozen, .n_weights = node->n_params};
@@ -54,17 +54,18 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
 {
     int64_t at = 0;
     int32_t k = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++, k++) {
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        for (int p = 0; p < m->graph.nodes[i].n_params; p++, k++) {
             char full[96];
-            snprintf(full, sizeof full, "%s/%s", m->nodes[i].name, m->nodes[i].params[p].name);
+            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name,
+                     m->graph.nodes[i].params[p].name);
             if (name ? strcmp(full, name) == 0 : k == index) {
                 *node = i;
                 *param = p;
                 *offset = at;
                 return 1;
             }
-            at += kiln_shape_size(&m->nodes[i].params[p].shape);
+            at += kiln_shape_size(&m->graph.nodes[i].params[p].shape);
         }
     return 0;
 }
@@ -82,8 +83,8 @@ kiln_status kiln_model_weight_count(const kiln_model *m, int32_t *count)
     kiln_status st = kiln_model_enter_reading(m, "kiln_model_weight_count", &entered);
     if (st == KILN_OK)
         st = kiln_model_check_compiled(m, "kiln_model_weight_count");
-    for (kiln_node i = 0; st == KILN_OK && i < m->n_nodes; i++)
-        *count += m->nodes[i].n_params;
+    for (kiln_node i = 0; st == KILN_OK && i < m->graph.n_nodes; i++)
+        *count += m->graph.nodes[i].n_params;
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -106,7 +107,7 @@ kiln_status kiln_model_weight_info(const kiln_model *m, int32_t index, kiln_weig
         st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_weight_info: weight "
                         "%d does not exist", (int)index);
     if (st == KILN_OK) {
-        const kiln_node_rec *node = &m->nodes[i];
+        const kiln_node_rec *node = &m->graph.nodes[i];
         const kiln_param_spec *spec = &node->params[p];
         kiln_weight_info r = {.struct_size = sizeof r, .rank = spec->shape.rank,
                               .size = kiln_shape_size(&spec->shape), .offset = offset,
@@ -136,20 +137,20 @@ static kiln_status tensor_io(kiln_model *m, const char *call, const char *name, 
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the model has no weight "
                           "tensor '%s' (names are \"<layer>/<weight>\", e.g. \"dense/kernel\")",
                           call, name);
-    const int64_t size = kiln_shape_size(&m->nodes[i].params[p].shape);
+    const int64_t size = kiln_shape_size(&m->graph.nodes[i].params[p].shape);
     if (count != size)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: '%s' holds %lld floats; "
                           "%lld given", call, name, (long long)size, (long long)count);
-    float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
+    float *flat = kiln_calloc(m->ctx, m->plan.n_param_floats, sizeof(float));
     if (!flat)
-        return kiln_error_oom(m->ctx, "a parameter copy", m->n_param_floats * sizeof(float));
-    float *at = flat + m->nodes[i].param_offset[p];
-    st = m->strategy->get_params(m->strategy_impl, flat);
+        return kiln_error_oom(m->ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));
+    float *at = flat + m->graph.nodes[i].param_offset[p];
+    st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && get)
         memcpy(data, at, (size_t)size * sizeof(float));
     if (st == KILN_OK && !get) {
         memcpy(at, data, (size_t)size * sizeof(float));
-        st = m->strategy->set_params(m->strategy_impl, flat);
+        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
     }
     kiln_free(m->ctx, flat);
     return st;
@@ -181,12 +182,12 @@ static kiln_status set_trainable_entered(kiln_model *m, const char *layer, int32
     if (!layer)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_set_trainable: layer is NULL");
-    if (m->compiled)
+    if (m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_set_trainable: the model is "
                           "compiled; freeze or unfreeze layers before kiln_model_compile");
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        if (strcmp(m->nodes[i].name, layer) == 0) {
-            m->nodes[i].frozen = !trainable;
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        if (strcmp(m->graph.nodes[i].name, layer) == 0) {
+            m->graph.nodes[i].frozen = !trainable;
             return KILN_OK;
         }
     return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_set_trainable: the "

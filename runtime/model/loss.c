@@ -17,7 +17,7 @@ const char *kiln_loss_name(kiln_loss loss)
 kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
                                     int want_accuracy, kiln_loss_plan *plan)
 {
-    const kiln_node_rec *out = &m->nodes[output];
+    const kiln_node_rec *out = &m->graph.nodes[output];
     char s[64];
     const int64_t size = kiln_shape_size(&out->shape);
     const int32_t classes = out->shape.dims[out->shape.rank - 1];
@@ -137,7 +137,7 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
 
 kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o)
 {
-    kiln_loss_plan *plan = &m->heads[0];
+    kiln_loss_plan *plan = &m->plan.heads[0];
     const char *loss = kiln_loss_name(plan->loss);
     const int categorical = plan->loss == KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ||
                             plan->loss == KILN_LOSS_CATEGORICAL_CROSSENTROPY;

@@ -11,8 +11,8 @@
 uint64_t kiln_model_fingerprint(const kiln_model *m)
 {
     uint64_t h = KILN_HASH_SEED;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *n = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *n = &m->graph.nodes[i];
         for (int p = 0; p < n->n_params; p++) {
             char text[256];
             char shape[64];
@@ -27,24 +27,23 @@ uint64_t kiln_model_fingerprint(const kiln_model *m)
 
 uint64_t kiln_model_training_hash(const kiln_model *m)
 {
-    const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *schedule = &m->lr_schedule;
+    const kiln_optimizer_options *o = &m->plan.optimizer;
+    const kiln_lr_schedule *schedule = &m->plan.lr_schedule;
     char text[1024];   /* %a: every float exactly */
     /* The ignore class and several outputs' losses and weights only when
      * set: other models hash as before. */
     char extra[32 + 48 * KILN_MAX_MODEL_OUTPUTS] = "";
-    if (m->heads[0].has_ignore)
-        snprintf(extra, sizeof extra, "|ignore %d", (int)m->heads[0].ignore);
+    if (m->plan.heads[0].has_ignore)
+        snprintf(extra, sizeof extra, "|ignore %d", (int)m->plan.heads[0].ignore);
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
-                 (int)m->heads[k].loss, (double)m->head_weight[k]);
-    const int len = snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
-                             (int)m->heads[0].loss, (int)o->kind, o->learning_rate, o->momentum,
-                             (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon,
-                             (int)schedule->kind, (long long)schedule->decay_steps,
-                             schedule->decay_rate, schedule->alpha,
-                             (long long)schedule->warmup_steps, (int)m->accumulation_steps,
-                             extra);
+                 (int)m->plan.heads[k].loss, (double)m->plan.head_weight[k]);
+    const int len =
+        snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
+                 (int)m->plan.heads[0].loss, (int)o->kind, o->learning_rate, o->momentum,
+                 (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)schedule->kind,
+                 (long long)schedule->decay_steps, schedule->decay_rate, schedule->alpha,
+                 (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra);
     return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
 }
 
@@ -52,7 +51,7 @@ kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!m->compiled)
+    if (!m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
     return KILN_OK;
 }
@@ -76,9 +75,9 @@ kiln_status kiln_model_distribution(const kiln_model *m, const char **strategy,
     int entered;
     kiln_status st = enter_compiled(m, "kiln_model_distribution", &entered);
     if (st == KILN_OK && strategy)
-        *strategy = m->strategy->name;
+        *strategy = m->placement.strategy->name;
     if (st == KILN_OK && replicas)
-        *replicas = m->strategy->replica_count(m->strategy_impl);
+        *replicas = m->placement.strategy->replica_count(m->placement.strategy_impl);
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -88,9 +87,9 @@ kiln_status kiln_model_rank(const kiln_model *m, int32_t *rank, int32_t *count)
     int entered;
     kiln_status st = enter_compiled(m, "kiln_model_rank", &entered);
     if (st == KILN_OK && rank)
-        *rank = m->rank;
+        *rank = m->placement.rank;
     if (st == KILN_OK && count)
-        *count = m->world > 0 ? m->world : 1;
+        *count = m->placement.world > 0 ? m->placement.world : 1;
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -109,11 +108,11 @@ kiln_status kiln_model_training_stats(const kiln_model *m, kiln_training_stats *
     }
     kiln_strategy_stats counters;
     memset(&counters, 0, sizeof counters);
-    if (m->strategy->stats)
-        m->strategy->stats(m->strategy_impl, &counters);
-    stats->steps = m->timed_steps;
-    stats->input_seconds = m->input_seconds;
-    stats->step_seconds = m->step_seconds;
+    if (m->placement.strategy->stats)
+        m->placement.strategy->stats(m->placement.strategy_impl, &counters);
+    stats->steps = m->training.timed_steps;
+    stats->input_seconds = m->training.input_seconds;
+    stats->step_seconds = m->training.step_seconds;
     stats->reductions = counters.reductions;
     stats->reduce_seconds = counters.reduce_seconds;
     stats->reduce_hidden_seconds = counters.hidden_seconds;
@@ -144,21 +143,21 @@ static kiln_status read_count(const kiln_model *m, const int64_t *field, int64_t
 
 kiln_status kiln_model_parameter_count(const kiln_model *m, int64_t *count)
 {
-    return read_count(m, m ? &m->n_weights : NULL, count, "kiln_model_parameter_count",
+    return read_count(m, m ? &m->plan.n_weights : NULL, count, "kiln_model_parameter_count",
                       "count");
 }
 
 kiln_status kiln_model_output_size(const kiln_model *m, int64_t *size)
 {
-    return read_count(m, m ? &m->output_size : NULL, size, "kiln_model_output_size", "size");
+    return read_count(m, m ? &m->plan.output_size : NULL, size, "kiln_model_output_size", "size");
 }
 
 /* Copies between the padded flat layout and the caller's packed array. */
 static void pack(const kiln_model *m, float *flat, float *packed, int to_packed)
 {
     int64_t at = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         for (int p = 0; p < node->n_params; p++) {
             const size_t bytes = (size_t)kiln_shape_size(&node->params[p].shape) * sizeof(float);
             if (to_packed)
@@ -178,25 +177,25 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
         return st;
     if (!weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: weights is NULL", call);
-    if (get && count < m->n_weights)
+    if (get && count < m->plan.n_weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: room for %lld floats given, the model has %lld parameters", call,
-                          (long long)count, (long long)m->n_weights);
+                          (long long)count, (long long)m->plan.n_weights);
     /* More floats than parameters is as likely a mistake as fewer. */
-    if (!get && count != m->n_weights)
+    if (!get && count != m->plan.n_weights)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: %lld floats given, the model has %lld parameters", call,
-                          (long long)count, (long long)m->n_weights);
-    float *flat = kiln_calloc(m->ctx, m->n_param_floats, sizeof(float));
+                          (long long)count, (long long)m->plan.n_weights);
+    float *flat = kiln_calloc(m->ctx, m->plan.n_param_floats, sizeof(float));
     if (!flat)
-        return kiln_error_oom(m->ctx, "a parameter copy", m->n_param_floats * sizeof(float));
+        return kiln_error_oom(m->ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));
     if (get) {
-        st = m->strategy->get_params(m->strategy_impl, flat);
+        st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
         if (st == KILN_OK)
             pack(m, flat, weights, 1);
     } else {
         pack(m, flat, weights, 0);
-        st = m->strategy->set_params(m->strategy_impl, flat);
+        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
     }
     kiln_free(m->ctx, flat);
     return st;
@@ -234,22 +233,22 @@ kiln_status kiln_model_set_weights(kiln_model *m, const float *weights, int64_t 
 
 double kiln_model_learning_rate(const kiln_model *m, int64_t step)
 {
-    return m->has_lr_override ? m->lr_override
-                              : kiln_optimizer_learning_rate(&m->optimizer, step);
+    return m->training.has_lr_override ? m->training.lr_override
+                              : kiln_optimizer_learning_rate(&m->plan.optimizer, step);
 }
 
 void kiln_update_begin(kiln_update *u, const kiln_model *m)
 {
-    u->final_micro = u->micro + 1 >= m->accumulation_steps;
-    u->number = m->n_optimizer_steps + 1;
-    u->lr = kiln_model_learning_rate(m, m->n_optimizer_steps);
+    u->final_micro = u->micro + 1 >= m->plan.accumulation_steps;
+    u->number = m->training.n_optimizer_steps + 1;
+    u->lr = kiln_model_learning_rate(m, m->training.n_optimizer_steps);
 }
 
 void kiln_update_end(kiln_update *u, kiln_model *m, const double *sums)
 {
     u->micro = u->final_micro ? 0 : u->micro + 1;
     if (u->final_micro && !kiln_sums_skipped(sums))
-        m->n_optimizer_steps++;
+        m->training.n_optimizer_steps++;
 }
 
 static kiln_status enter(kiln_model *m, const char *call, int reading, int *entered)

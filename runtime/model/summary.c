@@ -22,20 +22,22 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
 static void compile_settings(const kiln_model *m, kiln_text *t)
 {
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
-        kiln_text_printf(t, "Loss of output '%s': %s x %g%s\n", m->nodes[m->outputs[k]].name,
-                         kiln_loss_name(m->heads[k].loss), (double)m->head_weight[k],
-                         m->heads[k].accuracy ? " (with accuracy)" : "");
+        kiln_text_printf(t, "Loss of output '%s': %s x %g%s\n",
+                         m->graph.nodes[m->graph.outputs[k]].name,
+                         kiln_loss_name(m->plan.heads[k].loss), (double)m->plan.head_weight[k],
+                         m->plan.heads[k].accuracy ? " (with accuracy)" : "");
     if (!kiln_model_outputs_apart(m))
-        kiln_text_printf(t, "Loss: %s%s\n", kiln_loss_name(m->heads[0].loss),
-                         m->heads[0].accuracy ? " (with accuracy)" : "");
-    const kiln_optimizer_options *o = &m->optimizer;
+        kiln_text_printf(t, "Loss: %s%s\n", kiln_loss_name(m->plan.heads[0].loss),
+                         m->plan.heads[0].accuracy ? " (with accuracy)" : "");
+    const kiln_optimizer_options *o = &m->plan.optimizer;
     kiln_text_printf(t, "Optimizer: %s, learning rate %g",
                      o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd", (double)o->learning_rate);
     if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)
         kiln_text_printf(t, ", momentum %g%s", (double)o->momentum,
                          o->nesterov ? " (Nesterov)" : "");
-    if (m->accumulation_steps > 1)
-        kiln_text_printf(t, ", gradients accumulated over %d steps", (int)m->accumulation_steps);
+    if (m->plan.accumulation_steps > 1)
+        kiln_text_printf(t, ", gradients accumulated over %d steps",
+                         (int)m->plan.accumulation_steps);
     kiln_text_printf(t, "\n");
 }
 
@@ -44,9 +46,9 @@ static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t 
     if (!text && size > 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_summary: text is NULL but size is %zu", size);
-    if (m->build_status != KILN_OK)
-        return kiln_error(m->ctx, m->build_status, "kiln_model_summary: the model failed to "
-                          "build: %s", m->build_error);
+    if (m->graph.build_status != KILN_OK)
+        return kiln_error(m->ctx, m->graph.build_status, "kiln_model_summary: the model failed to "
+                          "build: %s", m->graph.build_error);
     kiln_text t = {.text = text, .size = size};
     if (size > 0)
         text[0] = '\0';
@@ -56,8 +58,8 @@ static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t 
         "Connected to");
     kiln_text_printf(&t, "%s\n", rule);
     int64_t total = 0, trainable = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         char label[160], shape[64] = "(None", count[32];
         snprintf(label, sizeof label, "%s (%s)", node->name, node->ops->kind);
         for (int d = 0; d < node->shape.rank; d++) {
@@ -71,14 +73,14 @@ static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t 
         kiln_text_printf(&t, "%-50s %-20s %11s", label, shape,
                          kiln_grouped(params, count, sizeof count));
         for (int k = 0; k < node->n_inputs; k++)
-            kiln_text_printf(&t, "%s%s", k ? ", " : "  ", m->nodes[node->inputs[k]].name);
+            kiln_text_printf(&t, "%s%s", k ? ", " : "  ", m->graph.nodes[node->inputs[k]].name);
         kiln_text_printf(&t, "\n");
     }
     char a[32], b[32], c[32];
     kiln_text_printf(&t, "%s\nTotal params: %s\nTrainable params: %s\nNon-trainable params: %s\n",
                      rule, kiln_grouped(total, a, sizeof a), kiln_grouped(trainable, b, sizeof b),
                      kiln_grouped(total - trainable, c, sizeof c));
-    if (m->compiled)
+    if (m->plan.compiled)
         compile_settings(m, &t);
     if (length)
         *length = t.length;

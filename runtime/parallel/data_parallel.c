@@ -110,7 +110,7 @@ static kiln_status on_backward(void *user, kiln_node i)
     kiln_status st = KILN_OK;
     if (d->r->accum)
         st = kiln_replica_accumulate(d->r, k->offset, k->count, 1,
-                                     1.0f / (float)dp->m->accumulation_steps);
+                                     1.0f / (float)dp->m->plan.accumulation_steps);
     /* A blocking read: this thread also drives the device's queue. */
     if (st == KILN_OK)
         st = kiln_buffer_read(d->r->dev, d->r->grads, k->offset * sizeof(float),
@@ -126,8 +126,8 @@ static kiln_status empty_shard(dp_replica *d)
 {
     dp_strategy *dp = d->owner;
     kiln_status st = kiln_buffer_zero(d->r->dev, d->r->grads, 0,
-                                      dp->m->n_param_floats * sizeof(float));
-    for (kiln_node i = dp->m->n_nodes - 1; st == KILN_OK && i >= 0; i--)
+                                      dp->m->plan.n_param_floats * sizeof(float));
+    for (kiln_node i = dp->m->graph.n_nodes - 1; st == KILN_OK && i >= 0; i--)
         st = on_backward(d, i);
     return st;
 }
@@ -151,8 +151,9 @@ static kiln_status push_state(dp_replica *d)
     dp_strategy *dp = d->owner;
     if (!dp->state_pending || dp->mode == DP_CENTRAL)
         return KILN_OK;
-    return kiln_buffer_write(d->r->dev, d->r->params, dp->m->n_trainable_floats * sizeof(float),
-                             dp->state_mean, dp->n_state * sizeof(float), 1);
+    return kiln_buffer_write(d->r->dev, d->r->params,
+                             dp->m->plan.n_trainable_floats * sizeof(float), dp->state_mean,
+                             dp->n_state * sizeof(float), 1);
 }
 
 /* After a training step: the mean of the state of the replicas that had
@@ -173,11 +174,11 @@ static void average_state(dp_strategy *dp)
     }
     /* Across processes, each process's mean weighs the same. */
     if (dp->mpi && kiln_mpi_sum_floats(dp->mpi, dp->state_mean, dp->n_state, NULL,
-                                       dp->m->step_timeout) == KILN_OK)
+                                       dp->m->placement.step_timeout) == KILN_OK)
         for (size_t j = 0; j < dp->n_state; j++)
             dp->state_mean[j] /= (float)dp->world;
     if (dp->mode == DP_CENTRAL) {
-        memcpy(dp->host_params + dp->m->n_trainable_floats, dp->state_mean,
+        memcpy(dp->host_params + dp->m->plan.n_trainable_floats, dp->state_mean,
                dp->n_state * sizeof(float));
         dp->params_version++;
     } else {
@@ -241,11 +242,11 @@ static kiln_status accumulate(dp_replica *d)
     if (!d->r->accum)
         return KILN_OK;
     if (!dp->update.final_micro)
-        return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->n_param_floats, 0, 1.0f)
+        return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->plan.n_param_floats, 0, 1.0f)
                               : KILN_OK;
     if (!dp->reducer)
-        return kiln_replica_accumulate(d->r, 0, m->n_param_floats, 1,
-                                       1.0f / (float)m->accumulation_steps);
+        return kiln_replica_accumulate(d->r, 0, m->plan.n_param_floats, 1,
+                                       1.0f / (float)m->plan.accumulation_steps);
     return KILN_OK;
 }
 
@@ -276,14 +277,14 @@ static kiln_status apply_update(dp_replica *d)
     kiln_status st = KILN_OK;
     if (dp->reducer) {
         const float *sum = kiln_reducer_result(dp->reducer);
-        d->nonfinite = !kiln_optimizer_all_finite(sum, m->n_param_floats);
+        d->nonfinite = !kiln_optimizer_all_finite(sum, m->plan.n_param_floats);
         if (d->nonfinite)
             return KILN_OK;
-        st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->n_param_floats * sizeof(float), 0);
+        st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->plan.n_param_floats * sizeof(float), 0);
     }
     if (st == KILN_OK)
-        st = kiln_optimizer_apply(r->dev, &m->optimizer, dp->update.lr, r->params, r->grads,
-                                  r->slots, m->n_trainable_floats, dp->update.number, r->sums,
+        st = kiln_optimizer_apply(r->dev, &m->plan.optimizer, dp->update.lr, r->params, r->grads,
+                                  r->slots, m->plan.n_trainable_floats, dp->update.number, r->sums,
                                   dp->reducer == NULL);
     d->checked = st == KILN_OK;
     return st;
@@ -309,7 +310,7 @@ static kiln_status read_results(dp_replica *d)
     if (!d->checked)
         d->sums[KILN_SUM_UPDATE] = 0.0;
     if (st == KILN_OK && dp->n_state)
-        st = kiln_buffer_read(r->dev, r->params, dp->m->n_trainable_floats * sizeof(float),
+        st = kiln_buffer_read(r->dev, r->params, dp->m->plan.n_trainable_floats * sizeof(float),
                               d->state, dp->n_state * sizeof(float));
     return st;
 }
@@ -391,9 +392,9 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
         return KILN_OK;
     const kiln_model *m = dp->m;
     int32_t first;
-    const size_t n = (size_t)b->n, out = (size_t)m->output_size;
+    const size_t n = (size_t)b->n, out = (size_t)m->plan.output_size;
     const size_t present = (size_t)kiln_batch_present(b, &first);
-    const size_t feature_bytes = present * (size_t)m->sample_size * sizeof(float);
+    const size_t feature_bytes = present * (size_t)m->graph.sample_size * sizeof(float);
     const size_t label_bytes = !b->labels ? 0 : present * kiln_model_label_bytes(m);
     const size_t output_bytes = caller_outputs ? n * out * sizeof(float) : 0;
     const size_t bytes = feature_bytes + label_bytes + output_bytes;
@@ -418,7 +419,7 @@ static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *calle
 static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job job)
 {
     const kiln_model *m = dp->m;
-    const int64_t in = m->sample_size, out = m->output_size;
+    const int64_t in = m->graph.sample_size, out = m->plan.output_size;
     const size_t label_bytes = kiln_model_label_bytes(m);
     /* Global replica g gets b->n / G samples, one more when g < b->n % G. */
     const int G = dp->n * dp->world, g0 = dp->rank * dp->n;
@@ -432,7 +433,7 @@ static void split(dp_strategy *dp, const kiln_batch *b, float *outputs, dp_job j
         const size_t at = (size_t)(start - first);
         d->shard.n = n;
         d->r->first_sample = start;
-        d->r->step_number = m->n_train_steps;
+        d->r->step_number = m->training.n_train_steps;
         d->shard.features = b->features + at * (size_t)in;
         d->shard.labels = b->labels ? (const char *)b->labels + at * label_bytes : NULL;
         d->outputs = outputs ? outputs + (size_t)start * (size_t)out : NULL;
@@ -486,7 +487,7 @@ static kiln_status stalled(dp_strategy *dp, int k)
                  dp->rank, dp->world);
     }
     abandon_world(dp);
-    return kiln_crew_break_stalled(dp->crew, where, "step", dp->m->step_timeout, detail);
+    return kiln_crew_break_stalled(dp->crew, where, "step", dp->m->placement.step_timeout, detail);
 }
 
 /* Runs `fn` on every replica (inline for one_device) under the watchdog.
@@ -503,7 +504,7 @@ static kiln_status run_all(dp_strategy *dp, kiln_job_fn fn)
     }
     for (int k = 0; k < dp->n; k++)
         kiln_crew_post(dp->crew, k, fn, &dp->reps[k]);
-    const kiln_crew_outcome o = kiln_crew_wait_all(dp->crew, dp->n, dp->m->step_timeout);
+    const kiln_crew_outcome o = kiln_crew_wait_all(dp->crew, dp->n, dp->m->placement.step_timeout);
     if (o.stalled >= 0)
         return stalled(dp, o.stalled);
     if (o.status != KILN_OK) {
@@ -523,7 +524,7 @@ static kiln_status local_sums(dp_strategy *dp, double *sums)
     if (!dp->mpi)
         return KILN_OK;
     const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, sums, KILN_N_SUMS,
-                                                dp->m->step_timeout);
+                                                dp->m->placement.step_timeout);
     if (st == KILN_OK)
         return KILN_OK;
     abandon_world(dp);
@@ -536,13 +537,14 @@ static kiln_status local_sums(dp_strategy *dp, double *sums)
 static kiln_status global_scale(dp_strategy *dp, const kiln_batch *b)
 {
     const kiln_model *m = dp->m;
-    const int ignore = m->heads[0].has_ignore;   /* a model of one output only */
+    const int ignore = m->plan.heads[0].has_ignore;   /* a model of one output only */
     int32_t first;
     const int32_t present = kiln_batch_present(b, &first);
     double counted = ignore ? kiln_model_counted(m, b->labels, present)
                             : kiln_model_counted(m, NULL, b->n);
     if (dp->mpi && ignore && b->sharded) {
-        const kiln_status st = kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->step_timeout);
+        const kiln_status st =
+            kiln_mpi_sum_doubles(dp->mpi, &counted, 1, dp->m->placement.step_timeout);
         if (st != KILN_OK) {
             abandon_world(dp);
             return kiln_crew_break(dp->crew, st, "%s", kiln_context_last_error(dp->m->ctx));
@@ -593,16 +595,17 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         const float *mean = kiln_reducer_result(dp->reducer);
         /* The update checked before it is committed: one more pass on the host. */
-        if (!kiln_optimizer_all_finite(mean, m->n_param_floats)) {
+        if (!kiln_optimizer_all_finite(mean, m->plan.n_param_floats)) {
             nonfinite = 1;
-        } else if (!kiln_optimizer_update_finite_host(&m->optimizer, dp->update.lr,
+        } else if (!kiln_optimizer_update_finite_host(&m->plan.optimizer, dp->update.lr,
                                                       dp->host_params, mean, dp->host_slots,
-                                                      m->n_trainable_floats,
+                                                      m->plan.n_trainable_floats,
                                                       dp->update.number)) {
             update_nonfinite = 1;
         } else {
-            kiln_optimizer_apply_host(&m->optimizer, dp->update.lr, dp->host_params, mean,
-                                      dp->host_slots, m->n_trainable_floats, dp->update.number);
+            kiln_optimizer_apply_host(&m->plan.optimizer, dp->update.lr, dp->host_params, mean,
+                                      dp->host_slots, m->plan.n_trainable_floats,
+                                      dp->update.number);
             dp->params_version++;
         }
     }
@@ -653,12 +656,12 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     if (st != KILN_OK)
         return st;
     if (into != outputs)
-        memcpy(outputs, into, (size_t)b->n * (size_t)dp->m->output_size *
+        memcpy(outputs, into, (size_t)b->n * (size_t)dp->m->plan.output_size *
                                   sizeof(float));
     if (!dp->mpi)
         return KILN_OK;
     /* Every process gets every output: rank r's rows follow rank r - 1's. */
-    const int64_t width = dp->m->output_size;
+    const int64_t width = dp->m->plan.output_size;
     const int G = dp->n * dp->world;
     int *counts = kiln_calloc(dp->m->ctx, (size_t)dp->world, sizeof(int));
     float *mine = kiln_calloc(dp->m->ctx, (size_t)b->n * (size_t)width + 1, sizeof(float));
@@ -676,7 +679,7 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
         counts[g / dp->n] += (int)(rows * width);
         start += rows;
     }
-    st = kiln_mpi_gather_all(dp->mpi, mine, counts, outputs, dp->m->step_timeout);
+    st = kiln_mpi_gather_all(dp->mpi, mine, counts, outputs, dp->m->placement.step_timeout);
     kiln_free(dp->m->ctx, counts);
     kiln_free(dp->m->ctx, mine);
     return st;
@@ -686,12 +689,12 @@ static kiln_status dp_get_params(void *impl, float *flat)
 {
     dp_strategy *dp = impl;
     if (dp->mode == DP_CENTRAL) {
-        memcpy(flat, dp->host_params, dp->m->n_param_floats * sizeof(float));
+        memcpy(flat, dp->host_params, dp->m->plan.n_param_floats * sizeof(float));
         return KILN_OK;
     }
     kiln_status st = kiln_replica_read_params(dp->reps[0].r, flat);
     if (st == KILN_OK && dp->state_pending)
-        memcpy(flat + dp->m->n_trainable_floats, dp->state_mean, dp->n_state * sizeof(float));
+        memcpy(flat + dp->m->plan.n_trainable_floats, dp->state_mean, dp->n_state * sizeof(float));
     return st;
 }
 
@@ -701,7 +704,7 @@ static kiln_status dp_set_params(void *impl, const float *flat)
     kiln_status st = KILN_OK;
     dp->state_pending = 0;
     if (dp->mode == DP_CENTRAL) {
-        memcpy(dp->host_params, flat, dp->m->n_param_floats * sizeof(float));
+        memcpy(dp->host_params, flat, dp->m->plan.n_param_floats * sizeof(float));
         dp->params_version++;
         return KILN_OK;
     }
@@ -731,9 +734,9 @@ static kiln_replica *dp_replica_at(void *impl, int32_t i)
 static kiln_status dp_get_slots(void *impl, float *const *slots)
 {
     dp_strategy *dp = impl;
-    const size_t bytes = dp->m->n_param_floats * sizeof(float);
+    const size_t bytes = dp->m->plan.n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->optimizer) && st == KILN_OK; i++) {
+    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->plan.optimizer) && st == KILN_OK; i++) {
         if (dp->mode == DP_CENTRAL)
             memcpy(slots[i], dp->host_slots[i], bytes);
         else
@@ -745,9 +748,9 @@ static kiln_status dp_get_slots(void *impl, float *const *slots)
 static kiln_status dp_set_slots(void *impl, const float *const *slots)
 {
     dp_strategy *dp = impl;
-    const size_t bytes = dp->m->n_param_floats * sizeof(float);
+    const size_t bytes = dp->m->plan.n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->optimizer) && st == KILN_OK; i++) {
+    for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->plan.optimizer) && st == KILN_OK; i++) {
         if (dp->mode == DP_CENTRAL) {
             memcpy(dp->host_slots[i], slots[i], bytes);
             continue;
@@ -790,8 +793,8 @@ static void dp_destroy(void *impl)
     }
     kiln_reducer_destroy(dp->reducer);
     if (dp->mpi) {
-        dp->m->mpi = NULL;
-        dp->m->mpi_evaluates = 0;
+        dp->m->placement.mpi = NULL;
+        dp->m->placement.mpi_evaluates = 0;
     }
     kiln_mpi_leave(dp->mpi);
     kiln_collective_destroy(dp->collective);
@@ -812,8 +815,8 @@ static kiln_status plan_state(dp_strategy *dp)
 {
     kiln_model *m = dp->m;
     kiln_context *ctx = m->ctx;
-    if (m->n_state_floats > 0 && (dp->n > 1 || dp->mode == DP_CENTRAL || dp->mpi)) {
-        dp->n_state = m->n_state_floats;
+    if (m->plan.n_state_floats > 0 && (dp->n > 1 || dp->mode == DP_CENTRAL || dp->mpi)) {
+        dp->n_state = m->plan.n_state_floats;
         if (!(dp->state_mean = kiln_calloc(ctx, dp->n_state, sizeof(float))))
             return kiln_error_oom(ctx, "replica state", dp->n_state * sizeof(float));
         for (int k = 0; k < dp->n; k++)
@@ -821,9 +824,9 @@ static kiln_status plan_state(dp_strategy *dp)
                 return kiln_error_oom(ctx, "replica state", dp->n_state * sizeof(float));
     }
     int wants = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        wants |= m->nodes[i].on_path && m->nodes[i].ops->synchronized &&
-                 m->nodes[i].ops->synchronized(m->nodes[i].config);
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        wants |= m->graph.nodes[i].on_path && m->graph.nodes[i].ops->synchronized &&
+                 m->graph.nodes[i].ops->synchronized(m->graph.nodes[i].config);
     if (wants && dp->n > 1)
         return kiln_collective_create(&ctx->host, dp->n, KILN_MAX_SYNC_VALUES, &dp->collective);
     return KILN_OK;
@@ -835,30 +838,30 @@ static kiln_status plan_buckets(dp_strategy *dp)
 {
     kiln_model *m = dp->m;
     kiln_context *ctx = m->ctx;
-    size_t *cuts = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *cuts);
-    kiln_node *owner = kiln_calloc(ctx, (size_t)m->n_nodes + 1, sizeof *owner);
-    dp->buckets = kiln_calloc(ctx, (size_t)m->n_nodes + 2, sizeof *dp->buckets);
-    dp->bucket_at_node = kiln_calloc(ctx, (size_t)m->n_nodes, sizeof(int));
+    size_t *cuts = kiln_calloc(ctx, (size_t)m->graph.n_nodes + 1, sizeof *cuts);
+    kiln_node *owner = kiln_calloc(ctx, (size_t)m->graph.n_nodes + 1, sizeof *owner);
+    dp->buckets = kiln_calloc(ctx, (size_t)m->graph.n_nodes + 2, sizeof *dp->buckets);
+    dp->bucket_at_node = kiln_calloc(ctx, (size_t)m->graph.n_nodes, sizeof(int));
     if (!cuts || !owner || !dp->buckets || !dp->bucket_at_node) {
         kiln_free(ctx, cuts);
         kiln_free(ctx, owner);
-        return kiln_error_oom(ctx, "gradient buckets", (size_t)m->n_nodes * 64);
+        return kiln_error_oom(ctx, "gradient buckets", (size_t)m->graph.n_nodes * 64);
     }
     int n_cuts = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         dp->bucket_at_node[i] = -1;
-        if (m->nodes[i].n_params > 0) {
+        if (m->graph.nodes[i].n_params > 0) {
             owner[n_cuts] = i;
-            cuts[n_cuts++] = m->nodes[i].param_offset[0];
+            cuts[n_cuts++] = m->graph.nodes[i].param_offset[0];
         }
     }
-    dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->n_param_floats,
-                                               m->first_bucket_bytes, m->bucket_bytes,
-                                               dp->buckets)
-                          : 0;
+    dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->plan.n_param_floats,
+                                               m->placement.first_bucket_bytes,
+                                               m->placement.bucket_bytes, dp->buckets)
+                           : 0;
     if (dp->n_buckets == 0) {
         dp->buckets[0].offset = 0;
-        dp->buckets[0].count = m->n_param_floats;
+        dp->buckets[0].count = m->plan.n_param_floats;
         dp->n_buckets = 1;
         dp->bucket_at_node[0] = 0;
     }
@@ -880,7 +883,7 @@ static kiln_status cross_sum(void *user, float *data, size_t count, const kiln_f
     /* Twice the watchdog: a stalled peer is reported by the step's watchdog,
      * which names the replica and rank, and cancels this wait. */
     const kiln_status st =
-        kiln_mpi_sum_floats(dp->mpi, data, count, abort, 2.0 * dp->m->step_timeout);
+        kiln_mpi_sum_floats(dp->mpi, data, count, abort, 2.0 * dp->m->placement.step_timeout);
     if (st != KILN_OK)
         snprintf(dp->cross_error, sizeof dp->cross_error, "%s",
                  kiln_context_last_error(dp->m->ctx));
@@ -898,26 +901,28 @@ static kiln_status join_world(dp_strategy *dp, float *init)
         return st;
     dp->rank = kiln_mpi_rank(dp->mpi);
     dp->world = kiln_mpi_size(dp->mpi);
-    m->rank = dp->rank;
-    m->world = dp->world;
-    m->mpi = dp->mpi;
-    m->mpi_evaluates = 1;
+    m->placement.rank = dp->rank;
+    m->placement.world = dp->world;
+    m->placement.mpi = dp->mpi;
+    m->placement.mpi_evaluates = 1;
     static const char *const names[] = {
         "number of replicas", "#model (its layers' kinds, names and parameter shapes)",
         "#loss, optimizer and optimizer settings"};
     const int64_t mine[] = {dp->n, (int64_t)kiln_model_fingerprint(m),
                             (int64_t)kiln_model_training_hash(m)};
     st = kiln_mpi_check_same(dp->mpi, "kiln_model_compile: multi_worker", names, mine, 3,
-                             m->step_timeout);
+                             m->placement.step_timeout);
     if (st == KILN_OK)
-        st = kiln_mpi_broadcast(dp->mpi, init, m->n_param_floats, m->step_timeout);
+        st = kiln_mpi_broadcast(dp->mpi, init, m->plan.n_param_floats, m->placement.step_timeout);
     return st;
 }
 
 static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
 {
     kiln_context *ctx = m->ctx;
-    int n = mode == DP_ONE_DEVICE ? 1 : (m->n_replicas ? m->n_replicas : ctx->n_devices);
+    int n = mode == DP_ONE_DEVICE
+                ? 1
+                : (m->placement.n_replicas ? m->placement.n_replicas : ctx->n_devices);
     if (n > ctx->n_devices)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d replicas asked for, but the context has %d "
@@ -929,7 +934,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     dp->mode = mode;
     dp->n = n;
     dp->world = 1;
-    float *init = kiln_calloc(ctx, m->n_param_floats, sizeof(float));
+    float *init = kiln_calloc(ctx, m->plan.n_param_floats, sizeof(float));
     dp->reps = kiln_calloc(ctx, (size_t)n, sizeof *dp->reps);
     kiln_status st = init && dp->reps
                          ? KILN_OK
@@ -952,8 +957,8 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_buckets(dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = kiln_reducer_create(&ctx->host, n, m->n_param_floats, dp->buckets, dp->n_buckets,
-                                 m->reducer_threads, &dp->reducer);
+        st = kiln_reducer_create(&ctx->host, n, m->plan.n_param_floats, dp->buckets, dp->n_buckets,
+                                 m->placement.reducer_threads, &dp->reducer);
     if (st == KILN_OK && dp->mpi)
         st = kiln_reducer_set_cross(dp->reducer, cross_sum, dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
@@ -961,9 +966,9 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode == DP_CENTRAL) {
         dp->host_params = init;
         init = NULL;
-        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
-            if (!(dp->host_slots[i] = kiln_calloc(ctx, m->n_param_floats, sizeof(float))))
-                st = kiln_error_oom(ctx, "host optimizer state", m->n_param_floats * 4);
+        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->plan.optimizer); i++)
+            if (!(dp->host_slots[i] = kiln_calloc(ctx, m->plan.n_param_floats, sizeof(float))))
+                st = kiln_error_oom(ctx, "host optimizer state", m->plan.n_param_floats * 4);
     }
     kiln_free(ctx, init);
     if (st != KILN_OK) {

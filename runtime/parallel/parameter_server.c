@@ -70,7 +70,7 @@ static kiln_status step_job(void *arg)
     ps *p = w->owner;
     kiln_model *m = p->m;
     kiln_replica *r = w->r;
-    const size_t bytes = m->n_param_floats * sizeof(float);
+    const size_t bytes = m->plan.n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
     pthread_mutex_lock(&p->store_lock);
     const int64_t version = p->version;
@@ -95,16 +95,18 @@ static kiln_status step_job(void *arg)
         st = kiln_replica_backward(r, w->n, NULL, NULL);
     if (st == KILN_OK)
         st = kiln_buffer_read(r->dev, r->grads, 0, w->grads,
-                              m->n_trainable_floats * sizeof(float));
-    if (st == KILN_OK && m->n_param_floats > m->n_trainable_floats)   /* moving statistics */
-        st = kiln_buffer_read(r->dev, r->params, m->n_trainable_floats * sizeof(float),
-                              w->snapshot + m->n_trainable_floats,
-                              (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
+                              m->plan.n_trainable_floats * sizeof(float));
+    if (st == KILN_OK &&
+        m->plan.n_param_floats > m->plan.n_trainable_floats) /* moving statistics */
+        st =
+            kiln_buffer_read(r->dev, r->params, m->plan.n_trainable_floats * sizeof(float),
+                             w->snapshot + m->plan.n_trainable_floats,
+                             (m->plan.n_param_floats - m->plan.n_trainable_floats) * sizeof(float));
     if (st == KILN_OK)
         st = kiln_replica_read_sums(r, sums);
     /* A gradient can be NaN under a finite loss (a ReLU maps NaN to 0): the
      * push is then dropped and reported as a non-finite loss. */
-    if (st == KILN_OK && !kiln_optimizer_all_finite(w->grads, m->n_trainable_floats))
+    if (st == KILN_OK && !kiln_optimizer_all_finite(w->grads, m->plan.n_trainable_floats))
         sums[0] = NAN;
     if (st != KILN_OK)
         worker_failed(w, st);
@@ -114,15 +116,15 @@ static kiln_status step_job(void *arg)
         const double lr = kiln_model_learning_rate(m, p->version);
         /* The push's update, checked on the store before it is made: one
          * more pass over parameters, gradient and state, nothing to undo. */
-        const int applied = kiln_optimizer_update_finite_host(&m->optimizer, lr, p->params,
+        const int applied = kiln_optimizer_update_finite_host(&m->plan.optimizer, lr, p->params,
                                                               w->grads, p->slots,
-                                                              m->n_trainable_floats,
+                                                              m->plan.n_trainable_floats,
                                                               p->version + 1);
         if (applied) {
-            kiln_optimizer_apply_host(&m->optimizer, lr, p->params, w->grads, p->slots,
-                                      m->n_trainable_floats, p->version + 1);
-            memcpy(p->params + m->n_trainable_floats, w->snapshot + m->n_trainable_floats,
-                   (m->n_param_floats - m->n_trainable_floats) * sizeof(float));
+            kiln_optimizer_apply_host(&m->plan.optimizer, lr, p->params, w->grads, p->slots,
+                                      m->plan.n_trainable_floats, p->version + 1);
+            memcpy(p->params + m->plan.n_trainable_floats, w->snapshot + m->plan.n_trainable_floats,
+                   (m->plan.n_param_floats - m->plan.n_trainable_floats) * sizeof(float));
         }
         const int64_t lag = p->version - version;
         p->version += applied;
@@ -150,7 +152,7 @@ static kiln_status collect(ps *p, ps_worker *w)
     if (!w->posted)
         return KILN_OK;
     kiln_status st = KILN_OK;
-    if (!kiln_crew_wait_one(p->crew, w->index, p->m->step_timeout, &st))
+    if (!kiln_crew_wait_one(p->crew, w->index, p->m->placement.step_timeout, &st))
         return kiln_crew_break(p->crew, KILN_ERROR_TIMEOUT, "a parameter-server worker did not "
                                "finish");
     w->posted = 0;
@@ -160,7 +162,7 @@ static kiln_status collect(ps *p, ps_worker *w)
 /* Waits until no batch is in flight; the first failure wins. */
 static kiln_status wait_idle(ps *p)
 {
-    const kiln_deadline deadline = kiln_deadline_in(p->m->step_timeout);
+    const kiln_deadline deadline = kiln_deadline_in(p->m->placement.step_timeout);
     pthread_mutex_lock(&p->lock);
     for (int k = 0; k < p->n; k++) {
         while (p->w[k].busy && !kiln_deadline_passed(deadline)) {
@@ -182,7 +184,7 @@ static kiln_status wait_idle(ps *p)
             kiln_replica_describe(p->w[k].r, where, sizeof where);
             pthread_mutex_unlock(&p->lock);
             snprintf(who, sizeof who, "parameter server: worker %s", where);
-            return kiln_crew_break_stalled(p->crew, who, "batch", p->m->step_timeout, "");
+            return kiln_crew_break_stalled(p->crew, who, "batch", p->m->placement.step_timeout, "");
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -218,7 +220,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     kiln_status st = kiln_crew_check(p->crew);
     if (st != KILN_OK)
         return st;
-    const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
+    const kiln_deadline deadline = kiln_deadline_in(m->placement.step_timeout);
     int64_t lead = 0;
     int k;
     pthread_mutex_lock(&p->lock);
@@ -248,7 +250,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     st = collect(p, w);
     if (st != KILN_OK)
         return st;
-    const size_t in = (size_t)b->n * (size_t)m->sample_size;
+    const size_t in = (size_t)b->n * (size_t)m->graph.sample_size;
     const size_t label_bytes = (size_t)b->n * kiln_model_label_bytes(m);
     if (b->n > w->capacity) {
         kiln_free(m->ctx, w->features);
@@ -269,7 +271,7 @@ static kiln_status ps_train_step(void *impl, const kiln_batch *b, double *sums)
     memset(p->pending, 0, sizeof p->pending);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&p->store_lock);
-    m->n_optimizer_steps = p->version;
+    m->training.n_optimizer_steps = p->version;
     pthread_mutex_unlock(&p->store_lock);
     return KILN_OK;
 }
@@ -284,7 +286,7 @@ static kiln_status ps_drain(void *impl, double *sums)
     memcpy(sums, p->pending, sizeof p->pending);
     memset(p->pending, 0, sizeof p->pending);
     pthread_mutex_unlock(&p->lock);
-    p->m->n_optimizer_steps = p->version;
+    p->m->training.n_optimizer_steps = p->version;
     return st;
 }
 
@@ -329,7 +331,7 @@ static kiln_status ps_get_params(void *impl, float *flat)
 {
     ps *p = impl;
     kiln_status st = wait_idle(p);
-    memcpy(flat, p->params, p->m->n_param_floats * sizeof(float));
+    memcpy(flat, p->params, p->m->plan.n_param_floats * sizeof(float));
     return st;
 }
 
@@ -337,7 +339,7 @@ static kiln_status ps_set_params(void *impl, const float *flat)
 {
     ps *p = impl;
     kiln_status st = wait_idle(p);
-    memcpy(p->params, flat, p->m->n_param_floats * sizeof(float));
+    memcpy(p->params, flat, p->m->plan.n_param_floats * sizeof(float));
     for (int k = 0; k < p->n; k++)
         p->w[k].pulled = -1;   /* every worker pulls again */
     return st;
@@ -347,8 +349,8 @@ static kiln_status ps_get_slots(void *impl, float *const *slots)
 {
     ps *p = impl;
     kiln_status st = wait_idle(p);
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer); i++)
-        memcpy(slots[i], p->slots[i], p->m->n_param_floats * sizeof(float));
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->plan.optimizer); i++)
+        memcpy(slots[i], p->slots[i], p->m->plan.n_param_floats * sizeof(float));
     return st;
 }
 
@@ -356,8 +358,8 @@ static kiln_status ps_set_slots(void *impl, const float *const *slots)
 {
     ps *p = impl;
     kiln_status st = wait_idle(p);
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer); i++)
-        memcpy(p->slots[i], slots[i], p->m->n_param_floats * sizeof(float));
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->plan.optimizer); i++)
+        memcpy(p->slots[i], slots[i], p->m->plan.n_param_floats * sizeof(float));
     return st;
 }
 
@@ -411,12 +413,12 @@ static void ps_destroy(void *impl)
 static kiln_status ps_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
-    if (m->accumulation_steps > 1)
+    if (m->plan.accumulation_steps > 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
                           "kiln_model_compile: the parameter_server strategy applies every "
                           "batch's gradient as it arrives; gradient_accumulation_steps must be "
                           "0 or 1");
-    const int n = m->n_replicas ? m->n_replicas : ctx->n_devices;
+    const int n = m->placement.n_replicas ? m->placement.n_replicas : ctx->n_devices;
     if (n > ctx->n_devices)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d workers asked for, but the context has %d "
@@ -426,16 +428,16 @@ static kiln_status ps_create(kiln_model *m, void **impl)
         return kiln_error_oom(ctx, "a strategy", sizeof *p);
     p->m = m;
     p->n = n;
-    p->max_staleness = m->max_staleness;
+    p->max_staleness = m->placement.max_staleness;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->store_lock, NULL);
-    const size_t floats = m->n_param_floats ? m->n_param_floats : 1;
+    const size_t floats = m->plan.n_param_floats ? m->plan.n_param_floats : 1;
     p->w = kiln_calloc(ctx, (size_t)n, sizeof *p->w);
     p->params = kiln_calloc(ctx, floats, sizeof(float));
     kiln_status st = p->w && p->params ? KILN_OK
                                        : kiln_error_oom(ctx, "the parameter store",
                                                         floats * sizeof(float));
-    for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
+    for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->plan.optimizer); i++)
         if (!(p->slots[i] = kiln_calloc(ctx, floats, sizeof(float))))
             st = kiln_error_oom(ctx, "the parameter store", floats * sizeof(float));
     if (st == KILN_OK)

@@ -70,7 +70,7 @@ static kiln_status reply(psm *p, int w)
     p->deferred[w] = 0;
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
     return kiln_mpi_send(p->mpi, p->stores + w, TAG_PARAMS, p->params + lo, hi - lo, 0,
-                         p->m->step_timeout);
+                         p->m->placement.step_timeout);
 }
 
 static int64_t slowest(const psm *p)
@@ -88,7 +88,8 @@ static kiln_status release_deferred(psm *p)
     kiln_status st = KILN_OK;
     const int64_t low = slowest(p);
     for (int w = 0; w < p->workers && st == KILN_OK; w++)
-        if (p->deferred[w] && (low == INT64_MAX || p->clock[w] - low <= p->m->max_staleness))
+        if (p->deferred[w] &&
+            (low == INT64_MAX || p->clock[w] - low <= p->m->placement.max_staleness))
             st = reply(p, w);
     return st;
 }
@@ -102,7 +103,7 @@ static kiln_status release_deferred(psm *p)
 static kiln_status apply_push(psm *p, int w, const float *g)
 {
     kiln_model *m = p->m;
-    const size_t nt = m->n_trainable_floats;
+    const size_t nt = m->plan.n_trainable_floats;
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
     const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
     float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
@@ -111,14 +112,14 @@ static kiln_status apply_push(psm *p, int w, const float *g)
     const double lr = kiln_model_learning_rate(m, p->version);
     int finite = isfinite(g[hi - lo]);
     if (finite && t_hi > lo &&
-        !kiln_optimizer_update_finite_host(&m->optimizer, lr, p->params + lo, g, slots,
+        !kiln_optimizer_update_finite_host(&m->plan.optimizer, lr, p->params + lo, g, slots,
                                            t_hi - lo, p->version + 1)) {
         finite = 0;
         p->skipped++;
     }
     if (finite) {
         if (t_hi > lo)
-            kiln_optimizer_apply_host(&m->optimizer, lr, p->params + lo, g, slots, t_hi - lo,
+            kiln_optimizer_apply_host(&m->plan.optimizer, lr, p->params + lo, g, slots, t_hi - lo,
                                       p->version + 1);
         if (hi > s_lo)
             memcpy(p->params + s_lo, g + (s_lo - lo), (hi - s_lo) * sizeof(float));
@@ -129,7 +130,7 @@ static kiln_status apply_push(psm *p, int w, const float *g)
         p->stats.reductions++;
     }
     p->clock[w]++;
-    if (m->max_staleness > 0 && p->clock[w] - slowest(p) > m->max_staleness) {
+    if (m->placement.max_staleness > 0 && p->clock[w] - slowest(p) > m->placement.max_staleness) {
         p->deferred[w] = 1;
         return KILN_OK;
     }
@@ -193,11 +194,11 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
     memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     if (p->rank < p->stores || idx % p->workers != p->rank - p->stores)
         return KILN_OK;   /* another worker's batch (or a store) */
-    const size_t n = m->n_param_floats, nt = m->n_trainable_floats;
+    const size_t n = m->plan.n_param_floats, nt = m->plan.n_trainable_floats;
     kiln_replica *r = p->r;
     double s[KILN_N_SUMS] = {0};
     r->first_sample = 0;
-    r->step_number = m->n_train_steps;
+    r->step_number = m->training.n_train_steps;
     kiln_status st = kiln_replica_upload(r, b);
     if (st == KILN_OK)
         st = kiln_replica_forward(r, b->n, 1);
@@ -224,12 +225,13 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
         p->slice[hi - lo] = (float)s[0];
         p->slice[hi - lo + 1] = (float)s[1];
         p->slice[hi - lo + 2] = (float)b->n;
-        st = kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->step_timeout);
+        st =
+            kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->placement.step_timeout);
     }
     for (int k = 0; k < p->stores && st == KILN_OK; k++)   /* each shard, after this push */
         st = kiln_mpi_receive(p->mpi, k, TAG_PARAMS, p->msg + p->bound[k],
                               p->bound[k + 1] - p->bound[k], 0, NULL, NULL, NULL,
-                              m->step_timeout);
+                              m->placement.step_timeout);
     if (st == KILN_OK)
         st = kiln_replica_write_params(r, p->msg);
     s[KILN_SUM_SAMPLES] = b->n;
@@ -244,15 +246,15 @@ static kiln_status psm_drain(void *impl, double *sums)
 {
     psm *p = impl;
     kiln_model *m = p->m;
-    const size_t n = m->n_param_floats;
+    const size_t n = m->plan.n_param_floats;
     kiln_status st = KILN_OK;
     int skipped = 0;
     if (p->rank >= p->stores) {
         float one = 1;
         for (int k = 0; k < p->stores && st == KILN_OK; k++)
-            st = kiln_mpi_send(p->mpi, k, TAG_DONE, &one, 1, 0, m->step_timeout);
+            st = kiln_mpi_send(p->mpi, k, TAG_DONE, &one, 1, 0, m->placement.step_timeout);
     } else {
-        const kiln_deadline deadline = kiln_deadline_in(m->step_timeout);
+        const kiln_deadline deadline = kiln_deadline_in(m->placement.step_timeout);
         pthread_mutex_lock(&p->lock);
         while (p->n_done < p->workers && p->server_status == KILN_OK &&
                !kiln_deadline_passed(deadline)) {
@@ -266,7 +268,7 @@ static kiln_status psm_drain(void *impl, double *sums)
         else if (p->n_done < p->workers)
             st = kiln_error(m->ctx, KILN_ERROR_TIMEOUT, "parameter store: %d of %d workers "
                             "finished the epoch within the %.1f s watchdog", p->n_done,
-                            p->workers, m->step_timeout);
+                            p->workers, m->placement.step_timeout);
         p->n_done = 0;
         memset(p->done, 0, (size_t)p->workers * sizeof(int));
         skipped = p->skipped;
@@ -279,7 +281,7 @@ static kiln_status psm_drain(void *impl, double *sums)
     if (skipped)
         all[KILN_SUM_UPDATE] = NAN;
     if (st == KILN_OK)
-        st = kiln_mpi_sum_doubles(p->mpi, all, KILN_N_SUMS, m->step_timeout);
+        st = kiln_mpi_sum_doubles(p->mpi, all, KILN_N_SUMS, m->placement.step_timeout);
     for (int i = 0; i < KILN_N_SUMS; i++) {
         sums[i] = all[i] - p->reported[i];
         p->reported[i] = 0;
@@ -289,7 +291,7 @@ static kiln_status psm_drain(void *impl, double *sums)
      * store's thread applies while this one may still be gathering: a store
      * sends a copy of its shard taken under the lock, and takes in only
      * the other stores' shards (its own may be newer by then). */
-    const int slots = kiln_optimizer_slot_count(&m->optimizer);
+    const int slots = kiln_optimizer_slot_count(&m->plan.optimizer);
     const int store = p->rank < p->stores;
     const size_t lo = store ? p->bound[p->rank] : 0, hi = store ? p->bound[p->rank + 1] : 0;
     int64_t version = 0;
@@ -302,7 +304,7 @@ static kiln_status psm_drain(void *impl, double *sums)
             pthread_mutex_unlock(&p->lock);
         }
         float *all = i < 0 ? p->msg : p->slice_all;
-        st = kiln_mpi_gather_all(p->mpi, p->slice, p->counts, all, m->step_timeout);
+        st = kiln_mpi_gather_all(p->mpi, p->slice, p->counts, all, m->placement.step_timeout);
         if (st == KILN_OK && store) {   /* workers keep no optimizer state */
             float *dst = i < 0 ? p->params : p->slots[i];
             pthread_mutex_lock(&p->lock);
@@ -314,7 +316,7 @@ static kiln_status psm_drain(void *impl, double *sums)
     if (st == KILN_OK)
         st = kiln_replica_write_params(p->r, p->msg);
     p->counter = 0;
-    m->n_optimizer_steps = version;   /* the store's at the epoch's end (workers: 0) */
+    m->training.n_optimizer_steps = version;   /* the store's at the epoch's end (workers: 0) */
     return st;
 }
 
@@ -348,7 +350,7 @@ static kiln_status psm_get_params(void *impl, float *flat)
     if (p->rank >= p->stores)
         return kiln_replica_read_params(p->r, flat);
     pthread_mutex_lock(&p->lock);
-    memcpy(flat, p->params, p->m->n_param_floats * sizeof(float));
+    memcpy(flat, p->params, p->m->plan.n_param_floats * sizeof(float));
     pthread_mutex_unlock(&p->lock);
     return KILN_OK;
 }
@@ -358,7 +360,7 @@ static kiln_status psm_set_params(void *impl, const float *flat)
     psm *p = impl;
     if (p->rank < p->stores) {
         pthread_mutex_lock(&p->lock);
-        memcpy(p->params, flat, p->m->n_param_floats * sizeof(float));
+        memcpy(p->params, flat, p->m->plan.n_param_floats * sizeof(float));
         pthread_mutex_unlock(&p->lock);
     }
     return kiln_replica_write_params(p->r, flat);
@@ -369,9 +371,9 @@ static kiln_status psm_set_params(void *impl, const float *flat)
 static kiln_status psm_slots(void *impl, float *const *slots, int get)
 {
     psm *p = impl;
-    const size_t bytes = p->m->n_param_floats * sizeof(float);
+    const size_t bytes = p->m->plan.n_param_floats * sizeof(float);
     pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer); i++) {
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->plan.optimizer); i++) {
         if (p->rank >= p->stores && get)
             memset(slots[i], 0, bytes);
         else if (p->rank < p->stores)
@@ -422,7 +424,7 @@ static void psm_destroy(void *impl)
         pthread_join(p->server, NULL);
     kiln_replica_destroy(p->r);
     if (p->mpi)
-        p->m->mpi = NULL;
+        p->m->placement.mpi = NULL;
     kiln_mpi_leave(p->mpi);
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
         kiln_free(ctx, p->slots[i]);
@@ -445,7 +447,7 @@ static void psm_destroy(void *impl)
 static kiln_status psm_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
-    if (m->accumulation_steps > 1)
+    if (m->plan.accumulation_steps > 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED,
                           "kiln_model_compile: the parameter_server strategy applies every "
                           "batch's gradient as it arrives; gradient_accumulation_steps must be "
@@ -455,25 +457,25 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         return kiln_error_oom(ctx, "a strategy", sizeof *p);
     p->m = m;
     pthread_mutex_init(&p->lock, NULL);
-    const size_t n = m->n_param_floats ? m->n_param_floats : 1;
+    const size_t n = m->plan.n_param_floats ? m->plan.n_param_floats : 1;
     kiln_status st = kiln_mpi_join(&ctx->host, &p->mpi);
     if (st == KILN_OK) {
         p->rank = kiln_mpi_rank(p->mpi);
         p->world = kiln_mpi_size(p->mpi);
-        p->stores = m->store_ranks;
+        p->stores = m->placement.store_ranks;
         p->workers = p->world - p->stores;
-        m->rank = p->rank;
-        m->world = p->world;
-        m->mpi = p->mpi;
+        m->placement.rank = p->rank;
+        m->placement.world = p->world;
+        m->placement.mpi = p->mpi;
         static const char *const names[] = {
             "parameter_store_ranks", "max_staleness",
             "#model (its layers' kinds, names and parameter shapes)",
             "#loss, optimizer and optimizer settings"};
-        const int64_t mine[] = {p->stores, m->max_staleness,
+        const int64_t mine[] = {p->stores, m->placement.max_staleness,
                                 (int64_t)kiln_model_fingerprint(m),
                                 (int64_t)kiln_model_training_hash(m)};
         st = kiln_mpi_check_same(p->mpi, "kiln_model_compile: parameter_server", names, mine, 4,
-                                 m->step_timeout);
+                                 m->placement.step_timeout);
     }
     if (st == KILN_OK && p->workers < 1)
         st = kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -486,7 +488,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         if (!p->bound || !p->counts || !p->slice_all)
             st = kiln_error_oom(ctx, "the store's shards", n * sizeof(float));
         for (int k = 0; st == KILN_OK && k <= p->stores; k++)
-            p->bound[k] = m->n_param_floats * (size_t)k / (size_t)p->stores;
+            p->bound[k] = m->plan.n_param_floats * (size_t)k / (size_t)p->stores;
         for (int k = 0; st == KILN_OK && k < p->stores; k++) {
             p->counts[k] = (int)(p->bound[k + 1] - p->bound[k]);
             if (p->bound[k + 1] - p->bound[k] > p->widest)
@@ -503,7 +505,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
     if (st == KILN_OK)
         kiln_model_init_params(m, init);
     if (st == KILN_OK)   /* one model everywhere: rank 0's */
-        st = kiln_mpi_broadcast(p->mpi, init, m->n_param_floats, m->step_timeout);
+        st = kiln_mpi_broadcast(p->mpi, init, m->plan.n_param_floats, m->placement.step_timeout);
     if (st == KILN_OK)
         st = kiln_replica_create(m, ctx->devices[0], &p->r);
     if (st == KILN_OK)
@@ -517,7 +519,7 @@ static kiln_status psm_create(kiln_model *m, void **impl)
         p->deferred = kiln_calloc(ctx, (size_t)p->workers, sizeof(int));
         if (!p->clock || !p->replied || !p->done || !p->deferred)
             st = kiln_error_oom(ctx, "the store's bookkeeping", (size_t)p->workers * 32);
-        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->optimizer); i++)
+        for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->plan.optimizer); i++)
             if (!(p->slots[i] = kiln_calloc(ctx, n, sizeof(float))))
                 st = kiln_error_oom(ctx, "the parameter store", n * sizeof(float));
         if (st == KILN_OK && pthread_create(&p->server, NULL, serve, p) != 0)

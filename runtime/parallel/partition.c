@@ -11,14 +11,14 @@
 
 uint64_t kiln_node_cost(const kiln_model *m, kiln_node i)
 {
-    const kiln_node_rec *node = &m->nodes[i];
+    const kiln_node_rec *node = &m->graph.nodes[i];
     if (!node->on_path || kiln_node_is_input(m, i))
         return 0;
     /* FLOPs, plus one per output element so that cheap layers (pooling,
      * Flatten, Add) still weigh something. */
     uint64_t cost = (uint64_t)kiln_shape_size(&node->shape);
     if (node->ops->flops)
-        cost += node->ops->flops(node->config, &m->nodes[node->inputs[0]].shape);
+        cost += node->ops->flops(node->config, &m->graph.nodes[node->inputs[0]].shape);
     return cost;
 }
 
@@ -33,18 +33,18 @@ static uint64_t node_param_floats(const kiln_node_rec *node)
 uint64_t kiln_span_state_bytes(const kiln_model *m, kiln_node first, kiln_node last,
                                int accumulate)
 {
-    const uint64_t copies = 2 + (uint64_t)kiln_optimizer_slot_count(&m->optimizer) +
+    const uint64_t copies = 2 + (uint64_t)kiln_optimizer_slot_count(&m->plan.optimizer) +
                             (accumulate ? 1 : 0);
     uint64_t floats = 0;
     for (kiln_node i = first; i <= last; i++)
-        floats += node_param_floats(&m->nodes[i]);
+        floats += node_param_floats(&m->graph.nodes[i]);
     return floats * copies * sizeof(float);
 }
 
 static uint64_t device_budget(const kiln_model *m, int32_t d)
 {
-    if (m->memory_budget)
-        return m->memory_budget;
+    if (m->placement.memory_budget)
+        return m->placement.memory_budget;
     kiln_device_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
@@ -58,14 +58,14 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
 {
     for (int32_t k = 0; k < n; k++) {
         kiln_stage_span *sp = &st[k].span;
-        size_t t = 0, u = m->n_trainable_floats, f = u + m->n_state_floats;
-        for (kiln_node i = 0; i < m->n_nodes; i++) {
+        size_t t = 0, u = m->plan.n_trainable_floats, f = u + m->plan.n_state_floats;
+        for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
             if (i == sp->first) {
                 sp->trainable_begin = t;
                 sp->state_begin = u;
                 sp->frozen_begin = f;
             }
-            const kiln_node_rec *node = &m->nodes[i];
+            const kiln_node_rec *node = &m->graph.nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 const size_t size =
                     ((size_t)kiln_shape_size(&node->params[p].shape) + 15) / 16 * 16;
@@ -94,8 +94,8 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
 static int32_t count_layers(const kiln_model *m)
 {
     int32_t n = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        n += m->nodes[i].on_path && !kiln_node_is_input(m, i);
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        n += m->graph.nodes[i].on_path && !kiln_node_is_input(m, i);
     return n;
 }
 
@@ -104,12 +104,12 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
 {
     kiln_context *ctx = m->ctx;
     int32_t dev = -1, n = 0;
-    for (kiln_node i = 0; i < m->n_nodes && dev < 0; i++)
-        if (m->nodes[i].on_path && m->nodes[i].device >= 0)
-            dev = m->nodes[i].device;
+    for (kiln_node i = 0; i < m->graph.n_nodes && dev < 0; i++)
+        if (m->graph.nodes[i].on_path && m->graph.nodes[i].device >= 0)
+            dev = m->graph.nodes[i].device;
     kiln_node last_layer = -1;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (!node->on_path)
             continue;
         if (node->device >= 0)
@@ -122,12 +122,12 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
                                       "but device %d's stage ended before layer '%s': each "
                                       "device's layers must be one contiguous range",
                                       node->name, (int)dev, (int)dev,
-                                      m->nodes[st[n - 1].span.first].name);
+                                      m->graph.nodes[st[n - 1].span.first].name);
             if (n > 0 && last_layer < st[n - 1].span.first)
                 return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                                   "kiln_model_compile: the stage on device %d holds only the "
                                   "input '%s'; place it with the first layer",
-                                  (int)st[n - 1].device, m->nodes[st[n - 1].span.first].name);
+                                  (int)st[n - 1].device, m->graph.nodes[st[n - 1].span.first].name);
             if (n > 0)
                 st[n - 1].span.last = i - 1;
             st[n].device = dev;
@@ -137,11 +137,11 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
         if (!kiln_node_is_input(m, i))
             last_layer = i;
     }
-    st[n - 1].span.last = m->n_nodes - 1;
-    if (m->pipeline_stages && m->pipeline_stages != n)
+    st[n - 1].span.last = m->graph.n_nodes - 1;
+    if (m->placement.pipeline_stages && m->placement.pipeline_stages != n)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: pipeline_stages is %d but the placements make "
-                          "%d stage(s)", (int)m->pipeline_stages, (int)n);
+                          "%d stage(s)", (int)m->placement.pipeline_stages, (int)n);
     *n_out = n;
     return KILN_OK;
 }
@@ -150,9 +150,9 @@ static kiln_status from_placements(const kiln_model *m, kiln_stage_plan *st, int
  * the whole. */
 static kiln_status no_fit(const kiln_model *m, int32_t n_stages, int accumulate)
 {
-    uint64_t most = 0, total = kiln_span_state_bytes(m, 0, m->n_nodes - 1, accumulate);
-    kiln_node worst = m->input;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
+    uint64_t most = 0, total = kiln_span_state_bytes(m, 0, m->graph.n_nodes - 1, accumulate);
+    kiln_node worst = m->graph.input;
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         const uint64_t b = kiln_span_state_bytes(m, i, i, accumulate);
         if (b > most) {
             most = b;
@@ -164,12 +164,12 @@ static kiln_status no_fit(const kiln_model *m, int32_t n_stages, int accumulate)
         if (device_budget(m, d) > device_budget(m, roomiest))
             roomiest = d;
     const uint64_t room = device_budget(m, roomiest);
-    const char *what = m->memory_budget ? "its budget" : "its global memory";
+    const char *what = m->placement.memory_budget ? "its budget" : "its global memory";
     if (most > room)
         return kiln_error(m->ctx, KILN_ERROR_OUT_OF_MEMORY,
                           "kiln_model_compile: layer '%s' alone needs %llu bytes of parameters, "
                           "gradients and optimizer state; the roomiest device, %s, has %llu "
-                          "(%s)", m->nodes[worst].name, (unsigned long long)most,
+                          "(%s)", m->graph.nodes[worst].name, (unsigned long long)most,
                           kiln_device_label(m->ctx->devices[roomiest]),
                           (unsigned long long)room, what);
     return kiln_error(m->ctx, KILN_ERROR_OUT_OF_MEMORY,
@@ -185,8 +185,8 @@ static kiln_status balanced(const kiln_model *m, int32_t n, int accumulate, kiln
 {
     kiln_context *ctx = m->ctx;
     int32_t L = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        L += m->nodes[i].on_path;
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        L += m->graph.nodes[i].on_path;
     kiln_node *item = kiln_calloc(ctx, (size_t)L + 1, sizeof *item);
     uint64_t *best = kiln_calloc(ctx, (size_t)(n + 1) * (size_t)(L + 1), sizeof *best);
     int32_t *cut = kiln_calloc(ctx, (size_t)(n + 1) * (size_t)(L + 1), sizeof *cut);
@@ -199,10 +199,10 @@ static kiln_status balanced(const kiln_model *m, int32_t n, int accumulate, kiln
         return kiln_error_oom(ctx, "the stage partition", (size_t)n * (size_t)L * 12);
     }
     L = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].on_path)
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        if (m->graph.nodes[i].on_path)
             item[L++] = i;
-    item[L] = m->n_nodes;
+    item[L] = m->graph.n_nodes;
     for (int32_t k = 0; k < n; k++)
         budget[k] = device_budget(m, k);
     const uint64_t none = UINT64_MAX;
@@ -220,7 +220,7 @@ static kiln_status balanced(const kiln_model *m, int32_t n, int accumulate, kiln
                 if (BEST(k - 1, j) == none || (k == 1) != (j == 0) || (j == 0 && i < 2))
                     continue;
                 const kiln_node first = j == 0 ? 0 : item[j];
-                const kiln_node last = i == L ? m->n_nodes - 1 : item[i] - 1;
+                const kiln_node last = i == L ? m->graph.n_nodes - 1 : item[i] - 1;
                 if (kiln_span_state_bytes(m, first, last, accumulate) > budget[k - 1])
                     continue;
                 uint64_t cost = 0;
@@ -242,7 +242,7 @@ static kiln_status balanced(const kiln_model *m, int32_t n, int accumulate, kiln
             const int32_t j = CUT(k, i);
             st[k - 1].device = k - 1;
             st[k - 1].span.first = j == 0 ? 0 : item[j];
-            st[k - 1].span.last = i == L ? m->n_nodes - 1 : item[i] - 1;
+            st[k - 1].span.last = i == L ? m->graph.n_nodes - 1 : item[i] - 1;
             i = j;
         }
     }
@@ -262,32 +262,33 @@ kiln_status kiln_partition(const kiln_model *m, int accumulate, kiln_stage_plan 
     *stages = NULL;
     *n_stages = 0;
     const int32_t layers = count_layers(m);
-    int32_t n = m->pipeline_stages ? m->pipeline_stages : ctx->n_devices;
-    if (m->pipeline_stages < 0 || n > ctx->n_devices)
+    int32_t n = m->placement.pipeline_stages ? m->placement.pipeline_stages : ctx->n_devices;
+    if (m->placement.pipeline_stages < 0 || n > ctx->n_devices)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: pipeline_stages is %d; the context has %d "
-                          "device(s)", (int)m->pipeline_stages, (int)ctx->n_devices);
-    if (!m->placed && n > layers)
+                          "device(s)", (int)m->placement.pipeline_stages, (int)ctx->n_devices);
+    if (!m->graph.placed && n > layers)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d pipeline stages asked for, but the model has "
                           "only %d layer(s) to split", (int)n, (int)layers);
     kiln_stage_plan *st = kiln_calloc(ctx, (size_t)ctx->n_devices, sizeof *st);
     if (!st)
         return kiln_error_oom(ctx, "the stage plan", (size_t)ctx->n_devices * sizeof *st);
-    kiln_status status = m->placed ? from_placements(m, st, &n) : balanced(m, n, accumulate, st);
+    kiln_status status =
+        m->graph.placed ? from_placements(m, st, &n) : balanced(m, n, accumulate, st);
     if (status == KILN_OK)
         fill_spans(m, st, n, accumulate);
     for (int32_t k = 0; status == KILN_OK && k < n; k++)
         if (st[k].state_bytes > st[k].budget)
-            status = kiln_error(ctx, KILN_ERROR_OUT_OF_MEMORY,
-                                "kiln_model_compile: stage %d (layers '%s' to '%s') needs %llu "
-                                "bytes of parameters, gradients and optimizer state on %s, "
-                                "which has %llu (%s)", (int)k, m->nodes[st[k].span.first].name,
-                                m->nodes[st[k].span.last].name,
-                                (unsigned long long)st[k].state_bytes,
-                                kiln_device_label(ctx->devices[st[k].device]),
-                                (unsigned long long)st[k].budget,
-                                m->memory_budget ? "its budget" : "its global memory");
+            status = kiln_error(
+                ctx, KILN_ERROR_OUT_OF_MEMORY,
+                "kiln_model_compile: stage %d (layers '%s' to '%s') needs %llu "
+                "bytes of parameters, gradients and optimizer state on %s, "
+                "which has %llu (%s)",
+                (int)k, m->graph.nodes[st[k].span.first].name, m->graph.nodes[st[k].span.last].name,
+                (unsigned long long)st[k].state_bytes,
+                kiln_device_label(ctx->devices[st[k].device]), (unsigned long long)st[k].budget,
+                m->placement.memory_budget ? "its budget" : "its global memory");
     if (status != KILN_OK) {
         kiln_free(ctx, st);
         return status;

@@ -177,14 +177,14 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                    edge->act + (size_t)start * edge->width,
                                    (size_t)n * edge->width * sizeof(float), 0);
     }
-    const int64_t in = m->sample_size, out = m->output_size;
+    const int64_t in = m->graph.sample_size, out = m->plan.output_size;
     const size_t label_bytes = kiln_model_label_bytes(m);
     const kiln_batch part = {
         .n = n, .features = p->batch.features + (size_t)start * (size_t)in,
         .labels = p->batch.labels ? (const char *)p->batch.labels + (size_t)start * label_bytes
                                   : NULL};
     v->first_sample = start;
-    v->step_number = m->n_train_steps;
+    v->step_number = m->training.n_train_steps;
     if (st == KILN_OK)
         st = kiln_replica_upload(v, &part);
     if (st == KILN_OK)
@@ -268,7 +268,7 @@ static kiln_status backward_micro(pp_stage *stage, int32_t mb, int last_backward
     if (st == KILN_OK && base->accum && base->n_trainable > 0) {
         const int final = last_backward && p->update.final_micro;
         st = kiln_replica_accumulate(base, 0, base->n_trainable, final,
-                                     final ? 1.0f / (float)m->accumulation_steps : 1.0f);
+                                     final ? 1.0f / (float)m->plan.accumulation_steps : 1.0f);
     }
     for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
@@ -295,7 +295,7 @@ static int32_t schedule(const pp *p, int32_t st, int32_t *ops)
             ops[k++] = mb;
         return k;
     }
-    if (p->m->schedule == KILN_PIPELINE_GPIPE) {
+    if (p->m->placement.schedule == KILN_PIPELINE_GPIPE) {
         for (int32_t mb = 0; mb < M; mb++)
             ops[k++] = mb;
         for (int32_t mb = M - 1; mb >= 0; mb--)
@@ -326,7 +326,7 @@ static kiln_status update_verdict(const pp *p, kiln_replica *base, int *finite,
     double sums[KILN_N_SUMS];
     kiln_status st = kiln_buffer_zero(base->dev, base->sums, 0, KILN_N_SUMS * sizeof(float));
     if (st == KILN_OK)
-        st = kiln_optimizer_check_update(base->dev, &m->optimizer, p->update.lr, base->params,
+        st = kiln_optimizer_check_update(base->dev, &m->plan.optimizer, p->update.lr, base->params,
                                          base->grads, base->slots, base->n_trainable,
                                          p->update.number, base->sums, KILN_SUM_LOSS);
     if (st == KILN_OK)
@@ -376,7 +376,7 @@ static kiln_status stage_job(void *arg)
     st = wait_for(stage, &p->verdict_pass);
     if (st == KILN_OK && p->update.final_micro && p->finite && p->update_finite &&
         base->n_trainable > 0)
-        st = kiln_optimizer_apply(base->dev, &m->optimizer, p->update.lr, base->params,
+        st = kiln_optimizer_apply(base->dev, &m->plan.optimizer, p->update.lr, base->params,
                                   base->grads, base->slots, base->n_trainable,
                                   p->update.number, NULL, 0);
     if (st == KILN_OK)
@@ -392,18 +392,18 @@ static uint64_t activation_bytes(const pp *p, const pp_stage *stage, int32_t n)
     const kiln_model *m = p->m;
     const kiln_replica *v = stage->views[0];
     uint64_t floats = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         if (!v->present[i])
             continue;
         const int here = i >= v->span.first && i <= v->span.last;
         const int copies = 1 + !kiln_node_is_input(m, i) +
-                           (here && m->nodes[i].activation != KILN_ACTIVATION_LINEAR &&
+                           (here && m->graph.nodes[i].activation != KILN_ACTIVATION_LINEAR &&
                             !kiln_node_fuses_activation(m, i));
         floats += (uint64_t)copies * (uint64_t)kiln_node_size(m, i);
     }
-    for (int32_t k = 0; k < m->n_outputs; k++)   /* labels, losses and correct counts */
-        if (m->outputs[k] >= v->span.first && m->outputs[k] <= v->span.last)
-            floats += (uint64_t)kiln_node_size(m, m->outputs[k]) + 2;
+    for (int32_t k = 0; k < m->graph.n_outputs; k++)   /* labels, losses and correct counts */
+        if (m->graph.outputs[k] >= v->span.first && m->graph.outputs[k] <= v->span.last)
+            floats += (uint64_t)kiln_node_size(m, m->graph.outputs[k]) + 2;
     return floats * (uint64_t)n * sizeof(float) * (uint64_t)stage->n_views;
 }
 
@@ -422,7 +422,7 @@ static kiln_status over_budget(pp *p, int32_t k, int32_t n, uint64_t need)
                       (int)p->max_micro, (unsigned long long)need, (int)stage->n_views,
                       (int)((n + p->max_micro - 1) / p->max_micro),
                       (unsigned long long)stage->plan.budget,
-                      p->m->memory_budget ? "its budget" : "its global memory");
+                      p->m->placement.memory_budget ? "its budget" : "its global memory");
 }
 
 /* Room for a global batch of n: host rows, and activation sets checked
@@ -462,8 +462,8 @@ static kiln_status reserve(pp *p, int32_t n)
     if (n <= p->capacity)
         return KILN_OK;
     const kiln_model *m = p->m;
-    const size_t in = (size_t)n * (size_t)m->sample_size;
-    const size_t out = (size_t)n * (size_t)m->output_size;
+    const size_t in = (size_t)n * (size_t)m->graph.sample_size;
+    const size_t out = (size_t)n * (size_t)m->plan.output_size;
     const size_t label_bytes = (size_t)n * kiln_model_label_bytes(m);
     kiln_free(ctx, p->features);
     kiln_free(ctx, p->outputs);
@@ -506,8 +506,8 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         return status;
     p->job = job;
     const kiln_model *m0 = p->m;
-    const size_t in_bytes = (size_t)b->n * (size_t)m0->sample_size * sizeof(float);
-    const size_t out_floats = (size_t)b->n * (size_t)m0->output_size;
+    const size_t in_bytes = (size_t)b->n * (size_t)m0->graph.sample_size * sizeof(float);
+    const size_t out_floats = (size_t)b->n * (size_t)m0->plan.output_size;
     memcpy(p->features, b->features, in_bytes);
     if (b->labels)
         memcpy(p->labels, b->labels, (size_t)b->n * kiln_model_label_bytes(m0));
@@ -531,7 +531,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     const double t0 = kiln_now();
     for (int32_t k = 0; k < p->n; k++)
         kiln_crew_post(p->crew, k, stage_job, &p->stages[k]);
-    const kiln_crew_outcome o = kiln_crew_wait_all(p->crew, p->n, m->step_timeout);
+    const kiln_crew_outcome o = kiln_crew_wait_all(p->crew, p->n, m->placement.step_timeout);
     if (o.stalled >= 0) {
         char where[320];
         kiln_replica_describe(p->stages[o.stalled].views[0], where, sizeof where);
@@ -541,7 +541,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
         pthread_mutex_unlock(&p->lock);
         char who[340];
         snprintf(who, sizeof who, "pipeline %s", where);
-        return kiln_crew_break_stalled(p->crew, who, "step", m->step_timeout, "");
+        return kiln_crew_break_stalled(p->crew, who, "step", m->placement.step_timeout, "");
     }
     if (o.status != KILN_OK)
         return kiln_crew_break_with(p->crew, o.status, o.culprit);
@@ -653,7 +653,7 @@ static kiln_status pp_get_slots(void *impl, float *const *slots)
 {
     pp *p = impl;
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && st == KILN_OK; i++)
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->plan.optimizer) && st == KILN_OK; i++)
         st = stage_io(p, i, slots[i], 1);
     return st;
 }
@@ -662,7 +662,7 @@ static kiln_status pp_set_slots(void *impl, const float *const *slots)
 {
     pp *p = impl;
     kiln_status st = KILN_OK;
-    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->optimizer) && st == KILN_OK; i++)
+    for (int i = 0; i < kiln_optimizer_slot_count(&p->m->plan.optimizer) && st == KILN_OK; i++)
         st = stage_io(p, i, (float *)slots[i], 0);
     return st;
 }
@@ -758,19 +758,19 @@ static kiln_status plan_edges(pp *p)
 {
     kiln_model *m = p->m;
     kiln_context *ctx = m->ctx;
-    p->edges = kiln_calloc(ctx, (size_t)m->n_nodes * (size_t)p->n, sizeof *p->edges);
+    p->edges = kiln_calloc(ctx, (size_t)m->graph.n_nodes * (size_t)p->n, sizeof *p->edges);
     if (!p->edges)
-        return kiln_error_oom(ctx, "pipeline edges", (size_t)m->n_nodes * sizeof *p->edges);
-    for (kiln_node j = 0; j < m->n_nodes; j++) {
-        if (!m->nodes[j].on_path || kiln_node_is_input(m, j))
+        return kiln_error_oom(ctx, "pipeline edges", (size_t)m->graph.n_nodes * sizeof *p->edges);
+    for (kiln_node j = 0; j < m->graph.n_nodes; j++) {
+        if (!m->graph.nodes[j].on_path || kiln_node_is_input(m, j))
             continue;
         const int32_t from = stage_of(p, j);
         for (int32_t to = from + 1; to < p->n; to++) {
             int reads = 0;
             for (kiln_node i = p->stages[to].plan.span.first;
                  i <= p->stages[to].plan.span.last; i++)
-                for (int k = 0; m->nodes[i].on_path && k < m->nodes[i].n_inputs; k++)
-                    reads |= m->nodes[i].inputs[k] == j;
+                for (int k = 0; m->graph.nodes[i].on_path && k < m->graph.nodes[i].n_inputs; k++)
+                    reads |= m->graph.nodes[i].inputs[k] == j;
             if (!reads)
                 continue;
             pp_edge *e = &p->edges[p->n_edges++];
@@ -794,8 +794,8 @@ static kiln_status check_outputs_last(const kiln_model *m, const kiln_stage_plan
                                       int32_t n)
 {
     const kiln_stage_span *last = &plan[n - 1].span;
-    for (int32_t k = 0; k < m->n_outputs; k++) {
-        const kiln_node o = m->outputs[k];
+    for (int32_t k = 0; k < m->graph.n_outputs; k++) {
+        const kiln_node o = m->graph.outputs[k];
         if (o >= last->first && o <= last->last)
             continue;
         int32_t s = 0;
@@ -805,7 +805,7 @@ static kiln_status check_outputs_last(const kiln_model *m, const kiln_stage_plan
                           "output '%s' of a model of several outputs is on stage %d of %d; "
                           "every output must be on the last stage, which computes the loss "
                           "(place the outputs' layers on the last device)",
-                          m->nodes[o].name, (int)s, (int)n);
+                          m->graph.nodes[o].name, (int)s, (int)n);
     }
     return KILN_OK;
 }
@@ -813,13 +813,13 @@ static kiln_status check_outputs_last(const kiln_model *m, const kiln_stage_plan
 static kiln_status pp_create(kiln_model *m, void **impl)
 {
     kiln_context *ctx = m->ctx;
-    if (m->micro_batches > 1024)
+    if (m->placement.micro_batches > 1024)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: micro_batches is %d; at most 1024",
-                          (int)m->micro_batches);
+                          (int)m->placement.micro_batches);
     kiln_stage_plan *plan = NULL;
     int32_t n = 0;
-    const int accumulate = m->micro_batches > 1 || m->accumulation_steps > 1;
+    const int accumulate = m->placement.micro_batches > 1 || m->plan.accumulation_steps > 1;
     kiln_status st = kiln_partition(m, accumulate, &plan, &n);
     if (st == KILN_OK)
         st = check_outputs_last(m, plan, n);
@@ -835,11 +835,12 @@ static kiln_status pp_create(kiln_model *m, void **impl)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->m = m;
-    p->max_micro = m->micro_batches;
+    p->max_micro = m->placement.micro_batches;
     p->stages = kiln_calloc(ctx, (size_t)n, sizeof *p->stages);
     p->start = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->start);
     p->count = kiln_calloc(ctx, (size_t)p->max_micro, sizeof *p->count);
-    float *init = kiln_calloc(ctx, m->n_param_floats ? m->n_param_floats : 1, sizeof(float));
+    float *init =
+        kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
     if (!p->stages || !p->start || !p->count || !init)
         st = kiln_error_oom(ctx, "pipeline stages", (size_t)n * sizeof *p->stages);
     else
@@ -849,7 +850,7 @@ static kiln_status pp_create(kiln_model *m, void **impl)
         stage->owner = p;
         stage->index = k;
         stage->plan = plan[k];
-        stage->n_views = m->schedule == KILN_PIPELINE_GPIPE ? p->max_micro
+        stage->n_views = m->placement.schedule == KILN_PIPELINE_GPIPE ? p->max_micro
                       : n - k < p->max_micro             ? n - k
                                                          : p->max_micro;
         stage->views = kiln_calloc(ctx, (size_t)stage->n_views, sizeof *stage->views);
@@ -889,10 +890,10 @@ static kiln_status stage_plan(const kiln_model *m, char *text, size_t size, size
     if (!text && size > 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_stage_plan: text is NULL but size is %zu", size);
-    if (!m->compiled || m->strategy != &kiln_strategy_pipeline)
+    if (!m->plan.compiled || m->placement.strategy != &kiln_strategy_pipeline)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_stage_plan: the model is not "
                           "compiled with the pipeline strategy");
-    const pp *p = m->strategy_impl;
+    const pp *p = m->placement.strategy_impl;
     kiln_text t = {.text = text, .size = size};
     if (size > 0)
         text[0] = '\0';
@@ -900,7 +901,7 @@ static kiln_status stage_plan(const kiln_model *m, char *text, size_t size, size
     for (int32_t k = 0; k < p->n; k++)
         total += p->stages[k].plan.cost;
     kiln_text_printf(&t, "Pipeline: %d stage(s), %s schedule, %d micro-batch(es)\n", (int)p->n,
-                     m->schedule == KILN_PIPELINE_GPIPE ? "GPipe" : "1F1B",
+                     m->placement.schedule == KILN_PIPELINE_GPIPE ? "GPipe" : "1F1B",
                      (int)p->max_micro);
     for (int32_t k = 0; k < p->n; k++) {
         const pp_stage *stage = &p->stages[k];
@@ -911,8 +912,8 @@ static kiln_status stage_plan(const kiln_model *m, char *text, size_t size, size
                          kiln_device_label(m->ctx->devices[stage->plan.device]),
                          total ? 100.0 * (double)stage->plan.cost / (double)total : 0.0);
         for (kiln_node i = stage->plan.span.first; i <= stage->plan.span.last; i++)
-            if (m->nodes[i].on_path)
-                kiln_text_printf(&t, " %s", m->nodes[i].name);
+            if (m->graph.nodes[i].on_path)
+                kiln_text_printf(&t, " %s", m->graph.nodes[i].name);
         kiln_text_printf(&t, "\n  memory: parameters %.2f MiB, gradients %.2f MiB, optimizer "
                          "%.2f MiB, activations %.2f MiB (%d set(s)), budget %.2f MiB\n",
                          (double)r.parameter_bytes / 1048576.0,

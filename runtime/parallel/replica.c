@@ -11,14 +11,14 @@
 static void release_activations(kiln_replica *r)
 {
     const kiln_model *m = r->model;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
         if (r->act[i] != r->out[i])
             kiln_buffer_destroy(r->act[i]);
         kiln_buffer_destroy(r->out[i]);
         kiln_buffer_destroy(r->grad[i]);
         r->act[i] = r->out[i] = r->grad[i] = NULL;
-        if (r->state[i] && m->nodes[i].ops->release)
-            m->nodes[i].ops->release(r->state[i]);
+        if (r->state[i] && m->graph.nodes[i].ops->release)
+            m->graph.nodes[i].ops->release(r->state[i]);
     }
     for (int k = 0; k < KILN_MAX_MODEL_OUTPUTS; k++) {
         struct kiln_replica_output *o = &r->outputs[k];
@@ -54,7 +54,7 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
         o->activation_bytes += bytes_of(out->labels) + bytes_of(out->loss) +
                                bytes_of(out->correct) + bytes_of(out->metric);
     }
-    for (int32_t i = 0; i < m->n_nodes; i++)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
         o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
                                (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
     o->workspace_bytes = r->workspace_bytes;
@@ -76,7 +76,7 @@ static kiln_status make_tables(kiln_replica *r)
     const kiln_model *m = r->model;
     kiln_context *ctx = m->ctx;
     const kiln_stage_span *sp = &r->span;
-    const size_t n = (size_t)m->n_nodes;
+    const size_t n = (size_t)m->graph.n_nodes;
     r->n_trainable = sp->trainable_end - sp->trainable_begin;
     r->n_floats = r->n_trainable + sp->state_end - sp->state_begin + sp->frozen_end -
                   sp->frozen_begin;
@@ -91,7 +91,7 @@ static kiln_status make_tables(kiln_replica *r)
         !r->offsets)
         return kiln_error_oom(ctx, "replica tables", n * sizeof(void *));
     for (kiln_node i = sp->first; i <= sp->last; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (!node->on_path)
             continue;
         r->present[i] = 1;
@@ -101,7 +101,7 @@ static kiln_status make_tables(kiln_replica *r)
             const size_t off = node->param_offset[p];
             const size_t state = sp->state_end - sp->state_begin;
             r->offsets[(size_t)i * KILN_MAX_PARAMS + (size_t)p] =
-                off < m->n_trainable_floats ? off - sp->trainable_begin
+                off < m->plan.n_trainable_floats ? off - sp->trainable_begin
                 : sp->frozen_end == sp->frozen_begin || off < sp->frozen_begin
                     ? r->n_trainable + off - sp->state_begin
                     : r->n_trainable + state + off - sp->frozen_begin;
@@ -145,9 +145,9 @@ static kiln_status create_sums(kiln_replica *r)
 kiln_status kiln_replica_create(const kiln_model *m, kiln_device *dev, kiln_replica **out)
 {
     const kiln_stage_span whole = {
-        .first = 0, .last = m->n_nodes - 1, .trainable_begin = 0,
-        .trainable_end = m->n_trainable_floats, .state_begin = m->n_trainable_floats,
-        .state_end = m->n_param_floats, .accumulate = m->accumulation_steps > 1};
+        .first = 0, .last = m->graph.n_nodes - 1, .trainable_begin = 0,
+        .trainable_end = m->plan.n_trainable_floats, .state_begin = m->plan.n_trainable_floats,
+        .state_end = m->plan.n_param_floats, .accumulate = m->plan.accumulation_steps > 1};
     return kiln_replica_create_stage(m, dev, &whole, out);
 }
 
@@ -192,7 +192,7 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
         st = kiln_buffer_create(dev, bytes, "gradients", &r->grads);
     if (st == KILN_OK)
         st = kiln_buffer_zero(dev, r->grads, 0, bytes);
-    for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->optimizer); s++) {
+    for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->plan.optimizer); s++) {
         st = kiln_buffer_create(dev, bytes, "optimizer state", &r->slots[s]);
         if (st == KILN_OK)
             st = kiln_buffer_zero(dev, r->slots[s], 0, bytes);
@@ -219,7 +219,7 @@ void kiln_replica_destroy(kiln_replica *r)
     kiln_context *ctx = r->model->ctx;
     if (r->out && r->act && r->grad && r->state)
         release_activations(r);
-    for (int32_t i = 0; r->state && i < r->model->n_nodes; i++)
+    for (int32_t i = 0; r->state && i < r->model->graph.n_nodes; i++)
         kiln_free(ctx, r->state[i]);
     if (!r->shared) {
         kiln_buffer_destroy(r->params);
@@ -250,11 +250,11 @@ static kiln_status reserve_outputs(kiln_replica *r, int32_t n)
 {
     const kiln_model *m = r->model;
     kiln_status st = KILN_OK;
-    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
-        const kiln_loss_plan *plan = &m->heads[k];
+    for (int32_t k = 0; k < m->graph.n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->plan.heads[k];
         struct kiln_replica_output *o = &r->outputs[k];
         const size_t rows = (size_t)n * (size_t)plan->positions;
-        if (!in_span(r, m->outputs[k]))   /* another pipeline stage's */
+        if (!in_span(r, m->graph.outputs[k]))   /* another pipeline stage's */
             continue;
         st = kiln_buffer_create(r->dev, (size_t)n * kiln_loss_label_bytes(plan), "labels",
                                 &o->labels);
@@ -276,8 +276,8 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
     const kiln_model *m = r->model;
     release_activations(r);
     kiln_status st = KILN_OK;
-    for (int32_t i = 0; i < m->n_nodes && st == KILN_OK; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes && st == KILN_OK; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (!r->present[i])
             continue;
         const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
@@ -297,7 +297,7 @@ kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
             size_t before, after;
             kiln_device_memory(r->dev, &before, NULL);
             st = node->ops->prepare(node->config, r->state[i], r->dev,
-                                    &m->nodes[node->inputs[0]].shape, n);
+                                    &m->graph.nodes[node->inputs[0]].shape, n);
             kiln_device_memory(r->dev, &after, NULL);
             r->workspace_bytes += after - before;
         }
@@ -337,22 +337,23 @@ kiln_status kiln_replica_upload(kiln_replica *r, const kiln_batch *b)
         return st;
     /* Each input's rows are strided in the host batch (a sample holds every
      * input's values); a stage uploads only the inputs it reads. */
-    for (int32_t k = 0; k < m->n_inputs && st == KILN_OK; k++) {
-        kiln_buffer *dst = r->act[m->inputs[k]];
-        const size_t row = (size_t)kiln_node_size(m, m->inputs[k]) * sizeof(float);
+    for (int32_t k = 0; k < m->graph.n_inputs && st == KILN_OK; k++) {
+        kiln_buffer *dst = r->act[m->graph.inputs[k]];
+        const size_t row = (size_t)kiln_node_size(m, m->graph.inputs[k]) * sizeof(float);
         if (!dst || !b->features)
             continue;
-        st = kiln_buffer_write_rows(r->dev, dst, b->features + m->input_offset[k],
-                                    (size_t)b->n, row, (size_t)m->sample_size * sizeof(float));
+        st =
+            kiln_buffer_write_rows(r->dev, dst, b->features + m->graph.input_offset[k],
+                                   (size_t)b->n, row, (size_t)m->graph.sample_size * sizeof(float));
     }
     if (st != KILN_OK || !b->labels)
         return st;
     /* A sample's labels hold every output's, one after another. */
-    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++)
+    for (int32_t k = 0; k < m->graph.n_outputs && st == KILN_OK; k++)
         if (r->outputs[k].labels)   /* not on a pipeline stage without the output */
             st = kiln_buffer_write_rows(r->dev, r->outputs[k].labels,
-                                        (const int32_t *)b->labels + m->head_label_offset[k],
-                                        (size_t)b->n, kiln_loss_label_bytes(&m->heads[k]),
+                                        (const int32_t *)b->labels + m->plan.head_label_offset[k],
+                                        (size_t)b->n, kiln_loss_label_bytes(&m->plan.heads[k]),
                                         kiln_model_label_bytes(m));
     return st;
 }
@@ -373,7 +374,7 @@ void kiln_replica_describe(kiln_replica *r, char *buf, size_t size)
     pthread_mutex_unlock(&r->stage_lock);
     if (node >= 0)
         snprintf(buf, size, "%s %d on %s, layer '%s' (%s)", r->role, r->index,
-                 kiln_device_label(r->dev), r->model->nodes[node].name, phase);
+                 kiln_device_label(r->dev), r->model->graph.nodes[node].name, phase);
     else
         snprintf(buf, size, "%s %d on %s (%s)", r->role, r->index, kiln_device_label(r->dev),
                  phase);
@@ -391,11 +392,11 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
                       kiln_buffer **in, kiln_shape *in_shape, kiln_buffer **d_in, int *acc)
 {
     const kiln_model *m = r->model;
-    const kiln_node_rec *node = &m->nodes[i];
+    const kiln_node_rec *node = &m->graph.nodes[i];
     for (int k = 0; k < node->n_inputs; k++) {
         const kiln_node j = node->inputs[k];
         in[k] = r->act[j];
-        in_shape[k] = m->nodes[j].shape;
+        in_shape[k] = m->graph.nodes[j].shape;
         d_in[k] = r->grad[j];
         acc[k] = 0;
     }
@@ -425,7 +426,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
 
 int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
 {
-    const kiln_node_rec *node = &m->nodes[i];
+    const kiln_node_rec *node = &m->graph.nodes[i];
     const kiln_activation a = node->activation;
     return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX &&
            !kiln_activation_needs_input(a) && kiln_model_output_index(m, i) < 0 &&
@@ -439,7 +440,7 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
     kiln_shape in_shape[KILN_MAX_INPUTS];
     int acc[KILN_MAX_INPUTS];
     for (int32_t i = r->span.first; i <= r->span.last; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (!node->on_path || kiln_node_is_input(m, i))
             continue;
         set_stage(r, i, KILN_PHASE_FORWARD);
@@ -468,10 +469,10 @@ kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
 {
     const kiln_model *m = r->model;
     kiln_status st = KILN_OK;
-    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
-        const kiln_loss_plan *plan = &m->heads[k];
+    for (int32_t k = 0; k < m->graph.n_outputs && st == KILN_OK; k++) {
+        const kiln_loss_plan *plan = &m->plan.heads[k];
         const struct kiln_replica_output *o = &r->outputs[k];
-        const kiln_node node = m->outputs[k];
+        const kiln_node node = m->graph.outputs[k];
         st = kiln_loss_enqueue(r->dev, plan, r->out[node], r->act[node], o->labels,
                                r->grad[node], o->loss, o->correct, r->sums, n,
                                scale * plan->head_scale);
@@ -495,7 +496,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
     int acc[KILN_MAX_INPUTS];
     kiln_status st = KILN_OK;
     for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
-        const kiln_node_rec *node = &m->nodes[i];
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (node->on_path && !kiln_node_is_input(m, i)) {
             set_stage(r, i, KILN_PHASE_BACKWARD);
             const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
@@ -520,7 +521,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
         if (st == KILN_OK && hook)
             st = hook(user, i);
     }
-    memset(r->written, 0, (size_t)m->n_nodes);  /* the next pass starts clean */
+    memset(r->written, 0, (size_t)m->graph.n_nodes);  /* the next pass starts clean */
     if (st == KILN_OK)
         set_stage(r, -1, KILN_PHASE_AFTER_BACKWARD);
     return st;
@@ -557,11 +558,11 @@ kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
     /* A sample's outputs one after another, as its inputs. */
     int64_t at = 0;
     kiln_status st = KILN_OK;
-    for (int32_t k = 0; k < m->n_outputs && st == KILN_OK; k++) {
-        const int64_t size = kiln_node_size(m, m->outputs[k]);
-        st = kiln_buffer_read_rows(r->dev, r->act[m->outputs[k]], host + at, (size_t)n,
+    for (int32_t k = 0; k < m->graph.n_outputs && st == KILN_OK; k++) {
+        const int64_t size = kiln_node_size(m, m->graph.outputs[k]);
+        st = kiln_buffer_read_rows(r->dev, r->act[m->graph.outputs[k]], host + at, (size_t)n,
                                    (size_t)size * sizeof(float),
-                                   (size_t)m->output_size * sizeof(float));
+                                   (size_t)m->plan.output_size * sizeof(float));
         at += size;
     }
     return st;
@@ -583,7 +584,7 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
     kiln_status st = kiln_model_check_compiled(m, "kiln_model_memory");
     if (st != KILN_OK)
         return st;
-    const int32_t n = m->strategy->replica_count(m->strategy_impl);
+    const int32_t n = m->placement.strategy->replica_count(m->placement.strategy_impl);
     if (!report || report->struct_size < sizeof *report || replica < 0 || replica >= n)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_memory: replica %d of %d, or a report that is NULL or "
@@ -593,13 +594,13 @@ kiln_status kiln_model_memory(const kiln_model *m, int32_t replica, kiln_memory_
     st = kiln_model_enter_reading(m, "kiln_model_memory", &entered);
     if (st != KILN_OK)
         return st;
-    const kiln_replica *r = m->strategy->replica(m->strategy_impl, replica);
+    const kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, replica);
     report->device = -1;
     for (int32_t d = 0; d < m->ctx->n_devices; d++)
         if (m->ctx->devices[d] == r->dev)
             report->device = d;
-    if (m->strategy->memory)
-        m->strategy->memory(m->strategy_impl, replica, report);
+    if (m->placement.strategy->memory)
+        m->placement.strategy->memory(m->placement.strategy_impl, replica, report);
     else
         kiln_replica_memory(r, report);
     kiln_model_leave_reading(m, entered);

@@ -46,7 +46,7 @@ static void tensor_name(const kiln_model *m, const kiln_node_rec *node, int p, i
         snprintf(name, size, "%s/%s", node->name, node->params[p].name);
     else
         snprintf(name, size, "optimizer/%s/%s/%s", node->name, node->params[p].name,
-                 slot_name(&m->optimizer, slot));
+                 slot_name(&m->plan.optimizer, slot));
 }
 
 static kiln_status check_compiled_and_path(kiln_model *m, const char *call, const char *path)
@@ -108,14 +108,14 @@ static int history_outputs_line(char *out, size_t room, const kiln_epoch_record 
  * rather than writes past the end. */
 static char *history_lines(const kiln_model *m, record_line_fn line, size_t line_bytes)
 {
-    const size_t size = (size_t)m->n_history * line_bytes + 1;
+    const size_t size = (size_t)m->training.n_history * line_bytes + 1;
     char *t = kiln_alloc(m->ctx, size);
     if (!t)
         return NULL;
     size_t at = 0;
     t[0] = '\0';
-    for (int32_t i = 0; i < m->n_history; i++) {
-        const int wrote = line(t + at, size - at, &m->history[i]);
+    for (int32_t i = 0; i < m->training.n_history; i++) {
+        const int wrote = line(t + at, size - at, &m->training.history[i]);
         if (wrote < 0 || (size_t)wrote >= size - at) {
             kiln_free(m->ctx, t);
             return NULL;
@@ -133,9 +133,9 @@ static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat,
 {
     size_t n = 0;
     for (int slot = -1; slot < n_slots; slot++) {
-        const float *array = flat + (size_t)(slot + 1) * m->n_param_floats;
-        for (int32_t i = 0; i < m->n_nodes; i++) {
-            const kiln_node_rec *node = &m->nodes[i];
+        const float *array = flat + (size_t)(slot + 1) * m->plan.n_param_floats;
+        for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+            const kiln_node_rec *node = &m->graph.nodes[i];
             for (int p = 0; p < node->n_params; p++, n++) {
                 const kiln_param_spec *spec = &node->params[p];
                 tensor_name(m, node, p, slot, name[n], sizeof name[n]);
@@ -178,11 +178,12 @@ typedef struct long_texts {
 /* Several outputs: the epoch's sums of each output so far. */
 static char *output_sums_text(const kiln_model *m)
 {
-    const size_t n = (size_t)m->n_outputs * KILN_SUM_HEAD_SLOTS, size = n * 26 + 1;
+    const size_t n = (size_t)m->graph.n_outputs * KILN_SUM_HEAD_SLOTS, size = n * 26 + 1;
     char *t = kiln_alloc(m->ctx, size);
     size_t at = 0;
     for (size_t i = 0; t && i < n; i++)
-        at += (size_t)snprintf(t + at, size - at, "%s%.17g", i ? " " : "", m->epoch_heads[i]);
+        at += (size_t)snprintf(t + at, size - at, "%s%.17g", i ? " " : "",
+                               m->training.epoch_heads[i]);
     return t;
 }
 
@@ -227,25 +228,25 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     }
     if (kind != SAVE_TRAINING_STATE)
         return;
-    const kiln_optimizer_options *o = &m->optimizer;
+    const kiln_optimizer_options *o = &m->plan.optimizer;
     meta_add(md, "optimizer", "%s", optimizer_name(o));
     meta_add(md, "optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g "
              "momentum=%.9g nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon,
              o->momentum, (int)o->nesterov);
-    meta_add(md, "optimizer_steps", "%lld", (long long)m->n_optimizer_steps);
-    meta_add(md, "train_steps", "%lld", (long long)m->n_train_steps);
-    meta_add(md, "epoch", "%d", (int)m->n_history);
-    meta_add(md, "epoch_step", "%lld", (long long)m->epoch_step);
-    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->epoch_loss, m->epoch_correct,
-             (long long)m->epoch_seen);
-    meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->shuffle_seed);
+    meta_add(md, "optimizer_steps", "%lld", (long long)m->training.n_optimizer_steps);
+    meta_add(md, "train_steps", "%lld", (long long)m->training.n_train_steps);
+    meta_add(md, "epoch", "%d", (int)m->training.n_history);
+    meta_add(md, "epoch_step", "%lld", (long long)m->training.epoch_step);
+    meta_add(md, "epoch_sums", "%.17g %.17g %lld", m->training.epoch_loss,
+             m->training.epoch_correct, (long long)m->training.epoch_seen);
+    meta_add(md, "shuffle_seed", "%llu", (unsigned long long)m->training.shuffle_seed);
     /* What the epoch's means divide by (positions, for sequence labels); a
      * checkpoint without it counted samples. */
-    meta_add(md, "epoch_counted", "%.17g", m->epoch_counted);
-    meta_add(md, "epoch_metric_sums", "%.17g %.17g %.17g", m->epoch_metrics[0],
-             m->epoch_metrics[1], m->epoch_metrics[2]);
-    if (m->has_lr_override)
-        meta_add(md, "learning_rate_override", "%.17g", m->lr_override);
+    meta_add(md, "epoch_counted", "%.17g", m->training.epoch_counted);
+    meta_add(md, "epoch_metric_sums", "%.17g %.17g %.17g", m->training.epoch_metrics[0],
+             m->training.epoch_metrics[1], m->training.epoch_metrics[2]);
+    if (m->training.has_lr_override)
+        meta_add(md, "learning_rate_override", "%.17g", m->training.lr_override);
     /* Too long for a 160-character value: the caller's text is used as is. */
     md->keys[md->n] = "history";
     md->values[md->n++] = texts->history;
@@ -284,12 +285,12 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
     char *model = NULL;
     if ((st = model_text(m, kind, call, &model)) != KILN_OK)
         return st;
-    const int n_slots = full ? kiln_optimizer_slot_count(&m->optimizer) : 0;
-    const size_t floats = m->n_param_floats;
+    const int n_slots = full ? kiln_optimizer_slot_count(&m->plan.optimizer) : 0;
+    const size_t floats = m->plan.n_param_floats;
     float *flat = kiln_calloc(ctx, floats * (size_t)(1 + n_slots), sizeof(float));
     size_t n_params = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        n_params += (size_t)m->nodes[i].n_params;
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        n_params += (size_t)m->graph.nodes[i].n_params;
     kiln_st_entry *e = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, sizeof *e);
     char (*name)[160] = kiln_calloc(ctx, n_params * (size_t)(1 + n_slots) + 1, 160);
     long_texts texts = {0};
@@ -299,9 +300,9 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         goto done;
     }
     float *slots[2] = {flat + floats, flat + 2 * floats};
-    st = m->strategy->get_params(m->strategy_impl, flat);
+    st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && n_slots)
-        st = m->strategy->get_slots(m->strategy_impl, slots);
+        st = m->placement.strategy->get_slots(m->placement.strategy_impl, slots);
     if (st != KILN_OK)
         goto done;
     const size_t n = list_tensors(m, n_slots, flat, e, name);
@@ -415,11 +416,11 @@ static void take(const kiln_st_file *f, const char *name, const kiln_param_spec 
 
 static int known(const kiln_model *m, const char *name, int n_slots)
 {
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        for (int p = 0; p < m->graph.nodes[i].n_params; p++)
             for (int slot = -1; slot < n_slots; slot++) {
                 char want[160];
-                tensor_name(m, &m->nodes[i], p, slot, want, sizeof want);
+                tensor_name(m, &m->graph.nodes[i], p, slot, want, sizeof want);
                 if (strcmp(want, name) == 0)
                     return 1;
             }
@@ -440,7 +441,7 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     st = kiln_st_read(ctx, path, &f);
     if (st != KILN_OK)
         return st;
-    const int n_slots = full ? kiln_optimizer_slot_count(&m->optimizer) : 0;
+    const int n_slots = full ? kiln_optimizer_slot_count(&m->plan.optimizer) : 0;
     if (full) {
         const char *kind = kiln_st_meta(&f, "kind"), *opt = kiln_st_meta(&f, "optimizer");
         const char *fp = kiln_st_meta(&f, "fingerprint");
@@ -453,12 +454,12 @@ static kiln_status load(kiln_model *m, const char *path, int full)
             st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s was saved from another model "
                             "(fingerprint %s, this model %s)", call, path, fp ? fp : "none",
                             want);
-        else if (!opt || strcmp(opt, optimizer_name(&m->optimizer)) != 0)
+        else if (!opt || strcmp(opt, optimizer_name(&m->plan.optimizer)) != 0)
             st = kiln_error(ctx, KILN_ERROR_DATA, "%s: %s holds %s state, the model uses %s",
                             call, path, opt ? opt : "no optimizer",
-                            optimizer_name(&m->optimizer));
+                            optimizer_name(&m->plan.optimizer));
     }
-    const size_t floats = m->n_param_floats;
+    const size_t floats = m->plan.n_param_floats;
     float *flat = st == KILN_OK ? kiln_calloc(ctx, floats * (size_t)(1 + n_slots), 4) : NULL;
     if (st == KILN_OK && !flat)
         st = kiln_error_oom(ctx, "a checkpoint", floats * 4 * (size_t)(1 + n_slots));
@@ -470,8 +471,8 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     char list[900] = "";
     int bad = 0;
     for (int slot = -1; slot < n_slots; slot++)
-        for (int32_t i = 0; i < m->n_nodes; i++) {
-            const kiln_node_rec *node = &m->nodes[i];
+        for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+            const kiln_node_rec *node = &m->graph.nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 char name[160];
                 tensor_name(m, node, p, slot, name, sizeof name);
@@ -495,9 +496,10 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 0);
     if (st == KILN_OK)
-        st = m->strategy->set_params(m->strategy_impl, flat);
+        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && n_slots)
-        st = m->strategy->set_slots(m->strategy_impl, (const float *const *)slots);
+        st = m->placement.strategy->set_slots(m->placement.strategy_impl,
+                                              (const float *const *)slots);
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 1);
     kiln_free(ctx, flat);
@@ -556,12 +558,12 @@ static kiln_status take_history_outputs(const kiln_model *m, const kiln_st_file 
     const char *p = kiln_st_meta(f, "history_outputs"), *q = kiln_st_meta(f, "epoch_output_sums");
     for (long long i = 0; p && i < epochs; i++) {
         kiln_epoch_record *r = &records[i];
-        r->n_outputs = m->n_outputs;
-        for (int32_t k = 0; p && k < m->n_outputs; k++) {
+        r->n_outputs = m->graph.n_outputs;
+        for (int32_t k = 0; p && k < m->graph.n_outputs; k++) {
             int used = 0;
             kiln_output_metrics *o = &r->outputs[k], *v = &r->val_outputs[k];
-            snprintf(o->name, sizeof o->name, "%s", m->nodes[m->outputs[k]].name);
-            snprintf(v->name, sizeof v->name, "%s", m->nodes[m->outputs[k]].name);
+            snprintf(o->name, sizeof o->name, "%s", m->graph.nodes[m->graph.outputs[k]].name);
+            snprintf(v->name, sizeof v->name, "%s", m->graph.nodes[m->graph.outputs[k]].name);
             if (sscanf(p, "%lf %lf %lf %lf%n", &o->loss, &o->accuracy, &v->loss, &v->accuracy,
                        &used) != 4)
                 p = NULL;
@@ -569,7 +571,7 @@ static kiln_status take_history_outputs(const kiln_model *m, const kiln_st_file 
                 p += used;
         }
     }
-    for (int32_t i = 0; q && i < m->n_outputs * KILN_SUM_HEAD_SLOTS; i++) {
+    for (int32_t i = 0; q && i < m->graph.n_outputs * KILN_SUM_HEAD_SLOTS; i++) {
         int used = 0;
         if (sscanf(q, "%lf%n", &sums[i], &used) != 1)
             q = NULL;
@@ -580,7 +582,7 @@ static kiln_status take_history_outputs(const kiln_model *m, const kiln_st_file 
         return kiln_error(m->ctx, KILN_ERROR_FORMAT, "kiln_model_load_checkpoint: %s: the "
                           "model has %d outputs, but the checkpoint's per-output history "
                           "('history_outputs') or sums ('epoch_output_sums') are missing or "
-                          "malformed", path, (int)m->n_outputs);
+                          "malformed", path, (int)m->graph.n_outputs);
     return KILN_OK;
 }
 
@@ -636,23 +638,23 @@ static kiln_status restore_position(kiln_model *m, const kiln_st_file *f, const 
         kiln_free(m->ctx, records);
         return st;
     }
-    memcpy(m->epoch_metrics, metric_sums, sizeof metric_sums);
-    memcpy(m->epoch_heads, output_sums, sizeof output_sums);
-    m->has_lr_override = lr_text != NULL;
-    m->lr_override = lr_override;
-    kiln_free(m->ctx, m->history);
-    m->history = records;
-    m->n_history = (int32_t)epoch;
-    m->cap_history = (int32_t)epoch + 1;
-    m->n_optimizer_steps = opt_steps;
-    m->n_train_steps = train_steps;
-    m->epoch_step = epoch_step;
-    m->epoch_loss = loss;
-    m->epoch_correct = correct;
-    m->epoch_seen = seen;
+    memcpy(m->training.epoch_metrics, metric_sums, sizeof metric_sums);
+    memcpy(m->training.epoch_heads, output_sums, sizeof output_sums);
+    m->training.has_lr_override = lr_text != NULL;
+    m->training.lr_override = lr_override;
+    kiln_free(m->ctx, m->training.history);
+    m->training.history = records;
+    m->training.n_history = (int32_t)epoch;
+    m->training.cap_history = (int32_t)epoch + 1;
+    m->training.n_optimizer_steps = opt_steps;
+    m->training.n_train_steps = train_steps;
+    m->training.epoch_step = epoch_step;
+    m->training.epoch_loss = loss;
+    m->training.epoch_correct = correct;
+    m->training.epoch_seen = seen;
     const char *counted = kiln_st_meta(f, "epoch_counted");
-    m->epoch_counted = counted ? strtod(counted, NULL) : (double)seen;
-    m->shuffle_seed = strtoull(seed, NULL, 10);
+    m->training.epoch_counted = counted ? strtod(counted, NULL) : (double)seen;
+    m->training.shuffle_seed = strtoull(seed, NULL, 10);
     return KILN_OK;
 }
 
@@ -820,7 +822,7 @@ kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t 
         return kiln_error(m->ctx, KILN_ERROR_IO, "kiln_model_fit: cannot create checkpoint "
                           "folder %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/ckpt-%012lld.safetensors", dir,
-             (long long)m->n_train_steps);
+             (long long)m->training.n_train_steps);
     kiln_status st = kiln_checkpoint_save(m, path);
     if (st != KILN_OK)
         return st;
@@ -831,7 +833,7 @@ kiln_status kiln_checkpoint_folder_save(kiln_model *m, const char *dir, int32_t 
         remove(path);
     }
     free_list(m->ctx, names, n);
-    remove_stale_temporaries(m, dir, (long long)m->n_train_steps);
+    remove_stale_temporaries(m, dir, (long long)m->training.n_train_steps);
     return KILN_OK;
 }
 

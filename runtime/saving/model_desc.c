@@ -136,11 +136,11 @@ static const kiln_layer_field schedule_fields[] = {
 
 static void write_compile(kiln_jw *w, const kiln_model *m)
 {
-    const kiln_optimizer_options *o = &m->optimizer;
-    const kiln_lr_schedule *s = &m->lr_schedule;
+    const kiln_optimizer_options *o = &m->plan.optimizer;
+    const kiln_lr_schedule *s = &m->plan.lr_schedule;
     /* The first output's loss, ignore class and metrics are the model's
      * (several outputs have no ignore class or metrics). */
-    const kiln_loss_plan *first = &m->heads[0];
+    const kiln_loss_plan *first = &m->plan.heads[0];
     kiln_jw_key(w, "compile");
     kiln_jw_begin_object(w);
     kiln_jw_key(w, "loss");
@@ -148,12 +148,12 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     /* compile's no_accuracy left every cross-entropy output its accuracy,
      * or none. */
     int accuracy = 0;
-    for (int32_t k = 0; k < m->n_outputs; k++)
-        accuracy |= m->heads[k].accuracy;
+    for (int32_t k = 0; k < m->graph.n_outputs; k++)
+        accuracy |= m->plan.heads[k].accuracy;
     kiln_jw_key(w, "accuracy");
     kiln_jw_bool(w, accuracy);
     kiln_jw_key(w, "gradient_accumulation_steps");
-    kiln_jw_int(w, m->accumulation_steps);
+    kiln_jw_int(w, m->plan.accumulation_steps);
     /* Keras's SparseCategoricalCrossentropy config: null when none. */
     kiln_jw_key(w, "ignore_class");
     if (first->has_ignore)
@@ -163,13 +163,13 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(w, "losses");
         kiln_jw_begin_array(w);
-        for (int32_t k = 0; k < m->n_outputs; k++) {
+        for (int32_t k = 0; k < m->graph.n_outputs; k++) {
             kiln_jw_begin_object(w);
             kiln_jw_key(w, "loss");
-            kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->heads[k].loss));
+            kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->plan.heads[k].loss));
             /* The weight in use; -0 is how compile is asked for 0 itself. */
             kiln_jw_key(w, "weight");
-            kiln_jw_float(w, m->head_weight[k] == 0.0f ? -0.0f : m->head_weight[k]);
+            kiln_jw_float(w, m->plan.head_weight[k] == 0.0f ? -0.0f : m->plan.head_weight[k]);
             kiln_jw_end_object(w);
         }
         kiln_jw_end_array(w);
@@ -206,11 +206,11 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
 {
     *text = NULL;
     *length = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        if (kiln_layer_kind_named(m->nodes[i].ops->kind) != m->nodes[i].ops)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        if (kiln_layer_kind_named(m->graph.nodes[i].ops->kind) != m->graph.nodes[i].ops)
             return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' is of kind '%s', "
-                              "which model files cannot describe", call, m->nodes[i].name,
-                              m->nodes[i].ops->kind);
+                              "which model files cannot describe", call, m->graph.nodes[i].name,
+                              m->graph.nodes[i].ops->kind);
     kiln_jw w;
     kiln_jw_init(&w, m->ctx);
     char writer[64];
@@ -224,8 +224,8 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     kiln_jw_string(&w, writer);
     kiln_jw_key(&w, "layers");
     kiln_jw_begin_array(&w);
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         kiln_jw_begin_object(&w);
         kiln_jw_key(&w, "name");
         kiln_jw_string(&w, node->name);
@@ -234,7 +234,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
         kiln_jw_key(&w, "inputs");
         kiln_jw_begin_array(&w);
         for (int k = 0; k < node->n_inputs; k++)
-            kiln_jw_string(&w, m->nodes[node->inputs[k]].name);
+            kiln_jw_string(&w, m->graph.nodes[node->inputs[k]].name);
         kiln_jw_end_array(&w);
         kiln_jw_key(&w, "activation");
         kiln_jw_string(&w, name_of(activation_names, COUNT(activation_names),
@@ -252,15 +252,16 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     }
     kiln_jw_end_array(&w);
     kiln_jw_key(&w, "output");
-    kiln_jw_string(&w, m->nodes[m->output >= 0 ? m->output : m->n_nodes - 1].name);
+    kiln_jw_string(
+        &w, m->graph.nodes[m->graph.output >= 0 ? m->graph.output : m->graph.n_nodes - 1].name);
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(&w, "outputs");
         kiln_jw_begin_array(&w);
-        for (int32_t k = 0; k < m->n_outputs; k++)
-            kiln_jw_string(&w, m->nodes[m->outputs[k]].name);
+        for (int32_t k = 0; k < m->graph.n_outputs; k++)
+            kiln_jw_string(&w, m->graph.nodes[m->graph.outputs[k]].name);
         kiln_jw_end_array(&w);
     }
-    if (m->compiled)
+    if (m->plan.compiled)
         write_compile(&w, m);
     kiln_jw_end_object(&w);
     const kiln_status st = kiln_jw_finish(&w, text, length);
@@ -854,10 +855,10 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
 {
     for (int32_t i = 0; i < d->n_layers; i++) {
         if (build_layer(m, &d->layers[i]) != i) {
-            const kiln_status st = m->build_status == KILN_ERROR_OUT_OF_MEMORY
+            const kiln_status st = m->graph.build_status == KILN_ERROR_OUT_OF_MEMORY
                                        ? KILN_ERROR_OUT_OF_MEMORY : KILN_ERROR_FORMAT;
             return kiln_error(m->ctx, st, "%s: the model description does not build: %s", what,
-                              m->build_error);
+                              m->graph.build_error);
         }
     }
     for (int32_t i = 0; i < d->n_layers; i++) {

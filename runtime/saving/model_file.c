@@ -33,10 +33,10 @@ static float read_f32(const unsigned char *p)
 static kiln_status check_tensors(const kiln_model *m, const kiln_st_file *f, const char *path)
 {
     char name[160], a[64];
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++) {
-            const kiln_param_spec *spec = &m->nodes[i].params[p];
-            snprintf(name, sizeof name, "%s/%s", m->nodes[i].name, spec->name);
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        for (int p = 0; p < m->graph.nodes[i].n_params; p++) {
+            const kiln_param_spec *spec = &m->graph.nodes[i].params[p];
+            snprintf(name, sizeof name, "%s/%s", m->graph.nodes[i].name, spec->name);
             kiln_shape_str(&spec->shape, a, sizeof a);
             const kiln_st_tensor *t = kiln_st_find(f, name);
             if (!t)
@@ -64,9 +64,10 @@ static kiln_status check_tensors(const kiln_model *m, const kiln_st_file *f, con
         if (strncmp(t, "optimizer/", 10) == 0)
             continue;
         int known = 0;
-        for (int32_t n = 0; n < m->n_nodes && !known; n++)
-            for (int p = 0; p < m->nodes[n].n_params && !known; p++) {
-                snprintf(name, sizeof name, "%s/%s", m->nodes[n].name, m->nodes[n].params[p].name);
+        for (int32_t n = 0; n < m->graph.n_nodes && !known; n++)
+            for (int p = 0; p < m->graph.nodes[n].n_params && !known; p++) {
+                snprintf(name, sizeof name, "%s/%s", m->graph.nodes[n].name,
+                         m->graph.nodes[n].params[p].name);
                 known = strcmp(name, t) == 0;
             }
         if (!known)
@@ -85,13 +86,14 @@ static kiln_status set_weights(kiln_model *m, const kiln_st_file *f)
     if (st == KILN_OK && !packed)
         return kiln_error_oom(m->ctx, "the weights", (size_t)count * 4);
     int64_t at = 0;
-    for (int32_t i = 0; st == KILN_OK && i < m->n_nodes; i++)
-        for (int p = 0; p < m->nodes[i].n_params; p++) {
+    for (int32_t i = 0; st == KILN_OK && i < m->graph.n_nodes; i++)
+        for (int p = 0; p < m->graph.nodes[i].n_params; p++) {
             char name[160];
-            snprintf(name, sizeof name, "%s/%s", m->nodes[i].name, m->nodes[i].params[p].name);
+            snprintf(name, sizeof name, "%s/%s", m->graph.nodes[i].name,
+                     m->graph.nodes[i].params[p].name);
             const kiln_st_tensor *t = kiln_st_find(f, name);
             const unsigned char *src = kiln_st_data(f, t);
-            const int64_t n = kiln_shape_size(&m->nodes[i].params[p].shape);
+            const int64_t n = kiln_shape_size(&m->graph.nodes[i].params[p].shape);
             for (int64_t j = 0; j < n; j++)
                 packed[at + j] = read_f32(src + 4 * j);
             at += n;

@@ -160,32 +160,32 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
 {
     kiln_model *m = ex->m;
     kiln_onnx_graph *og = &ex->g;
-    for (int32_t k = 0; k < m->n_inputs; k++)   /* graph inputs in the model's input order */
-        kiln_onnx_set_value(og, m->inputs[k], KILN_ONNX_CL,
-                            kiln_onnx_unique_name(og, m->nodes[m->inputs[k]].name));
-    for (kiln_node i = 0; i < m->n_nodes && !og->oom; i++)
-        if (!kiln_node_is_input(m, i) && m->nodes[i].on_path)
-            m->nodes[i].ops->export_onnx(og, i);
-    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, (size_t)m->n_inputs * sizeof *in);
-    KilnOnnx__ValueInfoProto **out = arena_alloc(ex, (size_t)m->n_outputs * sizeof *out);
+    for (int32_t k = 0; k < m->graph.n_inputs; k++)   /* graph inputs in the model's input order */
+        kiln_onnx_set_value(og, m->graph.inputs[k], KILN_ONNX_CL,
+                            kiln_onnx_unique_name(og, m->graph.nodes[m->graph.inputs[k]].name));
+    for (kiln_node i = 0; i < m->graph.n_nodes && !og->oom; i++)
+        if (!kiln_node_is_input(m, i) && m->graph.nodes[i].on_path)
+            m->graph.nodes[i].ops->export_onnx(og, i);
+    KilnOnnx__ValueInfoProto **in = arena_alloc(ex, (size_t)m->graph.n_inputs * sizeof *in);
+    KilnOnnx__ValueInfoProto **out = arena_alloc(ex, (size_t)m->graph.n_outputs * sizeof *out);
     if (og->oom || !in || !out)
         return kiln_error_oom(m->ctx, "the ONNX graph", og->oom_bytes);
     int all = 1;
     /* Graph outputs in the model's output order, each kiln's tensor named
      * as its layer. */
-    for (int32_t k = 0; k < m->n_outputs && all; k++) {
-        const kiln_node output = m->outputs[k];
+    for (int32_t k = 0; k < m->graph.n_outputs && all; k++) {
+        const kiln_node output = m->graph.outputs[k];
         const char *result = kiln_onnx_value_in(og, output, KILN_ONNX_CL);
-        if (result && strcmp(result, m->nodes[output].name) != 0) {
-            const char *named = kiln_onnx_unique_name(og, m->nodes[output].name);
+        if (result && strcmp(result, m->graph.nodes[output].name) != 0) {
+            const char *named = kiln_onnx_unique_name(og, m->graph.nodes[output].name);
             kiln_onnx_add_node(og, "Identity", &result, 1, named);
             result = named;
         }
-        out[k] = result ? graph_value(ex, result, &m->nodes[output].shape, 0) : NULL;
+        out[k] = result ? graph_value(ex, result, &m->graph.nodes[output].shape, 0) : NULL;
         all = out[k] != NULL;
     }
-    for (int32_t k = 0; k < m->n_inputs; k++) {
-        const kiln_node_rec *input = &m->nodes[m->inputs[k]];
+    for (int32_t k = 0; k < m->graph.n_inputs; k++) {
+        const kiln_node_rec *input = &m->graph.nodes[m->graph.inputs[k]];
         in[k] = graph_value(ex, input->name, &input->shape, input->ints);
         all = all && in[k];
     }
@@ -204,9 +204,9 @@ static kiln_status build_graph(exporter *ex, KilnOnnx__GraphProto *g)
     g->node = nodes;
     g->n_initializer = og->n_inits;
     g->initializer = inits;
-    g->n_input = (size_t)m->n_inputs;
+    g->n_input = (size_t)m->graph.n_inputs;
     g->input = in;
-    g->n_output = (size_t)m->n_outputs;
+    g->n_output = (size_t)m->graph.n_outputs;
     g->output = out;
     return KILN_OK;
 }
@@ -284,10 +284,10 @@ static kiln_status write_model(exporter *ex, const KilnOnnx__ModelProto *model, 
 static kiln_status export_entered(kiln_model *m, const char *path)
 {
     kiln_context *ctx = m->ctx;
-    if (!m->compiled)
+    if (!m->plan.compiled)
         return kiln_error(ctx, KILN_ERROR_STATE, CALL ": compile the model first");
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         if (!kiln_node_is_input(m, i) && node->on_path && !node->ops->export_onnx)
             return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": layer '%s' (%s) has no ONNX "
                               "form; %s was not written", node->name, node->ops->kind, path);
@@ -298,17 +298,18 @@ static kiln_status export_entered(kiln_model *m, const char *path)
     }
     exporter ex = {.m = m};
     kiln_status st = KILN_OK;
-    float *flat = kiln_calloc(ctx, m->n_param_floats ? m->n_param_floats : 1, sizeof(float));
-    kiln_onnx_layer *layers = kiln_calloc(ctx, (size_t)m->n_nodes, sizeof *layers);
+    float *flat =
+        kiln_calloc(ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1, sizeof(float));
+    kiln_onnx_layer *layers = kiln_calloc(ctx, (size_t)m->graph.n_nodes, sizeof *layers);
     if (!flat || !layers) {
-        st = kiln_error_oom(ctx, "a parameter copy", m->n_param_floats * sizeof(float));
+        st = kiln_error_oom(ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));
         goto fail;
     }
-    st = m->strategy->get_params(m->strategy_impl, flat);
+    st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
     if (st != KILN_OK)
         goto fail;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         kiln_onnx_layer *l = &layers[i];
         *l = (kiln_onnx_layer){.name = node->name, .ops = node->ops, .config = node->config,
                                .shape = node->shape, .activation = node->activation,
@@ -319,7 +320,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         for (int p = 0; p < node->n_params; p++)
             l->param_data[p] = flat + node->param_offset[p];
     }
-    if (kiln_onnx_graph_init(&ex.g, &ctx->host, layers, m->n_nodes) != KILN_OK) {
+    if (kiln_onnx_graph_init(&ex.g, &ctx->host, layers, m->graph.n_nodes) != KILN_OK) {
         st = kiln_error_oom(ctx, "the ONNX graph", ex.g.oom_bytes);
         goto fail;
     }

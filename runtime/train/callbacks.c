@@ -147,10 +147,11 @@ static void list_values(kiln_callbacks *c, int validation)
                                    : offsetof(kiln_epoch_record, outputs)) +
                               (size_t)k * sizeof(kiln_output_metrics);
             char name[80];
-            snprintf(name, sizeof name, "%s_loss", c->m->nodes[c->m->outputs[k]].name);
+            snprintf(name, sizeof name, "%s_loss", c->m->graph.nodes[c->m->graph.outputs[k]].name);
             add_value(c, prefix, name, at + offsetof(kiln_output_metrics, loss), 0);
-            snprintf(name, sizeof name, "%s_accuracy", c->m->nodes[c->m->outputs[k]].name);
-            if (c->m->heads[k].accuracy)
+            snprintf(name, sizeof name, "%s_accuracy",
+                     c->m->graph.nodes[c->m->graph.outputs[k]].name);
+            if (c->m->plan.heads[k].accuracy)
                 add_value(c, prefix, name, at + offsetof(kiln_output_metrics, accuracy), 1);
         }
         if (plan->accuracy)
@@ -339,12 +340,12 @@ static kiln_status check_kind(kiln_callbacks *c, callback *cb, const kiln_fit_op
     const int sets_rate = s->kind == KILN_CALLBACK_REDUCE_LR_ON_PLATEAU ||
                           s->kind == KILN_CALLBACK_LEARNING_RATE_SCHEDULER;
     if ((sets_rate || s->kind == KILN_CALLBACK_TERMINATE_ON_NAN) &&
-        m->strategy == &kiln_strategy_parameter_server_mpi)
+        m->placement.strategy == &kiln_strategy_parameter_server_mpi)
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_fit: %s: not supported "
                           "by the parameter server across MPI processes, whose ranks see "
                           "their steps at different times", cb->label);
-    if (sets_rate && (m->lr_schedule.kind != KILN_LR_CONSTANT ||
-                      m->lr_schedule.warmup_steps > 0))
+    if (sets_rate && (m->plan.lr_schedule.kind != KILN_LR_CONSTANT ||
+                      m->plan.lr_schedule.warmup_steps > 0))
         return bad(c, cb, "it sets the learning rate, but the model's follows the schedule "
                    "given at compile (Keras too refuses to set a scheduled rate)");
     switch (s->kind) {
@@ -478,11 +479,11 @@ kiln_status kiln_callbacks_create(kiln_model *m, const kiln_fit_options *o, int 
         callback *cb = &c->cb[i];
         if (cb->spec.kind != KILN_CALLBACK_EARLY_STOPPING || !cb->spec.restore_best_weights)
             continue;
-        cb->best_weights = kiln_calloc(m->ctx, m->n_param_floats ? m->n_param_floats : 1,
+        cb->best_weights = kiln_calloc(m->ctx, m->plan.n_param_floats ? m->plan.n_param_floats : 1,
                                        sizeof(float));
         if (!cb->best_weights)
             st = kiln_error_oom(m->ctx, "EarlyStopping's best weights",
-                                m->n_param_floats * sizeof(float));
+                                m->plan.n_param_floats * sizeof(float));
     }
     if (st != KILN_OK) {
         kiln_callbacks_destroy(c);
@@ -562,7 +563,7 @@ kiln_status kiln_callbacks_begin(kiln_callbacks *c)
 {
     kiln_status st = KILN_OK;
     for (int i = 0; c && i < c->n && st == KILN_OK; i++)
-        if (c->cb[i].spec.kind == KILN_CALLBACK_CSV_LOGGER && c->m->rank == 0)
+        if (c->cb[i].spec.kind == KILN_CALLBACK_CSV_LOGGER && c->m->placement.rank == 0)
             st = open_csv(c, &c->cb[i]);
     return st;
 }
@@ -570,13 +571,13 @@ kiln_status kiln_callbacks_begin(kiln_callbacks *c)
 /* What a Keras optimizer's float32 variable would hold. */
 static void set_rate(kiln_model *m, double lr)
 {
-    m->has_lr_override = 1;
-    m->lr_override = (double)(float)lr;
+    m->training.has_lr_override = 1;
+    m->training.lr_override = (double)(float)lr;
 }
 
 static double current_rate(const kiln_model *m)
 {
-    return kiln_model_learning_rate(m, m->n_optimizer_steps);
+    return kiln_model_learning_rate(m, m->training.n_optimizer_steps);
 }
 
 kiln_status kiln_callbacks_epoch_begin(kiln_callbacks *c, int32_t epoch)
@@ -605,14 +606,14 @@ int kiln_callbacks_terminate_on_nan(const kiln_callbacks *c)
 
 void kiln_model_stop(kiln_model *m, kiln_stop_cause cause, const char *fmt, ...)
 {
-    if (m->stop_cause != KILN_STOP_NONE)
+    if (m->training.stop_cause != KILN_STOP_NONE)
         return;   /* the first reason stands */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->stop_reason, sizeof m->stop_reason, fmt, ap);
+    vsnprintf(m->training.stop_reason, sizeof m->training.stop_reason, fmt, ap);
     va_end(ap);
-    m->stop_cause = cause;
-    kiln_log(m->ctx, KILN_LOG_INFO, "%s", m->stop_reason);
+    m->training.stop_cause = cause;
+    kiln_log(m->ctx, KILN_LOG_INFO, "%s", m->training.stop_reason);
 }
 
 static kiln_status call_function(kiln_callbacks *c, const callback *cb, kiln_event event,
@@ -663,7 +664,7 @@ static kiln_status early_stopping(kiln_callbacks *c, callback *cb, int32_t epoch
         return KILN_OK;
     kiln_status st = KILN_OK;
     if (s->restore_best_weights && !cb->has_best_weights) {
-        st = m->strategy->get_params(m->strategy_impl, cb->best_weights);
+        st = m->placement.strategy->get_params(m->placement.strategy_impl, cb->best_weights);
         cb->has_best_weights = 1;
         cb->best_epoch = epoch;
     }
@@ -672,7 +673,7 @@ static kiln_status early_stopping(kiln_callbacks *c, callback *cb, int32_t epoch
         cb->best = current;
         cb->best_epoch = epoch;
         if (s->restore_best_weights && st == KILN_OK)
-            st = m->strategy->get_params(m->strategy_impl, cb->best_weights);
+            st = m->placement.strategy->get_params(m->placement.strategy_impl, cb->best_weights);
         cb->wait_improved++;
         if (!s->has_baseline || improves(cb, current, s->baseline, s->min_delta))
             cb->wait = cb->wait_improved = 0;
@@ -718,7 +719,7 @@ static void reduce_on_plateau(kiln_callbacks *c, callback *cb, int32_t epoch,
         const double lr = fmax(old * s->factor, s->min_lr);
         set_rate(c->m, lr);
         kiln_log(c->m->ctx, KILN_LOG_INFO, "Epoch %d: ReduceLROnPlateau reducing learning "
-                 "rate to %g", (int)epoch + 1, c->m->lr_override);
+                 "rate to %g", (int)epoch + 1, c->m->training.lr_override);
         cb->cooldown_left = s->cooldown;
         cb->wait = 0;
     }
@@ -734,7 +735,7 @@ static kiln_status model_checkpoint(kiln_callbacks *c, callback *cb, int32_t epo
             return KILN_OK;
         cb->best = current;
     }
-    if (c->m->rank != 0)
+    if (c->m->placement.rank != 0)
         return KILN_OK;
     char path[MAX_PATH], why[512];
     if (format_path(c, s->path, epoch, r, path, sizeof path, why, sizeof why) != 0)
@@ -831,7 +832,7 @@ kiln_status kiln_callbacks_end(kiln_callbacks *c)
             continue;
         kiln_log(c->m->ctx, KILN_LOG_INFO, "Restoring model weights from the end of the best "
                  "epoch: %d", (int)cb->best_epoch + 1);
-        st = c->m->strategy->set_params(c->m->strategy_impl, cb->best_weights);
+        st = c->m->placement.strategy->set_params(c->m->placement.strategy_impl, cb->best_weights);
     }
     return st;
 }
@@ -854,9 +855,9 @@ kiln_status kiln_model_stop_reason(const kiln_model *m, kiln_stop_cause *cause, 
         kiln_text t = {.text = text, .size = size};
         if (size > 0)
             text[0] = '\0';
-        kiln_text_printf(&t, "%s", m->stop_reason);
+        kiln_text_printf(&t, "%s", m->training.stop_reason);
         if (cause)
-            *cause = m->stop_cause;
+            *cause = m->training.stop_cause;
         if (length)
             *length = t.length;
     }

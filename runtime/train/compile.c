@@ -14,25 +14,25 @@
 
 static kiln_status find_input_and_path(kiln_model *m)
 {
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        m->nodes[i].on_path = 0;
-    if (m->n_outputs < 2) {
-        m->n_outputs = 1;
-        m->outputs[0] = m->output;
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        m->graph.nodes[i].on_path = 0;
+    if (m->graph.n_outputs < 2) {
+        m->graph.n_outputs = 1;
+        m->graph.outputs[0] = m->graph.output;
     }
     kiln_node last = 0;
-    for (int32_t k = 0; k < m->n_outputs; k++) {
-        m->nodes[m->outputs[k]].on_path = 1;
-        last = m->outputs[k] > last ? m->outputs[k] : last;
+    for (int32_t k = 0; k < m->graph.n_outputs; k++) {
+        m->graph.nodes[m->graph.outputs[k]].on_path = 1;
+        last = m->graph.outputs[k] > last ? m->graph.outputs[k] : last;
     }
-    m->output_size = 0;
-    for (int32_t k = 0; k < m->n_outputs; k++)
-        m->output_size += kiln_node_size(m, m->outputs[k]);
+    m->plan.output_size = 0;
+    for (int32_t k = 0; k < m->graph.n_outputs; k++)
+        m->plan.output_size += kiln_node_size(m, m->graph.outputs[k]);
     for (int32_t i = last; i >= 0; i--) {
-        if (!m->nodes[i].on_path)
+        if (!m->graph.nodes[i].on_path)
             continue;
-        for (int k = 0; k < m->nodes[i].n_inputs; k++)
-            m->nodes[m->nodes[i].inputs[k]].on_path = 1;
+        for (int k = 0; k < m->graph.nodes[i].n_inputs; k++)
+            m->graph.nodes[m->graph.nodes[i].inputs[k]].on_path = 1;
     }
     return kiln_model_find_inputs(m);
 }
@@ -54,8 +54,8 @@ static kiln_status lay_out_params(kiln_model *m)
     size_t offset = 0;
     int64_t weights = 0;
     for (int pass = 0; pass < 3; pass++) {
-        for (int32_t i = 0; i < m->n_nodes; i++) {
-            kiln_node_rec *node = &m->nodes[i];
+        for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+            kiln_node_rec *node = &m->graph.nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 if (region_of(node, p) != pass)
                     continue;
@@ -64,20 +64,20 @@ static kiln_status lay_out_params(kiln_model *m)
                 offset += ((size_t)size + KILN_PARAM_ALIGN - 1) / KILN_PARAM_ALIGN *
                           KILN_PARAM_ALIGN;
                 weights += size;
-                m->n_trainable_weights += pass == 0 ? size : 0;
+                m->plan.n_trainable_weights += pass == 0 ? size : 0;
             }
         }
         if (pass == 0)
-            m->n_trainable_floats = offset;
+            m->plan.n_trainable_floats = offset;
         if (pass == 1)
-            m->n_state_floats = offset - m->n_trainable_floats;
+            m->plan.n_state_floats = offset - m->plan.n_trainable_floats;
     }
     if (offset > (size_t)INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED,
                           "kiln_model_compile: %lld parameters exceed the 2^31 kiln supports",
                           (long long)weights);
-    m->n_param_floats = offset;
-    m->n_weights = weights;
+    m->plan.n_param_floats = offset;
+    m->plan.n_weights = weights;
     return KILN_OK;
 }
 
@@ -85,9 +85,9 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
 {
     kiln_rng rng;
     kiln_rng_seed(&rng, m->ctx->seed, 1);
-    memset(flat, 0, m->n_param_floats * sizeof(float));
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    memset(flat, 0, m->plan.n_param_floats * sizeof(float));
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         for (int p = 0; p < node->n_params; p++) {
             const kiln_param_spec *spec = &node->params[p];
             float *dst = flat + node->param_offset[p];
@@ -131,30 +131,31 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
     }
     switch (requested) {
     case KILN_STRATEGY_AUTO:
-        if (m->placed)
-            m->strategy = &kiln_strategy_pipeline;
+        if (m->graph.placed)
+            m->placement.strategy = &kiln_strategy_pipeline;
         else
-            m->strategy = m->ctx->n_devices > 1 && m->n_replicas != 1 ? &kiln_strategy_mirrored
-                                                                      : &kiln_strategy_one_device;
+            m->placement.strategy = m->ctx->n_devices > 1 && m->placement.n_replicas != 1
+                                        ? &kiln_strategy_mirrored
+                                        : &kiln_strategy_one_device;
         return KILN_OK;
     case KILN_STRATEGY_PIPELINE:
-        m->strategy = &kiln_strategy_pipeline;
+        m->placement.strategy = &kiln_strategy_pipeline;
         return KILN_OK;
     case KILN_STRATEGY_MULTI_WORKER:
-        m->strategy = &kiln_strategy_multi_worker;
+        m->placement.strategy = &kiln_strategy_multi_worker;
         return KILN_OK;
     case KILN_STRATEGY_PARAMETER_SERVER:
-        m->strategy = m->store_ranks ? &kiln_strategy_parameter_server_mpi
+        m->placement.strategy = m->placement.store_ranks ? &kiln_strategy_parameter_server_mpi
                                      : &kiln_strategy_parameter_server;
         return KILN_OK;
     case KILN_STRATEGY_ONE_DEVICE:
-        m->strategy = &kiln_strategy_one_device;
+        m->placement.strategy = &kiln_strategy_one_device;
         return KILN_OK;
     case KILN_STRATEGY_MIRRORED:
-        m->strategy = &kiln_strategy_mirrored;
+        m->placement.strategy = &kiln_strategy_mirrored;
         return KILN_OK;
     case KILN_STRATEGY_CENTRAL_STORAGE:
-        m->strategy = &kiln_strategy_central_storage;
+        m->placement.strategy = &kiln_strategy_central_storage;
         return KILN_OK;
     default:
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
@@ -182,14 +183,15 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: %d replicas asked for, but the context has %d "
                           "device(s)", (int)o->replicas, (int)m->ctx->n_devices);
-    m->accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
+    m->plan.accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
                                                                : 1;
-    m->n_replicas = o->replicas;
-    m->step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
+    m->placement.n_replicas = o->replicas;
+    m->placement.step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
                                                   : KILN_DEFAULT_STEP_TIMEOUT;
-    m->first_bucket_bytes = o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
-    m->bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
-    m->reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
+    m->placement.first_bucket_bytes =
+        o->first_bucket_bytes ? (size_t)o->first_bucket_bytes : 1u << 20;
+    m->placement.bucket_bytes = o->bucket_bytes ? (size_t)o->bucket_bytes : 1u << 20;
+    m->placement.reducer_threads = o->reducer_threads ? o->reducer_threads : 2;
     if (o->pipeline_stages < 0 || o->micro_batches < 0 ||
         (int)o->pipeline_schedule < KILN_PIPELINE_DEFAULT ||
         o->pipeline_schedule > KILN_PIPELINE_1F1B)
@@ -198,22 +200,22 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "be >= 0 and pipeline_schedule (%d) a kiln_pipeline_schedule",
                           (int)o->pipeline_stages, (int)o->micro_batches,
                           (int)o->pipeline_schedule);
-    m->pipeline_stages = o->pipeline_stages;
-    m->micro_batches = o->micro_batches ? o->micro_batches : 4;
-    m->schedule = o->pipeline_schedule == KILN_PIPELINE_GPIPE ? KILN_PIPELINE_GPIPE
+    m->placement.pipeline_stages = o->pipeline_stages;
+    m->placement.micro_batches = o->micro_batches ? o->micro_batches : 4;
+    m->placement.schedule = o->pipeline_schedule == KILN_PIPELINE_GPIPE ? KILN_PIPELINE_GPIPE
                                                               : KILN_PIPELINE_1F1B;
-    m->memory_budget = o->device_memory_budget;
+    m->placement.memory_budget = o->device_memory_budget;
     if (o->max_staleness < 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: max_staleness (%d) must be >= 0",
                           (int)o->max_staleness);
-    m->max_staleness = o->max_staleness;
+    m->placement.max_staleness = o->max_staleness;
     const char *ranks = getenv("KILN_PARAMETER_STORE_RANKS");
-    m->store_ranks = ranks && *ranks ? atoi(ranks) : o->parameter_store_ranks;
-    if (m->store_ranks < 0)
+    m->placement.store_ranks = ranks && *ranks ? atoi(ranks) : o->parameter_store_ranks;
+    if (m->placement.store_ranks < 0)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: parameter_store_ranks (%d) must be >= 0",
-                          (int)m->store_ranks);
+                          (int)m->placement.store_ranks);
     return KILN_OK;
 }
 
@@ -222,11 +224,11 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
     kiln_context *ctx = m->ctx;
-    if (m->compiled)
+    if (m->plan.compiled)
         return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: already compiled");
-    if (m->build_status != KILN_OK)
-        return kiln_error(ctx, m->build_status, "%s", m->build_error);
-    if (m->n_nodes == 0)
+    if (m->graph.build_status != KILN_OK)
+        return kiln_error(ctx, m->graph.build_status, "%s", m->graph.build_error);
+    if (m->graph.n_nodes == 0)
         return kiln_error(ctx, KILN_ERROR_STATE, "kiln_model_compile: the model has no layers");
     kiln_compile_options o;
     kiln_optimizer_options opt;
@@ -236,8 +238,8 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
                           "kiln_compile_options", &why) != KILN_OK ||
         kiln_optimizer_take(&opt, &schedule, o.optimizer, &why) != KILN_OK)
         return kiln_error(ctx, why.status, "kiln_model_compile: %s", why.message);
-    if (m->output < 0)
-        m->output = m->n_nodes - 1;
+    if (m->graph.output < 0)
+        m->graph.output = m->graph.n_nodes - 1;
 
     kiln_status st = find_input_and_path(m);
     if (st == KILN_OK)
@@ -252,15 +254,15 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         st = pick_strategy(m, o.strategy);
     if (st != KILN_OK)
         return st;
-    m->optimizer = opt;
-    m->lr_schedule = schedule;
-    m->optimizer.schedule = &m->lr_schedule;
-    st = m->strategy->create(m, &m->strategy_impl);
+    m->plan.optimizer = opt;
+    m->plan.lr_schedule = schedule;
+    m->plan.optimizer.schedule = &m->plan.lr_schedule;
+    st = m->placement.strategy->create(m, &m->placement.strategy_impl);
     if (st != KILN_OK) {
-        m->strategy = NULL;
+        m->placement.strategy = NULL;
         return st;
     }
-    m->compiled = 1;
+    m->plan.compiled = 1;
     return KILN_OK;
 }
 

@@ -21,8 +21,8 @@
 static kiln_status check_classes(kiln_model *m, const kiln_dataset *ds, const char *call,
                                  const char *what)
 {
-    const kiln_loss_plan *plan = &m->heads[0];
-    const char *output = m->nodes[m->outputs[0]].name;
+    const kiln_loss_plan *plan = &m->plan.heads[0];
+    const char *output = m->graph.nodes[m->graph.outputs[0]].name;
     char at[64];
     if (ds->sparse_labels) {
         const int64_t bad = kiln_loss_bad_label(plan, ds->sparse_labels,
@@ -64,13 +64,13 @@ static kiln_status check_inputs(kiln_model *m, const kiln_dataset *ds, const cha
 {
     char a[64], b[64];
     const int32_t n = ds->n_parts ? ds->n_parts : 1;
-    if (n != m->n_inputs)
+    if (n != m->graph.n_inputs)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d input array%s per "
                           "sample but the model has %d inputs (the first '%s')", call, what,
-                          (int)n, n == 1 ? "" : "s", (int)m->n_inputs,
-                          m->nodes[m->input].name);
+                          (int)n, n == 1 ? "" : "s", (int)m->graph.n_inputs,
+                          m->graph.nodes[m->graph.input].name);
     for (int32_t k = 0; k < n; k++) {
-        const kiln_node_rec *in = &m->nodes[m->inputs[k]];
+        const kiln_node_rec *in = &m->graph.nodes[m->graph.inputs[k]];
         const kiln_shape *shape = ds->n_parts ? &ds->part_shape[k] : &ds->feature_shape;
         const int ints = ds->n_parts ? ds->part_ints[k] : ds->ints;
         int same = shape->rank == in->shape.rank;
@@ -100,16 +100,16 @@ static kiln_status check_label_parts(kiln_model *m, const kiln_dataset *ds, cons
 {
     char a[64];
     const int32_t got = ds->n_label_parts ? ds->n_label_parts : 1;   /* 0: one, unpacked */
-    if (ds->n_label_parts != m->n_outputs)
+    if (ds->n_label_parts != m->graph.n_outputs)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label array%s per "
                           "sample but the model has %d outputs (the first '%s'); give one per "
                           "output (kiln_arrays_desc.outputs)", call, what, (int)got,
-                          got == 1 ? "" : "s", (int)m->n_outputs,
-                          m->nodes[m->outputs[0]].name);
+                          got == 1 ? "" : "s", (int)m->graph.n_outputs,
+                          m->graph.nodes[m->graph.outputs[0]].name);
     int64_t offset = 0;
-    for (int32_t k = 0; k < m->n_outputs; k++) {
-        const kiln_loss_plan *plan = &m->heads[k];
-        const kiln_node_rec *out = &m->nodes[m->outputs[k]];
+    for (int32_t k = 0; k < m->graph.n_outputs; k++) {
+        const kiln_loss_plan *plan = &m->plan.heads[k];
+        const kiln_node_rec *out = &m->graph.nodes[m->graph.outputs[k]];
         const int64_t want = plan->sparse ? plan->positions : plan->positions * plan->cols;
         const int sparse = ds->label_part_kind[k] == KILN_LABELS_SPARSE;
         if (sparse != plan->sparse || ds->label_part_size[k] != want)
@@ -171,11 +171,11 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
     if (ds->n_label_parts)
         return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s carries %d label arrays per "
                           "sample but the model has 1 output ('%s')", call, what,
-                          (int)ds->n_label_parts, m->nodes[m->output].name);
-    const int64_t outputs = kiln_node_size(m, m->output);
-    const kiln_loss_plan *plan = &m->heads[0];
+                          (int)ds->n_label_parts, m->graph.nodes[m->graph.output].name);
+    const int64_t outputs = kiln_node_size(m, m->graph.output);
+    const kiln_loss_plan *plan = &m->plan.heads[0];
     if (plan->sparse) {
-        const kiln_node_rec *out = &m->nodes[m->output];
+        const kiln_node_rec *out = &m->graph.nodes[m->graph.output];
         if (ds->label_kind != KILN_LABELS_SPARSE)
             return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                               "%s: %s has dense labels but the loss is "
@@ -194,7 +194,7 @@ static kiln_status check_dataset(kiln_model *m, const kiln_dataset *ds, const ch
         return kiln_error(m->ctx, KILN_ERROR_SHAPE,
                           "%s: %s labels must be %lld floats per sample to match output '%s' "
                           "(%s); they are %s", call, what, (long long)outputs,
-                          m->nodes[m->output].name, "dense",
+                          m->graph.nodes[m->graph.output].name, "dense",
                           ds->label_kind == KILN_LABELS_SPARSE ? "sparse class ids" : "dense");
     }
     return KILN_OK;
@@ -204,7 +204,7 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!m->compiled)
+    if (!m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
     if (!ds)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the dataset is NULL", call);
@@ -217,9 +217,9 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
 static kiln_status check_same_everywhere(kiln_model *m, int together, const char *call,
                                          const char *const *names, const int64_t *values, int n)
 {
-    return m->mpi && together
-               ? kiln_mpi_check_same(m->mpi, call, names, values, n, m->step_timeout)
-               : KILN_OK;
+    return m->placement.mpi && together ? kiln_mpi_check_same(m->placement.mpi, call, names, values,
+                                                              n, m->placement.step_timeout)
+                                        : KILN_OK;
 }
 
 /* The strategy's share of each batch, for the loader. */
@@ -231,7 +231,8 @@ typedef struct share_of {
 static void strategy_share(void *user, int64_t ahead, int32_t n, int32_t *first, int32_t *count)
 {
     const share_of *s = user;
-    s->m->strategy->shard(s->m->strategy_impl, s->train, ahead, n, first, count);
+    s->m->placement.strategy->shard(s->m->placement.strategy_impl, s->train, ahead, n, first,
+                                    count);
 }
 
 /* A loader over `ds` and the order its epochs fill: training applies the
@@ -255,13 +256,13 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
         .ds = ds, .batch_size = batch, .threads = threads,
         .prefetch = threads == 0 ? 1 : prefetch > 0 ? prefetch : 2 * threads,
         .plan = {.augment = train, .augment_seed = m->ctx->seed ^ 0x6175676dULL,
-                 .max_classes = m->heads[0].sparse ? (int32_t)m->heads[0].cols : 0,
-                 .ignore = m->heads[0].has_ignore ? m->heads[0].ignore : -1,
-                 .n_ids = m->n_inputs, .ids = m->ids},
-        .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
+                 .max_classes = m->plan.heads[0].sparse ? (int32_t)m->plan.heads[0].cols : 0,
+                 .ignore = m->plan.heads[0].has_ignore ? m->plan.heads[0].ignore : -1,
+                 .n_ids = m->graph.n_inputs, .ids = m->graph.ids},
+        .share = m->placement.strategy->shard ? strategy_share : NULL, .share_user = &src->share};
     /* Label arrays, one per output, come to a model of several outputs. */
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
-        c.plan.label_classes[k] = m->heads[k].sparse ? (int32_t)m->heads[k].cols : 0;
+        c.plan.label_classes[k] = m->plan.heads[k].sparse ? (int32_t)m->plan.heads[k].cols : 0;
     c.plan.n_label_classes = kiln_model_outputs_apart(m);
     const kiln_status st = kiln_loader_create(m->ctx, &c, &src->loader);
     if (st != KILN_OK)
@@ -284,7 +285,7 @@ static kiln_status next_batch(kiln_model *m, batch_source *src, kiln_batch *b)
     if (st != KILN_OK)
         return st;
     *b = (kiln_batch){.n = l.n, .features = l.features, .labels = l.labels,
-                      .sharded = m->strategy->shard != NULL, .first = l.first,
+                      .sharded = m->placement.strategy->shard != NULL, .first = l.first,
                       .count = l.count};
     return KILN_OK;
 }
@@ -304,7 +305,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
         st = next_batch(m, &src, &b);
         double sums[KILN_N_SUMS] = {0};
         if (st == KILN_OK)
-            st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+            st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
         kiln_sums_add(total, sums);
     }
     source_close(m, &src);
@@ -328,7 +329,8 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
     static const char *const names[] = {"batch_size", "number of samples"};
     const int64_t mine[] = {batch, ds->count};
-    st = check_same_everywhere(m, m->mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
+    st =
+        check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
     if (st != KILN_OK)
         return st;
     kiln_metrics r;
@@ -355,7 +357,7 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!m->compiled)
+    if (!m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_predict: compile the model "
                           "first");
     if (!inputs || !outputs || count < 0 || batch_size < 0)
@@ -363,7 +365,7 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
                           "kiln_model_predict: inputs and outputs must be set, count (%lld) "
                           "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
-    const int64_t in_size = m->sample_size, out_size = m->output_size;
+    const int64_t in_size = m->graph.sample_size, out_size = m->plan.output_size;
     const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
                                                       0, 0);
     if (ids != KILN_OK)
@@ -371,11 +373,12 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
     static const char *const names[] = {"batch_size", "count"};
     const int64_t mine[] = {batch, count};
     kiln_status st =
-        check_same_everywhere(m, m->mpi_evaluates, "kiln_model_predict", names, mine, 2);
+        check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_predict", names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
         const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
         const kiln_batch b = {.n = n, .features = inputs + start * in_size};
-        st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
+        st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b,
+                                                 outputs + start * out_size);
     }
     return st;
 }
@@ -437,21 +440,23 @@ static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
             o->batch_size = KILN_DEFAULT_BATCH_SIZE;
         return KILN_OK;
     }
-    const int64_t replicas = m->strategy->replicas_in_sync
-                                 ? m->strategy->replicas_in_sync(m->strategy_impl) : 1;
+    const int64_t replicas =
+        m->placement.strategy->replicas_in_sync
+            ? m->placement.strategy->replicas_in_sync(m->placement.strategy_impl)
+            : 1;
     const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
     if (o->per_replica_batch_size < 0 || global > INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size is %d; times the %lld "
                           "replica(s) in sync of %s it must be in [0, %d]",
-                          (int)o->per_replica_batch_size, (long long)replicas, m->strategy->name,
-                          (int)INT32_MAX);
+                          (int)o->per_replica_batch_size, (long long)replicas,
+                          m->placement.strategy->name, (int)INT32_MAX);
     if (o->batch_size != 0 && o->batch_size != global)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size %d x %lld replica(s) in sync "
                           "of %s is a global batch of %lld, but batch_size is %d; set "
                           "batch_size to 0 or %lld", (int)o->per_replica_batch_size,
-                          (long long)replicas, m->strategy->name, (long long)global,
+                          (long long)replicas, m->placement.strategy->name, (long long)global,
                           (int)o->batch_size, (long long)global);
     o->batch_size = (int32_t)global;
     return KILN_OK;
@@ -459,22 +464,23 @@ static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
 
 static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
 {
-    if (m->n_history == m->cap_history) {
-        int32_t cap = m->cap_history ? m->cap_history * 2 : 16;
-        kiln_epoch_record *grown = kiln_realloc(m->ctx, m->history, (size_t)cap * sizeof *grown);
+    if (m->training.n_history == m->training.cap_history) {
+        int32_t cap = m->training.cap_history ? m->training.cap_history * 2 : 16;
+        kiln_epoch_record *grown =
+            kiln_realloc(m->ctx, m->training.history, (size_t)cap * sizeof *grown);
         if (!grown)
             return kiln_error_oom(m->ctx, "the history", (size_t)cap * sizeof *grown);
-        m->history = grown;
-        m->cap_history = cap;
+        m->training.history = grown;
+        m->training.cap_history = cap;
     }
-    m->history[m->n_history++] = *r;
+    m->training.history[m->training.n_history++] = *r;
     return KILN_OK;
 }
 
 /* Multi-worker: rank 0 writes for everyone. */
 static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 {
-    if (m->rank != 0)
+    if (m->placement.rank != 0)
         return KILN_OK;
     return kiln_checkpoint_folder_save(m, o->checkpoint_dir,
                                        o->keep_checkpoints > 0 ? o->keep_checkpoints : 3);
@@ -483,34 +489,36 @@ static kiln_status save_checkpoint(kiln_model *m, const kiln_fit_options *o)
 /* Where training stands: the start of a fresh epoch. */
 static void reset_epoch_position(kiln_model *m)
 {
-    m->epoch_step = 0;
-    m->epoch_loss = m->epoch_correct = 0;
-    memset(m->epoch_metrics, 0, sizeof m->epoch_metrics);
-    memset(m->epoch_heads, 0, sizeof m->epoch_heads);
-    m->epoch_seen = 0;
-    m->epoch_counted = 0;
+    m->training.epoch_step = 0;
+    m->training.epoch_loss = m->training.epoch_correct = 0;
+    memset(m->training.epoch_metrics, 0, sizeof m->training.epoch_metrics);
+    memset(m->training.epoch_heads, 0, sizeof m->training.epoch_heads);
+    m->training.epoch_seen = 0;
+    m->training.epoch_counted = 0;
 }
 
 /* Adds a step's sums to the epoch's. */
 static void add_sums(kiln_model *m, const double *sums)
 {
-    m->epoch_loss += sums[KILN_SUM_LOSS];
-    m->epoch_correct += sums[KILN_SUM_CORRECT];
-    m->epoch_seen += (int64_t)sums[KILN_SUM_SAMPLES];
-    m->epoch_counted += sums[KILN_SUM_COUNTED];
+    m->training.epoch_loss += sums[KILN_SUM_LOSS];
+    m->training.epoch_correct += sums[KILN_SUM_CORRECT];
+    m->training.epoch_seen += (int64_t)sums[KILN_SUM_SAMPLES];
+    m->training.epoch_counted += sums[KILN_SUM_COUNTED];
     for (int k = 0; k < 3; k++)
-        m->epoch_metrics[k] += sums[KILN_SUM_TOP_K + k];
+        m->training.epoch_metrics[k] += sums[KILN_SUM_TOP_K + k];
     for (int k = 0; k < KILN_SUM_HEAD_SLOTS * KILN_MAX_MODEL_OUTPUTS; k++)
-        m->epoch_heads[k] += sums[KILN_SUM_HEADS + k];
+        m->training.epoch_heads[k] += sums[KILN_SUM_HEADS + k];
 }
 
 static void update_means(const kiln_model *m, kiln_epoch_record *r)
 {
-    double sums[KILN_N_SUMS] = {
-        [KILN_SUM_LOSS] = m->epoch_loss, [KILN_SUM_CORRECT] = m->epoch_correct,
-        [KILN_SUM_TOP_K] = m->epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->epoch_metrics[1],
-        [KILN_SUM_BINARY] = m->epoch_metrics[2], [KILN_SUM_COUNTED] = m->epoch_counted};
-    memcpy(sums + KILN_SUM_HEADS, m->epoch_heads, sizeof m->epoch_heads);
+    double sums[KILN_N_SUMS] = {[KILN_SUM_LOSS] = m->training.epoch_loss,
+                                [KILN_SUM_CORRECT] = m->training.epoch_correct,
+                                [KILN_SUM_TOP_K] = m->training.epoch_metrics[0],
+                                [KILN_SUM_ABS_ERROR] = m->training.epoch_metrics[1],
+                                [KILN_SUM_BINARY] = m->training.epoch_metrics[2],
+                                [KILN_SUM_COUNTED] = m->training.epoch_counted};
+    memcpy(sums + KILN_SUM_HEADS, m->training.epoch_heads, sizeof m->training.epoch_heads);
     kiln_metrics means;
     kiln_model_metrics(m, sums, &means);
     r->n_outputs = means.n_outputs;
@@ -521,7 +529,7 @@ static void update_means(const kiln_model *m, kiln_epoch_record *r)
     r->mean_absolute_error = means.mean_absolute_error;
     r->binary_accuracy = means.binary_accuracy;
     r->learning_rate = kiln_model_learning_rate(
-        m, m->n_optimizer_steps > 0 ? m->n_optimizer_steps - 1 : 0);
+        m, m->training.n_optimizer_steps > 0 ? m->training.n_optimizer_steps - 1 : 0);
 }
 
 /* Every checkpoint_every_steps steps, and at an epoch's end with
@@ -531,8 +539,10 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 {
     return o->checkpoint_dir &&
            ((at_epoch_end && o->checkpoint_every_epoch) ||
-            (o->checkpoint_every_steps > 0 && m->n_train_steps % o->checkpoint_every_steps == 0)) &&
-           (!m->strategy->micro_step || m->strategy->micro_step(m->strategy_impl) == 0);
+            (o->checkpoint_every_steps > 0 &&
+             m->training.n_train_steps % o->checkpoint_every_steps == 0)) &&
+           (!m->placement.strategy->micro_step ||
+            m->placement.strategy->micro_step(m->placement.strategy_impl) == 0);
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
@@ -546,12 +556,12 @@ static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums)
         return st;
     memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     const double t1 = kiln_now();
-    st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    st = m->placement.strategy->train_step(m->placement.strategy_impl, &b, sums);
     if (st != KILN_OK)
         return st;
-    m->input_seconds += t1 - t0;
-    m->step_seconds += kiln_now() - t1;
-    m->timed_steps++;
+    m->training.input_seconds += t1 - t0;
+    m->training.step_seconds += kiln_now() - t1;
+    m->training.timed_steps++;
     return KILN_OK;
 }
 
@@ -589,8 +599,8 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_cal
     if (skipped && !o->skip_nonfinite)
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "kiln_model_fit: %s; the step was not "
                           "applied and training stopped", why);
-    m->n_train_steps++;
-    m->epoch_step = step + 1;
+    m->training.n_train_steps++;
+    m->training.epoch_step = step + 1;
     if (!skipped)
         add_sums(m, sums);
     else
@@ -620,7 +630,7 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
                                    kiln_epoch_record *r)
 {
     double sums[KILN_N_SUMS];
-    const kiln_status st = m->strategy->drain(m->strategy_impl, sums);
+    const kiln_status st = m->placement.strategy->drain(m->placement.strategy_impl, sums);
     if (st != KILN_OK || cut)
         return st;   /* an epoch cut short is not counted */
     const int skipped = kiln_sums_skipped(sums);
@@ -686,8 +696,10 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->shuffle_seed, m->n_history, !o->no_shuffle, src->order);
-    kiln_loader_begin(src->loader, src->order, ds->count, m->epoch_step, m->n_history);
+    kiln_epoch_order(ds->count, m->training.shuffle_seed, m->training.n_history, !o->no_shuffle,
+                     src->order);
+    kiln_loader_begin(src->loader, src->order, ds->count, m->training.epoch_step,
+                      m->training.n_history);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
@@ -695,28 +707,28 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     const double start = kiln_now();
     kiln_status st = kiln_callbacks_epoch_begin(cbs, epoch);
     update_means(m, &r);
-    for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
+    for (int64_t step = m->training.epoch_step; step < steps && st == KILN_OK; step++) {
         double sums[KILN_N_SUMS];
         st = train_batch(m, src, sums);
         if (st == KILN_OK)
             st = count_step(m, o, cbs, epoch, step, sums, &r);
-        if (st != KILN_OK || m->stop_cause != KILN_STOP_NONE)
+        if (st != KILN_OK || m->training.stop_cause != KILN_STOP_NONE)
             break;
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
-        if (m->stop_cause != KILN_STOP_NONE)
+        if (m->training.stop_cause != KILN_STOP_NONE)
             break;
     }
     kiln_loader_end(src->loader);
     /* A stop inside the epoch leaves it out of the history, as a failure
      * would: the history holds whole epochs, which resuming relies on. */
-    const int cut = m->stop_cause != KILN_STOP_NONE && m->epoch_step < steps;
-    if (st == KILN_OK && m->strategy->drain)
+    const int cut = m->training.stop_cause != KILN_STOP_NONE && m->training.epoch_step < steps;
+    if (st == KILN_OK && m->placement.strategy->drain)
         st = drain_in_flight(m, o, cbs, epoch, cut, &r);
-    if (st != KILN_OK || cut || m->stop_cause == KILN_STOP_TERMINATE_ON_NAN)
+    if (st != KILN_OK || cut || m->training.stop_cause == KILN_STOP_TERMINATE_ON_NAN)
         return st;
-    r.samples = m->epoch_seen;
+    r.samples = m->training.epoch_seen;
     st = validate(m, o, &r);
     if (st != KILN_OK)
         return st;
@@ -757,7 +769,7 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
                                kiln_callbacks *cbs)
 {
     kiln_status st = KILN_OK;
-    if (o->checkpoint_dir && m->rank == 0)
+    if (o->checkpoint_dir && m->placement.rank == 0)
         st = kiln_checkpoint_folder_open(m, o->checkpoint_dir);
     if (st != KILN_OK)
         return st;
@@ -767,7 +779,7 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
         return st;
     const int resumed = o->resume && kiln_checkpoint_folder_resume(m, o->checkpoint_dir);
     if (!resumed) {
-        m->shuffle_seed = o->shuffle_seed ? o->shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
+        m->training.shuffle_seed = o->shuffle_seed ? o->shuffle_seed : m->ctx->seed ^ 0x73687566ULL;
         reset_epoch_position(m);
     }
     /* A rank that found no checkpoint to load would count `epochs` from
@@ -776,25 +788,32 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
         "epochs", "batch_size", "number of training samples", "number of validation samples",
         "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
         "epochs in the history", "steps done in the current epoch", "n_callbacks"};
-    const int64_t mine[] = {o->epochs, o->batch_size, train->count,
-                            o->validation ? o->validation->count : 0, (int64_t)m->shuffle_seed,
-                            resumed, m->n_history, m->epoch_step, o->n_callbacks};
+    const int64_t mine[] = {o->epochs,
+                            o->batch_size,
+                            train->count,
+                            o->validation ? o->validation->count : 0,
+                            (int64_t)m->training.shuffle_seed,
+                            resumed,
+                            m->training.n_history,
+                            m->training.epoch_step,
+                            o->n_callbacks};
     st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 9);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
-    const int32_t first = resumed ? m->n_history : 0;
+    const int32_t first = resumed ? m->training.n_history : 0;
     const int32_t last = o->epochs;
     kiln_report *report = NULL;
     if (st == KILN_OK)
         st = kiln_report_open(m, train, o, last - first, &report);
     kiln_progress_bar bar;
-    kiln_progress_init(&bar, m->rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
+    kiln_progress_init(&bar, m->placement.rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
     if (st == KILN_OK)
         st = kiln_callbacks_begin(cbs);
-    for (int32_t e = first; e < last && st == KILN_OK && m->stop_cause == KILN_STOP_NONE; e++) {
+    for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE;
+         e++) {
         st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
     }
-    if (st != KILN_OK || (m->stop_cause != KILN_STOP_NONE && m->epoch_step != 0))
+    if (st != KILN_OK || (m->training.stop_cause != KILN_STOP_NONE && m->training.epoch_step != 0))
         kiln_progress_abort(&bar);   /* a line left unfinished */
     if (st == KILN_OK)
         st = kiln_callbacks_end(cbs);
@@ -828,8 +847,8 @@ static kiln_status fit_entered(kiln_model *m, const kiln_dataset *train,
     if (st == KILN_OK)
         st = kiln_callbacks_create(m, &o, o.validation != NULL, &cbs);
     if (st == KILN_OK) {
-        m->stop_cause = KILN_STOP_NONE;
-        m->stop_reason[0] = '\0';
+        m->training.stop_cause = KILN_STOP_NONE;
+        m->training.stop_reason[0] = '\0';
         st = fit_dataset(m, kept ? kept : train, &o, cbs);
     }
     kiln_callbacks_destroy(cbs);
@@ -861,7 +880,7 @@ kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
     int entered;
     const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_length", &entered);
     if (st == KILN_OK)
-        *length = m->n_history;
+        *length = m->training.n_history;
     kiln_model_leave_reading(m, entered);
     return st;
 }
@@ -875,12 +894,12 @@ kiln_status kiln_model_history_epoch(const kiln_model *m, int32_t i, kiln_epoch_
                           "kiln_model_history_epoch: record is NULL");
     int entered;
     kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_epoch", &entered);
-    if (st == KILN_OK && (i < 0 || i >= m->n_history))
+    if (st == KILN_OK && (i < 0 || i >= m->training.n_history))
         st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                         "kiln_model_history_epoch: epoch %d is not in the history (%d epochs)",
-                        (int)i, (int)m->n_history);
+                        (int)i, (int)m->training.n_history);
     if (st == KILN_OK)
-        kiln_struct_export(record, &m->history[i], sizeof *record);
+        kiln_struct_export(record, &m->training.history[i], sizeof *record);
     kiln_model_leave_reading(m, entered);
     return st;
 }

@@ -17,16 +17,18 @@
 static kiln_status check_labels(kiln_model *m, const char *call, const void *labels,
                                 int32_t count)
 {
-    for (int32_t k = 0; k < m->n_outputs; k++) {
-        const kiln_loss_plan *plan = &m->heads[k];
+    for (int32_t k = 0; k < m->graph.n_outputs; k++) {
+        const kiln_loss_plan *plan = &m->plan.heads[k];
         const int64_t size = (int64_t)(kiln_loss_label_bytes(plan) / 4);
         char output[128] = "";
         if (kiln_model_outputs_apart(m))
-            snprintf(output, sizeof output, " for output '%s'", m->nodes[m->outputs[k]].name);
+            snprintf(output, sizeof output, " for output '%s'",
+                     m->graph.nodes[m->graph.outputs[k]].name);
         for (int64_t i = 0; i < count; i++)
             for (int64_t p = 0; p < size; p++) {
-                const char *at = (const char *)labels +
-                                 (size_t)(i * m->label_words + m->head_label_offset[k] + p) * 4;
+                const char *at =
+                    (const char *)labels +
+                    (size_t)(i * m->plan.label_words + m->plan.head_label_offset[k] + p) * 4;
                 int32_t id;
                 float v;
                 memcpy(&id, at, 4);
@@ -55,7 +57,7 @@ static kiln_status check_batch(kiln_model *m, const char *call, const float *fea
                                const void *labels, int need_labels, int32_t count,
                                const void *outputs, int need_outputs)
 {
-    if (!m->compiled)
+    if (!m->plan.compiled)
         return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
     if (!features || (need_labels && !labels) || (need_outputs && !outputs) || count < 1)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: features%s%s must be set "
@@ -87,13 +89,13 @@ static kiln_status train_entered(kiln_model *m, const float *features, const voi
         return st;
     const kiln_batch b = {.n = count, .features = features, .labels = labels};
     double sums[KILN_N_SUMS] = {0};
-    st = m->strategy->train_step(m->strategy_impl, &b, sums);
+    st = m->placement.strategy->train_step(m->placement.strategy_impl, &b, sums);
     /* Asynchronous strategies: this batch's result, not a later call's. */
-    if (st == KILN_OK && m->strategy->drain)
-        st = m->strategy->drain(m->strategy_impl, sums);
+    if (st == KILN_OK && m->placement.strategy->drain)
+        st = m->placement.strategy->drain(m->placement.strategy_impl, sums);
     if (st != KILN_OK)
         return st;
-    m->n_train_steps++;
+    m->training.n_train_steps++;
     if (!isfinite(sums[KILN_SUM_LOSS]))
         return kiln_error(m->ctx, KILN_ERROR_NUMERIC, "%s: the loss or a gradient is %s; the "
                           "update was not applied", call,
@@ -126,7 +128,7 @@ static kiln_status test_entered(kiln_model *m, const float *features, const void
         return st;
     const kiln_batch b = {.n = count, .features = features, .labels = labels};
     double sums[KILN_N_SUMS] = {0};
-    st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+    st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
     if (st == KILN_OK)
         report(m, sums, count, out);
     return st;
@@ -152,7 +154,7 @@ kiln_status kiln_model_predict_on_batch(kiln_model *m, const float *features, in
     st = check_batch(m, "kiln_model_predict_on_batch", features, NULL, 0, count, outputs, 1);
     const kiln_batch b = {.n = count, .features = features};
     if (st == KILN_OK)
-        st = m->strategy->predict_step(m->strategy_impl, &b, outputs);
+        st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b, outputs);
     kiln_model_leave(m);
     return st;
 }

@@ -139,7 +139,7 @@ static char *take(sbuf *b)
 
 static int value_of(const kiln_report *r, quantity q, int32_t i, double *v)
 {
-    const kiln_epoch_record *e = &r->m->history[i];
+    const kiln_epoch_record *e = &r->m->training.history[i];
     switch (q) {
     case Q_LOSS: *v = e->loss; break;
     case Q_VAL_LOSS: *v = e->has_validation ? e->val_loss : NAN; break;
@@ -238,7 +238,7 @@ static void put_axes(sbuf *b, const chart_spec *c, const axis *y, int32_t x_hi)
 static void put_series(sbuf *b, const kiln_report *r, const chart_spec *c, int s,
                        const axis *y, int32_t x_hi)
 {
-    const int32_t n = r->m->n_history;
+    const int32_t n = r->m->training.n_history;
     double v;
     put(b, "<polyline class=\"series\" data-series=\"");
     put_text(b, c->name[s]);
@@ -276,7 +276,7 @@ static void put_series(sbuf *b, const kiln_report *r, const chart_spec *c, int s
 static void put_chart(sbuf *b, const kiln_report *r, int which)
 {
     const chart_spec *c = &charts[which];
-    const int32_t n = r->m->n_history;
+    const int32_t n = r->m->training.n_history;
     double lo = INFINITY, hi = -INFINITY, v;
     int count[2] = {0, 0};
     for (int s = 0; s < c->n_series; s++)
@@ -341,8 +341,8 @@ static void put_epochs_table(sbuf *b, const kiln_report *r)
     for (size_t i = 0; i < sizeof heads / sizeof *heads; i++)
         put(b, "<th>%s</th>", heads[i]);
     put(b, "</tr>\n");
-    for (int32_t i = 0; i < r->m->n_history; i++) {
-        const kiln_epoch_record *e = &r->m->history[i];
+    for (int32_t i = 0; i < r->m->training.n_history; i++) {
+        const kiln_epoch_record *e = &r->m->training.history[i];
         put(b, "<tr><td class=\"n\">%d</td>", (int)i + 1);
         put_cell(b, r, Q_LOSS, i, "%.4f");
         put_cell(b, r, Q_ACCURACY, i, "%.4f");
@@ -365,25 +365,25 @@ static void put_outputs_table(sbuf *b, const kiln_report *r)
         return;
     put(b, "<h2>Outputs</h2>\n<table id=\"outputs\"><tr><th>epoch</th>");
     for (int val = 0; val < 2; val++)
-        for (int32_t k = 0; k < m->n_outputs; k++) {
+        for (int32_t k = 0; k < m->graph.n_outputs; k++) {
             put(b, "<th>%s", val ? "val_" : "");
-            put_text(b, m->nodes[m->outputs[k]].name);
+            put_text(b, m->graph.nodes[m->graph.outputs[k]].name);
             put(b, "_loss</th>");
-            if (!m->heads[k].accuracy)
+            if (!m->plan.heads[k].accuracy)
                 continue;
             put(b, "<th>%s", val ? "val_" : "");
-            put_text(b, m->nodes[m->outputs[k]].name);
+            put_text(b, m->graph.nodes[m->graph.outputs[k]].name);
             put(b, "_accuracy</th>");
         }
     put(b, "</tr>\n");
-    for (int32_t i = 0; i < m->n_history; i++) {
-        const kiln_epoch_record *e = &m->history[i];
+    for (int32_t i = 0; i < m->training.n_history; i++) {
+        const kiln_epoch_record *e = &m->training.history[i];
         put(b, "<tr><td class=\"n\">%d</td>", (int)i + 1);
         for (int val = 0; val < 2; val++)
-            for (int32_t k = 0; k < m->n_outputs; k++) {
+            for (int32_t k = 0; k < m->graph.n_outputs; k++) {
                 const kiln_output_metrics *o = val ? &e->val_outputs[k] : &e->outputs[k];
                 const int known = !val || e->has_validation;
-                for (int acc = 0; acc <= m->heads[k].accuracy; acc++) {
+                for (int acc = 0; acc <= m->plan.heads[k].accuracy; acc++) {
                     if (known)
                         put(b, "<td class=\"n\">%.4f</td>", acc ? o->accuracy : o->loss);
                     else
@@ -400,15 +400,16 @@ static void put_outputs_table(sbuf *b, const kiln_report *r)
 static void loss_text(const kiln_model *m, char *buf, size_t size)
 {
     if (!kiln_model_outputs_apart(m)) {
-        snprintf(buf, size, "%s", kiln_loss_name(m->heads[0].loss));
+        snprintf(buf, size, "%s", kiln_loss_name(m->plan.heads[0].loss));
         return;
     }
     size_t at = 0;
     buf[0] = '\0';
-    for (int32_t k = 0; k < m->n_outputs && at < size; k++) {
-        const int n = snprintf(buf + at, size - at, "%s%s: %s x %g", k ? ", " : "",
-                               m->nodes[m->outputs[k]].name, kiln_loss_name(m->heads[k].loss),
-                               (double)m->head_weight[k]);
+    for (int32_t k = 0; k < m->graph.n_outputs && at < size; k++) {
+        const int n =
+            snprintf(buf + at, size - at, "%s%s: %s x %g", k ? ", " : "",
+                     m->graph.nodes[m->graph.outputs[k]].name,
+                     kiln_loss_name(m->plan.heads[k].loss), (double)m->plan.head_weight[k]);
         at += n > 0 ? (size_t)n : 0;
     }
 }
@@ -435,11 +436,11 @@ static char *build_page(const kiln_report *r, int ended, kiln_status status,
                         const char *message)
 {
     sbuf b = {.ctx = r->m->ctx};
-    const int32_t n = r->m->n_history;
+    const int32_t n = r->m->training.n_history;
     char state[256], line[256], now[64];
     double seconds = 0;
     for (int32_t i = r->first; i < n; i++)
-        seconds += r->m->history[i].seconds;
+        seconds += r->m->training.history[i].seconds;
     if (!ended)
         snprintf(state, sizeof state, "Training: %d of %d epochs done", (int)n, (int)r->total);
     else if (status == KILN_OK)
@@ -629,8 +630,8 @@ static kiln_status build_fixed(kiln_report *r, const kiln_dataset *train,
     loss_text(m, losses, sizeof losses);
     put_row(&b, "loss", losses);
     snprintf(line, sizeof line, "%s, learning rate %g, %s schedule",
-             m->optimizer.kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
-             (double)m->optimizer.learning_rate, schedule_name(m->lr_schedule.kind));
+             m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
+             (double)m->plan.optimizer.learning_rate, schedule_name(m->plan.lr_schedule.kind));
     put_row(&b, "optimizer", line);
     local_time(line, sizeof line);
     put_row(&b, "started", line);
@@ -673,14 +674,14 @@ kiln_status kiln_report_open(kiln_model *m, const kiln_dataset *train, const kil
                              int32_t epochs, kiln_report **out)
 {
     *out = NULL;
-    if (!o->report_path || m->rank != 0)
+    if (!o->report_path || m->placement.rank != 0)
         return KILN_OK;
     kiln_report *r = kiln_calloc(m->ctx, 1, sizeof *r);
     if (!r)
         return kiln_error_oom(m->ctx, "the report", sizeof *r);
     r->m = m;
-    r->first = m->n_history;
-    r->total = m->n_history + (epochs > 0 ? epochs : 0);
+    r->first = m->training.n_history;
+    r->total = m->training.n_history + (epochs > 0 ? epochs : 0);
     r->cap_lr = r->total;
     r->started = kiln_now();
     r->path = kiln_strdup(m->ctx, o->report_path);
@@ -702,8 +703,9 @@ kiln_status kiln_report_open(kiln_model *m, const kiln_dataset *train, const kil
 
 static void catch_up(kiln_report *r)
 {
-    const double lr = kiln_optimizer_learning_rate(&r->m->optimizer, r->m->n_optimizer_steps);
-    for (; r->n_lr < r->m->n_history && r->n_lr < r->cap_lr; r->n_lr++)
+    const double lr =
+        kiln_optimizer_learning_rate(&r->m->plan.optimizer, r->m->training.n_optimizer_steps);
+    for (; r->n_lr < r->m->training.n_history && r->n_lr < r->cap_lr; r->n_lr++)
         r->lr[r->n_lr] = lr;
 }
 

@@ -2,7 +2,10 @@
 """tools/check_floors.py against planted includes: the real tree passes, and
 each kind of wrong include (a floor above, a room above, saving seeing
 parallel, ../, a bare name, an application reaching inside) fails naming
-its file. Usage: floors_check.py SOURCE_ROOT"""
+its file; and each way of touching a part of struct kiln_model that
+check_floors.py's PARTS does not allow (a read from a room that is not a
+reader, an assignment, ++ and a memset from a room that only reads) fails
+naming the member. Usage: floors_check.py SOURCE_ROOT"""
 import importlib.util
 import os
 import shutil
@@ -57,6 +60,15 @@ PLANTS = [
      '#include "model.h"', "by bare name"),
     ("OpenCL outside opencl/", "layers/planted2.c", "#include <CL/cl.h>",
      "names OpenCL outside opencl/"),
+    ("parallel/ reading the training part", "runtime/parallel/planted3.c",
+     "int32_t f(const kiln_model *m) { return m->training.n_history; }",
+     "reads training.n_history"),
+    ("saving/ (a reader) assigning to the plan", "runtime/saving/planted3.c",
+     "void f(kiln_model *m) { m->plan.compiled = 0; }", "writes plan.compiled"),
+    ("parallel/ (a reader) incrementing the graph", "runtime/parallel/planted4.c",
+     "void f(kiln_model *m) { ++m->graph.nodes[0].frozen; }", "writes graph.nodes"),
+    ("train/ clearing the placement with memset", "runtime/train/planted3.c",
+     "void f(kiln_model *m) { memset(&m->placement.rank, 0, 4); }", "writes placement.rank"),
 ]
 tmp = tempfile.mkdtemp()
 try:

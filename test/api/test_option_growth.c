@@ -84,10 +84,11 @@ static void test_null_defaults(kiln_context *ctx)
     kiln_model *m = compiled(ctx, NULL);
     if (!m)
         return;
-    CHECK(m->optimizer.kind == KILN_OPTIMIZER_ADAM && m->optimizer.learning_rate == 1e-3f &&
-          m->optimizer.beta_1 == 0.9f && m->optimizer.beta_2 == 0.999f &&
-          m->optimizer.epsilon == 1e-7f);
-    CHECK(m->optimizer.schedule == &m->lr_schedule && m->lr_schedule.kind == KILN_LR_CONSTANT);
+    CHECK(m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM &&
+          m->plan.optimizer.learning_rate == 1e-3f && m->plan.optimizer.beta_1 == 0.9f &&
+          m->plan.optimizer.beta_2 == 0.999f && m->plan.optimizer.epsilon == 1e-7f);
+    CHECK(m->plan.optimizer.schedule == &m->plan.lr_schedule &&
+          m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     CHECK(kiln_model_learning_rate(m, 0) == (double)1e-3f);
     CHECK(kiln_model_learning_rate(m, 100000) == (double)1e-3f);
     CHECK(summary_has(m, "\nOptimizer: adam, learning rate 0.001\n"));
@@ -98,7 +99,8 @@ static void test_null_defaults(kiln_context *ctx)
     m = compiled(ctx, &zero);
     if (m)
         CHECK(kiln_model_learning_rate(m, 7) == (double)1e-3f &&
-              m->optimizer.kind == KILN_OPTIMIZER_ADAM && m->lr_schedule.kind == KILN_LR_CONSTANT);
+              m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM &&
+              m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     kiln_model_destroy(m);
     CHECK(kiln_learning_rate_at(NULL, 5) == 1e-3f);
     CHECK(kiln_learning_rate_at(&zero, 5) == 1e-3f);
@@ -114,7 +116,7 @@ static void test_schedule_copied(kiln_context *ctx)
     kiln_model *m = compiled(ctx, &sgd);
     step = (kiln_lr_schedule){.struct_size = 1, .kind = (kiln_lr_schedule_kind)99};
     if (m) {
-        CHECK(m->optimizer.schedule == &m->lr_schedule);
+        CHECK(m->plan.optimizer.schedule == &m->plan.lr_schedule);
         CHECK(fabs(kiln_model_learning_rate(m, 9) - 0.08) < 1e-7);
         CHECK(fabs(kiln_model_learning_rate(m, 25) - 0.02) < 1e-7);
         CHECK(summary_has(m, "\nOptimizer: sgd, learning rate 0.08\n"));
@@ -145,7 +147,7 @@ static void test_sizes(kiln_context *ctx)
     m = compiled(ctx, &sgd);
     if (m)
         CHECK(fabs(kiln_model_learning_rate(m, 2) - 0.1) < 1e-7 &&
-              m->lr_schedule.kind == KILN_LR_CONSTANT);
+              m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     kiln_model_destroy(m);
 
     /* A newer caller's longer structs: what this kiln does not know is left
@@ -217,7 +219,7 @@ static void test_arrays(kiln_context *ctx)
     losses[1].known.struct_size = 0;   /* as long as element 0 */
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK(summary_has(m, "\nLoss of output 'b': mean_squared_error x 0.5\n"));
-    CHECK(m->heads[1].loss == KILN_LOSS_MEAN_SQUARED_ERROR && m->head_weight[1] == 0.5f);
+    CHECK(m->plan.heads[1].loss == KILN_LOSS_MEAN_SQUARED_ERROR && m->plan.head_weight[1] == 0.5f);
     kiln_model_destroy(m);
 
     static float features[SAMPLES * FEATURES], targets[SAMPLES * 2];

@@ -91,8 +91,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
         kiln_model_destroy(m);
         return 0;
     }
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
-    const kiln_node_rec *rec = &m->nodes[node];
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
+    const kiln_node_rec *rec = &m->graph.nodes[node];
     if (check_inner)   /* the layers checked this way apply any element-wise activation */
         CHECK(rec->activation == KILN_ACTIVATION_LINEAR || kiln_node_fuses_activation(m, node) ||
               kiln_activation_needs_input(rec->activation));
@@ -101,8 +101,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     out->out_size = kiln_node_size(m, node);
     const int64_t nx = batch * out->in_size, ny = batch * out->out_size;
 
-    float *flat = calloc(m->n_param_floats + 1, sizeof(float));
-    for (size_t i = 0; i < m->n_param_floats; i++)
+    float *flat = calloc(m->plan.n_param_floats + 1, sizeof(float));
+    for (size_t i = 0; i < m->plan.n_param_floats; i++)
         flat[i] = (float)(0.5 * check_uniform());
     for (int p = 0; p < rec->n_params; p++)   /* a variance is positive */
         for (int64_t j = 0; !strcmp(rec->params[p].name, "moving_variance") &&
@@ -119,8 +119,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
     CHECK_OK(ctx, kiln_replica_forward(r, batch, check_training));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)ny));
-    float *dflat = calloc(m->n_param_floats + 1, sizeof(float));
-    float *after = calloc(m->n_param_floats + 1, sizeof(float));
+    float *dflat = calloc(m->plan.n_param_floats + 1, sizeof(float));
+    float *after = calloc(m->plan.n_param_floats + 1, sizeof(float));
     memset(dx, 0, sizeof(float) * (size_t)nx);
     if (check_training) {
         CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[last], 0, g, sizeof(float) * (size_t)ny,
@@ -128,7 +128,7 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
         CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, dflat,
-                                       sizeof(float) * m->n_param_floats));
+                                       sizeof(float) * m->plan.n_param_floats));
     }
     CHECK_OK(ctx, kiln_replica_read_params(r, after));
 

@@ -159,8 +159,8 @@ static void test_weights(kiln_context *ctx)
     kiln_node a = kiln_multi_head_attention(m, x, v, &o);
     const kiln_compile_options co = mse();
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    CHECK(m->nodes[a].shape.rank == 2 && m->nodes[a].shape.dims[0] == 5 &&
-          m->nodes[a].shape.dims[1] == 7);
+    CHECK(m->graph.nodes[a].shape.rank == 2 && m->graph.nodes[a].shape.dims[0] == 5 &&
+          m->graph.nodes[a].shape.dims[1] == 7);
     const struct {
         const char *name;
         int rank;
@@ -176,19 +176,20 @@ static void test_weights(kiln_context *ctx)
         {"multi_head_attention/attention_output/kernel", 3, {4, 2, 7}, 8, 28},
         {"multi_head_attention/attention_output/bias", 1, {7, 0, 0}, 0, 0},
     };
-    CHECK(m->nodes[a].n_params == 8);
-    float *flat = calloc(m->n_param_floats + 1, sizeof(float));
-    CHECK_OK(ctx, kiln_replica_read_params(m->strategy->replica(m->strategy_impl, 0), flat));
-    for (int p = 0; p < 8 && p < m->nodes[a].n_params; p++) {
-        const kiln_param_spec *s = &m->nodes[a].params[p];
+    CHECK(m->graph.nodes[a].n_params == 8);
+    float *flat = calloc(m->plan.n_param_floats + 1, sizeof(float));
+    CHECK_OK(ctx, kiln_replica_read_params(
+                      m->placement.strategy->replica(m->placement.strategy_impl, 0), flat));
+    for (int p = 0; p < 8 && p < m->graph.nodes[a].n_params; p++) {
+        const kiln_param_spec *s = &m->graph.nodes[a].params[p];
         char full[128];
-        snprintf(full, sizeof full, "%s/%s", m->nodes[a].name, s->name);
+        snprintf(full, sizeof full, "%s/%s", m->graph.nodes[a].name, s->name);
         CHECK(strcmp(full, want[p].name) == 0);
         CHECK(s->shape.rank == want[p].rank);
         for (int d = 0; d < want[p].rank; d++)
             CHECK(s->shape.dims[d] == want[p].dims[d]);
         const int64_t n = kiln_shape_size(&s->shape);
-        const float *w = flat + m->nodes[a].param_offset[p];
+        const float *w = flat + m->graph.nodes[a].param_offset[p];
         double most = 0.0;
         for (int64_t i = 0; i < n; i++)
             most = fabs(w[i]) > most ? fabs(w[i]) : most;
@@ -217,10 +218,10 @@ static void test_weights(kiln_context *ctx)
                                                     .key_dim = 4, .no_bias = 1};
     a = kiln_multi_head_attention(m, x, x, &bare);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    CHECK(m->nodes[a].n_params == 4);
-    CHECK(m->nodes[a].shape.dims[1] == 6);   /* output_shape 0: the query's width */
-    CHECK(m->nodes[a].params[3].shape.dims[1] == 4);   /* value_dim 0: key_dim */
-    CHECK(strcmp(m->nodes[a].params[3].name, "attention_output/kernel") == 0);
+    CHECK(m->graph.nodes[a].n_params == 4);
+    CHECK(m->graph.nodes[a].shape.dims[1] == 6);   /* output_shape 0: the query's width */
+    CHECK(m->graph.nodes[a].params[3].shape.dims[1] == 4);   /* value_dim 0: key_dim */
+    CHECK(strcmp(m->graph.nodes[a].params[3].name, "attention_output/kernel") == 0);
     kiln_model_destroy(m);
 }
 

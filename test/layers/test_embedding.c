@@ -93,7 +93,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 {
     kiln_model *m = build(ctx, r);
     float *w = NULL;
-    if (m->compiled) {
+    if (m->plan.compiled) {
         CHECK_OK(ctx, train(m, ds, 3));
         kiln_model_parameter_count(m, n);
         w = calloc((size_t)*n, sizeof(float));
@@ -159,7 +159,7 @@ static void test_strategies(kiln_context *ctx, int devices)
             continue;
         const run r = {.strategy = all[k], .replicas = devices >= 2 ? 2 : 1};
         kiln_model *m = build(ctx, &r);
-        if (m->compiled)
+        if (m->plan.compiled)
             CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 29, position 4: id 11 is outside [0, 11)",
                         train(m, bad, 1));
         kiln_model_destroy(m);

@@ -252,17 +252,17 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
-    const int64_t in = m->sample_size;
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
+    const int64_t in = m->graph.sample_size;
     float *x = malloc(sizeof(float) * (size_t)(BATCH * in));
     for (int64_t i = 0; i < BATCH * in; i++)
         x[i] = (float)check_uniform();
-    for (int32_t k = 0; k < m->n_inputs; k++) {   /* ids of 5 values in their inputs' places */
-        const kiln_id_range *id = &m->ids[k];
+    for (int32_t k = 0; k < m->graph.n_inputs; k++) { /* ids of 5 values in their inputs' places */
+        const kiln_id_range *id = &m->graph.ids[k];
         for (int64_t i = 0; id->limit > 0 && i < BATCH * id->size; i++)
             ((int32_t *)(void *)(x + i / id->size * in + id->offset))[i % id->size] =
                 (int32_t)(i * 3 % 5);
@@ -271,14 +271,15 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     kiln_batch b = {.n = BATCH, .features = x, .labels = labels};
     CHECK_OK(ctx, kiln_replica_upload(r, &b));
 
-    const size_t n = m->n_param_floats;
+    const size_t n = m->plan.n_param_floats;
     float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
     CHECK_OK(ctx, kiln_replica_read_params(r, p));
     /* Frozen layers keep what they were given: make it more than 0 and 1. */
-    for (int32_t i = 0; i < m->n_nodes; i++)
-        for (int k = 0; m->nodes[i].frozen && k < m->nodes[i].n_params; k++)
-            for (int64_t j = 0; j < kiln_shape_size(&m->nodes[i].params[k].shape); j++)
-                p[m->nodes[i].param_offset[k] + (size_t)j] = 0.75f + 0.5f * (float)check_uniform();
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        for (int k = 0; m->graph.nodes[i].frozen && k < m->graph.nodes[i].n_params; k++)
+            for (int64_t j = 0; j < kiln_shape_size(&m->graph.nodes[i].params[k].shape); j++)
+                p[m->graph.nodes[i].param_offset[k] + (size_t)j] =
+                    0.75f + 0.5f * (float)check_uniform();
     CHECK_OK(ctx, kiln_replica_write_params(r, p));
     batch_loss(ctx, r);
     CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));
@@ -286,8 +287,8 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
 
     /* Every parameter of every layer, one at a time. */
     int checked = 0, bad = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        const kiln_node_rec *node = &m->nodes[i];
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
         for (int k = 0; k < node->n_params; k++) {
             if (node->frozen || node->params[k].non_trainable)
                 continue;   /* no gradient: nothing updates them */

@@ -236,7 +236,8 @@ static void round_trip(kiln_context *ctx, const kiln_layer_ops *ops, example_fn 
     kiln_model *m = NULL, *l = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     build(m);
-    CHECK(m->n_nodes > 0 && (ops == &kiln_layer_input || m->nodes[m->n_nodes - 1].ops == ops));
+    CHECK(m->graph.n_nodes > 0 &&
+          (ops == &kiln_layer_input || m->graph.nodes[m->graph.n_nodes - 1].ops == ops));
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .strategy = KILN_STRATEGY_ONE_DEVICE,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
@@ -250,9 +251,9 @@ static void round_trip(kiln_context *ctx, const kiln_layer_ops *ops, example_fn 
         kiln_model_destroy(m);
         return;
     }
-    int same = l->n_nodes == m->n_nodes;
-    for (int32_t i = 0; same && i < m->n_nodes; i++) {
-        const kiln_node_rec *a = &m->nodes[i], *b = &l->nodes[i];
+    int same = l->graph.n_nodes == m->graph.n_nodes;
+    for (int32_t i = 0; same && i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *a = &m->graph.nodes[i], *b = &l->graph.nodes[i];
         same = a->ops == b->ops && a->activation == b->activation &&
                memcmp(a->config, b->config, a->ops->config_size) == 0;
         if (!same)
@@ -263,15 +264,15 @@ static void round_trip(kiln_context *ctx, const kiln_layer_ops *ops, example_fn 
     int64_t na = 0, nb = 0, sa = 0, sb = 0;
     float *wa = weights(ctx, m, &na), *wb = weights(ctx, l, &nb);
     CHECK(na == nb && memcmp(wa, wb, (size_t)na * sizeof(float)) == 0);
-    const int64_t count = 3, in = m->sample_size;
+    const int64_t count = 3, in = m->graph.sample_size;
     float *x = calloc((size_t)(count * in), sizeof *x);
     for (int64_t k = 0; k < count * in; k++)
         x[k] = (float)((k * 37 % 19) - 9) / 9.0f;
-    for (int32_t k = 0; k < m->n_inputs; k++)   /* ids ride in the floats' place */
-        for (int64_t s = 0; m->ids[k].limit > 0 && s < count; s++)
-            for (int32_t j = 0; j < m->ids[k].size; j++)
-                ((int32_t *)(void *)(x + s * in + m->ids[k].offset))[j] =
-                    (int32_t)((s * 5 + j * 3) % m->ids[k].limit);
+    for (int32_t k = 0; k < m->graph.n_inputs; k++)   /* ids ride in the floats' place */
+        for (int64_t s = 0; m->graph.ids[k].limit > 0 && s < count; s++)
+            for (int32_t j = 0; j < m->graph.ids[k].size; j++)
+                ((int32_t *)(void *)(x + s * in + m->graph.ids[k].offset))[j] =
+                    (int32_t)((s * 5 + j * 3) % m->graph.ids[k].limit);
     float *ya = predictions(ctx, m, x, count, &sa), *yb = predictions(ctx, l, x, count, &sb);
     CHECK(sa == sb && memcmp(ya, yb, (size_t)(count * sa) * sizeof(float)) == 0);
 #if KILN_HAVE_ONNX

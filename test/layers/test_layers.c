@@ -493,11 +493,11 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     co.optimizer = &optimizer;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
     const int per = (int)kiln_node_size(m, 0), n = batch * per;
     const int64_t table = (int64_t)vocab * width;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
@@ -508,8 +508,8 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
             ids[i] = i < per ? 3 % vocab
                              : (int32_t)((check_uniform() + 1.0) * 0.5 * vocab) % vocab;
     ids[n - 1] = vocab - 1;       /* the table's last row is reached */
-    float *flat = calloc(m->n_param_floats, sizeof(float));
-    for (size_t i = 0; i < m->n_param_floats; i++)
+    float *flat = calloc(m->plan.n_param_floats, sizeof(float));
+    for (size_t i = 0; i < m->plan.n_param_floats; i++)
         flat[i] = (float)check_uniform();
     float *y = malloc(sizeof(float) * (size_t)n * (size_t)width);
     float *g = malloc(sizeof(float) * (size_t)n * (size_t)width);
@@ -522,16 +522,16 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
     CHECK_OK(ctx, kiln_replica_forward(r, batch, 1));
     CHECK_OK(ctx, kiln_buffer_read(r->dev, r->act[node], 0, y, sizeof(float) * (size_t)n * width));
     for (int k = 0; k < 2; k++) {   /* twice: the gradient must not change by a bit */
-        grads[k] = calloc(m->n_param_floats, sizeof(float));
+        grads[k] = calloc(m->plan.n_param_floats, sizeof(float));
         CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grad[node], 0, g,
                                         sizeof(float) * (size_t)n * width, 1));
         CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, grads[k],
-                                       sizeof(float) * m->n_param_floats));
+                                       sizeof(float) * m->plan.n_param_floats));
     }
-    CHECK(memcmp(grads[0], grads[1], sizeof(float) * m->n_param_floats) == 0);
+    CHECK(memcmp(grads[0], grads[1], sizeof(float) * m->plan.n_param_floats) == 0);
 
-    const size_t at = m->nodes[node].param_offset[0];
+    const size_t at = m->graph.nodes[node].param_offset[0];
     double *t = to_double(flat + at, table), *gy = to_double(g, (int64_t)n * width);
     double *want_y = malloc(sizeof(double) * (size_t)n * width);
     double *want_dt = malloc(sizeof(double) * (size_t)table);

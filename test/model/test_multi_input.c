@@ -23,7 +23,7 @@ static kiln_model *build(kiln_context *ctx, const run *r)
     const kiln_node side_in = three_inputs(m);
     if (r->placed) {
         CHECK_OK(ctx, kiln_model_place(m, 0, side_in - 1, 0));
-        CHECK_OK(ctx, kiln_model_place(m, side_in, m->n_nodes - 1, 1));
+        CHECK_OK(ctx, kiln_model_place(m, side_in, m->graph.n_nodes - 1, 1));
     }
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
                                               .learning_rate = 0.02f};
@@ -73,7 +73,7 @@ static void test_reference(kiln_context *ctx, const data *d)
 {
     const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_model *m = build(ctx, &one);
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
@@ -128,7 +128,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 {
     kiln_model *m = build(ctx, r);
     float *w = NULL;
-    if (m->compiled) {
+    if (m->plan.compiled) {
         CHECK_OK(ctx, train(m, ds, 3));
         w = weights_of(ctx, m, n);
         kiln_metrics e = {.struct_size = sizeof e};
@@ -200,7 +200,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
 static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const char *name)
 {
     kiln_model *a = build(ctx, r), *b = build(ctx, r);
-    if (!a->compiled || !b->compiled) {
+    if (!a->plan.compiled || !b->plan.compiled) {
         kiln_model_destroy(a);
         kiln_model_destroy(b);
         return;
@@ -377,7 +377,7 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
             continue;
         const run r = {.strategy = all[k], .replicas = devices >= 2 ? 2 : 1};
         m = build(ctx, &r);
-        if (m->compiled) {
+        if (m->plan.compiled) {
             CHECK_FAILS(ctx, KILN_ERROR_DATA, why, train(m, ds, 1));
             CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 4, position 0 of input 'item': id 10 is "
                         "outside [0, 7), the input_dim of layer 'item_embedding'",
@@ -412,8 +412,10 @@ static void test_files(kiln_context *ctx, const data *d)
     pack(d, x);
     CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, a, 0));
     if (l) {
-        CHECK(l->n_inputs == 3 && strcmp(l->nodes[l->inputs[1]].name, "user") == 0 &&
-              l->ids[1].limit == USERS && l->ids[0].limit == ITEMS && l->ids[2].limit == 0);
+        CHECK(l->graph.n_inputs == 3 &&
+              strcmp(l->graph.nodes[l->graph.inputs[1]].name, "user") == 0 &&
+              l->graph.ids[1].limit == USERS && l->graph.ids[0].limit == ITEMS &&
+              l->graph.ids[2].limit == 0);
         CHECK_OK(ctx, kiln_model_predict(l, x, SAMPLES, b, 0));
         compare("loaded model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }

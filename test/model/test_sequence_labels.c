@@ -526,7 +526,7 @@ static void test_model_file(kiln_context *ctx, const char *dir)
     kiln_model *loaded = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &loaded));
     if (loaded) {
-        CHECK(loaded->heads[0].has_ignore && loaded->heads[0].ignore == IGNORE);
+        CHECK(loaded->plan.heads[0].has_ignore && loaded->plan.heads[0].ignore == IGNORE);
         CHECK_OK(ctx, kiln_model_test_on_batch(loaded, features, labels, N, &b));
         printf("model file: ignore_class %d kept, loss %.6f == %.6f\n", (int)IGNORE, b.loss,
                a.loss);

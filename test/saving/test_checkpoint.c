@@ -82,10 +82,10 @@ static float *weights(kiln_model *m, int64_t *n)
 
 static float *slots(kiln_model *m, int *n_slots)
 {
-    *n_slots = m->optimizer.kind == KILN_OPTIMIZER_ADAM ? 2 : 1;
-    float *s = calloc(m->n_param_floats * 2, sizeof(float));
-    float *p[2] = {s, s + m->n_param_floats};
-    m->strategy->get_slots(m->strategy_impl, p);
+    *n_slots = m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM ? 2 : 1;
+    float *s = calloc(m->plan.n_param_floats * 2, sizeof(float));
+    float *p[2] = {s, s + m->plan.n_param_floats};
+    m->placement.strategy->get_slots(m->placement.strategy_impl, p);
     return s;
 }
 
@@ -104,8 +104,9 @@ static void test_round_trip(kiln_context *ctx, kiln_optimizer_kind opt)
     int ns = 0;
     float *wa = weights(a, &n), *wb = weights(b, &n), *sa = slots(a, &ns), *sb = slots(b, &ns);
     CHECK(memcmp(wa, wb, (size_t)n * 4) == 0);
-    CHECK(memcmp(sa, sb, a->n_param_floats * 4 * (size_t)ns) == 0);
-    CHECK(b->n_optimizer_steps == a->n_optimizer_steps && b->n_history == 2);
+    CHECK(memcmp(sa, sb, a->plan.n_param_floats * 4 * (size_t)ns) == 0);
+    CHECK(b->training.n_optimizer_steps == a->training.n_optimizer_steps &&
+          b->training.n_history == 2);
     kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};
     kiln_model_history_epoch(a, 1, &ra);
     kiln_model_history_epoch(b, 1, &rb);
@@ -129,11 +130,11 @@ static void test_round_trip(kiln_context *ctx, kiln_optimizer_kind opt)
         if (p && fgets(line, sizeof line, p)) {
             double want = 0;
             int64_t at = 0;
-            for (int32_t i = 0; i < a->n_nodes; i++)
-                for (int q = 0; q < a->nodes[i].n_params; q++) {
-                    const int64_t size = kiln_shape_size(&a->nodes[i].params[q].shape);
-                    const int pick = (!strcmp(a->nodes[i].name, "dense") && q == 0) ||
-                                     (!strcmp(a->nodes[i].name, "head") && q == 1);
+            for (int32_t i = 0; i < a->graph.n_nodes; i++)
+                for (int q = 0; q < a->graph.nodes[i].n_params; q++) {
+                    const int64_t size = kiln_shape_size(&a->graph.nodes[i].params[q].shape);
+                    const int pick = (!strcmp(a->graph.nodes[i].name, "dense") && q == 0) ||
+                                     (!strcmp(a->graph.nodes[i].name, "head") && q == 1);
                     for (int64_t j = 0; pick && j < size; j++)
                         want += wa[at + j];
                     at += size;
@@ -288,7 +289,7 @@ static void test_cross_strategy(kiln_context *ctx)
         float *wa = weights(a, &n), *wb = weights(b, &n), *sa = slots(a, &ns),
               *sb = slots(b, &ns);
         CHECK(memcmp(wa, wb, (size_t)n * 4) == 0);
-        CHECK(memcmp(sa, sb, a->n_param_floats * 8) == 0);
+        CHECK(memcmp(sa, sb, a->plan.n_param_floats * 8) == 0);
         free(wa), free(wb), free(sa), free(sb);
         kiln_model_destroy(b);
     }

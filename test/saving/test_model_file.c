@@ -104,10 +104,10 @@ static int32_t live_objects(kiln_context *ctx)
 static kiln_model *round_trip(kiln_context *ctx, kiln_model *m, const char *name, int64_t count,
                               const kiln_compile_options *options)
 {
-    int64_t in_size = m->sample_size;
+    int64_t in_size = m->graph.sample_size;
     float *x = inputs(count, in_size, 99);
-    for (int32_t k = 0; k < m->n_inputs; k++) {   /* ids in their floats */
-        const kiln_id_range *r = &m->ids[k];
+    for (int32_t k = 0; k < m->graph.n_inputs; k++) {   /* ids in their floats */
+        const kiln_id_range *r = &m->graph.ids[k];
         for (int64_t i = 0; r->limit > 0 && i < count * r->size; i++)
             ((int32_t *)(void *)(x + i / r->size * in_size + r->offset))[i % r->size] =
                 (int32_t)(i * 7 % r->limit);
@@ -132,7 +132,7 @@ static kiln_model *round_trip(kiln_context *ctx, kiln_model *m, const char *name
     float *ya = predict(ctx, m, x, count), *yb = predict(ctx, l, x, count);
     CHECK(memcmp(ya, yb, (size_t)(count * out) * sizeof(float)) == 0);
     printf("%s: %lld layers, %lld parameters, %lld x %lld outputs identical\n", name,
-           (long long)m->n_nodes, (long long)na, (long long)count, (long long)out);
+           (long long)m->graph.n_nodes, (long long)na, (long long)count, (long long)out);
     free(da), free(db), free(sa), free(sb), free(wa), free(wb), free(x), free(ya), free(yb);
     return l;
 }
@@ -269,15 +269,18 @@ static void test_every_kind(kiln_context *ctx)
     kiln_compile_options one = {.struct_size = sizeof one, .strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_model *l = round_trip(ctx, m, "every_kind.safetensors", 31, &one);
     if (l) {
-        CHECK(l->optimizer.kind == KILN_OPTIMIZER_SGD && l->optimizer.nesterov &&
-              l->accumulation_steps == 2 && l->nodes[3].frozen && l->output == m->output);
+        CHECK(l->plan.optimizer.kind == KILN_OPTIMIZER_SGD && l->plan.optimizer.nesterov &&
+              l->plan.accumulation_steps == 2 && l->graph.nodes[3].frozen &&
+              l->graph.output == m->graph.output);
         /* The schedule came back from the file, into the loaded model's own copy. */
-        CHECK(l->optimizer.schedule == &l->lr_schedule &&
-              l->lr_schedule.kind == KILN_LR_COSINE_DECAY && l->lr_schedule.decay_steps == 40 &&
-              l->lr_schedule.alpha == 0.1f && l->lr_schedule.warmup_steps == 3);
+        CHECK(l->plan.optimizer.schedule == &l->plan.lr_schedule &&
+              l->plan.lr_schedule.kind == KILN_LR_COSINE_DECAY &&
+              l->plan.lr_schedule.decay_steps == 40 && l->plan.lr_schedule.alpha == 0.1f &&
+              l->plan.lr_schedule.warmup_steps == 3);
         CHECK(kiln_model_learning_rate(l, 13) == kiln_model_learning_rate(m, 13));
-        CHECK(strcmp(l->nodes[12].name, "odd \"name\" \\ \t\x01 caf\xc3\xa9") == 0);
-        CHECK(l->nodes[2].ops->synchronized(l->nodes[2].config));   /* matters with replicas */
+        CHECK(strcmp(l->graph.nodes[12].name, "odd \"name\" \\ \t\x01 caf\xc3\xa9") == 0);
+        CHECK(l->graph.nodes[2].ops->synchronized(
+            l->graph.nodes[2].config)); /* matters with replicas */
     }
     kiln_model_destroy(l);
     kiln_model_destroy(m);
@@ -381,7 +384,7 @@ static void test_checkpoints(kiln_context *ctx)
         CHECK(memcmp(want, got, (size_t)count * 3 * sizeof(float)) == 0);
         /* The training state goes on with kiln_model_load_checkpoint. */
         CHECK_OK(ctx, kiln_model_load_checkpoint(l, paths[i]));
-        CHECK(l->n_optimizer_steps == m->n_optimizer_steps);
+        CHECK(l->training.n_optimizer_steps == m->training.n_optimizer_steps);
         free(got);
         if (i == 1) {
             kiln_fit_options more = fit_options(1, 8);
@@ -499,7 +502,7 @@ static void test_ids(kiln_context *ctx)
     kiln_fit_options fo = fit_options(2, 8);
     CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
     kiln_model *l = round_trip(ctx, m, "ids.safetensors", 17, NULL);
-    CHECK(l && l->input_ints && l->ids[0].limit == 13);
+    CHECK(l && l->graph.input_ints && l->graph.ids[0].limit == 13);
     /* A dtype kiln does not know, and a table too small for the file's. */
     edit(ctx, file("ids.safetensors"), file("ids_int64.safetensors"), "\"dtype\":\"int32\"",
          "\"dtype\":\"int64\"");
@@ -582,7 +585,7 @@ static void test_refusals(kiln_context *ctx)
     edit(ctx, good, bad, "\"output\":\"dense_1\"", "\"output\":\"max_pooling2d\"");
     kiln_model *pooled = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, bad, NULL, &pooled));
-    CHECK(pooled && pooled->heads[0].positions == 13 * 13 && pooled->heads[0].cols == 32);
+    CHECK(pooled && pooled->plan.heads[0].positions == 13 * 13 && pooled->plan.heads[0].cols == 32);
     kiln_model_destroy(pooled);
     edit(ctx, good, bad, "\"units\":64,\"use_bias\":true", "\"units\":64,\"use_bias\":false");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "tensor 'dense/bias' is in the file but not in "
@@ -620,7 +623,7 @@ static void test_refusals(kiln_context *ctx)
     kiln_model_destroy(u);
     /* A setting the description cannot hold (compile refuses it; set here
      * behind its back) is named, and no file is written. */
-    m->optimizer.epsilon = INFINITY;
+    m->plan.optimizer.epsilon = INFINITY;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save: the model cannot be "
                 "described: epsilon is inf, not a finite number", kiln_model_save(m, undescribed));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_save_checkpoint: the model cannot "
@@ -639,7 +642,7 @@ static void test_description(kiln_context *ctx)
     char *text = describe(m);
     kiln_model_desc d;
     CHECK_OK(ctx, kiln_model_desc_parse(ctx, "test", text, strlen(text), &d));
-    CHECK(d.n_layers == m->n_nodes && !d.has_compile && d.output == m->output);
+    CHECK(d.n_layers == m->graph.n_nodes && !d.has_compile && d.output == m->graph.output);
     CHECK(d.layers[5].device == 0 && d.layers[6].device == -1 && !d.layers[3].trainable);
     kiln_dropout_args dropout;
     memcpy(&dropout, d.layers[19].options.bytes, sizeof dropout);

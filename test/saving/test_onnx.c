@@ -223,15 +223,15 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     check_file(path);
     if (!have_runtime)
         return;
-    const int64_t size = m->sample_size, out_size = m->output_size;   /* every output's */
+    const int64_t size = m->graph.sample_size, out_size = m->plan.output_size; /* every output's */
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
                       "'%s/test/saving/onnx_run.js' --inputs '%s' '%s'", ort_dir, root, path, out_path);
-    for (int32_t k = 0; k < m->n_inputs; k++) {
-        const kiln_id_range *r = &m->ids[k];
-        const kiln_shape *shape = &m->nodes[m->inputs[k]].shape;
+    for (int32_t k = 0; k < m->graph.n_inputs; k++) {
+        const kiln_id_range *r = &m->graph.ids[k];
+        const kiln_shape *shape = &m->graph.nodes[m->graph.inputs[k]].shape;
         for (int64_t i = 0; i < n; i++)
             for (int64_t p = 0; p < r->size; p++) {
                 float *v = x + i * size + r->offset + p;
@@ -455,7 +455,7 @@ static void several_inputs(kiln_context *ctx)
     float *table = random_floats(13 * 3, -1.0f, 1.0f);
     CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding_1/embeddings", table, 13 * 3));
     free(table);
-    if (m->compiled)
+    if (m->plan.compiled)
         check_agreement_inputs(ctx, m, "several_inputs", 11);
     kiln_model_destroy(m);
 
@@ -474,7 +474,7 @@ static void several_inputs(kiln_context *ctx)
     float *users = random_floats(13 * 5, -1.0f, 1.0f);
     CHECK_OK(ctx, kiln_model_set_tensor(m, "embedding/embeddings", users, 13 * 5));
     free(users);
-    if (m->compiled)
+    if (m->plan.compiled)
         check_agreement_inputs(ctx, m, "dot", 11);
     kiln_model_destroy(m);
 
@@ -496,7 +496,7 @@ static void several_inputs(kiln_context *ctx)
     const kiln_compile_options two_losses = {.struct_size = sizeof two_losses, .n_outputs = 2,
                                              .outputs = losses};
     CHECK_OK(ctx, kiln_model_compile(m, &two_losses));
-    if (m->compiled)
+    if (m->plan.compiled)
         check_agreement_inputs(ctx, m, "several_outputs", 11);
     kiln_model_destroy(m);
 }

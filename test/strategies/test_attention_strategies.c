@@ -67,7 +67,7 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
 {
     kiln_model *m = build(ctx, r);
     float *w = NULL;
-    if (m->compiled) {
+    if (m->plan.compiled) {
         kiln_fit_options fo = {.struct_size = sizeof fo};
         fo.epochs = 2;
         fo.batch_size = 7;

@@ -121,7 +121,7 @@ static kiln_status train(kiln_model *m, kiln_dataset *ds, int batch)
 static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, int64_t *n)
 {
     kiln_model *m = build(ctx, r, 0);
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         fprintf(stderr, "compile failed: %s\n", kiln_context_last_error(ctx));
         test_failures++;
         kiln_model_destroy(m);
@@ -273,19 +273,19 @@ static void test_partition(kiln_context *ctx)
     co.pipeline_stages = 2;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     uint64_t total = 0, largest = 0;
-    for (kiln_node i = 0; i < m->n_nodes; i++) {
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         total += kiln_node_cost(m, i);
         largest = kiln_node_cost(m, i) > largest ? kiln_node_cost(m, i) : largest;
     }
     for (int32_t S = 1; S <= 3; S++) {
         for (int tight = 0; tight < 2; tight++) {
-            m->pipeline_stages = S;
+            m->placement.pipeline_stages = S;
             /* Tight: a budget just above the largest layer's state. */
             uint64_t big = 0;
-            for (kiln_node i = 0; i < m->n_nodes; i++)
+            for (kiln_node i = 0; i < m->graph.n_nodes; i++)
                 big = kiln_span_state_bytes(m, i, i, 1) > big ? kiln_span_state_bytes(m, i, i, 1)
                                                               : big;
-            m->memory_budget = tight ? big + big / 2 : 0;
+            m->placement.memory_budget = tight ? big + big / 2 : 0;
             kiln_stage_plan *plan = NULL;
             int32_t n = 0;
             kiln_status st = kiln_partition(m, 1, &plan, &n);
@@ -305,7 +305,7 @@ static void test_partition(kiln_context *ctx)
                 CHECK(plan[k].state_bytes <= plan[k].budget);
                 worst = plan[k].cost > worst ? plan[k].cost : worst;
             }
-            CHECK(plan[n - 1].span.last == m->n_nodes - 1);
+            CHECK(plan[n - 1].span.last == m->graph.n_nodes - 1);
             /* Brute force over every cut of the 7 layers into S parts that fit. */
             uint64_t optimum = UINT64_MAX;
             for (int a = 2; a <= 8; a++) {
@@ -320,8 +320,9 @@ static void test_partition(kiln_context *ctx)
                         uint64_t c = 0;
                         for (int x = lo; x < hi; x++)
                             c += kiln_node_cost(m, x);
-                        ok &= kiln_span_state_bytes(m, lo, hi - 1, 1) <=
-                              (m->memory_budget ? m->memory_budget : UINT64_MAX);
+                        ok &=
+                            kiln_span_state_bytes(m, lo, hi - 1, 1) <=
+                            (m->placement.memory_budget ? m->placement.memory_budget : UINT64_MAX);
                         w = c > w ? c : w;
                     }
                     if (ok && w < optimum)
@@ -374,11 +375,11 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
     const run whole = {.strategy = KILN_STRATEGY_PIPELINE, .shape = SKIP_TWO_STAGES, .micro = 2,
                        .stages = 1};
     kiln_model *probe = build(ctx, &whole, 0);
-    const uint64_t need = kiln_span_state_bytes(probe, 0, probe->n_nodes - 1, 1);
+    const uint64_t need = kiln_span_state_bytes(probe, 0, probe->graph.n_nodes - 1, 1);
     kiln_model_destroy(probe);
     const uint64_t budget = need * 3 / 4;
     kiln_model *m = build(ctx, &whole, budget);
-    CHECK(!m->compiled && strstr(kiln_context_last_error(ctx), "bytes") != NULL);
+    CHECK(!m->plan.compiled && strstr(kiln_context_last_error(ctx), "bytes") != NULL);
     printf("one stage under a %llu-byte budget: %s\n", (unsigned long long)budget,
            kiln_context_last_error(ctx));
     kiln_model_destroy(m);
@@ -386,8 +387,8 @@ static void test_memory(kiln_context *ctx, kiln_dataset *ds)
     const run two = {.strategy = KILN_STRATEGY_PIPELINE, .shape = SKIP_TWO_STAGES, .micro = 8,
                      .stages = 2};
     m = build(ctx, &two, budget);
-    CHECK(m->compiled);
-    if (m->compiled)
+    CHECK(m->plan.compiled);
+    if (m->plan.compiled)
         CHECK_OK(ctx, train(m, ds, 8));
     kiln_model_destroy(m);
 }

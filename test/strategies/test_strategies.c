@@ -114,7 +114,7 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
     int64_t count = 0;
     kiln_dataset_count(ds, &count);
     const int64_t steps = r->epochs * ((count + r->batch - 1) / r->batch);
-    const int exchanges = m->strategy != &kiln_strategy_one_device;
+    const int exchanges = m->placement.strategy != &kiln_strategy_one_device;
     CHECK(s.steps == steps);
     CHECK(s.step_seconds > 0 && s.input_seconds >= 0);
     CHECK(s.reductions == (exchanges ? steps / (r->accumulation > 1 ? r->accumulation : 1) : 0));
@@ -123,8 +123,8 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
     CHECK(kiln_model_training_stats(m, &small) == KILN_ERROR_INVALID_ARGUMENT);
 
     /* Every replica holds its own copy of everything. */
-    const int32_t n = m->strategy->replica_count(m->strategy_impl);
-    const uint64_t flat = (uint64_t)m->n_param_floats * sizeof(float);
+    const int32_t n = m->placement.strategy->replica_count(m->placement.strategy_impl);
+    const uint64_t flat = (uint64_t)m->plan.n_param_floats * sizeof(float);
     for (int32_t k = 0; k < n; k++) {
         kiln_memory_report mem;
         memset(&mem, 0, sizeof mem);
@@ -134,7 +134,7 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
         CHECK(mem.parameter_bytes == flat);
         CHECK(mem.gradient_bytes == flat * (r->accumulation > 1 ? 2 : 1));
         CHECK(mem.optimizer_bytes ==
-              flat * (uint64_t)kiln_optimizer_slot_count(&m->optimizer));
+              flat * (uint64_t)kiln_optimizer_slot_count(&m->plan.optimizer));
         CHECK(mem.batch_capacity > 0 && mem.batch_capacity <= r->batch);
         CHECK(mem.activation_bytes > 0 && mem.workspace_bytes > 0);
         const uint64_t sum = mem.parameter_bytes + mem.gradient_bytes + mem.optimizer_bytes +
@@ -151,7 +151,7 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
 static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, int64_t *n)
 {
     kiln_model *m = build(ctx, r, NULL, 0);
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return NULL;
     }
@@ -162,14 +162,15 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
     CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));
     /* Replicas hold bit-identical trainable parameters (their own moving
      * statistics are averaged before the next job reads them). */
-    for (int32_t k = 1; k < m->strategy->replica_count(m->strategy_impl); k++) {
-        kiln_replica *a = m->strategy->replica(m->strategy_impl, 0);
-        kiln_replica *b = m->strategy->replica(m->strategy_impl, k);
-        float *pa = calloc(m->n_param_floats, sizeof(float));
-        float *pb = calloc(m->n_param_floats, sizeof(float));
+    for (int32_t k = 1; k < m->placement.strategy->replica_count(m->placement.strategy_impl); k++) {
+        kiln_replica *a = m->placement.strategy->replica(m->placement.strategy_impl, 0);
+        kiln_replica *b = m->placement.strategy->replica(m->placement.strategy_impl, k);
+        float *pa = calloc(m->plan.n_param_floats, sizeof(float));
+        float *pb = calloc(m->plan.n_param_floats, sizeof(float));
         kiln_replica_read_params(a, pa);
         kiln_replica_read_params(b, pb);
-        if (r->strategy == KILN_STRATEGY_MIRRORED && memcmp(pa, pb, m->n_trainable_floats * 4)) {
+        if (r->strategy == KILN_STRATEGY_MIRRORED &&
+            memcmp(pa, pb, m->plan.n_trainable_floats * 4)) {
             fprintf(stderr, "replica %d differs from replica 0\n", (int)k);
             test_failures++;
         }

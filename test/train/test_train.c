@@ -87,12 +87,12 @@ static void test_loss(kiln_context *ctx, const loss_case *c)
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = c->loss;
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
-    CHECK(m->heads[0].fused == c->fused);
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    CHECK(m->plan.heads[0].fused == c->fused);
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
     float x[N * IN], t[N * OUT];
     int32_t ids[N];
     int ids_int[N];
@@ -216,12 +216,12 @@ static void test_wide_rows(kiln_context *ctx, const wide_case *c)
                                .top_k = WIDE_TOP_K, .mean_absolute_error = !sparse,
                                .binary_accuracy = !sparse};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
-    CHECK(m->heads[0].fused == !c->probs);
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    CHECK(m->plan.heads[0].fused == !c->probs);
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
     float x[N * IN];
     static float z[N * WIDE], y[N * WIDE], g[N * WIDE], t[N * WIDE];
     int32_t ids[N];
@@ -315,11 +315,11 @@ static void test_wide_nan(kiln_context *ctx)
     kiln_compile_options co = {.struct_size = sizeof co,
                                .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    if (!m->compiled) {
+    if (!m->plan.compiled) {
         kiln_model_destroy(m);
         return;
     }
-    kiln_replica *r = m->strategy->replica(m->strategy_impl, 0);
+    kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
     float x[N * IN];
     static float y[N * WIDE];
     int32_t ids[N];
