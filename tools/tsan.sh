@@ -14,6 +14,10 @@ dir=build-tsan
 ninja -C "$dir" -j2 > /dev/null
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4"
 export TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$(pwd)/test/tsan.supp"
+# The tests' own watchdogs (test_seconds in test/common/harness.h) stretch
+# as meson's timeouts do below, and more: an MPI test's four TSan processes
+# on two cores exceeded its 60 s step watchdog.
+export KILN_TEST_TIME_SCALE=5
 # This TSan (gcc 12) expects the kernel's default ASLR entropy (28 bits
 # here, where it runs as is); with more it stops at start with "unexpected
 # memory mapping". Then every test runs with randomisation off (setarch -R

@@ -58,6 +58,17 @@ static int test_failures;
         exit(77);                                                           \
     } while (0)
 
+/* A time limit a test sets (a step watchdog), stretched by
+ * KILN_TEST_TIME_SCALE where everything runs several times slower than
+ * usual: tools/tsan.sh sets it, since ThreadSanitizer's processes beside a
+ * busy machine took 160 s where 60 s is plenty. Never below `seconds`. */
+static inline double test_seconds(double seconds)
+{
+    const char *scale = getenv("KILN_TEST_TIME_SCALE");
+    const double k = scale ? atof(scale) : 1.0;
+    return k > 1.0 ? seconds * k : seconds;
+}
+
 static inline int test_in_ci(void)
 {
     const char *ci = getenv("CI");

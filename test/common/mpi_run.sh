@@ -9,7 +9,7 @@ command -v mpirun >/dev/null 2>&1 || skip_missing "mpirun not found (Debian: ope
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 # Every process gets kiln's and PoCL's settings that are set here.
-for v in POCL_DEVICES KILN_CACHE_DIR KILN_STRATEGY; do
+for v in POCL_DEVICES KILN_CACHE_DIR KILN_STRATEGY KILN_TEST_TIME_SCALE; do
     eval "isset=\${$v+x}"
     [ -n "$isset" ] && root="$root -x $v"
 done

@@ -116,41 +116,61 @@ static void test_json(kiln_context *ctx)
     kiln_json_free(&d);
 }
 
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* A child saves 1 MiB files over and over; the parent kills it at a random
  * moment, 50 times. The file at the path must always be complete: some
- * earlier save, whole. */
+ * earlier save, whole. Each round has a file of its own and the parent
+ * waits until the child's first save is there, then kills it within two
+ * save times (measured here first), so every kill lands during some save
+ * however slow the machine (a fixed pause missed the first save under
+ * ThreadSanitizer on a busy machine, and no round was checked). */
 static void test_killed_saves(kiln_context *ctx)
 {
     char dir[] = "/tmp/kiln-kill-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
-    enum { floats = 1 << 18 };
+    char path[160];
+    enum { floats = 1 << 18, rounds = 50 };
     static float data[floats];
+    kiln_st_entry e = {.name = "w", .rank = 1, .shape = {floats}, .data = data};
+    snprintf(path, sizeof path, "%s/timing.safetensors", dir);
+    const double start = seconds_now();
+    CHECK_OK(ctx, kiln_st_write(ctx, path, &e, 1, NULL, NULL, 0));
+    const double save_seconds = seconds_now() - start;
     srand((unsigned)time(NULL));
     int checked = 0;
-    for (int round = 0; round < 50; round++) {
+    for (int round = 0; round < rounds; round++) {
+        snprintf(path, sizeof path, "%s/ckpt%d.safetensors", dir, round);
         const pid_t child = fork();
         if (child == 0) {
             for (int i = 0;; i++) {
                 for (int j = 0; j < floats; j++)
                     data[j] = (float)(round * 1000 + i);
-                kiln_st_entry e = {.name = "w", .rank = 1, .shape = {floats}, .data = data};
                 char value[32];
                 snprintf(value, sizeof value, "%d", round * 1000 + i);
                 const char *key = "save", *val = value;
                 kiln_st_write(ctx, path, &e, 1, &key, &val, 1);
             }
         }
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)(rand() % 30000000)};
+        for (int waited = 0; access(path, F_OK) != 0 && waited < 60000; waited++) {
+            const struct timespec ms = {.tv_nsec = 1000000};
+            nanosleep(&ms, NULL);
+        }
+        const long most = (long)(2e9 * save_seconds) + 1000000;
+        const struct timespec pause = {.tv_sec = 0,
+                                       .tv_nsec = (long)((double)rand() / RAND_MAX * (double)most)
+                                                  % 1000000000L};
         nanosleep(&pause, NULL);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         kiln_st_file f;
-        if (access(path, F_OK) != 0)
-            continue;   /* killed before the first save finished */
         kiln_status st = kiln_st_read(ctx, path, &f);
-        CHECK(st == KILN_OK);
+        CHECK_OK(ctx, st);
         if (st != KILN_OK)
             continue;
         const kiln_st_tensor *t = kiln_st_find(&f, "w");
@@ -170,9 +190,10 @@ static void test_killed_saves(kiln_context *ctx)
         }
         kiln_st_free(&f);
     }
-    printf("killed saves: %d of 50 kills left a file, each complete and consistent\n", checked);
-    CHECK(checked > 10);
-    char cmd[160];
+    printf("killed saves: %d of %d kills (each within %.1f ms of a save) left a complete, "
+           "consistent file\n", checked, rounds, 2e3 * save_seconds);
+    CHECK(checked == rounds);
+    char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
 }

@@ -50,7 +50,7 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     co.optimizer = &optimizer;
     co.strategy = strategy;
     co.replicas = replicas;
-    co.step_timeout_seconds = 60;
+    co.step_timeout_seconds = test_seconds(60);
     co.bucket_bytes = co.first_bucket_bytes = 256;   /* several buckets */
     if (freeze_layer)
         CHECK_OK(ctx, kiln_model_set_trainable(m, freeze_layer, 0));
@@ -183,7 +183,7 @@ static kiln_status compile_small(kiln_context *ctx, kiln_model **out, int32_t un
     co.strategy = KILN_STRATEGY_MULTI_WORKER;
     co.optimizer = &optimizer;
     co.replicas = replicas;
-    co.step_timeout_seconds = 60;
+    co.step_timeout_seconds = test_seconds(60);
     *out = m;
     return kiln_model_compile(m, &co);
 }

@@ -38,7 +38,7 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float 
                                          .kind = KILN_OPTIMIZER_ADAM};
     const kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
                                      .replicas = 1, .parameter_store_ranks = stores,
-                                     .step_timeout_seconds = 60,
+                                     .step_timeout_seconds = test_seconds(60),
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                      .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));

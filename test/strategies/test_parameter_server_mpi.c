@@ -24,7 +24,7 @@ static kiln_model *seed_cnn(kiln_context *ctx, kiln_strategy strategy, int32_t s
     co.strategy = strategy;
     co.max_staleness = 1;
     co.parameter_store_ranks = store_ranks;
-    co.step_timeout_seconds = 60;
+    co.step_timeout_seconds = test_seconds(60);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -45,7 +45,7 @@ static kiln_status compile_small(kiln_context *ctx, int32_t store_ranks, int32_t
     co.strategy = KILN_STRATEGY_PARAMETER_SERVER;
     co.parameter_store_ranks = store_ranks;
     co.max_staleness = staleness;
-    co.step_timeout_seconds = 60;
+    co.step_timeout_seconds = test_seconds(60);
     const kiln_status st = kiln_model_compile(m, &co);
     kiln_model_destroy(m);
     return st;

@@ -64,7 +64,7 @@ static kiln_model *make_model(kiln_context *ctx, kiln_strategy strategy, int32_t
     co.optimizer = &optimizer;
     co.strategy = strategy;
     co.parameter_store_ranks = stores;
-    co.step_timeout_seconds = 60;
+    co.step_timeout_seconds = test_seconds(60);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
