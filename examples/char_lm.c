@@ -571,7 +571,7 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
         const double t1 = seconds_now();
         int32_t n = 0;
         kiln_epoch_record r = {.struct_size = sizeof r};
-        if (st == KILN_OK && (st = kiln_model_history_length(m, &n)) == KILN_OK)
+        if (st == KILN_OK && (st = kiln_model_history_count(m, &n)) == KILN_OK)
             st = kiln_model_history_epoch(m, n - 1, &r);
         if (st != KILN_OK)
             break;

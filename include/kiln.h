@@ -2010,9 +2010,9 @@ KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_c
                                             char *text, size_t size, size_t *length);
 
 /** Number of epochs in the history (every fit appends its epochs). */
-KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t *length);
+KILN_API kiln_status kiln_model_history_count(const kiln_model *model, int32_t *count);
 
-/** Metrics of history epoch i (0 <= i < length). */
+/** Metrics of history epoch i (0 <= i < kiln_model_history_count). */
 KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i,
                                               kiln_epoch_record *record);
 

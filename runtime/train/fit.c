@@ -849,19 +849,19 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     return st;
 }
 
-kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
+kiln_status kiln_model_history_count(const kiln_model *m, int32_t *count)
 {
-    if (length)
-        *length = 0;
+    if (count)
+        *count = 0;
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!length)
+    if (!count)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_history_length: length is NULL");
+                          "kiln_model_history_count: count is NULL");
     int entered;
-    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_length", &entered);
+    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_count", &entered);
     if (st == KILN_OK)
-        *length = m->n_history;
+        *count = m->n_history;
     kiln_model_leave_reading(m, entered);
     return st;
 }

@@ -216,8 +216,8 @@ static void test_null_out_pointers(kiln_context *ctx)
                           kiln_model_parameter_count(m, NULL));
     AFTER_EARLIER_FAILURE("kiln_model_output_size: size is NULL",
                           kiln_model_output_size(m, NULL));
-    AFTER_EARLIER_FAILURE("kiln_model_history_length: length is NULL",
-                          kiln_model_history_length(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_count: count is NULL",
+                          kiln_model_history_count(m, NULL));
     AFTER_EARLIER_FAILURE("kiln_model_history_epoch: record is NULL",
                           kiln_model_history_epoch(m, 0, NULL));
 #undef AFTER_EARLIER_FAILURE

@@ -281,7 +281,7 @@ static void test_fit_defaults(kiln_context *ctx)
         int32_t epochs = 0;
         kiln_training_stats stats = {.struct_size = sizeof stats};
         kiln_epoch_record e = {.struct_size = sizeof e};
-        CHECK_OK(ctx, kiln_model_history_length(m, &epochs));
+        CHECK_OK(ctx, kiln_model_history_count(m, &epochs));
         CHECK_OK(ctx, kiln_model_training_stats(m, &stats));
         CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &e));
         /* 40 samples in batches of 32: two steps. */

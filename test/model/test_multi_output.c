@@ -607,7 +607,7 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     fit_checkpointed(ctx, a, train, val, NULL, 0, 0);
     fit_checkpointed(ctx, b, train, val, dir, 1, 0);
     int32_t length = 0;
-    CHECK_OK(ctx, kiln_model_history_length(b, &length));
+    CHECK_OK(ctx, kiln_model_history_count(b, &length));
     CHECK(length == 1);
     fit_checkpointed(ctx, c, train, val, dir, 0, 1);
     int64_t n = 0;
@@ -617,7 +617,7 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_get_weights(c, wc, n));
     test_close("checkpoint: stopped and resumed against never stopped", 58, wc, wa, sizeof(float),
                n, TEST_PER_VALUE, 0);
-    CHECK_OK(ctx, kiln_model_history_length(c, &length));
+    CHECK_OK(ctx, kiln_model_history_count(c, &length));
     CHECK(length == 2);
     for (int32_t e = 0; e < 2 && length == 2; e++) {
         kiln_epoch_record ra = {.struct_size = sizeof ra}, rc = {.struct_size = sizeof rc};

@@ -123,7 +123,7 @@ static int same(const float *a, const float *b, int64_t n)
 static int32_t epochs_run(kiln_model *m)
 {
     int32_t n = -1;
-    CHECK(kiln_model_history_length(m, &n) == KILN_OK);
+    CHECK(kiln_model_history_count(m, &n) == KILN_OK);
     return n;
 }
 

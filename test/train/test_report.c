@@ -186,7 +186,7 @@ static void check_series(const char *page, const char *id, const char *name, con
 static void check_against_history(const char *page, const kiln_model *m)
 {
     int32_t n = 0;
-    CHECK_OK(m->ctx, kiln_model_history_length(m, &n));
+    CHECK_OK(m->ctx, kiln_model_history_count(m, &n));
     CHECK(n == EPOCHS);
     if (n != EPOCHS)
         return;
@@ -354,7 +354,7 @@ static void test_unwritable(kiln_context *ctx)
         CHECK_FAILS(ctx, KILN_ERROR_IO, path, fit_with_report(m, paths[i], NULL, NULL));
         printf("%s\n", kiln_context_last_error(ctx));
         int32_t n = -1;
-        CHECK_OK(ctx, kiln_model_history_length(m, &n));
+        CHECK_OK(ctx, kiln_model_history_count(m, &n));
         CHECK(n == 0);   /* failed before training */
         kiln_model_destroy(m);
     }
@@ -401,7 +401,7 @@ static void test_later_failure(void)
     move mv = {.from = from, .to = to};
     CHECK_OK(ctx, fit_with_report(m, path, move_away, &mv));
     int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_history_length(m, &n));
+    CHECK_OK(ctx, kiln_model_history_count(m, &n));
     CHECK(n == EPOCHS);
     CHECK(warnings == EPOCHS - 1 + 1);   /* epochs 2 to 4, and the end */
     snprintf(path, sizeof path, "%s/report.html", to);

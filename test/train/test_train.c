@@ -576,7 +576,7 @@ static void test_fit_loop(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
     CHECK(e.batches == 3 * 16 && e.epochs == 3 && e.last_steps == 16);
     int32_t len = 0;
-    CHECK_OK(ctx, kiln_model_history_length(m, &len));
+    CHECK_OK(ctx, kiln_model_history_count(m, &len));
     CHECK(len == 3);
     kiln_epoch_record first = {.struct_size = sizeof first}, last = {.struct_size = sizeof last};
     CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &first));
