@@ -1066,8 +1066,16 @@ KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int32_t ind
                                             kiln_tensor_info *info);
 
 /* ------------------------------------------------------------------------ */
-/* Layers and weights as objects                                            */
+/* Layers and parameter tensors as objects                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Vocabulary: a "tensor" is one named parameter array of a layer
+ * ("dense/kernel", "batch_normalization/moving_mean"), listed by
+ * kiln_model_tensor_count and kiln_model_tensor_info and read or written
+ * by name with kiln_model_get_tensor and kiln_model_set_tensor; "weights"
+ * are all of them at once, one flat float array in tensor order
+ * (kiln_model_get_weights and kiln_model_set_weights, as Keras's
+ * get_weights; kiln_model_save_weights). */
 
 /** One layer of a model (kiln_model_layer_info). */
 typedef struct kiln_layer_info {
@@ -1077,30 +1085,44 @@ typedef struct kiln_layer_info {
     int32_t rank;                /**< of one sample's output */
     int32_t dims[KILN_MAX_RANK]; /**< that output's shape */
     int32_t trainable;           /**< 0 when frozen (kiln_model_set_trainable) */
-    int32_t n_weights;           /**< its weight tensors */
+    int32_t n_tensors;           /**< its parameter tensors (kiln_model_tensor_info) */
 } kiln_layer_info;
 
-/** One weight tensor (kiln_model_weight_info), in kiln_model_get_weights()
- *  order. */
-typedef struct kiln_weight_info {
-    size_t struct_size;          /**< sizeof(kiln_weight_info) */
-    char name[96];               /**< "<layer>/<weight>", as in the weight files */
+/** One parameter tensor of a compiled model (kiln_model_tensor_info), in
+ *  the order of kiln_model_get_weights()'s array. */
+typedef struct kiln_parameter_info {
+    size_t struct_size;          /**< sizeof(kiln_parameter_info) */
+    /** "<layer>/<tensor>", as in the weight files and kiln_model_get_tensor */
+    char name[96];
     int32_t rank;                /**< of the tensor */
     int32_t dims[KILN_MAX_RANK]; /**< its shape (a conv kernel: height, width, in, out) */
     int64_t size;                /**< floats */
     int64_t offset;              /**< where it starts in kiln_model_get_weights()'s array */
     int32_t trainable;           /**< 0: frozen, or state the layer updates (moving statistics) */
-} kiln_weight_info;
+} kiln_parameter_info;
 
-/** Number of layers (Input included), in the order they were added. */
+/** Number of layers (Input included), in the order they were added.
+ *  KILN_ERROR_INVALID_ARGUMENT for `count` NULL. */
 KILN_API kiln_status kiln_model_layer_count(const kiln_model *model, int32_t *count);
+
+/** Layer `index` (0..kiln_model_layer_count - 1): its name, kind, output
+ *  shape, trainability and tensor count. KILN_ERROR_INVALID_ARGUMENT for
+ *  `info` NULL or of a smaller struct_size, an index out of range. */
 KILN_API kiln_status kiln_model_layer_info(const kiln_model *model, int32_t index,
                                            kiln_layer_info *info);
-/** Number of weight tensors of a compiled model, and each one's facts. */
-KILN_API kiln_status kiln_model_weight_count(const kiln_model *model, int32_t *count);
-KILN_API kiln_status kiln_model_weight_info(const kiln_model *model, int32_t index,
-                                            kiln_weight_info *info);
-/** Reads (get) or replaces (set) one weight tensor of a compiled model by
+
+/** Number of parameter tensors of a compiled model (KILN_ERROR_STATE
+ *  before compile). */
+KILN_API kiln_status kiln_model_tensor_count(const kiln_model *model, int32_t *count);
+
+/** Tensor `index` (0..kiln_model_tensor_count - 1) of a compiled model:
+ *  its name, shape, size, offset in the flat weights and trainability.
+ *  KILN_ERROR_INVALID_ARGUMENT for `info` NULL or of a smaller
+ *  struct_size, an index out of range; KILN_ERROR_STATE before compile. */
+KILN_API kiln_status kiln_model_tensor_info(const kiln_model *model, int32_t index,
+                                            kiln_parameter_info *info);
+
+/** Reads (get) or replaces (set) one parameter tensor of a compiled model by
  *  name; `count` must be its size exactly. KILN_ERROR_INVALID_ARGUMENT for an
  *  unknown name (the model is unchanged) or another count. Optimizer state
  *  is kept. Transfer learning: copy the feature layers' tensors from a

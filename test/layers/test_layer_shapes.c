@@ -202,13 +202,13 @@ static void test_layer_norm(kiln_context *ctx)
     check_layer(ctx, m, 1, "layer_normalization", 3, in);
     check_layer(ctx, m, 3, "layer_normalization_2", 3, in);
     int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &n));
     CHECK(n == 3);
     const char *names[] = {"layer_normalization/gamma", "layer_normalization/beta",
                            "layer_normalization_1/beta"};
     for (int32_t i = 0; i < n && i < 3; i++) {
-        kiln_weight_info w = {.struct_size = sizeof w};
-        CHECK_OK(ctx, kiln_model_weight_info(m, i, &w));
+        kiln_parameter_info w = {.struct_size = sizeof w};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, i, &w));
         CHECK(strcmp(w.name, names[i]) == 0);
         CHECK(w.rank == 1 && w.dims[0] == 5 && w.trainable);
     }

@@ -113,10 +113,10 @@ static void set_statistics(kiln_context *ctx, kiln_model *m, float mean, float v
                            float var_hi)
 {
     int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &n));
     for (int32_t k = 0; k < n; k++) {
-        kiln_weight_info wi = {.struct_size = sizeof wi};
-        CHECK_OK(ctx, kiln_model_weight_info(m, k, &wi));
+        kiln_parameter_info wi = {.struct_size = sizeof wi};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, k, &wi));
         const char *slash = strrchr(wi.name, '/');
         const int is_mean = slash && !strcmp(slash, "/moving_mean");
         if (!is_mean && !(slash && !strcmp(slash, "/moving_variance")))
