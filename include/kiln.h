@@ -688,12 +688,18 @@ typedef struct kiln_optimizer_options {
     const kiln_lr_schedule *schedule;
 } kiln_optimizer_options;
 
-/** The learning rate `options` give at optimizer step `step` (defaults
- *  filled in as compile fills them; NULL: Adam's defaults, 1e-3 at every
- *  step). Returns a negative value for invalid options (a bad value, or a
- *  nonzero struct_size of the options or their schedule below
- *  sizeof(size_t)) or a negative step. */
-KILN_API float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step);
+/** Sets *rate to the learning rate `options` give at optimizer step `step`
+ *  (updates applied so far, counting from 0), defaults filled in as
+ *  compile fills them (NULL: Adam's defaults, 1e-3 at every step); the
+ *  rate is computed in double, as training computes it. `ctx` holds the
+ *  message of a failure (kiln_context_last_error).
+ *  KILN_ERROR_INVALID_ARGUMENT, *rate 0, for `rate` NULL, a negative step,
+ *  a nonzero struct_size of the options or their schedule below
+ *  sizeof(size_t), or an option kiln_model_compile refuses (named as
+ *  compile names it), and, with no message, for `ctx` NULL. */
+KILN_API kiln_status kiln_learning_rate_at(kiln_context *ctx,
+                                           const kiln_optimizer_options *options, int64_t step,
+                                           double *rate);
 
 typedef enum kiln_strategy {
     KILN_STRATEGY_AUTO = 0,       /**< one_device for one device, mirrored for more */

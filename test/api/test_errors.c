@@ -649,6 +649,36 @@ static void test_short_struct_size(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* kiln_learning_rate_at refuses what compile refuses, with a message, and
+ * leaves the rate 0. */
+static void test_learning_rate_errors(kiln_context *ctx)
+{
+    double rate = 5.0;
+    CHECK(kiln_learning_rate_at(NULL, NULL, 0, &rate) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(rate == 0.0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_learning_rate_at: rate is NULL",
+                kiln_learning_rate_at(ctx, NULL, 0, NULL));
+    rate = 5.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_learning_rate_at: step -1 is negative",
+                kiln_learning_rate_at(ctx, NULL, -1, &rate));
+    CHECK(rate == 0.0);
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .beta_1 = 2.0f};
+    rate = 5.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "Adam: beta_1 (2) and beta_2 (0.999) must be",
+                kiln_learning_rate_at(ctx, &adam, 0, &rate));
+    CHECK(rate == 0.0);
+    const kiln_lr_schedule cosine = {.struct_size = sizeof cosine, .kind = KILN_LR_COSINE_DECAY,
+                                     .decay_steps = 10, .alpha = 1.5f};
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .schedule = &cosine};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "schedule: alpha 1.5 must be in [0, 1]",
+                kiln_learning_rate_at(ctx, &sgd, 0, &rate));
+    const kiln_optimizer_options unknown = {.struct_size = sizeof unknown,
+                                            .kind = (kiln_optimizer_kind)7};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer kind 7 is not a kiln_optimizer_kind",
+                kiln_learning_rate_at(ctx, &unknown, 0, &rate));
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(1);
@@ -659,6 +689,7 @@ int main(void)
     test_dataset_shapes(ctx);
     test_null_out_pointers(ctx);
     test_short_struct_size(ctx);
+    test_learning_rate_errors(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();

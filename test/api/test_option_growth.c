@@ -100,8 +100,8 @@ static void test_null_defaults(kiln_context *ctx)
         CHECK(kiln_model_learning_rate(m, 7) == (double)1e-3f &&
               m->optimizer.kind == KILN_OPTIMIZER_ADAM && m->lr_schedule.kind == KILN_LR_CONSTANT);
     kiln_model_destroy(m);
-    CHECK(kiln_learning_rate_at(NULL, 5) == 1e-3f);
-    CHECK(kiln_learning_rate_at(&zero, 5) == 1e-3f);
+    CHECK(test_learning_rate(ctx, NULL, 5) == (double)1e-3f);
+    CHECK(test_learning_rate(ctx, &zero, 5) == (double)1e-3f);
 }
 
 /* The model keeps its own schedule: the caller's may change or go. */
@@ -137,7 +137,7 @@ static void test_sizes(kiln_context *ctx)
     if (m)
         CHECK(fabs(kiln_model_learning_rate(m, 2) - 0.025) < 1e-7);
     kiln_model_destroy(m);
-    CHECK(fabs(kiln_learning_rate_at(&sgd, 2) - 0.025f) < 1e-8);
+    CHECK(fabs(test_learning_rate(ctx, &sgd, 2) - 0.025) < 1e-8);
 
     /* A caller that knew no schedule yet: the pointer after its struct_size
      * is not read, and the rate is constant. */
@@ -175,14 +175,21 @@ static void test_sizes(kiln_context *ctx)
     snprintf(want, sizeof want, "kiln_model_compile: kiln_optimizer_options.struct_size is 4; "
              "it must be 0 or at least %zu", sizeof(size_t));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
-    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    double rate;
+    snprintf(want, sizeof want, "kiln_learning_rate_at: kiln_optimizer_options.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want,
+                kiln_learning_rate_at(ctx, &opt, 0, &rate));
     opt.struct_size = 0;
     snprintf(want, sizeof want, "kiln_model_compile: kiln_lr_schedule.struct_size is 4; "
              "it must be 0 or at least %zu", sizeof(size_t));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
-    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    snprintf(want, sizeof want, "kiln_learning_rate_at: kiln_lr_schedule.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want,
+                kiln_learning_rate_at(ctx, &opt, 0, &rate));
     schedule.struct_size = 0;
-    CHECK(kiln_learning_rate_at(&opt, 0) == 1e-3f);
+    CHECK(test_learning_rate(ctx, &opt, 0) == (double)1e-3f);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 }

@@ -206,4 +206,20 @@ static inline kiln_context *test_context(uint64_t seed)
     return ctx;
 }
 
+/* kiln_learning_rate_at's rate, which must come back KILN_OK (else the
+ * failure counts and -1 comes back, which no check of a rate accepts). */
+static inline double test_learning_rate(kiln_context *ctx, const kiln_optimizer_options *o,
+                                        int64_t step)
+{
+    double rate = -1.0;
+    const kiln_status st = kiln_learning_rate_at(ctx, o, step, &rate);
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln_learning_rate_at(step %lld) returned %s: %s\n", (long long)step,
+                kiln_status_name(st), kiln_context_last_error(ctx));
+        test_failures++;
+        return -1.0;
+    }
+    return rate;
+}
+
 #endif

@@ -392,32 +392,35 @@ static void test_inference_statistics(kiln_context *ctx, kiln_dataset *ds)
     kiln_model_destroy(m);
 }
 
-static void test_schedules(void)
+static void test_schedules(kiln_context *ctx)
 {
     kiln_lr_schedule s = {.struct_size = sizeof s};
     kiln_optimizer_options o = {.struct_size = sizeof o};
     o.learning_rate = 0.1f;
-    CHECK(fabs(kiln_learning_rate_at(&o, 1000) - 0.1f) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 1000) - 0.1f) < 1e-9);
     o.schedule = &s;
-    CHECK(fabs(kiln_learning_rate_at(&o, 1000) - 0.1f) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 1000) - 0.1f) < 1e-9);
     s.kind = KILN_LR_STEP_DECAY;
     s.decay_steps = 10;
     s.decay_rate = 0.5f;
-    CHECK(fabs(kiln_learning_rate_at(&o, 9) - 0.1) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 25) - 0.025) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 9) - 0.1) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 25) - 0.025) < 1e-7);
     s.kind = KILN_LR_EXPONENTIAL_DECAY;
-    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.1 * pow(0.5, 0.5)) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 5) - 0.1 * pow(0.5, 0.5)) < 1e-7);
     s.kind = KILN_LR_COSINE_DECAY;
     s.decay_steps = 100;
     s.alpha = 0.1f;
     s.warmup_steps = 10;
-    CHECK(fabs(kiln_learning_rate_at(&o, 0)) < 1e-9);
-    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.05) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 10) - 0.1) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 60) - 0.1 * (0.9 * 0.5 + 0.1)) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 500) - 0.01) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 0)) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 5) - 0.05) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 10) - 0.1) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 60) - 0.1 * (0.9 * 0.5 + 0.1)) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 500) - 0.01) < 1e-7);
     s.decay_steps = 0;
-    CHECK(kiln_learning_rate_at(&o, 3) < 0);
+    double rate = 1.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "schedule: decay_steps 0 must be > 0",
+                kiln_learning_rate_at(ctx, &o, 3, &rate));
+    CHECK(rate == 0.0);
 }
 
 static void test_faults(int devices)
@@ -516,8 +519,8 @@ int main(void)
     test_batch_norm(ctx, ds, devices);
     test_inference_statistics(ctx, ds);
     kiln_dataset_destroy(ds);
+    test_schedules(ctx);
     kiln_context_destroy(ctx);
-    test_schedules();
     test_faults(devices);
     test_watchdog_during_upload(devices);
     return test_finish("test_strategies");
