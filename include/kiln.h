@@ -14,7 +14,11 @@
  *    returns KILN_ERROR_INVALID_ARGUMENT and leaves the last error as it was.
  *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
  *    read as the size this header declares). A NULL options pointer means all
- *    defaults. Fields added in later versions go at the end and default to 0.
+ *    defaults, and so does a zero field (0, 0.0f of either sign, NULL): the
+ *    Keras default (for an option Keras lacks, the default its doc gives).
+ *    Where 0 itself is a value to ask for, a has_* field beside it says so
+ *    (has_weight, has_binary_threshold, has_baseline, has_ignore_class).
+ *    Fields added in later versions go at the end and default to 0.
  *    A nonzero struct_size that does not reach the end of the fields the call
  *    cannot default (those "required" or for which 0 is an error; never less
  *    than sizeof(size_t)) is KILN_ERROR_INVALID_ARGUMENT, the message naming
@@ -761,9 +765,12 @@ typedef struct kiln_output_loss {
      *  between elements of the array, so it must be the same in each. */
     size_t struct_size;
     kiln_loss loss;              /**< required, as kiln_compile_options.loss */
+    /** Nonzero: `weight` is used as given, 0 included (an output computed
+     *  and reported but not trained on); 0: a weight of 0 means 1. */
+    int32_t has_weight;
     /** The output's share of the total loss, finite and >= 0 (Keras's
      *  loss_weights): the total is the sum of weight x loss over the
-     *  outputs; 0: 1 (Keras's default); -0.0f: exactly 0. */
+     *  outputs; 0: 1 (Keras's default) unless has_weight. */
     float weight;
 } kiln_output_loss;
 
@@ -849,8 +856,11 @@ typedef struct kiln_compile_options {
      *  binary_threshold) is the target (1 or 0; another target never
      *  matches, as in Keras). Losses with dense labels only. */
     int32_t binary_accuracy;
-    /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default); -0.0f:
-     *  exactly 0. */
+    /** Nonzero: binary_threshold is used as given, 0 included; 0: a
+     *  threshold of 0 means 0.5. */
+    int32_t has_binary_threshold;
+    /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default)
+     *  unless has_binary_threshold. */
     float binary_threshold;
     /** Nonzero: sparse labels equal to ignore_class mark padding (Keras's
      *  SparseCategoricalCrossentropy(ignore_class=...)): those positions count
@@ -1371,10 +1381,13 @@ KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *featur
 /** Options of kiln_dataset_from_image_folder(). */
 typedef struct kiln_image_folder_options {
     size_t struct_size;          /**< sizeof(kiln_image_folder_options) */
-    int32_t height;              /**< images are resized (bilinear) to this; > 0 */
-    int32_t width;               /**< > 0 */
+    /** Images are resized (bilinear) to this, >= 0; 0: 256 (Keras's
+     *  image_size default, (256, 256)). */
+    int32_t height;
+    int32_t width;               /**< >= 0; 0: 256 */
     int32_t channels;            /**< 1 (grayscale) or 3 (RGB); 0: 3 */
-    /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
+    /** Pixels become value * scale + offset; 0: 1/255, so bytes map to
+     *  [0, 1] (Keras has no such option and gives 0..255: set 1 for that). */
     float scale;
     float offset;                /**< added after scale; default 0 */
     /** Nonzero: an image that cannot be decoded, or a symbolic link whose

@@ -312,6 +312,46 @@ static void test_fit_defaults(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* Zero means Keras's default whatever its sign (-0.0f is 0); a has_* field
+ * asks for 0 itself. */
+static void test_zero_is_default(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = CLASSES,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
+    const kiln_dense_options c = {.struct_size = sizeof c, .name = "c", .units = 2};
+    const kiln_node x = kiln_input(m, 1, dims, NULL);
+    const kiln_node heads[3] = {kiln_dense(m, x, &a), kiln_dense(m, x, &b),
+                                kiln_dense(m, x, &c)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 3));
+    const kiln_output_loss losses[3] = {
+        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = -0.0f},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .has_weight = 1, .weight = -0.0f},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .has_weight = 1, .weight = 0.25f}};
+    const kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 3,
+                                     .outputs = losses};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK(m->head_weight[0] == 1.0f);
+    CHECK(m->head_weight[1] == 0.0f && !signbit(m->head_weight[1]));
+    CHECK(m->head_weight[2] == 0.25f);
+    kiln_model_destroy(m);
+
+    kiln_compile_options one = {.struct_size = sizeof one, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                                .binary_accuracy = 1, .binary_threshold = -0.0f};
+    const float want[3] = {0.5f, 0.0f, 0.0f};
+    for (int i = 0; i < 3; i++) {
+        m = classifier(ctx);
+        one.has_binary_threshold = i > 0;
+        one.binary_threshold = i == 2 ? 0.0f : -0.0f;
+        CHECK_OK(ctx, kiln_model_compile(m, &one));
+        CHECK(m->heads[0].threshold == want[i] && !signbit(m->heads[0].threshold));
+        kiln_model_destroy(m);
+    }
+}
+
 int main(void)
 {
     test_layout();
@@ -323,6 +363,7 @@ int main(void)
     test_sizes(ctx);
     test_arrays(ctx);
     test_fit_defaults(ctx);
+    test_zero_is_default(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

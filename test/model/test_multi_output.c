@@ -440,8 +440,10 @@ static void test_updates(kiln_context *ctx, const data *d)
     kiln_model_destroy(a);
     kiln_model_destroy(b);
 
-    /* Weight -0.0f: the reg head is exactly out of training; its loss is still reported. */
-    const model_spec off = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, -0.0f}};
+    /* Weight 0 with has_weight: the reg head is exactly out of training; its loss is
+     * still reported. */
+    const model_spec off = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.0f},
+                            .has_weight = {0, 1}};
     a = compiled(ctx, &off);
     params before, after;
     read_params(ctx, a, &before);
@@ -452,9 +454,9 @@ static void test_updates(kiln_context *ctx, const data *d)
           memcmp(before.ck, after.ck, sizeof before.ck) != 0);
     kiln_epoch_record h = {.struct_size = sizeof h};
     CHECK_OK(ctx, kiln_model_history_epoch(a, 0, &h));
-    check_close("weight -0.0: loss is cls_loss alone", h.loss, h.outputs[0].loss, 1e-6);
+    check_close("weight 0: loss is cls_loss alone", h.loss, h.outputs[0].loss, 1e-6);
     CHECK(h.outputs[1].loss > 0);
-    printf("weight -0.0: the reg head's weights are unchanged, reg_loss %.4f reported\n",
+    printf("weight 0: the reg head's weights are unchanged, reg_loss %.4f reported\n",
            h.outputs[1].loss);
     kiln_model_destroy(a);
 
@@ -492,7 +494,8 @@ static void test_updates(kiln_context *ctx, const data *d)
  * predict and a further SGD step equal the original's. */
 static void test_model_file(kiln_context *ctx, const data *d)
 {
-    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {0.0f, -0.0f}};
+    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {0.0f, 0.0f},
+                             .has_weight = {0, 1}};
     kiln_model *m = compiled(ctx, &spec);   /* weights 1 (the default) and exactly 0 */
     kiln_dataset *ds = dataset(ctx, d, 0, N);
     fit_once(ctx, m, ds, 5, 0);

@@ -1220,10 +1220,10 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     check_history(ctx, m, dense);
     kiln_model_destroy(m);
 
-    /* Binary cross-entropy on sigmoids; -0.0f asks for the threshold 0,
-     * which every sigmoid output passes. */
+    /* Binary cross-entropy on sigmoids; has_binary_threshold asks for the
+     * threshold 0, which every sigmoid output passes. */
     const kiln_compile_options at0 = {.mean_absolute_error = 1, .binary_accuracy = 1,
-                                      .binary_threshold = -0.0f};
+                                      .has_binary_threshold = 1, .binary_threshold = 0.0f};
     m = metric_model(ctx, KILN_LOSS_BINARY_CROSSENTROPY, KILN_ACTIVATION_SIGMOID, &at0,
                      strategy);
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
