@@ -453,14 +453,25 @@ typedef struct kiln_batch_norm_options {
 KILN_API kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                             const kiln_batch_norm_options *options);
 
+/** Options of kiln_dropout(). */
+typedef struct kiln_dropout_options {
+    size_t struct_size;          /**< sizeof(kiln_dropout_options) */
+    const char *name;            /**< layer name, or NULL for "dropout", "dropout_1", ... */
+    /** The probability that a value is zeroed, in [0, 1) (0: none, the
+     *  identity; Keras's rate has no default). */
+    float rate;
+    uint64_t seed;               /**< mixed with the context's seed for the masks */
+} kiln_dropout_options;
+
 /** Dropout (Keras Dropout): during fit each value is zeroed with
  *  probability `rate` (0 <= rate < 1) and the others are scaled by
  *  1 / (1 - rate); evaluate and predict pass values through. The mask is a
- *  hash of the context's seed, `seed`, the training step and the sample's
- *  place in the global batch: runs with the same seeds are identical, under
- *  every strategy and replica count. `name` may be NULL. */
-KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
-                                const char *name);
+ *  hash of the context's seed, the options' seed, the training step and
+ *  the sample's place in the global batch: runs with the same seeds are
+ *  identical, under every strategy and replica count. A rate outside
+ *  [0, 1) is KILN_ERROR_INVALID_ARGUMENT at compile, naming the layer. */
+KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input,
+                                const kiln_dropout_options *options);
 
 /** Flattens a sample to one dimension (row-major, channels last). */
 KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);

@@ -91,11 +91,14 @@ kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                 o.activation);
 }
 
-kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
-                       const char *name)
+kiln_node kiln_dropout(kiln_model *model, kiln_node input, const kiln_dropout_options *options)
 {
-    const kiln_dropout_args args = {.rate = rate, .seed = seed};
-    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, name,
+    kiln_dropout_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_dropout",
+                      "kiln_dropout_options"))
+        return KILN_NODE_INVALID;
+    const kiln_dropout_args args = {.rate = o.rate, .seed = o.seed};
+    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, o.name,
                                 KILN_ACTIVATION_LINEAR);
 }
 

@@ -649,6 +649,36 @@ static void test_short_struct_size(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A dropout rate outside [0, 1) and a struct_size that cannot hold
+ * struct_size are refused, naming the layer or the struct. */
+static void test_dropout_errors(kiln_context *ctx)
+{
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    const int32_t dims[] = {4};
+    const float rates[] = {1.0f, -0.1f, NAN};
+    const char *why[] = {"layer 'd' (dropout): rate must be in [0, 1), got 1",
+                         "layer 'd' (dropout): rate must be in [0, 1), got -0.1",
+                         "layer 'd' (dropout): rate must be in [0, 1), got nan"};
+    for (int i = 0; i < 3; i++) {
+        kiln_model *m = new_model(ctx);
+        kiln_input(m, 1, dims, NULL);
+        const kiln_dropout_options o = {.struct_size = sizeof o, .name = "d", .rate = rates[i]};
+        kiln_dropout(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, why[i], kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+    kiln_model *m = new_model(ctx);
+    kiln_input(m, 1, dims, NULL);
+    const kiln_dropout_options short_size = {.struct_size = 4, .rate = 0.5f};
+    CHECK(kiln_dropout(m, KILN_NODE_PREVIOUS, &short_size) == KILN_NODE_INVALID);
+    char want[128];
+    snprintf(want, sizeof want, "kiln_dropout: kiln_dropout_options.struct_size is 4; it must "
+             "be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
 /* kiln_learning_rate_at refuses what compile refuses, with a message, and
  * leaves the rate 0. */
 static void test_learning_rate_errors(kiln_context *ctx)
@@ -690,6 +720,7 @@ int main(void)
     test_null_out_pointers(ctx);
     test_short_struct_size(ctx);
     test_learning_rate_errors(ctx);
+    test_dropout_errors(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();

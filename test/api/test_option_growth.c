@@ -23,6 +23,10 @@ typedef struct newer_loss {
     kiln_output_loss known;
     double later;
 } newer_loss;
+typedef struct newer_dropout {
+    kiln_dropout_options known;
+    double later;
+} newer_dropout;
 typedef struct newer_labels {
     kiln_label_array known;
     double later;
@@ -352,6 +356,54 @@ static void test_zero_is_default(kiln_context *ctx)
     }
 }
 
+/* A model of an Input, `layer` (from add_layer) and a softmax head, compiled:
+ * its status, and the added layer's name through *name (room for 64). */
+static kiln_status compile_with(kiln_context *ctx, kiln_node (*add_layer)(kiln_model *, void *),
+                                void *arg, char *name)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_input(m, 1, dims, NULL);
+    add_layer(m, arg);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    const kiln_status st = kiln_model_compile(m, &co);
+    kiln_layer_info li = {.struct_size = sizeof li};
+    name[0] = '\0';
+    if (kiln_model_layer_info(m, 1, &li) == KILN_OK)
+        snprintf(name, 64, "%s", li.name);
+    kiln_model_destroy(m);
+    return st;
+}
+
+static kiln_node add_dropout(kiln_model *m, void *options)
+{
+    return kiln_dropout(m, KILN_NODE_PREVIOUS, options);
+}
+
+/* kiln_dropout_options: NULL, a newer caller's longer struct, and an older
+ * one that stops before rate (whatever follows in its memory is not read). */
+static void test_dropout_options(kiln_context *ctx)
+{
+    char name[64];
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, NULL, name));
+    CHECK(strcmp(name, "dropout") == 0);
+    newer_dropout later = {.known = {.struct_size = sizeof later, .name = "drop", .rate = 0.5f},
+                           .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, name));
+    CHECK(strcmp(name, "drop") == 0);
+    later.known.rate = 2.0f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "rate must be in [0, 1), got 2",
+                compile_with(ctx, add_dropout, &later.known, name));
+    later.known.struct_size = offsetof(kiln_dropout_options, rate);
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, name));
+    CHECK(strcmp(name, "drop") == 0);
+}
+
 int main(void)
 {
     test_layout();
@@ -364,6 +416,7 @@ int main(void)
     test_arrays(ctx);
     test_fit_defaults(ctx);
     test_zero_is_default(ctx);
+    test_dropout_options(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

@@ -89,7 +89,7 @@ static void ex_batch_norm(kiln_model *m)
 
 static void ex_dropout(kiln_model *m)
 {
-    kiln_dropout(m, vector(m), 0.3f, 1234567, NULL);
+    kiln_dropout(m, vector(m), &(kiln_dropout_options){.rate = 0.3f, .seed = 1234567});
 }
 
 static void ex_flatten(kiln_model *m)

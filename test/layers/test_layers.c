@@ -262,7 +262,9 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
 
 static kiln_node build_dropout(kiln_model *m, kiln_node pre, const void *arg)
 {
-    return kiln_dropout(m, pre, *(const float *)arg, 7, NULL);
+    const kiln_dropout_options o = {.struct_size = sizeof o, .rate = *(const float *)arg,
+                                    .seed = 7};
+    return kiln_dropout(m, pre, &o);
 }
 
 /* Dropout: every value is dropped or scaled by 1 / (1 - rate), about `rate`

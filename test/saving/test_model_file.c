@@ -233,7 +233,8 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     kiln_concatenate(m, pair, 2, -1, NULL);                                      /* (5, 2) */
     kiln_flatten(m, KILN_NODE_PREVIOUS, "flat2");
     kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SILU, NULL);
-    kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 0xdeadbeefcafef00dULL, NULL);   /* > 2^53 */
+    kiln_dropout(m, KILN_NODE_PREVIOUS,   /* a seed > 2^53 */
+                 &(kiln_dropout_options){.rate = 0.25f, .seed = 0xdeadbeefcafef00dULL});
     const kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     kiln_dense(m, out, &spare);   /* not on the output's path */
     CHECK_OK(ctx, kiln_model_set_output(m, out));

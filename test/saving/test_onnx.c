@@ -312,7 +312,7 @@ static void every_layer(kiln_context *ctx)
     const kiln_node three[] = {kiln_conv2d(m, pooled, &point),
                                kiln_average_pooling2d(m, pooled, &avg_same), pooled};
     x = kiln_activation_layer(m, kiln_add(m, three, 3, NULL), KILN_ACTIVATION_SOFTMAX, NULL);
-    x = kiln_dropout(m, x, 0.25f, 7, NULL);
+    x = kiln_dropout(m, x, &(kiln_dropout_options){.rate = 0.25f, .seed = 7});
     x = kiln_dense(m, x, &wide);                                    /* (3, 6, 5) */
     x = kiln_batch_normalization(m, x, &bn_relu);
     const kiln_node global = kiln_activation_layer(
@@ -513,7 +513,8 @@ static void conv_output(kiln_context *ctx)
                                 .activation = KILN_ACTIVATION_SIGMOID};
     kiln_dense_options unused = {.struct_size = sizeof unused, .units = 2};
     const kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);
-    const kiln_node out = kiln_dropout(m, x, 0.5f, 1, "last");
+    const kiln_node out = kiln_dropout(m, x, &(kiln_dropout_options){.name = "last",
+                                                                    .rate = 0.5f, .seed = 1});
     kiln_dense(m, x, &unused);
     CHECK_OK(ctx, kiln_model_set_output(m, out));
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};

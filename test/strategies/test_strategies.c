@@ -78,7 +78,7 @@ static kiln_model *build(kiln_context *ctx, const run *r, fault_plan *fault,
         fault_layer(m, KILN_NODE_PREVIOUS, fault);
     /* Dropout masks follow the sample, not the replica holding it. */
     if (r->bn == BN_SYNCHRONIZED)
-        kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 3, NULL);
+        kiln_dropout(m, KILN_NODE_PREVIOUS, &(kiln_dropout_options){.rate = 0.25f, .seed = 3});
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer, .kind = r->optimizer,
                                               .learning_rate = 0.01f};
