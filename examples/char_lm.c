@@ -367,11 +367,11 @@ static kiln_node block(kiln_model *m, kiln_node x, const args *a, int b)
     kiln_dense_options d_down = {.struct_size = sizeof d_down, .name = down, .units = a->width};
     kiln_node h = kiln_layer_normalization(m, x, &n1);
     kiln_node sum1[2] = {x, kiln_multi_head_attention(m, h, h, &mha)};
-    x = kiln_add(m, sum1, 2, add1);
+    x = kiln_add(m, sum1, 2, &(kiln_add_options){.name = add1});
     h = kiln_layer_normalization(m, x, &n2);
     h = kiln_dense(m, h, &d_up);
     kiln_node sum2[2] = {x, kiln_dense(m, h, &d_down)};
-    return kiln_add(m, sum2, 2, add2);
+    return kiln_add(m, sum2, 2, &(kiln_add_options){.name = add2});
 }
 
 static kiln_model *decoder(kiln_context *ctx, const args *a)
@@ -388,7 +388,7 @@ static kiln_model *decoder(kiln_context *ctx, const args *a)
     kiln_layer_norm_options final_ln = {.struct_size = sizeof final_ln, .name = "final_ln"};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "logits",
                                .units = VOCAB_SIZE, .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input_ints(m, 1, shape, "tokens");
+    kiln_input_ints(m, 1, shape, &(kiln_input_options){.name = "tokens"});
     kiln_embedding(m, KILN_NODE_PREVIOUS, &emb);
     kiln_node x = kiln_position_embedding(m, KILN_NODE_PREVIOUS, &pos);
     for (int b = 0; b < a->blocks; b++)

@@ -334,8 +334,11 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * output node, or KILN_NODE_INVALID after recording the error on the model
  * (the first error is kept; kiln_model_compile returns it). Shapes are
  * inferred as layers are added; data layout is channels-last (NHWC).
- * `name` may be NULL (then "conv2d", "conv2d_1", ... as Keras names them);
- * it is copied. One sample of a layer's output, and each of its parameters
+ * Every builder takes its settings in an options struct (NULL: all
+ * defaults), whose `name` is the layer's name: NULL gives "conv2d",
+ * "conv2d_1", ... as Keras names them; it is copied. Only what a layer
+ * cannot do without (its inputs, a shape, an activation layer's function)
+ * is an argument of its own. One sample of a layer's output, and each of its parameters
  * (a dense kernel's inputs x units, a conv kernel's kh x kw x C x F), hold
  * at most 2^31 - 1 floats, and a 'same' window's padded axis at most
  * 2^31 - 1 pixels: kiln_model_compile returns KILN_ERROR_SHAPE naming the
@@ -344,6 +347,12 @@ KILN_API void kiln_model_destroy(kiln_model *model);
 
 /** The most Inputs a model may declare. */
 #define KILN_MAX_MODEL_INPUTS 8
+
+/** Options of kiln_input() and kiln_input_ints(). */
+typedef struct kiln_input_options {
+    size_t struct_size;          /**< sizeof(kiln_input_options) */
+    const char *name;            /**< layer name, or NULL for "input_layer", ... */
+} kiln_input_options;
 
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
  *  e.g. {28, 28, 1}. A model may declare up to KILN_MAX_MODEL_INPUTS
@@ -356,7 +365,7 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  *  *_on_batch calls), a sample is its inputs' values one after another in
  *  input order, ids as int32 bits in their float slots. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
-                              const char *name);
+                              const kiln_input_options *options);
 
 /** An Input whose features are int32 ids (tokens, user or item ids), not
  *  floats, as Keras's Input(shape, dtype="int32"): only kiln_embedding()
@@ -371,7 +380,7 @@ KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *di
  *  and the *_on_batch calls take such a model's features as int32 ids
  *  behind their `const float *` (pass `(const float *)ids`). */
 KILN_API kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
-                                   const char *name);
+                                   const kiln_input_options *options);
 
 /** Options of kiln_dense(). */
 typedef struct kiln_dense_options {
@@ -421,10 +430,16 @@ KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 
+/** Options of kiln_global_average_pooling2d(). */
+typedef struct kiln_global_pool2d_options {
+    size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */
+    const char *name;            /**< layer name, or NULL for "global_average_pooling2d", ... */
+} kiln_global_pool2d_options;
+
 /** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
- *  GlobalAveragePooling2D). `name` may be NULL. */
+ *  GlobalAveragePooling2D). */
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
-                                                 const char *name);
+                                                 const kiln_global_pool2d_options *options);
 
 /** Options of kiln_batch_normalization(); zero fields take Keras's
  *  defaults. */
@@ -473,12 +488,27 @@ typedef struct kiln_dropout_options {
 KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input,
                                 const kiln_dropout_options *options);
 
-/** Flattens a sample to one dimension (row-major, channels last). */
-KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
+/** Options of kiln_flatten(). */
+typedef struct kiln_flatten_options {
+    size_t struct_size;          /**< sizeof(kiln_flatten_options) */
+    const char *name;            /**< layer name, or NULL for "flatten", "flatten_1", ... */
+} kiln_flatten_options;
 
-/** Applies an activation as a layer of its own. */
+/** Flattens a sample to one dimension (row-major, channels last). */
+KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input,
+                                const kiln_flatten_options *options);
+
+/** Options of kiln_activation_layer(). */
+typedef struct kiln_activation_layer_options {
+    size_t struct_size;          /**< sizeof(kiln_activation_layer_options) */
+    const char *name;            /**< layer name, or NULL for "activation", ... */
+} kiln_activation_layer_options;
+
+/** Applies `activation` as a layer of its own (Keras Activation, whose
+ *  activation is required too). */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
-                                         kiln_activation activation, const char *name);
+                                         kiln_activation activation,
+                                         const kiln_activation_layer_options *options);
 
 /** Options of kiln_layer_normalization(); zero fields take Keras's
  *  defaults. */
@@ -499,38 +529,64 @@ typedef struct kiln_layer_norm_options {
 KILN_API kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
                                             const kiln_layer_norm_options *options);
 
+/** Options of kiln_reshape(). */
+typedef struct kiln_reshape_options {
+    size_t struct_size;          /**< sizeof(kiln_reshape_options) */
+    const char *name;            /**< layer name, or NULL for "reshape", "reshape_1", ... */
+} kiln_reshape_options;
+
 /** Reshapes a sample to `dims` (rank 1..KILN_MAX_RANK, batch not counted;
  *  Keras Reshape's target_shape): the values keep their row-major order.
  *  One dimension may be -1, inferred from the input's size. A malformed
  *  target (a dimension of 0 or below -1, two -1s, dims NULL) is
  *  KILN_ERROR_INVALID_ARGUMENT; a target of another size than the input,
  *  KILN_ERROR_SHAPE; both reported by kiln_model_compile naming the layer
- *  and the shapes. `dims` is copied; `name` may be NULL. */
+ *  and the shapes. `dims` is copied. */
 KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
-                                const int32_t *dims, const char *name);
+                                const int32_t *dims, const kiln_reshape_options *options);
 
-/** Joins 2..8 inputs along `axis` (Keras Concatenate): the inputs have one
- *  rank and equal dimensions but on that axis. `axis` counts the batch
- *  dimension as Keras's does: -1 (Keras's default) is the last axis, 1 a
- *  sample's first; the batch axis (0) and axes past the rank are
- *  KILN_ERROR_SHAPE, as are mismatched dimensions (reported by
- *  kiln_model_compile naming the layer and the shapes). The same node may
- *  be given more than once. `name` may be NULL. */
+/** Options of kiln_concatenate(). */
+typedef struct kiln_concatenate_options {
+    size_t struct_size;          /**< sizeof(kiln_concatenate_options) */
+    const char *name;            /**< layer name, or NULL for "concatenate", ... */
+    /** The axis to join along, counting the batch dimension as Keras's
+     *  does: -1 is the last axis, 1 a sample's first; 0 (the batch axis,
+     *  which cannot be joined along): -1, Keras's default. */
+    int32_t axis;
+} kiln_concatenate_options;
+
+/** Joins 2..8 inputs along the options' axis (Keras Concatenate): the
+ *  inputs have one rank and equal dimensions but on that axis. Axes past
+ *  the rank are KILN_ERROR_SHAPE, as are mismatched dimensions (reported
+ *  by kiln_model_compile naming the layer and the shapes). The same node
+ *  may be given more than once. */
 KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
-                                    int32_t n_inputs, int32_t axis, const char *name);
+                                    int32_t n_inputs, const kiln_concatenate_options *options);
+
+/** Options of kiln_add(). */
+typedef struct kiln_add_options {
+    size_t struct_size;          /**< sizeof(kiln_add_options) */
+    const char *name;            /**< layer name, or NULL for "add", "add_1", ... */
+} kiln_add_options;
 
 /** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
-                            const char *name);
+                            const kiln_add_options *options);
+
+/** Options of kiln_dot(). */
+typedef struct kiln_dot_options {
+    size_t struct_size;          /**< sizeof(kiln_dot_options) */
+    const char *name;            /**< layer name, or NULL for "dot", "dot_1", ... */
+} kiln_dot_options;
 
 /** Inner product of two samples of one length D: (D,) and (D,) give (1,),
  *  as Keras's Dot(axes=-1) on (batch, D) inputs (no normalisation): the
  *  meeting point of a two-tower recommender's user and item vectors.
  *  Other shapes are KILN_ERROR_SHAPE at kiln_model_compile, naming the layer
- *  and both shapes. The same node may be given twice. `name` may be NULL
- *  ("dot", "dot_1", ...). Model files record it; ONNX export writes Mul and
- *  ReduceSum. */
-KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name);
+ *  and both shapes. The same node may be given twice. Model files record
+ *  it; ONNX export writes Mul and ReduceSum. */
+KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
+                            const kiln_dot_options *options);
 
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */

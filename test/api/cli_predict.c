@@ -26,7 +26,7 @@ static int make_two_outputs(kiln_context *ctx, const char *dir)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "x");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_dense_options cls = {.struct_size = sizeof cls, .name = "cls", .units = 3,
                                     .activation = KILN_ACTIVATION_SOFTMAX};
     const kiln_dense_options reg = {.struct_size = sizeof reg, .name = "reg", .units = 2};

@@ -84,12 +84,12 @@ static void test_build_errors(kiln_context *ctx)
     /* Mismatched shapes: the message names the layer and both shapes. */
     kiln_model *m = new_model(ctx);
     const int32_t a_dims[] = {3}, img[] = {5, 5, 2};
-    kiln_node a = kiln_input(m, 1, a_dims, "a");
+    kiln_node a = kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "a"});
     kiln_dense_options d4 = {.struct_size = sizeof d4, .name = "four", .units = 4,
                              .activation = KILN_ACTIVATION_LINEAR};
     kiln_node b = kiln_dense(m, a, &d4);
     kiln_node pair[] = {a, b};
-    CHECK(kiln_add(m, pair, 2, "sum") == KILN_NODE_INVALID);
+    CHECK(kiln_add(m, pair, 2, &(kiln_add_options){.name = "sum"}) == KILN_NODE_INVALID);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d4);  /* later calls keep the first error */
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'sum' (add): input 0 is (3,) but input 1 is (4,)",
                 kiln_model_compile(m, &co));
@@ -138,7 +138,7 @@ static void test_build_errors(kiln_context *ctx)
     kiln_model_destroy(m);
 
     m = new_model(ctx);
-    kiln_input(m, 1, a_dims, "x");
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "x"});
     kiln_dense_options dup = {.struct_size = sizeof dup, .name = "x", .units = 2,
                               .activation = KILN_ACTIVATION_LINEAR};
     kiln_dense(m, KILN_NODE_PREVIOUS, &dup);
@@ -148,8 +148,8 @@ static void test_build_errors(kiln_context *ctx)
 
     /* Every Input is a model input: one the output does not depend on is refused. */
     m = new_model(ctx);
-    kiln_input(m, 1, a_dims, "left");
-    kiln_input(m, 1, a_dims, "right");
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "left"});
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "right"});
     kiln_dense(m, 0, &d4);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 'right' does not feed the output",
                 kiln_model_compile(m, &co));
@@ -167,7 +167,7 @@ static void test_build_errors(kiln_context *ctx)
     kiln_model_destroy(m);
 
     m = new_model(ctx);
-    kiln_input(m, 1, NULL, "shapeless");
+    kiln_input(m, 1, NULL, &(kiln_input_options){.name = "shapeless"});
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
                 "layer 'shapeless' (input_layer): dims is NULL (rank 1)",
                 kiln_model_compile(m, &co));
@@ -411,7 +411,7 @@ static void test_dataset_shapes(kiln_context *ctx)
 {
     kiln_model *m = new_model(ctx);
     const int32_t dims[] = {4, 16, 1};
-    kiln_input(m, 3, dims, "image");
+    kiln_input(m, 3, dims, &(kiln_input_options){.name = "image"});
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 2,
                               .activation = KILN_ACTIVATION_LINEAR};
@@ -679,6 +679,54 @@ static void test_dropout_errors(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* Every builder that takes only a name (and concatenate) refuses a
+ * struct_size that cannot hold struct_size, naming its call and struct;
+ * compile reports it. */
+static void test_name_option_errors(kiln_context *ctx)
+{
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    const int32_t vec[] = {4}, img[] = {2, 2, 4};
+    const kiln_input_options bad_input = {.struct_size = 4};
+    const kiln_flatten_options bad_flatten = {.struct_size = 4};
+    const kiln_global_pool2d_options bad_pool = {.struct_size = 4};
+    const kiln_activation_layer_options bad_activation = {.struct_size = 4};
+    const kiln_reshape_options bad_reshape = {.struct_size = 4};
+    const kiln_concatenate_options bad_join = {.struct_size = 4};
+    const kiln_add_options bad_add = {.struct_size = 4};
+    const kiln_dot_options bad_dot = {.struct_size = 4};
+    const char *what[] = {"kiln_input: kiln_input_options",
+                          "kiln_input_ints: kiln_input_options",
+                          "kiln_flatten: kiln_flatten_options",
+                          "kiln_global_average_pooling2d: kiln_global_pool2d_options",
+                          "kiln_activation_layer: kiln_activation_layer_options",
+                          "kiln_reshape: kiln_reshape_options",
+                          "kiln_concatenate: kiln_concatenate_options",
+                          "kiln_add: kiln_add_options",
+                          "kiln_dot: kiln_dot_options"};
+    for (int i = 0; i < 9; i++) {
+        kiln_model *m = new_model(ctx);
+        const kiln_node x = i == 3 ? kiln_input(m, 3, img, NULL) : kiln_input(m, 1, vec, NULL);
+        const kiln_node pair[2] = {x, x};
+        const kiln_node got =
+            i == 0   ? kiln_input(m, 1, vec, &bad_input)
+            : i == 1 ? kiln_input_ints(m, 1, vec, &bad_input)
+            : i == 2 ? kiln_flatten(m, x, &bad_flatten)
+            : i == 3 ? kiln_global_average_pooling2d(m, x, &bad_pool)
+            : i == 4 ? kiln_activation_layer(m, x, KILN_ACTIVATION_RELU, &bad_activation)
+            : i == 5 ? kiln_reshape(m, x, 1, vec, &bad_reshape)
+            : i == 6 ? kiln_concatenate(m, pair, 2, &bad_join)
+            : i == 7 ? kiln_add(m, pair, 2, &bad_add)
+                     : kiln_dot(m, x, x, &bad_dot);
+        CHECK(got == KILN_NODE_INVALID);
+        char want[160];
+        snprintf(want, sizeof want, "%s.struct_size is 4; it must be 0 or at least %zu", what[i],
+                 sizeof(size_t));
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+}
+
 /* kiln_learning_rate_at refuses what compile refuses, with a message, and
  * leaves the rate 0. */
 static void test_learning_rate_errors(kiln_context *ctx)
@@ -721,6 +769,7 @@ int main(void)
     test_short_struct_size(ctx);
     test_learning_rate_errors(ctx);
     test_dropout_errors(ctx);
+    test_name_option_errors(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();

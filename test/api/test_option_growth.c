@@ -356,33 +356,38 @@ static void test_zero_is_default(kiln_context *ctx)
     }
 }
 
-/* A model of an Input, `layer` (from add_layer) and a softmax head, compiled:
- * its status, and the added layer's name through *name (room for 64). */
-static kiln_status compile_with(kiln_context *ctx, kiln_node (*add_layer)(kiln_model *, void *),
-                                void *arg, char *name)
+/* A model that `build` begins (its Input and the layer under test) and a
+ * softmax head ends, compiled: its status, and layer `at`'s name through
+ * *name (room for 64). */
+static kiln_status compile_with(kiln_context *ctx, void (*build)(kiln_model *, const void *),
+                                const void *options, int32_t at, char *name)
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const int32_t dims[] = {FEATURES};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
                                      .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input(m, 1, dims, NULL);
-    add_layer(m, arg);
+    build(m, options);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
     const kiln_status st = kiln_model_compile(m, &co);
     kiln_layer_info li = {.struct_size = sizeof li};
     name[0] = '\0';
-    if (kiln_model_layer_info(m, 1, &li) == KILN_OK)
+    if (kiln_model_layer_info(m, at, &li) == KILN_OK)
         snprintf(name, 64, "%s", li.name);
     kiln_model_destroy(m);
     return st;
 }
 
-static kiln_node add_dropout(kiln_model *m, void *options)
+static kiln_node vector_input(kiln_model *m)
 {
-    return kiln_dropout(m, KILN_NODE_PREVIOUS, options);
+    const int32_t dims[] = {FEATURES};
+    return kiln_input(m, 1, dims, NULL);
+}
+
+static void add_dropout(kiln_model *m, const void *options)
+{
+    kiln_dropout(m, vector_input(m), options);
 }
 
 /* kiln_dropout_options: NULL, a newer caller's longer struct, and an older
@@ -390,18 +395,117 @@ static kiln_node add_dropout(kiln_model *m, void *options)
 static void test_dropout_options(kiln_context *ctx)
 {
     char name[64];
-    CHECK_OK(ctx, compile_with(ctx, add_dropout, NULL, name));
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, NULL, 1, name));
     CHECK(strcmp(name, "dropout") == 0);
     newer_dropout later = {.known = {.struct_size = sizeof later, .name = "drop", .rate = 0.5f},
                            .later = 1.0};
-    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, name));
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, 1, name));
     CHECK(strcmp(name, "drop") == 0);
     later.known.rate = 2.0f;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "rate must be in [0, 1), got 2",
-                compile_with(ctx, add_dropout, &later.known, name));
+                compile_with(ctx, add_dropout, &later.known, 1, name));
     later.known.struct_size = offsetof(kiln_dropout_options, rate);
-    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, name));
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, 1, name));
     CHECK(strcmp(name, "drop") == 0);
+}
+
+/* The builders whose options hold only a name, each with that layer after
+ * an Input (an Input itself for kiln_input). Their structs share one
+ * layout, {struct_size, name}, which `named` below extends as a newer
+ * header's would. */
+static void add_input(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {FEATURES};
+    kiln_input(m, 1, dims, o);
+}
+static void add_flatten(kiln_model *m, const void *o)
+{
+    kiln_flatten(m, vector_input(m), o);
+}
+static void add_global_pool(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, 3, FEATURES};
+    kiln_global_average_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
+}
+static void add_activation(kiln_model *m, const void *o)
+{
+    kiln_activation_layer(m, vector_input(m), KILN_ACTIVATION_RELU, o);
+}
+static void add_reshape(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, FEATURES / 2};
+    kiln_flatten(m, kiln_reshape(m, vector_input(m), 2, dims, o), NULL);
+}
+static void add_add(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m), pair[2] = {x, x};
+    kiln_add(m, pair, 2, o);
+}
+static void add_dot(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m);
+    kiln_dot(m, x, x, o);
+}
+static void add_concatenate(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m), pair[2] = {x, x};
+    kiln_concatenate(m, pair, 2, o);
+}
+
+/* NULL, a newer caller's longer struct and an older one that stops before
+ * the name (whatever follows in its memory is not read), for each. */
+static void test_name_options(kiln_context *ctx)
+{
+    const struct {
+        void (*build)(kiln_model *, const void *);
+        int32_t at;
+        const char *default_name;
+    } builders[] = {
+        {.build = add_input, .at = 0, .default_name = "input_layer"},
+        {.build = add_flatten, .at = 1, .default_name = "flatten"},
+        {.build = add_global_pool, .at = 1, .default_name = "global_average_pooling2d"},
+        {.build = add_activation, .at = 1, .default_name = "activation"},
+        {.build = add_reshape, .at = 1, .default_name = "reshape"},
+        {.build = add_add, .at = 1, .default_name = "add"},
+        {.build = add_dot, .at = 1, .default_name = "dot"},
+    };
+    struct {
+        kiln_flatten_options known;   /* the layout of every name-only struct */
+        double later;
+    } named = {.known = {.struct_size = sizeof named, .name = "mine"}, .later = 1.0};
+    char name[64];
+    for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++) {
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, NULL, builders[i].at, name));
+        CHECK(strcmp(name, builders[i].default_name) == 0);
+        named.known.struct_size = sizeof named;
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, &named, builders[i].at, name));
+        CHECK(strcmp(name, "mine") == 0);
+        named.known.struct_size = offsetof(kiln_flatten_options, name);
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, &named, builders[i].at, name));
+        CHECK(strcmp(name, builders[i].default_name) == 0);
+    }
+    CHECK(sizeof(kiln_input_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_global_pool2d_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_activation_layer_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_reshape_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_add_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_dot_options) == sizeof(kiln_flatten_options));
+
+    /* kiln_concatenate_options: its axis too (0: -1). */
+    struct {
+        kiln_concatenate_options known;
+        double later;
+    } join = {.known = {.struct_size = sizeof join, .name = "join", .axis = 1}, .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, NULL, 1, name));
+    CHECK(strcmp(name, "concatenate") == 0);
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, &join, 1, name));
+    CHECK(strcmp(name, "join") == 0);
+    join.known.axis = 2;   /* past a vector's one axis: read, so refused */
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'join' (concatenate): axis 2 is out of range",
+                compile_with(ctx, add_concatenate, &join, 1, name));
+    join.known.struct_size = offsetof(kiln_concatenate_options, axis);
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, &join, 1, name));   /* axis not read */
+    CHECK(strcmp(name, "join") == 0);
 }
 
 int main(void)
@@ -417,6 +521,7 @@ int main(void)
     test_fit_defaults(ctx);
     test_zero_is_default(ctx);
     test_dropout_options(ctx);
+    test_name_options(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

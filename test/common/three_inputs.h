@@ -73,14 +73,14 @@ static inline kiln_node three_inputs(kiln_model *m)
     const kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 6,
                                        .name = "hidden", .activation = KILN_ACTIVATION_RELU};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = 1, .name = "head"};
-    kiln_node item = kiln_input_ints(m, 1, one, "item");
+    kiln_node item = kiln_input_ints(m, 1, one, &(kiln_input_options){.name = "item"});
     item = kiln_flatten(m, kiln_embedding(m, item, &ie), NULL);
-    kiln_node user = kiln_input_ints(m, 1, two, "user");
+    kiln_node user = kiln_input_ints(m, 1, two, &(kiln_input_options){.name = "user"});
     user = kiln_flatten(m, kiln_embedding(m, user, &ue), NULL);
-    const kiln_node side_in = kiln_input(m, 1, side, "side");
+    const kiln_node side_in = kiln_input(m, 1, side, &(kiln_input_options){.name = "side"});
     const kiln_node s = kiln_dense(m, side_in, &sd);
     const kiln_node all[] = {item, user, s};
-    kiln_concatenate(m, all, 3, -1, NULL);
+    kiln_concatenate(m, all, 3, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return side_in;

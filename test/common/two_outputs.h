@@ -44,7 +44,7 @@ static kiln_model *build(kiln_context *ctx, kiln_node *heads)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "features");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "features"});
     const kiln_dense_options trunk = {.struct_size = sizeof trunk, .name = "trunk",
                                       .units = HID, .activation = KILN_ACTIVATION_RELU};
     const kiln_node h = kiln_dense(m, x, &trunk);

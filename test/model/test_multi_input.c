@@ -282,7 +282,9 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     kiln_model *dot = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &dot));
     const int32_t four[] = {4}, three[] = {3};
-    kiln_dot(dot, kiln_input(dot, 1, four, "a"), kiln_input(dot, 1, three, "b"), "meet");
+    const kiln_node a = kiln_input(dot, 1, four, &(kiln_input_options){.name = "a"});
+    const kiln_node b = kiln_input(dot, 1, three, &(kiln_input_options){.name = "b"});
+    kiln_dot(dot, a, b, &(kiln_dot_options){.name = "meet"});
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'meet' (dot): its inputs are (4,) and (3,)",
@@ -295,12 +297,11 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     for (int k = 0; k <= KILN_MAX_MODEL_INPUTS; k++) {
         char name[16];
         snprintf(name, sizeof name, "x%d", k);
-        many[k] = kiln_input(dot, 1, three, name);
+        many[k] = kiln_input(dot, 1, three, &(kiln_input_options){.name = name});
     }
-    const kiln_node halves[2] = {kiln_concatenate(dot, many, 5, -1, NULL),
-                                 kiln_concatenate(dot, many + 5, KILN_MAX_MODEL_INPUTS - 4, -1,
-                                                  NULL)};
-    kiln_concatenate(dot, halves, 2, -1, NULL);
+    const kiln_node halves[2] = {kiln_concatenate(dot, many, 5, NULL),
+                                 kiln_concatenate(dot, many + 5, KILN_MAX_MODEL_INPUTS - 4, NULL)};
+    kiln_concatenate(dot, halves, 2, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "input 'x8' is one more than the 8 Inputs a model "
                 "may have", kiln_model_compile(dot, &mse));
     kiln_model_destroy(dot);
@@ -431,9 +432,12 @@ static void test_files(kiln_context *ctx, const data *d)
     const kiln_embedding_options ie = {.struct_size = sizeof ie, .input_dim = ITEMS,
                                        .output_dim = 5};
     /* One statement per tower: the order of declaration is the input order. */
-    const kiln_node u = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "u"), &ue);
-    const kiln_node i = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "i"), &ie);
-    kiln_dot(dot, kiln_flatten(dot, u, NULL), kiln_flatten(dot, i, NULL), "score");
+    const kiln_input_options un = {.struct_size = sizeof un, .name = "u"};
+    const kiln_input_options in = {.struct_size = sizeof in, .name = "i"};
+    const kiln_node u = kiln_embedding(dot, kiln_input_ints(dot, 1, id, &un), &ue);
+    const kiln_node i = kiln_embedding(dot, kiln_input_ints(dot, 1, id, &in), &ie);
+    kiln_dot(dot, kiln_flatten(dot, u, NULL), kiln_flatten(dot, i, NULL),
+             &(kiln_dot_options){.name = "score"});
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_OK(ctx, kiln_model_compile(dot, &mse));

@@ -838,14 +838,14 @@ static void test_inputs_outputs(kiln_context *ctx)
     /* Inputs in the order they were added, ids among them. */
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t three[] = {3}, two[] = {2};
-    const kiln_node ids = kiln_input_ints(m, 1, three, "ids");
-    const kiln_node floats = kiln_input(m, 1, two, "floats");
+    const kiln_node ids = kiln_input_ints(m, 1, three, &(kiln_input_options){.name = "ids"});
+    const kiln_node floats = kiln_input(m, 1, two, &(kiln_input_options){.name = "floats"});
     const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 10,
                                       .output_dim = 4};
     const kiln_node flat = kiln_flatten(m, kiln_embedding(m, ids, &e), NULL);
     const kiln_node both[] = {flat, floats};
     const kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 1};
-    kiln_dense(m, kiln_concatenate(m, both, 2, -1, NULL), &out);
+    kiln_dense(m, kiln_concatenate(m, both, 2, NULL), &out);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK_OK(ctx, kiln_model_input_count(m, &count));
     CHECK(count == 2);
@@ -941,7 +941,7 @@ static void test_errors(kiln_context *ctx, const data *d)
     m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "x");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 3};
     const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
     const kiln_node outs[2] = {kiln_dense(m, x, &a), 0};
@@ -955,7 +955,7 @@ static void test_errors(kiln_context *ctx, const data *d)
     /* An Input as an output: it has no gradient for a loss to write. */
     m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const kiln_node in = kiln_input(m, 1, dims, "x");
+    const kiln_node in = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_node inputs_out[2] = {in, kiln_dense(m, in, &a)};
     CHECK_OK(ctx, kiln_model_set_outputs(m, inputs_out, 2));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 'x' is one of the outputs",

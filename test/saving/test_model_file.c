@@ -189,7 +189,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {9, 9, 2};
-    const kiln_node in = kiln_input(m, 3, dims, "pixels");
+    const kiln_node in = kiln_input(m, 3, dims, &(kiln_input_options){.name = "pixels"});
     kiln_conv2d_options same = {.struct_size = sizeof same, .filters = 4, .kernel_size = {3, 3},
                                 .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_RELU};
     kiln_conv2d_options one = {.struct_size = sizeof one, .name = "shortcut", .filters = 4,
@@ -215,7 +215,8 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     const kiln_node b1 = kiln_batch_normalization(m, c1, &bn);
     const kiln_node sum1[] = {b1, kiln_conv2d(m, in, &one)};
     kiln_add(m, sum1, 2, NULL);
-    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU, "act");
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU,
+                          &(kiln_activation_layer_options){.name = "act"});
     const kiln_node mp = kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);       /* (5, 5, 4) */
     const kiln_node ap = kiln_average_pooling2d(m, mp, &avg);                   /* (3, 2, 4) */
     kiln_conv2d(m, mp, &strided);                                                /* (2, 4, 6) */
@@ -224,14 +225,14 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     kiln_node sum2[2];
     sum2[0] = kiln_dense(m, flat, &d1);
     sum2[1] = kiln_dense(m, gap, &d2);
-    kiln_add(m, sum2, 2, "merge");
+    kiln_add(m, sum2, 2, &(kiln_add_options){.name = "merge"});
     kiln_layer_norm_options ln = {.struct_size = sizeof ln, .epsilon = 2e-3f, .no_center = 1};
     const kiln_node norm = kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &ln);
     const int32_t column[] = {-1, 1};
     const kiln_node col = kiln_reshape(m, norm, 2, column, NULL);                /* (5, 1) */
     const kiln_node pair[] = {col, col};
-    kiln_concatenate(m, pair, 2, -1, NULL);                                      /* (5, 2) */
-    kiln_flatten(m, KILN_NODE_PREVIOUS, "flat2");
+    kiln_concatenate(m, pair, 2, NULL);                                      /* (5, 2) */
+    kiln_flatten(m, KILN_NODE_PREVIOUS, &(kiln_flatten_options){.name = "flat2"});
     kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SILU, NULL);
     kiln_dropout(m, KILN_NODE_PREVIOUS,   /* a seed > 2^53 */
                  &(kiln_dropout_options){.rate = 0.25f, .seed = 0xdeadbeefcafef00dULL});
@@ -469,7 +470,7 @@ static void test_ids(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t seq[] = {6};
-    kiln_input_ints(m, 1, seq, "tokens");
+    kiln_input_ints(m, 1, seq, &(kiln_input_options){.name = "tokens"});
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .name = "token_embedding",
                                        .input_dim = 13, .output_dim = 5};
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
