@@ -30,6 +30,18 @@
  *    kiln_label_array) start with struct_size too, which is also the
  *    distance between elements: the same in each (0: this header's size).
  *  - Destructors accept NULL.
+ *  - const: a call takes `const kiln_model *` when it only reads facts the
+ *    model keeps on the host (its layers, shapes, settings, history,
+ *    statistics, memory report) and `kiln_model *` when it changes the
+ *    model or runs work on its devices, reading the parameters back
+ *    included (kiln_model_get_weights, kiln_model_get_tensor, every save,
+ *    kiln_model_export_onnx, evaluate and predict), even where nothing
+ *    changes. Both kinds take the model's busy lock (see Threads below),
+ *    which is not part of its state. A dataset is const to every call that
+ *    reads it (fit, evaluate, kiln_dataset_read, a subset or zip of it);
+ *    only kiln_dataset_transform changes one. Reading may count the samples
+ *    a source skipped (kiln_dataset_skipped), a statistic of the reads, not
+ *    the data. A context is const to the calls that only report on it.
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
  *  - All sizes count float32 elements unless named *_bytes.
@@ -1647,7 +1659,7 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs
  * has a graph output per output, in output order, named as its layer.
  */
-KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
+KILN_API kiln_status kiln_model_export_onnx(kiln_model *model, const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Training, evaluation, prediction                                         */
