@@ -2062,30 +2062,71 @@ KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, 
 /* Custom training loops                                                    */
 /* ------------------------------------------------------------------------ */
 
-/** One training step on `count` samples of host features (count * input
- *  size floats) and labels (count int32 class ids, count * positions ids
- *  against a (positions, classes) output, or count * output size floats
- *  for dense labels; a model of several outputs takes each sample's labels
- *  one output after another, in output order, ids as int32 bits and
- *  floats, 4 bytes each), as fit would take it under the model's
- *  strategy (split across replicas, reduced, one optimizer update). The
- *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
- *  training step for checkpoints and schedules and leaves fit's epoch
- *  position alone. A non-finite loss or gradient skips the update and
- *  returns KILN_ERROR_NUMERIC; a label out of range KILN_ERROR_DATA. The
- *  parameter server's asynchronous steps are waited for, so the result is
- *  this batch's. */
-KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const float *features,
-                                               const void *labels, int32_t count,
+/** One batch of host arrays for kiln_model_train_on_batch,
+ *  kiln_model_test_on_batch and kiln_model_predict_on_batch, typed as
+ *  kiln_arrays_desc types a dataset's: each Input's values as floats or as
+ *  int32 ids, each output's labels as int32 class ids (a sparse loss) or
+ *  floats (the others). Exactly one of features, int_features and inputs
+ *  is set, and for the training and test calls exactly one of
+ *  sparse_labels, dense_labels and outputs (predict takes none). The arrays
+ *  are read during the call only. */
+typedef struct kiln_batch_arrays {
+    size_t struct_size;          /**< sizeof(kiln_batch_arrays) */
+    /** Samples, >= 1 (at most INT32_MAX for the *_on_batch calls). */
+    int64_t count;
+    /** A model of one float Input: count * its size floats. */
+    const float *features;
+    /** A model of one Input of ids (kiln_input_ints): count * its size ids. */
+    const int32_t *int_features;
+    /** A model of several Inputs: n_inputs arrays (the model's count), one
+     *  per Input in input order, each with features or int_features as its
+     *  Input takes and rank and dims its Input's shape (rank 0: not
+     *  checked). 0: one Input, in the fields above. */
+    int32_t n_inputs;
+    const kiln_input_array *inputs;  /**< see n_inputs; NULL when it is 0 */
+    /** A model of one output with a sparse loss: count * positions class
+     *  ids (one per sample against a (classes,) output). */
+    const int32_t *sparse_labels;
+    /** A model of one output with a dense loss: count * output size floats. */
+    const float *dense_labels;
+    /** A model of several outputs: n_outputs label arrays (the model's
+     *  count), one per output in output order, each with label_kind,
+     *  sparse_labels or dense_labels as its loss takes (label_size 0 or
+     *  the ids or floats per sample; num_classes 0 or an upper bound of the
+     *  ids). 0: one output, in the fields above. */
+    int32_t n_outputs;
+    const kiln_label_array *outputs;  /**< see n_outputs; NULL when it is 0 */
+} kiln_batch_arrays;
+
+/** One training step on `batch` (kiln_batch_arrays), as fit would take
+ *  it under the model's strategy (split across replicas, reduced, one
+ *  optimizer update). The batch's mean loss and accuracy go to `out` (may
+ *  be NULL). It counts as a training step for checkpoints and schedules
+ *  and leaves fit's epoch position alone. KILN_ERROR_INVALID_ARGUMENT for
+ *  `batch` NULL or of a struct_size too short, a count below 1, none or
+ *  more than one of the features or of the labels set, or the wrong one:
+ *  float features for an Input of ids or ids for a float Input, class ids
+ *  for a loss of dense labels or floats for a sparse one (naming the
+ *  Input or output), n_inputs or n_outputs other than the model's, a
+ *  label array whose label_kind disagrees with the array it sets;
+ *  KILN_ERROR_SHAPE for an input array's shape other than its Input's or a
+ *  label array's label_size other than its output's; KILN_ERROR_DATA for
+ *  a label out of range (of the output, or of a label array's
+ *  num_classes), a non-finite float or an id outside its Embedding
+ *  (naming the sample). A non-finite loss or gradient skips the update and returns
+ *  KILN_ERROR_NUMERIC. The parameter server's asynchronous steps are
+ *  waited for, so the result is this batch's. */
+KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const kiln_batch_arrays *batch,
                                                kiln_metrics *out);
-/** The loss and accuracy of one batch in inference mode (no update); labels
- *  as kiln_model_train_on_batch() takes them. */
-KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const float *features,
-                                              const void *labels, int32_t count,
+/** The loss and accuracy of one batch in inference mode (no update); the
+ *  batch and its statuses as kiln_model_train_on_batch's. */
+KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const kiln_batch_arrays *batch,
                                               kiln_metrics *out);
-/** The outputs of one batch (count * output size floats), as predict. */
-KILN_API kiln_status kiln_model_predict_on_batch(kiln_model *model, const float *features,
-                                                 int32_t count, float *outputs);
+/** The outputs of one batch (count * output size floats), as predict; the
+ *  batch's features as kiln_model_train_on_batch takes them, and no
+ *  labels (KILN_ERROR_INVALID_ARGUMENT if some are set). */
+KILN_API kiln_status kiln_model_predict_on_batch(kiln_model *model,
+                                                 const kiln_batch_arrays *batch, float *outputs);
 
 /** One epoch of a model's history. */
 typedef struct kiln_epoch_record {

@@ -727,6 +727,108 @@ static void test_name_option_errors(kiln_context *ctx)
     }
 }
 
+/* kiln_batch_arrays: the wrong typed array for an Input or a loss, none or
+ * two of them, counts and shapes, each refused naming what was wrong. */
+static void test_batch_arrays_errors(kiln_context *ctx)
+{
+    kiln_model *m = small_classifier(ctx, 3);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const float x[12] = {0}, targets[6] = {0};
+    const int32_t ids[12] = {0}, classes[2] = {0, 2}, big[2] = {0, 3};
+    float out[6];
+    const struct {
+        kiln_batch_arrays b;
+        kiln_status status;
+        const char *why;
+    } cases[] = {
+        {{.count = 2, .features = x, .sparse_labels = classes}, KILN_OK, ""},
+        {{.count = 2, .int_features = ids, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "kiln_model_train_on_batch: kiln_batch_arrays: Input "
+         "'input_layer' takes floats: set features, not int_features"},
+        {{.count = 2, .features = x, .dense_labels = targets}, KILN_ERROR_INVALID_ARGUMENT,
+         "kiln_batch_arrays: output 'dense' takes int32 class ids (its loss is sparse): set "
+         "sparse_labels, not dense_labels"},
+        {{.count = 2, .features = x, .int_features = ids, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "set exactly one of kiln_batch_arrays.features, "
+         "int_features and inputs (2 are set)"},
+        {{.count = 2, .sparse_labels = classes}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.features, int_features and inputs (0 are set)"},
+        {{.count = 2, .features = x}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.sparse_labels, dense_labels and outputs (0 are "
+         "set)"},
+        {{.count = 0, .features = x, .sparse_labels = classes}, KILN_ERROR_INVALID_ARGUMENT,
+         "kiln_batch_arrays.count is 0; it must be in [1, 2^31)"},
+        {{.count = (int64_t)INT32_MAX + 1, .features = x, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays.count is 2147483648; it must be in "
+         "[1, 2^31)"},
+        {{.count = 2, .features = x, .n_inputs = 2}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.features, int_features and inputs (2 are set)"},
+        {{.count = 2, .features = x, .sparse_labels = big}, KILN_ERROR_DATA,
+         "sample 1 has label 3, outside [0, 3)"},
+        {{.count = 2, .features = x, .sparse_labels = classes, .n_outputs = 2},
+         KILN_ERROR_INVALID_ARGUMENT, "(2 are set)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_batch_arrays b = cases[i].b;
+        b.struct_size = sizeof b;
+        if (cases[i].status == KILN_OK)
+            CHECK_OK(ctx, kiln_model_train_on_batch(m, &b, NULL));
+        else
+            CHECK_FAILS(ctx, cases[i].status, cases[i].why, kiln_model_train_on_batch(m, &b, NULL));
+    }
+    /* One Input given as an array of inputs: its shape is checked. */
+    const kiln_input_array wrong = {.rank = 2, .dims = {2, 3}, .features = x};
+    const kiln_batch_arrays shaped = {.struct_size = sizeof shaped, .count = 2, .n_inputs = 1,
+                                      .inputs = &wrong, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "kiln_model_test_on_batch: inputs[0] is (2, 3) but Input "
+                "'input_layer' is (6,)", kiln_model_test_on_batch(m, &shaped, NULL));
+    /* A label array whose kind disagrees with the array it sets. */
+    const kiln_label_array mixed = {.label_kind = KILN_LABELS_DENSE, .sparse_labels = classes};
+    const kiln_batch_arrays labelled = {.struct_size = sizeof labelled, .count = 2,
+                                        .features = x, .n_outputs = 1, .outputs = &mixed};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "outputs[0]: label_kind is dense but "
+                "sparse_labels is set", kiln_model_test_on_batch(m, &labelled, NULL));
+    /* predict_on_batch takes no labels; NULL and a short struct_size are refused. */
+    const kiln_batch_arrays with_labels = {.struct_size = sizeof with_labels, .count = 2,
+                                           .features = x, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict_on_batch takes no labels",
+                kiln_model_predict_on_batch(m, &with_labels, out));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_train_on_batch: batch is NULL",
+                kiln_model_train_on_batch(m, NULL, NULL));
+    const kiln_batch_arrays short_size = {.struct_size = offsetof(kiln_batch_arrays, count),
+                                          .count = 2, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict_on_batch: "
+                "kiln_batch_arrays.struct_size is", kiln_model_predict_on_batch(m, &short_size,
+                                                                                 out));
+    kiln_model_destroy(m);
+
+    /* An Input of ids takes int_features. */
+    m = new_model(ctx);
+    const int32_t dims[] = {6};
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 4, .output_dim = 2};
+    kiln_input_ints(m, 1, dims, &(kiln_input_options){.name = "tokens"});
+    kiln_embedding(m, KILN_NODE_PREVIOUS, &e);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &mse));
+    const kiln_batch_arrays floats = {.struct_size = sizeof floats, .count = 1, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays: Input 'tokens' takes int32 "
+                "ids (kiln_input_ints): set int_features, not features",
+                kiln_model_predict_on_batch(m, &floats, out));
+    const kiln_batch_arrays sparse = {.struct_size = sizeof sparse, .count = 1,
+                                      .int_features = ids, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "output 'flatten' takes float labels (its loss "
+                "is dense): set dense_labels, not sparse_labels",
+                kiln_model_test_on_batch(m, &sparse, NULL));
+    float twelve[12];
+    const kiln_batch_arrays typed = {.struct_size = sizeof typed, .count = 1, .int_features = ids};
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &typed, twelve));
+    kiln_model_destroy(m);
+}
+
 /* kiln_learning_rate_at refuses what compile refuses, with a message, and
  * leaves the rate 0. */
 static void test_learning_rate_errors(kiln_context *ctx)
@@ -770,6 +872,7 @@ int main(void)
     test_learning_rate_errors(ctx);
     test_dropout_errors(ctx);
     test_name_option_errors(ctx);
+    test_batch_arrays_errors(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();

@@ -27,6 +27,10 @@ typedef struct newer_dropout {
     kiln_dropout_options known;
     double later;
 } newer_dropout;
+typedef struct newer_batch {
+    kiln_batch_arrays known;
+    double later;
+} newer_batch;
 typedef struct newer_labels {
     kiln_label_array known;
     double later;
@@ -508,6 +512,30 @@ static void test_name_options(kiln_context *ctx)
     CHECK(strcmp(name, "join") == 0);
 }
 
+/* kiln_batch_arrays: a newer caller's longer struct, and an older one
+ * that stops before the fields it does not know (never read). */
+static void test_batch_arrays(kiln_context *ctx)
+{
+    kiln_model *m = compiled(ctx, NULL);
+    if (!m)
+        return;
+    static float x[4 * FEATURES], out[4 * CLASSES];
+    const int32_t classes[4] = {0, 1, 2, 1};
+    newer_batch b = {.known = {.struct_size = sizeof b, .count = 4, .features = x,
+                               .sparse_labels = classes},
+                     .later = 1.0};
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, &b.known, NULL));
+    b.known.n_outputs = 7;   /* past an older struct_size: not read */
+    b.known.struct_size = offsetof(kiln_batch_arrays, dense_labels);
+    CHECK_OK(ctx, kiln_model_test_on_batch(m, &b.known, NULL));
+    b.known.struct_size = offsetof(kiln_batch_arrays, sparse_labels);
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &b.known, out));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "set exactly one of kiln_batch_arrays."
+                "sparse_labels, dense_labels and outputs (0 are set)",
+                kiln_model_train_on_batch(m, &b.known, NULL));
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     test_layout();
@@ -522,6 +550,7 @@ int main(void)
     test_zero_is_default(ctx);
     test_dropout_options(ctx);
     test_name_options(ctx);
+    test_batch_arrays(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

@@ -46,6 +46,18 @@ static inline kiln_dataset *dataset(kiln_context *ctx, const data *d, int32_t n_
     return ds;
 }
 
+/* Samples [start, start + count) as the *_on_batch calls take them: each
+ * Input's array in `in` (room for 3), and the targets. */
+static inline kiln_batch_arrays batch_of(const data *d, int32_t start, int32_t count,
+                                         kiln_input_array *in)
+{
+    in[0] = (kiln_input_array){.rank = 1, .dims = {1}, .int_features = d->items + start};
+    in[1] = (kiln_input_array){.rank = 1, .dims = {2}, .int_features = d->users + 2 * start};
+    in[2] = (kiln_input_array){.rank = 1, .dims = {SIDE}, .features = d->side + start * SIDE};
+    return (kiln_batch_arrays){.struct_size = sizeof(kiln_batch_arrays), .count = count,
+                               .n_inputs = 3, .inputs = in, .dense_labels = d->y + start};
+}
+
 /* One sample packed as predict takes it: item id, two user ids, the floats. */
 static inline void pack(const data *d, float *x)
 {

@@ -329,13 +329,20 @@ static void test_bad_data(kiln_context *ctx)
     const int32_t negative[6] = {0, 1, 2, 3, -1, 5};
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 1, position 1: id -1",
                 kiln_model_predict(m, (const float *)negative, 2, out, 0));
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 1, position 1: id -1",
-                kiln_model_train_on_batch(m, (const float *)negative, labels, 2, NULL));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 1, position 1: id -1",
+        kiln_model_train_on_batch(
+            m, &(kiln_batch_arrays){.count = 2, .int_features = negative, .sparse_labels = labels},
+            NULL));
     /* In range, through every entry point. */
     const int32_t fine[6] = {0, 1, 2, 3, 4, 5};
     CHECK_OK(ctx, kiln_model_predict(m, (const float *)fine, 2, out, 0));
-    CHECK_OK(ctx, kiln_model_train_on_batch(m, (const float *)fine, labels, 2, NULL));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(m, (const float *)fine, 2, out));
+    CHECK_OK(ctx,
+             kiln_model_train_on_batch(
+                 m, &(kiln_batch_arrays){.count = 2, .int_features = fine, .sparse_labels = labels},
+                 NULL));
+    CHECK_OK(ctx, kiln_model_predict_on_batch(
+                      m, &(kiln_batch_arrays){.count = 2, .int_features = fine}, out));
     kiln_dataset *good = NULL;
     CHECK_OK(ctx, kiln_dataset_subset(id_ds, 0, 2, &good));
     CHECK_OK(ctx, kiln_model_fit(m, good, &fo));

@@ -211,8 +211,12 @@ static void test_frozen_batch_norm(kiln_context *ctx)
         kiln_model *m = build(ctx, CLASSES, frozen ? "norm\0" : NULL, KILN_STRATEGY_ONE_DEVICE,
                               KILN_OK);
         kiln_metrics t = {.struct_size = sizeof t}, r = {.struct_size = sizeof r};
-        CHECK_OK(ctx, kiln_model_test_on_batch(m, x, y, 8, &t));
-        CHECK_OK(ctx, kiln_model_train_on_batch(m, x, y, 8, &r));
+        CHECK_OK(ctx,
+                 kiln_model_test_on_batch(
+                     m, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, &t));
+        CHECK_OK(ctx,
+                 kiln_model_train_on_batch(
+                     m, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, &r));
         float mean[4];
         CHECK_OK(ctx, kiln_model_get_tensor(m, "norm/moving_mean", mean, 4));
         if (frozen)
@@ -243,7 +247,12 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
     double loss = 0;
     for (int start = 0; start < COUNT; start += 8) {
         kiln_metrics r = {.struct_size = sizeof r};
-        CHECK_OK(ctx, kiln_model_train_on_batch(b, x + start * SIDE * SIDE, y + start, 8, &r));
+        CHECK_OK(ctx,
+                 kiln_model_train_on_batch(b,
+                                           &(kiln_batch_arrays){.count = 8,
+                                                                .features = x + start * SIDE * SIDE,
+                                                                .sparse_labels = y + start},
+                                           &r));
         loss += r.loss * 8;
     }
     int64_t n;
@@ -265,23 +274,30 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
     }
     kiln_metrics ev = {.struct_size = sizeof ev}, tb = {.struct_size = sizeof tb};
     CHECK_OK(ctx, kiln_model_evaluate(b, ds, COUNT, &ev));
-    CHECK_OK(ctx, kiln_model_test_on_batch(b, x, y, COUNT, &tb));
+    CHECK_OK(ctx,
+             kiln_model_test_on_batch(
+                 b, &(kiln_batch_arrays){.count = COUNT, .features = x, .sparse_labels = y}, &tb));
     CHECK(fabs(ev.loss - tb.loss) < 1e-6 && ev.accuracy == tb.accuracy);
     static float pa[COUNT * CLASSES], pb[COUNT * CLASSES];
     CHECK_OK(ctx, kiln_model_predict(b, x, COUNT, pa, 0));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(b, x, COUNT, pb));
+    CHECK_OK(ctx, kiln_model_predict_on_batch(
+                      b, &(kiln_batch_arrays){.count = COUNT, .features = x}, pb));
     CHECK(memcmp(pa, pb, sizeof pa) == 0);
     /* What fit refuses, the custom loop refuses too. */
     y[3] = CLASSES;
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 3 has label 3",
-                kiln_model_train_on_batch(b, x, y, 8, NULL));
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, NULL));
     y[3] = 0;
     x[5] = NAN;
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 0, element 5",
-                kiln_model_train_on_batch(b, x, y, 8, NULL));
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, NULL));
     x[5] = 0;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "count (0)",
-                kiln_model_train_on_batch(b, x, y, 0, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "kiln_batch_arrays.count is 0; it must be in [1, 2^31)",
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 0, .features = x, .sparse_labels = y}, NULL));
     free(wa);
     kiln_model_destroy(a);
     kiln_model_destroy(b);

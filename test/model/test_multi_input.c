@@ -183,7 +183,10 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
     pack(d, x);
     kiln_model *m = build(ctx, &one);
     CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, p0, 9));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(m, x, SAMPLES, p1));
+    kiln_input_array in[3];
+    kiln_batch_arrays all = batch_of(d, 0, SAMPLES, in);
+    all.dense_labels = NULL;
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &all, p1));
     compare("predict_on_batch vs predict", p1, p0, SAMPLES, 0);
     kiln_model_destroy(m);
     if (devices >= 2) {
@@ -211,11 +214,11 @@ static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const 
     fo.no_shuffle = 1;
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_OK(ctx, kiln_model_fit(a, ds, &fo));
-    static float x[SAMPLES * PER_SAMPLE];
-    pack(d, x);
-    for (int start = 0; start < SAMPLES; start += 8)
-        CHECK_OK(ctx, kiln_model_train_on_batch(b, x + start * PER_SAMPLE, d->y + start, 8,
-                                                NULL));
+    kiln_input_array in[3];
+    for (int start = 0; start < SAMPLES; start += 8) {
+        const kiln_batch_arrays eight = batch_of(d, start, 8, in);
+        CHECK_OK(ctx, kiln_model_train_on_batch(b, &eight, NULL));
+    }
     int64_t n = 0;
     float *wa = weights_of(ctx, a, &n), *wb = weights_of(ctx, b, &n);
     char what[96];
@@ -223,7 +226,8 @@ static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const 
     compare(what, wb, wa, n, 0);
     kiln_metrics e = {.struct_size = sizeof e}, t = {.struct_size = sizeof t};
     CHECK_OK(ctx, kiln_model_evaluate(a, ds, SAMPLES, &e));
-    CHECK_OK(ctx, kiln_model_test_on_batch(a, x, d->y, SAMPLES, &t));
+    const kiln_batch_arrays all = batch_of(d, 0, SAMPLES, in);
+    CHECK_OK(ctx, kiln_model_test_on_batch(a, &all, &t));
     printf("%s: test_on_batch loss %.7f, evaluate %.7f\n", name, t.loss, e.loss);
     CHECK(fabs(t.loss - e.loss) <= 1e-7 * fmax(1.0, e.loss));
     free(wa), free(wb);
@@ -360,10 +364,12 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     CHECK_FAILS(ctx, KILN_ERROR_DATA, why, kiln_model_evaluate(m, ds, 8, &e));
     float x[SAMPLES * PER_SAMPLE], out[SAMPLES];
     pack(&bad, x);
+    kiln_input_array bad_in[3];
+    const kiln_batch_arrays bad_batch = batch_of(&bad, 0, SAMPLES, bad_in);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 29, position 1 of input "
                 "'user': id 13", kiln_model_predict(m, x, SAMPLES, out, 8));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 29, position 1 of "
-                "input 'user'", kiln_model_train_on_batch(m, x, bad.y, SAMPLES, NULL));
+                "input 'user'", kiln_model_train_on_batch(m, &bad_batch, NULL));
     kiln_model_destroy(m);
     /* Each table its own limit: 10 is a user id, but no item id. */
     bad = *d;

@@ -126,15 +126,12 @@ static void test_reference(kiln_context *ctx, const data *d)
     double loss[2];
     reference_step(d, WEIGHT, &p, loss);
     /* One step on the whole batch: its losses are those before the update. */
-    const kiln_output_loss unused = {0};
-    (void)unused;
-    float labels[N * (1 + REG)];
-    for (int i = 0; i < N; i++) {
-        memcpy(&labels[i * (1 + REG)], &d->cls[i], sizeof(int32_t));
-        memcpy(&labels[i * (1 + REG) + 1], &d->reg[i * REG], REG * sizeof(float));
-    }
+    const kiln_label_array labels[2] = {{.sparse_labels = d->cls},
+                                        {.label_kind = KILN_LABELS_DENSE, .dense_labels = d->reg}};
+    const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = N, .features = d->x,
+                                     .n_outputs = 2, .outputs = labels};
     kiln_metrics r = {.struct_size = sizeof r};
-    CHECK_OK(ctx, kiln_model_train_on_batch(m, d->x, labels, N, &r));
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, &batch, &r));
     CHECK(r.n_outputs == 2 && strcmp(r.outputs[0].name, "cls") == 0 &&
           strcmp(r.outputs[1].name, "reg") == 0);
     check_close("first step: cls loss (sparse cross-entropy)", r.outputs[0].loss, loss[0], 1e-6);

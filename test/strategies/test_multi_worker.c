@@ -332,9 +332,18 @@ int main(int argc, char **argv)
     for (int start = 0; start < SAMPLES; start += 7) {
         const int b = SAMPLES - start < 7 ? SAMPLES - start : 7;
         kiln_metrics r1 = {.struct_size = sizeof r1}, r2 = {.struct_size = sizeof r2};
-        CHECK_OK(ctx, kiln_model_train_on_batch(m, bx + start * SIDE * SIDE, by + start, b, &r1));
-        CHECK_OK(ctx, kiln_model_train_on_batch(alone1, bx + start * SIDE * SIDE, by + start, b,
-                                                &r2));
+        CHECK_OK(ctx, kiln_model_train_on_batch(
+                          m,
+                          &(kiln_batch_arrays){.count = b,
+                                               .features = bx + start * SIDE * SIDE,
+                                               .sparse_labels = by + start},
+                          &r1));
+        CHECK_OK(ctx, kiln_model_train_on_batch(
+                          alone1,
+                          &(kiln_batch_arrays){.count = b,
+                                               .features = bx + start * SIDE * SIDE,
+                                               .sparse_labels = by + start},
+                          &r2));
         CHECK(fabs(r1.loss - r2.loss) < 1e-5);
     }
     CHECK_OK(ctx, kiln_model_get_tensor(m, "conv2d/kernel", kernel1, 27));

@@ -1236,7 +1236,8 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
           close_to(bin, ones / (MN * MOUT)) && e.top_k_accuracy == -1.0);
     /* train_on_batch reports them too. */
     kiln_metrics b = {.struct_size = sizeof b};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, x, t, MN, &b));
+    CHECK_OK(ctx, kiln_model_test_on_batch(
+                      m, &(kiln_batch_arrays){.count = MN, .features = x, .dense_labels = t}, &b));
     CHECK(close_to(b.mean_absolute_error, mae) && close_to(b.binary_accuracy, bin));
     kiln_model_destroy(m);
 
