@@ -507,7 +507,9 @@ static kiln_status generate(kiln_model *m, const args *a, uint64_t *rng)
         const size_t start = n > (size_t)t ? n - (size_t)t : 0, len = n - start;
         memset(window, 0, (size_t)t * sizeof *window);
         memcpy(window, text + start, len * sizeof *window);
-        st = kiln_model_predict(m, (const float *)window, 1, out, 1);
+        const kiln_batch_arrays in = {.struct_size = sizeof in, .count = 1,
+                                      .int_features = window};
+        st = kiln_model_predict(m, &in, out, 1);
         if (st == KILN_OK) {
             text[n] = sample_id(out + (len - 1) * VOCAB_SIZE, a->temperature, rng);
             say(a, "%c", id_char(text[n]));

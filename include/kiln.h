@@ -372,10 +372,11 @@ typedef struct kiln_input_options {
  *  Model(inputs=[...]): their order of declaration is the model's input
  *  order. Every Input must reach the output (else kiln_model_compile is
  *  KILN_ERROR_INVALID_ARGUMENT naming it). A dataset for several inputs
- *  carries one feature array per input (kiln_arrays_desc.inputs); where a
- *  call takes one sample as one `const float *` (kiln_model_predict, the
- *  *_on_batch calls), a sample is its inputs' values one after another in
- *  input order, ids as int32 bits in their float slots. */
+ *  carries one feature array per input (kiln_arrays_desc.inputs), and so
+ *  do kiln_model_predict and the *_on_batch calls (kiln_batch_arrays.inputs);
+ *  where a sample is read back as one `float *` (kiln_dataset_read), it is
+ *  its inputs' values one after another in input order, ids as int32 bits
+ *  in their float slots. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const kiln_input_options *options);
 
@@ -389,8 +390,8 @@ KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *di
  *  KILN_ERROR_INVALID_ARGUMENT. Every id is checked before it reaches a
  *  device: one outside [0, input_dim) of an Embedding it feeds is
  *  KILN_ERROR_DATA naming the sample and the position. kiln_model_predict
- *  and the *_on_batch calls take such a model's features as int32 ids
- *  behind their `const float *` (pass `(const float *)ids`). */
+ *  and the *_on_batch calls take such a model's features as
+ *  kiln_batch_arrays.int_features (an int32_t array). */
 KILN_API kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
                                    const kiln_input_options *options);
 
@@ -1122,8 +1123,8 @@ typedef struct kiln_tensor_info {
     int32_t rank;                /**< of one sample (the batch not counted) */
     int32_t dims[KILN_MAX_RANK]; /**< that sample's shape; 0 past rank */
     /** KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (an Input of
-     *  kiln_input_ints(), whose values kiln_model_predict takes as int32
-     *  bits in their float slots). */
+     *  kiln_input_ints(), whose values kiln_model_predict takes as
+     *  int_features). */
     kiln_dtype dtype;
 } kiln_tensor_info;
 
@@ -2049,26 +2050,13 @@ typedef struct kiln_metrics {
 KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *data,
                                          int32_t batch_size, kiln_metrics *out);
 
-/** Runs the model on `count` samples of host features (count * input size
- *  floats; a model of several Inputs takes each sample's inputs one after
- *  another, in input order, ids as int32 bits: see kiln_input()) and writes
- *  count * output size floats to `outputs` (a model of several outputs:
- *  each sample's outputs one after another, in output order). KILN_ERROR_DATA, naming the
- *  sample, position, input and layer, for an id outside its Embedding. */
-KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
-                                        float *outputs, int32_t batch_size);
-
-/* ------------------------------------------------------------------------ */
-/* Custom training loops                                                    */
-/* ------------------------------------------------------------------------ */
-
-/** One batch of host arrays for kiln_model_train_on_batch,
+/** Host arrays for kiln_model_predict, kiln_model_train_on_batch,
  *  kiln_model_test_on_batch and kiln_model_predict_on_batch, typed as
  *  kiln_arrays_desc types a dataset's: each Input's values as floats or as
  *  int32 ids, each output's labels as int32 class ids (a sparse loss) or
  *  floats (the others). Exactly one of features, int_features and inputs
  *  is set, and for the training and test calls exactly one of
- *  sparse_labels, dense_labels and outputs (predict takes none). The arrays
+ *  sparse_labels, dense_labels and outputs (the predict calls take none). The arrays
  *  are read during the call only. */
 typedef struct kiln_batch_arrays {
     size_t struct_size;          /**< sizeof(kiln_batch_arrays) */
@@ -2097,6 +2085,24 @@ typedef struct kiln_batch_arrays {
     int32_t n_outputs;
     const kiln_label_array *outputs;  /**< see n_outputs; NULL when it is 0 */
 } kiln_batch_arrays;
+
+/** Runs the model on the `inputs->count` samples of `inputs` (a
+ *  kiln_batch_arrays: each Input's features typed, floats or int32 ids, and
+ *  no labels), in batches of `batch_size` (0: 32), and writes count *
+ *  output size floats to `outputs` (a model of several outputs: each
+ *  sample's outputs one after another, in output order). Each batch is
+ *  packed when it runs, so the arrays are not copied whole. The statuses
+ *  of kiln_batch_arrays as kiln_model_train_on_batch gives them (labels
+ *  set: KILN_ERROR_INVALID_ARGUMENT), KILN_ERROR_INVALID_ARGUMENT for
+ *  `outputs` NULL or a negative batch_size, KILN_ERROR_DATA, naming the
+ *  sample, position, input and layer, for an id outside its Embedding
+ *  (every id is checked before the first batch runs). */
+KILN_API kiln_status kiln_model_predict(kiln_model *model, const kiln_batch_arrays *inputs,
+                                        float *outputs, int32_t batch_size);
+
+/* ------------------------------------------------------------------------ */
+/* Custom training loops                                                    */
+/* ------------------------------------------------------------------------ */
 
 /** One training step on `batch` (kiln_batch_arrays), as fit would take
  *  it under the model's strategy (split across replicas, reduced, one

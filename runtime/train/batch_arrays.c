@@ -23,7 +23,8 @@ static const char *output_name(const kiln_model *m, int32_t k)
 /* Input k's values for every sample: `floats` or `ids`, whichever its
  * Input takes (`what` names the array in messages). */
 static kiln_status pack_input(kiln_model *m, const char *call, const char *what, int32_t k,
-                              const float *floats, const int32_t *ids, kiln_packed_batch *out)
+                              const float *floats, const int32_t *ids, int64_t first,
+                              kiln_packed_batch *out)
 {
     const int ints = m->nodes[m->inputs[k]].ints;
     if ((floats != NULL) + (ids != NULL) != 1)
@@ -39,12 +40,12 @@ static kiln_status pack_input(kiln_model *m, const char *call, const char *what,
     const char *src = ints ? (const char *)ids : (const char *)floats;
     for (int32_t i = 0; i < out->count; i++)
         memcpy(out->features + i * m->sample_size + m->input_offset[k],
-               src + (size_t)(i * size) * 4, (size_t)size * 4);
+               src + (size_t)((first + i) * size) * 4, (size_t)size * 4);
     return KILN_OK;
 }
 
 static kiln_status pack_inputs(kiln_model *m, const char *call, const kiln_batch_arrays *b,
-                               kiln_packed_batch *out)
+                               int64_t first, kiln_packed_batch *out)
 {
     const int set = (b->features != NULL) + (b->int_features != NULL) +
                     (b->n_inputs != 0 || b->inputs != NULL);
@@ -57,7 +58,8 @@ static kiln_status pack_inputs(kiln_model *m, const char *call, const kiln_batch
             return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the model has %d "
                               "Inputs; give one array per Input in kiln_batch_arrays.inputs",
                               call, (int)m->n_inputs);
-        return pack_input(m, call, "kiln_batch_arrays", 0, b->features, b->int_features, out);
+        return pack_input(m, call, "kiln_batch_arrays", 0, b->features, b->int_features, first,
+                          out);
     }
     if (b->n_inputs != m->n_inputs || !b->inputs)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: kiln_batch_arrays.inputs "
@@ -84,7 +86,7 @@ static kiln_status pack_inputs(kiln_model *m, const char *call, const kiln_batch
                               ? kiln_shape_str(&got, g, sizeof g) : "of a bad rank",
                               input_name(m, k), kiln_shape_str(want, w, sizeof w));
         }
-        st = pack_input(m, call, what, k, a.features, a.int_features, out);
+        st = pack_input(m, call, what, k, a.features, a.int_features, first, out);
     }
     return st;
 }
@@ -93,7 +95,7 @@ static kiln_status pack_inputs(kiln_model *m, const char *call, const kiln_batch
  * for the others; num_classes, when > 0, bounds the ids. */
 static kiln_status pack_labels(kiln_model *m, const char *call, const char *what, int32_t k,
                                const int32_t *ids, const float *floats, int32_t num_classes,
-                               kiln_packed_batch *out)
+                               int64_t first, kiln_packed_batch *out)
 {
     const kiln_loss_plan *plan = &m->heads[k];
     if ((ids != NULL) + (floats != NULL) != 1)
@@ -108,20 +110,21 @@ static kiln_status pack_labels(kiln_model *m, const char *call, const char *what
                           plan->sparse ? "sparse_labels" : "dense_labels",
                           plan->sparse ? "dense_labels" : "sparse_labels");
     const int64_t words = (int64_t)(kiln_loss_label_bytes(plan) / 4);
-    for (int64_t i = 0; ids && num_classes > 0 && i < out->count * words; i++)
-        if (ids[i] < 0 || ids[i] >= num_classes)
+    const int32_t *own = ids ? ids + first * words : NULL;
+    for (int64_t i = 0; own && num_classes > 0 && i < out->count * words; i++)
+        if (own[i] < 0 || own[i] >= num_classes)
             return kiln_error(m->ctx, KILN_ERROR_DATA, "%s: %s: sample %lld has label %d, "
                               "outside [0, %d) (num_classes)", call, what,
-                              (long long)(i / words), (int)ids[i], (int)num_classes);
+                              (long long)(first + i / words), (int)own[i], (int)num_classes);
     const char *src = ids ? (const char *)ids : (const char *)floats;
     for (int32_t i = 0; i < out->count; i++)
         memcpy((char *)out->labels + (size_t)(i * m->label_words + m->head_label_offset[k]) * 4,
-               src + (size_t)(i * words) * 4, (size_t)words * 4);
+               src + (size_t)((first + i) * words) * 4, (size_t)words * 4);
     return KILN_OK;
 }
 
 static kiln_status pack_outputs(kiln_model *m, const char *call, const kiln_batch_arrays *b,
-                                kiln_packed_batch *out)
+                                int64_t first, kiln_packed_batch *out)
 {
     const int set = (b->sparse_labels != NULL) + (b->dense_labels != NULL) +
                     (b->n_outputs != 0 || b->outputs != NULL);
@@ -135,7 +138,7 @@ static kiln_status pack_outputs(kiln_model *m, const char *call, const kiln_batc
                               "outputs; give one label array per output in "
                               "kiln_batch_arrays.outputs", call, (int)m->n_outputs);
         return pack_labels(m, call, "kiln_batch_arrays", 0, b->sparse_labels, b->dense_labels,
-                           0, out);
+                           0, first, out);
     }
     if (b->n_outputs != m->n_outputs || !b->outputs)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: kiln_batch_arrays.outputs "
@@ -161,41 +164,65 @@ static kiln_status pack_outputs(kiln_model *m, const char *call, const kiln_batc
             return kiln_error(m->ctx, KILN_ERROR_SHAPE, "%s: %s: label_size is %d but output "
                               "'%s' takes %lld per sample", call, what, (int)a.label_size,
                               output_name(m, k), (long long)words);
-        st = pack_labels(m, call, what, k, a.sparse_labels, a.dense_labels, a.num_classes, out);
+        st = pack_labels(m, call, what, k, a.sparse_labels, a.dense_labels, a.num_classes,
+                         first, out);
     }
     return st;
 }
 
-kiln_status kiln_batch_arrays_pack(kiln_model *m, const char *call,
-                                   const kiln_batch_arrays *batch, int labels,
-                                   kiln_packed_batch *out)
+/* The caller's struct, taken as its struct_size says, with a count >= 1. */
+static kiln_status take(kiln_model *m, const char *call, const kiln_batch_arrays *batch,
+                        kiln_batch_arrays *b)
 {
-    memset(out, 0, sizeof *out);
     if (!batch)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: batch is NULL", call);
-    kiln_batch_arrays b;
     kiln_diag why;
-    if (kiln_options_take(&b, sizeof b, batch, offsetof(kiln_batch_arrays, count) +
-                          sizeof b.count, "kiln_batch_arrays", &why) != KILN_OK)
+    if (kiln_options_take(b, sizeof *b, batch, offsetof(kiln_batch_arrays, count) +
+                          sizeof b->count, "kiln_batch_arrays", &why) != KILN_OK)
         return kiln_error(m->ctx, why.status, "%s: %s", call, why.message);
-    if (b.count < 1 || b.count > INT32_MAX)
+    if (b->count < 1)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: kiln_batch_arrays.count is "
-                          "%lld; it must be in [1, 2^31)", call, (long long)b.count);
+                          "%lld; it must be >= 1", call, (long long)b->count);
+    return KILN_OK;
+}
+
+kiln_status kiln_batch_arrays_count(kiln_model *m, const char *call,
+                                    const kiln_batch_arrays *batch, int64_t *count)
+{
+    kiln_batch_arrays b;
+    const kiln_status st = take(m, call, batch, &b);
+    *count = st == KILN_OK ? b.count : 0;
+    return st;
+}
+
+kiln_status kiln_batch_arrays_pack(kiln_model *m, const char *call,
+                                   const kiln_batch_arrays *batch, int labels, int64_t first,
+                                   int32_t n, kiln_packed_batch *out)
+{
+    memset(out, 0, sizeof *out);
+    kiln_batch_arrays b;
+    kiln_status st = take(m, call, batch, &b);
+    if (st != KILN_OK)
+        return st;
+    if (n < 0 && b.count > INT32_MAX)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: kiln_batch_arrays.count is "
+                          "%lld; a batch holds at most 2^31 - 1 samples", call,
+                          (long long)b.count);
     if (!labels && (b.sparse_labels || b.dense_labels || b.n_outputs || b.outputs))
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s takes no labels: leave "
                           "kiln_batch_arrays.sparse_labels, dense_labels and outputs 0", call);
-    out->count = (int32_t)b.count;
-    out->features = kiln_calloc(m->ctx, (size_t)(b.count * m->sample_size), sizeof(float));
+    out->count = n < 0 ? (int32_t)b.count : n;
+    out->features = kiln_calloc(m->ctx, (size_t)(out->count * m->sample_size), sizeof(float));
     if (labels && out->features)
-        out->labels = kiln_calloc(m->ctx, (size_t)(b.count * m->label_words), 4);
+        out->labels = kiln_calloc(m->ctx, (size_t)(out->count * m->label_words), 4);
     if (!out->features || (labels && !out->labels)) {
         kiln_packed_batch_free(m, out);
         return kiln_error_oom(m->ctx, "a batch's host copy",
-                              (size_t)(b.count * (m->sample_size + m->label_words)) * 4);
+                              (size_t)(out->count * (m->sample_size + m->label_words)) * 4);
     }
-    kiln_status st = pack_inputs(m, call, &b, out);
+    st = pack_inputs(m, call, &b, first, out);
     if (st == KILN_OK && labels)
-        st = pack_outputs(m, call, &b, out);
+        st = pack_outputs(m, call, &b, first, out);
     if (st != KILN_OK)
         kiln_packed_batch_free(m, out);
     return st;

@@ -1,6 +1,7 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
 #include "comm/mpi_world.h"
+#include "runtime/train/batch_arrays.h"
 #include "runtime/train/callbacks.h"
 #include "runtime/saving/checkpoint.h"
 #include "runtime/data/dataset.h"
@@ -350,42 +351,54 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
     return st;
 }
 
-static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t count,
+/* Each batch of the caller's typed arrays is packed (kiln_batch_arrays_pack)
+ * when its turn comes, so a large input is never copied whole; ids are
+ * checked before the first batch runs. */
+static kiln_status predict_entered(kiln_model *m, const kiln_batch_arrays *inputs,
                                    float *outputs, int32_t batch_size)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
+    const char *call = "kiln_model_predict";
     if (!m->compiled)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_predict: compile the model "
-                          "first");
-    if (!inputs || !outputs || count < 0 || batch_size < 0)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_predict: inputs and outputs must be set, count (%lld) "
-                          "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    int64_t count;
+    kiln_status st = kiln_batch_arrays_count(m, call, inputs, &count);
+    if (st != KILN_OK)
+        return st;
+    if (!outputs || batch_size < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: outputs must be set and "
+                          "batch_size (%d) >= 0", call, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
-    const int64_t in_size = m->sample_size, out_size = m->output_size;
-    const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
-                                                      0, 0);
-    if (ids != KILN_OK)
-        return ids;
+    for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
+        kiln_packed_batch p;
+        st = kiln_batch_arrays_pack(m, call, inputs, 0, start,
+                                    (int32_t)(count - start < batch ? count - start : batch), &p);
+        if (st == KILN_OK)
+            st = kiln_model_check_features(m, call, p.features, p.count, start, 0);
+        kiln_packed_batch_free(m, &p);
+    }
     static const char *const names[] = {"batch_size", "count"};
     const int64_t mine[] = {batch, count};
-    kiln_status st =
-        check_same_everywhere(m, m->mpi_evaluates, "kiln_model_predict", names, mine, 2);
+    if (st == KILN_OK)
+        st = check_same_everywhere(m, m->mpi_evaluates, call, names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
-        const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
-        const kiln_batch b = {.n = n, .features = inputs + start * in_size};
-        st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
+        kiln_packed_batch p;
+        st = kiln_batch_arrays_pack(m, call, inputs, 0, start,
+                                    (int32_t)(count - start < batch ? count - start : batch), &p);
+        const kiln_batch b = {.n = p.count, .features = p.features};
+        if (st == KILN_OK)
+            st = m->strategy->predict_step(m->strategy_impl, &b,
+                                           outputs + start * m->output_size);
+        kiln_packed_batch_free(m, &p);
     }
     return st;
 }
 
-kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
-                               float *outputs, int32_t batch_size)
+kiln_status kiln_model_predict(kiln_model *m, const kiln_batch_arrays *inputs, float *outputs,
+                               int32_t batch_size)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_predict");
     if (st == KILN_OK) {
-        st = predict_entered(m, inputs, count, outputs, batch_size);
+        st = predict_entered(m, inputs, outputs, batch_size);
         kiln_model_leave(m);
     }
     return st;

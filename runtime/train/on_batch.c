@@ -113,7 +113,7 @@ static kiln_status pack(kiln_model *m, const char *call, const kiln_batch_arrays
                         int labels, kiln_packed_batch *b)
 {
     memset(b, 0, sizeof *b);
-    return m->compiled ? kiln_batch_arrays_pack(m, call, batch, labels, b) : KILN_OK;
+    return m->compiled ? kiln_batch_arrays_pack(m, call, batch, labels, 0, -1, b) : KILN_OK;
 }
 
 kiln_status kiln_model_train_on_batch(kiln_model *m, const kiln_batch_arrays *batch,

@@ -138,7 +138,8 @@ int main(int argc, char **argv)
         float *in = malloc((size_t)(x.rows * x.row_size) * sizeof(float));
         float *want = malloc((size_t)(x.rows * stride) * sizeof(float));
         kiln_npy_read_floats(&x, 0, x.rows, (float)atof(argv[4]), 0.0f, in);
-        CHECK_OK(ctx, kiln_model_predict(m, in, x.rows, want, atoi(argv[5])));
+        CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = x.rows, .features = in},
+                                         want, atoi(argv[5])));
         int64_t offset = 0;
         for (int32_t k = 0; k < n_outputs; k++) {
             kiln_tensor_info info = {.struct_size = sizeof info};

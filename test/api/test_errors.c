@@ -759,10 +759,10 @@ static void test_batch_arrays_errors(kiln_context *ctx)
          "set exactly one of kiln_batch_arrays.sparse_labels, dense_labels and outputs (0 are "
          "set)"},
         {{.count = 0, .features = x, .sparse_labels = classes}, KILN_ERROR_INVALID_ARGUMENT,
-         "kiln_batch_arrays.count is 0; it must be in [1, 2^31)"},
+         "kiln_batch_arrays.count is 0; it must be >= 1"},
         {{.count = (int64_t)INT32_MAX + 1, .features = x, .sparse_labels = classes},
-         KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays.count is 2147483648; it must be in "
-         "[1, 2^31)"},
+         KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays.count is 2147483648; a batch holds at "
+         "most 2^31 - 1 samples"},
         {{.count = 2, .features = x, .n_inputs = 2}, KILN_ERROR_INVALID_ARGUMENT,
          "set exactly one of kiln_batch_arrays.features, int_features and inputs (2 are set)"},
         {{.count = 2, .features = x, .sparse_labels = big}, KILN_ERROR_DATA,
@@ -790,6 +790,26 @@ static void test_batch_arrays_errors(kiln_context *ctx)
                                         .features = x, .n_outputs = 1, .outputs = &mixed};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "outputs[0]: label_kind is dense but "
                 "sparse_labels is set", kiln_model_test_on_batch(m, &labelled, NULL));
+    /* predict takes the same struct, in batches, and no labels. */
+    float six[6];
+    const kiln_batch_arrays two = {.struct_size = sizeof two, .count = 2, .features = x};
+    CHECK_OK(ctx, kiln_model_predict(m, &two, six, 1));
+    const kiln_batch_arrays two_ids = {.struct_size = sizeof two_ids, .count = 2,
+                                       .int_features = ids};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: kiln_batch_arrays: Input "
+                "'input_layer' takes floats: set features, not int_features",
+                kiln_model_predict(m, &two_ids, six, 1));
+    const kiln_batch_arrays none = {.struct_size = sizeof none, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: kiln_batch_arrays.count "
+                "is 0; it must be >= 1", kiln_model_predict(m, &none, six, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: batch is NULL",
+                kiln_model_predict(m, NULL, six, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: outputs must be set",
+                kiln_model_predict(m, &two, NULL, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict takes no labels",
+                kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .features = x,
+                                                           .sparse_labels = classes},
+                                   six, 1));
     /* predict_on_batch takes no labels; NULL and a short struct_size are refused. */
     const kiln_batch_arrays with_labels = {.struct_size = sizeof with_labels, .count = 2,
                                            .features = x, .sparse_labels = classes};

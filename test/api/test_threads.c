@@ -135,7 +135,7 @@ static int predict_from_callback(void *user, const kiln_progress *progress)
     if (r->tried++)
         return 0;
     float x[SIDE * SIDE] = {0}, y[4];
-    r->status = kiln_model_predict(r->model, x, 1, y, 1);
+    r->status = kiln_model_predict(r->model, &(kiln_batch_arrays){.count = 1, .features = x}, y, 1);
     snprintf(r->message, sizeof r->message, "%s", kiln_context_last_error(r->ctx));
     int32_t epochs = -1;
     size_t length = 0;

@@ -58,7 +58,15 @@ static inline kiln_batch_arrays batch_of(const data *d, int32_t start, int32_t c
                                .n_inputs = 3, .inputs = in, .dense_labels = d->y + start};
 }
 
-/* One sample packed as predict takes it: item id, two user ids, the floats. */
+/* All samples' Inputs, no labels, as predict takes them. */
+static inline kiln_batch_arrays inputs_of(const data *d, kiln_input_array *in)
+{
+    kiln_batch_arrays b = batch_of(d, 0, SAMPLES, in);
+    b.dense_labels = NULL;
+    return b;
+}
+
+/* One sample packed as kiln_dataset_read gives it: item id, two user ids, the floats. */
 static inline void pack(const data *d, float *x)
 {
     for (int i = 0; i < SAMPLES; i++) {

@@ -324,11 +324,13 @@ static void test_bad_data(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 2, position 0: id 6",
                 kiln_model_evaluate(m, id_ds, 2, &e));
     float out[8];
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 2, position 0: id 6",
-                kiln_model_predict(m, (const float *)ids, 4, out, 3));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 2, position 0: id 6",
+        kiln_model_predict(m, &(kiln_batch_arrays){.count = 4, .int_features = ids}, out, 3));
     const int32_t negative[6] = {0, 1, 2, 3, -1, 5};
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 1, position 1: id -1",
-                kiln_model_predict(m, (const float *)negative, 2, out, 0));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "sample 1, position 1: id -1",
+        kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .int_features = negative}, out, 0));
     CHECK_FAILS(
         ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 1, position 1: id -1",
         kiln_model_train_on_batch(
@@ -336,7 +338,8 @@ static void test_bad_data(kiln_context *ctx)
             NULL));
     /* In range, through every entry point. */
     const int32_t fine[6] = {0, 1, 2, 3, 4, 5};
-    CHECK_OK(ctx, kiln_model_predict(m, (const float *)fine, 2, out, 0));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .int_features = fine}, out, 0));
     CHECK_OK(ctx,
              kiln_model_train_on_batch(
                  m, &(kiln_batch_arrays){.count = 2, .int_features = fine, .sparse_labels = labels},
@@ -497,7 +500,8 @@ static void test_cli(kiln_context *ctx, const char *kiln)
     write_npy(floats_path, "<f4", 5, LENGTH, floats, 4);
     write_npy(labels_path, "<i4", 5, 0, labels, 4);
     CHECK_OK(ctx, kiln_model_save(m, model));
-    CHECK_OK(ctx, kiln_model_predict(m, (const float *)ids, 5, want, 0));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 5, .int_features = ids}, want, 0));
     snprintf(cmd, sizeof cmd, "'%s' predict '%s' '%s' '%s'", kiln, model, ids_path, out_path);
     CHECK(run_command(cmd, err) == 0);
     kiln_npy got;

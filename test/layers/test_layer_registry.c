@@ -219,7 +219,7 @@ static float *predictions(kiln_context *ctx, kiln_model *m, const float *x, int6
 {
     CHECK_OK(ctx, kiln_model_output_size(m, size));
     float *y = calloc((size_t)(count * *size + 1), sizeof *y);
-    CHECK_OK(ctx, kiln_model_predict(m, x, count, y, 0));
+    CHECK_OK(ctx, test_predict_packed(m, x, count, y, 0));
     return y;
 }
 

@@ -279,7 +279,8 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
                  b, &(kiln_batch_arrays){.count = COUNT, .features = x, .sparse_labels = y}, &tb));
     CHECK(fabs(ev.loss - tb.loss) < 1e-6 && ev.accuracy == tb.accuracy);
     static float pa[COUNT * CLASSES], pb[COUNT * CLASSES];
-    CHECK_OK(ctx, kiln_model_predict(b, x, COUNT, pa, 0));
+    CHECK_OK(ctx,
+             kiln_model_predict(b, &(kiln_batch_arrays){.count = COUNT, .features = x}, pa, 0));
     CHECK_OK(ctx, kiln_model_predict_on_batch(
                       b, &(kiln_batch_arrays){.count = COUNT, .features = x}, pb));
     CHECK(memcmp(pa, pb, sizeof pa) == 0);
@@ -295,7 +296,7 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
                     b, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, NULL));
     x[5] = 0;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                "kiln_batch_arrays.count is 0; it must be in [1, 2^31)",
+                "kiln_batch_arrays.count is 0; it must be >= 1",
                 kiln_model_train_on_batch(
                     b, &(kiln_batch_arrays){.count = 0, .features = x, .sparse_labels = y}, NULL));
     free(wa);

@@ -88,9 +88,10 @@ static void test_reference(kiln_context *ctx, const data *d)
     tensor(ctx, m, "hidden/bias", hb, 6);
     tensor(ctx, m, "head/kernel", ok, 6);
     tensor(ctx, m, "head/bias", ob, 1);
-    float x[SAMPLES * PER_SAMPLE], got[SAMPLES];
-    pack(d, x);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, got, 5));
+    float got[SAMPLES];
+    kiln_input_array in[3];
+    const kiln_batch_arrays inputs = inputs_of(d, in);
+    CHECK_OK(ctx, kiln_model_predict(m, &inputs, got, 5));
     double worst = 0;
     for (int i = 0; i < SAMPLES; i++) {
         double c[14], h[6], y = ob[0];
@@ -179,19 +180,17 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
     free(base);
 
     /* Predictions agree across strategies, and with predict_on_batch. */
-    float x[SAMPLES * PER_SAMPLE], p0[SAMPLES], p1[SAMPLES];
-    pack(d, x);
+    float p0[SAMPLES], p1[SAMPLES];
     kiln_model *m = build(ctx, &one);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, p0, 9));
     kiln_input_array in[3];
-    kiln_batch_arrays all = batch_of(d, 0, SAMPLES, in);
-    all.dense_labels = NULL;
+    const kiln_batch_arrays all = inputs_of(d, in);
+    CHECK_OK(ctx, kiln_model_predict(m, &all, p0, 9));
     CHECK_OK(ctx, kiln_model_predict_on_batch(m, &all, p1));
     compare("predict_on_batch vs predict", p1, p0, SAMPLES, 0);
     kiln_model_destroy(m);
     if (devices >= 2) {
         m = build(ctx, &others[0].r);
-        CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, p1, 9));
+        CHECK_OK(ctx, kiln_model_predict(m, &all, p1, 9));
         compare("mirrored predict vs one_device", p1, p0, SAMPLES, 1e-6);
         kiln_model_destroy(m);
     }
@@ -362,12 +361,12 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
                       "input_dim of layer 'user_embedding'";
     CHECK_FAILS(ctx, KILN_ERROR_DATA, why, train(m, ds, 1));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, why, kiln_model_evaluate(m, ds, 8, &e));
-    float x[SAMPLES * PER_SAMPLE], out[SAMPLES];
-    pack(&bad, x);
+    float out[SAMPLES];
     kiln_input_array bad_in[3];
     const kiln_batch_arrays bad_batch = batch_of(&bad, 0, SAMPLES, bad_in);
+    const kiln_batch_arrays bad_inputs = inputs_of(&bad, bad_in);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 29, position 1 of input "
-                "'user': id 13", kiln_model_predict(m, x, SAMPLES, out, 8));
+                "'user': id 13", kiln_model_predict(m, &bad_inputs, out, 8));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 29, position 1 of "
                 "input 'user'", kiln_model_train_on_batch(m, &bad_batch, NULL));
     kiln_model_destroy(m);
@@ -415,13 +414,14 @@ static void test_files(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_save(m, path));
     kiln_model *l = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
-    float x[SAMPLES * PER_SAMPLE], a[SAMPLES], b[SAMPLES];
-    pack(d, x);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, a, 0));
+    float a[SAMPLES], b[SAMPLES];
+    kiln_input_array three[3];
+    const kiln_batch_arrays inputs = inputs_of(d, three);
+    CHECK_OK(ctx, kiln_model_predict(m, &inputs, a, 0));
     if (l) {
         CHECK(l->n_inputs == 3 && strcmp(l->nodes[l->inputs[1]].name, "user") == 0 &&
               l->ids[1].limit == USERS && l->ids[0].limit == ITEMS && l->ids[2].limit == 0);
-        CHECK_OK(ctx, kiln_model_predict(l, x, SAMPLES, b, 0));
+        CHECK_OK(ctx, kiln_model_predict(l, &inputs, b, 0));
         compare("loaded model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }
     kiln_model_destroy(l);
@@ -447,16 +447,16 @@ static void test_files(kiln_context *ctx, const data *d)
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_OK(ctx, kiln_model_compile(dot, &mse));
-    float pairs[2 * SAMPLES];
-    for (int i = 0; i < SAMPLES; i++) {
-        memcpy(pairs + 2 * i, &d->users[i], 4);
-        memcpy(pairs + 2 * i + 1, &d->items[i], 4);
-    }
+    const kiln_input_array towers[2] = {
+        {.rank = 1, .dims = {1}, .int_features = d->users},
+        {.rank = 1, .dims = {1}, .int_features = d->items}};
+    const kiln_batch_arrays pairs = {.struct_size = sizeof pairs, .count = SAMPLES,
+                                     .n_inputs = 2, .inputs = towers};
     CHECK_OK(ctx, kiln_model_save(dot, path));
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
-    CHECK_OK(ctx, kiln_model_predict(dot, pairs, SAMPLES, a, 0));
+    CHECK_OK(ctx, kiln_model_predict(dot, &pairs, a, 0));
     if (l) {
-        CHECK_OK(ctx, kiln_model_predict(l, pairs, SAMPLES, b, 0));
+        CHECK_OK(ctx, kiln_model_predict(l, &pairs, b, 0));
         compare("loaded Dot model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }
     kiln_model_destroy(l);

@@ -211,7 +211,8 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     int64_t width = 0;
     CHECK_OK(ctx, kiln_model_output_size(m, &width));
     CHECK(width == CLS + REG);
-    CHECK_OK(ctx, kiln_model_predict(m, d->x, N, out, 5));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x}, out, 5));
     double sum = out[0] + out[1] + out[2];
     CHECK(fabs(sum - 1.0) < 1e-5);
     float reg_out[N * REG];   /* the reg head alone, from the first layers' weights */
@@ -256,7 +257,8 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             snprintf(what, sizeof what, "%s: last epoch's val_cls_loss", names[s]);
             check_close(what, g.val_outputs[0].loss, h.val_outputs[0].loss, 1e-5);
             float got[N * (CLS + REG)];
-            CHECK_OK(ctx, kiln_model_predict(m, d->x, N, got, 5));
+            CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x},
+                                             got, 5));
             snprintf(what, sizeof what, "%s against one device: predict", names[s]);
             test_close(what, 58, got, out, sizeof(float), N * (CLS + REG), TEST_PER_VALUE, 1e-5);
             kiln_model_destroy(m);
@@ -335,8 +337,8 @@ static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
     check_close("pipeline: last epoch's val_cls_accuracy", rb.val_outputs[0].accuracy,
                 ra.val_outputs[0].accuracy, 1e-6);
     float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
-    CHECK_OK(ctx, kiln_model_predict(a, d->x, N, pa, 5));
-    CHECK_OK(ctx, kiln_model_predict(b, d->x, N, pb, 5));
+    CHECK_OK(ctx, kiln_model_predict(a, &(kiln_batch_arrays){.count = N, .features = d->x}, pa, 5));
+    CHECK_OK(ctx, kiln_model_predict(b, &(kiln_batch_arrays){.count = N, .features = d->x}, pb, 5));
     test_close("pipeline against one device: predict", 58, pb, pa, sizeof(float), N * (CLS + REG),
                TEST_PER_VALUE, 1e-5);
     free(wa);
@@ -518,8 +520,10 @@ static void test_model_file(kiln_context *ctx, const data *d)
         check_close("model file: evaluate's reg_loss", b.outputs[1].loss, a.outputs[1].loss, 0);
         check_close("model file: the reg weight is 0", b.loss, b.outputs[0].loss, 1e-7);
         float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
-        CHECK_OK(ctx, kiln_model_predict(m, d->x, N, pa, 5));
-        CHECK_OK(ctx, kiln_model_predict(l, d->x, N, pb, 5));
+        CHECK_OK(ctx,
+                 kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x}, pa, 5));
+        CHECK_OK(ctx,
+                 kiln_model_predict(l, &(kiln_batch_arrays){.count = N, .features = d->x}, pb, 5));
         test_close("model file: predict of the loaded model", 58, pb, pa, sizeof(float),
                    N * (CLS + REG), TEST_PER_VALUE, 0);
         fit_once(ctx, m, ds, N, 0);

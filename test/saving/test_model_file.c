@@ -61,7 +61,7 @@ static float *predict(kiln_context *ctx, kiln_model *m, const float *x, int64_t 
     int64_t out = 0;
     CHECK_OK(ctx, kiln_model_output_size(m, &out));
     float *y = calloc((size_t)(count * (out ? out : 1)), sizeof(float));
-    CHECK_OK(ctx, kiln_model_predict(m, x, count, y, 7));   /* 7: a partial last batch */
+    CHECK_OK(ctx, test_predict_packed(m, x, count, y, 7));   /* 7: a partial last batch */
     return y;
 }
 

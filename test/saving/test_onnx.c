@@ -170,7 +170,10 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
         ((int32_t *)(void *)x)[i] = (int32_t)(uniform(0.0f, 1.0f) * (float)ids_below) %
                                     ids_below;
     float *want = calloc((size_t)out_count, sizeof *want);
-    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    const kiln_batch_arrays batch = {
+        .struct_size = sizeof batch, .count = n, .features = ids_below ? NULL : x,
+        .int_features = ids_below ? (const int32_t *)(const void *)x : NULL};
+    CHECK_OK(ctx, kiln_model_predict(m, &batch, want, 0));
     /* A comparison that can tell: outputs that differ between samples. */
     double spread = 0.0;
     for (int64_t i = out_size; i < out_count; i++)
@@ -227,6 +230,8 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);
+    float *own[KILN_MAX_MODEL_INPUTS] = {NULL};   /* each input's values, for predict */
+    kiln_input_array arrays[KILN_MAX_MODEL_INPUTS];
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
                       "'%s/test/saving/onnx_run.js' --inputs '%s' '%s'", ort_dir, root, path, out_path);
     for (int32_t k = 0; k < m->n_inputs; k++) {
@@ -243,12 +248,22 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
         char in_path[128];
         snprintf(in_path, sizeof in_path, "%s/%s.input%d", dir, name, (int)k);
         CHECK(write_file(in_path, part, n * r->size));
+        own[k] = malloc((size_t)(n * r->size) * sizeof *own[k]);
+        memcpy(own[k], part, (size_t)(n * r->size) * sizeof *own[k]);
+        arrays[k] = (kiln_input_array){
+            .rank = shape->rank, .features = r->limit > 0 ? NULL : own[k],
+            .int_features = r->limit > 0 ? (const int32_t *)(const void *)own[k] : NULL};
+        memcpy(arrays[k].dims, shape->dims, sizeof arrays[k].dims);
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s:'%s':%lld",
                        r->limit > 0 ? "int32" : "float32", in_path, (long long)n);
         for (int d = 0; d < shape->rank; d++)
             at += snprintf(cmd + at, sizeof cmd - (size_t)at, ",%d", (int)shape->dims[d]);
     }
-    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = n,
+                                     .n_inputs = m->n_inputs, .inputs = arrays};
+    CHECK_OK(ctx, kiln_model_predict(m, &batch, want, 0));
+    for (int32_t k = 0; k < m->n_inputs; k++)
+        free(own[k]);
     const int rc = system(cmd);
     CHECK(rc == 0);
     size_t bytes = 0;

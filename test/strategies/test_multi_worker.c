@@ -310,8 +310,10 @@ int main(int argc, char **argv)
     kiln_model *o = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
     CHECK_OK(ctx, kiln_model_set_weights(m, mw2, n));
     CHECK_OK(ctx, kiln_model_set_weights(o, mw2, n));
-    CHECK_OK(ctx, kiln_model_predict(m, x, 11, y_mw, 11));
-    CHECK_OK(ctx, kiln_model_predict(o, x, 11, y_one, 11));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 11, .features = x}, y_mw, 11));
+    CHECK_OK(ctx,
+             kiln_model_predict(o, &(kiln_batch_arrays){.count = 11, .features = x}, y_one, 11));
     for (int i = 0; i < 11 * CLASSES; i++)
         CHECK(fabs(y_mw[i] - y_one[i]) < 1e-6);
     kiln_model_destroy(m);

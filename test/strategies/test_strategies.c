@@ -386,8 +386,10 @@ static void test_inference_statistics(kiln_context *ctx, kiln_dataset *ds)
     float x[5 * SIDE * SIDE], one[5], five[25];
     for (int i = 0; i < 5 * SIDE * SIDE; i++)
         x[i] = (float)((i * 37) % 101) / 101.0f;
-    CHECK_OK(ctx, kiln_model_predict(m, x + 3 * SIDE * SIDE, 1, one, 1));
-    CHECK_OK(ctx, kiln_model_predict(m, x, 5, five, 5));
+    CHECK_OK(ctx,
+             kiln_model_predict(
+                 m, &(kiln_batch_arrays){.count = 1, .features = x + 3 * SIDE * SIDE}, one, 1));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 5, .features = x}, five, 5));
     compare("batch norm at inference: sample alone vs in a batch of 5", one, five + 15, 5, 1e-6);
     kiln_model_destroy(m);
 }

@@ -1172,7 +1172,7 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
                                  KILN_ACTIVATION_SOFTMAX, &top2, strategy);
     kiln_metrics e = {.struct_size = sizeof e};
     CHECK_OK(ctx, kiln_model_evaluate(m, sparse, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     CHECK(e.top_k_accuracy == ref_top_k(y, label, 2) && e.mean_absolute_error == -1.0 &&
           e.binary_accuracy == -1.0 && e.top_k_accuracy > e.accuracy);
     check_history(ctx, m, sparse);
@@ -1205,7 +1205,7 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     m = metric_model(ctx, KILN_LOSS_CATEGORICAL_CROSSENTROPY, KILN_ACTIVATION_SOFTMAX, &all,
                      strategy);
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     double mae, bin;
     ref_dense(y, t, 0.2f, &mae, &bin);
     int32_t first_max[MN];
@@ -1227,7 +1227,7 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     m = metric_model(ctx, KILN_LOSS_BINARY_CROSSENTROPY, KILN_ACTIVATION_SIGMOID, &at0,
                      strategy);
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     ref_dense(y, t, 0.0f, &mae, &bin);
     double ones = 0;
     for (int i = 0; i < MN * MOUT; i++)

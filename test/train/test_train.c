@@ -598,7 +598,7 @@ static void test_fit_loop(kiln_context *ctx)
     float x[61 * 8], p[61 * 3];
     int32_t y[61];
     blob_arrays(61, 2, x, y);
-    CHECK_OK(ctx, kiln_model_predict(m, x, 61, p, 7));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 61, .features = x}, p, 7));
     int right = 0;
     for (int i = 0; i < 61; i++) {
         const float *pi = p + i * 3;
