@@ -259,13 +259,14 @@ static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const 
 
 /* The features of every sample of `ds`, packed as kiln_model_predict takes
  * them (ids as int32 bits in the float slots, kiln_input_ints). */
-static kiln_status read_all(const kiln_dataset *ds, int ids, int64_t count, int64_t size,
-                            float *in)
+/* Every sample's features, into `ids` for a dataset of ids, else `floats`. */
+static kiln_status read_all(const kiln_dataset *ds, int64_t count, int64_t size, float *floats,
+                            int32_t *ids)
 {
     kiln_status st = KILN_OK;
     for (int64_t i = 0; st == KILN_OK && i < count; i++)
-        st = ids ? kiln_dataset_read_ints(ds, i, (int32_t *)(void *)(in + i * size), NULL)
-                 : kiln_dataset_read(ds, i, in + i * size, NULL);
+        st = ids ? kiln_dataset_read_ints(ds, i, ids + i * size, NULL)
+                 : kiln_dataset_read(ds, i, floats + i * size, NULL);
     return st;
 }
 
@@ -274,6 +275,7 @@ static int predict(kiln_context *ctx, const args *a)
     kiln_model *m = NULL;
     kiln_dataset *ds = NULL;
     float *in = NULL, *out = NULL;
+    int32_t *in_ids = NULL;
     int rc = 0;
     int32_t n_inputs = 0, rank = 0, dims[KILN_MAX_RANK] = {0};
     int64_t count = 0, output_size = 0;
@@ -337,16 +339,21 @@ static int predict(kiln_context *ctx, const args *a)
     int64_t in_size = 1;
     for (int d = 0; d < rank; d++)
         in_size *= dims[d];
-    in = malloc((size_t)(count * in_size) * sizeof(float));
+    if (ids)
+        in_ids = malloc((size_t)(count * in_size) * sizeof(int32_t));
+    else
+        in = malloc((size_t)(count * in_size) * sizeof(float));
     out = malloc((size_t)(count * output_size) * sizeof(float));
-    if (!in || !out) {
+    if ((!in && !in_ids) || !out) {
         rc = refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "%lld samples do not fit in memory",
                     (long long)count);
         goto done;
     }
-    st = read_all(ds, ids, count, in_size, in);
+    st = read_all(ds, count, in_size, in, in_ids);
+    const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = count,
+                                     .features = in, .int_features = in_ids};
     if (st == KILN_OK)
-        st = kiln_model_predict(m, in, count, out, a->batch);
+        st = kiln_model_predict(m, &batch, out, a->batch);
     if (st != KILN_OK)
         goto fail;
     rc = write_outputs(ctx, m, a, out, count, output_size);
@@ -355,7 +362,7 @@ fail:
     rc = failed(ctx, a->command, st);
 done:
     kiln_dataset_destroy(ds);
-    free(in), free(out);
+    free(in), free(out), free(in_ids);
     kiln_model_destroy(m);
     return rc;
 }

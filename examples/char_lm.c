@@ -367,11 +367,11 @@ static kiln_node block(kiln_model *m, kiln_node x, const args *a, int b)
     kiln_dense_options d_down = {.struct_size = sizeof d_down, .name = down, .units = a->width};
     kiln_node h = kiln_layer_normalization(m, x, &n1);
     kiln_node sum1[2] = {x, kiln_multi_head_attention(m, h, h, &mha)};
-    x = kiln_add(m, sum1, 2, add1);
+    x = kiln_add(m, sum1, 2, &(kiln_add_options){.name = add1});
     h = kiln_layer_normalization(m, x, &n2);
     h = kiln_dense(m, h, &d_up);
     kiln_node sum2[2] = {x, kiln_dense(m, h, &d_down)};
-    return kiln_add(m, sum2, 2, add2);
+    return kiln_add(m, sum2, 2, &(kiln_add_options){.name = add2});
 }
 
 static kiln_model *decoder(kiln_context *ctx, const args *a)
@@ -388,7 +388,7 @@ static kiln_model *decoder(kiln_context *ctx, const args *a)
     kiln_layer_norm_options final_ln = {.struct_size = sizeof final_ln, .name = "final_ln"};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "logits",
                                .units = VOCAB_SIZE, .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_input_ints(m, 1, shape, "tokens");
+    kiln_input_ints(m, 1, shape, &(kiln_input_options){.name = "tokens"});
     kiln_embedding(m, KILN_NODE_PREVIOUS, &emb);
     kiln_node x = kiln_position_embedding(m, KILN_NODE_PREVIOUS, &pos);
     for (int b = 0; b < a->blocks; b++)
@@ -507,7 +507,9 @@ static kiln_status generate(kiln_model *m, const args *a, uint64_t *rng)
         const size_t start = n > (size_t)t ? n - (size_t)t : 0, len = n - start;
         memset(window, 0, (size_t)t * sizeof *window);
         memcpy(window, text + start, len * sizeof *window);
-        st = kiln_model_predict(m, (const float *)window, 1, out, 1);
+        const kiln_batch_arrays in = {.struct_size = sizeof in, .count = 1,
+                                      .int_features = window};
+        st = kiln_model_predict(m, &in, out, 1);
         if (st == KILN_OK) {
             text[n] = sample_id(out + (len - 1) * VOCAB_SIZE, a->temperature, rng);
             say(a, "%c", id_char(text[n]));
@@ -571,7 +573,7 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
         const double t1 = seconds_now();
         int32_t n = 0;
         kiln_epoch_record r = {.struct_size = sizeof r};
-        if (st == KILN_OK && (st = kiln_model_history_length(m, &n)) == KILN_OK)
+        if (st == KILN_OK && (st = kiln_model_history_count(m, &n)) == KILN_OK)
             st = kiln_model_history_epoch(m, n - 1, &r);
         if (st != KILN_OK)
             break;

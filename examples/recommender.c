@@ -183,13 +183,15 @@ static kiln_model *two_towers(kiln_context *ctx, const args *a)
                                        .name = "rating"};
     /* One statement per tower: the order the Inputs are declared in is the
      * model's input order (C leaves the order of an initialiser's calls open). */
+    const kiln_input_options user = {.struct_size = sizeof user, .name = "user"};
+    const kiln_input_options item = {.struct_size = sizeof item, .name = "item"};
     kiln_node towers[2];
-    towers[0] = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "user"), &ue), NULL);
-    towers[1] = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "item"), &ie), NULL);
+    towers[0] = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, &user), &ue), NULL);
+    towers[1] = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, &item), &ie), NULL);
     if (a->mlp)
-        kiln_dense(m, kiln_dense(m, kiln_concatenate(m, towers, 2, -1, NULL), &hidden), &rating);
+        kiln_dense(m, kiln_dense(m, kiln_concatenate(m, towers, 2, NULL), &hidden), &rating);
     else
-        kiln_dot(m, towers[0], towers[1], "rating");
+        kiln_dot(m, towers[0], towers[1], &(kiln_dot_options){.name = "rating"});
     return m;   /* builder errors surface at compile */
 }
 

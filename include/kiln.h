@@ -14,7 +14,11 @@
  *    returns KILN_ERROR_INVALID_ARGUMENT and leaves the last error as it was.
  *  - Option structs start with struct_size (set it to sizeof the struct; 0 is
  *    read as the size this header declares). A NULL options pointer means all
- *    defaults. Fields added in later versions go at the end and default to 0.
+ *    defaults, and so does a zero field (0, 0.0f of either sign, NULL): the
+ *    Keras default (for an option Keras lacks, the default its doc gives).
+ *    Where 0 itself is a value to ask for, a has_* field beside it says so
+ *    (has_weight, has_binary_threshold, has_baseline, has_ignore_class).
+ *    Fields added in later versions go at the end and default to 0.
  *    A nonzero struct_size that does not reach the end of the fields the call
  *    cannot default (those "required" or for which 0 is an error; never less
  *    than sizeof(size_t)) is KILN_ERROR_INVALID_ARGUMENT, the message naming
@@ -26,6 +30,18 @@
  *    kiln_label_array) start with struct_size too, which is also the
  *    distance between elements: the same in each (0: this header's size).
  *  - Destructors accept NULL.
+ *  - const: a call takes `const kiln_model *` when it only reads facts the
+ *    model keeps on the host (its layers, shapes, settings, history,
+ *    statistics, memory report) and `kiln_model *` when it changes the
+ *    model or runs work on its devices, reading the parameters back
+ *    included (kiln_model_get_weights, kiln_model_get_tensor, every save,
+ *    kiln_model_export_onnx, evaluate and predict), even where nothing
+ *    changes. Both kinds take the model's busy lock (see Threads below),
+ *    which is not part of its state. A dataset is const to every call that
+ *    reads it (fit, evaluate, kiln_dataset_read, a subset or zip of it);
+ *    only kiln_dataset_transform changes one. Reading may count the samples
+ *    a source skipped (kiln_dataset_skipped), a statistic of the reads, not
+ *    the data. A context is const to the calls that only report on it.
  *  - kiln never aborts the process on bad input: every bad argument, shape,
  *    file, device or allocation failure comes back as a status.
  *  - All sizes count float32 elements unless named *_bytes.
@@ -330,8 +346,11 @@ KILN_API void kiln_model_destroy(kiln_model *model);
  * output node, or KILN_NODE_INVALID after recording the error on the model
  * (the first error is kept; kiln_model_compile returns it). Shapes are
  * inferred as layers are added; data layout is channels-last (NHWC).
- * `name` may be NULL (then "conv2d", "conv2d_1", ... as Keras names them);
- * it is copied. One sample of a layer's output, and each of its parameters
+ * Every builder takes its settings in an options struct (NULL: all
+ * defaults), whose `name` is the layer's name: NULL gives "conv2d",
+ * "conv2d_1", ... as Keras names them; it is copied. Only what a layer
+ * cannot do without (its inputs, a shape, an activation layer's function)
+ * is an argument of its own. One sample of a layer's output, and each of its parameters
  * (a dense kernel's inputs x units, a conv kernel's kh x kw x C x F), hold
  * at most 2^31 - 1 floats, and a 'same' window's padded axis at most
  * 2^31 - 1 pixels: kiln_model_compile returns KILN_ERROR_SHAPE naming the
@@ -341,18 +360,25 @@ KILN_API void kiln_model_destroy(kiln_model *model);
 /** The most Inputs a model may declare. */
 #define KILN_MAX_MODEL_INPUTS 8
 
+/** Options of kiln_input() and kiln_input_ints(). */
+typedef struct kiln_input_options {
+    size_t struct_size;          /**< sizeof(kiln_input_options) */
+    const char *name;            /**< layer name, or NULL for "input_layer", ... */
+} kiln_input_options;
+
 /** Input of one sample's shape (rank 1..KILN_MAX_RANK, batch not counted),
  *  e.g. {28, 28, 1}. A model may declare up to KILN_MAX_MODEL_INPUTS
  *  Inputs (float or int32 ids, each its own shape), as Keras's
  *  Model(inputs=[...]): their order of declaration is the model's input
  *  order. Every Input must reach the output (else kiln_model_compile is
  *  KILN_ERROR_INVALID_ARGUMENT naming it). A dataset for several inputs
- *  carries one feature array per input (kiln_arrays_desc.inputs); where a
- *  call takes one sample as one `const float *` (kiln_model_predict, the
- *  *_on_batch calls), a sample is its inputs' values one after another in
- *  input order, ids as int32 bits in their float slots. */
+ *  carries one feature array per input (kiln_arrays_desc.inputs), and so
+ *  do kiln_model_predict and the *_on_batch calls (kiln_batch_arrays.inputs);
+ *  where a sample is read back as one `float *` (kiln_dataset_read), it is
+ *  its inputs' values one after another in input order, ids as int32 bits
+ *  in their float slots. */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
-                              const char *name);
+                              const kiln_input_options *options);
 
 /** An Input whose features are int32 ids (tokens, user or item ids), not
  *  floats, as Keras's Input(shape, dtype="int32"): only kiln_embedding()
@@ -364,10 +390,10 @@ KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *di
  *  KILN_ERROR_INVALID_ARGUMENT. Every id is checked before it reaches a
  *  device: one outside [0, input_dim) of an Embedding it feeds is
  *  KILN_ERROR_DATA naming the sample and the position. kiln_model_predict
- *  and the *_on_batch calls take such a model's features as int32 ids
- *  behind their `const float *` (pass `(const float *)ids`). */
+ *  and the *_on_batch calls take such a model's features as
+ *  kiln_batch_arrays.int_features (an int32_t array). */
 KILN_API kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
-                                   const char *name);
+                                   const kiln_input_options *options);
 
 /** Options of kiln_dense(). */
 typedef struct kiln_dense_options {
@@ -417,10 +443,16 @@ KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 
+/** Options of kiln_global_average_pooling2d(). */
+typedef struct kiln_global_pool2d_options {
+    size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */
+    const char *name;            /**< layer name, or NULL for "global_average_pooling2d", ... */
+} kiln_global_pool2d_options;
+
 /** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
- *  GlobalAveragePooling2D). `name` may be NULL. */
+ *  GlobalAveragePooling2D). */
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
-                                                 const char *name);
+                                                 const kiln_global_pool2d_options *options);
 
 /** Options of kiln_batch_normalization(); zero fields take Keras's
  *  defaults. */
@@ -449,21 +481,47 @@ typedef struct kiln_batch_norm_options {
 KILN_API kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                             const kiln_batch_norm_options *options);
 
+/** Options of kiln_dropout(). */
+typedef struct kiln_dropout_options {
+    size_t struct_size;          /**< sizeof(kiln_dropout_options) */
+    const char *name;            /**< layer name, or NULL for "dropout", "dropout_1", ... */
+    /** The probability that a value is zeroed, in [0, 1) (0: none, the
+     *  identity; Keras's rate has no default). */
+    float rate;
+    uint64_t seed;               /**< mixed with the context's seed for the masks */
+} kiln_dropout_options;
+
 /** Dropout (Keras Dropout): during fit each value is zeroed with
  *  probability `rate` (0 <= rate < 1) and the others are scaled by
  *  1 / (1 - rate); evaluate and predict pass values through. The mask is a
- *  hash of the context's seed, `seed`, the training step and the sample's
- *  place in the global batch: runs with the same seeds are identical, under
- *  every strategy and replica count. `name` may be NULL. */
-KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
-                                const char *name);
+ *  hash of the context's seed, the options' seed, the training step and
+ *  the sample's place in the global batch: runs with the same seeds are
+ *  identical, under every strategy and replica count. A rate outside
+ *  [0, 1) is KILN_ERROR_INVALID_ARGUMENT at compile, naming the layer. */
+KILN_API kiln_node kiln_dropout(kiln_model *model, kiln_node input,
+                                const kiln_dropout_options *options);
+
+/** Options of kiln_flatten(). */
+typedef struct kiln_flatten_options {
+    size_t struct_size;          /**< sizeof(kiln_flatten_options) */
+    const char *name;            /**< layer name, or NULL for "flatten", "flatten_1", ... */
+} kiln_flatten_options;
 
 /** Flattens a sample to one dimension (row-major, channels last). */
-KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name);
+KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input,
+                                const kiln_flatten_options *options);
 
-/** Applies an activation as a layer of its own. */
+/** Options of kiln_activation_layer(). */
+typedef struct kiln_activation_layer_options {
+    size_t struct_size;          /**< sizeof(kiln_activation_layer_options) */
+    const char *name;            /**< layer name, or NULL for "activation", ... */
+} kiln_activation_layer_options;
+
+/** Applies `activation` as a layer of its own (Keras Activation, whose
+ *  activation is required too). */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
-                                         kiln_activation activation, const char *name);
+                                         kiln_activation activation,
+                                         const kiln_activation_layer_options *options);
 
 /** Options of kiln_layer_normalization(); zero fields take Keras's
  *  defaults. */
@@ -484,38 +542,64 @@ typedef struct kiln_layer_norm_options {
 KILN_API kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
                                             const kiln_layer_norm_options *options);
 
+/** Options of kiln_reshape(). */
+typedef struct kiln_reshape_options {
+    size_t struct_size;          /**< sizeof(kiln_reshape_options) */
+    const char *name;            /**< layer name, or NULL for "reshape", "reshape_1", ... */
+} kiln_reshape_options;
+
 /** Reshapes a sample to `dims` (rank 1..KILN_MAX_RANK, batch not counted;
  *  Keras Reshape's target_shape): the values keep their row-major order.
  *  One dimension may be -1, inferred from the input's size. A malformed
  *  target (a dimension of 0 or below -1, two -1s, dims NULL) is
  *  KILN_ERROR_INVALID_ARGUMENT; a target of another size than the input,
  *  KILN_ERROR_SHAPE; both reported by kiln_model_compile naming the layer
- *  and the shapes. `dims` is copied; `name` may be NULL. */
+ *  and the shapes. `dims` is copied. */
 KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
-                                const int32_t *dims, const char *name);
+                                const int32_t *dims, const kiln_reshape_options *options);
 
-/** Joins 2..8 inputs along `axis` (Keras Concatenate): the inputs have one
- *  rank and equal dimensions but on that axis. `axis` counts the batch
- *  dimension as Keras's does: -1 (Keras's default) is the last axis, 1 a
- *  sample's first; the batch axis (0) and axes past the rank are
- *  KILN_ERROR_SHAPE, as are mismatched dimensions (reported by
- *  kiln_model_compile naming the layer and the shapes). The same node may
- *  be given more than once. `name` may be NULL. */
+/** Options of kiln_concatenate(). */
+typedef struct kiln_concatenate_options {
+    size_t struct_size;          /**< sizeof(kiln_concatenate_options) */
+    const char *name;            /**< layer name, or NULL for "concatenate", ... */
+    /** The axis to join along, counting the batch dimension as Keras's
+     *  does: -1 is the last axis, 1 a sample's first; 0 (the batch axis,
+     *  which cannot be joined along): -1, Keras's default. */
+    int32_t axis;
+} kiln_concatenate_options;
+
+/** Joins 2..8 inputs along the options' axis (Keras Concatenate): the
+ *  inputs have one rank and equal dimensions but on that axis. Axes past
+ *  the rank are KILN_ERROR_SHAPE, as are mismatched dimensions (reported
+ *  by kiln_model_compile naming the layer and the shapes). The same node
+ *  may be given more than once. */
 KILN_API kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs,
-                                    int32_t n_inputs, int32_t axis, const char *name);
+                                    int32_t n_inputs, const kiln_concatenate_options *options);
+
+/** Options of kiln_add(). */
+typedef struct kiln_add_options {
+    size_t struct_size;          /**< sizeof(kiln_add_options) */
+    const char *name;            /**< layer name, or NULL for "add", "add_1", ... */
+} kiln_add_options;
 
 /** Element-wise sum of 2..8 inputs of one shape (Keras Add). */
 KILN_API kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
-                            const char *name);
+                            const kiln_add_options *options);
+
+/** Options of kiln_dot(). */
+typedef struct kiln_dot_options {
+    size_t struct_size;          /**< sizeof(kiln_dot_options) */
+    const char *name;            /**< layer name, or NULL for "dot", "dot_1", ... */
+} kiln_dot_options;
 
 /** Inner product of two samples of one length D: (D,) and (D,) give (1,),
  *  as Keras's Dot(axes=-1) on (batch, D) inputs (no normalisation): the
  *  meeting point of a two-tower recommender's user and item vectors.
  *  Other shapes are KILN_ERROR_SHAPE at kiln_model_compile, naming the layer
- *  and both shapes. The same node may be given twice. `name` may be NULL
- *  ("dot", "dot_1", ...). Model files record it; ONNX export writes Mul and
- *  ReduceSum. */
-KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name);
+ *  and both shapes. The same node may be given twice. Model files record
+ *  it; ONNX export writes Mul and ReduceSum. */
+KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
+                            const kiln_dot_options *options);
 
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */
@@ -688,12 +772,18 @@ typedef struct kiln_optimizer_options {
     const kiln_lr_schedule *schedule;
 } kiln_optimizer_options;
 
-/** The learning rate `options` give at optimizer step `step` (defaults
- *  filled in as compile fills them; NULL: Adam's defaults, 1e-3 at every
- *  step). Returns a negative value for invalid options (a bad value, or a
- *  nonzero struct_size of the options or their schedule below
- *  sizeof(size_t)) or a negative step. */
-KILN_API float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step);
+/** Sets *rate to the learning rate `options` give at optimizer step `step`
+ *  (updates applied so far, counting from 0), defaults filled in as
+ *  compile fills them (NULL: Adam's defaults, 1e-3 at every step); the
+ *  rate is computed in double, as training computes it. `ctx` holds the
+ *  message of a failure (kiln_context_last_error).
+ *  KILN_ERROR_INVALID_ARGUMENT, *rate 0, for `rate` NULL, a negative step,
+ *  a nonzero struct_size of the options or their schedule below
+ *  sizeof(size_t), or an option kiln_model_compile refuses (named as
+ *  compile names it), and, with no message, for `ctx` NULL. */
+KILN_API kiln_status kiln_learning_rate_at(kiln_context *ctx,
+                                           const kiln_optimizer_options *options, int64_t step,
+                                           double *rate);
 
 typedef enum kiln_strategy {
     KILN_STRATEGY_AUTO = 0,       /**< one_device for one device, mirrored for more */
@@ -755,9 +845,12 @@ typedef struct kiln_output_loss {
      *  between elements of the array, so it must be the same in each. */
     size_t struct_size;
     kiln_loss loss;              /**< required, as kiln_compile_options.loss */
+    /** Nonzero: `weight` is used as given, 0 included (an output computed
+     *  and reported but not trained on); 0: a weight of 0 means 1. */
+    int32_t has_weight;
     /** The output's share of the total loss, finite and >= 0 (Keras's
      *  loss_weights): the total is the sum of weight x loss over the
-     *  outputs; 0: 1 (Keras's default); -0.0f: exactly 0. */
+     *  outputs; 0: 1 (Keras's default) unless has_weight. */
     float weight;
 } kiln_output_loss;
 
@@ -843,8 +936,11 @@ typedef struct kiln_compile_options {
      *  binary_threshold) is the target (1 or 0; another target never
      *  matches, as in Keras). Losses with dense labels only. */
     int32_t binary_accuracy;
-    /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default); -0.0f:
-     *  exactly 0. */
+    /** Nonzero: binary_threshold is used as given, 0 included; 0: a
+     *  threshold of 0 means 0.5. */
+    int32_t has_binary_threshold;
+    /** binary_accuracy's threshold, finite; 0: 0.5 (Keras's default)
+     *  unless has_binary_threshold. */
     float binary_threshold;
     /** Nonzero: sparse labels equal to ignore_class mark padding (Keras's
      *  SparseCategoricalCrossentropy(ignore_class=...)): those positions count
@@ -1027,8 +1123,8 @@ typedef struct kiln_tensor_info {
     int32_t rank;                /**< of one sample (the batch not counted) */
     int32_t dims[KILN_MAX_RANK]; /**< that sample's shape; 0 past rank */
     /** KILN_DTYPE_FLOAT32, or KILN_DTYPE_INT32 for ids (an Input of
-     *  kiln_input_ints(), whose values kiln_model_predict takes as int32
-     *  bits in their float slots). */
+     *  kiln_input_ints(), whose values kiln_model_predict takes as
+     *  int_features). */
     kiln_dtype dtype;
 } kiln_tensor_info;
 
@@ -1066,8 +1162,16 @@ KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int32_t ind
                                             kiln_tensor_info *info);
 
 /* ------------------------------------------------------------------------ */
-/* Layers and weights as objects                                            */
+/* Layers and parameter tensors as objects                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Vocabulary: a "tensor" is one named parameter array of a layer
+ * ("dense/kernel", "batch_normalization/moving_mean"), listed by
+ * kiln_model_tensor_count and kiln_model_tensor_info and read or written
+ * by name with kiln_model_get_tensor and kiln_model_set_tensor; "weights"
+ * are all of them at once, one flat float array in tensor order
+ * (kiln_model_get_weights and kiln_model_set_weights, as Keras's
+ * get_weights; kiln_model_save_weights). */
 
 /** One layer of a model (kiln_model_layer_info). */
 typedef struct kiln_layer_info {
@@ -1077,30 +1181,44 @@ typedef struct kiln_layer_info {
     int32_t rank;                /**< of one sample's output */
     int32_t dims[KILN_MAX_RANK]; /**< that output's shape */
     int32_t trainable;           /**< 0 when frozen (kiln_model_set_trainable) */
-    int32_t n_weights;           /**< its weight tensors */
+    int32_t n_tensors;           /**< its parameter tensors (kiln_model_tensor_info) */
 } kiln_layer_info;
 
-/** One weight tensor (kiln_model_weight_info), in kiln_model_get_weights()
- *  order. */
-typedef struct kiln_weight_info {
-    size_t struct_size;          /**< sizeof(kiln_weight_info) */
-    char name[96];               /**< "<layer>/<weight>", as in the weight files */
+/** One parameter tensor of a compiled model (kiln_model_tensor_info), in
+ *  the order of kiln_model_get_weights()'s array. */
+typedef struct kiln_parameter_info {
+    size_t struct_size;          /**< sizeof(kiln_parameter_info) */
+    /** "<layer>/<tensor>", as in the weight files and kiln_model_get_tensor */
+    char name[96];
     int32_t rank;                /**< of the tensor */
     int32_t dims[KILN_MAX_RANK]; /**< its shape (a conv kernel: height, width, in, out) */
     int64_t size;                /**< floats */
     int64_t offset;              /**< where it starts in kiln_model_get_weights()'s array */
     int32_t trainable;           /**< 0: frozen, or state the layer updates (moving statistics) */
-} kiln_weight_info;
+} kiln_parameter_info;
 
-/** Number of layers (Input included), in the order they were added. */
+/** Number of layers (Input included), in the order they were added.
+ *  KILN_ERROR_INVALID_ARGUMENT for `count` NULL. */
 KILN_API kiln_status kiln_model_layer_count(const kiln_model *model, int32_t *count);
+
+/** Layer `index` (0..kiln_model_layer_count - 1): its name, kind, output
+ *  shape, trainability and tensor count. KILN_ERROR_INVALID_ARGUMENT for
+ *  `info` NULL or of a smaller struct_size, an index out of range. */
 KILN_API kiln_status kiln_model_layer_info(const kiln_model *model, int32_t index,
                                            kiln_layer_info *info);
-/** Number of weight tensors of a compiled model, and each one's facts. */
-KILN_API kiln_status kiln_model_weight_count(const kiln_model *model, int32_t *count);
-KILN_API kiln_status kiln_model_weight_info(const kiln_model *model, int32_t index,
-                                            kiln_weight_info *info);
-/** Reads (get) or replaces (set) one weight tensor of a compiled model by
+
+/** Number of parameter tensors of a compiled model (KILN_ERROR_STATE
+ *  before compile). */
+KILN_API kiln_status kiln_model_tensor_count(const kiln_model *model, int32_t *count);
+
+/** Tensor `index` (0..kiln_model_tensor_count - 1) of a compiled model:
+ *  its name, shape, size, offset in the flat weights and trainability.
+ *  KILN_ERROR_INVALID_ARGUMENT for `info` NULL or of a smaller
+ *  struct_size, an index out of range; KILN_ERROR_STATE before compile. */
+KILN_API kiln_status kiln_model_tensor_info(const kiln_model *model, int32_t index,
+                                            kiln_parameter_info *info);
+
+/** Reads (get) or replaces (set) one parameter tensor of a compiled model by
  *  name; `count` must be its size exactly. KILN_ERROR_INVALID_ARGUMENT for an
  *  unknown name (the model is unchanged) or another count. Optimizer state
  *  is kept. Transfer learning: copy the feature layers' tensors from a
@@ -1343,10 +1461,13 @@ KILN_API kiln_status kiln_dataset_from_npy(kiln_context *ctx, const char *featur
 /** Options of kiln_dataset_from_image_folder(). */
 typedef struct kiln_image_folder_options {
     size_t struct_size;          /**< sizeof(kiln_image_folder_options) */
-    int32_t height;              /**< images are resized (bilinear) to this; > 0 */
-    int32_t width;               /**< > 0 */
+    /** Images are resized (bilinear) to this, >= 0; 0: 256 (Keras's
+     *  image_size default, (256, 256)). */
+    int32_t height;
+    int32_t width;               /**< >= 0; 0: 256 */
     int32_t channels;            /**< 1 (grayscale) or 3 (RGB); 0: 3 */
-    /** Pixels become value * scale + offset; 0: 1/255, so bytes map to [0, 1]. */
+    /** Pixels become value * scale + offset; 0: 1/255, so bytes map to
+     *  [0, 1] (Keras has no such option and gives 0..255: set 1 for that). */
     float scale;
     float offset;                /**< added after scale; default 0 */
     /** Nonzero: an image that cannot be decoded, or a symbolic link whose
@@ -1539,7 +1660,7 @@ KILN_API kiln_status kiln_dataset_transform(kiln_dataset *dataset, kiln_map_fn m
  * then unchanged); KILN_ERROR_OUT_OF_MEMORY. A model of several outputs
  * has a graph output per output, in output order, named as its layer.
  */
-KILN_API kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path);
+KILN_API kiln_status kiln_model_export_onnx(kiln_model *model, const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Training, evaluation, prediction                                         */
@@ -1929,43 +2050,89 @@ typedef struct kiln_metrics {
 KILN_API kiln_status kiln_model_evaluate(kiln_model *model, const kiln_dataset *data,
                                          int32_t batch_size, kiln_metrics *out);
 
-/** Runs the model on `count` samples of host features (count * input size
- *  floats; a model of several Inputs takes each sample's inputs one after
- *  another, in input order, ids as int32 bits: see kiln_input()) and writes
- *  count * output size floats to `outputs` (a model of several outputs:
- *  each sample's outputs one after another, in output order). KILN_ERROR_DATA, naming the
- *  sample, position, input and layer, for an id outside its Embedding. */
-KILN_API kiln_status kiln_model_predict(kiln_model *model, const float *inputs, int64_t count,
+/** Host arrays for kiln_model_predict, kiln_model_train_on_batch,
+ *  kiln_model_test_on_batch and kiln_model_predict_on_batch, typed as
+ *  kiln_arrays_desc types a dataset's: each Input's values as floats or as
+ *  int32 ids, each output's labels as int32 class ids (a sparse loss) or
+ *  floats (the others). Exactly one of features, int_features and inputs
+ *  is set, and for the training and test calls exactly one of
+ *  sparse_labels, dense_labels and outputs (the predict calls take none). The arrays
+ *  are read during the call only. */
+typedef struct kiln_batch_arrays {
+    size_t struct_size;          /**< sizeof(kiln_batch_arrays) */
+    /** Samples, >= 1 (at most INT32_MAX for the *_on_batch calls). */
+    int64_t count;
+    /** A model of one float Input: count * its size floats. */
+    const float *features;
+    /** A model of one Input of ids (kiln_input_ints): count * its size ids. */
+    const int32_t *int_features;
+    /** A model of several Inputs: n_inputs arrays (the model's count), one
+     *  per Input in input order, each with features or int_features as its
+     *  Input takes and rank and dims its Input's shape (rank 0: not
+     *  checked). 0: one Input, in the fields above. */
+    int32_t n_inputs;
+    const kiln_input_array *inputs;  /**< see n_inputs; NULL when it is 0 */
+    /** A model of one output with a sparse loss: count * positions class
+     *  ids (one per sample against a (classes,) output). */
+    const int32_t *sparse_labels;
+    /** A model of one output with a dense loss: count * output size floats. */
+    const float *dense_labels;
+    /** A model of several outputs: n_outputs label arrays (the model's
+     *  count), one per output in output order, each with label_kind,
+     *  sparse_labels or dense_labels as its loss takes (label_size 0 or
+     *  the ids or floats per sample; num_classes 0 or an upper bound of the
+     *  ids). 0: one output, in the fields above. */
+    int32_t n_outputs;
+    const kiln_label_array *outputs;  /**< see n_outputs; NULL when it is 0 */
+} kiln_batch_arrays;
+
+/** Runs the model on the `inputs->count` samples of `inputs` (a
+ *  kiln_batch_arrays: each Input's features typed, floats or int32 ids, and
+ *  no labels), in batches of `batch_size` (0: 32), and writes count *
+ *  output size floats to `outputs` (a model of several outputs: each
+ *  sample's outputs one after another, in output order). Each batch is
+ *  packed when it runs, so the arrays are not copied whole. The statuses
+ *  of kiln_batch_arrays as kiln_model_train_on_batch gives them (labels
+ *  set: KILN_ERROR_INVALID_ARGUMENT), KILN_ERROR_INVALID_ARGUMENT for
+ *  `outputs` NULL or a negative batch_size, KILN_ERROR_DATA, naming the
+ *  sample, position, input and layer, for an id outside its Embedding
+ *  (every id is checked before the first batch runs). */
+KILN_API kiln_status kiln_model_predict(kiln_model *model, const kiln_batch_arrays *inputs,
                                         float *outputs, int32_t batch_size);
 
 /* ------------------------------------------------------------------------ */
 /* Custom training loops                                                    */
 /* ------------------------------------------------------------------------ */
 
-/** One training step on `count` samples of host features (count * input
- *  size floats) and labels (count int32 class ids, count * positions ids
- *  against a (positions, classes) output, or count * output size floats
- *  for dense labels; a model of several outputs takes each sample's labels
- *  one output after another, in output order, ids as int32 bits and
- *  floats, 4 bytes each), as fit would take it under the model's
- *  strategy (split across replicas, reduced, one optimizer update). The
- *  batch's mean loss and accuracy go to `out` (may be NULL). It counts as a
- *  training step for checkpoints and schedules and leaves fit's epoch
- *  position alone. A non-finite loss or gradient skips the update and
- *  returns KILN_ERROR_NUMERIC; a label out of range KILN_ERROR_DATA. The
- *  parameter server's asynchronous steps are waited for, so the result is
- *  this batch's. */
-KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const float *features,
-                                               const void *labels, int32_t count,
+/** One training step on `batch` (kiln_batch_arrays), as fit would take
+ *  it under the model's strategy (split across replicas, reduced, one
+ *  optimizer update). The batch's mean loss and accuracy go to `out` (may
+ *  be NULL). It counts as a training step for checkpoints and schedules
+ *  and leaves fit's epoch position alone. KILN_ERROR_INVALID_ARGUMENT for
+ *  `batch` NULL or of a struct_size too short, a count below 1, none or
+ *  more than one of the features or of the labels set, or the wrong one:
+ *  float features for an Input of ids or ids for a float Input, class ids
+ *  for a loss of dense labels or floats for a sparse one (naming the
+ *  Input or output), n_inputs or n_outputs other than the model's, a
+ *  label array whose label_kind disagrees with the array it sets;
+ *  KILN_ERROR_SHAPE for an input array's shape other than its Input's or a
+ *  label array's label_size other than its output's; KILN_ERROR_DATA for
+ *  a label out of range (of the output, or of a label array's
+ *  num_classes), a non-finite float or an id outside its Embedding
+ *  (naming the sample). A non-finite loss or gradient skips the update and returns
+ *  KILN_ERROR_NUMERIC. The parameter server's asynchronous steps are
+ *  waited for, so the result is this batch's. */
+KILN_API kiln_status kiln_model_train_on_batch(kiln_model *model, const kiln_batch_arrays *batch,
                                                kiln_metrics *out);
-/** The loss and accuracy of one batch in inference mode (no update); labels
- *  as kiln_model_train_on_batch() takes them. */
-KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const float *features,
-                                              const void *labels, int32_t count,
+/** The loss and accuracy of one batch in inference mode (no update); the
+ *  batch and its statuses as kiln_model_train_on_batch's. */
+KILN_API kiln_status kiln_model_test_on_batch(kiln_model *model, const kiln_batch_arrays *batch,
                                               kiln_metrics *out);
-/** The outputs of one batch (count * output size floats), as predict. */
-KILN_API kiln_status kiln_model_predict_on_batch(kiln_model *model, const float *features,
-                                                 int32_t count, float *outputs);
+/** The outputs of one batch (count * output size floats), as predict; the
+ *  batch's features as kiln_model_train_on_batch takes them, and no
+ *  labels (KILN_ERROR_INVALID_ARGUMENT if some are set). */
+KILN_API kiln_status kiln_model_predict_on_batch(kiln_model *model,
+                                                 const kiln_batch_arrays *batch, float *outputs);
 
 /** One epoch of a model's history. */
 typedef struct kiln_epoch_record {
@@ -2010,9 +2177,9 @@ KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_c
                                             char *text, size_t size, size_t *length);
 
 /** Number of epochs in the history (every fit appends its epochs). */
-KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t *length);
+KILN_API kiln_status kiln_model_history_count(const kiln_model *model, int32_t *count);
 
-/** Metrics of history epoch i (0 <= i < length). */
+/** Metrics of history epoch i (0 <= i < kiln_model_history_count). */
 KILN_API kiln_status kiln_model_history_epoch(const kiln_model *model, int32_t i,
                                               kiln_epoch_record *record);
 

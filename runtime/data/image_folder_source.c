@@ -472,9 +472,9 @@ static const kiln_source_ops image_folder_ops = {
 
 static kiln_status check_options(kiln_context *ctx, const kiln_image_folder_options *o)
 {
-    if (o->height <= 0 || o->width <= 0)
+    if (o->height < 0 || o->width < 0)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: height %d, width %d; both "
-                          "must be > 0 (images are resized to them)", FOLDER_FN,
+                          "must be > 0 (images are resized to them), or 0 for 256", FOLDER_FN,
                           (int)o->height, (int)o->width);
     if ((int64_t)o->height * o->width > KILN_IMAGE_MAX_PIXELS)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: height %d x width %d is more "
@@ -506,11 +506,12 @@ kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const char *folder
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: folder is NULL", FOLDER_FN);
     kiln_image_folder_options o;
     kiln_diag why;
-    /* height and width have no default. */
-    if (kiln_options_take(&o, sizeof o, options,
-                          offsetof(kiln_image_folder_options, width) + sizeof o.width,
-                          "kiln_image_folder_options", &why) != KILN_OK)
+    if (kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_image_folder_options",
+                          &why) != KILN_OK)
         return kiln_error(ctx, why.status, "%s: %s", FOLDER_FN, why.message);
+    /* Keras's image_size default, (256, 256). */
+    o.height = o.height ? o.height : 256;
+    o.width = o.width ? o.width : 256;
     kiln_status st = check_options(ctx, &o);
     if (st != KILN_OK)
         return st;

@@ -18,17 +18,43 @@ static int take_options(kiln_model *m, void *dst, size_t size, const void *src, 
     return 0;
 }
 
-kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims, const char *name)
+/* A builder's options struct that holds nothing but struct_size and name,
+ * copied; NULL name when the options are NULL. */
+typedef struct name_only {
+    size_t struct_size;
+    const char *name;
+} name_only;
+
+/* The name of options laid out as name_only (every such struct of kiln.h);
+ * 0 after keeping why on the model when their struct_size is too short. */
+static int take_name(kiln_model *m, const void *options, const char *call, const char *type,
+                     const char **name)
+{
+    name_only o;
+    if (!take_options(m, &o, sizeof o, options, sizeof(size_t), call, type))
+        return 0;
+    *name = o.name;
+    return 1;
+}
+
+kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
+                     const kiln_input_options *options)
 {
     const kiln_input_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_input", "kiln_input_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
                                 KILN_ACTIVATION_LINEAR);
 }
 
 kiln_node kiln_input_ints(kiln_model *model, int32_t rank, const int32_t *dims,
-                          const char *name)
+                          const kiln_input_options *options)
 {
     const kiln_input_args args = {.rank = rank, .dims = dims, .ints = 1};
+    const char *name;
+    if (!take_name(model, options, "kiln_input_ints", "kiln_input_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_input, &args, NULL, 0, name,
                                 KILN_ACTIVATION_LINEAR);
 }
@@ -74,8 +100,13 @@ kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                 KILN_ACTIVATION_LINEAR);
 }
 
-kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input, const char *name)
+kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
+                                         const kiln_global_pool2d_options *options)
 {
+    const char *name;
+    if (!take_name(model, options, "kiln_global_average_pooling2d",
+                   "kiln_global_pool2d_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, NULL, &input, 1,
                                 name, KILN_ACTIVATION_LINEAR);
 }
@@ -91,23 +122,33 @@ kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                 o.activation);
 }
 
-kiln_node kiln_dropout(kiln_model *model, kiln_node input, float rate, uint64_t seed,
-                       const char *name)
+kiln_node kiln_dropout(kiln_model *model, kiln_node input, const kiln_dropout_options *options)
 {
-    const kiln_dropout_args args = {.rate = rate, .seed = seed};
-    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, name,
+    kiln_dropout_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_dropout",
+                      "kiln_dropout_options"))
+        return KILN_NODE_INVALID;
+    const kiln_dropout_args args = {.rate = o.rate, .seed = o.seed};
+    return kiln_model_add_layer(model, &kiln_layer_dropout, &args, &input, 1, o.name,
                                 KILN_ACTIVATION_LINEAR);
 }
 
-kiln_node kiln_flatten(kiln_model *model, kiln_node input, const char *name)
+kiln_node kiln_flatten(kiln_model *model, kiln_node input, const kiln_flatten_options *options)
 {
+    const char *name;
+    if (!take_name(model, options, "kiln_flatten", "kiln_flatten_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_flatten, NULL, &input, 1, name,
                                 KILN_ACTIVATION_LINEAR);
 }
 
 kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,
-                                const char *name)
+                                const kiln_activation_layer_options *options)
 {
+    const char *name;
+    if (!take_name(model, options, "kiln_activation_layer", "kiln_activation_layer_options",
+                   &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_activation, NULL, &input, 1, name,
                                 activation);
 }
@@ -124,31 +165,44 @@ kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
 }
 
 kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
-                       const char *name)
+                       const kiln_reshape_options *options)
 {
     const kiln_reshape_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_reshape", "kiln_reshape_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_reshape, &args, &input, 1, name,
                                 KILN_ACTIVATION_LINEAR);
 }
 
 kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
-                           int32_t axis, const char *name)
+                           const kiln_concatenate_options *options)
 {
-    const kiln_concatenate_args args = {.axis = axis};
+    kiln_concatenate_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_concatenate",
+                      "kiln_concatenate_options"))
+        return KILN_NODE_INVALID;
+    const kiln_concatenate_args args = {.axis = o.axis ? o.axis : -1};   /* Keras's default */
     return kiln_model_add_layer(model, &kiln_layer_concatenate, &args, inputs,
-                                inputs ? (int)n_inputs : 0, name, KILN_ACTIVATION_LINEAR);
+                                inputs ? (int)n_inputs : 0, o.name, KILN_ACTIVATION_LINEAR);
 }
 
 kiln_node kiln_add(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
-                   const char *name)
+                   const kiln_add_options *options)
 {
+    const char *name;
+    if (!take_name(model, options, "kiln_add", "kiln_add_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_add, NULL, inputs, inputs ? (int)n_inputs : 0,
                                 name, KILN_ACTIVATION_LINEAR);
 }
 
-kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const char *name)
+kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const kiln_dot_options *options)
 {
     const kiln_node inputs[2] = {a, b};
+    const char *name;
+    if (!take_name(model, options, "kiln_dot", "kiln_dot_options", &name))
+        return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_dot, NULL, inputs, 2, name,
                                 KILN_ACTIVATION_LINEAR);
 }

@@ -1,4 +1,4 @@
-/* A model's layers and weight tensors as objects: listing them, one tensor
+/* A model's layers and parameter tensors as objects: listing them, one tensor
  * read or written by name, and freezing a layer before compile. */
 #include "runtime/context/context.h"
 #include "runtime/model/model.h"
@@ -39,7 +39,7 @@ kiln_status kiln_model_layer_info(const kiln_model *m, int32_t index, kiln_layer
         const kiln_node_rec *node = &m->graph.nodes[index];
         kiln_layer_info r = {.struct_size = sizeof r, .name = node->name,
                              .kind = node->ops->kind, .rank = node->shape.rank,
-                             .trainable = !node->frozen, .n_weights = node->n_params};
+                             .trainable = !node->frozen, .n_tensors = node->n_params};
         memcpy(r.dims, node->shape.dims, sizeof r.dims);
         kiln_struct_export(info, &r, sizeof r);
     }
@@ -57,8 +57,7 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
     for (kiln_node i = 0; i < m->graph.n_nodes; i++)
         for (int p = 0; p < m->graph.nodes[i].n_params; p++, k++) {
             char full[96];
-            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name,
-                     m->graph.nodes[i].params[p].name);
+            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name, m->graph.nodes[i].params[p].name);
             if (name ? strcmp(full, name) == 0 : k == index) {
                 *node = i;
                 *param = p;
@@ -70,7 +69,7 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
     return 0;
 }
 
-kiln_status kiln_model_weight_count(const kiln_model *m, int32_t *count)
+kiln_status kiln_model_tensor_count(const kiln_model *m, int32_t *count)
 {
     if (count)
         *count = 0;
@@ -78,38 +77,38 @@ kiln_status kiln_model_weight_count(const kiln_model *m, int32_t *count)
         return KILN_ERROR_INVALID_ARGUMENT;
     if (!count)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_weight_count: count is NULL");
+                          "kiln_model_tensor_count: count is NULL");
     int entered;
-    kiln_status st = kiln_model_enter_reading(m, "kiln_model_weight_count", &entered);
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_tensor_count", &entered);
     if (st == KILN_OK)
-        st = kiln_model_check_compiled(m, "kiln_model_weight_count");
+        st = kiln_model_check_compiled(m, "kiln_model_tensor_count");
     for (kiln_node i = 0; st == KILN_OK && i < m->graph.n_nodes; i++)
         *count += m->graph.nodes[i].n_params;
     kiln_model_leave_reading(m, entered);
     return st;
 }
 
-kiln_status kiln_model_weight_info(const kiln_model *m, int32_t index, kiln_weight_info *info)
+kiln_status kiln_model_tensor_info(const kiln_model *m, int32_t index, kiln_parameter_info *info)
 {
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
     if (!info || info->struct_size < sizeof *info)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_weight_info: info "
-                          "is NULL or its struct_size is not sizeof(kiln_weight_info)");
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_tensor_info: info "
+                          "is NULL or its struct_size is not sizeof(kiln_parameter_info)");
     int entered;
-    kiln_status st = kiln_model_enter_reading(m, "kiln_model_weight_info", &entered);
+    kiln_status st = kiln_model_enter_reading(m, "kiln_model_tensor_info", &entered);
     if (st == KILN_OK)
-        st = kiln_model_check_compiled(m, "kiln_model_weight_info");
+        st = kiln_model_check_compiled(m, "kiln_model_tensor_info");
     kiln_node i;
     int p;
     int64_t offset;
     if (st == KILN_OK && (index < 0 || !find_weight(m, index, NULL, &i, &p, &offset)))
-        st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_weight_info: weight "
+        st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_tensor_info: tensor "
                         "%d does not exist", (int)index);
     if (st == KILN_OK) {
         const kiln_node_rec *node = &m->graph.nodes[i];
         const kiln_param_spec *spec = &node->params[p];
-        kiln_weight_info r = {.struct_size = sizeof r, .rank = spec->shape.rank,
+        kiln_parameter_info r = {.struct_size = sizeof r, .rank = spec->shape.rank,
                               .size = kiln_shape_size(&spec->shape), .offset = offset,
                               .trainable = !spec->non_trainable && !node->frozen};
         snprintf(r.name, sizeof r.name, "%s/%s", node->name, spec->name);
@@ -134,8 +133,8 @@ static kiln_status tensor_io(kiln_model *m, const char *call, const char *name, 
     int p;
     int64_t offset;
     if (!find_weight(m, -1, name, &i, &p, &offset))
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the model has no weight "
-                          "tensor '%s' (names are \"<layer>/<weight>\", e.g. \"dense/kernel\")",
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the model has no parameter "
+                          "tensor '%s' (names are \"<layer>/<tensor>\", e.g. \"dense/kernel\")",
                           call, name);
     const int64_t size = kiln_shape_size(&m->graph.nodes[i].params[p].shape);
     if (count != size)

@@ -165,9 +165,8 @@ kiln_status kiln_metric_plan_make(kiln_model *m, const kiln_compile_options *o)
     plan->top_k = o->top_k;
     plan->mean_abs_error = o->mean_absolute_error != 0;
     plan->binary_accuracy = o->binary_accuracy != 0;
-    /* -0.0f is the way to ask for 0 itself. */
-    plan->threshold = o->binary_threshold == 0.0f && !signbit(o->binary_threshold)
-                          ? 0.5f : o->binary_threshold;
+    plan->threshold = o->binary_threshold != 0.0f ? o->binary_threshold
+                      : o->has_binary_threshold ? 0.0f : 0.5f;
     return KILN_OK;
 }
 

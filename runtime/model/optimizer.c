@@ -6,13 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void discard_log(void *user, kiln_log_level level, const char *message)
-{
-    (void)user;
-    (void)level;
-    (void)message;
-}
-
 kiln_status kiln_optimizer_take(kiln_optimizer_options *o, kiln_lr_schedule *schedule,
                                 const kiln_optimizer_options *src, kiln_diag *why)
 {
@@ -128,22 +121,28 @@ double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t ste
     }
 }
 
-float kiln_learning_rate_at(const kiln_optimizer_options *options, int64_t step)
+kiln_status kiln_learning_rate_at(kiln_context *ctx, const kiln_optimizer_options *options,
+                                  int64_t step, double *rate)
 {
+    if (rate)
+        *rate = 0.0;
+    if (!ctx)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!rate)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_learning_rate_at: rate is NULL");
+    if (step < 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_learning_rate_at: step %lld is negative (steps count from 0)",
+                          (long long)step);
     kiln_optimizer_options o;
     kiln_lr_schedule schedule;
     kiln_diag why;
     if (kiln_optimizer_take(&o, &schedule, options, &why) != KILN_OK)
-        return -1.0f;
-    /* Validation without a context: a scratch one only collects the message. */
-    kiln_context scratch;
-    if (kiln_context_init_host_only(&scratch, NULL, NULL, discard_log) != KILN_OK)
-        return -1.0f;
-    const kiln_status st = kiln_optimizer_resolve(&scratch, &o);
-    kiln_context_release_host_only(&scratch);
-    if (st != KILN_OK || step < 0)
-        return -1.0f;
-    return (float)kiln_optimizer_learning_rate(&o, step);
+        return kiln_error(ctx, why.status, "kiln_learning_rate_at: %s", why.message);
+    const kiln_status st = kiln_optimizer_resolve(ctx, &o);
+    if (st == KILN_OK)
+        *rate = kiln_optimizer_learning_rate(&o, step);
+    return st;
 }
 
 int kiln_optimizer_slot_count(const kiln_optimizer_options *o)

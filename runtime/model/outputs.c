@@ -73,15 +73,16 @@ static kiln_status check_supported(kiln_model *m, const kiln_compile_options *o)
     return KILN_OK;
 }
 
-/* Keras's default weight is 1; -0.0f asks for 0 itself (as binary_threshold). */
-static kiln_status take_weight(kiln_model *m, int32_t k, float w)
+/* Keras's default weight is 1; has_weight asks for 0 itself. */
+static kiln_status take_weight(kiln_model *m, int32_t k, const kiln_output_loss *given)
 {
+    const float w = given->weight;
     if (!isfinite(w) || w < 0.0f)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: the loss weight of output %d ('%s') is %g; it "
-                          "must be finite and >= 0",
-                          (int)k, m->graph.nodes[m->graph.outputs[k]].name, (double)w);
-    m->plan.head_weight[k] = w == 0.0f && !signbit(w) ? 1.0f : w;
+                          "must be finite and >= 0", (int)k, m->graph.nodes[m->graph.outputs[k]].name,
+                          (double)w);
+    m->plan.head_weight[k] = w != 0.0f ? w : given->has_weight ? 0.0f : 1.0f;
     return KILN_OK;
 }
 
@@ -124,13 +125,13 @@ kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o
         kiln_diag why;
         if (o->n_outputs &&
             kiln_options_take_at(&given, sizeof given, o->outputs, (size_t)k,
-                                 offsetof(kiln_output_loss, weight),
+                                 offsetof(kiln_output_loss, has_weight),
                                  "kiln_compile_options.outputs", &why) != KILN_OK)
             return kiln_error(m->ctx, why.status, "kiln_model_compile: %s", why.message);
         st = kiln_loss_plan_make_for(m, m->graph.outputs[k], given.loss, !o->no_accuracy, plan);
         m->plan.head_weight[k] = 1.0f;
         if (st == KILN_OK && o->n_outputs)
-            st = take_weight(m, k, given.weight);
+            st = take_weight(m, k, &given);
         plan->sums_at = several ? KILN_SUM_HEADS + KILN_SUM_HEAD_SLOTS * k : 0;
         plan->head_scale = several ? m->plan.head_weight[k] / (float)plan->positions : 1.0f;
         m->plan.head_label_offset[k] = words;

@@ -167,7 +167,8 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
             kiln_jw_begin_object(w);
             kiln_jw_key(w, "loss");
             kiln_jw_string(w, name_of(loss_names, COUNT(loss_names), (int)m->plan.heads[k].loss));
-            /* The weight in use; -0 is how compile is asked for 0 itself. */
+            /* The weight in use; 0 as -0, which kiln 0.1 (where 0 meant
+             * the default 1) reads as 0 too. */
             kiln_jw_key(w, "weight");
             kiln_jw_float(w, m->plan.head_weight[k] == 0.0f ? -0.0f : m->plan.head_weight[k]);
             kiln_jw_end_object(w);
@@ -182,7 +183,8 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_bool(w, first->mean_abs_error);
     kiln_jw_key(w, "binary_accuracy");
     kiln_jw_bool(w, first->binary_accuracy);
-    /* The threshold in use; -0 is how compile is asked for 0 itself. */
+    /* The threshold in use; 0 as -0, which kiln 0.1 (where 0 meant the
+     * default 0.5) reads as 0 too. */
     kiln_jw_key(w, "binary_threshold");
     kiln_jw_float(w, first->threshold == 0.0f ? -0.0f : first->threshold);
     kiln_jw_end_object(w);
@@ -252,8 +254,7 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
     }
     kiln_jw_end_array(&w);
     kiln_jw_key(&w, "output");
-    kiln_jw_string(
-        &w, m->graph.nodes[m->graph.output >= 0 ? m->graph.output : m->graph.n_nodes - 1].name);
+    kiln_jw_string(&w, m->graph.nodes[m->graph.output >= 0 ? m->graph.output : m->graph.n_nodes - 1].name);
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(&w, "outputs");
         kiln_jw_begin_array(&w);
@@ -623,6 +624,7 @@ static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d
         if (st == KILN_OK)
             st = get_float(r, l, "weight", &d->losses[k].weight);
         d->losses[k].loss = (kiln_loss)loss;
+        d->losses[k].has_weight = 1;   /* the weight in use, 0 included */
     }
     d->n_losses = (int32_t)losses->count;
     snprintf(r->where, sizeof r->where, "compile: ");
@@ -704,6 +706,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_bool(r, metrics, "mean_absolute_error", &d->mean_absolute_error);
     if (st == KILN_OK && metrics)
         st = get_bool(r, metrics, "binary_accuracy", &d->binary_accuracy);
+    /* The threshold in use, 0 included; without metrics, compile's default. */
+    d->binary_threshold = 0.5f;
     if (st == KILN_OK && metrics)
         st = get_float(r, metrics, "binary_threshold", &d->binary_threshold);
     if (st != KILN_OK)

@@ -125,6 +125,7 @@ static kiln_status compile_options(kiln_context *ctx, const kiln_compile_options
         o->top_k = d->top_k;
         o->mean_absolute_error = d->mean_absolute_error;
         o->binary_accuracy = d->binary_accuracy;
+        o->has_binary_threshold = 1;   /* the file holds the threshold in use */
         o->binary_threshold = d->binary_threshold;
         o->has_ignore_class = d->has_ignore_class;
         o->ignore_class = d->ignore_class;

@@ -359,9 +359,8 @@ fail:
 
 #endif /* KILN_HAVE_ONNX */
 
-kiln_status kiln_model_export_onnx(const kiln_model *model, const char *path)
+kiln_status kiln_model_export_onnx(kiln_model *m, const char *path)
 {
-    kiln_model *m = (kiln_model *)model;   /* entered, read, not changed */
     kiln_status st = kiln_model_enter(m, "kiln_model_export_onnx");
     if (st != KILN_OK)
         return st;

@@ -1,6 +1,7 @@
 /* fit / evaluate / predict: host-side batch assembly, metrics, history and
  * progress around the strategy's steps. */
 #include "comm/mpi_world.h"
+#include "runtime/train/batch_arrays.h"
 #include "runtime/train/callbacks.h"
 #include "runtime/saving/checkpoint.h"
 #include "runtime/data/dataset.h"
@@ -217,9 +218,9 @@ static kiln_status check_ready(kiln_model *m, const kiln_dataset *ds, const char
 static kiln_status check_same_everywhere(kiln_model *m, int together, const char *call,
                                          const char *const *names, const int64_t *values, int n)
 {
-    return m->placement.mpi && together ? kiln_mpi_check_same(m->placement.mpi, call, names, values,
-                                                              n, m->placement.step_timeout)
-                                        : KILN_OK;
+    return m->placement.mpi && together
+               ? kiln_mpi_check_same(m->placement.mpi, call, names, values, n, m->placement.step_timeout)
+               : KILN_OK;
 }
 
 /* The strategy's share of each batch, for the loader. */
@@ -231,8 +232,7 @@ typedef struct share_of {
 static void strategy_share(void *user, int64_t ahead, int32_t n, int32_t *first, int32_t *count)
 {
     const share_of *s = user;
-    s->m->placement.strategy->shard(s->m->placement.strategy_impl, s->train, ahead, n, first,
-                                    count);
+    s->m->placement.strategy->shard(s->m->placement.strategy_impl, s->train, ahead, n, first, count);
 }
 
 /* A loader over `ds` and the order its epochs fill: training applies the
@@ -329,8 +329,7 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
     static const char *const names[] = {"batch_size", "number of samples"};
     const int64_t mine[] = {batch, ds->count};
-    st =
-        check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
+    st = check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_evaluate", names, mine, 2);
     if (st != KILN_OK)
         return st;
     kiln_metrics r;
@@ -352,43 +351,54 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
     return st;
 }
 
-static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t count,
+/* Each batch of the caller's typed arrays is packed (kiln_batch_arrays_pack)
+ * when its turn comes, so a large input is never copied whole; ids are
+ * checked before the first batch runs. */
+static kiln_status predict_entered(kiln_model *m, const kiln_batch_arrays *inputs,
                                    float *outputs, int32_t batch_size)
 {
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
+    const char *call = "kiln_model_predict";
     if (!m->plan.compiled)
-        return kiln_error(m->ctx, KILN_ERROR_STATE, "kiln_model_predict: compile the model "
-                          "first");
-    if (!inputs || !outputs || count < 0 || batch_size < 0)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_predict: inputs and outputs must be set, count (%lld) "
-                          "and batch_size (%d) >= 0", (long long)count, (int)batch_size);
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: compile the model first", call);
+    int64_t count;
+    kiln_status st = kiln_batch_arrays_count(m, call, inputs, &count);
+    if (st != KILN_OK)
+        return st;
+    if (!outputs || batch_size < 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: outputs must be set and "
+                          "batch_size (%d) >= 0", call, (int)batch_size);
     const int32_t batch = batch_size ? batch_size : KILN_DEFAULT_BATCH_SIZE;
-    const int64_t in_size = m->graph.sample_size, out_size = m->plan.output_size;
-    const kiln_status ids = kiln_model_check_features(m, "kiln_model_predict", inputs, count,
-                                                      0, 0);
-    if (ids != KILN_OK)
-        return ids;
+    for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
+        kiln_packed_batch p;
+        st = kiln_batch_arrays_pack(m, call, inputs, 0, start,
+                                    (int32_t)(count - start < batch ? count - start : batch), &p);
+        if (st == KILN_OK)
+            st = kiln_model_check_features(m, call, p.features, p.count, start, 0);
+        kiln_packed_batch_free(m, &p);
+    }
     static const char *const names[] = {"batch_size", "count"};
     const int64_t mine[] = {batch, count};
-    kiln_status st =
-        check_same_everywhere(m, m->placement.mpi_evaluates, "kiln_model_predict", names, mine, 2);
+    if (st == KILN_OK)
+        st = check_same_everywhere(m, m->placement.mpi_evaluates, call, names, mine, 2);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
-        const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
-        const kiln_batch b = {.n = n, .features = inputs + start * in_size};
-        st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b,
-                                                 outputs + start * out_size);
+        kiln_packed_batch p;
+        st = kiln_batch_arrays_pack(m, call, inputs, 0, start,
+                                    (int32_t)(count - start < batch ? count - start : batch), &p);
+        const kiln_batch b = {.n = p.count, .features = p.features};
+        if (st == KILN_OK)
+            st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b,
+                                           outputs + start * m->plan.output_size);
+        kiln_packed_batch_free(m, &p);
     }
     return st;
 }
 
-kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count,
-                               float *outputs, int32_t batch_size)
+kiln_status kiln_model_predict(kiln_model *m, const kiln_batch_arrays *inputs, float *outputs,
+                               int32_t batch_size)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_predict");
     if (st == KILN_OK) {
-        st = predict_entered(m, inputs, count, outputs, batch_size);
+        st = predict_entered(m, inputs, outputs, batch_size);
         kiln_model_leave(m);
     }
     return st;
@@ -440,17 +450,15 @@ static kiln_status resolve_batch_size(kiln_model *m, kiln_fit_options *o)
             o->batch_size = KILN_DEFAULT_BATCH_SIZE;
         return KILN_OK;
     }
-    const int64_t replicas =
-        m->placement.strategy->replicas_in_sync
-            ? m->placement.strategy->replicas_in_sync(m->placement.strategy_impl)
-            : 1;
+    const int64_t replicas = m->placement.strategy->replicas_in_sync
+                                 ? m->placement.strategy->replicas_in_sync(m->placement.strategy_impl) : 1;
     const int64_t global = (int64_t)o->per_replica_batch_size * replicas;
     if (o->per_replica_batch_size < 0 || global > INT32_MAX)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size is %d; times the %lld "
                           "replica(s) in sync of %s it must be in [0, %d]",
-                          (int)o->per_replica_batch_size, (long long)replicas,
-                          m->placement.strategy->name, (int)INT32_MAX);
+                          (int)o->per_replica_batch_size, (long long)replicas, m->placement.strategy->name,
+                          (int)INT32_MAX);
     if (o->batch_size != 0 && o->batch_size != global)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_fit: per_replica_batch_size %d x %lld replica(s) in sync "
@@ -466,8 +474,7 @@ static kiln_status append_history(kiln_model *m, const kiln_epoch_record *r)
 {
     if (m->training.n_history == m->training.cap_history) {
         int32_t cap = m->training.cap_history ? m->training.cap_history * 2 : 16;
-        kiln_epoch_record *grown =
-            kiln_realloc(m->ctx, m->training.history, (size_t)cap * sizeof *grown);
+        kiln_epoch_record *grown = kiln_realloc(m->ctx, m->training.history, (size_t)cap * sizeof *grown);
         if (!grown)
             return kiln_error_oom(m->ctx, "the history", (size_t)cap * sizeof *grown);
         m->training.history = grown;
@@ -512,12 +519,10 @@ static void add_sums(kiln_model *m, const double *sums)
 
 static void update_means(const kiln_model *m, kiln_epoch_record *r)
 {
-    double sums[KILN_N_SUMS] = {[KILN_SUM_LOSS] = m->training.epoch_loss,
-                                [KILN_SUM_CORRECT] = m->training.epoch_correct,
-                                [KILN_SUM_TOP_K] = m->training.epoch_metrics[0],
-                                [KILN_SUM_ABS_ERROR] = m->training.epoch_metrics[1],
-                                [KILN_SUM_BINARY] = m->training.epoch_metrics[2],
-                                [KILN_SUM_COUNTED] = m->training.epoch_counted};
+    double sums[KILN_N_SUMS] = {
+        [KILN_SUM_LOSS] = m->training.epoch_loss, [KILN_SUM_CORRECT] = m->training.epoch_correct,
+        [KILN_SUM_TOP_K] = m->training.epoch_metrics[0], [KILN_SUM_ABS_ERROR] = m->training.epoch_metrics[1],
+        [KILN_SUM_BINARY] = m->training.epoch_metrics[2], [KILN_SUM_COUNTED] = m->training.epoch_counted};
     memcpy(sums + KILN_SUM_HEADS, m->training.epoch_heads, sizeof m->training.epoch_heads);
     kiln_metrics means;
     kiln_model_metrics(m, sums, &means);
@@ -539,10 +544,8 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 {
     return o->checkpoint_dir &&
            ((at_epoch_end && o->checkpoint_every_epoch) ||
-            (o->checkpoint_every_steps > 0 &&
-             m->training.n_train_steps % o->checkpoint_every_steps == 0)) &&
-           (!m->placement.strategy->micro_step ||
-            m->placement.strategy->micro_step(m->placement.strategy_impl) == 0);
+            (o->checkpoint_every_steps > 0 && m->training.n_train_steps % o->checkpoint_every_steps == 0)) &&
+           (!m->placement.strategy->micro_step || m->placement.strategy->micro_step(m->placement.strategy_impl) == 0);
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
@@ -696,10 +699,8 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     const int64_t steps = (ds->count + o->batch_size - 1) / o->batch_size;
     /* The epoch's order depends on the seed and the epoch count only, so a
      * resumed run replays it exactly. */
-    kiln_epoch_order(ds->count, m->training.shuffle_seed, m->training.n_history, !o->no_shuffle,
-                     src->order);
-    kiln_loader_begin(src->loader, src->order, ds->count, m->training.epoch_step,
-                      m->training.n_history);
+    kiln_epoch_order(ds->count, m->training.shuffle_seed, m->training.n_history, !o->no_shuffle, src->order);
+    kiln_loader_begin(src->loader, src->order, ds->count, m->training.epoch_step, m->training.n_history);
     kiln_progress_begin(bar, epoch, o->epochs, steps);
     kiln_epoch_record r;
     memset(&r, 0, sizeof r);
@@ -788,15 +789,9 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
         "epochs", "batch_size", "number of training samples", "number of validation samples",
         "shuffle seed", "outcome of resuming from checkpoint_dir (1: a checkpoint loaded)",
         "epochs in the history", "steps done in the current epoch", "n_callbacks"};
-    const int64_t mine[] = {o->epochs,
-                            o->batch_size,
-                            train->count,
-                            o->validation ? o->validation->count : 0,
-                            (int64_t)m->training.shuffle_seed,
-                            resumed,
-                            m->training.n_history,
-                            m->training.epoch_step,
-                            o->n_callbacks};
+    const int64_t mine[] = {o->epochs, o->batch_size, train->count,
+                            o->validation ? o->validation->count : 0, (int64_t)m->training.shuffle_seed,
+                            resumed, m->training.n_history, m->training.epoch_step, o->n_callbacks};
     st = check_same_everywhere(m, 1, "kiln_model_fit", names, mine, 9);
     /* Resumed: `epochs` is the total to reach; otherwise, epochs to run. */
     const int32_t first = resumed ? m->training.n_history : 0;
@@ -808,8 +803,7 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     kiln_progress_init(&bar, m->placement.rank == 0 ? o->verbosity : KILN_VERBOSE_SILENT, stderr);
     if (st == KILN_OK)
         st = kiln_callbacks_begin(cbs);
-    for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE;
-         e++) {
+    for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE; e++) {
         st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
     }
@@ -868,19 +862,19 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
     return st;
 }
 
-kiln_status kiln_model_history_length(const kiln_model *m, int32_t *length)
+kiln_status kiln_model_history_count(const kiln_model *m, int32_t *count)
 {
-    if (length)
-        *length = 0;
+    if (count)
+        *count = 0;
     if (!m)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (!length)
+    if (!count)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_history_length: length is NULL");
+                          "kiln_model_history_count: count is NULL");
     int entered;
-    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_length", &entered);
+    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_history_count", &entered);
     if (st == KILN_OK)
-        *length = m->training.n_history;
+        *count = m->training.n_history;
     kiln_model_leave_reading(m, entered);
     return st;
 }

@@ -6,6 +6,7 @@
 #include "runtime/model/loss.h"
 #include "runtime/model/model.h"
 #include "runtime/model/strategy.h"
+#include "runtime/train/batch_arrays.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,13 +23,11 @@ static kiln_status check_labels(kiln_model *m, const char *call, const void *lab
         const int64_t size = (int64_t)(kiln_loss_label_bytes(plan) / 4);
         char output[128] = "";
         if (kiln_model_outputs_apart(m))
-            snprintf(output, sizeof output, " for output '%s'",
-                     m->graph.nodes[m->graph.outputs[k]].name);
+            snprintf(output, sizeof output, " for output '%s'", m->graph.nodes[m->graph.outputs[k]].name);
         for (int64_t i = 0; i < count; i++)
             for (int64_t p = 0; p < size; p++) {
-                const char *at =
-                    (const char *)labels +
-                    (size_t)(i * m->plan.label_words + m->plan.head_label_offset[k] + p) * 4;
+                const char *at = (const char *)labels +
+                                 (size_t)(i * m->plan.label_words + m->plan.head_label_offset[k] + p) * 4;
                 int32_t id;
                 float v;
                 memcpy(&id, at, 4);
@@ -108,14 +107,27 @@ static kiln_status train_entered(kiln_model *m, const float *features, const voi
     return KILN_OK;
 }
 
-kiln_status kiln_model_train_on_batch(kiln_model *m, const float *features, const void *labels,
-                                      int32_t count, kiln_metrics *out)
+/* The caller's typed arrays packed (a compiled model's layout), or NULL
+ * arrays when the model is not compiled, which check_batch then reports. */
+static kiln_status pack(kiln_model *m, const char *call, const kiln_batch_arrays *batch,
+                        int labels, kiln_packed_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    return m->plan.compiled ? kiln_batch_arrays_pack(m, call, batch, labels, 0, -1, b) : KILN_OK;
+}
+
+kiln_status kiln_model_train_on_batch(kiln_model *m, const kiln_batch_arrays *batch,
+                                      kiln_metrics *out)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_train_on_batch");
-    if (st == KILN_OK) {
-        st = train_entered(m, features, labels, count, out);
-        kiln_model_leave(m);
-    }
+    if (st != KILN_OK)
+        return st;
+    kiln_packed_batch b;
+    st = pack(m, "kiln_model_train_on_batch", batch, 1, &b);
+    if (st == KILN_OK)
+        st = train_entered(m, b.features, b.labels, b.count, out);
+    kiln_packed_batch_free(m, &b);
+    kiln_model_leave(m);
     return st;
 }
 
@@ -134,27 +146,36 @@ static kiln_status test_entered(kiln_model *m, const float *features, const void
     return st;
 }
 
-kiln_status kiln_model_test_on_batch(kiln_model *m, const float *features, const void *labels,
-                                     int32_t count, kiln_metrics *out)
+kiln_status kiln_model_test_on_batch(kiln_model *m, const kiln_batch_arrays *batch,
+                                     kiln_metrics *out)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_test_on_batch");
-    if (st == KILN_OK) {
-        st = test_entered(m, features, labels, count, out);
-        kiln_model_leave(m);
-    }
+    if (st != KILN_OK)
+        return st;
+    kiln_packed_batch b;
+    st = pack(m, "kiln_model_test_on_batch", batch, 1, &b);
+    if (st == KILN_OK)
+        st = test_entered(m, b.features, b.labels, b.count, out);
+    kiln_packed_batch_free(m, &b);
+    kiln_model_leave(m);
     return st;
 }
 
-kiln_status kiln_model_predict_on_batch(kiln_model *m, const float *features, int32_t count,
+kiln_status kiln_model_predict_on_batch(kiln_model *m, const kiln_batch_arrays *batch,
                                         float *outputs)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_predict_on_batch");
     if (st != KILN_OK)
         return st;
-    st = check_batch(m, "kiln_model_predict_on_batch", features, NULL, 0, count, outputs, 1);
-    const kiln_batch b = {.n = count, .features = features};
+    kiln_packed_batch packed;
+    st = pack(m, "kiln_model_predict_on_batch", batch, 0, &packed);
+    if (st == KILN_OK)
+        st = check_batch(m, "kiln_model_predict_on_batch", packed.features, NULL, 0,
+                         packed.count, outputs, 1);
+    const kiln_batch b = {.n = packed.count, .features = packed.features};
     if (st == KILN_OK)
         st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b, outputs);
+    kiln_packed_batch_free(m, &packed);
     kiln_model_leave(m);
     return st;
 }

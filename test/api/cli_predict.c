@@ -26,7 +26,7 @@ static int make_two_outputs(kiln_context *ctx, const char *dir)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "x");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_dense_options cls = {.struct_size = sizeof cls, .name = "cls", .units = 3,
                                     .activation = KILN_ACTIVATION_SOFTMAX};
     const kiln_dense_options reg = {.struct_size = sizeof reg, .name = "reg", .units = 2};
@@ -138,7 +138,8 @@ int main(int argc, char **argv)
         float *in = malloc((size_t)(x.rows * x.row_size) * sizeof(float));
         float *want = malloc((size_t)(x.rows * stride) * sizeof(float));
         kiln_npy_read_floats(&x, 0, x.rows, (float)atof(argv[4]), 0.0f, in);
-        CHECK_OK(ctx, kiln_model_predict(m, in, x.rows, want, atoi(argv[5])));
+        CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = x.rows, .features = in},
+                                         want, atoi(argv[5])));
         int64_t offset = 0;
         for (int32_t k = 0; k < n_outputs; k++) {
             kiln_tensor_info info = {.struct_size = sizeof info};

@@ -84,12 +84,12 @@ static void test_build_errors(kiln_context *ctx)
     /* Mismatched shapes: the message names the layer and both shapes. */
     kiln_model *m = new_model(ctx);
     const int32_t a_dims[] = {3}, img[] = {5, 5, 2};
-    kiln_node a = kiln_input(m, 1, a_dims, "a");
+    kiln_node a = kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "a"});
     kiln_dense_options d4 = {.struct_size = sizeof d4, .name = "four", .units = 4,
                              .activation = KILN_ACTIVATION_LINEAR};
     kiln_node b = kiln_dense(m, a, &d4);
     kiln_node pair[] = {a, b};
-    CHECK(kiln_add(m, pair, 2, "sum") == KILN_NODE_INVALID);
+    CHECK(kiln_add(m, pair, 2, &(kiln_add_options){.name = "sum"}) == KILN_NODE_INVALID);
     kiln_dense(m, KILN_NODE_PREVIOUS, &d4);  /* later calls keep the first error */
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'sum' (add): input 0 is (3,) but input 1 is (4,)",
                 kiln_model_compile(m, &co));
@@ -138,7 +138,7 @@ static void test_build_errors(kiln_context *ctx)
     kiln_model_destroy(m);
 
     m = new_model(ctx);
-    kiln_input(m, 1, a_dims, "x");
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "x"});
     kiln_dense_options dup = {.struct_size = sizeof dup, .name = "x", .units = 2,
                               .activation = KILN_ACTIVATION_LINEAR};
     kiln_dense(m, KILN_NODE_PREVIOUS, &dup);
@@ -148,8 +148,8 @@ static void test_build_errors(kiln_context *ctx)
 
     /* Every Input is a model input: one the output does not depend on is refused. */
     m = new_model(ctx);
-    kiln_input(m, 1, a_dims, "left");
-    kiln_input(m, 1, a_dims, "right");
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "left"});
+    kiln_input(m, 1, a_dims, &(kiln_input_options){.name = "right"});
     kiln_dense(m, 0, &d4);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 'right' does not feed the output",
                 kiln_model_compile(m, &co));
@@ -167,7 +167,7 @@ static void test_build_errors(kiln_context *ctx)
     kiln_model_destroy(m);
 
     m = new_model(ctx);
-    kiln_input(m, 1, NULL, "shapeless");
+    kiln_input(m, 1, NULL, &(kiln_input_options){.name = "shapeless"});
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
                 "layer 'shapeless' (input_layer): dims is NULL (rank 1)",
                 kiln_model_compile(m, &co));
@@ -216,8 +216,8 @@ static void test_null_out_pointers(kiln_context *ctx)
                           kiln_model_parameter_count(m, NULL));
     AFTER_EARLIER_FAILURE("kiln_model_output_size: size is NULL",
                           kiln_model_output_size(m, NULL));
-    AFTER_EARLIER_FAILURE("kiln_model_history_length: length is NULL",
-                          kiln_model_history_length(m, NULL));
+    AFTER_EARLIER_FAILURE("kiln_model_history_count: count is NULL",
+                          kiln_model_history_count(m, NULL));
     AFTER_EARLIER_FAILURE("kiln_model_history_epoch: record is NULL",
                           kiln_model_history_epoch(m, 0, NULL));
 #undef AFTER_EARLIER_FAILURE
@@ -411,7 +411,7 @@ static void test_dataset_shapes(kiln_context *ctx)
 {
     kiln_model *m = new_model(ctx);
     const int32_t dims[] = {4, 16, 1};
-    kiln_input(m, 3, dims, "image");
+    kiln_input(m, 3, dims, &(kiln_input_options){.name = "image"});
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 2,
                               .activation = KILN_ACTIVATION_LINEAR};
@@ -649,6 +649,236 @@ static void test_short_struct_size(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A dropout rate outside [0, 1) and a struct_size that cannot hold
+ * struct_size are refused, naming the layer or the struct. */
+static void test_dropout_errors(kiln_context *ctx)
+{
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    const int32_t dims[] = {4};
+    const float rates[] = {1.0f, -0.1f, NAN};
+    const char *why[] = {"layer 'd' (dropout): rate must be in [0, 1), got 1",
+                         "layer 'd' (dropout): rate must be in [0, 1), got -0.1",
+                         "layer 'd' (dropout): rate must be in [0, 1), got nan"};
+    for (int i = 0; i < 3; i++) {
+        kiln_model *m = new_model(ctx);
+        kiln_input(m, 1, dims, NULL);
+        const kiln_dropout_options o = {.struct_size = sizeof o, .name = "d", .rate = rates[i]};
+        kiln_dropout(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, why[i], kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+    kiln_model *m = new_model(ctx);
+    kiln_input(m, 1, dims, NULL);
+    const kiln_dropout_options short_size = {.struct_size = 4, .rate = 0.5f};
+    CHECK(kiln_dropout(m, KILN_NODE_PREVIOUS, &short_size) == KILN_NODE_INVALID);
+    char want[128];
+    snprintf(want, sizeof want, "kiln_dropout: kiln_dropout_options.struct_size is 4; it must "
+             "be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+/* Every builder that takes only a name (and concatenate) refuses a
+ * struct_size that cannot hold struct_size, naming its call and struct;
+ * compile reports it. */
+static void test_name_option_errors(kiln_context *ctx)
+{
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    const int32_t vec[] = {4}, img[] = {2, 2, 4};
+    const kiln_input_options bad_input = {.struct_size = 4};
+    const kiln_flatten_options bad_flatten = {.struct_size = 4};
+    const kiln_global_pool2d_options bad_pool = {.struct_size = 4};
+    const kiln_activation_layer_options bad_activation = {.struct_size = 4};
+    const kiln_reshape_options bad_reshape = {.struct_size = 4};
+    const kiln_concatenate_options bad_join = {.struct_size = 4};
+    const kiln_add_options bad_add = {.struct_size = 4};
+    const kiln_dot_options bad_dot = {.struct_size = 4};
+    const char *what[] = {"kiln_input: kiln_input_options",
+                          "kiln_input_ints: kiln_input_options",
+                          "kiln_flatten: kiln_flatten_options",
+                          "kiln_global_average_pooling2d: kiln_global_pool2d_options",
+                          "kiln_activation_layer: kiln_activation_layer_options",
+                          "kiln_reshape: kiln_reshape_options",
+                          "kiln_concatenate: kiln_concatenate_options",
+                          "kiln_add: kiln_add_options",
+                          "kiln_dot: kiln_dot_options"};
+    for (int i = 0; i < 9; i++) {
+        kiln_model *m = new_model(ctx);
+        const kiln_node x = i == 3 ? kiln_input(m, 3, img, NULL) : kiln_input(m, 1, vec, NULL);
+        const kiln_node pair[2] = {x, x};
+        const kiln_node got =
+            i == 0   ? kiln_input(m, 1, vec, &bad_input)
+            : i == 1 ? kiln_input_ints(m, 1, vec, &bad_input)
+            : i == 2 ? kiln_flatten(m, x, &bad_flatten)
+            : i == 3 ? kiln_global_average_pooling2d(m, x, &bad_pool)
+            : i == 4 ? kiln_activation_layer(m, x, KILN_ACTIVATION_RELU, &bad_activation)
+            : i == 5 ? kiln_reshape(m, x, 1, vec, &bad_reshape)
+            : i == 6 ? kiln_concatenate(m, pair, 2, &bad_join)
+            : i == 7 ? kiln_add(m, pair, 2, &bad_add)
+                     : kiln_dot(m, x, x, &bad_dot);
+        CHECK(got == KILN_NODE_INVALID);
+        char want[160];
+        snprintf(want, sizeof want, "%s.struct_size is 4; it must be 0 or at least %zu", what[i],
+                 sizeof(size_t));
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+}
+
+/* kiln_batch_arrays: the wrong typed array for an Input or a loss, none or
+ * two of them, counts and shapes, each refused naming what was wrong. */
+static void test_batch_arrays_errors(kiln_context *ctx)
+{
+    kiln_model *m = small_classifier(ctx, 3);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const float x[12] = {0}, targets[6] = {0};
+    const int32_t ids[12] = {0}, classes[2] = {0, 2}, big[2] = {0, 3};
+    float out[6];
+    const struct {
+        kiln_batch_arrays b;
+        kiln_status status;
+        const char *why;
+    } cases[] = {
+        {{.count = 2, .features = x, .sparse_labels = classes}, KILN_OK, ""},
+        {{.count = 2, .int_features = ids, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "kiln_model_train_on_batch: kiln_batch_arrays: Input "
+         "'input_layer' takes floats: set features, not int_features"},
+        {{.count = 2, .features = x, .dense_labels = targets}, KILN_ERROR_INVALID_ARGUMENT,
+         "kiln_batch_arrays: output 'dense' takes int32 class ids (its loss is sparse): set "
+         "sparse_labels, not dense_labels"},
+        {{.count = 2, .features = x, .int_features = ids, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "set exactly one of kiln_batch_arrays.features, "
+         "int_features and inputs (2 are set)"},
+        {{.count = 2, .sparse_labels = classes}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.features, int_features and inputs (0 are set)"},
+        {{.count = 2, .features = x}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.sparse_labels, dense_labels and outputs (0 are "
+         "set)"},
+        {{.count = 0, .features = x, .sparse_labels = classes}, KILN_ERROR_INVALID_ARGUMENT,
+         "kiln_batch_arrays.count is 0; it must be >= 1"},
+        {{.count = (int64_t)INT32_MAX + 1, .features = x, .sparse_labels = classes},
+         KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays.count is 2147483648; a batch holds at "
+         "most 2^31 - 1 samples"},
+        {{.count = 2, .features = x, .n_inputs = 2}, KILN_ERROR_INVALID_ARGUMENT,
+         "set exactly one of kiln_batch_arrays.features, int_features and inputs (2 are set)"},
+        {{.count = 2, .features = x, .sparse_labels = big}, KILN_ERROR_DATA,
+         "sample 1 has label 3, outside [0, 3)"},
+        {{.count = 2, .features = x, .sparse_labels = classes, .n_outputs = 2},
+         KILN_ERROR_INVALID_ARGUMENT, "(2 are set)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_batch_arrays b = cases[i].b;
+        b.struct_size = sizeof b;
+        if (cases[i].status == KILN_OK)
+            CHECK_OK(ctx, kiln_model_train_on_batch(m, &b, NULL));
+        else
+            CHECK_FAILS(ctx, cases[i].status, cases[i].why, kiln_model_train_on_batch(m, &b, NULL));
+    }
+    /* One Input given as an array of inputs: its shape is checked. */
+    const kiln_input_array wrong = {.rank = 2, .dims = {2, 3}, .features = x};
+    const kiln_batch_arrays shaped = {.struct_size = sizeof shaped, .count = 2, .n_inputs = 1,
+                                      .inputs = &wrong, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "kiln_model_test_on_batch: inputs[0] is (2, 3) but Input "
+                "'input_layer' is (6,)", kiln_model_test_on_batch(m, &shaped, NULL));
+    /* A label array whose kind disagrees with the array it sets. */
+    const kiln_label_array mixed = {.label_kind = KILN_LABELS_DENSE, .sparse_labels = classes};
+    const kiln_batch_arrays labelled = {.struct_size = sizeof labelled, .count = 2,
+                                        .features = x, .n_outputs = 1, .outputs = &mixed};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "outputs[0]: label_kind is dense but "
+                "sparse_labels is set", kiln_model_test_on_batch(m, &labelled, NULL));
+    /* predict takes the same struct, in batches, and no labels. */
+    float six[6];
+    const kiln_batch_arrays two = {.struct_size = sizeof two, .count = 2, .features = x};
+    CHECK_OK(ctx, kiln_model_predict(m, &two, six, 1));
+    const kiln_batch_arrays two_ids = {.struct_size = sizeof two_ids, .count = 2,
+                                       .int_features = ids};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: kiln_batch_arrays: Input "
+                "'input_layer' takes floats: set features, not int_features",
+                kiln_model_predict(m, &two_ids, six, 1));
+    const kiln_batch_arrays none = {.struct_size = sizeof none, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: kiln_batch_arrays.count "
+                "is 0; it must be >= 1", kiln_model_predict(m, &none, six, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: batch is NULL",
+                kiln_model_predict(m, NULL, six, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict: outputs must be set",
+                kiln_model_predict(m, &two, NULL, 1));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict takes no labels",
+                kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .features = x,
+                                                           .sparse_labels = classes},
+                                   six, 1));
+    /* predict_on_batch takes no labels; NULL and a short struct_size are refused. */
+    const kiln_batch_arrays with_labels = {.struct_size = sizeof with_labels, .count = 2,
+                                           .features = x, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict_on_batch takes no labels",
+                kiln_model_predict_on_batch(m, &with_labels, out));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_train_on_batch: batch is NULL",
+                kiln_model_train_on_batch(m, NULL, NULL));
+    const kiln_batch_arrays short_size = {.struct_size = offsetof(kiln_batch_arrays, count),
+                                          .count = 2, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_predict_on_batch: "
+                "kiln_batch_arrays.struct_size is", kiln_model_predict_on_batch(m, &short_size,
+                                                                                 out));
+    kiln_model_destroy(m);
+
+    /* An Input of ids takes int_features. */
+    m = new_model(ctx);
+    const int32_t dims[] = {6};
+    const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 4, .output_dim = 2};
+    kiln_input_ints(m, 1, dims, &(kiln_input_options){.name = "tokens"});
+    kiln_embedding(m, KILN_NODE_PREVIOUS, &e);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    const kiln_compile_options mse = {.struct_size = sizeof mse,
+                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &mse));
+    const kiln_batch_arrays floats = {.struct_size = sizeof floats, .count = 1, .features = x};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_batch_arrays: Input 'tokens' takes int32 "
+                "ids (kiln_input_ints): set int_features, not features",
+                kiln_model_predict_on_batch(m, &floats, out));
+    const kiln_batch_arrays sparse = {.struct_size = sizeof sparse, .count = 1,
+                                      .int_features = ids, .sparse_labels = classes};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "output 'flatten' takes float labels (its loss "
+                "is dense): set dense_labels, not sparse_labels",
+                kiln_model_test_on_batch(m, &sparse, NULL));
+    float twelve[12];
+    const kiln_batch_arrays typed = {.struct_size = sizeof typed, .count = 1, .int_features = ids};
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &typed, twelve));
+    kiln_model_destroy(m);
+}
+
+/* kiln_learning_rate_at refuses what compile refuses, with a message, and
+ * leaves the rate 0. */
+static void test_learning_rate_errors(kiln_context *ctx)
+{
+    double rate = 5.0;
+    CHECK(kiln_learning_rate_at(NULL, NULL, 0, &rate) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(rate == 0.0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_learning_rate_at: rate is NULL",
+                kiln_learning_rate_at(ctx, NULL, 0, NULL));
+    rate = 5.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_learning_rate_at: step -1 is negative",
+                kiln_learning_rate_at(ctx, NULL, -1, &rate));
+    CHECK(rate == 0.0);
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .beta_1 = 2.0f};
+    rate = 5.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "Adam: beta_1 (2) and beta_2 (0.999) must be",
+                kiln_learning_rate_at(ctx, &adam, 0, &rate));
+    CHECK(rate == 0.0);
+    const kiln_lr_schedule cosine = {.struct_size = sizeof cosine, .kind = KILN_LR_COSINE_DECAY,
+                                     .decay_steps = 10, .alpha = 1.5f};
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .schedule = &cosine};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "schedule: alpha 1.5 must be in [0, 1]",
+                kiln_learning_rate_at(ctx, &sgd, 0, &rate));
+    const kiln_optimizer_options unknown = {.struct_size = sizeof unknown,
+                                            .kind = (kiln_optimizer_kind)7};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "optimizer kind 7 is not a kiln_optimizer_kind",
+                kiln_learning_rate_at(ctx, &unknown, 0, &rate));
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(1);
@@ -659,6 +889,10 @@ int main(void)
     test_dataset_shapes(ctx);
     test_null_out_pointers(ctx);
     test_short_struct_size(ctx);
+    test_learning_rate_errors(ctx);
+    test_dropout_errors(ctx);
+    test_name_option_errors(ctx);
+    test_batch_arrays_errors(ctx);
     kiln_context_destroy(ctx);
     test_context_errors();
     test_context_destroyed_first();

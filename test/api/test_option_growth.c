@@ -23,6 +23,14 @@ typedef struct newer_loss {
     kiln_output_loss known;
     double later;
 } newer_loss;
+typedef struct newer_dropout {
+    kiln_dropout_options known;
+    double later;
+} newer_dropout;
+typedef struct newer_batch {
+    kiln_batch_arrays known;
+    double later;
+} newer_batch;
 typedef struct newer_labels {
     kiln_label_array known;
     double later;
@@ -102,8 +110,8 @@ static void test_null_defaults(kiln_context *ctx)
               m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM &&
               m->plan.lr_schedule.kind == KILN_LR_CONSTANT);
     kiln_model_destroy(m);
-    CHECK(kiln_learning_rate_at(NULL, 5) == 1e-3f);
-    CHECK(kiln_learning_rate_at(&zero, 5) == 1e-3f);
+    CHECK(test_learning_rate(ctx, NULL, 5) == (double)1e-3f);
+    CHECK(test_learning_rate(ctx, &zero, 5) == (double)1e-3f);
 }
 
 /* The model keeps its own schedule: the caller's may change or go. */
@@ -139,7 +147,7 @@ static void test_sizes(kiln_context *ctx)
     if (m)
         CHECK(fabs(kiln_model_learning_rate(m, 2) - 0.025) < 1e-7);
     kiln_model_destroy(m);
-    CHECK(fabs(kiln_learning_rate_at(&sgd, 2) - 0.025f) < 1e-8);
+    CHECK(fabs(test_learning_rate(ctx, &sgd, 2) - 0.025) < 1e-8);
 
     /* A caller that knew no schedule yet: the pointer after its struct_size
      * is not read, and the rate is constant. */
@@ -177,14 +185,21 @@ static void test_sizes(kiln_context *ctx)
     snprintf(want, sizeof want, "kiln_model_compile: kiln_optimizer_options.struct_size is 4; "
              "it must be 0 or at least %zu", sizeof(size_t));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
-    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    double rate;
+    snprintf(want, sizeof want, "kiln_learning_rate_at: kiln_optimizer_options.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want,
+                kiln_learning_rate_at(ctx, &opt, 0, &rate));
     opt.struct_size = 0;
     snprintf(want, sizeof want, "kiln_model_compile: kiln_lr_schedule.struct_size is 4; "
              "it must be 0 or at least %zu", sizeof(size_t));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want, kiln_model_compile(m, &co));
-    CHECK(kiln_learning_rate_at(&opt, 0) < 0);
+    snprintf(want, sizeof want, "kiln_learning_rate_at: kiln_lr_schedule.struct_size is 4; "
+             "it must be 0 or at least %zu", sizeof(size_t));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, want,
+                kiln_learning_rate_at(ctx, &opt, 0, &rate));
     schedule.struct_size = 0;
-    CHECK(kiln_learning_rate_at(&opt, 0) == 1e-3f);
+    CHECK(test_learning_rate(ctx, &opt, 0) == (double)1e-3f);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 }
@@ -283,7 +298,7 @@ static void test_fit_defaults(kiln_context *ctx)
         int32_t epochs = 0;
         kiln_training_stats stats = {.struct_size = sizeof stats};
         kiln_epoch_record e = {.struct_size = sizeof e};
-        CHECK_OK(ctx, kiln_model_history_length(m, &epochs));
+        CHECK_OK(ctx, kiln_model_history_count(m, &epochs));
         CHECK_OK(ctx, kiln_model_training_stats(m, &stats));
         CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &e));
         /* 40 samples in batches of 32: two steps. */
@@ -307,6 +322,222 @@ static void test_fit_defaults(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* Zero means Keras's default whatever its sign (-0.0f is 0); a has_* field
+ * asks for 0 itself. */
+static void test_zero_is_default(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = CLASSES,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
+    const kiln_dense_options c = {.struct_size = sizeof c, .name = "c", .units = 2};
+    const kiln_node x = kiln_input(m, 1, dims, NULL);
+    const kiln_node heads[3] = {kiln_dense(m, x, &a), kiln_dense(m, x, &b),
+                                kiln_dense(m, x, &c)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 3));
+    const kiln_output_loss losses[3] = {
+        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = -0.0f},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .has_weight = 1, .weight = -0.0f},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .has_weight = 1, .weight = 0.25f}};
+    const kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 3,
+                                     .outputs = losses};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    CHECK(m->plan.head_weight[0] == 1.0f);
+    CHECK(m->plan.head_weight[1] == 0.0f && !signbit(m->plan.head_weight[1]));
+    CHECK(m->plan.head_weight[2] == 0.25f);
+    kiln_model_destroy(m);
+
+    kiln_compile_options one = {.struct_size = sizeof one, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                                .binary_accuracy = 1, .binary_threshold = -0.0f};
+    const float want[3] = {0.5f, 0.0f, 0.0f};
+    for (int i = 0; i < 3; i++) {
+        m = classifier(ctx);
+        one.has_binary_threshold = i > 0;
+        one.binary_threshold = i == 2 ? 0.0f : -0.0f;
+        CHECK_OK(ctx, kiln_model_compile(m, &one));
+        CHECK(m->plan.heads[0].threshold == want[i] && !signbit(m->plan.heads[0].threshold));
+        kiln_model_destroy(m);
+    }
+}
+
+/* A model that `build` begins (its Input and the layer under test) and a
+ * softmax head ends, compiled: its status, and layer `at`'s name through
+ * *name (room for 64). */
+static kiln_status compile_with(kiln_context *ctx, void (*build)(kiln_model *, const void *),
+                                const void *options, int32_t at, char *name)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = CLASSES,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    build(m, options);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    const kiln_status st = kiln_model_compile(m, &co);
+    kiln_layer_info li = {.struct_size = sizeof li};
+    name[0] = '\0';
+    if (kiln_model_layer_info(m, at, &li) == KILN_OK)
+        snprintf(name, 64, "%s", li.name);
+    kiln_model_destroy(m);
+    return st;
+}
+
+static kiln_node vector_input(kiln_model *m)
+{
+    const int32_t dims[] = {FEATURES};
+    return kiln_input(m, 1, dims, NULL);
+}
+
+static void add_dropout(kiln_model *m, const void *options)
+{
+    kiln_dropout(m, vector_input(m), options);
+}
+
+/* kiln_dropout_options: NULL, a newer caller's longer struct, and an older
+ * one that stops before rate (whatever follows in its memory is not read). */
+static void test_dropout_options(kiln_context *ctx)
+{
+    char name[64];
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, NULL, 1, name));
+    CHECK(strcmp(name, "dropout") == 0);
+    newer_dropout later = {.known = {.struct_size = sizeof later, .name = "drop", .rate = 0.5f},
+                           .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, 1, name));
+    CHECK(strcmp(name, "drop") == 0);
+    later.known.rate = 2.0f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "rate must be in [0, 1), got 2",
+                compile_with(ctx, add_dropout, &later.known, 1, name));
+    later.known.struct_size = offsetof(kiln_dropout_options, rate);
+    CHECK_OK(ctx, compile_with(ctx, add_dropout, &later.known, 1, name));
+    CHECK(strcmp(name, "drop") == 0);
+}
+
+/* The builders whose options hold only a name, each with that layer after
+ * an Input (an Input itself for kiln_input). Their structs share one
+ * layout, {struct_size, name}, which `named` below extends as a newer
+ * header's would. */
+static void add_input(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {FEATURES};
+    kiln_input(m, 1, dims, o);
+}
+static void add_flatten(kiln_model *m, const void *o)
+{
+    kiln_flatten(m, vector_input(m), o);
+}
+static void add_global_pool(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, 3, FEATURES};
+    kiln_global_average_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
+}
+static void add_activation(kiln_model *m, const void *o)
+{
+    kiln_activation_layer(m, vector_input(m), KILN_ACTIVATION_RELU, o);
+}
+static void add_reshape(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, FEATURES / 2};
+    kiln_flatten(m, kiln_reshape(m, vector_input(m), 2, dims, o), NULL);
+}
+static void add_add(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m), pair[2] = {x, x};
+    kiln_add(m, pair, 2, o);
+}
+static void add_dot(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m);
+    kiln_dot(m, x, x, o);
+}
+static void add_concatenate(kiln_model *m, const void *o)
+{
+    const kiln_node x = vector_input(m), pair[2] = {x, x};
+    kiln_concatenate(m, pair, 2, o);
+}
+
+/* NULL, a newer caller's longer struct and an older one that stops before
+ * the name (whatever follows in its memory is not read), for each. */
+static void test_name_options(kiln_context *ctx)
+{
+    const struct {
+        void (*build)(kiln_model *, const void *);
+        int32_t at;
+        const char *default_name;
+    } builders[] = {
+        {.build = add_input, .at = 0, .default_name = "input_layer"},
+        {.build = add_flatten, .at = 1, .default_name = "flatten"},
+        {.build = add_global_pool, .at = 1, .default_name = "global_average_pooling2d"},
+        {.build = add_activation, .at = 1, .default_name = "activation"},
+        {.build = add_reshape, .at = 1, .default_name = "reshape"},
+        {.build = add_add, .at = 1, .default_name = "add"},
+        {.build = add_dot, .at = 1, .default_name = "dot"},
+    };
+    struct {
+        kiln_flatten_options known;   /* the layout of every name-only struct */
+        double later;
+    } named = {.known = {.struct_size = sizeof named, .name = "mine"}, .later = 1.0};
+    char name[64];
+    for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++) {
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, NULL, builders[i].at, name));
+        CHECK(strcmp(name, builders[i].default_name) == 0);
+        named.known.struct_size = sizeof named;
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, &named, builders[i].at, name));
+        CHECK(strcmp(name, "mine") == 0);
+        named.known.struct_size = offsetof(kiln_flatten_options, name);
+        CHECK_OK(ctx, compile_with(ctx, builders[i].build, &named, builders[i].at, name));
+        CHECK(strcmp(name, builders[i].default_name) == 0);
+    }
+    CHECK(sizeof(kiln_input_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_global_pool2d_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_activation_layer_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_reshape_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_add_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_dot_options) == sizeof(kiln_flatten_options));
+
+    /* kiln_concatenate_options: its axis too (0: -1). */
+    struct {
+        kiln_concatenate_options known;
+        double later;
+    } join = {.known = {.struct_size = sizeof join, .name = "join", .axis = 1}, .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, NULL, 1, name));
+    CHECK(strcmp(name, "concatenate") == 0);
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, &join, 1, name));
+    CHECK(strcmp(name, "join") == 0);
+    join.known.axis = 2;   /* past a vector's one axis: read, so refused */
+    CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'join' (concatenate): axis 2 is out of range",
+                compile_with(ctx, add_concatenate, &join, 1, name));
+    join.known.struct_size = offsetof(kiln_concatenate_options, axis);
+    CHECK_OK(ctx, compile_with(ctx, add_concatenate, &join, 1, name));   /* axis not read */
+    CHECK(strcmp(name, "join") == 0);
+}
+
+/* kiln_batch_arrays: a newer caller's longer struct, and an older one
+ * that stops before the fields it does not know (never read). */
+static void test_batch_arrays(kiln_context *ctx)
+{
+    kiln_model *m = compiled(ctx, NULL);
+    if (!m)
+        return;
+    static float x[4 * FEATURES], out[4 * CLASSES];
+    const int32_t classes[4] = {0, 1, 2, 1};
+    newer_batch b = {.known = {.struct_size = sizeof b, .count = 4, .features = x,
+                               .sparse_labels = classes},
+                     .later = 1.0};
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, &b.known, NULL));
+    b.known.n_outputs = 7;   /* past an older struct_size: not read */
+    b.known.struct_size = offsetof(kiln_batch_arrays, dense_labels);
+    CHECK_OK(ctx, kiln_model_test_on_batch(m, &b.known, NULL));
+    b.known.struct_size = offsetof(kiln_batch_arrays, sparse_labels);
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &b.known, out));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "set exactly one of kiln_batch_arrays."
+                "sparse_labels, dense_labels and outputs (0 are set)",
+                kiln_model_train_on_batch(m, &b.known, NULL));
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     test_layout();
@@ -318,6 +549,10 @@ int main(void)
     test_sizes(ctx);
     test_arrays(ctx);
     test_fit_defaults(ctx);
+    test_zero_is_default(ctx);
+    test_dropout_options(ctx);
+    test_name_options(ctx);
+    test_batch_arrays(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

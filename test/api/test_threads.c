@@ -135,13 +135,13 @@ static int predict_from_callback(void *user, const kiln_progress *progress)
     if (r->tried++)
         return 0;
     float x[SIDE * SIDE] = {0}, y[4];
-    r->status = kiln_model_predict(r->model, x, 1, y, 1);
+    r->status = kiln_model_predict(r->model, &(kiln_batch_arrays){.count = 1, .features = x}, y, 1);
     snprintf(r->message, sizeof r->message, "%s", kiln_context_last_error(r->ctx));
     int32_t epochs = -1;
     size_t length = 0;
     kiln_training_stats stats = {.struct_size = sizeof stats};
     kiln_memory_report memory = {.struct_size = sizeof memory};
-    r->reads_ok = kiln_model_history_length(r->model, &epochs) == KILN_OK && epochs >= 0 &&
+    r->reads_ok = kiln_model_history_count(r->model, &epochs) == KILN_OK && epochs >= 0 &&
                   kiln_model_training_stats(r->model, &stats) == KILN_OK &&
                   kiln_model_memory(r->model, 0, &memory) == KILN_OK &&
                   kiln_model_summary(r->model, NULL, 0, &length) == KILN_OK && length > 0 &&
@@ -204,7 +204,7 @@ static void *call_while_fitting(void *arg)
     snprintf(c->message, sizeof c->message, "%s", kiln_context_last_error(c->ctx));
     /* Reading is refused too: the history is fit's to grow. */
     int32_t epochs;
-    c->read_status = kiln_model_history_length(c->model, &epochs);
+    c->read_status = kiln_model_history_count(c->model, &epochs);
     /* And so is every accessor: compile and fit write what they read. */
     c->accessors_refused = accessors(c->model);
     snprintf(c->accessor_message, sizeof c->accessor_message, "%s",

@@ -217,4 +217,64 @@ static inline kiln_context *test_context(uint64_t seed)
     return ctx;
 }
 
+/* kiln_model_predict on `count` packed samples x (each Input's values in
+ * turn, ids as int32 bits in their float slots, as kiln_dataset_read gives
+ * a sample), handed over as one typed array per Input. */
+static inline kiln_status test_predict_packed(kiln_model *m, const float *x, int64_t count,
+                                              float *y, int32_t batch_size)
+{
+    int32_t n = 0;
+    kiln_status st = kiln_model_input_count(m, &n);
+    kiln_input_array in[KILN_MAX_MODEL_INPUTS];
+    float *part[KILN_MAX_MODEL_INPUTS] = {NULL};
+    int64_t sample = 0, size[KILN_MAX_MODEL_INPUTS], offset[KILN_MAX_MODEL_INPUTS];
+    int ids[KILN_MAX_MODEL_INPUTS];
+    for (int32_t k = 0; st == KILN_OK && k < n; k++) {
+        kiln_tensor_info info = {.struct_size = sizeof info};
+        st = kiln_model_input_info(m, k, &info);
+        size[k] = 1;
+        for (int32_t d = 0; d < info.rank; d++)
+            size[k] *= info.dims[d];
+        offset[k] = sample;
+        sample += size[k];
+        ids[k] = info.dtype == KILN_DTYPE_INT32;
+    }
+    for (int32_t k = 0; st == KILN_OK && k < n; k++) {
+        part[k] = (float *)calloc((size_t)(count * size[k] + 1), sizeof(float));
+        for (int64_t s = 0; part[k] && s < count; s++)
+            memcpy(part[k] + s * size[k], x + s * sample + offset[k],
+                   (size_t)size[k] * sizeof(float));
+        memset(&in[k], 0, sizeof in[k]);
+        in[k].features = ids[k] ? NULL : part[k];
+        in[k].int_features = ids[k] ? (const int32_t *)(const void *)part[k] : NULL;
+    }
+    kiln_batch_arrays batch;
+    memset(&batch, 0, sizeof batch);
+    batch.struct_size = sizeof batch;
+    batch.count = count;
+    batch.n_inputs = n;
+    batch.inputs = in;
+    if (st == KILN_OK)
+        st = kiln_model_predict(m, &batch, y, batch_size);
+    for (int32_t k = 0; k < n; k++)
+        free(part[k]);
+    return st;
+}
+
+/* kiln_learning_rate_at's rate, which must come back KILN_OK (else the
+ * failure counts and -1 comes back, which no check of a rate accepts). */
+static inline double test_learning_rate(kiln_context *ctx, const kiln_optimizer_options *o,
+                                        int64_t step)
+{
+    double rate = -1.0;
+    const kiln_status st = kiln_learning_rate_at(ctx, o, step, &rate);
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln_learning_rate_at(step %lld) returned %s: %s\n", (long long)step,
+                kiln_status_name(st), kiln_context_last_error(ctx));
+        test_failures++;
+        return -1.0;
+    }
+    return rate;
+}
+
 #endif

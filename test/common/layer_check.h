@@ -75,10 +75,14 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     kiln_node in = kiln_input(m, rank, dims, NULL);
-    kiln_node pre = kiln_activation_layer(m, in, KILN_ACTIVATION_LINEAR, "pre");
+    const kiln_activation_layer_options pre_name = {.struct_size = sizeof pre_name,
+                                                    .name = "pre"};
+    const kiln_activation_layer_options post_name = {.struct_size = sizeof post_name,
+                                                     .name = "post"};
+    kiln_node pre = kiln_activation_layer(m, in, KILN_ACTIVATION_LINEAR, &pre_name);
     kiln_node node = build(m, pre, arg);
     const kiln_node last =
-        check_inner ? kiln_activation_layer(m, node, KILN_ACTIVATION_LINEAR, "post") : node;
+        check_inner ? kiln_activation_layer(m, node, KILN_ACTIVATION_LINEAR, &post_name) : node;
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
                                               .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = {.struct_size = sizeof co};

@@ -46,7 +46,27 @@ static inline kiln_dataset *dataset(kiln_context *ctx, const data *d, int32_t n_
     return ds;
 }
 
-/* One sample packed as predict takes it: item id, two user ids, the floats. */
+/* Samples [start, start + count) as the *_on_batch calls take them: each
+ * Input's array in `in` (room for 3), and the targets. */
+static inline kiln_batch_arrays batch_of(const data *d, int32_t start, int32_t count,
+                                         kiln_input_array *in)
+{
+    in[0] = (kiln_input_array){.rank = 1, .dims = {1}, .int_features = d->items + start};
+    in[1] = (kiln_input_array){.rank = 1, .dims = {2}, .int_features = d->users + 2 * start};
+    in[2] = (kiln_input_array){.rank = 1, .dims = {SIDE}, .features = d->side + start * SIDE};
+    return (kiln_batch_arrays){.struct_size = sizeof(kiln_batch_arrays), .count = count,
+                               .n_inputs = 3, .inputs = in, .dense_labels = d->y + start};
+}
+
+/* All samples' Inputs, no labels, as predict takes them. */
+static inline kiln_batch_arrays inputs_of(const data *d, kiln_input_array *in)
+{
+    kiln_batch_arrays b = batch_of(d, 0, SAMPLES, in);
+    b.dense_labels = NULL;
+    return b;
+}
+
+/* One sample packed as kiln_dataset_read gives it: item id, two user ids, the floats. */
 static inline void pack(const data *d, float *x)
 {
     for (int i = 0; i < SAMPLES; i++) {
@@ -73,14 +93,14 @@ static inline kiln_node three_inputs(kiln_model *m)
     const kiln_dense_options hidden = {.struct_size = sizeof hidden, .units = 6,
                                        .name = "hidden", .activation = KILN_ACTIVATION_RELU};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = 1, .name = "head"};
-    kiln_node item = kiln_input_ints(m, 1, one, "item");
+    kiln_node item = kiln_input_ints(m, 1, one, &(kiln_input_options){.name = "item"});
     item = kiln_flatten(m, kiln_embedding(m, item, &ie), NULL);
-    kiln_node user = kiln_input_ints(m, 1, two, "user");
+    kiln_node user = kiln_input_ints(m, 1, two, &(kiln_input_options){.name = "user"});
     user = kiln_flatten(m, kiln_embedding(m, user, &ue), NULL);
-    const kiln_node side_in = kiln_input(m, 1, side, "side");
+    const kiln_node side_in = kiln_input(m, 1, side, &(kiln_input_options){.name = "side"});
     const kiln_node s = kiln_dense(m, side_in, &sd);
     const kiln_node all[] = {item, user, s};
-    kiln_concatenate(m, all, 3, -1, NULL);
+    kiln_concatenate(m, all, 3, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return side_in;

@@ -35,6 +35,7 @@ typedef struct model_spec {
     kiln_strategy strategy;
     int replicas;
     float weights[2];   /* the compile options' weights */
+    int32_t has_weight[2];   /* and has_weight: 1 makes a weight of 0 exactly 0 */
     int accumulation;   /* gradient_accumulation_steps */
 } model_spec;
 
@@ -43,7 +44,7 @@ static kiln_model *build(kiln_context *ctx, kiln_node *heads)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "features");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "features"});
     const kiln_dense_options trunk = {.struct_size = sizeof trunk, .name = "trunk",
                                       .units = HID, .activation = KILN_ACTIVATION_RELU};
     const kiln_node h = kiln_dense(m, x, &trunk);
@@ -61,8 +62,10 @@ static kiln_model *compiled(kiln_context *ctx, const model_spec *s)
     kiln_model *m = build(ctx, heads);
     CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
     const kiln_output_loss losses[2] = {
-        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = s->weights[0]},
-        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = s->weights[1]}};
+        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .weight = s->weights[0],
+         .has_weight = s->has_weight[0]},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .weight = s->weights[1],
+         .has_weight = s->has_weight[1]}};
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
                                               .kind = KILN_OPTIMIZER_SGD,
                                               .learning_rate = (float)LR};

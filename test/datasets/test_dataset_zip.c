@@ -57,11 +57,12 @@ static kiln_model *build(kiln_context *ctx, int outputs)
     const kiln_dense_options cls = {.struct_size = sizeof cls, .units = CLS, .name = "cls",
                                     .activation = KILN_ACTIVATION_SOFTMAX};
     const kiln_dense_options reg = {.struct_size = sizeof reg, .units = REG, .name = "reg"};
-    kiln_node item = kiln_input_ints(m, 1, one, "item");
+    kiln_node item = kiln_input_ints(m, 1, one, &(kiln_input_options){.name = "item"});
     item = kiln_flatten(m, kiln_embedding(m, item, &e), NULL);
-    const kiln_node s = kiln_dense(m, kiln_input(m, 1, side, "side"), &sd);
+    const kiln_node s = kiln_dense(m, kiln_input(m, 1, side,
+                                                 &(kiln_input_options){.name = "side"}), &sd);
     const kiln_node both[] = {item, s};
-    const kiln_node h = kiln_dense(m, kiln_concatenate(m, both, 2, -1, NULL), &hidden);
+    const kiln_node h = kiln_dense(m, kiln_concatenate(m, both, 2, NULL), &hidden);
     kiln_node heads[2];
     heads[0] = kiln_dense(m, h, &cls);
     if (outputs == 2) {

@@ -674,10 +674,18 @@ static void test_bad_arguments(kiln_context *ctx)
                 kiln_dataset_from_image_folder(ctx, folder, &o, NULL));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "folder is NULL",
                 kiln_dataset_from_image_folder(ctx, NULL, &o, &ds));
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "height 0",
-                kiln_dataset_from_image_folder(ctx, folder, NULL, &ds));
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "height 8, width 0",
-                open_folder(ctx, folder, 8, 0, 1, 0, &ds));
+    /* Zero sizes are Keras's default, 256; NULL options are all defaults. */
+    int32_t rank, dims[KILN_MAX_RANK];
+    CHECK_OK(ctx, kiln_dataset_from_image_folder(ctx, folder, NULL, &ds));
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, NULL));
+    CHECK(rank == 3 && dims[0] == 256 && dims[1] == 256 && dims[2] == 3);
+    kiln_dataset_destroy(ds);
+    CHECK_OK(ctx, open_folder(ctx, folder, 8, 0, 1, 0, &ds));
+    CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, NULL));
+    CHECK(rank == 3 && dims[0] == 8 && dims[1] == 256 && dims[2] == 1);
+    kiln_dataset_destroy(ds);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "height 8, width -1; both must be > 0 (images "
+                "are resized to them), or 0 for 256", open_folder(ctx, folder, 8, -1, 1, 0, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "height -3",
                 open_folder(ctx, folder, -3, 8, 1, 0, &ds));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "more than 268435456 pixels",
@@ -695,7 +703,7 @@ static void test_bad_arguments(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "offset inf",
                 kiln_dataset_from_image_folder(ctx, folder, &o, &ds));
     o.offset = 0.0f;
-    o.struct_size = offsetof(kiln_image_folder_options, width);
+    o.struct_size = 4;
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "struct_size",
                 kiln_dataset_from_image_folder(ctx, folder, &o, &ds));
     CHECK(ds == NULL);

@@ -20,7 +20,8 @@ static kiln_node build_mha(kiln_model *m, kiln_node pre, const void *arg)
 {
     const mha_case *c = arg;
     const int32_t vdims[] = {c->tv, c->dv};
-    const kiln_node value = c->tv ? kiln_reshape(m, pre, 2, vdims, "as_value") : pre;
+    const kiln_node value = c->tv ? kiln_reshape(m, pre, 2, vdims,
+                                                 &(kiln_reshape_options){.name = "as_value"}) : pre;
     const kiln_multi_head_attention_options o = {
         .struct_size = sizeof o, .num_heads = c->heads, .key_dim = c->key_dim,
         .value_dim = c->value_dim, .output_shape = c->output_shape,

@@ -53,7 +53,7 @@ static kiln_model *build(kiln_context *ctx, const run *r)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {LENGTH};
-    kiln_input_ints(m, 1, dims, "tokens");
+    kiln_input_ints(m, 1, dims, &(kiln_input_options){.name = "tokens"});
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = VOCAB,
                                        .output_dim = 8};
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
@@ -180,7 +180,7 @@ static void test_bad_graphs(kiln_context *ctx)
 
     /* An Embedding fed by floats. */
     kiln_model_create(ctx, &m);
-    kiln_input(m, 1, seq, "floats");
+    kiln_input(m, 1, seq, &(kiln_input_options){.name = "floats"});
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'embedding' (embedding) reads int32 ids, but its "
                 "input 'floats' (input_layer) holds floats", kiln_model_compile(m, &co));
@@ -188,9 +188,9 @@ static void test_bad_graphs(kiln_context *ctx)
 
     /* An Embedding fed by a float layer. */
     kiln_model_create(ctx, &m);
-    kiln_input_ints(m, 1, seq, "ids");
+    kiln_input_ints(m, 1, seq, &(kiln_input_options){.name = "ids"});
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
-    kiln_flatten(m, KILN_NODE_PREVIOUS, "flat");
+    kiln_flatten(m, KILN_NODE_PREVIOUS, &(kiln_flatten_options){.name = "flat"});
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'embedding_1' (embedding) reads int32 ids, but "
                 "its input 'flat' (flatten) holds floats", kiln_model_compile(m, &co));
@@ -198,7 +198,7 @@ static void test_bad_graphs(kiln_context *ctx)
 
     /* A float layer fed by ids. */
     kiln_model_create(ctx, &m);
-    kiln_input_ints(m, 1, seq, "ids");
+    kiln_input_ints(m, 1, seq, &(kiln_input_options){.name = "ids"});
     const kiln_dense_options d = {.struct_size = sizeof d, .units = 2};
     kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'dense' (dense) takes float values, but its input "
@@ -300,7 +300,7 @@ static void test_bad_data(kiln_context *ctx)
     const int32_t seq[] = {3};
     kiln_model *m = NULL;
     kiln_model_create(ctx, &m);
-    kiln_input_ints(m, 1, seq, "tokens");
+    kiln_input_ints(m, 1, seq, &(kiln_input_options){.name = "tokens"});
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = 6,
                                        .output_dim = 4, .name = "lookup"};
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
@@ -324,18 +324,28 @@ static void test_bad_data(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 2, position 0: id 6",
                 kiln_model_evaluate(m, id_ds, 2, &e));
     float out[8];
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 2, position 0: id 6",
-                kiln_model_predict(m, (const float *)ids, 4, out, 3));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 2, position 0: id 6",
+        kiln_model_predict(m, &(kiln_batch_arrays){.count = 4, .int_features = ids}, out, 3));
     const int32_t negative[6] = {0, 1, 2, 3, -1, 5};
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 1, position 1: id -1",
-                kiln_model_predict(m, (const float *)negative, 2, out, 0));
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 1, position 1: id -1",
-                kiln_model_train_on_batch(m, (const float *)negative, labels, 2, NULL));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "sample 1, position 1: id -1",
+        kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .int_features = negative}, out, 0));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 1, position 1: id -1",
+        kiln_model_train_on_batch(
+            m, &(kiln_batch_arrays){.count = 2, .int_features = negative, .sparse_labels = labels},
+            NULL));
     /* In range, through every entry point. */
     const int32_t fine[6] = {0, 1, 2, 3, 4, 5};
-    CHECK_OK(ctx, kiln_model_predict(m, (const float *)fine, 2, out, 0));
-    CHECK_OK(ctx, kiln_model_train_on_batch(m, (const float *)fine, labels, 2, NULL));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(m, (const float *)fine, 2, out));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 2, .int_features = fine}, out, 0));
+    CHECK_OK(ctx,
+             kiln_model_train_on_batch(
+                 m, &(kiln_batch_arrays){.count = 2, .int_features = fine, .sparse_labels = labels},
+                 NULL));
+    CHECK_OK(ctx, kiln_model_predict_on_batch(
+                      m, &(kiln_batch_arrays){.count = 2, .int_features = fine}, out));
     kiln_dataset *good = NULL;
     CHECK_OK(ctx, kiln_dataset_subset(id_ds, 0, 2, &good));
     CHECK_OK(ctx, kiln_model_fit(m, good, &fo));
@@ -344,7 +354,7 @@ static void test_bad_data(kiln_context *ctx)
 
     /* A dataset of ids for a float Input. */
     kiln_model_create(ctx, &m);
-    kiln_input(m, 1, seq, "pixels");
+    kiln_input(m, 1, seq, &(kiln_input_options){.name = "pixels"});
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "the dataset has int32 id features but input "
@@ -490,7 +500,8 @@ static void test_cli(kiln_context *ctx, const char *kiln)
     write_npy(floats_path, "<f4", 5, LENGTH, floats, 4);
     write_npy(labels_path, "<i4", 5, 0, labels, 4);
     CHECK_OK(ctx, kiln_model_save(m, model));
-    CHECK_OK(ctx, kiln_model_predict(m, (const float *)ids, 5, want, 0));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 5, .int_features = ids}, want, 0));
     snprintf(cmd, sizeof cmd, "'%s' predict '%s' '%s' '%s'", kiln, model, ids_path, out_path);
     CHECK(run_command(cmd, err) == 0);
     kiln_npy got;

@@ -137,10 +137,11 @@ static kiln_model *sequence(kiln_context *ctx)
     kiln_node n = kiln_layer_normalization(m, kiln_dense(m, x, &a), NULL);   /* (3, 4) */
     kiln_node bx = kiln_dense(m, x, &b);                                     /* (3, 3) */
     kiln_node last[] = {n, bx, n};
-    kiln_node g = kiln_activation_layer(m, kiln_concatenate(m, last, 3, -1, NULL),
+    kiln_node g = kiln_activation_layer(m, kiln_concatenate(m, last, 3, NULL),
                                         KILN_ACTIVATION_GELU_TANH, NULL);     /* (3, 11) */
     kiln_node first[] = {kiln_reshape(m, g, 2, rows, NULL), bx};
-    kiln_node d = kiln_layer_normalization(m, kiln_concatenate(m, first, 2, 1, NULL),
+    const kiln_concatenate_options rows_axis = {.struct_size = sizeof rows_axis, .axis = 1};
+    kiln_node d = kiln_layer_normalization(m, kiln_concatenate(m, first, 2, &rows_axis),
                                            &no_center);                       /* (14, 3) */
     kiln_node wide = kiln_layer_normalization(m, kiln_flatten(m, d, NULL), NULL);  /* (42,) */
     kiln_dense(m, wide, &head);
@@ -203,15 +204,15 @@ static kiln_model *two_inputs(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t ids[] = {2}, side[] = {3};
-    kiln_node u = kiln_input_ints(m, 1, ids, "user");
+    kiln_node u = kiln_input_ints(m, 1, ids, &(kiln_input_options){.name = "user"});
     const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 5, .output_dim = 3};
     u = kiln_flatten(m, kiln_embedding(m, u, &e), NULL);           /* (6) */
-    kiln_node f = kiln_input(m, 1, side, "side");
+    kiln_node f = kiln_input(m, 1, side, &(kiln_input_options){.name = "side"});
     kiln_dense_options a = {.struct_size = sizeof a, .units = 4,
                             .activation = KILN_ACTIVATION_TANH};
     f = kiln_dense(m, f, &a);
     const kiln_node both[] = {u, f};
-    kiln_concatenate(m, both, 2, -1, NULL);                        /* (10) */
+    kiln_concatenate(m, both, 2, NULL);                        /* (10) */
     kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
                                .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
@@ -226,11 +227,13 @@ static kiln_model *towers(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t ids[] = {2}, side[] = {3};
     const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 5, .output_dim = 3};
-    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, ids, "user"),
+    const kiln_input_options user = {.struct_size = sizeof user, .name = "user"};
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, ids, &user),
                                                        &e), NULL);   /* (6) */
     kiln_dense_options a = {.struct_size = sizeof a, .units = 6,
                             .activation = KILN_ACTIVATION_TANH};
-    const kiln_node f = kiln_dense(m, kiln_input(m, 1, side, "side"), &a);
+    const kiln_node f = kiln_dense(m, kiln_input(m, 1, side, &(kiln_input_options){.name = "side"}),
+                                   &a);
     kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
                                .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_dense(m, kiln_dot(m, u, f, NULL), &head);

@@ -22,19 +22,19 @@ typedef void (*example_fn)(kiln_model *m);
 static kiln_node image(kiln_model *m)
 {
     const int32_t dims[] = {7, 6, 3};
-    return kiln_input(m, 3, dims, "pixels");
+    return kiln_input(m, 3, dims, &(kiln_input_options){.name = "pixels"});
 }
 
 static kiln_node sequence(kiln_model *m)
 {
     const int32_t dims[] = {5, 4};
-    return kiln_input(m, 2, dims, "tokens");
+    return kiln_input(m, 2, dims, &(kiln_input_options){.name = "tokens"});
 }
 
 static kiln_node vector(kiln_model *m)
 {
     const int32_t dims[] = {6};
-    return kiln_input(m, 1, dims, "features");
+    return kiln_input(m, 1, dims, &(kiln_input_options){.name = "features"});
 }
 
 /* An Input of ids, so that its dtype field is written. */
@@ -42,7 +42,7 @@ static void ex_input(kiln_model *m)
 {
     const int32_t dims[] = {2, 3};
     const kiln_embedding_options o = {.struct_size = sizeof o, .input_dim = 5, .output_dim = 2};
-    kiln_embedding(m, kiln_input_ints(m, 2, dims, "ids"), &o);
+    kiln_embedding(m, kiln_input_ints(m, 2, dims, &(kiln_input_options){.name = "ids"}), &o);
 }
 
 static void ex_dense(kiln_model *m)
@@ -89,7 +89,7 @@ static void ex_batch_norm(kiln_model *m)
 
 static void ex_dropout(kiln_model *m)
 {
-    kiln_dropout(m, vector(m), 0.3f, 1234567, NULL);
+    kiln_dropout(m, vector(m), &(kiln_dropout_options){.rate = 0.3f, .seed = 1234567});
 }
 
 static void ex_flatten(kiln_model *m)
@@ -132,7 +132,7 @@ static void ex_concatenate(kiln_model *m)
 {
     const kiln_node x = sequence(m);
     const kiln_node in[] = {x, kiln_activation_layer(m, x, KILN_ACTIVATION_TANH, NULL)};
-    kiln_concatenate(m, in, 2, 1, NULL);
+    kiln_concatenate(m, in, 2, &(kiln_concatenate_options){.axis = 1});
 }
 
 static void ex_multi_head_attention(kiln_model *m)
@@ -148,7 +148,7 @@ static void ex_embedding(kiln_model *m)
 {
     const int32_t dims[] = {4};
     const kiln_embedding_options o = {.struct_size = sizeof o, .input_dim = 11, .output_dim = 3};
-    kiln_embedding(m, kiln_input_ints(m, 1, dims, "ids"), &o);
+    kiln_embedding(m, kiln_input_ints(m, 1, dims, &(kiln_input_options){.name = "ids"}), &o);
 }
 
 static void ex_position_embedding(kiln_model *m)
@@ -219,7 +219,7 @@ static float *predictions(kiln_context *ctx, kiln_model *m, const float *x, int6
 {
     CHECK_OK(ctx, kiln_model_output_size(m, size));
     float *y = calloc((size_t)(count * *size + 1), sizeof *y);
-    CHECK_OK(ctx, kiln_model_predict(m, x, count, y, 0));
+    CHECK_OK(ctx, test_predict_packed(m, x, count, y, 0));
     return y;
 }
 

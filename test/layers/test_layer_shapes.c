@@ -48,7 +48,7 @@ static void test_reshape(kiln_context *ctx)
     kiln_model_destroy(m);
 
     m = new_model(ctx, 3, in);
-    kiln_reshape(m, KILN_NODE_PREVIOUS, 2, wrong, "r");
+    kiln_reshape(m, KILN_NODE_PREVIOUS, 2, wrong, &(kiln_reshape_options){.name = "r"});
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'r' (reshape): cannot reshape input (2, 3, 5) "
                 "(30 values) to (4, -1)", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
@@ -98,11 +98,17 @@ static void test_concatenate(kiln_context *ctx)
     kiln_model *m = new_model(ctx, 2, in);
     kiln_node x = 0, y = kiln_dense(m, x, &d2);            /* (3, 2) */
     kiln_node xy[] = {x, y}, xxx[] = {x, x, x};
-    kiln_concatenate(m, xy, 2, -1, NULL);                   /* (3, 6) */
-    kiln_concatenate(m, xy, 2, 2, NULL);                    /* the same axis, counted from 1 */
-    kiln_node rows = kiln_concatenate(m, xxx, 3, 1, NULL);  /* (9, 4) */
-    kiln_node again[] = {rows, kiln_concatenate(m, xxx, 3, -2, "rows_too")};
-    kiln_concatenate(m, again, 2, -2, "eighteen");
+    kiln_concatenate(m, xy, 2, NULL);                   /* (3, 6) */
+    const kiln_concatenate_options axis1 = {.struct_size = sizeof axis1, .axis = 1};
+    const kiln_concatenate_options axis2 = {.struct_size = sizeof axis2, .axis = 2};
+    const kiln_concatenate_options rows_too = {.struct_size = sizeof rows_too,
+                                               .name = "rows_too", .axis = -2};
+    kiln_concatenate(m, xy, 2, &axis2);                     /* the same axis, counted from 1 */
+    kiln_node rows = kiln_concatenate(m, xxx, 3, &axis1);  /* (9, 4) */
+    kiln_node again[] = {rows, kiln_concatenate(m, xxx, 3, &rows_too)};
+    kiln_concatenate(m, again, 2, &(kiln_concatenate_options){.name = "eighteen", .axis = -2});
+    /* Axis 0 (the batch axis, which cannot be joined along) is Keras's default, -1. */
+    kiln_concatenate(m, xy, 2, &(kiln_concatenate_options){.axis = 0});
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     const int32_t wide[] = {3, 6}, nine[] = {9, 4}, eighteen[] = {18, 4};
     check_layer(ctx, m, 2, "concatenate", 2, wide);
@@ -110,6 +116,7 @@ static void test_concatenate(kiln_context *ctx)
     check_layer(ctx, m, 4, "concatenate_2", 2, nine);
     check_layer(ctx, m, 5, "rows_too", 2, nine);
     check_layer(ctx, m, 6, "eighteen", 2, eighteen);
+    check_layer(ctx, m, 7, "concatenate_5", 2, wide);
     kiln_model_destroy(m);
 
     /* Mismatched dimensions off the axis, ranks, and axes out of range. */
@@ -117,7 +124,8 @@ static void test_concatenate(kiln_context *ctx)
     m = new_model(ctx, 2, in);
     kiln_node six = kiln_dense(m, 0, &d6);                  /* (3, 6) */
     kiln_node pair[] = {0, six};
-    CHECK(kiln_concatenate(m, pair, 2, 1, "join") == KILN_NODE_INVALID);
+    const kiln_concatenate_options join = {.struct_size = sizeof join, .name = "join", .axis = 1};
+    CHECK(kiln_concatenate(m, pair, 2, &join) == KILN_NODE_INVALID);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'join' (concatenate): input 0 is (3, 4) but input "
                 "1 is (3, 6): they must match but on axis 1", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
@@ -125,7 +133,7 @@ static void test_concatenate(kiln_context *ctx)
     m = new_model(ctx, 2, in);
     kiln_node line = kiln_reshape(m, 0, 1, flat, NULL);     /* (12,) */
     kiln_node ranks[] = {0, line};
-    kiln_concatenate(m, ranks, 2, -1, NULL);
+    kiln_concatenate(m, ranks, 2, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'concatenate' (concatenate): input 0 is (3, 4) but "
                 "input 1 is (12,): they must match but on axis -1", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
@@ -134,15 +142,15 @@ static void test_concatenate(kiln_context *ctx)
         int32_t axis;
         const char *why;
     } axes[] = {
-        {0, "layer 'concatenate' (concatenate): axis 0 is the batch axis for inputs of shape "
+        {3, "layer 'concatenate' (concatenate): axis 3 is out of range for inputs of shape "
          "(3, 4) (axes 1..2 or -2..-1)"},
-        {3, "axis 3 is out of range for inputs of shape (3, 4) (axes 1..2 or -2..-1)"},
         {-3, "axis -3 is out of range for inputs of shape (3, 4)"},
     };
     for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++) {
         m = new_model(ctx, 2, in);
         kiln_node same[] = {0, 0};
-        CHECK(kiln_concatenate(m, same, 2, axes[i].axis, NULL) == KILN_NODE_INVALID);
+        const kiln_concatenate_options o = {.struct_size = sizeof o, .axis = axes[i].axis};
+        CHECK(kiln_concatenate(m, same, 2, &o) == KILN_NODE_INVALID);
         CHECK_FAILS(ctx, KILN_ERROR_SHAPE, axes[i].why, kiln_model_compile(m, &co));
         kiln_model_destroy(m);
     }
@@ -150,22 +158,22 @@ static void test_concatenate(kiln_context *ctx)
     /* 2 to 8 inputs. */
     kiln_node nine_of[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     m = new_model(ctx, 2, in);
-    kiln_concatenate(m, nine_of, 9, -1, NULL);
+    kiln_concatenate(m, nine_of, 9, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'concatenate' takes 2 to 8 inputs, "
                 "got 9", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
     m = new_model(ctx, 2, in);
-    kiln_concatenate(m, nine_of, 1, -1, NULL);
+    kiln_concatenate(m, nine_of, 1, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "takes 2 to 8 inputs, got 1",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
     m = new_model(ctx, 2, in);
-    kiln_concatenate(m, NULL, 2, -1, NULL);
+    kiln_concatenate(m, NULL, 2, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "takes 2 to 8 inputs, got 0",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
     m = new_model(ctx, 2, in);
-    kiln_concatenate(m, nine_of, 8, -1, NULL);
+    kiln_concatenate(m, nine_of, 8, NULL);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     const int32_t thirty_two[] = {3, 32};
     check_layer(ctx, m, 1, "concatenate", 2, thirty_two);
@@ -202,13 +210,13 @@ static void test_layer_norm(kiln_context *ctx)
     check_layer(ctx, m, 1, "layer_normalization", 3, in);
     check_layer(ctx, m, 3, "layer_normalization_2", 3, in);
     int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &n));
     CHECK(n == 3);
     const char *names[] = {"layer_normalization/gamma", "layer_normalization/beta",
                            "layer_normalization_1/beta"};
     for (int32_t i = 0; i < n && i < 3; i++) {
-        kiln_weight_info w = {.struct_size = sizeof w};
-        CHECK_OK(ctx, kiln_model_weight_info(m, i, &w));
+        kiln_parameter_info w = {.struct_size = sizeof w};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, i, &w));
         CHECK(strcmp(w.name, names[i]) == 0);
         CHECK(w.rank == 1 && w.dims[0] == 5 && w.trainable);
     }

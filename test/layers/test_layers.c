@@ -165,7 +165,8 @@ static kiln_node build_activation(kiln_model *m, kiln_node pre, const void *arg)
 static kiln_node build_add(kiln_model *m, kiln_node pre, const void *arg)
 {
     (void)arg;
-    kiln_node t = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t");
+    kiln_node t = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH,
+                                        &(kiln_activation_layer_options){.name = "t"});
     kiln_node in[] = {pre, pre, t};
     return kiln_add(m, in, 3, NULL);
 }
@@ -262,7 +263,9 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
 
 static kiln_node build_dropout(kiln_model *m, kiln_node pre, const void *arg)
 {
-    return kiln_dropout(m, pre, *(const float *)arg, 7, NULL);
+    const kiln_dropout_options o = {.struct_size = sizeof o, .rate = *(const float *)arg,
+                                    .seed = 7};
+    return kiln_dropout(m, pre, &o);
 }
 
 /* Dropout: every value is dropped or scaled by 1 / (1 - rate), about `rate`
@@ -373,11 +376,15 @@ static kiln_node build_concatenate(kiln_model *m, kiln_node pre, const void *arg
 {
     const shape_case *c = arg;
     const kiln_node pair[] = {pre, pre};
-    kiln_node in[8] = {kiln_concatenate(m, pair, 2, c->axis, "pair")};
+    const kiln_concatenate_options named = {.struct_size = sizeof named, .name = "pair",
+                                            .axis = c->axis};
+    const kiln_concatenate_options o = {.struct_size = sizeof o, .axis = c->axis};
+    const kiln_activation_layer_options t = {.struct_size = sizeof t, .name = "t"};
+    kiln_node in[8] = {kiln_concatenate(m, pair, 2, &named)};
     for (int k = 1; k < c->n; k++)
-        in[k] = k == c->n - 1 && c->n > 2 ? kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t")
+        in[k] = k == c->n - 1 && c->n > 2 ? kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, &t)
                                           : pre;
-    return kiln_concatenate(m, in, c->n, c->axis, NULL);
+    return kiln_concatenate(m, in, c->n, &o);
 }
 
 static void test_reshape(kiln_context *ctx, const int32_t *dims, int batch, const shape_case *c)
@@ -439,7 +446,8 @@ static void test_concatenate(kiln_context *ctx, int32_t rank, const int32_t *dim
 static kiln_node build_dot(kiln_model *m, kiln_node pre, const void *arg)
 {
     const int same = *(const int *)arg;
-    return kiln_dot(m, pre, same ? pre : kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, "t"),
+    const kiln_activation_layer_options t = {.struct_size = sizeof t, .name = "t"};
+    return kiln_dot(m, pre, same ? pre : kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, &t),
                     NULL);
 }
 
@@ -484,7 +492,7 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    kiln_input_ints(m, rank, dims, "ids");
+    kiln_input_ints(m, rank, dims, &(kiln_input_options){.name = "ids"});
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = vocab,
                                        .output_dim = width};
     const kiln_node node = kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);

@@ -1,4 +1,4 @@
-/* The model as an object: its layers and weight tensors listed, one tensor
+/* The model as an object: its layers and parameter tensors listed, one tensor
  * read and written by name, layers frozen for transfer learning (frozen
  * weights bit-identical after training, a frozen batch norm on its moving
  * statistics) under every strategy, and custom loops
@@ -72,12 +72,12 @@ static void test_listing(kiln_context *ctx)
     kiln_model *m = build(ctx, CLASSES, NULL, KILN_STRATEGY_ONE_DEVICE, KILN_OK);
     int32_t layers = 0, weights = 0;
     CHECK_OK(ctx, kiln_model_layer_count(m, &layers));
-    CHECK_OK(ctx, kiln_model_weight_count(m, &weights));
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &weights));
     CHECK(layers == 5 && weights == 2 + 4 + 2);
     kiln_layer_info li = {.struct_size = sizeof li};
     CHECK_OK(ctx, kiln_model_layer_info(m, 1, &li));
     CHECK(!strcmp(li.name, "features") && !strcmp(li.kind, "conv2d") && li.rank == 3 &&
-          li.dims[0] == 4 && li.dims[2] == 4 && li.trainable && li.n_weights == 2);
+          li.dims[0] == 4 && li.dims[2] == 4 && li.trainable && li.n_tensors == 2);
     /* Offsets follow get_weights' order; every tensor reads what it holds. */
     int64_t n = 0;
     CHECK_OK(ctx, kiln_model_parameter_count(m, &n));
@@ -85,8 +85,8 @@ static void test_listing(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_get_weights(m, all, n));
     int64_t next = 0;
     for (int32_t k = 0; k < weights; k++) {
-        kiln_weight_info wi = {.struct_size = sizeof wi};
-        CHECK_OK(ctx, kiln_model_weight_info(m, k, &wi));
+        kiln_parameter_info wi = {.struct_size = sizeof wi};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, k, &wi));
         CHECK(wi.offset == next);
         float *t = tensor(ctx, m, wi.name, wi.size);
         CHECK(memcmp(t, all + wi.offset, (size_t)wi.size * sizeof(float)) == 0);
@@ -103,11 +103,11 @@ static void test_listing(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_set_tensor(m, "head/bias", bias, CLASSES));
     float *after = calloc((size_t)n, sizeof(float));
     CHECK_OK(ctx, kiln_model_get_weights(m, after, n));
-    kiln_weight_info hb = {.struct_size = sizeof hb};
-    CHECK_OK(ctx, kiln_model_weight_info(m, weights - 1, &hb));
+    kiln_parameter_info hb = {.struct_size = sizeof hb};
+    CHECK_OK(ctx, kiln_model_tensor_info(m, weights - 1, &hb));
     CHECK(!strcmp(hb.name, "head/bias") && !memcmp(after + hb.offset, bias, sizeof bias));
     CHECK(!memcmp(after, all, (size_t)hb.offset * sizeof(float)));
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "no weight tensor 'head/gamma'",
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "no parameter tensor 'head/gamma'",
                 kiln_model_set_tensor(m, "head/gamma", bias, CLASSES));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "holds 3 floats; 2 given",
                 kiln_model_set_tensor(m, "head/bias", bias, 2));
@@ -211,8 +211,12 @@ static void test_frozen_batch_norm(kiln_context *ctx)
         kiln_model *m = build(ctx, CLASSES, frozen ? "norm\0" : NULL, KILN_STRATEGY_ONE_DEVICE,
                               KILN_OK);
         kiln_metrics t = {.struct_size = sizeof t}, r = {.struct_size = sizeof r};
-        CHECK_OK(ctx, kiln_model_test_on_batch(m, x, y, 8, &t));
-        CHECK_OK(ctx, kiln_model_train_on_batch(m, x, y, 8, &r));
+        CHECK_OK(ctx,
+                 kiln_model_test_on_batch(
+                     m, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, &t));
+        CHECK_OK(ctx,
+                 kiln_model_train_on_batch(
+                     m, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, &r));
         float mean[4];
         CHECK_OK(ctx, kiln_model_get_tensor(m, "norm/moving_mean", mean, 4));
         if (frozen)
@@ -243,7 +247,12 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
     double loss = 0;
     for (int start = 0; start < COUNT; start += 8) {
         kiln_metrics r = {.struct_size = sizeof r};
-        CHECK_OK(ctx, kiln_model_train_on_batch(b, x + start * SIDE * SIDE, y + start, 8, &r));
+        CHECK_OK(ctx,
+                 kiln_model_train_on_batch(b,
+                                           &(kiln_batch_arrays){.count = 8,
+                                                                .features = x + start * SIDE * SIDE,
+                                                                .sparse_labels = y + start},
+                                           &r));
         loss += r.loss * 8;
     }
     int64_t n;
@@ -265,23 +274,31 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
     }
     kiln_metrics ev = {.struct_size = sizeof ev}, tb = {.struct_size = sizeof tb};
     CHECK_OK(ctx, kiln_model_evaluate(b, ds, COUNT, &ev));
-    CHECK_OK(ctx, kiln_model_test_on_batch(b, x, y, COUNT, &tb));
+    CHECK_OK(ctx,
+             kiln_model_test_on_batch(
+                 b, &(kiln_batch_arrays){.count = COUNT, .features = x, .sparse_labels = y}, &tb));
     CHECK(fabs(ev.loss - tb.loss) < 1e-6 && ev.accuracy == tb.accuracy);
     static float pa[COUNT * CLASSES], pb[COUNT * CLASSES];
-    CHECK_OK(ctx, kiln_model_predict(b, x, COUNT, pa, 0));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(b, x, COUNT, pb));
+    CHECK_OK(ctx,
+             kiln_model_predict(b, &(kiln_batch_arrays){.count = COUNT, .features = x}, pa, 0));
+    CHECK_OK(ctx, kiln_model_predict_on_batch(
+                      b, &(kiln_batch_arrays){.count = COUNT, .features = x}, pb));
     CHECK(memcmp(pa, pb, sizeof pa) == 0);
     /* What fit refuses, the custom loop refuses too. */
     y[3] = CLASSES;
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 3 has label 3",
-                kiln_model_train_on_batch(b, x, y, 8, NULL));
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, NULL));
     y[3] = 0;
     x[5] = NAN;
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 0, element 5",
-                kiln_model_train_on_batch(b, x, y, 8, NULL));
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 8, .features = x, .sparse_labels = y}, NULL));
     x[5] = 0;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "count (0)",
-                kiln_model_train_on_batch(b, x, y, 0, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "kiln_batch_arrays.count is 0; it must be >= 1",
+                kiln_model_train_on_batch(
+                    b, &(kiln_batch_arrays){.count = 0, .features = x, .sparse_labels = y}, NULL));
     free(wa);
     kiln_model_destroy(a);
     kiln_model_destroy(b);

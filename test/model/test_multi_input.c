@@ -88,9 +88,10 @@ static void test_reference(kiln_context *ctx, const data *d)
     tensor(ctx, m, "hidden/bias", hb, 6);
     tensor(ctx, m, "head/kernel", ok, 6);
     tensor(ctx, m, "head/bias", ob, 1);
-    float x[SAMPLES * PER_SAMPLE], got[SAMPLES];
-    pack(d, x);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, got, 5));
+    float got[SAMPLES];
+    kiln_input_array in[3];
+    const kiln_batch_arrays inputs = inputs_of(d, in);
+    CHECK_OK(ctx, kiln_model_predict(m, &inputs, got, 5));
     double worst = 0;
     for (int i = 0; i < SAMPLES; i++) {
         double c[14], h[6], y = ob[0];
@@ -179,16 +180,17 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
     free(base);
 
     /* Predictions agree across strategies, and with predict_on_batch. */
-    float x[SAMPLES * PER_SAMPLE], p0[SAMPLES], p1[SAMPLES];
-    pack(d, x);
+    float p0[SAMPLES], p1[SAMPLES];
     kiln_model *m = build(ctx, &one);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, p0, 9));
-    CHECK_OK(ctx, kiln_model_predict_on_batch(m, x, SAMPLES, p1));
+    kiln_input_array in[3];
+    const kiln_batch_arrays all = inputs_of(d, in);
+    CHECK_OK(ctx, kiln_model_predict(m, &all, p0, 9));
+    CHECK_OK(ctx, kiln_model_predict_on_batch(m, &all, p1));
     compare("predict_on_batch vs predict", p1, p0, SAMPLES, 0);
     kiln_model_destroy(m);
     if (devices >= 2) {
         m = build(ctx, &others[0].r);
-        CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, p1, 9));
+        CHECK_OK(ctx, kiln_model_predict(m, &all, p1, 9));
         compare("mirrored predict vs one_device", p1, p0, SAMPLES, 1e-6);
         kiln_model_destroy(m);
     }
@@ -211,11 +213,11 @@ static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const 
     fo.no_shuffle = 1;
     fo.verbosity = KILN_VERBOSE_SILENT;
     CHECK_OK(ctx, kiln_model_fit(a, ds, &fo));
-    static float x[SAMPLES * PER_SAMPLE];
-    pack(d, x);
-    for (int start = 0; start < SAMPLES; start += 8)
-        CHECK_OK(ctx, kiln_model_train_on_batch(b, x + start * PER_SAMPLE, d->y + start, 8,
-                                                NULL));
+    kiln_input_array in[3];
+    for (int start = 0; start < SAMPLES; start += 8) {
+        const kiln_batch_arrays eight = batch_of(d, start, 8, in);
+        CHECK_OK(ctx, kiln_model_train_on_batch(b, &eight, NULL));
+    }
     int64_t n = 0;
     float *wa = weights_of(ctx, a, &n), *wb = weights_of(ctx, b, &n);
     char what[96];
@@ -223,7 +225,8 @@ static void test_on_batch(kiln_context *ctx, const data *d, const run *r, const 
     compare(what, wb, wa, n, 0);
     kiln_metrics e = {.struct_size = sizeof e}, t = {.struct_size = sizeof t};
     CHECK_OK(ctx, kiln_model_evaluate(a, ds, SAMPLES, &e));
-    CHECK_OK(ctx, kiln_model_test_on_batch(a, x, d->y, SAMPLES, &t));
+    const kiln_batch_arrays all = batch_of(d, 0, SAMPLES, in);
+    CHECK_OK(ctx, kiln_model_test_on_batch(a, &all, &t));
     printf("%s: test_on_batch loss %.7f, evaluate %.7f\n", name, t.loss, e.loss);
     CHECK(fabs(t.loss - e.loss) <= 1e-7 * fmax(1.0, e.loss));
     free(wa), free(wb);
@@ -282,7 +285,9 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     kiln_model *dot = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &dot));
     const int32_t four[] = {4}, three[] = {3};
-    kiln_dot(dot, kiln_input(dot, 1, four, "a"), kiln_input(dot, 1, three, "b"), "meet");
+    const kiln_node a = kiln_input(dot, 1, four, &(kiln_input_options){.name = "a"});
+    const kiln_node b = kiln_input(dot, 1, three, &(kiln_input_options){.name = "b"});
+    kiln_dot(dot, a, b, &(kiln_dot_options){.name = "meet"});
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'meet' (dot): its inputs are (4,) and (3,)",
@@ -295,12 +300,11 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     for (int k = 0; k <= KILN_MAX_MODEL_INPUTS; k++) {
         char name[16];
         snprintf(name, sizeof name, "x%d", k);
-        many[k] = kiln_input(dot, 1, three, name);
+        many[k] = kiln_input(dot, 1, three, &(kiln_input_options){.name = name});
     }
-    const kiln_node halves[2] = {kiln_concatenate(dot, many, 5, -1, NULL),
-                                 kiln_concatenate(dot, many + 5, KILN_MAX_MODEL_INPUTS - 4, -1,
-                                                  NULL)};
-    kiln_concatenate(dot, halves, 2, -1, NULL);
+    const kiln_node halves[2] = {kiln_concatenate(dot, many, 5, NULL),
+                                 kiln_concatenate(dot, many + 5, KILN_MAX_MODEL_INPUTS - 4, NULL)};
+    kiln_concatenate(dot, halves, 2, NULL);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "input 'x8' is one more than the 8 Inputs a model "
                 "may have", kiln_model_compile(dot, &mse));
     kiln_model_destroy(dot);
@@ -357,12 +361,14 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
                       "input_dim of layer 'user_embedding'";
     CHECK_FAILS(ctx, KILN_ERROR_DATA, why, train(m, ds, 1));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, why, kiln_model_evaluate(m, ds, 8, &e));
-    float x[SAMPLES * PER_SAMPLE], out[SAMPLES];
-    pack(&bad, x);
+    float out[SAMPLES];
+    kiln_input_array bad_in[3];
+    const kiln_batch_arrays bad_batch = batch_of(&bad, 0, SAMPLES, bad_in);
+    const kiln_batch_arrays bad_inputs = inputs_of(&bad, bad_in);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 29, position 1 of input "
-                "'user': id 13", kiln_model_predict(m, x, SAMPLES, out, 8));
+                "'user': id 13", kiln_model_predict(m, &bad_inputs, out, 8));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_train_on_batch: sample 29, position 1 of "
-                "input 'user'", kiln_model_train_on_batch(m, x, bad.y, SAMPLES, NULL));
+                "input 'user'", kiln_model_train_on_batch(m, &bad_batch, NULL));
     kiln_model_destroy(m);
     /* Each table its own limit: 10 is a user id, but no item id. */
     bad = *d;
@@ -408,15 +414,14 @@ static void test_files(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_save(m, path));
     kiln_model *l = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
-    float x[SAMPLES * PER_SAMPLE], a[SAMPLES], b[SAMPLES];
-    pack(d, x);
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, a, 0));
+    float a[SAMPLES], b[SAMPLES];
+    kiln_input_array three[3];
+    const kiln_batch_arrays inputs = inputs_of(d, three);
+    CHECK_OK(ctx, kiln_model_predict(m, &inputs, a, 0));
     if (l) {
-        CHECK(l->graph.n_inputs == 3 &&
-              strcmp(l->graph.nodes[l->graph.inputs[1]].name, "user") == 0 &&
-              l->graph.ids[1].limit == USERS && l->graph.ids[0].limit == ITEMS &&
-              l->graph.ids[2].limit == 0);
-        CHECK_OK(ctx, kiln_model_predict(l, x, SAMPLES, b, 0));
+        CHECK(l->graph.n_inputs == 3 && strcmp(l->graph.nodes[l->graph.inputs[1]].name, "user") == 0 &&
+              l->graph.ids[1].limit == USERS && l->graph.ids[0].limit == ITEMS && l->graph.ids[2].limit == 0);
+        CHECK_OK(ctx, kiln_model_predict(l, &inputs, b, 0));
         compare("loaded model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }
     kiln_model_destroy(l);
@@ -433,22 +438,25 @@ static void test_files(kiln_context *ctx, const data *d)
     const kiln_embedding_options ie = {.struct_size = sizeof ie, .input_dim = ITEMS,
                                        .output_dim = 5};
     /* One statement per tower: the order of declaration is the input order. */
-    const kiln_node u = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "u"), &ue);
-    const kiln_node i = kiln_embedding(dot, kiln_input_ints(dot, 1, id, "i"), &ie);
-    kiln_dot(dot, kiln_flatten(dot, u, NULL), kiln_flatten(dot, i, NULL), "score");
+    const kiln_input_options un = {.struct_size = sizeof un, .name = "u"};
+    const kiln_input_options in = {.struct_size = sizeof in, .name = "i"};
+    const kiln_node u = kiln_embedding(dot, kiln_input_ints(dot, 1, id, &un), &ue);
+    const kiln_node i = kiln_embedding(dot, kiln_input_ints(dot, 1, id, &in), &ie);
+    kiln_dot(dot, kiln_flatten(dot, u, NULL), kiln_flatten(dot, i, NULL),
+             &(kiln_dot_options){.name = "score"});
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_OK(ctx, kiln_model_compile(dot, &mse));
-    float pairs[2 * SAMPLES];
-    for (int i = 0; i < SAMPLES; i++) {
-        memcpy(pairs + 2 * i, &d->users[i], 4);
-        memcpy(pairs + 2 * i + 1, &d->items[i], 4);
-    }
+    const kiln_input_array towers[2] = {
+        {.rank = 1, .dims = {1}, .int_features = d->users},
+        {.rank = 1, .dims = {1}, .int_features = d->items}};
+    const kiln_batch_arrays pairs = {.struct_size = sizeof pairs, .count = SAMPLES,
+                                     .n_inputs = 2, .inputs = towers};
     CHECK_OK(ctx, kiln_model_save(dot, path));
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
-    CHECK_OK(ctx, kiln_model_predict(dot, pairs, SAMPLES, a, 0));
+    CHECK_OK(ctx, kiln_model_predict(dot, &pairs, a, 0));
     if (l) {
-        CHECK_OK(ctx, kiln_model_predict(l, pairs, SAMPLES, b, 0));
+        CHECK_OK(ctx, kiln_model_predict(l, &pairs, b, 0));
         compare("loaded Dot model's predictions vs the saved one's", b, a, SAMPLES, 0);
     }
     kiln_model_destroy(l);

@@ -126,15 +126,12 @@ static void test_reference(kiln_context *ctx, const data *d)
     double loss[2];
     reference_step(d, WEIGHT, &p, loss);
     /* One step on the whole batch: its losses are those before the update. */
-    const kiln_output_loss unused = {0};
-    (void)unused;
-    float labels[N * (1 + REG)];
-    for (int i = 0; i < N; i++) {
-        memcpy(&labels[i * (1 + REG)], &d->cls[i], sizeof(int32_t));
-        memcpy(&labels[i * (1 + REG) + 1], &d->reg[i * REG], REG * sizeof(float));
-    }
+    const kiln_label_array labels[2] = {{.sparse_labels = d->cls},
+                                        {.label_kind = KILN_LABELS_DENSE, .dense_labels = d->reg}};
+    const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = N, .features = d->x,
+                                     .n_outputs = 2, .outputs = labels};
     kiln_metrics r = {.struct_size = sizeof r};
-    CHECK_OK(ctx, kiln_model_train_on_batch(m, d->x, labels, N, &r));
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, &batch, &r));
     CHECK(r.n_outputs == 2 && strcmp(r.outputs[0].name, "cls") == 0 &&
           strcmp(r.outputs[1].name, "reg") == 0);
     check_close("first step: cls loss (sparse cross-entropy)", r.outputs[0].loss, loss[0], 1e-6);
@@ -214,7 +211,8 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     int64_t width = 0;
     CHECK_OK(ctx, kiln_model_output_size(m, &width));
     CHECK(width == CLS + REG);
-    CHECK_OK(ctx, kiln_model_predict(m, d->x, N, out, 5));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x}, out, 5));
     double sum = out[0] + out[1] + out[2];
     CHECK(fabs(sum - 1.0) < 1e-5);
     float reg_out[N * REG];   /* the reg head alone, from the first layers' weights */
@@ -259,7 +257,8 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
             snprintf(what, sizeof what, "%s: last epoch's val_cls_loss", names[s]);
             check_close(what, g.val_outputs[0].loss, h.val_outputs[0].loss, 1e-5);
             float got[N * (CLS + REG)];
-            CHECK_OK(ctx, kiln_model_predict(m, d->x, N, got, 5));
+            CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x},
+                                             got, 5));
             snprintf(what, sizeof what, "%s against one device: predict", names[s]);
             test_close(what, 58, got, out, sizeof(float), N * (CLS + REG), TEST_PER_VALUE, 1e-5);
             kiln_model_destroy(m);
@@ -338,8 +337,8 @@ static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
     check_close("pipeline: last epoch's val_cls_accuracy", rb.val_outputs[0].accuracy,
                 ra.val_outputs[0].accuracy, 1e-6);
     float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
-    CHECK_OK(ctx, kiln_model_predict(a, d->x, N, pa, 5));
-    CHECK_OK(ctx, kiln_model_predict(b, d->x, N, pb, 5));
+    CHECK_OK(ctx, kiln_model_predict(a, &(kiln_batch_arrays){.count = N, .features = d->x}, pa, 5));
+    CHECK_OK(ctx, kiln_model_predict(b, &(kiln_batch_arrays){.count = N, .features = d->x}, pb, 5));
     test_close("pipeline against one device: predict", 58, pb, pa, sizeof(float), N * (CLS + REG),
                TEST_PER_VALUE, 1e-5);
     free(wa);
@@ -440,8 +439,10 @@ static void test_updates(kiln_context *ctx, const data *d)
     kiln_model_destroy(a);
     kiln_model_destroy(b);
 
-    /* Weight -0.0f: the reg head is exactly out of training; its loss is still reported. */
-    const model_spec off = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, -0.0f}};
+    /* Weight 0 with has_weight: the reg head is exactly out of training; its loss is
+     * still reported. */
+    const model_spec off = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.0f},
+                            .has_weight = {0, 1}};
     a = compiled(ctx, &off);
     params before, after;
     read_params(ctx, a, &before);
@@ -452,9 +453,9 @@ static void test_updates(kiln_context *ctx, const data *d)
           memcmp(before.ck, after.ck, sizeof before.ck) != 0);
     kiln_epoch_record h = {.struct_size = sizeof h};
     CHECK_OK(ctx, kiln_model_history_epoch(a, 0, &h));
-    check_close("weight -0.0: loss is cls_loss alone", h.loss, h.outputs[0].loss, 1e-6);
+    check_close("weight 0: loss is cls_loss alone", h.loss, h.outputs[0].loss, 1e-6);
     CHECK(h.outputs[1].loss > 0);
-    printf("weight -0.0: the reg head's weights are unchanged, reg_loss %.4f reported\n",
+    printf("weight 0: the reg head's weights are unchanged, reg_loss %.4f reported\n",
            h.outputs[1].loss);
     kiln_model_destroy(a);
 
@@ -492,7 +493,8 @@ static void test_updates(kiln_context *ctx, const data *d)
  * predict and a further SGD step equal the original's. */
 static void test_model_file(kiln_context *ctx, const data *d)
 {
-    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {0.0f, -0.0f}};
+    const model_spec spec = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {0.0f, 0.0f},
+                             .has_weight = {0, 1}};
     kiln_model *m = compiled(ctx, &spec);   /* weights 1 (the default) and exactly 0 */
     kiln_dataset *ds = dataset(ctx, d, 0, N);
     fit_once(ctx, m, ds, 5, 0);
@@ -518,8 +520,10 @@ static void test_model_file(kiln_context *ctx, const data *d)
         check_close("model file: evaluate's reg_loss", b.outputs[1].loss, a.outputs[1].loss, 0);
         check_close("model file: the reg weight is 0", b.loss, b.outputs[0].loss, 1e-7);
         float pa[N * (CLS + REG)], pb[N * (CLS + REG)];
-        CHECK_OK(ctx, kiln_model_predict(m, d->x, N, pa, 5));
-        CHECK_OK(ctx, kiln_model_predict(l, d->x, N, pb, 5));
+        CHECK_OK(ctx,
+                 kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x}, pa, 5));
+        CHECK_OK(ctx,
+                 kiln_model_predict(l, &(kiln_batch_arrays){.count = N, .features = d->x}, pb, 5));
         test_close("model file: predict of the loaded model", 58, pb, pa, sizeof(float),
                    N * (CLS + REG), TEST_PER_VALUE, 0);
         fit_once(ctx, m, ds, N, 0);
@@ -607,7 +611,7 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     fit_checkpointed(ctx, a, train, val, NULL, 0, 0);
     fit_checkpointed(ctx, b, train, val, dir, 1, 0);
     int32_t length = 0;
-    CHECK_OK(ctx, kiln_model_history_length(b, &length));
+    CHECK_OK(ctx, kiln_model_history_count(b, &length));
     CHECK(length == 1);
     fit_checkpointed(ctx, c, train, val, dir, 0, 1);
     int64_t n = 0;
@@ -617,7 +621,7 @@ static void test_checkpoints(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, kiln_model_get_weights(c, wc, n));
     test_close("checkpoint: stopped and resumed against never stopped", 58, wc, wa, sizeof(float),
                n, TEST_PER_VALUE, 0);
-    CHECK_OK(ctx, kiln_model_history_length(c, &length));
+    CHECK_OK(ctx, kiln_model_history_count(c, &length));
     CHECK(length == 2);
     for (int32_t e = 0; e < 2 && length == 2; e++) {
         kiln_epoch_record ra = {.struct_size = sizeof ra}, rc = {.struct_size = sizeof rc};
@@ -835,14 +839,14 @@ static void test_inputs_outputs(kiln_context *ctx)
     /* Inputs in the order they were added, ids among them. */
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t three[] = {3}, two[] = {2};
-    const kiln_node ids = kiln_input_ints(m, 1, three, "ids");
-    const kiln_node floats = kiln_input(m, 1, two, "floats");
+    const kiln_node ids = kiln_input_ints(m, 1, three, &(kiln_input_options){.name = "ids"});
+    const kiln_node floats = kiln_input(m, 1, two, &(kiln_input_options){.name = "floats"});
     const kiln_embedding_options e = {.struct_size = sizeof e, .input_dim = 10,
                                       .output_dim = 4};
     const kiln_node flat = kiln_flatten(m, kiln_embedding(m, ids, &e), NULL);
     const kiln_node both[] = {flat, floats};
     const kiln_dense_options out = {.struct_size = sizeof out, .name = "out", .units = 1};
-    kiln_dense(m, kiln_concatenate(m, both, 2, -1, NULL), &out);
+    kiln_dense(m, kiln_concatenate(m, both, 2, NULL), &out);
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK_OK(ctx, kiln_model_input_count(m, &count));
     CHECK(count == 2);
@@ -938,7 +942,7 @@ static void test_errors(kiln_context *ctx, const data *d)
     m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {IN};
-    const kiln_node x = kiln_input(m, 1, dims, "x");
+    const kiln_node x = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 3};
     const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 2};
     const kiln_node outs[2] = {kiln_dense(m, x, &a), 0};
@@ -952,7 +956,7 @@ static void test_errors(kiln_context *ctx, const data *d)
     /* An Input as an output: it has no gradient for a loss to write. */
     m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const kiln_node in = kiln_input(m, 1, dims, "x");
+    const kiln_node in = kiln_input(m, 1, dims, &(kiln_input_options){.name = "x"});
     const kiln_node inputs_out[2] = {in, kiln_dense(m, in, &a)};
     CHECK_OK(ctx, kiln_model_set_outputs(m, inputs_out, 2));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "input 'x' is one of the outputs",

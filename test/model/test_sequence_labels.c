@@ -116,9 +116,13 @@ static void check_step(kiln_context *ctx, int ignore, const int32_t *y, const ch
     CHECK_OK(ctx, kiln_model_get_weights(m, before, F * C + C));
     reference(before, features, y, n, ignore, &loss, &acc, &top2, grad);
     kiln_metrics e = {.struct_size = sizeof e};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, y, n, &e));
+    CHECK_OK(ctx, kiln_model_test_on_batch(
+                      m, &(kiln_batch_arrays){.count = n, .features = features, .sparse_labels = y},
+                      &e));
     kiln_metrics t = {.struct_size = sizeof t};
-    CHECK_OK(ctx, kiln_model_train_on_batch(m, features, y, n, &t));
+    CHECK_OK(ctx, kiln_model_train_on_batch(
+                      m, &(kiln_batch_arrays){.count = n, .features = features, .sparse_labels = y},
+                      &t));
     CHECK_OK(ctx, kiln_model_get_weights(m, after, F * C + C));
     /* A compare, not fmax: aarch64 gcc 12 -O2 stops with an internal
      * error vectorising an fmax reduction over this loop. */
@@ -165,7 +169,10 @@ static void test_dense_rows(kiln_context *ctx)
     const setup s = {.strategy = KILN_STRATEGY_ONE_DEVICE, .optimizer = KILN_OPTIMIZER_ADAM};
     kiln_model *m = build(ctx, &s);
     kiln_metrics a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, ids, N, &a));
+    CHECK_OK(
+        ctx,
+        kiln_model_test_on_batch(
+            m, &(kiln_batch_arrays){.count = N, .features = features, .sparse_labels = ids}, &a));
     float w[F * C + C];
     CHECK_OK(ctx, kiln_model_get_weights(m, w, F * C + C));
     kiln_model_destroy(m);
@@ -179,7 +186,10 @@ static void test_dense_rows(kiln_context *ctx)
                                      .loss = KILN_LOSS_CATEGORICAL_CROSSENTROPY};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     CHECK_OK(ctx, kiln_model_set_weights(m, w, F * C + C));
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, onehot, N, &b));
+    CHECK_OK(
+        ctx,
+        kiln_model_test_on_batch(
+            m, &(kiln_batch_arrays){.count = N, .features = features, .dense_labels = onehot}, &b));
     printf("categorical_crossentropy per position: loss %.6f accuracy %.4f (sparse %.6f %.4f)\n",
            b.loss, b.accuracy, a.loss, a.accuracy);
     CHECK(fabs(a.loss - b.loss) < 1e-5 && fabs(a.accuracy - b.accuracy) < 1e-6);
@@ -252,7 +262,10 @@ static void test_sources(kiln_context *ctx, const char *dir)
                      .optimizer = KILN_OPTIMIZER_ADAM};
     kiln_model *m = build(ctx, &s);
     kiln_metrics whole = {.struct_size = sizeof whole};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, labels, N, &whole));
+    CHECK_OK(ctx,
+             kiln_model_test_on_batch(
+                 m, &(kiln_batch_arrays){.count = N, .features = features, .sparse_labels = labels},
+                 &whole));
     kiln_dataset *ds[3] = {arrays(ctx, T, labels, 0), NULL, NULL};
     const kiln_callback_desc cd = {.struct_size = sizeof cd, .count = N, .feature_rank = 2,
                                    .feature_dims = {T, F}, .label_kind = KILN_LABELS_SPARSE,
@@ -286,8 +299,12 @@ static void test_sources(kiln_context *ctx, const char *dir)
         CHECK(memcmp(y, labels + 12 * T, sizeof y) == 0);
         kiln_metrics part = {.struct_size = sizeof part}, ref = {.struct_size = sizeof ref};
         CHECK_OK(ctx, kiln_model_evaluate(m, sub, 4, &part));
-        CHECK_OK(ctx, kiln_model_test_on_batch(m, features + 10 * T * F, labels + 10 * T, 10,
-                                               &ref));
+        CHECK_OK(ctx,
+                 kiln_model_test_on_batch(m,
+                                          &(kiln_batch_arrays){.count = 10,
+                                                               .features = features + 10 * T * F,
+                                                               .sparse_labels = labels + 10 * T},
+                                          &ref));
         CHECK(fabs(part.loss - ref.loss) < 1e-5 && fabs(part.accuracy - ref.accuracy) < 1e-6);
         kiln_dataset_destroy(sub);
     }
@@ -298,7 +315,11 @@ static void test_sources(kiln_context *ctx, const char *dir)
     fo.verbosity = KILN_VERBOSE_SILENT;
     kiln_metrics held = {.struct_size = sizeof held};
     CHECK_OK(ctx, kiln_model_fit(m, ds[0], &fo));
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features + 18 * T * F, labels + 18 * T, 6, &held));
+    CHECK_OK(ctx, kiln_model_test_on_batch(m,
+                                           &(kiln_batch_arrays){.count = 6,
+                                                                .features = features + 18 * T * F,
+                                                                .sparse_labels = labels + 18 * T},
+                                           &held));
     kiln_epoch_record r = {.struct_size = sizeof r};
     CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &r));
     CHECK(r.has_validation && fabs(r.val_loss - held.loss) < 1e-5 && isfinite(r.loss));
@@ -399,8 +420,10 @@ static void test_bad_input(kiln_context *ctx)
                 kiln_model_fit(m, ds, NULL));
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 1, position 2 has label 9",
                 kiln_model_evaluate(m, ds, 4, &e));
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 1, position 2 has label 9, outside [0, 4)",
-                kiln_model_train_on_batch(m, features, y, 4, NULL));
+    CHECK_FAILS(
+        ctx, KILN_ERROR_DATA, "sample 1, position 2 has label 9, outside [0, 4)",
+        kiln_model_train_on_batch(
+            m, &(kiln_batch_arrays){.count = 4, .features = features, .sparse_labels = y}, NULL));
     kiln_dataset_destroy(ds);
     /* A callback's labels are checked as they are read. */
     const kiln_callback_desc cd = {.struct_size = sizeof cd, .count = N, .feature_rank = 2,
@@ -522,12 +545,19 @@ static void test_model_file(kiln_context *ctx, const char *dir)
     snprintf(path, sizeof path, "%s/seq.kiln", dir);
     CHECK_OK(ctx, kiln_model_save(m, path));
     kiln_metrics a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, features, labels, N, &a));
+    CHECK_OK(ctx,
+             kiln_model_test_on_batch(
+                 m, &(kiln_batch_arrays){.count = N, .features = features, .sparse_labels = labels},
+                 &a));
     kiln_model *loaded = NULL;
     CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &loaded));
     if (loaded) {
         CHECK(loaded->plan.heads[0].has_ignore && loaded->plan.heads[0].ignore == IGNORE);
-        CHECK_OK(ctx, kiln_model_test_on_batch(loaded, features, labels, N, &b));
+        CHECK_OK(ctx, kiln_model_test_on_batch(loaded,
+                                               &(kiln_batch_arrays){.count = N,
+                                                                    .features = features,
+                                                                    .sparse_labels = labels},
+                                               &b));
         printf("model file: ignore_class %d kept, loss %.6f == %.6f\n", (int)IGNORE, b.loss,
                a.loss);
         CHECK(fabs(a.loss - b.loss) < 1e-6);

@@ -245,7 +245,7 @@ static void test_exact_resume(kiln_context *ctx)
     int64_t n = 0;
     float *a = weights(straight, &n), *b = weights(resumed, &n);
     int32_t len = 0;
-    kiln_model_history_length(resumed, &len);
+    kiln_model_history_count(resumed, &len);
     CHECK(len == 4);
     CHECK(memcmp(a, b, (size_t)n * 4) == 0);
     kiln_epoch_record ra = {.struct_size = sizeof ra}, rb = {.struct_size = sizeof rb};

@@ -61,7 +61,7 @@ static float *predict(kiln_context *ctx, kiln_model *m, const float *x, int64_t 
     int64_t out = 0;
     CHECK_OK(ctx, kiln_model_output_size(m, &out));
     float *y = calloc((size_t)(count * (out ? out : 1)), sizeof(float));
-    CHECK_OK(ctx, kiln_model_predict(m, x, count, y, 7));   /* 7: a partial last batch */
+    CHECK_OK(ctx, test_predict_packed(m, x, count, y, 7));   /* 7: a partial last batch */
     return y;
 }
 
@@ -189,7 +189,7 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {9, 9, 2};
-    const kiln_node in = kiln_input(m, 3, dims, "pixels");
+    const kiln_node in = kiln_input(m, 3, dims, &(kiln_input_options){.name = "pixels"});
     kiln_conv2d_options same = {.struct_size = sizeof same, .filters = 4, .kernel_size = {3, 3},
                                 .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_RELU};
     kiln_conv2d_options one = {.struct_size = sizeof one, .name = "shortcut", .filters = 4,
@@ -215,7 +215,8 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     const kiln_node b1 = kiln_batch_normalization(m, c1, &bn);
     const kiln_node sum1[] = {b1, kiln_conv2d(m, in, &one)};
     kiln_add(m, sum1, 2, NULL);
-    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU, "act");
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU,
+                          &(kiln_activation_layer_options){.name = "act"});
     const kiln_node mp = kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);       /* (5, 5, 4) */
     const kiln_node ap = kiln_average_pooling2d(m, mp, &avg);                   /* (3, 2, 4) */
     kiln_conv2d(m, mp, &strided);                                                /* (2, 4, 6) */
@@ -224,16 +225,17 @@ static kiln_model *every_kind(kiln_context *ctx, int compile)
     kiln_node sum2[2];
     sum2[0] = kiln_dense(m, flat, &d1);
     sum2[1] = kiln_dense(m, gap, &d2);
-    kiln_add(m, sum2, 2, "merge");
+    kiln_add(m, sum2, 2, &(kiln_add_options){.name = "merge"});
     kiln_layer_norm_options ln = {.struct_size = sizeof ln, .epsilon = 2e-3f, .no_center = 1};
     const kiln_node norm = kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &ln);
     const int32_t column[] = {-1, 1};
     const kiln_node col = kiln_reshape(m, norm, 2, column, NULL);                /* (5, 1) */
     const kiln_node pair[] = {col, col};
-    kiln_concatenate(m, pair, 2, -1, NULL);                                      /* (5, 2) */
-    kiln_flatten(m, KILN_NODE_PREVIOUS, "flat2");
+    kiln_concatenate(m, pair, 2, NULL);                                      /* (5, 2) */
+    kiln_flatten(m, KILN_NODE_PREVIOUS, &(kiln_flatten_options){.name = "flat2"});
     kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SILU, NULL);
-    kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 0xdeadbeefcafef00dULL, NULL);   /* > 2^53 */
+    kiln_dropout(m, KILN_NODE_PREVIOUS,   /* a seed > 2^53 */
+                 &(kiln_dropout_options){.rate = 0.25f, .seed = 0xdeadbeefcafef00dULL});
     const kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     kiln_dense(m, out, &spare);   /* not on the output's path */
     CHECK_OK(ctx, kiln_model_set_output(m, out));
@@ -471,7 +473,7 @@ static void test_ids(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t seq[] = {6};
-    kiln_input_ints(m, 1, seq, "tokens");
+    kiln_input_ints(m, 1, seq, &(kiln_input_options){.name = "tokens"});
     const kiln_embedding_options eo = {.struct_size = sizeof eo, .name = "token_embedding",
                                        .input_dim = 13, .output_dim = 5};
     kiln_embedding(m, KILN_NODE_PREVIOUS, &eo);
@@ -728,11 +730,11 @@ static void test_written_by_0_1(kiln_context *ctx)
           d.schedule.alpha == 0.1f && d.schedule.warmup_steps == 3);
     /* Step 13: 10 steps past the warm-up, a quarter of the way down. */
     const double want = 1e-3f * (0.9f * 0.5 * (1.0 + cos(3.14159265358979323846 / 4)) + 0.1f);
-    CHECK(fabs(kiln_learning_rate_at(o, 13) - want) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, o, 13) - want) < 1e-9);
     kiln_model_desc_free(&d);
     /* The file as written: a constant rate. */
     CHECK_OK(ctx, kiln_model_desc_parse(ctx, path, text, size, &d));
-    CHECK(d.schedule.kind == KILN_LR_CONSTANT && kiln_learning_rate_at(o, 13) == 1e-3f);
+    CHECK(d.schedule.kind == KILN_LR_CONSTANT && test_learning_rate(ctx, o, 13) == 1e-3f);
     kiln_model_desc_free(&d);
     free(edited);
     free(text);

@@ -113,10 +113,10 @@ static void set_statistics(kiln_context *ctx, kiln_model *m, float mean, float v
                            float var_hi)
 {
     int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_weight_count(m, &n));
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &n));
     for (int32_t k = 0; k < n; k++) {
-        kiln_weight_info wi = {.struct_size = sizeof wi};
-        CHECK_OK(ctx, kiln_model_weight_info(m, k, &wi));
+        kiln_parameter_info wi = {.struct_size = sizeof wi};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, k, &wi));
         const char *slash = strrchr(wi.name, '/');
         const int is_mean = slash && !strcmp(slash, "/moving_mean");
         if (!is_mean && !(slash && !strcmp(slash, "/moving_variance")))
@@ -170,7 +170,10 @@ static void check_agreement(kiln_context *ctx, kiln_model *m, const char *name, 
         ((int32_t *)(void *)x)[i] = (int32_t)(uniform(0.0f, 1.0f) * (float)ids_below) %
                                     ids_below;
     float *want = calloc((size_t)out_count, sizeof *want);
-    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    const kiln_batch_arrays batch = {
+        .struct_size = sizeof batch, .count = n, .features = ids_below ? NULL : x,
+        .int_features = ids_below ? (const int32_t *)(const void *)x : NULL};
+    CHECK_OK(ctx, kiln_model_predict(m, &batch, want, 0));
     /* A comparison that can tell: outputs that differ between samples. */
     double spread = 0.0;
     for (int64_t i = out_size; i < out_count; i++)
@@ -227,6 +230,8 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
     float *x = random_floats(n * size, -1.0f, 1.0f);
     float *want = calloc((size_t)(n * out_size), sizeof *want);
     float *part = malloc((size_t)(n * size) * sizeof *part);
+    float *own[KILN_MAX_MODEL_INPUTS] = {NULL};   /* each input's values, for predict */
+    kiln_input_array arrays[KILN_MAX_MODEL_INPUTS];
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
                       "'%s/test/saving/onnx_run.js' --inputs '%s' '%s'", ort_dir, root, path, out_path);
     for (int32_t k = 0; k < m->graph.n_inputs; k++) {
@@ -243,12 +248,22 @@ static void check_agreement_inputs(kiln_context *ctx, kiln_model *m, const char 
         char in_path[128];
         snprintf(in_path, sizeof in_path, "%s/%s.input%d", dir, name, (int)k);
         CHECK(write_file(in_path, part, n * r->size));
+        own[k] = malloc((size_t)(n * r->size) * sizeof *own[k]);
+        memcpy(own[k], part, (size_t)(n * r->size) * sizeof *own[k]);
+        arrays[k] = (kiln_input_array){
+            .rank = shape->rank, .features = r->limit > 0 ? NULL : own[k],
+            .int_features = r->limit > 0 ? (const int32_t *)(const void *)own[k] : NULL};
+        memcpy(arrays[k].dims, shape->dims, sizeof arrays[k].dims);
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s:'%s':%lld",
                        r->limit > 0 ? "int32" : "float32", in_path, (long long)n);
         for (int d = 0; d < shape->rank; d++)
             at += snprintf(cmd + at, sizeof cmd - (size_t)at, ",%d", (int)shape->dims[d]);
     }
-    CHECK_OK(ctx, kiln_model_predict(m, x, n, want, 0));
+    const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = n,
+                                     .n_inputs = m->graph.n_inputs, .inputs = arrays};
+    CHECK_OK(ctx, kiln_model_predict(m, &batch, want, 0));
+    for (int32_t k = 0; k < m->graph.n_inputs; k++)
+        free(own[k]);
     const int rc = system(cmd);
     CHECK(rc == 0);
     size_t bytes = 0;
@@ -305,14 +320,14 @@ static void every_layer(kiln_context *ctx)
                                  .activation = KILN_ACTIVATION_TANH};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "probabilities", .units = 4,
                                .activation = KILN_ACTIVATION_SOFTMAX};
-    kiln_node x = kiln_input(m, 3, dims, "image");
+    kiln_node x = kiln_input(m, 3, dims, &(kiln_input_options){.name = "image"});
     x = kiln_conv2d(m, x, &same);                                   /* (5, 11, 8) */
     x = kiln_batch_normalization(m, x, &bn);
     const kiln_node pooled = kiln_max_pooling2d(m, x, &max);        /* (3, 6, 8) */
     const kiln_node three[] = {kiln_conv2d(m, pooled, &point),
                                kiln_average_pooling2d(m, pooled, &avg_same), pooled};
     x = kiln_activation_layer(m, kiln_add(m, three, 3, NULL), KILN_ACTIVATION_SOFTMAX, NULL);
-    x = kiln_dropout(m, x, 0.25f, 7, NULL);
+    x = kiln_dropout(m, x, &(kiln_dropout_options){.rate = 0.25f, .seed = 7});
     x = kiln_dense(m, x, &wide);                                    /* (3, 6, 5) */
     x = kiln_batch_normalization(m, x, &bn_relu);
     const kiln_node global = kiln_activation_layer(
@@ -352,14 +367,16 @@ static void more_layers(kiln_context *ctx)
     const kiln_node x = kiln_input(m, 3, dims, NULL);
     const kiln_node c = kiln_conv2d(m, x, &conv);                          /* (5, 6, 4) */
     const kiln_node channels[] = {c, x}, wide[] = {c, c};
-    kiln_node y = kiln_concatenate(m, channels, 2, -1, NULL);               /* (5, 6, 8) */
-    const kiln_node w = kiln_concatenate(m, wide, 2, 2, NULL);              /* (5, 12, 4) */
+    kiln_node y = kiln_concatenate(m, channels, 2, NULL);               /* (5, 6, 8) */
+    const kiln_concatenate_options axis1 = {.struct_size = sizeof axis1, .axis = 1};
+    const kiln_concatenate_options axis2 = {.struct_size = sizeof axis2, .axis = 2};
+    const kiln_node w = kiln_concatenate(m, wide, 2, &axis2);              /* (5, 12, 4) */
     y = kiln_activation_layer(m, kiln_layer_normalization(m, y, &ln),
                               KILN_ACTIVATION_GELU_TANH, NULL);
     y = kiln_reshape(m, y, 2, rows, NULL);                                  /* (30, 8) */
     y = kiln_dense(m, y, &leaky);                                           /* (30, 6) */
     const kiln_node pair[] = {kiln_layer_normalization(m, y, &ln_scale), y};
-    y = kiln_flatten(m, kiln_concatenate(m, pair, 2, 1, NULL), NULL);       /* (360) */
+    y = kiln_flatten(m, kiln_concatenate(m, pair, 2, &axis1), NULL);       /* (360) */
     const kiln_node both[] = {kiln_dense(m, y, &silu),
                               kiln_dense(m, kiln_flatten(m, w, NULL), &silu)};
     kiln_dense(m, kiln_add(m, both, 2, NULL), &head);
@@ -405,7 +422,7 @@ static void ids(kiln_context *ctx)
         kiln_model *m = NULL;
         CHECK_OK(ctx, kiln_model_create(ctx, &m));
         const int32_t dims[] = {7};
-        kiln_input_ints(m, 1, dims, "tokens");
+        kiln_input_ints(m, 1, dims, &(kiln_input_options){.name = "tokens"});
         const kiln_embedding_options eo = {.struct_size = sizeof eo, .input_dim = 19,
                                            .output_dim = 6};
         const kiln_position_embedding_options po = {.struct_size = sizeof po,
@@ -444,12 +461,17 @@ static void several_inputs(kiln_context *ctx)
                                    .activation = KILN_ACTIVATION_TANH};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
                                      .activation = KILN_ACTIVATION_SOFTMAX};
-    const kiln_node item = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "item"),
+    const kiln_input_options item_name = {.struct_size = sizeof item_name, .name = "item"};
+    const kiln_input_options user_name = {.struct_size = sizeof user_name, .name = "user"};
+    const kiln_input_options side_name = {.struct_size = sizeof side_name, .name = "side"};
+    const kiln_node item = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one,
+                                                                             &item_name),
                                                           &ie), NULL);
-    const kiln_node user = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, two, "user"),
+    const kiln_node user = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, two,
+                                                                             &user_name),
                                                           &ue), NULL);
-    const kiln_node all[] = {item, user, kiln_dense(m, kiln_input(m, 1, side, "side"), &sd)};
-    kiln_dense(m, kiln_concatenate(m, all, 3, -1, NULL), &head);
+    const kiln_node all[] = {item, user, kiln_dense(m, kiln_input(m, 1, side, &side_name), &sd)};
+    kiln_dense(m, kiln_concatenate(m, all, 3, NULL), &head);
     compile_and_train(ctx, m, 1, one, 3, 0, 0);
     /* Rows far apart, so that outputs differ between samples. */
     float *table = random_floats(13 * 3, -1.0f, 1.0f);
@@ -463,11 +485,13 @@ static void several_inputs(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const kiln_embedding_options te = {.struct_size = sizeof te, .input_dim = 13,
                                        .output_dim = 5};
-    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one, "user"),
+    const kiln_node u = kiln_flatten(m, kiln_embedding(m, kiln_input_ints(m, 1, one,
+                                                                          &user_name),
                                                        &te), NULL);
     const kiln_dense_options vd = {.struct_size = sizeof vd, .units = 5};
-    const kiln_node v = kiln_dense(m, kiln_input(m, 1, side, "features"), &vd);
-    kiln_dot(m, u, v, "score");
+    const kiln_node v = kiln_dense(m, kiln_input(m, 1, side,
+                                                 &(kiln_input_options){.name = "features"}), &vd);
+    kiln_dot(m, u, v, &(kiln_dot_options){.name = "score"});
     const kiln_compile_options mse = {.struct_size = sizeof mse,
                                       .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
     CHECK_OK(ctx, kiln_model_compile(m, &mse));
@@ -482,13 +506,14 @@ static void several_inputs(kiln_context *ctx)
      * (whose softmax kiln fuses with its loss in training) and a sigmoid
      * one on a shared trunk, with two inputs. */
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const kiln_node a = kiln_input(m, 1, side, "a"), b = kiln_input(m, 1, two, "b");
+    const kiln_node a = kiln_input(m, 1, side, &(kiln_input_options){.name = "a"});
+    const kiln_node b = kiln_input(m, 1, two, &(kiln_input_options){.name = "b"});
     const kiln_node ab[] = {a, b};
     const kiln_dense_options trunk = {.struct_size = sizeof trunk, .units = 6,
                                       .activation = KILN_ACTIVATION_RELU};
     const kiln_dense_options sig = {.struct_size = sizeof sig, .name = "flag", .units = 2,
                                     .activation = KILN_ACTIVATION_SIGMOID};
-    const kiln_node h = kiln_dense(m, kiln_concatenate(m, ab, 2, -1, NULL), &trunk);
+    const kiln_node h = kiln_dense(m, kiln_concatenate(m, ab, 2, NULL), &trunk);
     const kiln_node heads[] = {kiln_dense(m, h, &head), kiln_dense(m, h, &sig)};
     CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
     const kiln_output_loss losses[] = {{.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY},
@@ -513,7 +538,8 @@ static void conv_output(kiln_context *ctx)
                                 .activation = KILN_ACTIVATION_SIGMOID};
     kiln_dense_options unused = {.struct_size = sizeof unused, .units = 2};
     const kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);
-    const kiln_node out = kiln_dropout(m, x, 0.5f, 1, "last");
+    const kiln_node out = kiln_dropout(m, x, &(kiln_dropout_options){.name = "last",
+                                                                    .rate = 0.5f, .seed = 1});
     kiln_dense(m, x, &unused);
     CHECK_OK(ctx, kiln_model_set_output(m, out));
     kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};

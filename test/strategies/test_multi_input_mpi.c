@@ -29,9 +29,10 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int32_t stor
 }
 
 /* Weights after 2 epochs of batch 7 (uneven shards, a last batch of 6);
- * evaluate's loss and predict's outputs on the packed samples x. */
+ * evaluate's loss and predict's outputs on the samples x. */
 static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy,
-                    const float *x, float *predicted, int64_t *n, double *loss, int32_t *rank)
+                    const kiln_batch_arrays *x, float *predicted, int64_t *n, double *loss,
+                    int32_t *rank)
 {
     kiln_model *m = build(ctx, strategy, 0);
     kiln_fit_options fo = {.struct_size = sizeof fo};
@@ -42,7 +43,7 @@ static float *train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy,
     kiln_metrics e = {.struct_size = sizeof e};
     CHECK_OK(ctx, kiln_model_evaluate(m, ds, 5, &e));
     *loss = e.loss;
-    CHECK_OK(ctx, kiln_model_predict(m, x, SAMPLES, predicted, 9));
+    CHECK_OK(ctx, kiln_model_predict(m, x, predicted, 9));
     CHECK_OK(ctx, kiln_model_rank(m, rank, NULL));
     kiln_model_parameter_count(m, n);
     float *w = calloc((size_t)*n, sizeof(float));
@@ -102,8 +103,9 @@ int main(int argc, char **argv)
     static data d;
     make_data(&d);
     kiln_dataset *ds = dataset(ctx, &d, 3);
-    static float x[SAMPLES * PER_SAMPLE], p1[SAMPLES], pw[SAMPLES];
-    pack(&d, x);
+    static float p1[SAMPLES], pw[SAMPLES];
+    kiln_input_array in[3];
+    const kiln_batch_arrays inputs = inputs_of(&d, in);   /* reads d as it is when used */
     if (argc > 1 && strcmp(argv[1], "parameter_server") == 0) {
         parameter_server(ctx, ds);
         kiln_dataset_destroy(ds);
@@ -113,8 +115,8 @@ int main(int argc, char **argv)
     int64_t n = 0;
     double l1 = 0, lw = 0;
     int32_t rank = 0;
-    float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, x, p1, &n, &l1, &rank);
-    float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, x, pw, &n, &lw, &rank);
+    float *one = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, &inputs, p1, &n, &l1, &rank);
+    float *mw = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, &inputs, pw, &n, &lw, &rank);
     const double worst = worst_of(mw, one, n), worst_p = worst_of(pw, p1, SAMPLES);
     printf("rank %d: multi_worker 2 x 1 vs one_device: weights %.2e, predictions %.2e, "
            "evaluate %.6f vs %.6f\n", (int)rank, worst, worst_p, lw, l1);
@@ -125,9 +127,8 @@ int main(int argc, char **argv)
     /* Sample 29's second user id is past the table, on every rank. */
     d.users[29 * 2 + 1] = USERS;
     kiln_model *m = build(ctx, KILN_STRATEGY_MULTI_WORKER, 0);
-    pack(&d, x);
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "kiln_model_predict: sample 29, position 1 of input "
-                "'user': id 13 is outside [0, 13)", kiln_model_predict(m, x, SAMPLES, pw, 9));
+                "'user': id 13 is outside [0, 13)", kiln_model_predict(m, &inputs, pw, 9));
     kiln_model_destroy(m);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);

@@ -33,7 +33,8 @@ static void train(kiln_context *ctx, kiln_dataset *ds, kiln_strategy strategy, c
     CHECK_OK(ctx, kiln_model_evaluate(m, ds, 4, &r->eval));
     r->last = (kiln_epoch_record){.struct_size = sizeof r->last};
     CHECK_OK(ctx, kiln_model_history_epoch(m, 1, &r->last));
-    CHECK_OK(ctx, kiln_model_predict(m, d->x, N, r->predicted, 7));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = N, .features = d->x},
+                                     r->predicted, 7));
     CHECK_OK(ctx, kiln_model_rank(m, &r->rank, NULL));
     kiln_model_parameter_count(m, &r->n);
     r->weights = calloc((size_t)r->n, sizeof(float));

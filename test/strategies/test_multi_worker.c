@@ -310,8 +310,10 @@ int main(int argc, char **argv)
     kiln_model *o = build(ctx, KILN_STRATEGY_ONE_DEVICE, 0);
     CHECK_OK(ctx, kiln_model_set_weights(m, mw2, n));
     CHECK_OK(ctx, kiln_model_set_weights(o, mw2, n));
-    CHECK_OK(ctx, kiln_model_predict(m, x, 11, y_mw, 11));
-    CHECK_OK(ctx, kiln_model_predict(o, x, 11, y_one, 11));
+    CHECK_OK(ctx,
+             kiln_model_predict(m, &(kiln_batch_arrays){.count = 11, .features = x}, y_mw, 11));
+    CHECK_OK(ctx,
+             kiln_model_predict(o, &(kiln_batch_arrays){.count = 11, .features = x}, y_one, 11));
     for (int i = 0; i < 11 * CLASSES; i++)
         CHECK(fabs(y_mw[i] - y_one[i]) < 1e-6);
     kiln_model_destroy(m);
@@ -332,9 +334,18 @@ int main(int argc, char **argv)
     for (int start = 0; start < SAMPLES; start += 7) {
         const int b = SAMPLES - start < 7 ? SAMPLES - start : 7;
         kiln_metrics r1 = {.struct_size = sizeof r1}, r2 = {.struct_size = sizeof r2};
-        CHECK_OK(ctx, kiln_model_train_on_batch(m, bx + start * SIDE * SIDE, by + start, b, &r1));
-        CHECK_OK(ctx, kiln_model_train_on_batch(alone1, bx + start * SIDE * SIDE, by + start, b,
-                                                &r2));
+        CHECK_OK(ctx, kiln_model_train_on_batch(
+                          m,
+                          &(kiln_batch_arrays){.count = b,
+                                               .features = bx + start * SIDE * SIDE,
+                                               .sparse_labels = by + start},
+                          &r1));
+        CHECK_OK(ctx, kiln_model_train_on_batch(
+                          alone1,
+                          &(kiln_batch_arrays){.count = b,
+                                               .features = bx + start * SIDE * SIDE,
+                                               .sparse_labels = by + start},
+                          &r2));
         CHECK(fabs(r1.loss - r2.loss) < 1e-5);
     }
     CHECK_OK(ctx, kiln_model_get_tensor(m, "conv2d/kernel", kernel1, 27));

@@ -225,8 +225,8 @@ static void test_inference(kiln_context *ctx, kiln_dataset *ds)
     static float x[5 * SIDE * SIDE], ya[5 * 5], yb[5 * 5];
     for (int i = 0; i < 5 * SIDE * SIDE; i++)
         x[i] = (float)(i % 7) / 7.0f;
-    CHECK_OK(ctx, kiln_model_predict(a, x, 5, ya, 4));
-    CHECK_OK(ctx, kiln_model_predict(b, x, 5, yb, 4));
+    CHECK_OK(ctx, kiln_model_predict(a, &(kiln_batch_arrays){.count = 5, .features = x}, ya, 4));
+    CHECK_OK(ctx, kiln_model_predict(b, &(kiln_batch_arrays){.count = 5, .features = x}, yb, 4));
     for (int i = 0; i < 25; i++)
         CHECK(fabs(ya[i] - yb[i]) < 1e-6);
     free(w);

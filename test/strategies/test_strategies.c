@@ -78,7 +78,7 @@ static kiln_model *build(kiln_context *ctx, const run *r, fault_plan *fault,
         fault_layer(m, KILN_NODE_PREVIOUS, fault);
     /* Dropout masks follow the sample, not the replica holding it. */
     if (r->bn == BN_SYNCHRONIZED)
-        kiln_dropout(m, KILN_NODE_PREVIOUS, 0.25f, 3, NULL);
+        kiln_dropout(m, KILN_NODE_PREVIOUS, &(kiln_dropout_options){.rate = 0.25f, .seed = 3});
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer, .kind = r->optimizer,
                                               .learning_rate = 0.01f};
@@ -387,38 +387,43 @@ static void test_inference_statistics(kiln_context *ctx, kiln_dataset *ds)
     float x[5 * SIDE * SIDE], one[5], five[25];
     for (int i = 0; i < 5 * SIDE * SIDE; i++)
         x[i] = (float)((i * 37) % 101) / 101.0f;
-    CHECK_OK(ctx, kiln_model_predict(m, x + 3 * SIDE * SIDE, 1, one, 1));
-    CHECK_OK(ctx, kiln_model_predict(m, x, 5, five, 5));
+    CHECK_OK(ctx,
+             kiln_model_predict(
+                 m, &(kiln_batch_arrays){.count = 1, .features = x + 3 * SIDE * SIDE}, one, 1));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 5, .features = x}, five, 5));
     compare("batch norm at inference: sample alone vs in a batch of 5", one, five + 15, 5, 1e-6);
     kiln_model_destroy(m);
 }
 
-static void test_schedules(void)
+static void test_schedules(kiln_context *ctx)
 {
     kiln_lr_schedule s = {.struct_size = sizeof s};
     kiln_optimizer_options o = {.struct_size = sizeof o};
     o.learning_rate = 0.1f;
-    CHECK(fabs(kiln_learning_rate_at(&o, 1000) - 0.1f) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 1000) - 0.1f) < 1e-9);
     o.schedule = &s;
-    CHECK(fabs(kiln_learning_rate_at(&o, 1000) - 0.1f) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 1000) - 0.1f) < 1e-9);
     s.kind = KILN_LR_STEP_DECAY;
     s.decay_steps = 10;
     s.decay_rate = 0.5f;
-    CHECK(fabs(kiln_learning_rate_at(&o, 9) - 0.1) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 25) - 0.025) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 9) - 0.1) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 25) - 0.025) < 1e-7);
     s.kind = KILN_LR_EXPONENTIAL_DECAY;
-    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.1 * pow(0.5, 0.5)) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 5) - 0.1 * pow(0.5, 0.5)) < 1e-7);
     s.kind = KILN_LR_COSINE_DECAY;
     s.decay_steps = 100;
     s.alpha = 0.1f;
     s.warmup_steps = 10;
-    CHECK(fabs(kiln_learning_rate_at(&o, 0)) < 1e-9);
-    CHECK(fabs(kiln_learning_rate_at(&o, 5) - 0.05) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 10) - 0.1) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 60) - 0.1 * (0.9 * 0.5 + 0.1)) < 1e-7);
-    CHECK(fabs(kiln_learning_rate_at(&o, 500) - 0.01) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 0)) < 1e-9);
+    CHECK(fabs(test_learning_rate(ctx, &o, 5) - 0.05) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 10) - 0.1) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 60) - 0.1 * (0.9 * 0.5 + 0.1)) < 1e-7);
+    CHECK(fabs(test_learning_rate(ctx, &o, 500) - 0.01) < 1e-7);
     s.decay_steps = 0;
-    CHECK(kiln_learning_rate_at(&o, 3) < 0);
+    double rate = 1.0;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "schedule: decay_steps 0 must be > 0",
+                kiln_learning_rate_at(ctx, &o, 3, &rate));
+    CHECK(rate == 0.0);
 }
 
 static void test_faults(int devices)
@@ -517,8 +522,8 @@ int main(void)
     test_batch_norm(ctx, ds, devices);
     test_inference_statistics(ctx, ds);
     kiln_dataset_destroy(ds);
+    test_schedules(ctx);
     kiln_context_destroy(ctx);
-    test_schedules();
     test_faults(devices);
     test_watchdog_during_upload(devices);
     return test_finish("test_strategies");

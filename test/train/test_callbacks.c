@@ -123,7 +123,7 @@ static int same(const float *a, const float *b, int64_t n)
 static int32_t epochs_run(kiln_model *m)
 {
     int32_t n = -1;
-    CHECK(kiln_model_history_length(m, &n) == KILN_OK);
+    CHECK(kiln_model_history_count(m, &n) == KILN_OK);
     return n;
 }
 
@@ -1172,7 +1172,7 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
                                  KILN_ACTIVATION_SOFTMAX, &top2, strategy);
     kiln_metrics e = {.struct_size = sizeof e};
     CHECK_OK(ctx, kiln_model_evaluate(m, sparse, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     CHECK(e.top_k_accuracy == ref_top_k(y, label, 2) && e.mean_absolute_error == -1.0 &&
           e.binary_accuracy == -1.0 && e.top_k_accuracy > e.accuracy);
     check_history(ctx, m, sparse);
@@ -1205,7 +1205,7 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     m = metric_model(ctx, KILN_LOSS_CATEGORICAL_CROSSENTROPY, KILN_ACTIVATION_SOFTMAX, &all,
                      strategy);
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     double mae, bin;
     ref_dense(y, t, 0.2f, &mae, &bin);
     int32_t first_max[MN];
@@ -1220,14 +1220,14 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
     check_history(ctx, m, dense);
     kiln_model_destroy(m);
 
-    /* Binary cross-entropy on sigmoids; -0.0f asks for the threshold 0,
-     * which every sigmoid output passes. */
+    /* Binary cross-entropy on sigmoids; has_binary_threshold asks for the
+     * threshold 0, which every sigmoid output passes. */
     const kiln_compile_options at0 = {.mean_absolute_error = 1, .binary_accuracy = 1,
-                                      .binary_threshold = -0.0f};
+                                      .has_binary_threshold = 1, .binary_threshold = 0.0f};
     m = metric_model(ctx, KILN_LOSS_BINARY_CROSSENTROPY, KILN_ACTIVATION_SIGMOID, &at0,
                      strategy);
     CHECK_OK(ctx, kiln_model_evaluate(m, dense, 8, &e));
-    CHECK_OK(ctx, kiln_model_predict(m, x, MN, y, 8));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = MN, .features = x}, y, 8));
     ref_dense(y, t, 0.0f, &mae, &bin);
     double ones = 0;
     for (int i = 0; i < MN * MOUT; i++)
@@ -1236,7 +1236,8 @@ static void test_metrics(kiln_context *ctx, kiln_strategy strategy)
           close_to(bin, ones / (MN * MOUT)) && e.top_k_accuracy == -1.0);
     /* train_on_batch reports them too. */
     kiln_metrics b = {.struct_size = sizeof b};
-    CHECK_OK(ctx, kiln_model_test_on_batch(m, x, t, MN, &b));
+    CHECK_OK(ctx, kiln_model_test_on_batch(
+                      m, &(kiln_batch_arrays){.count = MN, .features = x, .dense_labels = t}, &b));
     CHECK(close_to(b.mean_absolute_error, mae) && close_to(b.binary_accuracy, bin));
     kiln_model_destroy(m);
 

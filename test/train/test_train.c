@@ -576,7 +576,7 @@ static void test_fit_loop(kiln_context *ctx)
     CHECK_OK(ctx, kiln_model_fit(m, train, &fo));
     CHECK(e.batches == 3 * 16 && e.epochs == 3 && e.last_steps == 16);
     int32_t len = 0;
-    CHECK_OK(ctx, kiln_model_history_length(m, &len));
+    CHECK_OK(ctx, kiln_model_history_count(m, &len));
     CHECK(len == 3);
     kiln_epoch_record first = {.struct_size = sizeof first}, last = {.struct_size = sizeof last};
     CHECK_OK(ctx, kiln_model_history_epoch(m, 0, &first));
@@ -598,7 +598,7 @@ static void test_fit_loop(kiln_context *ctx)
     float x[61 * 8], p[61 * 3];
     int32_t y[61];
     blob_arrays(61, 2, x, y);
-    CHECK_OK(ctx, kiln_model_predict(m, x, 61, p, 7));
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 61, .features = x}, p, 7));
     int right = 0;
     for (int i = 0; i < 61; i++) {
         const float *pi = p + i * 3;
