@@ -38,7 +38,8 @@
  *    distribution, rank, the Inputs and outputs, the layer and weight
  *    lists) follow the same rule, since compile and fit write what they
  *    read, except that fit's callback may call them on the model it is
- *    fitting.
+ *    fitting. kiln_model_stop() is the exception: it never takes the
+ *    model, so it works from any thread while another call runs.
  *    kiln_context_last_error() is the calling thread's own message. A
  *    context stays open while models or datasets made from it live.
  */
@@ -1396,7 +1397,7 @@ KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *
  * bytes; may be left empty). Called from kiln's
  * loader threads, several at once for different indices: it must be safe
  * to call concurrently (read-only shared state, or its own locking), and
- * must not call kiln on the model being trained.
+ * must not call kiln on the model being trained, except kiln_model_stop().
  */
 typedef int (*kiln_sample_fn)(void *user, int64_t index, float *features, void *label,
                               char *message, size_t message_size);
@@ -1755,7 +1756,8 @@ typedef enum kiln_stop_cause {
     KILN_STOP_NONE = 0,          /**< it ran every epoch (or failed: see its status) */
     KILN_STOP_EARLY_STOPPING,    /**< an EarlyStopping callback */
     KILN_STOP_TERMINATE_ON_NAN,  /**< a non-finite step under TerminateOnNaN */
-    KILN_STOP_CALLBACK           /**< an application callback returned KILN_CALLBACK_STOP */
+    KILN_STOP_CALLBACK,          /**< an application callback returned KILN_CALLBACK_STOP */
+    KILN_STOP_APPLICATION        /**< the application called kiln_model_stop() */
 } kiln_stop_cause;
 
 /** Options of kiln_model_fit(). As every options struct, a zeroed one
@@ -2004,10 +2006,44 @@ typedef struct kiln_epoch_record {
  *  5"; with a baseline not beaten, "EarlyStopping: val_loss did not improve
  *  on the baseline 0.4 for 5 epoch(s) (3 of them improved on the best,
  *  0.4172 after epoch 4); training stopped after epoch 5"), empty with
- *  KILN_STOP_NONE. `text`, `size` and `length` as kiln_model_summary's.
- *  fit's callbacks may call it. */
+ *  KILN_STOP_NONE. kiln_model_evaluate() and kiln_model_predict() that
+ *  kiln_model_stop() cut short leave their reason here too (an evaluate or
+ *  predict that ran whole leaves the last fit's). `text`, `size` and
+ *  `length` as kiln_model_summary's. fit's callbacks may call it. */
 KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_cause *cause,
                                             char *text, size_t size, size_t *length);
+
+/** Asks the model's running kiln_model_fit(), kiln_model_evaluate() or
+ *  kiln_model_predict() to stop, as Keras's model.stop_training = True
+ *  does; callable from any thread, and from fit's callbacks. It only
+ *  raises a flag and returns: it never waits, and never takes the model
+ *  (it is not refused while another call is inside, unlike every other
+ *  call on a model). The call honours it between steps:
+ *  - fit ends after the step it is running (its callbacks run first) and
+ *    returns KILN_OK, with kiln_model_stop_reason() giving
+ *    KILN_STOP_APPLICATION and "kiln_model_stop: the application stopped
+ *    training at epoch 2, step 5 of 8" (or "after epoch 2"). The history
+ *    holds the whole epochs done; an epoch cut short is left out, as after
+ *    KILN_CALLBACK_STOP (Keras records its part): its steps are applied to
+ *    the weights and count for the optimizer and checkpoints, and a later
+ *    fit with resume continues from the last checkpoint. Validation data is
+ *    evaluated whole: a stop asked meanwhile takes effect after the epoch.
+ *  - evaluate ends after the batch it is running and returns KILN_OK with
+ *    the metrics of the samples done (kiln_metrics.samples says how many,
+ *    fewer than the dataset's), as Keras's stop_evaluating does; the stop
+ *    reason says "kiln_model_evaluate after 64 of 200 samples".
+ *  - predict ends after its batch and returns KILN_ERROR_STOPPED, naming
+ *    the samples whose outputs are written (the rest are not), since it
+ *    has no count to give back; the stop reason says the same.
+ *  A request made while no call runs is dropped when the next one begins
+ *  (as Keras's fit resets stop_training), so a later call runs normally. The model must
+ *  stay alive (not destroyed) while this is called. Under an MPI strategy
+ *  (multi_worker, parameter_server with parameter_store_ranks) each process
+ *  stops on its own: call it in every process at the same step (as a
+ *  callback deciding from the same values does), else the processes that
+ *  go on fail at the watchdog with KILN_ERROR_TIMEOUT.
+ *  @return KILN_OK; KILN_ERROR_INVALID_ARGUMENT for a NULL model. */
+KILN_API kiln_status kiln_model_stop(kiln_model *model);
 
 /** Number of epochs in the history (every fit appends its epochs). */
 KILN_API kiln_status kiln_model_history_length(const kiln_model *model, int32_t *length);

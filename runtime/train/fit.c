@@ -8,6 +8,7 @@
 #include "runtime/model/loss.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/report.h"
+#include "runtime/train/stop.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -289,8 +290,11 @@ static kiln_status next_batch(kiln_model *m, batch_source *src, kiln_batch *b)
     return KILN_OK;
 }
 
+/* `stoppable`: kiln_model_evaluate, which kiln_model_stop may end between
+ * batches (the metrics then cover the samples done); fit's validation runs
+ * whole, a stop asked meanwhile taking effect after the epoch. */
 static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                                    kiln_metrics *out)
+                                    int stoppable, kiln_metrics *out)
 {
     batch_source src;
     kiln_status st = source_open(m, ds, batch, 0, 0, 0, &src);
@@ -299,17 +303,25 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
     kiln_epoch_order(ds->count, 0, 0, 0, src.order);
     kiln_loader_begin(src.loader, src.order, ds->count, 0, 0);
     double total[KILN_N_SUMS] = {0};
-    for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
+    int64_t done = 0;
+    while (done < ds->count && st == KILN_OK) {
         kiln_batch b;
         st = next_batch(m, &src, &b);
         double sums[KILN_N_SUMS] = {0};
         if (st == KILN_OK)
             st = m->strategy->eval_step(m->strategy_impl, &b, sums);
         kiln_sums_add(total, sums);
+        done += st == KILN_OK ? b.n : 0;
+        char where[96];
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
+                 (long long)ds->count);
+        if (st == KILN_OK && done < ds->count && stoppable &&
+            kiln_model_stop_asked(m, "kiln_model_evaluate", where))
+            break;
     }
     source_close(m, &src);
     kiln_model_metrics(m, total, out);
-    out->samples = ds->count;
+    out->samples = done;
     return st;
 }
 
@@ -333,7 +345,7 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
         return st;
     kiln_metrics r;
     memset(&r, 0, sizeof r);
-    st = evaluate_dataset(m, ds, batch, &r);
+    st = evaluate_dataset(m, ds, batch, 1, &r);
     if (st == KILN_OK)
         kiln_struct_export(out, &r, sizeof r);
     return st;
@@ -344,6 +356,7 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_evaluate");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = evaluate_entered(m, ds, batch_size, out);
         kiln_model_leave(m);
     }
@@ -376,6 +389,15 @@ static kiln_status predict_entered(kiln_model *m, const float *inputs, int64_t c
         const int32_t n = (int32_t)(count - start < batch ? count - start : batch);
         const kiln_batch b = {.n = n, .features = inputs + start * in_size};
         st = m->strategy->predict_step(m->strategy_impl, &b, outputs + start * out_size);
+        char where[96];
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)(start + n),
+                 (long long)count);
+        /* No count goes back: outputs left unwritten must not pass for results. */
+        if (st == KILN_OK && start + n < count &&
+            kiln_model_stop_asked(m, "kiln_model_predict", where))
+            return kiln_error(m->ctx, KILN_ERROR_STOPPED, "kiln_model_predict: stopped by "
+                              "kiln_model_stop %s; the outputs of those are written, the "
+                              "rest are not", where);
     }
     return st;
 }
@@ -385,6 +407,7 @@ kiln_status kiln_model_predict(kiln_model *m, const float *inputs, int64_t count
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_predict");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = predict_entered(m, inputs, count, outputs, batch_size);
         kiln_model_leave(m);
     }
@@ -582,8 +605,8 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_cal
     snprintf(when, sizeof when, "epoch %d, step %lld", (int)epoch + 1, (long long)step + 1);
     describe_skip(sums, when, why, sizeof why);
     if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; the step was not "
-                        "applied and training stopped", why);
+        kiln_model_record_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; the step "
+                               "was not applied and training stopped", why);
         return KILN_OK;
     }
     if (skipped && !o->skip_nonfinite)
@@ -632,8 +655,8 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
                  ? "of the epoch, reported at its end" : "still in flight at its end");
     describe_skip(sums, when, why, sizeof why);
     if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; that batch was not "
-                        "applied and training stopped", why);
+        kiln_model_record_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; that batch "
+                               "was not applied and training stopped", why);
         return KILN_OK;
     }
     if (skipped && !o->skip_nonfinite)
@@ -652,7 +675,7 @@ static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch
     if (!o->validation)
         return KILN_OK;
     kiln_metrics v;
-    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, &v);
+    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, 0, &v);
     if (st != KILN_OK)
         return st;
     r->has_validation = 1;
@@ -705,6 +728,12 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
+        char where[96];
+        snprintf(where, sizeof where, "at epoch %d, step %lld of %lld",
+                 (int)epoch + 1, (long long)step + 1, (long long)steps);
+        const int finished = step + 1 == steps && epoch + 1 == o->epochs;
+        if (st == KILN_OK && m->stop_cause == KILN_STOP_NONE && !finished)
+            kiln_model_stop_asked(m, "training", where);
         if (m->stop_cause != KILN_STOP_NONE)
             break;
     }
@@ -793,6 +822,10 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     for (int32_t e = first; e < last && st == KILN_OK && m->stop_cause == KILN_STOP_NONE; e++) {
         st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
+        char where[64];
+        snprintf(where, sizeof where, "after epoch %d", (int)e + 1);
+        if (st == KILN_OK && m->stop_cause == KILN_STOP_NONE && e + 1 < last)
+            kiln_model_stop_asked(m, "training", where);
     }
     if (st != KILN_OK || (m->stop_cause != KILN_STOP_NONE && m->epoch_step != 0))
         kiln_progress_abort(&bar);   /* a line left unfinished */
@@ -843,6 +876,7 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_fit");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = fit_entered(m, train, options);
         kiln_model_leave(m);
     }
