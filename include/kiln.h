@@ -786,10 +786,20 @@ typedef struct kiln_compile_options {
      *  first n devices; 0: all of them. More than the context has is
      *  KILN_ERROR_INVALID_ARGUMENT, whichever strategy runs. */
     int32_t replicas;
-    /** Watchdog: a step that a replica has not finished after this many
-     *  seconds fails with KILN_ERROR_TIMEOUT naming the replica, its device
-     *  and layer. 0: 600 s; negative, NaN or infinite:
-     *  KILN_ERROR_INVALID_ARGUMENT. */
+    /** Watchdog, under every strategy (one_device included): a step that a
+     *  replica has not finished after this many seconds fails with
+     *  KILN_ERROR_TIMEOUT naming the replica, its device and layer (the
+     *  model then accepts only kiln_model_destroy); and fit's or
+     *  evaluate's wait for the data loader's next batch fails with
+     *  KILN_ERROR_TIMEOUT after as long, naming the step, the sample a
+     *  loader thread is reading and the source (an application's fill or
+     *  map function that never returns), the model staying usable. A
+     *  thread inside such a function cannot be killed: it is left running,
+     *  detached, and ends when the function returns; the dataset (and its
+     *  context) stays alive until then, even if destroyed, and may be used
+     *  meanwhile (the function is called again, from other threads). Reads
+     *  on the fitting thread (loader_threads -1) are not bounded. 0: 600 s;
+     *  negative, NaN or infinite: KILN_ERROR_INVALID_ARGUMENT. */
     double step_timeout_seconds;
     /** Gradient bucket sizes for the reducer (a layer larger than the size
      *  gets a bucket of its own); 0: 1 MiB for both (PyTorch DDP's first
@@ -1818,8 +1828,8 @@ typedef struct kiln_fit_options {
     /** Threads that read, decode and transform the next batches while the
      *  devices compute (0: the number of processors minus 1, at least 1;
      *  -1: none, each batch is read on the fitting thread when its step
-     *  comes, with no prefetch); the batches are the same whatever the
-     *  number. */
+     *  comes, with no prefetch, and no watchdog bounds the read); the
+     *  batches are the same whatever the number. */
     int32_t loader_threads;
     /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
      *  memory is this many batches of host staging. */
@@ -1900,7 +1910,9 @@ typedef struct kiln_fit_options {
  * that a callback asks for (KILN_CALLBACK_STOP, EarlyStopping,
  * TerminateOnNaN) ends fit normally: KILN_OK, the history holding the
  * epochs completed, and kiln_model_stop_reason says why.
- * KILN_ERROR_TIMEOUT when a replica stalls past the watchdog; device errors,
+ * KILN_ERROR_TIMEOUT when a replica stalls past the watchdog, or the data
+ * loader's next batch does not come within it (naming the sample being
+ * read; the model stays usable); device errors,
  * naming the replica, device and layer. After a replica failed or stalled,
  * the model only accepts
  * kiln_model_destroy (KILN_ERROR_STATE otherwise).
@@ -2035,6 +2047,9 @@ KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_c
  *  - predict ends after its batch and returns KILN_ERROR_STOPPED, naming
  *    the samples whose outputs are written (the rest are not), since it
  *    has no count to give back; the stop reason says the same.
+ *  A stop also ends fit's or evaluate's wait for the data loader's next
+ *  batch (without waiting for a read still running, which is left to its
+ *  thread as at the watchdog: see step_timeout_seconds).
  *  A request made while no call runs is dropped when the next one begins
  *  (as Keras's fit resets stop_training), so a later call runs normally. The model must
  *  stay alive (not destroyed) while this is called. Under an MPI strategy

@@ -243,8 +243,10 @@ typedef struct batch_source {
     share_of share;
 } batch_source;
 
+/* `stoppable`: kiln_model_stop ends a wait for the next batch. */
 static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t batch, int train,
-                               int32_t threads, int32_t prefetch, batch_source *src)
+                               int32_t threads, int32_t prefetch, int stoppable,
+                               batch_source *src)
 {
     memset(src, 0, sizeof *src);
     src->share = (share_of){.m = m, .train = train};
@@ -259,7 +261,8 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
                  .max_classes = m->heads[0].sparse ? (int32_t)m->heads[0].cols : 0,
                  .ignore = m->heads[0].has_ignore ? m->heads[0].ignore : -1,
                  .n_ids = m->n_inputs, .ids = m->ids},
-        .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share};
+        .share = m->strategy->shard ? strategy_share : NULL, .share_user = &src->share,
+        .timeout = m->step_timeout, .stop = stoppable ? &m->stop_requested : NULL};
     /* Label arrays, one per output, come to a model of several outputs. */
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         c.plan.label_classes[k] = m->heads[k].sparse ? (int32_t)m->heads[k].cols : 0;
@@ -297,7 +300,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
                                     int stoppable, kiln_metrics *out)
 {
     batch_source src;
-    kiln_status st = source_open(m, ds, batch, 0, 0, 0, &src);
+    kiln_status st = source_open(m, ds, batch, 0, 0, 0, stoppable, &src);
     if (st != KILN_OK)
         return st;
     kiln_epoch_order(ds->count, 0, 0, 0, src.order);
@@ -307,12 +310,20 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
     while (done < ds->count && st == KILN_OK) {
         kiln_batch b;
         st = next_batch(m, &src, &b);
+        char where[96];
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
+                 (long long)ds->count);
+        /* The loader's wait for the batch ended: the stop was asked. */
+        const int stopped = st == KILN_ERROR_STOPPED && stoppable &&
+                            kiln_model_stop_asked(m, "kiln_model_evaluate", where);
+        if (stopped)
+            st = KILN_OK;
+        if (st != KILN_OK || stopped)
+            break;
         double sums[KILN_N_SUMS] = {0};
-        if (st == KILN_OK)
-            st = m->strategy->eval_step(m->strategy_impl, &b, sums);
+        st = m->strategy->eval_step(m->strategy_impl, &b, sums);
         kiln_sums_add(total, sums);
         done += st == KILN_OK ? b.n : 0;
-        char where[96];
         snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
                  (long long)ds->count);
         if (st == KILN_OK && done < ds->count && stoppable &&
@@ -559,12 +570,15 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
- * the step. */
-static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums)
+ * the step. `*stopped`: kiln_model_stop ended the wait, no step ran. */
+static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums, int *stopped)
 {
     const double t0 = kiln_now();
     kiln_batch b;
     kiln_status st = next_batch(m, src, &b);
+    *stopped = st == KILN_ERROR_STOPPED && kiln_flag_up(&m->stop_requested);
+    if (*stopped)
+        return KILN_OK;
     if (st != KILN_OK)
         return st;
     memset(sums, 0, KILN_N_SUMS * sizeof *sums);
@@ -720,7 +734,13 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     update_means(m, &r);
     for (int64_t step = m->epoch_step; step < steps && st == KILN_OK; step++) {
         double sums[KILN_N_SUMS];
-        st = train_batch(m, src, sums);
+        int stopped;
+        st = train_batch(m, src, sums, &stopped);
+        char where[96];
+        snprintf(where, sizeof where, "at epoch %d, waiting for step %lld's batch",
+                 (int)epoch + 1, (long long)step + 1);
+        if (stopped && kiln_model_stop_asked(m, "training", where))
+            break;
         if (st == KILN_OK)
             st = count_step(m, o, cbs, epoch, step, sums, &r);
         if (st != KILN_OK || m->stop_cause != KILN_STOP_NONE)
@@ -728,7 +748,6 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
-        char where[96];
         snprintf(where, sizeof where, "at epoch %d, step %lld of %lld",
                  (int)epoch + 1, (long long)step + 1, (long long)steps);
         const int finished = step + 1 == steps && epoch + 1 == o->epochs;
@@ -791,7 +810,8 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     if (st != KILN_OK)
         return st;
     batch_source src;
-    st = source_open(m, train, o->batch_size, 1, o->loader_threads, o->prefetch_batches, &src);
+    st = source_open(m, train, o->batch_size, 1, o->loader_threads, o->prefetch_batches, 1,
+                     &src);
     if (st != KILN_OK)
         return st;
     const int resumed = o->resume && kiln_checkpoint_folder_resume(m, o->checkpoint_dir);

@@ -1,10 +1,19 @@
 /* Ending a running call early: kiln_model_stop from a callback, from
  * another thread and from a loader thread ends fit, evaluate and predict
- * between steps, and the model trains on afterwards. */
+ * between steps, and the model trains on afterwards. And what bounds a call
+ * that nothing stops: a data source that never returns a sample fails fit
+ * and evaluate at the watchdog under every in-process strategy (the MPI
+ * ones: test_stop_mpi), as does a device step that never ends under
+ * one_device. */
 #include "harness.h"
+#include "counting_alloc.h"
+#include "fault_layer.h"
+
+#include "base/clock.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #define DIM 4
 #define CLASSES 3
@@ -33,7 +42,9 @@ static kiln_dataset *arrays(kiln_context *ctx, int64_t count)
     return ds;
 }
 
-static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, double timeout)
+/* `fault`: a fault layer after the hidden one (NULL: none). */
+static kiln_model *faulty_model(kiln_context *ctx, kiln_strategy strategy, double timeout,
+                                fault_plan *fault)
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
@@ -44,12 +55,19 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, double timeo
                                      .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_input(m, 1, dims, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
+    if (fault)
+        fault_layer(m, KILN_NODE_PREVIOUS, fault);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                      .strategy = strategy, .step_timeout_seconds = timeout};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
+}
+
+static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, double timeout)
+{
+    return faulty_model(ctx, strategy, timeout, NULL);
 }
 
 static int32_t history(kiln_model *m)
@@ -279,6 +297,222 @@ static void test_predict(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A callback source whose fill blocks on sample `at` until the test
+ * releases it, as a fill waiting on a network that never answers. */
+typedef struct blocking_source {
+    int64_t at;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int released;
+    int blocked;                    /* fills inside the block */
+} blocking_source;
+
+static int fill_or_block(void *user, int64_t index, float *x, void *label, char *message,
+                         size_t size)
+{
+    blocking_source *b = user;
+    (void)message;
+    (void)size;
+    memcpy(x, features + index * DIM, DIM * sizeof(float));
+    *(int32_t *)label = labels[index];
+    if (index != b->at)
+        return 0;
+    pthread_mutex_lock(&b->lock);
+    b->blocked++;
+    while (!b->released)
+        pthread_cond_wait(&b->cond, &b->lock);
+    b->blocked--;
+    pthread_mutex_unlock(&b->lock);
+    return 0;
+}
+
+static kiln_dataset *blocking(kiln_context *ctx, blocking_source *b, int64_t at)
+{
+    *b = (blocking_source){.at = at};
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    const kiln_callback_desc d = {.struct_size = sizeof d, .count = SAMPLES, .feature_rank = 1,
+                                  .feature_dims = {DIM}, .fill = fill_or_block, .user = b};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &d, &ds));
+    return ds;
+}
+
+static void release(blocking_source *b)
+{
+    pthread_mutex_lock(&b->lock);
+    b->released = 1;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Waits (up to 10 s) for every allocation of the context to be gone: a
+ * loader thread left inside the fill frees what it holds once released. */
+static int all_freed(const counter *c)
+{
+    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
+    const double end = kiln_now() + 10.0;
+    long live;
+    do {
+        pthread_mutex_lock(&counter_lock);
+        live = c->live;
+        pthread_mutex_unlock(&counter_lock);
+        if (live == 0)
+            return 1;
+        nanosleep(&tick, NULL);
+    } while (kiln_now() < end);
+    printf("%ld allocation(s) still live\n", live);
+    return 0;
+}
+
+static kiln_context *counted_context(counter *c)
+{
+    const kiln_context_options o = {.struct_size = sizeof o, .realloc_fn = counting_realloc,
+                                    .realloc_user = c};
+    kiln_context *ctx = NULL;
+    CHECK(kiln_context_create(&o, &ctx) == KILN_OK);
+    return ctx;
+}
+
+#define TIMEOUT 0.5
+/* The sample that blocks: in step 3 of an unshuffled epoch of batches of 8. */
+#define BLOCKED 20
+
+/* Under `strategy`, fit on a source that blocks fails at the watchdog,
+ * naming the sample and the source; the model trains on afterwards and is
+ * destroyed with the thread still blocked; once released, the thread ends
+ * and every allocation is freed. */
+static void test_blocked_source(kiln_strategy strategy, const char *name)
+{
+    counter c = {0};
+    kiln_context *ctx = counted_context(&c);
+    blocking_source b;
+    kiln_dataset *ds = blocking(ctx, &b, BLOCKED);
+    kiln_dataset *good = arrays(ctx, SAMPLES);
+    kiln_model *m = model(ctx, strategy, TIMEOUT);
+    kiln_fit_options fo = fit_options(2, NULL);
+    fo.no_shuffle = 1;
+    fo.loader_threads = 2;
+    const double t0 = kiln_now();
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "reading sample 20 (5 of 8 of step 3's batch) from "
+                "the dataset's callback source", kiln_model_fit(m, ds, &fo));
+    const double waited = kiln_now() - t0;
+    CHECK(strstr(kiln_context_last_error(ctx), "the batch of step 3 (epoch 1) within the "
+                 "0.5 s watchdog") != NULL);
+    printf("%s: %s (after %.2f s)\n", name, kiln_context_last_error(ctx), waited);
+    CHECK(waited < 5.0);
+    CHECK(history(m) == 0);
+    /* The model is not broken by its data: it trains on good data. */
+    fo = fit_options(1, NULL);
+    CHECK_OK(ctx, kiln_model_fit(m, good, &fo));
+    CHECK(history(m) == 1);
+    /* evaluate waits for its batches under the same watchdog. */
+    kiln_metrics r = {.struct_size = sizeof r};
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "reading sample 20",
+                kiln_model_evaluate(m, ds, BATCH, &r));
+    pthread_mutex_lock(&b.lock);
+    CHECK(b.blocked == 2);   /* fit's thread and evaluate's, both left inside */
+    pthread_mutex_unlock(&b.lock);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_dataset_destroy(good);
+    kiln_context_destroy(ctx);   /* closes when the blocked threads let go */
+    release(&b);
+    CHECK(all_freed(&c));
+    pthread_mutex_destroy(&b.lock);
+    pthread_cond_destroy(&b.cond);
+}
+
+typedef struct delayed_stop {
+    kiln_model *m;
+    blocking_source *b;
+} delayed_stop;
+
+static void *stop_when_blocked(void *arg)
+{
+    delayed_stop *d = arg;
+    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10000000};
+    for (;;) {
+        pthread_mutex_lock(&d->b->lock);
+        const int blocked = d->b->blocked;
+        pthread_mutex_unlock(&d->b->lock);
+        if (blocked)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    kiln_model_stop(d->m);
+    return NULL;
+}
+
+/* A stop ends fit's wait for a batch long before the watchdog would, and
+ * fit does not wait for the read still blocked. */
+static void test_stop_while_waiting(void)
+{
+    counter c = {0};
+    kiln_context *ctx = counted_context(&c);
+    blocking_source b;
+    kiln_dataset *ds = blocking(ctx, &b, BLOCKED);
+    kiln_model *m = model(ctx, KILN_STRATEGY_ONE_DEVICE, 60);
+    kiln_fit_options fo = fit_options(2, NULL);
+    fo.no_shuffle = 1;
+    /* One slot: step 3's reads start once fit waits for them. */
+    fo.loader_threads = 1;
+    fo.prefetch_batches = 1;
+    delayed_stop d = {.m = m, .b = &b};
+    pthread_t t;
+    pthread_create(&t, NULL, stop_when_blocked, &d);
+    const double t0 = kiln_now();
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    const double waited = kiln_now() - t0;
+    pthread_join(t, NULL);
+    char text[320];
+    CHECK(stop_cause(m, text, sizeof text) == KILN_STOP_APPLICATION);
+    CHECK(strstr(text, "at epoch 1, waiting for step 3's batch") != NULL);
+    printf("stop while waiting: %s (after %.2f s)\n", text, waited);
+    CHECK(waited < 30.0);
+    CHECK(history(m) == 0);
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    release(&b);
+    CHECK(all_freed(&c));
+    pthread_mutex_destroy(&b.lock);
+    pthread_cond_destroy(&b.cond);
+}
+
+/* one_device bounds its device's step as the other strategies do: a step
+ * that stalls in the fault layer fails at the watchdog naming the replica,
+ * device and layer, and the model then refuses every call but destroy. */
+static void test_one_device_step(void)
+{
+    counter c = {0};
+    kiln_context *ctx = counted_context(&c);
+    kiln_dataset *ds = arrays(ctx, SAMPLES);
+    fault_plan stall = {.armed = 1, .device = 0, .step = 1, .stall_seconds = 5.0};
+    kiln_model *m = faulty_model(ctx, KILN_STRATEGY_ONE_DEVICE, TIMEOUT, &stall);
+    kiln_fit_options fo = fit_options(1, NULL);
+    const double t0 = kiln_now();
+    CHECK_FAILS(ctx, KILN_ERROR_TIMEOUT, "replica 0 on device 0", kiln_model_fit(m, ds, &fo));
+    const double waited = kiln_now() - t0;
+    CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (forward) did not finish its "
+                 "step within the 0.5 s watchdog") != NULL);
+    printf("one_device step: %s (after %.2f s)\n", kiln_context_last_error(ctx), waited);
+    CHECK(waited < 4.0);
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", kiln_model_fit(m, ds, &fo));
+    kiln_flag_raise(&stall.released);
+    kiln_model_destroy(m);   /* joins the stalled thread, released just now */
+    /* A failing step (not a stall) leaves one_device usable, as before. */
+    fault_plan fail = {.armed = 1, .device = 0, .step = 1};
+    m = faulty_model(ctx, KILN_STRATEGY_ONE_DEVICE, TIMEOUT, &fail);
+    CHECK_FAILS(ctx, KILN_ERROR_DEVICE, "injected fault", kiln_model_fit(m, ds, &fo));
+    fail.armed = 0;
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+    kiln_context_destroy(ctx);
+    CHECK(all_freed(&c));
+}
+
 int main(void)
 {
     kiln_context *ctx = NULL;
@@ -286,11 +520,21 @@ int main(void)
     if (st == KILN_ERROR_NO_DEVICE)
         SKIP_MISSING("no OpenCL device");
     CHECK(st == KILN_OK);
+    int32_t devices = 0;
+    kiln_context_device_count(ctx, &devices);
+    printf("%d device(s)\n", (int)devices);
     kiln_dataset *ds = arrays(ctx, SAMPLES);
     test_fit(ctx, ds);
     test_evaluate(ctx, ds);
     test_predict(ctx);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);
+    test_blocked_source(KILN_STRATEGY_ONE_DEVICE, "one_device");
+    test_blocked_source(KILN_STRATEGY_MIRRORED, "mirrored");
+    test_blocked_source(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage");
+    test_blocked_source(KILN_STRATEGY_PIPELINE, "pipeline");
+    test_blocked_source(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server");
+    test_stop_while_waiting();
+    test_one_device_step();
     return test_finish("test_stop");
 }
