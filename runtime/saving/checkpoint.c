@@ -500,6 +500,8 @@ static kiln_status load(kiln_model *m, const char *path, int full)
         st = m->strategy->set_slots(m->strategy_impl, (const float *const *)slots);
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 1);
+    if (st == KILN_OK && full && m->strategy->set_optimizer_steps)
+        st = m->strategy->set_optimizer_steps(m->strategy_impl, m->n_optimizer_steps);
     kiln_free(ctx, flat);
     kiln_st_free(&f);
     return st;

@@ -636,20 +636,6 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_cal
     return KILN_OK;
 }
 
-static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
-                              int32_t epoch, int64_t step, int64_t steps,
-                              const kiln_epoch_record *r)
-{
-    /* The last step's checkpoint waits for the epoch's end, which writes it
-     * with the epoch in the history. */
-    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
-        const kiln_status st = save_checkpoint(m, o);
-        if (st != KILN_OK)
-            return st;
-    }
-    return kiln_callbacks_notify(cbs, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r);
-}
-
 /* Asynchronous strategies: the batches still in flight, whose loss can be
  * as non-finite as a step's, and is stopped at or skipped alike. */
 static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
@@ -682,6 +668,26 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
         r->skipped_steps++;
     update_means(m, r);
     return KILN_OK;
+}
+
+static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
+                              int32_t epoch, int64_t step, int64_t steps, kiln_epoch_record *r)
+{
+    /* The last step's checkpoint waits for the epoch's end, which writes it
+     * with the epoch in the history. An asynchronous strategy's batches
+     * still in flight are waited for first, so that the checkpoint holds
+     * every step up to this one (weights, optimizer state and its update
+     * count, and the epoch's sums) and nothing after: one worker then
+     * resumes it exactly. */
+    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
+        kiln_status st = m->strategy->drain ? drain_in_flight(m, o, cbs, epoch, 0, r)
+                                            : KILN_OK;
+        if (st == KILN_OK)
+            st = save_checkpoint(m, o);
+        if (st != KILN_OK)
+            return st;
+    }
+    return kiln_callbacks_notify(cbs, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r);
 }
 
 static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch_record *r)
