@@ -89,7 +89,7 @@ extern "C" {
     X(ERROR_UNSUPPORTED, -11, "not supported by this build, device or version")          \
     X(ERROR_NUMERIC, -12, "a loss or gradient is not finite (NaN or Inf)")               \
     X(ERROR_STOPPED, -13, "a callback asked training to stop")                          \
-    X(ERROR_TIMEOUT, -14, "a replica did not finish a step within the watchdog timeout")
+    X(ERROR_TIMEOUT, -14, "a step or its data did not finish within the watchdog timeout")
 
 typedef enum kiln_status {
 #define KILN_STATUS_ENUM_(name, value, text) KILN_##name = value,

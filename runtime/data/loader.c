@@ -88,7 +88,7 @@ int32_t kiln_loader_default_threads(int32_t requested)
 
 /* Reads the slot's samples; returns their status, the message left in the
  * calling thread's diagnostics. */
-static kiln_status fill(kiln_loader *l, const slot *s, float *scratch)
+static kiln_status fill(kiln_loader *l, slot *s, float *scratch)
 {
     const kiln_dataset *ds = l->c.ds;
     const int64_t base = s->step * l->c.batch_size + s->first;
@@ -99,7 +99,7 @@ static kiln_status fill(kiln_loader *l, const slot *s, float *scratch)
          * from a read never touches the epoch's order again. */
         if (kiln_flag_up(&l->cancel))
             return KILN_ERROR_STOPPED;
-        __atomic_store_n(&((slot *)s)->at, i, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->at, i, __ATOMIC_RELAXED);
         const kiln_status st = kiln_dataset_read_sample(
             ds, l->order[base + i], &plan, s->features + (size_t)i * (size_t)ds->feature_size,
             s->labels + (size_t)i * l->label_bytes, scratch);
