@@ -55,8 +55,9 @@ struct kiln_loader {
     loader_thread *threads;
     int32_t n_threads;
     float *scratch;              /* the calling thread's, without threads */
-    /* The epoch: under lock. */
-    const int64_t *order;
+    /* The epoch: under lock. `order` is the loader's own copy, so that a
+     * thread left reading never shares an array its caller frees. */
+    int64_t *order;
     int64_t count, steps;
     int32_t epoch;
     int64_t next_step;           /* the step kiln_loader_next returns next */
@@ -193,7 +194,7 @@ void kiln_loader_begin(kiln_loader *l, const int64_t *order, int64_t count, int6
         pthread_mutex_unlock(&l->lock);
         return;
     }
-    l->order = order;
+    memcpy(l->order, order, (size_t)count * sizeof *order);
     l->count = count;
     l->steps = (count + l->c.batch_size - 1) / l->c.batch_size;
     l->epoch = epoch;
@@ -375,6 +376,7 @@ static void release(kiln_loader *l)
     kiln_free(ctx, l->slots);
     kiln_free(ctx, l->threads);
     kiln_free(ctx, l->scratch);
+    kiln_free(ctx, l->order);
     pthread_cond_destroy(&l->work);
     pthread_cond_destroy(&l->done);
     pthread_mutex_destroy(&l->lock);
@@ -423,8 +425,9 @@ static kiln_status alloc_buffers(kiln_loader *l)
     l->threads = kiln_calloc(l->ctx, (size_t)(l->n_threads ? l->n_threads : 1),
                              sizeof *l->threads);
     l->scratch = kiln_alloc(l->ctx, sample);
-    if (!l->slots || !l->threads || !l->scratch)
-        return kiln_error_oom(l->ctx, "the loader", sample);
+    l->order = kiln_calloc(l->ctx, (size_t)ds->count, sizeof *l->order);
+    if (!l->slots || !l->threads || !l->scratch || !l->order)
+        return kiln_error_oom(l->ctx, "the loader", sample + (size_t)ds->count * 8);
     for (int32_t k = 0; k < l->c.prefetch; k++) {
         l->slots[k].features = kiln_calloc(l->ctx, (size_t)l->capacity, sample);
         l->slots[k].labels = kiln_calloc(l->ctx, (size_t)l->capacity, l->label_bytes);

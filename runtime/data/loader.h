@@ -46,8 +46,8 @@ typedef struct kiln_loaded {
 kiln_status kiln_loader_create(kiln_context *ctx, const kiln_loader_config *config,
                                kiln_loader **out);
 
-/* Starts an epoch over `order` (the epoch's `count` sample indices, alive
- * until kiln_loader_end) at step `first_step`. */
+/* Starts an epoch over `order` (the epoch's `count` sample indices, at
+ * most the dataset's count; copied) at step `first_step`. */
 void kiln_loader_begin(kiln_loader *l, const int64_t *order, int64_t count, int64_t first_step,
                        int32_t epoch);
 

@@ -557,7 +557,10 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
     kiln_model *m = dp->m;
     kiln_batch held;
     float *no_outputs;
-    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    /* Before anything a stalled replica's thread may still read. */
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, NULL, &held, &no_outputs);
     if (st != KILN_OK)
         return st;
     kiln_update_begin(&dp->update, m);
@@ -626,7 +629,10 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double *sums)
     dp_strategy *dp = impl;
     kiln_batch held;
     float *no_outputs;
-    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    /* Before anything a stalled replica's thread may still read. */
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, NULL, &held, &no_outputs);
     if (st != KILN_OK)
         return st;
     split(dp, &held, NULL, JOB_EVAL);
@@ -642,7 +648,9 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     dp_strategy *dp = impl;
     kiln_batch held;
     float *into;
-    kiln_status st = hold_batch(dp, b, outputs, &held, &into);
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, outputs, &held, &into);
     if (st != KILN_OK)
         return st;
     split(dp, &held, into, JOB_PREDICT);
