@@ -164,7 +164,9 @@ static void *thread_main(void *arg)
         pthread_cond_broadcast(&l->done);
     }
     pthread_mutex_unlock(&l->lock);
-    kiln_diag_bind(&l->ctx->host, NULL);
+    /* The last to leave may close the context: nothing of the host may
+     * be left to this thread's exit. */
+    kiln_diag_release(&l->ctx->host);
     leave(l);
     return NULL;
 }
