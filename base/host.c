@@ -170,6 +170,15 @@ const char *kiln_diag_message(kiln_host *host)
     return s->bound ? s->bound->message : s->diag.message;
 }
 
+void kiln_diag_release(kiln_host *host)
+{
+    kiln_diag_slot *s = pthread_getspecific(host->diag_key);
+    if (!s)
+        return;
+    pthread_setspecific(host->diag_key, NULL);   /* no destructor at exit */
+    release_slot(s);
+}
+
 int kiln_diag_bind(kiln_host *host, kiln_diag *diag)
 {
     kiln_diag_slot *s = slot_of_thread(host, 1);

@@ -93,5 +93,9 @@ const char *kiln_diag_message(kiln_host *host);
  * other thread writes. Returns 0 when no memory was left to record the
  * binding: the thread's messages then go to the host's fallback. */
 int kiln_diag_bind(kiln_host *host, kiln_diag *diag);
+/* Gives back the calling thread's diagnostics now rather than when it
+ * exits: a detached thread must, before it lets go of what keeps the host
+ * alive, or its exit would touch a host already destroyed. */
+void kiln_diag_release(kiln_host *host);
 
 #endif

@@ -54,7 +54,8 @@
  *    distribution, rank, the Inputs and outputs, the layer and weight
  *    lists) follow the same rule, since compile and fit write what they
  *    read, except that fit's callback may call them on the model it is
- *    fitting.
+ *    fitting. kiln_model_stop() is the exception: it never takes the
+ *    model, so it works from any thread while another call runs.
  *    kiln_context_last_error() is the calling thread's own message. A
  *    context stays open while models or datasets made from it live.
  */
@@ -104,7 +105,7 @@ extern "C" {
     X(ERROR_UNSUPPORTED, -11, "not supported by this build, device or version")          \
     X(ERROR_NUMERIC, -12, "a loss or gradient is not finite (NaN or Inf)")               \
     X(ERROR_STOPPED, -13, "a callback asked training to stop")                          \
-    X(ERROR_TIMEOUT, -14, "a replica did not finish a step within the watchdog timeout")
+    X(ERROR_TIMEOUT, -14, "a step or its data did not finish within the watchdog timeout")
 
 typedef enum kiln_status {
 #define KILN_STATUS_ENUM_(name, value, text) KILN_##name = value,
@@ -878,10 +879,20 @@ typedef struct kiln_compile_options {
      *  first n devices; 0: all of them. More than the context has is
      *  KILN_ERROR_INVALID_ARGUMENT, whichever strategy runs. */
     int32_t replicas;
-    /** Watchdog: a step that a replica has not finished after this many
-     *  seconds fails with KILN_ERROR_TIMEOUT naming the replica, its device
-     *  and layer. 0: 600 s; negative, NaN or infinite:
-     *  KILN_ERROR_INVALID_ARGUMENT. */
+    /** Watchdog, under every strategy (one_device included): a step that a
+     *  replica has not finished after this many seconds fails with
+     *  KILN_ERROR_TIMEOUT naming the replica, its device and layer (the
+     *  model then accepts only kiln_model_destroy); and fit's or
+     *  evaluate's wait for the data loader's next batch fails with
+     *  KILN_ERROR_TIMEOUT after as long, naming the step, the sample a
+     *  loader thread is reading and the source (an application's fill or
+     *  map function that never returns), the model staying usable. A
+     *  thread inside such a function cannot be killed: it is left running,
+     *  detached, and ends when the function returns; the dataset (and its
+     *  context) stays alive until then, even if destroyed, and may be used
+     *  meanwhile (the function is called again, from other threads). Reads
+     *  on the fitting thread (loader_threads -1) are not bounded. 0: 600 s;
+     *  negative, NaN or infinite: KILN_ERROR_INVALID_ARGUMENT. */
     double step_timeout_seconds;
     /** Gradient bucket sizes for the reducer (a layer larger than the size
      *  gets a bucket of its own); 0: 1 MiB for both (PyTorch DDP's first
@@ -1517,7 +1528,7 @@ KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *
  * bytes; may be left empty). Called from kiln's
  * loader threads, several at once for different indices: it must be safe
  * to call concurrently (read-only shared state, or its own locking), and
- * must not call kiln on the model being trained.
+ * must not call kiln on the model being trained, except kiln_model_stop().
  */
 typedef int (*kiln_sample_fn)(void *user, int64_t index, float *features, void *label,
                               char *message, size_t message_size);
@@ -1876,7 +1887,8 @@ typedef enum kiln_stop_cause {
     KILN_STOP_NONE = 0,          /**< it ran every epoch (or failed: see its status) */
     KILN_STOP_EARLY_STOPPING,    /**< an EarlyStopping callback */
     KILN_STOP_TERMINATE_ON_NAN,  /**< a non-finite step under TerminateOnNaN */
-    KILN_STOP_CALLBACK           /**< an application callback returned KILN_CALLBACK_STOP */
+    KILN_STOP_CALLBACK,          /**< an application callback returned KILN_CALLBACK_STOP */
+    KILN_STOP_APPLICATION        /**< the application called kiln_model_stop() */
 } kiln_stop_cause;
 
 /** Options of kiln_model_fit(). As every options struct, a zeroed one
@@ -1937,8 +1949,8 @@ typedef struct kiln_fit_options {
     /** Threads that read, decode and transform the next batches while the
      *  devices compute (0: the number of processors minus 1, at least 1;
      *  -1: none, each batch is read on the fitting thread when its step
-     *  comes, with no prefetch); the batches are the same whatever the
-     *  number. */
+     *  comes, with no prefetch, and no watchdog bounds the read); the
+     *  batches are the same whatever the number. */
     int32_t loader_threads;
     /** Batches prepared ahead, at most (0: 2 per loader thread). 1 or more;
      *  memory is this many batches of host staging. */
@@ -2019,7 +2031,9 @@ typedef struct kiln_fit_options {
  * that a callback asks for (KILN_CALLBACK_STOP, EarlyStopping,
  * TerminateOnNaN) ends fit normally: KILN_OK, the history holding the
  * epochs completed, and kiln_model_stop_reason says why.
- * KILN_ERROR_TIMEOUT when a replica stalls past the watchdog; device errors,
+ * KILN_ERROR_TIMEOUT when a replica stalls past the watchdog, or the data
+ * loader's next batch does not come within it (naming the sample being
+ * read; the model stays usable); device errors,
  * naming the replica, device and layer. After a replica failed or stalled,
  * the model only accepts
  * kiln_model_destroy (KILN_ERROR_STATE otherwise).
@@ -2171,10 +2185,47 @@ typedef struct kiln_epoch_record {
  *  5"; with a baseline not beaten, "EarlyStopping: val_loss did not improve
  *  on the baseline 0.4 for 5 epoch(s) (3 of them improved on the best,
  *  0.4172 after epoch 4); training stopped after epoch 5"), empty with
- *  KILN_STOP_NONE. `text`, `size` and `length` as kiln_model_summary's.
- *  fit's callbacks may call it. */
+ *  KILN_STOP_NONE. kiln_model_evaluate() and kiln_model_predict() that
+ *  kiln_model_stop() cut short leave their reason here too (an evaluate or
+ *  predict that ran whole leaves the last fit's). `text`, `size` and
+ *  `length` as kiln_model_summary's. fit's callbacks may call it. */
 KILN_API kiln_status kiln_model_stop_reason(const kiln_model *model, kiln_stop_cause *cause,
                                             char *text, size_t size, size_t *length);
+
+/** Asks the model's running kiln_model_fit(), kiln_model_evaluate() or
+ *  kiln_model_predict() to stop, as Keras's model.stop_training = True
+ *  does; callable from any thread, and from fit's callbacks. It only
+ *  raises a flag and returns: it never waits, and never takes the model
+ *  (it is not refused while another call is inside, unlike every other
+ *  call on a model). The call honours it between steps:
+ *  - fit ends after the step it is running (its callbacks run first) and
+ *    returns KILN_OK, with kiln_model_stop_reason() giving
+ *    KILN_STOP_APPLICATION and "kiln_model_stop: the application stopped
+ *    training at epoch 2, step 5 of 8" (or "after epoch 2"). The history
+ *    holds the whole epochs done; an epoch cut short is left out, as after
+ *    KILN_CALLBACK_STOP (Keras records its part): its steps are applied to
+ *    the weights and count for the optimizer and checkpoints, and a later
+ *    fit with resume continues from the last checkpoint. Validation data is
+ *    evaluated whole: a stop asked meanwhile takes effect after the epoch.
+ *  - evaluate ends after the batch it is running and returns KILN_OK with
+ *    the metrics of the samples done (kiln_metrics.samples says how many,
+ *    fewer than the dataset's), as Keras's stop_evaluating does; the stop
+ *    reason says "kiln_model_evaluate after 64 of 200 samples".
+ *  - predict ends after its batch and returns KILN_ERROR_STOPPED, naming
+ *    the samples whose outputs are written (the rest are not), since it
+ *    has no count to give back; the stop reason says the same.
+ *  A stop also ends fit's or evaluate's wait for the data loader's next
+ *  batch (without waiting for a read still running, which is left to its
+ *  thread as at the watchdog: see step_timeout_seconds).
+ *  A request made while no call runs is dropped when the next one begins
+ *  (as Keras's fit resets stop_training), so a later call runs normally. The model must
+ *  stay alive (not destroyed) while this is called. Under an MPI strategy
+ *  (multi_worker, parameter_server with parameter_store_ranks) each process
+ *  stops on its own: call it in every process at the same step (as a
+ *  callback deciding from the same values does), else the processes that
+ *  go on fail at the watchdog with KILN_ERROR_TIMEOUT.
+ *  @return KILN_OK; KILN_ERROR_INVALID_ARGUMENT for a NULL model. */
+KILN_API kiln_status kiln_model_stop(kiln_model *model);
 
 /** Number of epochs in the history (every fit appends its epochs). */
 KILN_API kiln_status kiln_model_history_count(const kiln_model *model, int32_t *count);

@@ -6,6 +6,7 @@
 #ifndef KILN_RUNTIME_DATA_LOADER_H
 #define KILN_RUNTIME_DATA_LOADER_H
 
+#include "base/flag.h"
 #include "runtime/data/dataset.h"
 
 typedef struct kiln_loader kiln_loader;
@@ -24,6 +25,14 @@ typedef struct kiln_loader_config {
     kiln_read_plan plan;
     kiln_share_fn share;
     void *share_user;
+    /* The watchdog, seconds (<= 0: none): a batch not ready this long
+     * after kiln_loader_next began waiting fails it with KILN_ERROR_TIMEOUT
+     * naming the read that holds it, and latches the loader broken. Reads
+     * on the calling thread (threads 0) are not bounded. */
+    double timeout;
+    /* Raised: a wait for a batch ends with KILN_ERROR_STOPPED and no
+     * message (kiln_model_stop). May be NULL. */
+    const kiln_flag *stop;
 } kiln_loader_config;
 
 /* A finished batch: samples [first, first + count) of a global batch of n,
@@ -37,20 +46,26 @@ typedef struct kiln_loaded {
 kiln_status kiln_loader_create(kiln_context *ctx, const kiln_loader_config *config,
                                kiln_loader **out);
 
-/* Starts an epoch over `order` (the epoch's `count` sample indices, alive
- * until kiln_loader_end) at step `first_step`. */
+/* Starts an epoch over `order` (the epoch's `count` sample indices, at
+ * most the dataset's count; copied) at step `first_step`. */
 void kiln_loader_begin(kiln_loader *l, const int64_t *order, int64_t count, int64_t first_step,
                        int32_t epoch);
 
-/* The next batch of the epoch, waiting for it. A failed read returns its
- * status, its message (naming the sample) on the calling thread. */
+/* The next batch of the epoch, waiting for it (within the watchdog, while
+ * the stop flag is down). A failed read returns its status, its message
+ * (naming the sample) on the calling thread. Once a wait has timed out,
+ * every call fails with its reason. */
 kiln_status kiln_loader_next(kiln_loader *l, kiln_loaded *out);
 
 /* Stops the epoch's remaining reads (a thread finishes at most the sample
- * it is reading) and waits for them. */
+ * it is reading) and waits for them, within the watchdog: a read still
+ * running after it latches the loader broken. */
 void kiln_loader_end(kiln_loader *l);
 
-/* Ends the epoch and joins the threads. Accepts NULL. */
+/* Ends the epoch and joins the threads; a thread still inside a read (an
+ * application's function that never returned) is detached instead, and
+ * the loader, with its reference on the dataset, is freed by whichever of
+ * them ends last. Accepts NULL. */
 void kiln_loader_destroy(kiln_loader *l);
 
 /* Loader threads for `requested` (0: processors minus 1, at least 1). */

@@ -100,6 +100,11 @@ typedef struct kiln_strategy_ops {
      * n_param_floats each (checkpoints). */
     kiln_status (*get_slots)(void *impl, float *const *slots);
     kiln_status (*set_slots)(void *impl, const float *const *slots);
+    /* A checkpoint's optimizer update count (kiln_model.n_optimizer_steps
+     * just loaded), for a strategy whose store counts its updates itself
+     * (the parameter servers: the count sets Adam's bias correction and
+     * the schedule's step). NULL: the strategy reads the model's. */
+    kiln_status (*set_optimizer_steps)(void *impl, int64_t steps);
     /* Micro-steps done in the current accumulation cycle; NULL: the
      * strategy does not accumulate (0). */
     int32_t (*micro_step)(void *impl);

@@ -7,6 +7,7 @@
 #ifndef KILN_RUNTIME_MODEL_TRAINING_H
 #define KILN_RUNTIME_MODEL_TRAINING_H
 
+#include "base/flag.h"
 #include "kiln.h"
 #include "runtime/model/strategy.h"
 
@@ -30,9 +31,12 @@ typedef struct kiln_training {
      * optimizer.learning_rate does. */
     int has_lr_override;
     double lr_override;
-    /* Why the last fit stopped early (kiln_model_stop_reason). */
+    /* Why the last fit stopped early (kiln_model_stop_reason), and the
+     * application's request that the running call stop (kiln_model_stop,
+     * from any thread: a flag, never the busy lock). */
     kiln_stop_cause stop_cause;
     char stop_reason[320];
+    kiln_flag stop_requested;
 
     /* Since compile, in this process (kiln_model_training_stats). */
     int64_t timed_steps;

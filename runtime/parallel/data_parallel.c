@@ -1,5 +1,6 @@
 /* The data-parallel strategies, one engine in three modes:
- *  one_device:      one replica, driven from the calling thread;
+ *  one_device:      one replica on a worker thread of its own, as each of
+ *                   mirrored's, so that the watchdog bounds its steps;
  *  mirrored:        a replica per device, each on its own worker thread;
  *                   gradients are summed by the shared-memory reducer bucket
  *                   by bucket while backward goes on, and every replica
@@ -64,7 +65,7 @@ struct dp_strategy {
     /* central storage */
     float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
     int64_t params_version;
-    kiln_crew *crew;             /* a thread per replica (none for one_device) */
+    kiln_crew *crew;             /* a thread per replica */
     kiln_strategy_stats stats;
     /* multi_worker: the MPI world; this process's replicas are global
      * replicas rank * n ... rank * n + n - 1 of world * n. */
@@ -381,15 +382,13 @@ static kiln_status eval_job(void *arg)
  * the strategy, not in the caller's arrays: a replica the watchdog gave up
  * on may still be copying them after the call has returned and the caller
  * has freed its arrays. The strategy frees them on destroy, and leaks them
- * while a thread is stuck. one_device runs on the caller's thread: no
- * copy. `*outputs` is where the replicas write (NULL: no outputs). */
+ * while a thread is stuck. `*outputs` is where the replicas write (NULL:
+ * no outputs). */
 static kiln_status hold_batch(dp_strategy *dp, const kiln_batch *b, float *caller_outputs,
                               kiln_batch *held, float **outputs)
 {
     *held = *b;
     *outputs = caller_outputs;
-    if (dp->mode == DP_ONE_DEVICE)
-        return KILN_OK;
     const kiln_model *m = dp->m;
     int32_t first;
     const size_t n = (size_t)b->n, out = (size_t)m->plan.output_size;
@@ -490,23 +489,23 @@ static kiln_status stalled(dp_strategy *dp, int k)
     return kiln_crew_break_stalled(dp->crew, where, "step", dp->m->placement.step_timeout, detail);
 }
 
-/* Runs `fn` on every replica (inline for one_device) under the watchdog.
- * The first failing replica's message wins over the ones it made abandon
- * their step. */
+/* Runs `fn` on every replica under the watchdog. The first failing
+ * replica's message wins over the ones it made abandon their step. */
 static kiln_status run_all(dp_strategy *dp, kiln_job_fn fn)
 {
     kiln_status st = kiln_crew_check(dp->crew);
     if (st != KILN_OK)
         return st;
-    if (dp->mode == DP_ONE_DEVICE) {
-        /* On this thread: a failure is already in its diagnostics. */
-        return fn(&dp->reps[0]);
-    }
     for (int k = 0; k < dp->n; k++)
         kiln_crew_post(dp->crew, k, fn, &dp->reps[k]);
     const kiln_crew_outcome o = kiln_crew_wait_all(dp->crew, dp->n, dp->m->placement.step_timeout);
     if (o.stalled >= 0)
         return stalled(dp, o.stalled);
+    /* One replica has no other to leave behind mid-step: its failure is
+     * the call's alone, and the model goes on as it did when one_device
+     * ran on the caller's thread. */
+    if (o.status != KILN_OK && dp->mode == DP_ONE_DEVICE)
+        return kiln_error(dp->m->ctx, o.status, "%s", kiln_crew_diag(dp->crew, 0)->message);
     if (o.status != KILN_OK) {
         abandon_world(dp);
         return kiln_crew_break_with(dp->crew, o.status, o.culprit);
@@ -560,7 +559,10 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
     kiln_model *m = dp->m;
     kiln_batch held;
     float *no_outputs;
-    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    /* Before anything a stalled replica's thread may still read. */
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, NULL, &held, &no_outputs);
     if (st != KILN_OK)
         return st;
     kiln_update_begin(&dp->update, m);
@@ -630,7 +632,10 @@ static kiln_status dp_eval_step(void *impl, const kiln_batch *b, double *sums)
     dp_strategy *dp = impl;
     kiln_batch held;
     float *no_outputs;
-    kiln_status st = hold_batch(dp, b, NULL, &held, &no_outputs);
+    /* Before anything a stalled replica's thread may still read. */
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, NULL, &held, &no_outputs);
     if (st != KILN_OK)
         return st;
     split(dp, &held, NULL, JOB_EVAL);
@@ -646,7 +651,9 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     dp_strategy *dp = impl;
     kiln_batch held;
     float *into;
-    kiln_status st = hold_batch(dp, b, outputs, &held, &into);
+    kiln_status st = kiln_crew_check(dp->crew);
+    if (st == KILN_OK)
+        st = hold_batch(dp, b, outputs, &held, &into);
     if (st != KILN_OK)
         return st;
     split(dp, &held, into, JOB_PREDICT);
@@ -953,7 +960,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
         }
     }
     if (st == KILN_OK)
-        st = kiln_crew_create(ctx, mode == DP_ONE_DEVICE ? 0 : n, &dp->crew);
+        st = kiln_crew_create(ctx, n, &dp->crew);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_buckets(dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)

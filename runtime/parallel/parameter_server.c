@@ -363,6 +363,18 @@ static kiln_status ps_set_slots(void *impl, const float *const *slots)
     return st;
 }
 
+static kiln_status ps_set_optimizer_steps(void *impl, int64_t steps)
+{
+    ps *p = impl;
+    const kiln_status st = wait_idle(p);
+    pthread_mutex_lock(&p->store_lock);
+    p->version = steps;
+    pthread_mutex_unlock(&p->store_lock);
+    for (int k = 0; k < p->n; k++)
+        p->w[k].pulled = -1;   /* a version number no longer names what it holds */
+    return st;
+}
+
 static int32_t ps_replica_count(void *impl)
 {
     return ((ps *)impl)->n;
@@ -470,5 +482,5 @@ const kiln_strategy_ops kiln_strategy_parameter_server = {
     .train_step = ps_train_step, .eval_step = ps_eval_step, .predict_step = ps_predict_step,
     .get_params = ps_get_params, .set_params = ps_set_params, .replica_count = ps_replica_count,
     .replica = ps_replica_at, .stats = ps_stats, .get_slots = ps_get_slots,
-    .set_slots = ps_set_slots, .drain = ps_drain,
+    .set_slots = ps_set_slots, .drain = ps_drain, .set_optimizer_steps = ps_set_optimizer_steps,
 };

@@ -39,7 +39,6 @@ typedef struct psm {
     kiln_replica *r;              /* this process's device (rank 0: for inference) */
     float *msg;                   /* n_param_floats + 3: gradient, state, loss sums (a
                                    * store: the whole store at a drain); this thread's alone */
-    int64_t counter;              /* batches fit handed out this epoch */
     double reported[KILN_N_SUMS];  /* this rank's sums given to fit this epoch */
     /* the store (rank 0) */
     float *params, *slots[KILN_MAX_OPTIMIZER_SLOTS];
@@ -88,8 +87,7 @@ static kiln_status release_deferred(psm *p)
     kiln_status st = KILN_OK;
     const int64_t low = slowest(p);
     for (int w = 0; w < p->workers && st == KILN_OK; w++)
-        if (p->deferred[w] &&
-            (low == INT64_MAX || p->clock[w] - low <= p->m->placement.max_staleness))
+        if (p->deferred[w] && (low == INT64_MAX || p->clock[w] - low <= p->m->placement.max_staleness))
             st = reply(p, w);
     return st;
 }
@@ -180,7 +178,7 @@ static void psm_shard(void *impl, int train, int64_t ahead, int32_t n, int32_t *
                       int32_t *count)
 {
     const psm *p = impl;
-    const int64_t idx = p->counter + ahead;
+    const int64_t idx = p->m->training.epoch_step + ahead;
     *first = 0;
     *count = !train || (p->rank >= p->stores && idx % p->workers == p->rank - p->stores) ? n
                                                                                        : 0;
@@ -190,7 +188,9 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
 {
     psm *p = impl;
     kiln_model *m = p->m;
-    const int64_t idx = p->counter++;
+    /* The batch's place in its epoch (fit's, so that a resumed epoch deals
+     * its batches to the workers as the whole epoch would have). */
+    const int64_t idx = m->training.epoch_step;
     memset(sums, 0, KILN_N_SUMS * sizeof *sums);
     if (p->rank < p->stores || idx % p->workers != p->rank - p->stores)
         return KILN_OK;   /* another worker's batch (or a store) */
@@ -225,8 +225,7 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
         p->slice[hi - lo] = (float)s[0];
         p->slice[hi - lo + 1] = (float)s[1];
         p->slice[hi - lo + 2] = (float)b->n;
-        st =
-            kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->placement.step_timeout);
+        st = kiln_mpi_send(p->mpi, k, TAG_PUSH, p->slice, hi - lo + 3, 0, m->placement.step_timeout);
     }
     for (int k = 0; k < p->stores && st == KILN_OK; k++)   /* each shard, after this push */
         st = kiln_mpi_receive(p->mpi, k, TAG_PARAMS, p->msg + p->bound[k],
@@ -315,7 +314,6 @@ static kiln_status psm_drain(void *impl, double *sums)
     }
     if (st == KILN_OK)
         st = kiln_replica_write_params(p->r, p->msg);
-    p->counter = 0;
     m->training.n_optimizer_steps = version;   /* the store's at the epoch's end (workers: 0) */
     return st;
 }
@@ -391,6 +389,16 @@ static kiln_status psm_get_slots(void *impl, float *const *slots)
 static kiln_status psm_set_slots(void *impl, const float *const *slots)
 {
     return psm_slots(impl, (float *const *)slots, 0);
+}
+
+static kiln_status psm_set_optimizer_steps(void *impl, int64_t steps)
+{
+    psm *p = impl;
+    pthread_mutex_lock(&p->lock);
+    if (p->rank < p->stores)
+        p->version = steps;
+    pthread_mutex_unlock(&p->lock);
+    return KILN_OK;
 }
 
 static int32_t psm_replica_count(void *impl)
@@ -542,5 +550,5 @@ const kiln_strategy_ops kiln_strategy_parameter_server_mpi = {
     .get_params = psm_get_params, .set_params = psm_set_params, .replica_count = psm_replica_count,
     .replica = psm_replica_at, .stats = psm_stats, .get_slots = psm_get_slots,
     .set_slots = psm_set_slots, .drain = psm_drain,
-    .shard = psm_shard,
+    .set_optimizer_steps = psm_set_optimizer_steps, .shard = psm_shard,
 };

@@ -502,6 +502,8 @@ static kiln_status load(kiln_model *m, const char *path, int full)
                                               (const float *const *)slots);
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 1);
+    if (st == KILN_OK && full && m->placement.strategy->set_optimizer_steps)
+        st = m->placement.strategy->set_optimizer_steps(m->placement.strategy_impl, m->training.n_optimizer_steps);
     kiln_free(ctx, flat);
     kiln_st_free(&f);
     return st;

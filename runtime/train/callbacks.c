@@ -2,6 +2,7 @@
  * ReduceLROnPlateau, ModelCheckpoint, LearningRateScheduler, CSVLogger and
  * TerminateOnNaN, with Keras's rules (keras/src/callbacks). */
 #include "runtime/train/callbacks.h"
+#include "runtime/train/stop.h"
 
 #include "runtime/saving/checkpoint.h"
 #include "runtime/model/loss.h"
@@ -149,8 +150,7 @@ static void list_values(kiln_callbacks *c, int validation)
             char name[80];
             snprintf(name, sizeof name, "%s_loss", c->m->graph.nodes[c->m->graph.outputs[k]].name);
             add_value(c, prefix, name, at + offsetof(kiln_output_metrics, loss), 0);
-            snprintf(name, sizeof name, "%s_accuracy",
-                     c->m->graph.nodes[c->m->graph.outputs[k]].name);
+            snprintf(name, sizeof name, "%s_accuracy", c->m->graph.nodes[c->m->graph.outputs[k]].name);
             if (c->m->plan.heads[k].accuracy)
                 add_value(c, prefix, name, at + offsetof(kiln_output_metrics, accuracy), 1);
         }
@@ -604,18 +604,6 @@ int kiln_callbacks_terminate_on_nan(const kiln_callbacks *c)
     return 0;
 }
 
-void kiln_model_stop(kiln_model *m, kiln_stop_cause cause, const char *fmt, ...)
-{
-    if (m->training.stop_cause != KILN_STOP_NONE)
-        return;   /* the first reason stands */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->training.stop_reason, sizeof m->training.stop_reason, fmt, ap);
-    va_end(ap);
-    m->training.stop_cause = cause;
-    kiln_log(m->ctx, KILN_LOG_INFO, "%s", m->training.stop_reason);
-}
-
 static kiln_status call_function(kiln_callbacks *c, const callback *cb, kiln_event event,
                                  int32_t epoch, int64_t step, int64_t steps,
                                  const kiln_epoch_record *r)
@@ -641,7 +629,8 @@ static kiln_status call_function(kiln_callbacks *c, const callback *cb, kiln_eve
     if (said == KILN_CALLBACK_CONTINUE)
         return KILN_OK;
     if (said == KILN_CALLBACK_STOP) {
-        kiln_model_stop(c->m, KILN_STOP_CALLBACK, "%s stopped training %s", cb->label, when);
+        kiln_model_record_stop(c->m, KILN_STOP_CALLBACK, "%s stopped training %s", cb->label,
+                               when);
         return KILN_OK;
     }
     return kiln_error(c->m->ctx, KILN_ERROR_STOPPED, "kiln_model_fit: %s stopped training %s",
@@ -685,16 +674,17 @@ static kiln_status early_stopping(kiln_callbacks *c, callback *cb, int32_t epoch
     /* Epochs that beat the best but not the baseline do not restart the
      * wait (Keras): "did not improve" alone would deny them. */
     if (cb->wait_improved > 0)
-        kiln_model_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not improve on the "
-                        "baseline %.6g for %d epoch(s) (%d of them improved on the best, %.6g "
-                        "after epoch %d); training stopped after epoch %d", name, s->baseline,
-                        (int)cb->wait, (int)cb->wait_improved, cb->best,
-                        (int)cb->best_epoch + 1, (int)epoch + 1);
+        kiln_model_record_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not "
+                               "improve on the baseline %.6g for %d epoch(s) (%d of them "
+                               "improved on the best, %.6g after epoch %d); training stopped "
+                               "after epoch %d", name, s->baseline, (int)cb->wait,
+                               (int)cb->wait_improved, cb->best, (int)cb->best_epoch + 1,
+                               (int)epoch + 1);
     else
-        kiln_model_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not improve for "
-                        "%d epoch(s) on its best, %.6g after epoch %d; training stopped after "
-                        "epoch %d", name, (int)cb->wait, cb->best, (int)cb->best_epoch + 1,
-                        (int)epoch + 1);
+        kiln_model_record_stop(m, KILN_STOP_EARLY_STOPPING, "EarlyStopping: %s did not "
+                               "improve for %d epoch(s) on its best, %.6g after epoch %d; "
+                               "training stopped after epoch %d", name, (int)cb->wait,
+                               cb->best, (int)cb->best_epoch + 1, (int)epoch + 1);
     return st;
 }
 
@@ -834,33 +824,5 @@ kiln_status kiln_callbacks_end(kiln_callbacks *c)
                  "epoch: %d", (int)cb->best_epoch + 1);
         st = c->m->placement.strategy->set_params(c->m->placement.strategy_impl, cb->best_weights);
     }
-    return st;
-}
-
-kiln_status kiln_model_stop_reason(const kiln_model *m, kiln_stop_cause *cause, char *text,
-                                   size_t size, size_t *length)
-{
-    if (cause)
-        *cause = KILN_STOP_NONE;
-    if (length)
-        *length = 0;
-    if (!m)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    if (!text && size > 0)
-        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "kiln_model_stop_reason: text is NULL but size is %zu", size);
-    int entered;
-    const kiln_status st = kiln_model_enter_reading(m, "kiln_model_stop_reason", &entered);
-    if (st == KILN_OK) {
-        kiln_text t = {.text = text, .size = size};
-        if (size > 0)
-            text[0] = '\0';
-        kiln_text_printf(&t, "%s", m->training.stop_reason);
-        if (cause)
-            *cause = m->training.stop_cause;
-        if (length)
-            *length = t.length;
-    }
-    kiln_model_leave_reading(m, entered);
     return st;
 }

@@ -27,8 +27,8 @@ kiln_status kiln_callbacks_epoch_begin(kiln_callbacks *c, int32_t epoch);
 
 /* After a step (KILN_EVENT_BATCH_END) or an epoch (KILN_EVENT_EPOCH_END; `r`
  * is its record, in the history already): every callback in order. A stop
- * one asks for is set on the model (kiln_model_stop) for fit to act on once
- * all have run; an abort returns KILN_ERROR_STOPPED at once. */
+ * one asks for is set on the model (kiln_model_record_stop) for fit to act on
+ * once all have run; an abort returns KILN_ERROR_STOPPED at once. */
 kiln_status kiln_callbacks_notify(kiln_callbacks *c, kiln_event event, int32_t epoch,
                                   int64_t step, int64_t steps, const kiln_epoch_record *r);
 
@@ -38,10 +38,5 @@ int kiln_callbacks_terminate_on_nan(const kiln_callbacks *c);
 /* The fit went well (ran out of epochs or stopped): EarlyStopping's best
  * weights go back. */
 kiln_status kiln_callbacks_end(kiln_callbacks *c);
-
-/* Records why fit stops before its last epoch (kiln_model_stop_reason);
- * fit ends after the step or epoch that asked. */
-void kiln_model_stop(kiln_model *m, kiln_stop_cause cause, const char *fmt, ...)
-    KILN_PRINTF(3, 4);
 
 #endif

@@ -9,6 +9,7 @@
 #include "runtime/model/loss.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/report.h"
+#include "runtime/train/stop.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -243,8 +244,10 @@ typedef struct batch_source {
     share_of share;
 } batch_source;
 
+/* `stoppable`: kiln_model_stop ends a wait for the next batch. */
 static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t batch, int train,
-                               int32_t threads, int32_t prefetch, batch_source *src)
+                               int32_t threads, int32_t prefetch, int stoppable,
+                               batch_source *src)
 {
     memset(src, 0, sizeof *src);
     src->share = (share_of){.m = m, .train = train};
@@ -259,7 +262,8 @@ static kiln_status source_open(kiln_model *m, const kiln_dataset *ds, int32_t ba
                  .max_classes = m->plan.heads[0].sparse ? (int32_t)m->plan.heads[0].cols : 0,
                  .ignore = m->plan.heads[0].has_ignore ? m->plan.heads[0].ignore : -1,
                  .n_ids = m->graph.n_inputs, .ids = m->graph.ids},
-        .share = m->placement.strategy->shard ? strategy_share : NULL, .share_user = &src->share};
+        .share = m->placement.strategy->shard ? strategy_share : NULL, .share_user = &src->share,
+        .timeout = m->placement.step_timeout, .stop = stoppable ? &m->training.stop_requested : NULL};
     /* Label arrays, one per output, come to a model of several outputs. */
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         c.plan.label_classes[k] = m->plan.heads[k].sparse ? (int32_t)m->plan.heads[k].cols : 0;
@@ -290,27 +294,46 @@ static kiln_status next_batch(kiln_model *m, batch_source *src, kiln_batch *b)
     return KILN_OK;
 }
 
+/* `stoppable`: kiln_model_evaluate, which kiln_model_stop may end between
+ * batches (the metrics then cover the samples done); fit's validation runs
+ * whole, a stop asked meanwhile taking effect after the epoch. */
 static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32_t batch,
-                                    kiln_metrics *out)
+                                    int stoppable, kiln_metrics *out)
 {
     batch_source src;
-    kiln_status st = source_open(m, ds, batch, 0, 0, 0, &src);
+    kiln_status st = source_open(m, ds, batch, 0, 0, 0, stoppable, &src);
     if (st != KILN_OK)
         return st;
     kiln_epoch_order(ds->count, 0, 0, 0, src.order);
     kiln_loader_begin(src.loader, src.order, ds->count, 0, 0);
     double total[KILN_N_SUMS] = {0};
-    for (int64_t start = 0; start < ds->count && st == KILN_OK; start += batch) {
+    int64_t done = 0;
+    while (done < ds->count && st == KILN_OK) {
         kiln_batch b;
         st = next_batch(m, &src, &b);
+        char where[96];
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
+                 (long long)ds->count);
+        /* The loader's wait for the batch ended: the stop was asked. */
+        const int stopped = st == KILN_ERROR_STOPPED && stoppable &&
+                            kiln_model_stop_asked(m, "kiln_model_evaluate", where);
+        if (stopped)
+            st = KILN_OK;
+        if (st != KILN_OK || stopped)
+            break;
         double sums[KILN_N_SUMS] = {0};
-        if (st == KILN_OK)
-            st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
+        st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
         kiln_sums_add(total, sums);
+        done += st == KILN_OK ? b.n : 0;
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
+                 (long long)ds->count);
+        if (st == KILN_OK && done < ds->count && stoppable &&
+            kiln_model_stop_asked(m, "kiln_model_evaluate", where))
+            break;
     }
     source_close(m, &src);
     kiln_model_metrics(m, total, out);
-    out->samples = ds->count;
+    out->samples = done;
     return st;
 }
 
@@ -334,7 +357,7 @@ static kiln_status evaluate_entered(kiln_model *m, const kiln_dataset *ds, int32
         return st;
     kiln_metrics r;
     memset(&r, 0, sizeof r);
-    st = evaluate_dataset(m, ds, batch, &r);
+    st = evaluate_dataset(m, ds, batch, 1, &r);
     if (st == KILN_OK)
         kiln_struct_export(out, &r, sizeof r);
     return st;
@@ -345,6 +368,7 @@ kiln_status kiln_model_evaluate(kiln_model *m, const kiln_dataset *ds, int32_t b
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_evaluate");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = evaluate_entered(m, ds, batch_size, out);
         kiln_model_leave(m);
     }
@@ -389,6 +413,14 @@ static kiln_status predict_entered(kiln_model *m, const kiln_batch_arrays *input
             st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b,
                                            outputs + start * m->plan.output_size);
         kiln_packed_batch_free(m, &p);
+        const int64_t done = start + b.n;
+        char where[96];
+        snprintf(where, sizeof where, "after %lld of %lld samples", (long long)done,
+                 (long long)count);
+        /* No count goes back: outputs left unwritten must not pass for results. */
+        if (st == KILN_OK && done < count && kiln_model_stop_asked(m, call, where))
+            return kiln_error(m->ctx, KILN_ERROR_STOPPED, "%s: stopped by kiln_model_stop %s; "
+                              "the outputs of those are written, the rest are not", call, where);
     }
     return st;
 }
@@ -398,6 +430,7 @@ kiln_status kiln_model_predict(kiln_model *m, const kiln_batch_arrays *inputs, f
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_predict");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = predict_entered(m, inputs, outputs, batch_size);
         kiln_model_leave(m);
     }
@@ -549,12 +582,15 @@ static int checkpoint_due(const kiln_model *m, const kiln_fit_options *o, int at
 }
 
 /* Trains on the loader's next batch, timing the wait for input apart from
- * the step. */
-static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums)
+ * the step. `*stopped`: kiln_model_stop ended the wait, no step ran. */
+static kiln_status train_batch(kiln_model *m, batch_source *src, double *sums, int *stopped)
 {
     const double t0 = kiln_now();
     kiln_batch b;
     kiln_status st = next_batch(m, src, &b);
+    *stopped = st == KILN_ERROR_STOPPED && kiln_flag_up(&m->training.stop_requested);
+    if (*stopped)
+        return KILN_OK;
     if (st != KILN_OK)
         return st;
     memset(sums, 0, KILN_N_SUMS * sizeof *sums);
@@ -595,8 +631,8 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_cal
     snprintf(when, sizeof when, "epoch %d, step %lld", (int)epoch + 1, (long long)step + 1);
     describe_skip(sums, when, why, sizeof why);
     if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; the step was not "
-                        "applied and training stopped", why);
+        kiln_model_record_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; the step "
+                               "was not applied and training stopped", why);
         return KILN_OK;
     }
     if (skipped && !o->skip_nonfinite)
@@ -610,20 +646,6 @@ static kiln_status count_step(kiln_model *m, const kiln_fit_options *o, kiln_cal
         r->skipped_steps++;
     update_means(m, r);
     return KILN_OK;
-}
-
-static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
-                              int32_t epoch, int64_t step, int64_t steps,
-                              const kiln_epoch_record *r)
-{
-    /* The last step's checkpoint waits for the epoch's end, which writes it
-     * with the epoch in the history. */
-    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
-        const kiln_status st = save_checkpoint(m, o);
-        if (st != KILN_OK)
-            return st;
-    }
-    return kiln_callbacks_notify(cbs, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r);
 }
 
 /* Asynchronous strategies: the batches still in flight, whose loss can be
@@ -645,8 +667,8 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
                  ? "of the epoch, reported at its end" : "still in flight at its end");
     describe_skip(sums, when, why, sizeof why);
     if (skipped && !o->skip_nonfinite && kiln_callbacks_terminate_on_nan(cbs)) {
-        kiln_model_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; that batch was not "
-                        "applied and training stopped", why);
+        kiln_model_record_stop(m, KILN_STOP_TERMINATE_ON_NAN, "TerminateOnNaN: %s; that batch "
+                               "was not applied and training stopped", why);
         return KILN_OK;
     }
     if (skipped && !o->skip_nonfinite)
@@ -660,12 +682,32 @@ static kiln_status drain_in_flight(kiln_model *m, const kiln_fit_options *o,
     return KILN_OK;
 }
 
+static kiln_status after_step(kiln_model *m, const kiln_fit_options *o, kiln_callbacks *cbs,
+                              int32_t epoch, int64_t step, int64_t steps, kiln_epoch_record *r)
+{
+    /* The last step's checkpoint waits for the epoch's end, which writes it
+     * with the epoch in the history. An asynchronous strategy's batches
+     * still in flight are waited for first, so that the checkpoint holds
+     * every step up to this one (weights, optimizer state and its update
+     * count, and the epoch's sums) and nothing after: one worker then
+     * resumes it exactly. */
+    if (checkpoint_due(m, o, 0) && step + 1 < steps) {
+        kiln_status st = m->placement.strategy->drain ? drain_in_flight(m, o, cbs, epoch, 0, r)
+                                            : KILN_OK;
+        if (st == KILN_OK)
+            st = save_checkpoint(m, o);
+        if (st != KILN_OK)
+            return st;
+    }
+    return kiln_callbacks_notify(cbs, KILN_EVENT_BATCH_END, epoch, step + 1, steps, r);
+}
+
 static kiln_status validate(kiln_model *m, const kiln_fit_options *o, kiln_epoch_record *r)
 {
     if (!o->validation)
         return KILN_OK;
     kiln_metrics v;
-    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, &v);
+    const kiln_status st = evaluate_dataset(m, o->validation, o->batch_size, 0, &v);
     if (st != KILN_OK)
         return st;
     r->has_validation = 1;
@@ -710,7 +752,13 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
     update_means(m, &r);
     for (int64_t step = m->training.epoch_step; step < steps && st == KILN_OK; step++) {
         double sums[KILN_N_SUMS];
-        st = train_batch(m, src, sums);
+        int stopped;
+        st = train_batch(m, src, sums, &stopped);
+        char where[96];
+        snprintf(where, sizeof where, "at epoch %d, waiting for step %lld's batch",
+                 (int)epoch + 1, (long long)step + 1);
+        if (stopped && kiln_model_stop_asked(m, "training", where))
+            break;
         if (st == KILN_OK)
             st = count_step(m, o, cbs, epoch, step, sums, &r);
         if (st != KILN_OK || m->training.stop_cause != KILN_STOP_NONE)
@@ -718,6 +766,11 @@ static kiln_status fit_epoch(kiln_model *m, const kiln_dataset *ds, const kiln_f
         r.seconds = kiln_now() - start;
         kiln_progress_step(bar, step + 1, &r);
         st = after_step(m, o, cbs, epoch, step, steps, &r);
+        snprintf(where, sizeof where, "at epoch %d, step %lld of %lld",
+                 (int)epoch + 1, (long long)step + 1, (long long)steps);
+        const int finished = step + 1 == steps && epoch + 1 == o->epochs;
+        if (st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE && !finished)
+            kiln_model_stop_asked(m, "training", where);
         if (m->training.stop_cause != KILN_STOP_NONE)
             break;
     }
@@ -775,7 +828,8 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     if (st != KILN_OK)
         return st;
     batch_source src;
-    st = source_open(m, train, o->batch_size, 1, o->loader_threads, o->prefetch_batches, &src);
+    st = source_open(m, train, o->batch_size, 1, o->loader_threads, o->prefetch_batches, 1,
+                     &src);
     if (st != KILN_OK)
         return st;
     const int resumed = o->resume && kiln_checkpoint_folder_resume(m, o->checkpoint_dir);
@@ -806,6 +860,10 @@ static kiln_status fit_dataset(kiln_model *m, const kiln_dataset *train, kiln_fi
     for (int32_t e = first; e < last && st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE; e++) {
         st = fit_epoch(m, train, o, cbs, e, &src, &bar);
         kiln_report_epoch(report);
+        char where[64];
+        snprintf(where, sizeof where, "after epoch %d", (int)e + 1);
+        if (st == KILN_OK && m->training.stop_cause == KILN_STOP_NONE && e + 1 < last)
+            kiln_model_stop_asked(m, "training", where);
     }
     if (st != KILN_OK || (m->training.stop_cause != KILN_STOP_NONE && m->training.epoch_step != 0))
         kiln_progress_abort(&bar);   /* a line left unfinished */
@@ -856,6 +914,7 @@ kiln_status kiln_model_fit(kiln_model *m, const kiln_dataset *train,
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_fit");
     if (st == KILN_OK) {
+        kiln_model_stop_begin(m);
         st = fit_entered(m, train, options);
         kiln_model_leave(m);
     }

@@ -1,7 +1,9 @@
 /* Diagnostics (base/host.c): each thread keeps its own last message on a
- * host, a worker's bound buffer is written by that worker alone, and a
- * thread with no memory left for its own still gets its message recorded. */
+ * host, a worker's bound buffer is written by that worker alone, a thread
+ * with no memory left for its own still gets its message recorded, and a
+ * thread gives its diagnostics back when it asks, not only at exit. */
 #include "base/host.h"
+#include "counting_alloc.h"
 #include "harness.h"
 
 #include <pthread.h>
@@ -114,9 +116,54 @@ static void test_message_kept_without_memory(void)
     kiln_host_destroy(&host);
 }
 
+static long live(const counter *c)
+{
+    pthread_mutex_lock(&counter_lock);
+    const long n = c->live;
+    pthread_mutex_unlock(&counter_lock);
+    return n;
+}
+
+typedef struct release_case {
+    kiln_host *host;
+    counter *c;
+    long before, with, after;
+} release_case;
+
+static void *fail_then_release(void *arg)
+{
+    release_case *r = arg;
+    r->before = live(r->c);
+    kiln_fail(r->host, KILN_ERROR_DATA, "a message");
+    r->with = live(r->c);
+    kiln_diag_release(r->host);
+    r->after = live(r->c);
+    kiln_diag_release(r->host);   /* nothing left: no-op */
+    return NULL;
+}
+
+/* A detached loader thread lets go of its diagnostics before the context
+ * may close: kiln_diag_release frees them at once, and nothing is left for
+ * the thread's exit. */
+static void test_release_before_exit(void)
+{
+    counter c = {0};
+    kiln_host host;
+    CHECK(kiln_host_init(&host, counting_realloc, &c, NULL, NULL, KILN_LOG_ERROR) == KILN_OK);
+    release_case r = {.host = &host, .c = &c};
+    pthread_t t;
+    pthread_create(&t, NULL, fail_then_release, &r);
+    pthread_join(t, NULL);
+    CHECK(r.with == r.before + 1);
+    CHECK(r.after == r.before);
+    kiln_host_destroy(&host);
+    CHECK(live(&c) == 0);
+}
+
 int main(void)
 {
     test_threads_keep_their_own();
     test_message_kept_without_memory();
+    test_release_before_exit();
     return test_finish("test_diag");
 }

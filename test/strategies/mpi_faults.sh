@@ -1,8 +1,9 @@
 #!/bin/sh
-# Runs test_multi_worker_faults as 2 MPI processes through mpi_run.sh and
-# checks that the ranks that should survive reported the fault and tore
-# down ("rank R: ok"). Usage: mpi_faults.sh PROGRAM stall|kill
-#   stall: rank 1 stalls; both ranks must report;
+# Runs test_multi_worker_faults (or test_stop_mpi) as 2 MPI processes
+# through mpi_run.sh and checks that the ranks that should survive reported
+# the fault and tore down ("rank R: ok"). Usage: mpi_faults.sh PROGRAM MODE
+#   stall: rank 1 stalls; both ranks must report (so must they under any
+#          mode but kill: test_stop_mpi's multi_worker);
 #   kill:  rank 1 dies; rank 0 must report (Open MPI's mpirun is told not to
 #          end the job when a process dies, as a scheduler that lets the
 #          others notice would; mpirun then waits for rank 0, which the 2 s
