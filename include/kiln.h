@@ -494,6 +494,17 @@ KILN_API kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
                                 const int32_t *dims, const char *name);
 
+/** Reorders a sample's axes (Keras Permute): `dims` is a permutation of
+ *  1..rank, counting a sample's axes from 1 as Keras's does (the batch
+ *  stays first); output axis d is input axis dims[d] - 1, so {3, 1, 2}
+ *  turns (H, W, C) into (C, H, W). `rank` must be the input's rank. A
+ *  `dims` that is NULL or not such a permutation is
+ *  KILN_ERROR_INVALID_ARGUMENT, another rank KILN_ERROR_SHAPE, both
+ *  reported by kiln_model_compile naming the layer. `dims` is copied;
+ *  `name` may be NULL. ONNX export writes a Transpose. */
+KILN_API kiln_node kiln_permute(kiln_model *model, kiln_node input, int32_t rank,
+                                const int32_t *dims, const char *name);
+
 /** Joins 2..8 inputs along `axis` (Keras Concatenate): the inputs have one
  *  rank and equal dimensions but on that axis. `axis` counts the batch
  *  dimension as Keras's does: -1 (Keras's default) is the last axis, 1 a

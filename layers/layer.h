@@ -217,6 +217,10 @@ typedef struct kiln_input_args {
  * Input's (one dimension may be -1). */
 typedef kiln_input_args kiln_reshape_args;
 
+/* What the Permute builder hands its configure op: the permutation, as
+ * Input's shape (axes counted from 1). */
+typedef kiln_input_args kiln_permute_args;
+
 /* What the Concatenate builder hands its configure op: the axis as the
  * caller gave it (Keras's, counting the batch). */
 typedef struct kiln_concatenate_args {
