@@ -1,0 +1,145 @@
+/* kiln_model_import_onnx against PyTorch and ONNX Runtime: small networks
+ * that test/importer/make_models.py builds with fixed seeds and exports
+ * with torch.onnx.export (opset 17, batch norm kept and folded) are
+ * imported, and kiln's predictions on the exported inputs must equal
+ * PyTorch's outputs and ONNX Runtime's on the same file within 1e-4
+ * relative; parameters are read back by their ONNX names. Needs Debian's
+ * python3-torch (SKIP_MISSING without it) and, for the ONNX Runtime part,
+ * node with onnxruntime-node (.deps/onnxruntime). */
+#include "harness.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PYTHON "/usr/bin/python3"
+#define TOLERANCE 1e-4
+
+static const char *root, *ort_dir;
+static char dir[64];
+
+static float *read_floats(const char *path, int64_t n)
+{
+    size_t size = 0;
+    unsigned char *data = test_read_file(path, &size);
+    if (!data || size != (size_t)n * sizeof(float)) {
+        fprintf(stderr, "%s: %zu bytes, expected %lld floats\n", path, size, (long long)n);
+        test_failures++;
+        free(data);
+        return NULL;
+    }
+    return (float *)data;
+}
+
+static void compile(kiln_context *ctx, kiln_model *m)
+{
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                                     .optimizer = &sgd};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+}
+
+/* ONNX Runtime's output of the model on its input, or NULL when it cannot
+ * run here (noted as a missing part). */
+static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out)
+{
+    if (!ort_dir || access(ort_dir, F_OK) != 0 || system("node --version > /dev/null 2>&1")) {
+        test_missing_part("node with onnxruntime-node (tools/install_onnxruntime.sh)");
+        return NULL;
+    }
+    char cmd[2048], out[256];
+    snprintf(out, sizeof out, "%s/%s.ort", dir, name);
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/saving/"
+                      "onnx_run.js' '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, dir, name,
+                      dir, name, out);
+    for (int d = 0; d < rank; d++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %lld", (long long)dims[d]);
+    snprintf(cmd + at, sizeof cmd - (size_t)at, " > /dev/null");
+    if (system(cmd) != 0) {
+        fprintf(stderr, "%s: ONNX Runtime failed: %s\n", name, cmd);
+        test_failures++;
+        return NULL;
+    }
+    return read_floats(out, n_out);
+}
+
+/* One network of models.txt: import, predict, compare. */
+static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
+                          int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    compile(ctx, m);
+    int64_t n_in = 1;
+    for (int d = 0; d < rank; d++)
+        n_in *= dims[d];
+    snprintf(path, sizeof path, "%s/%s.in", dir, name);
+    float *x = read_floats(path, n_in);
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    float *want = read_floats(path, n_out);
+    float *got = calloc((size_t)n_out, sizeof *got);
+    if (x && want)
+        CHECK_OK(ctx, kiln_model_predict(m, x, dims[0], got, 0));
+    char what[128];
+    snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
+    test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    float *ort = run_ort(name, rank, dims, n_out);
+    if (ort) {
+        snprintf(what, sizeof what, "%s: kiln against ONNX Runtime", name);
+        test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    }
+    free(ort);
+    free(x);
+    free(want);
+    free(got);
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    root = getenv("KILN_SOURCE_ROOT");
+    ort_dir = getenv("KILN_ONNXRUNTIME_DIR");
+    if (!root)
+        SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
+    snprintf(dir, sizeof dir, "/tmp/kiln_import_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PYTHON " '%s/test/importer/make_models.py' '%s'", root, dir);
+    const int rc = system(cmd);
+    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) == 77)
+        SKIP_MISSING("PyTorch for " PYTHON " (Debian: python3-torch)");
+    CHECK(WEXITSTATUS(rc) == 0);
+    kiln_context *ctx = test_context(1);
+    if (!ctx)
+        return 1;
+    char list[128];
+    snprintf(list, sizeof list, "%s/models.txt", dir);
+    FILE *f = fopen(list, "r");
+    CHECK(f != NULL);
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char name[64];
+        int64_t dims[KILN_MAX_RANK + 1], n_out = 0;
+        int rank = 0, used = 0;
+        if (sscanf(line, "%63s%n", name, &used) != 1)
+            continue;
+        const char *at = line + used;
+        while (rank <= KILN_MAX_RANK && sscanf(at, " %lld%n", (long long *)&dims[rank], &used) == 1) {
+            rank++;
+            at += used;
+        }
+        CHECK(sscanf(at, " : %lld", (long long *)&n_out) == 1);
+        check_network(ctx, name, rank, dims, n_out);
+    }
+    if (f)
+        fclose(f);
+    kiln_context_destroy(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_import");
+}
