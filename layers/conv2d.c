@@ -270,8 +270,7 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     const int64_t dims[4] = {f, c, kh, kw};
     const char *args[3] = {
         kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
-        kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/kernel", g->layers[i].name), 4, dims,
-                             oihw),
+        kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 4, dims, oihw),
         o.no_bias ? NULL : kiln_onnx_param_initializer(g, i, "bias")};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, "Conv", args, o.no_bias ? 2 : 3, out);

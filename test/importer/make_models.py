@@ -4,8 +4,9 @@ Debian's /usr/bin/python3, which has torch 1.13):
     make_models.py OUTDIR
 
 For each network NAME it writes OUTDIR/NAME.onnx, OUTDIR/NAME.in (the
-input, float32, little-endian, NCHW as the graph declares it) and
-OUTDIR/NAME.out (PyTorch's output on it), and lists them in
+input, float32, little-endian, NCHW as the graph declares it),
+OUTDIR/NAME.out (PyTorch's output on it) and a few parameters as
+OUTDIR/NAME.PARAMETER (conv1.weight, bn1.running_var, fc.weight), and lists them in
 OUTDIR/models.txt as "NAME N D1 D2 ... : OUTPUTS" lines. Exits 77 when
 torch is missing. Fixed seeds: the same files every run."""
 import os
@@ -111,6 +112,9 @@ def export(outdir, name, model, shape, **kwargs):
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
     write(os.path.join(outdir, name + ".in"), x)
+    for pname, value in model.state_dict().items():   # read back by name
+        if pname in ("conv1.weight", "bn1.running_var", "fc.weight"):
+            write(os.path.join(outdir, "%s.%s" % (name, pname)), value)
     write(os.path.join(outdir, name + ".out"), y)
     return "%s %s : %d\n" % (name, " ".join(str(d) for d in shape), y.numel())
 

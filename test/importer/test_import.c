@@ -14,6 +14,8 @@
 #define PYTHON "/usr/bin/python3"
 #define TOLERANCE 1e-4
 
+static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out);
+
 static const char *root, *ort_dir;
 static char dir[64];
 
@@ -63,6 +65,75 @@ static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n
     return read_floats(out, n_out);
 }
 
+/* The CNN's parameters by their ONNX names: the batch norm's variance as
+ * PyTorch had it, the Conv weight (OIHW there) as kiln's (kh, kw, C, F),
+ * the Linear's (out, in) as kiln's (in, out). */
+static void check_parameters(kiln_context *ctx, kiln_model *m, const char *name)
+{
+    char path[256];
+    float var[8], conv[8 * 3 * 3 * 3], fc[5 * 12];
+    snprintf(path, sizeof path, "%s/%s.bn1.running_var", dir, name);
+    float *want = read_floats(path, 8);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "bn1.running_var", var, 8));
+    test_close("bn1.running_var", 40, var, want, sizeof(float), 8, TEST_PER_VALUE, 0);
+    free(want);
+    snprintf(path, sizeof path, "%s/%s.conv1.weight", dir, name);
+    float *oihw = read_floats(path, 8 * 3 * 3 * 3);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "conv1.weight", conv, 8 * 3 * 3 * 3));
+    float hwio[8 * 3 * 3 * 3];
+    for (int o = 0; oihw && o < 8; o++)
+        for (int i = 0; i < 3; i++)
+            for (int y = 0; y < 3; y++)
+                for (int x = 0; x < 3; x++)
+                    hwio[((y * 3 + x) * 3 + i) * 8 + o] = oihw[((o * 3 + i) * 3 + y) * 3 + x];
+    test_close("conv1.weight", 40, conv, oihw ? hwio : NULL, sizeof(float), 8 * 27,
+               TEST_PER_VALUE, 0);
+    free(oihw);
+    snprintf(path, sizeof path, "%s/%s.fc.weight", dir, name);
+    float *out_in = read_floats(path, 5 * 12);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "fc.weight", fc, 5 * 12));
+    float in_out[5 * 12];
+    for (int o = 0; out_in && o < 5; o++)
+        for (int i = 0; i < 12; i++)
+            in_out[i * 5 + o] = out_in[o * 12 + i];
+    test_close("fc.weight", 40, fc, out_in ? in_out : NULL, sizeof(float), 60, TEST_PER_VALUE,
+               0);
+    free(out_in);
+}
+
+/* The imported model exported again: its initializers keep their ONNX
+ * names in ONNX's layouts (ONNX's checker and a Conv weight of OIHW), and
+ * ONNX Runtime on the export gives kiln's predictions. */
+static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int rank,
+                         const int64_t *dims, const float *got, int64_t n_out)
+{
+    char path[256], cmd[1024];
+    snprintf(path, sizeof path, "%s/%s.kiln.onnx", dir, name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    snprintf(cmd, sizeof cmd, PYTHON " -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+             "onnx.checker.check_model(m); d = {i.name: list(i.dims) for i in "
+             "m.graph.initializer}; sys.exit(0 if d.get(\"conv1.weight\") == [8, 3, 3, 3] and "
+             "\"bn1.running_var\" in d else 1)' '%s'", path);
+    if (strcmp(name, "cnn") == 0 && system(cmd) != 0) {
+        fprintf(stderr, "%s: the export lacks conv1.weight (8, 3, 3, 3) or bn1.running_var\n",
+                name);
+        test_failures++;
+    }
+    char export_name[128];
+    snprintf(export_name, sizeof export_name, "%s.kiln", name);
+    char in_from[256], in_to[256];
+    snprintf(in_from, sizeof in_from, "%s/%s.in", dir, name);
+    snprintf(in_to, sizeof in_to, "%s/%s.kiln.in", dir, name);
+    CHECK(link(in_from, in_to) == 0);
+    float *ort = run_ort(export_name, rank, dims, n_out);
+    if (ort) {
+        char what[128];
+        snprintf(what, sizeof what, "%s: its export in ONNX Runtime", name);
+        test_close(what, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    }
+    free(ort);
+}
+
 /* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
@@ -93,6 +164,9 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
     }
     free(ort);
+    if (strcmp(name, "cnn") == 0)
+        check_parameters(ctx, m, name);
+    check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);
     free(want);
     free(got);
