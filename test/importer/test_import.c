@@ -134,6 +134,29 @@ static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int
     free(ort);
 }
 
+/* The imported model saved as a model file and loaded: the same
+ * predictions, its parameters still under their ONNX names. */
+static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
+                             const float *x, int64_t count, const float *got, int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.kiln", dir, name);
+    CHECK_OK(ctx, kiln_model_save(m, path));
+    kiln_model *back = NULL;
+    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &back));
+    if (!back)
+        return;
+    float *again = calloc((size_t)n_out, sizeof *again);
+    CHECK_OK(ctx, kiln_model_predict(back, x, count, again, 0));
+    char what[128];
+    snprintf(what, sizeof what, "%s: saved and loaded", name);
+    test_close(what, 40, again, got, sizeof(float), n_out, TEST_PER_VALUE, 0);
+    float var[8];
+    CHECK_OK(ctx, kiln_model_get_tensor(back, "bn1.running_var", var, 8));
+    free(again);
+    kiln_model_destroy(back);
+}
+
 /* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
@@ -164,8 +187,10 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
     }
     free(ort);
-    if (strcmp(name, "cnn") == 0)
+    if (strcmp(name, "cnn") == 0) {
         check_parameters(ctx, m, name);
+        check_model_file(ctx, m, name, x, dims[0], got, n_out);
+    }
     check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);
     free(want);
