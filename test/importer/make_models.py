@@ -119,6 +119,30 @@ def export(outdir, name, model, shape, **kwargs):
     return "%s %s : %d\n" % (name, " ".join(str(d) for d in shape), y.numel())
 
 
+def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
+    """PyTorch's SGD steps on one fixed batch in train mode (batch norm on
+    batch statistics), MSE against fixed targets, from the exported
+    weights: NAME.target, and after the steps NAME.trained.PARAMETER for
+    the parameters and statistics write() lists."""
+    torch.manual_seed(11)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        target = torch.randn_like(model(x))
+    write(os.path.join(outdir, name + ".train_in"), x)
+    write(os.path.join(outdir, name + ".target"), target)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+    for pname, value in model.state_dict().items():
+        if pname in ("conv1.weight", "bn1.running_var", "bn1.running_mean", "bn1.weight",
+                     "fc.weight"):
+            write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -135,6 +159,8 @@ def main():
         model = make()
         randomise_statistics(model)
         lines.append(export(outdir, name, model, shape, **kwargs))
+        if name == "cnn":
+            train_steps(outdir, name, model, shape)
     with open(os.path.join(outdir, "models.txt"), "w") as f:
         f.writelines(lines)
 

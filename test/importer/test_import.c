@@ -157,6 +157,80 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
     kiln_model_destroy(back);
 }
 
+/* Training from the imported weights: 3 SGD steps (learning rate 0.1, no
+ * shuffling) on one batch with MSE, batch norm on batch statistics, against
+ * PyTorch's steps on the same batch (make_models.py's train_steps); the
+ * parameters and moving statistics after them compared by name. */
+static void check_training(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
+                           int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.1f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    int64_t n_in = 1;
+    for (int d = 0; d < rank; d++)
+        n_in *= dims[d];
+    snprintf(path, sizeof path, "%s/%s.train_in", dir, name);
+    float *x = read_floats(path, n_in);
+    snprintf(path, sizeof path, "%s/%s.target", dir, name);
+    float *y = read_floats(path, n_out);
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = dims[0], .feature_rank = rank - 1,
+                          .features = x, .label_kind = KILN_LABELS_DENSE,
+                          .label_size = (int32_t)(n_out / dims[0]), .dense_labels = y};
+    for (int k = 1; k < rank; k++)
+        d.feature_dims[k - 1] = (int32_t)dims[k];
+    kiln_dataset *ds = NULL;
+    if (x && y)
+        CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 3,
+                                 .batch_size = (int32_t)dims[0], .no_shuffle = 1,
+                                 .verbosity = KILN_VERBOSE_SILENT};
+    static const char *const params[] = {"conv1.weight", "bn1.weight", "bn1.running_mean",
+                                         "bn1.running_var", "fc.weight"};
+    static const int64_t sizes[] = {8 * 27, 8, 8, 8, 60};
+    float before[5][8 * 27];
+    for (int p = 0; p < 5; p++)
+        CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], before[p], sizes[p]));
+    if (ds)
+        CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    for (int p = 0; p < 5; p++) {
+        float got[8 * 27], fixed[8 * 27];
+        snprintf(path, sizeof path, "%s/%s.trained.%s", dir, name, params[p]);
+        float *want = read_floats(path, sizes[p]);
+        CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], got, sizes[p]));
+        CHECK(memcmp(got, before[p], (size_t)sizes[p] * sizeof *got) != 0);   /* trained */
+        const float *cmp = want;
+        if (want && p == 0) {   /* OIHW to kiln's (kh, kw, C, F) */
+            for (int o = 0; o < 8; o++)
+                for (int i = 0; i < 3; i++)
+                    for (int k = 0; k < 9; k++)
+                        fixed[(k * 3 + i) * 8 + o] = want[(o * 3 + i) * 9 + k];
+            cmp = fixed;
+        } else if (want && p == 4) {   /* (out, in) to (in, out) */
+            for (int o = 0; o < 5; o++)
+                for (int i = 0; i < 12; i++)
+                    fixed[i * 5 + o] = want[o * 12 + i];
+            cmp = fixed;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s trained: %s", name, params[p]);
+        test_close(what, 40, got, cmp, sizeof(float), sizes[p], TEST_PER_VALUE, TOLERANCE);
+        free(want);
+    }
+    kiln_dataset_destroy(ds);
+    free(x);
+    free(y);
+    kiln_model_destroy(m);
+}
+
 /* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
@@ -233,6 +307,8 @@ int main(void)
         }
         CHECK(sscanf(at, " : %lld", (long long *)&n_out) == 1);
         check_network(ctx, name, rank, dims, n_out);
+        if (strcmp(name, "cnn") == 0)
+            check_training(ctx, name, rank, dims, n_out);
     }
     if (f)
         fclose(f);
