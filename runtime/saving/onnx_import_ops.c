@@ -14,6 +14,8 @@
 #include <string.h>
 
 #define CALL KILN_IMPORT_CALL
+/* The batch in a folded shape (Shape of a computed value): not a size. */
+#define BATCH INT64_MIN
 
 typedef kiln_status (*op_handler)(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
@@ -375,7 +377,8 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
     int unknown = 0;
     for (int64_t d = 1; d < rank; d++)
         unknown += shape->ints[d] == -1;
-    if (!(shape->ints[0] == 0 || (shape->ints[0] == -1 && !unknown)))
+    const int64_t first = shape->ints[0] == BATCH ? 0 : shape->ints[0];
+    if (!(first == 0 || (first == -1 && !unknown)))
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): shape[0] "
                           "is %lld; kiln keeps the batch first (0, or -1 with the other "
                           "dimensions known)", name, (long long)shape->ints[0]);
@@ -416,6 +419,187 @@ static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
                               "yet)", name, (long long)k, (long long)pads->ints[k]);
     const kiln_node node = kiln_activation_layer(im->m, v->node, KILN_ACTIVATION_LINEAR, name);
     return made(im, n, node, v->cl, v);
+}
+
+/* ---- shape arithmetic, folded --------------------------------------------
+ * torch.onnx.export writes x.view(x.size(0), -1) as Shape -> Gather ->
+ * Unsqueeze -> Concat -> Reshape. The shapes are known but the batch, so
+ * these fold into constants, the batch a marker that Reshape reads as 0. */
+
+
+/* A new integer constant of `rank` (dims) whose `count` values the caller
+ * writes at *ints. */
+static kiln_import_value *int_constant(kiln_importer *im, const char *name, int rank,
+                                       const int64_t *dims, int64_t count, int64_t **ints_out)
+{
+    int64_t *ints = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *ints);
+    kiln_import_value *v = ints ? kiln_import_add_value(im, name) : NULL;
+    *ints_out = ints;
+    if (!v)
+        return NULL;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++)
+        v->dims[d] = dims[d];
+    v->ints = ints;
+    return v;
+}
+
+/* Input k of n as an integer constant, or NULL after the error. */
+static const kiln_import_value *int_input(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                          size_t k, kiln_status *st)
+{
+    const kiln_import_value *v = k < n->n_input ? kiln_import_find(im, n->input[k]) : NULL;
+    if (v && !v->computed && v->ints)
+        return v;
+    *st = kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input %zu must "
+                     "be an integer constant (kiln folds shape arithmetic on known shapes)",
+                     kiln_import_node_name(n), n->op_type, k);
+    return NULL;
+}
+
+static int64_t count_of(const kiln_import_value *v)
+{
+    int64_t c = 1;
+    for (int d = 0; d < v->rank; d++)
+        c *= v->dims[d];
+    return c;
+}
+
+static kiln_status no_attrs_but(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                const char *allowed)
+{
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (!allowed || strcmp(n->attribute[k]->name, allowed) != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): "
+                              "attribute '%s' is not supported", kiln_import_node_name(n),
+                              n->op_type, n->attribute[k]->name);
+    return KILN_OK;
+}
+
+static kiln_status import_shape(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v = kiln_import_find(im, n->input[0]);
+    kiln_status st = no_attrs_but(im, n, NULL);
+    if (st != KILN_OK)
+        return st;
+    const int64_t rank = v->rank;
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], 1, &rank, rank, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    for (int d = 0; d < v->rank; d++)
+        ints[d] = v->computed && d == 0 ? BATCH : v->dims[d];
+    return KILN_OK;
+}
+
+static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_status st = no_attrs_but(im, n, "axis");
+    const kiln_import_value *data = st == KILN_OK ? int_input(im, n, 0, &st) : NULL;
+    const kiln_import_value *idx = data ? int_input(im, n, 1, &st) : NULL;
+    if (!idx)
+        return st;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (n->attribute[k]->i != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Gather): "
+                              "attribute 'axis' is %lld; kiln folds axis 0",
+                              kiln_import_node_name(n), (long long)n->attribute[k]->i);
+    if (data->rank != 1 || idx->rank > 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Gather): kiln "
+                          "folds a 1-D constant indexed by a scalar or 1-D constant",
+                          kiln_import_node_name(n));
+    const int64_t count = count_of(idx);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], idx->rank, idx->dims, count, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = idx->ints[k];
+        if (i < 0)
+            i += data->dims[0];
+        if (i < 0 || i >= data->dims[0])
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Gather): index "
+                              "%lld of %lld values", kiln_import_node_name(n),
+                              (long long)idx->ints[k], (long long)data->dims[0]);
+        ints[k] = data->ints[i];
+    }
+    return KILN_OK;
+}
+
+static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_status st = KILN_OK;
+    const kiln_import_value *data = int_input(im, n, 0, &st);
+    if (!data)
+        return st;
+    const int64_t *axes;
+    int64_t n_axes;
+    if (im->opset < 13) {
+        const KilnOnnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
+        if (!a || strcmp(a->name, "axes") != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Unsqueeze): "
+                              "kiln reads attribute 'axes' only", kiln_import_node_name(n));
+        axes = a->ints;
+        n_axes = (int64_t)a->n_ints;
+    } else {
+        const kiln_import_value *a = (st = no_attrs_but(im, n, NULL)) == KILN_OK
+                                         ? int_input(im, n, 1, &st) : NULL;
+        if (!a)
+            return st;
+        axes = a->ints;
+        n_axes = count_of(a);
+    }
+    const int64_t rank = data->rank + n_axes;
+    if (rank > KILN_MAX_RANK + 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Unsqueeze): %lld "
+                          "dimensions", kiln_import_node_name(n), (long long)rank);
+    int64_t dims[KILN_MAX_RANK + 1];
+    int one[KILN_MAX_RANK + 1] = {0};
+    for (int64_t k = 0; k < n_axes; k++) {
+        const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (a < 0 || a >= rank || one[a])
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Unsqueeze): axis "
+                              "%lld", kiln_import_node_name(n), (long long)axes[k]);
+        one[a] = 1;
+    }
+    for (int64_t d = 0, from = 0; d < rank; d++)
+        dims[d] = one[d] ? 1 : data->dims[from++];
+    const int64_t count = count_of(data);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], (int)rank, dims, count, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    memcpy(ints, data->ints, (size_t)count * sizeof *ints);
+    return KILN_OK;
+}
+
+/* Concat of 1-D integer constants folds; of computed values it is the
+ * concatenate kind's. */
+static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    int constants = 1;
+    int64_t total = 0;
+    for (size_t k = 0; k < n->n_input && constants; k++) {
+        const kiln_import_value *v = kiln_import_find(im, n->input[k]);
+        constants = v && !v->computed && v->ints && v->rank == 1;
+        total += constants ? v->dims[0] : 0;
+    }
+    if (!constants)
+        return import_kind(im, n, &kiln_layer_concatenate, NULL);
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "axis") != 0 ||
+            (n->attribute[k]->i != 0 && n->attribute[k]->i != -1))
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Concat): "
+                              "attribute '%s' is %lld; constant 1-D values join on axis 0",
+                              kiln_import_node_name(n), n->attribute[k]->name,
+                              (long long)n->attribute[k]->i);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], 1, &total, total, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    int64_t at = 0;
+    for (size_t k = 0; k < n->n_input; k++) {
+        const kiln_import_value *v = kiln_import_find(im, n->input[k]);
+        memcpy(ints + at, v->ints, (size_t)v->dims[0] * sizeof *v->ints);
+        at += v->dims[0];
+    }
+    return KILN_OK;
 }
 
 /* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
@@ -462,12 +646,15 @@ static const struct {
     {.op = "Softmax", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .kind = &kiln_layer_add},
-    {.op = "Concat", .kind = &kiln_layer_concatenate},
+    {.op = "Concat", .handler = import_concat},
     {.op = "Identity", .handler = import_identity},
     {.op = "Constant", .handler = import_constant},
     {.op = "Flatten", .handler = import_flatten},
     {.op = "Reshape", .handler = import_reshape},
     {.op = "Pad", .handler = import_pad},
+    {.op = "Shape", .handler = import_shape},
+    {.op = "Gather", .handler = import_gather},
+    {.op = "Unsqueeze", .handler = import_unsqueeze},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)

@@ -72,6 +72,19 @@ class Residual(nn.Module):
         return self.fc(z.reshape(-1, 8 * 5 * 5))
 
 
+class ViewNet(nn.Module):
+    """x.view(x.size(0), -1): the exporter's Shape -> Gather -> Unsqueeze ->
+    Concat -> Reshape chain, which kiln folds."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 5, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        return self.fc(x.view(x.size(0), -1))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -154,6 +167,7 @@ def main():
         ("flatten", FlattenNet, (2, 2, 8, 6), preserve),
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
+        ("view", ViewNet, (2, 3, 4, 5), preserve),
     ]:
         torch.manual_seed(7)
         model = make()
