@@ -207,6 +207,12 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
                           n->op_type, t->name, (long long)size, spec->name,
                           kiln_shape_str(&spec->shape, s, sizeof s));
     }
+    /* kiln_weight_info holds names of up to 95 bytes. */
+    if (strlen(t->name) >= sizeof ((kiln_weight_info *)0)->name)
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): initializer "
+                          "'%s' has a name of %zu bytes; kiln keeps parameter names of up to "
+                          "%zu", kiln_import_node_name(n), n->op_type, t->name, strlen(t->name),
+                          sizeof ((kiln_weight_info *)0)->name - 1);
     if (v->param_of)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": initializer '%s' is used by node "
                           "'%s' and node '%s'; kiln cannot tie parameters (give each node its "
@@ -242,6 +248,8 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
     kiln_import_value *first;
     st = computed(im, n, 0, &first);
+    if (st != KILN_OK)
+        return st;
     const int cl = imp.want == KILN_ONNX_WANT_ANY ? first->cl
                                                   : imp.want == KILN_ONNX_WANT_CHANNELS_LAST;
     kiln_node inputs[KILN_MAX_INPUTS];

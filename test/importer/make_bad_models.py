@@ -94,6 +94,20 @@ def main():
                 f.write(b"\0" * 4 + data[:length])
         save(out, name, graph(inits=[init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), t,
                                      init("fc_b", (3,), 4)]))
+    # A Relu of an initializer: kiln takes computed values there.
+    nodes = [helper.make_node("Relu", ["w"], ["rw"], name="relu_of_weight"),
+             helper.make_node("Conv", ["x", "rw", "b"], ["c"], name="conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "constant_input", graph(nodes=nodes))
+    # A parameter name longer than kiln keeps (95 bytes).
+    long_name = "w" * 120
+    nodes = [helper.make_node("Conv", ["x", long_name, "b"], ["c"], name="conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
+                                                     init("b", (3,), 2), init("fc_w", (3, 12), 3),
+                                                     init("fc_b", (3,), 4)]))
     # Two Gemms reading one weight directly: a tied parameter.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])

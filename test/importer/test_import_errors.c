@@ -175,6 +175,23 @@ int main(void)
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'conv'", "'dilations'", "(1, 1)");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
+    refused(ctx, "constant_input", KILN_ERROR_UNSUPPORTED, "'relu_of_weight'", "constant",
+            NULL);
+    refused(ctx, "long_name", KILN_ERROR_UNSUPPORTED, "name of 120 bytes", "95", NULL);
+    /* Bad arguments and options. */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "path is NULL",
+                kiln_model_import_onnx(ctx, NULL, NULL, &m));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "out is NULL",
+                kiln_model_import_onnx(ctx, file("good"), NULL, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "data is NULL",
+                kiln_model_import_onnx_buffer(ctx, NULL, 10, NULL, &m));
+    const kiln_import_options no_dims = {.struct_size = sizeof no_dims, .n_dims = 1};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "dims",
+                kiln_model_import_onnx(ctx, file("good"), &no_dims, &m));
+    const kiln_import_options tiny = {.struct_size = 4};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "struct_size",
+                kiln_model_import_onnx(ctx, file("good"), &tiny, &m));
+    CHECK(m == NULL);
     names(ctx);
     copies(ctx);
     external(ctx);
