@@ -45,7 +45,7 @@ kiln_status kiln_onnx_check_attrs(kiln_onnx_import *imp, const char *known)
         const size_t len = strlen(a->name);
         const char *at = known;
         int found = 0;
-        while (!found && (at = strstr(at, a->name)) != NULL) {
+        while (!found && len && (at = strstr(at, a->name)) != NULL) {
             found = (at == known || at[-1] == ',') && at[len] == ':' &&
                     at[len + 1] == kinds[a->kind];
             at += len;

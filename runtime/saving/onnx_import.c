@@ -226,9 +226,40 @@ static kiln_status check_versions(kiln_importer *im, const KilnOnnx__ModelProto 
     return KILN_OK;
 }
 
+/* The names ONNX requires (protobuf leaves an absent one NULL). */
+static kiln_status check_names(kiln_importer *im, const KilnOnnx__GraphProto *g)
+{
+    const char *missing = NULL;
+    size_t at = 0;
+    for (size_t k = 0; !missing && k < g->n_initializer; k++) {
+        missing = g->initializer[k]->name ? NULL : "initializer";
+        at = k;
+    }
+    for (size_t k = 0; !missing && k < g->n_input; k++) {
+        missing = g->input[k]->name ? NULL : "graph input";
+        at = k;
+    }
+    for (size_t k = 0; !missing && k < g->n_output; k++) {
+        missing = g->output[k]->name ? NULL : "graph output";
+        at = k;
+    }
+    for (size_t k = 0; !missing && k < g->n_node; k++) {
+        const KilnOnnx__NodeProto *n = g->node[k];
+        at = k;
+        missing = n->op_type ? NULL : "node's op (node)";
+        for (size_t a = 0; !missing && a < n->n_attribute; a++)
+            missing = n->attribute[a]->name ? NULL : "node's attribute (node)";
+    }
+    if (missing)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": %s %zu has no name", missing, at);
+    return KILN_OK;
+}
+
 static kiln_status import_model(kiln_importer *im, const KilnOnnx__ModelProto *model)
 {
     kiln_status st = check_versions(im, model);
+    if (st == KILN_OK)
+        st = check_names(im, model->graph);
     if (st != KILN_OK)
         return st;
     const KilnOnnx__GraphProto *g = im->g = model->graph;

@@ -69,11 +69,12 @@ static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, ki
 static kiln_status computed(kiln_importer *im, const KilnOnnx__NodeProto *n, size_t k,
                             kiln_import_value **out)
 {
-    *out = kiln_import_find(im, n->input[k]);
+    *out = k < n->n_input ? kiln_import_find(im, n->input[k]) : NULL;
     if (!*out || !(*out)->computed)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input %zu "
-                          "'%s' is a constant; kiln takes a value the graph computes there",
-                          kiln_import_node_name(n), n->op_type, k, n->input[k]);
+                          "'%s' is %s; kiln takes a value the graph computes there",
+                          kiln_import_node_name(n), n->op_type, k,
+                          k < n->n_input ? n->input[k] : "", *out ? "a constant" : "missing");
     return KILN_OK;
 }
 
@@ -688,9 +689,13 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
             return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): output "
                               "%zu '%s' is read; kiln imports a node's first output only",
                               name, op, o, n->output[o]);
-    if (n->n_input < 1 && !ops[i].handler)
+    if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !*n->input[0]))
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
                           name, op);
+    for (size_t k = 0; k < n->n_input; k++)
+        if (*n->input[k] && !kiln_import_find(im, n->input[k]))
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) reads '%s', "
+                              "which no node kiln imported makes", name, op, n->input[k]);
     if (strcmp(op, "Identity") == 0 && n->n_input != 1)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
                           "inputs", name, n->n_input);

@@ -108,6 +108,24 @@ def main():
     save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
                                                      init("b", (3,), 2), init("fc_w", (3, 12), 3),
                                                      init("fc_b", (3,), 4)]))
+    # What the importer's fuzz target found: a node without inputs, an
+    # attribute without a name, an initializer without a name.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", [], ["r"], name="no_input"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "no_input", graph(nodes=nodes))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[0, 0, 0, 0]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    nodes[0].attribute[0].name = ""
+    save(out, "unnamed_attribute", graph(nodes=nodes))
+    unnamed = init("b", (3,), 2)
+    unnamed.ClearField("name")
+    save(out, "unnamed_initializer", graph(inits=[init("w", (3, 2, 3, 3), 1), unnamed,
+                                                  init("fc_w", (3, 12), 3),
+                                                  init("fc_b", (3,), 4)]))
     # Two Gemms reading one weight directly: a tied parameter.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])

@@ -175,6 +175,10 @@ int main(void)
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'conv'", "'dilations'", "(1, 1)");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
+    refused(ctx, "no_input", KILN_ERROR_FORMAT, "'no_input'", "no input", NULL);
+    refused(ctx, "unnamed_attribute", KILN_ERROR_UNSUPPORTED, "'conv'", "attribute ''", NULL);
+    refused(ctx, "unnamed_initializer", KILN_ERROR_FORMAT, "initializer 1 has no name", NULL,
+            NULL);
     refused(ctx, "constant_input", KILN_ERROR_UNSUPPORTED, "'relu_of_weight'", "constant",
             NULL);
     refused(ctx, "long_name", KILN_ERROR_UNSUPPORTED, "name of 120 bytes", "95", NULL);
