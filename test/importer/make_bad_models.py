@@ -108,6 +108,23 @@ def main():
     save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
                                                      init("b", (3,), 2), init("fc_w", (3, 12), 3),
                                                      init("fc_b", (3,), 4)]))
+    # Dropout with its ratio as a constant input (opset 12 on): imports; a
+    # ratio of 1 does not.
+    for name, ratio in (("dropout", 0.3), ("dropout_one", 1.0)):
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+                 helper.make_node("Dropout", ["c", "ratio"], ["r"], name="drop"),
+                 helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+                 helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        save(out, name, graph(nodes=nodes, inits=[
+            init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
+            init("fc_b", (3,), 4), numpy_helper.from_array(np.array(ratio, np.float32),
+                                                           "ratio")]))
+    # LeakyRelu at PyTorch's default slope, 0.01: kiln's is 0.2.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=0.01),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "leaky_slope", graph(nodes=nodes))
     # What the importer's fuzz target found: a node without inputs, an
     # attribute without a name, an initializer without a name.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),

@@ -175,6 +175,11 @@ int main(void)
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'conv'", "'dilations'", "(1, 1)");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
+    refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
+    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
+    kiln_model_destroy(m);
     refused(ctx, "no_input", KILN_ERROR_FORMAT, "'no_input'", "no input", NULL);
     refused(ctx, "unnamed_attribute", KILN_ERROR_UNSUPPORTED, "'conv'", "attribute ''", NULL);
     refused(ctx, "unnamed_initializer", KILN_ERROR_FORMAT, "initializer 1 has no name", NULL,
