@@ -110,7 +110,8 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
         break;
     default:
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": %s has data type %d; "
-                          "kiln imports float (1), int32 (6), int64 (7) and bool (9) tensors", what, type);
+                          "kiln imports float (1), int32 (6), int64 (7) and bool (9) tensors",
+                          what, type);
     }
     if (t->n_dims > KILN_MAX_RANK + 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": %s has %zu "

@@ -9,6 +9,7 @@
 #include "harness.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PYTHON "/usr/bin/python3"
@@ -301,11 +302,15 @@ int main(void)
         if (sscanf(line, "%63s%n", name, &used) != 1)
             continue;
         const char *at = line + used;
-        while (rank <= KILN_MAX_RANK && sscanf(at, " %lld%n", (long long *)&dims[rank], &used) == 1) {
+        long long dim;
+        while (rank <= KILN_MAX_RANK && sscanf(at, " %lld%n", &dim, &used) == 1) {
+            dims[rank] = dim;
             rank++;
             at += used;
         }
-        CHECK(sscanf(at, " : %lld", (long long *)&n_out) == 1);
+        long long outputs = 0;
+        CHECK(sscanf(at, " : %lld", &outputs) == 1);
+        n_out = outputs;
         check_network(ctx, name, rank, dims, n_out);
         if (strcmp(name, "cnn") == 0)
             check_training(ctx, name, rank, dims, n_out);
