@@ -228,9 +228,9 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
     return KILN_OK;
 }
 
-/* A node whose op is one layer kind: the kind reads it. `extra` is a
- * further input (MatMul's bias), `out` the value it makes (NULL: its
- * first output). */
+/* A node whose op is one layer kind: the kind reads it, and its layer
+ * makes the node's first output. `extra` is a further input (MatMul's
+ * bias, from the Add joined to it). */
 static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
                                const kiln_layer_ops *ops, const char *extra)
 {
