@@ -559,6 +559,23 @@ typedef struct kiln_reshape_options {
 KILN_API kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank,
                                 const int32_t *dims, const kiln_reshape_options *options);
 
+/** Options of kiln_permute(). */
+typedef struct kiln_permute_options {
+    size_t struct_size;          /**< sizeof(kiln_permute_options) */
+    const char *name;            /**< layer name, or NULL for "permute", "permute_1", ... */
+} kiln_permute_options;
+
+/** Reorders a sample's axes (Keras Permute): `dims` is a permutation of
+ *  1..rank, counting a sample's axes from 1 as Keras's does (the batch
+ *  stays first); output axis d is input axis dims[d] - 1, so {3, 1, 2}
+ *  turns (H, W, C) into (C, H, W). `rank` must be the input's rank. A
+ *  `dims` that is NULL or not such a permutation is
+ *  KILN_ERROR_INVALID_ARGUMENT, another rank KILN_ERROR_SHAPE, both
+ *  reported by kiln_model_compile naming the layer. `dims` is copied.
+ *  ONNX export writes a Transpose. */
+KILN_API kiln_node kiln_permute(kiln_model *model, kiln_node input, int32_t rank,
+                                const int32_t *dims, const kiln_permute_options *options);
+
 /** Options of kiln_concatenate(). */
 typedef struct kiln_concatenate_options {
     size_t struct_size;          /**< sizeof(kiln_concatenate_options) */
@@ -2337,6 +2354,82 @@ KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
  */
 KILN_API kiln_status kiln_model_load(kiln_context *ctx, const char *path,
                                      const kiln_compile_options *options, kiln_model **out);
+
+/* ------------------------------------------------------------------------ */
+/* ONNX import                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** The size of a named dynamic dimension of an ONNX graph's input (its
+ *  dim_param), for kiln_import_options. */
+typedef struct kiln_import_dim {
+    const char *name;            /**< the dim_param, e.g. "height" */
+    int64_t size;                /**< its size, > 0 */
+} kiln_import_dim;
+
+/** Options of kiln_model_import_onnx(); NULL means all defaults. */
+typedef struct kiln_import_options {
+    size_t struct_size;          /**< sizeof(kiln_import_options) */
+    /** The sizes of the inputs' dynamic dimensions other than the batch (an
+     *  input's first dimension is always the batch, whatever it is named or
+     *  sized): each named dimension must be found here. */
+    const kiln_import_dim *dims;
+    int32_t n_dims;              /**< entries in dims */
+    /** The folder external-data files are named relative to:
+     *  kiln_model_import_onnx's default is the model file's folder;
+     *  kiln_model_import_onnx_buffer refuses external data without it. */
+    const char *base_folder;
+} kiln_import_options;
+
+/**
+ * Builds a model from an ONNX inference graph (opsets 11 to 18, IR 6 to 9),
+ * as a builder would: the model is not compiled (compile it with a loss and
+ * an optimizer, after adding a head or freezing layers if you like), and
+ * its parameters start at the graph's initializers, converted to kiln's
+ * layouts once. The ops and attributes kiln imports are listed in
+ * docs/importing.md.
+ *
+ * The model takes each input as the graph declares it (an image in ONNX's
+ * NCHW order, as ONNX Runtime and PyTorch are fed) and writes its outputs
+ * in ONNX's order; kiln computes channels-last inside and converts where
+ * the graph's values change layout. Every layer is named after its ONNX
+ * node (a node without a name, after its first output); each parameter
+ * keeps its initializer's name in kiln_model_get_tensor(), weight files,
+ * model files and checkpoints; an Identity of an initializer is a
+ * parameter of its own named after the Identity's output.
+ *
+ * On failure *out is NULL: KILN_ERROR_IO when the file or an external-data
+ * file cannot be read; KILN_ERROR_FORMAT for bytes that are not an ONNX
+ * model, a truncated file, an initializer whose data disagrees with its
+ * shape, an external-data file shorter than its entry, a graph with a cycle
+ * or an input no node makes (naming it); KILN_ERROR_UNSUPPORTED naming the
+ * op and the node for an op kiln does not import, naming the attribute, its
+ * value and what is supported for an attribute it does not, naming the
+ * versions for an IR or opset outside the range, and naming the
+ * initializer and both nodes for an initializer two nodes use directly
+ * (kiln cannot tie parameters); KILN_ERROR_INVALID_ARGUMENT for a NULL
+ * argument, a dynamic dimension without its size in `options` (naming the
+ * input and the dimension), and external data in a buffer without a
+ * base_folder; KILN_ERROR_SHAPE for shapes that do not fit together
+ * (naming the node); KILN_ERROR_OUT_OF_MEMORY. `options` and `path` are not
+ * kept. The caller owns *out.
+ */
+KILN_API kiln_status kiln_model_import_onnx(kiln_context *ctx, const char *path,
+                                            const kiln_import_options *options,
+                                            kiln_model **out);
+
+/** kiln_model_import_onnx() from `size` bytes in memory (not kept). */
+KILN_API kiln_status kiln_model_import_onnx_buffer(kiln_context *ctx, const void *data,
+                                                   size_t size,
+                                                   const kiln_import_options *options,
+                                                   kiln_model **out);
+
+/** The node of the layer named `name` (an imported model's ONNX node
+ *  names, or a builder's names), for building on it (a new head) or
+ *  passing it to kiln_model_set_output(). KILN_ERROR_INVALID_ARGUMENT
+ *  naming it when no layer has that name (*node is then
+ *  KILN_NODE_INVALID), or for a NULL argument. */
+KILN_API kiln_status kiln_model_find_layer(const kiln_model *model, const char *name,
+                                           kiln_node *node);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,9 @@
  * softmax or sigmoid fused with the loss). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
+
+#include <string.h>
 
 typedef struct activation_config {
     int32_t unused;
@@ -23,9 +26,52 @@ static kiln_status activation_forward(const void *config, void *replica, const k
     return kiln_step_activate(s, s->in[0]);
 }
 
+/* Relu, Sigmoid, Tanh, LeakyRelu (kiln's slope, 0.2, only) and Softmax
+ * over the last axis. */
+static kiln_status activation_import_onnx(kiln_onnx_import *imp)
+{
+    static const struct { const char *op; kiln_activation act; const char *attrs; } ops[] = {
+        {.op = "Relu", .act = KILN_ACTIVATION_RELU, .attrs = ""},
+        {.op = "Sigmoid", .act = KILN_ACTIVATION_SIGMOID, .attrs = ""},
+        {.op = "Tanh", .act = KILN_ACTIVATION_TANH, .attrs = ""},
+        {.op = "LeakyRelu", .act = KILN_ACTIVATION_LEAKY_RELU, .attrs = "alpha:f"},
+        {.op = "Softmax", .act = KILN_ACTIVATION_SOFTMAX, .attrs = "axis:i"},
+    };
+    size_t k = 0;
+    while (k < sizeof ops / sizeof ops[0] && strcmp(ops[k].op, imp->op) != 0)
+        k++;
+    if (k == sizeof ops / sizeof ops[0])
+        return kiln_onnx_refuse(imp, "not an activation");
+    const kiln_status st = kiln_onnx_check_attrs(imp, ops[k].attrs);
+    if (st != KILN_OK)
+        return st;
+    const float alpha = kiln_onnx_attr_f(imp, "alpha", 0.01f);
+    if (ops[k].act == KILN_ACTIVATION_LEAKY_RELU && alpha != 0.2f)
+        return kiln_onnx_refuse(imp, "attribute 'alpha' is %g; kiln's leaky_relu has slope 0.2 "
+                                "only", (double)alpha);
+    imp->want = KILN_ONNX_WANT_ANY;
+    if (ops[k].act == KILN_ACTIVATION_SOFTMAX) {
+        /* Before opset 13 Softmax flattened the axes from `axis` on (default
+         * 1): the last axis alone only when axis is the last. */
+        const int rank = imp->in[0].rank;
+        int64_t axis = kiln_onnx_attr_i(imp, "axis", imp->opset < 13 ? 1 : -1);
+        if (axis < 0)
+            axis += rank;
+        if (axis != rank - 1)
+            return kiln_onnx_refuse(imp, "attribute 'axis' is %lld of a %d-D input; kiln "
+                                    "supports the last axis", (long long)kiln_onnx_attr_i(imp,
+                                    "axis", imp->opset < 13 ? 1 : -1), rank);
+        imp->want = KILN_ONNX_WANT_ONNX;
+    }
+    imp->activation = ops[k].act;
+    imp->n_data = 1;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_activation = {
     .kind = "activation", .config_size = sizeof(activation_config), .min_inputs = 1,
     .max_inputs = 1, .infer = activation_infer, .forward = activation_forward,
     .backward = kiln_identity_backward, .fuses_activation = kiln_layer_fuses_activation,
     .takes_activation = 1, .export_onnx = kiln_onnx_identity,
+    .import_onnx = activation_import_onnx,
 };

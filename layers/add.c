@@ -1,6 +1,7 @@
 /* Add: the element-wise sum of inputs of one shape (a residual shortcut). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 
@@ -66,9 +67,33 @@ static void add_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, layout, sum);
 }
 
+/* ONNX Add of two computed values of one shape (no broadcasting). */
+static kiln_status add_import_onnx(kiln_onnx_import *imp)
+{
+    const kiln_status st = kiln_onnx_check_attrs(imp, "");
+    if (st != KILN_OK)
+        return st;
+    for (int k = 0; k < 2; k++)
+        if (imp->in[k].data)
+            return kiln_onnx_refuse(imp, "input %d '%s' is an initializer; kiln adds two "
+                                    "computed values of one shape (or a MatMul's bias)", k,
+                                    imp->in[k].name);
+    int same = imp->in[0].rank == imp->in[1].rank;
+    for (int d = 1; same && d < imp->in[0].rank; d++)
+        same = imp->in[0].dims[d] == imp->in[1].dims[d];
+    if (!same)
+        return kiln_onnx_refuse(imp, "its inputs '%s' and '%s' differ in shape; kiln adds "
+                                "values of one shape (no broadcasting)", imp->in[0].name,
+                                imp->in[1].name);
+    imp->want = KILN_ONNX_WANT_ANY;
+    imp->n_data = 2;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_add = {
     .kind = "add", .config_size = sizeof(add_config), .min_inputs = 2,
     .max_inputs = KILN_MAX_INPUTS, .infer = add_infer, .forward = add_forward,
     .backward = add_backward,
     .export_onnx = add_export_onnx,
+    .import_onnx = add_import_onnx,
 };

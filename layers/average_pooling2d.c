@@ -2,6 +2,7 @@
  * kernels, the global layer's window being the whole input. */
 #include "layers/pool2d.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 typedef struct avg_replica {
     kiln_kernel *forward, *backward;
@@ -81,6 +82,11 @@ static void global_average_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
+static kiln_status average_pooling2d_import_onnx(kiln_onnx_import *imp)
+{
+    return kiln_pool2d_import_onnx(imp, 1);
+}
+
 const kiln_layer_ops kiln_layer_average_pooling2d = {
     .kind = "average_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(avg_replica), .min_inputs = 1, .max_inputs = 1,
@@ -89,6 +95,7 @@ const kiln_layer_ops kiln_layer_average_pooling2d = {
     .flops = kiln_pool2d_flops,
     .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
     .export_onnx = average_pooling2d_export_onnx,
+    .import_onnx = average_pooling2d_import_onnx,
 };
 
 const kiln_layer_ops kiln_layer_global_average_pooling2d = {
@@ -97,4 +104,5 @@ const kiln_layer_ops kiln_layer_global_average_pooling2d = {
     .configure = global_avg_configure, .infer = kiln_pool2d_infer, .kernels = avg_kernels,
     .forward = avg_forward, .backward = avg_backward, .flops = kiln_pool2d_flops,
     .export_onnx = global_average_pooling2d_export_onnx,
+    .import_onnx = kiln_pool2d_import_global,
 };

@@ -5,6 +5,7 @@
  * through the step's collective (opencl/kernels/batch_norm.cl). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -330,6 +331,46 @@ static void bn_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 
+/* ONNX BatchNormalization in its inference form: X, scale, B, mean, var.
+ * ONNX's momentum weighs the running statistic as Keras's does (PyTorch's
+ * momentum m is written as 1 - m). */
+static kiln_status bn_import_onnx(kiln_onnx_import *imp)
+{
+    kiln_status st = kiln_onnx_check_attrs(imp, "epsilon:f,momentum:f,training_mode:i,"
+                                           "spatial:i");
+    static const char *const what[] = {"scale", "B", "input_mean", "input_var"};
+    for (int k = 1; k <= 4 && st == KILN_OK; k++)
+        st = kiln_onnx_need_constant(imp, k, what[k - 1], 0);
+    if (st != KILN_OK)
+        return st;
+    if (kiln_onnx_attr_i(imp, "training_mode", 0) != 0)
+        return kiln_onnx_refuse(imp, "attribute 'training_mode' is 1; kiln imports the "
+                                "inference form (export with TrainingMode.PRESERVE or EVAL) "
+                                "and trains it on batch statistics in fit");
+    if (kiln_onnx_attr_i(imp, "spatial", 1) != 1)
+        return kiln_onnx_refuse(imp, "attribute 'spatial' is 0; kiln supports 1");
+    const float epsilon = kiln_onnx_attr_f(imp, "epsilon", 1e-5f);
+    const float momentum = kiln_onnx_attr_f(imp, "momentum", 0.9f);
+    if (!(epsilon > 0.0f) || !isfinite(epsilon))
+        return kiln_onnx_refuse(imp, "attribute 'epsilon' is %g; kiln supports finite values "
+                                "> 0", (double)epsilon);
+    if (!(momentum > 0.0f && momentum <= 1.0f))
+        return kiln_onnx_refuse(imp, "attribute 'momentum' is %g; kiln supports (0, 1]",
+                                (double)momentum);
+    const int rank = imp->in[0].rank;
+    if (rank != 2 && rank != 4)
+        return kiln_onnx_refuse(imp, "X is %d-D; kiln supports 2-D (N, C) and 4-D (N, C, H, W)",
+                                rank);
+    kiln_batch_norm_options *o = (kiln_batch_norm_options *)imp->args.bytes;
+    *o = (kiln_batch_norm_options){.struct_size = sizeof *o, .momentum = momentum,
+                                   .epsilon = epsilon};
+    imp->want = rank == 4 ? KILN_ONNX_WANT_CHANNELS_LAST : KILN_ONNX_WANT_ONNX;
+    imp->n_data = 1;
+    for (int p = 0; p < 4; p++)
+        kiln_onnx_param_from(imp, p, p + 1, KILN_ONNX_PARAM_AS_IS);
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_batch_norm = {
     .kind = "batch_normalization", .config_size = sizeof(bn_config),
     .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .configure = bn_configure,
@@ -338,4 +379,5 @@ const kiln_layer_ops kiln_layer_batch_norm = {
     .synchronized = bn_synchronized,
     .args_size = sizeof(kiln_batch_norm_options), KILN_FIELDS(bn_fields), .takes_activation = 1,
     .export_onnx = bn_export_onnx,
+    .import_onnx = bn_import_onnx,
 };

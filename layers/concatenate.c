@@ -6,6 +6,7 @@
  * (opencl/kernels/concatenate.cl). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <stddef.h>
@@ -146,6 +147,39 @@ static void concatenate_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, layout, out);
 }
 
+/* ONNX Concat of computed values; a 4-D value's channel axis is kiln's
+ * last. */
+static kiln_status concatenate_import_onnx(kiln_onnx_import *imp)
+{
+    const kiln_status st = kiln_onnx_check_attrs(imp, "axis:i");
+    if (st != KILN_OK)
+        return st;
+    const int rank = imp->in[0].rank;
+    int64_t axis = kiln_onnx_attr_i(imp, "axis", 0);
+    if (axis < 0)
+        axis += rank;
+    if (!kiln_onnx_find_attr(imp, "axis") || axis <= 0 || axis >= rank)
+        return kiln_onnx_refuse(imp, "attribute 'axis' must name an axis of a sample (1..%d)",
+                                rank - 1);
+    if (imp->n_in < 2 || imp->n_in > KILN_MAX_INPUTS)
+        return kiln_onnx_refuse(imp, "%d inputs; kiln joins 2 to %d", imp->n_in,
+                                KILN_MAX_INPUTS);
+    for (int k = 0; k < imp->n_in; k++)
+        if (imp->in[k].data)
+            return kiln_onnx_refuse(imp, "input %d '%s' is an initializer; kiln joins computed "
+                                    "values", k, imp->in[k].name);
+    kiln_concatenate_args *a = (kiln_concatenate_args *)imp->args.bytes;
+    if (rank == 4 && axis == 1) {
+        a->axis = -1;
+        imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
+    } else {
+        a->axis = (int32_t)axis;
+        imp->want = KILN_ONNX_WANT_ONNX;
+    }
+    imp->n_data = imp->n_in;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_concatenate = {
     .kind = "concatenate", .config_size = sizeof(concatenate_config), .min_inputs = 2,
     .max_inputs = KILN_MAX_INPUTS, .configure = concatenate_configure,
@@ -154,4 +188,5 @@ const kiln_layer_ops kiln_layer_concatenate = {
     .backward = concatenate_backward,
     .args_size = sizeof(kiln_concatenate_args), KILN_FIELDS(concatenate_fields),
     .export_onnx = concatenate_export_onnx,
+    .import_onnx = concatenate_import_onnx,
 };

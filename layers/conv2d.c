@@ -4,6 +4,7 @@
  * (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -269,14 +270,58 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     const int64_t dims[4] = {f, c, kh, kw};
     const char *args[3] = {
         kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
-        kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/kernel", g->layers[i].name), 4, dims,
-                             oihw),
+        kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 4, dims, oihw),
         o.no_bias ? NULL : kiln_onnx_param_initializer(g, i, "bias")};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, "Conv", args, o.no_bias ? 2 : 3, out);
     kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.kernel_size, o.strides,
                            o.padding);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
+}
+
+/* ONNX Conv: X, W (F, C, kh, kw) converted to (kh, kw, C, F), B. */
+static kiln_status conv2d_import_onnx(kiln_onnx_import *imp)
+{
+    kiln_status st = kiln_onnx_check_attrs(imp, "kernel_shape:I,strides:I,pads:I,auto_pad:s,"
+                                           "dilations:I,group:i");
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 1, "W", 0);
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 2, "B", 1);
+    if (st != KILN_OK)
+        return st;
+    const kiln_onnx_in *w = &imp->in[1];
+    if (w->rank != 4 || imp->in[0].rank != 4)
+        return kiln_onnx_refuse(imp, "X is %d-D and W %d-D; kiln imports 2-D convolutions "
+                                "(4-D X and W)", imp->in[0].rank, w->rank);
+    const int64_t group = kiln_onnx_attr_i(imp, "group", 1);
+    if (group != 1)
+        return kiln_onnx_refuse(imp, "attribute 'group' is %lld; kiln supports 1 (no grouped "
+                                "or depthwise convolution yet)", (long long)group);
+    int32_t kernel[2] = {(int32_t)w->dims[2], (int32_t)w->dims[3]}, strides[2];
+    kiln_padding padding;
+    st = kiln_onnx_window(imp, kernel, strides, &padding);
+    if (st != KILN_OK)
+        return st;
+    if (kernel[0] != w->dims[2] || kernel[1] != w->dims[3]) {
+        snprintf(imp->error, sizeof imp->error, "attribute 'kernel_shape' (%d, %d) disagrees "
+                 "with W '%s' (%lld, %lld, %lld, %lld)", (int)kernel[0], (int)kernel[1],
+                 w->name, (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2],
+                 (long long)w->dims[3]);
+        return KILN_ERROR_SHAPE;
+    }
+    const int bias = imp->n_in > 2 && *imp->in[2].name;
+    kiln_conv2d_options *o = (kiln_conv2d_options *)imp->args.bytes;
+    *o = (kiln_conv2d_options){.struct_size = sizeof *o, .filters = (int32_t)w->dims[0],
+                               .kernel_size = {kernel[0], kernel[1]},
+                               .strides = {strides[0], strides[1]}, .padding = padding,
+                               .no_bias = !bias};
+    imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
+    imp->n_data = 1;
+    kiln_onnx_param_from(imp, 0, 1, KILN_ONNX_PARAM_OIHW);
+    if (bias)
+        kiln_onnx_param_from(imp, 1, 2, KILN_ONNX_PARAM_AS_IS);
+    return KILN_OK;
 }
 
 const kiln_layer_ops kiln_layer_conv2d = {
@@ -287,4 +332,5 @@ const kiln_layer_ops kiln_layer_conv2d = {
     .flops = conv2d_flops, .fuses_activation = kiln_layer_fuses_activation,
     .args_size = sizeof(kiln_conv2d_options), KILN_FIELDS(conv2d_fields), .takes_activation = 1,
     .export_onnx = conv2d_export_onnx,
+    .import_onnx = conv2d_import_onnx,
 };

@@ -1,9 +1,11 @@
 /* Dense: y = x W + b on the last dimension; kernel (in, units). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct dense_config {
     int32_t units;
@@ -150,6 +152,61 @@ static void dense_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
+/* ONNX Gemm (A, B, C; A not transposed, alpha and beta 1) and MatMul by
+ * an initializer, with the bias of an Add that follows it as input 2 (the
+ * importer joins them). The kernel is (K, M): Gemm's transB weight (M, K)
+ * is transposed. */
+static kiln_status dense_import_onnx(kiln_onnx_import *imp)
+{
+    const int gemm = strcmp(imp->op, "Gemm") == 0;
+    kiln_status st = kiln_onnx_check_attrs(imp, gemm ? "alpha:f,beta:f,transA:i,transB:i" : "");
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 1, "B", 0);
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 2, gemm ? "C" : "the Add's bias", 1);
+    if (st != KILN_OK)
+        return st;
+    const kiln_onnx_in *b = &imp->in[1];
+    const int trans_b = (int)kiln_onnx_attr_i(imp, "transB", 0);
+    if (gemm && kiln_onnx_attr_i(imp, "transA", 0) != 0)
+        return kiln_onnx_refuse(imp, "attribute 'transA' is 1; kiln supports 0");
+    if (gemm && (kiln_onnx_attr_f(imp, "alpha", 1.0f) != 1.0f ||
+                 kiln_onnx_attr_f(imp, "beta", 1.0f) != 1.0f))
+        return kiln_onnx_refuse(imp, "attributes 'alpha' %g and 'beta' %g; kiln supports 1 "
+                                "and 1", (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
+                                (double)kiln_onnx_attr_f(imp, "beta", 1.0f));
+    if (b->rank != 2)
+        return kiln_onnx_refuse(imp, "B '%s' is %d-D; kiln supports a 2-D weight", b->name,
+                                b->rank);
+    if (gemm && imp->in[0].rank != 2)
+        return kiln_onnx_refuse(imp, "A is %d-D; Gemm takes 2-D A", imp->in[0].rank);
+    if (imp->in[0].rank < 2)
+        return kiln_onnx_refuse(imp, "A is %d-D; kiln supports A of 2 to 5 dimensions",
+                                imp->in[0].rank);
+    const int64_t units = trans_b ? b->dims[0] : b->dims[1];
+    const int bias = imp->n_in > 2 && *imp->in[2].name;
+    if (bias) {
+        const kiln_onnx_in *c = &imp->in[2];
+        const int one_row = (c->rank == 1 && c->dims[0] == units) ||
+                            (c->rank == 2 && c->dims[0] == 1 && c->dims[1] == units);
+        if (!one_row)
+            return kiln_onnx_refuse(imp, "bias '%s' is %d-D (%lld values); kiln supports a "
+                                    "bias of one value per output (%lld)", c->name, c->rank,
+                                    (long long)(c->rank ? c->dims[0] : 1), (long long)units);
+    }
+    if (units < 1 || units > INT32_MAX)
+        return kiln_onnx_refuse(imp, "B '%s' gives %lld outputs", b->name, (long long)units);
+    kiln_dense_options *o = (kiln_dense_options *)imp->args.bytes;
+    *o = (kiln_dense_options){.struct_size = sizeof *o, .units = (int32_t)units,
+                              .no_bias = !bias};
+    imp->want = KILN_ONNX_WANT_ONNX;
+    imp->n_data = 1;
+    kiln_onnx_param_from(imp, 0, 1, trans_b ? KILN_ONNX_PARAM_TRANSPOSED : KILN_ONNX_PARAM_AS_IS);
+    if (bias)
+        kiln_onnx_param_from(imp, 1, 2, KILN_ONNX_PARAM_AS_IS);
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_dense = {
     .kind = "dense", .config_size = sizeof(dense_config), .replica_size = sizeof(dense_replica),
     .min_inputs = 1, .max_inputs = 1, .configure = dense_configure, .describe = dense_describe,
@@ -158,4 +215,5 @@ const kiln_layer_ops kiln_layer_dense = {
     .fuses_activation = kiln_layer_fuses_activation,
     .args_size = sizeof(kiln_dense_options), KILN_FIELDS(dense_fields), .takes_activation = 1,
     .export_onnx = dense_export_onnx,
+    .import_onnx = dense_import_onnx,
 };

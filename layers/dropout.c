@@ -3,6 +3,7 @@
  * a hash (opencl/kernels/dropout.cl), deterministic for a seed. */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <stddef.h>
@@ -84,6 +85,35 @@ static const kiln_layer_field dropout_fields[] = {
     {.key = "seed", .type = KILN_FIELD_SEED, .offset = offsetof(kiln_dropout_args, seed)},
 };
 
+/* ONNX Dropout: its ratio an attribute (opset 11) or a constant input 1
+ * (default 0.5); kiln drops in fit and passes values on in evaluate and
+ * predict, whatever training_mode says. */
+static kiln_status dropout_import_onnx(kiln_onnx_import *imp)
+{
+    kiln_status st = kiln_onnx_check_attrs(imp, imp->opset < 12 ? "ratio:f" : "seed:i");
+    if (st == KILN_OK && imp->opset >= 12)
+        st = kiln_onnx_need_constant(imp, 1, "ratio", 1);
+    if (st == KILN_OK && imp->opset >= 12)
+        st = kiln_onnx_need_constant(imp, 2, "training_mode", 1);
+    if (st != KILN_OK)
+        return st;
+    float ratio = kiln_onnx_attr_f(imp, "ratio", 0.5f);
+    if (imp->opset >= 12 && imp->n_in > 1 && *imp->in[1].name) {
+        if (imp->in[1].rank != 0)
+            return kiln_onnx_refuse(imp, "input 1 (ratio) is %d-D; ONNX takes a scalar",
+                                    imp->in[1].rank);
+        ratio = imp->in[1].data[0];
+    }
+    if (!(ratio >= 0.0f && ratio < 1.0f))
+        return kiln_onnx_refuse(imp, "ratio %g; kiln supports [0, 1)", (double)ratio);
+    kiln_dropout_args *a = (kiln_dropout_args *)imp->args.bytes;
+    *a = (kiln_dropout_args){.rate = ratio,
+                             .seed = (uint64_t)kiln_onnx_attr_i(imp, "seed", 0)};
+    imp->want = KILN_ONNX_WANT_ANY;
+    imp->n_data = 1;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_dropout = {
     .kind = "dropout", .config_size = sizeof(dropout_config),
     .replica_size = sizeof(dropout_replica), .min_inputs = 1, .max_inputs = 1,
@@ -91,4 +121,5 @@ const kiln_layer_ops kiln_layer_dropout = {
     .kernels = dropout_kernels, .forward = dropout_forward, .backward = dropout_backward,
     .args_size = sizeof(kiln_dropout_args), KILN_FIELDS(dropout_fields),
     .export_onnx = kiln_onnx_identity,   /* inference passes its input on */
+    .import_onnx = dropout_import_onnx,
 };

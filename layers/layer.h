@@ -141,6 +141,7 @@ typedef union kiln_layer_args {
 #define KILN_FIELDS(list) .fields = list, .n_fields = (int)(sizeof list / sizeof list[0])
 
 struct kiln_onnx_graph;
+struct kiln_onnx_import;
 
 typedef struct kiln_layer_ops {
     const char *kind;
@@ -195,6 +196,11 @@ typedef struct kiln_layer_ops {
      * onnx_graph.h), ending with kiln_onnx_activate or kiln_onnx_identity;
      * NULL: the kind has no ONNX form, and export says so. */
     void (*export_onnx)(struct kiln_onnx_graph *g, int32_t i);
+    /* Reads an ONNX node whose op maps onto this kind (layers/
+     * onnx_import.h): checks its attributes, fills the builder's options
+     * and where each parameter comes from; KILN_ERROR_UNSUPPORTED with
+     * imp->error naming what is not supported. NULL: no op imports as it. */
+    kiln_status (*import_onnx)(struct kiln_onnx_import *imp);
 } kiln_layer_ops;
 
 /* For fuses_activation: always. */
@@ -216,6 +222,10 @@ typedef struct kiln_input_args {
 /* What the Reshape builder hands its configure op: the target shape, as
  * Input's (one dimension may be -1). */
 typedef kiln_input_args kiln_reshape_args;
+
+/* What the Permute builder hands its configure op: the permutation, as
+ * Input's shape (axes counted from 1). */
+typedef kiln_input_args kiln_permute_args;
 
 /* What the Concatenate builder hands its configure op: the axis as the
  * caller gave it (Keras's, counting the batch). */

@@ -1,6 +1,7 @@
 /* MaxPooling2D over NHWC; 'same' padding never picks a padded cell. */
 #include "layers/pool2d.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
@@ -68,6 +69,11 @@ static void max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_pool2d_export_onnx(g, i, "MaxPool");
 }
 
+static kiln_status max_pooling2d_import_onnx(kiln_onnx_import *imp)
+{
+    return kiln_pool2d_import_onnx(imp, 0);
+}
+
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
@@ -76,4 +82,5 @@ const kiln_layer_ops kiln_layer_max_pooling2d = {
     .backward = pool_backward, .release = pool_release, .flops = kiln_pool2d_flops,
     .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
     .export_onnx = max_pooling2d_export_onnx,
+    .import_onnx = max_pooling2d_import_onnx,
 };

@@ -254,6 +254,15 @@ const float *kiln_onnx_param(const kiln_onnx_graph *g, int32_t i, const char *na
     return NULL;
 }
 
+const char *kiln_onnx_param_name(kiln_onnx_graph *g, int32_t i, const char *name)
+{
+    const kiln_onnx_layer *l = &g->layers[i];
+    for (int p = 0; p < l->n_params; p++)
+        if (strcmp(l->params[p].name, name) == 0 && l->param_names[p])
+            return l->param_names[p];
+    return kiln_onnx_printf(g, "%s/%s", l->name, name);
+}
+
 const char *kiln_onnx_param_initializer(kiln_onnx_graph *g, int32_t i, const char *name)
 {
     const kiln_param_spec *spec;
@@ -263,8 +272,8 @@ const char *kiln_onnx_param_initializer(kiln_onnx_graph *g, int32_t i, const cha
     int64_t dims[KILN_MAX_RANK];
     for (int d = 0; d < spec->shape.rank; d++)
         dims[d] = spec->shape.dims[d];
-    return kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/%s", g->layers[i].name, name),
-                                spec->shape.rank, dims, data);
+    return kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, name), spec->shape.rank, dims,
+                                data);
 }
 
 /* ---- values and layouts ---------------------------------------------------- */

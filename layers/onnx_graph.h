@@ -71,6 +71,9 @@ typedef struct kiln_onnx_layer {
     const kiln_param_spec *params;
     int n_params;
     const float *param_data[KILN_MAX_PARAMS];   /* host copies, kiln's layout */
+    /* Each parameter's own name (an imported model's initializer names);
+     * NULL: "<layer>/<param>". */
+    const char *param_names[KILN_MAX_PARAMS];
 } kiln_onnx_layer;
 
 typedef struct kiln_onnx_block kiln_onnx_block;
@@ -140,7 +143,10 @@ const char *kiln_onnx_constant(kiln_onnx_graph *g, const char *what, float v);
 /* Layer i's parameter `name` (host copy; NULL if it has none) and its spec. */
 const float *kiln_onnx_param(const kiln_onnx_graph *g, int32_t i, const char *name,
                              const kiln_param_spec **spec);
-/* The parameter as an initializer named "<layer>/<name>", kiln's shape. */
+/* The name layer i's parameter `name` is written under: its own, or
+ * "<layer>/<name>". */
+const char *kiln_onnx_param_name(kiln_onnx_graph *g, int32_t i, const char *name);
+/* The parameter as an initializer under kiln_onnx_param_name, kiln's shape. */
 const char *kiln_onnx_param_initializer(kiln_onnx_graph *g, int32_t i, const char *name);
 
 /* Layer i's input k: its node, its shape, and its value in `layout`

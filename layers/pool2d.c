@@ -1,6 +1,7 @@
 /* Window arithmetic shared by the pooling layers. */
 #include "layers/pool2d.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -120,4 +121,58 @@ void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
     if (strcmp(op, "AveragePool") == 0)
         kiln_onnx_attr_int(g, nd, "count_include_pad", 0);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
+}
+
+kiln_status kiln_pool2d_import_onnx(kiln_onnx_import *imp, int average)
+{
+    kiln_status st = kiln_onnx_check_attrs(imp, average
+        ? "kernel_shape:I,strides:I,pads:I,auto_pad:s,ceil_mode:i,count_include_pad:i"
+        : "kernel_shape:I,strides:I,pads:I,auto_pad:s,dilations:I,ceil_mode:i,storage_order:i");
+    if (st != KILN_OK)
+        return st;
+    if (imp->in[0].rank != 4)
+        return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values",
+                                imp->in[0].rank);
+    int32_t kernel[2] = {0, 0}, strides[2];
+    kiln_padding padding;
+    st = kiln_onnx_window(imp, kernel, strides, &padding);
+    if (st != KILN_OK)
+        return st;
+    if (kiln_onnx_attr_i(imp, "storage_order", 0) != 0)
+        return kiln_onnx_refuse(imp, "attribute 'storage_order' is 1; kiln supports 0");
+    /* ceil_mode changes nothing where the windows tile the input exactly. */
+    if (kiln_onnx_attr_i(imp, "ceil_mode", 0) != 0) {
+        int exact = padding == KILN_PADDING_VALID;
+        for (int a = 0; a < 2 && exact; a++)
+            exact = imp->in[0].dims[2 + a] >= kernel[a] &&
+                    (imp->in[0].dims[2 + a] - kernel[a]) % strides[a] == 0;
+        if (!exact)
+            return kiln_onnx_refuse(imp, "attribute 'ceil_mode' is 1 where it adds a partial "
+                                    "window; kiln supports 0 (or 1 where windows tile the "
+                                    "input)");
+    }
+    /* kiln's 'same' average counts the cells inside the input only. */
+    if (average && padding == KILN_PADDING_SAME && kiln_onnx_attr_i(imp, "count_include_pad", 0))
+        return kiln_onnx_refuse(imp, "attribute 'count_include_pad' is 1 with padding; kiln "
+                                "supports 0");
+    kiln_pool2d_options *o = (kiln_pool2d_options *)imp->args.bytes;
+    *o = (kiln_pool2d_options){.struct_size = sizeof *o, .pool_size = {kernel[0], kernel[1]},
+                               .strides = {strides[0], strides[1]}, .padding = padding};
+    imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
+    imp->n_data = 1;
+    return KILN_OK;
+}
+
+kiln_status kiln_pool2d_import_global(kiln_onnx_import *imp)
+{
+    const kiln_status st = kiln_onnx_check_attrs(imp, "");
+    if (st != KILN_OK)
+        return st;
+    if (imp->in[0].rank != 4)
+        return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values",
+                                imp->in[0].rank);
+    imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
+    imp->n_data = 1;
+    imp->out_rank = 4;   /* (N, C, 1, 1), kiln's (C) */
+    return KILN_OK;
 }

@@ -42,6 +42,12 @@ extern const kiln_layer_field kiln_pool2d_fields[3];
 struct kiln_onnx_graph;
 void kiln_pool2d_export_onnx(struct kiln_onnx_graph *g, int32_t i, const char *op);
 
+/* ONNX's MaxPool (average 0) or AveragePool (1) of imp (layers/
+ * onnx_import.h), and GlobalAveragePool. */
+struct kiln_onnx_import;
+kiln_status kiln_pool2d_import_onnx(struct kiln_onnx_import *imp, int average);
+kiln_status kiln_pool2d_import_global(struct kiln_onnx_import *imp);
+
 /* The pooling kernels come in two variants (kiln_kernel_get_variant): for
  * a CPU a work-item per row of `row` pixels, their channels eight at a
  * time (_cpu); for a GPU (_gpu) a work-item per float over a (channels,

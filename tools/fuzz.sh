@@ -9,13 +9,15 @@ seconds=${FUZZ_SECONDS:-30}
 [ -f "$dir/build.ninja" ] || CC=clang meson setup "$dir" -Dfuzzing=true -Db_lundef=false \
     > /dev/null
 ninja -C "$dir" test/fuzz/fuzz_safetensors test/fuzz/fuzz_idx test/fuzz/fuzz_npy test/fuzz/fuzz_image \
-    test/fuzz/fuzz_model_json > /dev/null
+    test/fuzz/fuzz_model_json test/fuzz/fuzz_onnx_import > /dev/null
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export LSAN_OPTIONS="suppressions=$(pwd)/test/lsan.supp"
-for target in safetensors idx npy image model_json; do
+for target in safetensors idx npy image model_json onnx_import; do
     mkdir -p "$scratch/$target"
-    "./$dir/test/fuzz/fuzz_$target" "$scratch/$target" "test/data/$target" \
+    corpus=test/data/$target
+    [ "$target" = onnx_import ] && corpus=test/data/onnx
+    "./$dir/test/fuzz/fuzz_$target" "$scratch/$target" "$corpus" \
         -max_total_time="$seconds" -print_final_stats=1 2> "$scratch/$target.log" || {
         tail -n 40 "$scratch/$target.log"
         echo "fuzz_$target failed" >&2

@@ -175,6 +175,17 @@ kiln_node kiln_reshape(kiln_model *model, kiln_node input, int32_t rank, const i
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_permute(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
+                       const kiln_permute_options *options)
+{
+    const kiln_permute_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_permute", "kiln_permute_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_permute, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                            const kiln_concatenate_options *options)
 {

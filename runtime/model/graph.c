@@ -25,14 +25,28 @@ kiln_status kiln_model_create(kiln_context *ctx, kiln_model **out)
     return KILN_OK;
 }
 
+const char *kiln_node_param_name(const kiln_node_rec *node, int p, char *buf, size_t size)
+{
+    if (node->param_name[p])
+        snprintf(buf, size, "%s", node->param_name[p]);
+    else
+        snprintf(buf, size, "%s/%s", node->name, node->params[p].name);
+    return buf;
+}
+
 void kiln_model_destroy(kiln_model *m)
 {
     if (!m)
         return;
     if (m->placement.strategy)
         m->placement.strategy->destroy(m->placement.strategy_impl);
-    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
         kiln_free(m->ctx, m->graph.nodes[i].config);
+        for (int p = 0; p < KILN_MAX_PARAMS; p++) {
+            kiln_free(m->ctx, m->graph.nodes[i].param_name[p]);
+            kiln_free(m->ctx, m->graph.nodes[i].param_init[p]);
+        }
+    }
     kiln_free(m->ctx, m->graph.nodes);
     kiln_free(m->ctx, m->training.history);
     pthread_mutex_destroy(&m->busy);

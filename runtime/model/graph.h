@@ -23,6 +23,12 @@ typedef struct kiln_node_rec {
     int32_t device;               /* kiln_model_place: its device, or -1 */
     int frozen;                   /* kiln_model_set_trainable(.., 0): no updates */
     int ints;                     /* its output holds int32 ids (an int Input) */
+    /* Imported (kiln_model_import_onnx): each parameter's own name, which
+     * files and accessors use instead of "<layer>/<param>" (NULL: that), and
+     * its initial value in kiln's layout (NULL: the spec's initialiser).
+     * Both belong to the model. */
+    char *param_name[KILN_MAX_PARAMS];
+    float *param_init[KILN_MAX_PARAMS];
 } kiln_node_rec;
 
 typedef struct kiln_graph {
@@ -52,6 +58,10 @@ typedef struct kiln_graph {
     int input_ints;              /* the first input holds ids */
     int placed;                  /* some node was placed on a device */
 } kiln_graph;
+
+/* Parameter p of a node as files and accessors name it: its own name, or
+ * "<layer>/<param>"; returns buf. */
+const char *kiln_node_param_name(const kiln_node_rec *node, int p, char *buf, size_t size);
 
 /* The node's output size per sample and the input size of the model. */
 int64_t kiln_node_size(const kiln_model *m, kiln_node node);

@@ -57,7 +57,7 @@ static int find_weight(const kiln_model *m, int32_t index, const char *name, kil
     for (kiln_node i = 0; i < m->graph.n_nodes; i++)
         for (int p = 0; p < m->graph.nodes[i].n_params; p++, k++) {
             char full[96];
-            snprintf(full, sizeof full, "%s/%s", m->graph.nodes[i].name, m->graph.nodes[i].params[p].name);
+            kiln_node_param_name(&m->graph.nodes[i], p, full, sizeof full);
             if (name ? strcmp(full, name) == 0 : k == index) {
                 *node = i;
                 *param = p;
@@ -111,7 +111,7 @@ kiln_status kiln_model_tensor_info(const kiln_model *m, int32_t index, kiln_para
         kiln_parameter_info r = {.struct_size = sizeof r, .rank = spec->shape.rank,
                               .size = kiln_shape_size(&spec->shape), .offset = offset,
                               .trainable = !spec->non_trainable && !node->frozen};
-        snprintf(r.name, sizeof r.name, "%s/%s", node->name, spec->name);
+        kiln_node_param_name(node, p, r.name, sizeof r.name);
         memcpy(r.dims, spec->shape.dims, sizeof r.dims);
         kiln_struct_export(info, &r, sizeof r);
     }
@@ -201,4 +201,22 @@ kiln_status kiln_model_set_trainable(kiln_model *m, const char *layer, int32_t t
         kiln_model_leave(m);
     }
     return st;
+}
+
+kiln_status kiln_model_find_layer(const kiln_model *m, const char *name, kiln_node *node)
+{
+    if (node)
+        *node = KILN_NODE_INVALID;
+    if (!m)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    if (!name || !node)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_find_layer: %s is "
+                          "NULL", name ? "node" : "name");
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++)
+        if (strcmp(m->graph.nodes[i].name, name) == 0) {
+            *node = i;
+            return KILN_OK;
+        }
+    return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_model_find_layer: the model "
+                      "has no layer '%s'", name);
 }

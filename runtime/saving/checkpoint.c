@@ -43,10 +43,12 @@ static void tensor_name(const kiln_model *m, const kiln_node_rec *node, int p, i
                         char *name, size_t size)
 {
     if (slot < 0)
-        snprintf(name, size, "%s/%s", node->name, node->params[p].name);
-    else
-        snprintf(name, size, "optimizer/%s/%s/%s", node->name, node->params[p].name,
+        kiln_node_param_name(node, p, name, size);
+    else {
+        char param[160];
+        snprintf(name, size, "optimizer/%s/%s", kiln_node_param_name(node, p, param, sizeof param),
                  slot_name(&m->plan.optimizer, slot));
+    }
 }
 
 static kiln_status check_compiled_and_path(kiln_model *m, const char *call, const char *path)

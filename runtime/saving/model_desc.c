@@ -250,6 +250,18 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
         kiln_jw_bool(&w, !node->frozen);
         kiln_jw_key(&w, "options");
         write_options(&w, node);
+        int own = 0;
+        for (int p = 0; p < node->n_params; p++)
+            own |= node->param_name[p] != NULL;
+        if (own) {   /* an imported model's parameter names; others keep the default */
+            kiln_jw_key(&w, "weights");
+            kiln_jw_begin_array(&w);
+            for (int p = 0; p < node->n_params; p++) {
+                char name[160];
+                kiln_jw_string(&w, kiln_node_param_name(node, p, name, sizeof name));
+            }
+            kiln_jw_end_array(&w);
+        }
         kiln_jw_end_object(&w);
     }
     kiln_jw_end_array(&w);
@@ -532,7 +544,7 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
                               const kiln_json *o, kiln_layer_desc *d)
 {
     static const char *const keys[] = {"name", "kind", "inputs", "activation", "device",
-                                       "trainable", "options"};
+                                       "trainable", "options", "weights"};
     snprintf(r->where, sizeof r->where, "layer %d: ", (int)index);
     if (o->type != KILN_JSON_OBJECT)
         return malformed(r, "it must be an object, not %s", type_name(o->type));
@@ -591,6 +603,12 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
     if ((st = get_bool(r, o, "trainable", &d->trainable)) != KILN_OK ||
         (st = member(r, o, "options", KILN_JSON_OBJECT, &options)) != KILN_OK)
         return st;
+    d->weights = kiln_json_get(o, "weights");
+    for (size_t k = 0; d->weights && k < d->weights->count; k++)
+        if (d->weights->items[k].type != KILN_JSON_STRING || !*d->weights->items[k].text)
+            return malformed(r, "'weights' must be an array of names");
+    if (d->weights && d->weights->type != KILN_JSON_ARRAY)
+        return malformed(r, "'weights' must be an array of names");
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
     char layers[80];
     snprintf(layers, sizeof layers, "%s layers", ops->kind);
@@ -864,6 +882,17 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
             return kiln_error(m->ctx, st, "%s: the model description does not build: %s", what,
                               m->graph.build_error);
         }
+    }
+    for (int32_t i = 0; i < d->n_layers; i++) {
+        const kiln_layer_desc *l = &d->layers[i];
+        kiln_node_rec *node = &m->graph.nodes[i];
+        if (l->weights && (int)l->weights->count != node->n_params)
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "%s: layer '%s' names %d weights; its "
+                              "kind has %d", what, l->name, (int)l->weights->count,
+                              node->n_params);
+        for (int p = 0; l->weights && p < node->n_params; p++)
+            if (!(node->param_name[p] = kiln_strdup(m->ctx, l->weights->items[p].text)))
+                return kiln_error_oom(m->ctx, "a weight's name", 160);
     }
     for (int32_t i = 0; i < d->n_layers; i++) {
         const kiln_layer_desc *l = &d->layers[i];

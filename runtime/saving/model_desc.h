@@ -48,6 +48,9 @@ typedef struct kiln_layer_desc {
     int trainable;
     kiln_shape shape;                  /* Input: one sample's shape */
     kiln_layer_args options;           /* the args its kind's configure takes */
+    /* "weights": each parameter's own name (an imported model's), in the
+     * parsed document; NULL when the file names them "<layer>/<param>". */
+    const kiln_json *weights;
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {

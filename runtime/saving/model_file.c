@@ -36,7 +36,7 @@ static kiln_status check_tensors(const kiln_model *m, const kiln_st_file *f, con
     for (int32_t i = 0; i < m->graph.n_nodes; i++)
         for (int p = 0; p < m->graph.nodes[i].n_params; p++) {
             const kiln_param_spec *spec = &m->graph.nodes[i].params[p];
-            snprintf(name, sizeof name, "%s/%s", m->graph.nodes[i].name, spec->name);
+            kiln_node_param_name(&m->graph.nodes[i], p, name, sizeof name);
             kiln_shape_str(&spec->shape, a, sizeof a);
             const kiln_st_tensor *t = kiln_st_find(f, name);
             if (!t)
@@ -66,8 +66,7 @@ static kiln_status check_tensors(const kiln_model *m, const kiln_st_file *f, con
         int known = 0;
         for (int32_t n = 0; n < m->graph.n_nodes && !known; n++)
             for (int p = 0; p < m->graph.nodes[n].n_params && !known; p++) {
-                snprintf(name, sizeof name, "%s/%s", m->graph.nodes[n].name,
-                         m->graph.nodes[n].params[p].name);
+                kiln_node_param_name(&m->graph.nodes[n], p, name, sizeof name);
                 known = strcmp(name, t) == 0;
             }
         if (!known)
@@ -89,8 +88,7 @@ static kiln_status set_weights(kiln_model *m, const kiln_st_file *f)
     for (int32_t i = 0; st == KILN_OK && i < m->graph.n_nodes; i++)
         for (int p = 0; p < m->graph.nodes[i].n_params; p++) {
             char name[160];
-            snprintf(name, sizeof name, "%s/%s", m->graph.nodes[i].name,
-                     m->graph.nodes[i].params[p].name);
+            kiln_node_param_name(&m->graph.nodes[i], p, name, sizeof name);
             const kiln_st_tensor *t = kiln_st_find(f, name);
             const unsigned char *src = kiln_st_data(f, t);
             const int64_t n = kiln_shape_size(&m->graph.nodes[i].params[p].shape);

@@ -317,8 +317,10 @@ static kiln_status export_entered(kiln_model *m, const char *path)
                                .n_params = node->n_params};
         for (int k = 0; k < node->n_inputs; k++)
             l->inputs[k] = node->inputs[k];
-        for (int p = 0; p < node->n_params; p++)
+        for (int p = 0; p < node->n_params; p++) {
             l->param_data[p] = flat + node->param_offset[p];
+            l->param_names[p] = node->param_name[p];
+        }
     }
     if (kiln_onnx_graph_init(&ex.g, &ctx->host, layers, m->graph.n_nodes) != KILN_OK) {
         st = kiln_error_oom(ctx, "the ONNX graph", ex.g.oom_bytes);

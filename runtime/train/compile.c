@@ -92,6 +92,10 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
             const kiln_param_spec *spec = &node->params[p];
             float *dst = flat + node->param_offset[p];
             const int64_t size = kiln_shape_size(&spec->shape);
+            if (node->param_init[p]) {
+                memcpy(dst, node->param_init[p], (size_t)size * sizeof *dst);
+                continue;
+            }
             for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
                 dst[j] = 1.0f;
             if (spec->init != KILN_INIT_GLOROT_UNIFORM && spec->init != KILN_INIT_UNIFORM)

@@ -143,7 +143,9 @@ static kiln_model *sequence(kiln_context *ctx)
     const kiln_concatenate_options rows_axis = {.struct_size = sizeof rows_axis, .axis = 1};
     kiln_node d = kiln_layer_normalization(m, kiln_concatenate(m, first, 2, &rows_axis),
                                            &no_center);                       /* (14, 3) */
-    kiln_node wide = kiln_layer_normalization(m, kiln_flatten(m, d, NULL), NULL);  /* (42,) */
+    const int32_t swap[] = {2, 1};
+    kiln_node t = kiln_permute(m, d, 2, swap, NULL);                         /* (3, 14) */
+    kiln_node wide = kiln_layer_normalization(m, kiln_flatten(m, t, NULL), NULL);  /* (42,) */
     kiln_dense(m, wide, &head);
     return m;
 }
@@ -335,7 +337,7 @@ int main(void)
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
-    gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape", sequence);
+    gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape, permute", sequence);
     gradcheck(ctx, "cross- and self-attention", attention);
     gradcheck(ctx, "embedding, position embedding", tokens);
     gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);

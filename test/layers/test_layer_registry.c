@@ -128,6 +128,12 @@ static void ex_reshape(kiln_model *m)
     kiln_reshape(m, vector(m), 2, to, NULL);
 }
 
+static void ex_permute(kiln_model *m)
+{
+    const int32_t dims[] = {3, 1, 2};
+    kiln_permute(m, image(m), 3, dims, NULL);
+}
+
 static void ex_concatenate(kiln_model *m)
 {
     const kiln_node x = sequence(m);
@@ -176,6 +182,7 @@ static const struct example {
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},
+    {.kind = "permute", .build = ex_permute},
     {.kind = "multi_head_attention", .build = ex_multi_head_attention},
     {.kind = "embedding", .build = ex_embedding},
     {.kind = "position_embedding", .build = ex_position_embedding},

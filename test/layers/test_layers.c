@@ -369,6 +369,46 @@ static kiln_node build_reshape(kiln_model *m, kiln_node pre, const void *arg)
     return kiln_reshape(m, pre, c->rank, c->dims, NULL);
 }
 
+static kiln_node build_permute(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_permute(m, pre, c->rank, c->dims, NULL);
+}
+
+/* Permute of a (3, 5, 7) sample: output value (a, b, c) is the input's at
+ * the coordinates it came from; backward sends dy to the same places. */
+static void test_permute(kiln_context *ctx, const int32_t *dims, int batch, const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_permute, c, &r))
+        return;
+    char what[128];
+    snprintf(what, sizeof what, "permute (%d, %d, %d) by (%d, %d, %d), batch %d", dims[0],
+             dims[1], dims[2], c->dims[0], c->dims[1], c->dims[2], batch);
+    CHECK(r.out_size == r.in_size);
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    const int32_t od[3] = {dims[c->dims[0] - 1], dims[c->dims[1] - 1], dims[c->dims[2] - 1]};
+    const int64_t stride[3] = {dims[1] * dims[2], dims[2], 1};
+    for (int64_t s = 0; s < batch; s++)
+        for (int32_t a = 0; a < od[0]; a++)
+            for (int32_t b = 0; b < od[1]; b++)
+                for (int32_t k = 0; k < od[2]; k++) {
+                    const int64_t o = s * r.in_size + ((int64_t)a * od[1] + b) * od[2] + k;
+                    const int64_t i = s * r.in_size + a * stride[c->dims[0] - 1] +
+                                      b * stride[c->dims[1] - 1] + k * stride[c->dims[2] - 1];
+                    y[o] = r.x[i];
+                    dx[i] = r.dy[o];
+                }
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y);
+    free(dx);
+    layer_run_free(&r);
+}
+
 /* Concatenate(Concatenate(pre, pre), pre, ..., tanh(pre)) with n inputs:
  * inputs of different lengths on the axis (the first twice the others'),
  * one node given several times, and one input through another node. */
@@ -804,6 +844,15 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof reshapes / sizeof reshapes[0]; i++)
         test_reshape(ctx, box, i % 2 ? 1 : 3, &reshapes[i]);
+
+    /* Permute: every order of three axes. */
+    const shape_case permutes[] = {
+        {.rank = 3, .dims = {1, 2, 3}}, {.rank = 3, .dims = {1, 3, 2}},
+        {.rank = 3, .dims = {2, 1, 3}}, {.rank = 3, .dims = {2, 3, 1}},
+        {.rank = 3, .dims = {3, 1, 2}}, {.rank = 3, .dims = {3, 2, 1}},
+    };
+    for (size_t i = 0; i < sizeof permutes / sizeof permutes[0]; i++)
+        test_permute(ctx, box, i % 2 ? 1 : 3, &permutes[i]);
 
     /* Concatenate: every axis of rank 3 both ways, rank 1 and 4, 2 to 8
      * inputs. */

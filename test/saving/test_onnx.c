@@ -371,6 +371,7 @@ static void more_layers(kiln_context *ctx)
     const kiln_concatenate_options axis1 = {.struct_size = sizeof axis1, .axis = 1};
     const kiln_concatenate_options axis2 = {.struct_size = sizeof axis2, .axis = 2};
     const kiln_node w = kiln_concatenate(m, wide, 2, &axis2);              /* (5, 12, 4) */
+    const int32_t order[] = {2, 3, 1};                                      /* (12, 4, 5) */
     y = kiln_activation_layer(m, kiln_layer_normalization(m, y, &ln),
                               KILN_ACTIVATION_GELU_TANH, NULL);
     y = kiln_reshape(m, y, 2, rows, NULL);                                  /* (30, 8) */
@@ -378,7 +379,8 @@ static void more_layers(kiln_context *ctx)
     const kiln_node pair[] = {kiln_layer_normalization(m, y, &ln_scale), y};
     y = kiln_flatten(m, kiln_concatenate(m, pair, 2, &axis1), NULL);       /* (360) */
     const kiln_node both[] = {kiln_dense(m, y, &silu),
-                              kiln_dense(m, kiln_flatten(m, w, NULL), &silu)};
+                              kiln_dense(m, kiln_flatten(m, kiln_permute(m, w, 3, order, NULL),
+                                                         NULL), &silu)};
     kiln_dense(m, kiln_add(m, both, 2, NULL), &head);
     compile_and_train(ctx, m, 3, dims, 3, 32, 2);
     check_agreement(ctx, m, "more_layers", 3, dims, 5);

@@ -1,0 +1,183 @@
+/* What the layer kinds' import ops share (onnx_import.h). */
+#include "layers/onnx_import.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const kiln_onnx_in_attr *kiln_onnx_find_attr(const kiln_onnx_import *imp, const char *name)
+{
+    for (size_t k = 0; k < imp->n_attrs; k++)
+        if (strcmp(imp->attrs[k].name, name) == 0)
+            return &imp->attrs[k];
+    return NULL;
+}
+
+int64_t kiln_onnx_attr_i(const kiln_onnx_import *imp, const char *name, int64_t fallback)
+{
+    const kiln_onnx_in_attr *a = kiln_onnx_find_attr(imp, name);
+    return a && a->kind == KILN_ONNX_IN_INT ? a->i : fallback;
+}
+
+float kiln_onnx_attr_f(const kiln_onnx_import *imp, const char *name, float fallback)
+{
+    const kiln_onnx_in_attr *a = kiln_onnx_find_attr(imp, name);
+    return a && a->kind == KILN_ONNX_IN_FLOAT ? a->f : fallback;
+}
+
+kiln_status kiln_onnx_refuse(kiln_onnx_import *imp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(imp->error, sizeof imp->error, fmt, ap);
+    va_end(ap);
+    return KILN_ERROR_UNSUPPORTED;
+}
+
+/* `known` lists "name:kind" entries, kind one of i, f, I (ints), s. */
+kiln_status kiln_onnx_check_attrs(kiln_onnx_import *imp, const char *known)
+{
+    static const char kinds[] = {[KILN_ONNX_IN_INT] = 'i', [KILN_ONNX_IN_FLOAT] = 'f',
+                                 [KILN_ONNX_IN_INTS] = 'I', [KILN_ONNX_IN_STRING] = 's',
+                                 [KILN_ONNX_IN_OTHER] = '?'};
+    for (size_t k = 0; k < imp->n_attrs; k++) {
+        const kiln_onnx_in_attr *a = &imp->attrs[k];
+        const size_t len = strlen(a->name);
+        const char *at = known;
+        int found = 0;
+        while (!found && len && (at = strstr(at, a->name)) != NULL) {
+            found = (at == known || at[-1] == ',') && at[len] == ':' &&
+                    at[len + 1] == kinds[a->kind];
+            at += len;
+        }
+        if (!found)
+            return kiln_onnx_refuse(imp, "attribute '%s' is not supported (%s reads %s)",
+                                    a->name, imp->op, *known ? known : "no attributes");
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_onnx_need_constant(kiln_onnx_import *imp, int k, const char *what,
+                                    int optional)
+{
+    if (k >= imp->n_in || !*imp->in[k].name)
+        return optional ? KILN_OK : kiln_onnx_refuse(imp, "input %d (%s) is missing", k, what);
+    if (!imp->in[k].data)
+        return kiln_onnx_refuse(imp, "input %d (%s) '%s' is computed by the graph; kiln takes "
+                                "it only as an initializer", k, what, imp->in[k].name);
+    return KILN_OK;
+}
+
+void kiln_onnx_param_from(kiln_onnx_import *imp, int p, int k, kiln_onnx_param_layout layout)
+{
+    imp->param_input[p] = k;
+    imp->param_layout[p] = layout;
+    if (p + 1 > imp->n_params)
+        imp->n_params = p + 1;
+}
+
+/* The ints attribute `name` as n values, or `fallback` in each. */
+static int ints_attr(kiln_onnx_import *imp, const char *name, size_t n, int64_t fallback,
+                     int64_t *out)
+{
+    const kiln_onnx_in_attr *a = kiln_onnx_find_attr(imp, name);
+    for (size_t k = 0; k < n; k++)
+        out[k] = fallback;
+    if (!a)
+        return 1;
+    if (a->n_ints != n)
+        return 0;
+    memcpy(out, a->ints, n * sizeof *out);
+    return 1;
+}
+
+kiln_status kiln_onnx_window(kiln_onnx_import *imp, int32_t *kernel, int32_t *strides,
+                             kiln_padding *padding)
+{
+    int64_t k[2], s[2], d[2], p[4];
+    if (!ints_attr(imp, "kernel_shape", 2, 0, k))
+        return kiln_onnx_refuse(imp, "attribute 'kernel_shape' must have 2 values (2-D "
+                                "windows only)");
+    if (!kiln_onnx_find_attr(imp, "kernel_shape")) {
+        k[0] = kernel[0];
+        k[1] = kernel[1];
+    }
+    if (k[0] < 1 || k[1] < 1 || k[0] > INT32_MAX || k[1] > INT32_MAX)
+        return kiln_onnx_refuse(imp, "attribute 'kernel_shape' is %s", kiln_onnx_find_attr(imp,
+                                "kernel_shape") ? "not two positive sizes" : "missing");
+    if (!ints_attr(imp, "strides", 2, 1, s) || s[0] < 1 || s[1] < 1 || s[0] > INT32_MAX ||
+        s[1] > INT32_MAX)
+        return kiln_onnx_refuse(imp, "attribute 'strides' must be two positive strides");
+    if (!ints_attr(imp, "dilations", 2, 1, d) || d[0] != 1 || d[1] != 1)
+        return kiln_onnx_refuse(imp, "attribute 'dilations' must be (1, 1); kiln has no "
+                                "dilated windows yet");
+    if (!ints_attr(imp, "pads", 4, 0, p))
+        return kiln_onnx_refuse(imp, "attribute 'pads' must have 4 values (2-D windows)");
+    const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
+    const char *auto_pad = ap && ap->kind == KILN_ONNX_IN_STRING ? ap->s : "NOTSET";
+    for (int a = 0; a < 2; a++) {
+        kernel[a] = (int32_t)k[a];
+        strides[a] = (int32_t)s[a];
+    }
+    if (strcmp(auto_pad, "VALID") == 0) {
+        *padding = KILN_PADDING_VALID;
+        return KILN_OK;
+    }
+    if (strcmp(auto_pad, "SAME_UPPER") == 0) {   /* the odd pixel after: Keras's 'same' */
+        *padding = KILN_PADDING_SAME;
+        return KILN_OK;
+    }
+    if (strcmp(auto_pad, "NOTSET") != 0)
+        return kiln_onnx_refuse(imp, "attribute 'auto_pad' is '%s'; kiln supports NOTSET, "
+                                "VALID and SAME_UPPER", auto_pad);
+    if (!p[0] && !p[1] && !p[2] && !p[3]) {
+        *padding = KILN_PADDING_VALID;
+        return KILN_OK;
+    }
+    /* Explicit pads are 'same' when they are exactly what 'same' pads for
+     * this input's H and W (top, left, bottom, right). */
+    int same = 1;
+    for (int a = 0; a < 2 && same; a++) {
+        const int64_t in = imp->in[0].dims[2 + a];
+        int32_t out, before;
+        same = in > 0 && in <= INT32_MAX &&
+               kiln_window_output((int32_t)in, kernel[a], strides[a], KILN_PADDING_SAME, &out,
+                                  &before) == 1;
+        const int64_t after = same ? (int64_t)(out - 1) * strides[a] + kernel[a] - in - before
+                                   : 0;
+        same = same && p[a] == before && p[a + 2] == (after > 0 ? after : 0);
+    }
+    if (!same)
+        return kiln_onnx_refuse(imp, "attribute 'pads' (%lld, %lld, %lld, %lld) with kernel "
+                                "(%d, %d) and strides (%d, %d) on %lld x %lld is neither valid "
+                                "(all 0) nor Keras's 'same' (the odd pixel after); kiln has no "
+                                "other padding yet", (long long)p[0], (long long)p[1],
+                                (long long)p[2], (long long)p[3], (int)kernel[0],
+                                (int)kernel[1], (int)strides[0], (int)strides[1],
+                                (long long)imp->in[0].dims[2], (long long)imp->in[0].dims[3]);
+    *padding = KILN_PADDING_SAME;
+    return KILN_OK;
+}
+
+void kiln_onnx_param_convert(const kiln_onnx_in *t, kiln_onnx_param_layout layout, float *dst)
+{
+    int64_t size = 1;
+    for (int d = 0; d < t->rank; d++)
+        size *= t->dims[d];
+    if (layout == KILN_ONNX_PARAM_OIHW) {
+        const int64_t f = t->dims[0], c = t->dims[1], kh = t->dims[2], kw = t->dims[3];
+        for (int64_t o = 0; o < f; o++)
+            for (int64_t i = 0; i < c; i++)
+                for (int64_t y = 0; y < kh; y++)
+                    for (int64_t x = 0; x < kw; x++)
+                        dst[((y * kw + x) * c + i) * f + o] = t->data[((o * c + i) * kh + y) * kw
+                                                                      + x];
+    } else if (layout == KILN_ONNX_PARAM_TRANSPOSED) {
+        const int64_t a = t->dims[0], b = t->dims[1];
+        for (int64_t r = 0; r < a; r++)
+            for (int64_t q = 0; q < b; q++)
+                dst[q * a + r] = t->data[r * b + q];
+    } else {
+        memcpy(dst, t->data, (size_t)size * sizeof *dst);
+    }
+}

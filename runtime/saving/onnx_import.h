@@ -1,0 +1,72 @@
+/* Private: the ONNX importer's shared state (runtime/saving/onnx_import*.c).
+ * onnx_import.c reads the file and walks the graph in order;
+ * onnx_import_tensor.c decodes initializers (inline and external data);
+ * onnx_import_ops.c maps each op onto layers, through the layer kinds'
+ * import_onnx ops where an op is one kind, and keeps track of layouts. */
+#ifndef KILN_RUNTIME_SAVING_ONNX_IMPORT_H
+#define KILN_RUNTIME_SAVING_ONNX_IMPORT_H
+
+#include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
+#include "runtime/model/model.h"
+
+/* The generated header's oneofs are anonymous unions (C11). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#include "kiln_onnx.pb-c.h"
+#pragma GCC diagnostic pop
+
+#define KILN_IMPORT_CALL "kiln_model_import_onnx"
+
+/* TensorProto.DataType BOOL (onnx_graph.h names the others). */
+#define KILN_ONNX_BOOL 9
+
+/* A value of the graph: computed by a layer, or a constant (initializer,
+ * Constant, or the copy an Identity makes of one). */
+typedef struct kiln_import_value {
+    const char *name;
+    int computed;
+    kiln_node node;            /* computed: the layer whose output it is */
+    int cl;                    /* computed 4-D value that kiln holds as (H, W, C) */
+    kiln_node converted;       /* its permute to the other layout, once made (-1: none) */
+    int rank;
+    int64_t dims[KILN_MAX_RANK + 1];   /* ONNX's; a computed value's dims[0] is the batch */
+    const float *f;            /* a float constant's values */
+    const int64_t *ints;       /* an integer constant's values */
+    const char *param_of;      /* a constant: the node that took it as a parameter */
+    int uses;                  /* nodes (and graph outputs) that read it */
+} kiln_import_value;
+
+typedef struct kiln_importer {
+    kiln_context *ctx;
+    kiln_model *m;
+    kiln_onnx_graph mem;       /* an arena for everything the import allocates */
+    const char *folder;        /* external data's (NULL: refused) */
+    const kiln_import_options *options;
+    int opset;
+    const KilnOnnx__GraphProto *g;
+    kiln_import_value *values;
+    size_t n_values, cap_values;
+    char *skip;                /* per node: joined into an earlier one (MatMul's Add) */
+} kiln_importer;
+
+/* The value named `name`, or NULL. */
+kiln_import_value *kiln_import_find(kiln_importer *im, const char *name);
+/* A new value (NULL after an allocation failure, which mem.oom records). */
+kiln_import_value *kiln_import_add_value(kiln_importer *im, const char *name);
+
+/* Initializer t as a constant value (floats or integers); `node` names the
+ * Constant node it came from (NULL: an initializer). */
+kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t,
+                               const char *name, const char *node);
+
+/* Node k of the graph, in order (its inputs known). */
+kiln_status kiln_import_node(kiln_importer *im, size_t k);
+
+/* The node's name for messages and layers: its own, or its first output's. */
+const char *kiln_import_node_name(const KilnOnnx__NodeProto *n);
+
+/* A computed value as the model's output: in ONNX's order. */
+kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);
+
+#endif

@@ -1,0 +1,734 @@
+/* The importer's ops (onnx_import.h): the table from ONNX op to layer kind
+ * (whose import_onnx op reads the node) or to a handler here for the ops
+ * that are not one kind (Identity, Constant, Flatten, Reshape, MatMul with
+ * its Add), and the layouts: a 4-D value is held channels-last where a
+ * channels-last layer made it, in ONNX's order otherwise, and permuted
+ * once where a node wants the other. */
+#include "kiln_config.h"
+
+#if KILN_HAVE_ONNX
+
+#include "runtime/saving/onnx_import.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CALL KILN_IMPORT_CALL
+/* The batch in a folded shape (Shape of a computed value): not a size. */
+#define BATCH INT64_MIN
+
+typedef kiln_status (*op_handler)(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
+/* The layer error the model recorded, with the node's name and op. */
+static kiln_status build_error(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    return kiln_error(im->ctx, im->m->graph.build_status, CALL ": node '%s' (%s): %s",
+                      kiln_import_node_name(n), n->op_type, im->m->graph.build_error);
+}
+
+/* How many nodes and graph outputs read `name`; *reader the last node. */
+static int readers(const kiln_importer *im, const char *name, size_t *reader)
+{
+    int count = 0;
+    for (size_t k = 0; k < im->g->n_node; k++)
+        for (size_t i = 0; i < im->g->node[k]->n_input; i++)
+            if (strcmp(im->g->node[k]->input[i], name) == 0) {
+                count++;
+                *reader = k;
+            }
+    for (size_t k = 0; k < im->g->n_output; k++)
+        count += strcmp(im->g->output[k]->name, name) == 0;
+    return count;
+}
+
+/* v's layer in `cl` layout (a value of another rank has one layout). */
+static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, kiln_node *node)
+{
+    *node = v->node;
+    if (v->rank != 4 || v->cl == cl)
+        return KILN_OK;
+    if (v->converted == KILN_NODE_INVALID) {
+        const kiln_shape *s = &im->m->graph.nodes[v->node].shape;
+        if (cl && s->rank == 1) {   /* (C) of a (N, C, 1, 1): the same values */
+            const int32_t dims[3] = {1, 1, s->dims[0]};
+            v->converted = kiln_reshape(im->m, v->node, 3, dims, NULL);
+        } else {
+            const int32_t to_cl[3] = {2, 3, 1}, to_cf[3] = {3, 1, 2};
+            v->converted = kiln_permute(im->m, v->node, 3, cl ? to_cl : to_cf, NULL);
+        }
+        if (v->converted == KILN_NODE_INVALID)
+            return kiln_error(im->ctx, im->m->graph.build_status, CALL ": converting '%s' to %s: %s",
+                              v->name, cl ? "channels-last" : "channels-first",
+                              im->m->graph.build_error);
+    }
+    *node = v->converted;
+    return KILN_OK;
+}
+
+/* The computed value `name` (node n's input k). */
+static kiln_status computed(kiln_importer *im, const KilnOnnx__NodeProto *n, size_t k,
+                            kiln_import_value **out)
+{
+    *out = k < n->n_input ? kiln_import_find(im, n->input[k]) : NULL;
+    if (!*out || !(*out)->computed)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input %zu "
+                          "'%s' is %s; kiln takes a value the graph computes there",
+                          kiln_import_node_name(n), n->op_type, k,
+                          k < n->n_input ? n->input[k] : "", *out ? "a constant" : "missing");
+    return KILN_OK;
+}
+
+/* Records node's output as layer `node`'s, in ONNX dims (batch first). */
+static kiln_status made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node, int cl,
+                        const kiln_import_value *like)
+{
+    if (node == KILN_NODE_INVALID)
+        return build_error(im, n);
+    kiln_import_value *v = kiln_import_add_value(im, n->output[0]);
+    if (!v)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    const kiln_shape *s = &im->m->graph.nodes[node].shape;
+    v->computed = 1;
+    v->node = node;
+    v->cl = cl && s->rank == 3;
+    if (like) {   /* element-wise: the input's ONNX shape */
+        v->rank = like->rank;
+        memcpy(v->dims, like->dims, sizeof v->dims);
+        return KILN_OK;
+    }
+    v->rank = s->rank + 1;
+    v->dims[0] = -1;
+    for (int32_t d = 0; d < s->rank; d++)
+        v->dims[d + 1] = s->dims[d];
+    if (v->cl) {
+        v->dims[1] = s->dims[2];
+        v->dims[2] = s->dims[0];
+        v->dims[3] = s->dims[1];
+    }
+    return KILN_OK;
+}
+
+/* The node's attributes as layers/onnx_import.h has them. */
+static kiln_status read_attrs(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                              kiln_onnx_import *imp)
+{
+    kiln_onnx_in_attr *attrs = kiln_onnx_alloc(&im->mem, (n->n_attribute + 1) * sizeof *attrs);
+    if (!attrs)
+        return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = n->attribute[k];
+        kiln_onnx_in_attr *t = &attrs[k];
+        t->name = a->name ? a->name : "";
+        switch (a->type) {
+        case KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+            t->kind = KILN_ONNX_IN_INT;
+            t->i = a->i;
+            break;
+        case KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+            t->kind = KILN_ONNX_IN_FLOAT;
+            t->f = a->f;
+            break;
+        case KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+            t->kind = KILN_ONNX_IN_INTS;
+            t->ints = a->ints;
+            t->n_ints = a->n_ints;
+            break;
+        case KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
+            char *s = kiln_onnx_alloc(&im->mem, a->s.len + 1);
+            if (!s)
+                return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
+            if (a->s.len)
+                memcpy(s, a->s.data, a->s.len);
+            t->kind = KILN_ONNX_IN_STRING;
+            t->s = s;
+            break;
+        }
+        default:
+            t->kind = KILN_ONNX_IN_OTHER;
+            break;
+        }
+    }
+    imp->attrs = attrs;
+    imp->n_attrs = n->n_attribute;
+    return KILN_OK;
+}
+
+/* imp's inputs from n's, plus `extra` (MatMul's bias) when not NULL. */
+static kiln_status read_inputs(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                               kiln_onnx_import *imp, const char *extra)
+{
+    const size_t count = n->n_input + (extra != NULL);
+    if (count > KILN_ONNX_MAX_NODE_INPUTS)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s) has %zu "
+                          "inputs; kiln imports nodes of up to %d", kiln_import_node_name(n),
+                          n->op_type, n->n_input, KILN_ONNX_MAX_NODE_INPUTS);
+    for (size_t k = 0; k < count; k++) {
+        const char *name = k < n->n_input ? n->input[k] : extra;
+        kiln_onnx_in *in = &imp->in[k];
+        in->name = name;
+        if (!*name)
+            continue;
+        const kiln_import_value *v = kiln_import_find(im, name);
+        in->rank = v->rank;
+        memcpy(in->dims, v->dims, sizeof in->dims);
+        in->data = v->f;
+        if (!v->computed && !v->f) {   /* integers as floats for the ops that read them */
+            int64_t size = 1;
+            for (int d = 0; d < v->rank; d++)
+                size *= v->dims[d];
+            float *f = kiln_onnx_alloc(&im->mem, (size_t)(size + 1) * sizeof *f);
+            if (!f)
+                return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+            for (int64_t i = 0; i < size; i++)
+                f[i] = (float)v->ints[i];
+            in->data = f;
+        }
+    }
+    imp->n_in = (int)count;
+    return KILN_OK;
+}
+
+/* Parameter p of layer `node` from its initializer, in kiln's layout,
+ * under the initializer's name. */
+static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                              const kiln_onnx_import *imp, kiln_node node, int p)
+{
+    kiln_context *ctx = im->ctx;
+    kiln_node_rec *rec = &im->m->graph.nodes[node];
+    const kiln_onnx_in *t = &imp->in[imp->param_input[p]];
+    kiln_import_value *v = kiln_import_find(im, t->name);
+    const kiln_param_spec *spec = &rec->params[p];
+    int64_t size = 1;
+    for (int d = 0; d < t->rank; d++)
+        size *= t->dims[d];
+    if (size != kiln_shape_size(&spec->shape)) {
+        char s[64];
+        return kiln_error(ctx, KILN_ERROR_SHAPE, CALL ": node '%s' (%s): initializer '%s' holds "
+                          "%lld values; the layer's %s is %s", kiln_import_node_name(n),
+                          n->op_type, t->name, (long long)size, spec->name,
+                          kiln_shape_str(&spec->shape, s, sizeof s));
+    }
+    /* kiln_parameter_info holds names of up to 95 bytes. */
+    if (strlen(t->name) >= sizeof ((kiln_parameter_info *)0)->name)
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): initializer "
+                          "'%s' has a name of %zu bytes; kiln keeps parameter names of up to "
+                          "%zu", kiln_import_node_name(n), n->op_type, t->name, strlen(t->name),
+                          sizeof ((kiln_parameter_info *)0)->name - 1);
+    if (v->param_of)
+        return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": initializer '%s' is used by node "
+                          "'%s' and node '%s'; kiln cannot tie parameters (give each node its "
+                          "own copy, an Identity)", t->name, v->param_of,
+                          kiln_import_node_name(n));
+    v->param_of = kiln_import_node_name(n);
+    rec->param_name[p] = kiln_strdup(ctx, t->name);
+    rec->param_init[p] = kiln_alloc(ctx, (size_t)(size ? size : 1) * sizeof(float));
+    if (!rec->param_name[p] || !rec->param_init[p])
+        return kiln_error_oom(ctx, "a parameter", (size_t)size * sizeof(float));
+    kiln_onnx_param_convert(t, imp->param_layout[p], rec->param_init[p]);
+    return KILN_OK;
+}
+
+/* A node whose op is one layer kind: the kind reads it, and its layer
+ * makes the node's first output. `extra` is a further input (MatMul's
+ * bias, from the Add joined to it). */
+static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                               const kiln_layer_ops *ops, const char *extra)
+{
+    const char *name = kiln_import_node_name(n);
+    kiln_onnx_import imp = {.op = n->op_type, .node = name, .opset = im->opset};
+    kiln_status st = read_attrs(im, n, &imp);
+    if (st == KILN_OK)
+        st = read_inputs(im, n, &imp, extra);
+    if (st != KILN_OK)
+        return st;
+    if (n->n_input < 1 || !*n->input[0])
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
+                          name, n->op_type);
+    st = ops->import_onnx(&imp);
+    if (st != KILN_OK)
+        return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
+    kiln_import_value *first;
+    st = computed(im, n, 0, &first);
+    if (st != KILN_OK)
+        return st;
+    const int cl = imp.want == KILN_ONNX_WANT_ANY ? first->cl
+                                                  : imp.want == KILN_ONNX_WANT_CHANNELS_LAST;
+    kiln_node inputs[KILN_MAX_INPUTS];
+    for (int k = 0; k < imp.n_data && st == KILN_OK; k++) {
+        kiln_import_value *v;
+        st = computed(im, n, (size_t)k, &v);
+        if (st == KILN_OK)
+            st = in_layout(im, v, cl, &inputs[k]);
+    }
+    if (st != KILN_OK)
+        return st;
+    const kiln_node node = kiln_model_add_layer(im->m, ops, ops->configure ? &imp.args : NULL,
+                                                inputs, imp.n_data, name, imp.activation);
+    if (node == KILN_NODE_INVALID)
+        return build_error(im, n);
+    for (int p = 0; p < imp.n_params && st == KILN_OK; p++)
+        st = take_param(im, n, &imp, node, p);
+    if (st != KILN_OK)
+        return st;
+    if (imp.out_rank) {   /* GlobalAveragePool's (N, C, 1, 1) */
+        st = made(im, n, node, 0, NULL);
+        kiln_import_value *v = kiln_import_find(im, n->output[0]);
+        if (st == KILN_OK)
+            for (v->rank = 2; v->rank < imp.out_rank; v->rank++)
+                v->dims[v->rank] = 1;
+        return st;
+    }
+    return made(im, n, node, cl, imp.want == KILN_ONNX_WANT_ANY ? first : NULL);
+}
+
+/* ---- the ops that are not one kind -------------------------------------- */
+
+/* An Identity of a constant is a constant of its own (a parameter named
+ * after its output, as PyTorch's exporter writes copies of equal
+ * initializers); of a computed value, a linear Activation keeping the
+ * node's name. */
+static kiln_status import_identity(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    if (in->computed) {
+        const kiln_node node = kiln_activation_layer(
+            im->m, in->node, KILN_ACTIVATION_LINEAR,
+            &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                             .name = kiln_import_node_name(n)});
+        return made(im, n, node, in->cl, in);
+    }
+    const kiln_import_value copy = *in;
+    kiln_import_value *v = kiln_import_add_value(im, n->output[0]);
+    if (!v)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    *v = copy;
+    v->name = n->output[0];
+    v->param_of = NULL;
+    return KILN_OK;
+}
+
+static kiln_status import_constant(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = n->attribute[k];
+        if (strcmp(a->name, "value") == 0 && a->t)
+            return kiln_import_tensor(im, a->t, n->output[0], name);
+        if (strcmp(a->name, "value_float") == 0 || strcmp(a->name, "value_int") == 0 ||
+            strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0) {
+            const int floats = a->name[6] == 'f', list = a->name[strlen(a->name) - 1] == 's';
+            KilnOnnx__TensorProto t = KILN_ONNX__TENSOR_PROTO__INIT;
+            int64_t dims[1] = {(int64_t)(floats ? a->n_floats : a->n_ints)};
+            t.has_data_type = 1;
+            t.data_type = floats ? KILN_ONNX_FLOAT : KILN_ONNX_INT64;
+            t.n_dims = list ? 1 : 0;
+            t.dims = dims;
+            t.n_float_data = floats ? (list ? a->n_floats : 1) : 0;
+            t.float_data = list ? a->floats : &((KilnOnnx__AttributeProto *)a)->f;
+            t.n_int64_data = floats ? 0 : (list ? a->n_ints : 1);
+            t.int64_data = list ? a->ints : &((KilnOnnx__AttributeProto *)a)->i;
+            return kiln_import_tensor(im, &t, n->output[0], name);
+        }
+    }
+    return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Constant): kiln reads "
+                      "attribute value, value_float(s) or value_int(s)", name);
+}
+
+/* Flatten keeps ONNX's element order: a channels-last value is permuted
+ * to channels-first first, so that a Gemm after it computes what it did. */
+static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    int64_t axis = 1;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        if (strcmp(n->attribute[k]->name, "axis") != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Flatten): "
+                              "attribute '%s' is not supported (Flatten reads axis)",
+                              kiln_import_node_name(n), n->attribute[k]->name);
+        axis = n->attribute[k]->i;
+    }
+    if (axis < 0)
+        axis += v->rank;
+    if (axis != 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Flatten): "
+                          "attribute 'axis' is %lld; kiln supports 1 (the batch kept)",
+                          kiln_import_node_name(n), (long long)axis);
+    kiln_node in;
+    st = in_layout(im, v, 0, &in);
+    if (st != KILN_OK)
+        return st;
+    return made(im, n, kiln_flatten(im->m, in,
+                                        &(kiln_flatten_options){
+                                            .struct_size = sizeof(kiln_flatten_options),
+                                            .name = kiln_import_node_name(n)}), 0, NULL);
+}
+
+/* Reshape to a constant shape whose first entry keeps the batch (0, or -1
+ * when the rest is known); 0 elsewhere copies the input's dimension. */
+static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    kiln_import_value *v, *shape = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "allowzero") != 0 || n->attribute[k]->i != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): "
+                              "attribute '%s' is not supported (Reshape reads allowzero 0)",
+                              name, n->attribute[k]->name);
+    if (!shape || shape->computed || !shape->ints || shape->rank != 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): its "
+                          "shape must be a constant 1-D int64 tensor", name);
+    const int64_t rank = shape->dims[0];
+    if (rank < 2 || rank > KILN_MAX_RANK + 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): a "
+                          "shape of %lld dimensions; kiln reshapes to 2 to %d (the batch "
+                          "first)", name, (long long)rank, KILN_MAX_RANK + 1);
+    int unknown = 0;
+    for (int64_t d = 1; d < rank; d++)
+        unknown += shape->ints[d] == -1;
+    const int64_t first = shape->ints[0] == BATCH ? 0 : shape->ints[0];
+    if (!(first == 0 || (first == -1 && !unknown)))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): shape[0] "
+                          "is %lld; kiln keeps the batch first (0, or -1 with the other "
+                          "dimensions known)", name, (long long)shape->ints[0]);
+    int32_t dims[KILN_MAX_RANK];
+    for (int64_t d = 1; d < rank; d++) {
+        int64_t s = shape->ints[d];
+        if (s == 0 && d < v->rank)
+            s = v->dims[d];
+        if (s < -1 || s == 0 || s > INT32_MAX)
+            return kiln_error(im->ctx, KILN_ERROR_SHAPE, CALL ": node '%s' (Reshape): shape[%lld] "
+                              "is %lld", name, (long long)d, (long long)shape->ints[d]);
+        dims[d - 1] = (int32_t)s;
+    }
+    kiln_node in;
+    st = in_layout(im, v, 0, &in);
+    if (st != KILN_OK)
+        return st;
+    return made(im, n, kiln_reshape(im->m, in, (int32_t)rank - 1, dims,
+                                        &(kiln_reshape_options){
+                                            .struct_size = sizeof(kiln_reshape_options),
+                                            .name = name}), 0, NULL);
+}
+
+/* A Pad that pads nothing (PyTorch's AvgPool2d writes one before its
+ * AveragePool) passes its input on; kiln has no padding layer yet. */
+static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    kiln_import_value *v, *pads = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    if (!pads || pads->computed || !pads->ints)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): its pads "
+                          "must be a constant int64 tensor", name);
+    int64_t count = pads->rank ? pads->dims[0] : 1;
+    for (int64_t k = 0; k < count; k++)
+        if (pads->ints[k] != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads[%lld] "
+                              "is %lld; kiln imports a Pad of all zeros only (no padding layer "
+                              "yet)", name, (long long)k, (long long)pads->ints[k]);
+    const kiln_node node = kiln_activation_layer(
+        im->m, v->node, KILN_ACTIVATION_LINEAR,
+        &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                         .name = name});
+    return made(im, n, node, v->cl, v);
+}
+
+/* ---- shape arithmetic, folded --------------------------------------------
+ * torch.onnx.export writes x.view(x.size(0), -1) as Shape -> Gather ->
+ * Unsqueeze -> Concat -> Reshape. The shapes are known but the batch, so
+ * these fold into constants, the batch a marker that Reshape reads as 0. */
+
+
+/* A new integer constant of `rank` (dims) whose `count` values the caller
+ * writes at *ints. */
+static kiln_import_value *int_constant(kiln_importer *im, const char *name, int rank,
+                                       const int64_t *dims, int64_t count, int64_t **ints_out)
+{
+    int64_t *ints = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *ints);
+    kiln_import_value *v = ints ? kiln_import_add_value(im, name) : NULL;
+    *ints_out = ints;
+    if (!v)
+        return NULL;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++)
+        v->dims[d] = dims[d];
+    v->ints = ints;
+    return v;
+}
+
+/* Input k of n as an integer constant, or NULL after the error. */
+static const kiln_import_value *int_input(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                          size_t k, kiln_status *st)
+{
+    const kiln_import_value *v = k < n->n_input ? kiln_import_find(im, n->input[k]) : NULL;
+    if (v && !v->computed && v->ints)
+        return v;
+    *st = kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input %zu must "
+                     "be an integer constant (kiln folds shape arithmetic on known shapes)",
+                     kiln_import_node_name(n), n->op_type, k);
+    return NULL;
+}
+
+static int64_t count_of(const kiln_import_value *v)
+{
+    int64_t c = 1;
+    for (int d = 0; d < v->rank; d++)
+        c *= v->dims[d];
+    return c;
+}
+
+static kiln_status no_attrs_but(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                const char *allowed)
+{
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (!allowed || strcmp(n->attribute[k]->name, allowed) != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): "
+                              "attribute '%s' is not supported", kiln_import_node_name(n),
+                              n->op_type, n->attribute[k]->name);
+    return KILN_OK;
+}
+
+static kiln_status import_shape(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v = kiln_import_find(im, n->input[0]);
+    kiln_status st = no_attrs_but(im, n, NULL);
+    if (st != KILN_OK)
+        return st;
+    const int64_t rank = v->rank;
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], 1, &rank, rank, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    for (int d = 0; d < v->rank; d++)
+        ints[d] = v->computed && d == 0 ? BATCH : v->dims[d];
+    return KILN_OK;
+}
+
+static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_status st = no_attrs_but(im, n, "axis");
+    const kiln_import_value *data = st == KILN_OK ? int_input(im, n, 0, &st) : NULL;
+    const kiln_import_value *idx = data ? int_input(im, n, 1, &st) : NULL;
+    if (!idx)
+        return st;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (n->attribute[k]->i != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Gather): "
+                              "attribute 'axis' is %lld; kiln folds axis 0",
+                              kiln_import_node_name(n), (long long)n->attribute[k]->i);
+    if (data->rank != 1 || idx->rank > 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Gather): kiln "
+                          "folds a 1-D constant indexed by a scalar or 1-D constant",
+                          kiln_import_node_name(n));
+    const int64_t count = count_of(idx);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], idx->rank, idx->dims, count, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = idx->ints[k];
+        if (i < 0)
+            i += data->dims[0];
+        if (i < 0 || i >= data->dims[0])
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Gather): index "
+                              "%lld of %lld values", kiln_import_node_name(n),
+                              (long long)idx->ints[k], (long long)data->dims[0]);
+        ints[k] = data->ints[i];
+    }
+    return KILN_OK;
+}
+
+static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_status st = KILN_OK;
+    const kiln_import_value *data = int_input(im, n, 0, &st);
+    if (!data)
+        return st;
+    const int64_t *axes;
+    int64_t n_axes;
+    if (im->opset < 13) {
+        const KilnOnnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
+        if (!a || strcmp(a->name, "axes") != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Unsqueeze): "
+                              "kiln reads attribute 'axes' only", kiln_import_node_name(n));
+        axes = a->ints;
+        n_axes = (int64_t)a->n_ints;
+    } else {
+        const kiln_import_value *a = (st = no_attrs_but(im, n, NULL)) == KILN_OK
+                                         ? int_input(im, n, 1, &st) : NULL;
+        if (!a)
+            return st;
+        axes = a->ints;
+        n_axes = count_of(a);
+    }
+    const int64_t rank = data->rank + n_axes;
+    if (rank > KILN_MAX_RANK + 1)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Unsqueeze): %lld "
+                          "dimensions", kiln_import_node_name(n), (long long)rank);
+    int64_t dims[KILN_MAX_RANK + 1];
+    int one[KILN_MAX_RANK + 1] = {0};
+    for (int64_t k = 0; k < n_axes; k++) {
+        const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (a < 0 || a >= rank || one[a])
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Unsqueeze): axis "
+                              "%lld", kiln_import_node_name(n), (long long)axes[k]);
+        one[a] = 1;
+    }
+    for (int64_t d = 0, from = 0; d < rank; d++)
+        dims[d] = one[d] ? 1 : data->dims[from++];
+    const int64_t count = count_of(data);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], (int)rank, dims, count, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    memcpy(ints, data->ints, (size_t)count * sizeof *ints);
+    return KILN_OK;
+}
+
+/* Concat of 1-D integer constants folds; of computed values it is the
+ * concatenate kind's. */
+static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    int constants = 1;
+    int64_t total = 0;
+    for (size_t k = 0; k < n->n_input && constants; k++) {
+        const kiln_import_value *v = kiln_import_find(im, n->input[k]);
+        constants = v && !v->computed && v->ints && v->rank == 1;
+        total += constants ? v->dims[0] : 0;
+    }
+    if (!constants)
+        return import_kind(im, n, &kiln_layer_concatenate, NULL);
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "axis") != 0 ||
+            (n->attribute[k]->i != 0 && n->attribute[k]->i != -1))
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Concat): "
+                              "attribute '%s' is %lld; constant 1-D values join on axis 0",
+                              kiln_import_node_name(n), n->attribute[k]->name,
+                              (long long)n->attribute[k]->i);
+    int64_t *ints;
+    if (!int_constant(im, n->output[0], 1, &total, total, &ints))
+        return kiln_error_oom(im->ctx, "a constant", im->mem.oom_bytes);
+    int64_t at = 0;
+    for (size_t k = 0; k < n->n_input; k++) {
+        const kiln_import_value *v = kiln_import_find(im, n->input[k]);
+        memcpy(ints + at, v->ints, (size_t)v->dims[0] * sizeof *v->ints);
+        at += v->dims[0];
+    }
+    return KILN_OK;
+}
+
+/* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
+ * alone reads its product is the Dense's bias. */
+static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    size_t reader = 0;
+    const char *bias = NULL;
+    if (n->n_output == 1 && readers(im, n->output[0], &reader) == 1) {
+        const KilnOnnx__NodeProto *add = im->g->node[reader];
+        const int at = add->n_input == 2 && strcmp(add->input[0], n->output[0]) == 0 ? 1 : 0;
+        const kiln_import_value *b = add->n_input == 2 ? kiln_import_find(im, add->input[at])
+                                                      : NULL;
+        if (strcmp(add->op_type, "Add") == 0 && (!add->domain || !*add->domain) && b &&
+            !b->computed && b->f && b->rank == 1) {
+            im->skip[reader] = 1;
+            bias = add->input[at];
+            /* The Dense makes the Add's output. */
+            KilnOnnx__NodeProto joined = *n;
+            joined.output = add->output;
+            joined.n_output = add->n_output;
+            return import_kind(im, &joined, &kiln_layer_dense, bias);
+        }
+    }
+    return import_kind(im, n, &kiln_layer_dense, NULL);
+}
+
+static const struct {
+    const char *op;
+    const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, or */
+    op_handler handler;           /* a handler here */
+} ops[] = {
+    {.op = "Conv", .kind = &kiln_layer_conv2d},
+    {.op = "BatchNormalization", .kind = &kiln_layer_batch_norm},
+    {.op = "Gemm", .kind = &kiln_layer_dense},
+    {.op = "MatMul", .handler = import_matmul},
+    {.op = "MaxPool", .kind = &kiln_layer_max_pooling2d},
+    {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
+    {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
+    {.op = "Relu", .kind = &kiln_layer_activation},
+    {.op = "LeakyRelu", .kind = &kiln_layer_activation},
+    {.op = "Sigmoid", .kind = &kiln_layer_activation},
+    {.op = "Tanh", .kind = &kiln_layer_activation},
+    {.op = "Softmax", .kind = &kiln_layer_activation},
+    {.op = "Dropout", .kind = &kiln_layer_dropout},
+    {.op = "Add", .kind = &kiln_layer_add},
+    {.op = "Concat", .handler = import_concat},
+    {.op = "Identity", .handler = import_identity},
+    {.op = "Constant", .handler = import_constant},
+    {.op = "Flatten", .handler = import_flatten},
+    {.op = "Reshape", .handler = import_reshape},
+    {.op = "Pad", .handler = import_pad},
+    {.op = "Shape", .handler = import_shape},
+    {.op = "Gather", .handler = import_gather},
+    {.op = "Unsqueeze", .handler = import_unsqueeze},
+};
+
+kiln_status kiln_import_node(kiln_importer *im, size_t k)
+{
+    const KilnOnnx__NodeProto *n = im->g->node[k];
+    const char *name = kiln_import_node_name(n);
+    const char *op = n->op_type ? n->op_type : "";
+    size_t i = 0;
+    const int onnx_domain = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
+    while (onnx_domain && i < sizeof ops / sizeof ops[0] && strcmp(ops[i].op, op) != 0)
+        i++;
+    if (!onnx_domain || i == sizeof ops / sizeof ops[0])
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' has op '%s'%s%s%s, "
+                          "which kiln does not import (docs/importing.md lists the ops it does)",
+                          name, op, onnx_domain ? "" : " of domain '",
+                          onnx_domain ? "" : n->domain, onnx_domain ? "" : "'");
+    if (n->n_output < 1)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no output",
+                          name, op);
+    size_t reader;
+    for (size_t o = 1; o < n->n_output; o++)
+        if (*n->output[o] && readers(im, n->output[o], &reader))
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): output "
+                              "%zu '%s' is read; kiln imports a node's first output only",
+                              name, op, o, n->output[o]);
+    if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !*n->input[0]))
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
+                          name, op);
+    for (size_t k = 0; k < n->n_input; k++)
+        if (*n->input[k] && !kiln_import_find(im, n->input[k]))
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) reads '%s', "
+                              "which no node kiln imported makes", name, op, n->input[k]);
+    if (strcmp(op, "Identity") == 0 && n->n_input != 1)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
+                          "inputs", name, n->n_input);
+    return ops[i].handler ? ops[i].handler(im, n) : import_kind(im, n, ops[i].kind, NULL);
+}
+
+kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node)
+{
+    kiln_status st = in_layout(im, v, 0, node);
+    if (st != KILN_OK)
+        return st;
+    /* An output feeds no other layer: a copy where the graph reads it too. */
+    for (kiln_node i = 0; i < im->m->graph.n_nodes; i++)
+        for (int k = 0; k < im->m->graph.nodes[i].n_inputs; k++)
+            if (im->m->graph.nodes[i].inputs[k] == *node) {
+                *node = kiln_activation_layer(im->m, *node, KILN_ACTIVATION_LINEAR, NULL);
+                if (*node == KILN_NODE_INVALID)
+                    return kiln_error(im->ctx, im->m->graph.build_status, CALL ": graph output "
+                                      "'%s': %s", v->name, im->m->graph.build_error);
+                return KILN_OK;
+            }
+    return KILN_OK;
+}
+
+#endif /* KILN_HAVE_ONNX */

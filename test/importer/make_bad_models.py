@@ -1,0 +1,165 @@
+"""ONNX files for test_import.c's refusals and name checks, written with
+ONNX's own helpers (Debian's python3-onnx, no PyTorch):
+
+    make_bad_models.py OUTDIR
+
+Each NAME.onnx is a small graph, X (N, 2, 4, 4) -> Conv 3x3 -> Relu ->
+Flatten -> Gemm (N, 3), changed in one way (the comment above each says
+how). Exits 77 when onnx is missing."""
+import os
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    print("onnx is not installed for /usr/bin/python3 (Debian: python3-onnx)")
+    sys.exit(77)
+
+
+def init(name, shape, seed):
+    rng = np.random.default_rng(seed)
+    return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+
+
+def graph(nodes=None, inits=None, dims=("N", 2, 4, 4), extra_nodes=()):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    if nodes is None:
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[0, 0, 0, 0]),
+                 helper.make_node("Relu", ["c"], ["r"], name="relu"),
+                 helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+                 helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    if inits is None:
+        inits = [init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
+                 init("fc_b", (3,), 4)]
+    return helper.make_graph(list(nodes) + list(extra_nodes), "g", [x], [y], inits)
+
+
+def save(outdir, name, g, opset=17, ir=8):
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    onnx.save(m, os.path.join(outdir, name + ".onnx"))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    # The graph as it should be.
+    save(out, "good", graph())
+    # The input's H and W are named dimensions.
+    save(out, "dynamic", graph(dims=("N", 2, "height", 4)))
+    # IR 3 and opset 10: outside what kiln reads.
+    save(out, "old_ir", graph(), ir=3)
+    save(out, "old_opset", graph(), opset=10)
+    # Conv's bias holds 2 floats where its shape says 3.
+    bad = init("b", (3,), 2)
+    bad.raw_data = bad.raw_data[:8]
+    save(out, "short_initializer", graph(inits=[init("w", (3, 2, 3, 3), 1), bad,
+                                                init("fc_w", (3, 12), 3), init("fc_b", (3,), 4)]))
+    # Relu reads Flatten's output, which reads Relu's.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Add", ["c", "f2"], ["r"], name="loop_add"),
+             helper.make_node("Relu", ["r"], ["f2"], name="loop_relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "cycle", graph(nodes=nodes))
+    # An op kiln does not know.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Mystery", ["c"], ["r"], name="odd_one"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "unknown_op", graph(nodes=nodes))
+    # A dilated convolution (kiln has none yet).
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", dilations=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "dilated", graph(nodes=nodes))
+    # Gemm's weight in an external-data file (written whole, and short).
+    fc_w = init("fc_w", (3, 12), 3)
+    data = fc_w.raw_data
+    for name, length in (("external", len(data)), ("external_short", len(data) - 8),
+                         ("external_missing", None)):
+        t = init("fc_w", (3, 12), 3)
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        location = name + ".bin"
+        for key, value in (("location", location), ("offset", "4")):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        if length is not None:
+            with open(os.path.join(out, location), "wb") as f:
+                f.write(b"\0" * 4 + data[:length])
+        save(out, name, graph(inits=[init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), t,
+                                     init("fc_b", (3,), 4)]))
+    # A Relu of an initializer: kiln takes computed values there.
+    nodes = [helper.make_node("Relu", ["w"], ["rw"], name="relu_of_weight"),
+             helper.make_node("Conv", ["x", "rw", "b"], ["c"], name="conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "constant_input", graph(nodes=nodes))
+    # A parameter name longer than kiln keeps (95 bytes).
+    long_name = "w" * 120
+    nodes = [helper.make_node("Conv", ["x", long_name, "b"], ["c"], name="conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
+                                                     init("b", (3,), 2), init("fc_w", (3, 12), 3),
+                                                     init("fc_b", (3,), 4)]))
+    # Dropout with its ratio as a constant input (opset 12 on): imports; a
+    # ratio of 1 does not.
+    for name, ratio in (("dropout", 0.3), ("dropout_one", 1.0)):
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+                 helper.make_node("Dropout", ["c", "ratio"], ["r"], name="drop"),
+                 helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+                 helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        save(out, name, graph(nodes=nodes, inits=[
+            init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
+            init("fc_b", (3,), 4), numpy_helper.from_array(np.array(ratio, np.float32),
+                                                           "ratio")]))
+    # LeakyRelu at PyTorch's default slope, 0.01: kiln's is 0.2.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=0.01),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "leaky_slope", graph(nodes=nodes))
+    # What the importer's fuzz target found: a node without inputs, an
+    # attribute without a name, an initializer without a name.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", [], ["r"], name="no_input"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "no_input", graph(nodes=nodes))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[0, 0, 0, 0]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    nodes[0].attribute[0].name = ""
+    save(out, "unnamed_attribute", graph(nodes=nodes))
+    unnamed = init("b", (3,), 2)
+    unnamed.ClearField("name")
+    save(out, "unnamed_initializer", graph(inits=[init("w", (3, 2, 3, 3), 1), unnamed,
+                                                  init("fc_w", (3, 12), 3),
+                                                  init("fc_b", (3,), 4)]))
+    # Two Gemms reading one weight directly: a tied parameter.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    two = [helper.make_node("Gemm", ["x", "shared", "bias1"], ["h"], name="first", transB=1),
+           helper.make_node("Gemm", ["h", "shared", "bias2"], ["y"], name="second", transB=1)]
+    inits = [init("shared", (4, 4), 5), init("bias1", (4,), 6), init("bias2", (4,), 7)]
+    save(out, "tied", helper.make_graph(two, "g", [x], [y], inits))
+    # The same weight through two Identity copies, as PyTorch 1.13 writes
+    # equal initializers: each copy is a parameter of its own.
+    copies = [helper.make_node("Identity", ["shared"], ["first.weight"], name="copy1"),
+              helper.make_node("Identity", ["shared"], ["second.weight"], name="copy2"),
+              helper.make_node("Gemm", ["x", "first.weight", "bias1"], ["h"], name="first",
+                               transB=1),
+              helper.make_node("Gemm", ["h", "second.weight", "bias2"], ["y"], name="second",
+                               transB=1)]
+    save(out, "copies", helper.make_graph(copies, "g", [x], [y], inits))
+
+
+if __name__ == "__main__":
+    main()

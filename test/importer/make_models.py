@@ -1,0 +1,183 @@
+"""Small PyTorch networks exported to ONNX for test_import.c (run with
+Debian's /usr/bin/python3, which has torch 1.13):
+
+    make_models.py OUTDIR
+
+For each network NAME it writes OUTDIR/NAME.onnx, OUTDIR/NAME.in (the
+input, float32, little-endian, NCHW as the graph declares it),
+OUTDIR/NAME.out (PyTorch's output on it) and a few parameters as
+OUTDIR/NAME.PARAMETER (conv1.weight, bn1.running_var, fc.weight), and lists them in
+OUTDIR/models.txt as "NAME N D1 D2 ... : OUTPUTS" lines. Exits 77 when
+torch is missing. Fixed seeds: the same files every run."""
+import os
+import sys
+
+try:
+    import torch
+    from torch import nn
+except ImportError:
+    print("torch is not installed for /usr/bin/python3 (Debian: python3-torch)")
+    sys.exit(77)
+
+
+class Cnn(nn.Module):
+    """Conv/BN/ReLU/MaxPool, a strided valid conv, GAP, Flatten, Linear."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 12, 3, stride=2)
+        self.bn2 = nn.BatchNorm2d(12, momentum=0.2, eps=1e-3)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(12, 5)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn1(self.conv1(x))))
+        x = torch.sigmoid(self.bn2(self.conv2(x)))
+        return self.fc(torch.flatten(self.gap(x), 1))
+
+
+class FlattenNet(nn.Module):
+    """A Linear straight after Flatten of a 4-D value: ONNX's (NCHW)
+    element order must reach the Gemm."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3)
+        self.pool = nn.AvgPool2d(2)
+        self.drop = nn.Dropout(0.25)
+        self.fc = nn.Linear(4 * 3 * 2, 6)
+
+    def forward(self, x):
+        x = self.pool(torch.tanh(self.conv(x)))
+        return torch.softmax(self.fc(self.drop(torch.flatten(x, 1))), dim=1)
+
+
+class Residual(nn.Module):
+    """A residual block: two conv/BN branches joined by Add, a Concat on
+    channels, then a Reshape to (N, -1) and a Linear."""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn_a = nn.BatchNorm2d(4)
+        self.b = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn_b = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(8 * 5 * 5, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.bn_a(self.a(x)))
+        y = self.bn_b(self.b(y))
+        y = torch.relu(y + x)
+        z = torch.cat([y, x], dim=1)
+        return self.fc(z.reshape(-1, 8 * 5 * 5))
+
+
+class ViewNet(nn.Module):
+    """x.view(x.size(0), -1): the exporter's Shape -> Gather -> Unsqueeze ->
+    Concat -> Reshape chain, which kiln folds."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 5, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        return self.fc(x.view(x.size(0), -1))
+
+
+class Mlp(nn.Module):
+    """Linear layers on a vector; a MatMul + Add from a bare weight."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 16)
+        self.fc2 = nn.Linear(16, 8)
+        self.w = nn.Parameter(torch.randn(8, 4) * 0.3)
+        self.b = nn.Parameter(torch.randn(4) * 0.1)
+
+    def forward(self, x):
+        x = torch.tanh(self.fc1(x))
+        x = nn.functional.leaky_relu(self.fc2(x), 0.2)
+        return torch.matmul(x, self.w) + self.b
+
+
+def randomise_statistics(model):
+    """Moving statistics away from 0 and 1, so that a swap shows."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+
+
+def write(path, tensor):
+    with open(path, "wb") as f:
+        f.write(tensor.detach().contiguous().numpy().astype("<f4").tobytes())
+
+
+def export(outdir, name, model, shape, **kwargs):
+    torch.manual_seed(len(name))
+    model.eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        y = model(x)
+    torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=17,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
+    write(os.path.join(outdir, name + ".in"), x)
+    for pname, value in model.state_dict().items():   # read back by name
+        if pname in ("conv1.weight", "bn1.running_var", "fc.weight"):
+            write(os.path.join(outdir, "%s.%s" % (name, pname)), value)
+    write(os.path.join(outdir, name + ".out"), y)
+    return "%s %s : %d\n" % (name, " ".join(str(d) for d in shape), y.numel())
+
+
+def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
+    """PyTorch's SGD steps on one fixed batch in train mode (batch norm on
+    batch statistics), MSE against fixed targets, from the exported
+    weights: NAME.target, and after the steps NAME.trained.PARAMETER for
+    the parameters and statistics write() lists."""
+    torch.manual_seed(11)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        target = torch.randn_like(model(x))
+    write(os.path.join(outdir, name + ".train_in"), x)
+    write(os.path.join(outdir, name + ".target"), target)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+    for pname, value in model.state_dict().items():
+        if pname in ("conv1.weight", "bn1.running_var", "bn1.running_mean", "bn1.weight",
+                     "fc.weight"):
+            write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    preserve = dict(training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    lines = []
+    for name, make, shape, kwargs in [
+        ("cnn", Cnn, (3, 3, 12, 10), preserve),
+        ("cnn_folded", Cnn, (3, 3, 12, 10), {}),
+        ("flatten", FlattenNet, (2, 2, 8, 6), preserve),
+        ("residual", Residual, (2, 4, 5, 5), preserve),
+        ("mlp", Mlp, (4, 10), preserve),
+        ("view", ViewNet, (2, 3, 4, 5), preserve),
+    ]:
+        torch.manual_seed(7)
+        model = make()
+        randomise_statistics(model)
+        lines.append(export(outdir, name, model, shape, **kwargs))
+        if name == "cnn":
+            train_steps(outdir, name, model, shape)
+    with open(os.path.join(outdir, "models.txt"), "w") as f:
+        f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+/* kiln_model_import_onnx against PyTorch and ONNX Runtime: small networks
+ * that test/importer/make_models.py builds with fixed seeds and exports
+ * with torch.onnx.export (opset 17, batch norm kept and folded) are
+ * imported, and kiln's predictions on the exported inputs must equal
+ * PyTorch's outputs and ONNX Runtime's on the same file within 1e-4
+ * relative; parameters are read back by their ONNX names. Needs Debian's
+ * python3-torch (SKIP_MISSING without it) and, for the ONNX Runtime part,
+ * node with onnxruntime-node (.deps/onnxruntime). */
+#include "harness.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PYTHON "/usr/bin/python3"
+#define TOLERANCE 1e-4
+
+static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out);
+
+static const char *root, *ort_dir;
+static char dir[64];
+
+static float *read_floats(const char *path, int64_t n)
+{
+    size_t size = 0;
+    unsigned char *data = test_read_file(path, &size);
+    if (!data || size != (size_t)n * sizeof(float)) {
+        fprintf(stderr, "%s: %zu bytes, expected %lld floats\n", path, size, (long long)n);
+        test_failures++;
+        free(data);
+        return NULL;
+    }
+    return (float *)data;
+}
+
+static void compile(kiln_context *ctx, kiln_model *m)
+{
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR,
+                                     .optimizer = &sgd};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+}
+
+/* ONNX Runtime's output of the model on its input, or NULL when it cannot
+ * run here (noted as a missing part). */
+static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out)
+{
+    if (!ort_dir || access(ort_dir, F_OK) != 0 || system("node --version > /dev/null 2>&1")) {
+        test_missing_part("node with onnxruntime-node (tools/install_onnxruntime.sh)");
+        return NULL;
+    }
+    char cmd[2048], out[256];
+    snprintf(out, sizeof out, "%s/%s.ort", dir, name);
+    int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/saving/"
+                      "onnx_run.js' '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, dir, name,
+                      dir, name, out);
+    for (int d = 0; d < rank; d++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %lld", (long long)dims[d]);
+    snprintf(cmd + at, sizeof cmd - (size_t)at, " > /dev/null");
+    if (system(cmd) != 0) {
+        fprintf(stderr, "%s: ONNX Runtime failed: %s\n", name, cmd);
+        test_failures++;
+        return NULL;
+    }
+    return read_floats(out, n_out);
+}
+
+/* The CNN's parameters by their ONNX names: the batch norm's variance as
+ * PyTorch had it, the Conv weight (OIHW there) as kiln's (kh, kw, C, F),
+ * the Linear's (out, in) as kiln's (in, out). */
+static void check_parameters(kiln_context *ctx, kiln_model *m, const char *name)
+{
+    char path[256];
+    float var[8], conv[8 * 3 * 3 * 3], fc[5 * 12];
+    snprintf(path, sizeof path, "%s/%s.bn1.running_var", dir, name);
+    float *want = read_floats(path, 8);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "bn1.running_var", var, 8));
+    test_close("bn1.running_var", 40, var, want, sizeof(float), 8, TEST_PER_VALUE, 0);
+    free(want);
+    snprintf(path, sizeof path, "%s/%s.conv1.weight", dir, name);
+    float *oihw = read_floats(path, 8 * 3 * 3 * 3);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "conv1.weight", conv, 8 * 3 * 3 * 3));
+    float hwio[8 * 3 * 3 * 3];
+    for (int o = 0; oihw && o < 8; o++)
+        for (int i = 0; i < 3; i++)
+            for (int y = 0; y < 3; y++)
+                for (int x = 0; x < 3; x++)
+                    hwio[((y * 3 + x) * 3 + i) * 8 + o] = oihw[((o * 3 + i) * 3 + y) * 3 + x];
+    test_close("conv1.weight", 40, conv, oihw ? hwio : NULL, sizeof(float), 8 * 27,
+               TEST_PER_VALUE, 0);
+    free(oihw);
+    snprintf(path, sizeof path, "%s/%s.fc.weight", dir, name);
+    float *out_in = read_floats(path, 5 * 12);
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "fc.weight", fc, 5 * 12));
+    float in_out[5 * 12];
+    for (int o = 0; out_in && o < 5; o++)
+        for (int i = 0; i < 12; i++)
+            in_out[i * 5 + o] = out_in[o * 12 + i];
+    test_close("fc.weight", 40, fc, out_in ? in_out : NULL, sizeof(float), 60, TEST_PER_VALUE,
+               0);
+    free(out_in);
+}
+
+/* The imported model exported again: its initializers keep their ONNX
+ * names in ONNX's layouts (ONNX's checker and a Conv weight of OIHW), and
+ * ONNX Runtime on the export gives kiln's predictions. */
+static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int rank,
+                         const int64_t *dims, const float *got, int64_t n_out)
+{
+    char path[256], cmd[1024];
+    snprintf(path, sizeof path, "%s/%s.kiln.onnx", dir, name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    snprintf(cmd, sizeof cmd, PYTHON " -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+             "onnx.checker.check_model(m); d = {i.name: list(i.dims) for i in "
+             "m.graph.initializer}; sys.exit(0 if d.get(\"conv1.weight\") == [8, 3, 3, 3] and "
+             "\"bn1.running_var\" in d else 1)' '%s'", path);
+    if (strcmp(name, "cnn") == 0 && system(cmd) != 0) {
+        fprintf(stderr, "%s: the export lacks conv1.weight (8, 3, 3, 3) or bn1.running_var\n",
+                name);
+        test_failures++;
+    }
+    char export_name[128];
+    snprintf(export_name, sizeof export_name, "%s.kiln", name);
+    char in_from[256], in_to[256];
+    snprintf(in_from, sizeof in_from, "%s/%s.in", dir, name);
+    snprintf(in_to, sizeof in_to, "%s/%s.kiln.in", dir, name);
+    CHECK(link(in_from, in_to) == 0);
+    float *ort = run_ort(export_name, rank, dims, n_out);
+    if (ort) {
+        char what[128];
+        snprintf(what, sizeof what, "%s: its export in ONNX Runtime", name);
+        test_close(what, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    }
+    free(ort);
+}
+
+/* The imported model saved as a model file and loaded: the same
+ * predictions, its parameters still under their ONNX names. */
+static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
+                             const float *x, int64_t count, const float *got, int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.kiln", dir, name);
+    CHECK_OK(ctx, kiln_model_save(m, path));
+    kiln_model *back = NULL;
+    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &back));
+    if (!back)
+        return;
+    float *again = calloc((size_t)n_out, sizeof *again);
+    CHECK_OK(ctx, kiln_model_predict(back, &(kiln_batch_arrays){.count = count, .features = x}, again, 0));
+    char what[128];
+    snprintf(what, sizeof what, "%s: saved and loaded", name);
+    test_close(what, 40, again, got, sizeof(float), n_out, TEST_PER_VALUE, 0);
+    float var[8];
+    CHECK_OK(ctx, kiln_model_get_tensor(back, "bn1.running_var", var, 8));
+    free(again);
+    kiln_model_destroy(back);
+}
+
+/* Training from the imported weights: 3 SGD steps (learning rate 0.1, no
+ * shuffling) on one batch with MSE, batch norm on batch statistics, against
+ * PyTorch's steps on the same batch (make_models.py's train_steps); the
+ * parameters and moving statistics after them compared by name. */
+static void check_training(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
+                           int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.1f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    int64_t n_in = 1;
+    for (int d = 0; d < rank; d++)
+        n_in *= dims[d];
+    snprintf(path, sizeof path, "%s/%s.train_in", dir, name);
+    float *x = read_floats(path, n_in);
+    snprintf(path, sizeof path, "%s/%s.target", dir, name);
+    float *y = read_floats(path, n_out);
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = dims[0], .feature_rank = rank - 1,
+                          .features = x, .label_kind = KILN_LABELS_DENSE,
+                          .label_size = (int32_t)(n_out / dims[0]), .dense_labels = y};
+    for (int k = 1; k < rank; k++)
+        d.feature_dims[k - 1] = (int32_t)dims[k];
+    kiln_dataset *ds = NULL;
+    if (x && y)
+        CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 3,
+                                 .batch_size = (int32_t)dims[0], .no_shuffle = 1,
+                                 .verbosity = KILN_VERBOSE_SILENT};
+    static const char *const params[] = {"conv1.weight", "bn1.weight", "bn1.running_mean",
+                                         "bn1.running_var", "fc.weight"};
+    static const int64_t sizes[] = {8 * 27, 8, 8, 8, 60};
+    float before[5][8 * 27];
+    for (int p = 0; p < 5; p++)
+        CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], before[p], sizes[p]));
+    if (ds)
+        CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    for (int p = 0; p < 5; p++) {
+        float got[8 * 27], fixed[8 * 27];
+        snprintf(path, sizeof path, "%s/%s.trained.%s", dir, name, params[p]);
+        float *want = read_floats(path, sizes[p]);
+        CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], got, sizes[p]));
+        CHECK(memcmp(got, before[p], (size_t)sizes[p] * sizeof *got) != 0);   /* trained */
+        const float *cmp = want;
+        if (want && p == 0) {   /* OIHW to kiln's (kh, kw, C, F) */
+            for (int o = 0; o < 8; o++)
+                for (int i = 0; i < 3; i++)
+                    for (int k = 0; k < 9; k++)
+                        fixed[(k * 3 + i) * 8 + o] = want[(o * 3 + i) * 9 + k];
+            cmp = fixed;
+        } else if (want && p == 4) {   /* (out, in) to (in, out) */
+            for (int o = 0; o < 5; o++)
+                for (int i = 0; i < 12; i++)
+                    fixed[i * 5 + o] = want[o * 12 + i];
+            cmp = fixed;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s trained: %s", name, params[p]);
+        test_close(what, 40, got, cmp, sizeof(float), sizes[p], TEST_PER_VALUE, TOLERANCE);
+        free(want);
+    }
+    kiln_dataset_destroy(ds);
+    free(x);
+    free(y);
+    kiln_model_destroy(m);
+}
+
+/* One network of models.txt: import, predict, compare. */
+static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
+                          int64_t n_out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    compile(ctx, m);
+    int64_t n_in = 1;
+    for (int d = 0; d < rank; d++)
+        n_in *= dims[d];
+    snprintf(path, sizeof path, "%s/%s.in", dir, name);
+    float *x = read_floats(path, n_in);
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    float *want = read_floats(path, n_out);
+    float *got = calloc((size_t)n_out, sizeof *got);
+    if (x && want)
+        CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = dims[0], .features = x}, got, 0));
+    char what[128];
+    snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
+    test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    float *ort = run_ort(name, rank, dims, n_out);
+    if (ort) {
+        snprintf(what, sizeof what, "%s: kiln against ONNX Runtime", name);
+        test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    }
+    free(ort);
+    if (strcmp(name, "cnn") == 0) {
+        check_parameters(ctx, m, name);
+        check_model_file(ctx, m, name, x, dims[0], got, n_out);
+    }
+    check_export(ctx, m, name, rank, dims, got, n_out);
+    free(x);
+    free(want);
+    free(got);
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    root = getenv("KILN_SOURCE_ROOT");
+    ort_dir = getenv("KILN_ONNXRUNTIME_DIR");
+    if (!root)
+        SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
+    snprintf(dir, sizeof dir, "/tmp/kiln_import_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PYTHON " '%s/test/importer/make_models.py' '%s'", root, dir);
+    const int rc = system(cmd);
+    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) == 77)
+        SKIP_MISSING("PyTorch for " PYTHON " (Debian: python3-torch)");
+    CHECK(WEXITSTATUS(rc) == 0);
+    kiln_context *ctx = test_context(1);
+    if (!ctx)
+        return 1;
+    char list[128];
+    snprintf(list, sizeof list, "%s/models.txt", dir);
+    FILE *f = fopen(list, "r");
+    CHECK(f != NULL);
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char name[64];
+        int64_t dims[KILN_MAX_RANK + 1], n_out = 0;
+        int rank = 0, used = 0;
+        if (sscanf(line, "%63s%n", name, &used) != 1)
+            continue;
+        const char *at = line + used;
+        long long dim;
+        while (rank <= KILN_MAX_RANK && sscanf(at, " %lld%n", &dim, &used) == 1) {
+            dims[rank] = dim;
+            rank++;
+            at += used;
+        }
+        long long outputs = 0;
+        CHECK(sscanf(at, " : %lld", &outputs) == 1);
+        n_out = outputs;
+        check_network(ctx, name, rank, dims, n_out);
+        if (strcmp(name, "cnn") == 0)
+            check_training(ctx, name, rank, dims, n_out);
+    }
+    if (f)
+        fclose(f);
+    kiln_context_destroy(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_import");
+}

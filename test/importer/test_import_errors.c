@@ -1,0 +1,214 @@
+/* kiln_model_import_onnx's refusals, each with its status and a message
+ * naming what was wrong, and the names an imported model keeps: files
+ * that test/importer/make_bad_models.py writes with ONNX's helpers (python3-
+ * onnx; SKIP_MISSING without it), plus bytes that are not ONNX and a
+ * truncated file made here. */
+#include "harness.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PYTHON "/usr/bin/python3"
+
+static char dir[64];
+
+static const char *file(const char *name)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    return path;
+}
+
+/* The import fails with `status`, *out NULL, the message holding each of
+ * the (up to three) needles. */
+static void refused(kiln_context *ctx, const char *name, kiln_status status, const char *a,
+                    const char *b, const char *c)
+{
+    kiln_model *m = (kiln_model *)1;
+    const kiln_status st = kiln_model_import_onnx(ctx, file(name), NULL, &m);
+    const char *msg = kiln_context_last_error(ctx);
+    printf("%-20s %s: %s\n", name, kiln_status_name(st), msg);
+    CHECK(st == status);
+    CHECK(m == NULL);
+    const char *needles[] = {a, b, c};
+    for (int k = 0; k < 3; k++)
+        if (needles[k] && !strstr(msg, needles[k])) {
+            fprintf(stderr, "%s: the message lacks \"%s\"\n", name, needles[k]);
+            test_failures++;
+        }
+}
+
+static void bytes_refused(kiln_context *ctx, const char *what, const void *data, size_t size)
+{
+    kiln_model *m = (kiln_model *)1;
+    CHECK_FAILS(ctx, KILN_ERROR_FORMAT, "not an ONNX model",
+                kiln_model_import_onnx_buffer(ctx, data, size, NULL, &m));
+    printf("%-20s %s\n", what, kiln_context_last_error(ctx));
+    CHECK(m == NULL);
+}
+
+static void compile(kiln_context *ctx, kiln_model *m)
+{
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+}
+
+/* Names: the good graph's parameters and layers by their ONNX names, and
+ * names that do not exist refused. */
+static void names(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("good"), NULL, &m));
+    if (!m)
+        return;
+    kiln_node node = 0;
+    CHECK_OK(ctx, kiln_model_find_layer(m, "fc", &node));
+    CHECK(node >= 0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "'no_such_layer'",
+                kiln_model_find_layer(m, "no_such_layer", &node));
+    CHECK(node == KILN_NODE_INVALID);
+    compile(ctx, m);
+    float b[3], w[3 * 12];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "b", b, 3));
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "fc_w", w, 36));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "conv/bias",
+                kiln_model_get_tensor(m, "conv/bias", b, 3));
+    int32_t count = 0;
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
+    CHECK(count == 4);
+    kiln_model_destroy(m);
+}
+
+/* Each Identity copy of one initializer is a parameter named after the
+ * copy; the initializer itself is no parameter. */
+static void copies(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("copies"), NULL, &m));
+    if (!m)
+        return;
+    compile(ctx, m);
+    float first[16], second[16];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "first.weight", first, 16));
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "second.weight", second, 16));
+    CHECK(memcmp(first, second, sizeof first) == 0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "shared",
+                kiln_model_get_tensor(m, "shared", first, 16));
+    /* Untied: setting one leaves the other. */
+    float zeros[16] = {0};
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "first.weight", zeros, 16));
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "second.weight", first, 16));
+    CHECK(memcmp(first, second, sizeof first) == 0);
+    kiln_model_destroy(m);
+}
+
+/* External data: beside the file, from a buffer with and without a base
+ * folder, missing, short. */
+static void external(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("external"), NULL, &m));
+    kiln_model_destroy(m);
+    size_t size = 0;
+    unsigned char *data = test_read_file(file("external"), &size);
+    m = (kiln_model *)1;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "base_folder",
+                kiln_model_import_onnx_buffer(ctx, data, size, NULL, &m));
+    CHECK(m == NULL);
+    const kiln_import_options o = {.struct_size = sizeof o, .base_folder = dir};
+    CHECK_OK(ctx, kiln_model_import_onnx_buffer(ctx, data, size, &o, &m));
+    kiln_model_destroy(m);
+    free(data);
+    refused(ctx, "external_missing", KILN_ERROR_IO, "fc_w", "external_missing.bin", NULL);
+    refused(ctx, "external_short", KILN_ERROR_FORMAT, "fc_w", "external_short.bin", "holds");
+}
+
+/* A named dimension without its size is refused naming the input and the
+ * dimension; with it the graph imports. */
+static void dynamic(kiln_context *ctx)
+{
+    refused(ctx, "dynamic", KILN_ERROR_INVALID_ARGUMENT, "'x'", "'height'", "dimension 2");
+    const kiln_import_dim sizes[] = {{.name = "height", .size = 4}};
+    const kiln_import_options o = {.struct_size = sizeof o, .dims = sizes, .n_dims = 1};
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dynamic"), &o, &m));
+    kiln_model_destroy(m);
+}
+
+int main(void)
+{
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    if (!root)
+        SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
+    snprintf(dir, sizeof dir, "/tmp/kiln_import_bad_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PYTHON " '%s/test/importer/make_bad_models.py' '%s'", root, dir);
+    const int rc = system(cmd);
+    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) == 77)
+        SKIP_MISSING("ONNX's Python package for " PYTHON " (Debian: python3-onnx)");
+    CHECK(WEXITSTATUS(rc) == 0);
+    kiln_context *ctx = test_context(1);
+    if (!ctx)
+        return 1;
+
+    const char text[] = "this is not an ONNX model, only some text\n";
+    kiln_model *m = (kiln_model *)1;
+    const kiln_status st = kiln_model_import_onnx_buffer(ctx, text, sizeof text - 1, NULL, &m);
+    printf("%-20s %s\n", "text", kiln_context_last_error(ctx));
+    CHECK(st == KILN_ERROR_FORMAT && m == NULL);
+    bytes_refused(ctx, "empty", "", 0);   /* parses as a protobuf of nothing */
+    size_t size = 0;
+    unsigned char *good = test_read_file(file("good"), &size);
+    CHECK(good && size > 100);
+    if (good)
+        bytes_refused(ctx, "truncated", good, size / 2);
+    free(good);
+    refused(ctx, "missing_file", KILN_ERROR_IO, "missing_file.onnx", NULL, NULL);
+    refused(ctx, "old_ir", KILN_ERROR_UNSUPPORTED, "IR version is 3", "6 to 9", NULL);
+    refused(ctx, "old_opset", KILN_ERROR_UNSUPPORTED, "opset 10", "11 to 18", NULL);
+    refused(ctx, "short_initializer", KILN_ERROR_FORMAT, "initializer 'b'", "8 bytes", NULL);
+    refused(ctx, "cycle", KILN_ERROR_FORMAT, "cycle", NULL, NULL);
+    refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
+    refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'conv'", "'dilations'", "(1, 1)");
+    refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
+    refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
+    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
+    kiln_model_destroy(m);
+    refused(ctx, "no_input", KILN_ERROR_FORMAT, "'no_input'", "no input", NULL);
+    refused(ctx, "unnamed_attribute", KILN_ERROR_UNSUPPORTED, "'conv'", "attribute ''", NULL);
+    refused(ctx, "unnamed_initializer", KILN_ERROR_FORMAT, "initializer 1 has no name", NULL,
+            NULL);
+    refused(ctx, "constant_input", KILN_ERROR_UNSUPPORTED, "'relu_of_weight'", "constant",
+            NULL);
+    refused(ctx, "long_name", KILN_ERROR_UNSUPPORTED, "name of 120 bytes", "95", NULL);
+    /* Bad arguments and options. */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "path is NULL",
+                kiln_model_import_onnx(ctx, NULL, NULL, &m));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "out is NULL",
+                kiln_model_import_onnx(ctx, file("good"), NULL, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "data is NULL",
+                kiln_model_import_onnx_buffer(ctx, NULL, 10, NULL, &m));
+    const kiln_import_options no_dims = {.struct_size = sizeof no_dims, .n_dims = 1};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "dims",
+                kiln_model_import_onnx(ctx, file("good"), &no_dims, &m));
+    const kiln_import_options tiny = {.struct_size = 4};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "struct_size",
+                kiln_model_import_onnx(ctx, file("good"), &tiny, &m));
+    CHECK(m == NULL);
+    names(ctx);
+    copies(ctx);
+    external(ctx);
+    dynamic(ctx);
+
+    kiln_context_destroy(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_import_errors");
+}
