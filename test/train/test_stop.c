@@ -401,7 +401,7 @@ static void test_blocked_source(kiln_strategy strategy, const char *name)
     CHECK(strstr(kiln_context_last_error(ctx), "the batch of step 3 (epoch 1) within the "
                  "2 s watchdog") != NULL);
     printf("%s: %s (after %.2f s)\n", name, kiln_context_last_error(ctx), waited);
-    CHECK(waited < 10.0);
+    CHECK(waited < test_seconds(10.0));
     CHECK(history(m) == 0);
     /* The model is not broken by its data: it trains on good data. */
     fo = fit_options(1, NULL);
@@ -470,7 +470,7 @@ static void test_stop_while_waiting(void)
     CHECK(stop_cause(m, text, sizeof text) == KILN_STOP_APPLICATION);
     CHECK(strstr(text, "at epoch 1, waiting for step 3's batch") != NULL);
     printf("stop while waiting: %s (after %.2f s)\n", text, waited);
-    CHECK(waited < 30.0);
+    CHECK(waited < test_seconds(30.0));
     CHECK(history(m) == 0);
     kiln_model_destroy(m);
     kiln_dataset_destroy(ds);
@@ -500,7 +500,7 @@ static void test_one_device_step(void)
     CHECK(strstr(kiln_context_last_error(ctx), "layer 'fault' (forward) did not finish its "
                  "step within the 2 s watchdog") != NULL);
     printf("one_device step: %s (after %.2f s)\n", kiln_context_last_error(ctx), waited);
-    CHECK(waited < 4.5);
+    CHECK(waited < test_seconds(4.5));
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "failed earlier", kiln_model_fit(m, ds, &fo));
     kiln_flag_raise(&stall.released);
     kiln_model_destroy(m);   /* joins the stalled thread, released just now */
