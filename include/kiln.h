@@ -314,9 +314,16 @@ typedef enum kiln_activation {
     KILN_ACTIVATION_SILU
 } kiln_activation;
 
+/** How a convolution's or a pool's window meets the input's edges. */
 typedef enum kiln_padding {
+    /** No padding: every window lies inside the input (Keras's "valid"). */
     KILN_PADDING_VALID = 0,
-    KILN_PADDING_SAME
+    /** Keras's "same": at stride 1 the output keeps the input's size; the
+     *  padding is split evenly, an odd pixel after (bottom, right). */
+    KILN_PADDING_SAME,
+    /** The layer's own `pads` (top, left, bottom, right), ONNX's and
+     *  PyTorch's explicit padding, which may differ on each side. */
+    KILN_PADDING_EXPLICIT
 } kiln_padding;
 
 /** Creates an empty model on a context. The caller owns *out. */
@@ -392,9 +399,17 @@ typedef struct kiln_conv2d_options {
     kiln_padding padding;        /**< default valid */
     kiln_activation activation;  /**< default linear */
     int32_t no_bias;             /**< nonzero: no bias vector */
+    /** Zeros added (top, left, bottom, right) when padding is
+     *  KILN_PADDING_EXPLICIT, each >= 0; ignored otherwise. ONNX's Conv
+     *  `pads` in the same order. */
+    int32_t pads[4];
 } kiln_conv2d_options;
 
-/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters). */
+/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters).
+ *  Output side: floor((in + pad_before + pad_after - kernel) / stride) + 1
+ *  with explicit pads (ONNX's and PyTorch's arithmetic), which must be at
+ *  least 1 (else KILN_ERROR_SHAPE at compile, naming the layer); a negative
+ *  pad is KILN_ERROR_INVALID_ARGUMENT naming the layer and `pads`. */
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 

@@ -30,8 +30,14 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
                  (int)c->sw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
-    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_EXPLICIT) {
         snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (c->padding == KILN_PADDING_EXPLICIT &&
+        (c->pads[0] < 0 || c->pads[1] < 0 || c->pads[2] < 0 || c->pads[3] < 0)) {
+        snprintf(b->error, sizeof b->error, "pads (%d, %d, %d, %d) must be >= 0",
+                 (int)c->pads[0], (int)c->pads[1], (int)c->pads[2], (int)c->pads[3]);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     if (in->rank != 3) {
@@ -42,19 +48,31 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    const int fit_h = kiln_window_output(c->h, c->kh, c->sh, c->padding, &c->oh, &c->pad_top);
-    const int fit_w = kiln_window_output(c->w, c->kw, c->sw, c->padding, &c->ow, &c->pad_left);
+    kiln_window_axis y = {.in = c->h, .window = c->kh, .stride = c->sh, .dilation = 1,
+                          .padding = c->padding, .pad_before = c->pads[0],
+                          .pad_after = c->pads[2]};
+    kiln_window_axis x = {.in = c->w, .window = c->kw, .stride = c->sw, .dilation = 1,
+                          .padding = c->padding, .pad_before = c->pads[1],
+                          .pad_after = c->pads[3]};
+    const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
     if (fit_h < 0 || fit_w < 0) {
-        snprintf(b->error, sizeof b->error, "kernel (%d, %d) with 'same' padding over input %s "
-                 "spans more than %d pixels", (int)c->kh, (int)c->kw,
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d) with %s over input %s spans "
+                 "more than %d pixels", (int)c->kh, (int)c->kw, kiln_padding_words(c->padding),
                  kiln_shape_str(in, s, sizeof s), INT32_MAX);
         return KILN_ERROR_SHAPE;
     }
     if (!fit_h || !fit_w) {
-        snprintf(b->error, sizeof b->error, "kernel (%d, %d) is larger than input %s with "
-                 "'valid' padding", (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s));
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d) is larger than input %s with %s",
+                 (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s),
+                 kiln_padding_words(c->padding));
         return KILN_ERROR_SHAPE;
     }
+    c->oh = y.out;
+    c->ow = x.out;
+    c->pad_top = y.pad_before;
+    c->pad_bottom = y.pad_after;
+    c->pad_left = x.pad_before;
+    c->pad_right = x.pad_after;
     c->direct = kiln_conv2d_use_direct(c);
     c->winograd = !c->direct && kiln_conv2d_use_winograd(c);
     b->out.rank = 3;
@@ -219,7 +237,8 @@ static void conv2d_configure(void *config, const void *args)
     *(conv2d_config *)config = (conv2d_config){
         .filters = o->filters, .kh = o->kernel_size[0], .kw = o->kernel_size[1],
         .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
-        .padding = o->padding, .use_bias = !o->no_bias};
+        .padding = o->padding, .use_bias = !o->no_bias,
+        .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]}};
 }
 
 static void conv2d_describe(const void *config, void *args)
@@ -233,6 +252,7 @@ static void conv2d_describe(const void *config, void *args)
     o->strides[1] = c->sw;
     o->padding = c->padding;
     o->no_bias = !c->use_bias;
+    memcpy(o->pads, c->pads, sizeof o->pads);
 }
 
 static const kiln_layer_field conv2d_fields[] = {
@@ -245,6 +265,8 @@ static const kiln_layer_field conv2d_fields[] = {
      .offset = offsetof(kiln_conv2d_options, padding)},
     {.key = "use_bias", .type = KILN_FIELD_NOT_BOOL,
      .offset = offsetof(kiln_conv2d_options, no_bias)},
+    {.key = "pads", .type = KILN_FIELD_QUAD, .offset = offsetof(kiln_conv2d_options, pads),
+     .optional = 1},
 };
 
 /* ONNX's Conv is channels-first, its kernel (filters, channels, kh, kw). */
@@ -274,8 +296,9 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
         o.no_bias ? NULL : kiln_onnx_param_initializer(g, i, "bias")};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, "Conv", args, o.no_bias ? 2 : 3, out);
-    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.kernel_size, o.strides,
-                           o.padding);
+    const conv2d_config *cfg = g->layers[i].config;
+    const int32_t pads[4] = {cfg->pad_top, cfg->pad_left, cfg->pad_bottom, cfg->pad_right};
+    kiln_onnx_window_attrs(g, nd, o.kernel_size, o.strides, pads);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 

@@ -14,8 +14,9 @@ typedef struct conv2d_config {
     int32_t filters, kh, kw, sh, sw;
     kiln_padding padding;
     int32_t use_bias;
+    int32_t pads[4];  /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
     /* inferred */
-    int32_t h, w, c, oh, ow, pad_top, pad_left;
+    int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
     int32_t direct;   /* direct kernels, not im2col + GEMM */
     int32_t winograd; /* Winograd's F(2x2, 3x3) forward and input gradient */
 } conv2d_config;

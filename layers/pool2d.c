@@ -53,8 +53,17 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    const int fit_h = kiln_window_output(c->h, c->ph, c->sh, c->padding, &c->oh, &c->pad_top);
-    const int fit_w = kiln_window_output(c->w, c->pw, c->sw, c->padding, &c->ow, &c->pad_left);
+    kiln_window_axis y = {.in = c->h, .window = c->ph, .stride = c->sh, .dilation = 1,
+                          .padding = c->padding};
+    kiln_window_axis x = {.in = c->w, .window = c->pw, .stride = c->sw, .dilation = 1,
+                          .padding = c->padding};
+    const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
+    c->oh = y.out;
+    c->ow = x.out;
+    c->pad_top = y.pad_before;
+    c->pad_bottom = y.pad_after;
+    c->pad_left = x.pad_before;
+    c->pad_right = x.pad_after;
     if (fit_h < 0 || fit_w < 0) {
         snprintf(b->error, sizeof b->error, "pool (%d, %d) with 'same' padding over input %s "
                  "spans more than %d pixels", (int)c->ph, (int)c->pw,
@@ -114,8 +123,9 @@ void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
     const char *x = kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF);
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, op, &x, 1, out);
-    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.pool_size, o.strides,
-                           o.padding);
+    const pool_config *c = g->layers[i].config;
+    const int32_t pads[4] = {c->pad_top, c->pad_left, c->pad_bottom, c->pad_right};
+    kiln_onnx_window_attrs(g, nd, o.pool_size, o.strides, pads);
     /* Keras averages over the cells inside the image only. */
     if (strcmp(op, "AveragePool") == 0)
         kiln_onnx_attr_int(g, nd, "count_include_pad", 0);

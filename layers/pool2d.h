@@ -10,7 +10,7 @@ typedef struct pool_config {
     kiln_padding padding;
     int32_t global;   /* GlobalAveragePooling2D: the window is the whole input */
     /* inferred */
-    int32_t h, w, c, oh, ow, pad_top, pad_left;
+    int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
 } pool_config;
 
 /* A configuration from the public options (Keras's defaults: pool (2, 2),

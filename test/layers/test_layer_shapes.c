@@ -265,6 +265,49 @@ static void test_activations(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* ONNX's and PyTorch's window attributes: the output shapes their
+ * arithmetic gives, and each bad value refused at compile naming the
+ * layer and the field. */
+static void test_window_options(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {9, 8, 4};
+    kiln_model *m = new_model(ctx, 3, in);
+    const kiln_conv2d_options pads = {.struct_size = sizeof pads, .filters = 6,
+                                      .kernel_size = {3, 2}, .strides = {2, 3},
+                                      .padding = KILN_PADDING_EXPLICIT, .pads = {2, 0, 1, 4}};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &pads);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    /* (9 + 3 - 3) / 2 + 1 = 5, (8 + 4 - 2) / 3 + 1 = 4 */
+    const int32_t padded[] = {5, 4, 6};
+    check_layer(ctx, m, 1, "conv2d", 3, padded);
+    kiln_model_destroy(m);
+
+    const struct {
+        kiln_conv2d_options o;
+        kiln_status status;
+        const char *why;
+    } bad[] = {
+        {{.filters = 2, .kernel_size = {3, 3}, .padding = KILN_PADDING_EXPLICIT,
+          .pads = {1, 1, -1, 1}}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): pads (1, 1, -1, 1) must be >= 0"},
+        {{.filters = 2, .kernel_size = {3, 3}, .padding = (kiln_padding)3},
+         KILN_ERROR_INVALID_ARGUMENT, "layer 'c' (conv2d): padding 3 is not a kiln_padding"},
+        {{.filters = 2, .kernel_size = {12, 3}, .padding = KILN_PADDING_EXPLICIT,
+          .pads = {1, 0, 1, 0}}, KILN_ERROR_SHAPE,
+         "layer 'c' (conv2d): kernel (12, 3) is larger than input (9, 8, 4) with explicit pads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_conv2d_options o = bad[i].o;
+        o.struct_size = sizeof o;
+        o.name = "c";
+        m = new_model(ctx, 3, in);
+        kiln_conv2d(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, bad[i].status, bad[i].why, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(3);
@@ -274,6 +317,7 @@ int main(void)
     test_concatenate(ctx);
     test_layer_norm(ctx);
     test_activations(ctx);
+    test_window_options(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_layer_shapes");
 }

@@ -75,6 +75,9 @@ typedef struct conv_case {
     kiln_activation act;
     int no_bias;
     int pool;   /* POOL_*: pooling with kh x kw, strides sh x sw, not conv */
+    int pads[4];   /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
+    int dil[2], groups;         /* a convolution's; 0: 1 */
+    int ceil_mode, include_pad; /* a pool's */
 } conv_case;
 
 static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
@@ -90,7 +93,8 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
         return kiln_global_average_pooling2d(m, pre, NULL);
     kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
-                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias};
+                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
+                              .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}};
     return kiln_conv2d(m, pre, &co);
 }
 
@@ -109,14 +113,39 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
         g.kh = g.sh = g.h;
         g.kw = g.sw = g.w;
     }
-    ref_window(g.h, g.kh, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
-    ref_window(g.w, g.kw, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+    g.dil_h = c->dil[0] ? c->dil[0] : 1;
+    g.dil_w = c->dil[1] ? c->dil[1] : 1;
+    g.groups = c->groups;
+    g.include_pad = c->include_pad;
+    const int span_h = (g.kh - 1) * g.dil_h + 1, span_w = (g.kw - 1) * g.dil_w + 1;
+    if (c->padding == KILN_PADDING_EXPLICIT || c->ceil_mode) {
+        const int explicit = c->padding == KILN_PADDING_EXPLICIT;
+        g.pad_top = explicit ? c->pads[0] : 0;
+        g.pad_left = explicit ? c->pads[1] : 0;
+        g.pad_bottom = explicit ? c->pads[2] : 0;
+        g.pad_right = explicit ? c->pads[3] : 0;
+        ref_window_explicit(g.h, g.kh, g.sh, g.dil_h, g.pad_top, g.pad_bottom, c->ceil_mode,
+                            &g.oh);
+        ref_window_explicit(g.w, g.kw, g.sw, g.dil_w, g.pad_left, g.pad_right, c->ceil_mode,
+                            &g.ow);
+    } else {
+        ref_window(g.h, span_h, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
+        ref_window(g.w, span_w, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+        const int after_h = (g.oh - 1) * g.sh + span_h - g.h - g.pad_top;
+        const int after_w = (g.ow - 1) * g.sw + span_w - g.w - g.pad_left;
+        g.pad_bottom = c->padding == KILN_PADDING_SAME && after_h > 0 ? after_h : 0;
+        g.pad_right = c->padding == KILN_PADDING_SAME && after_w > 0 ? after_w : 0;
+    }
     const int64_t ny = (int64_t)batch * g.oh * g.ow * g.f, nx = batch * r.in_size;
-    char what[160];
-    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s, %d filters, %s, batch %d on "
-             "(%d, %d, %d)", pool_name[c->pool], g.kh, g.kw, g.sh, g.sw,
-             c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
-             dims[0], dims[1], dims[2]);
+    char what[240];
+    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s (%d, %d, %d, %d) dilation %dx%d "
+             "groups %d%s%s, %d filters, %s, batch %d on (%d, %d, %d)", pool_name[c->pool], g.kh,
+             g.kw, g.sh, g.sw, c->padding == KILN_PADDING_SAME ? "same"
+                               : c->padding == KILN_PADDING_VALID ? "valid" : "explicit",
+             g.pad_top, g.pad_left, g.pad_bottom, g.pad_right, g.dil_h, g.dil_w,
+             c->groups ? c->groups : 1, c->ceil_mode ? " ceil_mode" : "",
+             c->include_pad ? " count_include_pad" : "", g.f, act_name(c->act), batch, dims[0],
+             dims[1], dims[2]);
     if (ny != batch * r.out_size) {
         fprintf(stderr, "%s: output size %lld, reference %lld\n", what,
                 (long long)(batch * r.out_size), (long long)ny);
@@ -126,7 +155,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     }
     double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
     double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
-    const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
+    const int64_t nw = (int64_t)g.kh * g.kw * (g.c / (c->groups ? c->groups : 1)) * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
     test_worst = 0;
     if (c->pool == POOL_MAX) {
@@ -697,6 +726,20 @@ int main(void)
                                .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_LINEAR};
     test_conv(ctx, wide_rgb, 3, &many);
     test_conv(ctx, wide_rgb, 2, &strided);
+    /* ONNX's and PyTorch's attributes: asymmetric explicit pads (a side
+     * without, a side wider than the window leaves), through the direct
+     * kernels (small patches) and im2col + GEMM (larger ones). */
+    const conv_case onnx_convs[] = {
+        {.filters = 5, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {2, 0, 1, 3}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 7, .kh = 3, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 1, 2, 1}, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+    };
+    const int32_t rgb[] = {8, 7, 3}, deep_small[] = {7, 6, 6};
+    for (size_t i = 0; i < sizeof onnx_convs / sizeof onnx_convs[0]; i++) {
+        test_conv(ctx, rgb, 2, &onnx_convs[i]);
+        test_conv(ctx, deep_small, 3, &onnx_convs[i]);
+    }
     /* 3x3 stride-1 'same' with 128 or more channels each way: Winograd's
      * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
      * leave tiles partly outside the image. */
