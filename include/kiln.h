@@ -403,10 +403,16 @@ typedef struct kiln_conv2d_options {
      *  KILN_PADDING_EXPLICIT, each >= 0; ignored otherwise. ONNX's Conv
      *  `pads` in the same order. */
     int32_t pads[4];
+    /** Spacing of the kernel's taps (height, width): 0 or 1 for a
+     *  contiguous kernel, d for a kernel that reads every d-th pixel and
+     *  spans (kernel - 1) * d + 1; ONNX's `dilations`, Keras's
+     *  dilation_rate. Negative is KILN_ERROR_INVALID_ARGUMENT. */
+    int32_t dilations[2];
 } kiln_conv2d_options;
 
 /** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters).
- *  Output side: floor((in + pad_before + pad_after - kernel) / stride) + 1
+ *  Output side: floor((in + pad_before + pad_after - span) / stride) + 1,
+ *  span = (kernel - 1) * dilation + 1,
  *  with explicit pads (ONNX's and PyTorch's arithmetic), which must be at
  *  least 1 (else KILN_ERROR_SHAPE at compile, naming the layer); a negative
  *  pad is KILN_ERROR_INVALID_ARGUMENT naming the layer and `pads`. */

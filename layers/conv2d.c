@@ -30,6 +30,11 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
                  (int)c->sw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
+    if (c->dh <= 0 || c->dw <= 0) {
+        snprintf(b->error, sizeof b->error, "dilations (%d, %d) must be >= 0 (0: 1)",
+                 (int)c->dh, (int)c->dw);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
     if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_EXPLICIT) {
         snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
         return KILN_ERROR_INVALID_ARGUMENT;
@@ -48,10 +53,10 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    kiln_window_axis y = {.in = c->h, .window = c->kh, .stride = c->sh, .dilation = 1,
+    kiln_window_axis y = {.in = c->h, .window = c->kh, .stride = c->sh, .dilation = c->dh,
                           .padding = c->padding, .pad_before = c->pads[0],
                           .pad_after = c->pads[2]};
-    kiln_window_axis x = {.in = c->w, .window = c->kw, .stride = c->sw, .dilation = 1,
+    kiln_window_axis x = {.in = c->w, .window = c->kw, .stride = c->sw, .dilation = c->dw,
                           .padding = c->padding, .pad_before = c->pads[1],
                           .pad_after = c->pads[3]};
     const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
@@ -62,8 +67,11 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
         return KILN_ERROR_SHAPE;
     }
     if (!fit_h || !fit_w) {
-        snprintf(b->error, sizeof b->error, "kernel (%d, %d) is larger than input %s with %s",
-                 (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s),
+        char taps[64] = "";
+        if (c->dh > 1 || c->dw > 1)
+            snprintf(taps, sizeof taps, " dilated (%d, %d)", (int)c->dh, (int)c->dw);
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d)%s is larger than input %s with %s",
+                 (int)c->kh, (int)c->kw, taps, kiln_shape_str(in, s, sizeof s),
                  kiln_padding_words(c->padding));
         return KILN_ERROR_SHAPE;
     }
@@ -238,7 +246,9 @@ static void conv2d_configure(void *config, const void *args)
         .filters = o->filters, .kh = o->kernel_size[0], .kw = o->kernel_size[1],
         .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
         .padding = o->padding, .use_bias = !o->no_bias,
-        .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]}};
+        .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]},
+        /* A negative one stays, for infer to refuse. */
+        .dh = o->dilations[0] ? o->dilations[0] : 1, .dw = o->dilations[1] ? o->dilations[1] : 1};
 }
 
 static void conv2d_describe(const void *config, void *args)
@@ -253,6 +263,10 @@ static void conv2d_describe(const void *config, void *args)
     o->padding = c->padding;
     o->no_bias = !c->use_bias;
     memcpy(o->pads, c->pads, sizeof o->pads);
+    /* 1 is the default: written back as 0, so files of undilated layers
+     * stay as they were. */
+    o->dilations[0] = c->dh == 1 && c->dw == 1 ? 0 : c->dh;
+    o->dilations[1] = c->dh == 1 && c->dw == 1 ? 0 : c->dw;
 }
 
 static const kiln_layer_field conv2d_fields[] = {
@@ -267,6 +281,8 @@ static const kiln_layer_field conv2d_fields[] = {
      .offset = offsetof(kiln_conv2d_options, no_bias)},
     {.key = "pads", .type = KILN_FIELD_QUAD, .offset = offsetof(kiln_conv2d_options, pads),
      .optional = 1},
+    {.key = "dilation_rate", .type = KILN_FIELD_PAIR,
+     .offset = offsetof(kiln_conv2d_options, dilations), .optional = 1},
 };
 
 /* ONNX's Conv is channels-first, its kernel (filters, channels, kh, kw). */
@@ -299,6 +315,8 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     const conv2d_config *cfg = g->layers[i].config;
     const int32_t pads[4] = {cfg->pad_top, cfg->pad_left, cfg->pad_bottom, cfg->pad_right};
     kiln_onnx_window_attrs(g, nd, o.kernel_size, o.strides, pads);
+    const int64_t dilations[2] = {cfg->dh, cfg->dw};
+    kiln_onnx_attr_ints(g, nd, "dilations", dilations, 2);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 

@@ -15,6 +15,7 @@ typedef struct conv2d_config {
     kiln_padding padding;
     int32_t use_bias;
     int32_t pads[4];  /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
+    int32_t dh, dw;   /* dilations, >= 1 once configured */
     /* inferred */
     int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
     int32_t direct;   /* direct kernels, not im2col + GEMM */
@@ -36,12 +37,12 @@ typedef struct conv2d_replica {
 } conv2d_replica;
 
 /* The window geometry every conv2d kernel takes, in a KILN_ARGS list: input,
- * output, kernel, strides and padding. */
+ * output, kernel, strides, padding and dilations. */
 #define KILN_CONV2D_WINDOW_ARGS(c)                                                            \
     kiln_arg_int((c)->h), kiln_arg_int((c)->w), kiln_arg_int((c)->c), kiln_arg_int((c)->oh),  \
         kiln_arg_int((c)->ow), kiln_arg_int((c)->kh), kiln_arg_int((c)->kw),                  \
         kiln_arg_int((c)->sh), kiln_arg_int((c)->sw), kiln_arg_int((c)->pad_top),             \
-        kiln_arg_int((c)->pad_left)
+        kiln_arg_int((c)->pad_left), kiln_arg_int((c)->dh), kiln_arg_int((c)->dw)
 
 size_t kiln_conv2d_patch(const conv2d_config *c);
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);

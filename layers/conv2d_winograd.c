@@ -20,7 +20,7 @@
  * and run the im2col path on the same shapes. */
 int32_t kiln_conv2d_use_winograd(const conv2d_config *c)
 {
-    return c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 &&
+    return c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 &&
            c->padding == KILN_PADDING_SAME && c->c >= MIN_CHANNELS &&
            c->filters >= MIN_CHANNELS && c->h >= MIN_SIDE && c->w >= MIN_SIDE;
 }

@@ -5,7 +5,8 @@
  * (integer division is slow on CPU devices and does not vectorize). */
 __kernel void kiln_conv2d_im2col_cpu(__global const float *in, __global float *col, int rows,
                                      int H, int W, int C, int OH, int OW, int KH, int KW,
-                                     int stride_h, int stride_w, int pad_top, int pad_left)
+                                     int stride_h, int stride_w, int pad_top, int pad_left,
+                                     int dil_h, int dil_w)
 {
     const int row = get_global_id(0);
     if (row >= rows)
@@ -16,9 +17,9 @@ __kernel void kiln_conv2d_im2col_cpu(__global const float *in, __global float *c
     __global float *dst = col + (size_t)row * KH * KW * C;
     __global const float *sample = in + (size_t)n * H * W * C;
     for (int ky = 0; ky < KH; ky++) {
-        const int y = oy * stride_h - pad_top + ky;
+        const int y = oy * stride_h - pad_top + ky * dil_h;
         for (int kx = 0; kx < KW; kx++) {
-            const int x = ox * stride_w - pad_left + kx;
+            const int x = ox * stride_w - pad_left + kx * dil_w;
             const int inside = y >= 0 && y < H && x >= 0 && x < W;
             __global const float *src = sample + ((size_t)(inside ? y : 0) * W + (inside ? x : 0)) * C;
             for (int c = 0; c < C; c++)
@@ -33,7 +34,7 @@ __kernel void kiln_conv2d_im2col_cpu(__global const float *in, __global float *c
 __kernel void kiln_conv2d_col2im_cpu(__global const float *dcol, __global float *d_in, int pixels,
                                      int H, int W, int C, int OH, int OW, int KH, int KW,
                                      int stride_h, int stride_w, int pad_top, int pad_left,
-                                     int accumulate)
+                                     int dil_h, int dil_w, int accumulate)
 {
     const int p = get_global_id(0);
     if (p >= pixels)
@@ -47,14 +48,14 @@ __kernel void kiln_conv2d_col2im_cpu(__global const float *dcol, __global float 
         if (!accumulate)
             dst[c] = 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky;
+        const int ty = y + pad_top - ky * dil_h;
         if (ty < 0 || ty % stride_h)
             continue;
         const int oy = ty / stride_h;
         if (oy >= OH)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx;
+            const int tx = x + pad_left - kx * dil_w;
             if (tx < 0 || tx % stride_w)
                 continue;
             const int ox = tx / stride_w;
@@ -74,7 +75,8 @@ __kernel void kiln_conv2d_col2im_cpu(__global const float *dcol, __global float 
  * item, its neighbours K floats apart). */
 __kernel void kiln_conv2d_im2col_gpu(__global const float *in, __global float *col, int rows,
                                      int H, int W, int C, int OH, int OW, int KH, int KW,
-                                     int stride_h, int stride_w, int pad_top, int pad_left)
+                                     int stride_h, int stride_w, int pad_top, int pad_left,
+                                     int dil_h, int dil_w)
 {
     const int k = get_global_id(0), row = get_global_id(1);
     const int K = KH * KW * C;
@@ -82,7 +84,8 @@ __kernel void kiln_conv2d_im2col_gpu(__global const float *in, __global float *c
         return;
     const int c = k % C, kx = (k / C) % KW, ky = k / (C * KW);
     const int ox = row % OW, oy = (row / OW) % OH, n = row / (OW * OH);
-    const int y = oy * stride_h - pad_top + ky, x = ox * stride_w - pad_left + kx;
+    const int y = oy * stride_h - pad_top + ky * dil_h;
+    const int x = ox * stride_w - pad_left + kx * dil_w;
     const int inside = y >= 0 && y < H && x >= 0 && x < W;
     col[(size_t)row * K + k] = inside ? in[(((size_t)n * H + y) * W + x) * C + c] : 0.0f;
 }
@@ -93,7 +96,7 @@ __kernel void kiln_conv2d_im2col_gpu(__global const float *in, __global float *c
 __kernel void kiln_conv2d_col2im_gpu(__global const float *dcol, __global float *d_in,
                                      int pixels, int H, int W, int C, int OH, int OW, int KH,
                                      int KW, int stride_h, int stride_w, int pad_top,
-                                     int pad_left, int accumulate)
+                                     int pad_left, int dil_h, int dil_w, int accumulate)
 {
     const int c = get_global_id(0), p = get_global_id(1);
     if (c >= C || p >= pixels)
@@ -102,11 +105,11 @@ __kernel void kiln_conv2d_col2im_gpu(__global const float *dcol, __global float 
     const int K = KH * KW * C;
     float sum = accumulate ? d_in[(size_t)p * C + c] : 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky;
+        const int ty = y + pad_top - ky * dil_h;
         if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx;
+            const int tx = x + pad_left - kx * dil_w;
             if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
                 continue;
             sum += dcol[(((size_t)n * OH + ty / stride_h) * OW + tx / stride_w) * K +

@@ -282,6 +282,16 @@ static void test_window_options(kiln_context *ctx)
     const int32_t padded[] = {5, 4, 6};
     check_layer(ctx, m, 1, "conv2d", 3, padded);
     kiln_model_destroy(m);
+    m = new_model(ctx, 3, in);
+    kiln_conv2d_options dilated = pads;
+    dilated.dilations[0] = 2;
+    dilated.dilations[1] = 3;
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &dilated);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    /* spans 5 and 4: (9 + 3 - 5) / 2 + 1 = 4, (8 + 4 - 4) / 3 + 1 = 3 */
+    const int32_t spread[] = {4, 3, 6};
+    check_layer(ctx, m, 1, "conv2d", 3, spread);
+    kiln_model_destroy(m);
 
     const struct {
         kiln_conv2d_options o;
@@ -296,6 +306,11 @@ static void test_window_options(kiln_context *ctx)
         {{.filters = 2, .kernel_size = {12, 3}, .padding = KILN_PADDING_EXPLICIT,
           .pads = {1, 0, 1, 0}}, KILN_ERROR_SHAPE,
          "layer 'c' (conv2d): kernel (12, 3) is larger than input (9, 8, 4) with explicit pads"},
+        {{.filters = 2, .kernel_size = {2, 3}, .dilations = {1, 4}}, KILN_ERROR_SHAPE,
+         "layer 'c' (conv2d): kernel (2, 3) dilated (1, 4) is larger than input (9, 8, 4) with "
+         "'valid' padding"},
+        {{.filters = 2, .kernel_size = {2, 3}, .dilations = {-1, 2}}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): dilations (-1, 2) must be >= 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kiln_conv2d_options o = bad[i].o;

@@ -94,7 +94,8 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
     kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
                               .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
-                              .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}};
+                              .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
+                              .dilations = {c->dil[0], c->dil[1]}};
     return kiln_conv2d(m, pre, &co);
 }
 
@@ -734,6 +735,13 @@ int main(void)
          .pads = {2, 0, 1, 3}, .act = KILN_ACTIVATION_RELU},
         {.filters = 7, .kh = 3, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
          .pads = {0, 1, 2, 1}, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+        /* Dilated: with explicit pads, 'same' and 'valid', unequal. */
+        {.filters = 4, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {2, 1, 1, 0}, .dil = {2, 2}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 33, .kh = 3, .kw = 3, .sh = 1, .sw = 2, .padding = KILN_PADDING_SAME,
+         .dil = {2, 1}, .act = KILN_ACTIVATION_LINEAR},
+        {.filters = 3, .kh = 2, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_VALID,
+         .dil = {3, 2}, .act = KILN_ACTIVATION_TANH},
     };
     const int32_t rgb[] = {8, 7, 3}, deep_small[] = {7, 6, 6};
     for (size_t i = 0; i < sizeof onnx_convs / sizeof onnx_convs[0]; i++) {
@@ -754,6 +762,11 @@ int main(void)
         test_conv(ctx, deep, 1, &wino[i]);
         test_conv(ctx, deeper, 3, &wino[i]);
     }
+    /* 3x3 stride-1 'same' and deep, but dilated: not Winograd's. */
+    const conv_case wide_taps = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                                 .padding = KILN_PADDING_SAME, .dil = {2, 2},
+                                 .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, deep, 2, &wide_taps);
     /* Not the output: the activations applied by the convolution itself. */
     check_inner = 1;
     test_conv(ctx, deeper, 2, &wino[0]);
