@@ -408,9 +408,18 @@ typedef struct kiln_conv2d_options {
      *  spans (kernel - 1) * d + 1; ONNX's `dilations`, Keras's
      *  dilation_rate. Negative is KILN_ERROR_INVALID_ARGUMENT. */
     int32_t dilations[2];
+    /** 0 or 1: every filter sees every input channel. g: the channels and
+     *  the filters split into g groups, filter group i seeing channel group
+     *  i only (ONNX's `group`, PyTorch's and Keras's `groups`); the kernel
+     *  is then (kh, kw, C / g, filters). Both the input's channels and the
+     *  filters must divide by it, else KILN_ERROR_INVALID_ARGUMENT naming
+     *  the layer and `groups`. groups == channels == filters is a depthwise
+     *  convolution, computed by kernels of its own. */
+    int32_t groups;
 } kiln_conv2d_options;
 
-/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters).
+/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C / groups,
+ *  filters).
  *  Output side: floor((in + pad_before + pad_after - span) / stride) + 1,
  *  span = (kernel - 1) * dilation + 1,
  *  with explicit pads (ONNX's and PyTorch's arithmetic), which must be at

@@ -1,7 +1,7 @@
-/* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch,
- * direct kernels when the patch is small (conv2d_direct.c), or for 3x3
- * stride-1 'same' ones Winograd's transforms around 16 GEMMs
- * (conv2d_winograd.c). */
+/* Conv2D over NHWC, kernel (kh, kw, C / groups, F): im2col + one GEMM per
+ * group and batch, direct kernels when the patch is small (conv2d_direct.c)
+ * or the convolution depthwise (conv2d_depthwise.c), or for 3x3 stride-1
+ * 'same' ones Winograd's transforms around 16 GEMMs (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 #include "layers/onnx_graph.h"
 
@@ -11,7 +11,7 @@
 
 size_t kiln_conv2d_patch(const conv2d_config *c)
 {
-    return (size_t)c->kh * (size_t)c->kw * (size_t)c->c;
+    return (size_t)c->kh * (size_t)c->kw * (size_t)(c->c / c->groups);
 }
 
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch)
@@ -28,6 +28,10 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
         snprintf(b->error, sizeof b->error, "filters (%d), kernel_size (%d, %d) and strides "
                  "(%d, %d) must be > 0", (int)c->filters, (int)c->kh, (int)c->kw, (int)c->sh,
                  (int)c->sw);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (c->groups <= 0) {
+        snprintf(b->error, sizeof b->error, "groups %d must be >= 0 (0: 1)", (int)c->groups);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     if (c->dh <= 0 || c->dw <= 0) {
@@ -53,6 +57,11 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
+    if (c->c % c->groups || c->filters % c->groups) {
+        snprintf(b->error, sizeof b->error, "groups %d must divide the input's channels (%d) "
+                 "and the filters (%d)", (int)c->groups, (int)c->c, (int)c->filters);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
     kiln_window_axis y = {.in = c->h, .window = c->kh, .stride = c->sh, .dilation = c->dh,
                           .padding = c->padding, .pad_before = c->pads[0],
                           .pad_after = c->pads[2]};
@@ -81,8 +90,9 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->pad_bottom = y.pad_after;
     c->pad_left = x.pad_before;
     c->pad_right = x.pad_after;
-    c->direct = kiln_conv2d_use_direct(c);
-    c->winograd = !c->direct && kiln_conv2d_use_winograd(c);
+    c->depthwise = kiln_conv2d_use_depthwise(c);
+    c->direct = !c->depthwise && kiln_conv2d_use_direct(c);
+    c->winograd = !c->depthwise && !c->direct && kiln_conv2d_use_winograd(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
@@ -92,10 +102,10 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     k->shape.rank = 4;
     k->shape.dims[0] = c->kh;
     k->shape.dims[1] = c->kw;
-    k->shape.dims[2] = c->c;
+    k->shape.dims[2] = c->c / c->groups;
     k->shape.dims[3] = c->filters;
     k->init = KILN_INIT_GLOROT_UNIFORM;
-    k->fan_in = (int64_t)c->kh * c->kw * c->c;
+    k->fan_in = (int64_t)c->kh * c->kw * (c->c / c->groups);
     k->fan_out = (int64_t)c->kh * c->kw * c->filters;
     if (c->use_bias) {
         kiln_param_spec *bias = &b->params[b->n_params++];
@@ -111,6 +121,8 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_kernels(r, dev);
     if (c->direct)
         return kiln_conv2d_direct_kernels(r, dev);
     /* The GPU variants take a work-item per float (see conv2d.cl). */
@@ -129,11 +141,15 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
     (void)in_shape;
+    if (c->depthwise)
+        return kiln_buffer_create(dev, kiln_conv2d_depthwise_scratch(c, dev, max_batch),
+                                  "depthwise conv2d partial weight gradients", &r->scratch);
     if (c->direct)
         return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, dev, max_batch),
                                   "conv2d partial weight gradients", &r->scratch);
     kiln_status st = kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
-                                                 kiln_conv2d_patch(c) * sizeof(float),
+                                                 kiln_conv2d_patch(c) * (size_t)c->groups *
+                                                 sizeof(float),
                                         "a conv2d im2col buffer", &r->scratch);
     if (st == KILN_OK && c->winograd)
         return kiln_conv2d_winograd_prepare(c, r, dev, max_batch);
@@ -154,17 +170,19 @@ static void conv2d_release(void *replica)
     r->scratch = r->kernel_t = r->wino_u = r->wino_v = r->wino_m = NULL;
 }
 
-/* The forward patches into r->scratch, one row per output pixel. */
+/* The forward patches into r->scratch, one row per output pixel, group
+ * after group. */
 static kiln_status im2col(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
 {
     const size_t m = kiln_conv2d_out_pixels(c, s->batch);
     /* im2col and col2im take their two buffers, their work-items' count
      * (output or input pixels) and the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
-                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
-    /* An output pixel a work-item, or a float of its patch row. */
+                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c),
+                            kiln_arg_int(c->groups));
+    /* An output pixel a work-item, or a float of its patch rows. */
     const kiln_range cpu = {.dims = 1, .size = {m}};
-    const kiln_range gpu = {.dims = 2, .size = {kiln_conv2d_patch(c), m}};
+    const kiln_range gpu = {.dims = 2, .size = {kiln_conv2d_patch(c) * (size_t)c->groups, m}};
     return kiln_kernel_run_variant(s->dev, r->kernels.im2col, &cpu, &gpu, a);
 }
 
@@ -172,18 +190,23 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_forward(c, r, s);
     if (c->direct)
         return kiln_conv2d_direct_forward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t f = (size_t)c->filters;
+    const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
     kiln_status st;
     if (c->winograd) {
         st = kiln_conv2d_winograd_forward(c, r, s);
     } else {
+        /* Group g: its patches times its columns of the kernel, into its
+         * columns of the output. */
         st = im2col(c, r, s);
-        if (st == KILN_OK)
-            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
-                           s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
+        for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, k, 1.0f, r->scratch,
+                           g * m * k, k, s->params, s->param_offset[0] + g * fg, f, 0.0f,
+                           s->out, g * fg, f);
     }
     if (st != KILN_OK)
         return st;
@@ -196,34 +219,37 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_backward(c, r, s);
     if (c->direct)
         return kiln_conv2d_direct_backward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t f = (size_t)c->filters;
-    /* dW = col^T dy, while col still holds the forward patches (Winograd's
-     * forward made none: they are made here). */
+    const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
+    /* dW = col^T dy per group, while col still holds the forward patches
+     * (Winograd's forward made none: they are made here). */
     kiln_status st = c->winograd ? im2col(c, r, s) : KILN_OK;
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
-                       s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, fg, m, 1.0f, r->scratch, g * m * k,
+                       k, s->d_out, g * fg, f, 0.0f, s->grads, s->param_offset[0] + g * fg, f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
     if (c->winograd)
         return kiln_conv2d_winograd_input_grad(c, r, s);
-    /* dcol = dy W^T overwrites col, then gathers back to the input; a plain
-     * GEMM on W^T (kiln_transpose says why). */
+    /* dcol = dy W^T per group overwrites col, then gathers back to the
+     * input; a plain GEMM on W^T (kiln_transpose says why), whose rows
+     * group g's filters are. */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, f, 1.0f, s->d_out, 0, f,
-                       r->kernel_t, 0, k, 0.0f, r->scratch, 0, k);
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, fg, 1.0f, s->d_out, g * fg, f,
+                       r->kernel_t, g * fg * k, k, 0.0f, r->scratch, g * m * k, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
-                            kiln_arg_int(s->d_in_accumulate[0]));
+                            kiln_arg_int(c->groups), kiln_arg_int(s->d_in_accumulate[0]));
     /* An input pixel a work-item, or one of its channels. */
     const kiln_range cpu = {.dims = 1, .size = {pixels}};
     const kiln_range gpu = {.dims = 2, .size = {(size_t)c->c, pixels}};
@@ -248,7 +274,8 @@ static void conv2d_configure(void *config, const void *args)
         .padding = o->padding, .use_bias = !o->no_bias,
         .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]},
         /* A negative one stays, for infer to refuse. */
-        .dh = o->dilations[0] ? o->dilations[0] : 1, .dw = o->dilations[1] ? o->dilations[1] : 1};
+        .dh = o->dilations[0] ? o->dilations[0] : 1, .dw = o->dilations[1] ? o->dilations[1] : 1,
+        .groups = o->groups ? o->groups : 1};
 }
 
 static void conv2d_describe(const void *config, void *args)
@@ -267,6 +294,7 @@ static void conv2d_describe(const void *config, void *args)
      * stay as they were. */
     o->dilations[0] = c->dh == 1 && c->dw == 1 ? 0 : c->dh;
     o->dilations[1] = c->dh == 1 && c->dw == 1 ? 0 : c->dw;
+    o->groups = c->groups == 1 ? 0 : c->groups;
 }
 
 static const kiln_layer_field conv2d_fields[] = {
@@ -283,6 +311,8 @@ static const kiln_layer_field conv2d_fields[] = {
      .optional = 1},
     {.key = "dilation_rate", .type = KILN_FIELD_PAIR,
      .offset = offsetof(kiln_conv2d_options, dilations), .optional = 1},
+    {.key = "groups", .type = KILN_FIELD_INT, .offset = offsetof(kiln_conv2d_options, groups),
+     .optional = 1},
 };
 
 /* ONNX's Conv is channels-first, its kernel (filters, channels, kh, kw). */
@@ -317,6 +347,7 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_window_attrs(g, nd, o.kernel_size, o.strides, pads);
     const int64_t dilations[2] = {cfg->dh, cfg->dw};
     kiln_onnx_attr_ints(g, nd, "dilations", dilations, 2);
+    kiln_onnx_attr_int(g, nd, "group", cfg->groups);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 

@@ -56,6 +56,31 @@ static kiln_model *convolutional(kiln_context *ctx)
     return m;
 }
 
+/* ONNX's and PyTorch's window attributes: a grouped, dilated convolution
+ * with asymmetric explicit pads, then a depthwise one at stride 2. */
+static kiln_model *pytorch_windows(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {7, 6, 4};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d_options grouped = {.struct_size = sizeof grouped, .filters = 6,
+                                   .kernel_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {2, 1, 1, 0}, .dilations = {2, 1}, .groups = 2,
+                                   .activation = KILN_ACTIVATION_TANH};
+    kiln_conv2d_options depthwise = {.struct_size = sizeof depthwise, .filters = 6,
+                                     .kernel_size = {3, 3}, .strides = {2, 2},
+                                     .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 0, 1},
+                                     .groups = 6, .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &grouped);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &depthwise);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
 /* A downsampling residual block, as the seed ResNet's: conv 3x3/2 - BN -
  * tanh - conv 3x3 - BN on one path, conv 1x1/2 - BN on the shortcut (the
  * input feeds both), Add, tanh, global average pooling, softmax head. */
@@ -329,6 +354,7 @@ int main(void)
         SKIP_MISSING("no OpenCL device");
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
+    gradcheck(ctx, "grouped, dilated, padded and depthwise conv2d", pytorch_windows);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape", sequence);

@@ -64,9 +64,9 @@ static void ex_conv2d(kiln_model *m)
  * that forgot one brings the layer back configured differently. */
 static void ex_conv2d_onnx(kiln_model *m)
 {
-    const kiln_conv2d_options o = {.struct_size = sizeof o, .filters = 2, .kernel_size = {2, 2},
+    const kiln_conv2d_options o = {.struct_size = sizeof o, .filters = 3, .kernel_size = {2, 2},
                                    .strides = {1, 2}, .padding = KILN_PADDING_EXPLICIT,
-                                   .pads = {1, 0, 2, 1}, .dilations = {2, 1}};
+                                   .pads = {1, 0, 2, 1}, .dilations = {2, 1}, .groups = 3};
     kiln_conv2d(m, image(m), &o);
 }
 

@@ -292,6 +292,17 @@ static void test_window_options(kiln_context *ctx)
     const int32_t spread[] = {4, 3, 6};
     check_layer(ctx, m, 1, "conv2d", 3, spread);
     kiln_model_destroy(m);
+    /* Grouped: the kernel sees a group's channels only. */
+    m = new_model(ctx, 3, in);
+    kiln_conv2d_options grouped = pads;
+    grouped.groups = 2;
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &grouped);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    check_layer(ctx, m, 1, "conv2d", 3, padded);
+    int64_t count = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
+    CHECK(count == 3 * 2 * 2 * 6 + 6);
+    kiln_model_destroy(m);
 
     const struct {
         kiln_conv2d_options o;
@@ -311,6 +322,12 @@ static void test_window_options(kiln_context *ctx)
          "'valid' padding"},
         {{.filters = 2, .kernel_size = {2, 3}, .dilations = {-1, 2}}, KILN_ERROR_INVALID_ARGUMENT,
          "layer 'c' (conv2d): dilations (-1, 2) must be >= 0"},
+        {{.filters = 6, .kernel_size = {3, 3}, .groups = 3}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups 3 must divide the input's channels (4) and the filters (6)"},
+        {{.filters = 3, .kernel_size = {3, 3}, .groups = 2}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups 2 must divide the input's channels (4) and the filters (3)"},
+        {{.filters = 4, .kernel_size = {3, 3}, .groups = -4}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups -4 must be >= 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kiln_conv2d_options o = bad[i].o;

@@ -95,7 +95,7 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
                               .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
                               .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
-                              .dilations = {c->dil[0], c->dil[1]}};
+                              .dilations = {c->dil[0], c->dil[1]}, .groups = c->groups};
     return kiln_conv2d(m, pre, &co);
 }
 
@@ -762,6 +762,43 @@ int main(void)
         test_conv(ctx, deep, 1, &wino[i]);
         test_conv(ctx, deeper, 3, &wino[i]);
     }
+    /* Grouped: two groups through the grouped GEMM; depthwise (groups ==
+     * channels == filters) through its own kernels here and the grouped
+     * GEMM in test_layers_clblast, strided, dilated, with asymmetric pads;
+     * and a deep 3x3 'same' grouped one that Winograd must skip. */
+    const conv_case grouped[] = {
+        {.filters = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .groups = 2, .act = KILN_ACTIVATION_RELU},
+        {.filters = 4, .kh = 2, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 2, 0, 1}, .dil = {2, 1}, .groups = 2, .act = KILN_ACTIVATION_LINEAR,
+         .no_bias = 1},
+    };
+    const int32_t quad[] = {7, 9, 4}, six[] = {8, 5, 6};
+    for (size_t i = 0; i < sizeof grouped / sizeof grouped[0]; i++) {
+        test_conv(ctx, quad, 2, &grouped[i]);
+        test_conv(ctx, six, 3, &grouped[i]);
+    }
+    const conv_case depthwise[] = {
+        {.filters = 6, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .groups = 6, .act = KILN_ACTIVATION_RELU},
+        {.filters = 6, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .groups = 6, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+        {.filters = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .padding = KILN_PADDING_VALID,
+         .dil = {2, 2}, .groups = 6, .act = KILN_ACTIVATION_TANH},
+    };
+    for (size_t i = 0; i < sizeof depthwise / sizeof depthwise[0]; i++)
+        test_conv(ctx, six, 3, &depthwise[i]);
+    /* Enough output pixels that the depthwise weight gradient sums
+     * several chunks, the last partial; channels past one vector of 32. */
+    const int32_t many_channels[] = {19, 17, 37};
+    const conv_case mobile = {.filters = 37, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                              .padding = KILN_PADDING_SAME, .groups = 37,
+                              .act = KILN_ACTIVATION_RELU};
+    test_conv(ctx, many_channels, 2, &mobile);
+    const conv_case deep_grouped = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                                    .padding = KILN_PADDING_SAME, .groups = 2,
+                                    .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, deep, 1, &deep_grouped);
     /* 3x3 stride-1 'same' and deep, but dilated: not Winograd's. */
     const conv_case wide_taps = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
                                  .padding = KILN_PADDING_SAME, .dil = {2, 2},
