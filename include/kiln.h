@@ -435,15 +435,35 @@ typedef struct kiln_pool2d_options {
     int32_t pool_size[2];        /**< default (2, 2) */
     int32_t strides[2];          /**< default: pool_size */
     kiln_padding padding;        /**< default valid */
+    /** The padding (top, left, bottom, right) when padding is
+     *  KILN_PADDING_EXPLICIT, each >= 0 and less than the pool's size
+     *  along its axis (as ONNX requires: a window never lies wholly in the
+     *  padding); ignored otherwise. ONNX's `pads` in the same order. */
+    int32_t pads[4];
+    /** Nonzero: the output size rounds up, ceil((in + pads - pool) /
+     *  stride) + 1, as ONNX's and PyTorch's ceil_mode, except that a window
+     *  must start inside the input or the padding before it (PyTorch's
+     *  rule); windows that reach past the input and its padding pool the
+     *  cells they hold. 0: rounds down. 'same' padding rounds up already. */
+    int32_t ceil_mode;
+    /** Average pooling only (max pooling ignores it). Nonzero: divide by
+     *  the window's cells inside the padded input, padding counted, as
+     *  PyTorch's and ONNX's count_include_pad = 1 (a window reaching past
+     *  the padding after, by ceil_mode, counts only up to it). 0 (Keras's
+     *  and kiln's default): divide by the cells inside the input. */
+    int32_t count_include_pad;
 } kiln_pool2d_options;
 
-/** Max pooling over (H, W) of an (H, W, C) input. */
+/** Max pooling over (H, W) of an (H, W, C) input; padded cells never
+ *  win. Output side as Conv2D's, or rounded up with ceil_mode. Bad pads
+ *  (negative, or not less than the pool) are KILN_ERROR_INVALID_ARGUMENT
+ *  at compile naming the layer and `pads`. */
 KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                                       const kiln_pool2d_options *options);
 
 /** Average pooling over (H, W) of an (H, W, C) input (Keras
- *  AveragePooling2D): with 'same' padding an output averages only the
- *  window's cells inside the input. */
+ *  AveragePooling2D): with 'same' or explicit padding an output averages
+ *  only the window's cells inside the input, unless count_include_pad. */
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 

@@ -9,7 +9,9 @@
 pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
 {
     pool_config c = {.ph = o->pool_size[0] ? o->pool_size[0] : 2,
-                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding};
+                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding,
+                     .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]},
+                     .ceil_mode = o->ceil_mode != 0, .include_pad = o->count_include_pad != 0};
     c.sh = o->strides[0] ? o->strides[0] : c.ph;
     c.sw = o->strides[1] ? o->strides[1] : c.pw;
     return c;
@@ -24,6 +26,9 @@ void kiln_pool2d_describe(const void *config, void *args)
     o->strides[0] = c->sh;
     o->strides[1] = c->sw;
     o->padding = c->padding;
+    memcpy(o->pads, c->pads, sizeof o->pads);
+    o->ceil_mode = c->ceil_mode;
+    o->count_include_pad = c->include_pad;
 }
 
 kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
@@ -46,17 +51,28 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
                  "> 0", (int)c->ph, (int)c->pw, (int)c->sh, (int)c->sw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
-    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_EXPLICIT) {
         snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    const int32_t *p = c->pads;
+    if (c->padding == KILN_PADDING_EXPLICIT &&
+        (p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0 || p[0] >= c->ph || p[2] >= c->ph ||
+         p[1] >= c->pw || p[3] >= c->pw)) {
+        snprintf(b->error, sizeof b->error, "pads (%d, %d, %d, %d) must be >= 0 and less than "
+                 "pool_size (%d, %d) along their axis", (int)p[0], (int)p[1], (int)p[2],
+                 (int)p[3], (int)c->ph, (int)c->pw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
     kiln_window_axis y = {.in = c->h, .window = c->ph, .stride = c->sh, .dilation = 1,
-                          .padding = c->padding};
+                          .padding = c->padding, .pad_before = p[0], .pad_after = p[2],
+                          .ceil_mode = c->ceil_mode};
     kiln_window_axis x = {.in = c->w, .window = c->pw, .stride = c->sw, .dilation = 1,
-                          .padding = c->padding};
+                          .padding = c->padding, .pad_before = p[1], .pad_after = p[3],
+                          .ceil_mode = c->ceil_mode};
     const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
     c->oh = y.out;
     c->ow = x.out;
@@ -65,14 +81,15 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
     c->pad_left = x.pad_before;
     c->pad_right = x.pad_after;
     if (fit_h < 0 || fit_w < 0) {
-        snprintf(b->error, sizeof b->error, "pool (%d, %d) with 'same' padding over input %s "
-                 "spans more than %d pixels", (int)c->ph, (int)c->pw,
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) with %s over input %s spans more "
+                 "than %d pixels", (int)c->ph, (int)c->pw, kiln_padding_words(c->padding),
                  kiln_shape_str(in, s, sizeof s), INT32_MAX);
         return KILN_ERROR_SHAPE;
     }
     if (!fit_h || !fit_w) {
-        snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with "
-                 "'valid' padding", (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s));
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with %s",
+                 (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s),
+                 kiln_padding_words(c->padding));
         return KILN_ERROR_SHAPE;
     }
     if (c->global) {
@@ -107,12 +124,18 @@ kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels
     return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, args);
 }
 
-const kiln_layer_field kiln_pool2d_fields[3] = {
+const kiln_layer_field kiln_pool2d_fields[6] = {
     {.key = "pool_size", .type = KILN_FIELD_PAIR,
      .offset = offsetof(kiln_pool2d_options, pool_size)},
     {.key = "strides", .type = KILN_FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, strides)},
     {.key = "padding", .type = KILN_FIELD_PADDING,
      .offset = offsetof(kiln_pool2d_options, padding)},
+    {.key = "pads", .type = KILN_FIELD_QUAD, .offset = offsetof(kiln_pool2d_options, pads),
+     .optional = 1},
+    {.key = "ceil_mode", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_pool2d_options, ceil_mode), .optional = 1},
+    {.key = "count_include_pad", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_pool2d_options, count_include_pad), .optional = 1},
 };
 
 void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
@@ -126,8 +149,8 @@ void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
     const pool_config *c = g->layers[i].config;
     const int32_t pads[4] = {c->pad_top, c->pad_left, c->pad_bottom, c->pad_right};
     kiln_onnx_window_attrs(g, nd, o.pool_size, o.strides, pads);
-    /* Keras averages over the cells inside the image only. */
+    kiln_onnx_attr_int(g, nd, "ceil_mode", c->ceil_mode);
     if (strcmp(op, "AveragePool") == 0)
-        kiln_onnx_attr_int(g, nd, "count_include_pad", 0);
+        kiln_onnx_attr_int(g, nd, "count_include_pad", c->include_pad);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }

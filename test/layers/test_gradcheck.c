@@ -57,7 +57,8 @@ static kiln_model *convolutional(kiln_context *ctx)
 }
 
 /* ONNX's and PyTorch's window attributes: a grouped, dilated convolution
- * with asymmetric explicit pads, then a depthwise one at stride 2. */
+ * with asymmetric explicit pads, a depthwise one at stride 2, an average
+ * pool counting its padding and a max pool rounding up. */
 static kiln_model *pytorch_windows(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -76,6 +77,12 @@ static kiln_model *pytorch_windows(kiln_context *ctx)
                                .activation = KILN_ACTIVATION_SOFTMAX};
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &grouped);
     kiln_conv2d(m, KILN_NODE_PREVIOUS, &depthwise);
+    kiln_pool2d_options avg = {.struct_size = sizeof avg, .pool_size = {2, 2},
+                               .strides = {1, 1}, .padding = KILN_PADDING_EXPLICIT,
+                               .pads = {1, 0, 0, 1}, .count_include_pad = 1};
+    kiln_pool2d_options max = {.struct_size = sizeof max, .pool_size = {2, 2}, .ceil_mode = 1};
+    kiln_average_pooling2d(m, KILN_NODE_PREVIOUS, &avg);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return m;

@@ -84,6 +84,23 @@ static void ex_average_pooling2d(kiln_model *m)
     kiln_average_pooling2d(m, image(m), &o);
 }
 
+static void ex_max_pooling2d_onnx(kiln_model *m)
+{
+    const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {3, 2},
+                                   .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {1, 0, 2, 1}, .ceil_mode = 1};
+    kiln_max_pooling2d(m, image(m), &o);
+}
+
+static void ex_average_pooling2d_onnx(kiln_model *m)
+{
+    const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {3, 3},
+                                   .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {0, 1, 1, 2}, .ceil_mode = 1,
+                                   .count_include_pad = 1};
+    kiln_average_pooling2d(m, image(m), &o);
+}
+
 static void ex_global_average_pooling2d(kiln_model *m)
 {
     kiln_global_average_pooling2d(m, image(m), NULL);
@@ -177,6 +194,8 @@ static const struct example {
     {.kind = "conv2d", .build = ex_conv2d_onnx},
     {.kind = "max_pooling2d", .build = ex_max_pooling2d},
     {.kind = "average_pooling2d", .build = ex_average_pooling2d},
+    {.kind = "max_pooling2d", .build = ex_max_pooling2d_onnx},
+    {.kind = "average_pooling2d", .build = ex_average_pooling2d_onnx},
     {.kind = "global_average_pooling2d", .build = ex_global_average_pooling2d},
     {.kind = "batch_normalization", .build = ex_batch_norm},
     {.kind = "dropout", .build = ex_dropout},

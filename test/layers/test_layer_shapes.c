@@ -329,6 +329,41 @@ static void test_window_options(kiln_context *ctx)
         {{.filters = 4, .kernel_size = {3, 3}, .groups = -4}, KILN_ERROR_INVALID_ARGUMENT,
          "layer 'c' (conv2d): groups -4 must be >= 0"},
     };
+    /* ceil_mode: (9 + 1 - 3) / 2 rounds up to 4, + 1; (8 - 3) / 2 to 3, + 1 */
+    m = new_model(ctx, 3, in);
+    const kiln_pool2d_options ceil = {.struct_size = sizeof ceil, .pool_size = {3, 3},
+                                      .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                      .pads = {1, 0, 0, 0}, .ceil_mode = 1};
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &ceil);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t rounded[] = {5, 4, 4};
+    check_layer(ctx, m, 1, "max_pooling2d", 3, rounded);
+    kiln_model_destroy(m);
+    const struct {
+        kiln_pool2d_options o;
+        const char *why;
+    } bad_pools[] = {
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {0, 0, 0, -1}},
+         "layer 'p' (max_pooling2d): pads (0, 0, 0, -1) must be >= 0 and less than pool_size "
+         "(3, 2)"},
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {0, 2, 0, 0}},
+         "layer 'p' (max_pooling2d): pads (0, 2, 0, 0) must be >= 0 and less than pool_size "
+         "(3, 2)"},
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {3, 0, 0, 0}},
+         "pads (3, 0, 0, 0) must be >= 0 and less than pool_size (3, 2)"},
+        {{.pool_size = {3, 2}, .padding = (kiln_padding)7},
+         "layer 'p' (max_pooling2d): padding 7 is not a kiln_padding"},
+    };
+    for (size_t i = 0; i < sizeof bad_pools / sizeof bad_pools[0]; i++) {
+        kiln_pool2d_options o = bad_pools[i].o;
+        o.struct_size = sizeof o;
+        o.name = "p";
+        m = new_model(ctx, 3, in);
+        kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, bad_pools[i].why,
+                    kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kiln_conv2d_options o = bad[i].o;
         o.struct_size = sizeof o;

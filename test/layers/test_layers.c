@@ -84,7 +84,9 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 {
     const conv_case *c = arg;
     kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {c->kh, c->kw},
-                             .strides = {c->sh, c->sw}, .padding = c->padding};
+                             .strides = {c->sh, c->sw}, .padding = c->padding,
+                             .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
+                             .ceil_mode = c->ceil_mode, .count_include_pad = c->include_pad};
     if (c->pool == POOL_MAX)
         return kiln_max_pooling2d(m, pre, &o);
     if (c->pool == POOL_AVERAGE)
@@ -710,6 +712,38 @@ int main(void)
         test_conv(ctx, tall, 3, &convs[i]);
         if (convs[i].pool)
             test_conv(ctx, wide, 2, &convs[i]);
+    }
+    /* ONNX's and PyTorch's pooling: asymmetric pads, ceil_mode at stride 2
+     * (the last window past the input, or dropped where it would start in
+     * the padding after), count_include_pad both ways. */
+    const conv_case onnx_pools[] = {
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .pool = POOL_MAX},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID, .ceil_mode = 1,
+         .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 1, 1}, .ceil_mode = 1, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .include_pad = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 0, 1}, .ceil_mode = 1, .include_pad = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 0, 1}, .ceil_mode = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_SAME, .include_pad = 1,
+         .pool = POOL_AVERAGE},
+        /* Stride 3: on (9, 7) and (11, 4) ceil_mode would add a window
+         * starting in the padding after; PyTorch's rule drops it. */
+        {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 0, 2, 2}, .ceil_mode = 1, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 0, 2, 2}, .ceil_mode = 1, .include_pad = 1, .pool = POOL_AVERAGE},
+    };
+    for (size_t i = 0; i < sizeof onnx_pools / sizeof onnx_pools[0]; i++) {
+        test_conv(ctx, img, 2, &onnx_pools[i]);
+        test_conv(ctx, tall, 3, &onnx_pools[i]);
+        test_conv(ctx, wide, 2, &onnx_pools[i]);
     }
     /* The seed CNN's first layer: enough output pixels that the direct
      * path's weight gradient is summed in several chunks, the last partial. */
