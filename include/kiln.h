@@ -311,7 +311,11 @@ typedef enum kiln_activation {
      *  LeakyReLU layer's default, 0.3, is another function) */
     KILN_ACTIVATION_LEAKY_RELU,
     /** x sigmoid(x): Keras's "silu" (also "swish") */
-    KILN_ACTIVATION_SILU
+    KILN_ACTIVATION_SILU,
+    /** min(max(x, 0), 6): Keras's "relu6", PyTorch's ReLU6, ONNX's
+     *  Clip(x, 0, 6) (mobilenet_v2's); the gradient is 0 at 0 and at 6, as
+     *  PyTorch's. */
+    KILN_ACTIVATION_RELU6
 } kiln_activation;
 
 /** How a convolution's or a pool's window meets the input's edges. */

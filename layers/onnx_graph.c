@@ -360,6 +360,7 @@ int kiln_onnx_activation_known(kiln_activation act)
     case KILN_ACTIVATION_LINEAR: case KILN_ACTIVATION_RELU: case KILN_ACTIVATION_SIGMOID:
     case KILN_ACTIVATION_TANH: case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_GELU:
     case KILN_ACTIVATION_GELU_TANH: case KILN_ACTIVATION_LEAKY_RELU: case KILN_ACTIVATION_SILU:
+    case KILN_ACTIVATION_RELU6:
         return 1;
     }
     return 0;
@@ -392,6 +393,12 @@ void kiln_onnx_activate(kiln_onnx_graph *g, int32_t i, int layout, const char *i
         kiln_onnx_attr_float(g, kiln_onnx_add_node(g, "LeakyRelu", args, 1, out), "alpha",
                              0.2f);
         break;
+    case KILN_ACTIVATION_RELU6: {   /* Clip's bounds are inputs since opset 11 */
+        const char *clip[3] = {in, kiln_onnx_constant(g, "zero", 0.0f),
+                               kiln_onnx_constant(g, "six", 6.0f)};
+        kiln_onnx_add_node(g, "Clip", clip, 3, out);
+        break;
+    }
     case KILN_ACTIVATION_SILU:   /* x sigmoid(x) */
         op = "Mul";
         args[1] = kiln_onnx_step(g, i, "Sigmoid", in, NULL, "sigmoid");

@@ -249,6 +249,7 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
                         ? 0.5 * v * (1 + tanh(GELU_K * (v + 0.044715 * v * v * v)))
                     : act == KILN_ACTIVATION_LEAKY_RELU ? (v > 0 ? v : 0.2 * v)
                     : act == KILN_ACTIVATION_SILU       ? v / (1.0 + exp(-v))
+                    : act == KILN_ACTIVATION_RELU6      ? (v > 6 ? 6 : v > 0 ? v : 0)
                                                         : v;
         }
     }
@@ -273,6 +274,7 @@ void ref_activation_backward(kiln_activation act, const double *y, const double 
             dr[j] = act == KILN_ACTIVATION_RELU      ? (v > 0 ? g : 0)
                     : act == KILN_ACTIVATION_SIGMOID ? g * v * (1 - v)
                     : act == KILN_ACTIVATION_TANH    ? g * (1 - v * v)
+                    : act == KILN_ACTIVATION_RELU6   ? (v > 0 && v < 6 ? g : 0)
                                                      : g;
         }
     }

@@ -8,7 +8,7 @@
 static const char *act_name(kiln_activation a)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
-                                  "gelu_tanh", "leaky_relu", "silu"};
+                                  "gelu_tanh", "leaky_relu", "silu", "relu6"};
     return names[a];
 }
 
