@@ -761,6 +761,17 @@ int main(void)
                                .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_LINEAR};
     test_conv(ctx, wide_rgb, 3, &many);
     test_conv(ctx, wide_rgb, 2, &strided);
+    /* Dilated, on an image wide enough that the direct kernels' runs of
+     * four windows lie inside it ('valid': the weight gradient's no-checks
+     * path too) and, padded, partly outside. */
+    const conv_case spread[] = {
+        {.filters = 12, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .dil = {2, 2}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 35, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 2, 2, 0}, .dil = {2, 3}, .act = KILN_ACTIVATION_LINEAR},
+    };
+    test_conv(ctx, wide_rgb, 2, &spread[0]);
+    test_conv(ctx, wide_rgb, 3, &spread[1]);
     /* ONNX's and PyTorch's attributes: asymmetric explicit pads (a side
      * without, a side wider than the window leaves), through the direct
      * kernels (small patches) and im2col + GEMM (larger ones). */
