@@ -423,12 +423,14 @@ typedef struct kiln_conv2d_options {
 } kiln_conv2d_options;
 
 /** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C / groups,
- *  filters).
- *  Output side: floor((in + pad_before + pad_after - span) / stride) + 1,
- *  span = (kernel - 1) * dilation + 1,
- *  with explicit pads (ONNX's and PyTorch's arithmetic), which must be at
- *  least 1 (else KILN_ERROR_SHAPE at compile, naming the layer); a negative
- *  pad is KILN_ERROR_INVALID_ARGUMENT naming the layer and `pads`. */
+ *  filters), channels last (ONNX export writes PyTorch's (filters, C /
+ *  groups, kh, kw)). A dilated kernel spans (kernel - 1) * dilation + 1
+ *  pixels; with explicit pads an output side is floor((in + pad_before +
+ *  pad_after - span) / stride) + 1 (ONNX's and PyTorch's arithmetic),
+ *  'valid' and 'same' are Keras's on the span. An output side below 1 is
+ *  KILN_ERROR_SHAPE at compile naming the layer; a negative pad, dilation
+ *  or groups, or groups that do not divide, KILN_ERROR_INVALID_ARGUMENT
+ *  naming the layer and the field. */
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 
