@@ -328,12 +328,23 @@ typedef enum kiln_activation {
      *  LeakyReLU layer's default, 0.3, is another function) */
     KILN_ACTIVATION_LEAKY_RELU,
     /** x sigmoid(x): Keras's "silu" (also "swish") */
-    KILN_ACTIVATION_SILU
+    KILN_ACTIVATION_SILU,
+    /** min(max(x, 0), 6): Keras's "relu6", PyTorch's ReLU6, ONNX's
+     *  Clip(x, 0, 6) (mobilenet_v2's); the gradient is 0 at 0 and at 6, as
+     *  PyTorch's. */
+    KILN_ACTIVATION_RELU6
 } kiln_activation;
 
+/** How a convolution's or a pool's window meets the input's edges. */
 typedef enum kiln_padding {
+    /** No padding: every window lies inside the input (Keras's "valid"). */
     KILN_PADDING_VALID = 0,
-    KILN_PADDING_SAME
+    /** Keras's "same": at stride 1 the output keeps the input's size; the
+     *  padding is split evenly, an odd pixel after (bottom, right). */
+    KILN_PADDING_SAME,
+    /** The layer's own `pads` (top, left, bottom, right), ONNX's and
+     *  PyTorch's explicit padding, which may differ on each side. */
+    KILN_PADDING_EXPLICIT
 } kiln_padding;
 
 /** Creates an empty model on a context. The caller owns *out. */
@@ -419,9 +430,34 @@ typedef struct kiln_conv2d_options {
     kiln_padding padding;        /**< default valid */
     kiln_activation activation;  /**< default linear */
     int32_t no_bias;             /**< nonzero: no bias vector */
+    /** Zeros added (top, left, bottom, right) when padding is
+     *  KILN_PADDING_EXPLICIT, each >= 0; ignored otherwise. ONNX's Conv
+     *  `pads` in the same order. */
+    int32_t pads[4];
+    /** Spacing of the kernel's taps (height, width): 0 or 1 for a
+     *  contiguous kernel, d for a kernel that reads every d-th pixel and
+     *  spans (kernel - 1) * d + 1; ONNX's `dilations`, Keras's
+     *  dilation_rate. Negative is KILN_ERROR_INVALID_ARGUMENT. */
+    int32_t dilations[2];
+    /** 0 or 1: every filter sees every input channel. g: the channels and
+     *  the filters split into g groups, filter group i seeing channel group
+     *  i only (ONNX's `group`, PyTorch's and Keras's `groups`); the kernel
+     *  is then (kh, kw, C / g, filters). Both the input's channels and the
+     *  filters must divide by it, else KILN_ERROR_INVALID_ARGUMENT naming
+     *  the layer and `groups`. groups == channels == filters is a depthwise
+     *  convolution, computed by kernels of its own. */
+    int32_t groups;
 } kiln_conv2d_options;
 
-/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C, filters). */
+/** 2-D convolution of an (H, W, C) input; kernel (kh, kw, C / groups,
+ *  filters), channels last (ONNX export writes PyTorch's (filters, C /
+ *  groups, kh, kw)). A dilated kernel spans (kernel - 1) * dilation + 1
+ *  pixels; with explicit pads an output side is floor((in + pad_before +
+ *  pad_after - span) / stride) + 1 (ONNX's and PyTorch's arithmetic),
+ *  'valid' and 'same' are Keras's on the span. An output side below 1 is
+ *  KILN_ERROR_SHAPE at compile naming the layer; a negative pad, dilation
+ *  or groups, or groups that do not divide, KILN_ERROR_INVALID_ARGUMENT
+ *  naming the layer and the field. */
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 
@@ -432,15 +468,35 @@ typedef struct kiln_pool2d_options {
     int32_t pool_size[2];        /**< default (2, 2) */
     int32_t strides[2];          /**< default: pool_size */
     kiln_padding padding;        /**< default valid */
+    /** The padding (top, left, bottom, right) when padding is
+     *  KILN_PADDING_EXPLICIT, each >= 0 and less than the pool's size
+     *  along its axis (as ONNX requires: a window never lies wholly in the
+     *  padding); ignored otherwise. ONNX's `pads` in the same order. */
+    int32_t pads[4];
+    /** Nonzero: the output size rounds up, ceil((in + pads - pool) /
+     *  stride) + 1, as ONNX's and PyTorch's ceil_mode, except that a window
+     *  must start inside the input or the padding before it (PyTorch's
+     *  rule); windows that reach past the input and its padding pool the
+     *  cells they hold. 0: rounds down. 'same' padding rounds up already. */
+    int32_t ceil_mode;
+    /** Average pooling only (max pooling ignores it). Nonzero: divide by
+     *  the window's cells inside the padded input, padding counted, as
+     *  PyTorch's and ONNX's count_include_pad = 1 (a window reaching past
+     *  the padding after, by ceil_mode, counts only up to it). 0 (Keras's
+     *  and kiln's default): divide by the cells inside the input. */
+    int32_t count_include_pad;
 } kiln_pool2d_options;
 
-/** Max pooling over (H, W) of an (H, W, C) input. */
+/** Max pooling over (H, W) of an (H, W, C) input; padded cells never
+ *  win. Output side as Conv2D's, or rounded up with ceil_mode. Bad pads
+ *  (negative, or not less than the pool) are KILN_ERROR_INVALID_ARGUMENT
+ *  at compile naming the layer and `pads`. */
 KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                                       const kiln_pool2d_options *options);
 
 /** Average pooling over (H, W) of an (H, W, C) input (Keras
- *  AveragePooling2D): with 'same' padding an output averages only the
- *  window's cells inside the input. */
+ *  AveragePooling2D): with 'same' or explicit padding an output averages
+ *  only the window's cells inside the input, unless count_include_pad. */
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 

@@ -4,6 +4,11 @@
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
 
+/* What divides a sum, after the window geometry: count_include_pad and
+ * the padding after, which it counts. */
+#define AVERAGE_ARGS(c)                                                                       \
+    kiln_arg_int((c)->include_pad), kiln_arg_int((c)->pad_bottom), kiln_arg_int((c)->pad_right)
+
 typedef struct avg_replica {
     kiln_kernel *forward, *backward;
 } avg_replica;
@@ -26,7 +31,7 @@ static kiln_status avg_forward(const void *config, void *replica, const kiln_ste
     const avg_replica *r = replica;
     const size_t pixels = kiln_pool2d_out_count(c, s->batch) / (size_t)c->c;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
-                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels));
+                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels), AVERAGE_ARGS(c));
     return kiln_pool2d_run(s->dev, r->forward, pixels, (size_t)c->ow, (size_t)c->c, a);
 }
 
@@ -38,7 +43,7 @@ static kiln_status avg_backward(const void *config, void *replica, const kiln_st
         return KILN_OK;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->d_in[0]),
-                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels),
+                            KILN_POOL2D_GEOMETRY_ARGS(c, pixels), AVERAGE_ARGS(c),
                             kiln_arg_int(s->d_in_accumulate[0]));
     return kiln_pool2d_run(s->dev, r->backward, pixels, (size_t)c->w, (size_t)c->c, a);
 }

@@ -86,23 +86,44 @@ kiln_status kiln_copy_or_add(kiln_device *dev, const kiln_buffer *src, kiln_buff
     return kiln_run1(dev, "copy", "kiln_copy_or_add", n, a);
 }
 
-int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
-                       int32_t *out, int32_t *pad_before)
+const char *kiln_padding_words(kiln_padding padding)
 {
-    if (padding == KILN_PADDING_SAME) {
-        /* int64: in, window and stride may each be near INT32_MAX. */
-        const int64_t n = ((int64_t)in + stride - 1) / stride;
-        const int64_t span = (n - 1) * stride + window;
-        if (span > INT32_MAX)
+    return padding == KILN_PADDING_SAME       ? "'same' padding"
+           : padding == KILN_PADDING_EXPLICIT ? "explicit pads"
+                                              : "'valid' padding";
+}
+
+int kiln_window_infer(kiln_window_axis *a)
+{
+    /* int64: in, window, stride and the pads may each be near INT32_MAX. */
+    const int64_t span = ((int64_t)a->window - 1) * a->dilation + 1;
+    if (a->padding == KILN_PADDING_SAME) {
+        const int64_t n = ((int64_t)a->in + a->stride - 1) / a->stride;
+        const int64_t total = (n - 1) * a->stride + span;
+        if (total > INT32_MAX)
             return -1;
-        *out = (int32_t)n;
-        *pad_before = span > in ? (int32_t)((span - in) / 2) : 0;
+        const int64_t pad = total > a->in ? total - a->in : 0;
+        a->out = (int32_t)n;
+        a->pad_before = (int32_t)(pad / 2);
+        a->pad_after = (int32_t)(pad - pad / 2);
         return 1;
     }
-    *pad_before = 0;
-    if (in < window)
+    if (a->padding == KILN_PADDING_VALID)
+        a->pad_before = a->pad_after = 0;
+    const int64_t padded = (int64_t)a->in + a->pad_before + a->pad_after;
+    if (padded > INT32_MAX || span > INT32_MAX)
+        return -1;
+    if (padded < span)
         return 0;
-    *out = (in - window) / stride + 1;
+    int64_t n = (padded - span) / a->stride + 1;
+    if (a->ceil_mode) {
+        n = (padded - span + a->stride - 1) / a->stride + 1;
+        /* PyTorch's rule: the last window starts inside the input or the
+         * padding before it, never in the padding after. */
+        if ((n - 1) * a->stride >= (int64_t)a->in + a->pad_before)
+            n--;
+    }
+    a->out = (int32_t)n;
     return 1;
 }
 

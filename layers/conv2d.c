@@ -1,7 +1,7 @@
-/* Conv2D over NHWC, kernel (kh, kw, C, F): im2col + one GEMM per batch,
- * direct kernels when the patch is small (conv2d_direct.c), or for 3x3
- * stride-1 'same' ones Winograd's transforms around 16 GEMMs
- * (conv2d_winograd.c). */
+/* Conv2D over NHWC, kernel (kh, kw, C / groups, F): im2col + one GEMM per
+ * group and batch, direct kernels when the patch is small (conv2d_direct.c)
+ * or the convolution depthwise (conv2d_depthwise.c), or for 3x3 stride-1
+ * 'same' ones Winograd's transforms around 16 GEMMs (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
@@ -12,7 +12,7 @@
 
 size_t kiln_conv2d_patch(const conv2d_config *c)
 {
-    return (size_t)c->kh * (size_t)c->kw * (size_t)c->c;
+    return (size_t)c->kh * (size_t)c->kw * (size_t)(c->c / c->groups);
 }
 
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch)
@@ -31,8 +31,23 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
                  (int)c->sw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
-    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+    if (c->groups <= 0) {
+        snprintf(b->error, sizeof b->error, "groups %d must be >= 0 (0: 1)", (int)c->groups);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (c->dh <= 0 || c->dw <= 0) {
+        snprintf(b->error, sizeof b->error, "dilations (%d, %d) must be >= 0 (0: 1)",
+                 (int)c->dh, (int)c->dw);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_EXPLICIT) {
         snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    if (c->padding == KILN_PADDING_EXPLICIT &&
+        (c->pads[0] < 0 || c->pads[1] < 0 || c->pads[2] < 0 || c->pads[3] < 0)) {
+        snprintf(b->error, sizeof b->error, "pads (%d, %d, %d, %d) must be >= 0",
+                 (int)c->pads[0], (int)c->pads[1], (int)c->pads[2], (int)c->pads[3]);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     if (in->rank != 3) {
@@ -43,21 +58,42 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    const int fit_h = kiln_window_output(c->h, c->kh, c->sh, c->padding, &c->oh, &c->pad_top);
-    const int fit_w = kiln_window_output(c->w, c->kw, c->sw, c->padding, &c->ow, &c->pad_left);
+    if (c->c % c->groups || c->filters % c->groups) {
+        snprintf(b->error, sizeof b->error, "groups %d must divide the input's channels (%d) "
+                 "and the filters (%d)", (int)c->groups, (int)c->c, (int)c->filters);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    kiln_window_axis y = {.in = c->h, .window = c->kh, .stride = c->sh, .dilation = c->dh,
+                          .padding = c->padding, .pad_before = c->pads[0],
+                          .pad_after = c->pads[2]};
+    kiln_window_axis x = {.in = c->w, .window = c->kw, .stride = c->sw, .dilation = c->dw,
+                          .padding = c->padding, .pad_before = c->pads[1],
+                          .pad_after = c->pads[3]};
+    const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
     if (fit_h < 0 || fit_w < 0) {
-        snprintf(b->error, sizeof b->error, "kernel (%d, %d) with 'same' padding over input %s "
-                 "spans more than %d pixels", (int)c->kh, (int)c->kw,
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d) with %s over input %s spans "
+                 "more than %d pixels", (int)c->kh, (int)c->kw, kiln_padding_words(c->padding),
                  kiln_shape_str(in, s, sizeof s), INT32_MAX);
         return KILN_ERROR_SHAPE;
     }
     if (!fit_h || !fit_w) {
-        snprintf(b->error, sizeof b->error, "kernel (%d, %d) is larger than input %s with "
-                 "'valid' padding", (int)c->kh, (int)c->kw, kiln_shape_str(in, s, sizeof s));
+        char taps[64] = "";
+        if (c->dh > 1 || c->dw > 1)
+            snprintf(taps, sizeof taps, " dilated (%d, %d)", (int)c->dh, (int)c->dw);
+        snprintf(b->error, sizeof b->error, "kernel (%d, %d)%s is larger than input %s with %s",
+                 (int)c->kh, (int)c->kw, taps, kiln_shape_str(in, s, sizeof s),
+                 kiln_padding_words(c->padding));
         return KILN_ERROR_SHAPE;
     }
-    c->direct = kiln_conv2d_use_direct(c);
-    c->winograd = !c->direct && kiln_conv2d_use_winograd(c);
+    c->oh = y.out;
+    c->ow = x.out;
+    c->pad_top = y.pad_before;
+    c->pad_bottom = y.pad_after;
+    c->pad_left = x.pad_before;
+    c->pad_right = x.pad_after;
+    c->depthwise = kiln_conv2d_use_depthwise(c);
+    c->direct = !c->depthwise && kiln_conv2d_use_direct(c);
+    c->winograd = !c->depthwise && !c->direct && kiln_conv2d_use_winograd(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
@@ -67,10 +103,10 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     k->shape.rank = 4;
     k->shape.dims[0] = c->kh;
     k->shape.dims[1] = c->kw;
-    k->shape.dims[2] = c->c;
+    k->shape.dims[2] = c->c / c->groups;
     k->shape.dims[3] = c->filters;
     k->init = KILN_INIT_GLOROT_UNIFORM;
-    k->fan_in = (int64_t)c->kh * c->kw * c->c;
+    k->fan_in = (int64_t)c->kh * c->kw * (c->c / c->groups);
     k->fan_out = (int64_t)c->kh * c->kw * c->filters;
     if (c->use_bias) {
         kiln_param_spec *bias = &b->params[b->n_params++];
@@ -86,6 +122,8 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_kernels(r, dev);
     if (c->direct)
         return kiln_conv2d_direct_kernels(r, dev);
     /* The GPU variants take a work-item per float (see conv2d.cl). */
@@ -104,11 +142,15 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
     (void)in_shape;
+    if (c->depthwise)
+        return kiln_buffer_create(dev, kiln_conv2d_depthwise_scratch(c, dev, max_batch),
+                                  "depthwise conv2d partial weight gradients", &r->scratch);
     if (c->direct)
         return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, dev, max_batch),
                                   "conv2d partial weight gradients", &r->scratch);
     kiln_status st = kiln_buffer_create(dev, kiln_conv2d_out_pixels(c, max_batch) *
-                                                 kiln_conv2d_patch(c) * sizeof(float),
+                                                 kiln_conv2d_patch(c) * (size_t)c->groups *
+                                                 sizeof(float),
                                         "a conv2d im2col buffer", &r->scratch);
     if (st == KILN_OK && c->winograd)
         return kiln_conv2d_winograd_prepare(c, r, dev, max_batch);
@@ -129,17 +171,19 @@ static void conv2d_release(void *replica)
     r->scratch = r->kernel_t = r->wino_u = r->wino_v = r->wino_m = NULL;
 }
 
-/* The forward patches into r->scratch, one row per output pixel. */
+/* The forward patches into r->scratch, one row per output pixel, group
+ * after group. */
 static kiln_status im2col(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
 {
     const size_t m = kiln_conv2d_out_pixels(c, s->batch);
     /* im2col and col2im take their two buffers, their work-items' count
      * (output or input pixels) and the window. */
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(r->scratch),
-                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c));
-    /* An output pixel a work-item, or a float of its patch row. */
+                            kiln_arg_int((int64_t)m), KILN_CONV2D_WINDOW_ARGS(c),
+                            kiln_arg_int(c->groups));
+    /* An output pixel a work-item, or a float of its patch rows. */
     const kiln_range cpu = {.dims = 1, .size = {m}};
-    const kiln_range gpu = {.dims = 2, .size = {kiln_conv2d_patch(c), m}};
+    const kiln_range gpu = {.dims = 2, .size = {kiln_conv2d_patch(c) * (size_t)c->groups, m}};
     return kiln_kernel_run_variant(s->dev, r->kernels.im2col, &cpu, &gpu, a);
 }
 
@@ -147,18 +191,23 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_forward(c, r, s);
     if (c->direct)
         return kiln_conv2d_direct_forward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t f = (size_t)c->filters;
+    const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
     kiln_status st;
     if (c->winograd) {
         st = kiln_conv2d_winograd_forward(c, r, s);
     } else {
+        /* Group g: its patches times its columns of the kernel, into its
+         * columns of the output. */
         st = im2col(c, r, s);
-        if (st == KILN_OK)
-            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, f, k, 1.0f, r->scratch, 0, k,
-                           s->params, s->param_offset[0], f, 0.0f, s->out, 0, f);
+        for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, k, 1.0f, r->scratch,
+                           g * m * k, k, s->params, s->param_offset[0] + g * fg, f, 0.0f,
+                           s->out, g * fg, f);
     }
     if (st != KILN_OK)
         return st;
@@ -171,34 +220,37 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
 {
     const conv2d_config *c = config;
     conv2d_replica *r = replica;
+    if (c->depthwise)
+        return kiln_conv2d_depthwise_backward(c, r, s);
     if (c->direct)
         return kiln_conv2d_direct_backward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
-    const size_t f = (size_t)c->filters;
-    /* dW = col^T dy, while col still holds the forward patches (Winograd's
-     * forward made none: they are made here). */
+    const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
+    /* dW = col^T dy per group, while col still holds the forward patches
+     * (Winograd's forward made none: they are made here). */
     kiln_status st = c->winograd ? im2col(c, r, s) : KILN_OK;
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, f, m, 1.0f, r->scratch, 0, k,
-                       s->d_out, 0, f, 0.0f, s->grads, s->param_offset[0], f);
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, fg, m, 1.0f, r->scratch, g * m * k,
+                       k, s->d_out, g * fg, f, 0.0f, s->grads, s->param_offset[0] + g * fg, f);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
     if (c->winograd)
         return kiln_conv2d_winograd_input_grad(c, r, s);
-    /* dcol = dy W^T overwrites col, then gathers back to the input; a plain
-     * GEMM on W^T (kiln_transpose says why). */
+    /* dcol = dy W^T per group overwrites col, then gathers back to the
+     * input; a plain GEMM on W^T (kiln_transpose says why), whose rows
+     * group g's filters are. */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, f, 1.0f, s->d_out, 0, f,
-                       r->kernel_t, 0, k, 0.0f, r->scratch, 0, k);
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, fg, 1.0f, s->d_out, g * fg, f,
+                       r->kernel_t, g * fg * k, k, 0.0f, r->scratch, g * m * k, k);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->d_in[0]),
                             kiln_arg_int((int64_t)pixels), KILN_CONV2D_WINDOW_ARGS(c),
-                            kiln_arg_int(s->d_in_accumulate[0]));
+                            kiln_arg_int(c->groups), kiln_arg_int(s->d_in_accumulate[0]));
     /* An input pixel a work-item, or one of its channels. */
     const kiln_range cpu = {.dims = 1, .size = {pixels}};
     const kiln_range gpu = {.dims = 2, .size = {(size_t)c->c, pixels}};
@@ -220,7 +272,11 @@ static void conv2d_configure(void *config, const void *args)
     *(conv2d_config *)config = (conv2d_config){
         .filters = o->filters, .kh = o->kernel_size[0], .kw = o->kernel_size[1],
         .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
-        .padding = o->padding, .use_bias = !o->no_bias};
+        .padding = o->padding, .use_bias = !o->no_bias,
+        .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]},
+        /* A negative one stays, for infer to refuse. */
+        .dh = o->dilations[0] ? o->dilations[0] : 1, .dw = o->dilations[1] ? o->dilations[1] : 1,
+        .groups = o->groups ? o->groups : 1};
 }
 
 static void conv2d_describe(const void *config, void *args)
@@ -234,6 +290,12 @@ static void conv2d_describe(const void *config, void *args)
     o->strides[1] = c->sw;
     o->padding = c->padding;
     o->no_bias = !c->use_bias;
+    memcpy(o->pads, c->pads, sizeof o->pads);
+    /* 1 is the default: written back as 0, so files of undilated layers
+     * stay as they were. */
+    o->dilations[0] = c->dh == 1 && c->dw == 1 ? 0 : c->dh;
+    o->dilations[1] = c->dh == 1 && c->dw == 1 ? 0 : c->dw;
+    o->groups = c->groups == 1 ? 0 : c->groups;
 }
 
 static const kiln_layer_field conv2d_fields[] = {
@@ -246,6 +308,12 @@ static const kiln_layer_field conv2d_fields[] = {
      .offset = offsetof(kiln_conv2d_options, padding)},
     {.key = "use_bias", .type = KILN_FIELD_NOT_BOOL,
      .offset = offsetof(kiln_conv2d_options, no_bias)},
+    {.key = "pads", .type = KILN_FIELD_QUAD, .offset = offsetof(kiln_conv2d_options, pads),
+     .optional = 1},
+    {.key = "dilation_rate", .type = KILN_FIELD_PAIR,
+     .offset = offsetof(kiln_conv2d_options, dilations), .optional = 1},
+    {.key = "groups", .type = KILN_FIELD_INT, .offset = offsetof(kiln_conv2d_options, groups),
+     .optional = 1},
 };
 
 /* ONNX's Conv is channels-first, its kernel (filters, channels, kh, kw). */
@@ -274,8 +342,12 @@ static void conv2d_export_onnx(kiln_onnx_graph *g, int32_t i)
         o.no_bias ? NULL : kiln_onnx_param_initializer(g, i, "bias")};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, "Conv", args, o.no_bias ? 2 : 3, out);
-    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.kernel_size, o.strides,
-                           o.padding);
+    const conv2d_config *cfg = g->layers[i].config;
+    const int32_t pads[4] = {cfg->pad_top, cfg->pad_left, cfg->pad_bottom, cfg->pad_right};
+    kiln_onnx_window_attrs(g, nd, o.kernel_size, o.strides, pads);
+    const int64_t dilations[2] = {cfg->dh, cfg->dw};
+    kiln_onnx_attr_ints(g, nd, "dilations", dilations, 2);
+    kiln_onnx_attr_int(g, nd, "group", cfg->groups);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 
@@ -295,17 +367,18 @@ static kiln_status conv2d_import_onnx(kiln_onnx_import *imp)
         return kiln_onnx_refuse(imp, "X is %d-D and W %d-D; kiln imports 2-D convolutions "
                                 "(4-D X and W)", imp->in[0].rank, w->rank);
     const int64_t group = kiln_onnx_attr_i(imp, "group", 1);
-    if (group != 1)
-        return kiln_onnx_refuse(imp, "attribute 'group' is %lld; kiln supports 1 (no grouped "
-                                "or depthwise convolution yet)", (long long)group);
-    int32_t kernel[2] = {(int32_t)w->dims[2], (int32_t)w->dims[3]}, strides[2];
-    kiln_padding padding;
-    st = kiln_onnx_window(imp, kernel, strides, &padding);
+    if (group < 1 || group > INT32_MAX || imp->in[0].dims[1] != w->dims[1] * group)
+        return kiln_onnx_refuse(imp, "attribute 'group' is %lld, with X of %lld channels and W "
+                                "'%s' of %lld per group; ONNX asks for X's channels = group x "
+                                "W's", (long long)group, (long long)imp->in[0].dims[1], w->name,
+                                (long long)w->dims[1]);
+    kiln_onnx_window_spec win = {.kernel = {(int32_t)w->dims[2], (int32_t)w->dims[3]}};
+    st = kiln_onnx_window(imp, 1, &win);
     if (st != KILN_OK)
         return st;
-    if (kernel[0] != w->dims[2] || kernel[1] != w->dims[3]) {
+    if (win.kernel[0] != w->dims[2] || win.kernel[1] != w->dims[3]) {
         snprintf(imp->error, sizeof imp->error, "attribute 'kernel_shape' (%d, %d) disagrees "
-                 "with W '%s' (%lld, %lld, %lld, %lld)", (int)kernel[0], (int)kernel[1],
+                 "with W '%s' (%lld, %lld, %lld, %lld)", (int)win.kernel[0], (int)win.kernel[1],
                  w->name, (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2],
                  (long long)w->dims[3]);
         return KILN_ERROR_SHAPE;
@@ -313,9 +386,12 @@ static kiln_status conv2d_import_onnx(kiln_onnx_import *imp)
     const int bias = imp->n_in > 2 && *imp->in[2].name;
     kiln_conv2d_options *o = (kiln_conv2d_options *)imp->args.bytes;
     *o = (kiln_conv2d_options){.struct_size = sizeof *o, .filters = (int32_t)w->dims[0],
-                               .kernel_size = {kernel[0], kernel[1]},
-                               .strides = {strides[0], strides[1]}, .padding = padding,
-                               .no_bias = !bias};
+                               .kernel_size = {win.kernel[0], win.kernel[1]},
+                               .strides = {win.strides[0], win.strides[1]},
+                               .padding = win.padding,
+                               .pads = {win.pads[0], win.pads[1], win.pads[2], win.pads[3]},
+                               .dilations = {win.dilations[0], win.dilations[1]},
+                               .groups = (int32_t)group, .no_bias = !bias};
     imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
     imp->n_data = 1;
     kiln_onnx_param_from(imp, 0, 1, KILN_ONNX_PARAM_OIHW);

@@ -1,12 +1,13 @@
 /* Private to the Conv2D layer: its configuration, shared by the im2col +
- * GEMM path (conv2d.c) and the direct kernels for small patches
- * (conv2d_direct.c). */
+ * GEMM path (conv2d.c), the direct kernels for small patches
+ * (conv2d_direct.c), the depthwise ones (conv2d_depthwise.c) and
+ * Winograd's (conv2d_winograd.c). */
 #ifndef KILN_LAYERS_CONV2D_H
 #define KILN_LAYERS_CONV2D_H
 
 #include "layers/layer.h"
 
-/* Largest patch (KH * KW * C) the direct kernels take. Up to here they beat
+/* Largest patch (KH * KW * C) the direct kernels take (one group only). Up to here they beat
  * im2col + GEMM on the devices measured (docs/performance.md). */
 #define KILN_CONV_DIRECT_MAX_PATCH 32
 
@@ -14,9 +15,13 @@ typedef struct conv2d_config {
     int32_t filters, kh, kw, sh, sw;
     kiln_padding padding;
     int32_t use_bias;
+    int32_t pads[4];  /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
+    int32_t dh, dw;   /* dilations, >= 1 once configured */
+    int32_t groups;   /* >= 1 once configured; C and filters divide by it */
     /* inferred */
-    int32_t h, w, c, oh, ow, pad_top, pad_left;
+    int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
     int32_t direct;   /* direct kernels, not im2col + GEMM */
+    int32_t depthwise; /* the depthwise kernels (groups == C == filters) */
     int32_t winograd; /* Winograd's F(2x2, 3x3) forward and input gradient */
 } conv2d_config;
 
@@ -35,13 +40,14 @@ typedef struct conv2d_replica {
 } conv2d_replica;
 
 /* The window geometry every conv2d kernel takes, in a KILN_ARGS list: input,
- * output, kernel, strides and padding. */
+ * output, kernel, strides, padding and dilations. */
 #define KILN_CONV2D_WINDOW_ARGS(c)                                                            \
     kiln_arg_int((c)->h), kiln_arg_int((c)->w), kiln_arg_int((c)->c), kiln_arg_int((c)->oh),  \
         kiln_arg_int((c)->ow), kiln_arg_int((c)->kh), kiln_arg_int((c)->kw),                  \
         kiln_arg_int((c)->sh), kiln_arg_int((c)->sw), kiln_arg_int((c)->pad_top),             \
-        kiln_arg_int((c)->pad_left)
+        kiln_arg_int((c)->pad_left), kiln_arg_int((c)->dh), kiln_arg_int((c)->dw)
 
+/* One group's patch, KH * KW * C / groups: the GEMMs' inner dimension. */
 size_t kiln_conv2d_patch(const conv2d_config *c);
 size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
 
@@ -59,7 +65,19 @@ kiln_status kiln_conv2d_winograd_forward(const conv2d_config *c, conv2d_replica 
 kiln_status kiln_conv2d_winograd_input_grad(const conv2d_config *c, conv2d_replica *r,
                                             const kiln_step *s);
 
-/* Whether a convolution takes the direct path (conv2d_direct.c). */
+/* Whether a depthwise convolution takes the depthwise kernels
+ * (conv2d_depthwise.c), not a grouped GEMM; their scratch bytes (partial
+ * weight gradients) for max_batch on `dev`, forward, backward. */
+int32_t kiln_conv2d_use_depthwise(const conv2d_config *c);
+kiln_status kiln_conv2d_depthwise_kernels(conv2d_replica *r, kiln_device *dev);
+size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *dev,
+                                     int32_t max_batch);
+kiln_status kiln_conv2d_depthwise_forward(const conv2d_config *c, conv2d_replica *r,
+                                          const kiln_step *s);
+kiln_status kiln_conv2d_depthwise_backward(const conv2d_config *c, conv2d_replica *r,
+                                           const kiln_step *s);
+
+/* Whether a convolution of one group takes the direct path (conv2d_direct.c). */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c);
 /* The direct path: its kernels, scratch bytes for max_batch on `dev` (its
  * variant's chunks), forward, backward. */

@@ -16,7 +16,7 @@
  * the choice at link time and run both paths on every shape. */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c)
 {
-    return kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
+    return c->groups == 1 && kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
 }
 
 kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)

@@ -1,5 +1,5 @@
 /* Conv2D's Winograd path (opencl/kernels/conv2d_winograd.cl): F(2x2, 3x3)
- * for 3x3 stride-1 'same' convolutions, forward and input gradient (the
+ * for 3x3 stride-1 'same' convolutions of one group, undilated, forward and input gradient (the
  * same convolution with the kernel turned and its channels swapped); the
  * weight gradient stays im2col + GEMM (conv2d.c). The 16 products are
  * kiln_gemm calls, so they run in kiln's GEMM kernels or CLBlast's like
@@ -20,7 +20,8 @@
  * and run the im2col path on the same shapes. */
 int32_t kiln_conv2d_use_winograd(const conv2d_config *c)
 {
-    return c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 &&
+    return c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 &&
+           c->groups == 1 &&
            c->padding == KILN_PADDING_SAME && c->c >= MIN_CHANNELS &&
            c->filters >= MIN_CHANNELS && c->h >= MIN_SIDE && c->w >= MIN_SIDE;
 }

@@ -118,13 +118,18 @@ typedef enum kiln_field_type {
     /* int32_t: 0 float32, 1 int32; written only when int32 and read as
      * float32 when absent, so that files of float models stay as they were. */
     KILN_FIELD_DTYPE,
-    KILN_FIELD_COUNT       /* int64_t, >= 0 (steps) */
+    KILN_FIELD_COUNT,      /* int64_t, >= 0 (steps) */
+    KILN_FIELD_QUAD        /* int32_t[4] */
 } kiln_field_type;
 
 typedef struct kiln_layer_field {
     const char *key;
     kiln_field_type type;
     size_t offset;
+    /* Nonzero: written only when not zero, and zero when absent, so that
+     * files from before the option read as they did and files of layers
+     * that leave it at zero stay as they were. */
+    int optional;
 } kiln_layer_field;
 
 /* The largest args struct of any kind (the registry test checks each). */
@@ -234,7 +239,7 @@ typedef struct kiln_concatenate_args {
 } kiln_concatenate_args;
 
 /* The last kiln_activation value. */
-#define KILN_ACTIVATION_LAST KILN_ACTIVATION_SILU
+#define KILN_ACTIVATION_LAST KILN_ACTIVATION_RELU6
 
 /* Applies an activation to rows x cols values (softmax over each row).
  * Backward turns dy (in place) into the gradient before the activation,
@@ -283,12 +288,28 @@ size_t kiln_chunk_length(const kiln_device *dev, size_t n, size_t cpu_least);
  * buffers are sized for it). */
 size_t kiln_chunks_most(const kiln_device *dev);
 
-/* Keras's window arithmetic along one axis: output length and the padding
- * before the first element ('same' puts the odd pixel after). Returns 1 if
- * the window fits, 0 if not ('valid' with in < window), -1 if the padded
- * axis would be longer than INT32_MAX. */
-int kiln_window_output(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
-                       int32_t *out, int32_t *pad_before);
+/* One axis of a convolution's or a pool's window. The caller sets the
+ * input length, the window, its stride and dilation (1: contiguous), the
+ * padding, the explicit pads (KILN_PADDING_EXPLICIT's, each >= 0) and
+ * ceil_mode; kiln_window_infer sets the output length and the pads every
+ * padding comes to ('same' puts the odd pixel after, as Keras; 'valid' pads
+ * nothing). */
+typedef struct kiln_window_axis {
+    int32_t in, window, stride, dilation;
+    kiln_padding padding;
+    int32_t pad_before, pad_after;
+    /* Nonzero: the output rounds up (ONNX's and PyTorch's ceil_mode), but
+     * a window must start inside the input or the padding before it. */
+    int32_t ceil_mode;
+    int32_t out;
+} kiln_window_axis;
+
+/* "'valid' padding", "'same' padding" or "explicit pads", for messages. */
+const char *kiln_padding_words(kiln_padding padding);
+
+/* Returns 1 if at least one window fits, 0 if not, -1 if the padded axis
+ * or the dilated window would be longer than INT32_MAX. */
+int kiln_window_infer(kiln_window_axis *axis);
 
 /* Forward and backward of layers that leave the data as it is (Flatten,
  * Activation): copies of batch x output-size floats. */

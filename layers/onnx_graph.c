@@ -369,6 +369,7 @@ int kiln_onnx_activation_known(kiln_activation act)
     case KILN_ACTIVATION_LINEAR: case KILN_ACTIVATION_RELU: case KILN_ACTIVATION_SIGMOID:
     case KILN_ACTIVATION_TANH: case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_GELU:
     case KILN_ACTIVATION_GELU_TANH: case KILN_ACTIVATION_LEAKY_RELU: case KILN_ACTIVATION_SILU:
+    case KILN_ACTIVATION_RELU6:
         return 1;
     }
     return 0;
@@ -401,6 +402,12 @@ void kiln_onnx_activate(kiln_onnx_graph *g, int32_t i, int layout, const char *i
         kiln_onnx_attr_float(g, kiln_onnx_add_node(g, "LeakyRelu", args, 1, out), "alpha",
                              0.2f);
         break;
+    case KILN_ACTIVATION_RELU6: {   /* Clip's bounds are inputs since opset 11 */
+        const char *clip[3] = {in, kiln_onnx_constant(g, "zero", 0.0f),
+                               kiln_onnx_constant(g, "six", 6.0f)};
+        kiln_onnx_add_node(g, "Clip", clip, 3, out);
+        break;
+    }
     case KILN_ACTIVATION_SILU:   /* x sigmoid(x) */
         op = "Mul";
         args[1] = kiln_onnx_step(g, i, "Sigmoid", in, NULL, "sigmoid");
@@ -452,25 +459,12 @@ void kiln_onnx_identity(kiln_onnx_graph *g, int32_t i)
         kiln_onnx_activate(g, i, v->native, v->name[v->native]);
 }
 
-/* Keras's padding along one axis as ONNX's explicit pads: 'same' may put
- * one more pixel after than before; 'valid' drops what the strides leave. */
-static void window_pads(int32_t in, int32_t window, int32_t stride, kiln_padding padding,
-                        int64_t *before, int64_t *after)
+void kiln_onnx_window_attrs(kiln_onnx_graph *g, kiln_onnx_node *nd, const int32_t *size,
+                            const int32_t *strides, const int32_t *pads)
 {
-    int32_t out = 0, pad = 0;
-    kiln_window_output(in, window, stride, padding, &out, &pad);
-    const int64_t span = (int64_t)(out - 1) * stride + window;
-    *before = pad;
-    *after = span - in - pad > 0 ? span - in - pad : 0;
-}
-
-void kiln_onnx_window_attrs(kiln_onnx_graph *g, kiln_onnx_node *nd, const kiln_shape *in,
-                            const int32_t *size, const int32_t *strides, kiln_padding padding)
-{
-    int64_t kernel[2] = {size[0], size[1]}, step[2] = {strides[0], strides[1]}, pads[4];
-    window_pads(in->dims[0], size[0], strides[0], padding, &pads[0], &pads[2]);
-    window_pads(in->dims[1], size[1], strides[1], padding, &pads[1], &pads[3]);
+    const int64_t kernel[2] = {size[0], size[1]}, step[2] = {strides[0], strides[1]};
+    const int64_t all[4] = {pads[0], pads[1], pads[2], pads[3]};
     kiln_onnx_attr_ints(g, nd, "kernel_shape", kernel, 2);
     kiln_onnx_attr_ints(g, nd, "strides", step, 2);
-    kiln_onnx_attr_ints(g, nd, "pads", pads, 4);
+    kiln_onnx_attr_ints(g, nd, "pads", all, 4);
 }

@@ -176,9 +176,10 @@ const char *kiln_onnx_step(kiln_onnx_graph *g, int32_t i, const char *op, const 
 /* Layer i shares its input's value (Dropout in inference, a linear
  * Activation), or applies its activation to it. */
 void kiln_onnx_identity(kiln_onnx_graph *g, int32_t i);
-/* Keras's window (size, strides, padding) over the input's H and W as
- * ONNX's kernel_shape, strides and explicit pads. */
-void kiln_onnx_window_attrs(kiln_onnx_graph *g, kiln_onnx_node *nd, const kiln_shape *in,
-                            const int32_t *size, const int32_t *strides, kiln_padding padding);
+/* A window over H and W as ONNX's kernel_shape, strides and pads: the
+ * (top, left, bottom, right) pads its layer inferred, whatever its padding
+ * ('same' as the pads it comes to). */
+void kiln_onnx_window_attrs(kiln_onnx_graph *g, kiln_onnx_node *nd, const int32_t *size,
+                            const int32_t *strides, const int32_t *pads);
 
 #endif

@@ -91,16 +91,15 @@ static int ints_attr(kiln_onnx_import *imp, const char *name, size_t n, int64_t 
     return 1;
 }
 
-kiln_status kiln_onnx_window(kiln_onnx_import *imp, int32_t *kernel, int32_t *strides,
-                             kiln_padding *padding)
+kiln_status kiln_onnx_window(kiln_onnx_import *imp, int dilated, kiln_onnx_window_spec *w)
 {
     int64_t k[2], s[2], d[2], p[4];
     if (!ints_attr(imp, "kernel_shape", 2, 0, k))
         return kiln_onnx_refuse(imp, "attribute 'kernel_shape' must have 2 values (2-D "
                                 "windows only)");
     if (!kiln_onnx_find_attr(imp, "kernel_shape")) {
-        k[0] = kernel[0];
-        k[1] = kernel[1];
+        k[0] = w->kernel[0];
+        k[1] = w->kernel[1];
     }
     if (k[0] < 1 || k[1] < 1 || k[0] > INT32_MAX || k[1] > INT32_MAX)
         return kiln_onnx_refuse(imp, "attribute 'kernel_shape' is %s", kiln_onnx_find_attr(imp,
@@ -108,54 +107,65 @@ kiln_status kiln_onnx_window(kiln_onnx_import *imp, int32_t *kernel, int32_t *st
     if (!ints_attr(imp, "strides", 2, 1, s) || s[0] < 1 || s[1] < 1 || s[0] > INT32_MAX ||
         s[1] > INT32_MAX)
         return kiln_onnx_refuse(imp, "attribute 'strides' must be two positive strides");
-    if (!ints_attr(imp, "dilations", 2, 1, d) || d[0] != 1 || d[1] != 1)
-        return kiln_onnx_refuse(imp, "attribute 'dilations' must be (1, 1); kiln has no "
-                                "dilated windows yet");
+    if (!ints_attr(imp, "dilations", 2, 1, d) || d[0] < 1 || d[1] < 1 || d[0] > INT32_MAX ||
+        d[1] > INT32_MAX)
+        return kiln_onnx_refuse(imp, "attribute 'dilations' must be two positive dilations");
+    if (!dilated && (d[0] != 1 || d[1] != 1))
+        return kiln_onnx_refuse(imp, "attribute 'dilations' is (%lld, %lld); kiln pools "
+                                "contiguous windows only (1, 1)", (long long)d[0],
+                                (long long)d[1]);
     if (!ints_attr(imp, "pads", 4, 0, p))
         return kiln_onnx_refuse(imp, "attribute 'pads' must have 4 values (2-D windows)");
+    for (int a = 0; a < 4; a++)
+        if (p[a] < 0 || p[a] > INT32_MAX)
+            return kiln_onnx_refuse(imp, "attribute 'pads' (%lld, %lld, %lld, %lld) holds a "
+                                    "pad below 0", (long long)p[0], (long long)p[1],
+                                    (long long)p[2], (long long)p[3]);
     const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
     const char *auto_pad = ap && ap->kind == KILN_ONNX_IN_STRING ? ap->s : "NOTSET";
     for (int a = 0; a < 2; a++) {
-        kernel[a] = (int32_t)k[a];
-        strides[a] = (int32_t)s[a];
+        w->kernel[a] = (int32_t)k[a];
+        w->strides[a] = (int32_t)s[a];
+        w->dilations[a] = (int32_t)d[a];
     }
+    memset(w->pads, 0, sizeof w->pads);
     if (strcmp(auto_pad, "VALID") == 0) {
-        *padding = KILN_PADDING_VALID;
+        w->padding = KILN_PADDING_VALID;
         return KILN_OK;
     }
     if (strcmp(auto_pad, "SAME_UPPER") == 0) {   /* the odd pixel after: Keras's 'same' */
-        *padding = KILN_PADDING_SAME;
+        w->padding = KILN_PADDING_SAME;
+        return KILN_OK;
+    }
+    if (strcmp(auto_pad, "SAME_LOWER") == 0) {
+        /* ONNX's SAME_LOWER: 'same''s total padding, the odd pixel before. */
+        for (int a = 0; a < 2; a++) {
+            const int64_t in = imp->in[0].dims[2 + a];
+            const int64_t out = (in + s[a] - 1) / s[a];
+            const int64_t span = (k[a] - 1) * d[a] + 1;
+            int64_t total = (out - 1) * s[a] + span - in;
+            total = total > 0 ? total : 0;
+            if (in < 1 || total > INT32_MAX)
+                return kiln_onnx_refuse(imp, "attribute 'auto_pad' SAME_LOWER needs input 0's "
+                                        "size, which is %lld", (long long)in);
+            w->pads[a] = (int32_t)(total - total / 2);
+            w->pads[a + 2] = (int32_t)(total / 2);
+        }
+        w->padding = KILN_PADDING_EXPLICIT;
         return KILN_OK;
     }
     if (strcmp(auto_pad, "NOTSET") != 0)
         return kiln_onnx_refuse(imp, "attribute 'auto_pad' is '%s'; kiln supports NOTSET, "
-                                "VALID and SAME_UPPER", auto_pad);
+                                "VALID, SAME_UPPER and SAME_LOWER", auto_pad);
     if (!p[0] && !p[1] && !p[2] && !p[3]) {
-        *padding = KILN_PADDING_VALID;
+        w->padding = KILN_PADDING_VALID;
         return KILN_OK;
     }
-    /* Explicit pads are 'same' when they are exactly what 'same' pads for
-     * this input's H and W (top, left, bottom, right). */
-    int same = 1;
-    for (int a = 0; a < 2 && same; a++) {
-        const int64_t in = imp->in[0].dims[2 + a];
-        int32_t out, before;
-        same = in > 0 && in <= INT32_MAX &&
-               kiln_window_output((int32_t)in, kernel[a], strides[a], KILN_PADDING_SAME, &out,
-                                  &before) == 1;
-        const int64_t after = same ? (int64_t)(out - 1) * strides[a] + kernel[a] - in - before
-                                   : 0;
-        same = same && p[a] == before && p[a + 2] == (after > 0 ? after : 0);
-    }
-    if (!same)
-        return kiln_onnx_refuse(imp, "attribute 'pads' (%lld, %lld, %lld, %lld) with kernel "
-                                "(%d, %d) and strides (%d, %d) on %lld x %lld is neither valid "
-                                "(all 0) nor Keras's 'same' (the odd pixel after); kiln has no "
-                                "other padding yet", (long long)p[0], (long long)p[1],
-                                (long long)p[2], (long long)p[3], (int)kernel[0],
-                                (int)kernel[1], (int)strides[0], (int)strides[1],
-                                (long long)imp->in[0].dims[2], (long long)imp->in[0].dims[3]);
-    *padding = KILN_PADDING_SAME;
+    /* ONNX's pads are (x1_begin, x2_begin, x1_end, x2_end): kiln's (top,
+     * left, bottom, right). */
+    for (int a = 0; a < 4; a++)
+        w->pads[a] = (int32_t)p[a];
+    w->padding = KILN_PADDING_EXPLICIT;
     return KILN_OK;
 }
 

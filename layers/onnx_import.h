@@ -90,13 +90,23 @@ kiln_status kiln_onnx_need_constant(kiln_onnx_import *imp, int k, const char *wh
 /* Parameter p of the layer comes from input k in `layout`. */
 void kiln_onnx_param_from(kiln_onnx_import *imp, int p, int k, kiln_onnx_param_layout layout);
 
-/* The 2-D window of Conv and the pools (kernel_shape, strides, pads,
- * auto_pad, dilations) as kiln's: kernel and strides, and 'valid' or
- * 'same' when the node's padding is exactly one of them for input 0's H
- * and W; else KILN_ERROR_UNSUPPORTED naming the attribute. `kernel` holds
- * the kernel's (kh, kw) when the node has no kernel_shape. */
-kiln_status kiln_onnx_window(kiln_onnx_import *imp, int32_t *kernel, int32_t *strides,
-                             kiln_padding *padding);
+/* The 2-D window of Conv and the pools as kiln's: kernel, strides,
+ * dilations (1: contiguous) and padding, with the explicit pads (top,
+ * left, bottom, right) when the node's are neither none nor 'same' as
+ * Keras pads (SAME_UPPER). */
+typedef struct kiln_onnx_window_spec {
+    int32_t kernel[2];
+    int32_t strides[2];
+    int32_t dilations[2];
+    int32_t pads[4];
+    kiln_padding padding;
+} kiln_onnx_window_spec;
+
+/* Reads kernel_shape, strides, pads, auto_pad and dilations into w
+ * (dilations other than 1 refused unless `dilated`); w->kernel holds the
+ * kernel's (kh, kw) on entry for a node without kernel_shape. A value kiln
+ * can't take is KILN_ERROR_UNSUPPORTED naming the attribute. */
+kiln_status kiln_onnx_window(kiln_onnx_import *imp, int dilated, kiln_onnx_window_spec *w);
 
 /* Writes `t` (an initializer) into dst, `size` floats, in kiln's layout. */
 void kiln_onnx_param_convert(const kiln_onnx_in *t, kiln_onnx_param_layout layout, float *dst);

@@ -10,7 +10,9 @@
 pool_config kiln_pool2d_config(const kiln_pool2d_options *o)
 {
     pool_config c = {.ph = o->pool_size[0] ? o->pool_size[0] : 2,
-                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding};
+                     .pw = o->pool_size[1] ? o->pool_size[1] : 2, .padding = o->padding,
+                     .pads = {o->pads[0], o->pads[1], o->pads[2], o->pads[3]},
+                     .ceil_mode = o->ceil_mode != 0, .include_pad = o->count_include_pad != 0};
     c.sh = o->strides[0] ? o->strides[0] : c.ph;
     c.sw = o->strides[1] ? o->strides[1] : c.pw;
     return c;
@@ -25,6 +27,9 @@ void kiln_pool2d_describe(const void *config, void *args)
     o->strides[0] = c->sh;
     o->strides[1] = c->sw;
     o->padding = c->padding;
+    memcpy(o->pads, c->pads, sizeof o->pads);
+    o->ceil_mode = c->ceil_mode;
+    o->count_include_pad = c->include_pad;
 }
 
 kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
@@ -47,24 +52,45 @@ kiln_status kiln_pool2d_infer(void *config, kiln_layer_build *b)
                  "> 0", (int)c->ph, (int)c->pw, (int)c->sh, (int)c->sw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
-    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_SAME) {
+    if ((int)c->padding < KILN_PADDING_VALID || c->padding > KILN_PADDING_EXPLICIT) {
         snprintf(b->error, sizeof b->error, "padding %d is not a kiln_padding", (int)c->padding);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
+    const int32_t *p = c->pads;
+    if (c->padding == KILN_PADDING_EXPLICIT &&
+        (p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0 || p[0] >= c->ph || p[2] >= c->ph ||
+         p[1] >= c->pw || p[3] >= c->pw)) {
+        snprintf(b->error, sizeof b->error, "pads (%d, %d, %d, %d) must be >= 0 and less than "
+                 "pool_size (%d, %d) along their axis", (int)p[0], (int)p[1], (int)p[2],
+                 (int)p[3], (int)c->ph, (int)c->pw);
         return KILN_ERROR_INVALID_ARGUMENT;
     }
     c->h = in->dims[0];
     c->w = in->dims[1];
     c->c = in->dims[2];
-    const int fit_h = kiln_window_output(c->h, c->ph, c->sh, c->padding, &c->oh, &c->pad_top);
-    const int fit_w = kiln_window_output(c->w, c->pw, c->sw, c->padding, &c->ow, &c->pad_left);
+    kiln_window_axis y = {.in = c->h, .window = c->ph, .stride = c->sh, .dilation = 1,
+                          .padding = c->padding, .pad_before = p[0], .pad_after = p[2],
+                          .ceil_mode = c->ceil_mode};
+    kiln_window_axis x = {.in = c->w, .window = c->pw, .stride = c->sw, .dilation = 1,
+                          .padding = c->padding, .pad_before = p[1], .pad_after = p[3],
+                          .ceil_mode = c->ceil_mode};
+    const int fit_h = kiln_window_infer(&y), fit_w = kiln_window_infer(&x);
+    c->oh = y.out;
+    c->ow = x.out;
+    c->pad_top = y.pad_before;
+    c->pad_bottom = y.pad_after;
+    c->pad_left = x.pad_before;
+    c->pad_right = x.pad_after;
     if (fit_h < 0 || fit_w < 0) {
-        snprintf(b->error, sizeof b->error, "pool (%d, %d) with 'same' padding over input %s "
-                 "spans more than %d pixels", (int)c->ph, (int)c->pw,
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) with %s over input %s spans more "
+                 "than %d pixels", (int)c->ph, (int)c->pw, kiln_padding_words(c->padding),
                  kiln_shape_str(in, s, sizeof s), INT32_MAX);
         return KILN_ERROR_SHAPE;
     }
     if (!fit_h || !fit_w) {
-        snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with "
-                 "'valid' padding", (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s));
+        snprintf(b->error, sizeof b->error, "pool (%d, %d) is larger than input %s with %s",
+                 (int)c->ph, (int)c->pw, kiln_shape_str(in, s, sizeof s),
+                 kiln_padding_words(c->padding));
         return KILN_ERROR_SHAPE;
     }
     if (c->global) {
@@ -99,12 +125,18 @@ kiln_status kiln_pool2d_run(kiln_device *dev, kiln_kernel *kernel, size_t pixels
     return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, args);
 }
 
-const kiln_layer_field kiln_pool2d_fields[3] = {
+const kiln_layer_field kiln_pool2d_fields[6] = {
     {.key = "pool_size", .type = KILN_FIELD_PAIR,
      .offset = offsetof(kiln_pool2d_options, pool_size)},
     {.key = "strides", .type = KILN_FIELD_PAIR, .offset = offsetof(kiln_pool2d_options, strides)},
     {.key = "padding", .type = KILN_FIELD_PADDING,
      .offset = offsetof(kiln_pool2d_options, padding)},
+    {.key = "pads", .type = KILN_FIELD_QUAD, .offset = offsetof(kiln_pool2d_options, pads),
+     .optional = 1},
+    {.key = "ceil_mode", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_pool2d_options, ceil_mode), .optional = 1},
+    {.key = "count_include_pad", .type = KILN_FIELD_BOOL,
+     .offset = offsetof(kiln_pool2d_options, count_include_pad), .optional = 1},
 };
 
 void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
@@ -115,11 +147,12 @@ void kiln_pool2d_export_onnx(kiln_onnx_graph *g, int32_t i, const char *op)
     const char *x = kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF);
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
     kiln_onnx_node *nd = kiln_onnx_add_node(g, op, &x, 1, out);
-    kiln_onnx_window_attrs(g, nd, kiln_onnx_input_shape(g, i, 0), o.pool_size, o.strides,
-                           o.padding);
-    /* Keras averages over the cells inside the image only. */
+    const pool_config *c = g->layers[i].config;
+    const int32_t pads[4] = {c->pad_top, c->pad_left, c->pad_bottom, c->pad_right};
+    kiln_onnx_window_attrs(g, nd, o.pool_size, o.strides, pads);
+    kiln_onnx_attr_int(g, nd, "ceil_mode", c->ceil_mode);
     if (strcmp(op, "AveragePool") == 0)
-        kiln_onnx_attr_int(g, nd, "count_include_pad", 0);
+        kiln_onnx_attr_int(g, nd, "count_include_pad", c->include_pad);
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 
@@ -133,31 +166,28 @@ kiln_status kiln_pool2d_import_onnx(kiln_onnx_import *imp, int average)
     if (imp->in[0].rank != 4)
         return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values",
                                 imp->in[0].rank);
-    int32_t kernel[2] = {0, 0}, strides[2];
-    kiln_padding padding;
-    st = kiln_onnx_window(imp, kernel, strides, &padding);
+    kiln_onnx_window_spec win = {.kernel = {0, 0}};
+    st = kiln_onnx_window(imp, 0, &win);
     if (st != KILN_OK)
         return st;
     if (kiln_onnx_attr_i(imp, "storage_order", 0) != 0)
         return kiln_onnx_refuse(imp, "attribute 'storage_order' is 1; kiln supports 0");
-    /* ceil_mode changes nothing where the windows tile the input exactly. */
-    if (kiln_onnx_attr_i(imp, "ceil_mode", 0) != 0) {
-        int exact = padding == KILN_PADDING_VALID;
-        for (int a = 0; a < 2 && exact; a++)
-            exact = imp->in[0].dims[2 + a] >= kernel[a] &&
-                    (imp->in[0].dims[2 + a] - kernel[a]) % strides[a] == 0;
-        if (!exact)
-            return kiln_onnx_refuse(imp, "attribute 'ceil_mode' is 1 where it adds a partial "
-                                    "window; kiln supports 0 (or 1 where windows tile the "
-                                    "input)");
-    }
-    /* kiln's 'same' average counts the cells inside the input only. */
-    if (average && padding == KILN_PADDING_SAME && kiln_onnx_attr_i(imp, "count_include_pad", 0))
-        return kiln_onnx_refuse(imp, "attribute 'count_include_pad' is 1 with padding; kiln "
-                                "supports 0");
+    const int64_t ceil_mode = kiln_onnx_attr_i(imp, "ceil_mode", 0);
+    const int64_t include_pad = average ? kiln_onnx_attr_i(imp, "count_include_pad", 0) : 0;
+    if ((ceil_mode != 0 && ceil_mode != 1) || (include_pad != 0 && include_pad != 1))
+        return kiln_onnx_refuse(imp, "attribute '%s' is %lld; it is 0 or 1",
+                                ceil_mode != 0 && ceil_mode != 1 ? "ceil_mode"
+                                                                 : "count_include_pad",
+                                (long long)(ceil_mode != 0 && ceil_mode != 1 ? ceil_mode
+                                                                             : include_pad));
     kiln_pool2d_options *o = (kiln_pool2d_options *)imp->args.bytes;
-    *o = (kiln_pool2d_options){.struct_size = sizeof *o, .pool_size = {kernel[0], kernel[1]},
-                               .strides = {strides[0], strides[1]}, .padding = padding};
+    *o = (kiln_pool2d_options){.struct_size = sizeof *o,
+                               .pool_size = {win.kernel[0], win.kernel[1]},
+                               .strides = {win.strides[0], win.strides[1]},
+                               .padding = win.padding,
+                               .pads = {win.pads[0], win.pads[1], win.pads[2], win.pads[3]},
+                               .ceil_mode = (int32_t)ceil_mode,
+                               .count_include_pad = (int32_t)include_pad};
     imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
     imp->n_data = 1;
     return KILN_OK;

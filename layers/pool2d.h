@@ -8,9 +8,12 @@
 typedef struct pool_config {
     int32_t ph, pw, sh, sw;
     kiln_padding padding;
+    int32_t pads[4];      /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
+    int32_t ceil_mode;    /* nonzero: the output size rounds up */
+    int32_t include_pad;  /* average pooling: divide by the padded window */
     int32_t global;   /* GlobalAveragePooling2D: the window is the whole input */
     /* inferred */
-    int32_t h, w, c, oh, ow, pad_top, pad_left;
+    int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
 } pool_config;
 
 /* A configuration from the public options (Keras's defaults: pool (2, 2),
@@ -38,7 +41,7 @@ uint64_t kiln_pool2d_flops(const void *config, const kiln_shape *in_shape);
 
 /* What model files write of a window (kiln_pool2d_options), and ONNX's
  * MaxPool or AveragePool of node i. */
-extern const kiln_layer_field kiln_pool2d_fields[3];
+extern const kiln_layer_field kiln_pool2d_fields[6];
 struct kiln_onnx_graph;
 void kiln_pool2d_export_onnx(struct kiln_onnx_graph *g, int32_t i, const char *op);
 

@@ -29,6 +29,9 @@ __kernel void kiln_activation_backward(__global const float *x, __global const f
         r = g * yi * (1.0f - yi);
     } else if (act == KILN_ACT_TANH) {
         r = g * (1.0f - yi * yi);
+    } else if (act == KILN_ACT_RELU6) {
+        /* 0 < y < 6 exactly when 0 < x < 6 */
+        r = select(zero, g, isgreater(yi, zero) & isless(yi, (float8)(6.0f)));
     } else if (act == KILN_ACT_LEAKY_RELU) {
         /* y > 0 exactly when x > 0 */
         r = select(KILN_LEAKY_SLOPE * g, g, isgreater(yi, zero));

@@ -46,7 +46,7 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
                        __global const float *params, int kernel_offset, int bias_offset,
                        int use_bias, int act, int F, int n, int oy, int ox0, int H, int W,
                        int C, int OH, int OW, int KH, int KW, int stride_h, int stride_w,
-                       int pad_top, int pad_left)
+                       int pad_top, int pad_left, int dil_h, int dil_w)
 {
     const int px = min(RUN, OW - ox0);
     __global const float *sample = in + (size_t)n * H * W * C;
@@ -55,8 +55,8 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
      * windows; whether all RUN windows lie inside the image. */
     const int y0 = oy * stride_h - pad_top, x0 = ox0 * stride_w - pad_left;
     const int step = stride_w * C;
-    const int interior = px == RUN && y0 >= 0 && y0 + KH <= H && x0 >= 0 &&
-                         x0 + (RUN - 1) * stride_w + KW <= W;
+    const int interior = px == RUN && y0 >= 0 && y0 + (KH - 1) * dil_h + 1 <= H && x0 >= 0 &&
+                         x0 + (RUN - 1) * stride_w + (KW - 1) * dil_w + 1 <= W;
     __global const float *corner = sample + ((size_t)(interior ? y0 : 0) * W +
                                              (interior ? x0 : 0)) * C;
     for (int f0 = 0; f0 < F; f0 += 8 * BLOCKS) {
@@ -74,8 +74,8 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
             /* No window element falls outside the image: no checks. */
             __global const float *w = params + kernel_offset + f0;
             for (int ky = 0; ky < KH; ky++) {
-                __global const float *src = corner + (size_t)ky * W * C;
-                for (int kx = 0; kx < KW; kx++, src += C)
+                __global const float *src = corner + (size_t)ky * dil_h * W * C;
+                for (int kx = 0; kx < KW; kx++, src += dil_w * C)
                     for (int c = 0; c < C; c++, w += F) {
                         float v[RUN];
                         #pragma unroll
@@ -86,7 +86,7 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
             }
         } else {
             for (int ky = 0; ky < KH; ky++) {
-                const int y = oy * stride_h - pad_top + ky;
+                const int y = oy * stride_h - pad_top + ky * dil_h;
                 if (y < 0 || y >= H)
                     continue;
                 __global const float *row = sample + (size_t)y * W * C;
@@ -98,7 +98,7 @@ __attribute__((always_inline)) inline void direct_run(__global const float *in, 
                     int x[RUN], inside[RUN];
                     #pragma unroll
                     for (int q = 0; q < RUN; q++) {
-                        x[q] = (ox0 + q) * stride_w - pad_left + kx;
+                        x[q] = (ox0 + q) * stride_w - pad_left + kx * dil_w;
                         inside[q] = q < px && x[q] >= 0 && x[q] < W;
                         x[q] = inside[q] ? x[q] : 0;
                     }
@@ -131,7 +131,7 @@ __kernel void kiln_conv2d_direct_forward_cpu(__global const float *in, __global 
                                              int bias_offset, int use_bias, int act, int F,
                                              int rows, int H, int W, int C, int OH, int OW, int KH,
                                              int KW, int stride_h, int stride_w, int pad_top,
-                                             int pad_left)
+                                             int pad_left, int dil_h, int dil_w)
 {
     const int id = get_global_id(0);
     if (id >= rows)
@@ -139,7 +139,7 @@ __kernel void kiln_conv2d_direct_forward_cpu(__global const float *in, __global 
     const int oy = id % OH, n = id / OH;
     for (int ox0 = 0; ox0 < OW; ox0 += RUN)
         direct_run(in, out, params, kernel_offset, bias_offset, use_bias, act, F, n, oy, ox0,
-                   H, W, C, OH, OW, KH, KW, stride_h, stride_w, pad_top, pad_left);
+                   H, W, C, OH, OW, KH, KW, stride_h, stride_w, pad_top, pad_left, dil_h, dil_w);
 }
 
 /* Most window elements per weight-gradient work-item (GRAD_TAPS,
@@ -149,15 +149,15 @@ __kernel void kiln_conv2d_direct_forward_cpu(__global const float *in, __global 
 /* The window offsets (from an output pixel's corner) and channel of
  * window elements k0 .. k0 + TAPS, for the weight-gradient kernels; past
  * K they repeat the bias row (k = K), which reads no input. */
-inline void direct_taps(int k0, int K, int C, int KW, int pad_top, int pad_left, int *wy,
-                        int *wx, int *c_of)
+inline void direct_taps(int k0, int K, int C, int KW, int pad_top, int pad_left, int dil_h,
+                        int dil_w, int *wy, int *wx, int *c_of)
 {
     #pragma unroll
     for (int t = 0; t < TAPS; t++) {
         const int k = min(k0 + t, K);
         c_of[t] = k % C;
-        wx[t] = (k / C) % KW - pad_left;
-        wy[t] = k / (C * KW) - pad_top;
+        wx[t] = (k / C) % KW * dil_w - pad_left;
+        wy[t] = k / (C * KW) * dil_h - pad_top;
     }
 }
 
@@ -185,7 +185,7 @@ __kernel void kiln_conv2d_direct_grad_partial_cpu(__global const float *in,
                                                   int taps, int chunks, int chunk_pixels,
                                                   int pixels, int H, int W, int C, int OH, int OW,
                                                   int KH, int KW, int stride_h, int stride_w,
-                                                  int pad_top, int pad_left)
+                                                  int pad_top, int pad_left, int dil_h, int dil_w)
 {
     const int f0 = get_global_id(0) * 8 * BLOCKS, k0 = get_global_id(1) * taps;
     const int chunk = get_global_id(2);
@@ -194,7 +194,7 @@ __kernel void kiln_conv2d_direct_grad_partial_cpu(__global const float *in,
     const int mine = min(taps, K + 1 - k0);
     /* Each element's (ky, kx, c) once. */
     int wy[TAPS], wx[TAPS], c_of[TAPS];
-    direct_taps(k0, K, C, KW, pad_top, pad_left, wy, wx, c_of);
+    direct_taps(k0, K, C, KW, pad_top, pad_left, dil_h, dil_w, wy, wx, c_of);
     float8 acc[TAPS][BLOCKS];
     #pragma unroll
     for (int t = 0; t < TAPS; t++)
@@ -203,8 +203,9 @@ __kernel void kiln_conv2d_direct_grad_partial_cpu(__global const float *in,
             acc[t][b] = (float8)(0.0f);
     const int bias = K - k0;   /* its place among the taps, if there */
     /* No padding and every window inside the image ('valid'): no checks. */
-    const int inside = pad_top == 0 && pad_left == 0 && (OH - 1) * stride_h + KH <= H &&
-                       (OW - 1) * stride_w + KW <= W;
+    const int inside = pad_top == 0 && pad_left == 0 &&
+                       (OH - 1) * stride_h + (KH - 1) * dil_h + 1 <= H &&
+                       (OW - 1) * stride_w + (KW - 1) * dil_w + 1 <= W;
     const int first = chunk * chunk_pixels;
     const int last = min(first + chunk_pixels, pixels);
     int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
@@ -268,7 +269,7 @@ __kernel void kiln_conv2d_direct_forward_gpu(__global const float *in, __global 
                                              int bias_offset, int use_bias, int act, int F,
                                              int pixels, int H, int W, int C, int OH, int OW,
                                              int KH, int KW, int stride_h, int stride_w,
-                                             int pad_top, int pad_left)
+                                             int pad_top, int pad_left, int dil_h, int dil_w)
 {
     const int f = get_global_id(0), p = get_global_id(1);
     if (f >= F || p >= pixels)
@@ -278,12 +279,12 @@ __kernel void kiln_conv2d_direct_forward_gpu(__global const float *in, __global 
     const int x0 = ox * stride_w - pad_left;
     float acc = use_bias ? params[bias_offset + f] : 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int y = oy * stride_h - pad_top + ky;
+        const int y = oy * stride_h - pad_top + ky * dil_h;
         if (y < 0 || y >= H)
             continue;
         __global const float *row = sample + (size_t)y * W * C;
         for (int kx = 0; kx < KW; kx++) {
-            const int x = x0 + kx;
+            const int x = x0 + kx * dil_w;
             if (x < 0 || x >= W)
                 continue;
             __global const float *w =
@@ -304,7 +305,8 @@ __kernel void kiln_conv2d_direct_grad_partial_gpu(__global const float *in,
                                                   int taps, int chunks, int chunk_pixels,
                                                   int pixels, int H, int W, int C, int OH,
                                                   int OW, int KH, int KW, int stride_h,
-                                                  int stride_w, int pad_top, int pad_left)
+                                                  int stride_w, int pad_top, int pad_left,
+                                                  int dil_h, int dil_w)
 {
     (void)KH;
     const int f = get_global_id(0), k0 = get_global_id(1) * taps;
@@ -313,7 +315,7 @@ __kernel void kiln_conv2d_direct_grad_partial_gpu(__global const float *in,
         return;
     const int mine = min(taps, K + 1 - k0);
     int wy[TAPS], wx[TAPS], c_of[TAPS];
-    direct_taps(k0, K, C, KW, pad_top, pad_left, wy, wx, c_of);
+    direct_taps(k0, K, C, KW, pad_top, pad_left, dil_h, dil_w, wy, wx, c_of);
     float acc[TAPS];
     for (int t = 0; t < TAPS; t++)
         acc[t] = 0.0f;
@@ -349,7 +351,7 @@ __kernel void kiln_conv2d_direct_input_grad(__global const float *dy,
                                             __global float *d_in, int accumulate, int F,
                                             int pixels, int H, int W, int C, int OH, int OW,
                                             int KH, int KW, int stride_h, int stride_w,
-                                            int pad_top, int pad_left)
+                                            int pad_top, int pad_left, int dil_h, int dil_w)
 {
     const int c = get_global_id(0), q = get_global_id(1);
     if (c >= C || q >= pixels)
@@ -359,14 +361,14 @@ __kernel void kiln_conv2d_direct_input_grad(__global const float *dy,
     const int n = q / (W * H);
     float acc = 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky;
+        const int ty = y + pad_top - ky * dil_h;
         if (ty < 0 || ty % stride_h)
             continue;
         const int oy = ty / stride_h;
         if (oy >= OH)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx;
+            const int tx = x + pad_left - kx * dil_w;
             if (tx < 0 || tx % stride_w)
                 continue;
             const int ox = tx / stride_w;

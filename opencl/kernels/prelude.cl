@@ -9,6 +9,7 @@
 #define KILN_ACT_GELU_TANH 6
 #define KILN_ACT_LEAKY_RELU 7
 #define KILN_ACT_SILU 8
+#define KILN_ACT_RELU6 9
 
 /* Keras's leaky_relu default, and GELU's constants. */
 #define KILN_LEAKY_SLOPE 0.2f
@@ -79,6 +80,8 @@ inline float kiln_activate(float v, int act)
         return v > 0.0f ? v : KILN_LEAKY_SLOPE * v;
     if (act == KILN_ACT_SILU)
         return v * kiln_sigmoid(v);
+    if (act == KILN_ACT_RELU6)
+        return fmin(fmax(v, 0.0f), 6.0f);
     return v;
 }
 
@@ -98,6 +101,8 @@ inline float8 kiln_activate8(float8 v, int act)
         return select(KILN_LEAKY_SLOPE * v, v, isgreater(v, (float8)(0.0f)));
     if (act == KILN_ACT_SILU)
         return v * kiln_sigmoid8(v);
+    if (act == KILN_ACT_RELU6)
+        return fmin(fmax(v, (float8)(0.0f)), (float8)(6.0f));
     return v;
 }
 

@@ -14,8 +14,9 @@
 
 /* Names of the enumerations, indexed by value. */
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
-                                               "gelu", "gelu_tanh", "leaky_relu", "silu"};
-static const char *const padding_names[] = {"valid", "same"};
+                                               "gelu", "gelu_tanh", "leaky_relu", "silu",
+                                               "relu6"};
+static const char *const padding_names[] = {"valid", "same", "explicit"};
 static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "binary_crossentropy",
@@ -33,14 +34,31 @@ static const char *name_of(const char *const *names, int n, int value)
 /* ---- writing ------------------------------------------------------------- */
 
 /* Each field of the struct at `base` under its key, in the table's order. */
+/* The bytes an optional field takes (the int32 types optional fields have). */
+static size_t optional_size(kiln_field_type type)
+{
+    return type == KILN_FIELD_QUAD ? 4 * sizeof(int32_t)
+           : type == KILN_FIELD_PAIR ? 2 * sizeof(int32_t) : sizeof(int32_t);
+}
+
+static int all_zero(const unsigned char *at, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (at[k])
+            return 0;
+    return 1;
+}
+
 static void write_fields(kiln_jw *w, const kiln_layer_field *fields, int n, const void *base)
 {
     for (int f = 0; f < n; f++) {
         const kiln_layer_field *fd = &fields[f];
         const unsigned char *at = (const unsigned char *)base + fd->offset;
-        int32_t i32[2];
+        int32_t i32[4];
         memcpy(i32, at, sizeof(int32_t));
         if (fd->type == KILN_FIELD_DTYPE && !i32[0])
+            continue;
+        if (fd->optional && all_zero(at, optional_size(fd->type)))
             continue;
         kiln_jw_key(w, fd->key);
         switch (fd->type) {
@@ -48,10 +66,12 @@ static void write_fields(kiln_jw *w, const kiln_layer_field *fields, int n, cons
             kiln_jw_int(w, i32[0]);
             break;
         case KILN_FIELD_PAIR:
-            memcpy(i32, at, sizeof i32);
+        case KILN_FIELD_QUAD:
+            memcpy(i32, at, fd->type == KILN_FIELD_QUAD ? 4 * sizeof(int32_t)
+                                                         : 2 * sizeof(int32_t));
             kiln_jw_begin_array(w);
-            kiln_jw_int(w, i32[0]);
-            kiln_jw_int(w, i32[1]);
+            for (int k = 0; k < (fd->type == KILN_FIELD_QUAD ? 4 : 2); k++)
+                kiln_jw_int(w, i32[k]);
             kiln_jw_end_array(w);
             break;
         case KILN_FIELD_FLOAT: {
@@ -432,19 +452,27 @@ static kiln_status get_name(reader *r, const kiln_json *o, const char *key,
     return malformed(r, "'%s' is '%.40s', not one of %s", key, v->text, list);
 }
 
-static kiln_status get_pair(reader *r, const kiln_json *o, const char *key, int32_t *out)
+/* An array of n int32 integers. */
+static kiln_status get_ints(reader *r, const kiln_json *o, const char *key, int n,
+                            int32_t *out)
 {
     const kiln_json *v;
     kiln_status st = member(r, o, key, KILN_JSON_ARRAY, &v);
-    int64_t a, b;
-    if (st == KILN_OK && (v->count != 2 || !integer(&v->items[0], INT32_MIN, INT32_MAX, &a) ||
-                          !integer(&v->items[1], INT32_MIN, INT32_MAX, &b)))
-        st = malformed(r, "'%s' must be an array of two integers", key);
-    if (st == KILN_OK) {
-        out[0] = (int32_t)a;
-        out[1] = (int32_t)b;
+    if (st == KILN_OK && v->count != (size_t)n)
+        return malformed(r, "'%s' must be an array of %s integers", key, n == 2 ? "two" : "four");
+    for (int k = 0; st == KILN_OK && k < n; k++) {
+        int64_t i;
+        if (!integer(&v->items[k], INT32_MIN, INT32_MAX, &i))
+            return malformed(r, "'%s' must be an array of %s integers", key,
+                             n == 2 ? "two" : "four");
+        out[k] = (int32_t)i;
     }
     return st;
+}
+
+static kiln_status get_pair(reader *r, const kiln_json *o, const char *key, int32_t *out)
+{
+    return get_ints(r, o, key, 2, out);
 }
 
 /* Field fd of the struct at `base` from its key in o; a shape goes to the
@@ -454,8 +482,12 @@ static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_fi
 {
     unsigned char *at = (unsigned char *)base + fd->offset;
     int64_t i64 = 0;
-    int32_t i32[2] = {0, 0};
+    int32_t i32[4] = {0, 0, 0, 0};
     kiln_status st = KILN_OK;
+    if (fd->optional && !kiln_json_get(o, fd->key)) {
+        memset(at, 0, optional_size(fd->type));
+        return KILN_OK;
+    }
     switch (fd->type) {
     case KILN_FIELD_INT:
         st = get_int(r, o, fd->key, INT32_MIN, INT32_MAX, &i64);
@@ -464,6 +496,10 @@ static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_fi
         return st;
     case KILN_FIELD_PAIR:
         st = get_pair(r, o, fd->key, i32);
+        memcpy(at, i32, 2 * sizeof(int32_t));
+        return st;
+    case KILN_FIELD_QUAD:
+        st = get_ints(r, o, fd->key, 4, i32);
         memcpy(at, i32, sizeof i32);
         return st;
     case KILN_FIELD_FLOAT: {

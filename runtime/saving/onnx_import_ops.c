@@ -334,6 +334,38 @@ static kiln_status import_constant(kiln_importer *im, const KilnOnnx__NodeProto 
                       "attribute value, value_float(s) or value_int(s)", name);
 }
 
+/* Cast of a constant to float, folded: PyTorch writes F.relu6's bounds as
+ * Constant -> Cast -> Clip. A cast of a computed value, or to another
+ * type, is refused. */
+static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    int64_t to = 0;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "to") == 0)
+            to = n->attribute[k]->i;
+    kiln_import_value *in = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (to != KILN_ONNX_FLOAT || !in || in->computed || (!in->f && !in->ints))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Cast): kiln folds a "
+                          "cast of a constant to float (to = 1) only; this one casts %s to %lld",
+                          name, in && in->computed ? "a computed value" : "no constant",
+                          (long long)to);
+    int64_t count = 1;
+    for (int d = 0; d < in->rank; d++)
+        count *= in->dims[d];
+    float *f = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *f);
+    kiln_import_value *v = f ? kiln_import_add_value(im, n->output[0]) : NULL;
+    if (!v)
+        return kiln_error(im->ctx, KILN_ERROR_OUT_OF_MEMORY, CALL ": node '%s' (Cast): out of "
+                          "memory", name);
+    for (int64_t k = 0; k < count; k++)
+        f[k] = in->f ? in->f[k] : (float)in->ints[k];
+    v->rank = in->rank;
+    memcpy(v->dims, in->dims, sizeof v->dims);
+    v->f = f;
+    return KILN_OK;
+}
+
 /* Flatten keeps ONNX's element order: a channels-last value is permuted
  * to channels-first first, so that a Gemm after it computes what it did. */
 static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -664,11 +696,13 @@ static const struct {
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation},
+    {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .kind = &kiln_layer_add},
     {.op = "Concat", .handler = import_concat},
     {.op = "Identity", .handler = import_identity},
     {.op = "Constant", .handler = import_constant},
+    {.op = "Cast", .handler = import_cast},
     {.op = "Flatten", .handler = import_flatten},
     {.op = "Reshape", .handler = import_reshape},
     {.op = "Pad", .handler = import_pad},

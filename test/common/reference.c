@@ -53,60 +53,80 @@ void ref_window(int in, int k, int s, int same, int *out, int *pad_before)
     }
 }
 
+void ref_window_explicit(int in, int k, int s, int dilation, int pad_before, int pad_after,
+                         int ceil_mode, int *out)
+{
+    const double span = (double)(k - 1) * dilation + 1;
+    const double q = (in + pad_before + pad_after - span) / s;
+    *out = (int)(ceil_mode ? ceil(q) : floor(q)) + 1;
+    if (ceil_mode && (*out - 1) * s >= in + pad_before)
+        --*out;
+}
+
 static int in_index(const ref_conv *g, int n, int y, int x, int c)
 {
     return ((n * g->h + y) * g->w + x) * g->c + c;
 }
 
-void ref_conv2d_forward(const ref_conv *g, const double *x, const double *w, const double *b,
-                        double *y)
+static int one_if_zero(int v)
 {
+    return v ? v : 1;
+}
+
+/* One loop for both directions: forward (dy NULL) writes y, backward
+ * writes dw, db and dx. */
+static void conv2d(const ref_conv *g, const double *x, const double *w, const double *b,
+                   double *y, const double *dy, double *dw, double *db, double *dx)
+{
+    const int groups = one_if_zero(g->groups), dh = one_if_zero(g->dil_h);
+    const int dwl = one_if_zero(g->dil_w);
+    const int cg = g->c / groups, fg = g->f / groups;
     for (int n = 0; n < g->batch; n++)
         for (int oy = 0; oy < g->oh; oy++)
             for (int ox = 0; ox < g->ow; ox++)
                 for (int f = 0; f < g->f; f++) {
-                    double s = b ? b[f] : 0.0;
+                    const int o = ((n * g->oh + oy) * g->ow + ox) * g->f + f;
+                    const double d = dy ? dy[o] : 0;
+                    double s = b && !dy ? b[f] : 0.0;
+                    if (dy && db)
+                        db[f] += d;
                     for (int ky = 0; ky < g->kh; ky++)
                         for (int kx = 0; kx < g->kw; kx++) {
-                            int iy = oy * g->sh - g->pad_top + ky;
-                            int ix = ox * g->sw - g->pad_left + kx;
+                            int iy = oy * g->sh - g->pad_top + ky * dh;
+                            int ix = ox * g->sw - g->pad_left + kx * dwl;
                             if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
                                 continue;
-                            for (int c = 0; c < g->c; c++)
-                                s += x[in_index(g, n, iy, ix, c)] *
-                                     w[((ky * g->kw + kx) * g->c + c) * g->f + f];
+                            for (int cc = 0; cc < cg; cc++) {
+                                const int xi = in_index(g, n, iy, ix, f / fg * cg + cc);
+                                const int wi = ((ky * g->kw + kx) * cg + cc) * g->f + f;
+                                if (!dy) {
+                                    s += x[xi] * w[wi];
+                                } else {
+                                    dw[wi] += x[xi] * d;
+                                    dx[xi] += w[wi] * d;
+                                }
+                            }
                         }
-                    y[((n * g->oh + oy) * g->ow + ox) * g->f + f] = s;
+                    if (!dy)
+                        y[o] = s;
                 }
+}
+
+void ref_conv2d_forward(const ref_conv *g, const double *x, const double *w, const double *b,
+                        double *y)
+{
+    conv2d(g, x, w, b, y, NULL, NULL, NULL, NULL);
 }
 
 void ref_conv2d_backward(const ref_conv *g, const double *x, const double *w, const double *dy,
                          double *dw, double *db, double *dx)
 {
-    memset(dw, 0, sizeof(double) * (size_t)(g->kh * g->kw * g->c * g->f));
+    memset(dw, 0, sizeof(double) * (size_t)(g->kh * g->kw * (g->c / one_if_zero(g->groups)) *
+                                            g->f));
     if (db)
         memset(db, 0, sizeof(double) * (size_t)g->f);
     memset(dx, 0, sizeof(double) * (size_t)(g->batch * g->h * g->w * g->c));
-    for (int n = 0; n < g->batch; n++)
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int f = 0; f < g->f; f++) {
-                    const double d = dy[((n * g->oh + oy) * g->ow + ox) * g->f + f];
-                    if (db)
-                        db[f] += d;
-                    for (int ky = 0; ky < g->kh; ky++)
-                        for (int kx = 0; kx < g->kw; kx++) {
-                            int iy = oy * g->sh - g->pad_top + ky;
-                            int ix = ox * g->sw - g->pad_left + kx;
-                            if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
-                                continue;
-                            for (int c = 0; c < g->c; c++) {
-                                const int wi = ((ky * g->kw + kx) * g->c + c) * g->f + f;
-                                dw[wi] += x[in_index(g, n, iy, ix, c)] * d;
-                                dx[in_index(g, n, iy, ix, c)] += w[wi] * d;
-                            }
-                        }
-                }
+    conv2d(g, x, w, NULL, NULL, dy, dw, db, dx);
 }
 
 /* The first maximum in window order wins, as in kiln. */
@@ -161,6 +181,12 @@ static void avg_pool(const ref_conv *g, const double *x, double *y, const double
                 for (int c = 0; c < g->c; c++) {
                     int cells = 0;
                     double sum = 0;
+                    const int y0 = oy * g->sh - g->pad_top, x0 = ox * g->sw - g->pad_left;
+                    const int ye = y0 + g->kh < g->h + g->pad_bottom ? y0 + g->kh
+                                                                      : g->h + g->pad_bottom;
+                    const int xe = x0 + g->kw < g->w + g->pad_right ? x0 + g->kw
+                                                                     : g->w + g->pad_right;
+                    const int whole = (ye - y0) * (xe - x0);
                     for (int pass = 0; pass < 2; pass++)
                         for (int ky = 0; ky < g->kh; ky++)
                             for (int kx = 0; kx < g->kw; kx++) {
@@ -174,11 +200,12 @@ static void avg_pool(const ref_conv *g, const double *x, double *y, const double
                                     cells++;
                                     sum += dy ? 0 : x[i];
                                 } else if (dy) {
-                                    dx[i] += dy[o] / cells;
+                                    dx[i] += dy[o] / (g->include_pad ? whole : cells);
                                 }
                             }
                     if (!dy)
-                        y[((n * g->oh + oy) * g->ow + ox) * g->c + c] = sum / cells;
+                        y[((n * g->oh + oy) * g->ow + ox) * g->c + c] =
+                            sum / (g->include_pad ? whole : cells);
                 }
 }
 
@@ -222,6 +249,7 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
                         ? 0.5 * v * (1 + tanh(GELU_K * (v + 0.044715 * v * v * v)))
                     : act == KILN_ACTIVATION_LEAKY_RELU ? (v > 0 ? v : 0.2 * v)
                     : act == KILN_ACTIVATION_SILU       ? v / (1.0 + exp(-v))
+                    : act == KILN_ACTIVATION_RELU6      ? (v > 6 ? 6 : v > 0 ? v : 0)
                                                         : v;
         }
     }
@@ -246,6 +274,7 @@ void ref_activation_backward(kiln_activation act, const double *y, const double 
             dr[j] = act == KILN_ACTIVATION_RELU      ? (v > 0 ? g : 0)
                     : act == KILN_ACTIVATION_SIGMOID ? g * v * (1 - v)
                     : act == KILN_ACTIVATION_TANH    ? g * (1 - v * v)
+                    : act == KILN_ACTIVATION_RELU6   ? (v > 0 && v < 6 ? g : 0)
                                                      : g;
         }
     }

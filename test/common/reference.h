@@ -11,12 +11,22 @@ void ref_dense_forward(const double *x, const double *w, const double *b, int ro
 void ref_dense_backward(const double *x, const double *w, const double *dy, int rows, int in,
                         int units, double *dw, double *db, double *dx);
 
+/* dil_h, dil_w and groups 0 mean 1; the kernel is (kh, kw, c / groups, f).
+ * pad_bottom, pad_right and include_pad serve average pooling only:
+ * include_pad divides by the window inside the padded input (PyTorch's
+ * count_include_pad), else by its cells inside the input. */
 typedef struct ref_conv {
     int batch, h, w, c, f, kh, kw, sh, sw, oh, ow, pad_top, pad_left;
+    int pad_bottom, pad_right, dil_h, dil_w, groups, include_pad;
 } ref_conv;
 
 /* Keras's 'same'/'valid' arithmetic, written independently of kiln's. */
 void ref_window(int in, int k, int s, int same, int *out, int *pad_before);
+/* PyTorch's: explicit pads, a dilated window (k taps `dilation` apart),
+ * ceil_mode's rounding up with its last window starting before the
+ * padding after. */
+void ref_window_explicit(int in, int k, int s, int dilation, int pad_before, int pad_after,
+                         int ceil_mode, int *out);
 
 void ref_conv2d_forward(const ref_conv *g, const double *x, const double *w, const double *b,
                         double *y);

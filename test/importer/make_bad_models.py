@@ -71,12 +71,24 @@ def main():
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "unknown_op", graph(nodes=nodes))
-    # A dilated convolution (kiln has none yet).
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", dilations=[2, 2]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+    # A dilated max pool (kiln pools contiguous windows only).
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("MaxPool", ["c"], ["r"], name="pool", kernel_shape=[1, 1],
+                              dilations=[2, 2]),
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "dilated", graph(nodes=nodes))
+    # Clip to (0, 1): neither ReLU6 nor ReLU.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="clip"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    bounds = [numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+              numpy_helper.from_array(np.array(1.0, np.float32), "hi")]
+    save(out, "clip_bounds", graph(nodes=nodes, inits=[init("w", (3, 2, 3, 3), 1),
+                                                        init("b", (3,), 2),
+                                                        init("fc_w", (3, 12), 3),
+                                                        init("fc_b", (3,), 4)] + bounds))
     # Gemm's weight in an external-data file (written whole, and short).
     fc_w = init("fc_w", (3, 12), 3)
     data = fc_w.raw_data

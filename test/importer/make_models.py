@@ -100,6 +100,43 @@ class Mlp(nn.Module):
         return torch.matmul(x, self.w) + self.b
 
 
+class Windows(nn.Module):
+    """The window attributes torchvision's networks use: resnet's 7x7
+    stride-2 stem padded 3 and 3x3 stride-2 max pool padded 1, a grouped
+    convolution (resnext), a depthwise one with ReLU6 (mobilenet), a
+    dilated one, average pools with ceil_mode and with padding. (PyTorch
+    writes count_include_pad=True with padding as a Pad before the pool,
+    which kiln does not import yet.)"""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.grouped = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.depthwise = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=False)
+        self.dilated = nn.Conv2d(8, 6, 3, padding=2, dilation=2)
+        self.ceil = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+        self.counted = nn.AvgPool2d(2, stride=1, padding=1, count_include_pad=False)
+        with torch.no_grad():
+            size = self.features(torch.zeros(1, 3, 37, 29)).numel()
+        self.fc = nn.Linear(size, 4)
+
+    def features(self, x):
+        x = self.pool(torch.relu(self.bn1(self.stem(x))))
+        x = torch.relu(self.grouped(x))
+        x = nn.functional.relu6(self.depthwise(x))
+        return self.counted(self.ceil(self.dilated(x)))
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.features(x), 1))
+
+
+def torchvision_model(name):
+    """A torchvision classifier with random weights and 10 classes."""
+    import torchvision
+    return getattr(torchvision.models, name)(num_classes=10)
+
+
 def randomise_statistics(model):
     """Moving statistics away from 0 and 1, so that a swap shows."""
     for m in model.modules():
@@ -168,6 +205,10 @@ def main():
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
+        ("windows", Windows, (2, 3, 37, 29), preserve),
+        ("resnet18", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), preserve),
+        ("resnet18_folded", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), {}),
+        ("mobilenet_v2", lambda: torchvision_model("mobilenet_v2"), (2, 3, 64, 64), preserve),
     ]:
         torch.manual_seed(7)
         model = make()

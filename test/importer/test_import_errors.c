@@ -173,7 +173,8 @@ int main(void)
     refused(ctx, "short_initializer", KILN_ERROR_FORMAT, "initializer 'b'", "8 bytes", NULL);
     refused(ctx, "cycle", KILN_ERROR_FORMAT, "cycle", NULL, NULL);
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
-    refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'conv'", "'dilations'", "(1, 1)");
+    refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
+    refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
     refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");

@@ -1,11 +1,13 @@
-/* Linked into the *_clblast tests with -Wl,--wrap for the three choices:
+/* Linked into the *_clblast tests with -Wl,--wrap for the four choices:
  * every convolution, small enough for the direct kernels, 3x3 enough for
- * Winograd's, or neither, goes through im2col + GEMM, and every GEMM, even
- * one kiln's own kernel would take, through CLBlast. */
+ * Winograd's, depthwise, or none of these, goes through im2col + GEMM (a
+ * GEMM per group), and every GEMM, even one kiln's own kernel would take,
+ * through CLBlast. */
 #include "layers/conv2d.h"
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c);
 int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c);
+int32_t __wrap_kiln_conv2d_use_depthwise(const conv2d_config *c);
 int __wrap_kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
                                     kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
 
@@ -16,6 +18,12 @@ int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c)
 }
 
 int32_t __wrap_kiln_conv2d_use_winograd(const conv2d_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+int32_t __wrap_kiln_conv2d_use_depthwise(const conv2d_config *c)
 {
     (void)c;
     return 0;

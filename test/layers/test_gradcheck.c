@@ -56,6 +56,38 @@ static kiln_model *convolutional(kiln_context *ctx)
     return m;
 }
 
+/* ONNX's and PyTorch's window attributes: a grouped, dilated convolution
+ * with asymmetric explicit pads, a depthwise one at stride 2, an average
+ * pool counting its padding and a max pool rounding up. */
+static kiln_model *pytorch_windows(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {7, 6, 4};
+    kiln_input(m, 3, dims, NULL);
+    kiln_conv2d_options grouped = {.struct_size = sizeof grouped, .filters = 6,
+                                   .kernel_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {2, 1, 1, 0}, .dilations = {2, 1}, .groups = 2,
+                                   .activation = KILN_ACTIVATION_TANH};
+    kiln_conv2d_options depthwise = {.struct_size = sizeof depthwise, .filters = 6,
+                                     .kernel_size = {3, 3}, .strides = {2, 2},
+                                     .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 0, 1},
+                                     .groups = 6, .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &grouped);
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &depthwise);
+    kiln_pool2d_options avg = {.struct_size = sizeof avg, .pool_size = {2, 2},
+                               .strides = {1, 1}, .padding = KILN_PADDING_EXPLICIT,
+                               .pads = {1, 0, 0, 1}, .count_include_pad = 1};
+    kiln_pool2d_options max = {.struct_size = sizeof max, .pool_size = {2, 2}, .ceil_mode = 1};
+    kiln_average_pooling2d(m, KILN_NODE_PREVIOUS, &avg);
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
 /* A downsampling residual block, as the seed ResNet's: conv 3x3/2 - BN -
  * tanh - conv 3x3 - BN on one path, conv 1x1/2 - BN on the shortcut (the
  * input feeds both), Add, tanh, global average pooling, softmax head. */
@@ -335,6 +367,7 @@ int main(void)
         SKIP_MISSING("no OpenCL device");
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
+    gradcheck(ctx, "grouped, dilated, padded and depthwise conv2d", pytorch_windows);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape, permute", sequence);

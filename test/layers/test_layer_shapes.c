@@ -254,9 +254,10 @@ static void test_activations(kiln_context *ctx)
     const kiln_compile_options co = mse();
     const int32_t in[] = {6};
     const kiln_activation acts[] = {KILN_ACTIVATION_GELU, KILN_ACTIVATION_GELU_TANH,
-                                    KILN_ACTIVATION_LEAKY_RELU, KILN_ACTIVATION_SILU};
+                                    KILN_ACTIVATION_LEAKY_RELU, KILN_ACTIVATION_SILU,
+                                    KILN_ACTIVATION_RELU6};
     kiln_model *m = new_model(ctx, 1, in);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         kiln_dense_options d = {.struct_size = sizeof d, .units = 4, .activation = acts[i]};
         kiln_dense(m, KILN_NODE_PREVIOUS, &d);
         kiln_activation_layer(m, KILN_NODE_PREVIOUS, acts[i], NULL);
@@ -265,12 +266,122 @@ static void test_activations(kiln_context *ctx)
     kiln_model_destroy(m);
 
     kiln_dense_options past = {.struct_size = sizeof past, .name = "past", .units = 4,
-                               .activation = (kiln_activation)(KILN_ACTIVATION_SILU + 1)};
+                               .activation = (kiln_activation)(KILN_ACTIVATION_RELU6 + 1)};
     m = new_model(ctx, 1, in);
     CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &past) == KILN_NODE_INVALID);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 9 is not a "
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 10 is not a "
                 "kiln_activation", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
+}
+
+/* ONNX's and PyTorch's window attributes: the output shapes their
+ * arithmetic gives, and each bad value refused at compile naming the
+ * layer and the field. */
+static void test_window_options(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {9, 8, 4};
+    kiln_model *m = new_model(ctx, 3, in);
+    const kiln_conv2d_options pads = {.struct_size = sizeof pads, .filters = 6,
+                                      .kernel_size = {3, 2}, .strides = {2, 3},
+                                      .padding = KILN_PADDING_EXPLICIT, .pads = {2, 0, 1, 4}};
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &pads);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    /* (9 + 3 - 3) / 2 + 1 = 5, (8 + 4 - 2) / 3 + 1 = 4 */
+    const int32_t padded[] = {5, 4, 6};
+    check_layer(ctx, m, 1, "conv2d", 3, padded);
+    kiln_model_destroy(m);
+    m = new_model(ctx, 3, in);
+    kiln_conv2d_options dilated = pads;
+    dilated.dilations[0] = 2;
+    dilated.dilations[1] = 3;
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &dilated);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    /* spans 5 and 4: (9 + 3 - 5) / 2 + 1 = 4, (8 + 4 - 4) / 3 + 1 = 3 */
+    const int32_t spread[] = {4, 3, 6};
+    check_layer(ctx, m, 1, "conv2d", 3, spread);
+    kiln_model_destroy(m);
+    /* Grouped: the kernel sees a group's channels only. */
+    m = new_model(ctx, 3, in);
+    kiln_conv2d_options grouped = pads;
+    grouped.groups = 2;
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &grouped);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    check_layer(ctx, m, 1, "conv2d", 3, padded);
+    int64_t count = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &count));
+    CHECK(count == 3 * 2 * 2 * 6 + 6);
+    kiln_model_destroy(m);
+
+    const struct {
+        kiln_conv2d_options o;
+        kiln_status status;
+        const char *why;
+    } bad[] = {
+        {{.filters = 2, .kernel_size = {3, 3}, .padding = KILN_PADDING_EXPLICIT,
+          .pads = {1, 1, -1, 1}}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): pads (1, 1, -1, 1) must be >= 0"},
+        {{.filters = 2, .kernel_size = {3, 3}, .padding = (kiln_padding)3},
+         KILN_ERROR_INVALID_ARGUMENT, "layer 'c' (conv2d): padding 3 is not a kiln_padding"},
+        {{.filters = 2, .kernel_size = {12, 3}, .padding = KILN_PADDING_EXPLICIT,
+          .pads = {1, 0, 1, 0}}, KILN_ERROR_SHAPE,
+         "layer 'c' (conv2d): kernel (12, 3) is larger than input (9, 8, 4) with explicit pads"},
+        {{.filters = 2, .kernel_size = {2, 3}, .dilations = {1, 4}}, KILN_ERROR_SHAPE,
+         "layer 'c' (conv2d): kernel (2, 3) dilated (1, 4) is larger than input (9, 8, 4) with "
+         "'valid' padding"},
+        {{.filters = 2, .kernel_size = {2, 3}, .dilations = {-1, 2}}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): dilations (-1, 2) must be >= 0"},
+        {{.filters = 6, .kernel_size = {3, 3}, .groups = 3}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups 3 must divide the input's channels (4) and the filters (6)"},
+        {{.filters = 3, .kernel_size = {3, 3}, .groups = 2}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups 2 must divide the input's channels (4) and the filters (3)"},
+        {{.filters = 4, .kernel_size = {3, 3}, .groups = -4}, KILN_ERROR_INVALID_ARGUMENT,
+         "layer 'c' (conv2d): groups -4 must be >= 0"},
+    };
+    /* ceil_mode: (9 + 1 - 3) / 2 rounds up to 4, + 1; (8 - 3) / 2 to 3, + 1 */
+    m = new_model(ctx, 3, in);
+    const kiln_pool2d_options ceil = {.struct_size = sizeof ceil, .pool_size = {3, 3},
+                                      .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT,
+                                      .pads = {1, 0, 0, 0}, .ceil_mode = 1};
+    kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &ceil);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t rounded[] = {5, 4, 4};
+    check_layer(ctx, m, 1, "max_pooling2d", 3, rounded);
+    kiln_model_destroy(m);
+    const struct {
+        kiln_pool2d_options o;
+        const char *why;
+    } bad_pools[] = {
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {0, 0, 0, -1}},
+         "layer 'p' (max_pooling2d): pads (0, 0, 0, -1) must be >= 0 and less than pool_size "
+         "(3, 2)"},
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {0, 2, 0, 0}},
+         "layer 'p' (max_pooling2d): pads (0, 2, 0, 0) must be >= 0 and less than pool_size "
+         "(3, 2)"},
+        {{.pool_size = {3, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {3, 0, 0, 0}},
+         "pads (3, 0, 0, 0) must be >= 0 and less than pool_size (3, 2)"},
+        {{.pool_size = {3, 2}, .padding = (kiln_padding)7},
+         "layer 'p' (max_pooling2d): padding 7 is not a kiln_padding"},
+    };
+    for (size_t i = 0; i < sizeof bad_pools / sizeof bad_pools[0]; i++) {
+        kiln_pool2d_options o = bad_pools[i].o;
+        o.struct_size = sizeof o;
+        o.name = "p";
+        m = new_model(ctx, 3, in);
+        kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, bad_pools[i].why,
+                    kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_conv2d_options o = bad[i].o;
+        o.struct_size = sizeof o;
+        o.name = "c";
+        m = new_model(ctx, 3, in);
+        kiln_conv2d(m, KILN_NODE_PREVIOUS, &o);
+        CHECK_FAILS(ctx, bad[i].status, bad[i].why, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
 }
 
 int main(void)
@@ -282,6 +393,7 @@ int main(void)
     test_concatenate(ctx);
     test_layer_norm(ctx);
     test_activations(ctx);
+    test_window_options(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_layer_shapes");
 }

@@ -8,7 +8,7 @@
 static const char *act_name(kiln_activation a)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
-                                  "gelu_tanh", "leaky_relu", "silu"};
+                                  "gelu_tanh", "leaky_relu", "silu", "relu6"};
     return names[a];
 }
 
@@ -75,13 +75,18 @@ typedef struct conv_case {
     kiln_activation act;
     int no_bias;
     int pool;   /* POOL_*: pooling with kh x kw, strides sh x sw, not conv */
+    int pads[4];   /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
+    int dil[2], groups;         /* a convolution's; 0: 1 */
+    int ceil_mode, include_pad; /* a pool's */
 } conv_case;
 
 static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 {
     const conv_case *c = arg;
     kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {c->kh, c->kw},
-                             .strides = {c->sh, c->sw}, .padding = c->padding};
+                             .strides = {c->sh, c->sw}, .padding = c->padding,
+                             .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
+                             .ceil_mode = c->ceil_mode, .count_include_pad = c->include_pad};
     if (c->pool == POOL_MAX)
         return kiln_max_pooling2d(m, pre, &o);
     if (c->pool == POOL_AVERAGE)
@@ -90,7 +95,9 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
         return kiln_global_average_pooling2d(m, pre, NULL);
     kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
-                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias};
+                              .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
+                              .pads = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
+                              .dilations = {c->dil[0], c->dil[1]}, .groups = c->groups};
     return kiln_conv2d(m, pre, &co);
 }
 
@@ -109,14 +116,39 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
         g.kh = g.sh = g.h;
         g.kw = g.sw = g.w;
     }
-    ref_window(g.h, g.kh, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
-    ref_window(g.w, g.kw, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+    g.dil_h = c->dil[0] ? c->dil[0] : 1;
+    g.dil_w = c->dil[1] ? c->dil[1] : 1;
+    g.groups = c->groups;
+    g.include_pad = c->include_pad;
+    const int span_h = (g.kh - 1) * g.dil_h + 1, span_w = (g.kw - 1) * g.dil_w + 1;
+    if (c->padding == KILN_PADDING_EXPLICIT || c->ceil_mode) {
+        const int explicit = c->padding == KILN_PADDING_EXPLICIT;
+        g.pad_top = explicit ? c->pads[0] : 0;
+        g.pad_left = explicit ? c->pads[1] : 0;
+        g.pad_bottom = explicit ? c->pads[2] : 0;
+        g.pad_right = explicit ? c->pads[3] : 0;
+        ref_window_explicit(g.h, g.kh, g.sh, g.dil_h, g.pad_top, g.pad_bottom, c->ceil_mode,
+                            &g.oh);
+        ref_window_explicit(g.w, g.kw, g.sw, g.dil_w, g.pad_left, g.pad_right, c->ceil_mode,
+                            &g.ow);
+    } else {
+        ref_window(g.h, span_h, g.sh, c->padding == KILN_PADDING_SAME, &g.oh, &g.pad_top);
+        ref_window(g.w, span_w, g.sw, c->padding == KILN_PADDING_SAME, &g.ow, &g.pad_left);
+        const int after_h = (g.oh - 1) * g.sh + span_h - g.h - g.pad_top;
+        const int after_w = (g.ow - 1) * g.sw + span_w - g.w - g.pad_left;
+        g.pad_bottom = c->padding == KILN_PADDING_SAME && after_h > 0 ? after_h : 0;
+        g.pad_right = c->padding == KILN_PADDING_SAME && after_w > 0 ? after_w : 0;
+    }
     const int64_t ny = (int64_t)batch * g.oh * g.ow * g.f, nx = batch * r.in_size;
-    char what[160];
-    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s, %d filters, %s, batch %d on "
-             "(%d, %d, %d)", pool_name[c->pool], g.kh, g.kw, g.sh, g.sw,
-             c->padding == KILN_PADDING_SAME ? "same" : "valid", g.f, act_name(c->act), batch,
-             dims[0], dims[1], dims[2]);
+    char what[240];
+    snprintf(what, sizeof what, "%s %dx%d stride %dx%d %s (%d, %d, %d, %d) dilation %dx%d "
+             "groups %d%s%s, %d filters, %s, batch %d on (%d, %d, %d)", pool_name[c->pool], g.kh,
+             g.kw, g.sh, g.sw, c->padding == KILN_PADDING_SAME ? "same"
+                               : c->padding == KILN_PADDING_VALID ? "valid" : "explicit",
+             g.pad_top, g.pad_left, g.pad_bottom, g.pad_right, g.dil_h, g.dil_w,
+             c->groups ? c->groups : 1, c->ceil_mode ? " ceil_mode" : "",
+             c->include_pad ? " count_include_pad" : "", g.f, act_name(c->act), batch, dims[0],
+             dims[1], dims[2]);
     if (ny != batch * r.out_size) {
         fprintf(stderr, "%s: output size %lld, reference %lld\n", what,
                 (long long)(batch * r.out_size), (long long)ny);
@@ -126,7 +158,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     }
     double *z = calloc((size_t)ny, sizeof(double)), *y = calloc((size_t)ny, sizeof(double));
     double *dz = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
-    const int64_t nw = (int64_t)g.kh * g.kw * g.c * g.f;
+    const int64_t nw = (int64_t)g.kh * g.kw * (g.c / (c->groups ? c->groups : 1)) * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
     test_worst = 0;
     if (c->pool == POOL_MAX) {
@@ -729,6 +761,38 @@ int main(void)
         if (convs[i].pool)
             test_conv(ctx, wide, 2, &convs[i]);
     }
+    /* ONNX's and PyTorch's pooling: asymmetric pads, ceil_mode at stride 2
+     * (the last window past the input, or dropped where it would start in
+     * the padding after), count_include_pad both ways. */
+    const conv_case onnx_pools[] = {
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .pool = POOL_MAX},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_VALID, .ceil_mode = 1,
+         .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 1, 1}, .ceil_mode = 1, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .include_pad = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 0, 1}, .ceil_mode = 1, .include_pad = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 1, 0, 1}, .ceil_mode = 1, .pool = POOL_AVERAGE},
+        {.kh = 3, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_SAME, .include_pad = 1,
+         .pool = POOL_AVERAGE},
+        /* Stride 3: on (9, 7) and (11, 4) ceil_mode would add a window
+         * starting in the padding after; PyTorch's rule drops it. */
+        {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 0, 2, 2}, .ceil_mode = 1, .pool = POOL_MAX},
+        {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 0, 2, 2}, .ceil_mode = 1, .include_pad = 1, .pool = POOL_AVERAGE},
+    };
+    for (size_t i = 0; i < sizeof onnx_pools / sizeof onnx_pools[0]; i++) {
+        test_conv(ctx, img, 2, &onnx_pools[i]);
+        test_conv(ctx, tall, 3, &onnx_pools[i]);
+        test_conv(ctx, wide, 2, &onnx_pools[i]);
+    }
     /* The seed CNN's first layer: enough output pixels that the direct
      * path's weight gradient is summed in several chunks, the last partial. */
     const int32_t fashion[] = {28, 28, 1};
@@ -745,6 +809,38 @@ int main(void)
                                .padding = KILN_PADDING_SAME, .act = KILN_ACTIVATION_LINEAR};
     test_conv(ctx, wide_rgb, 3, &many);
     test_conv(ctx, wide_rgb, 2, &strided);
+    /* Dilated, on an image wide enough that the direct kernels' runs of
+     * four windows lie inside it ('valid': the weight gradient's no-checks
+     * path too) and, padded, partly outside. */
+    const conv_case spread[] = {
+        {.filters = 12, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .dil = {2, 2}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 35, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 2, 2, 0}, .dil = {2, 3}, .act = KILN_ACTIVATION_LINEAR},
+    };
+    test_conv(ctx, wide_rgb, 2, &spread[0]);
+    test_conv(ctx, wide_rgb, 3, &spread[1]);
+    /* ONNX's and PyTorch's attributes: asymmetric explicit pads (a side
+     * without, a side wider than the window leaves), through the direct
+     * kernels (small patches) and im2col + GEMM (larger ones). */
+    const conv_case onnx_convs[] = {
+        {.filters = 5, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {2, 0, 1, 3}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 7, .kh = 3, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {0, 1, 2, 1}, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+        /* Dilated: with explicit pads, 'same' and 'valid', unequal. */
+        {.filters = 4, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {2, 1, 1, 0}, .dil = {2, 2}, .act = KILN_ACTIVATION_RELU},
+        {.filters = 33, .kh = 3, .kw = 3, .sh = 1, .sw = 2, .padding = KILN_PADDING_SAME,
+         .dil = {2, 1}, .act = KILN_ACTIVATION_LINEAR},
+        {.filters = 3, .kh = 2, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_VALID,
+         .dil = {3, 2}, .act = KILN_ACTIVATION_TANH},
+    };
+    const int32_t rgb[] = {8, 7, 3}, deep_small[] = {7, 6, 6};
+    for (size_t i = 0; i < sizeof onnx_convs / sizeof onnx_convs[0]; i++) {
+        test_conv(ctx, rgb, 2, &onnx_convs[i]);
+        test_conv(ctx, deep_small, 3, &onnx_convs[i]);
+    }
     /* 3x3 stride-1 'same' with 128 or more channels each way: Winograd's
      * F(2x2, 3x3) here (im2col + GEMM in test_layers_clblast); odd sizes
      * leave tiles partly outside the image. */
@@ -759,6 +855,48 @@ int main(void)
         test_conv(ctx, deep, 1, &wino[i]);
         test_conv(ctx, deeper, 3, &wino[i]);
     }
+    /* Grouped: two groups through the grouped GEMM; depthwise (groups ==
+     * channels == filters) through its own kernels here and the grouped
+     * GEMM in test_layers_clblast, strided, dilated, with asymmetric pads;
+     * and a deep 3x3 'same' grouped one that Winograd must skip. */
+    const conv_case grouped[] = {
+        {.filters = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .groups = 2, .act = KILN_ACTIVATION_RELU},
+        {.filters = 4, .kh = 2, .kw = 3, .sh = 2, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 2, 0, 1}, .dil = {2, 1}, .groups = 2, .act = KILN_ACTIVATION_LINEAR,
+         .no_bias = 1},
+    };
+    const int32_t quad[] = {7, 9, 4}, six[] = {8, 5, 6};
+    for (size_t i = 0; i < sizeof grouped / sizeof grouped[0]; i++) {
+        test_conv(ctx, quad, 2, &grouped[i]);
+        test_conv(ctx, six, 3, &grouped[i]);
+    }
+    const conv_case depthwise[] = {
+        {.filters = 6, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .groups = 6, .act = KILN_ACTIVATION_RELU},
+        {.filters = 6, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {1, 0, 2, 1}, .groups = 6, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+        {.filters = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .padding = KILN_PADDING_VALID,
+         .dil = {2, 2}, .groups = 6, .act = KILN_ACTIVATION_TANH},
+    };
+    for (size_t i = 0; i < sizeof depthwise / sizeof depthwise[0]; i++)
+        test_conv(ctx, six, 3, &depthwise[i]);
+    /* Enough output pixels that the depthwise weight gradient sums
+     * several chunks, the last partial; channels past one vector of 32. */
+    const int32_t many_channels[] = {19, 17, 37};
+    const conv_case mobile = {.filters = 37, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                              .padding = KILN_PADDING_SAME, .groups = 37,
+                              .act = KILN_ACTIVATION_RELU};
+    test_conv(ctx, many_channels, 2, &mobile);
+    const conv_case deep_grouped = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                                    .padding = KILN_PADDING_SAME, .groups = 2,
+                                    .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, deep, 1, &deep_grouped);
+    /* 3x3 stride-1 'same' and deep, but dilated: not Winograd's. */
+    const conv_case wide_taps = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                                 .padding = KILN_PADDING_SAME, .dil = {2, 2},
+                                 .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, deep, 2, &wide_taps);
     /* Not the output: the activations applied by the convolution itself. */
     check_inner = 1;
     test_conv(ctx, deeper, 2, &wino[0]);

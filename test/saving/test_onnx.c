@@ -387,6 +387,46 @@ static void more_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* PyTorch's window attributes as ONNX writes them: a grouped, dilated Conv
+ * with asymmetric pads and ReLU6 (Clip), a depthwise one at stride 2,
+ * AveragePool counting its padding, MaxPool and AveragePool with
+ * ceil_mode adding a window past the input; trained a little. */
+static void pytorch_windows(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {15, 14, 4};
+    kiln_conv2d_options grouped = {.struct_size = sizeof grouped, .filters = 6,
+                                   .kernel_size = {3, 3}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {2, 1, 0, 1}, .dilations = {2, 2}, .groups = 2,
+                                   .activation = KILN_ACTIVATION_RELU6};
+    kiln_conv2d_options depthwise = {.struct_size = sizeof depthwise, .filters = 6,
+                                     .kernel_size = {3, 3}, .strides = {2, 2},
+                                     .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 0},
+                                     .groups = 6, .activation = KILN_ACTIVATION_RELU6};
+    kiln_pool2d_options counted = {.struct_size = sizeof counted, .pool_size = {3, 3},
+                                   .strides = {1, 1}, .padding = KILN_PADDING_EXPLICIT,
+                                   .pads = {1, 1, 1, 1}, .count_include_pad = 1};
+    kiln_pool2d_options max = {.struct_size = sizeof max, .pool_size = {3, 3},
+                               .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT,
+                               .pads = {1, 0, 0, 1}, .ceil_mode = 1};
+    kiln_pool2d_options avg = {.struct_size = sizeof avg, .pool_size = {2, 2}, .ceil_mode = 1};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &grouped);  /* (13, 12, 6) */
+    x = kiln_conv2d(m, x, &depthwise);                                      /* (7, 6, 6) */
+    x = kiln_average_pooling2d(m, x, &counted);                             /* (7, 6, 6) */
+    x = kiln_max_pooling2d(m, x, &max);                                     /* (4, 3, 6) */
+    x = kiln_average_pooling2d(m, x, &avg);                                 /* (2, 2, 6) */
+    kiln_dense(m, kiln_flatten(m, x, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    kiln_layer_info li = {.struct_size = sizeof li};
+    CHECK_OK(ctx, kiln_model_layer_info(m, 5, &li));
+    CHECK(li.rank == 3 && li.dims[0] == 2 && li.dims[1] == 2 && li.dims[2] == 6);
+    check_agreement(ctx, m, "pytorch_windows", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* MultiHeadAttention: causal cross-attention from a Dense projection over
  * a Reshape of the input (Tq 6, Tv 10, other widths, value_dim and
  * output_shape of its own), then self-attention without biases on its
@@ -694,6 +734,7 @@ int main(void)
 
     every_layer(ctx);
     more_layers(ctx);
+    pytorch_windows(ctx);
     attention(ctx);
     ids(ctx);
     several_inputs(ctx);
