@@ -173,8 +173,11 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
         return;
     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
                                         .learning_rate = 0.1f};
+    /* One device: PyTorch's batch norm takes the whole batch's statistics,
+     * as one replica does (mirrored replicas would take their halves'). */
     const kiln_compile_options co = {.struct_size = sizeof co,
-                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd};
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     int64_t n_in = 1;
     for (int d = 0; d < rank; d++)
