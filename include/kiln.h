@@ -1453,8 +1453,8 @@ KILN_API void kiln_dataset_destroy(kiln_dataset *dataset);
 
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
  *  and how the source stores it (dtype may be NULL). A dataset of several
- *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_model_predict
- *  takes: rank 1, the inputs' element counts summed. */
+ *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_dataset_read
+ *  gives: rank 1, the inputs' element counts summed. */
 KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
                                                int32_t *dims, kiln_dtype *dtype);
 
@@ -1485,7 +1485,7 @@ KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln
  *  model of several inputs takes them separately: kiln_batch_arrays.inputs
  *  and outputs, and kiln_dataset_zip's one dataset per input or output. */
 typedef struct kiln_sample_buffers {
-    size_t struct_size;          /**< sizeof(kiln_sample_buffers) (0: the same) */
+    size_t struct_size;          /**< sizeof(kiln_sample_buffers) (0: this header's) */
     /** Float features (kiln_dataset_feature_type KILN_DTYPE_FLOAT32). */
     float *features;
     /** Features of int32 ids (kiln_dataset_feature_type KILN_DTYPE_INT32). */
@@ -1506,7 +1506,7 @@ typedef struct kiln_sample_buffers {
  *  see kiln_sample_buffers); another kind is KILN_ERROR_INVALID_ARGUMENT
  *  naming what the dataset holds, as is a label asked of a dataset without
  *  labels (kiln_dataset_from_npy with labels_path NULL), an index outside
- *  [0, count) or a struct_size below that of its first field. The sample's
+ *  [0, count) or a struct_size from 1 to sizeof(size_t) - 1. The sample's
  *  own errors are those of kiln_model_fit reading it (KILN_ERROR_DATA,
  *  KILN_ERROR_IO), naming the sample. */
 KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
