@@ -523,6 +523,30 @@ static void test_sample_buffers_errors(kiln_context *ctx)
                                                                   .dense_labels = fl}));
     kiln_dataset_destroy(ds);
 
+    /* Every input of ids and every output sparse: the packed sample is typed. */
+    const kiln_input_array two_ids[2] = {{.struct_size = sizeof two_ids[0], .rank = 1,
+                                          .dims = {2}, .int_features = ids},
+                                         {.rank = 1, .dims = {2}, .int_features = ids}};
+    const kiln_label_array two_sparse[2] = {{.struct_size = sizeof two_sparse[0],
+                                             .sparse_labels = classes},
+                                            {.sparse_labels = classes}};
+    const kiln_arrays_desc all_ids = {.struct_size = sizeof all_ids, .count = 3, .n_inputs = 2,
+                                      .inputs = two_ids, .n_outputs = 2, .outputs = two_sparse};
+    ids[2] = 5, ids[3] = 6;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &all_ids, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->features is set but the dataset's "
+                "features are int32 ids",
+                kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.features = fl}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->dense_labels is set but the "
+                "dataset's labels are sparse",
+                kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.dense_labels = fl}));
+    int32_t packed[4] = {0}, both[2] = {0};
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.int_features = packed,
+                                                                  .sparse_labels = both}));
+    CHECK(packed[0] == 5 && packed[1] == 6 && packed[2] == 5 && packed[3] == 6);
+    CHECK(both[0] == 1 && both[1] == 1);
+    kiln_dataset_destroy(ds);
+
     /* A callback gets exactly its dataset's kinds (fill_dense fails otherwise). */
     const kiln_callback_desc cd = {.struct_size = sizeof cd, .count = 2, .feature_rank = 1,
                                    .feature_dims = {1}, .label_kind = KILN_LABELS_DENSE,
