@@ -257,16 +257,17 @@ static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const 
     return st == KILN_OK ? 0 : failed(ctx, a->command, st);
 }
 
-/* The features of every sample of `ds`, packed as kiln_model_predict takes
- * them (ids as int32 bits in the float slots, kiln_input_ints). */
 /* Every sample's features, into `ids` for a dataset of ids, else `floats`. */
 static kiln_status read_all(const kiln_dataset *ds, int64_t count, int64_t size, float *floats,
                             int32_t *ids)
 {
     kiln_status st = KILN_OK;
-    for (int64_t i = 0; st == KILN_OK && i < count; i++)
-        st = ids ? kiln_dataset_read_ints(ds, i, ids + i * size, NULL)
-                 : kiln_dataset_read(ds, i, floats + i * size, NULL);
+    for (int64_t i = 0; st == KILN_OK && i < count; i++) {
+        const kiln_sample_buffers b = {.struct_size = sizeof b,
+                                       .features = ids ? NULL : floats + i * size,
+                                       .int_features = ids ? ids + i * size : NULL};
+        st = kiln_dataset_read(ds, i, &b);
+    }
     return st;
 }
 

@@ -386,9 +386,9 @@ typedef struct kiln_input_options {
  *  KILN_ERROR_INVALID_ARGUMENT naming it). A dataset for several inputs
  *  carries one feature array per input (kiln_arrays_desc.inputs), and so
  *  do kiln_model_predict and the *_on_batch calls (kiln_batch_arrays.inputs);
- *  where a sample is read back as one `float *` (kiln_dataset_read), it is
- *  its inputs' values one after another in input order, ids as int32 bits
- *  in their float slots. */
+ *  where a sample is read back whole (kiln_dataset_read), it is its
+ *  inputs' values one after another in input order (kiln_sample_buffers
+ *  says where). */
 KILN_API kiln_node kiln_input(kiln_model *model, int32_t rank, const int32_t *dims,
                               const kiln_input_options *options);
 
@@ -1453,8 +1453,8 @@ KILN_API void kiln_dataset_destroy(kiln_dataset *dataset);
 
 /** One sample's feature shape (rank and dims, dims room for KILN_MAX_RANK)
  *  and how the source stores it (dtype may be NULL). A dataset of several
- *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_model_predict
- *  takes: rank 1, the inputs' element counts summed. */
+ *  inputs (kiln_arrays_desc.inputs) gives the packed sample kiln_dataset_read
+ *  gives: rank 1, the inputs' element counts summed. */
 KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int32_t *rank,
                                                int32_t *dims, kiln_dtype *dtype);
 
@@ -1467,22 +1467,50 @@ KILN_API kiln_status kiln_dataset_sample_shape(const kiln_dataset *dataset, int3
  *  KILN_ERROR_INVALID_ARGUMENT when some hold ids and some floats. */
 KILN_API kiln_status kiln_dataset_feature_type(const kiln_dataset *dataset, kiln_dtype *type);
 
-/** Reads sample `index` as the model would get it in evaluation (scaled and
- *  mapped, never augmented): `features` has room for the sample's element
- *  count, `label` for label_size int32 ids (sparse) or label_size floats
- *  (dense); either may be NULL. A dataset of ids (kiln_dataset_feature_type
- *  says KILN_DTYPE_INT32) gives its features through kiln_dataset_read_ints:
- *  here they are KILN_ERROR_INVALID_ARGUMENT (features NULL is fine). A
- *  dataset of several inputs gives the packed sample: each input's values
- *  in turn, ids as int32 bits in their float slots. */
-KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
-                                       float *features, void *label);
+/** Where one sample goes: kiln_dataset_read() writes it there, and a
+ *  kiln_sample_fn fills it. Typed as kiln_batch_arrays types a batch: the
+ *  features as floats or as int32 ids, the labels as int32 class ids (sparse)
+ *  or floats (dense). Sizes are the dataset's: features and int_features
+ *  hold its sample's element count (kiln_dataset_sample_shape), the labels
+ *  its label_size. The buffers belong to the caller (to kiln, for the
+ *  callback's: valid during the call only).
+ *
+ *  A dataset of several inputs or outputs (kiln_arrays_desc.inputs and
+ *  outputs, kiln_dataset_zip) gives its packed sample: the features are each
+ *  input's values in turn, in `int_features` when every input holds ids,
+ *  else in `features` with ids as int32 bits in their float slots (as
+ *  kiln_dataset_sample_shape counts them); the labels are each output's in
+ *  turn, in `sparse_labels` when every output's are sparse, else in
+ *  `dense_labels` with sparse ids as int32 bits in their float slots. A
+ *  model of several inputs takes them separately: kiln_batch_arrays.inputs
+ *  and outputs, and kiln_dataset_zip's one dataset per input or output. */
+typedef struct kiln_sample_buffers {
+    size_t struct_size;          /**< sizeof(kiln_sample_buffers) (0: this header's) */
+    /** Float features (kiln_dataset_feature_type KILN_DTYPE_FLOAT32). */
+    float *features;
+    /** Features of int32 ids (kiln_dataset_feature_type KILN_DTYPE_INT32). */
+    int32_t *int_features;
+    /** Sparse labels: label_size int32 class ids. */
+    int32_t *sparse_labels;
+    /** Dense labels: label_size floats. */
+    float *dense_labels;
+} kiln_sample_buffers;
 
-/** kiln_dataset_read for a dataset of ids: `ids` gets the sample's element
- *  count of int32 ids. KILN_ERROR_INVALID_ARGUMENT for a float dataset, or
- *  one of several inputs not all of ids. */
-KILN_API kiln_status kiln_dataset_read_ints(const kiln_dataset *dataset, int64_t index,
-                                            int32_t *ids, void *label);
+/** Reads sample `index` as the model would get it in evaluation (scaled and
+ *  mapped, never augmented) into `buffers` (a kiln_sample_buffers): each of
+ *  its buffers may be NULL when not wanted, and `buffers` NULL reads and
+ *  checks the sample and writes nothing. The buffers given must be of the
+ *  dataset's kinds: `features` for float features and `int_features` for
+ *  ids (kiln_dataset_feature_type), `sparse_labels` for sparse labels and
+ *  `dense_labels` for dense ones (a dataset of several inputs or outputs:
+ *  see kiln_sample_buffers); another kind is KILN_ERROR_INVALID_ARGUMENT
+ *  naming what the dataset holds, as is a label asked of a dataset without
+ *  labels (kiln_dataset_from_npy with labels_path NULL), an index outside
+ *  [0, count) or a struct_size from 1 to sizeof(size_t) - 1. The sample's
+ *  own errors are those of kiln_model_fit reading it (KILN_ERROR_DATA,
+ *  KILN_ERROR_IO), naming the sample. */
+KILN_API kiln_status kiln_dataset_read(const kiln_dataset *dataset, int64_t index,
+                                       const kiln_sample_buffers *buffers);
 
 /** Image folders and any source given class names: their number (0 when
  *  the dataset has none) and each name (valid while the dataset lives). */
@@ -1521,7 +1549,7 @@ typedef struct kiln_npy_options {
  * 2-D integer array (N, T) (T sparse ids per sample, one per output
  * position) or a 2-D float32 array (dense, one finite row per sample).
  * labels_path NULL makes a dataset of features alone, to read
- * (kiln_dataset_read and kiln_dataset_read_ints with label NULL) and feed
+ * (kiln_dataset_read with no label buffer) and feed
  * kiln_model_predict: kiln_model_fit, kiln_model_evaluate and a zip's
  * outputs refuse it, as does a read asking for a label
  * (KILN_ERROR_INVALID_ARGUMENT). KILN_ERROR_INVALID_ARGUMENT for
@@ -1593,17 +1621,21 @@ KILN_API kiln_status kiln_dataset_from_image_folder(kiln_context *ctx, const cha
 KILN_API kiln_status kiln_dataset_skipped(const kiln_dataset *dataset, int64_t *count);
 
 /**
- * Fills one sample for kiln_dataset_from_callback(): `features` gets the
- * sample's element count of floats, `label` label_size int32 class ids
- * (sparse, label_size 1 by default) or label_size floats (dense). Return 0
- * on success; nonzero stops the call using the dataset with
- * KILN_ERROR_DATA naming the index and `message` (room for message_size
- * bytes; may be left empty). Called from kiln's
- * loader threads, several at once for different indices: it must be safe
- * to call concurrently (read-only shared state, or its own locking), and
- * must not call kiln on the model being trained, except kiln_model_stop().
+ * Fills one sample for kiln_dataset_from_callback() into `buffers`, of
+ * which exactly the fields of its dataset's kinds are set, the others NULL:
+ * `features` (the sample's element count of floats) or, for
+ * kiln_callback_desc.int_features, `int_features` (as many int32 ids); and
+ * `sparse_labels` (label_size int32 class ids; label_size 1 by default) or,
+ * for KILN_LABELS_DENSE, `dense_labels` (label_size floats). The buffers are
+ * kiln's, valid during the call only. Return 0 on success; nonzero stops the
+ * call using the dataset with KILN_ERROR_DATA naming the index and
+ * `message` (room for message_size bytes; may be left empty). Called from
+ * kiln's loader threads, several at once for different indices: it must be
+ * safe to call concurrently (read-only shared state, or its own locking),
+ * and must not call kiln on the model being trained, except
+ * kiln_model_stop().
  */
-typedef int (*kiln_sample_fn)(void *user, int64_t index, float *features, void *label,
+typedef int (*kiln_sample_fn)(void *user, int64_t index, const kiln_sample_buffers *buffers,
                               char *message, size_t message_size);
 
 /** An application's samples, for kiln_dataset_from_callback(). */
@@ -1624,7 +1656,7 @@ typedef struct kiln_callback_desc {
     int32_t num_classes;
     /** Nonzero: the features are int32 ids for an Input of
      *  kiln_input_ints(): `fill` writes the sample's element count of
-     *  int32 ids where `features` points (cast it: `(int32_t *)features`). */
+     *  int32 ids to buffers->int_features (buffers->features is NULL). */
     int32_t int_features;
 } kiln_callback_desc;
 

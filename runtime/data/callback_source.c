@@ -19,7 +19,17 @@ static kiln_status callback_read(const kiln_dataset *ds, int64_t index,
     (void)plan;
     const callback_source *c = ds->source;
     char message[256] = "";
-    if (c->fill(c->user, index, features, label, message, sizeof message) != 0)
+    /* Inside kiln a sample is packed 4-byte words; the application sees
+     * them typed, only the fields of its dataset's kinds set. */
+    const int sparse = ds->label_kind == KILN_LABELS_SPARSE;
+    const kiln_sample_buffers buffers = {
+        .struct_size = sizeof buffers,
+        .features = ds->ints ? NULL : features,
+        .int_features = ds->ints ? (int32_t *)features : NULL,
+        .sparse_labels = sparse ? (int32_t *)label : NULL,
+        .dense_labels = sparse ? NULL : (float *)label,
+    };
+    if (c->fill(c->user, index, &buffers, message, sizeof message) != 0)
         return kiln_error(ds->ctx, KILN_ERROR_DATA, "the dataset's fill callback failed on "
                           "sample %lld%s%s", (long long)index, message[0] ? ": " : "",
                           message);

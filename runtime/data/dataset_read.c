@@ -262,39 +262,80 @@ kiln_status kiln_dataset_feature_type(const kiln_dataset *ds, kiln_dtype *type)
     return KILN_OK;
 }
 
-/* Both reads: the features are int32 ids or floats, 4 bytes each. */
+/* Whether the labels are int32 ids: one output's kind, or every output's. */
+static int sparse_labels(const kiln_dataset *ds)
+{
+    if (!ds->n_label_parts)
+        return ds->label_kind == KILN_LABELS_SPARSE;
+    for (int32_t k = 0; k < ds->n_label_parts; k++)
+        if (ds->label_part_kind[k] != KILN_LABELS_SPARSE)
+            return 0;
+    return 1;
+}
+
+/* Buffers of the wrong kind: the message says what the dataset holds. */
+static kiln_status check_buffers(const kiln_dataset *ds, const kiln_sample_buffers *b)
+{
+    const char *fn = "kiln_dataset_read";
+    const int32_t parts = ds->n_parts ? ds->n_parts : 1, ids = id_parts(ds);
+    if (ids == parts && b->features)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->features is "
+                          "set but the dataset's features are int32 ids; read them into "
+                          "buffers->int_features", fn);
+    if (ids < parts && b->int_features) {
+        if (ids > 0)
+            return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->"
+                              "int_features is set but the dataset's %d inputs hold %d of ids "
+                              "and %d of floats; read the packed sample into "
+                              "buffers->features (ids as int32 bits)", fn, (int)parts,
+                              (int)ids, (int)(parts - ids));
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->int_features "
+                          "is set but the dataset's features are floats; read them into "
+                          "buffers->features", fn);
+    }
+    if (ds->unlabeled && (b->sparse_labels || b->dense_labels))
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->%s is set but "
+                          "the dataset has no labels (made without a labels file)", fn,
+                          b->sparse_labels ? "sparse_labels" : "dense_labels");
+    const int sparse = sparse_labels(ds);
+    if (sparse && b->dense_labels)
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->dense_labels "
+                          "is set but the dataset's labels are sparse int32 class ids; read "
+                          "them into buffers->sparse_labels", fn);
+    if (!sparse && b->sparse_labels) {
+        if (ds->n_label_parts)
+            return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->"
+                              "sparse_labels is set but not every one of the dataset's %d "
+                              "label arrays is sparse; read the packed labels into "
+                              "buffers->dense_labels (ids as int32 bits)", fn,
+                              (int)ds->n_label_parts);
+        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: buffers->sparse_labels "
+                          "is set but the dataset's labels are dense floats; read them into "
+                          "buffers->dense_labels", fn);
+    }
+    return KILN_OK;
+}
+
+/* The features and labels are packed 4-byte words whatever their type. */
 static kiln_status read_one(const kiln_dataset *ds, int64_t index, void *features,
                             void *label);
 
-kiln_status kiln_dataset_read(const kiln_dataset *ds, int64_t index, float *features,
-                              void *label)
+kiln_status kiln_dataset_read(const kiln_dataset *ds, int64_t index,
+                              const kiln_sample_buffers *buffers)
 {
     if (!ds)
         return KILN_ERROR_INVALID_ARGUMENT;
-    if (ds->ints && features)
-        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the "
-                          "dataset's features are int32 ids; read them with "
-                          "kiln_dataset_read_ints");
-    if (ds->unlabeled && label)
-        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the "
-                          "dataset has no labels (made without a labels file); label must be "
-                          "NULL");
+    kiln_sample_buffers b;
+    kiln_diag why;
+    if (kiln_options_take(&b, sizeof b, buffers, sizeof(size_t), "kiln_sample_buffers",
+                          &why) != KILN_OK)
+        return kiln_error(ds->ctx, why.status, "kiln_dataset_read: %s", why.message);
+    const kiln_status st = check_buffers(ds, &b);
+    if (st != KILN_OK)
+        return st;
+    void *features = b.features ? (void *)b.features : (void *)b.int_features;
+    void *label = b.sparse_labels ? (void *)b.sparse_labels : (void *)b.dense_labels;
     return read_one(ds, index, features, label);
-}
-
-kiln_status kiln_dataset_read_ints(const kiln_dataset *ds, int64_t index, int32_t *ids,
-                                   void *label)
-{
-    if (!ds)
-        return KILN_ERROR_INVALID_ARGUMENT;
-    if (id_parts(ds) < (ds->n_parts ? ds->n_parts : 1) && ids)
-        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
-                          "dataset's features are floats; read them with kiln_dataset_read");
-    if (ds->unlabeled && label)
-        return kiln_error(ds->ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the "
-                          "dataset has no labels (made without a labels file); label must be "
-                          "NULL");
-    return read_one(ds, index, ids, label);
 }
 
 static kiln_status read_one(const kiln_dataset *ds, int64_t index, void *features,

@@ -445,6 +445,122 @@ static void test_dataset_shapes(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A callback of float features and dense labels: fails when kiln hands it
+ * a buffer its dataset's kinds do not use. */
+static int fill_dense(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
+                      size_t size)
+{
+    (void)user;
+    if (!b->features || b->int_features || b->sparse_labels || !b->dense_labels) {
+        snprintf(message, size, "got buffers of the wrong kinds");
+        return 1;
+    }
+    b->features[0] = (float)index;
+    b->dense_labels[0] = 0.5f, b->dense_labels[1] = -0.5f;
+    return 0;
+}
+
+/* kiln_dataset_read: buffers of the wrong kind for the dataset name what
+ * it holds; a bad index or struct_size is refused too. */
+static void test_sample_buffers_errors(kiln_context *ctx)
+{
+    static float x[3 * 2], y[3 * 2], f[2], fl[4];
+    static int32_t ids[3 * 2], classes[3] = {0, 1, 0}, i2[2], c1[4];
+    const kiln_arrays_desc floats = {.struct_size = sizeof floats, .count = 3, .feature_rank = 1,
+                                     .feature_dims = {2}, .features = x,
+                                     .sparse_labels = classes};
+    const kiln_arrays_desc of_ids = {.struct_size = sizeof of_ids, .count = 3, .feature_rank = 1,
+                                     .feature_dims = {2}, .int_features = ids,
+                                     .label_kind = KILN_LABELS_DENSE, .label_size = 2,
+                                     .dense_labels = y};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &floats, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: buffers->int_features is "
+                "set but the dataset's features are floats; read them into buffers->features",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.int_features = i2}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->dense_labels is set but the "
+                "dataset's labels are sparse int32 class ids",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.features = f,
+                                                                .dense_labels = fl}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: index 3 is not in [0, 3)",
+                kiln_dataset_read(ds, 3, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_sample_buffers.struct_size is 4; it "
+                "must be 0 or at least 8",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.struct_size = 4}));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.sparse_labels = c1}));
+    CHECK(c1[0] == 1);
+    kiln_dataset_destroy(ds);
+
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &of_ids, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->features is set but the dataset's "
+                "features are int32 ids; read them into buffers->int_features",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.features = f}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->sparse_labels is set but the "
+                "dataset's labels are dense floats; read them into buffers->dense_labels",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.int_features = i2,
+                                                                .sparse_labels = c1}));
+    kiln_dataset_destroy(ds);
+
+    /* Several inputs and outputs of mixed kinds: the packed sample goes to
+     * features and dense_labels, ids and class ids as int32 bits. */
+    const kiln_input_array in[2] = {{.struct_size = sizeof in[0], .rank = 1, .dims = {2},
+                                     .int_features = ids},
+                                    {.rank = 1, .dims = {2}, .features = x}};
+    const kiln_label_array out[2] = {{.struct_size = sizeof out[0], .sparse_labels = classes},
+                                     {.label_kind = KILN_LABELS_DENSE, .label_size = 2,
+                                      .dense_labels = y}};
+    const kiln_arrays_desc mixed = {.struct_size = sizeof mixed, .count = 3, .n_inputs = 2,
+                                    .inputs = in, .n_outputs = 2, .outputs = out};
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &mixed, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->int_features is set but the "
+                "dataset's 2 inputs hold 1 of ids and 1 of floats; read the packed sample into "
+                "buffers->features (ids as int32 bits)",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.int_features = c1}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->sparse_labels is set but not every "
+                "one of the dataset's 2 label arrays is sparse",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.sparse_labels = c1}));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 2, &(kiln_sample_buffers){.features = fl,
+                                                                  .dense_labels = fl}));
+    kiln_dataset_destroy(ds);
+
+    /* Every input of ids and every output sparse: the packed sample is typed. */
+    const kiln_input_array two_ids[2] = {{.struct_size = sizeof two_ids[0], .rank = 1,
+                                          .dims = {2}, .int_features = ids},
+                                         {.rank = 1, .dims = {2}, .int_features = ids}};
+    const kiln_label_array two_sparse[2] = {{.struct_size = sizeof two_sparse[0],
+                                             .sparse_labels = classes},
+                                            {.sparse_labels = classes}};
+    const kiln_arrays_desc all_ids = {.struct_size = sizeof all_ids, .count = 3, .n_inputs = 2,
+                                      .inputs = two_ids, .n_outputs = 2, .outputs = two_sparse};
+    ids[2] = 5, ids[3] = 6;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &all_ids, &ds));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->features is set but the dataset's "
+                "features are int32 ids",
+                kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.features = fl}));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->dense_labels is set but the "
+                "dataset's labels are sparse",
+                kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.dense_labels = fl}));
+    int32_t packed[4] = {0}, both[2] = {0};
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.int_features = packed,
+                                                                  .sparse_labels = both}));
+    CHECK(packed[0] == 5 && packed[1] == 6 && packed[2] == 5 && packed[3] == 6);
+    CHECK(both[0] == 1 && both[1] == 1);
+    kiln_dataset_destroy(ds);
+
+    /* A callback gets exactly its dataset's kinds (fill_dense fails otherwise). */
+    const kiln_callback_desc cd = {.struct_size = sizeof cd, .count = 2, .feature_rank = 1,
+                                   .feature_dims = {1}, .label_kind = KILN_LABELS_DENSE,
+                                   .label_size = 2, .fill = fill_dense};
+    CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &cd, &ds));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.features = f,
+                                                                  .dense_labels = fl}));
+    CHECK(f[0] == 1.0f && fl[0] == 0.5f && fl[1] == -0.5f);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->sparse_labels is set but the "
+                "dataset's labels are dense floats",
+                kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.sparse_labels = c1}));
+    kiln_dataset_destroy(ds);
+}
+
 static void keep_last_log(void *user, kiln_log_level level, const char *message)
 {
     (void)level;
@@ -887,6 +1003,7 @@ int main(void)
     test_build_errors(ctx);
     test_compile_and_fit_errors(ctx);
     test_dataset_shapes(ctx);
+    test_sample_buffers_errors(ctx);
     test_null_out_pointers(ctx);
     test_short_struct_size(ctx);
     test_learning_rate_errors(ctx);

@@ -31,6 +31,10 @@ typedef struct newer_batch {
     kiln_batch_arrays known;
     double later;
 } newer_batch;
+typedef struct newer_buffers {
+    kiln_sample_buffers known;
+    double later;
+} newer_buffers;
 typedef struct newer_labels {
     kiln_label_array known;
     double later;
@@ -80,6 +84,7 @@ static void test_layout(void)
     CHECK(offsetof(kiln_output_loss, struct_size) == 0);
     CHECK(offsetof(kiln_input_array, struct_size) == 0);
     CHECK(offsetof(kiln_label_array, struct_size) == 0);
+    CHECK(offsetof(kiln_sample_buffers, struct_size) == 0);
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
              KILN_VERSION_PATCH);
@@ -538,6 +543,42 @@ static void test_batch_arrays(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* kiln_sample_buffers: NULL reads and checks the sample, writing nothing;
+ * a newer caller's longer struct; an older one that stops before the
+ * fields it does not know (never read, never written). */
+static void test_sample_buffers(kiln_context *ctx)
+{
+    static float x[3 * FEATURES];
+    const int32_t classes[3] = {2, 0, 1};
+    for (int i = 0; i < 3 * FEATURES; i++)
+        x[i] = (float)i;
+    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = 3, .feature_rank = 1,
+                                .feature_dims = {FEATURES}, .features = x,
+                                .sparse_labels = classes};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    if (!ds)
+        return;
+    CHECK_OK(ctx, kiln_dataset_read(ds, 2, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "index 3 is not in [0, 3)",
+                kiln_dataset_read(ds, 3, NULL));
+    float f[FEATURES] = {0};
+    int32_t y = -1, untouched = -7;
+    newer_buffers b = {.known = {.struct_size = sizeof b, .features = f, .sparse_labels = &y},
+                       .later = 1.0};
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &b.known));
+    CHECK(f[0] == (float)FEATURES && f[FEATURES - 1] == (float)(2 * FEATURES - 1) && y == 0);
+    b.known.sparse_labels = &untouched;   /* past an older struct_size: not written */
+    b.known.dense_labels = f;             /* the wrong kind, but not read either */
+    b.known.struct_size = offsetof(kiln_sample_buffers, sparse_labels);
+    CHECK_OK(ctx, kiln_dataset_read(ds, 0, &b.known));
+    CHECK(f[1] == 1.0f && untouched == -7);
+    b.known.struct_size = 0;   /* 0: this header's, so both are read */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->dense_labels is set",
+                kiln_dataset_read(ds, 0, &b.known));
+    kiln_dataset_destroy(ds);
+}
+
 int main(void)
 {
     test_layout();
@@ -553,6 +594,7 @@ int main(void)
     test_dropout_options(ctx);
     test_name_options(ctx);
     test_batch_arrays(ctx);
+    test_sample_buffers(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_option_growth");
 }

@@ -139,7 +139,7 @@ static void sleep_owed(costly *c)
     pthread_mutex_unlock(&c->lock);
 }
 
-static int fill_costly(void *user, int64_t index, float *features, void *label, char *message,
+static int fill_costly(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
                        size_t size)
 {
     costly *c = user;
@@ -154,7 +154,7 @@ static int fill_costly(void *user, int64_t index, float *features, void *label, 
         while (now() < until)
             spin++;
     }
-    const int failed_read = kiln_dataset_read(c->ds, index, features, label) != KILN_OK;
+    const int failed_read = kiln_dataset_read(c->ds, index, b) != KILN_OK;
     pthread_mutex_lock(&c->lock);
     c->spent += now() - t0;
     c->fills++;

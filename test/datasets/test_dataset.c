@@ -69,7 +69,8 @@ static kiln_status from_arrays(kiln_context *ctx, const kiln_arrays_desc *d, kil
 static float element(const kiln_dataset *ds, int64_t i)
 {
     float sample[1024];
-    if (ds->feature_size > 1024 || kiln_dataset_read(ds, i / ds->feature_size, sample, NULL))
+    if (ds->feature_size > 1024 || kiln_dataset_read(ds, i / ds->feature_size,
+                                                     &(kiln_sample_buffers){.features = sample}))
         return NAN;
     return sample[i % ds->feature_size];
 }
@@ -77,7 +78,8 @@ static float element(const kiln_dataset *ds, int64_t i)
 static int32_t label_of(const kiln_dataset *ds, int64_t i)
 {
     int32_t y = -1;
-    return kiln_dataset_read(ds, i, NULL, &y) == KILN_OK ? y : -1;
+    return kiln_dataset_read(ds, i,
+                             &(kiln_sample_buffers){.sparse_labels = &y}) == KILN_OK ? y : -1;
 }
 
 /* Two datasets read the same: every sample's features and label, each
@@ -89,9 +91,12 @@ static int same_samples(const kiln_dataset *a, const kiln_dataset *b)
     float xa[1024], xb[1024];
     for (int64_t i = 0; i < a->count; i++) {
         int32_t ya = -1, yb = -2;
-        if (kiln_dataset_read(a, i, xa, &ya) != KILN_OK ||
-            kiln_dataset_read(b, i, xb, &yb) != KILN_OK || ya != yb ||
-            memcmp(xa, xb, (size_t)a->feature_size * sizeof(float)) != 0)
+        const kiln_sample_buffers ba = {.struct_size = sizeof ba, .features = xa,
+                                        .sparse_labels = &ya};
+        const kiln_sample_buffers bb = {.struct_size = sizeof bb, .features = xb,
+                                        .sparse_labels = &yb};
+        if (kiln_dataset_read(a, i, &ba) != KILN_OK || kiln_dataset_read(b, i, &bb) != KILN_OK ||
+            ya != yb || memcmp(xa, xb, (size_t)a->feature_size * sizeof(float)) != 0)
             return 0;
     }
     return 1;
@@ -735,20 +740,22 @@ static void test_idx_cut_short(kiln_context *ctx, const idx_paths *p)
         return;
     float x;
     int32_t y;
-    CHECK_OK(ctx, kiln_dataset_read(ds, 4500, &x, &y));
+    const kiln_sample_buffers xy = {.struct_size = sizeof xy, .features = &x, .sparse_labels = &y};
+    const kiln_sample_buffers only_x = {.struct_size = sizeof only_x, .features = &x};
+    CHECK_OK(ctx, kiln_dataset_read(ds, 4500, &xy));
     CHECK(x == (float)(4500 % 251) && y == 0);
     char want[256];
     CHECK(truncate(p->lab, 8 + 10) == 0);
-    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &x, &y));   /* still there */
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &xy));   /* still there */
     CHECK(x == 9.0f && y == 9);
     snprintf(want, sizeof want, "%s: reading the label of sample 4500 failed: the file is "
              "shorter than when it was opened", p->lab);
-    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &x, &y));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &xy));
     CHECK(truncate(p->img, 16 + 10) == 0);
     snprintf(want, sizeof want, "%s: reading sample 4500 failed: the file is shorter than "
              "when it was opened", p->img);
-    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &x, NULL));
-    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &x, &y));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 4500, &only_x));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &xy));
     kiln_dataset_destroy(ds);
 }
 
@@ -806,7 +813,7 @@ static void test_fashion(kiln_context *ctx)
     CHECK(labels_ok);
     float lo = 1, hi = 0, x[784];
     for (int64_t i = 0; i < ds->count; i++) {
-        CHECK_OK(ctx, kiln_dataset_read(ds, i, x, NULL));
+        CHECK_OK(ctx, kiln_dataset_read(ds, i, &(kiln_sample_buffers){.features = x}));
         for (int j = 0; j < 784; j++) {
             lo = x[j] < lo ? x[j] : lo;
             hi = x[j] > hi ? x[j] : hi;

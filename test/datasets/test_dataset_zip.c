@@ -128,7 +128,7 @@ static kiln_dataset *npy_items(kiln_context *ctx, const data *d)
 }
 
 /* The side floats and regression targets through the application. */
-static int fill_side(void *user, int64_t i, float *features, void *label, char *message,
+static int fill_side(void *user, int64_t i, const kiln_sample_buffers *b, char *message,
                      size_t size)
 {
     const data *d = user;
@@ -136,8 +136,8 @@ static int fill_side(void *user, int64_t i, float *features, void *label, char *
         snprintf(message, size, "record %lld is missing", (long long)i);
         return 1;
     }
-    memcpy(features, d->side + i * SIDE, SIDE * sizeof(float));
-    memcpy(label, d->reg + i * REG, REG * sizeof(float));
+    memcpy(b->features, d->side + i * SIDE, SIDE * sizeof(float));
+    memcpy(b->dense_labels, d->reg + i * REG, REG * sizeof(float));
     return 0;
 }
 
@@ -153,15 +153,15 @@ static kiln_dataset *callback_side(kiln_context *ctx, const data *d)
 
 /* Item ids and regression targets through the application: ids, so no
  * float features to check, and labels it alone has seen. */
-static int fill_ids(void *user, int64_t i, float *features, void *label, char *message,
+static int fill_ids(void *user, int64_t i, const kiln_sample_buffers *b, char *message,
                     size_t size)
 {
     const data *d = user;
     (void)message, (void)size;
-    *(int32_t *)features = d->item[i];
-    memcpy(label, d->reg + i * REG, REG * sizeof(float));
+    b->int_features[0] = d->item[i];
+    memcpy(b->dense_labels, d->reg + i * REG, REG * sizeof(float));
     if (i == d->nan_at)
-        ((float *)label)[1] = NAN;
+        b->dense_labels[1] = NAN;
     return 0;
 }
 
@@ -177,13 +177,13 @@ static kiln_dataset *callback_ids(kiln_context *ctx, const data *d)
 }
 
 /* Class labels through the application (unchecked until read). */
-static int fill_cls(void *user, int64_t i, float *features, void *label, char *message,
+static int fill_cls(void *user, int64_t i, const kiln_sample_buffers *b, char *message,
                     size_t size)
 {
     const data *d = user;
     (void)message, (void)size;
-    features[0] = 0.0f;
-    *(int32_t *)label = i == d->bad_cls_at ? CLS : d->cls[i];
+    b->features[0] = 0.0f;
+    *b->sparse_labels = i == d->bad_cls_at ? CLS : d->cls[i];
     return 0;
 }
 
@@ -256,8 +256,12 @@ static void same_reads(kiln_context *ctx, const kiln_dataset *reference,
     int differ = 0;
     for (int64_t i = 0; i < count; i++) {
         float fa[PACKED], fb[PACKED], la[1 + REG], lb[1 + REG];
-        CHECK_OK(ctx, kiln_dataset_read(reference, first + i, fa, la));
-        CHECK_OK(ctx, kiln_dataset_read(zipped, i, fb, lb));
+        CHECK_OK(ctx, kiln_dataset_read(reference, first + i,
+                                        &(kiln_sample_buffers){.features = fa,
+                                                               .dense_labels = la}));
+        CHECK_OK(ctx, kiln_dataset_read(zipped, i,
+                                        &(kiln_sample_buffers){.features = fb,
+                                                               .dense_labels = lb}));
         differ += memcmp(fa, fb, sizeof fa) != 0 || memcmp(la, lb, sizeof la) != 0;
     }
     printf("reads of %lld samples: %d differ\n", (long long)count, differ);
@@ -299,7 +303,9 @@ static void test_one_output(kiln_context *ctx, const data *d)
     CHECK_OK(ctx, zip(ctx, in, 2, out, 1, &z));
     int32_t label = -1;
     float f[PACKED];
-    CHECK_OK(ctx, kiln_dataset_read(z, 5, f, &label));
+    CHECK_OK(ctx, kiln_dataset_read(z, 5,
+                                    &(kiln_sample_buffers){.features = f,
+                                                           .sparse_labels = &label}));
     CHECK(label == d->cls[5]);
     same_training(ctx, "one output (npy, callback)", 1, ref, z);
     kiln_dataset_destroy(z);
@@ -325,7 +331,7 @@ static void test_map(kiln_context *ctx, const data *d)
     kiln_dataset *z = NULL;
     CHECK_OK(ctx, zip(ctx, in, 2, out, 2, &z));
     float f[PACKED];
-    CHECK_OK(ctx, kiln_dataset_read(z, 7, f, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(z, 7, &(kiln_sample_buffers){.features = f}));
     CHECK(f[1] == 2.0f * d->side[7 * SIDE] && f[3] == 2.0f * d->side[7 * SIDE + 2]);
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "2 inputs",
                 kiln_dataset_transform(z, double_it, NULL, NULL));
@@ -337,13 +343,13 @@ static void test_map(kiln_context *ctx, const data *d)
 /* A joined dataset's augmentations see the zip's plan: in training the
  * zip reads what the dataset alone would read under that plan (the same
  * draws), in evaluation the plain sample. */
-static int fill_image(void *user, int64_t i, float *features, void *label, char *message,
+static int fill_image(void *user, int64_t i, const kiln_sample_buffers *b, char *message,
                       size_t size)
 {
     (void)user, (void)message, (void)size;
     for (int k = 0; k < 16; k++)
-        features[k] = (float)(i * 16 + k);
-    *(int32_t *)label = (int32_t)(i % CLS);
+        b->features[k] = (float)(i * 16 + k);
+    *b->sparse_labels = (int32_t)(i % CLS);
     return 0;
 }
 
@@ -366,7 +372,7 @@ static void test_augmentation(kiln_context *ctx)
             int32_t la = -1, lb = -2;
             CHECK_OK(ctx, kiln_dataset_read_sample(image, i, &train, a, &la, scratch));
             CHECK_OK(ctx, kiln_dataset_read_sample(z, i, &train, b, &lb, scratch));
-            CHECK_OK(ctx, kiln_dataset_read(z, i, plain, NULL));
+            CHECK_OK(ctx, kiln_dataset_read(z, i, &(kiln_sample_buffers){.features = plain}));
             differ += memcmp(a, b, sizeof a) != 0 || la != lb;
             flipped += memcmp(a, plain, sizeof a) != 0;
             CHECK(plain[5] == (float)(i * 16 + 5));

@@ -498,7 +498,9 @@ static kiln_status open_idx(kiln_context *ctx, const char *split, kiln_dataset *
     static float x[FASHION_COUNT * 784];
     static int32_t y[FASHION_COUNT];
     for (int64_t i = 0; i < bytes->count && st == KILN_OK; i++)
-        st = kiln_dataset_read(bytes, i, x + i * 784, y + i);
+        st = kiln_dataset_read(bytes, i,
+                               &(kiln_sample_buffers){.features = x + i * 784,
+                                                      .sparse_labels = y + i});
     kiln_arrays_desc d = {.struct_size = sizeof d, .count = bytes->count, .feature_rank = 3,
                           .feature_dims = {28, 28, 1}, .features = x, .sparse_labels = y};
     if (st == KILN_OK)

@@ -49,7 +49,7 @@ typedef struct source_state {
     int sleep_us;            /* per fill, to make the loader the slow side */
 } source_state;
 
-static int fill(void *user, int64_t index, float *features, void *label, char *message,
+static int fill(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
                 size_t size)
 {
     source_state *s = user;
@@ -60,10 +60,10 @@ static int fill(void *user, int64_t index, float *features, void *label, char *m
         snprintf(message, size, "disk %d is gone", 3);
         return 1;
     }
-    memcpy(features, pixels + index * SIDE * SIDE, SIDE * SIDE * sizeof(float));
-    *(int32_t *)label = index == s->bad_label_at ? CLASSES + 2 : labels[index];
+    memcpy(b->features, pixels + index * SIDE * SIDE, SIDE * SIDE * sizeof(float));
+    *b->sparse_labels = index == s->bad_label_at ? CLASSES + 2 : labels[index];
     if (index == s->nan_at)
-        features[7] = NAN;
+        b->features[7] = NAN;
     return 0;
 }
 
@@ -316,7 +316,8 @@ static void test_stopping_failures(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_DATA, "map callback failed on sample 17: cannot decode",
                 kiln_model_fit(m, ds, &fo));
     float x[SIDE * SIDE];
-    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 17", kiln_dataset_read(ds, 17, x, NULL));
+    CHECK_FAILS(ctx, KILN_ERROR_DATA, "sample 17",
+                kiln_dataset_read(ds, 17, &(kiln_sample_buffers){.features = x}));
     kiln_model_destroy(m);
     kiln_dataset_destroy(ds);
 }
@@ -341,14 +342,17 @@ static void test_accessors_and_views(kiln_context *ctx)
     kiln_dataset_destroy(ds);
     float x[SIDE * SIDE];
     int32_t y = -1;
-    CHECK_OK(ctx, kiln_dataset_read(sub, 2, x, &y));
+    CHECK_OK(ctx, kiln_dataset_read(sub, 2,
+                                    &(kiln_sample_buffers){.features = x, .sparse_labels = &y}));
     CHECK(x[5] == 2.0f * pixels[22 * SIDE * SIDE + 5] && y == labels[22]);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "index 5 is not in [0, 5)",
-                kiln_dataset_read(sub, 5, x, &y));
+                kiln_dataset_read(sub, 5,
+                                  &(kiln_sample_buffers){.features = x, .sparse_labels = &y}));
     kiln_dataset *subsub = NULL;
     CHECK_OK(ctx, kiln_dataset_subset(sub, 4, 1, &subsub));
     kiln_dataset_destroy(sub);
-    CHECK_OK(ctx, kiln_dataset_read(subsub, 0, x, &y));
+    CHECK_OK(ctx, kiln_dataset_read(subsub, 0,
+                                    &(kiln_sample_buffers){.features = x, .sparse_labels = &y}));
     CHECK(y == labels[24]);
     kiln_dataset_destroy(subsub);
     /* Bad descriptions. */

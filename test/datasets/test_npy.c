@@ -603,15 +603,16 @@ static void test_cut_short(kiln_context *ctx)
     CHECK_OK(ctx, from_npy(ctx, path("long.npy"), path("long.labels.npy"), NULL, &ds));
     if (!ds)
         return;
-    CHECK_OK(ctx, kiln_dataset_read(ds, 2900, x, &y));
+    const kiln_sample_buffers xy = {.struct_size = sizeof xy, .features = x, .sparse_labels = &y};
+    CHECK_OK(ctx, kiln_dataset_read(ds, 2900, &xy));
     CHECK(x[0] == (float)(2900 % 256) && y == 2900 % 7);
     CHECK(truncate(path("long.labels.npy"), (off_t)(10 + strlen(lheader) + 40)) == 0);
-    CHECK_OK(ctx, kiln_dataset_read(ds, 9, x, &y));   /* still there */
+    CHECK_OK(ctx, kiln_dataset_read(ds, 9, &xy));   /* still there */
     CHECK(y == 2);
     char want[256];
     snprintf(want, sizeof want, "%s: reading the label of sample 2900 failed: the file is "
              "shorter than when it was opened", path("long.labels.npy"));
-    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 2900, x, &y));
+    CHECK_FAILS(ctx, KILN_ERROR_IO, want, kiln_dataset_read(ds, 2900, &xy));
     kiln_dataset_destroy(ds);
 }
 
@@ -631,9 +632,13 @@ static void test_int64(kiln_context *ctx)
     CHECK_OK(ctx, from_npy(ctx, path("ids64.npy"), path("good.labels.npy"), NULL, &ds));
     if (ds) {
         CHECK(ds->dtype == KILN_DTYPE_INT64 && !ds->features_unchecked);
-        CHECK_OK(ctx, kiln_dataset_read(ds, 0, x, &y));
+        CHECK_OK(ctx, kiln_dataset_read(ds, 0,
+                                        &(kiln_sample_buffers){.features = x,
+                                                               .sparse_labels = &y}));
         CHECK(x[0] == 1.0f && x[1] == -2.0f && y == 1);
-        CHECK_OK(ctx, kiln_dataset_read(ds, 1, x, &y));
+        CHECK_OK(ctx, kiln_dataset_read(ds, 1,
+                                        &(kiln_sample_buffers){.features = x,
+                                                               .sparse_labels = &y}));
         CHECK(x[0] == 16777216.0f && x[1] == 0x1p40f && y == 2);
         kiln_dataset_destroy(ds);
     }
@@ -641,12 +646,16 @@ static void test_int64(kiln_context *ctx)
     CHECK_OK(ctx, from_npy(ctx, path("ids64.npy"), path("good.labels.npy"), &o, &ds));
     if (ds) {
         CHECK(ds->ints && ds->dtype == KILN_DTYPE_INT64);
-        CHECK_OK(ctx, kiln_dataset_read_ints(ds, 0, ids, &y));
+        CHECK_OK(ctx, kiln_dataset_read(ds, 0,
+                                        &(kiln_sample_buffers){.int_features = ids,
+                                                               .sparse_labels = &y}));
         CHECK(ids[0] == 1 && ids[1] == -2);
         char want[256];
         snprintf(want, sizeof want, "%s: sample 1, element 1: id 1099511627776 does not fit "
                  "an int32", path("ids64.npy"));
-        CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_dataset_read_ints(ds, 1, ids, &y));
+        const kiln_sample_buffers iy = {.struct_size = sizeof iy, .int_features = ids,
+                                        .sparse_labels = &y};
+        CHECK_FAILS(ctx, KILN_ERROR_DATA, want, kiln_dataset_read(ds, 1, &iy));
         kiln_dataset_destroy(ds);
     }
 }
@@ -680,7 +689,7 @@ static void test_arguments(kiln_context *ctx)
 }
 
 /* No labels file: a dataset of features alone, read (as floats or ids)
- * with label NULL, its subsets too; asking for a label is refused. */
+ * with no label buffer, its subsets too; asking for a label is refused. */
 static void test_no_labels(kiln_context *ctx)
 {
     const float values[6] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
@@ -696,15 +705,17 @@ static void test_no_labels(kiln_context *ctx)
     CHECK_OK(ctx, kiln_dataset_count(ds, &count));
     CHECK_OK(ctx, kiln_dataset_sample_shape(ds, &rank, dims, &dtype));
     CHECK(count == 2 && rank == 1 && dims[0] == 3 && dtype == KILN_DTYPE_FLOAT32);
-    CHECK_OK(ctx, kiln_dataset_read(ds, 1, x, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.features = x}));
     CHECK(x[0] == 2.0f && x[1] == 2.5f && x[2] == 3.0f);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: the dataset has no labels",
-                kiln_dataset_read(ds, 0, x, &label));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: buffers->sparse_labels is "
+                "set but the dataset has no labels",
+                kiln_dataset_read(ds, 0,
+                                  &(kiln_sample_buffers){.features = x, .sparse_labels = &label}));
     CHECK_OK(ctx, kiln_dataset_subset(ds, 1, 1, &sub));
-    CHECK_OK(ctx, kiln_dataset_read(sub, 0, x, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(sub, 0, &(kiln_sample_buffers){.features = x}));
     CHECK(x[0] == 2.0f);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "has no labels",
-                kiln_dataset_read(sub, 0, NULL, &label));
+                kiln_dataset_read(sub, 0, &(kiln_sample_buffers){.sparse_labels = &label}));
     kiln_dataset_destroy(sub);
     kiln_dataset_destroy(ds);
 
@@ -714,10 +725,12 @@ static void test_no_labels(kiln_context *ctx)
     const kiln_npy_options as_ids = {.struct_size = sizeof as_ids, .ids = 1};
     CHECK_OK(ctx, from_npy(ctx, path("no_labels_ids.npy"), NULL, &as_ids, &ds));
     int32_t got[2] = {0};
-    CHECK_OK(ctx, kiln_dataset_read_ints(ds, 1, got, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 1, &(kiln_sample_buffers){.int_features = got}));
     CHECK(got[0] == 3 && got[1] == 9);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read_ints: the dataset has no "
-                "labels", kiln_dataset_read_ints(ds, 0, got, &label));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "kiln_dataset_read: buffers->sparse_labels is "
+                "set but the dataset has no labels", kiln_dataset_read(ds, 0,
+                                            &(kiln_sample_buffers){.int_features = got,
+                                                                   .sparse_labels = &label}));
     kiln_dataset_destroy(ds);
     /* The features file's own checks still apply. */
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "ids is set but",

@@ -27,7 +27,9 @@ static kiln_dataset *read_idx(kiln_context *ctx)
 {
     kiln_dataset *ds = fashion_subset(ctx, "train", COUNT);
     for (int64_t i = 0; ds && i < COUNT; i++)
-        CHECK_OK(ctx, kiln_dataset_read(ds, i, pixels + i * 784, labels + i));
+        CHECK_OK(ctx, kiln_dataset_read(ds, i,
+                                        &(kiln_sample_buffers){.features = pixels + i * 784,
+                                                               .sparse_labels = labels + i}));
     for (int i = 0; i < COUNT * 784; i++)
         bytes[i] = (unsigned char)lrintf(pixels[i] * 255.0f);
     int at = 0;

@@ -277,15 +277,18 @@ static void test_bad_data(kiln_context *ctx)
     CHECK_OK(ctx, kiln_dataset_feature_type(float_ds, &t));
     CHECK(t == KILN_DTYPE_FLOAT32);
     int32_t got[3] = {-1, -1, -1}, label = -1;
-    CHECK_OK(ctx, kiln_dataset_read_ints(id_ds, 2, got, &label));
+    CHECK_OK(ctx, kiln_dataset_read(id_ds, 2,
+                                    &(kiln_sample_buffers){.int_features = got,
+                                                           .sparse_labels = &label}));
     CHECK(got[0] == 6 && got[1] == 0 && got[2] == 1 && label == 0);
     float f[3];
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "read them with kiln_dataset_read_ints",
-                kiln_dataset_read(id_ds, 0, f, NULL));
-    CHECK_OK(ctx, kiln_dataset_read(id_ds, 1, NULL, &label));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "buffers->features is set but the dataset's "
+                "features are int32 ids; read them into buffers->int_features",
+                kiln_dataset_read(id_ds, 0, &(kiln_sample_buffers){.features = f}));
+    CHECK_OK(ctx, kiln_dataset_read(id_ds, 1, &(kiln_sample_buffers){.sparse_labels = &label}));
     CHECK(label == 1);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "features are floats",
-                kiln_dataset_read_ints(float_ds, 0, got, NULL));
+                kiln_dataset_read(float_ds, 0, &(kiln_sample_buffers){.int_features = got}));
     const kiln_augment_options aug = {.struct_size = sizeof aug, .brightness = 0.1f};
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "maps and augmentations work on float features",
                 kiln_dataset_transform(id_ds, NULL, NULL, &aug));
@@ -366,14 +369,15 @@ static void test_bad_data(kiln_context *ctx)
 
 /* ---- other sources of ids ------------------------------------------------ */
 
-static int fill_ids(void *user, int64_t index, float *features, void *label, char *message,
+static int fill_ids(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
                     size_t size)
 {
     (void)user, (void)message, (void)size;
-    int32_t *ids = (int32_t *)features;
+    if (b->features || b->dense_labels)   /* only the dataset's kinds are set */
+        return 1;
     for (int p = 0; p < 3; p++)
-        ids[p] = (int32_t)(index * 3 + p) % 7;
-    *(int32_t *)label = (int32_t)(index % 2);
+        b->int_features[p] = (int32_t)(index * 3 + p) % 7;
+    *b->sparse_labels = (int32_t)(index % 2);
     return 0;
 }
 
@@ -404,9 +408,9 @@ static void test_sources(kiln_context *ctx)
         CHECK_OK(ctx, kiln_dataset_feature_type(ds, &t));
         CHECK(t == KILN_DTYPE_INT32);
         int32_t got[2];
-        CHECK_OK(ctx, kiln_dataset_read_ints(ds, 2, got, NULL));
+        CHECK_OK(ctx, kiln_dataset_read(ds, 2, &(kiln_sample_buffers){.int_features = got}));
         CHECK(got[0] == (k ? 200 : 2000000000) && got[1] == 0);
-        CHECK_OK(ctx, kiln_dataset_read_ints(ds, 0, got, NULL));
+        CHECK_OK(ctx, kiln_dataset_read(ds, 0, &(kiln_sample_buffers){.int_features = got}));
         CHECK(got[0] == 5 && got[1] == 1);
         /* Through fit: the big id is refused, naming where it is. */
         kiln_model *m = NULL;
@@ -447,7 +451,9 @@ static void test_sources(kiln_context *ctx)
     CHECK_OK(ctx, kiln_dataset_from_callback(ctx, &cd, &ds));
     int32_t got[3];
     int32_t label = -1;
-    CHECK_OK(ctx, kiln_dataset_read_ints(ds, 4, got, &label));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 4,
+                                    &(kiln_sample_buffers){.int_features = got,
+                                                           .sparse_labels = &label}));
     CHECK(got[0] == 5 && got[1] == 6 && got[2] == 0 && label == 0);
     kiln_dtype t = KILN_DTYPE_FLOAT32;
     CHECK_OK(ctx, kiln_dataset_feature_type(ds, &t));

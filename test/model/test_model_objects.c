@@ -238,7 +238,9 @@ static float *test_custom_loops(kiln_context *ctx, kiln_strategy strategy, const
     static float x[COUNT * SIDE * SIDE];
     int32_t y[COUNT];
     for (int64_t i = 0; i < COUNT; i++)
-        CHECK_OK(ctx, kiln_dataset_read(ds, i, x + i * SIDE * SIDE, y + i));
+        CHECK_OK(ctx, kiln_dataset_read(ds, i,
+                                        &(kiln_sample_buffers){.features = x + i * SIDE * SIDE,
+                                                               .sparse_labels = y + i}));
     kiln_model *a = build(ctx, CLASSES, NULL, strategy, KILN_OK);
     kiln_model *b = build(ctx, CLASSES, NULL, strategy, KILN_OK);
     kiln_fit_options fo = options(1);

@@ -346,7 +346,7 @@ static void test_errors(kiln_context *ctx, const data *d, int devices)
     CHECK(rank == 1 && dims[0] == PER_SAMPLE);
     float packed[SAMPLES * PER_SAMPLE], sample[PER_SAMPLE];
     pack(d, packed);
-    CHECK_OK(ctx, kiln_dataset_read(ds, 17, sample, NULL));
+    CHECK_OK(ctx, kiln_dataset_read(ds, 17, &(kiln_sample_buffers){.features = sample}));
     CHECK(memcmp(sample, packed + 17 * PER_SAMPLE, sizeof sample) == 0);
     const kiln_augment_options aug = {.struct_size = sizeof aug, .brightness = 0.1f};
     CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "holds 3 inputs per sample",

@@ -208,11 +208,12 @@ static kiln_dataset *arrays(kiln_context *ctx, int32_t label_size, const int32_t
     return ds;
 }
 
-static int fill(void *user, int64_t index, float *x, void *label, char *message, size_t size)
+static int fill(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
+                size_t size)
 {
     const int32_t *y = user;
-    memcpy(x, features + index * T * F, T * F * sizeof(float));
-    memcpy(label, y + index * T, T * sizeof(int32_t));
+    memcpy(b->features, features + index * T * F, T * F * sizeof(float));
+    memcpy(b->sparse_labels, y + index * T, T * sizeof(int32_t));
     (void)message;
     (void)size;
     return 0;
@@ -284,7 +285,8 @@ static void test_sources(kiln_context *ctx, const char *dir)
             continue;
         int32_t y[T];
         float x[T * F];
-        CHECK_OK(ctx, kiln_dataset_read(ds[k], 3, x, y));
+        CHECK_OK(ctx, kiln_dataset_read(ds[k], 3,
+                                        &(kiln_sample_buffers){.features = x, .sparse_labels = y}));
         CHECK(memcmp(y, labels + 3 * T, sizeof y) == 0);
         kiln_metrics e = {.struct_size = sizeof e};
         CHECK_OK(ctx, kiln_model_evaluate(m, ds[k], 5, &e));
@@ -295,7 +297,8 @@ static void test_sources(kiln_context *ctx, const char *dir)
         /* A view: samples 10..19, their ids. */
         kiln_dataset *sub = NULL;
         CHECK_OK(ctx, kiln_dataset_subset(ds[k], 10, 10, &sub));
-        CHECK_OK(ctx, kiln_dataset_read(sub, 2, x, y));
+        CHECK_OK(ctx, kiln_dataset_read(sub, 2,
+                                        &(kiln_sample_buffers){.features = x, .sparse_labels = y}));
         CHECK(memcmp(y, labels + 12 * T, sizeof y) == 0);
         kiln_metrics part = {.struct_size = sizeof part}, ref = {.struct_size = sizeof ref};
         CHECK_OK(ctx, kiln_model_evaluate(m, sub, 4, &part));

@@ -101,14 +101,14 @@ typedef struct counted {
     int64_t reads;
 } counted;
 
-static int fill_counted(void *user, int64_t index, float *features, void *label, char *message,
+static int fill_counted(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
                         size_t size)
 {
     counted *c = user;
     (void)message;
     (void)size;
     __atomic_add_fetch(&c->reads, 1, __ATOMIC_RELAXED);
-    return kiln_dataset_read(c->ds, index, features, label) != KILN_OK;
+    return kiln_dataset_read(c->ds, index, b) != KILN_OK;   /* the same kinds as ds */
 }
 
 /* Samples rank `rank` of 2 (one replica each) gathers from `count`
@@ -328,7 +328,9 @@ int main(int argc, char **argv)
     static float bx[SAMPLES * SIDE * SIDE];
     int32_t by[SAMPLES];
     for (int64_t i = 0; i < SAMPLES; i++)
-        CHECK_OK(ctx, kiln_dataset_read(ds, i, bx + i * SIDE * SIDE, by + i));
+        CHECK_OK(ctx, kiln_dataset_read(ds, i,
+                                        &(kiln_sample_buffers){.features = bx + i * SIDE * SIDE,
+                                                               .sparse_labels = by + i}));
     float kernel0[27], kernel1[27];
     CHECK_OK(ctx, kiln_model_get_tensor(m, "conv2d/kernel", kernel0, 27));
     for (int start = 0; start < SAMPLES; start += 7) {

@@ -24,14 +24,15 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int released;
 
-static int fill(void *user, int64_t index, float *x, void *label, char *message, size_t size)
+static int fill(void *user, int64_t index, const kiln_sample_buffers *b, char *message,
+                size_t size)
 {
     (void)user;
     (void)message;
     (void)size;
     for (int j = 0; j < DIM; j++)
-        x[j] = (float)((index * 7 + j) % 5) / 5.0f;
-    *(int32_t *)label = (int32_t)(index % 3);
+        b->features[j] = (float)((index * 7 + j) % 5) / 5.0f;
+    *b->sparse_labels = (int32_t)(index % 3);
     if (index != BLOCKED)
         return 0;
     pthread_mutex_lock(&lock);

@@ -206,14 +206,14 @@ typedef struct stopping_source {
     int64_t at;
 } stopping_source;
 
-static int fill_and_stop(void *user, int64_t index, float *x, void *label, char *message,
-                         size_t size)
+static int fill_and_stop(void *user, int64_t index, const kiln_sample_buffers *b,
+                         char *message, size_t size)
 {
     const stopping_source *s = user;
     (void)message;
     (void)size;
-    memcpy(x, features + index * DIM, DIM * sizeof(float));
-    *(int32_t *)label = labels[index];
+    memcpy(b->features, features + index * DIM, DIM * sizeof(float));
+    *b->sparse_labels = labels[index];
     if (index == s->at && s->m)
         kiln_model_stop(s->m);
     return 0;
@@ -307,22 +307,22 @@ typedef struct blocking_source {
     int blocked;                    /* fills inside the block */
 } blocking_source;
 
-static int fill_or_block(void *user, int64_t index, float *x, void *label, char *message,
-                         size_t size)
+static int fill_or_block(void *user, int64_t index, const kiln_sample_buffers *b,
+                         char *message, size_t size)
 {
-    blocking_source *b = user;
+    blocking_source *bs = user;
     (void)message;
     (void)size;
-    memcpy(x, features + index * DIM, DIM * sizeof(float));
-    *(int32_t *)label = labels[index];
-    if (index != b->at)
+    memcpy(b->features, features + index * DIM, DIM * sizeof(float));
+    *b->sparse_labels = labels[index];
+    if (index != bs->at)
         return 0;
-    pthread_mutex_lock(&b->lock);
-    b->blocked++;
-    while (!b->released)
-        pthread_cond_wait(&b->cond, &b->lock);
-    b->blocked--;
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_lock(&bs->lock);
+    bs->blocked++;
+    while (!bs->released)
+        pthread_cond_wait(&bs->cond, &bs->lock);
+    bs->blocked--;
+    pthread_mutex_unlock(&bs->lock);
     return 0;
 }
 
