@@ -3,8 +3,15 @@
 # with npm, unless that version is there already: what test_onnx runs kiln's
 # ONNX files with. Its install script, which fetches CUDA libraries, is
 # skipped (--ignore-scripts); the CPU runtime is in the package itself.
+# Tests that start at once each call it; a lock (flock, util-linux) makes
+# the second wait for the first's install instead of racing it in npm.
 # Usage: install_onnxruntime.sh DIR   (ONNXRUNTIME_NODE_VERSION overrides the version)
 set -eu
+
+if [ -z "${KILN_ORT_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
+    mkdir -p "$1"
+    KILN_ORT_LOCKED=1 exec flock "$1/.install.lock" sh "$0" "$@"
+fi
 
 dir="$1"
 version="${ONNXRUNTIME_NODE_VERSION:-1.30.0}"

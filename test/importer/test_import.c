@@ -7,6 +7,7 @@
  * python3-torch (SKIP_MISSING without it) and, for the ONNX Runtime part,
  * node with onnxruntime-node (.deps/onnxruntime). */
 #include "harness.h"
+#include "onnxruntime.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +19,8 @@
 static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out);
 
 static const char *root, *ort_dir;
+static int have_runtime;
+static char no_runtime[512];
 static char dir[64];
 
 static float *read_floats(const char *path, int64_t n)
@@ -46,8 +49,8 @@ static void compile(kiln_context *ctx, kiln_model *m)
  * run here (noted as a missing part). */
 static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out)
 {
-    if (!ort_dir || access(ort_dir, F_OK) != 0 || system("node --version > /dev/null 2>&1")) {
-        test_missing_part("node with onnxruntime-node (tools/install_onnxruntime.sh)");
+    if (!have_runtime) {
+        test_missing_part(no_runtime);
         return NULL;
     }
     char cmd[2048], out[256];
@@ -290,6 +293,7 @@ int main(void)
     if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) == 77)
         SKIP_MISSING("PyTorch for " PYTHON " (Debian: python3-torch)");
     CHECK(WEXITSTATUS(rc) == 0);
+    have_runtime = test_onnxruntime_ready(root, ort_dir, no_runtime, sizeof no_runtime);
     kiln_context *ctx = test_context(1);
     if (!ctx)
         return 1;

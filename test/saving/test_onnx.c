@@ -11,6 +11,7 @@
  * Skips (77) only where node, npm or onnxruntime-node is missing, after
  * every check that needs neither (fails instead under CI=true). */
 #include "fault_layer.h"
+#include "onnxruntime.h"
 #include "runtime/model/model.h"
 #include "resnet_model.h"
 #include "test_data.h"
@@ -657,31 +658,6 @@ static void errors(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
-/* node and onnxruntime-node, installed by npm on first use. */
-static void find_runtime(void)
-{
-    char cmd[1024];
-    if (system("node --version > /dev/null 2>&1") != 0) {
-        snprintf(no_runtime, sizeof no_runtime, "node (Node.js) is not installed "
-                 "(Debian: apt-get install nodejs npm)");
-        return;
-    }
-    snprintf(cmd, sizeof cmd, "sh '%s/tools/install_onnxruntime.sh' '%s'", root, ort_dir);
-    if (system(cmd) != 0) {
-        snprintf(no_runtime, sizeof no_runtime, "onnxruntime-node could not be installed into "
-                 "%s (npm's message is above)", ort_dir);
-        return;
-    }
-    snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node -e "
-             "\"require('onnxruntime-node')\"", ort_dir);
-    if (system(cmd) != 0) {
-        snprintf(no_runtime, sizeof no_runtime, "onnxruntime-node in %s does not load",
-                 ort_dir);
-        return;
-    }
-    have_runtime = 1;
-}
-
 int main(void)
 {
     root = getenv("KILN_SOURCE_ROOT");
@@ -708,7 +684,7 @@ int main(void)
         test_missing_part(CHECKER " cannot import onnx (Debian: python3-onnx); the files are "
                           "not checked by ONNX's checker");
     errors(ctx);
-    find_runtime();
+    have_runtime = test_onnxruntime_ready(root, ort_dir, no_runtime, sizeof no_runtime);
 
     /* The seed CNN, a little trained. */
     kiln_model *m = NULL;
