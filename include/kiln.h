@@ -461,6 +461,62 @@ typedef struct kiln_conv2d_options {
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 
+/** Options of kiln_conv2d_transpose(). */
+typedef struct kiln_conv2d_transpose_options {
+    size_t struct_size;          /**< sizeof(kiln_conv2d_transpose_options) */
+    /** layer name, or NULL for "conv2d_transpose", "conv2d_transpose_1", ... */
+    const char *name;
+    int32_t filters;             /**< output channels, required, > 0 */
+    int32_t kernel_size[2];      /**< (height, width), required, > 0 */
+    int32_t strides[2];          /**< default (1, 1); the input's pixels land this far apart */
+    kiln_padding padding;        /**< default valid */
+    kiln_activation activation;  /**< default linear */
+    int32_t no_bias;             /**< nonzero: no bias vector */
+    /** Pixels cropped (top, left, bottom, right) off the full output when
+     *  padding is KILN_PADDING_EXPLICIT, each >= 0; ignored otherwise.
+     *  ONNX's ConvTranspose `pads` and PyTorch's ConvTranspose2d `padding`
+     *  (both sides). */
+    int32_t pads[4];
+    /** Rows and columns added after the output (height, width), each >= 0
+     *  and below the stride or the dilation of its axis (PyTorch's rule;
+     *  else KILN_ERROR_INVALID_ARGUMENT). With explicit pads, ONNX's and
+     *  PyTorch's `output_padding`; with 'valid' and 'same', Keras's: 0
+     *  stands for Keras's None (see kiln_conv2d_transpose()). */
+    int32_t output_padding[2];
+    /** Spacing of the kernel's taps (height, width), 0 or 1 contiguous, as
+     *  kiln_conv2d_options.dilations. */
+    int32_t dilations[2];
+    /** 0 or 1: every filter sees every input channel; g: channels and
+     *  filters split into g groups as kiln_conv2d_options.groups (PyTorch's
+     *  `groups`, ONNX's `group`); the kernel is then (kh, kw, filters / g,
+     *  C). Both must divide by it. */
+    int32_t groups;
+} kiln_conv2d_transpose_options;
+
+/** Transposed 2-D convolution of an (H, W, C) input (Keras's
+ *  Conv2DTranspose, PyTorch's ConvTranspose2d, ONNX's ConvTranspose): each
+ *  input pixel (y, x) adds its channels times the kernel into the output
+ *  window at (y * stride - crop_top, x * stride - crop_left); the input
+ *  gradient of kiln_conv2d() with the same kernel. Kernel (kh, kw,
+ *  filters / groups, C) as Keras's (ONNX export writes PyTorch's (C,
+ *  filters / groups, kh, kw)). With span = (kernel - 1) * dilation + 1
+ *  and full = (in - 1) * stride + span, an output side is, with explicit
+ *  pads, full - pad_before - pad_after + output_padding (ONNX's and
+ *  PyTorch's); with 'valid', full + output_padding, or in * stride +
+ *  max(span - stride, 0) when output_padding is 0; with 'same', in *
+ *  stride, or full - 2 (span / 2) + output_padding when output_padding is
+ *  not 0 (Keras's), the difference from full cropped as TensorFlow does,
+ *  half before (rounded down) and the rest after. So Keras's 'same' with
+ *  a 3x3 kernel at stride 2 crops nothing before, where PyTorch's padding
+ *  1 crops one row and column: the same output shifted. An output side
+ *  below 1, or a full output longer than 2^31 - 1 pixels, is
+ *  KILN_ERROR_SHAPE at compile naming the layer; a negative size, pad or
+ *  dilation, an output_padding not below its stride or dilation, or groups
+ *  that do not divide, KILN_ERROR_INVALID_ARGUMENT naming the layer and
+ *  the field. */
+KILN_API kiln_node kiln_conv2d_transpose(kiln_model *model, kiln_node input,
+                                         const kiln_conv2d_transpose_options *options);
+
 /** Options of kiln_max_pooling2d(). */
 typedef struct kiln_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_pool2d_options) */

@@ -9,6 +9,7 @@
 KILN_LAYER_KIND(input)
 KILN_LAYER_KIND(dense)
 KILN_LAYER_KIND(conv2d)
+KILN_LAYER_KIND(conv2d_transpose)
 KILN_LAYER_KIND(max_pooling2d)
 KILN_LAYER_KIND(average_pooling2d)
 KILN_LAYER_KIND(global_average_pooling2d)   /* average_pooling2d.c */

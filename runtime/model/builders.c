@@ -78,6 +78,18 @@ kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_opti
                                 o.activation);
 }
 
+kiln_node kiln_conv2d_transpose(kiln_model *model, kiln_node input,
+                                const kiln_conv2d_transpose_options *options)
+{
+    kiln_conv2d_transpose_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_conv2d_transpose_options, strides), "kiln_conv2d_transpose",
+                      "kiln_conv2d_transpose_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_conv2d_transpose, &o, &input, 1, o.name,
+                                o.activation);
+}
+
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                              const kiln_pool2d_options *options)
 {

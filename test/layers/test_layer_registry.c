@@ -70,6 +70,25 @@ static void ex_conv2d_onnx(kiln_model *m)
     kiln_conv2d(m, image(m), &o);
 }
 
+static void ex_conv2d_transpose(kiln_model *m)
+{
+    const kiln_conv2d_transpose_options o = {
+        .struct_size = sizeof o, .filters = 2, .kernel_size = {3, 2}, .strides = {2, 1},
+        .padding = KILN_PADDING_SAME, .output_padding = {1, 0}, .no_bias = 1,
+        .activation = KILN_ACTIVATION_RELU};
+    kiln_conv2d_transpose(m, image(m), &o);
+}
+
+/* PyTorch's and ONNX's options, each away from its default. */
+static void ex_conv2d_transpose_onnx(kiln_model *m)
+{
+    const kiln_conv2d_transpose_options o = {
+        .struct_size = sizeof o, .filters = 6, .kernel_size = {2, 3}, .strides = {3, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 0, 2, 1}, .output_padding = {2, 1},
+        .dilations = {1, 2}, .groups = 3};
+    kiln_conv2d_transpose(m, image(m), &o);
+}
+
 static void ex_max_pooling2d(kiln_model *m)
 {
     const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {3, 2},
@@ -198,6 +217,8 @@ static const struct example {
     {.kind = "dense", .build = ex_dense},
     {.kind = "conv2d", .build = ex_conv2d},
     {.kind = "conv2d", .build = ex_conv2d_onnx},
+    {.kind = "conv2d_transpose", .build = ex_conv2d_transpose},
+    {.kind = "conv2d_transpose", .build = ex_conv2d_transpose_onnx},
     {.kind = "max_pooling2d", .build = ex_max_pooling2d},
     {.kind = "average_pooling2d", .build = ex_average_pooling2d},
     {.kind = "max_pooling2d", .build = ex_max_pooling2d_onnx},
