@@ -339,7 +339,10 @@ static float *weight_to_onnx(kiln_onnx_graph *g, const float *hwfc, const kiln_p
 
 /* ONNX's ConvTranspose, channels-first. Its pads crop the full output as
  * the layer does; whatever the layer's output has past the full output's
- * end (Keras's output_padding) is ONNX's output_padding. */
+ * end (Keras's output_padding) is ONNX's output_padding, unless that
+ * reaches the stride (PyTorch allows it below the dilation; ONNX Runtime
+ * refuses it): those rows, which no pixel reaches, become a Pad of zeros,
+ * and the bias an Add after it. */
 static void convt_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
     const convt_config *c = g->layers[i].config;
@@ -348,13 +351,6 @@ static void convt_export_onnx(kiln_onnx_graph *g, int32_t i)
     float *cfhw = weight_to_onnx(g, hwfc, spec);
     if (!cfhw)
         return;
-    const int64_t dims[4] = {spec->shape.dims[3], spec->shape.dims[2], c->kh, c->kw};
-    const char *args[3] = {
-        kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
-        kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 4, dims, cfhw),
-        c->use_bias ? kiln_onnx_param_initializer(g, i, "bias") : NULL};
-    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
-    kiln_onnx_node *nd = kiln_onnx_add_node(g, "ConvTranspose", args, c->use_bias ? 3 : 2, out);
     const int64_t in[2] = {c->h, c->w}, size[2] = {c->oh, c->ow};
     const int64_t stride[2] = {c->sh, c->sw}, span[2] = {(int64_t)(c->kh - 1) * c->dh + 1,
                                                           (int64_t)(c->kw - 1) * c->dw + 1};
@@ -366,13 +362,38 @@ static void convt_export_onnx(kiln_onnx_graph *g, int32_t i)
         pads[a + 2] = rest > 0 ? rest : 0;
         extra[a] = rest < 0 ? -rest : 0;
     }
+    const int padded = extra[0] >= stride[0] || extra[1] >= stride[1];
+    const int64_t dims[4] = {spec->shape.dims[3], spec->shape.dims[2], c->kh, c->kw};
+    const char *args[3] = {
+        kiln_onnx_input_value(g, i, 0, KILN_ONNX_CF),
+        kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 4, dims, cfhw),
+        c->use_bias && !padded ? kiln_onnx_param_initializer(g, i, "bias") : NULL};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CF);
+    const char *made = padded ? kiln_onnx_unique_name(g, kiln_onnx_printf(
+                                    g, "%s/unpadded", g->layers[i].name)) : out;
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, "ConvTranspose", args, args[2] ? 3 : 2, made);
     const int64_t kernel[2] = {c->kh, c->kw}, dilations[2] = {c->dh, c->dw};
+    const int64_t none[2] = {0, 0};
     kiln_onnx_attr_ints(g, nd, "kernel_shape", kernel, 2);
     kiln_onnx_attr_ints(g, nd, "strides", stride, 2);
     kiln_onnx_attr_ints(g, nd, "pads", pads, 4);
-    kiln_onnx_attr_ints(g, nd, "output_padding", extra, 2);
+    kiln_onnx_attr_ints(g, nd, "output_padding", padded ? none : extra, 2);
     kiln_onnx_attr_ints(g, nd, "dilations", dilations, 2);
     kiln_onnx_attr_int(g, nd, "group", c->groups);
+    if (padded) {
+        const int64_t after[8] = {0, 0, 0, 0, 0, 0, extra[0], extra[1]};
+        const char *pad[2] = {made, kiln_onnx_int64s(g, i, "output_padding", after, 8)};
+        if (!c->use_bias) {
+            kiln_onnx_add_node(g, "Pad", pad, 2, out);
+        } else {
+            const int64_t chw[3] = {c->filters, 1, 1};
+            const float *bias = kiln_onnx_param(g, i, "bias", &spec);
+            const char *sum[2] = {
+                kiln_onnx_step(g, i, "Pad", pad[0], pad[1], "padded"),
+                kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "bias"), 3, chw, bias)};
+            kiln_onnx_add_node(g, "Add", sum, 2, out);
+        }
+    }
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 

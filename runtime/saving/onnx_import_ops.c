@@ -685,6 +685,7 @@ static const struct {
     op_handler handler;           /* a handler here */
 } ops[] = {
     {.op = "Conv", .kind = &kiln_layer_conv2d},
+    {.op = "ConvTranspose", .kind = &kiln_layer_conv2d_transpose},
     {.op = "BatchNormalization", .kind = &kiln_layer_batch_norm},
     {.op = "Gemm", .kind = &kiln_layer_dense},
     {.op = "MatMul", .handler = import_matmul},

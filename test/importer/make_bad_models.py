@@ -155,6 +155,22 @@ def main():
     save(out, "unnamed_initializer", graph(inits=[init("w", (3, 2, 3, 3), 1), unnamed,
                                                   init("fc_w", (3, 12), 3),
                                                   init("fc_b", (3,), 4)]))
+    # ConvTranspose (W (2, 3, 3, 3): 2 channels in, 3 out), each way kiln
+    # refuses, and output_shape that crops evenly (imported, (3, 8, 8)).
+    for name, attrs in (("convt_same", dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+                        ("convt_odd_shape", dict(strides=[2, 2], output_shape=[8, 8])),
+                        ("convt_output_padding", dict(strides=[2, 2], output_padding=[2, 0])),
+                        ("convt_group", dict(group=3)),
+                        ("convt_kernel_shape", dict(kernel_shape=[2, 2])),
+                        ("convt_output_shape", dict(strides=[2, 2], output_padding=[1, 1],
+                                                    output_shape=[8, 8]))):
+        nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up", **attrs),
+                 helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+                 helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        save(out, name, graph(nodes=nodes, inits=[init("wt", (2, 3, 3, 3), 1),
+                                                  init("b", (3,), 2),
+                                                  init("fc_w", (3, 3 * 8 * 8), 3),
+                                                  init("fc_b", (3,), 4)]))
     # Two Gemms reading one weight directly: a tied parameter.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])

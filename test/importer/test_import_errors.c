@@ -138,6 +138,35 @@ static void dynamic(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* ConvTranspose's refusals, and output_shape that crops evenly imported
+ * as the pads it comes to. */
+static void conv_transpose(kiln_context *ctx)
+{
+    refused(ctx, "convt_same", KILN_ERROR_UNSUPPORTED, "'up'", "'auto_pad' is 'SAME_UPPER'",
+            "NOTSET and VALID");
+    refused(ctx, "convt_odd_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' (8, 8) "
+            "crops 1 pixels", "even");
+    refused(ctx, "convt_output_padding", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' "
+            "(2, 0)", "below the strides (2, 2)");
+    refused(ctx, "convt_group", KILN_ERROR_UNSUPPORTED, "'up'", "'group' is 3", "'wt'");
+    refused(ctx, "convt_kernel_shape", KILN_ERROR_SHAPE, "'up'", "'kernel_shape' (2, 2)",
+            "'wt' (2, 3, 3, 3)");
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("convt_output_shape"), NULL, &m));
+    if (!m)
+        return;
+    kiln_node up = KILN_NODE_INVALID;
+    CHECK_OK(ctx, kiln_model_find_layer(m, "up", &up));
+    compile(ctx, m);
+    kiln_layer_info li = {.struct_size = sizeof li};
+    CHECK_OK(ctx, kiln_model_layer_info(m, up, &li));
+    printf("%-20s (%d, %d, %d) %s\n", "convt_output_shape", (int)li.dims[0], (int)li.dims[1],
+           (int)li.dims[2], li.kind);
+    CHECK(li.rank == 3 && li.dims[0] == 8 && li.dims[1] == 8 && li.dims[2] == 3 &&
+          !strcmp(li.kind, "conv2d_transpose"));
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     const char *root = getenv("KILN_SOURCE_ROOT");
@@ -206,6 +235,7 @@ int main(void)
     copies(ctx);
     external(ctx);
     dynamic(ctx);
+    conv_transpose(ctx);
 
     kiln_context_destroy(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

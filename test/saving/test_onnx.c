@@ -575,7 +575,9 @@ static void several_inputs(kiln_context *ctx)
  * output_padding on one axis (written as ONNX's pads that crop after,
  * not before), grouped; Keras's 'valid' with a kernel narrower than its
  * stride, dilated on the other axis (its rows past the full output as
- * ONNX's output_padding); trained a little towards random images. */
+ * ONNX's output_padding); output_padding at the stride but below the
+ * dilation, as PyTorch allows (a Pad and an Add); trained a little towards
+ * random images. */
 static void decoder(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -591,20 +593,25 @@ static void decoder(kiln_context *ctx)
         .activation = KILN_ACTIVATION_TANH};
     const kiln_conv2d_transpose_options narrow = {
         .struct_size = sizeof narrow, .filters = 3, .kernel_size = {1, 2}, .strides = {2, 2},
-        .dilations = {1, 2}, .activation = KILN_ACTIVATION_SIGMOID};
+        .dilations = {1, 2}, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options past = {
+        .struct_size = sizeof past, .filters = 2, .kernel_size = {2, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {0, 1, 0, 0}, .output_padding = {1, 0},
+        .dilations = {2, 1}, .activation = KILN_ACTIVATION_SIGMOID};
     kiln_node x = kiln_input(m, 3, dims, NULL);
     x = kiln_conv2d_transpose(m, x, &torch);                       /* (8, 6, 6) */
     x = kiln_conv2d_transpose(m, x, &keras);                       /* (16, 12, 4) */
     x = kiln_conv2d_transpose(m, x, &narrow);                      /* (32, 25, 3) */
+    x = kiln_conv2d_transpose(m, x, &past);                        /* (35, 25, 2) */
     kiln_layer_info li = {.struct_size = sizeof li};
     CHECK_OK(ctx, kiln_model_layer_info(m, x, &li));
-    CHECK(li.rank == 3 && li.dims[0] == 32 && li.dims[1] == 25 && li.dims[2] == 3);
+    CHECK(li.rank == 3 && li.dims[0] == 35 && li.dims[1] == 25 && li.dims[2] == 2);
     const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
                                          .learning_rate = 0.01f};
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &adam};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-    const int64_t count = 16, in = product(3, dims), out = 32 * 25 * 3;
+    const int64_t count = 16, in = product(3, dims), out = 35 * 25 * 2;
     float *images = random_floats(count * in, -1.0f, 1.0f);
     float *targets = random_floats(count * out, 0.0f, 1.0f);
     kiln_arrays_desc d = {.struct_size = sizeof d, .count = count, .feature_rank = 3,
