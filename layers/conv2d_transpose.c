@@ -444,7 +444,7 @@ static kiln_status convt_import_onnx(kiln_onnx_import *imp)
         w->dims[1] * group > INT32_MAX)
         return kiln_onnx_refuse(imp, "attribute 'group' is %lld, with X of %lld channels and W "
                                 "'%s' of (%lld, %lld, ...); ONNX asks for W's first axis = X's "
-                                "channels, divided by group", (long long)group,
+                                "channels, a multiple of group", (long long)group,
                                 (long long)x->dims[1], w->name, (long long)w->dims[0],
                                 (long long)w->dims[1]);
     const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");

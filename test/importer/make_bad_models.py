@@ -162,6 +162,8 @@ def main():
                         ("convt_output_padding", dict(strides=[2, 2], output_padding=[2, 0])),
                         ("convt_group", dict(group=3)),
                         ("convt_kernel_shape", dict(kernel_shape=[2, 2])),
+                        ("convt_big_shape", dict(strides=[2, 2], output_shape=[12, 8])),
+                        ("convt_three_values", dict(output_padding=[0, 0, 0])),
                         ("convt_output_shape", dict(strides=[2, 2], output_padding=[1, 1],
                                                     output_shape=[8, 8]))):
         nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up", **attrs),
@@ -171,6 +173,13 @@ def main():
                                                   init("b", (3,), 2),
                                                   init("fc_w", (3, 3 * 8 * 8), 3),
                                                   init("fc_b", (3,), 4)]))
+    # A 1-D ConvTranspose: X (N, 2, 4), W (2, 3, 3).
+    nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "convt_1d", graph(nodes=nodes, dims=("N", 2, 4),
+                                inits=[init("wt", (2, 3, 3), 1), init("b", (3,), 2),
+                                       init("fc_w", (3, 18), 3), init("fc_b", (3,), 4)]))
     # Two Gemms reading one weight directly: a tied parameter.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])

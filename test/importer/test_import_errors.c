@@ -151,6 +151,12 @@ static void conv_transpose(kiln_context *ctx)
     refused(ctx, "convt_group", KILN_ERROR_UNSUPPORTED, "'up'", "'group' is 3", "'wt'");
     refused(ctx, "convt_kernel_shape", KILN_ERROR_SHAPE, "'up'", "'kernel_shape' (2, 2)",
             "'wt' (2, 3, 3, 3)");
+    refused(ctx, "convt_big_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' (12, 8) "
+            "crops -3 pixels", "even crop >= 0");
+    refused(ctx, "convt_three_values", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' has "
+            "3 values", NULL);
+    refused(ctx, "convt_1d", KILN_ERROR_UNSUPPORTED, "'up'", "X is 3-D and W 3-D",
+            "2-D transposed convolutions");
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("convt_output_shape"), NULL, &m));
     if (!m)
