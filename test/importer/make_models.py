@@ -100,6 +100,29 @@ class Mlp(nn.Module):
         return torch.matmul(x, self.w) + self.b
 
 
+class Decoder(nn.Module):
+    """Upsampling as decoders write it: ConvTranspose2d stride 2 with
+    padding 1 and output_padding 1 (twice the size), one 4x4 stride 2
+    padding 1 without bias, and a grouped, dilated one with uneven
+    strides, padding and output_padding. (ONNX Runtime refuses to run an
+    output_padding at the stride but below the dilation, which PyTorch
+    takes; test_onnx checks how kiln exports one.)"""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
+        self.bn = nn.BatchNorm2d(6)
+        self.up2 = nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False)
+        self.up3 = nn.ConvTranspose2d(4, 2, (3, 2), stride=(1, 2), padding=(2, 0),
+                                      output_padding=(0, 1), dilation=(2, 1), groups=2)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))                    # (8, 5, 5)
+        x = torch.relu(self.bn(self.up1(x)))            # (6, 10, 10)
+        x = torch.tanh(self.up2(x))                     # (4, 20, 20)
+        return torch.sigmoid(self.up3(x))               # (2, 20, 41)
+
+
 class Windows(nn.Module):
     """The window attributes torchvision's networks use: resnet's 7x7
     stride-2 stem padded 3 and 3x3 stride-2 max pool padded 1, a grouped
@@ -129,29 +152,6 @@ class Windows(nn.Module):
 
     def forward(self, x):
         return self.fc(torch.flatten(self.features(x), 1))
-
-
-class Decoder(nn.Module):
-    """Upsampling as decoders write it: ConvTranspose2d stride 2 with
-    padding 1 and output_padding 1 (twice the size), one 4x4 stride 2
-    padding 1 without bias, and a grouped, dilated one with uneven
-    strides, padding and output_padding. (ONNX Runtime refuses to run an
-    output_padding at the stride but below the dilation, which PyTorch
-    takes; test_onnx checks how kiln exports one.)"""
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
-        self.up1 = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
-        self.bn = nn.BatchNorm2d(6)
-        self.up2 = nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False)
-        self.up3 = nn.ConvTranspose2d(4, 2, (3, 2), stride=(1, 2), padding=(2, 0),
-                                      output_padding=(0, 1), dilation=(2, 1), groups=2)
-
-    def forward(self, x):
-        x = torch.relu(self.conv(x))                    # (8, 5, 5)
-        x = torch.relu(self.bn(self.up1(x)))            # (6, 10, 10)
-        x = torch.tanh(self.up2(x))                     # (4, 20, 20)
-        return torch.sigmoid(self.up3(x))               # (2, 20, 41)
 
 
 def torchvision_model(name):
