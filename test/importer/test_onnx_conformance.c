@@ -111,11 +111,13 @@ static float *tensor_floats(const KilnOnnx__TensorProto *t, int64_t *count)
     if (!t->has_data_type || t->data_type != ONNX_FLOAT)
         return NULL;
     float *f = malloc((size_t)(*count + 1) * sizeof *f);
-    if (f && t->has_raw_data && t->raw_data.len == (size_t)*count * sizeof *f)
-        memcpy(f, t->raw_data.data, t->raw_data.len);   /* little-endian, as this machine */
-    else if (f && !t->has_raw_data && t->n_float_data == (size_t)*count)
-        memcpy(f, t->float_data, t->n_float_data * sizeof *f);
-    else {
+    if (f && t->has_raw_data && t->raw_data.len == (size_t)*count * sizeof *f) {
+        if (*count)   /* little-endian, as this machine */
+            memcpy(f, t->raw_data.data, t->raw_data.len);
+    } else if (f && !t->has_raw_data && t->n_float_data == (size_t)*count) {
+        if (*count)
+            memcpy(f, t->float_data, t->n_float_data * sizeof *f);
+    } else {
         free(f);
         return NULL;
     }
@@ -434,8 +436,35 @@ done:
         kiln_onnx__tensor_proto__free_unpacked(data[d], NULL);
 }
 
-/* One test folder: its model (raised to opset 11 at `converted` when not
- * NULL), run when kiln claims all its ops. */
+static int all_claimed(const KilnOnnx__GraphProto *g)
+{
+    int all = g->n_node > 0;
+    for (size_t k = 0; k < g->n_node && all; k++)
+        all = (!g->node[k]->domain || !*g->node[k]->domain) &&
+              claimed(g->node[k]->op_type) != NULL;
+    return all;
+}
+
+/* What the runner does with the test folder dir: nothing (UNCLAIMED: an op
+ * kiln does not claim), run its model (CURRENT), or raise it to opset 11
+ * and run that (OLD: an opset below 11 or an IR below 6). */
+enum { UNCLAIMED, CURRENT, OLD };
+
+static int test_kind(const char *dir)
+{
+    char path[768];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    KilnOnnx__ModelProto *m = load_model(path);
+    int kind = UNCLAIMED;
+    if (m && m->graph && all_claimed(m->graph))
+        kind = opset_of(m) < FIRST_OPSET || m->ir_version < FIRST_IR ? OLD : CURRENT;
+    if (m)
+        kiln_onnx__model_proto__free_unpacked(m, NULL);
+    return kind;
+}
+
+/* One test folder of claimed ops: its model, or the model raised to opset
+ * 11 at `converted` when not NULL. */
 static void run_test(kiln_context *ctx, const char *folder, const char *test, const char *dir,
                      const char *converted)
 {
@@ -444,29 +473,18 @@ static void run_test(kiln_context *ctx, const char *folder, const char *test, co
     struct stat sb;
     const int unconverted = converted && stat(converted, &sb) != 0;
     KilnOnnx__ModelProto *m = load_model(converted && !unconverted ? converted : path);
-    result *r = &results[n_results];
+    result *r = &results[n_results++];
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s/%s", folder, test);
     r->converted = converted != NULL;
-    if (!m || !m->graph) {   /* ONNX's own files all parse */
+    if (!m || !m->graph) {   /* ONNX's files and the converter's all parse */
         snprintf(r->op, sizeof r->op, "?");
-        finish(r, FAILED, "%s does not parse as ONNX", path);
-        n_results++;
+        finish(r, FAILED, "%s does not parse as ONNX", converted ? converted : path);
         if (m)
             kiln_onnx__model_proto__free_unpacked(m, NULL);
         return;
     }
     const KilnOnnx__GraphProto *g = m->graph;
-    int all_claimed = g->n_node > 0;
-    for (size_t k = 0; k < g->n_node && all_claimed; k++)
-        all_claimed = (!g->node[k]->domain || !*g->node[k]->domain) &&
-                      claimed(g->node[k]->op_type) != NULL;
-    if (!all_claimed) {
-        unclaimed++;
-        kiln_onnx__model_proto__free_unpacked(m, NULL);
-        return;
-    }
-    n_results++;
     snprintf(r->op, sizeof r->op, "%s", main_op(g));
     if (unconverted) {   /* upgrade_opset.py said why */
         finish(r, SKIPPED, "%s", UNCONVERTED);
@@ -512,19 +530,6 @@ static char **list_tests(const char *root, const char *folder, int *n)
         closedir(d);
     qsort(names, (size_t)*n, sizeof *names, by_name);
     return names;
-}
-
-/* Whether the model in dir needs ONNX's converter (an opset below 11 or
- * an IR below 6). */
-static int needs_upgrade(const char *dir)
-{
-    char path[768];
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    KilnOnnx__ModelProto *m = load_model(path);
-    const int old = m && (opset_of(m) < FIRST_OPSET || m->ir_version < FIRST_IR);
-    if (m)
-        kiln_onnx__model_proto__free_unpacked(m, NULL);
-    return old;
 }
 
 /* Per op: how many passed, were skipped (each reason with its tests) and
@@ -601,7 +606,9 @@ int main(void)
         tests[k] = list_tests(root, folders[k], &n_tests[k]);
         for (int t = 0; t < n_tests[k]; t++) {
             snprintf(path, sizeof path, "%s/%s/%s", root, folders[k], tests[k][t]);
-            if (f && needs_upgrade(path)) {
+            const int kind = test_kind(path);
+            unclaimed += kind == UNCLAIMED;
+            if (f && kind == OLD) {
                 fprintf(f, "%s/model.onnx %s/%s__%s.onnx\n", path, tmp, folders[k], tests[k][t]);
                 to_upgrade++;
             }
@@ -629,9 +636,9 @@ int main(void)
             snprintf(path, sizeof path, "%s/%s/%s", root, folders[k], tests[k][t]);
             snprintf(converted, sizeof converted, "%s/%s__%s.onnx", tmp, folders[k],
                      tests[k][t]);
-            if (n_results < MAX_TESTS)
-                run_test(ctx, folders[k], tests[k][t], path,
-                         needs_upgrade(path) ? converted : NULL);
+            const int kind = test_kind(path);
+            if (kind != UNCLAIMED && n_results < MAX_TESTS)
+                run_test(ctx, folders[k], tests[k][t], path, kind == OLD ? converted : NULL);
             free(tests[k][t]);
         }
         free(tests[k]);
