@@ -247,6 +247,8 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
+    if (ops == &kiln_layer_batch_norm && im->options->synchronized_batch_norm)
+        ((kiln_batch_norm_options *)(void *)imp.args.bytes)->synchronized = 1;
     kiln_import_value *first;
     st = computed(im, n, 0, &first);
     if (st != KILN_OK)
