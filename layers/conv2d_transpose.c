@@ -397,26 +397,36 @@ static void convt_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 
-/* output_shape (2 values: H and W) as explicit pads: ONNX computes the
- * total it crops from the full output; split evenly it is the same for
- * every reading, oddly the spec puts the odd pixel before and ONNX
- * Runtime after, so kiln takes even totals only. */
-static kiln_status output_shape_pads(kiln_onnx_import *imp, const kiln_onnx_in_attr *shape,
-                                     const int64_t *full, int32_t *pads)
+/* ONNX's output_shape (2 values: H and W), or for auto_pad SAME_UPPER and
+ * SAME_LOWER the input times the stride, as explicit pads: the full
+ * output's excess is cropped, an odd pixel after for SAME_UPPER and before
+ * otherwise (ONNX's formula, which ONNX Runtime 1.30 and ONNX's node tests
+ * follow); a shortfall is output_padding after the full output. */
+static kiln_status target_pads(kiln_onnx_import *imp, const kiln_onnx_in_attr *shape,
+                               int upper, kiln_onnx_window_spec *win, int32_t *extra)
 {
-    if (shape->n_ints != 2)
+    if (shape && shape->n_ints != 2)
         return kiln_onnx_refuse(imp, "attribute 'output_shape' has %zu values; kiln reads 2 "
                                 "(height, width)", shape->n_ints);
+    const char *what = shape ? "attribute 'output_shape'" : "attribute 'auto_pad' (SAME)";
     for (int a = 0; a < 2; a++) {
-        const int64_t total = full[a] - shape->ints[a];
-        if (shape->ints[a] < 1 || total < 0 || total % 2)
-            return kiln_onnx_refuse(imp, "attribute 'output_shape' (%lld, %lld) crops %lld "
-                                    "pixels off the full output's %lld on axis %d; kiln takes "
-                                    "an even crop >= 0 (ONNX and ONNX Runtime place an odd "
-                                    "one differently)", (long long)shape->ints[0],
-                                    (long long)shape->ints[1], (long long)total,
-                                    (long long)full[a], a + 2);
-        pads[a] = pads[a + 2] = (int32_t)(total / 2);
+        const int64_t in = imp->in[0].dims[2 + a], s = win->strides[a];
+        const int64_t full = (in - 1) * s + (int64_t)(win->kernel[a] - 1) * win->dilations[a] +
+                             1 + extra[a];
+        const int64_t want = shape ? shape->ints[a] : in * s, total = full - want;
+        if (want < 1 || full > INT32_MAX || want > INT32_MAX)
+            return kiln_onnx_refuse(imp, "%s asks for %lld pixels on axis %d, the full output "
+                                    "holding %lld; kiln takes 1 to %d", what, (long long)want,
+                                    a + 2, (long long)full, INT32_MAX);
+        if (total < 0 && extra[a] - total >= s && extra[a] - total >= win->dilations[a])
+            return kiln_onnx_refuse(imp, "%s asks for %lld pixels on axis %d, %lld past the "
+                                    "full output; kiln adds fewer than the stride (%lld) or "
+                                    "the dilation (%d)", what, (long long)want, a + 2,
+                                    (long long)-total, (long long)s, (int)win->dilations[a]);
+        const int64_t before = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+        win->pads[a] = (int32_t)before;
+        win->pads[a + 2] = (int32_t)(total < 0 ? 0 : total - before);
+        extra[a] += total < 0 ? (int32_t)-total : 0;
     }
     return KILN_OK;
 }
@@ -447,10 +457,6 @@ static kiln_status convt_import_onnx(kiln_onnx_import *imp)
                                 "channels, a multiple of group", (long long)group,
                                 (long long)x->dims[1], w->name, (long long)w->dims[0],
                                 (long long)w->dims[1]);
-    const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
-    if (ap && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
-        return kiln_onnx_refuse(imp, "attribute 'auto_pad' is '%s'; kiln supports NOTSET and "
-                                "VALID for ConvTranspose", ap->s);
     kiln_onnx_window_spec win = {.kernel = {(int32_t)w->dims[2], (int32_t)w->dims[3]}};
     st = kiln_onnx_window(imp, 1, &win);
     if (st != KILN_OK)
@@ -477,13 +483,14 @@ static kiln_status convt_import_onnx(kiln_onnx_import *imp)
                                     (int)win.dilations[0], (int)win.dilations[1]);
         extra[a] = (int32_t)op->ints[a];
     }
+    /* kiln_onnx_window read auto_pad (and refused values ONNX does not
+     * have); its SAME pads are a convolution's, so they are made here. */
+    const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
+    const int upper = ap && strcmp(ap->s, "SAME_UPPER") == 0;
+    const int same = upper || (ap && strcmp(ap->s, "SAME_LOWER") == 0);
     const kiln_onnx_in_attr *shape = kiln_onnx_find_attr(imp, "output_shape");
-    if (shape) {
-        int64_t full[2];
-        for (int a = 0; a < 2; a++)
-            full[a] = (x->dims[2 + a] - 1) * win.strides[a] +
-                      (int64_t)(win.kernel[a] - 1) * win.dilations[a] + 1 + extra[a];
-        st = output_shape_pads(imp, shape, full, win.pads);
+    if (shape || same) {
+        st = target_pads(imp, shape, upper, &win, extra);
         if (st != KILN_OK)
             return st;
     }

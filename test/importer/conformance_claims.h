@@ -17,6 +17,7 @@ typedef struct conformance_op {
 
 static const conformance_op conformance_ops[] = {
     {.op = "Conv", .data_inputs = 1},
+    {.op = "ConvTranspose", .data_inputs = 1},
     {.op = "BatchNormalization", .data_inputs = 1},
     {.op = "Gemm", .data_inputs = 1},
     {.op = "MatMul", .data_inputs = 1},
@@ -66,6 +67,8 @@ static const conformance_limit conformance_limits[] = {
     /* The op table */
     {.op = "Conv", .needle = "kiln imports 2-D convolutions",
      .reason = "1-D or 3-D convolution (2-D only)"},
+    {.op = "ConvTranspose", .needle = "kiln imports 2-D transposed convolutions",
+     .reason = "1-D or 3-D transposed convolution (2-D only)"},
     {.op = "BatchNormalization", .needle = "kiln supports 2-D (N, C) and 4-D",
      .reason = "3-D or 5-D input (2-D and 4-D only)"},
     {.op = "Gemm", .needle = "attribute 'transA' is", .reason = "transA 1"},

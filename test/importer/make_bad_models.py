@@ -157,8 +157,7 @@ def main():
                                                   init("fc_b", (3,), 4)]))
     # ConvTranspose (W (2, 3, 3, 3): 2 channels in, 3 out), each way kiln
     # refuses, and output_shape that crops evenly (imported, (3, 8, 8)).
-    for name, attrs in (("convt_same", dict(auto_pad="SAME_UPPER", strides=[2, 2])),
-                        ("convt_odd_shape", dict(strides=[2, 2], output_shape=[8, 8])),
+    for name, attrs in (("convt_auto_pad", dict(auto_pad="SAME", strides=[2, 2])),
                         ("convt_output_padding", dict(strides=[2, 2], output_padding=[2, 0])),
                         ("convt_group", dict(group=3)),
                         ("convt_kernel_shape", dict(kernel_shape=[2, 2])),
@@ -173,6 +172,21 @@ def main():
                                                   init("b", (3,), 2),
                                                   init("fc_w", (3, 3 * 8 * 8), 3),
                                                   init("fc_b", (3,), 4)]))
+    # ConvTranspose of a ramp X (N, 1, 3, 3) by a kernel of ones (1, 1, 3,
+    # 3) at stride 2, its output the graph's: auto_pad SAME_UPPER and
+    # SAME_LOWER, output_shape cropping an odd pixel, and output_shape past
+    # the full output (test_import_errors holds ONNX Runtime's outputs).
+    ones = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "ones")
+    for name, size, attrs in (("convt_upper", 6, dict(auto_pad="SAME_UPPER")),
+                              ("convt_lower", 6, dict(auto_pad="SAME_LOWER")),
+                              ("convt_odd_shape", 6, dict(output_shape=[6, 6])),
+                              ("convt_past_shape", 8, dict(output_shape=[8, 8]))):
+        node = helper.make_node("ConvTranspose", ["x", "ones"], ["y"], name="up", strides=[2, 2],
+                                **attrs)
+        save(out, name, helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 3, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, size, size])],
+            [ones]))
     # A 1-D ConvTranspose: X (N, 2, 4), W (2, 3, 3).
     nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up"),
              helper.make_node("Flatten", ["c"], ["f"], name="flatten"),

@@ -138,39 +138,68 @@ static void dynamic(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
-/* ConvTranspose's refusals, and output_shape that crops evenly imported
- * as the pads it comes to. */
+/* The first two rows (2 x size values) of a ConvTranspose's output: X (1,
+ * 1, 3, 3) holding 0 to 8, a kernel of ones, stride 2, against ONNX
+ * Runtime 1.30's (ONNX's node test test_convtranspose_autopad_same holds
+ * SAME_UPPER's). */
+static void convt_rows(kiln_context *ctx, const char *name, int size, const float *want)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file(name), NULL, &m));
+    if (!m)
+        return;
+    compile(ctx, m);
+    const float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+    float y[64] = {0};
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 1, .features = x}, y, 0));
+    char what[64];
+    snprintf(what, sizeof what, "%s: the first two rows", name);
+    test_close(what, 30, y, want, sizeof(float), 2 * size, TEST_PER_VALUE, 0);
+    printf("%-20s %g %g %g %g %g %g ...\n", name, y[0], y[1], y[2], y[3], y[4], y[5]);
+    kiln_model_destroy(m);
+}
+
+/* ConvTranspose's refusals; output_shape and auto_pad SAME imported as the
+ * pads they come to, odd crops included. */
 static void conv_transpose(kiln_context *ctx)
 {
-    refused(ctx, "convt_same", KILN_ERROR_UNSUPPORTED, "'up'", "'auto_pad' is 'SAME_UPPER'",
-            "NOTSET and VALID");
-    refused(ctx, "convt_odd_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' (8, 8) "
-            "crops 1 pixels", "even");
+    refused(ctx, "convt_auto_pad", KILN_ERROR_UNSUPPORTED, "'up'", "'auto_pad' is 'SAME'",
+            "SAME_UPPER");
     refused(ctx, "convt_output_padding", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' "
             "(2, 0)", "below the strides (2, 2)");
     refused(ctx, "convt_group", KILN_ERROR_UNSUPPORTED, "'up'", "'group' is 3", "'wt'");
     refused(ctx, "convt_kernel_shape", KILN_ERROR_SHAPE, "'up'", "'kernel_shape' (2, 2)",
             "'wt' (2, 3, 3, 3)");
-    refused(ctx, "convt_big_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' (12, 8) "
-            "crops -3 pixels", "even crop >= 0");
+    refused(ctx, "convt_big_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' asks for 12 "
+            "pixels on axis 2, 3 past the full output", "fewer than the stride (2)");
     refused(ctx, "convt_three_values", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' has "
             "3 values", NULL);
     refused(ctx, "convt_1d", KILN_ERROR_UNSUPPORTED, "'up'", "X is 3-D and W 3-D",
             "2-D transposed convolutions");
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("convt_output_shape"), NULL, &m));
-    if (!m)
-        return;
-    kiln_node up = KILN_NODE_INVALID;
-    CHECK_OK(ctx, kiln_model_find_layer(m, "up", &up));
-    compile(ctx, m);
-    kiln_layer_info li = {.struct_size = sizeof li};
-    CHECK_OK(ctx, kiln_model_layer_info(m, up, &li));
-    printf("%-20s (%d, %d, %d) %s\n", "convt_output_shape", (int)li.dims[0], (int)li.dims[1],
-           (int)li.dims[2], li.kind);
-    CHECK(li.rank == 3 && li.dims[0] == 8 && li.dims[1] == 8 && li.dims[2] == 3 &&
-          !strcmp(li.kind, "conv2d_transpose"));
-    kiln_model_destroy(m);
+    if (m) {
+        kiln_node up = KILN_NODE_INVALID;
+        CHECK_OK(ctx, kiln_model_find_layer(m, "up", &up));
+        compile(ctx, m);
+        kiln_layer_info li = {.struct_size = sizeof li};
+        CHECK_OK(ctx, kiln_model_layer_info(m, up, &li));
+        printf("%-20s (%d, %d, %d) %s\n", "convt_output_shape", (int)li.dims[0],
+               (int)li.dims[1], (int)li.dims[2], li.kind);
+        CHECK(li.rank == 3 && li.dims[0] == 8 && li.dims[1] == 8 && li.dims[2] == 3 &&
+              !strcmp(li.kind, "conv2d_transpose"));
+        kiln_model_destroy(m);
+    }
+    /* The full output's rows are 0 0 1 1 3 2 2 twice, then 3 3 8 5 12 7 7:
+     * SAME_UPPER crops its odd pixel after, SAME_LOWER and output_shape
+     * before; output_shape past it adds zeros after. */
+    const float after[12] = {0, 0, 1, 1, 3, 2, 0, 0, 1, 1, 3, 2};
+    const float before[12] = {0, 1, 1, 3, 2, 2, 3, 8, 5, 12, 7, 7};
+    const float past[16] = {0, 0, 1, 1, 3, 2, 2, 0, 0, 0, 1, 1, 3, 2, 2, 0};
+    convt_rows(ctx, "convt_upper", 6, after);
+    convt_rows(ctx, "convt_lower", 6, before);
+    convt_rows(ctx, "convt_odd_shape", 6, before);
+    convt_rows(ctx, "convt_past_shape", 8, past);
 }
 
 int main(void)
