@@ -5,8 +5,9 @@ the backbone examples/finetune.c fine-tunes on classes 5-9.
     /usr/bin/python3 tools/pretrain_fashion.py OUT.onnx [--epochs N] [--limit N]
         [--seed S] [--source DIR]
 
-The network is torchvision-style: three Conv/BatchNorm/ReLU blocks (a max
-pool after the first, a stride of 2 in the third), a global average pool,
+The network is torchvision-style: four Conv/BatchNorm/ReLU blocks (3x3 with
+a max pool after the first and a stride of 2 in the third, then a 1x1 to 128
+channels), a global average pool,
 a Flatten ("/Flatten": the pooled features, where a new head goes) and a
 Linear head of 5 logits. It is exported as test_import exports its CNN
 (opset 17, batch norm kept, no constant folding) with a dynamic batch; the
@@ -31,18 +32,21 @@ except ImportError:
     sys.exit(77)
 
 
-def block(cin, cout, stride):
-    return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+def block(cin, cout, stride, size=3):
+    return [nn.Conv2d(cin, cout, size, stride=stride, padding=size // 2, bias=False),
             nn.BatchNorm2d(cout), nn.ReLU()]
 
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
+        # The 1x1 block widens the pooled features to 128: a linear head on
+        # them learns new classes better than on 32 (measured: 0.84 against
+        # 0.74 on classes 5-9 from 1,000 samples in PyTorch).
         self.features = nn.Sequential(*block(1, 16, 1), nn.MaxPool2d(2), *block(16, 32, 1),
-                                      *block(32, 32, 2))
+                                      *block(32, 32, 2), *block(32, 128, 1, 1))
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(32, 5)
+        self.fc = nn.Linear(128, 5)
 
     def forward(self, x):
         return self.fc(torch.flatten(self.pool(self.features(x)), 1))
