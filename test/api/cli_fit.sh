@@ -191,6 +191,16 @@ print("--no-shuffle, 3 steps of 4: largest difference from NumPy's SGD %.2e" % w
 sys.exit(0 if worst < 1e-5 else 1)
 PY
 
+# --seed: shuffled fits with one seed are bit-identical, with another not.
+for run in 1a:1 1b:1 2:2; do
+    "$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/s${run%:*}.kiln" \
+        --loss mse --optimizer sgd --learning-rate 0.1 --batch 4 --seed "${run#*:}" \
+        > /dev/null 2>&1 || fail "fit --seed ${run#*:} exited $?"
+    "$kiln" predict "$work/s${run%:*}.kiln" "$work/gx.npy" "$work/s${run%:*}.npy"
+done
+cmp -s "$work/s1a.npy" "$work/s1b.npy" || fail "two fits with --seed 1 differ"
+cmp -s "$work/s1a.npy" "$work/s2.npy" && fail "fits with --seed 1 and --seed 2 are the same"
+
 # Bad options: usage errors exit 2, refusals 1, each naming what is wrong.
 f="$kiln fit $net $work/x.npy $work/y.npy"
 expect 2 "unknown option --frobnicate" $f --save "$work/o.kiln" --frobnicate
