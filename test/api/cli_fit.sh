@@ -34,10 +34,13 @@ expect() {   # expect STATUS NEEDLE COMMAND...
 "$kiln" fit --help > "$work/help.txt"
 for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N         default 1" \
     "--batch N          samples per step (default 32)" "--no-shuffle" \
-    "sparse_categorical_crossentropy" "(default), categorical_crossentropy, binary_crossentropy, mse" \
+    "sparse_categorical_crossentropy" \
+    "(default), categorical_crossentropy, binary_crossentropy, mse" \
     "--from-logits" "--optimizer NAME   adam (default) or sgd" \
-    "--learning-rate R  default: adam 0.001, sgd 0.01" "--momentum M       sgd only, in [0, 1) (default 0)" \
-    "--nesterov" "--validation-split F" "default 0" "--freeze PREFIX" "--head UNITS --head-from NODE" \
+    "--learning-rate R  default: adam 0.001, sgd 0.01" \
+    "--momentum M       sgd only, in [0, 1) (default 0)" \
+    "--nesterov" "--validation-split F" "default 0" "--freeze PREFIX" \
+    "--head UNITS --head-from NODE" \
     "--strategy NAME    one_device (default) or mirrored" "--seed S" "--scale S" "(default 1)"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
@@ -53,7 +56,8 @@ PY
 
 # summary of an ONNX file: its layers as imported, no loss (not compiled).
 "$kiln" summary "$net" > "$work/summary.txt"
-grep -q "^/Flatten (flatten)  *(None, 128)" "$work/summary.txt" || fail "summary of .onnx: no /Flatten"
+grep -q "^/Flatten (flatten)  *(None, 128)" "$work/summary.txt" ||
+    fail "summary of .onnx: no /Flatten"
 grep -q "^Loss" "$work/summary.txt" && fail "summary of .onnx shows a loss"
 
 # predict on the ONNX file (NCHW, as the graph declares) against NumPy.

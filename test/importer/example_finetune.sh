@@ -30,14 +30,17 @@ expect 2 "must be positive" "$example" --backbone "$net" --epochs 0
 expect 1 "$work/missing.onnx" "$example" --backbone "$work/missing.onnx"
 
 "$example" --backbone "$net" --samples 200 --epochs 1 --save "$work/tuned.kiln" \
-    --save-onnx "$work/tuned.onnx" > "$work/run.txt" 2>&1 || { cat "$work/run.txt"; fail "exited $?"; }
+    --save-onnx "$work/tuned.onnx" > "$work/run.txt" 2>&1 ||
+    { cat "$work/run.txt"; fail "exited $?"; }
 grep -v "━" "$work/run.txt"
 grep -q "^test accuracy on classes 5-9: fine-tuned 0\.[0-9]*, from scratch 0\.[0-9]*$" \
     "$work/run.txt" || fail "no accuracy line"
 case "${POCL_DEVICES:-}" in
     *" "*) grep -q "^2 device(s): mirrored$" "$work/run.txt" || fail "not mirrored on two" ;;
 esac
-"$python" -c "import numpy as np; np.save('$work/x.npy', np.random.default_rng(1).uniform(0, 1, (16, 1, 28, 28)).astype(np.float32))"
+"$python" -c "import numpy as np, sys
+x = np.random.default_rng(1).uniform(0, 1, (16, 1, 28, 28))
+np.save(sys.argv[1], x.astype(np.float32))" "$work/x.npy"
 "$kiln" predict "$work/tuned.kiln" "$work/x.npy" "$work/a.npy"
 "$kiln" predict "$work/tuned.onnx" "$work/x.npy" "$work/b.npy"
 cmp -s "$work/a.npy" "$work/b.npy" || fail "the saved model file and ONNX predict otherwise"
