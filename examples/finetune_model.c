@@ -34,6 +34,16 @@ kiln_status finetune_build(kiln_context *ctx, const char *onnx_path, const char 
     kiln_status st = kiln_model_import_onnx(ctx, onnx_path, NULL, &m);
     if (st == KILN_OK)
         st = kiln_model_find_layer(m, features, &cut);
+    int32_t n = 0;
+    for (int32_t i = 0; st == KILN_OK && kiln_model_layer_count(m, &n) == KILN_OK && i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        st = kiln_model_layer_info(m, i, &info);
+        if (st == KILN_OK && strcmp(info.name, features) == 0 && info.rank > 1) {
+            const kiln_flatten_options f = {.struct_size = sizeof f, .name = "head_flatten"};
+            cut = kiln_flatten(m, cut, &f);
+            break;
+        }
+    }
     if (st == KILN_OK) {
         const kiln_dense_options head = {.struct_size = sizeof head, .name = FINETUNE_HEAD,
                                          .units = classes,

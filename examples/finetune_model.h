@@ -7,8 +7,11 @@
 #include "kiln.h"
 
 /* What tools/pretrain_fashion.py exports: its Flatten of the pooled
- * features, and the prefix of every layer of its backbone. */
+ * features; the last 3x3 block's output, (32, 7, 7) before the 1x1 block
+ * and the pool, whose spatial layout tells shoes from bags better; and the
+ * prefix of every layer of its backbone. */
 #define FINETUNE_FEATURES "/Flatten"
+#define FINETUNE_SPATIAL "/features/features.9/Relu"
 #define FINETUNE_BACKBONE "/features"
 #define FINETUNE_HEAD "head"
 
@@ -18,7 +21,8 @@
 kiln_status finetune_freeze(kiln_model *m, const char *prefix, int32_t *frozen);
 
 /* Imports `onnx_path`, puts a Dense of `classes` units with softmax (named
- * FINETUNE_HEAD) on the layer named `features`, makes it the output and
+ * FINETUNE_HEAD) on the layer named `features` (after a Flatten when its
+ * output is not 1-D), makes it the output and
  * freezes the layers named `backbone...`. The model is not compiled; the
  * old head stays in the graph, off the output's path. The caller owns
  * *out (NULL on failure). */

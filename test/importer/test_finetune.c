@@ -1,6 +1,7 @@
 /* The fine-tuning path of examples/finetune.c (finetune_model.c) on the
  * backbone tools/pretrain_fashion.py wrote (test/data/onnx/
- * fashion_backbone.onnx): import, cut at /Flatten, a new Dense(5) head,
+ * fashion_backbone.onnx): import, cut at /Flatten (and again at the last
+ * 3x3 block's 4-D output, flattened), a new Dense(5) head,
  * /features... frozen, two epochs of SGD on random images (mirrored on two
  * devices when there are two). The frozen backbone's every tensor (moving
  * statistics included) and the cut-off head's are bit-identical after
@@ -62,37 +63,20 @@ static void predict(kiln_context *ctx, kiln_model *m, const float *x, float *out
     CHECK_OK(ctx, kiln_model_predict(m, &in, out, 16));
 }
 
-int main(void)
+/* One cut's fine-tuning: build, check the frozen layers, fit, compare
+ * every tensor, then the model file and the ONNX export reloaded. */
+static void check_cut(kiln_context *ctx, const char *onnx, const char *cut,
+                      kiln_strategy strategy, const char *dir, const float *x,
+                      const kiln_dataset *ds)
 {
-    const char *root = getenv("KILN_SOURCE_ROOT");
-    if (!root)
-        SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
-    char onnx[1024], dir[] = "/tmp/kiln_finetune_XXXXXX", saved[1100], exported[1100];
-    snprintf(onnx, sizeof onnx, "%s/test/data/onnx/fashion_backbone.onnx", root);
-    CHECK(mkdtemp(dir) != NULL);
+    char saved[1100], exported[1100];
     snprintf(saved, sizeof saved, "%s/tuned.kiln", dir);
     snprintf(exported, sizeof exported, "%s/tuned.onnx", dir);
-
-    kiln_context *ctx = NULL;
-    CHECK_OK(ctx, kiln_context_create(NULL, &ctx));
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    const kiln_strategy strategy = devices > 1 ? KILN_STRATEGY_MIRRORED
-                                               : KILN_STRATEGY_ONE_DEVICE;
-    printf("%d device(s): %s\n", (int)devices, devices > 1 ? "mirrored" : "one_device");
-
-    /* The refusals first: a cut and a prefix that name nothing. */
+    printf("head on %s:\n", cut);
     kiln_model *m = NULL;
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "/NoSuchNode",
-                finetune_build(ctx, onnx, "/NoSuchNode", FINETUNE_BACKBONE, CLASSES, &m));
-    CHECK(m == NULL);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "/backbone",
-                finetune_build(ctx, onnx, FINETUNE_FEATURES, "/backbone", CLASSES, &m));
-    CHECK(m == NULL);
-
-    CHECK_OK(ctx, finetune_build(ctx, onnx, FINETUNE_FEATURES, FINETUNE_BACKBONE, CLASSES, &m));
+    CHECK_OK(ctx, finetune_build(ctx, onnx, cut, FINETUNE_BACKBONE, CLASSES, &m));
     if (!m)
-        return 1;
+        return;
     int32_t n_layers = 0, frozen = 0;
     CHECK_OK(ctx, kiln_model_layer_count(m, &n_layers));
     for (int32_t i = 0; i < n_layers; i++) {
@@ -107,21 +91,6 @@ int main(void)
     const kiln_compile_options co = {.struct_size = sizeof co, .optimizer = &sgd,
         .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .strategy = strategy};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
-
-    float *x = malloc(N * PIXELS * sizeof *x);
-    int32_t y[N];
-    uint32_t r = 12345;
-    for (int i = 0; i < N * PIXELS; i++) {
-        r = r * 1664525u + 1013904223u;
-        x[i] = (float)(r >> 8) / 16777216.0f;
-    }
-    for (int i = 0; i < N; i++)
-        y[i] = i % CLASSES;
-    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = N, .feature_rank = 3,
-                                .feature_dims = {1, 28, 28}, .features = x,
-                                .sparse_labels = y, .num_classes = CLASSES};
-    kiln_dataset *ds = NULL;
-    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
 
     snapshot before = {0}, after = {0};
     take(ctx, m, &before);
@@ -143,7 +112,7 @@ int main(void)
         changed += !equal;
     }
     /* 4 conv kernels, 4 x 4 batch norm tensors, the old head's 2. */
-    printf("%d tensors bit-identical after fine-tuning, %d changed (the head's)\n", same,
+    printf("  %d tensors bit-identical after fine-tuning, %d changed (the head's)\n", same,
            changed);
     CHECK(same == 22 && changed == 2);
 
@@ -158,7 +127,8 @@ int main(void)
     CHECK_OK(ctx, kiln_model_load(ctx, saved, &one, &loaded));
     if (loaded) {
         predict(ctx, loaded, x, got);
-        printf("model file reloaded: largest difference %.3g\n", worst(want, got, N * CLASSES));
+        printf("  model file reloaded: largest difference %.3g\n",
+               worst(want, got, N * CLASSES));
         CHECK(memcmp(want, got, N * CLASSES * sizeof *got) == 0);
     }
     kiln_model *imported = NULL;
@@ -169,20 +139,66 @@ int main(void)
         CHECK_OK(ctx, kiln_model_compile(imported, &mse));
         predict(ctx, imported, x, got);
         const double w = worst(want, got, N * CLASSES);
-        printf("ONNX re-imported: largest difference %.3g\n", w);
+        printf("  ONNX re-imported: largest difference %.3g\n", w);
         CHECK(w < 1e-6);
     }
-
     kiln_model_destroy(imported);
     kiln_model_destroy(loaded);
     kiln_model_destroy(m);
-    kiln_dataset_destroy(ds);
     drop(&before);
     drop(&after);
-    free(x), free(want), free(got);
-    kiln_context_destroy(ctx);
+    free(want), free(got);
     remove(saved);
     remove(exported);
+}
+
+int main(void)
+{
+    const char *root = getenv("KILN_SOURCE_ROOT");
+    if (!root)
+        SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
+    char onnx[1024], dir[] = "/tmp/kiln_finetune_XXXXXX";
+    snprintf(onnx, sizeof onnx, "%s/test/data/onnx/fashion_backbone.onnx", root);
+    CHECK(mkdtemp(dir) != NULL);
+
+    kiln_context *ctx = NULL;
+    CHECK_OK(ctx, kiln_context_create(NULL, &ctx));
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    const kiln_strategy strategy = devices > 1 ? KILN_STRATEGY_MIRRORED
+                                               : KILN_STRATEGY_ONE_DEVICE;
+    printf("%d device(s): %s\n", (int)devices, devices > 1 ? "mirrored" : "one_device");
+
+    /* The refusals first: a cut and a prefix that name nothing. */
+    kiln_model *m = NULL;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "/NoSuchNode",
+                finetune_build(ctx, onnx, "/NoSuchNode", FINETUNE_BACKBONE, CLASSES, &m));
+    CHECK(m == NULL);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "/backbone",
+                finetune_build(ctx, onnx, FINETUNE_FEATURES, "/backbone", CLASSES, &m));
+    CHECK(m == NULL);
+
+    float *x = malloc(N * PIXELS * sizeof *x);
+    int32_t y[N];
+    uint32_t r = 12345;
+    for (int i = 0; i < N * PIXELS; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) / 16777216.0f;
+    }
+    for (int i = 0; i < N; i++)
+        y[i] = i % CLASSES;
+    const kiln_arrays_desc d = {.struct_size = sizeof d, .count = N, .feature_rank = 3,
+                                .feature_dims = {1, 28, 28}, .features = x,
+                                .sparse_labels = y, .num_classes = CLASSES};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    /* The pooled features (2-D), and a 4-D value that the head flattens. */
+    check_cut(ctx, onnx, FINETUNE_FEATURES, strategy, dir, x, ds);
+    check_cut(ctx, onnx, FINETUNE_SPATIAL, strategy, dir, x, ds);
+
+    kiln_dataset_destroy(ds);
+    free(x);
+    kiln_context_destroy(ctx);
     rmdir(dir);
     return test_failures ? 1 : 0;
 }
