@@ -4,8 +4,11 @@
 #include "model_open.h"
 #include "report.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Index of the layer named `name`, or -1. */
 static int32_t layer_index(const kiln_model *m, const char *name, kiln_layer_info *info)
@@ -67,6 +70,26 @@ static int freeze(kiln_context *ctx, kiln_model *m, const cli_args *a)
     return 0;
 }
 
+/* Whether OUT's folder can be written, asked before training so that a
+ * typo does not cost the run; 1 (said) when not. */
+static int check_save_folder(const cli_args *a)
+{
+    const char *slash = strrchr(a->save, '/');
+    char *dir = slash ? malloc((size_t)(slash - a->save) + 2) : NULL;
+    if (slash && !dir)
+        return cli_refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "no memory for a file name");
+    if (dir)
+        snprintf(dir, (size_t)(slash - a->save) + 2, "%.*s", (int)(slash - a->save + 1),
+                 a->save);
+    const int ok = access(dir ? dir : ".", W_OK) == 0;
+    int rc = 0;
+    if (!ok)
+        rc = cli_refuse(a->command, KILN_ERROR_IO, "cannot write --save %s: its folder %s: %s",
+                        a->save, dir ? dir : ".", strerror(errno));
+    free(dir);
+    return rc;
+}
+
 static void print_history(const kiln_model *m)
 {
     int32_t n = 0;
@@ -92,6 +115,8 @@ int cli_fit(kiln_context *ctx, const cli_args *a)
     const int onnx = cli_is_onnx(a->paths[0]);
     if (!a->save)
         return cli_usage("fit needs --save OUT, the model file to write");
+    if (check_save_folder(a))
+        return 1;
     kiln_model *m = NULL;
     kiln_dataset *ds = NULL;
     int rc = 0;

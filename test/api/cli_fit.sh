@@ -241,6 +241,8 @@ expect 2 "--freeze is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.n
 expect 1 "--freeze /nothing matches no layer" $f --save "$work/o.kiln" --freeze /features \
     --freeze /nothing
 expect 1 "'/NoSuchNode'" $f --save "$work/o.kiln" --head 5 --head-from /NoSuchNode
-expect 1 "KILN_ERROR_IO" $f --save "$work/no/such/dir/o.kiln" --epochs 1
+expect 1 "cannot write --save $work/no/such/dir/o.kiln: its folder $work/no/such/dir/" \
+    $f --save "$work/no/such/dir/o.kiln" --epochs 1
+grep -q "Epoch" "$work/out.txt" && fail "fit trained before finding --save unwritable"
 [ ! -e "$work/o.kiln" ] || fail "a refused fit wrote its --save file"
 echo "cli_fit.sh: .onnx models, fit, its history, saved models and every refusal as expected"
