@@ -7,11 +7,13 @@ the backbone examples/finetune.c fine-tunes on classes 5-9.
 
 The network is torchvision-style: four Conv/BatchNorm/ReLU blocks (3x3 with
 a max pool after the first and a stride of 2 in the third, then a 1x1 to 128
-channels), a global average pool,
-a Flatten ("/Flatten": the pooled features, where a new head goes) and a
-Linear head of 5 logits. It is exported as test_import exports its CNN
-(opset 17, batch norm kept, no constant folding) with a dynamic batch; the
-input is "image", (batch, 1, 28, 28) floats in [0, 1]. Seeded: the same
+channels), a global average pool, a Flatten ("/Flatten": the pooled
+features) and a Linear head of 5 logits. A new head goes on /Flatten or,
+better for classes 5-9, on the last 3x3 block's output
+("/features/features.9/Relu"): docs/importing.md, "Fine-tuning". It is
+exported as test_import exports its CNN (opset 17, batch norm kept, no
+constant folding) with a dynamic batch; the input is "image", (batch, 1,
+28, 28) floats in [0, 1]. Seeded: the same
 file every run on the same machine. Needs Debian's python3-torch and
 python3-onnx under /usr/bin/python3; kiln never runs it.
 """
