@@ -400,18 +400,61 @@ static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = kiln_import_node_name(n)}), 0, NULL);
 }
 
-/* Transpose with the batch kept first. Of a 4-D value, perm (0, 2, 3, 1)
- * and (0, 3, 1, 2) change its layout only, as kiln's own ONNX export
- * writes them around each channels-last layer: the result is the value in
- * its other layout, read as held, and no layer is added. Any other perm is
- * a Permute of the value in ONNX's order. */
+/* A Transpose of a float constant, folded (PyTorch's older exporter
+ * writes Linear without a bias as Transpose(W) -> MatMul): perm as ONNX
+ * has it, the axes reversed when absent. */
+static kiln_status fold_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  const kiln_import_value *in,
+                                  const KilnOnnx__AttributeProto *perm)
+{
+    const char *name = kiln_import_node_name(n);
+    const int rank = in->rank;
+    int64_t p[KILN_MAX_RANK + 1], dims[KILN_MAX_RANK + 1], stride[KILN_MAX_RANK + 1];
+    int seen = 0, ok = !perm || perm->n_ints == (size_t)rank;
+    for (int d = 0; ok && d < rank; d++) {
+        p[d] = perm ? perm->ints[d] : rank - 1 - d;
+        ok = p[d] >= 0 && p[d] < rank && !(seen & (1 << p[d]));
+        seen |= ok ? 1 << p[d] : 0;
+    }
+    if (!ok)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Transpose): perm is "
+                          "not a permutation of its constant's %d axes", name, rank);
+    int64_t count = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        stride[d] = count;
+        count *= in->dims[d];
+    }
+    for (int d = 0; d < rank; d++)
+        dims[d] = in->dims[p[d]];
+    const float *src = in->f;   /* the value table may move under add_value */
+    float *f = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *f);
+    kiln_import_value *v = f ? kiln_import_add_value(im, n->output[0]) : NULL;
+    if (!v)
+        return kiln_error(im->ctx, KILN_ERROR_OUT_OF_MEMORY, CALL ": node '%s' (Transpose): out "
+                          "of memory", name);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t rest = k, at = 0;
+        for (int d = rank - 1; d >= 0; d--) {
+            at += rest % dims[d] * stride[p[d]];
+            rest /= dims[d];
+        }
+        f[k] = src[at];
+    }
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+    v->f = f;
+    return KILN_OK;
+}
+
+/* Transpose: of a constant, folded; of a computed value, the batch kept
+ * first. Of a 4-D value, perm (0, 2, 3, 1) and (0, 3, 1, 2) change its
+ * layout only, as kiln's own ONNX export writes them around each
+ * channels-last layer: the result is the value in its other layout, read
+ * as held, and no layer is added. Any other perm is a Permute of the value
+ * in ONNX's order. */
 static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
-    kiln_import_value *v;
-    kiln_status st = computed(im, n, 0, &v);
-    if (st != KILN_OK)
-        return st;
     const KilnOnnx__AttributeProto *perm = NULL;
     for (size_t k = 0; k < n->n_attribute; k++) {
         if (strcmp(n->attribute[k]->name, "perm") != 0)
@@ -420,6 +463,13 @@ static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto
                               n->attribute[k]->name);
         perm = n->attribute[k];
     }
+    kiln_import_value *c = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (c && !c->computed && c->f)
+        return fold_transpose(im, n, c, perm);
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
     /* Without perm, ONNX reverses the axes, the batch moved last. */
     int seen = 0, ok = perm && perm->n_ints == (size_t)v->rank && perm->ints[0] == 0;
     for (size_t d = 0; ok && d < perm->n_ints; d++) {
