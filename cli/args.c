@@ -83,11 +83,6 @@ static const char *const loss_names[] = {
     [KILN_LOSS_MEAN_SQUARED_ERROR] = "mse",
 };
 
-const char *cli_loss_name(kiln_loss loss)
-{
-    return loss_names[loss];
-}
-
 typedef struct option_spec {
     const char *name;
     unsigned bit;

@@ -50,9 +50,6 @@ int cli_parse(int argc, char **argv, unsigned allowed, cli_args *a);
 /* The name of the first option (in usage order) among the CLI_* `bits`. */
 const char *cli_option_name(unsigned bits);
 
-/* "sparse_categorical_crossentropy", ... */
-const char *cli_loss_name(kiln_loss loss);
-
 /* Prints "kiln: <why>" and the usage on stderr; returns 2. */
 int cli_usage(const char *why, ...);
 
