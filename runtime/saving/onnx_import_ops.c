@@ -400,6 +400,123 @@ static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = kiln_import_node_name(n)}), 0, NULL);
 }
 
+/* A Transpose of a float constant, folded (PyTorch's older exporter
+ * writes Linear without a bias as Transpose(W) -> MatMul): perm as ONNX
+ * has it, the axes reversed when absent. */
+static kiln_status fold_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  const kiln_import_value *in,
+                                  const KilnOnnx__AttributeProto *perm)
+{
+    const char *name = kiln_import_node_name(n);
+    const int rank = in->rank;
+    int64_t p[KILN_MAX_RANK + 1], dims[KILN_MAX_RANK + 1], stride[KILN_MAX_RANK + 1];
+    int seen = 0, ok = !perm || perm->n_ints == (size_t)rank;
+    for (int d = 0; ok && d < rank; d++) {
+        p[d] = perm ? perm->ints[d] : rank - 1 - d;
+        ok = p[d] >= 0 && p[d] < rank && !(seen & (1 << p[d]));
+        seen |= ok ? 1 << p[d] : 0;
+    }
+    if (!ok)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Transpose): perm is "
+                          "not a permutation of its constant's %d axes", name, rank);
+    int64_t count = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        stride[d] = count;
+        count *= in->dims[d];
+    }
+    for (int d = 0; d < rank; d++)
+        dims[d] = in->dims[p[d]];
+    const float *src = in->f;   /* the value table may move under add_value */
+    float *f = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *f);
+    kiln_import_value *v = f ? kiln_import_add_value(im, n->output[0]) : NULL;
+    if (!v)
+        return kiln_error(im->ctx, KILN_ERROR_OUT_OF_MEMORY, CALL ": node '%s' (Transpose): out "
+                          "of memory", name);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t rest = k, at = 0;
+        for (int d = rank - 1; d >= 0; d--) {
+            at += rest % dims[d] * stride[p[d]];
+            rest /= dims[d];
+        }
+        f[k] = src[at];
+    }
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+    v->f = f;
+    return KILN_OK;
+}
+
+/* Transpose: of a constant, folded; of a computed value, the batch kept
+ * first. Of a 4-D value, perm (0, 2, 3, 1) and (0, 3, 1, 2) change its
+ * layout only, as kiln's own ONNX export writes them around each
+ * channels-last layer: the result is the value in its other layout, read
+ * as held, and no layer is added. Any other perm is a Permute of the value
+ * in ONNX's order. */
+static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    const KilnOnnx__AttributeProto *perm = NULL;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        if (strcmp(n->attribute[k]->name, "perm") != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Transpose): "
+                              "attribute '%s' is not supported (Transpose reads perm)", name,
+                              n->attribute[k]->name);
+        perm = n->attribute[k];
+    }
+    kiln_import_value *c = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (c && !c->computed && c->f)
+        return fold_transpose(im, n, c, perm);
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    /* Without perm, ONNX reverses the axes, the batch moved last. */
+    int seen = 0, ok = perm && perm->n_ints == (size_t)v->rank && perm->ints[0] == 0;
+    for (size_t d = 0; ok && d < perm->n_ints; d++) {
+        ok = perm->ints[d] >= 0 && perm->ints[d] < v->rank && !(seen & (1 << perm->ints[d]));
+        seen |= ok ? 1 << perm->ints[d] : 0;
+    }
+    if (!ok)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Transpose): perm "
+                          "must be given, a permutation of the input's %d axes that keeps the "
+                          "batch (axis 0) first", name, v->rank);
+    const int64_t *p = perm->ints;
+    const int to_cl = v->rank == 4 && p[1] == 2 && p[2] == 3 && p[3] == 1;
+    const int from_cl = v->rank == 4 && p[1] == 3 && p[2] == 1 && p[3] == 2;
+    if (!to_cl && !from_cl) {
+        int32_t dims[KILN_MAX_RANK];
+        for (int d = 1; d < v->rank; d++)
+            dims[d - 1] = (int32_t)p[d];   /* Keras counts a sample's axes from 1, as ONNX here */
+        kiln_node in;
+        st = in_layout(im, v, 0, &in);
+        if (st != KILN_OK)
+            return st;
+        return made(im, n, kiln_permute(im->m, in, v->rank - 1, dims,
+                                        &(kiln_permute_options){
+                                            .struct_size = sizeof(kiln_permute_options),
+                                            .name = name}), 0, NULL);
+    }
+    /* (0, 2, 3, 1): the channels-last form of v, read in ONNX's order;
+     * (0, 3, 1, 2): v read in ONNX's order is the result's channels-last
+     * form. */
+    kiln_node node;
+    st = in_layout(im, v, to_cl, &node);
+    if (st != KILN_OK)
+        return st;
+    int64_t dims[4];
+    for (int d = 0; d < 4; d++)
+        dims[d] = v->dims[p[d]];
+    kiln_import_value *out = kiln_import_add_value(im, n->output[0]);   /* v may move */
+    if (!out)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    out->computed = 1;
+    out->node = node;
+    out->cl = from_cl && im->m->graph.nodes[node].shape.rank == 3;   /* a (C) is both */
+    out->rank = 4;
+    memcpy(out->dims, dims, sizeof dims);
+    return KILN_OK;
+}
+
 /* Reshape to a constant shape whose first entry keeps the batch (0, or -1
  * when the rest is known); 0 elsewhere copies the input's dimension. */
 static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -721,6 +838,7 @@ static const struct {
     {.op = "Cast", .handler = import_cast},
     {.op = "Flatten", .handler = import_flatten},
     {.op = "Reshape", .handler = import_reshape},
+    {.op = "Transpose", .handler = import_transpose},
     {.op = "Pad", .handler = import_pad},
     {.op = "Shape", .handler = import_shape},
     {.op = "Gather", .handler = import_gather},

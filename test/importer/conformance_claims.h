@@ -39,6 +39,7 @@ static const conformance_op conformance_ops[] = {
     {.op = "Flatten", .data_inputs = 1},
     {.op = "Reshape", .data_inputs = 1},
     {.op = "Pad", .data_inputs = 1},
+    {.op = "Transpose", .data_inputs = 1},
 };
 
 /* A refusal docs/importing.md documents: an import that fails with
@@ -98,6 +99,8 @@ static const conformance_limit conformance_limits[] = {
      .reason = "a cast of a computed value (constants only)"},
     {.op = "Pad", .needle = "kiln imports a Pad of all zeros only",
      .reason = "nonzero pads (no padding layer yet)"},
+    {.op = "Transpose", .needle = "that keeps the batch (axis 0) first",
+     .reason = "a perm that moves the batch, or none (the axes reversed)"},
 };
 
 #endif

@@ -89,6 +89,12 @@ def main():
                                                         init("b", (3,), 2),
                                                         init("fc_w", (3, 12), 3),
                                                         init("fc_b", (3,), 4)] + bounds))
+    # A Transpose that moves the batch (kiln keeps it first).
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Transpose", ["c"], ["t"], name="swap_batch", perm=[1, 0, 2, 3]),
+             helper.make_node("Flatten", ["t"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "transpose_batch", graph(nodes=nodes))
     # Gemm's weight in an external-data file (written whole, and short).
     fc_w = init("fc_w", (3, 12), 3)
     data = fc_w.raw_data

@@ -85,6 +85,21 @@ class ViewNet(nn.Module):
         return self.fc(x.view(x.size(0), -1))
 
 
+class Transposes(nn.Module):
+    """x.permute: to channels-last and back (a change of layout, no layer in
+    kiln), and H and W swapped (a Permute), before a Flatten into Linear;
+    an activation between each, or PyTorch joins the permutes into one."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 5 * 4, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x)).permute(0, 2, 3, 1)
+        x = torch.tanh(x).permute(0, 3, 1, 2)
+        return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -228,6 +243,7 @@ def main():
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
+        ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
         ("decoder", Decoder, (2, 3, 10, 9), preserve),
         ("resnet18", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), preserve),

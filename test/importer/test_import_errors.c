@@ -239,6 +239,8 @@ int main(void)
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
     refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
+    refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
+            "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
     refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
