@@ -1,7 +1,8 @@
 /* Model files: the seed CNN, a model of every layer kind, a decoder of
  * transposed convolutions and the seed ResNet saved whole and loaded into
- * new models that predict bit for bit as the saved ones (before and after training, batch norm's moving
- * statistics included), with the same description, weights and summary;
+ * new models that predict bit for bit as the saved ones (before and after
+ * training, batch norm's moving statistics included), with the same
+ * description, weights and summary;
  * checkpoints load the same way; every refusal of kiln_model_load (each
  * file written here by editing a good file's description) names what is
  * wrong and leaves no model behind; and the JSON writer's escaping. */
