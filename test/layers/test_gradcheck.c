@@ -89,41 +89,6 @@ static kiln_model *pytorch_windows(kiln_context *ctx)
     return m;
 }
 
-/* A decoder of transposed convolutions: PyTorch's (padding 1,
- * output_padding 1) and Keras's ('same') upsampling of one value, added
- * (its input gradient summed from both), then a grouped, dilated one with
- * asymmetric pads and output_padding. */
-static kiln_model *decoder(kiln_context *ctx)
-{
-    kiln_model *m = NULL;
-    CHECK_OK(ctx, kiln_model_create(ctx, &m));
-    const int32_t dims[] = {4, 3, 2};
-    const kiln_conv2d_options mix = {.struct_size = sizeof mix, .filters = 3,
-                                     .kernel_size = {1, 1}, .activation = KILN_ACTIVATION_TANH};
-    const kiln_conv2d_transpose_options torch = {
-        .struct_size = sizeof torch, .filters = 4, .kernel_size = {3, 3}, .strides = {2, 2},
-        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 1}, .output_padding = {1, 1},
-        .no_bias = 1, .activation = KILN_ACTIVATION_TANH};
-    const kiln_conv2d_transpose_options keras = {
-        .struct_size = sizeof keras, .filters = 4, .kernel_size = {2, 2}, .strides = {2, 2},
-        .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_SIGMOID};
-    const kiln_conv2d_transpose_options grouped = {
-        .struct_size = sizeof grouped, .filters = 2, .kernel_size = {3, 2}, .strides = {1, 2},
-        .padding = KILN_PADDING_EXPLICIT, .pads = {2, 0, 1, 1}, .output_padding = {1, 0},
-        .dilations = {2, 1}, .groups = 2, .activation = KILN_ACTIVATION_TANH};
-    const kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2},
-                                      .padding = KILN_PADDING_SAME};
-    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
-                                     .activation = KILN_ACTIVATION_SOFTMAX};
-    const kiln_node h = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &mix);   /* (4, 3, 3) */
-    const kiln_node both[] = {kiln_conv2d_transpose(m, h, &torch),            /* (8, 6, 4) */
-                              kiln_conv2d_transpose(m, h, &keras)};
-    kiln_node y = kiln_conv2d_transpose(m, kiln_add(m, both, 2, NULL), &grouped); /* (10, 11, 2) */
-    y = kiln_flatten(m, kiln_average_pooling2d(m, y, &pool), NULL);           /* (5, 6, 2) */
-    kiln_dense(m, y, &head);
-    return m;
-}
-
 /* A downsampling residual block, as the seed ResNet's: conv 3x3/2 - BN -
  * tanh - conv 3x3 - BN on one path, conv 1x1/2 - BN on the shortcut (the
  * input feeds both), Add, tanh, global average pooling, softmax head. */
@@ -310,6 +275,41 @@ static kiln_model *towers(kiln_context *ctx)
     return m;
 }
 
+/* A decoder of transposed convolutions: PyTorch's (padding 1,
+ * output_padding 1) and Keras's ('same') upsampling of one value, added
+ * (its input gradient summed from both), then a grouped, dilated one with
+ * asymmetric pads and output_padding. */
+static kiln_model *decoder(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 3, 2};
+    const kiln_conv2d_options mix = {.struct_size = sizeof mix, .filters = 3,
+                                     .kernel_size = {1, 1}, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options torch = {
+        .struct_size = sizeof torch, .filters = 4, .kernel_size = {3, 3}, .strides = {2, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 1}, .output_padding = {1, 1},
+        .no_bias = 1, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options keras = {
+        .struct_size = sizeof keras, .filters = 4, .kernel_size = {2, 2}, .strides = {2, 2},
+        .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_SIGMOID};
+    const kiln_conv2d_transpose_options grouped = {
+        .struct_size = sizeof grouped, .filters = 2, .kernel_size = {3, 2}, .strides = {1, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {2, 0, 1, 1}, .output_padding = {1, 0},
+        .dilations = {2, 1}, .groups = 2, .activation = KILN_ACTIVATION_TANH};
+    const kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2},
+                                      .padding = KILN_PADDING_SAME};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node h = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &mix);   /* (4, 3, 3) */
+    const kiln_node both[] = {kiln_conv2d_transpose(m, h, &torch),            /* (8, 6, 4) */
+                              kiln_conv2d_transpose(m, h, &keras)};
+    kiln_node y = kiln_conv2d_transpose(m, kiln_add(m, both, 2, NULL), &grouped); /* (10, 11, 2) */
+    y = kiln_flatten(m, kiln_average_pooling2d(m, y, &pool), NULL);           /* (5, 6, 2) */
+    kiln_dense(m, y, &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -404,9 +404,9 @@ int main(void)
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "grouped, dilated, padded and depthwise conv2d", pytorch_windows);
-    gradcheck(ctx, "transposed convolutions: PyTorch's, Keras's, grouped and dilated", decoder);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
+    gradcheck(ctx, "transposed convolutions: PyTorch's, Keras's, grouped and dilated", decoder);
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape, permute", sequence);
     gradcheck(ctx, "cross- and self-attention", attention);
     gradcheck(ctx, "embedding, position embedding", tokens);
