@@ -332,7 +332,12 @@ typedef enum kiln_activation {
     /** min(max(x, 0), 6): Keras's "relu6", PyTorch's ReLU6, ONNX's
      *  Clip(x, 0, 6) (mobilenet_v2's); the gradient is 0 at 0 and at 6, as
      *  PyTorch's. */
-    KILN_ACTIVATION_RELU6
+    KILN_ACTIVATION_RELU6,
+    /** log(softmax(x)) over the last dimension, computed as x - max - log(sum
+     *  exp(x - max)) (no log of a rounded-off 0): Keras's "log_softmax",
+     *  ONNX's LogSoftmax. Not fused with a loss: the crossentropies read
+     *  their input as probabilities or as softmax's logits. */
+    KILN_ACTIVATION_LOG_SOFTMAX
 } kiln_activation;
 
 /** How a convolution's or a pool's window meets the input's edges. */
@@ -572,10 +577,19 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input,
 typedef struct kiln_activation_layer_options {
     size_t struct_size;          /**< sizeof(kiln_activation_layer_options) */
     const char *name;            /**< layer name, or NULL for "activation", ... */
+    /** With KILN_ACTIVATION_LEAKY_RELU only: the slope for x < 0 (x for
+     *  x > 0, negative_slope x else; Keras's LeakyReLU layer's
+     *  `negative_slope`, ONNX's LeakyRelu `alpha`, PyTorch's
+     *  `negative_slope`), any finite value; 0 means Keras's default, 0.2.
+     *  The gradient at 0 is the slope's, as PyTorch's. Model files keep it
+     *  (`"negative_slope"`) and ONNX export writes it as LeakyRelu's alpha. */
+    float negative_slope;
 } kiln_activation_layer_options;
 
 /** Applies `activation` as a layer of its own (Keras Activation, whose
- *  activation is required too). */
+ *  activation is required too). A `negative_slope` with an activation
+ *  other than leaky_relu, or not finite, is KILN_ERROR_INVALID_ARGUMENT
+ *  (reported by kiln_model_compile, as every builder error). */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation,
                                          const kiln_activation_layer_options *options);

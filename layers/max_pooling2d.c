@@ -3,6 +3,8 @@
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
 
+#include <string.h>
+
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
     kiln_kernel *forward, *backward;
@@ -69,9 +71,29 @@ static void max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_pool2d_export_onnx(g, i, "MaxPool");
 }
 
+/* MaxPool, and GlobalMaxPool as one window of the input's whole H x W:
+ * the same maximum, and the gradient to its first place as PyTorch's
+ * adaptive max pool sends it. */
 static kiln_status max_pooling2d_import_onnx(kiln_onnx_import *imp)
 {
-    return kiln_pool2d_import_onnx(imp, 0);
+    if (strcmp(imp->op, "GlobalMaxPool") != 0)
+        return kiln_pool2d_import_onnx(imp, 0);
+    const kiln_status st = kiln_onnx_check_attrs(imp, "");
+    if (st != KILN_OK)
+        return st;
+    const kiln_onnx_in *x = &imp->in[0];
+    if (x->rank != 4)
+        return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values", x->rank);
+    if (x->dims[2] < 1 || x->dims[3] < 1 || x->dims[2] > INT32_MAX || x->dims[3] > INT32_MAX)
+        return kiln_onnx_refuse(imp, "X's H and W are %lld and %lld; kiln needs them known",
+                                (long long)x->dims[2], (long long)x->dims[3]);
+    kiln_pool2d_options *o = (kiln_pool2d_options *)imp->args.bytes;
+    *o = (kiln_pool2d_options){.struct_size = sizeof *o,
+                               .pool_size = {(int32_t)x->dims[2], (int32_t)x->dims[3]},
+                               .strides = {1, 1}, .padding = KILN_PADDING_VALID};
+    imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
+    imp->n_data = 1;
+    return KILN_OK;
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {

@@ -35,6 +35,11 @@ typedef struct kiln_import_value {
     const int64_t *ints;       /* an integer constant's values */
     const char *param_of;      /* a constant: the node that took it as a parameter */
     int uses;                  /* nodes (and graph outputs) that read it */
+    /* A Pad's output folded into its one reader (a Conv or AveragePool):
+     * `node`'s value, and the zeros (top, left, bottom, right) the reader
+     * adds to its own pads. */
+    int padded;
+    int32_t pads[4];
 } kiln_import_value;
 
 typedef struct kiln_importer {

@@ -19,6 +19,8 @@
 
 typedef kiln_status (*op_handler)(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
+static int64_t count_of(const kiln_import_value *v);
+
 /* The layer error the model recorded, with the node's name and op. */
 static kiln_status build_error(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
@@ -112,7 +114,8 @@ static kiln_status made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_no
 static kiln_status read_attrs(kiln_importer *im, const KilnOnnx__NodeProto *n,
                               kiln_onnx_import *imp)
 {
-    kiln_onnx_in_attr *attrs = kiln_onnx_alloc(&im->mem, (n->n_attribute + 1) * sizeof *attrs);
+    /* Two spare: a folded Pad's pads and count_include_pad (fold_pads). */
+    kiln_onnx_in_attr *attrs = kiln_onnx_alloc(&im->mem, (n->n_attribute + 2) * sizeof *attrs);
     if (!attrs)
         return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
     for (size_t k = 0; k < n->n_attribute; k++) {
@@ -228,6 +231,70 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
     return KILN_OK;
 }
 
+/* The attribute `name` of imp, appended (read_attrs left room for two) when
+ * absent. */
+static kiln_onnx_in_attr *set_attr(kiln_onnx_import *imp, const char *name)
+{
+    kiln_onnx_in_attr *a = (kiln_onnx_in_attr *)kiln_onnx_find_attr(imp, name);
+    if (!a) {
+        a = (kiln_onnx_in_attr *)&imp->attrs[imp->n_attrs++];
+        *a = (kiln_onnx_in_attr){.name = name};
+    }
+    return a;
+}
+
+/* A Pad that import_pad folded into this Conv or AveragePool: its zeros
+ * added to the node's own pads. Exact for a Conv; for an AveragePool the
+ * Pad's zeros are values it averages, so it counts its pads
+ * (count_include_pad 1), which it may do only where its own pads are none
+ * or counted too, and without ceil_mode (a last window past the padding
+ * would count differently). */
+static kiln_status fold_pads(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                             kiln_onnx_import *imp, const kiln_import_value *v)
+{
+    const char *name = kiln_import_node_name(n);
+    const int average = strcmp(n->op_type, "AveragePool") == 0;
+    const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
+    if (ap && (ap->kind != KILN_ONNX_IN_STRING || strcmp(ap->s, "NOTSET") != 0))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s) reads Pad "
+                          "output '%s' and has attribute 'auto_pad' %s; kiln folds a Pad into "
+                          "explicit pads (auto_pad NOTSET) only", name, n->op_type, v->name,
+                          ap->kind == KILN_ONNX_IN_STRING ? ap->s : "of another type");
+    const kiln_onnx_in_attr *own = kiln_onnx_find_attr(imp, "pads");
+    if (own && (own->kind != KILN_ONNX_IN_INTS || own->n_ints != 4))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): attribute "
+                          "'pads' must have 4 values (2-D windows)", name, n->op_type);
+    int any_own = 0;
+    for (int a = 0; own && a < 4; a++)
+        any_own |= own->ints[a] != 0;
+    if (average) {
+        const int64_t ceil_mode = kiln_onnx_attr_i(imp, "ceil_mode", 0);
+        const int64_t include = kiln_onnx_attr_i(imp, "count_include_pad", 0);
+        if (ceil_mode != 0 || (any_own && include != 1))
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (AveragePool) "
+                              "reads Pad output '%s' with %s; kiln folds a Pad into an "
+                              "AveragePool with ceil_mode 0 whose own pads are 0 or counted "
+                              "(count_include_pad 1)", name, v->name, ceil_mode != 0
+                              ? "ceil_mode 1" : "pads of its own that count_include_pad 0 "
+                              "leaves out");
+        kiln_onnx_in_attr *count = set_attr(imp, "count_include_pad");
+        count->kind = KILN_ONNX_IN_INT;
+        count->i = 1;
+    }
+    int64_t *sum = kiln_onnx_alloc(&im->mem, 4 * sizeof *sum);
+    if (!sum)
+        return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
+    for (int a = 0; a < 4; a++)   /* (top, left, bottom, right) both */
+        sum[a] = (own ? own->ints[a] : 0) + v->pads[a];
+    kiln_onnx_in_attr *pads = set_attr(imp, "pads");
+    pads->kind = KILN_ONNX_IN_INTS;
+    pads->ints = sum;
+    pads->n_ints = 4;
+    imp->in[0].dims[2] -= v->pads[0] + v->pads[2];
+    imp->in[0].dims[3] -= v->pads[1] + v->pads[3];
+    return KILN_OK;
+}
+
 /* A node whose op is one layer kind: the kind reads it, and its layer
  * makes the node's first output. `extra` is a further input (MatMul's
  * bias, from the Add joined to it). */
@@ -244,6 +311,9 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     if (n->n_input < 1 || !*n->input[0])
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
                           name, n->op_type);
+    const kiln_import_value *in0 = kiln_import_find(im, n->input[0]);
+    if (in0 && in0->padded && (st = fold_pads(im, n, &imp, in0)) != KILN_OK)
+        return st;
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
@@ -270,7 +340,7 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         st = take_param(im, n, &imp, node, p);
     if (st != KILN_OK)
         return st;
-    if (imp.out_rank) {   /* GlobalAveragePool's (N, C, 1, 1) */
+    if (imp.out_rank) {   /* GlobalAveragePool's (N, C, 1, 1), ReduceMean's (N, C) */
         st = made(im, n, node, 0, NULL);
         kiln_import_value *v = kiln_import_find(im, n->output[0]);
         if (st == KILN_OK)
@@ -448,8 +518,11 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = name}), 0, NULL);
 }
 
-/* A Pad that pads nothing (PyTorch's AvgPool2d writes one before its
- * AveragePool) passes its input on; kiln has no padding layer yet. */
+/* Pad in constant mode with value 0 over H and W of a 4-D value: one that
+ * pads nothing passes its input on (PyTorch's AvgPool2d writes one before
+ * its AveragePool); one that pads is folded into the Conv or AveragePool
+ * that alone reads it (fold_pads), which then pads as the Pad did. kiln
+ * has no padding layer yet, so a Pad with another reader is refused. */
 static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
@@ -457,20 +530,78 @@ static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
     kiln_status st = computed(im, n, 0, &v);
     if (st != KILN_OK)
         return st;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = n->attribute[k];
+        const int constant = a->s.len == 8 && memcmp(a->s.data, "constant", 8) == 0;
+        if (strcmp(a->name, "mode") != 0 || !constant)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): "
+                              "attribute '%s'%s%.*s%s is not supported; kiln pads in mode "
+                              "'constant' only", name, a->name, strcmp(a->name, "mode") ? ""
+                              : " '", strcmp(a->name, "mode") ? 0 : (int)a->s.len,
+                              strcmp(a->name, "mode") ? "" : (const char *)a->s.data,
+                              strcmp(a->name, "mode") ? "" : "'");
+    }
     if (!pads || pads->computed || !pads->ints)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): its pads "
                           "must be a constant int64 tensor", name);
-    int64_t count = pads->rank ? pads->dims[0] : 1;
+    if (n->n_input > 2 && *n->input[2]) {
+        const kiln_import_value *c = kiln_import_find(im, n->input[2]);
+        const int zero = !c->computed && count_of(c) == 1 &&
+                         (c->f ? c->f[0] == 0.0f : c->ints && c->ints[0] == 0);
+        if (!zero)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): input 2 "
+                              "(constant_value) '%s' is not the constant 0; kiln pads with "
+                              "zeros only", name, n->input[2]);
+    }
+    if (n->n_input > 3 && *n->input[3])
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): input 3 "
+                          "(axes) is given; kiln reads pads for every axis", name);
+    const int64_t count = pads->rank ? pads->dims[0] : 1;
+    int any = 0;
     for (int64_t k = 0; k < count; k++)
-        if (pads->ints[k] != 0)
-            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads[%lld] "
-                              "is %lld; kiln imports a Pad of all zeros only (no padding layer "
-                              "yet)", name, (long long)k, (long long)pads->ints[k]);
-    const kiln_node node = kiln_activation_layer(
-        im->m, v->node, KILN_ACTIVATION_LINEAR,
-        &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
-                                         .name = name});
-    return made(im, n, node, v->cl, v);
+        any |= pads->ints[k] != 0;
+    if (!any) {
+        const kiln_node node = kiln_activation_layer(
+            im->m, v->node, KILN_ACTIVATION_LINEAR,
+            &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                             .name = name});
+        return made(im, n, node, v->cl, v);
+    }
+    if (v->rank != 4 || count != 8)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads a "
+                          "%d-D value; kiln pads H and W of a 4-D (N, C, H, W) value only",
+                          name, v->rank);
+    /* ONNX's pads: the begins of the 4 axes, then their ends. */
+    const int64_t *p = pads->ints;
+    for (int a = 0; a < 8; a++)
+        if ((a % 4 < 2 && p[a] != 0) || p[a] < 0 || p[a] > 65535)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads[%d] "
+                              "is %lld; kiln pads H and W (pads 2, 3, 6, 7) by 0 to 65535 only",
+                              name, a, (long long)p[a]);
+    size_t reader = 0;
+    const KilnOnnx__NodeProto *r = readers(im, n->output[0], &reader) == 1 ? im->g->node[reader]
+                                                                            : NULL;
+    if (!r || (strcmp(r->op_type, "Conv") != 0 && strcmp(r->op_type, "AveragePool") != 0) ||
+        strcmp(r->input[0], n->output[0]) != 0)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads H and "
+                          "W by (%lld, %lld, %lld, %lld); kiln folds such a Pad into the Conv "
+                          "or AveragePool that alone reads it and has no padding layer yet",
+                          name, (long long)p[2], (long long)p[3], (long long)p[6],
+                          (long long)p[7]);
+    const kiln_import_value copy = *v;
+    kiln_import_value *out = kiln_import_add_value(im, n->output[0]);
+    if (!out)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    *out = copy;
+    out->name = n->output[0];
+    out->padded = 1;
+    out->pads[0] = (int32_t)p[2];
+    out->pads[1] = (int32_t)p[3];
+    out->pads[2] = (int32_t)p[6];
+    out->pads[3] = (int32_t)p[7];
+    out->dims[2] += p[2] + p[6];
+    out->dims[3] += p[3] + p[7];
+    return KILN_OK;
 }
 
 /* ---- shape arithmetic, folded --------------------------------------------
@@ -689,13 +820,16 @@ static const struct {
     {.op = "Gemm", .kind = &kiln_layer_dense},
     {.op = "MatMul", .handler = import_matmul},
     {.op = "MaxPool", .kind = &kiln_layer_max_pooling2d},
+    {.op = "GlobalMaxPool", .kind = &kiln_layer_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
+    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation},
+    {.op = "LogSoftmax", .kind = &kiln_layer_activation},
     {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .kind = &kiln_layer_add},

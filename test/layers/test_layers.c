@@ -8,7 +8,7 @@
 static const char *act_name(kiln_activation a)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
-                                  "gelu_tanh", "leaky_relu", "silu", "relu6"};
+                                  "gelu_tanh", "leaky_relu", "silu", "relu6", "log_softmax"};
     return names[a];
 }
 
@@ -225,6 +225,37 @@ static void test_elementwise_on(kiln_context *ctx, const char *name, build_fn bu
     } else {
         apply_act(act, r.x, r.dy, (int)(n / cols), cols, y, dx);
     }
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", name, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+static kiln_node build_leaky(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const kiln_activation_layer_options o = {.struct_size = sizeof o,
+                                             .negative_slope = *(const float *)arg};
+    return kiln_activation_layer(m, pre, KILN_ACTIVATION_LEAKY_RELU, &o);
+}
+
+/* The activation layer's leaky_relu with its negative_slope option. */
+static void test_leaky_slope(kiln_context *ctx, float slope)
+{
+    const int32_t dims[] = {3, 5, 7};
+    const int batch = 3;
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_leaky, &slope, &r))
+        return;
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = r.x[i] > 0 ? r.x[i] : (double)slope * r.x[i];
+        dx[i] = r.x[i] > 0 ? r.dy[i] : (double)slope * r.dy[i];
+    }
+    char name[64];
+    snprintf(name, sizeof name, "activation layer leaky_relu slope %g", (double)slope);
     test_worst = 0;
     test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
     test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
@@ -724,7 +755,7 @@ int main(void)
     for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_LAST; act++) {
         dense_case c = {.units = 19, .act = (kiln_activation)act,
                         .no_bias = act == KILN_ACTIVATION_TANH || act == KILN_ACTIVATION_SILU};
-        if (act != KILN_ACTIVATION_SOFTMAX)
+        if (act != KILN_ACTIVATION_SOFTMAX && act != KILN_ACTIVATION_LOG_SOFTMAX)
             test_dense(ctx, 1, flat37, 5, &c);
     }
     check_inner = 0;
@@ -906,6 +937,8 @@ int main(void)
     /* The newer activations, with a bias and without (through the direct
      * kernel here, through im2col + GEMM in test_layers_clblast). */
     for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        if (act == KILN_ACTIVATION_LOG_SOFTMAX)   /* over rows: the runtime's */
+            continue;
         conv_case c = convs[act % 2 ? 0 : 2];
         c.act = (kiln_activation)act;
         test_conv(ctx, img, 2, &c);
@@ -953,6 +986,16 @@ int main(void)
                         &softmax, softmax, 0, rows129);
     test_elementwise_on(ctx, "activation layer softmax over 64 classes", build_activation,
                         &softmax, softmax, 0, rows64);
+    const kiln_activation log_softmax = KILN_ACTIVATION_LOG_SOFTMAX;
+    test_elementwise_on(ctx, "activation layer log_softmax over 129 classes", build_activation,
+                        &log_softmax, log_softmax, 0, rows129);
+    test_elementwise_on(ctx, "activation layer log_softmax over 64 classes", build_activation,
+                        &log_softmax, log_softmax, 0, rows64);
+    /* leaky_relu of other slopes than 0.2: ONNX's default, a negative one
+     * (y's sign then hides x's: the gradient reads x), and Keras's own. */
+    test_leaky_slope(ctx, 0.01f);
+    test_leaky_slope(ctx, -0.5f);
+    test_leaky_slope(ctx, 0.2f);
     test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
                      1);
 
