@@ -234,10 +234,15 @@ static kiln_status reduce_mean_axes(kiln_onnx_import *imp, int64_t *keepdims)
             return kiln_onnx_refuse(imp, "axis %lld of a 4-D value", (long long)axes[k]);
         seen[a] = 1;
     }
-    if (!seen[2] || !seen[3] || seen[0] || seen[1])
-        return kiln_onnx_refuse(imp, "axes (%lld%s%lld); kiln reduces axes (2, 3) (H and W) "
-                                "of a 4-D value only", (long long)axes[0], n > 1 ? ", " : "",
-                                n > 1 ? (long long)axes[1] : 0LL);
+    if (!seen[2] || !seen[3] || seen[0] || seen[1]) {
+        char given[48];
+        if (n > 1)
+            snprintf(given, sizeof given, "%lld, %lld", (long long)axes[0], (long long)axes[1]);
+        else
+            snprintf(given, sizeof given, "%lld", (long long)axes[0]);
+        return kiln_onnx_refuse(imp, "axes (%s); kiln reduces axes (2, 3) (H and W) of a 4-D "
+                                "value only", given);
+    }
     *keepdims = kiln_onnx_attr_i(imp, "keepdims", 1);
     if (*keepdims != 0 && *keepdims != 1)
         return kiln_onnx_refuse(imp, "attribute 'keepdims' is %lld; it is 0 or 1",

@@ -1,14 +1,15 @@
 """Small PyTorch networks exported to ONNX for test_import.c (run with
 Debian's /usr/bin/python3, which has torch 1.13):
 
-    make_models.py OUTDIR
+    make_models.py OUTDIR [NAME...]
 
 For each network NAME it writes OUTDIR/NAME.onnx, OUTDIR/NAME.in (the
 input, float32, little-endian, NCHW as the graph declares it),
 OUTDIR/NAME.out (PyTorch's output on it) and a few parameters as
 OUTDIR/NAME.PARAMETER (conv1.weight, bn1.running_var, fc.weight), and lists them in
 OUTDIR/models.txt as "NAME N D1 D2 ... : OUTPUTS" lines. Exits 77 when
-torch is missing. Fixed seeds: the same files every run."""
+torch is missing. Fixed seeds: the same files every run. NAMEs: only
+those networks (test_import passes $KILN_IMPORT_ONLY, to check a few)."""
 import os
 import sys
 
@@ -131,6 +132,37 @@ class Windows(nn.Module):
         return self.fc(torch.flatten(self.features(x), 1))
 
 
+class Reduce(nn.Module):
+    """ReduceMean over H and W, with keepdims 1 (into a 1x1 Conv) and 0
+    (into a Linear), and LogSoftmax over the last axis."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.squeeze = nn.Conv2d(6, 4, 1)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        a = torch.flatten(self.squeeze(x.mean([2, 3], keepdim=True)), 1)
+        return torch.log_softmax(a + self.fc(x.mean([2, 3])), dim=1)
+
+
+class Channels(nn.Module):
+    """Softmax and LogSoftmax over the channels (axis 1) of 4-D values,
+    LeakyRelu of PyTorch's slope (0.01) and of 0.3, an AvgPool2d counting
+    its padding (written as a Pad before the pool, folded into it)."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 5, 3)
+        self.conv2 = nn.Conv2d(5, 4, 1)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True)
+
+    def forward(self, x):
+        x = torch.softmax(nn.functional.leaky_relu(self.conv1(x)), dim=1)
+        x = self.pool(nn.functional.leaky_relu(self.conv2(x), 0.3))
+        return torch.log_softmax(x, dim=1)
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -156,11 +188,14 @@ def export(outdir, name, model, shape, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
     x = torch.randn(*shape)
-    with torch.no_grad():
-        y = model(x)
     torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=17,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
+    # After the export: a training-form export traces the model in train
+    # mode, which moves batch norm's statistics that the file then holds.
+    model.eval()
+    with torch.no_grad():
+        y = model(x)
     write(os.path.join(outdir, name + ".in"), x)
     for pname, value in model.state_dict().items():   # read back by name
         if pname in ("conv1.weight", "bn1.running_var", "fc.weight"):
@@ -193,6 +228,58 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
             write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
 
 
+def export_graph(outdir, name, nodes, weights, x, y, opset=17):
+    """A graph written with ONNX's helpers (ops PyTorch 1.13 does not
+    write: a Pad of constant pads before a Conv, GlobalMaxPool, opset 18's
+    ReduceMean), computed in PyTorch as y; weights name -> tensor."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in weights.items()]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
+        "input", TensorProto.FLOAT, ["batch"] + list(x.shape[1:]))], [
+        helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch"] +
+                                      list(y.shape[1:]))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    if opset <= 17:   # Debian's onnx 1.12 knows opsets up to 17
+        onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(outdir, name + ".onnx"))
+    write(os.path.join(outdir, name + ".in"), x)
+    write(os.path.join(outdir, name + ".out"), y)
+    return "%s %s : %d\n" % (name, " ".join(str(d) for d in x.shape), y.numel())
+
+
+def graphs(outdir):
+    """pad_conv: Pad (asymmetric) -> Conv (padded 1) -> GlobalMaxPool ->
+    Flatten -> Gemm; reduce18: Conv -> ReduceMean (axes an input, opset 18,
+    keepdims 0) -> Gemm."""
+    from onnx import helper
+    F = nn.functional
+    torch.manual_seed(5)
+    x = torch.randn(2, 3, 7, 6)
+    w, b = torch.randn(4, 3, 3, 3) * 0.3, torch.randn(4) * 0.1
+    fw, fb = torch.randn(3, 4) * 0.3, torch.randn(3) * 0.1
+    pads = torch.tensor([0, 0, 1, 2, 0, 0, 3, 1])    # top 1, left 2, bottom 3, right 1
+    y = F.linear(torch.flatten(F.adaptive_max_pool2d(
+        F.conv2d(F.pad(x, (2, 1, 1, 3)), w, b, padding=1), 1), 1), fw, fb)
+    nodes = [helper.make_node("Pad", ["input", "pads"], ["p"], name="pad", mode="constant"),
+             helper.make_node("Conv", ["p", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("GlobalMaxPool", ["c"], ["g"], name="gmp"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["output"], name="fc", transB=1)]
+    lines = [export_graph(outdir, "pad_conv", nodes, {"pads": pads, "w": w, "b": b, "fw": fw,
+                                                      "fb": fb}, x, y)]
+    y = F.linear(F.conv2d(x, w, b).mean([2, 3]), fw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("ReduceMean", ["c", "axes"], ["m"], name="mean", keepdims=0),
+             helper.make_node("Gemm", ["m", "fw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "reduce18", nodes, {"axes": torch.tensor([-1, 2]),
+                                                          "w": w, "b": b, "fw": fw, "fb": fb},
+                              x, y, opset=18))
+    return lines
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -209,13 +296,27 @@ def main():
         ("resnet18", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), preserve),
         ("resnet18_folded", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), {}),
         ("mobilenet_v2", lambda: torchvision_model("mobilenet_v2"), (2, 3, 64, 64), preserve),
+        ("reduce", Reduce, (2, 3, 5, 4), preserve),
+        ("channels", Channels, (2, 3, 9, 8), preserve),
+        # Training-form BatchNormalization (and Dropout): ONNX Runtime
+        # normalises it with the batch's statistics, kiln's predict with
+        # the moving ones, as PyTorch's eval does (test_import compares
+        # kiln with PyTorch only there).
+        ("train_cnn", Cnn, (3, 3, 12, 10), dict(training=torch.onnx.TrainingMode.TRAINING,
+                                                do_constant_folding=False)),
+        ("train_flatten", FlattenNet, (2, 2, 8, 6),
+         dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)),
     ]:
+        if len(sys.argv) > 2 and name not in sys.argv[2:]:
+            continue
         torch.manual_seed(7)
         model = make()
         randomise_statistics(model)
         lines.append(export(outdir, name, model, shape, **kwargs))
         if name == "cnn":
             train_steps(outdir, name, model, shape)
+    lines += [line for line in graphs(outdir)
+              if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:
         f.writelines(lines)
 

@@ -177,7 +177,23 @@ int main(void)
     refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
-    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
+    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is inf", "finite");
+    refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axes (1)", "(2, 3)");
+    refused(ctx, "reduce_all", KILN_ERROR_UNSUPPORTED, "'mean'", "no axes", "(2, 3)");
+    refused(ctx, "softmax_axis", KILN_ERROR_UNSUPPORTED, "'soft'", "'axis' is 2", "axis 1");
+    refused(ctx, "log_softmax_axis", KILN_ERROR_UNSUPPORTED, "'logsoft' (LogSoftmax)",
+            "'axis' is -2", "last axis");
+    refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
+    refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
+    refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
+    refused(ctx, "pad_alone", KILN_ERROR_UNSUPPORTED, "'pad'", "(1, 1, 1, 1)",
+            "no padding layer");
+    refused(ctx, "pad_ceil", KILN_ERROR_UNSUPPORTED, "'pool'", "ceil_mode 1", "'p'");
+    refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
+            "first output only");
+    refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);
+    refused(ctx, "gemm_alpha", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0.5", NULL);
+    refused(ctx, "global_max_2d", KILN_ERROR_UNSUPPORTED, "'gmp'", "2-D", "4-D");
     m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
     kiln_model_destroy(m);
