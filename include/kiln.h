@@ -505,6 +505,27 @@ KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 
+/** Options of kiln_zero_padding2d(). */
+typedef struct kiln_zero_padding2d_options {
+    size_t struct_size;          /**< sizeof(kiln_zero_padding2d_options) */
+    const char *name;            /**< layer name, or NULL for "zero_padding2d", ... */
+    /** Rows and columns of zeros (top, bottom, left, right): Keras's
+     *  ((top, bottom), (left, right)); each >= 0. Taken as given, 0 being
+     *  no zeros on that side (asymmetric padding needs it), so a zeroed
+     *  struct pads nothing; NULL options are Keras's default, 1 on each
+     *  side. */
+    int32_t padding[4];
+} kiln_zero_padding2d_options;
+
+/** Pads an (H, W, C) input with zeros (Keras ZeroPadding2D, channels
+ *  last): the output is (top + H + bottom, left + W + right, C); the
+ *  gradient is the output's at the input's places. ONNX export writes a
+ *  Pad (mode constant, value 0). A negative pad is
+ *  KILN_ERROR_INVALID_ARGUMENT and an input of another rank
+ *  KILN_ERROR_SHAPE, both at compile naming the layer. */
+KILN_API kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
+                                       const kiln_zero_padding2d_options *options);
+
 /** Options of kiln_global_average_pooling2d(). */
 typedef struct kiln_global_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */

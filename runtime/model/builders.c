@@ -113,6 +113,18 @@ kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                 name, KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
+                               const kiln_zero_padding2d_options *options)
+{
+    /* NULL: Keras's default, one row or column of zeros on each side. */
+    kiln_zero_padding2d_options o = {.padding = {1, 1, 1, 1}};
+    if (options && !take_options(model, &o, sizeof o, options, sizeof(size_t),
+                                 "kiln_zero_padding2d", "kiln_zero_padding2d_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_zero_padding2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
                                    const kiln_batch_norm_options *options)
 {

@@ -243,44 +243,19 @@ static kiln_onnx_in_attr *set_attr(kiln_onnx_import *imp, const char *name)
     return a;
 }
 
-/* A Pad that import_pad folded into this Conv or AveragePool: its zeros
- * added to the node's own pads. Exact for a Conv; for an AveragePool the
- * Pad's zeros are values it averages, so it counts its pads
- * (count_include_pad 1), which it may do only where its own pads are none
- * or counted too, and without ceil_mode (a last window past the padding
- * would count differently). */
-static kiln_status fold_pads(kiln_importer *im, const KilnOnnx__NodeProto *n,
-                             kiln_onnx_import *imp, const kiln_import_value *v)
+/* A Pad that import_pad folded into this Conv or AveragePool (pad_foldable
+ * said it may): its zeros added to the node's own pads. An AveragePool
+ * then counts its pads (count_include_pad 1): the Pad's zeros are values
+ * it averages. */
+static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
+                             const kiln_import_value *v)
 {
-    const char *name = kiln_import_node_name(n);
-    const int average = strcmp(n->op_type, "AveragePool") == 0;
-    const kiln_onnx_in_attr *ap = kiln_onnx_find_attr(imp, "auto_pad");
-    if (ap && (ap->kind != KILN_ONNX_IN_STRING || strcmp(ap->s, "NOTSET") != 0))
-        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s) reads Pad "
-                          "output '%s' and has attribute 'auto_pad' %s; kiln folds a Pad into "
-                          "explicit pads (auto_pad NOTSET) only", name, n->op_type, v->name,
-                          ap->kind == KILN_ONNX_IN_STRING ? ap->s : "of another type");
-    const kiln_onnx_in_attr *own = kiln_onnx_find_attr(imp, "pads");
-    if (own && (own->kind != KILN_ONNX_IN_INTS || own->n_ints != 4))
-        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): attribute "
-                          "'pads' must have 4 values (2-D windows)", name, n->op_type);
-    int any_own = 0;
-    for (int a = 0; own && a < 4; a++)
-        any_own |= own->ints[a] != 0;
-    if (average) {
-        const int64_t ceil_mode = kiln_onnx_attr_i(imp, "ceil_mode", 0);
-        const int64_t include = kiln_onnx_attr_i(imp, "count_include_pad", 0);
-        if (ceil_mode != 0 || (any_own && include != 1))
-            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (AveragePool) "
-                              "reads Pad output '%s' with %s; kiln folds a Pad into an "
-                              "AveragePool with ceil_mode 0 whose own pads are 0 or counted "
-                              "(count_include_pad 1)", name, v->name, ceil_mode != 0
-                              ? "ceil_mode 1" : "pads of its own that count_include_pad 0 "
-                              "leaves out");
+    if (strcmp(imp->op, "AveragePool") == 0) {
         kiln_onnx_in_attr *count = set_attr(imp, "count_include_pad");
         count->kind = KILN_ONNX_IN_INT;
         count->i = 1;
     }
+    const kiln_onnx_in_attr *own = kiln_onnx_find_attr(imp, "pads");
     int64_t *sum = kiln_onnx_alloc(&im->mem, 4 * sizeof *sum);
     if (!sum)
         return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
@@ -312,7 +287,7 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
                           name, n->op_type);
     const kiln_import_value *in0 = kiln_import_find(im, n->input[0]);
-    if (in0 && in0->padded && (st = fold_pads(im, n, &imp, in0)) != KILN_OK)
+    if (in0 && in0->padded && (st = fold_pads(im, &imp, in0)) != KILN_OK)
         return st;
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
@@ -518,11 +493,42 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = name}), 0, NULL);
 }
 
+/* Nonzero when Pad output `value`'s one reader r can take the Pad into its
+ * own explicit pads: a Conv, or an AveragePool without ceil_mode (a last
+ * window past the padding would count otherwise) whose own pads are none
+ * or counted (count_include_pad 1), either with auto_pad NOTSET and 2-D
+ * pads. */
+static int pad_foldable(const KilnOnnx__NodeProto *r, const char *value)
+{
+    const int conv = strcmp(r->op_type, "Conv") == 0;
+    if ((!conv && strcmp(r->op_type, "AveragePool") != 0) || (r->domain && *r->domain) ||
+        r->n_input < 1 || strcmp(r->input[0], value) != 0)
+        return 0;
+    int own = 0, counted = 0;
+    for (size_t k = 0; k < r->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = r->attribute[k];
+        if (strcmp(a->name, "auto_pad") == 0 &&
+            !(a->s.len == 6 && memcmp(a->s.data, "NOTSET", 6) == 0))
+            return 0;
+        if (strcmp(a->name, "pads") == 0) {
+            if (a->n_ints != 4)
+                return 0;
+            for (int d = 0; d < 4; d++)
+                own |= a->ints[d] != 0;
+        }
+        if (strcmp(a->name, "ceil_mode") == 0 && a->i != 0)
+            return 0;
+        if (strcmp(a->name, "count_include_pad") == 0)
+            counted = a->i == 1;
+    }
+    return conv || !own || counted;
+}
+
 /* Pad in constant mode with value 0 over H and W of a 4-D value: one that
  * pads nothing passes its input on (PyTorch's AvgPool2d writes one before
  * its AveragePool); one that pads is folded into the Conv or AveragePool
- * that alone reads it (fold_pads), which then pads as the Pad did. kiln
- * has no padding layer yet, so a Pad with another reader is refused. */
+ * that alone reads it where it can be (pad_foldable; exact, and no layer
+ * more), else a ZeroPadding2D layer. */
 static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
@@ -581,13 +587,16 @@ static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
     size_t reader = 0;
     const KilnOnnx__NodeProto *r = readers(im, n->output[0], &reader) == 1 ? im->g->node[reader]
                                                                             : NULL;
-    if (!r || (strcmp(r->op_type, "Conv") != 0 && strcmp(r->op_type, "AveragePool") != 0) ||
-        strcmp(r->input[0], n->output[0]) != 0)
-        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads H and "
-                          "W by (%lld, %lld, %lld, %lld); kiln folds such a Pad into the Conv "
-                          "or AveragePool that alone reads it and has no padding layer yet",
-                          name, (long long)p[2], (long long)p[3], (long long)p[6],
-                          (long long)p[7]);
+    if (!r || !pad_foldable(r, n->output[0])) {
+        kiln_node in;
+        st = in_layout(im, v, 1, &in);
+        if (st != KILN_OK)
+            return st;
+        const kiln_zero_padding2d_options o = {
+            .struct_size = sizeof o, .name = name,
+            .padding = {(int32_t)p[2], (int32_t)p[6], (int32_t)p[3], (int32_t)p[7]}};
+        return made(im, n, kiln_zero_padding2d(im->m, in, &o), 1, NULL);
+    }
     const kiln_import_value copy = *v;
     kiln_import_value *out = kiln_import_add_value(im, n->output[0]);
     if (!out)

@@ -277,6 +277,24 @@ def graphs(outdir):
     lines.append(export_graph(outdir, "reduce18", nodes, {"axes": torch.tensor([-1, 2]),
                                                           "w": w, "b": b, "fw": fw, "fb": fb},
                               x, y, opset=18))
+    # Pads no Conv or AveragePool can take (ZeroPadding2D layers): one
+    # read by a Relu, one before a pool whose own pads are not counted.
+    y = F.pad(torch.relu(F.pad(F.conv2d(x, w, b), (0, 2, 1, 0))), (1, 1, 0, 2))
+    y = torch.flatten(F.avg_pool2d(y, 3, stride=2, padding=1, count_include_pad=False), 1)
+    gw = torch.randn(3, y.shape[1]) * 0.1
+    y = F.linear(y, gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Pad", ["c", "pads1"], ["p1"], name="pad1"),
+             helper.make_node("Relu", ["p1"], ["r"], name="relu"),
+             helper.make_node("Pad", ["r", "pads2"], ["p2"], name="pad2"),
+             helper.make_node("AveragePool", ["p2"], ["a"], name="pool", kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["a"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    weights = {"pads1": torch.tensor([0, 0, 1, 0, 0, 0, 0, 2]),
+               "pads2": torch.tensor([0, 0, 0, 1, 0, 0, 2, 1]), "w": w, "b": b, "gw": gw,
+               "fb": fb}
+    lines.append(export_graph(outdir, "pad_layer", nodes, weights, x, y))
     return lines
 
 

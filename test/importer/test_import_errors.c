@@ -186,9 +186,6 @@ int main(void)
     refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
     refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
     refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
-    refused(ctx, "pad_alone", KILN_ERROR_UNSUPPORTED, "'pad'", "(1, 1, 1, 1)",
-            "no padding layer");
-    refused(ctx, "pad_ceil", KILN_ERROR_UNSUPPORTED, "'pool'", "ceil_mode 1", "'p'");
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");
     refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);

@@ -264,6 +264,43 @@ static void test_leaky_slope(kiln_context *ctx, float slope)
     layer_run_free(&r);
 }
 
+static kiln_node build_zero_padding(kiln_model *m, kiln_node pre, const void *arg)
+{
+    kiln_zero_padding2d_options o = {.struct_size = sizeof o};
+    memcpy(o.padding, arg, sizeof o.padding);
+    return kiln_zero_padding2d(m, pre, &o);
+}
+
+/* ZeroPadding2D (top, bottom, left, right) of an (h, w, c) sample. */
+static void test_zero_padding(kiln_context *ctx, int h, int w, int c, const int32_t *pad)
+{
+    const int32_t dims[] = {h, w, c};
+    const int batch = 2, oh = h + pad[0] + pad[1], ow = w + pad[2] + pad[3];
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_zero_padding, pad, &r))
+        return;
+    const int64_t ny = (int64_t)batch * oh * ow * c, nx = (int64_t)batch * h * w * c;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
+    for (int n = 0; n < batch; n++)
+        for (int i = 0; i < h; i++)
+            for (int j = 0; j < w; j++)
+                for (int k = 0; k < c; k++) {
+                    const int64_t at = (((int64_t)n * h + i) * w + j) * c + k;
+                    const int64_t to = (((int64_t)n * oh + i + pad[0]) * ow + j + pad[2]) * c + k;
+                    y[to] = r.x[at];
+                    dx[at] = r.dy[to];
+                }
+    char name[96];
+    snprintf(name, sizeof name, "zero_padding2d (%d, %d, %d, %d) of (%d, %d, %d)", (int)pad[0],
+             (int)pad[1], (int)pad[2], (int)pad[3], h, w, c);
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, 0);
+    test_close(name, 0, r.dx, dx, sizeof(double), nx, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", name, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
                              const void *arg, kiln_activation act, int add)
 {
@@ -996,6 +1033,10 @@ int main(void)
     test_leaky_slope(ctx, 0.01f);
     test_leaky_slope(ctx, -0.5f);
     test_leaky_slope(ctx, 0.2f);
+    const int32_t asymmetric[] = {1, 3, 0, 2}, none[] = {0, 0, 0, 0}, around[] = {2, 2, 5, 1};
+    test_zero_padding(ctx, 5, 4, 3, asymmetric);
+    test_zero_padding(ctx, 3, 7, 9, none);
+    test_zero_padding(ctx, 1, 1, 1, around);
     test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
                      1);
 
