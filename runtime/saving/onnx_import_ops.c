@@ -380,8 +380,9 @@ static kiln_status import_constant(kiln_importer *im, const KilnOnnx__NodeProto 
 }
 
 /* Cast of a constant to float, folded: PyTorch writes F.relu6's bounds as
- * Constant -> Cast -> Clip. A cast of a computed value, or to another
- * type, is refused. */
+ * Constant -> Cast -> Clip; of an integer constant to int64, as it writes
+ * nn.ZeroPad2d's pads. A cast of a computed value, or to another type, is
+ * refused. */
 static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
@@ -390,9 +391,21 @@ static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
         if (strcmp(n->attribute[k]->name, "to") == 0)
             to = n->attribute[k]->i;
     kiln_import_value *in = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (to == KILN_ONNX_INT64 && in && !in->computed && in->ints) {
+        /* An integer constant to int64 (nn.ZeroPad2d's pads): the same. */
+        const kiln_import_value copy = *in;
+        kiln_import_value *v = kiln_import_add_value(im, n->output[0]);
+        if (!v)
+            return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+        *v = copy;
+        v->name = n->output[0];
+        v->param_of = NULL;
+        return KILN_OK;
+    }
     if (to != KILN_ONNX_FLOAT || !in || in->computed || (!in->f && !in->ints))
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Cast): kiln folds a "
-                          "cast of a constant to float (to = 1) only; this one casts %s to %lld",
+                          "cast of a constant to float (to = 1) or of an integer constant to "
+                          "int64 (to = 7) only; this one casts %s to %lld",
                           name, in && in->computed ? "a computed value" : "no constant",
                           (long long)to);
     int64_t count = 1;
@@ -449,6 +462,9 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
 {
     const char *name = kiln_import_node_name(n);
     kiln_import_value *v, *shape = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    const kiln_import_value *data = kiln_import_find(im, n->input[0]);
+    if (data && !data->computed && data->ints)
+        return kiln_import_reshape_constant(im, n);
     kiln_status st = computed(im, n, 0, &v);
     if (st != KILN_OK)
         return st;
@@ -794,6 +810,14 @@ static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n
     return KILN_OK;
 }
 
+/* Add of integer constants folds; of computed values it is the add
+ * kind's. */
+static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    return kiln_import_all_ints(im, n) ? kiln_import_arithmetic(im, n)
+                                       : import_kind(im, n, &kiln_layer_add, NULL);
+}
+
 /* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
  * alone reads its product is the Dense's bias. */
 static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -841,7 +865,9 @@ static const struct {
     {.op = "LogSoftmax", .kind = &kiln_layer_activation},
     {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
-    {.op = "Add", .kind = &kiln_layer_add},
+    {.op = "Add", .handler = import_add},
+    {.op = "Sub", .handler = kiln_import_arithmetic},
+    {.op = "Mul", .handler = kiln_import_arithmetic},
     {.op = "Concat", .handler = import_concat},
     {.op = "Identity", .handler = import_identity},
     {.op = "Constant", .handler = import_constant},
@@ -852,6 +878,9 @@ static const struct {
     {.op = "Shape", .handler = import_shape},
     {.op = "Gather", .handler = import_gather},
     {.op = "Unsqueeze", .handler = import_unsqueeze},
+    {.op = "ConstantOfShape", .handler = kiln_import_constant_of_shape},
+    {.op = "Slice", .handler = kiln_import_slice},
+    {.op = "Transpose", .handler = kiln_import_transpose},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)

@@ -163,6 +163,23 @@ class Channels(nn.Module):
         return torch.log_softmax(x, dim=1)
 
 
+class ZeroPad(nn.Module):
+    """nn.ZeroPad2d, whose pads the exporter computes from constants
+    (ConstantOfShape, Concat, Reshape, Slice, Transpose, Cast: folded):
+    before a Conv (folded into its pads) and before a ReLU (a ZeroPadding2D
+    layer)."""
+    def __init__(self):
+        super().__init__()
+        self.pad1 = nn.ZeroPad2d((2, 1, 0, 3))
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.pad2 = nn.ZeroPad2d((1, 0, 2, 1))
+        self.fc = nn.Linear(4 * 12 * 10, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.pad2(self.conv(self.pad1(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -316,6 +333,8 @@ def main():
         ("mobilenet_v2", lambda: torchvision_model("mobilenet_v2"), (2, 3, 64, 64), preserve),
         ("reduce", Reduce, (2, 3, 5, 4), preserve),
         ("channels", Channels, (2, 3, 9, 8), preserve),
+        ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
+        ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
