@@ -526,16 +526,27 @@ typedef struct kiln_zero_padding2d_options {
 KILN_API kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
                                        const kiln_zero_padding2d_options *options);
 
-/** Options of kiln_global_average_pooling2d(). */
+/** Options of kiln_global_average_pooling2d() and
+ *  kiln_global_max_pooling2d(). */
 typedef struct kiln_global_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */
-    const char *name;            /**< layer name, or NULL for "global_average_pooling2d", ... */
+    /** layer name, or NULL for "global_average_pooling2d" (or
+     *  "global_max_pooling2d"), ... */
+    const char *name;
 } kiln_global_pool2d_options;
 
 /** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
  *  GlobalAveragePooling2D). */
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                                  const kiln_global_pool2d_options *options);
+
+/** The maximum over (H, W) of each channel of an (H, W, C) input, giving
+ *  (C) (Keras GlobalMaxPooling2D); the gradient goes to the first place
+ *  of the maximum, as PyTorch's adaptive max pool sends it. ONNX export
+ *  writes a ReduceMax over H and W (or GlobalMaxPool and a Flatten). An
+ *  input of another rank is KILN_ERROR_SHAPE at compile. */
+KILN_API kiln_node kiln_global_max_pooling2d(kiln_model *model, kiln_node input,
+                                             const kiln_global_pool2d_options *options);
 
 /** Options of kiln_batch_normalization(); zero fields take Keras's
  *  defaults. */

@@ -12,6 +12,7 @@ KILN_LAYER_KIND(conv2d)
 KILN_LAYER_KIND(max_pooling2d)
 KILN_LAYER_KIND(average_pooling2d)
 KILN_LAYER_KIND(global_average_pooling2d)   /* average_pooling2d.c */
+KILN_LAYER_KIND(global_max_pooling2d)       /* max_pooling2d.c */
 KILN_LAYER_KIND(batch_norm)
 KILN_LAYER_KIND(dropout)
 KILN_LAYER_KIND(flatten)

@@ -3,8 +3,6 @@
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
 
-#include <string.h>
-
 typedef struct pool_replica {
     kiln_buffer *argmax;   /* per output: index of the winner within its sample */
     kiln_kernel *forward, *backward;
@@ -71,29 +69,36 @@ static void max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_pool2d_export_onnx(g, i, "MaxPool");
 }
 
-/* MaxPool, and GlobalMaxPool as one window of the input's whole H x W:
- * the same maximum, and the gradient to its first place as PyTorch's
- * adaptive max pool sends it. */
 static kiln_status max_pooling2d_import_onnx(kiln_onnx_import *imp)
 {
-    if (strcmp(imp->op, "GlobalMaxPool") != 0)
-        return kiln_pool2d_import_onnx(imp, 0);
-    const kiln_status st = kiln_onnx_check_attrs(imp, "");
-    if (st != KILN_OK)
-        return st;
-    const kiln_onnx_in *x = &imp->in[0];
-    if (x->rank != 4)
-        return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values", x->rank);
-    if (x->dims[2] < 1 || x->dims[3] < 1 || x->dims[2] > INT32_MAX || x->dims[3] > INT32_MAX)
-        return kiln_onnx_refuse(imp, "X's H and W are %lld and %lld; kiln needs them known",
-                                (long long)x->dims[2], (long long)x->dims[3]);
-    kiln_pool2d_options *o = (kiln_pool2d_options *)imp->args.bytes;
-    *o = (kiln_pool2d_options){.struct_size = sizeof *o,
-                               .pool_size = {(int32_t)x->dims[2], (int32_t)x->dims[3]},
-                               .strides = {1, 1}, .padding = KILN_PADDING_VALID};
-    imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
-    imp->n_data = 1;
-    return KILN_OK;
+    return kiln_pool2d_import_onnx(imp, 0);
+}
+
+/* No args: the window is the whole input. */
+static void global_max_configure(void *config, const void *args)
+{
+    (void)args;
+    *(pool_config *)config = (pool_config){.padding = KILN_PADDING_VALID, .global = 1};
+}
+
+/* From NCHW when the input is there already, else a maximum over H and W
+ * of NHWC (opset 13's ReduceMax takes its axes as an attribute). */
+static void global_max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_value *in = &g->values[g->values[kiln_onnx_input(g, i, 0)].rep];
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    if (in->name[KILN_ONNX_CL]) {
+        kiln_onnx_node *nd = kiln_onnx_add_node(g, "ReduceMax", &in->name[KILN_ONNX_CL], 1, out);
+        const int64_t axes[2] = {1, 2};
+        kiln_onnx_attr_ints(g, nd, "axes", axes, 2);
+        kiln_onnx_attr_int(g, nd, "keepdims", 0);
+    } else {
+        const char *pooled = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/nchw_pooled",
+                                                                       g->layers[i].name));
+        kiln_onnx_add_node(g, "GlobalMaxPool", &in->name[KILN_ONNX_CF], 1, pooled);
+        kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Flatten", &pooled, 1, out), "axis", 1);
+    }
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
 const kiln_layer_ops kiln_layer_max_pooling2d = {
@@ -105,4 +110,14 @@ const kiln_layer_ops kiln_layer_max_pooling2d = {
     .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
     .export_onnx = max_pooling2d_export_onnx,
     .import_onnx = max_pooling2d_import_onnx,
+};
+
+const kiln_layer_ops kiln_layer_global_max_pooling2d = {
+    .kind = "global_max_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
+    .configure = global_max_configure, .infer = kiln_pool2d_infer, .kernels = pool_kernels,
+    .prepare = pool_prepare, .forward = pool_forward, .backward = pool_backward,
+    .release = pool_release, .flops = kiln_pool2d_flops,
+    .export_onnx = global_max_pooling2d_export_onnx,
+    .import_onnx = kiln_pool2d_import_global,
 };

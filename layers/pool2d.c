@@ -250,7 +250,7 @@ static kiln_status reduce_mean_axes(kiln_onnx_import *imp, int64_t *keepdims)
     return KILN_OK;
 }
 
-/* GlobalAveragePool, and ReduceMean over H and W. */
+/* GlobalAveragePool and GlobalMaxPool, and ReduceMean over H and W. */
 kiln_status kiln_pool2d_import_global(kiln_onnx_import *imp)
 {
     const int reduce = strcmp(imp->op, "ReduceMean") == 0;

@@ -113,6 +113,17 @@ kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                 name, KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_global_max_pooling2d(kiln_model *model, kiln_node input,
+                                     const kiln_global_pool2d_options *options)
+{
+    const char *name;
+    if (!take_name(model, options, "kiln_global_max_pooling2d", "kiln_global_pool2d_options",
+                   &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_global_max_pooling2d, NULL, &input, 1,
+                                name, KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
                                const kiln_zero_padding2d_options *options)
 {

@@ -778,8 +778,45 @@ static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto
     return KILN_OK;
 }
 
-/* Concat of 1-D integer constants folds; of computed values it is the
- * concatenate kind's. */
+/* Concat of more computed values than a layer joins (8, as torchvision's
+ * densenet writes up to 48): joined in chunks, each after the first taking
+ * the one before as its first input (a join of joins along one axis is
+ * the same join). The chunks are layers "<node>/part<k>"; the last keeps
+ * the node's name and makes its output. */
+static kiln_status import_concat_chunks(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    char *prev = NULL;
+    size_t at = 0;
+    for (int part = 0; at < n->n_input; part++) {
+        char *inputs[KILN_ONNX_MAX_NODE_INPUTS];
+        size_t count = 0;
+        if (prev)
+            inputs[count++] = prev;
+        while (count < KILN_ONNX_MAX_NODE_INPUTS && at < n->n_input)
+            inputs[count++] = n->input[at++];
+        KilnOnnx__NodeProto chunk = *n;
+        char *out = n->output[0];
+        if (at < n->n_input) {
+            out = kiln_onnx_printf(&im->mem, "%s/part%d", n->output[0], part);
+            chunk.name = kiln_onnx_printf(&im->mem, "%s/part%d", name, part);
+            if (!out || !chunk.name)
+                return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
+        }
+        chunk.input = inputs;
+        chunk.n_input = count;
+        chunk.output = &out;
+        chunk.n_output = 1;
+        const kiln_status st = import_kind(im, &chunk, &kiln_layer_concatenate, NULL);
+        if (st != KILN_OK)
+            return st;
+        prev = out;
+    }
+    return KILN_OK;
+}
+
+/* Concat of 1-D integer constants folds; of one computed value it passes
+ * it on; of several it is the concatenate kind's. */
 static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     int constants = 1;
@@ -789,6 +826,21 @@ static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n
         constants = v && !v->computed && v->ints && v->rank == 1;
         total += constants ? v->dims[0] : 0;
     }
+    if (!constants && n->n_input == 1) {
+        /* Of one value: that value (torchvision's densenet joins a list of
+         * one input in each block's first layer). */
+        kiln_import_value *in;
+        const kiln_status st = computed(im, n, 0, &in);
+        if (st != KILN_OK)
+            return st;
+        const kiln_node node = kiln_activation_layer(
+            im->m, in->node, KILN_ACTIVATION_LINEAR,
+            &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                             .name = kiln_import_node_name(n)});
+        return made(im, n, node, in->cl, in);
+    }
+    if (!constants && n->n_input > KILN_ONNX_MAX_NODE_INPUTS)
+        return import_concat_chunks(im, n);
     if (!constants)
         return import_kind(im, n, &kiln_layer_concatenate, NULL);
     for (size_t k = 0; k < n->n_attribute; k++)
@@ -853,7 +905,7 @@ static const struct {
     {.op = "Gemm", .kind = &kiln_layer_dense},
     {.op = "MatMul", .handler = import_matmul},
     {.op = "MaxPool", .kind = &kiln_layer_max_pooling2d},
-    {.op = "GlobalMaxPool", .kind = &kiln_layer_max_pooling2d},
+    {.op = "GlobalMaxPool", .kind = &kiln_layer_global_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
     {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d},

@@ -438,6 +438,11 @@ static void add_global_pool(kiln_model *m, const void *o)
     const int32_t dims[] = {2, 3, FEATURES};
     kiln_global_average_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
 }
+static void add_global_max_pool(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, 3, FEATURES};
+    kiln_global_max_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
+}
 static void add_activation(kiln_model *m, const void *o)
 {
     kiln_activation_layer(m, vector_input(m), KILN_ACTIVATION_RELU, o);
@@ -475,6 +480,7 @@ static void test_name_options(kiln_context *ctx)
         {.build = add_input, .at = 0, .default_name = "input_layer"},
         {.build = add_flatten, .at = 1, .default_name = "flatten"},
         {.build = add_global_pool, .at = 1, .default_name = "global_average_pooling2d"},
+        {.build = add_global_max_pool, .at = 1, .default_name = "global_max_pooling2d"},
         {.build = add_reshape, .at = 1, .default_name = "reshape"},
         {.build = add_add, .at = 1, .default_name = "add"},
         {.build = add_dot, .at = 1, .default_name = "dot"},

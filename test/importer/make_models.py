@@ -312,6 +312,19 @@ def graphs(outdir):
                "pads2": torch.tensor([0, 0, 0, 1, 0, 0, 2, 1]), "w": w, "b": b, "gw": gw,
                "fb": fb}
     lines.append(export_graph(outdir, "pad_layer", nodes, weights, x, y))
+    # A Concat of 11 values (torchvision's densenet joins up to 48).
+    c = F.conv2d(x, w, b)
+    parts = [c, torch.relu(c)] * 5 + [c]
+    gw = torch.randn(3, 4 * 11) * 0.1
+    y = F.linear(torch.flatten(F.adaptive_max_pool2d(torch.cat(parts, 1), 1), 1), gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Concat", ["c", "r"] * 5 + ["c"], ["j"], name="join", axis=1),
+             helper.make_node("GlobalMaxPool", ["j"], ["g"], name="gmp"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "concat_many", nodes, {"w": w, "b": b, "gw": gw,
+                                                             "fb": fb}, x, y))
     return lines
 
 

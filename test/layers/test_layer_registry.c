@@ -106,6 +106,11 @@ static void ex_global_average_pooling2d(kiln_model *m)
     kiln_global_average_pooling2d(m, image(m), NULL);
 }
 
+static void ex_global_max_pooling2d(kiln_model *m)
+{
+    kiln_global_max_pooling2d(m, image(m), NULL);
+}
+
 static void ex_batch_norm(kiln_model *m)
 {
     const kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = 0.8f,
@@ -216,6 +221,7 @@ static const struct example {
     {.kind = "max_pooling2d", .build = ex_max_pooling2d_onnx},
     {.kind = "average_pooling2d", .build = ex_average_pooling2d_onnx},
     {.kind = "global_average_pooling2d", .build = ex_global_average_pooling2d},
+    {.kind = "global_max_pooling2d", .build = ex_global_max_pooling2d},
     {.kind = "batch_normalization", .build = ex_batch_norm},
     {.kind = "dropout", .build = ex_dropout},
     {.kind = "flatten", .build = ex_flatten},

@@ -67,7 +67,7 @@ static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int bat
     layer_run_free(&r);
 }
 
-enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL };
+enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL, POOL_GLOBAL_MAX };
 
 typedef struct conv_case {
     int filters, kh, kw, sh, sw;
@@ -93,6 +93,8 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
         return kiln_average_pooling2d(m, pre, &o);
     if (c->pool == POOL_GLOBAL)
         return kiln_global_average_pooling2d(m, pre, NULL);
+    if (c->pool == POOL_GLOBAL_MAX)
+        return kiln_global_max_pooling2d(m, pre, NULL);
     kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
                               .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
@@ -102,7 +104,7 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 }
 
 static const char *const pool_name[] = {"conv2d", "max_pooling2d", "average_pooling2d",
-                                         "global_average_pooling2d"};
+                                         "global_average_pooling2d", "global_max_pooling2d"};
 
 static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const conv_case *c)
 {
@@ -112,7 +114,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     ref_conv g = {.batch = batch, .h = dims[0], .w = dims[1], .c = dims[2],
                   .f = c->pool ? dims[2] : c->filters, .kh = c->kh, .kw = c->kw, .sh = c->sh,
                   .sw = c->sw};
-    if (c->pool == POOL_GLOBAL) {
+    if (c->pool == POOL_GLOBAL || c->pool == POOL_GLOBAL_MAX) {
         g.kh = g.sh = g.h;
         g.kw = g.sw = g.w;
     }
@@ -161,7 +163,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     const int64_t nw = (int64_t)g.kh * g.kw * (g.c / (c->groups ? c->groups : 1)) * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
     test_worst = 0;
-    if (c->pool == POOL_MAX) {
+    if (c->pool == POOL_MAX || c->pool == POOL_GLOBAL_MAX) {
         ref_max_pool_forward(&g, r.x, y);
         ref_max_pool_backward(&g, r.x, r.dy, dx);
     } else if (c->pool) {
@@ -820,6 +822,7 @@ int main(void)
         {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
          .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
         {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL},
+        {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL_MAX},
     };
     /* More channels than one vector of eight holds, for the pooling kernels. */
     const int32_t wide[] = {6, 5, 11};
