@@ -8,6 +8,7 @@
 
 #if KILN_HAVE_ONNX
 
+#include "base/hash.h"
 #include "runtime/saving/onnx_import.h"
 
 #include <stdio.h>
@@ -939,6 +940,23 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
 {
     const KilnOnnx__NodeProto *n = im->g->node[k];
     const char *name = kiln_import_node_name(n);
+    /* kiln's layer names hold up to 63 bytes; PyTorch's node names run
+     * longer in deep networks (mnasnet's "/layers/layers.10/layers.10.0/
+     * layers/layers.1/BatchNormalization"): such a node and its layers are
+     * named "<8 hex digits of the whole name's hash>~<its last 54 bytes>",
+     * stable and unique in practice. */
+    KilnOnnx__NodeProto renamed;
+    const size_t len = strlen(name);
+    if (len > 63) {
+        char *s = kiln_onnx_printf(&im->mem, "%08x~%s", (unsigned)(kiln_hash(KILN_HASH_SEED, name,
+                                   len) & 0xffffffffu), name + len - 54);
+        if (!s)
+            return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
+        renamed = *n;
+        renamed.name = s;
+        n = &renamed;
+        name = s;
+    }
     const char *op = n->op_type ? n->op_type : "";
     size_t i = 0;
     const int onnx_domain = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;

@@ -174,6 +174,12 @@ def main():
     save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
                                                      init("b", (3,), 2), init("fc_w", (3, 12), 3),
                                                      init("fc_b", (3,), 4)]))
+    # A node name longer than kiln's layer names (63 bytes), as deep
+    # PyTorch networks have: imported under a shortened name.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="/block" * 12 + "/Conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "long_node", graph(nodes=nodes))
     # Dropout with its ratio as a constant input (opset 12 on): imports; a
     # ratio of 1 does not.
     for name, ratio in (("dropout", 0.3), ("dropout_one", 1.0)):

@@ -105,6 +105,28 @@ static void copies(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A node name of 77 bytes: its layer is "<hash>~<its last 54 bytes>", the
+ * hash 64-bit FNV-1a's low 32 bits (as docs/importing.md says). */
+static void long_node(kiln_context *ctx)
+{
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    char full[96] = "", want[64];
+    for (int k = 0; k < 12; k++)
+        strcat(full, "/block");
+    strcat(full, "/Conv");
+    const size_t len = strlen(full);
+    for (size_t k = 0; k < len; k++)
+        hash = (hash ^ (unsigned char)full[k]) * 0x100000001b3ULL;
+    snprintf(want, sizeof want, "%08x~%s", (unsigned)(hash & 0xffffffffu), full + len - 54);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("long_node"), NULL, &m));
+    kiln_node node = KILN_NODE_INVALID;
+    if (m)
+        CHECK_OK(ctx, kiln_model_find_layer(m, want, &node));
+    CHECK(strlen(want) == 63);
+    kiln_model_destroy(m);
+}
+
 /* External data: beside the file, from a buffer with and without a base
  * folder, missing, short. */
 static void external(kiln_context *ctx)
@@ -222,6 +244,7 @@ int main(void)
     CHECK(m == NULL);
     names(ctx);
     copies(ctx);
+    long_node(ctx);
     external(ctx);
     dynamic(ctx);
 
