@@ -174,7 +174,8 @@ static kiln_status dense_import_onnx(kiln_onnx_import *imp)
     if (gemm && (kiln_onnx_attr_f(imp, "alpha", 1.0f) != 1.0f ||
                  kiln_onnx_attr_f(imp, "beta", 1.0f) != 1.0f))
         return kiln_onnx_refuse(imp, "attributes 'alpha' %g and 'beta' %g; kiln supports 1 "
-                                "and 1 (a scale kiln cannot train as ONNX would)", (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
+                                "and 1 (a scale kiln cannot train as ONNX would)",
+                                (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
                                 (double)kiln_onnx_attr_f(imp, "beta", 1.0f));
     if (b->rank != 2)
         return kiln_onnx_refuse(imp, "B '%s' is %d-D; kiln supports a 2-D weight", b->name,

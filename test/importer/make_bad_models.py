@@ -93,6 +93,12 @@ def between(out):
         nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", **gemm)]
         save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
                                                               init("gb", (4,), 9)]))
+    # Gemm's C as one row (1, 4), which imports, and as one value, which a
+    # trained bias of 4 values would not stay.
+    for name, shape in (("gemm_row_bias", (1, 4)), ("gemm_scalar_bias", (1,))):
+        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", transB=1)]
+        save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
+                                                              init("gb", shape, 9)]))
     nodes = [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")]
     save(out, "global_max_2d", helper.make_graph(nodes, "g", [x], [y], []))
 

@@ -217,6 +217,11 @@ int main(void)
             "first output only");
     refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);
     refused(ctx, "gemm_alpha", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0.5", NULL);
+    refused(ctx, "gemm_scalar_bias", KILN_ERROR_UNSUPPORTED, "'gemm'", "bias 'gb'",
+            "one value per output (4)");
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("gemm_row_bias"), NULL, &m));
+    kiln_model_destroy(m);
     refused(ctx, "global_max_2d", KILN_ERROR_UNSUPPORTED, "'gmp'", "2-D", "4-D");
     m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
