@@ -221,11 +221,20 @@ def export(outdir, name, model, shape, **kwargs):
     return "%s %s : %d\n" % (name, " ".join(str(d) for d in shape), y.numel())
 
 
+TRAINED = {
+    "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
+    "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
+    "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
+    "zeropad": ("conv.weight", "fc.weight"),
+}
+
+
 def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     """PyTorch's SGD steps on one fixed batch in train mode (batch norm on
     batch statistics), MSE against fixed targets, from the exported
     weights: NAME.target, and after the steps NAME.trained.PARAMETER for
-    the parameters and statistics write() lists."""
+    the parameters and statistics TRAINED lists, which NAME.trained lists
+    with their shapes ("PARAMETER D1 D2 ..." lines)."""
     torch.manual_seed(11)
     x = torch.randn(*shape)
     with torch.no_grad():
@@ -239,10 +248,11 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
         loss = nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
-    for pname, value in model.state_dict().items():
-        if pname in ("conv1.weight", "bn1.running_var", "bn1.running_mean", "bn1.weight",
-                     "fc.weight"):
-            write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+    with open(os.path.join(outdir, name + ".trained"), "w") as f:
+        for pname, value in model.state_dict().items():
+            if pname in TRAINED[name]:
+                write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+                f.write("%s %s\n" % (pname, " ".join(str(d) for d in value.shape)))
 
 
 def export_graph(outdir, name, nodes, weights, x, y, opset=17):
@@ -363,7 +373,7 @@ def main():
         model = make()
         randomise_statistics(model)
         lines.append(export(outdir, name, model, shape, **kwargs))
-        if name == "cnn":
+        if name in TRAINED:
             train_steps(outdir, name, model, shape)
     lines += [line for line in graphs(outdir)
               if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
