@@ -14,11 +14,15 @@
 
 #define CALL KILN_IMPORT_CALL
 
+/* The product of dims; -1 past INT64_MAX (a file may say anything). */
 static int64_t count(int rank, const int64_t *dims)
 {
     int64_t c = 1;
-    for (int d = 0; d < rank; d++)
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0 || (dims[d] && c > INT64_MAX / dims[d]))
+            return -1;
         c *= dims[d];
+    }
     return c;
 }
 
@@ -139,7 +143,9 @@ kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto 
     b = kiln_import_find(im, n->input[1]);
     for (int64_t i = 0; i < count(rank, dims); i++) {
         const int64_t x = a->ints[na == 1 ? 0 : i], y = b->ints[nb == 1 ? 0 : i];
-        out[i] = op == 'A' ? x + y : op == 'S' ? x - y : x * y;
+        /* Wrapping as two's complement, as ONNX Runtime's int64 does. */
+        const uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+        out[i] = (int64_t)(op == 'A' ? ux + uy : op == 'S' ? ux - uy : ux * uy);
     }
     return KILN_OK;
 }
@@ -187,8 +193,8 @@ kiln_status kiln_import_slice(kiln_importer *im, const KilnOnnx__NodeProto *n)
     for (int64_t k = 0; k < m; k++) {
         int64_t a = axes ? axes->ints[k] : k;
         a = a < 0 ? a + rank : a;
-        const int64_t s = steps ? steps->ints[k] : 1, len = data->dims[a < 0 ? 0 : a];
-        if (a < 0 || a >= rank || s == 0)
+        const int64_t s = steps ? steps->ints[k] : 1, len = data->dims[a < 0 || a >= rank ? 0 : a];
+        if (a < 0 || a >= rank || s == 0 || s > INT32_MAX || s < -INT32_MAX)
             return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Slice): axis %lld "
                               "or step %lld", name, (long long)(axes ? axes->ints[k] : k),
                               (long long)s);
@@ -284,7 +290,7 @@ kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__Node
         dims[d] = shape->ints[d] == 0 && d < data->rank ? data->dims[d] : shape->ints[d];
         if (dims[d] == -1 && unknown < 0)
             unknown = d;
-        else if (dims[d] < 0)
+        else if (dims[d] < 0 || dims[d] > INT32_MAX)
             return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Reshape): "
                               "shape[%d] is %lld", name, d, (long long)shape->ints[d]);
         else

@@ -257,6 +257,9 @@ static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
         count->i = 1;
     }
     const kiln_onnx_in_attr *own = kiln_onnx_find_attr(imp, "pads");
+    if (own && (own->kind != KILN_ONNX_IN_INTS || own->n_ints != 4))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): attribute "
+                          "'pads' must be 4 ints (2-D windows)", imp->node, imp->op);
     int64_t *sum = kiln_onnx_alloc(&im->mem, 4 * sizeof *sum);
     if (!sum)
         return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
@@ -528,7 +531,7 @@ static int pad_foldable(const KilnOnnx__NodeProto *r, const char *value)
             !(a->s.len == 6 && memcmp(a->s.data, "NOTSET", 6) == 0))
             return 0;
         if (strcmp(a->name, "pads") == 0) {
-            if (a->n_ints != 4)
+            if (a->type != KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS || a->n_ints != 4)
                 return 0;
             for (int d = 0; d < 4; d++)
                 own |= a->ints[d] != 0;
