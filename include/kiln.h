@@ -332,7 +332,12 @@ typedef enum kiln_activation {
     /** min(max(x, 0), 6): Keras's "relu6", PyTorch's ReLU6, ONNX's
      *  Clip(x, 0, 6) (mobilenet_v2's); the gradient is 0 at 0 and at 6, as
      *  PyTorch's. */
-    KILN_ACTIVATION_RELU6
+    KILN_ACTIVATION_RELU6,
+    /** log(softmax(x)) over the last dimension, computed as x - max - log(sum
+     *  exp(x - max)) (no log of a rounded-off 0): Keras's "log_softmax",
+     *  ONNX's LogSoftmax. Not fused with a loss: the crossentropies read
+     *  their input as probabilities or as softmax's logits. */
+    KILN_ACTIVATION_LOG_SOFTMAX
 } kiln_activation;
 
 /** How a convolution's or a pool's window meets the input's edges. */
@@ -556,16 +561,48 @@ KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 
-/** Options of kiln_global_average_pooling2d(). */
+/** Options of kiln_zero_padding2d(). */
+typedef struct kiln_zero_padding2d_options {
+    size_t struct_size;          /**< sizeof(kiln_zero_padding2d_options) */
+    const char *name;            /**< layer name, or NULL for "zero_padding2d", ... */
+    /** Rows and columns of zeros (top, bottom, left, right): Keras's
+     *  ((top, bottom), (left, right)); each >= 0. Taken as given, 0 being
+     *  no zeros on that side (asymmetric padding needs it), so a zeroed
+     *  struct pads nothing; NULL options are Keras's default, 1 on each
+     *  side. */
+    int32_t padding[4];
+} kiln_zero_padding2d_options;
+
+/** Pads an (H, W, C) input with zeros (Keras ZeroPadding2D, channels
+ *  last): the output is (top + H + bottom, left + W + right, C); the
+ *  gradient is the output's at the input's places. ONNX export writes a
+ *  Pad (mode constant, value 0). A negative pad is
+ *  KILN_ERROR_INVALID_ARGUMENT and an input of another rank
+ *  KILN_ERROR_SHAPE, both at compile naming the layer. */
+KILN_API kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
+                                       const kiln_zero_padding2d_options *options);
+
+/** Options of kiln_global_average_pooling2d() and
+ *  kiln_global_max_pooling2d(). */
 typedef struct kiln_global_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */
-    const char *name;            /**< layer name, or NULL for "global_average_pooling2d", ... */
+    /** layer name, or NULL for "global_average_pooling2d" (or
+     *  "global_max_pooling2d"), ... */
+    const char *name;
 } kiln_global_pool2d_options;
 
 /** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
  *  GlobalAveragePooling2D). */
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                                  const kiln_global_pool2d_options *options);
+
+/** The maximum over (H, W) of each channel of an (H, W, C) input, giving
+ *  (C) (Keras GlobalMaxPooling2D); the gradient goes to the first place
+ *  of the maximum, as PyTorch's adaptive max pool sends it. ONNX export
+ *  writes a ReduceMax over H and W (or GlobalMaxPool and a Flatten). An
+ *  input of another rank is KILN_ERROR_SHAPE at compile. */
+KILN_API kiln_node kiln_global_max_pooling2d(kiln_model *model, kiln_node input,
+                                             const kiln_global_pool2d_options *options);
 
 /** Options of kiln_batch_normalization(); zero fields take Keras's
  *  defaults. */
@@ -628,10 +665,19 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input,
 typedef struct kiln_activation_layer_options {
     size_t struct_size;          /**< sizeof(kiln_activation_layer_options) */
     const char *name;            /**< layer name, or NULL for "activation", ... */
+    /** With KILN_ACTIVATION_LEAKY_RELU only: the slope for x < 0 (x for
+     *  x > 0, negative_slope x else; Keras's LeakyReLU layer's
+     *  `negative_slope`, ONNX's LeakyRelu `alpha`, PyTorch's
+     *  `negative_slope`), any finite value; 0 means Keras's default, 0.2.
+     *  The gradient at 0 is the slope's, as PyTorch's. Model files keep it
+     *  (`"negative_slope"`) and ONNX export writes it as LeakyRelu's alpha. */
+    float negative_slope;
 } kiln_activation_layer_options;
 
 /** Applies `activation` as a layer of its own (Keras Activation, whose
- *  activation is required too). */
+ *  activation is required too). A `negative_slope` with an activation
+ *  other than leaky_relu, or not finite, is KILN_ERROR_INVALID_ARGUMENT
+ *  (reported by kiln_model_compile, as every builder error). */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation,
                                          const kiln_activation_layer_options *options);

@@ -169,11 +169,13 @@ static kiln_status dense_import_onnx(kiln_onnx_import *imp)
     const kiln_onnx_in *b = &imp->in[1];
     const int trans_b = (int)kiln_onnx_attr_i(imp, "transB", 0);
     if (gemm && kiln_onnx_attr_i(imp, "transA", 0) != 0)
-        return kiln_onnx_refuse(imp, "attribute 'transA' is 1; kiln supports 0");
+        return kiln_onnx_refuse(imp, "attribute 'transA' is 1; kiln supports 0 (A's first "
+                                "axis is the batch, which a transpose would move)");
     if (gemm && (kiln_onnx_attr_f(imp, "alpha", 1.0f) != 1.0f ||
                  kiln_onnx_attr_f(imp, "beta", 1.0f) != 1.0f))
         return kiln_onnx_refuse(imp, "attributes 'alpha' %g and 'beta' %g; kiln supports 1 "
-                                "and 1", (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
+                                "and 1 (a scale kiln cannot train as ONNX would)",
+                                (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
                                 (double)kiln_onnx_attr_f(imp, "beta", 1.0f));
     if (b->rank != 2)
         return kiln_onnx_refuse(imp, "B '%s' is %d-D; kiln supports a 2-D weight", b->name,

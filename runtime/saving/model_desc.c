@@ -15,7 +15,7 @@
 /* Names of the enumerations, indexed by value. */
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
                                                "gelu", "gelu_tanh", "leaky_relu", "silu",
-                                               "relu6"};
+                                               "relu6", "log_softmax"};
 static const char *const padding_names[] = {"valid", "same", "explicit"};
 static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",

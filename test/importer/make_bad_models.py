@@ -43,6 +43,66 @@ def save(outdir, name, g, opset=17, ir=8):
     onnx.save(m, os.path.join(outdir, name + ".onnx"))
 
 
+def between(out):
+    """Graphs of one node between the Conv and the Flatten (or two, the
+    second reading the first's output) that kiln refuses."""
+    def one(name, *nodes, consts=()):
+        chain = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv")] + list(nodes)
+        chain += [helper.make_node("Flatten", [nodes[-1].output[0]], ["f"], name="flatten"),
+                  helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        inits = [init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
+                 init("fc_b", (3,), 4)]
+        inits += [numpy_helper.from_array(np.array(v), k) for k, v in consts]
+        save(out, name, graph(nodes=chain, inits=inits))
+
+    node = helper.make_node
+    # ReduceMean over the channels; over every axis (no axes).
+    one("reduce_axes", node("ReduceMean", ["c"], ["r"], name="mean", axes=[1]))
+    one("reduce_all", node("ReduceMean", ["c"], ["r"], name="mean"))
+    # Softmax and LogSoftmax over H.
+    one("softmax_axis", node("Softmax", ["c"], ["r"], name="soft", axis=2))
+    one("log_softmax_axis", node("LogSoftmax", ["c"], ["r"], name="logsoft", axis=-2))
+    # Pads kiln refuses: reflected, of 1, on the channels (test_import's
+    # pad_conv and pad_layer import the others).
+    pads = ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    w2 = ("w2", np.ones((3, 3, 1, 1), np.float32))
+    one("pad_reflect", node("Pad", ["c", "pads"], ["p"], name="pad", mode="reflect"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"), consts=[pads, w2])
+    one("pad_value", node("Pad", ["c", "pads", "one"], ["p"], name="pad"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"),
+        consts=[pads, w2, ("one", np.array(1.0, np.float32))])
+    one("pad_channels", node("Pad", ["c", "pads"], ["p"], name="pad"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"),
+        consts=[w2, ("pads", np.array([0, 1, 1, 1, 0, 0, 1, 1], np.int64))])
+    # Integer arithmetic on computed values (kiln folds it on constants).
+    one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
+        consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
+    one("transpose_computed", node("Transpose", ["c"], ["r"], name="transpose",
+                                   perm=[0, 1, 3, 2]))
+    one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
+    # Training-form BatchNormalization whose running mean a node reads.
+    stats = [("s", np.ones(3, np.float32)), ("bb", np.zeros(3, np.float32)),
+             ("m", np.zeros(3, np.float32)), ("v", np.ones(3, np.float32))]
+    one("bn_stats_read", node("BatchNormalization", ["c", "s", "bb", "m", "v"],
+                              ["n", "running_mean", "running_var"], name="bn", training_mode=1),
+        node("Add", ["n", "running_mean"], ["r"], name="add"), consts=stats)
+    # GlobalMaxPool of a 2-D value.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    for name, gemm in (("gemm_trans_a", dict(transA=1)), ("gemm_alpha", dict(alpha=0.5))):
+        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", **gemm)]
+        save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
+                                                              init("gb", (4,), 9)]))
+    # Gemm's C as one row (1, 4), which imports, and as one value, which a
+    # trained bias of 4 values would not stay.
+    for name, shape in (("gemm_row_bias", (1, 4)), ("gemm_scalar_bias", (1,))):
+        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", transB=1)]
+        save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
+                                                              init("gb", shape, 9)]))
+    nodes = [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")]
+    save(out, "global_max_2d", helper.make_graph(nodes, "g", [x], [y], []))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -126,6 +186,12 @@ def main():
     save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
                                                      init("b", (3,), 2), init("fc_w", (3, 12), 3),
                                                      init("fc_b", (3,), 4)]))
+    # A node name longer than kiln's layer names (63 bytes), as deep
+    # PyTorch networks have: imported under a shortened name.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="/block" * 12 + "/Conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "long_node", graph(nodes=nodes))
     # Dropout with its ratio as a constant input (opset 12 on): imports; a
     # ratio of 1 does not.
     for name, ratio in (("dropout", 0.3), ("dropout_one", 1.0)):
@@ -137,12 +203,13 @@ def main():
             init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
             init("fc_b", (3,), 4), numpy_helper.from_array(np.array(ratio, np.float32),
                                                            "ratio")]))
-    # LeakyRelu at PyTorch's default slope, 0.01: kiln's is 0.2.
+    # LeakyRelu of an infinite slope.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
-             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=0.01),
+             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=float("inf")),
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "leaky_slope", graph(nodes=nodes))
+    between(out)
     # What the importer's fuzz target found: a node without inputs, an
     # attribute without a name, an initializer without a name.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),

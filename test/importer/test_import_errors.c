@@ -105,6 +105,28 @@ static void copies(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A node name of 77 bytes: its layer is "<hash>~<its last 54 bytes>", the
+ * hash 64-bit FNV-1a's low 32 bits (as docs/importing.md says). */
+static void long_node(kiln_context *ctx)
+{
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    char full[96] = "", want[64];
+    for (int k = 0; k < 12; k++)
+        strcat(full, "/block");
+    strcat(full, "/Conv");
+    const size_t len = strlen(full);
+    for (size_t k = 0; k < len; k++)
+        hash = (hash ^ (unsigned char)full[k]) * 0x100000001b3ULL;
+    snprintf(want, sizeof want, "%08x~%s", (unsigned)(hash & 0xffffffffu), full + len - 54);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("long_node"), NULL, &m));
+    kiln_node node = KILN_NODE_INVALID;
+    if (m)
+        CHECK_OK(ctx, kiln_model_find_layer(m, want, &node));
+    CHECK(strlen(want) == 63);
+    kiln_model_destroy(m);
+}
+
 /* External data: beside the file, from a buffer with and without a base
  * folder, missing, short. */
 static void external(kiln_context *ctx)
@@ -243,7 +265,30 @@ int main(void)
             "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
-    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
+    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is inf", "finite");
+    refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axes (1)", "(2, 3)");
+    refused(ctx, "reduce_all", KILN_ERROR_UNSUPPORTED, "'mean'", "no axes", "(2, 3)");
+    refused(ctx, "softmax_axis", KILN_ERROR_UNSUPPORTED, "'soft'", "'axis' is 2", "axis 1");
+    refused(ctx, "log_softmax_axis", KILN_ERROR_UNSUPPORTED, "'logsoft' (LogSoftmax)",
+            "'axis' is -2", "last axis");
+    refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
+    refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
+    refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
+    refused(ctx, "slice_computed", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)",
+            "input 0 (data) is computed by the graph", "integer constants");
+    refused(ctx, "transpose_computed", KILN_ERROR_UNSUPPORTED, "'transpose' (Transpose)",
+            "computed by the graph", NULL);
+    refused(ctx, "mul_computed", KILN_ERROR_UNSUPPORTED, "'mul' (Mul)", "input 0 (A)", NULL);
+    refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
+            "first output only");
+    refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);
+    refused(ctx, "gemm_alpha", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0.5", NULL);
+    refused(ctx, "gemm_scalar_bias", KILN_ERROR_UNSUPPORTED, "'gemm'", "bias 'gb'",
+            "one value per output (4)");
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("gemm_row_bias"), NULL, &m));
+    kiln_model_destroy(m);
+    refused(ctx, "global_max_2d", KILN_ERROR_UNSUPPORTED, "'gmp'", "2-D", "4-D");
     m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
     kiln_model_destroy(m);
@@ -270,6 +315,7 @@ int main(void)
     CHECK(m == NULL);
     names(ctx);
     copies(ctx);
+    long_node(ctx);
     external(ctx);
     dynamic(ctx);
     conv_transpose(ctx);

@@ -89,6 +89,32 @@ static kiln_model *pytorch_windows(kiln_context *ctx)
     return m;
 }
 
+/* What the ONNX importer brought: an asymmetric ZeroPadding2D, leaky_relu
+ * of its own slope (-0.3; the finite differences step over its kink only
+ * where an input lies within EPS of 0), log_softmax over channels and a
+ * GlobalMaxPooling2D (winners kept, as max pooling's). */
+static kiln_model *importer_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 2};
+    kiln_input(m, 3, dims, NULL);
+    const kiln_zero_padding2d_options pad = {.struct_size = sizeof pad,
+                                             .padding = {1, 0, 2, 1}};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 3, .kernel_size = {3, 3}};
+    const kiln_activation_layer_options leaky = {.struct_size = sizeof leaky,
+                                                 .negative_slope = -0.3f};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_zero_padding2d(m, KILN_NODE_PREVIOUS, &pad);                   /* (6, 7, 2) */
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);                          /* (4, 5, 3) */
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU, &leaky);
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LOG_SOFTMAX, NULL);
+    kiln_global_max_pooling2d(m, KILN_NODE_PREVIOUS, NULL);             /* (3) */
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
 /* A downsampling residual block, as the seed ResNet's: conv 3x3/2 - BN -
  * tanh - conv 3x3 - BN on one path, conv 1x1/2 - BN on the shortcut (the
  * input feeds both), Add, tanh, global average pooling, softmax head. */
@@ -404,6 +430,8 @@ int main(void)
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "grouped, dilated, padded and depthwise conv2d", pytorch_windows);
+    gradcheck(ctx, "zero padding, leaky slope, log_softmax, global max pooling",
+              importer_layers);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     gradcheck(ctx, "transposed convolutions: PyTorch's, Keras's, grouped and dilated", decoder);

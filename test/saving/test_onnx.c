@@ -389,6 +389,37 @@ static void more_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* The layers and activations the importer brought: ZeroPadding2D
+ * (asymmetric), leaky_relu of its own (negative) slope, GlobalMaxPooling2D
+ * of an NCHW value (GlobalMaxPool) and of an NHWC one (ReduceMax), and
+ * log_softmax over channels; trained a little. */
+static void importer_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 5, 3};
+    const kiln_zero_padding2d_options pad = {.struct_size = sizeof pad,
+                                             .padding = {1, 0, 2, 1}};
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {3, 3}};
+    const kiln_activation_layer_options leaky = {.struct_size = sizeof leaky,
+                                                 .negative_slope = -0.1f};
+    const kiln_dense_options mix = {.struct_size = sizeof mix, .units = 5};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_zero_padding2d(m, kiln_input(m, 3, dims, NULL), &pad);   /* (7, 8, 3) */
+    x = kiln_activation_layer(m, kiln_conv2d(m, x, &conv), KILN_ACTIVATION_LEAKY_RELU,
+                              &leaky);                                          /* (5, 6, 4) */
+    const kiln_node mixed = kiln_activation_layer(m, kiln_dense(m, x, &mix),
+                                                  KILN_ACTIVATION_LOG_SOFTMAX, NULL);
+    const kiln_node both[] = {kiln_global_max_pooling2d(m, x, NULL),           /* (4) */
+                              kiln_global_max_pooling2d(m, mixed, NULL)};      /* (5) */
+    kiln_dense(m, kiln_concatenate(m, both, 2, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "importer_layers", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* PyTorch's window attributes as ONNX writes them: a grouped, dilated Conv
  * with asymmetric pads and ReLU6 (Clip), a depthwise one at stride 2,
  * AveragePool counting its padding, MaxPool and AveragePool with
@@ -771,6 +802,7 @@ int main(void)
 
     every_layer(ctx);
     more_layers(ctx);
+    importer_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
     ids(ctx);
