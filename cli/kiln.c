@@ -5,6 +5,7 @@
  *   kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S] [--loss L]
  *   kiln fit MODEL FEATURES.npy LABELS.npy --save OUT [options] (cli/fit.c)
  *   kiln export-onnx MODEL OUT.onnx
+ *   kiln devices
  * Every option is in cli/args.c's usage text. Exit status: 0 done, 1 kiln
  * refused or failed (its message on stderr), 2 usage.
  * It is written on include/kiln.h alone, as any application could be: the
@@ -324,6 +325,29 @@ static int export_onnx(kiln_context *ctx, const cli_args *a)
     return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
+/* One line per device of the context (KILN_DEVICES chooses them): what a
+ * script on a new machine prints first (tools/gpu_check.sh). */
+static int devices(kiln_context *ctx, const cli_args *a)
+{
+    int32_t n = 0;
+    kiln_status st = kiln_context_device_count(ctx, &n);
+    for (int32_t i = 0; i < n && st == KILN_OK; i++) {
+        kiln_device_info d = {.struct_size = sizeof d};
+        st = kiln_context_device_info(ctx, i, &d);
+        if (st != KILN_OK)
+            break;
+        const char *type = d.type == KILN_DEVICE_GPU ? "GPU"
+                           : d.type == KILN_DEVICE_CPU ? "CPU"
+                           : d.type == KILN_DEVICE_ACCELERATOR ? "accelerator" : "other";
+        printf("device %d: %s %s (%s; platform %s; driver %s), %.0f MiB, %u compute units, "
+               "%u MHz, %s kernels, GEMM: %s\n", (int)d.index, type, d.name, d.vendor,
+               d.platform, d.driver_version, (double)d.global_memory_bytes / 1048576.0,
+               d.compute_units, d.max_clock_mhz, d.gpu_kernels ? "GPU" : "CPU",
+               d.gemm_parameters);
+    }
+    return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
+}
+
 int main(int argc, char **argv)
 {
     enum { IO = CLI_BATCH | CLI_SCALE };
@@ -339,6 +363,7 @@ int main(int argc, char **argv)
          .run = evaluate},
         {.name = "fit", .paths = 3, .options = ~0u, .run = cli_fit},
         {.name = "export-onnx", .paths = 2, .run = export_onnx},
+        {.name = "devices", .paths = 0, .run = devices},
     };
     if (argc < 2)
         return cli_usage(NULL);
@@ -366,7 +391,7 @@ int main(int argc, char **argv)
     if (a.n_paths != commands[c].paths)
         return cli_usage("%s takes %d file name%s, got %d", a.command, commands[c].paths,
                          commands[c].paths == 1 ? "" : "s", a.n_paths);
-    if (!cli_is_onnx(a.paths[0]) && (a.given & CLI_BUILD_OPTIONS))
+    if (a.n_paths > 0 && !cli_is_onnx(a.paths[0]) && (a.given & CLI_BUILD_OPTIONS))
         return cli_usage("%s is for ONNX models: the model file %s keeps the loss, optimizer "
                          "and frozen layers it was compiled with",
                          cli_option_name(a.given & CLI_BUILD_OPTIONS), a.paths[0]);

@@ -40,7 +40,7 @@ helps() {   # helps NEEDLE COMMAND...
     grep -qF -- "$needle" "$work/help.txt" ||
         { cat "$work/help.txt" "$work/help.err"; fail "$*: no '$needle' on stdout"; }
 }
-for command in "" summary predict evaluate fit export-onnx; do
+for command in "" summary predict evaluate fit export-onnx devices; do
     # shellcheck disable=SC2086   # no command: kiln --help itself
     helps "usage: kiln summary MODEL" "$kiln" $command --help
 done
@@ -50,6 +50,12 @@ for program in "$example" "$@"; do
     helps "usage: $(basename "$program")" "$program" --help
 done
 echo "cli.sh: --help of kiln, its commands and $((1 + $#)) examples: usage, exit 0"
+
+# devices: a line per device the context uses; a file name is a usage error.
+"$kiln" devices > "$work/devices.txt"
+cat "$work/devices.txt"
+grep -q "^device 0: .* kernels, GEMM: " "$work/devices.txt" || fail "kiln devices: no device 0 line"
+expect 2 "devices takes 0 file names, got 1" "$kiln" devices m.kiln
 
 # A model of two outputs: summary, and predict's file per output.
 two=$work/two
