@@ -65,6 +65,7 @@ echo "gpu_deps.sh: fallback (used there only if missing): $fallback"
 # one), extracted, and removed: only the extracted files travel.
 debs=$(mktemp -d)
 trap 'rm -rf "$debs"' EXIT
+chmod 755 "$debs"
 mkdir "$debs/main" "$debs/fb"
 chmod 777 "$debs/main" "$debs/fb"   # apt-get downloads as its _apt user where it can
 # shellcheck disable=SC2086   # word lists
@@ -98,6 +99,7 @@ mkdir "$stage"
         fi
     done
 tar -C "$stage" -cf - . | nice -n 10 xz -6 -T2 > "$dest/build.tar.xz"
+rm -rf "$dest/build" "$dest/build.part"   # gpu_check.sh unpacks it afresh
 printf 'source %s\nbuild %s\n' "$(pwd)" "$(cd "$build" && pwd)" > "$dest/origin"
 
 # Every library the programs need resolves inside .gpu or to glibc's.

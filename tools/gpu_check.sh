@@ -1,0 +1,248 @@
+#!/bin/sh
+# Does kiln work on this machine's GPU, and how fast? Run in the repository
+# root of a tree prepared by tools/gpu_deps.sh (which packs the build, the
+# libraries a bare machine lacks and Fashion-MNIST into .gpu/), on a machine
+# with a GPU driver and no network. Within a total budget, each step under
+# its own time limit (so that one hang cannot eat the rest):
+#   setup     unpack .gpu/build.tar.xz; find the vendor's OpenCL driver
+#             (NVIDIA's libnvidia-opencl.so) and write an .icd file for it
+#             into a folder named by OCL_ICD_VENDORS; LD_LIBRARY_PATH to
+#             .gpu/root; `kiln devices` (what kiln sees; with no GPU the
+#             tests and benchmarks are left out, saying why)
+#   tests     the test suite on the GPU (tools/gpu_tests.py: no meson needed;
+#             KILN_DEVICES=gpu; layers, train and strategies first; the
+#             _gpu_kernels runs, and the kernel tests once more with the CPU
+#             variants)
+#   tune      kiln's GEMM parameter search for the device (stored in the
+#             benchmarks' cache folder; on a timeout they run untuned)
+#   gemm      test/bench/bench_gemm: GFLOPS of kiln_gemm on the table's shapes
+#   train_*   test/bench/bench_train, the seed CNN: training and evaluation
+#             samples/s at batch 32 and 128, and at 128 with the CPU variants
+#   resnet_*  examples/resnet --input 32 (batch 64) and 224 (batch 8):
+#             training samples/s; 32 once more with the CPU variants
+#   profile   examples/resnet at 224 under KILN_PROFILE=1: every kernel's time
+# Results land in $OUT (default ./gpu-check-out): summary.txt (a line per
+# step: pass, fail, timeout or skipped, its seconds, its numbers), check.log
+# (everything printed), tests.log (each test's output), tests.txt (a line per
+# test), bench.json (the benchmarks' JSON lines). Exits 0 whatever failed
+# (the results are the point), 2 only when it cannot write $OUT.
+#
+# Environment, with defaults (seconds):
+#   GPU_CHECK_BUDGET_S [450]  the whole run; each step gets at most what is left
+#   GPU_CHECK_SETUP_S [60] GPU_CHECK_TESTS_S [170] GPU_CHECK_TUNE_S [40]
+#   GPU_CHECK_GEMM_S [40] GPU_CHECK_TRAIN_S [25] (each of 3 runs)
+#   GPU_CHECK_RESNET_S [30] (each of 3 runs) GPU_CHECK_PROFILE_S [25]
+#   GPU_CHECK_JOBS [8]        tests run at a time
+#   GPU_CHECK_DEVICES [gpu]   KILN_DEVICES for every step ('cpu': PoCL here)
+#   GPU_CHECK_ONLY            comma-separated test names: run only those
+#   GPU_CHECK_OPENCL_LIB      the vendor's OpenCL library to register (default:
+#                             libnvidia-opencl.so* found under /; a test here
+#                             names PoCL's libpocl.so.2)
+#   GPU_CHECK_NO_ICD=1        write no .icd file: use the machine's own ICDs
+set -u
+cd "$(dirname "$0")/.." || exit 2
+root=$(pwd -P)
+
+# --unpack DIR (the setup step, under its time limit): .gpu/build.tar.xz into DIR.
+if [ "${1:-}" = --unpack ]; then
+    build=$2
+    [ ! -d "$build" ] || { echo "build: $build is there already"; exit 0; }
+    [ -f .gpu/build.tar.xz ] || { echo "no .gpu/build.tar.xz: run tools/gpu_deps.sh first"; exit 1; }
+    mkdir -p "$build.part"
+    if ! tar -C "$build.part" -xJf .gpu/build.tar.xz; then
+        echo "tar -xJ failed; unpacking with Python's tarfile"
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+            .gpu/build.tar.xz "$build.part" || exit 1
+    fi
+    mv "$build.part" "$build"
+    echo "build: $build ($(du -sm "$build" | cut -f1) MiB unpacked)"
+    exit 0
+fi
+OUT=${OUT:-$root/gpu-check-out}
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd -P)
+summary=$OUT/summary.txt
+log=$OUT/check.log
+json=$OUT/bench.json
+: > "$summary"
+: > "$log"
+: > "$json"
+
+budget=${GPU_CHECK_BUDGET_S:-450}
+start=$(date +%s)
+deadline=$((start + budget))
+devices=${GPU_CHECK_DEVICES-gpu}
+build=$root/.gpu/build
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+say() { printf '%s\n' "$*" | tee -a "$log"; }
+line() { printf '%s\n' "$*" >> "$summary"; say "summary: $*"; }
+left() { echo $((deadline - $(date +%s))); }
+
+# step NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, what is left)
+# seconds, its output into check.log and $work/NAME.out; its verdict into
+# $work/NAME.verdict and the summary (with any numbers added by the caller).
+step() {
+    name=$1 limit=$2
+    shift 2
+    l=$(left)
+    [ "$limit" -le "$l" ] || limit=$l
+    : > "$work/$name.out"
+    if [ "$limit" -lt 3 ]; then
+        echo skipped > "$work/$name.verdict"
+        step_line="$name skipped 0 s (the budget of ${budget} s ran out)"
+        say "==== $step_line"
+        return 0
+    fi
+    say "==== $name (limit $limit s): $*"
+    t0=$(date +%s)
+    timeout -k 5 "$limit" "$@" > "$work/$name.out" 2>&1
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    cat "$work/$name.out" >> "$log"
+    case $rc in
+        0) verdict=pass ;;
+        77) verdict=skip ;;
+        124|137) verdict=timeout ;;
+        *) verdict=fail ;;
+    esac
+    echo "$verdict" > "$work/$name.verdict"
+    say "==== $name: $verdict (exit $rc) in $secs s"
+    step_line="$name $verdict $secs s"
+}
+
+say "gpu_check.sh on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, OUT=$OUT"
+say "git: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null || echo 'no git here')"
+{
+    uname -a
+    nproc
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+} >> "$log" 2>&1
+
+# ---- setup: the build, the ICD, the libraries, the devices ----
+step setup_build "${GPU_CHECK_SETUP_S:-60}" sh "$root/tools/gpu_check.sh" --unpack "$build"
+line "$step_line"
+
+arch=x86_64-linux-gnu
+libpath=$root/.gpu/root/usr/lib/$arch:$root/.gpu/root/lib/$arch
+if [ "${GPU_CHECK_NO_ICD:-0}" != 1 ]; then
+    lib=${GPU_CHECK_OPENCL_LIB:-}
+    if [ -z "$lib" ]; then
+        # The versioned real file first (libnvidia-opencl.so.580.159.04), then
+        # the .so.1 link; /proc and /sys are not searched.
+        found=$(timeout 60 find / \( -path /proc -o -path /sys -o -path "$root" \) -prune -o \
+            -name 'libnvidia-opencl.so*' -print 2>/dev/null)
+        say "found: $(echo "$found" | tr '\n' ' ')"
+        lib=$(echo "$found" | grep -E '\.so\.[0-9]+\.[0-9]' | head -n 1)
+        [ -n "$lib" ] || lib=$(echo "$found" | grep -E '\.so\.1$' | head -n 1)
+        [ -n "$lib" ] || lib=$(echo "$found" | head -n 1)
+    fi
+    if [ -n "$lib" ] && [ -f "$lib" ]; then
+        export OCL_ICD_VENDORS="$work/vendors"
+        mkdir -p "$OCL_ICD_VENDORS"
+        echo "$lib" > "$OCL_ICD_VENDORS/gpu_check.icd"
+        # The driver's folder too: its OpenCL library loads its neighbours.
+        libpath=$libpath:$(dirname "$lib")
+        line "icd pass 0 s ($lib in OCL_ICD_VENDORS=$OCL_ICD_VENDORS)"
+    else
+        line "icd fail 0 s (no libnvidia-opencl.so* on this machine, GPU_CHECK_OPENCL_LIB unset: no GPU driver to register)"
+    fi
+fi
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The fallback's libstdc++, libgcc_s and zlib only where this machine lacks one.
+if LD_LIBRARY_PATH=$LD_LIBRARY_PATH ldd "$build/examples/resnet" "$build/cli/kiln" 2>&1 |
+        grep -q 'not found'; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$root/.gpu/fallback/usr/lib/$arch:$root/.gpu/fallback/lib/$arch"
+    say "some library was missing: the fallback folder joins LD_LIBRARY_PATH"
+fi
+say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+ldd "$build/examples/resnet" >> "$log" 2>&1
+if ldd "$build/examples/resnet" 2>&1 | grep 'not found' >> "$log"; then
+    line "libraries fail 0 s (ldd finds some missing: check.log)"
+fi
+
+# Every step after this one uses the same cache folder (kernels and GEMM
+# parameters), and the devices GPU_CHECK_DEVICES names.
+export KILN_CACHE_DIR="$work/cache"
+[ -z "$devices" ] || export KILN_DEVICES="$devices"
+step devices 30 "$build/cli/kiln" devices
+gpu_seen=0
+[ "$(cat "$work/devices.verdict")" = pass ] && gpu_seen=1
+line "$step_line: $(grep '^device' "$work/devices.out" | tr '\n' ';' | sed 's/;$//')$(
+    [ $gpu_seen = 1 ] || printf ' %s' "$(tail -n 1 "$work/devices.out")")"
+if [ $gpu_seen = 0 ]; then
+    KILN_DEVICES=all "$build/cli/kiln" devices >> "$log" 2>&1
+    line "no device for KILN_DEVICES='$devices': the tests and benchmarks are left out (every device kiln sees is in check.log)"
+    say "done in $(($(date +%s) - start)) s"
+    exit 0
+fi
+
+# Fashion-MNIST where the tests look for it, if this machine has none (a
+# link to the carried copy; only as root, only where nothing is).
+fashion=/usr/share/datasets/fashion-mnist
+data=$root/.gpu/root$fashion
+if [ ! -e "$fashion" ] && [ -d "$data" ] && [ "$(id -u)" = 0 ]; then
+    mkdir -p "$(dirname "$fashion")" && ln -s "$data" "$fashion" &&
+        say "linked $fashion -> $data (the tests read it there)"
+fi
+[ -d "$data" ] || data=$fashion
+
+# ---- tests ----
+if command -v python3 >/dev/null; then
+    # gpu_tests.py's own deadline ends 5 s before the step's limit.
+    t=${GPU_CHECK_TESTS_S:-170}
+    [ "$t" -le "$(left)" ] || t=$(left)
+    step tests "$t" python3 "$root/tools/gpu_tests.py" "$root" "$build" "$OUT/tests.log" \
+        "$OUT/tests.txt" --seconds $((t - 5)) --jobs "${GPU_CHECK_JOBS:-8}" \
+        --devices "$devices" --only "${GPU_CHECK_ONLY:-}"
+    if [ -f "$OUT/tests.txt" ]; then
+        counts=$(awk '{n[$2]++} END {printf "%d pass, %d fail, %d timeout, %d skip, %d notrun, %d left-out",
+            n["pass"], n["fail"], n["timeout"], n["skip"], n["notrun"], n["left-out"]}' "$OUT/tests.txt")
+        bad=$(awk '$2 == "fail" || $2 == "timeout" {printf "%s%s", s, $1; s = ", "}' "$OUT/tests.txt")
+        line "$step_line: $counts${bad:+ (failed: $bad)}"
+    else
+        line "$step_line: no results (gpu_tests.py did not start?)"
+    fi
+else
+    line "tests fail 0 s (no python3 on this machine: gpu_tests.py cannot run)"
+fi
+
+# ---- benchmarks ----
+# tune: the search writes its choice into KILN_CACHE_DIR for the rest.
+step tune "${GPU_CHECK_TUNE_S:-40}" env KILN_GEMM_TUNING=search "$build/test/bench/bench_train" \
+    --batch 32 --steps 1 --warmup 1 --limit 64 --data "$data"
+line "$step_line"
+
+step gemm "${GPU_CHECK_GEMM_S:-40}" "$build/test/bench/bench_gemm" --json "$json"
+line "$step_line: $(grep -E '^\| [a-z]' "$work/gemm.out" | grep -v '^| shape' |
+    awk -F'|' '{gsub(/^ +| +$/, "", $2); gsub(/ /, "", $5); printf "%s%s %s", s, $2, $5; s = "; "}'
+    ) GFLOPS"
+
+train() {   # NAME BATCH [VARIANT]
+    name=$1 batch=$2 variant=${3:-auto}
+    step "$name" "${GPU_CHECK_TRAIN_S:-25}" env KILN_KERNEL_VARIANT="$variant" \
+        "$build/test/bench/bench_train" --batch "$batch" --steps 200 --warmup 20 --eval \
+        --json "$json" --data "$data"
+    line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
+}
+train train_b32 32
+train train_b128 128
+train train_b128_cpu_kernels 128 cpu
+
+resnet() {   # NAME SIDE BATCH STEPS [VARIANT]
+    name=$1 side=$2 batch=$3 steps=$4 variant=${5:-auto}
+    step "$name" "${GPU_CHECK_RESNET_S:-30}" env KILN_KERNEL_VARIANT="$variant" \
+        "$build/examples/resnet" --input "$side" --batch "$batch" --steps "$steps" --warmup 2
+    line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
+}
+resnet resnet_32_b64 32 64 20
+resnet resnet_224_b8 224 8 20
+resnet resnet_32_b64_cpu_kernels 32 64 20 cpu
+
+step profile "${GPU_CHECK_PROFILE_S:-25}" env KILN_PROFILE=1 "$build/examples/resnet" \
+    --input 224 --batch 8 --steps 5 --warmup 2
+line "$step_line (the kernels' times: check.log)"
+
+say "done in $(($(date +%s) - start)) s; summary in $summary"
+exit 0
