@@ -4,7 +4,7 @@
 # libraries a bare machine lacks and Fashion-MNIST into .gpu/), on a machine
 # with a GPU driver and no network. Within a total budget, each step under
 # its own time limit (so that one hang cannot eat the rest):
-#   setup     unpack .gpu/build.tar.xz; find the vendor's OpenCL driver
+#   setup     unpack .gpu/build.tar.xz (into a temporary folder); find the vendor's OpenCL driver
 #             (NVIDIA's libnvidia-opencl.so) and write an .icd file for it
 #             into a folder named by OCL_ICD_VENDORS; LD_LIBRARY_PATH to
 #             .gpu/root; `kiln devices` (what kiln sees; with no GPU the
@@ -46,7 +46,6 @@ root=$(pwd -P)
 # --unpack DIR (the setup step, under its time limit): .gpu/build.tar.xz into DIR.
 if [ "${1:-}" = --unpack ]; then
     build=$2
-    [ ! -d "$build" ] || { echo "build: $build is there already"; exit 0; }
     [ -f .gpu/build.tar.xz ] || { echo "no .gpu/build.tar.xz: run tools/gpu_deps.sh first"; exit 1; }
     mkdir -p "$build.part"
     if ! tar -C "$build.part" -xJf .gpu/build.tar.xz; then
@@ -72,8 +71,10 @@ budget=${GPU_CHECK_BUDGET_S:-450}
 start=$(date +%s)
 deadline=$((start + budget))
 devices=${GPU_CHECK_DEVICES-gpu}
-build=$root/.gpu/build
 work=$(mktemp -d)
+# Unpacked outside the tree, so that nothing new lies in .gpu (what the device
+# tool carries) after a run.
+build=$work/build
 trap 'rm -rf "$work"' EXIT
 
 say() { printf '%s\n' "$*" | tee -a "$log"; }

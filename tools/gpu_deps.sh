@@ -99,7 +99,6 @@ mkdir "$stage"
         fi
     done
 tar -C "$stage" -cf - . | nice -n 10 xz -6 -T2 > "$dest/build.tar.xz"
-rm -rf "$dest/build" "$dest/build.part"   # gpu_check.sh unpacks it afresh
 printf 'source %s\nbuild %s\n' "$(pwd)" "$(cd "$build" && pwd)" > "$dest/origin"
 
 # Every library the programs need resolves inside .gpu or to glibc's.
