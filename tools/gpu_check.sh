@@ -32,6 +32,7 @@
 #   GPU_CHECK_SETUP_S [60] GPU_CHECK_TESTS_S [170] GPU_CHECK_TUNE_S [40]
 #   GPU_CHECK_GEMM_S [40] GPU_CHECK_TRAIN_S [25] (each of 3 runs)
 #   GPU_CHECK_RESNET_S [30] (each of 3 runs) GPU_CHECK_PROFILE_S [25]
+#   GPU_CHECK_TRAIN_STEPS [200] GPU_CHECK_RESNET_STEPS [20]  timed steps
 #   GPU_CHECK_JOBS [8]        tests run at a time
 #   GPU_CHECK_DEVICES [gpu]   KILN_DEVICES for every step ('cpu': PoCL here)
 #   GPU_CHECK_ONLY            comma-separated test names: run only those
@@ -131,9 +132,10 @@ if [ "${GPU_CHECK_NO_ICD:-0}" != 1 ]; then
     lib=${GPU_CHECK_OPENCL_LIB:-}
     if [ -z "$lib" ]; then
         # The versioned real file first (libnvidia-opencl.so.580.159.04), then
-        # the .so.1 link; /proc and /sys are not searched.
-        found=$(timeout 60 find / \( -path /proc -o -path /sys -o -path "$root" \) -prune -o \
-            -name 'libnvidia-opencl.so*' -print 2>/dev/null)
+        # the .so.1 link; where libraries live first, then all but /proc and /sys.
+        found=$(timeout 30 find /usr /lib /lib64 /opt -name 'libnvidia-opencl.so*' 2>/dev/null)
+        [ -n "$found" ] || found=$(timeout 30 find / \( -path /proc -o -path /sys -o \
+            -path "$root" \) -prune -o -name 'libnvidia-opencl.so*' -print 2>/dev/null)
         say "found: $(echo "$found" | tr '\n' ' ')"
         lib=$(echo "$found" | grep -E '\.so\.[0-9]+\.[0-9]' | head -n 1)
         [ -n "$lib" ] || lib=$(echo "$found" | grep -E '\.so\.1$' | head -n 1)
@@ -223,7 +225,8 @@ line "$step_line: $(grep -E '^\| [a-z]' "$work/gemm.out" | grep -v '^| shape' |
 train() {   # NAME BATCH [VARIANT]
     name=$1 batch=$2 variant=${3:-auto}
     step "$name" "${GPU_CHECK_TRAIN_S:-25}" env KILN_KERNEL_VARIANT="$variant" \
-        "$build/test/bench/bench_train" --batch "$batch" --steps 200 --warmup 20 --eval \
+        "$build/test/bench/bench_train" --batch "$batch" --steps "${GPU_CHECK_TRAIN_STEPS:-200}" \
+        --warmup 20 --eval \
         --json "$json" --data "$data"
     line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
 }
@@ -237,9 +240,10 @@ resnet() {   # NAME SIDE BATCH STEPS [VARIANT]
         "$build/examples/resnet" --input "$side" --batch "$batch" --steps "$steps" --warmup 2
     line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
 }
-resnet resnet_32_b64 32 64 20
-resnet resnet_224_b8 224 8 20
-resnet resnet_32_b64_cpu_kernels 32 64 20 cpu
+steps=${GPU_CHECK_RESNET_STEPS:-20}
+resnet resnet_32_b64 32 64 "$steps"
+resnet resnet_224_b8 224 8 "$steps"
+resnet resnet_32_b64_cpu_kernels 32 64 "$steps" cpu
 
 step profile "${GPU_CHECK_PROFILE_S:-25}" env KILN_PROFILE=1 "$build/examples/resnet" \
     --input 224 --batch 8 --steps 5 --warmup 2
