@@ -32,7 +32,8 @@
 #   GPU_CHECK_SETUP_S [60] GPU_CHECK_TESTS_S [170] GPU_CHECK_TUNE_S [40]
 #   GPU_CHECK_GEMM_S [40] GPU_CHECK_TRAIN_S [25] (each of 3 runs)
 #   GPU_CHECK_RESNET_S [30] (each of 3 runs) GPU_CHECK_PROFILE_S [25]
-#   GPU_CHECK_TRAIN_STEPS [200] GPU_CHECK_RESNET_STEPS [20]  timed steps
+#   GPU_CHECK_TRAIN_STEPS [200] GPU_CHECK_RESNET_STEPS [20]
+#   GPU_CHECK_PROFILE_STEPS [5]  timed steps
 #   GPU_CHECK_JOBS [8]        tests run at a time
 #   GPU_CHECK_DEVICES [gpu]   KILN_DEVICES for every step ('cpu': PoCL here)
 #   GPU_CHECK_ONLY            comma-separated test names: run only those
@@ -67,6 +68,7 @@ json=$OUT/bench.json
 : > "$summary"
 : > "$log"
 : > "$json"
+rm -f "$OUT/tests.txt" "$OUT/tests.log"
 
 budget=${GPU_CHECK_BUDGET_S:-450}
 start=$(date +%s)
@@ -93,7 +95,7 @@ step() {
     : > "$work/$name.out"
     if [ "$limit" -lt 3 ]; then
         echo skipped > "$work/$name.verdict"
-        step_line="$name skipped 0 s (the budget of ${budget} s ran out)"
+        step_line="$name skipped 0 s (under 3 s for it: its limit, or what is left of the ${budget} s)"
         say "==== $step_line"
         return 0
     fi
@@ -121,6 +123,15 @@ say "git: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null || echo 'no git h
     nproc
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 } >> "$log" 2>&1
+
+# report NAME TEXT: the step's summary line, with TEXT (its numbers) when it ran.
+report() {
+    if [ "$(cat "$work/$1.verdict")" = skipped ] || [ -z "$2" ]; then
+        line "$step_line"
+    else
+        line "$step_line: $2"
+    fi
+}
 
 # ---- setup: the build, the ICD, the libraries, the devices ----
 step setup_build "${GPU_CHECK_SETUP_S:-60}" sh "$root/tools/gpu_check.sh" --unpack "$build"
@@ -203,9 +214,9 @@ if command -v python3 >/dev/null; then
         counts=$(awk '{n[$2]++} END {printf "%d pass, %d fail, %d timeout, %d skip, %d notrun, %d left-out",
             n["pass"], n["fail"], n["timeout"], n["skip"], n["notrun"], n["left-out"]}' "$OUT/tests.txt")
         bad=$(awk '$2 == "fail" || $2 == "timeout" {printf "%s%s", s, $1; s = ", "}' "$OUT/tests.txt")
-        line "$step_line: $counts${bad:+ (failed: $bad)}"
+        report tests "$counts${bad:+ (failed: $bad)}"
     else
-        line "$step_line: no results (gpu_tests.py did not start?)"
+        report tests ""
     fi
 else
     line "tests fail 0 s (no python3 on this machine: gpu_tests.py cannot run)"
@@ -215,12 +226,12 @@ fi
 # tune: the search writes its choice into KILN_CACHE_DIR for the rest.
 step tune "${GPU_CHECK_TUNE_S:-40}" env KILN_GEMM_TUNING=search "$build/test/bench/bench_train" \
     --batch 32 --steps 1 --warmup 1 --limit 64 --data "$data"
-line "$step_line"
+report tune "$(sed -n 's/.*GEMM: \(.*\)\]$/GEMM parameters: \1/p' "$work/tune.out" | tail -n 1)"
 
 step gemm "${GPU_CHECK_GEMM_S:-40}" "$build/test/bench/bench_gemm" --json "$json"
-line "$step_line: $(grep -E '^\| [a-z]' "$work/gemm.out" | grep -v '^| shape' |
-    awk -F'|' '{gsub(/^ +| +$/, "", $2); gsub(/ /, "", $5); printf "%s%s %s", s, $2, $5; s = "; "}'
-    ) GFLOPS"
+report gemm "$(grep -E '^\| [a-z]' "$work/gemm.out" | grep -v '^| shape' |
+    awk -F'|' '{gsub(/^ +| +$/, "", $2); gsub(/ /, "", $5); printf "%s%s %s GFLOPS", s, $2, $5;
+                s = "; "}')"
 
 train() {   # NAME BATCH [VARIANT]
     name=$1 batch=$2 variant=${3:-auto}
@@ -228,7 +239,7 @@ train() {   # NAME BATCH [VARIANT]
         "$build/test/bench/bench_train" --batch "$batch" --steps "${GPU_CHECK_TRAIN_STEPS:-200}" \
         --warmup 20 --eval \
         --json "$json" --data "$data"
-    line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
+    report "$name" "$(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
 }
 train train_b32 32
 train train_b128 128
@@ -238,16 +249,19 @@ resnet() {   # NAME SIDE BATCH STEPS [VARIANT]
     name=$1 side=$2 batch=$3 steps=$4 variant=${5:-auto}
     step "$name" "${GPU_CHECK_RESNET_S:-30}" env KILN_KERNEL_VARIANT="$variant" \
         "$build/examples/resnet" --input "$side" --batch "$batch" --steps "$steps" --warmup 2
-    line "$step_line: $(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
+    report "$name" "$(grep -E 'samples/s' "$work/$name.out" | tail -n 1)"
 }
 steps=${GPU_CHECK_RESNET_STEPS:-20}
 resnet resnet_32_b64 32 64 "$steps"
 resnet resnet_224_b8 224 8 "$steps"
 resnet resnet_32_b64_cpu_kernels 32 64 "$steps" cpu
 
+# The table comes when the context closes: a run killed by its limit has none.
 step profile "${GPU_CHECK_PROFILE_S:-25}" env KILN_PROFILE=1 "$build/examples/resnet" \
-    --input 224 --batch 8 --steps 5 --warmup 2
-line "$step_line (the kernels' times: check.log)"
+    --input 224 --batch 8 --steps "${GPU_CHECK_PROFILE_STEPS:-5}" --warmup 2
+top=$(grep -E '^ +[0-9.]+% ' "$work/profile.out" | head -n 12 | sed 's/^ *//;s/  */ /g' |
+    tr '\n' ';' | sed 's/;$//')
+report profile "${top:+the kernels' device times, the first 12 (all in check.log): $top}"
 
 say "done in $(($(date +%s) - start)) s; summary in $summary"
 exit 0
