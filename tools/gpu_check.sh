@@ -117,7 +117,7 @@ step() {
 }
 
 say "gpu_check.sh on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, OUT=$OUT"
-say "git: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null || echo 'no git here')"
+say "built from: $(sed -n 's/^commit //p' "$root/.gpu/origin" 2>/dev/null)"
 {
     uname -a
     nproc

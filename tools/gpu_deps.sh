@@ -13,7 +13,8 @@
 #                   list (meson-info/), debug info stripped, without objects
 #                   or static libraries (127 MiB of build folder -> ~2.5 MiB)
 #   .gpu/origin     where BUILD_DIR and the source tree were, so that
-#                   gpu_check.sh can rewrite the test list's paths
+#                   gpu_check.sh can rewrite the test list's paths, and the
+#                   commit built
 # Usage: sh tools/gpu_deps.sh [BUILD_DIR]   (default build; set up with
 # -Dmpi=disabled if missing, built with ninja). Then carry ".gpu" (the
 # device tool's `carry`) and run `sh tools/gpu_check.sh` there.
@@ -99,7 +100,11 @@ mkdir "$stage"
         fi
     done
 tar -C "$stage" -cf - . | nice -n 10 xz -6 -T2 > "$dest/build.tar.xz"
-printf 'source %s\nbuild %s\n' "$(pwd)" "$(cd "$build" && pwd)" > "$dest/origin"
+commit=$(git log -1 --format='%h %cd %s' --date=short 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+    commit="$commit, with uncommitted changes"
+printf 'source %s\nbuild %s\ncommit %s\n' "$(pwd)" "$(cd "$build" && pwd)" "$commit" \
+    > "$dest/origin"
 
 # Every library the programs need resolves inside .gpu or to glibc's.
 missing=$(LD_LIBRARY_PATH="$here/$dest/root/usr/lib/$arch:$here/$dest/root/lib/$arch" \

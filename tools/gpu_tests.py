@@ -20,6 +20,7 @@ Exit status 0 whatever the tests did (the results are the point)."""
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def main():
             out_lines.append("%s left-out 0 - %s" % (t["name"], why))
             continue
         env = {k: here(v) for k, v in t["env"].items()}
+        if "KILN_PYTHON" in env and not os.path.exists(env["KILN_PYTHON"]):
+            # The build's Python (Debian's) may not be there: this machine's own.
+            env["KILN_PYTHON"] = shutil.which("python3") or sys.executable
         run = {"name": t["name"], "suite": suites[0], "cmd": [here(c) for c in t["cmd"]],
                "env": env, "timeout": t["timeout"] or 300,
                "cwd": here(t.get("workdir") or build)}
