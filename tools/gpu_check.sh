@@ -20,6 +20,9 @@
 #             samples/s at batch 32 and 128, and at 128 with the CPU variants
 #   resnet_*  examples/resnet --input 32 (batch 64) and 224 (batch 8):
 #             training samples/s; 32 once more with the CPU variants
+#   torch_resnet_*  PyTorch's seed ResNet (test/bench/torch_resnet.py --device
+#             cuda) at the same shapes, where python3 has PyTorch with CUDA,
+#             and the ratios kiln / PyTorch
 #   profile   examples/resnet at 224 under KILN_PROFILE=1: every kernel's time
 # Results land in $OUT (default ./gpu-check-out): summary.txt (a line per
 # step: pass, fail, timeout or skipped, its seconds, its numbers), check.log
@@ -31,7 +34,10 @@
 #   GPU_CHECK_BUDGET_S [450]  the whole run; each step gets at most what is left
 #   GPU_CHECK_SETUP_S [60] GPU_CHECK_TESTS_S [170] GPU_CHECK_TUNE_S [40]
 #   GPU_CHECK_GEMM_S [40] GPU_CHECK_TRAIN_S [25] (each of 3 runs)
-#   GPU_CHECK_RESNET_S [30] (each of 3 runs) GPU_CHECK_PROFILE_S [25]
+#   GPU_CHECK_RESNET_S [30] (each of 3 runs) GPU_CHECK_TORCH_S [30] (each of 2)
+#   GPU_CHECK_PROFILE_S [25]
+#   GPU_CHECK_TORCH_DEVICE [cuda]  PyTorch's device ('cpu': a test here)
+#   GPU_CHECK_PYTHON [python3]     the Python with PyTorch
 #   GPU_CHECK_TRAIN_STEPS [200] GPU_CHECK_RESNET_STEPS [20]
 #   GPU_CHECK_PROFILE_STEPS [5]  timed steps
 #   GPU_CHECK_JOBS [8]        tests run at a time
@@ -255,6 +261,35 @@ steps=${GPU_CHECK_RESNET_STEPS:-20}
 resnet resnet_32_b64 32 64 "$steps"
 resnet resnet_224_b8 224 8 "$steps"
 resnet resnet_32_b64_cpu_kernels 32 64 "$steps" cpu
+
+# The peer: PyTorch's seed ResNet on the same GPU, where PyTorch with CUDA is
+# installed (float32, no TF32), and the ratios of the two.
+rate() { sed -n 's/.*batch [0-9]*: .* s per step, \([0-9.]*\) samples\/s.*/\1/p' "$work/$1.out" |
+    tail -n 1; }
+tdev=${GPU_CHECK_TORCH_DEVICE:-cuda}
+py=${GPU_CHECK_PYTHON:-python3}
+if timeout 60 "$py" -c 'import sys, torch
+sys.exit(0 if sys.argv[1] != "cuda" or torch.cuda.is_available() else 1)' "$tdev" \
+        >/dev/null 2>&1; then
+    for shape in "32 64" "224 8"; do
+        set -- $shape
+        step "torch_resnet_$1_b$2" "${GPU_CHECK_TORCH_S:-30}" "$py" \
+            "$root/test/bench/torch_resnet.py" --device "$tdev" --input "$1" --batch "$2" \
+            --steps "$steps" --warmup 2
+        report "torch_resnet_$1_b$2" "$(grep '^pytorch: input' "$work/torch_resnet_$1_b$2.out")"
+    done
+    ratios=""
+    for shape in "32 64" "224 8"; do
+        set -- $shape
+        k=$(rate "resnet_$1_b$2") t=$(rate "torch_resnet_$1_b$2")
+        r=-
+        [ -z "$k" ] || [ -z "$t" ] || r=$(awk -v k="$k" -v t="$t" 'BEGIN {printf "%.2f", k / t}')
+        ratios="$ratios, ${1}x$1 b$2 $r"
+    done
+    line "resnet kiln/pytorch, training samples/s (PyTorch on $tdev): ${ratios#, }"
+else
+    line "torch_resnet skipped 0 s (no PyTorch with $tdev for $py here)"
+fi
 
 # The table comes when the context closes: a run killed by its limit has none.
 step profile "${GPU_CHECK_PROFILE_S:-25}" env KILN_PROFILE=1 "$build/examples/resnet" \

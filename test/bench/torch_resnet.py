@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The peer of examples/resnet.c --input S: the seed ResNet
-(examples/resnet_model.c) in PyTorch on the CPU, trained on the same kind of
+(examples/resnet_model.c) in PyTorch on the CPU (or a CUDA GPU, --device
+cuda: tools/gpu_check.sh), trained on the same kind of
 synthetic data at the same input, batch, warm-up and step count.
 
 Same architecture, layer for layer: a 7x7/2 stem of 64 filters, batch norm,
@@ -115,6 +116,8 @@ def parse_args():
     p.add_argument("--steps", type=int, default=10, help="timed training steps")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first, >= 1")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    p.add_argument("--device", default="cpu",
+                   help="cpu, or cuda (a GPU: float32 without TF32, cuDNN's autotuner on)")
     a = p.parse_args()
     if min(a.input, a.batch, a.steps, a.warmup, a.threads) < 1:
         p.error("input, batch, steps, warmup and threads must be >= 1")
@@ -125,18 +128,31 @@ def main():
     a = parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    dev = torch.device(a.device)
+    where = "%d thread(s)" % torch.get_num_threads()
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            print("SKIP: PyTorch sees no CUDA device")
+            sys.exit(77)
+        # kiln computes in float32: no TF32 in PyTorch's convolutions or
+        # products either; the autotuner picks cuDNN's fastest (warm-up steps).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        where = "%s, float32 without TF32" % torch.cuda.get_device_name(dev)
     model = ResNet(a.input, 3, 10).to(memory_format=torch.channels_last)
     trainable = sum(p.numel() for p in model.parameters())
     moving = sum(b.numel() for n, b in model.named_buffers() if not n.endswith("batches_tracked"))
     print("pytorch params: total %d, trainable %d, non-trainable %d"
           % (trainable + moving, trainable, moving))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
 
     # Uniform [0, 1) images and labels i % 10, as resnet.c's synthetic data.
     n = a.batch * (a.warmup + a.steps)
     x = torch.rand(n, 3, a.input, a.input).contiguous(memory_format=torch.channels_last)
     y = torch.arange(n) % 10
+    model, x, y = model.to(dev), x.to(dev), y.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     model.train()
 
     def step(i):
@@ -145,7 +161,7 @@ def main():
         loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
-        return loss.item()   # kiln reads its loss sums back each step too
+        return loss.item()   # kiln reads its loss sums back each step too (a GPU sync)
 
     for i in range(a.warmup):
         step(i)
@@ -154,8 +170,8 @@ def main():
         step(i)
     dt = time.perf_counter() - t0
     print("pytorch: input %dx%dx3, batch %d: %.3f s per step, %.1f samples/s [torch %s, "
-          "%d thread(s)]" % (a.input, a.input, a.batch, dt / a.steps, a.batch * a.steps / dt,
-                             torch.__version__, torch.get_num_threads()))
+          "%s]" % (a.input, a.input, a.batch, dt / a.steps, a.batch * a.steps / dt,
+                   torch.__version__, where))
 
 
 if __name__ == "__main__":
