@@ -37,7 +37,8 @@ nice -n 10 ninja -C "$build" >/dev/null
 
 # The libraries the built programs load, by the package that ships each.
 # glibc's own and the fallback's are assumed on any Debian-like machine.
-base='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|linux-vdso|libgcc_s|libstdc\+\+|libz)\.so'
+base='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|linux-vdso'
+base="$base"'|libgcc_s|libstdc\+\+|libz)\.so'
 libs=$(find "$build" -name '*.p' -prune -o -type f -perm -u+x -print |
     while read -r f; do
         file "$f" | grep -q ELF || continue
