@@ -124,7 +124,7 @@ step() {
     step_line="$name $verdict $secs s"
 }
 
-say "gpu_check.sh on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, OUT=$OUT"
+say "gpu_check.sh on $(uname -n) at $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, OUT=$OUT"
 say "built from: $(sed -n 's/^commit //p' "$root/.gpu/origin" 2>/dev/null)"
 {
     uname -a
