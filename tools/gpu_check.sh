@@ -41,6 +41,7 @@
 #   GPU_CHECK_TRAIN_STEPS [200] GPU_CHECK_RESNET_STEPS [20]
 #   GPU_CHECK_PROFILE_STEPS [5]  timed steps
 #   GPU_CHECK_JOBS [8]        tests run at a time
+#   GPU_CHECK_TEST_CAP_S [120]  the most one test may take
 #   GPU_CHECK_DEVICES [gpu]   KILN_DEVICES for every step ('cpu': PoCL here)
 #   GPU_CHECK_ONLY            comma-separated test names: run only those
 #   GPU_CHECK_OPENCL_LIB      the vendor's OpenCL library to register (default:
@@ -222,6 +223,7 @@ if command -v python3 >/dev/null; then
     [ "$t" -le "$(left)" ] || t=$(left)
     step tests "$t" python3 "$root/tools/gpu_tests.py" "$root" "$build" "$OUT/tests.log" \
         "$OUT/tests.txt" --seconds $((t - 5)) --jobs "${GPU_CHECK_JOBS:-8}" \
+        --cap "${GPU_CHECK_TEST_CAP_S:-120}" \
         --devices "$devices" --only "${GPU_CHECK_ONLY:-}"
     if [ -f "$OUT/tests.txt" ]; then
         counts=$(awk '{n[$2]++} END {printf "%d pass, %d fail, %d timeout, %d skip, %d notrun, " \

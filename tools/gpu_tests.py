@@ -6,11 +6,16 @@ with (.gpu/origin) to where they are now, and runs the tests, several at a
 time, each under its own time limit and all before a deadline.
 
 Usage: gpu_tests.py ROOT BUILD LOG RESULTS --seconds S [--jobs N] [--devices D]
+                   [--cap C] [--only NAME,...]
   ROOT     the source tree here; BUILD the unpacked build folder
   LOG      every test's output, one after another
   RESULTS  a line per test: name, verdict (pass fail skip timeout notrun),
            seconds, exit status
   --devices D  KILN_DEVICES for every test (default gpu; '' keeps each test's)
+  --cap C      seconds any one test may take (default 120; less when its meson
+               timeout is less), so that one hang cannot take the whole budget
+Tests meson runs alone (is_parallel false: test_parameter_server) run first,
+one at a time; then the rest, N at a time.
 Suites first: layers, train, strategies, model, api, opencl, comm, saving,
 importer, datasets, base, common. Left out: what needs a compiler, meson,
 node, chromium or PyTorch, and what checks the sources rather than a device
@@ -55,6 +60,8 @@ def main():
     p.add_argument("--jobs", type=int, default=4)
     p.add_argument("--devices", default="gpu")
     p.add_argument("--only", default="", help="comma-separated test names (a quick check)")
+    p.add_argument("--cap", type=float, default=120,
+                   help="seconds any one test may take, below its meson timeout")
     a = p.parse_args()
     deadline = time.monotonic() + a.seconds
     root, build = os.path.abspath(a.root), os.path.abspath(a.build)
@@ -86,7 +93,7 @@ def main():
             env["KILN_PYTHON"] = shutil.which("python3") or sys.executable
         run = {"name": t["name"], "suite": suites[0], "cmd": [here(c) for c in t["cmd"]],
                "env": env, "timeout": t["timeout"] or 300,
-               "cwd": here(t.get("workdir") or build)}
+               "cwd": here(t.get("workdir") or build), "alone": not t["is_parallel"]}
         runs.append(run)
         if t["name"] in CPU_VARIANT:
             cpu = dict(run, name=t["name"] + "_cpu_kernels",
@@ -106,13 +113,15 @@ def main():
     results.flush()
     base_env = dict(os.environ)
     base_env.pop("CI", None)   # missing tools skip, as on a developer's machine
-    queue = list(runs)
+    # Tests meson runs alone (is_parallel: false) go first, one at a time.
+    alone = [r for r in runs if r["alone"]]
+    queue = [r for r in runs if not r["alone"]]
 
     def run_one(r):
         left = deadline - time.monotonic()
         if left < 3:
             return "notrun", 0.0, "-", "the tests' time ran out"
-        limit = min(r["timeout"], left)
+        limit = min(r["timeout"], left, a.cap)
         env = dict(base_env)
         for k, v in r["env"].items():
             if k == "LD_LIBRARY_PATH":
@@ -148,18 +157,23 @@ def main():
             log.flush()
         return verdict, secs, rc, ""
 
+    def record(r, verdict, secs, rc, note):
+        with lock:
+            results.write("%s %s %.1f %s%s\n" % (r["name"], verdict, secs, rc,
+                                                 " - " + note if note else ""))
+            results.flush()
+            print("%-40s %-8s %6.1f s" % (r["name"], verdict, secs), flush=True)
+
     def worker():
         while True:
             with lock:
                 if not queue:
                     return
                 r = queue.pop(0)
-            verdict, secs, rc, note = run_one(r)
-            with lock:
-                results.write("%s %s %.1f %s%s\n" % (r["name"], verdict, secs, rc,
-                                                     " - " + note if note else ""))
-                results.flush()
-                print("%-40s %-8s %6.1f s" % (r["name"], verdict, secs), flush=True)
+            record(r, *run_one(r))
+
+    for r in alone:
+        record(r, *run_one(r))
 
     threads = [threading.Thread(target=worker) for _ in range(max(1, a.jobs))]
     for t in threads:
