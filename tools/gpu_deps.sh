@@ -15,14 +15,15 @@
 #   .gpu/origin     where BUILD_DIR and the source tree were, so that
 #                   gpu_check.sh can rewrite the test list's paths, and the
 #                   commit built
-# Usage: sh tools/gpu_deps.sh [BUILD_DIR]   (default build; set up with
-# -Dmpi=disabled if missing, built with ninja). Then carry ".gpu" (the
-# device tool's `carry`) and run `sh tools/gpu_check.sh` there.
+# Usage: sh tools/gpu_deps.sh [BUILD_DIR]   (default build-gpu, set up with
+# -Dmpi=disabled if missing; any build folder without MPI will do, since the
+# GPU machine has none), built with ninja. Then carry ".gpu" (the device
+# tool's `carry`) and run `sh tools/gpu_check.sh` there.
 # Assumed present on the GPU machine, not carried: glibc (libc6), and the
 # fallback's three (carried anyway, in case). Prints the size to carry.
 set -eu
 cd "$(dirname "$0")/.."
-build=${1:-build}
+build=${1:-build-gpu}
 dest=.gpu
 arch=x86_64-linux-gnu
 mkdir -p "$dest"
@@ -32,6 +33,11 @@ here=$(pwd -P)
 
 if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dmpi=disabled
+fi
+if grep -q 'KILN_HAVE_MPI 1' "$build/kiln_config.h" 2>/dev/null; then
+    echo "gpu_deps.sh: $build is built with MPI, which the GPU machine lacks; name a folder" \
+        "set up with -Dmpi=disabled (the default, build-gpu, is set up so)" >&2
+    exit 1
 fi
 nice -n 10 ninja -C "$build" >/dev/null
 
@@ -120,3 +126,7 @@ size=$(du -sm "$dest" | cut -f1)
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
 echo "gpu_deps.sh: .gpu is $size MiB; tracked files $((tree / 1048576)) MiB;" \
     "the device tool carries 64 MiB in all"
+if [ $((size + tree / 1048576)) -ge 63 ]; then
+    echo "gpu_deps.sh: too much to carry: leave something out of .gpu" >&2
+    exit 1
+fi
