@@ -23,7 +23,7 @@ static const char *const loss_names[] = {"none", "sparse_categorical_crossentrop
                                          "mean_squared_error"};
 static const char *const optimizer_names[] = {"adam", "sgd"};
 static const char *const schedule_names[] = {"constant", "step_decay", "exponential_decay",
-                                             "cosine_decay"};
+                                             "cosine_decay", "piecewise_constant_decay"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 static const char *name_of(const char *const *names, int n, int value)
@@ -154,6 +154,29 @@ static const kiln_layer_field schedule_fields[] = {
      .offset = offsetof(kiln_lr_schedule, warmup_steps)},
 };
 
+/* The schedule's settings written only where they apply (older files
+ * have none): Keras CosineDecay's warmup_target, PiecewiseConstantDecay's
+ * boundaries and values. */
+static void write_schedule_extras(kiln_jw *w, const kiln_lr_schedule *s)
+{
+    if (s->has_warmup_target) {
+        kiln_jw_key(w, "warmup_target");
+        kiln_jw_float(w, s->warmup_target);
+    }
+    if (s->kind != KILN_LR_PIECEWISE_CONSTANT_DECAY)
+        return;
+    kiln_jw_key(w, "boundaries");
+    kiln_jw_begin_array(w);
+    for (int32_t i = 0; i < s->n_boundaries; i++)
+        kiln_jw_int(w, s->boundaries[i]);
+    kiln_jw_end_array(w);
+    kiln_jw_key(w, "values");
+    kiln_jw_begin_array(w);
+    for (int32_t i = 0; i < s->n_values; i++)
+        kiln_jw_float(w, s->values[i]);
+    kiln_jw_end_array(w);
+}
+
 static void write_compile(kiln_jw *w, const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->plan.optimizer;
@@ -218,6 +241,7 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_key(w, "kind");
     kiln_jw_string(w, name_of(schedule_names, COUNT(schedule_names), (int)s->kind));
     write_fields(w, schedule_fields, COUNT(schedule_fields), s);
+    write_schedule_extras(w, s);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
@@ -712,6 +736,43 @@ static kiln_status read_outputs(reader *r, const kiln_json *root, kiln_model_des
     return KILN_OK;
 }
 
+/* The optional schedule settings write_schedule_extras writes; compile
+ * checks them as it checks an application's. */
+static kiln_status read_schedule_extras(reader *r, const kiln_json *sched, kiln_model_desc *d)
+{
+    kiln_lr_schedule *s = &d->schedule;
+    kiln_status st = KILN_OK;
+    if (kiln_json_get(sched, "warmup_target")) {
+        s->has_warmup_target = 1;
+        st = get_float(r, sched, "warmup_target", &s->warmup_target);
+    }
+    const kiln_json *b = kiln_json_get(sched, "boundaries"), *v = kiln_json_get(sched, "values");
+    if (st != KILN_OK || (!b && !v))
+        return st;
+    if ((st = member(r, sched, "boundaries", KILN_JSON_ARRAY, &b)) != KILN_OK ||
+        (st = member(r, sched, "values", KILN_JSON_ARRAY, &v)) != KILN_OK)
+        return st;
+    if (b->count > KILN_LR_MAX_BOUNDARIES || v->count > KILN_LR_MAX_BOUNDARIES + 1)
+        return malformed(r, "%d boundaries and %d values; at most %d boundaries", (int)b->count,
+                         (int)v->count, KILN_LR_MAX_BOUNDARIES);
+    for (size_t i = 0; i < b->count; i++)
+        if (!integer(&b->items[i], 0, INT64_MAX, &d->schedule_pieces.boundaries[i]))
+            return malformed(r, "'boundaries' item %d is not an integer >= 0", (int)i);
+    for (size_t i = 0; i < v->count; i++) {
+        double x;
+        const kiln_json *item = &v->items[i];
+        if (item->type != KILN_JSON_NUMBER ||
+            !kiln_json_number_to_double(item->text, item->length, &x) || fabs(x) > FLT_MAX)
+            return malformed(r, "'values' item %d is not a finite float32", (int)i);
+        d->schedule_pieces.values[i] = (float)x;
+    }
+    s->n_boundaries = (int32_t)b->count;
+    s->boundaries = d->schedule_pieces.boundaries;
+    s->n_values = (int32_t)v->count;
+    s->values = d->schedule_pieces.values;
+    return KILN_OK;
+}
+
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
@@ -719,7 +780,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "schedule"};
-    static const char *const schedule_keys[] = {"kind"};
+    static const char *const schedule_keys[] = {"kind", "warmup_target", "boundaries",
+                                                "values"};
     snprintf(r->where, sizeof r->where, "compile: ");
     const kiln_json *opt, *sched, *metrics;
     int loss = 0, kind = 0, schedule = 0;
@@ -793,6 +855,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_name(r, sched, "kind", schedule_names, COUNT(schedule_names), 0, &schedule);
     if (st == KILN_OK)
         st = read_fields(r, sched, schedule_fields, COUNT(schedule_fields), s, NULL);
+    if (st == KILN_OK)
+        st = read_schedule_extras(r, sched, d);
     if (st != KILN_OK)
         return st;
     s->kind = (kiln_lr_schedule_kind)schedule;

@@ -16,6 +16,8 @@
  * null for a layer not placed) and no other is allowed: a reader of
  * version 1 knows exactly what a layer was built with. Optional, written
  * only where they apply (older files have none): compile's "ignore_class",
+ * the schedule's "warmup_target" (with one) and "boundaries" and "values"
+ * (piecewise constant decay),
  * and for a model of several outputs "outputs": ["cls", "reg"] beside
  * "output" (the first) and compile's "losses": [{"loss":
  * "mean_squared_error", "weight": 0.5}, ...], one per output. */
@@ -69,6 +71,7 @@ typedef struct kiln_model_desc {
      * description is used where it was parsed, never copied. */
     kiln_optimizer_options optimizer;
     kiln_lr_schedule schedule;
+    kiln_lr_pieces schedule_pieces;    /* the schedule's boundaries and values */
     /* Several outputs ("outputs" and compile's "losses", written only for
      * such a model): layer indices, and each one's loss and weight. */
     int32_t n_outputs;
