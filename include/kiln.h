@@ -1060,6 +1060,8 @@ typedef struct kiln_output_loss {
      *  loss_weights): the total is the sum of weight x loss over the
      *  outputs; 0: 1 (Keras's default) unless has_weight. */
     float weight;
+    /** This output's label smoothing, as kiln_compile_options.label_smoothing. */
+    float label_smoothing;
 } kiln_output_loss;
 
 /** Options of kiln_model_compile(). */
@@ -1187,6 +1189,18 @@ typedef struct kiln_compile_options {
     int32_t n_outputs;
     /** n_outputs losses (NULL when n_outputs is 0); copied. */
     const kiln_output_loss *outputs;
+    /** Keras's label_smoothing (default 0), in [0, 1], for a model of one
+     *  output (several: kiln_output_loss.label_smoothing each, this left
+     *  0). The loss reads each target t as Keras smooths it: categorical
+     *  cross-entropy t (1 - ls) + ls / classes; sparse categorical
+     *  cross-entropy the same on the one-hot its class id implies (Keras's
+     *  SparseCategoricalCrossentropy has no label_smoothing; this is
+     *  PyTorch's CrossEntropyLoss(label_smoothing=ls)); binary
+     *  cross-entropy t (1 - ls) + ls / 2. On the softmax (sigmoid) output's
+     *  logits and on probabilities alike; accuracy and the other metrics
+     *  read the labels as given. Mean squared error: must be 0. NaN,
+     *  infinite or outside [0, 1]: KILN_ERROR_INVALID_ARGUMENT. */
+    float label_smoothing;
 } kiln_compile_options;
 
 /**

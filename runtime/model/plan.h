@@ -25,6 +25,7 @@ typedef struct kiln_loss_plan {
      * classes) output, one sparse id each; others: one row of every output. */
     int64_t positions;
     int64_t cols;
+    float label_smoothing; /* Keras's: the cross-entropies' targets smoothed */
     int has_ignore;        /* sparse labels equal to `ignore` are padding */
     int32_t ignore;
     /* Metrics beyond accuracy (kiln_compile_options): */

@@ -203,6 +203,11 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
         kiln_jw_int(w, first->ignore);
     else
         kiln_jw_null(w);
+    /* Written only when set (older files have none). */
+    if (!kiln_model_outputs_apart(m) && first->label_smoothing != 0.0f) {
+        kiln_jw_key(w, "label_smoothing");
+        kiln_jw_float(w, first->label_smoothing);
+    }
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(w, "losses");
         kiln_jw_begin_array(w);
@@ -214,6 +219,10 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
              * the default 1) reads as 0 too. */
             kiln_jw_key(w, "weight");
             kiln_jw_float(w, m->plan.head_weight[k] == 0.0f ? -0.0f : m->plan.head_weight[k]);
+            if (m->plan.heads[k].label_smoothing != 0.0f) {
+                kiln_jw_key(w, "label_smoothing");
+                kiln_jw_float(w, m->plan.heads[k].label_smoothing);
+            }
             kiln_jw_end_object(w);
         }
         kiln_jw_end_array(w);
@@ -681,7 +690,7 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
  * several. */
 static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
-    static const char *const keys[] = {"loss", "weight"};
+    static const char *const keys[] = {"loss", "weight", "label_smoothing"};
     const kiln_json *losses = kiln_json_get(c, "losses");
     if (!losses)
         return KILN_OK;
@@ -701,6 +710,8 @@ static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d
             st = get_name(r, l, "loss", loss_names, COUNT(loss_names), 1, &loss);
         if (st == KILN_OK)
             st = get_float(r, l, "weight", &d->losses[k].weight);
+        if (st == KILN_OK && kiln_json_get(l, "label_smoothing"))
+            st = get_float(r, l, "label_smoothing", &d->losses[k].label_smoothing);
         d->losses[k].loss = (kiln_loss)loss;
         d->losses[k].has_weight = 1;   /* the weight in use, 0 included */
     }
@@ -776,7 +787,8 @@ static kiln_status read_schedule_extras(reader *r, const kiln_json *sched, kiln_
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "metrics", "optimizer", "ignore_class", "losses"};
+                                       "metrics", "optimizer", "ignore_class", "losses",
+                                       "label_smoothing"};
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "schedule"};
@@ -803,6 +815,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_int(r, c, "ignore_class", 0, INT32_MAX, &ignore_class);
     d->has_ignore_class = ignore && ignore->type != KILN_JSON_NULL;
     d->ignore_class = (int32_t)ignore_class;
+    if (st == KILN_OK && kiln_json_get(c, "label_smoothing"))
+        st = get_float(r, c, "label_smoothing", &d->label_smoothing);
     if (st == KILN_OK)
         st = read_losses(r, c, d);
     /* Optional: files written before compile's metrics have none (none asked). */

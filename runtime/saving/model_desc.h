@@ -15,7 +15,8 @@
  * Every key is required ("compile" only of compiled models; "device" is
  * null for a layer not placed) and no other is allowed: a reader of
  * version 1 knows exactly what a layer was built with. Optional, written
- * only where they apply (older files have none): compile's "ignore_class",
+ * only where they apply (older files have none): compile's "ignore_class"
+ * and "label_smoothing" (and each of several outputs' in "losses"),
  * the schedule's "warmup_target" (with one) and "boundaries" and "values"
  * (piecewise constant decay),
  * and for a model of several outputs "outputs": ["cls", "reg"] beside
@@ -66,6 +67,7 @@ typedef struct kiln_model_desc {
     int32_t top_k, mean_absolute_error, binary_accuracy;   /* the metrics compile asked for */
     float binary_threshold;
     int32_t has_ignore_class, ignore_class;   /* sparse labels' padding class */
+    float label_smoothing;             /* a model of one output's */
     int32_t gradient_accumulation_steps;
     /* Compile's optimizer; its schedule points at `schedule` below, so a
      * description is used where it was parsed, never copied. */
