@@ -285,6 +285,64 @@ static void model_file_keeps_it(kiln_context *ctx)
     kiln_model_destroy(l);
 }
 
+/* Two softmax heads on one Input, smoothing 0.2 on the first only: each
+ * head's loss against float64 from its predicted probabilities; the
+ * setting is refused on a mean squared error head and in compile's own
+ * field for several outputs. */
+static void several_outputs(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {IN};
+    const kiln_node x = kiln_input(m, 1, dims, NULL);
+    const kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = C,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = C,
+                                  .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node heads[2] = {kiln_dense(m, x, &a), kiln_dense(m, x, &b)};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, heads, 2));
+    kiln_output_loss losses[2] = {
+        {.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .label_smoothing = 0.2f},
+        {.loss = KILN_LOSS_MEAN_SQUARED_ERROR, .label_smoothing = 0.1f}};
+    kiln_compile_options co = {.struct_size = sizeof co, .n_outputs = 2, .outputs = losses};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "outputs[].label_smoothing is 0.1 (output "
+                "'b'), but label smoothing is for the cross-entropy losses",
+                kiln_model_compile(m, &co));
+    losses[1] = (kiln_output_loss){.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    co.label_smoothing = 0.2f;
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "leave loss 0 and label_smoothing 0 (it is "
+                "0.2)", kiln_model_compile(m, &co));
+    co.label_smoothing = 0.0f;
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    float xs[B * IN], y[B * 2 * C];
+    int32_t ids[2][B];
+    for (int i = 0; i < B * IN; i++)
+        xs[i] = (float)(2.0 * check_uniform());
+    for (int i = 0; i < B; i++) {
+        ids[0][i] = i % C;
+        ids[1][i] = (i + 1) % C;
+    }
+    const kiln_label_array labels[2] = {{.sparse_labels = ids[0]}, {.sparse_labels = ids[1]}};
+    const kiln_batch_arrays batch = {.count = B, .features = xs, .n_outputs = 2,
+                                     .outputs = labels};
+    const kiln_batch_arrays in = {.count = B, .features = xs};
+    kiln_metrics got = {.struct_size = sizeof got};
+    CHECK_OK(ctx, kiln_model_test_on_batch(m, &batch, &got));
+    CHECK_OK(ctx, kiln_model_predict(m, &in, y, B));
+    for (int k = 0; k < 2; k++) {
+        const double ls = k == 0 ? 0.2 : 0.0;
+        double want = 0;
+        for (int i = 0; i < B; i++)
+            for (int j = 0; j < C; j++)
+                want -= ((j == ids[k][i]) * (1 - ls) + ls / C) *
+                        log((double)y[i * 2 * C + k * C + j]) / B;
+        printf("several outputs: head %d (label_smoothing %g): loss %.7f (reference %.7f)\n",
+               k, ls, got.outputs[k].loss, want);
+        CHECK(got.n_outputs == 2 && fabs(got.outputs[k].loss - want) <= 2e-6 * (1 + want));
+    }
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     kiln_context *ctx = NULL;
@@ -312,6 +370,7 @@ int main(void)
             loss_against_reference(ctx, &c);
         }
     model_file_keeps_it(ctx);
+    several_outputs(ctx);
     refused(ctx, KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1.5f,
             "label_smoothing is 1.5 (output 'dense'); it must be in [0, 1]");
     refused(ctx, KILN_LOSS_CATEGORICAL_CROSSENTROPY, -0.1f, "label_smoothing is -0.1");
