@@ -77,8 +77,6 @@ def between(out):
     # Integer arithmetic on computed values (kiln folds it on constants).
     one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
         consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
-    one("transpose_computed", node("Transpose", ["c"], ["r"], name="transpose",
-                                   perm=[0, 1, 3, 2]))
     one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
     # Training-form BatchNormalization whose running mean a node reads.
     stats = [("s", np.ones(3, np.float32)), ("bb", np.zeros(3, np.float32)),

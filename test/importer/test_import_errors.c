@@ -276,8 +276,6 @@ int main(void)
     refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
     refused(ctx, "slice_computed", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)",
             "input 0 (data) is computed by the graph", "integer constants");
-    refused(ctx, "transpose_computed", KILN_ERROR_UNSUPPORTED, "'transpose' (Transpose)",
-            "computed by the graph", NULL);
     refused(ctx, "mul_computed", KILN_ERROR_UNSUPPORTED, "'mul' (Mul)", "input 0 (A)", NULL);
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");
