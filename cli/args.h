@@ -12,13 +12,16 @@ enum {
     CLI_LOSS = 1 << 4, CLI_FROM_LOGITS = 1 << 5, CLI_OPTIMIZER = 1 << 6,
     CLI_LEARNING_RATE = 1 << 7, CLI_MOMENTUM = 1 << 8, CLI_NESTEROV = 1 << 9,
     CLI_VALIDATION_SPLIT = 1 << 10, CLI_FREEZE = 1 << 11, CLI_HEAD = 1 << 12,
-    CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16
+    CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16,
+    CLI_CLIPNORM = 1 << 17, CLI_CLIPVALUE = 1 << 18, CLI_GLOBAL_CLIPNORM = 1 << 19
 };
+#define CLI_CLIPPING (CLI_CLIPNORM | CLI_CLIPVALUE | CLI_GLOBAL_CLIPNORM)
 
 /* The options that change how an imported model is built or trained: a
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
-                           CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM)
+                           CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
+                           CLI_CLIPPING)
 
 typedef struct cli_args {
     const char *command;
@@ -33,6 +36,7 @@ typedef struct cli_args {
     kiln_optimizer_kind optimizer;   /* adam */
     float learning_rate;         /* 0: the optimizer's default */
     float momentum;
+    float clipnorm, clipvalue, global_clipnorm;   /* 0: off */
     float validation_split;
     const char *freeze[CLI_MAX_FREEZE];
     int n_freeze;

@@ -33,7 +33,9 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
     const kiln_optimizer_options opt = {.struct_size = sizeof opt, .kind = a->optimizer,
                                         .learning_rate = a->learning_rate,
                                         .momentum = a->momentum,
-                                        .nesterov = (a->given & CLI_NESTEROV) != 0};
+                                        .nesterov = (a->given & CLI_NESTEROV) != 0,
+                                        .clipnorm = a->clipnorm, .clipvalue = a->clipvalue,
+                                        .global_clipnorm = a->global_clipnorm};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy};
     return kiln_model_compile(m, &co);
