@@ -16,7 +16,9 @@
  * accumulate over the micro-batches; each stage then applies the
  * optimizer to its own parameters, once every stage has said whether its
  * gradients and the update they make were finite and the last stage
- * whether the loss was: all stages apply the update or none does. */
+ * whether the loss was: all stages apply the update or none does. With
+ * global_clipnorm, the stages first exchange their gradients' squared
+ * norms, so each clips by the whole model's (clip_stage). */
 #include "runtime/parallel/first_run.h"
 #include "runtime/model/clip.h"
 #include "runtime/model/loss.h"

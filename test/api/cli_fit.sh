@@ -205,6 +205,8 @@ for clip in clipnorm:0.3 clipvalue:0.1 global-clipnorm:0.3; do
         --loss mse --optimizer sgd --learning-rate 0.1 --batch 4 --no-shuffle \
         "--${clip%:*}" "${clip#*:}" > /dev/null 2>&1 || fail "fit --${clip%:*} exited $?"
     "$kiln" predict "$work/clip.kiln" "$work/gx.npy" "$work/cy.npy"
+    "$kiln" summary "$work/clip.kiln" | grep -q "^Optimizer: sgd, learning rate 0.1, $(echo \
+        "${clip%:*}" | tr - _) ${clip#*:}$" || fail "summary of a --${clip%:*} model"
     "$python" - "$work" "${clip%:*}" "${clip#*:}" <<'PY' || fail "--${clip%:*}: not NumPy's"
 import sys
 import numpy as np
