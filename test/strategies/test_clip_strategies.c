@@ -4,7 +4,8 @@
  * holding its own layers' gradients: their squares are added before any
  * stage updates) and the parameter server (one worker: each push its own
  * whole-model norm, which then is one device's); per-tensor clipnorm and
- * clipvalue too. A frozen layer takes no part. Meson runs this with
+ * clipvalue too. A frozen layer takes no part. Accumulated micro-batches
+ * are clipped once, as one large batch. Meson runs this with
  * POCL_DEVICES="basic basic"; on one device what needs two is skipped. */
 #include "harness.h"
 
@@ -37,6 +38,7 @@ typedef struct run {
     int replicas, stages;
     float clipnorm, clipvalue, global_clipnorm;
     const char *frozen;
+    int accumulation, batch;   /* 0: none, 16 */
 } run;
 
 /* Trains 2 epochs of batch 16 from the context's seed; the weights (caller
@@ -64,11 +66,13 @@ static float *weights_after(kiln_context *ctx, kiln_dataset *ds, const run *r, i
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &o,
                                      .strategy = r->strategy, .replicas = r->replicas,
-                                     .pipeline_stages = r->stages};
+                                     .pipeline_stages = r->stages,
+                                     .gradient_accumulation_steps = r->accumulation};
     float *w = NULL;
     kiln_status st = kiln_model_compile(m, &co);
     CHECK_OK(ctx, st);
-    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 2, .batch_size = 16,
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 2,
+                                 .batch_size = r->batch ? r->batch : 16,
                                  .no_shuffle = 1, .verbosity = KILN_VERBOSE_SILENT};
     if (st == KILN_OK)
         st = kiln_model_fit(m, ds, &fo);
@@ -142,6 +146,41 @@ static void test_mode(kiln_context *ctx, kiln_dataset *ds, int devices, run mode
     free(base);
 }
 
+/* Accumulating 2 micro-batches of 8 clips the update's gradient, the mean
+ * of the two: as one batch of 16 does (Keras 3 would clip each half). */
+static void test_accumulation(kiln_context *ctx, kiln_dataset *ds, int devices)
+{
+    int64_t n = 0;
+    const run whole = {.strategy = KILN_STRATEGY_ONE_DEVICE, .global_clipnorm = 1.0f};
+    float *base = weights_after(ctx, ds, &whole, &n);
+    static const struct {
+        kiln_strategy strategy;
+        int replicas, stages, devices;
+        const char *name;
+    } runs[] = {
+        {.strategy = KILN_STRATEGY_ONE_DEVICE, .devices = 1,
+         .name = "global_clipnorm 1: one_device, 2 x 8 accumulated vs batch 16"},
+        {.strategy = KILN_STRATEGY_MIRRORED, .replicas = 2, .devices = 2,
+         .name = "global_clipnorm 1: mirrored, 2 x 8 accumulated vs batch 16"},
+        {.strategy = KILN_STRATEGY_PIPELINE, .stages = 2, .devices = 2,
+         .name = "global_clipnorm 1: pipeline, 2 x 8 accumulated vs batch 16"},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        if (runs[k].devices > devices)
+            continue;
+        run r = whole;
+        r.strategy = runs[k].strategy;
+        r.replicas = runs[k].replicas;
+        r.stages = runs[k].stages;
+        r.accumulation = 2;
+        r.batch = 8;
+        float *w = weights_after(ctx, ds, &r, &n);
+        compare(runs[k].name, w, base, n, TOL);
+        free(w);
+    }
+    free(base);
+}
+
 int main(void)
 {
     kiln_context_options co = {.struct_size = sizeof co, .seed = 5};
@@ -156,6 +195,7 @@ int main(void)
               "global_clipnorm 1, d1 frozen");
     test_mode(ctx, ds, devices, (run){.clipnorm = 0.5f}, "clipnorm 0.5");
     test_mode(ctx, ds, devices, (run){.clipvalue = 0.1f}, "clipvalue 0.1");
+    test_accumulation(ctx, ds, devices);
     kiln_dataset_destroy(ds);
     kiln_context_destroy(ctx);
     return test_finish("test_clip_strategies");
