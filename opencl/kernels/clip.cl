@@ -3,10 +3,11 @@
  * (clipnorm, global_clipnorm) or clamped (clipvalue) in place.
  *
  * The squares add up in double where the device has it, else in float; in
- * a fixed order either way (work-groups of KILN_ROW_LANES over fixed
- * chunks, a tree in local memory, then the chunks in order), so a device
- * gives the same norm every time. A chunk is {offset, count, tensor}: it
- * never spans two tensors. */
+ * a fixed order either way (a work-group over each fixed chunk, a tree in
+ * local memory, then the chunks in order), so a device gives the same norm
+ * every time. A chunk is {offset, count, tensor}: it never spans two
+ * tensors. Work-groups are a power of two, at most KILN_ROW_LANES (the
+ * host takes fewer on a device whose groups are smaller). */
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double kiln_acc;
@@ -23,16 +24,16 @@ __kernel void kiln_clip_squares(__global const float *g, __global const int *chu
                                 __global kiln_acc *partial)
 {
     __local kiln_acc part[KILN_ROW_LANES];
-    const int c = get_group_id(0), lane = get_local_id(0);
+    const int c = get_group_id(0), lane = get_local_id(0), lanes = get_local_size(0);
     const int offset = chunks[3 * c], count = chunks[3 * c + 1];
     kiln_acc s = 0;
-    for (int i = lane; i < count; i += KILN_ROW_LANES) {
+    for (int i = lane; i < count; i += lanes) {
         const kiln_acc x = g[offset + i];
         s += x * x;
     }
     part[lane] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = KILN_ROW_LANES / 2; step > 0; step /= 2) {
+    for (int step = lanes / 2; step > 0; step /= 2) {
         if (lane < step)
             part[lane] += part[lane + step];
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -83,12 +84,12 @@ __kernel void kiln_clip_scale(__global float *g, __global const int *chunks,
                               __global const kiln_acc *tensor_squares,
                               __global const int *total, int mode, float limit)
 {
-    const int c = get_group_id(0), lane = get_local_id(0);
+    const int c = get_group_id(0), lane = get_local_id(0), lanes = get_local_size(0);
     const int offset = chunks[3 * c], count = chunks[3 * c + 1];
     const kiln_acc squares = mode == KILN_CLIP_NORM ? tensor_squares[chunks[3 * c + 2]]
                                                     : *(__global const kiln_acc *)total;
     const float f = kiln_clip_factor(squares, mode, limit);
-    for (int i = lane; i < count; i += KILN_ROW_LANES)
+    for (int i = lane; i < count; i += lanes)
         g[offset + i] *= f;
 }
 

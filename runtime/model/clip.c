@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-/* Floats a work-group of clip.cl sums: 64 lanes of 64 each. */
+/* Floats a work-group of clip.cl sums (64 each for its 64 lanes). */
 #define CHUNK 4096
 
 struct kiln_clip {
@@ -164,12 +164,22 @@ size_t kiln_clip_bytes(const kiln_clip *c)
            kiln_buffer_bytes(c->tensor_squares) + kiln_buffer_bytes(c->total);
 }
 
+/* clip.cl's work-groups: KILN_ROW_LANES, or the largest power of two the
+ * device's groups hold. */
+static size_t lanes_of(const kiln_clip *c)
+{
+    size_t lanes = KILN_ROW_LANES;
+    while (lanes > kiln_device_max_work_group(c->dev))
+        lanes /= 2;
+    return lanes;
+}
+
 kiln_status kiln_clip_measure(kiln_clip *c, const kiln_buffer *grads)
 {
     if (c->mode == KILN_CLIP_VALUE)
         return KILN_OK;
-    const size_t groups[] = {(size_t)c->n_chunks * KILN_ROW_LANES};
-    const size_t lanes[] = {KILN_ROW_LANES};
+    const size_t lanes[] = {lanes_of(c)};
+    const size_t groups[] = {(size_t)c->n_chunks * lanes[0]};
     kiln_status st = kiln_run_groups(c->dev, "clip", "kiln_clip_squares", 1, groups, lanes,
                                      KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_buffer(c->chunks),
                                                kiln_arg_buffer(c->partial)));
@@ -220,8 +230,8 @@ kiln_status kiln_clip_scale(kiln_clip *c, kiln_buffer *grads)
         return kiln_run1(c->dev, "clip", "kiln_clip_value", c->n,
                          KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_int((int64_t)c->n),
                                    kiln_arg_float(c->limit)));
-    const size_t groups[] = {(size_t)c->n_chunks * KILN_ROW_LANES};
-    const size_t lanes[] = {KILN_ROW_LANES};
+    const size_t lanes[] = {lanes_of(c)};
+    const size_t groups[] = {(size_t)c->n_chunks * lanes[0]};
     return kiln_run_groups(c->dev, "clip", "kiln_clip_scale", 1, groups, lanes,
                            KILN_ARGS(kiln_arg_buffer(grads), kiln_arg_buffer(c->chunks),
                                      kiln_arg_buffer(c->tensor_squares),
