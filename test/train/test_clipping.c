@@ -169,6 +169,30 @@ static void test_kernels(kiln_context *ctx)
             CHECK(!isfinite(got[5000]));
             CHECK(nonfinite == (k == 0 ? 7007 : k == 1 ? 1 : all));
         }
+        if (k == 2) {
+            /* Elements of 1e20: their squares overflow float, not double. In
+             * double the clipped gradient's norm is the limit; in float the
+             * norm is infinite and the gradient NaN (the step is skipped). */
+            for (size_t i = 0; i < n; i++)
+                g[i] = g[i] != 0.0f ? 1e20f : 0.0f;
+            g[5000] = 1e20f;
+            double squares = 0.0;
+            CHECK_OK(ctx, kiln_buffer_write(r->dev, r->grads, 0, g, n * sizeof(float), 1));
+            CHECK_OK(ctx, kiln_clip_measure(r->clip, r->grads));
+            CHECK_OK(ctx, kiln_clip_read_squares(r->clip, &squares));
+            CHECK_OK(ctx, kiln_clip_scale(r->clip, r->grads));
+            CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, got, n * sizeof(float)));
+            double norm = 0.0;
+            for (size_t i = 0; i < n; i++)
+                norm += (double)got[i] * got[i];
+            printf("squares of 1e20 summed on the device: %g (%s); clipped norm %.7g\n", squares,
+                   isfinite(squares) ? "double" : "float: the step would be skipped",
+                   sqrt(norm));
+            if (isfinite(squares))
+                CHECK(fabs(sqrt(norm) - 1.5) < 1e-5);
+            else
+                CHECK(isnan(got[0]));
+        }
         free(g);
         free(got);
         free(want);
