@@ -34,9 +34,11 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .learning_rate = a->learning_rate,
                                         .momentum = a->momentum,
                                         .nesterov = (a->given & CLI_NESTEROV) != 0,
+                                        .schedule = &a->schedule,
                                         .clipnorm = a->clipnorm, .clipvalue = a->clipvalue,
                                         .global_clipnorm = a->global_clipnorm};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
-                                     .optimizer = &opt, .strategy = a->strategy};
+                                     .optimizer = &opt, .strategy = a->strategy,
+                                     .label_smoothing = a->label_smoothing};
     return kiln_model_compile(m, &co);
 }

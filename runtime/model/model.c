@@ -38,17 +38,31 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
                  (int)m->plan.heads[k].loss, (double)m->plan.head_weight[k]);
-    char clip[96] = "";   /* clipping only when on, as above */
-    if (o->clipnorm > 0.0f || o->clipvalue > 0.0f || o->global_clipnorm > 0.0f)
-        snprintf(clip, sizeof clip, "|clip %a %a %a", (double)o->clipnorm,
-                 (double)o->clipvalue, (double)o->global_clipnorm);
     const int len =
-        snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s%s",
+        snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
                  (int)m->plan.heads[0].loss, (int)o->kind, o->learning_rate, o->momentum,
                  (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)schedule->kind,
                  (long long)schedule->decay_steps, schedule->decay_rate, schedule->alpha,
-                 (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra, clip);
-    return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+                 (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra);
+    uint64_t h = kiln_hash(KILN_HASH_SEED, text,
+                           len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+    /* Label smoothing, a warm-up target and piecewise values only when
+     * set: other models hash as before. */
+    for (int32_t k = 0; k < m->graph.n_outputs; k++)
+        if (m->plan.heads[k].label_smoothing != 0.0f)
+            h = kiln_hash(h, &m->plan.heads[k].label_smoothing, sizeof(float));
+    if (schedule->has_warmup_target)
+        h = kiln_hash(h, &schedule->warmup_target, sizeof schedule->warmup_target);
+    if (schedule->kind == KILN_LR_PIECEWISE_CONSTANT_DECAY) {
+        h = kiln_hash(h, schedule->boundaries,
+                      (size_t)schedule->n_boundaries * sizeof *schedule->boundaries);
+        h = kiln_hash(h, schedule->values, (size_t)schedule->n_values * sizeof *schedule->values);
+    }
+    if (o->clipnorm > 0.0f || o->clipvalue > 0.0f || o->global_clipnorm > 0.0f) {
+        const float clip[] = {o->clipnorm, o->clipvalue, o->global_clipnorm};   /* likewise */
+        h = kiln_hash(h, clip, sizeof clip);
+    }
+    return h;
 }
 
 kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)
