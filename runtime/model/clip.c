@@ -107,8 +107,10 @@ kiln_status kiln_clip_create(const kiln_model *m, kiln_device *dev, size_t begin
     float limit;
     const kiln_clip_mode mode = kiln_clip_mode_of(&m->plan.optimizer, &limit);
     chunk_table t = {.begin = begin};
+    if (mode == KILN_CLIP_OFF)
+        return KILN_OK;
     each_tensor(m, begin, end, add_chunks, &t);
-    if (mode == KILN_CLIP_OFF || t.n_tensors == 0)
+    if (t.n_tensors == 0)
         return KILN_OK;
     kiln_clip *c = kiln_calloc(m->ctx, 1, sizeof *c);
     if (!c)
