@@ -49,6 +49,11 @@ static const char usage_head[] =
     "--learning-rate R  default: adam 0.001, sgd 0.01\n"
     "--momentum M       sgd only, in [0, 1) (default 0)\n"
     "--nesterov         sgd only, with --momentum > 0\n"
+    "--clipnorm C       clip each weight's gradient to L2 norm C (Keras's clipnorm)\n"
+    "--clipvalue V      clip each gradient element to [-V, V] (Keras's clipvalue)\n"
+    "--global-clipnorm C  scale all gradients so their global L2 norm is at most C\n"
+    "                   (Keras's global_clipnorm, PyTorch's clip_grad_norm_); at\n"
+    "                   most one of the three (default: no clipping)\n"
     "--validation-split F  the last F of the samples (in [0, 1), default 0) are\n"
     "                   held out and evaluated after each epoch\n"
     "--freeze PREFIX    freeze every layer whose name starts with PREFIX; may be\n"
@@ -65,9 +70,9 @@ static const char usage_head[] =
  * at most 4095 characters leave apart. */
 static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
-    "--freeze, --head, the schedule and --label-smoothing are for ONNX models: a\n"
-    "model file keeps the loss, optimizer and frozen layers it was compiled\n"
-    "with. Other commands run on one device (KILN_DEVICES chooses which).\n"
+    "--freeze, --head, the schedule, --label-smoothing and the clipping options\n"
+    "are for ONNX models: a model file keeps the loss, optimizer and frozen\n"
+    "layers it was compiled with. Other commands run on one device (KILN_DEVICES chooses which).\n"
     "Exit status: 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.\n";
 
 void cli_print_usage(FILE *f)
@@ -115,6 +120,9 @@ static const option_spec options[] = {
     {.name = "--learning-rate", .bit = CLI_LEARNING_RATE, .takes_value = 1},
     {.name = "--momentum", .bit = CLI_MOMENTUM, .takes_value = 1},
     {.name = "--nesterov", .bit = CLI_NESTEROV},
+    {.name = "--clipnorm", .bit = CLI_CLIPNORM, .takes_value = 1},
+    {.name = "--clipvalue", .bit = CLI_CLIPVALUE, .takes_value = 1},
+    {.name = "--global-clipnorm", .bit = CLI_GLOBAL_CLIPNORM, .takes_value = 1},
     {.name = "--validation-split", .bit = CLI_VALIDATION_SPLIT, .takes_value = 1},
     {.name = "--freeze", .bit = CLI_FREEZE, .takes_value = 1},
     {.name = "--head", .bit = CLI_HEAD, .takes_value = 1},
@@ -206,6 +214,15 @@ static int take(const option_spec *o, const char *v, cli_args *a)
         if (!real(v, 0.0, 1.0, 1, &a->momentum))
             return cli_usage("--momentum needs a number in [0, 1), not '%s'", v), 0;
         return 1;
+    case CLI_CLIPNORM:
+    case CLI_CLIPVALUE:
+    case CLI_GLOBAL_CLIPNORM: {
+        float *to = o->bit == CLI_CLIPNORM ? &a->clipnorm
+                    : o->bit == CLI_CLIPVALUE ? &a->clipvalue : &a->global_clipnorm;
+        if (!real(v, 0.0, 3.4e38, 0, to) || *to == 0.0f)
+            return cli_usage("%s needs a finite number > 0, not '%s'", o->name, v), 0;
+        return 1;
+    }
     case CLI_VALIDATION_SPLIT:
         if (!real(v, 0.0, 1.0, 1, &a->validation_split))
             return cli_usage("--validation-split needs a number in [0, 1), not '%s'", v), 0;
@@ -259,6 +276,10 @@ static int check_together(const cli_args *a)
         return cli_usage("--momentum and --nesterov are for --optimizer sgd"), 0;
     if ((a->given & CLI_NESTEROV) && !(a->momentum > 0.0f))
         return cli_usage("--nesterov needs --momentum > 0"), 0;
+    const unsigned clips = a->given & CLI_CLIPPING;
+    if (clips & (clips - 1))   /* Keras takes one */
+        return cli_usage("only one of --clipnorm, --clipvalue and --global-clipnorm can be "
+                         "given"), 0;
     return cli_recipe_check(a);
 }
 

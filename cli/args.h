@@ -18,17 +18,19 @@ enum {
     /* recipe_args.c's */
     CLI_WARMUP_STEPS = 1 << 17, CLI_WARMUP_TARGET = 1 << 18, CLI_DECAY = 1 << 19,
     CLI_DECAY_STEPS = 1 << 20, CLI_DECAY_RATE = 1 << 21, CLI_ALPHA = 1 << 22,
-    CLI_BOUNDARIES = 1 << 23, CLI_VALUES = 1 << 24, CLI_LABEL_SMOOTHING = 1 << 25
+    CLI_BOUNDARIES = 1 << 23, CLI_VALUES = 1 << 24, CLI_LABEL_SMOOTHING = 1 << 25,
+    CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28
 };
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
                             CLI_DECAY_RATE | CLI_ALPHA | CLI_BOUNDARIES | CLI_VALUES | \
                             CLI_LABEL_SMOOTHING)
+#define CLI_CLIPPING (CLI_CLIPNORM | CLI_CLIPVALUE | CLI_GLOBAL_CLIPNORM)
 
 /* The options that change how an imported model is built or trained: a
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
                            CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
-                           CLI_RECIPE_OPTIONS)
+                           CLI_RECIPE_OPTIONS | CLI_CLIPPING)
 
 typedef struct cli_args {
     const char *command;
@@ -43,6 +45,7 @@ typedef struct cli_args {
     kiln_optimizer_kind optimizer;   /* adam */
     float learning_rate;         /* 0: the optimizer's default */
     float momentum;
+    float clipnorm, clipvalue, global_clipnorm;   /* 0: off */
     float validation_split;
     const char *freeze[CLI_MAX_FREEZE];
     int n_freeze;

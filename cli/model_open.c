@@ -34,7 +34,9 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .learning_rate = a->learning_rate,
                                         .momentum = a->momentum,
                                         .nesterov = (a->given & CLI_NESTEROV) != 0,
-                                        .schedule = &a->schedule};
+                                        .schedule = &a->schedule,
+                                        .clipnorm = a->clipnorm, .clipvalue = a->clipvalue,
+                                        .global_clipnorm = a->global_clipnorm};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy,
                                      .label_smoothing = a->label_smoothing};

@@ -978,6 +978,32 @@ typedef struct kiln_optimizer_options {
     /** How the rate moves with the step; NULL: constant. Read during the
      *  call only: compile keeps its own copy. */
     const kiln_lr_schedule *schedule;
+    /* Gradient clipping (Keras's optimizer arguments of the same names,
+     * default None = 0: off). At most one of the three may be set, as Keras
+     * 3 requires; each must be finite and >= 0. Clipping acts on the
+     * gradient of the global batch (summed over replicas, pipeline stages
+     * and MPI processes, and over the micro-batches of
+     * gradient_accumulation_steps, where Keras 3 clips each micro-batch's)
+     * just before every optimizer's update; frozen layers' gradients take
+     * no part. A gradient with a NaN or infinity still skips its step (see
+     * kiln_fit_options.skip_nonfinite): clipping never turns one finite. */
+    /** > 0: each parameter tensor's gradient g becomes g * clipnorm /
+     *  max(||g||, clipnorm), ||g|| its L2 norm (Keras's clipnorm; by hand in
+     *  PyTorch: g.mul_(c / max(g.norm(), c)) per parameter). */
+    float clipnorm;
+    /** > 0: each gradient element is clamped to [-clipvalue, clipvalue]
+     *  (Keras's clipvalue, PyTorch's torch.nn.utils.clip_grad_value_). */
+    float clipvalue;
+    /** > 0: every gradient is scaled by min(1, global_clipnorm / (N +
+     *  1e-6)), N the L2 norm of all trainable gradients together (PyTorch's
+     *  torch.nn.utils.clip_grad_norm_; Keras's global_clipnorm, which omits
+     *  the 1e-6). N is computed over the whole model under every strategy:
+     *  squares summed in double where the device has cl_khr_fp64 (else
+     *  float, where a finite gradient whose squares overflow counts as
+     *  non-finite), in a fixed order, so training stays deterministic. The
+     *  parameter server clips each pushed gradient (one batch's, of the
+     *  whole model) by its own norm, as each of its updates applies one. */
+    float global_clipnorm;
 } kiln_optimizer_options;
 
 /** Sets *rate to the learning rate `options` give at optimizer step `step`

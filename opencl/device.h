@@ -23,6 +23,8 @@ void kiln_device_describe(const kiln_device *dev, kiln_device_info *info);
 /* Nonzero when the device runs kernels' GPU variant (kernel_variant.c):
  * the one accessor for the choice. */
 int kiln_device_gpu_kernels(const kiln_device *dev);
+/* CL_DEVICE_MAX_WORK_GROUP_SIZE (at least 1): for a caller sizing its groups. */
+size_t kiln_device_max_work_group(const kiln_device *dev);
 /* "device 0 (pthread-skylake-avx512)": for messages. */
 const char *kiln_device_label(const kiln_device *dev);
 /* The host (allocator, log, diagnostics) the device reports through. */

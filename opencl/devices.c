@@ -349,6 +349,11 @@ int kiln_device_gpu_kernels(const kiln_device *dev)
     return dev->gpu_kernels;
 }
 
+size_t kiln_device_max_work_group(const kiln_device *dev)
+{
+    return dev->max_work_group;
+}
+
 const char *kiln_device_label(const kiln_device *dev)
 {
     return dev->label;

@@ -58,6 +58,10 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
                       (size_t)schedule->n_boundaries * sizeof *schedule->boundaries);
         h = kiln_hash(h, schedule->values, (size_t)schedule->n_values * sizeof *schedule->values);
     }
+    if (o->clipnorm > 0.0f || o->clipvalue > 0.0f || o->global_clipnorm > 0.0f) {
+        const float clip[] = {o->clipnorm, o->clipvalue, o->global_clipnorm};   /* likewise */
+        h = kiln_hash(h, clip, sizeof clip);
+    }
     return h;
 }
 

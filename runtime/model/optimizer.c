@@ -1,4 +1,5 @@
 #include "runtime/model/optimizer.h"
+#include "runtime/model/clip.h"
 #include "runtime/model/lr_schedule.h"
 #include "runtime/model/strategy.h"
 
@@ -94,7 +95,7 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
                               "but model files and checkpoints store every setting)",
                               settings[i].name, isnan(settings[i].value) ? "nan"
                               : settings[i].value < 0 ? "-inf" : "inf", settings[i].unused_by);
-    return KILN_OK;
+    return kiln_clip_check(ctx, o);
 }
 
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step)

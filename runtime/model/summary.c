@@ -35,6 +35,11 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
     if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)
         kiln_text_printf(t, ", momentum %g%s", (double)o->momentum,
                          o->nesterov ? " (Nesterov)" : "");
+    const char *clip = o->clipnorm > 0.0f ? "clipnorm" : o->clipvalue > 0.0f ? "clipvalue"
+                     : o->global_clipnorm > 0.0f ? "global_clipnorm" : NULL;
+    if (clip)
+        kiln_text_printf(t, ", %s %g", clip,
+                         (double)(o->clipnorm + o->clipvalue + o->global_clipnorm));
     if (m->plan.accumulation_steps > 1)
         kiln_text_printf(t, ", gradients accumulated over %d steps",
                          (int)m->plan.accumulation_steps);

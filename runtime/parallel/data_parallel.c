@@ -20,6 +20,7 @@
 #include "comm/mpi_world.h"
 #include "comm/reducer.h"
 #include "runtime/parallel/first_run.h"
+#include "runtime/model/clip.h"
 #include "runtime/model/loss.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/parallel/replica.h"
@@ -64,6 +65,7 @@ struct dp_strategy {
     float global_scale;
     /* central storage */
     float *host_params, *host_slots[KILN_MAX_OPTIMIZER_SLOTS];
+    float *clipped;              /* the mean gradient clipped (when clipping is on) */
     int64_t params_version;
     kiln_crew *crew;             /* a thread per replica */
     kiln_strategy_stats stats;
@@ -263,6 +265,18 @@ static kiln_status abandon_step(dp_replica *d, kiln_status st)
     return st;
 }
 
+/* Central storage: the reduced mean, or with clipping on a copy of its
+ * trainable part (what the optimizer reads), clipped. */
+static const float *clip_on_host(dp_strategy *dp, const float *mean)
+{
+    const kiln_model *m = dp->m;
+    if (!dp->clipped)
+        return mean;
+    memcpy(dp->clipped, mean, m->plan.n_trainable_floats * sizeof(float));
+    kiln_clip_host(m, dp->clipped);
+    return dp->clipped;
+}
+
 /* Every replica applies the same update to its own copy. The reduced sum
  * is the same everywhere, so all skip a non-finite step alike; without a
  * reducer, the optimizer checks the replica's own loss and gradient on the
@@ -283,6 +297,9 @@ static kiln_status apply_update(dp_replica *d)
             return KILN_OK;
         st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->plan.n_param_floats * sizeof(float), 0);
     }
+    /* Every replica clips the same summed gradient alike (one device's norm). */
+    if (st == KILN_OK && r->clip)
+        st = kiln_clip_gradients(r->clip, r->grads);
     if (st == KILN_OK)
         st = kiln_optimizer_apply(r->dev, &m->plan.optimizer, dp->update.lr, r->params, r->grads,
                                   r->slots, m->plan.n_trainable_floats, dp->update.number, r->sums,
@@ -596,9 +613,13 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
         if (kiln_reducer_wait(dp->reducer, 0) != KILN_OK)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         const float *mean = kiln_reducer_result(dp->reducer);
+        const int finite = kiln_optimizer_all_finite(mean, m->plan.n_param_floats);
+        nonfinite |= !finite;
+        if (finite)
+            mean = clip_on_host(dp, mean);
         /* The update checked before it is committed: one more pass on the host. */
-        if (!kiln_optimizer_all_finite(mean, m->plan.n_param_floats)) {
-            nonfinite = 1;
+        if (!finite) {
+            /* reported below */
         } else if (!kiln_optimizer_update_finite_host(&m->plan.optimizer, dp->update.lr,
                                                       dp->host_params, mean, dp->host_slots,
                                                       m->plan.n_trainable_floats,
@@ -811,6 +832,7 @@ static void dp_destroy(void *impl)
     kiln_free(ctx, dp->buckets);
     kiln_free(ctx, dp->bucket_at_node);
     kiln_free(ctx, dp->host_params);
+    kiln_free(ctx, dp->clipped);
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
         kiln_free(ctx, dp->host_slots[i]);
     kiln_free(ctx, dp);
@@ -976,6 +998,10 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
         for (int i = 0; st == KILN_OK && i < kiln_optimizer_slot_count(&m->plan.optimizer); i++)
             if (!(dp->host_slots[i] = kiln_calloc(ctx, m->plan.n_param_floats, sizeof(float))))
                 st = kiln_error_oom(ctx, "host optimizer state", m->plan.n_param_floats * 4);
+        float limit;
+        if (st == KILN_OK && kiln_clip_mode_of(&m->plan.optimizer, &limit) != KILN_CLIP_OFF &&
+            !(dp->clipped = kiln_calloc(ctx, m->plan.n_trainable_floats + 1, sizeof(float))))
+            st = kiln_error_oom(ctx, "the clipped gradient", m->plan.n_trainable_floats * 4);
     }
     kiln_free(ctx, init);
     if (st != KILN_OK) {

@@ -13,6 +13,7 @@
  * complete (train_step reports what finished since its last call; drain
  * collects the rest). */
 #include "runtime/parallel/crew.h"
+#include "runtime/model/clip.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/loss.h"
 #include "runtime/parallel/replica.h"
@@ -108,6 +109,10 @@ static kiln_status step_job(void *arg)
      * push is then dropped and reported as a non-finite loss. */
     if (st == KILN_OK && !kiln_optimizer_all_finite(w->grads, m->plan.n_trainable_floats))
         sums[0] = NAN;
+    /* Clipping: each push by its own norm (one batch's gradient of the whole
+     * model, which one update applies), here, off the store's lock. */
+    if (st == KILN_OK && isfinite(sums[0]))
+        kiln_clip_host(m, w->grads);
     if (st != KILN_OK)
         worker_failed(w, st);
     sums[KILN_SUM_UPDATE] = 0;   /* the device's slot is not this step's */

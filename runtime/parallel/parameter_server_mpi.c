@@ -17,6 +17,7 @@
  * optimizer state), so evaluate, predict and checkpoints see one model. */
 #include "comm/mpi_world.h"
 #include "runtime/model/loss.h"
+#include "runtime/model/clip.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/parallel/replica.h"
 
@@ -219,6 +220,9 @@ static kiln_status psm_train_step(void *impl, const kiln_batch *b, double *sums)
      * store then drops the push, as for a non-finite loss, and fit sees one. */
     if (!kiln_optimizer_all_finite(p->msg, nt))
         s[0] = NAN;
+    /* Clipping: by the push's own whole-model norm, before the shards part. */
+    if (isfinite(s[0]))
+        kiln_clip_host(m, p->msg);
     for (int k = 0; k < p->stores && st == KILN_OK; k++) {
         const size_t lo = p->bound[k], hi = p->bound[k + 1];
         memcpy(p->slice, p->msg + lo, (hi - lo) * sizeof(float));

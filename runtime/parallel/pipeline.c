@@ -16,8 +16,11 @@
  * accumulate over the micro-batches; each stage then applies the
  * optimizer to its own parameters, once every stage has said whether its
  * gradients and the update they make were finite and the last stage
- * whether the loss was: all stages apply the update or none does. */
+ * whether the loss was: all stages apply the update or none does. With
+ * global_clipnorm, the stages first exchange their gradients' squared
+ * norms, so each clips by the whole model's (clip_stage). */
 #include "runtime/parallel/first_run.h"
+#include "runtime/model/clip.h"
 #include "runtime/model/loss.h"
 #include "runtime/parallel/partition.h"
 #include "runtime/model/optimizer.h"
@@ -51,6 +54,7 @@ typedef struct pp_stage {
     float *scratch;               /* summing gradients from several stages */
     double wait_seconds;          /* this pass */
     double sums[KILN_N_SUMS];
+    double squares;               /* global_clipnorm: its gradient's squared norm */
 } pp_stage;
 
 struct pp {
@@ -78,6 +82,8 @@ struct pp {
     int finite;                   /* the loss and every stage's gradients */
     int update_finite;            /* every stage's update, checked before it is made */
     int32_t verdicts;             /* stages that gave theirs this pass */
+    int64_t squares_pass;         /* global_clipnorm: every stage's squares are in */
+    int32_t squared;              /* stages that gave theirs this pass */
     int abort;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -336,6 +342,41 @@ static kiln_status update_verdict(const pp *p, kiln_replica *base, int *finite,
     return st;
 }
 
+/* Clips the stage's gradient before the verdict checks it. A global norm
+ * is the whole model's: each stage gives its squared norm, and once all are
+ * in, each adds them up in stage order (the same double on every stage)
+ * and scales its own gradient by it. A stage without trainable parameters
+ * gives 0. */
+static kiln_status clip_stage(pp_stage *stage)
+{
+    pp *p = stage->owner;
+    kiln_replica *base = stage->views[0];
+    float limit;
+    if (kiln_clip_mode_of(&p->m->plan.optimizer, &limit) != KILN_CLIP_GLOBAL)
+        return base->clip ? kiln_clip_gradients(base->clip, base->grads) : KILN_OK;
+    double squares = 0.0;
+    kiln_status st = base->clip ? kiln_clip_measure(base->clip, base->grads) : KILN_OK;
+    if (st == KILN_OK && base->clip)
+        st = kiln_clip_read_squares(base->clip, &squares);
+    if (st != KILN_OK)
+        return st;
+    pthread_mutex_lock(&p->lock);
+    stage->squares = squares;
+    if (++p->squared == p->n) {
+        p->squares_pass = p->pass;
+        pthread_cond_broadcast(&p->cond);
+    }
+    pthread_mutex_unlock(&p->lock);
+    st = wait_for(stage, &p->squares_pass);
+    if (st != KILN_OK || !base->clip)
+        return st;
+    double total = 0.0;
+    for (int32_t k = 0; k < p->n; k++)
+        total += p->stages[k].squares;
+    st = kiln_clip_set_squares(base->clip, total);
+    return st == KILN_OK ? kiln_clip_scale(base->clip, base->grads) : st;
+}
+
 static kiln_status stage_job(void *arg)
 {
     pp_stage *stage = arg;
@@ -361,7 +402,9 @@ static kiln_status stage_job(void *arg)
     if (st != KILN_OK || p->job != PP_TRAIN)
         return st;
     int finite = 1, update_finite = 1;
-    if (p->update.final_micro && base->n_trainable > 0)
+    if (p->update.final_micro)
+        st = clip_stage(stage);
+    if (st == KILN_OK && p->update.final_micro && base->n_trainable > 0)
         st = update_verdict(p, base, &finite, &update_finite);
     if (st != KILN_OK)
         return stage_failed(stage, base, st);
@@ -525,6 +568,7 @@ static kiln_status run_pass(pp *p, pp_job job, const kiln_batch *b, float *outpu
     p->finite = 1;
     p->update_finite = 1;
     p->verdicts = 0;
+    p->squared = 0;
     p->serial = 0;
     for (int32_t mb = 0; mb < p->n_micro; mb++)
         p->serial |= kiln_shape_log_add(&p->seen[job], p->count[mb]);

@@ -2,6 +2,7 @@
 
 #include "comm/collective.h"
 
+#include "runtime/model/clip.h"
 #include "runtime/model/loss.h"
 #include "runtime/model/optimizer.h"
 
@@ -44,7 +45,7 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
     o->parameter_bytes = o->gradient_bytes = o->optimizer_bytes = 0;
     if (!r->shared) {
         o->parameter_bytes = bytes_of(r->params);
-        o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum);
+        o->gradient_bytes = bytes_of(r->grads) + bytes_of(r->accum) + kiln_clip_bytes(r->clip);
         for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
             o->optimizer_bytes += bytes_of(r->slots[s]);
     }
@@ -203,6 +204,8 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
         st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
     if (st == KILN_OK && r->accum)
         st = kiln_buffer_zero(dev, r->accum, 0, bytes);
+    if (st == KILN_OK)
+        st = kiln_clip_create(m, dev, span->trainable_begin, span->trainable_end, &r->clip);
     if (st != KILN_OK)
         goto fail;
     *out = r;
@@ -227,6 +230,7 @@ void kiln_replica_destroy(kiln_replica *r)
         for (int s = 0; s < KILN_MAX_OPTIMIZER_SLOTS; s++)
             kiln_buffer_destroy(r->slots[s]);
         kiln_buffer_destroy(r->accum);
+        kiln_clip_destroy(r->clip);
     }
     kiln_buffer_destroy(r->sums);
     pthread_mutex_destroy(&r->stage_lock);

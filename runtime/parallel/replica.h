@@ -62,6 +62,7 @@ typedef struct kiln_replica {
         kiln_buffer *labels, *loss, *correct, *metric;
     } outputs[KILN_MAX_MODEL_OUTPUTS];
     kiln_buffer *accum;          /* gradient accumulation (NULL when not accumulating) */
+    struct kiln_clip *clip;      /* gradient clipping over its trainable span (or NULL) */
     size_t workspace_bytes;      /* what the layers' prepare allocated */
     struct kiln_collective *collective;  /* this step's, for synchronised layers (or NULL) */
     int64_t step_number;         /* training steps before this one (random masks) */

@@ -143,6 +143,13 @@ static const kiln_layer_field optimizer_fields[] = {
     {.key = "beta_2", .type = KILN_FIELD_FLOAT, .offset = offsetof(kiln_optimizer_options, beta_2)},
     {.key = "epsilon", .type = KILN_FIELD_FLOAT,
      .offset = offsetof(kiln_optimizer_options, epsilon)},
+    /* Clipping: written when set, 0 (off) when absent. */
+    {.key = "clipnorm", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, clipnorm), .optional = 1},
+    {.key = "clipvalue", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, clipvalue), .optional = 1},
+    {.key = "global_clipnorm", .type = KILN_FIELD_FLOAT,
+     .offset = offsetof(kiln_optimizer_options, global_clipnorm), .optional = 1},
 };
 static const kiln_layer_field schedule_fields[] = {
     {.key = "decay_steps", .type = KILN_FIELD_COUNT,

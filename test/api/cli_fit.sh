@@ -9,8 +9,9 @@
 # ONNX export predicting the same; fit again on that model file; with
 # --no-shuffle, one epoch is exactly N/B SGD steps in order (a Gemm's
 # weights against NumPy's), and so with --decay piecewise and a warm-up
-# then cosine decay at each step's rate; --label-smoothing kept in the saved
-# file; and each bad option, exit 2 or 1 naming it.
+# then cosine decay at each step's rate, and with each clipping option,
+# clipped as NumPy clips; --label-smoothing kept in the saved file; and each
+# bad option, exit 2 or 1 naming it.
 # Usage: cli_fit.sh SOURCE_DIR KILN
 set -eu
 src=$1
@@ -41,7 +42,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--from-logits" "--optimizer NAME   adam (default) or sgd" \
     "--learning-rate R  default: adam 0.001, sgd 0.01" \
     "--momentum M       sgd only, in [0, 1) (default 0)" \
-    "--nesterov" "--validation-split F" "default 0" "--freeze PREFIX" \
+    "--nesterov" "--clipnorm C" "--clipvalue V" "--global-clipnorm C" \
+    "clip_grad_norm_" "--validation-split F" "default 0" "--freeze PREFIX" \
     "--head UNITS --head-from NODE" \
     "--strategy NAME    one_device (default) or mirrored" "--seed S" "--scale S" "(default 1)" \
     "--warmup-steps N" "--warmup-target R" "--decay KIND       cosine" "--decay-steps N" \
@@ -200,6 +202,47 @@ print("--no-shuffle, 3 steps of 4: largest difference from NumPy's SGD %.2e" % w
 sys.exit(0 if worst < 1e-5 else 1)
 PY
 
+# --clipnorm, --clipvalue, --global-clipnorm: the same 3 steps with the
+# gradient clipped as NumPy clips it (per weight, per element, globally),
+# each acting on every step.
+for clip in clipnorm:0.3 clipvalue:0.1 global-clipnorm:0.3; do
+    "$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/clip.kiln" \
+        --loss mse --optimizer sgd --learning-rate 0.1 --batch 4 --no-shuffle \
+        "--${clip%:*}" "${clip#*:}" > /dev/null 2>&1 || fail "fit --${clip%:*} exited $?"
+    "$kiln" predict "$work/clip.kiln" "$work/gx.npy" "$work/cy.npy"
+    "$kiln" summary "$work/clip.kiln" | grep -q "^Optimizer: sgd, learning rate 0.1, $(echo \
+        "${clip%:*}" | tr - _) ${clip#*:}$" || fail "summary of a --${clip%:*} model"
+    "$python" - "$work" "${clip%:*}" "${clip#*:}" <<'PY' || fail "--${clip%:*}: not NumPy's"
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d, mode, c = sys.argv[1], sys.argv[2], float(sys.argv[3])
+init = {t.name: numpy_helper.to_array(t) for t in onnx.load(d + "/gemm.onnx").graph.initializer}
+W, B = init["w"].astype(np.float64), init["b"].astype(np.float64)
+x, t = np.load(d + "/gx.npy").astype(np.float64), np.load(d + "/gt.npy").astype(np.float64)
+acted = 0
+for s in range(0, 12, 4):
+    xb, tb = x[s:s + 4], t[s:s + 4]
+    e = 2 * (xb @ W.T + B - tb) / tb.size
+    gw, gb = e.T @ xb, e.sum(axis=0)
+    if mode == "clipnorm":
+        acted += max(np.linalg.norm(gw), np.linalg.norm(gb)) > c
+        gw, gb = (g * c / max(np.linalg.norm(g), c) for g in (gw, gb))
+    elif mode == "clipvalue":
+        acted += max(np.abs(gw).max(), np.abs(gb).max()) > c
+        gw, gb = np.clip(gw, -c, c), np.clip(gb, -c, c)
+    else:
+        norm = np.sqrt((gw ** 2).sum() + (gb ** 2).sum())
+        acted += norm > c
+        gw, gb = (g * min(1.0, c / (norm + 1e-6)) for g in (gw, gb))
+    W, B = W - 0.1 * gw, B - 0.1 * gb
+worst = np.abs(np.load(d + "/cy.npy") - (x @ W.T + B)).max()
+print("--%s %g: clipping acted on %d of 3 steps; largest difference from NumPy %.2e"
+      % (mode, c, acted, worst))
+sys.exit(0 if worst < 1e-5 and acted == 3 else 1)
+PY
+done
 # Schedules: the same 3 steps of 4 at each step's rate, against NumPy: piecewise
 # constant (Keras: the earlier value holds at a boundary step), and a warm-up
 # from --learning-rate to --warmup-target then cosine decay from it.
@@ -285,6 +328,13 @@ expect 2 "--head-from needs --head UNITS" $f --save "$work/o.kiln" --head-from /
 expect 2 "--momentum and --nesterov are for --optimizer sgd" $f --save "$work/o.kiln" \
     --momentum 0.5
 expect 2 "--nesterov needs --momentum > 0" $f --save "$work/o.kiln" --optimizer sgd --nesterov
+expect 2 "--clipnorm needs a finite number > 0, not '-1'" $f --save "$work/o.kiln" --clipnorm -1
+expect 2 "--clipvalue needs a finite number > 0, not 'nan'" $f --save "$work/o.kiln" \
+    --clipvalue nan
+expect 2 "--global-clipnorm needs a finite number > 0, not '0'" $f --save "$work/o.kiln" \
+    --global-clipnorm 0
+expect 2 "only one of --clipnorm, --clipvalue and --global-clipnorm" $f --save "$work/o.kiln" \
+    --clipnorm 1 --global-clipnorm 1
 expect 2 "--from-logits is for the cross-entropy losses, not mse" $f --save "$work/o.kiln" \
     --loss mse --from-logits
 expect 2 "--warmup-steps needs a whole number >= 0, not '-1'" $f --save "$work/o.kiln" \
@@ -315,6 +365,8 @@ expect 2 "--epochs is not an option of evaluate" "$kiln" evaluate "$net" "$work/
     "$work/y.npy" --epochs 2
 expect 2 "--loss is for ONNX models: the model file $work/tuned.kiln keeps" \
     "$kiln" fit "$work/tuned.kiln" "$work/x.npy" "$work/y.npy" --save "$work/o.kiln" --loss mse
+expect 2 "--global-clipnorm is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
+    "$work/y.npy" --save "$work/o.kiln" --global-clipnorm 1
 expect 2 "--freeze is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
     "$work/y.npy" --save "$work/o.kiln" --freeze head
 expect 1 "--freeze /nothing matches no layer" $f --save "$work/o.kiln" --freeze /features \

@@ -2,7 +2,9 @@
  * ReLU (fmax(NaN, 0) is 0, so the loss stays finite but the weight
  * gradient x * dy is NaN). Every strategy must treat the step as one with a
  * non-finite loss: fit stops with KILN_ERROR_NUMERIC, or with
- * skip_nonfinite skips and counts it, and the weights never see it. */
+ * skip_nonfinite skips and counts it, and the weights never see it; so
+ * again with global_clipnorm, whose NaN norm must not scale it into an
+ * update. */
 #include "harness.h"
 #include "huge_steps.h"
 #include "runtime/context/context.h"
@@ -34,6 +36,10 @@ static kiln_dataset *data(kiln_context *ctx, int count, int poison)
     return ds;
 }
 
+/* global_clipnorm of the models, when the strategies run again with it: a
+ * NaN gradient's norm is NaN, which must still skip the step. */
+static float clip;
+
 static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float *w, int64_t n)
 {
     kiln_model *m = NULL;
@@ -47,7 +53,7 @@ static kiln_model *model(kiln_context *ctx, kiln_strategy strategy, const float 
     kiln_dense(m, KILN_NODE_PREVIOUS, &h);
     kiln_dense(m, KILN_NODE_PREVIOUS, &o);
     const kiln_optimizer_options adam = {.struct_size = sizeof adam,
-                                         .kind = KILN_OPTIMIZER_ADAM};
+                                         .kind = KILN_OPTIMIZER_ADAM, .global_clipnorm = clip};
     const kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                      .pipeline_stages = 2, .micro_batches = 2,
@@ -319,6 +325,15 @@ int main(void)
         test_huge_features(KILN_STRATEGY_PIPELINE, "pipeline", 1);
     } else {
         printf("one device: mirrored, central_storage and pipeline not run\n");
+    }
+    clip = 0.5f;
+    printf("again with global_clipnorm %g:\n", clip);
+    test_strategy(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
+    test_strategy(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
+    if (devices >= 2) {
+        test_strategy(KILN_STRATEGY_MIRRORED, "mirrored", 1);
+        test_strategy(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
+        test_strategy(KILN_STRATEGY_PIPELINE, "pipeline", 1);
     }
     return test_finish("test_nonfinite");
 }

@@ -25,6 +25,8 @@ static kiln_dataset *data(kiln_context *ctx)
 
 /* A layer build() freezes before compiling, or NULL. */
 static const char *freeze_layer;
+/* The global_clipnorm build() compiles with (0: none). */
+static float global_clip;
 
 static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas)
 {
@@ -44,7 +46,8 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     kiln_dense(m, KILN_NODE_PREVIOUS, &hidden);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
-                                              .learning_rate = 0.01f};
+                                              .learning_rate = 0.01f,
+                                              .global_clipnorm = global_clip};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     co.optimizer = &optimizer;
@@ -281,6 +284,20 @@ int main(int argc, char **argv)
     compare(rank, "2 processes x 1 device vs one device", mw, one, n);
     compare(rank, "2 processes x 1 device vs 1 process x 2 devices", mw, mirrored, n);
     compare(rank, "2 processes x 2 devices vs one device", mw2, one, n);
+    /* global_clipnorm: the norm of the gradient summed over every process. */
+    global_clip = 0.05f;
+    kiln_metrics clip_m;
+    float *one_clip = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, 0, &n, &clip_m);
+    float *mw2_clip = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 2, &n, &clip_m);
+    global_clip = 0.0f;
+    compare(rank, "global_clipnorm, 2 processes x 2 devices vs one device", mw2_clip, one_clip,
+            n);
+    const double apart = test_difference(one_clip, one, sizeof(float), n, TEST_PER_VALUE, NULL);
+    if (rank == 0)
+        printf("global_clipnorm 0.05 moves one device's weights %.2e from unclipped\n", apart);
+    CHECK(apart > 1e-3);
+    free(one_clip);
+    free(mw2_clip);
     CHECK(fabs(mw_m.loss - one_m.loss) < 1e-5 && mw_m.accuracy == one_m.accuracy &&
           mw_m.samples == SAMPLES);
     CHECK(fabs(mw2_m.loss - one_m.loss) < 1e-5 && mw2_m.accuracy == one_m.accuracy);
