@@ -266,7 +266,7 @@ static void test_check_kernel(kiln_context *ctx)
         CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
         CHECK_OK(ctx, kiln_optimizer_check_update(dev, &o, o.learning_rate, params, grads,
                                                   slots, (size_t)cases[c].len, 1, guard,
-                                                  KILN_SUM_LOSS));
+                                                  KILN_SUM_LOSS, NULL, 0));
         CHECK_OK(ctx, kiln_buffer_read(dev, guard, 0, after, sizeof after));
         CHECK(cases[c].grad ? isnan(after[KILN_SUM_LOSS]) : after[KILN_SUM_LOSS] == 1.5f);
         CHECK(cases[c].update ? isnan(after[KILN_SUM_UPDATE]) : after[KILN_SUM_UPDATE] == 0.0f);
@@ -274,7 +274,7 @@ static void test_check_kernel(kiln_context *ctx)
         /* Through the optimizer: a bad update changes nothing, a good one does. */
         CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
         CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, params, grads, slots,
-                                           (size_t)cases[c].len, 1, guard, 1));
+                                           (size_t)cases[c].len, 1, guard, 1, NULL, 0));
         CHECK_OK(ctx, kiln_buffer_read(dev, params, 0, got, n * sizeof(float)));
         const int held = cases[c].grad || cases[c].update;
         CHECK((memcmp(got, p, n * sizeof(float)) == 0) == held);

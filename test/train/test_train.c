@@ -399,7 +399,7 @@ static void test_optimizer(kiln_context *ctx, const opt_case *c)
             gd[i] = gf[i] = (float)check_uniform();
         CHECK_OK(ctx, kiln_buffer_write(dev, g, 0, gf, sizeof gf, 1));
         CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, p, g, slots, n, step,
-                                           NULL, 0));
+                                           NULL, 0, NULL, 0));
         ref_optimizer(&o, pd, gd, s0, s1, n, step);
     }
     CHECK_OK(ctx, kiln_buffer_read(dev, p, 0, pf, sizeof pf));
