@@ -12,13 +12,15 @@ enum {
     CLI_LOSS = 1 << 4, CLI_FROM_LOGITS = 1 << 5, CLI_OPTIMIZER = 1 << 6,
     CLI_LEARNING_RATE = 1 << 7, CLI_MOMENTUM = 1 << 8, CLI_NESTEROV = 1 << 9,
     CLI_VALIDATION_SPLIT = 1 << 10, CLI_FREEZE = 1 << 11, CLI_HEAD = 1 << 12,
-    CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16
+    CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16,
+    CLI_WEIGHT_DECAY = 1 << 17
 };
 
 /* The options that change how an imported model is built or trained: a
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
-                           CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM)
+                           CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
+                           CLI_WEIGHT_DECAY)
 
 typedef struct cli_args {
     const char *command;
@@ -33,6 +35,7 @@ typedef struct cli_args {
     kiln_optimizer_kind optimizer;   /* adam */
     float learning_rate;         /* 0: the optimizer's default */
     float momentum;
+    float weight_decay;          /* 0: the optimizer's default (adamw 0.004, others none) */
     float validation_split;
     const char *freeze[CLI_MAX_FREEZE];
     int n_freeze;

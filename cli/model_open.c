@@ -33,7 +33,8 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
     const kiln_optimizer_options opt = {.struct_size = sizeof opt, .kind = a->optimizer,
                                         .learning_rate = a->learning_rate,
                                         .momentum = a->momentum,
-                                        .nesterov = (a->given & CLI_NESTEROV) != 0};
+                                        .nesterov = (a->given & CLI_NESTEROV) != 0,
+                                        .weight_decay = a->weight_decay};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy};
     return kiln_model_compile(m, &co);
