@@ -2517,7 +2517,9 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
 /**
  * Saves the full training state: the parameters as kiln_model_save_weights
  * does, the optimizer state as "optimizer/<layer>/<parameter>/m" and "/v"
- * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
+ * (Adam, AdamW), "/momentum" (SGD with momentum), "/velocity", "/momentum"
+ * (with momentum) and "/average_gradient" (centered) (RMSprop) or
+ * "/accumulator" (Adagrad), and in __metadata__ kiln's
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
  * history (for a model of several outputs, each output's values and sums
