@@ -1,5 +1,6 @@
 /* The kiln tool's usage text and option parsing. */
 #include "args.h"
+#include "recipe_args.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char cli_usage_text[] =
+static const char usage_head[] =
     "usage: kiln summary MODEL\n"
     "       kiln predict MODEL INPUT.npy OUTPUT.npy [--batch N] [--scale S]\n"
     "       kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S]\n"
@@ -59,12 +60,23 @@ const char cli_usage_text[] =
     "                   none for mse; it becomes the output (default: none)\n"
     "--strategy NAME    one_device (default) or mirrored (every device)\n"
     "--seed S           seed of the weights a new head starts from and of the\n"
-    "                   shuffling (default 0: kiln's default seed)\n"
+    "                   shuffling (default 0: kiln's default seed)\n";
+
+/* After the schedule options (recipe_args.c), which C99 string literals of
+ * at most 4095 characters leave apart. */
+static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
-    "--weight-decay, --freeze and --head are for ONNX models: a model file keeps the loss,\n"
-    "optimizer and frozen layers it was compiled with. Other commands run on one\n"
-    "device (KILN_DEVICES chooses which). Exit status: 0 done, 1 kiln refused or\n"
-    "failed (its message on stderr), 2 usage.\n";
+    "--weight-decay, --freeze, --head, the schedule and --label-smoothing are for\n"
+    "ONNX models: a model file keeps the loss, optimizer and frozen layers it was\n"
+    "compiled with. Other commands run on one device (KILN_DEVICES chooses which).\n"
+    "Exit status: 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.\n";
+
+void cli_print_usage(FILE *f)
+{
+    fputs(usage_head, f);
+    fputs(cli_recipe_usage, f);
+    fputs(usage_tail, f);
+}
 
 int cli_usage(const char *why, ...)
 {
@@ -76,7 +88,7 @@ int cli_usage(const char *why, ...)
         fputc('\n', stderr);
         va_end(ap);
     }
-    fputs(cli_usage_text, stderr);
+    cli_print_usage(stderr);
     return 2;
 }
 
@@ -112,6 +124,15 @@ static const option_spec options[] = {
     {.name = "--strategy", .bit = CLI_STRATEGY, .takes_value = 1},
     {.name = "--seed", .bit = CLI_SEED, .takes_value = 1},
     {.name = "--save", .bit = CLI_SAVE, .takes_value = 1},
+    {.name = "--warmup-steps", .bit = CLI_WARMUP_STEPS, .takes_value = 1},
+    {.name = "--warmup-target", .bit = CLI_WARMUP_TARGET, .takes_value = 1},
+    {.name = "--decay", .bit = CLI_DECAY, .takes_value = 1},
+    {.name = "--decay-steps", .bit = CLI_DECAY_STEPS, .takes_value = 1},
+    {.name = "--decay-rate", .bit = CLI_DECAY_RATE, .takes_value = 1},
+    {.name = "--alpha", .bit = CLI_ALPHA, .takes_value = 1},
+    {.name = "--boundaries", .bit = CLI_BOUNDARIES, .takes_value = 1},
+    {.name = "--values", .bit = CLI_VALUES, .takes_value = 1},
+    {.name = "--label-smoothing", .bit = CLI_LABEL_SMOOTHING, .takes_value = 1},
 };
 
 /* A whole number in [lo, hi]; 0 if `v` is not one. */
@@ -150,6 +171,8 @@ const char *cli_option_name(unsigned bit)
 static int take(const option_spec *o, const char *v, cli_args *a)
 {
     long long n = 0;
+    if (cli_recipe_option(o->bit))
+        return cli_recipe_take(o->bit, v, a);
     switch (o->bit) {
     case CLI_BATCH:
         if (!whole(v, 1, INT32_MAX, &n))
@@ -251,7 +274,7 @@ static int check_together(const cli_args *a)
         return cli_usage("--nesterov is for --optimizer sgd"), 0;
     if ((a->given & CLI_NESTEROV) && !(a->momentum > 0.0f))
         return cli_usage("--nesterov needs --momentum > 0"), 0;
-    return 1;
+    return cli_recipe_check(a);
 }
 
 int cli_parse(int argc, char **argv, unsigned allowed, cli_args *a)

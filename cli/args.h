@@ -4,6 +4,8 @@
 
 #include "kiln.h"
 
+#include <stdio.h>
+
 #define CLI_MAX_FREEZE 32
 
 /* Each option's bit in cli_args.given. */
@@ -13,14 +15,21 @@ enum {
     CLI_LEARNING_RATE = 1 << 7, CLI_MOMENTUM = 1 << 8, CLI_NESTEROV = 1 << 9,
     CLI_VALIDATION_SPLIT = 1 << 10, CLI_FREEZE = 1 << 11, CLI_HEAD = 1 << 12,
     CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16,
-    CLI_WEIGHT_DECAY = 1 << 17
+    /* recipe_args.c's */
+    CLI_WARMUP_STEPS = 1 << 17, CLI_WARMUP_TARGET = 1 << 18, CLI_DECAY = 1 << 19,
+    CLI_DECAY_STEPS = 1 << 20, CLI_DECAY_RATE = 1 << 21, CLI_ALPHA = 1 << 22,
+    CLI_BOUNDARIES = 1 << 23, CLI_VALUES = 1 << 24, CLI_LABEL_SMOOTHING = 1 << 25,
+    CLI_WEIGHT_DECAY = 1 << 26
 };
+#define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
+                            CLI_DECAY_RATE | CLI_ALPHA | CLI_BOUNDARIES | CLI_VALUES | \
+                            CLI_LABEL_SMOOTHING)
 
 /* The options that change how an imported model is built or trained: a
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
                            CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
-                           CLI_WEIGHT_DECAY)
+                           CLI_RECIPE_OPTIONS | CLI_WEIGHT_DECAY)
 
 typedef struct cli_args {
     const char *command;
@@ -44,6 +53,12 @@ typedef struct cli_args {
     kiln_strategy strategy;      /* one_device */
     uint64_t seed;               /* 0: kiln's default seed */
     const char *save;
+    /* The schedule (a zeroed one: constant) and label smoothing, with the
+     * boundaries and values the schedule points at. */
+    kiln_lr_schedule schedule;
+    int64_t boundaries[KILN_LR_MAX_BOUNDARIES];
+    float values[KILN_LR_MAX_BOUNDARIES + 1];
+    float label_smoothing;
 } cli_args;
 
 /* Fills `a` from argv[1..]; `allowed` is the CLI_* bits the command takes.
@@ -56,6 +71,7 @@ const char *cli_option_name(unsigned bits);
 /* Prints "kiln: <why>" and the usage on stderr; returns 2. */
 int cli_usage(const char *why, ...);
 
-extern const char cli_usage_text[];
+/* Prints the usage text to f. */
+void cli_print_usage(FILE *f);
 
 #endif

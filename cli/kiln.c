@@ -343,7 +343,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         return cli_usage(NULL);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        fputs(cli_usage_text, stdout);
+        cli_print_usage(stdout);
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
     if (!cli_parse(argc, argv, commands[c].options, &a))
         return 2;
     if (a.help) {   /* asked for, so stdout and success, whatever else was given */
-        fputs(cli_usage_text, stdout);
+        cli_print_usage(stdout);
         return 0;
     }
     if (a.n_paths != commands[c].paths)

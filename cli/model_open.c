@@ -34,8 +34,10 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .learning_rate = a->learning_rate,
                                         .momentum = a->momentum,
                                         .nesterov = (a->given & CLI_NESTEROV) != 0,
+                                        .schedule = &a->schedule,
                                         .weight_decay = a->weight_decay};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
-                                     .optimizer = &opt, .strategy = a->strategy};
+                                     .optimizer = &opt, .strategy = a->strategy,
+                                     .label_smoothing = a->label_smoothing};
     return kiln_model_compile(m, &co);
 }

@@ -926,15 +926,33 @@ typedef enum kiln_lr_schedule_kind {
     KILN_LR_EXPONENTIAL_DECAY,
     /** from learning_rate down to alpha * learning_rate along a half cosine
      *  over decay_steps, then constant (Keras CosineDecay) */
-    KILN_LR_COSINE_DECAY
+    KILN_LR_COSINE_DECAY,
+    /** values[0] up to and including step boundaries[0], values[i] for
+     *  boundaries[i-1] < step <= boundaries[i], values[n_boundaries] after
+     *  the last boundary: Keras PiecewiseConstantDecay(boundaries, values),
+     *  whose rule at a boundary step is the same (the earlier value still
+     *  holds at the boundary itself, the next one from the step after). The
+     *  values are the rates themselves, as in Keras: learning_rate is left
+     *  0 (it then reads values[0]) or equals values[0]. */
+    KILN_LR_PIECEWISE_CONSTANT_DECAY
 } kiln_lr_schedule_kind;
+
+/** The most boundaries a piecewise constant schedule takes. */
+#define KILN_LR_MAX_BOUNDARIES 64
 
 /** How the learning rate moves with the optimizer step (updates applied so
  *  far, counting from 0), kiln_optimizer_options.schedule. With warmup_steps
- *  > 0 it first rises linearly from 0 to learning_rate over warmup_steps
- *  updates, and the schedule then runs on (step - warmup_steps): the
- *  linear-scaling-plus-warm-up recipe for large global batches. A zeroed
- *  struct is a constant rate. */
+ *  > 0 it first rises linearly over warmup_steps updates, and the schedule
+ *  then runs on (step - warmup_steps). Without a warm-up target the rise is
+ *  from 0 to learning_rate (lr x step / warmup_steps, the
+ *  linear-scaling-plus-warm-up recipe for large global batches; Keras's
+ *  CosineDecay(initial_learning_rate=0, warmup_target=lr)); with one
+ *  (has_warmup_target) it is Keras CosineDecay's warm-up: from
+ *  learning_rate (Keras's initial_learning_rate) to warmup_target,
+ *  learning_rate + (warmup_target - learning_rate) x step / warmup_steps,
+ *  and the decay then starts from warmup_target instead of learning_rate
+ *  (for every decaying kind; a constant schedule then stays at
+ *  warmup_target). A zeroed struct is a constant rate. */
 typedef struct kiln_lr_schedule {
     size_t struct_size;          /**< sizeof(kiln_lr_schedule) */
     kiln_lr_schedule_kind kind;  /**< default constant */
@@ -942,6 +960,20 @@ typedef struct kiln_lr_schedule {
     float decay_rate;            /**< step and exponential decay, finite and > 0 */
     float alpha;                 /**< cosine: final fraction of learning_rate, in [0, 1] */
     int64_t warmup_steps;        /**< >= 0 */
+    /** Nonzero: warm up to warmup_target (Keras CosineDecay's
+     *  warmup_target; Keras's default None is 0 here). Not with a piecewise
+     *  constant schedule, whose values say every rate. */
+    int32_t has_warmup_target;
+    float warmup_target;         /**< finite and > 0 when has_warmup_target, else 0 */
+    /** Piecewise constant decay: n_boundaries (1 to KILN_LR_MAX_BOUNDARIES)
+     *  optimizer steps, >= 0 and strictly increasing, counted after the
+     *  warm-up; 0 and NULL for the other kinds. Copied by compile. */
+    int32_t n_boundaries;
+    const int64_t *boundaries;
+    /** Piecewise constant decay: the n_boundaries + 1 rates (n_values must
+     *  say so), finite and > 0; 0 and NULL for the other kinds. Copied. */
+    int32_t n_values;
+    const float *values;
 } kiln_lr_schedule;
 
 /** The optimizer of kiln_compile_options.optimizer. Zero fields take
@@ -1080,6 +1112,8 @@ typedef struct kiln_output_loss {
      *  loss_weights): the total is the sum of weight x loss over the
      *  outputs; 0: 1 (Keras's default) unless has_weight. */
     float weight;
+    /** This output's label smoothing, as kiln_compile_options.label_smoothing. */
+    float label_smoothing;
 } kiln_output_loss;
 
 /** Options of kiln_model_compile(). */
@@ -1207,6 +1241,18 @@ typedef struct kiln_compile_options {
     int32_t n_outputs;
     /** n_outputs losses (NULL when n_outputs is 0); copied. */
     const kiln_output_loss *outputs;
+    /** Keras's label_smoothing (default 0), in [0, 1], for a model of one
+     *  output (several: kiln_output_loss.label_smoothing each, this left
+     *  0). The loss reads each target t as Keras smooths it: categorical
+     *  cross-entropy t (1 - ls) + ls / classes; sparse categorical
+     *  cross-entropy the same on the one-hot its class id implies (Keras's
+     *  SparseCategoricalCrossentropy has no label_smoothing; this is
+     *  PyTorch's CrossEntropyLoss(label_smoothing=ls)); binary
+     *  cross-entropy t (1 - ls) + ls / 2. On the softmax (sigmoid) output's
+     *  logits and on probabilities alike; accuracy and the other metrics
+     *  read the labels as given. Mean squared error: must be 0. NaN,
+     *  infinite or outside [0, 1]: KILN_ERROR_INVALID_ARGUMENT. */
+    float label_smoothing;
 } kiln_compile_options;
 
 /**

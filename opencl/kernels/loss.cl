@@ -8,7 +8,11 @@
  * counted.
  * The *_logits variants are fused with the output's activation: they read
  * the pre-activation z and its activation y, and write the gradient with
- * respect to z (softmax or sigmoid backward is then skipped). */
+ * respect to z (softmax or sigmoid backward is then skipped).
+ * `smoothing` is Keras's label_smoothing: the cross-entropies read the
+ * target t as t (1 - smoothing) + smoothing / classes (a sparse label as
+ * its one-hot), binary cross-entropy as t (1 - smoothing) + smoothing / 2;
+ * accuracy reads the labels as given. 0 leaves every number as before. */
 
 #define KILN_PROB_EPSILON 1e-7f
 
@@ -35,7 +39,8 @@ inline float kiln_log_sum_exp(__global const float *z, int n)
 __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const float *y,
                                          __global const int *labels, __global float *grad,
                                          __global float *loss, __global float *correct,
-                                         int batch, int cols, float scale, int ignore)
+                                         int batch, int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -50,10 +55,19 @@ __kernel void kiln_loss_sparse_ce_logits(__global const float *z, __global const
             gr[j] = 0.0f;
         return;
     }
-    loss[r] = kiln_log_sum_exp(zr, cols) - zr[t];
+    const float lse = kiln_log_sum_exp(zr, cols);
+    const float keep = 1.0f - smoothing, spread = smoothing / cols;
+    if (smoothing == 0.0f) {
+        loss[r] = lse - zr[t];
+    } else {
+        float rest = 0.0f;
+        for (int j = 0; j < cols; j++)
+            rest += lse - zr[j];
+        loss[r] = keep * (lse - zr[t]) + spread * rest;
+    }
     correct[r] = kiln_argmax(zr, cols) == t ? 1.0f : 0.0f;
     for (int j = 0; j < cols; j++)
-        gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
+        gr[j] = (yr[j] - (j == t ? keep + spread : spread)) * scale;
 }
 
 /* The GPU variants for wide rows (a vocabulary): a work-group of
@@ -74,7 +88,8 @@ inline void row_ignored(__global float *gr, int cols, __global float *loss,
 __kernel void kiln_loss_sparse_ce_logits_gpu(__global const float *z, __global const float *y,
                                              __global const int *labels, __global float *grad,
                                              __global float *loss, __global float *correct,
-                                             int batch, int cols, float scale, int ignore)
+                                             int batch, int cols, float scale, int ignore,
+                                  float smoothing)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -95,18 +110,28 @@ __kernel void kiln_loss_sparse_ce_logits_gpu(__global const float *z, __global c
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         s += exp(zr[j] - top);
     s = kiln_row_merge(merge, s, 0);
+    const float keep = 1.0f - smoothing, spread = smoothing / cols;
+    float rest = 0.0f;
+    if (smoothing != 0.0f) {
+        const float lse = top + log(s);
+        for (int j = lane; j < cols; j += KILN_ROW_LANES)
+            rest += lse - zr[j];
+        rest = kiln_row_merge(merge, rest, 0);
+    }
     if (lane == 0) {
-        loss[r] = top + log(s) - zr[t];
+        loss[r] = smoothing == 0.0f ? top + log(s) - zr[t]
+                                    : keep * (top + log(s) - zr[t]) + spread * rest;
         correct[r] = arg == t ? 1.0f : 0.0f;
     }
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
-        gr[j] = (yr[j] - (j == t ? 1.0f : 0.0f)) * scale;
+        gr[j] = (yr[j] - (j == t ? keep + spread : spread)) * scale;
 }
 
 __kernel void kiln_loss_ce_logits(__global const float *z, __global const float *y,
                                   __global const float *target, __global float *grad,
                                   __global float *loss, __global float *correct, int batch,
-                                  int cols, float scale, int ignore)
+                                  int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -116,22 +141,25 @@ __kernel void kiln_loss_ce_logits(__global const float *z, __global const float 
     __global const float *tr = target + (size_t)r * cols;
     __global float *gr = grad + (size_t)r * cols;
     const float lse = kiln_log_sum_exp(zr, cols);
+    const float keep = 1.0f - smoothing, spread = smoothing / cols;
     float l = 0.0f, tsum = 0.0f;
     for (int j = 0; j < cols; j++) {
-        l -= tr[j] * (zr[j] - lse);
-        tsum += tr[j];
+        const float tj = tr[j] * keep + spread;
+        l -= tj * (zr[j] - lse);
+        tsum += tj;
     }
     loss[r] = l;
     correct[r] = kiln_argmax(zr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
     for (int j = 0; j < cols; j++)
-        gr[j] = (yr[j] * tsum - tr[j]) * scale;
+        gr[j] = (yr[j] * tsum - (tr[j] * keep + spread)) * scale;
     (void)ignore;
 }
 
 __kernel void kiln_loss_ce_logits_gpu(__global const float *z, __global const float *y,
                                       __global const float *target, __global float *grad,
                                       __global float *loss, __global float *correct, int batch,
-                                      int cols, float scale, int ignore)
+                                      int cols, float scale, int ignore,
+                                  float smoothing)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -149,10 +177,12 @@ __kernel void kiln_loss_ce_logits_gpu(__global const float *z, __global const fl
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         s += exp(zr[j] - top);
     const float lse = top + log(kiln_row_merge(merge, s, 0));
+    const float keep = 1.0f - smoothing, spread = smoothing / cols;
     float l = 0.0f, tsum = 0.0f;
     for (int j = lane; j < cols; j += KILN_ROW_LANES) {
-        l -= tr[j] * (zr[j] - lse);
-        tsum += tr[j];
+        const float tj = tr[j] * keep + spread;
+        l -= tj * (zr[j] - lse);
+        tsum += tj;
     }
     l = kiln_row_merge(merge, l, 0);
     tsum = kiln_row_merge(merge, tsum, 0);   /* soft targets need not sum to 1 */
@@ -161,7 +191,7 @@ __kernel void kiln_loss_ce_logits_gpu(__global const float *z, __global const fl
         correct[r] = arg == want ? 1.0f : 0.0f;
     }
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
-        gr[j] = (yr[j] * tsum - tr[j]) * scale;
+        gr[j] = (yr[j] * tsum - (tr[j] * keep + spread)) * scale;
     (void)ignore;
 }
 
@@ -169,7 +199,8 @@ __kernel void kiln_loss_ce_logits_gpu(__global const float *z, __global const fl
 __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const float *y,
                                         __global const int *labels, __global float *grad,
                                         __global float *loss, __global float *correct,
-                                        int batch, int cols, float scale, int ignore)
+                                        int batch, int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -183,9 +214,21 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
         loss[r] = correct[r] = 0.0f;
         return;
     }
+    correct[r] = kiln_argmax(yr, cols) == t ? 1.0f : 0.0f;
+    if (smoothing != 0.0f) {   /* every class has a target, and a gradient */
+        const float keep = 1.0f - smoothing, spread = smoothing / cols;
+        float l = 0.0f;
+        for (int j = 0; j < cols; j++) {
+            const float pj = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+            const float tj = j == t ? keep + spread : spread;
+            l -= tj * log(pj);
+            gr[j] = pj == yr[j] ? -tj / pj * scale : 0.0f;
+        }
+        loss[r] = l;
+        return;
+    }
     const float p = clamp(yr[t], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
     loss[r] = -log(p);
-    correct[r] = kiln_argmax(yr, cols) == t ? 1.0f : 0.0f;
     if (p == yr[t])
         gr[t] = -scale / p;
     (void)z;
@@ -194,7 +237,8 @@ __kernel void kiln_loss_sparse_ce_probs(__global const float *z, __global const 
 __kernel void kiln_loss_sparse_ce_probs_gpu(__global const float *z, __global const float *y,
                                             __global const int *labels, __global float *grad,
                                             __global float *loss, __global float *correct,
-                                            int batch, int cols, float scale, int ignore)
+                                            int batch, int cols, float scale, int ignore,
+                                  float smoothing)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -210,6 +254,22 @@ __kernel void kiln_loss_sparse_ce_probs_gpu(__global const float *z, __global co
     }
     float top;
     const int arg = kiln_row_argmax(merge, where, yr, cols, &top);
+    if (smoothing != 0.0f) {   /* every class has a target, and a gradient */
+        const float keep = 1.0f - smoothing, spread = smoothing / cols;
+        float l = 0.0f;
+        for (int j = lane; j < cols; j += KILN_ROW_LANES) {
+            const float pj = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
+            const float tj = j == t ? keep + spread : spread;
+            l -= tj * log(pj);
+            gr[j] = pj == yr[j] ? -tj / pj * scale : 0.0f;
+        }
+        l = kiln_row_merge(merge, l, 0);
+        if (lane == 0) {
+            loss[r] = l;
+            correct[r] = arg == t ? 1.0f : 0.0f;
+        }
+        return;
+    }
     const float p = clamp(yr[t], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
     if (lane == 0) {
         loss[r] = -log(p);
@@ -224,7 +284,8 @@ __kernel void kiln_loss_sparse_ce_probs_gpu(__global const float *z, __global co
 __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *y,
                                  __global const float *target, __global float *grad,
                                  __global float *loss, __global float *correct, int batch,
-                                 int cols, float scale, int ignore)
+                                 int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -235,8 +296,9 @@ __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *
     float l = 0.0f;
     for (int j = 0; j < cols; j++) {
         const float p = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
-        l -= tr[j] * log(p);
-        gr[j] = p == yr[j] ? -tr[j] / p * scale : 0.0f;
+        const float tj = tr[j] * (1.0f - smoothing) + smoothing / cols;
+        l -= tj * log(p);
+        gr[j] = p == yr[j] ? -tj / p * scale : 0.0f;
     }
     loss[r] = l;
     correct[r] = kiln_argmax(yr, cols) == kiln_argmax(tr, cols) ? 1.0f : 0.0f;
@@ -247,7 +309,8 @@ __kernel void kiln_loss_ce_probs(__global const float *z, __global const float *
 __kernel void kiln_loss_ce_probs_gpu(__global const float *z, __global const float *y,
                                      __global const float *target, __global float *grad,
                                      __global float *loss, __global float *correct, int batch,
-                                     int cols, float scale, int ignore)
+                                     int cols, float scale, int ignore,
+                                  float smoothing)
 {
     __local float merge[KILN_ROW_LANES];
     __local int where[KILN_ROW_LANES];
@@ -260,8 +323,9 @@ __kernel void kiln_loss_ce_probs_gpu(__global const float *z, __global const flo
     float l = 0.0f;
     for (int j = lane; j < cols; j += KILN_ROW_LANES) {
         const float p = clamp(yr[j], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
-        l -= tr[j] * log(p);
-        gr[j] = p == yr[j] ? -tr[j] / p * scale : 0.0f;
+        const float tj = tr[j] * (1.0f - smoothing) + smoothing / cols;
+        l -= tj * log(p);
+        gr[j] = p == yr[j] ? -tj / p * scale : 0.0f;
     }
     l = kiln_row_merge(merge, l, 0);
     float top, unused;
@@ -279,7 +343,8 @@ __kernel void kiln_loss_ce_probs_gpu(__global const float *z, __global const flo
 __kernel void kiln_loss_bce_logits(__global const float *z, __global const float *y,
                                    __global const float *target, __global float *grad,
                                    __global float *loss, __global float *correct, int batch,
-                                   int cols, float scale, int ignore)
+                                   int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -287,9 +352,10 @@ __kernel void kiln_loss_bce_logits(__global const float *z, __global const float
     float l = 0.0f, right = 0.0f;
     for (int j = 0; j < cols; j++) {
         const size_t i = (size_t)r * cols + j;
-        const float zi = z[i], t = target[i];
+        const float zi = z[i], label = target[i];
+        const float t = label * (1.0f - smoothing) + 0.5f * smoothing;
         l += fmax(zi, 0.0f) - zi * t + log1p(exp(-fabs(zi)));
-        right += (y[i] > 0.5f) == (t > 0.5f) ? 1.0f : 0.0f;
+        right += (y[i] > 0.5f) == (label > 0.5f) ? 1.0f : 0.0f;
         grad[i] = (y[i] - t) * scale / cols;
     }
     loss[r] = l / cols;
@@ -300,7 +366,8 @@ __kernel void kiln_loss_bce_logits(__global const float *z, __global const float
 __kernel void kiln_loss_bce_probs(__global const float *z, __global const float *y,
                                   __global const float *target, __global float *grad,
                                   __global float *loss, __global float *correct, int batch,
-                                  int cols, float scale, int ignore)
+                                  int cols, float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -308,10 +375,10 @@ __kernel void kiln_loss_bce_probs(__global const float *z, __global const float 
     float l = 0.0f, right = 0.0f;
     for (int j = 0; j < cols; j++) {
         const size_t i = (size_t)r * cols + j;
-        const float t = target[i];
+        const float t = target[i] * (1.0f - smoothing) + 0.5f * smoothing;
         const float p = clamp(y[i], KILN_PROB_EPSILON, 1.0f - KILN_PROB_EPSILON);
         l -= t * log(p) + (1.0f - t) * log(1.0f - p);
-        right += (y[i] > 0.5f) == (t > 0.5f) ? 1.0f : 0.0f;
+        right += (y[i] > 0.5f) == (target[i] > 0.5f) ? 1.0f : 0.0f;
         grad[i] = p == y[i] ? (-t / p + (1.0f - t) / (1.0f - p)) * scale / cols : 0.0f;
     }
     loss[r] = l / cols;
@@ -323,7 +390,8 @@ __kernel void kiln_loss_bce_probs(__global const float *z, __global const float 
 __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
                             __global const float *target, __global float *grad,
                             __global float *loss, __global float *correct, int batch, int cols,
-                            float scale, int ignore)
+                            float scale, int ignore,
+                                  float smoothing)
 {
     const int r = get_global_id(0);
     if (r >= batch)
@@ -339,6 +407,7 @@ __kernel void kiln_loss_mse(__global const float *z, __global const float *y,
     correct[r] = 0.0f;
     (void)z;
     (void)ignore;
+    (void)smoothing;
 }
 
 /* sums[0] = sum of loss, sums[1] = sum of correct, in a fixed order,

@@ -29,6 +29,7 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
     plan->cols = size;
     plan->has_ignore = 0;
     plan->ignore = 0;
+    plan->label_smoothing = 0.0f;
     plan->sums_at = 0;
     plan->per_row_variants = 0;
     switch (loss) {
@@ -68,6 +69,26 @@ kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss l
                           "kiln_model_compile: loss %d is not a kiln_loss (set "
                           "kiln_compile_options.loss)", (int)loss);
     }
+}
+
+kiln_status kiln_loss_take_smoothing(kiln_model *m, int32_t k, const char *field, float ls,
+                                     kiln_loss_plan *plan)
+{
+    plan->label_smoothing = 0.0f;
+    if (ls == 0.0f)
+        return KILN_OK;
+    const char *output = m->graph.nodes[m->graph.outputs[k]].name;
+    if (!(ls >= 0.0f && ls <= 1.0f))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %s is %g (output '%s'); it must be in [0, 1]",
+                          field, (double)ls, output);
+    if (plan->loss == KILN_LOSS_MEAN_SQUARED_ERROR)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: %s is %g (output '%s'), but label smoothing is "
+                          "for the cross-entropy losses, not %s", field, (double)ls, output,
+                          kiln_loss_name(plan->loss));
+    plan->label_smoothing = ls;
+    return KILN_OK;
 }
 
 size_t kiln_loss_label_bytes(const kiln_loss_plan *plan)
@@ -121,7 +142,7 @@ kiln_status kiln_loss_enqueue(kiln_device *dev, const kiln_loss_plan *plan,
     kiln_args a = KILN_ARGS(kiln_arg_buffer(z), kiln_arg_buffer(y), kiln_arg_buffer(labels),
                             kiln_arg_buffer(grad), kiln_arg_buffer(loss), kiln_arg_buffer(correct),
                             kiln_arg_int(rows), kiln_arg_int(plan->cols), kiln_arg_float(scale),
-                            kiln_arg_int(ignore));
+                            kiln_arg_int(ignore), kiln_arg_float(plan->label_smoothing));
     kiln_status st = plan->per_row_variants
                          ? kiln_run_per_row(dev, "loss", plan->kernel, (size_t)rows,
                                             (size_t)plan->cols, a)

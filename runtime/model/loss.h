@@ -9,6 +9,12 @@
 kiln_status kiln_loss_plan_make_for(kiln_model *m, kiln_node output, kiln_loss loss,
                                     int want_accuracy, kiln_loss_plan *plan);
 
+/* Takes label smoothing `ls` (Keras's label_smoothing) into the plan of
+ * output `k`: in [0, 1] and for the cross-entropies only, else
+ * KILN_ERROR_INVALID_ARGUMENT naming the field, the output and the value. */
+kiln_status kiln_loss_take_smoothing(kiln_model *m, int32_t k, const char *field, float ls,
+                                     kiln_loss_plan *plan);
+
 /* Bytes of one sample's labels under the plan: an id per position, or the
  * output's floats. */
 size_t kiln_loss_label_bytes(const kiln_loss_plan *plan);

@@ -51,7 +51,21 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
                  (long long)schedule->decay_steps, schedule->decay_rate, schedule->alpha,
                  (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra,
                  more);
-    return kiln_hash(KILN_HASH_SEED, text, len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+    uint64_t h = kiln_hash(KILN_HASH_SEED, text,
+                           len < (int)sizeof text ? (size_t)len : sizeof text - 1);
+    /* Label smoothing, a warm-up target and piecewise values only when
+     * set: other models hash as before. */
+    for (int32_t k = 0; k < m->graph.n_outputs; k++)
+        if (m->plan.heads[k].label_smoothing != 0.0f)
+            h = kiln_hash(h, &m->plan.heads[k].label_smoothing, sizeof(float));
+    if (schedule->has_warmup_target)
+        h = kiln_hash(h, &schedule->warmup_target, sizeof schedule->warmup_target);
+    if (schedule->kind == KILN_LR_PIECEWISE_CONSTANT_DECAY) {
+        h = kiln_hash(h, schedule->boundaries,
+                      (size_t)schedule->n_boundaries * sizeof *schedule->boundaries);
+        h = kiln_hash(h, schedule->values, (size_t)schedule->n_values * sizeof *schedule->values);
+    }
+    return h;
 }
 
 kiln_status kiln_model_check_compiled(const kiln_model *m, const char *call)

@@ -1,4 +1,5 @@
 #include "runtime/model/optimizer.h"
+#include "runtime/model/lr_schedule.h"
 #include "runtime/model/strategy.h"
 
 #include <assert.h>
@@ -79,6 +80,10 @@ static const char *kind_name(kiln_optimizer_kind kind)
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
 {
     assert(o->schedule);   /* kiln_optimizer_take points it at a copy */
+    /* First: a piecewise schedule's values[0] is its learning_rate. */
+    const kiln_status checked = kiln_lr_schedule_check(ctx, o);
+    if (checked != KILN_OK)
+        return checked;
     kiln_status st = KILN_OK;
     if (o->kind == KILN_OPTIMIZER_ADAM || o->kind == KILN_OPTIMIZER_ADAMW) {
         st = resolve_adam(ctx, o, kind_name(o->kind));
@@ -107,14 +112,8 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "learning_rate %g must be a positive number", o->learning_rate);
     const kiln_lr_schedule *sc = o->schedule;
-    if ((int)sc->kind < KILN_LR_CONSTANT || sc->kind > KILN_LR_COSINE_DECAY)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "schedule kind %d is not a kiln_lr_schedule_kind", (int)sc->kind);
-    if (sc->warmup_steps < 0)
-        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
-                          "schedule: warmup_steps %lld must be >= 0",
-                          (long long)sc->warmup_steps);
-    if (sc->kind != KILN_LR_CONSTANT && sc->decay_steps <= 0)
+    if (sc->kind != KILN_LR_CONSTANT && sc->kind != KILN_LR_PIECEWISE_CONSTANT_DECAY &&
+        sc->decay_steps <= 0)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "schedule: decay_steps %lld must be > 0", (long long)sc->decay_steps);
     if ((sc->kind == KILN_LR_STEP_DECAY || sc->kind == KILN_LR_EXPONENTIAL_DECAY) &&
@@ -127,7 +126,7 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
     /* The settings in use are checked above; the others too must be finite:
      * model files and checkpoints store every setting, as JSON numbers. */
     static const char *const schedules[] = {"constant", "step_decay", "exponential_decay",
-                                            "cosine_decay"};
+                                            "cosine_decay", "piecewise_constant_decay"};
     char schedule[48];
     snprintf(schedule, sizeof schedule, "a %s schedule", schedules[sc->kind]);
     const char *optimizer = kind_name(o->kind);
@@ -157,25 +156,8 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
 
 double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t step)
 {
-    const kiln_lr_schedule *sc = o->schedule;
-    assert(sc);
-    const double lr = o->learning_rate;
-    if (step < sc->warmup_steps)
-        return lr * (double)step / (double)sc->warmup_steps;
-    const double t = (double)(step - sc->warmup_steps);
-    switch (sc->kind) {
-    case KILN_LR_STEP_DECAY:
-        return lr * pow(sc->decay_rate, floor(t / (double)sc->decay_steps));
-    case KILN_LR_EXPONENTIAL_DECAY:
-        return lr * pow(sc->decay_rate, t / (double)sc->decay_steps);
-    case KILN_LR_COSINE_DECAY: {
-        const double done = fmin(t, (double)sc->decay_steps) / (double)sc->decay_steps;
-        const double pi = 3.14159265358979323846;
-        return lr * ((1.0 - sc->alpha) * 0.5 * (1.0 + cos(pi * done)) + sc->alpha);
-    }
-    default:
-        return lr;
-    }
+    assert(o->schedule);
+    return kiln_lr_schedule_rate(o, step);
 }
 
 kiln_status kiln_learning_rate_at(kiln_context *ctx, const kiln_optimizer_options *options,

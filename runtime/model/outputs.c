@@ -107,10 +107,11 @@ static kiln_status check_losses(kiln_model *m, const kiln_compile_options *o)
                           "kiln_compile_options.outputs holds %d losses; give one per output",
                           (int)m->graph.n_outputs, m->graph.nodes[m->graph.outputs[0]].name,
                           o->outputs ? (int)o->n_outputs : 0);
-    if (o->loss != KILN_LOSS_NONE)
+    if (o->loss != KILN_LOSS_NONE || o->label_smoothing != 0.0f)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: a model of several outputs takes its losses "
-                          "from kiln_compile_options.outputs; leave loss 0");
+                          "(and label smoothing) from kiln_compile_options.outputs; leave "
+                          "loss 0 and label_smoothing 0 (it is %g)", (double)o->label_smoothing);
     return check_supported(m, o);
 }
 
@@ -129,6 +130,11 @@ kiln_status kiln_model_plan_outputs(kiln_model *m, const kiln_compile_options *o
                                  "kiln_compile_options.outputs", &why) != KILN_OK)
             return kiln_error(m->ctx, why.status, "kiln_model_compile: %s", why.message);
         st = kiln_loss_plan_make_for(m, m->graph.outputs[k], given.loss, !o->no_accuracy, plan);
+        if (st == KILN_OK)
+            st = kiln_loss_take_smoothing(m, k, o->n_outputs ? "outputs[].label_smoothing"
+                                                             : "label_smoothing",
+                                          o->n_outputs ? given.label_smoothing
+                                                       : o->label_smoothing, plan);
         m->plan.head_weight[k] = 1.0f;
         if (st == KILN_OK && o->n_outputs)
             st = take_weight(m, k, &given);

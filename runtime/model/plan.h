@@ -8,6 +8,7 @@
 #define KILN_RUNTIME_MODEL_PLAN_H
 
 #include "kiln.h"
+#include "runtime/model/lr_schedule.h"
 
 /* How the loss meets the output: fused with its softmax/sigmoid or not. */
 typedef struct kiln_loss_plan {
@@ -24,6 +25,7 @@ typedef struct kiln_loss_plan {
      * classes) output, one sparse id each; others: one row of every output. */
     int64_t positions;
     int64_t cols;
+    float label_smoothing; /* Keras's: the cross-entropies' targets smoothed */
     int has_ignore;        /* sparse labels equal to `ignore` are padding */
     int32_t ignore;
     /* Metrics beyond accuracy (kiln_compile_options): */
@@ -65,6 +67,7 @@ typedef struct kiln_plan {
      * own copy (never the caller's). */
     kiln_optimizer_options optimizer;
     kiln_lr_schedule lr_schedule;
+    kiln_lr_pieces lr_pieces;    /* lr_schedule's boundaries and values point here */
     kiln_decay_runs decay;       /* the parameters weight decay applies to */
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */

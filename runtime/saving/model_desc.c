@@ -23,7 +23,7 @@ static const char *const loss_names[] = {"none", "sparse_categorical_crossentrop
                                          "mean_squared_error"};
 static const char *const optimizer_names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
 static const char *const schedule_names[] = {"constant", "step_decay", "exponential_decay",
-                                             "cosine_decay"};
+                                             "cosine_decay", "piecewise_constant_decay"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 static const char *name_of(const char *const *names, int n, int value)
@@ -166,6 +166,29 @@ static const kiln_layer_field schedule_fields[] = {
      .offset = offsetof(kiln_lr_schedule, warmup_steps)},
 };
 
+/* The schedule's settings written only where they apply (older files
+ * have none): Keras CosineDecay's warmup_target, PiecewiseConstantDecay's
+ * boundaries and values. */
+static void write_schedule_extras(kiln_jw *w, const kiln_lr_schedule *s)
+{
+    if (s->has_warmup_target) {
+        kiln_jw_key(w, "warmup_target");
+        kiln_jw_float(w, s->warmup_target);
+    }
+    if (s->kind != KILN_LR_PIECEWISE_CONSTANT_DECAY)
+        return;
+    kiln_jw_key(w, "boundaries");
+    kiln_jw_begin_array(w);
+    for (int32_t i = 0; i < s->n_boundaries; i++)
+        kiln_jw_int(w, s->boundaries[i]);
+    kiln_jw_end_array(w);
+    kiln_jw_key(w, "values");
+    kiln_jw_begin_array(w);
+    for (int32_t i = 0; i < s->n_values; i++)
+        kiln_jw_float(w, s->values[i]);
+    kiln_jw_end_array(w);
+}
+
 static void write_compile(kiln_jw *w, const kiln_model *m)
 {
     const kiln_optimizer_options *o = &m->plan.optimizer;
@@ -192,6 +215,11 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
         kiln_jw_int(w, first->ignore);
     else
         kiln_jw_null(w);
+    /* Written only when set (older files have none). */
+    if (!kiln_model_outputs_apart(m) && first->label_smoothing != 0.0f) {
+        kiln_jw_key(w, "label_smoothing");
+        kiln_jw_float(w, first->label_smoothing);
+    }
     if (kiln_model_outputs_apart(m)) {   /* written for several outputs only (version 1) */
         kiln_jw_key(w, "losses");
         kiln_jw_begin_array(w);
@@ -203,6 +231,10 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
              * the default 1) reads as 0 too. */
             kiln_jw_key(w, "weight");
             kiln_jw_float(w, m->plan.head_weight[k] == 0.0f ? -0.0f : m->plan.head_weight[k]);
+            if (m->plan.heads[k].label_smoothing != 0.0f) {
+                kiln_jw_key(w, "label_smoothing");
+                kiln_jw_float(w, m->plan.heads[k].label_smoothing);
+            }
             kiln_jw_end_object(w);
         }
         kiln_jw_end_array(w);
@@ -230,6 +262,7 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_key(w, "kind");
     kiln_jw_string(w, name_of(schedule_names, COUNT(schedule_names), (int)s->kind));
     write_fields(w, schedule_fields, COUNT(schedule_fields), s);
+    write_schedule_extras(w, s);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
     kiln_jw_end_object(w);
@@ -292,6 +325,16 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
                 char name[160];
                 kiln_jw_string(&w, kiln_node_param_name(node, p, name, sizeof name));
             }
+            kiln_jw_end_array(&w);
+        }
+        int transposed = 0;
+        for (int p = 0; p < node->n_params; p++)
+            transposed |= node->param_transposed[p];
+        if (transposed) {   /* written back to ONNX as the file held them */
+            kiln_jw_key(&w, "transposed_weights");
+            kiln_jw_begin_array(&w);
+            for (int p = 0; p < node->n_params; p++)
+                kiln_jw_bool(&w, node->param_transposed[p]);
             kiln_jw_end_array(&w);
         }
         kiln_jw_end_object(&w);
@@ -592,7 +635,8 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
                               const kiln_json *o, kiln_layer_desc *d)
 {
     static const char *const keys[] = {"name", "kind", "inputs", "activation", "device",
-                                       "trainable", "options", "weights"};
+                                       "trainable", "options", "weights",
+                                       "transposed_weights"};
     snprintf(r->where, sizeof r->where, "layer %d: ", (int)index);
     if (o->type != KILN_JSON_OBJECT)
         return malformed(r, "it must be an object, not %s", type_name(o->type));
@@ -657,6 +701,12 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
             return malformed(r, "'weights' must be an array of names");
     if (d->weights && d->weights->type != KILN_JSON_ARRAY)
         return malformed(r, "'weights' must be an array of names");
+    d->transposed = kiln_json_get(o, "transposed_weights");
+    if (d->transposed && d->transposed->type != KILN_JSON_ARRAY)
+        return malformed(r, "'transposed_weights' must be an array of booleans");
+    for (size_t k = 0; d->transposed && k < d->transposed->count; k++)
+        if (d->transposed->items[k].type != KILN_JSON_BOOL)
+            return malformed(r, "'transposed_weights' must be an array of booleans");
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
     char layers[80];
     snprintf(layers, sizeof layers, "%s layers", ops->kind);
@@ -669,7 +719,7 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
  * several. */
 static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
-    static const char *const keys[] = {"loss", "weight"};
+    static const char *const keys[] = {"loss", "weight", "label_smoothing"};
     const kiln_json *losses = kiln_json_get(c, "losses");
     if (!losses)
         return KILN_OK;
@@ -689,6 +739,8 @@ static kiln_status read_losses(reader *r, const kiln_json *c, kiln_model_desc *d
             st = get_name(r, l, "loss", loss_names, COUNT(loss_names), 1, &loss);
         if (st == KILN_OK)
             st = get_float(r, l, "weight", &d->losses[k].weight);
+        if (st == KILN_OK && kiln_json_get(l, "label_smoothing"))
+            st = get_float(r, l, "label_smoothing", &d->losses[k].label_smoothing);
         d->losses[k].loss = (kiln_loss)loss;
         d->losses[k].has_weight = 1;   /* the weight in use, 0 included */
     }
@@ -724,14 +776,53 @@ static kiln_status read_outputs(reader *r, const kiln_json *root, kiln_model_des
     return KILN_OK;
 }
 
+/* The optional schedule settings write_schedule_extras writes; compile
+ * checks them as it checks an application's. */
+static kiln_status read_schedule_extras(reader *r, const kiln_json *sched, kiln_model_desc *d)
+{
+    kiln_lr_schedule *s = &d->schedule;
+    kiln_status st = KILN_OK;
+    if (kiln_json_get(sched, "warmup_target")) {
+        s->has_warmup_target = 1;
+        st = get_float(r, sched, "warmup_target", &s->warmup_target);
+    }
+    const kiln_json *b = kiln_json_get(sched, "boundaries"), *v = kiln_json_get(sched, "values");
+    if (st != KILN_OK || (!b && !v))
+        return st;
+    if ((st = member(r, sched, "boundaries", KILN_JSON_ARRAY, &b)) != KILN_OK ||
+        (st = member(r, sched, "values", KILN_JSON_ARRAY, &v)) != KILN_OK)
+        return st;
+    if (b->count > KILN_LR_MAX_BOUNDARIES || v->count > KILN_LR_MAX_BOUNDARIES + 1)
+        return malformed(r, "%d boundaries and %d values; at most %d boundaries", (int)b->count,
+                         (int)v->count, KILN_LR_MAX_BOUNDARIES);
+    for (size_t i = 0; i < b->count; i++)
+        if (!integer(&b->items[i], 0, INT64_MAX, &d->schedule_pieces.boundaries[i]))
+            return malformed(r, "'boundaries' item %d is not an integer >= 0", (int)i);
+    for (size_t i = 0; i < v->count; i++) {
+        double x;
+        const kiln_json *item = &v->items[i];
+        if (item->type != KILN_JSON_NUMBER ||
+            !kiln_json_number_to_double(item->text, item->length, &x) || fabs(x) > FLT_MAX)
+            return malformed(r, "'values' item %d is not a finite float32", (int)i);
+        d->schedule_pieces.values[i] = (float)x;
+    }
+    s->n_boundaries = (int32_t)b->count;
+    s->boundaries = d->schedule_pieces.boundaries;
+    s->n_values = (int32_t)v->count;
+    s->values = d->schedule_pieces.values;
+    return KILN_OK;
+}
+
 static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *d)
 {
     static const char *const keys[] = {"loss", "accuracy", "gradient_accumulation_steps",
-                                       "metrics", "optimizer", "ignore_class", "losses"};
+                                       "metrics", "optimizer", "ignore_class", "losses",
+                                       "label_smoothing"};
     static const char *const metric_keys[] = {"top_k", "mean_absolute_error",
                                               "binary_accuracy", "binary_threshold"};
     static const char *const optimizer_keys[] = {"kind", "schedule"};
-    static const char *const schedule_keys[] = {"kind"};
+    static const char *const schedule_keys[] = {"kind", "warmup_target", "boundaries",
+                                                "values"};
     snprintf(r->where, sizeof r->where, "compile: ");
     const kiln_json *opt, *sched, *metrics;
     int loss = 0, kind = 0, schedule = 0;
@@ -753,6 +844,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_int(r, c, "ignore_class", 0, INT32_MAX, &ignore_class);
     d->has_ignore_class = ignore && ignore->type != KILN_JSON_NULL;
     d->ignore_class = (int32_t)ignore_class;
+    if (st == KILN_OK && kiln_json_get(c, "label_smoothing"))
+        st = get_float(r, c, "label_smoothing", &d->label_smoothing);
     if (st == KILN_OK)
         st = read_losses(r, c, d);
     /* Optional: files written before compile's metrics have none (none asked). */
@@ -805,6 +898,8 @@ static kiln_status read_compile(reader *r, const kiln_json *c, kiln_model_desc *
         st = get_name(r, sched, "kind", schedule_names, COUNT(schedule_names), 0, &schedule);
     if (st == KILN_OK)
         st = read_fields(r, sched, schedule_fields, COUNT(schedule_fields), s, NULL);
+    if (st == KILN_OK)
+        st = read_schedule_extras(r, sched, d);
     if (st != KILN_OK)
         return st;
     s->kind = (kiln_lr_schedule_kind)schedule;
@@ -941,6 +1036,12 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
         for (int p = 0; l->weights && p < node->n_params; p++)
             if (!(node->param_name[p] = kiln_strdup(m->ctx, l->weights->items[p].text)))
                 return kiln_error_oom(m->ctx, "a weight's name", 160);
+        if (l->transposed && (int)l->transposed->count != node->n_params)
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "%s: layer '%s' lists %d "
+                              "transposed_weights; its kind has %d weights", what, l->name,
+                              (int)l->transposed->count, node->n_params);
+        for (int p = 0; l->transposed && p < node->n_params; p++)
+            node->param_transposed[p] = (unsigned char)l->transposed->items[p].boolean;
     }
     for (int32_t i = 0; i < d->n_layers; i++) {
         const kiln_layer_desc *l = &d->layers[i];

@@ -15,7 +15,10 @@
  * Every key is required ("compile" only of compiled models; "device" is
  * null for a layer not placed) and no other is allowed: a reader of
  * version 1 knows exactly what a layer was built with. Optional, written
- * only where they apply (older files have none): compile's "ignore_class",
+ * only where they apply (older files have none): compile's "ignore_class"
+ * and "label_smoothing" (and each of several outputs' in "losses"),
+ * the schedule's "warmup_target" (with one) and "boundaries" and "values"
+ * (piecewise constant decay),
  * and for a model of several outputs "outputs": ["cls", "reg"] beside
  * "output" (the first) and compile's "losses": [{"loss":
  * "mean_squared_error", "weight": 0.5}, ...], one per output. */
@@ -51,6 +54,9 @@ typedef struct kiln_layer_desc {
     /* "weights": each parameter's own name (an imported model's), in the
      * parsed document; NULL when the file names them "<layer>/<param>". */
     const kiln_json *weights;
+    /* "transposed_weights": per parameter, whether ONNX export writes it
+     * transposed (an imported Gemm's transB weight); NULL: none. */
+    const kiln_json *transposed;
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {
@@ -64,11 +70,13 @@ typedef struct kiln_model_desc {
     int32_t top_k, mean_absolute_error, binary_accuracy;   /* the metrics compile asked for */
     float binary_threshold;
     int32_t has_ignore_class, ignore_class;   /* sparse labels' padding class */
+    float label_smoothing;             /* a model of one output's */
     int32_t gradient_accumulation_steps;
     /* Compile's optimizer; its schedule points at `schedule` below, so a
      * description is used where it was parsed, never copied. */
     kiln_optimizer_options optimizer;
     kiln_lr_schedule schedule;
+    kiln_lr_pieces schedule_pieces;    /* the schedule's boundaries and values */
     /* Several outputs ("outputs" and compile's "losses", written only for
      * such a model): layer indices, and each one's loss and weight. */
     int32_t n_outputs;

@@ -127,6 +127,7 @@ static kiln_status compile_options(kiln_context *ctx, const kiln_compile_options
         o->binary_threshold = d->binary_threshold;
         o->has_ignore_class = d->has_ignore_class;
         o->ignore_class = d->ignore_class;
+        o->label_smoothing = d->label_smoothing;
         o->gradient_accumulation_steps = d->gradient_accumulation_steps;
     }
     return KILN_OK;

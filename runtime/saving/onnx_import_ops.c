@@ -229,6 +229,7 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
     if (!rec->param_name[p] || !rec->param_init[p])
         return kiln_error_oom(ctx, "a parameter", (size_t)size * sizeof(float));
     kiln_onnx_param_convert(t, imp->param_layout[p], rec->param_init[p]);
+    rec->param_transposed[p] = imp->param_layout[p] == KILN_ONNX_PARAM_TRANSPOSED;
     return KILN_OK;
 }
 
@@ -528,6 +529,8 @@ static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto
     kiln_import_value *c = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
     if (c && !c->computed && c->f)
         return fold_transpose(im, n, c, perm);
+    if (c && !c->computed && c->ints)   /* nn.ZeroPad2d's pads arithmetic */
+        return kiln_import_transpose(im, n);
     kiln_import_value *v;
     kiln_status st = computed(im, n, 0, &v);
     if (st != KILN_OK)
@@ -1070,7 +1073,6 @@ static const struct {
     {.op = "Unsqueeze", .handler = import_unsqueeze},
     {.op = "ConstantOfShape", .handler = kiln_import_constant_of_shape},
     {.op = "Slice", .handler = kiln_import_slice},
-    {.op = "Transpose", .handler = kiln_import_transpose},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)

@@ -1,6 +1,7 @@
 /* compile: check the graph, lay out parameters, pick the loss kernel, the
  * optimizer and the strategy, and put initial weights on the devices. */
 #include "runtime/model/loss.h"
+#include "runtime/model/lr_schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/context/rng.h"
@@ -258,6 +259,7 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     m->plan.optimizer = opt;
     m->plan.lr_schedule = schedule;
     m->plan.optimizer.schedule = &m->plan.lr_schedule;
+    kiln_lr_schedule_own(&m->plan.lr_schedule, &m->plan.lr_pieces);
     st = kiln_model_plan_decay(m);
     if (st != KILN_OK)
         return st;

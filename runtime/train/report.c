@@ -552,6 +552,7 @@ static const char *schedule_name(kiln_lr_schedule_kind kind)
     case KILN_LR_STEP_DECAY: return "step decay";
     case KILN_LR_EXPONENTIAL_DECAY: return "exponential decay";
     case KILN_LR_COSINE_DECAY: return "cosine decay";
+    case KILN_LR_PIECEWISE_CONSTANT_DECAY: return "piecewise constant decay";
     default: return "constant";
     }
 }

@@ -8,7 +8,9 @@
 # the frozen weights unchanged), the saved file's summary, predict, and its
 # ONNX export predicting the same; fit again on that model file; with
 # --no-shuffle, one epoch is exactly N/B SGD steps in order (a Gemm's
-# weights against NumPy's); and each bad option, exit 2 or 1 naming it.
+# weights against NumPy's), and so with --decay piecewise and a warm-up
+# then cosine decay at each step's rate; --label-smoothing kept in the saved
+# file; and each bad option, exit 2 or 1 naming it.
 # Usage: cli_fit.sh SOURCE_DIR KILN
 set -eu
 src=$1
@@ -42,7 +44,10 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--weight-decay W   decoupled weight decay" "(default: adamw" "0.004, the others 0)" \
     "--nesterov" "--validation-split F" "default 0" "--freeze PREFIX" \
     "--head UNITS --head-from NODE" \
-    "--strategy NAME    one_device (default) or mirrored" "--seed S" "--scale S" "(default 1)"; do
+    "--strategy NAME    one_device (default) or mirrored" "--seed S" "--scale S" "(default 1)" \
+    "--warmup-steps N" "--warmup-target R" "--decay KIND       cosine" "--decay-steps N" \
+    "--decay-rate R" "--alpha A" "--boundaries B1,B2,..." "--values V0,V1,..." \
+    "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -196,6 +201,57 @@ print("--no-shuffle, 3 steps of 4: largest difference from NumPy's SGD %.2e" % w
 sys.exit(0 if worst < 1e-5 else 1)
 PY
 
+# Schedules: the same 3 steps of 4 at each step's rate, against NumPy: piecewise
+# constant (Keras: the earlier value holds at a boundary step), and a warm-up
+# from --learning-rate to --warmup-target then cosine decay from it.
+cosine="--learning-rate 0.05 --warmup-steps 1 --warmup-target 0.2 --decay cosine"
+for sched in "piecewise:--decay piecewise --boundaries 0,1 --values 0.1,0.05,0.02" \
+    "cosine:$cosine --decay-steps 4 --alpha 0.1"; do
+    # shellcheck disable=SC2086
+    "$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/${sched%%:*}.kiln" \
+        --loss mse --optimizer sgd --batch 4 --no-shuffle ${sched#*:} > /dev/null 2>&1 ||
+        fail "fit --decay ${sched%%:*} exited $?"
+    "$kiln" predict "$work/${sched%%:*}.kiln" "$work/gx.npy" "$work/${sched%%:*}.npy"
+done
+"$python" - "$work" <<'PY' || fail "--decay: not 3 SGD steps at the schedule's rates"
+import math
+import sys
+import numpy as np
+d = sys.argv[1]
+x, t = np.load(d + "/gx.npy").astype(np.float64), np.load(d + "/gt.npy").astype(np.float64)
+import onnx
+from onnx import numpy_helper
+g = onnx.load(d + "/gemm.onnx").graph
+w0 = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in g.initializer}
+cos = lambda s: 0.2 * (0.9 * 0.5 * (1 + math.cos(math.pi * (s - 1) / 4)) + 0.1)
+rates = {"piecewise": [0.1, 0.05, 0.02], "cosine": [0.05, cos(1), cos(2)]}
+worst = 0
+for name, r in rates.items():
+    W, B = [v for v in w0.values() if v.ndim == 2][0], [v for v in w0.values() if v.ndim == 1][0]
+    for k, s in enumerate(range(0, 12, 4)):
+        xb, tb = x[s:s + 4], t[s:s + 4]
+        e = 2 * (xb @ W.T + B - tb) / tb.size
+        W, B = W - r[k] * e.T @ xb, B - r[k] * e.sum(axis=0)
+    diff = np.abs(np.load(d + "/%s.npy" % name) - (x @ W.T + B)).max()
+    print("--decay %s, 3 steps of 4: largest difference from NumPy's SGD %.2e" % (name, diff))
+    worst = max(worst, diff)
+sys.exit(0 if worst < 1e-5 else 1)
+PY
+# --label-smoothing reaches the saved model's compile settings.
+"$kiln" fit "$net" "$work/x.npy" "$work/y.npy" --save "$work/smooth.kiln" --epochs 1 \
+    --batch 8 --head 5 --head-from /Flatten --freeze / --label-smoothing 0.1 > /dev/null 2>&1 ||
+    fail "fit --label-smoothing exited $?"
+"$python" - "$work/smooth.kiln" <<'PY' || fail "--label-smoothing is not in the saved model"
+import json
+import struct
+import sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = json.loads(f.read(n))["__metadata__"]
+ls = json.loads(meta["kiln.model"])["compile"]["label_smoothing"]
+print("--label-smoothing: the model file's compile has label_smoothing", ls)
+sys.exit(0 if abs(ls - 0.1) < 1e-7 else 1)
+PY
 # --optimizer adamw --weight-decay: 3 steps in order as NumPy takes Keras's
 # AdamW (decay first, w -= lr * wd * w, then Adam's step; epsilon 1e-7), and
 # the saved model's summary names it; rmsprop and adagrad with their
@@ -291,6 +347,28 @@ expect 2 "--momentum is for --optimizer sgd and rmsprop" $f --save "$work/o.kiln
 expect 2 "--nesterov needs --momentum > 0" $f --save "$work/o.kiln" --optimizer sgd --nesterov
 expect 2 "--from-logits is for the cross-entropy losses, not mse" $f --save "$work/o.kiln" \
     --loss mse --from-logits
+expect 2 "--warmup-steps needs a whole number >= 0, not '-1'" $f --save "$work/o.kiln" \
+    --warmup-steps -1
+expect 2 "unknown decay 'linear' (cosine, exponential, piecewise)" $f --save "$work/o.kiln" \
+    --decay linear
+expect 2 "--decay-steps needs --decay" $f --save "$work/o.kiln" --decay-steps 5
+expect 2 "--decay piecewise needs --boundaries and --values" $f --save "$work/o.kiln" \
+    --decay piecewise --boundaries 3
+expect 2 "--boundaries and --values are for --decay piecewise" $f --save "$work/o.kiln" \
+    --decay cosine --decay-steps 3 --values 0.1
+expect 2 "--boundaries needs 1 to 64 whole numbers, comma-separated, not '3,x'" $f \
+    --save "$work/o.kiln" --decay piecewise --boundaries 3,x --values 0.1,0.2
+expect 1 "n_values 3 must be n_boundaries + 1 (2)" $f --save "$work/o.kiln" \
+    --decay piecewise --boundaries 3 --values 0.1,0.2,0.3
+expect 1 "boundaries[1] is 2; boundaries must be steps >= 0 in strictly increasing order" $f \
+    --save "$work/o.kiln" --decay piecewise --boundaries 3,2 --values 0.1,0.2,0.3
+expect 1 "decay_rate" $f --save "$work/o.kiln" --decay exponential --decay-steps 3
+expect 2 "--label-smoothing needs a number in [0, 1], not '1.5'" $f --save "$work/o.kiln" \
+    --label-smoothing 1.5
+expect 1 "label smoothing is for the cross-entropy losses, not mean_squared_error" $f \
+    --save "$work/o.kiln" --loss mse --label-smoothing 0.1
+expect 2 "--decay is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
+    "$work/y.npy" --save "$work/o.kiln" --decay cosine
 expect 2 "fit needs --save OUT" $f
 expect 2 "fit takes 3 file names, got 2" "$kiln" fit "$net" "$work/x.npy" --save "$work/o.kiln"
 expect 2 "--epochs is not an option of evaluate" "$kiln" evaluate "$net" "$work/x.npy" \

@@ -588,6 +588,12 @@ static void test_refusals(kiln_context *ctx)
     edit(ctx, good, bad, "\"units\":64,", "");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "layer 4 ('dense') options: 'units' is missing",
             NULL);
+    edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"transposed_weights\":\"no\"");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'transposed_weights' must be an array of booleans",
+            NULL);
+    edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"transposed_weights\":[true]");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "lists 1 transposed_weights; its kind has 0 weights",
+            NULL);
     edit(ctx, good, bad, "\"filters\":32", "\"filters\":\"32\"");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'filters' must be a number, not a string", NULL);
     edit(ctx, good, bad, "\"filters\":32", "\"filters\":32.5");
