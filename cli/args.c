@@ -45,15 +45,19 @@ static const char usage_head[] =
     "--epochs N         default 1\n"
     "--no-shuffle       keep the samples' order: an epoch of N samples is\n"
     "                   ceil(N / batch) steps in order (default: shuffled)\n"
-    "--optimizer NAME   adam (default) or sgd\n"
-    "--learning-rate R  default: adam 0.001, sgd 0.01\n"
-    "--momentum M       sgd only, in [0, 1) (default 0)\n"
+    "--optimizer NAME   adam (default), sgd, adamw, rmsprop or adagrad (Keras's\n"
+    "                   defaults: kiln.h's kiln_optimizer_kind)\n"
+    "--learning-rate R  default: sgd 0.01, the others 0.001\n"
+    "--momentum M       sgd and rmsprop only, in [0, 1) (default 0)\n"
     "--nesterov         sgd only, with --momentum > 0\n"
     "--clipnorm C       clip each weight's gradient to L2 norm C (Keras's clipnorm)\n"
     "--clipvalue V      clip each gradient element to [-V, V] (Keras's clipvalue)\n"
     "--global-clipnorm C  scale all gradients so their global L2 norm is at most C\n"
     "                   (Keras's global_clipnorm, PyTorch's clip_grad_norm_); at\n"
     "                   most one of the three (default: no clipping)\n"
+    "--weight-decay W   decoupled weight decay, w -= lr * W * w each step (Keras's\n"
+    "                   weight_decay), a finite number >= 0 (default: adamw\n"
+    "                   0.004, the others 0)\n"
     "--validation-split F  the last F of the samples (in [0, 1), default 0) are\n"
     "                   held out and evaluated after each epoch\n"
     "--freeze PREFIX    freeze every layer whose name starts with PREFIX; may be\n"
@@ -70,9 +74,10 @@ static const char usage_head[] =
  * at most 4095 characters leave apart. */
 static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
-    "--freeze, --head, the schedule, --label-smoothing and the clipping options\n"
-    "are for ONNX models: a model file keeps the loss, optimizer and frozen\n"
-    "layers it was compiled with. Other commands run on one device (KILN_DEVICES chooses which).\n"
+    "--weight-decay, --freeze, --head, the schedule, --label-smoothing and the\n"
+    "clipping options are for ONNX models: a model file keeps the loss, optimizer\n"
+    "and frozen layers it was compiled with. Other commands run on one device\n"
+    "(KILN_DEVICES chooses which).\n"
     "Exit status: 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.\n";
 
 void cli_print_usage(FILE *f)
@@ -123,6 +128,7 @@ static const option_spec options[] = {
     {.name = "--clipnorm", .bit = CLI_CLIPNORM, .takes_value = 1},
     {.name = "--clipvalue", .bit = CLI_CLIPVALUE, .takes_value = 1},
     {.name = "--global-clipnorm", .bit = CLI_GLOBAL_CLIPNORM, .takes_value = 1},
+    {.name = "--weight-decay", .bit = CLI_WEIGHT_DECAY, .takes_value = 1},
     {.name = "--validation-split", .bit = CLI_VALIDATION_SPLIT, .takes_value = 1},
     {.name = "--freeze", .bit = CLI_FREEZE, .takes_value = 1},
     {.name = "--head", .bit = CLI_HEAD, .takes_value = 1},
@@ -223,6 +229,10 @@ static int take(const option_spec *o, const char *v, cli_args *a)
             return cli_usage("%s needs a finite number > 0, not '%s'", o->name, v), 0;
         return 1;
     }
+    case CLI_WEIGHT_DECAY:
+        if (!real(v, 0.0, 3.4e38, 0, &a->weight_decay))
+            return cli_usage("--weight-decay needs a finite number >= 0, not '%s'", v), 0;
+        return 1;
     case CLI_VALIDATION_SPLIT:
         if (!real(v, 0.0, 1.0, 1, &a->validation_split))
             return cli_usage("--validation-split needs a number in [0, 1), not '%s'", v), 0;
@@ -233,10 +243,16 @@ static int take(const option_spec *o, const char *v, cli_args *a)
                 return a->loss = (kiln_loss)k, 1;
         return cli_usage("unknown loss '%s' (sparse_categorical_crossentropy, "
                          "categorical_crossentropy, binary_crossentropy, mse)", v), 0;
-    case CLI_OPTIMIZER:
-        if (strcmp(v, "adam") == 0 || strcmp(v, "sgd") == 0)
-            return a->optimizer = v[0] == 'a' ? KILN_OPTIMIZER_ADAM : KILN_OPTIMIZER_SGD, 1;
-        return cli_usage("unknown optimizer '%s' (adam, sgd)", v), 0;
+    case CLI_OPTIMIZER: {
+        static const char *const names[] = {
+            [KILN_OPTIMIZER_ADAM] = "adam", [KILN_OPTIMIZER_SGD] = "sgd",
+            [KILN_OPTIMIZER_ADAMW] = "adamw", [KILN_OPTIMIZER_RMSPROP] = "rmsprop",
+            [KILN_OPTIMIZER_ADAGRAD] = "adagrad"};
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strcmp(v, names[k]) == 0)
+                return a->optimizer = (kiln_optimizer_kind)k, 1;
+        return cli_usage("unknown optimizer '%s' (adam, sgd, adamw, rmsprop, adagrad)", v), 0;
+    }
     case CLI_STRATEGY:
         if (strcmp(v, "one_device") == 0 || strcmp(v, "mirrored") == 0)
             return a->strategy = v[0] == 'o' ? KILN_STRATEGY_ONE_DEVICE
@@ -272,8 +288,11 @@ static int check_together(const cli_args *a)
     if ((a->given & CLI_FROM_LOGITS) && (a->given & CLI_HEAD))
         return cli_usage("--from-logits is for the model's own output: a --head "
                          "already ends in its loss's activation"), 0;
-    if ((a->given & (CLI_MOMENTUM | CLI_NESTEROV)) && a->optimizer != KILN_OPTIMIZER_SGD)
-        return cli_usage("--momentum and --nesterov are for --optimizer sgd"), 0;
+    if ((a->given & CLI_MOMENTUM) && a->optimizer != KILN_OPTIMIZER_SGD &&
+        a->optimizer != KILN_OPTIMIZER_RMSPROP)
+        return cli_usage("--momentum is for --optimizer sgd and rmsprop"), 0;
+    if ((a->given & CLI_NESTEROV) && a->optimizer != KILN_OPTIMIZER_SGD)
+        return cli_usage("--nesterov is for --optimizer sgd"), 0;
     if ((a->given & CLI_NESTEROV) && !(a->momentum > 0.0f))
         return cli_usage("--nesterov needs --momentum > 0"), 0;
     const unsigned clips = a->given & CLI_CLIPPING;

@@ -19,7 +19,8 @@ enum {
     CLI_WARMUP_STEPS = 1 << 17, CLI_WARMUP_TARGET = 1 << 18, CLI_DECAY = 1 << 19,
     CLI_DECAY_STEPS = 1 << 20, CLI_DECAY_RATE = 1 << 21, CLI_ALPHA = 1 << 22,
     CLI_BOUNDARIES = 1 << 23, CLI_VALUES = 1 << 24, CLI_LABEL_SMOOTHING = 1 << 25,
-    CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28
+    CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28,
+    CLI_WEIGHT_DECAY = 1 << 29
 };
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
                             CLI_DECAY_RATE | CLI_ALPHA | CLI_BOUNDARIES | CLI_VALUES | \
@@ -30,7 +31,7 @@ enum {
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
                            CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
-                           CLI_RECIPE_OPTIONS | CLI_CLIPPING)
+                           CLI_RECIPE_OPTIONS | CLI_CLIPPING | CLI_WEIGHT_DECAY)
 
 typedef struct cli_args {
     const char *command;
@@ -46,6 +47,7 @@ typedef struct cli_args {
     float learning_rate;         /* 0: the optimizer's default */
     float momentum;
     float clipnorm, clipvalue, global_clipnorm;   /* 0: off */
+    float weight_decay;          /* 0: the optimizer's default (adamw 0.004, others none) */
     float validation_split;
     const char *freeze[CLI_MAX_FREEZE];
     int n_freeze;

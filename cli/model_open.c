@@ -36,7 +36,8 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .nesterov = (a->given & CLI_NESTEROV) != 0,
                                         .schedule = &a->schedule,
                                         .clipnorm = a->clipnorm, .clipvalue = a->clipvalue,
-                                        .global_clipnorm = a->global_clipnorm};
+                                        .global_clipnorm = a->global_clipnorm,
+                                        .weight_decay = a->weight_decay};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy,
                                      .label_smoothing = a->label_smoothing};

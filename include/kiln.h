@@ -894,7 +894,28 @@ typedef enum kiln_loss {
 
 typedef enum kiln_optimizer_kind {
     KILN_OPTIMIZER_ADAM = 0,
-    KILN_OPTIMIZER_SGD
+    KILN_OPTIMIZER_SGD,
+    /** Keras's AdamW: Adam with decoupled weight decay, weight_decay 0.004
+     *  by default (Keras's; torch.optim.AdamW's is 0.01). Numerics equal
+     *  torch.optim.AdamW's (amsgrad off) and Keras's: each update first
+     *  multiplies the weight by (1 - lr * weight_decay), then takes Adam's
+     *  step; Keras and PyTorch both decay before the step, and so does kiln. */
+    KILN_OPTIMIZER_ADAMW,
+    /** Keras's RMSprop: v = rho * v + (1 - rho) * g^2; centered also keeps
+     *  a = rho * a + (1 - rho) * g and uses v - a^2; the step is
+     *  lr * g / sqrt(v + epsilon) (Keras: epsilon inside the root), added to
+     *  a momentum buffer (m = momentum * m + step, w -= m) when momentum > 0.
+     *  torch.optim.RMSprop puts epsilon outside the root (sqrt(v) + eps) and
+     *  lr outside the buffer (w -= lr * m): kiln follows Keras, equal to
+     *  PyTorch within round-off for a constant rate and an epsilon far
+     *  below v (1e-10, say); its alpha is kiln's rho. */
+    KILN_OPTIMIZER_RMSPROP,
+    /** Keras's Adagrad: an accumulator starting at initial_accumulator_value
+     *  (0.1) adds g^2, and w -= lr * g / sqrt(accumulator + epsilon) (Keras:
+     *  epsilon inside the root; torch.optim.Adagrad's sqrt(acc) + eps, its
+     *  initial_accumulator_value 0 and lr_decay 0 by default, agrees within
+     *  round-off for an epsilon far below the accumulator). */
+    KILN_OPTIMIZER_ADAGRAD
 } kiln_optimizer_kind;
 
 typedef enum kiln_lr_schedule_kind {
@@ -957,8 +978,11 @@ typedef struct kiln_lr_schedule {
 
 /** The optimizer of kiln_compile_options.optimizer. Zero fields take
  *  Keras's defaults: Adam(learning_rate 1e-3, beta_1 0.9, beta_2 0.999,
- *  epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); a constant learning
- *  rate. Written with designated initialisers:
+ *  epsilon 1e-7); SGD(learning_rate 1e-2, momentum 0); AdamW(as Adam,
+ *  weight_decay 0.004); RMSprop(learning_rate 1e-3, rho 0.9, momentum 0,
+ *  epsilon 1e-7, centered off); Adagrad(learning_rate 1e-3,
+ *  initial_accumulator_value 0.1, epsilon 1e-7); no weight decay but
+ *  AdamW's; a constant learning rate. Written with designated initialisers:
  *
  *     const kiln_lr_schedule decay = {.struct_size = sizeof decay,
  *         .kind = KILN_LR_EXPONENTIAL_DECAY, .decay_steps = 1000, .decay_rate = 0.9f};
@@ -970,11 +994,13 @@ typedef struct kiln_optimizer_options {
     size_t struct_size;          /**< sizeof(kiln_optimizer_options) */
     kiln_optimizer_kind kind;    /**< default Adam */
     float learning_rate;         /**< the base rate, before the schedule */
-    float momentum;              /**< SGD only, in [0, 1) */
+    float momentum;              /**< SGD and RMSprop, in [0, 1) */
     int32_t nesterov;            /**< SGD only, needs momentum > 0 */
-    float beta_1;                /**< Adam only */
-    float beta_2;                /**< Adam only */
-    float epsilon;               /**< Adam only, finite and > 0 */
+    float beta_1;                /**< Adam and AdamW */
+    float beta_2;                /**< Adam and AdamW */
+    /** Adam, AdamW, RMSprop and Adagrad, finite and > 0 (where each puts
+     *  it: kiln_optimizer_kind) */
+    float epsilon;
     /** How the rate moves with the step; NULL: constant. Read during the
      *  call only: compile keeps its own copy. */
     const kiln_lr_schedule *schedule;
@@ -1004,6 +1030,32 @@ typedef struct kiln_optimizer_options {
      *  parameter server clips each pushed gradient (one batch's, of the
      *  whole model) by its own norm, as each of its updates applies one. */
     float global_clipnorm;
+    /** Keras's weight_decay, on every optimizer: decoupled, each update
+     *  first sets w -= lr * weight_decay * w (lr the scheduled rate), then
+     *  takes the optimizer's step on the gradient alone. Finite and >= 0;
+     *  0: none (AdamW: 0.004, Keras's default; use Adam for AdamW without
+     *  decay). PyTorch's SGD and Adam weight_decay is an L2 term added to
+     *  the gradient instead, which kiln does not offer: for SGD without
+     *  momentum the two are the same update (set the same number); with
+     *  momentum or Adam, add the L2 term to the loss, or use this
+     *  (torch.optim.AdamW's decoupled form). */
+    float weight_decay;
+    /** RMSprop's discounting factor (Keras's rho, PyTorch's alpha), in
+     *  [0, 1); 0: 0.9 */
+    float rho;
+    /** RMSprop: nonzero normalises by the centred second moment (the
+     *  gradient's estimated variance), Keras's and PyTorch's centered */
+    int32_t centered;
+    /** Adagrad's accumulator's starting value, finite and > 0; 0: 0.1 */
+    float initial_accumulator_value;
+    /** Which parameters weight_decay leaves alone (Keras's
+     *  exclude_from_weight_decay): nonzero excludes every parameter of
+     *  rank 1, which in kiln's layers are the biases and the normalization
+     *  layers' gamma and beta (the usual recipe: Keras's
+     *  exclude_from_weight_decay(var_names=["bias", "gamma", "beta"]),
+     *  timm's and Hugging Face's no-decay groups); 0: every trainable
+     *  parameter decays. */
+    int32_t exclude_vectors_from_weight_decay;
 } kiln_optimizer_options;
 
 /** Sets *rate to the learning rate `options` give at optimizer step `step`
@@ -2537,7 +2589,9 @@ KILN_API kiln_status kiln_model_save_weights(kiln_model *model, const char *path
 /**
  * Saves the full training state: the parameters as kiln_model_save_weights
  * does, the optimizer state as "optimizer/<layer>/<parameter>/m" and "/v"
- * (Adam) or "/momentum" (SGD with momentum), and in __metadata__ kiln's
+ * (Adam, AdamW), "/momentum" (SGD with momentum), "/velocity", "/momentum"
+ * (with momentum) and "/average_gradient" (centered) (RMSprop) or
+ * "/accumulator" (Adagrad), and in __metadata__ kiln's
  * format version, the model fingerprint, the optimizer and its settings, the
  * optimizer step, the epoch and step within it, the shuffle seed and the
  * history (for a model of several outputs, each output's values and sums

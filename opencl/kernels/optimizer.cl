@@ -6,12 +6,17 @@
  * that both compute the same floats: float or float8 operands alike, each
  * a value already loaded (an operand appears more than once). */
 
+/* Keras's decoupled weight decay, before the step: decay = lr * weight_decay
+ * from the host, 0 for none (then p exactly, as before decay existed). */
+#define KILN_DECAYED(p) (decay != 0.0f ? (p) - (p) * decay : (p))
+
 /* Keras SGD: v = momentum * v - lr * g; p += v (Nesterov: p += momentum * v - lr * g). */
 #define KILN_SGD_STEP(p, g, v, vi, pi)                                                     \
     do {                                                                                   \
         vi = momentum * (v) - lr * (g);                                                    \
-        pi = momentum == 0.0f ? (p) - lr * (g)                                             \
-                              : nesterov ? (p) + (momentum * vi - lr * (g)) : (p) + vi;    \
+        pi = momentum == 0.0f ? KILN_DECAYED(p) - lr * (g)                                 \
+             : nesterov ? KILN_DECAYED(p) + (momentum * vi - lr * (g))                     \
+                        : KILN_DECAYED(p) + vi;                                            \
     } while (0)
 
 /* Keras Adam; alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) from the host. */
@@ -19,7 +24,27 @@
     do {                                                                                   \
         mi = (m) + ((g) - (m)) * (1.0f - beta_1);                                          \
         vi = (v) + ((g) * (g) - (v)) * (1.0f - beta_2);                                    \
-        pi = (p) - alpha * mi / (sqrt(vi) + epsilon);                                      \
+        pi = KILN_DECAYED(p) - alpha * mi / (sqrt(vi) + epsilon);                          \
+    } while (0)
+
+/* Keras RMSprop: v the mean square, m the momentum buffer (with momentum),
+ * a the mean gradient (centered); epsilon inside the root, lr inside the
+ * buffer, as Keras (torch.optim.RMSprop has both outside). inc: scratch. */
+#define KILN_RMSPROP_STEP(p, g, v, m, a, vi, mi, ai, inc, pi)                              \
+    do {                                                                                   \
+        vi = rho * (v) + (1.0f - rho) * ((g) * (g));                                       \
+        ai = centered ? rho * (a) + (1.0f - rho) * (g) : (a);                              \
+        inc = lr * (g) / sqrt((centered ? vi - ai * ai : vi) + epsilon);                   \
+        mi = momentum != 0.0f ? momentum * (m) + inc : (m);                                \
+        pi = KILN_DECAYED(p) - (momentum != 0.0f ? mi : inc);                              \
+    } while (0)
+
+/* Keras Adagrad: the accumulator starts at `init` (the update numbered 1
+ * reads it instead of the zeroed slot); epsilon inside the root. */
+#define KILN_ADAGRAD_STEP(p, g, a, ai, pi)                                                 \
+    do {                                                                                   \
+        ai = (first ? init : (a)) + (g) * (g);                                             \
+        pi = KILN_DECAYED(p) - lr * (g) / sqrt(ai + epsilon);                              \
     } while (0)
 
 /* guard: the step's sums. With use_guard, a non-finite guard[grad_at] (the
@@ -32,11 +57,16 @@ inline int kiln_optimizer_held(__global const float *guard, int use_guard, int g
     return use_guard && (!isfinite(guard[grad_at]) || !isfinite(guard[update_at]));
 }
 
+/* Every update kernel works on [at, at + n) of its buffers: one launch a
+ * run of parameters that share their weight decay. */
 __kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __global float *v,
-                                 int n, float lr, float momentum, int nesterov,
-                                 __global const float *guard, int use_guard, int grad_at,
-                                 int update_at)
+                                 int at, int n, float lr, float momentum, int nesterov,
+                                 float decay, __global const float *guard, int use_guard,
+                                 int grad_at, int update_at)
 {
+    p += at;
+    g += at;
+    v += at;
     const int i = get_global_id(0);
     if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
         return;
@@ -49,10 +79,15 @@ __kernel void kiln_optimizer_sgd(__global float *p, __global const float *g, __g
 }
 
 __kernel void kiln_optimizer_adam_gpu(__global float *p, __global const float *g, __global float *m,
-                                  __global float *v, int n, float alpha, float beta_1, float beta_2,
-                                  float epsilon, __global const float *guard, int use_guard,
-                                  int grad_at, int update_at)
+                                  __global float *v, int at, int n, float alpha, float beta_1,
+                                  float beta_2, float epsilon, float decay,
+                                  __global const float *guard, int use_guard, int grad_at,
+                                  int update_at)
 {
+    p += at;
+    g += at;
+    m += at;
+    v += at;
     const int i = get_global_id(0);
     if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
         return;
@@ -68,11 +103,15 @@ __kernel void kiln_optimizer_adam_gpu(__global float *p, __global const float *g
  * work-item per float ran the seed ResNet's 11M-parameter update at about
  * 5 GB/s on PoCL). The same arithmetic lane by lane. */
 __kernel void kiln_optimizer_adam_cpu(__global float *p, __global const float *g,
-                                   __global float *m, __global float *v, int n, float alpha,
-                                   float beta_1, float beta_2, float epsilon,
-                                   __global const float *guard, int use_guard, int grad_at,
-                                   int update_at)
+                                   __global float *m, __global float *v, int at, int n,
+                                   float alpha, float beta_1, float beta_2, float epsilon,
+                                   float decay, __global const float *guard, int use_guard,
+                                   int grad_at, int update_at)
 {
+    p += at;
+    g += at;
+    m += at;
+    v += at;
     const int i = get_global_id(0) * 8;
     if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
         return;
@@ -86,20 +125,79 @@ __kernel void kiln_optimizer_adam_cpu(__global float *p, __global const float *g
     kiln_store8(p + i, pi, count);
 }
 
+/* RMSprop: v the mean square, m the momentum buffer (read and written only
+ * with momentum), a the mean gradient (only when centered); a slot not
+ * kept is any buffer the host hands. */
+__kernel void kiln_optimizer_rmsprop(__global float *p, __global const float *g,
+                                     __global float *v, __global float *m, __global float *a,
+                                     int at, int n, float lr, float rho, float momentum,
+                                     int centered, float epsilon, float decay,
+                                     __global const float *guard, int use_guard, int grad_at,
+                                     int update_at)
+{
+    p += at;
+    g += at;
+    v += at;
+    m += at;
+    a += at;
+    const int i = get_global_id(0);
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
+        return;
+    const float pp = p[i], gi = g[i], v0 = v[i];
+    const float m0 = momentum != 0.0f ? m[i] : 0.0f, a0 = centered ? a[i] : 0.0f;
+    float vi, mi, ai, inc, pi;
+    KILN_RMSPROP_STEP(pp, gi, v0, m0, a0, vi, mi, ai, inc, pi);
+    v[i] = vi;
+    if (momentum != 0.0f)
+        m[i] = mi;
+    if (centered)
+        a[i] = ai;
+    p[i] = pi;
+}
+
+/* Adagrad: acc the accumulator; `first` for the update numbered 1. */
+__kernel void kiln_optimizer_adagrad(__global float *p, __global const float *g,
+                                     __global float *acc, int at, int n, float lr, int first,
+                                     float init, float epsilon, float decay,
+                                     __global const float *guard, int use_guard, int grad_at,
+                                     int update_at)
+{
+    p += at;
+    g += at;
+    acc += at;
+    const int i = get_global_id(0);
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
+        return;
+    const float pp = p[i], gi = g[i], a0 = acc[i];
+    float ai, pi;
+    KILN_ADAGRAD_STEP(pp, gi, a0, ai, pi);
+    acc[i] = ai;
+    p[i] = pi;
+}
+
 /* The update of g[i], checked before it is committed: reads what the update
  * would read and computes what it would write, writing none of it. g * 0 is
  * NaN for a NaN or infinite g, else 0; the same for the new parameter and
- * optimizer state. Adam when `adam`, else SGD (m its velocity, read only
- * with momentum; v unused). Adds the gradient's term to sg, the update's
- * to su. */
-#define KILN_CHECK_STEP(T, pp, gg, mm, vv, sg, su)                                         \
+ * optimizer state. `kind`: 0 SGD (s0 its velocity, read only with
+ * momentum), 1 Adam (s0, s1 its moments), 2 RMSprop (s0 mean square, s1
+ * momentum buffer, s2 mean gradient), 3 Adagrad (s0 accumulator); the
+ * host passes the slots kept in `used` (bit k: s_k), and only those count.
+ * Adds the gradient's term to sg, the update's to su. */
+#define KILN_CHECK_STEP(T, pp, gg, s0, s1, s2, sg, su)                                     \
     do {                                                                                   \
-        const T p0 = (pp), gi = (gg), m0 = (mm), v0 = (vv);                                \
-        T mi, vi, pi;                                                                      \
+        const T p0 = (pp), gi = (gg), m0 = (s0), v0 = (s1), w0 = (s2);                     \
+        T mi, vi, wi, inc, pi;                                                             \
         sg += gi * 0.0f;                                                                   \
-        if (adam) {                                                                        \
+        if (kind == 1) {                                                                   \
             KILN_ADAM_STEP(p0, gi, m0, v0, mi, vi, pi);                                    \
             su += mi * 0.0f + vi * 0.0f + pi * 0.0f;                                       \
+        } else if (kind == 2) {                                                            \
+            KILN_RMSPROP_STEP(p0, gi, m0, v0, w0, mi, vi, wi, inc, pi);                    \
+            su += pi * 0.0f + mi * 0.0f + ((used & 2) ? vi * 0.0f : (T)(0.0f)) +           \
+                  ((used & 4) ? wi * 0.0f : (T)(0.0f));                                    \
+        } else if (kind == 3) {                                                            \
+            KILN_ADAGRAD_STEP(p0, gi, m0, mi, pi);                                         \
+            su += mi * 0.0f + pi * 0.0f;                                                   \
         } else {                                                                           \
             KILN_SGD_STEP(p0, gi, m0, mi, pi);                                             \
             su += pi * 0.0f + (momentum == 0.0f ? (T)(0.0f) : mi * 0.0f);                  \
@@ -122,11 +220,18 @@ __kernel void kiln_optimizer_adam_cpu(__global float *p, __global const float *g
  * a power of two, <= 64. */
 __kernel void kiln_optimizer_check_update_gpu(__global const float *p, __global const float *g,
                                           __global const float *m, __global const float *v,
-                                          int n, int adam, float lr, float momentum,
-                                          int nesterov, float alpha, float beta_1,
-                                          float beta_2, float epsilon, __global float *guard,
+                                          __global const float *w, int at, int n, int kind,
+                                          int used, float lr, float momentum, int nesterov,
+                                          float alpha, float beta_1, float beta_2,
+                                          float epsilon, float rho, int centered, int first,
+                                          float init, float decay, __global float *guard,
                                           int grad_at, int update_at)
 {
+    p += at;
+    g += at;
+    m += at;
+    v += at;
+    w += at;
     __local float pg[64], pu[64];
     const int lid = get_local_id(0);
     const int group = get_local_size(0);
@@ -137,8 +242,8 @@ __kernel void kiln_optimizer_check_update_gpu(__global const float *p, __global 
     const int end = min(n, start + stretch);
     float sg = 0.0f, su = 0.0f;
     for (int i = start + lid; i < end; i += group)
-        KILN_CHECK_STEP(float, p[i], g[i], adam || momentum != 0.0f ? m[i] : 0.0f,
-                        adam ? v[i] : 0.0f, sg, su);
+        KILN_CHECK_STEP(float, p[i], g[i], (used & 1) ? m[i] : 0.0f, (used & 2) ? v[i] : 0.0f,
+                        (used & 4) ? w[i] : 0.0f, sg, su);
     pg[lid] = sg;
     pu[lid] = su;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -162,21 +267,28 @@ __kernel void kiln_optimizer_check_update_gpu(__global const float *p, __global 
  * stretch. */
 __kernel void kiln_optimizer_check_update_cpu(__global const float *p, __global const float *g,
                                            __global const float *m, __global const float *v,
-                                           int n, int adam, float lr, float momentum,
-                                           int nesterov, float alpha, float beta_1,
-                                           float beta_2, float epsilon, __global float *guard,
+                                           __global const float *w, int at, int n, int kind,
+                                           int used, float lr, float momentum, int nesterov,
+                                           float alpha, float beta_1, float beta_2,
+                                           float epsilon, float rho, int centered, int first,
+                                           float init, float decay, __global float *guard,
                                            int grad_at, int update_at)
 {
+    p += at;
+    g += at;
+    m += at;
+    v += at;
+    w += at;
     const int items = get_global_size(0);
     const int stretch = ((n + items - 1) / items + 7) / 8 * 8;
     const int start = get_global_id(0) * stretch, end = min(n, start + stretch);
-    const int slots = adam ? 2 : momentum != 0.0f;
     float8 sg = (float8)(0.0f), su = (float8)(0.0f);
     for (int i = start; i < end; i += 8) {
         const int count = end - i;
         KILN_CHECK_STEP(float8, kiln_load8(p + i, count), kiln_load8(g + i, count),
-                        slots > 0 ? kiln_load8(m + i, count) : (float8)(0.0f),
-                        slots > 1 ? kiln_load8(v + i, count) : (float8)(0.0f), sg, su);
+                        (used & 1) ? kiln_load8(m + i, count) : (float8)(0.0f),
+                        (used & 2) ? kiln_load8(v + i, count) : (float8)(0.0f),
+                        (used & 4) ? kiln_load8(w + i, count) : (float8)(0.0f), sg, su);
     }
     if (kiln_sum8(sg) != 0.0f)
         atomic_xchg((volatile __global float *)(guard + grad_at), NAN);

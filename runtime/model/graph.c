@@ -49,6 +49,7 @@ void kiln_model_destroy(kiln_model *m)
     }
     kiln_free(m->ctx, m->graph.nodes);
     kiln_free(m->ctx, m->training.history);
+    kiln_free(m->ctx, m->plan.decay.run);
     pthread_mutex_destroy(&m->busy);
     kiln_context *ctx = m->ctx;
     kiln_free(ctx, m);

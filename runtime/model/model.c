@@ -38,12 +38,19 @@ uint64_t kiln_model_training_hash(const kiln_model *m)
     for (int32_t k = 0; k < kiln_model_outputs_apart(m); k++)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "|output %d %a",
                  (int)m->plan.heads[k].loss, (double)m->plan.head_weight[k]);
+    /* The newer optimizers' settings and weight decay likewise. */
+    char more[160] = "";
+    if (o->weight_decay != 0.0f || o->kind > KILN_OPTIMIZER_SGD)
+        snprintf(more, sizeof more, "|decay %a %d|rms %a %d|adagrad %a",
+                 (double)o->weight_decay, (int)o->exclude_vectors_from_weight_decay,
+                 (double)o->rho, (int)o->centered, (double)o->initial_accumulator_value);
     const int len =
-        snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s",
+        snprintf(text, sizeof text, "%d|%d|%a|%a|%d|%a|%a|%a|%d|%lld|%a|%a|%lld|%d%s%s",
                  (int)m->plan.heads[0].loss, (int)o->kind, o->learning_rate, o->momentum,
                  (int)o->nesterov, o->beta_1, o->beta_2, o->epsilon, (int)schedule->kind,
                  (long long)schedule->decay_steps, schedule->decay_rate, schedule->alpha,
-                 (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra);
+                 (long long)schedule->warmup_steps, (int)m->plan.accumulation_steps, extra,
+                 more);
     uint64_t h = kiln_hash(KILN_HASH_SEED, text,
                            len < (int)sizeof text ? (size_t)len : sizeof text - 1);
     /* Label smoothing, a warm-up target and piecewise values only when

@@ -3,6 +3,7 @@
 #define KILN_RUNTIME_MODEL_OPTIMIZER_H
 
 #include "runtime/context/context.h"
+#include "runtime/model/plan.h"
 #include "opencl/device.h"
 
 /* Copies the caller's options (NULL: all defaults) into `o` and their
@@ -17,7 +18,9 @@ kiln_status kiln_optimizer_take(kiln_optimizer_options *o, kiln_lr_schedule *sch
  * kiln_optimizer_take and checks the rest. */
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o);
 
-/* How many parameter-sized state buffers the optimizer keeps. */
+/* How many parameter-sized state buffers the optimizer keeps (at most 3:
+ * RMSprop's mean square, then its momentum buffer with momentum, then its
+ * mean gradient when centered). */
 int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
 
 /* The learning rate of update `step` (counting from 0) under o's schedule;
@@ -26,6 +29,11 @@ double kiln_optimizer_learning_rate(const kiln_optimizer_options *o, int64_t ste
 
 /* Whether x[0..n) are all finite, on the host. */
 int kiln_optimizer_all_finite(const float *x, size_t n);
+
+/* The calls below update the n parameters that start at `first` in the
+ * model's flat layout (0, a pipeline stage's or a store shard's start);
+ * `decay` says which of them weight decay applies to (the plan's; NULL:
+ * all), each run of them one launch. */
 
 /* Enqueues the check of update number `step` (as kiln_optimizer_apply
  * would make it) before it is committed, reading and writing nothing of
@@ -36,7 +44,8 @@ int kiln_optimizer_all_finite(const float *x, size_t n);
 kiln_status kiln_optimizer_check_update(kiln_device *dev, const kiln_optimizer_options *o,
                                         double lr, const kiln_buffer *params,
                                         const kiln_buffer *grads, kiln_buffer *const *slots,
-                                        size_t n, int64_t step, kiln_buffer *guard, int grad_at);
+                                        size_t n, int64_t step, kiln_buffer *guard, int grad_at,
+                                        const kiln_decay_runs *decay, size_t first);
 
 /* Applies update number `step` (counting from 1) to n parameters with
  * learning rate `lr`. With a `guard` (the step's sums, may be NULL), the
@@ -50,19 +59,21 @@ kiln_status kiln_optimizer_check_update(kiln_device *dev, const kiln_optimizer_o
 kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options *o, double lr,
                                  kiln_buffer *params, const kiln_buffer *grads,
                                  kiln_buffer *const *slots, size_t n, int64_t step,
-                                 kiln_buffer *guard, int guard_loss);
+                                 kiln_buffer *guard, int guard_loss,
+                                 const kiln_decay_runs *decay, size_t first);
 
 /* Whether update number `step` on host arrays (kiln_optimizer_apply_host's)
  * leaves every parameter and slot finite, the gradient included; changes
  * nothing. */
 int kiln_optimizer_update_finite_host(const kiln_optimizer_options *o, double lr,
                                       const float *params, const float *grads,
-                                      float *const *slots, size_t n, int64_t step);
+                                      float *const *slots, size_t n, int64_t step,
+                                      const kiln_decay_runs *decay, size_t first);
 
 /* The same update on host arrays, in float32 as on a device (central
  * storage). */
 void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *params,
                                const float *grads, float *const *slots, size_t n,
-                               int64_t step);
+                               int64_t step, const kiln_decay_runs *decay, size_t first);
 
 #endif

@@ -44,6 +44,18 @@ typedef struct kiln_loss_plan {
     float head_scale;
 } kiln_loss_plan;
 
+/* Parameters start on 64-byte boundaries in the flat buffer. */
+#define KILN_PARAM_ALIGN 16
+
+/* Where weight decay applies: runs [run[k][0], run[k][1]) of the flat
+ * trainable layout, ascending and apart; run NULL: every parameter (when
+ * the optimizer has a weight decay at all). Compile's, freed with the
+ * model. */
+typedef struct kiln_decay_runs {
+    size_t (*run)[2];
+    int32_t n;
+} kiln_decay_runs;
+
 typedef struct kiln_plan {
     int compiled;
     kiln_loss_plan heads[KILN_MAX_MODEL_OUTPUTS];
@@ -56,6 +68,7 @@ typedef struct kiln_plan {
     kiln_optimizer_options optimizer;
     kiln_lr_schedule lr_schedule;
     kiln_lr_pieces lr_pieces;    /* lr_schedule's boundaries and values point here */
+    kiln_decay_runs decay;       /* the parameters weight decay applies to */
     size_t n_param_floats;       /* flat buffer length, with alignment padding */
     size_t n_trainable_floats;   /* its trainable prefix; non-trainable state follows */
     size_t n_state_floats;       /* that state (batch norm's moving statistics); then the
@@ -89,6 +102,10 @@ const kiln_loss_plan *kiln_model_totals(const kiln_model *m);
 /* What evaluate reports from sums: the model's loss and metrics, then each
  * output's (kiln_model_output_metrics). */
 void kiln_model_metrics(const kiln_model *m, const double *sums, kiln_metrics *out);
+
+/* Compile's part: the runs of m->plan.decay, from the resolved optimizer's
+ * exclusions. KILN_ERROR_OUT_OF_MEMORY. */
+kiln_status kiln_model_plan_decay(kiln_model *m);
 
 /* A hash of what else decides an update: the loss, the optimizer with its
  * settings and schedule, the accumulation steps. */

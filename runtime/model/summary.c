@@ -30,9 +30,15 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
         kiln_text_printf(t, "Loss: %s%s\n", kiln_loss_name(m->plan.heads[0].loss),
                          m->plan.heads[0].accuracy ? " (with accuracy)" : "");
     const kiln_optimizer_options *o = &m->plan.optimizer;
-    kiln_text_printf(t, "Optimizer: %s, learning rate %g",
-                     o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd", (double)o->learning_rate);
-    if (o->kind == KILN_OPTIMIZER_SGD && o->momentum > 0.0f)
+    static const char *const kinds[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
+    kiln_text_printf(t, "Optimizer: %s, learning rate %g", kinds[o->kind],
+                     (double)o->learning_rate);
+    if (o->kind == KILN_OPTIMIZER_RMSPROP)
+        kiln_text_printf(t, ", rho %g%s", (double)o->rho, o->centered ? ", centered" : "");
+    if (o->kind == KILN_OPTIMIZER_ADAGRAD)
+        kiln_text_printf(t, ", initial accumulator %g", (double)o->initial_accumulator_value);
+    if ((o->kind == KILN_OPTIMIZER_SGD || o->kind == KILN_OPTIMIZER_RMSPROP) &&
+        o->momentum > 0.0f)
         kiln_text_printf(t, ", momentum %g%s", (double)o->momentum,
                          o->nesterov ? " (Nesterov)" : "");
     const char *clip = o->clipnorm > 0.0f ? "clipnorm" : o->clipvalue > 0.0f ? "clipvalue"
@@ -40,6 +46,9 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
     if (clip)
         kiln_text_printf(t, ", %s %g", clip,
                          (double)(o->clipnorm + o->clipvalue + o->global_clipnorm));
+    if (o->weight_decay > 0.0f)
+        kiln_text_printf(t, ", weight decay %g%s", (double)o->weight_decay,
+                         o->exclude_vectors_from_weight_decay ? " (not of vectors)" : "");
     if (m->plan.accumulation_steps > 1)
         kiln_text_printf(t, ", gradients accumulated over %d steps",
                          (int)m->plan.accumulation_steps);

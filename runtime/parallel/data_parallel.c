@@ -303,7 +303,7 @@ static kiln_status apply_update(dp_replica *d)
     if (st == KILN_OK)
         st = kiln_optimizer_apply(r->dev, &m->plan.optimizer, dp->update.lr, r->params, r->grads,
                                   r->slots, m->plan.n_trainable_floats, dp->update.number, r->sums,
-                                  dp->reducer == NULL);
+                                  dp->reducer == NULL, &m->plan.decay, 0);
     d->checked = st == KILN_OK;
     return st;
 }
@@ -623,12 +623,12 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
         } else if (!kiln_optimizer_update_finite_host(&m->plan.optimizer, dp->update.lr,
                                                       dp->host_params, mean, dp->host_slots,
                                                       m->plan.n_trainable_floats,
-                                                      dp->update.number)) {
+                                                      dp->update.number, &m->plan.decay, 0)) {
             update_nonfinite = 1;
         } else {
             kiln_optimizer_apply_host(&m->plan.optimizer, dp->update.lr, dp->host_params, mean,
                                       dp->host_slots, m->plan.n_trainable_floats,
-                                      dp->update.number);
+                                      dp->update.number, &m->plan.decay, 0);
             dp->params_version++;
         }
     }

@@ -124,10 +124,11 @@ static kiln_status step_job(void *arg)
         const int applied = kiln_optimizer_update_finite_host(&m->plan.optimizer, lr, p->params,
                                                               w->grads, p->slots,
                                                               m->plan.n_trainable_floats,
-                                                              p->version + 1);
+                                                              p->version + 1, &m->plan.decay, 0);
         if (applied) {
             kiln_optimizer_apply_host(&m->plan.optimizer, lr, p->params, w->grads, p->slots,
-                                      m->plan.n_trainable_floats, p->version + 1);
+                                      m->plan.n_trainable_floats, p->version + 1, &m->plan.decay,
+                                      0);
             memcpy(p->params + m->plan.n_trainable_floats, w->snapshot + m->plan.n_trainable_floats,
                    (m->plan.n_param_floats - m->plan.n_trainable_floats) * sizeof(float));
         }

@@ -105,21 +105,21 @@ static kiln_status apply_push(psm *p, int w, const float *g)
     const size_t nt = m->plan.n_trainable_floats;
     const size_t lo = p->bound[p->rank], hi = p->bound[p->rank + 1];
     const size_t t_hi = hi < nt ? hi : nt, s_lo = lo > nt ? lo : nt;
-    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL, NULL};
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL};
     for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
         slots[i] = p->slots[i] ? p->slots[i] + lo : NULL;
     const double lr = kiln_model_learning_rate(m, p->version);
     int finite = isfinite(g[hi - lo]);
     if (finite && t_hi > lo &&
         !kiln_optimizer_update_finite_host(&m->plan.optimizer, lr, p->params + lo, g, slots,
-                                           t_hi - lo, p->version + 1)) {
+                                           t_hi - lo, p->version + 1, &m->plan.decay, lo)) {
         finite = 0;
         p->skipped++;
     }
     if (finite) {
         if (t_hi > lo)
             kiln_optimizer_apply_host(&m->plan.optimizer, lr, p->params + lo, g, slots, t_hi - lo,
-                                      p->version + 1);
+                                      p->version + 1, &m->plan.decay, lo);
         if (hi > s_lo)
             memcpy(p->params + s_lo, g + (s_lo - lo), (hi - s_lo) * sizeof(float));
         const int64_t stale = p->version - p->replied[w];

@@ -334,7 +334,8 @@ static kiln_status update_verdict(const pp *p, kiln_replica *base, int *finite,
     if (st == KILN_OK)
         st = kiln_optimizer_check_update(base->dev, &m->plan.optimizer, p->update.lr, base->params,
                                          base->grads, base->slots, base->n_trainable,
-                                         p->update.number, base->sums, KILN_SUM_LOSS);
+                                         p->update.number, base->sums, KILN_SUM_LOSS,
+                                         &m->plan.decay, base->span.trainable_begin);
     if (st == KILN_OK)
         st = kiln_replica_read_sums(base, sums);
     *finite = st == KILN_OK && isfinite(sums[KILN_SUM_LOSS]);
@@ -421,7 +422,8 @@ static kiln_status stage_job(void *arg)
         base->n_trainable > 0)
         st = kiln_optimizer_apply(base->dev, &m->plan.optimizer, p->update.lr, base->params,
                                   base->grads, base->slots, base->n_trainable,
-                                  p->update.number, NULL, 0);
+                                  p->update.number, NULL, 0, &m->plan.decay,
+                                  base->span.trainable_begin);
     if (st == KILN_OK)
         st = kiln_device_finish(base->dev);
     return st == KILN_OK ? KILN_OK : stage_failed(stage, base, st);

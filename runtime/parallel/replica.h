@@ -7,7 +7,7 @@
 
 #include "runtime/model/model.h"
 
-#define KILN_MAX_OPTIMIZER_SLOTS 2
+#define KILN_MAX_OPTIMIZER_SLOTS 3   /* RMSprop centered with momentum */
 
 /* Called after backward has finished with node i (for every node, from the
  * last to the first, whether or not it ran). */

@@ -25,16 +25,29 @@
  * description (checkpoints). */
 typedef enum save_kind { SAVE_WEIGHTS, SAVE_MODEL, SAVE_TRAINING_STATE } save_kind;
 
+/* Keras's names for the optimizers' variables (Adam's as kiln always
+ * named them). */
 static const char *slot_name(const kiln_optimizer_options *o, int slot)
 {
-    if (o->kind == KILN_OPTIMIZER_ADAM)
+    switch (o->kind) {
+    case KILN_OPTIMIZER_ADAM:
+    case KILN_OPTIMIZER_ADAMW:
         return slot == 0 ? "m" : "v";
-    return "momentum";
+    case KILN_OPTIMIZER_RMSPROP:
+        /* velocity, then momentum (with momentum), then average_gradient */
+        return slot == 0 ? "velocity"
+               : slot == 1 && o->momentum > 0.0f ? "momentum" : "average_gradient";
+    case KILN_OPTIMIZER_ADAGRAD:
+        return "accumulator";
+    default:
+        return "momentum";
+    }
 }
 
 static const char *optimizer_name(const kiln_optimizer_options *o)
 {
-    return o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd";
+    static const char *const names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
+    return names[o->kind];
 }
 
 /* Parameter p of node's name; with slot >= 0, the name of its optimizer
@@ -235,6 +248,13 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     meta_add(md, "optimizer_settings", "lr=%.9g beta_1=%.9g beta_2=%.9g epsilon=%.9g "
              "momentum=%.9g nesterov=%d", o->learning_rate, o->beta_1, o->beta_2, o->epsilon,
              o->momentum, (int)o->nesterov);
+    /* For the reader (the description carries them back); only where they
+     * apply, so other checkpoints stay as they were. */
+    if (o->weight_decay != 0.0f || o->kind > KILN_OPTIMIZER_SGD)
+        meta_add(md, "optimizer_settings_more", "weight_decay=%.9g rho=%.9g centered=%d "
+                 "initial_accumulator_value=%.9g exclude_vectors_from_weight_decay=%d",
+                 o->weight_decay, o->rho, (int)o->centered, o->initial_accumulator_value,
+                 (int)o->exclude_vectors_from_weight_decay);
     meta_add(md, "optimizer_steps", "%lld", (long long)m->training.n_optimizer_steps);
     meta_add(md, "train_steps", "%lld", (long long)m->training.n_train_steps);
     meta_add(md, "epoch", "%d", (int)m->training.n_history);
@@ -301,7 +321,7 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
     }
-    float *slots[2] = {flat + floats, flat + 2 * floats};
+    float *slots[3] = {flat + floats, flat + 2 * floats, flat + 3 * floats};
     st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && n_slots)
         st = m->placement.strategy->get_slots(m->placement.strategy_impl, slots);
@@ -469,7 +489,7 @@ static kiln_status load(kiln_model *m, const char *path, int full)
         kiln_st_free(&f);
         return st;
     }
-    float *slots[2] = {flat + floats, flat + 2 * floats};
+    float *slots[3] = {flat + floats, flat + 2 * floats, flat + 3 * floats};
     char list[900] = "";
     int bad = 0;
     for (int slot = -1; slot < n_slots; slot++)

@@ -21,7 +21,7 @@ static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "binary_crossentropy",
                                          "mean_squared_error"};
-static const char *const optimizer_names[] = {"adam", "sgd"};
+static const char *const optimizer_names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
 static const char *const schedule_names[] = {"constant", "step_decay", "exponential_decay",
                                              "cosine_decay", "piecewise_constant_decay"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
@@ -150,6 +150,18 @@ static const kiln_layer_field optimizer_fields[] = {
      .offset = offsetof(kiln_optimizer_options, clipvalue), .optional = 1},
     {.key = "global_clipnorm", .type = KILN_FIELD_FLOAT,
      .offset = offsetof(kiln_optimizer_options, global_clipnorm), .optional = 1},
+    /* Optional: written where they are not zero, so files of the optimizers
+     * and settings before them stay as they were. */
+    {.key = "weight_decay", .type = KILN_FIELD_FLOAT, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, weight_decay)},
+    {.key = "exclude_vectors_from_weight_decay", .type = KILN_FIELD_BOOL, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, exclude_vectors_from_weight_decay)},
+    {.key = "rho", .type = KILN_FIELD_FLOAT, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, rho)},
+    {.key = "centered", .type = KILN_FIELD_BOOL, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, centered)},
+    {.key = "initial_accumulator_value", .type = KILN_FIELD_FLOAT, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, initial_accumulator_value)},
 };
 static const kiln_layer_field schedule_fields[] = {
     {.key = "decay_steps", .type = KILN_FIELD_COUNT,

@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters start on 64-byte boundaries in the flat buffer. */
-#define KILN_PARAM_ALIGN 16
-
 static kiln_status find_input_and_path(kiln_model *m)
 {
     for (int32_t i = 0; i < m->graph.n_nodes; i++)
@@ -263,6 +260,9 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     m->plan.lr_schedule = schedule;
     m->plan.optimizer.schedule = &m->plan.lr_schedule;
     kiln_lr_schedule_own(&m->plan.lr_schedule, &m->plan.lr_pieces);
+    st = kiln_model_plan_decay(m);
+    if (st != KILN_OK)
+        return st;
     st = m->placement.strategy->create(m, &m->placement.strategy_impl);
     if (st != KILN_OK) {
         m->placement.strategy = NULL;

@@ -630,9 +630,13 @@ static kiln_status build_fixed(kiln_report *r, const kiln_dataset *train,
     char losses[1024];
     loss_text(m, losses, sizeof losses);
     put_row(&b, "loss", losses);
+    static const char *const optimizers[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
     snprintf(line, sizeof line, "%s, learning rate %g, %s schedule",
-             m->plan.optimizer.kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd",
-             (double)m->plan.optimizer.learning_rate, schedule_name(m->plan.lr_schedule.kind));
+             optimizers[m->plan.optimizer.kind], (double)m->plan.optimizer.learning_rate,
+             schedule_name(m->plan.lr_schedule.kind));
+    if (m->plan.optimizer.weight_decay > 0.0f)
+        snprintf(line + strlen(line), sizeof line - strlen(line), ", weight decay %g",
+                 (double)m->plan.optimizer.weight_decay);
     put_row(&b, "optimizer", line);
     local_time(line, sizeof line);
     put_row(&b, "started", line);

@@ -39,9 +39,10 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--batch N          samples per step (default 32)" "--no-shuffle" \
     "sparse_categorical_crossentropy" \
     "(default), categorical_crossentropy, binary_crossentropy, mse" \
-    "--from-logits" "--optimizer NAME   adam (default) or sgd" \
-    "--learning-rate R  default: adam 0.001, sgd 0.01" \
-    "--momentum M       sgd only, in [0, 1) (default 0)" \
+    "--from-logits" "--optimizer NAME   adam (default), sgd, adamw, rmsprop or adagrad" \
+    "--learning-rate R  default: sgd 0.01, the others 0.001" \
+    "--momentum M       sgd and rmsprop only, in [0, 1) (default 0)" \
+    "--weight-decay W   decoupled weight decay" "(default: adamw" "0.004, the others 0)" \
     "--nesterov" "--clipnorm C" "--clipvalue V" "--global-clipnorm C" \
     "clip_grad_norm_" "--validation-split F" "default 0" "--freeze PREFIX" \
     "--head UNITS --head-from NODE" \
@@ -294,6 +295,54 @@ ls = json.loads(meta["kiln.model"])["compile"]["label_smoothing"]
 print("--label-smoothing: the model file's compile has label_smoothing", ls)
 sys.exit(0 if abs(ls - 0.1) < 1e-7 else 1)
 PY
+# --optimizer adamw --weight-decay: 3 steps in order as NumPy takes Keras's
+# AdamW (decay first, w -= lr * wd * w, then Adam's step; epsilon 1e-7), and
+# the saved model's summary names it; rmsprop and adagrad with their
+# settings likewise.
+"$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/adamw.kiln" --loss mse \
+    --optimizer adamw --weight-decay 0.05 --learning-rate 0.01 --batch 4 --no-shuffle \
+    > /dev/null 2>&1 || fail "fit --optimizer adamw exited $?"
+"$kiln" predict "$work/adamw.kiln" "$work/gx.npy" "$work/ay.npy"
+"$python" - "$work" "$net" <<'PY' || fail "--optimizer adamw: not 3 AdamW steps in order"
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+g = onnx.load(d + "/gemm.onnx").graph
+w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
+W, B = w["w"], w["b"]
+x, t = np.load(d + "/gx.npy").astype(np.float64), np.load(d + "/gt.npy").astype(np.float64)
+lr, wd, b1, b2, eps = 0.01, 0.05, 0.9, 0.999, 1e-7
+state = [[np.zeros_like(W), np.zeros_like(W)], [np.zeros_like(B), np.zeros_like(B)]]
+for step, s in enumerate(range(0, 12, 4), start=1):
+    xb, tb = x[s:s + 4], t[s:s + 4]
+    e = 2 * (xb @ W.T + B - tb) / tb.size
+    new = []
+    for p, grad, (m, v) in ((W, e.T @ xb, state[0]), (B, e.sum(axis=0), state[1])):
+        p = p - p * wd * lr
+        m += (1 - b1) * (grad - m)
+        v += (1 - b2) * (grad * grad - v)
+        alpha = lr * np.sqrt(1 - b2 ** step) / (1 - b1 ** step)
+        new.append(p - alpha * m / (np.sqrt(v) + eps))
+    W, B = new
+worst = np.abs(np.load(d + "/ay.npy") - (x @ W.T + B)).max()
+print("--optimizer adamw, 3 steps of 4: largest difference from NumPy's AdamW %.2e" % worst)
+sys.exit(0 if worst < 1e-5 else 1)
+PY
+"$kiln" summary "$work/adamw.kiln" | grep -qx \
+    "Optimizer: adamw, learning rate 0.01, weight decay 0.05" || fail "summary of adamw"
+"$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/rms.kiln" --loss mse \
+    --optimizer rmsprop --momentum 0.5 --batch 4 > /dev/null 2>&1 ||
+    fail "fit --optimizer rmsprop exited $?"
+"$kiln" summary "$work/rms.kiln" | grep -qx \
+    "Optimizer: rmsprop, learning rate 0.001, rho 0.9, momentum 0.5" || fail "summary of rmsprop"
+"$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/ada.kiln" --loss mse \
+    --optimizer adagrad --weight-decay 0.01 --batch 4 > /dev/null 2>&1 ||
+    fail "fit --optimizer adagrad exited $?"
+"$kiln" summary "$work/ada.kiln" | grep -qx \
+    "Optimizer: adagrad, learning rate 0.001, initial accumulator 0.1, weight decay 0.01" ||
+    fail "summary of adagrad"
 
 # --seed: shuffled fits with one seed are bit-identical, with another not.
 for run in 1a:1 1b:1 2:2; do
@@ -321,11 +370,22 @@ expect 2 "--seed needs a whole number >= 0, not '-3'" $f --save "$work/o.kiln" -
 expect 2 "--head needs a whole number of units >= 1, not '5x'" $f --save "$work/o.kiln" \
     --head 5x --head-from /Flatten
 expect 2 "unknown loss 'hinge'" $f --save "$work/o.kiln" --loss hinge
-expect 2 "unknown optimizer 'rmsprop'" $f --save "$work/o.kiln" --optimizer rmsprop
+expect 2 "unknown optimizer 'lamb' (adam, sgd, adamw, rmsprop, adagrad)" $f \
+    --save "$work/o.kiln" --optimizer lamb
+expect 2 "--weight-decay needs a finite number >= 0, not '-0.1'" $f --save "$work/o.kiln" \
+    --weight-decay -0.1
+expect 2 "--weight-decay needs a finite number >= 0, not 'inf'" $f --save "$work/o.kiln" \
+    --weight-decay inf
+expect 2 "--momentum is for --optimizer sgd and rmsprop" $f --save "$work/o.kiln" \
+    --optimizer adamw --momentum 0.5
+expect 2 "--nesterov is for --optimizer sgd" $f --save "$work/o.kiln" --optimizer rmsprop \
+    --momentum 0.5 --nesterov
+expect 2 "--weight-decay is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
+    "$work/y.npy" --save "$work/o.kiln" --weight-decay 0.1
 expect 2 "unknown strategy 'pipeline'" $f --save "$work/o.kiln" --strategy pipeline
 expect 2 "--head needs --head-from NODE" $f --save "$work/o.kiln" --head 5
 expect 2 "--head-from needs --head UNITS" $f --save "$work/o.kiln" --head-from /Flatten
-expect 2 "--momentum and --nesterov are for --optimizer sgd" $f --save "$work/o.kiln" \
+expect 2 "--momentum is for --optimizer sgd and rmsprop" $f --save "$work/o.kiln" \
     --momentum 0.5
 expect 2 "--nesterov needs --momentum > 0" $f --save "$work/o.kiln" --optimizer sgd --nesterov
 expect 2 "--clipnorm needs a finite number > 0, not '-1'" $f --save "$work/o.kiln" --clipnorm -1

@@ -208,8 +208,9 @@ static void test_huge_features(kiln_strategy strategy, const char *name, int exa
     kiln_context_destroy(ctx);
 }
 
-/* The device check alone: for Adam and SGD with momentum over n
- * parameters, guard[KILN_SUM_LOSS] becomes NaN for one NaN or Inf gradient
+/* The device check alone: for Adam, SGD with momentum, and AdamW,
+ * RMSprop (centered, with momentum: three slots) and Adagrad with weight
+ * decay over n parameters, guard[KILN_SUM_LOSS] becomes NaN for one NaN or Inf gradient
  * and guard[KILN_SUM_UPDATE] for one update that would not be finite (a
  * gradient of 1e30, whose square overflows Adam's second moment; SGD's
  * step past FLT_MAX), wherever it is (past the first stride of the bounded
@@ -218,19 +219,23 @@ static void test_huge_features(kiln_strategy strategy, const char *name, int exa
  * and state of a bad update as they were. */
 static void test_check_kernel(kiln_context *ctx)
 {
-    enum { n = 20011, slots_n = 2 };
+    enum { n = 20011, slots_n = 3 };
     kiln_device *dev = ctx->devices[0];
     float *p = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
     float *s0 = calloc(n, sizeof(float)), *s1 = calloc(n, sizeof(float));
+    float *s2 = calloc(n, sizeof(float));
     float *got = calloc(n, sizeof(float));
-    kiln_buffer *params = NULL, *grads = NULL, *slots[slots_n] = {NULL, NULL}, *guard = NULL;
+    kiln_buffer *params = NULL, *grads = NULL, *slots[slots_n] = {NULL}, *guard = NULL;
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "params", &params));
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "grads", &grads));
     for (int k = 0; k < slots_n; k++)
         CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "slot", &slots[k]));
     CHECK_OK(ctx, kiln_buffer_create(dev, KILN_N_SUMS * sizeof(float), "guard", &guard));
-    const struct { int adam; int at; float value; float param; int len; int grad, update; }
-        cases[] = {
+    /* .adam: 1 Adam, 0 SGD; .kind, when set, another kind (with decay). */
+    const struct {
+        int adam; kiln_optimizer_kind kind; int at; float value; float param; int len;
+        int grad, update;
+    } cases[] = {
         {.adam = 1, .at = -1, .len = n},
         {.adam = 1, .at = n - 1, .value = NAN, .len = n, .grad = 1, .update = 1},
         {.adam = 1, .at = 3, .value = INFINITY, .len = n, .grad = 1, .update = 1},
@@ -243,19 +248,34 @@ static void test_check_kernel(kiln_context *ctx)
         {.adam = 0, .at = -1, .len = n},
         {.adam = 0, .at = 12000, .value = NAN, .len = n, .grad = 1, .update = 1},
         {.adam = 0, .at = 17, .value = -3e38f, .param = 3e38f, .len = n, .update = 1},
+        {.kind = KILN_OPTIMIZER_ADAMW, .at = -1, .len = n},
+        {.kind = KILN_OPTIMIZER_ADAMW, .at = 16400, .value = 1e30f, .len = n, .update = 1},
+        {.kind = KILN_OPTIMIZER_RMSPROP, .at = -1, .len = n},
+        {.kind = KILN_OPTIMIZER_RMSPROP, .at = 12000, .value = NAN, .len = n, .grad = 1,
+         .update = 1},
+        {.kind = KILN_OPTIMIZER_RMSPROP, .at = n - 1, .value = 1e30f, .len = n, .update = 1},
+        {.kind = KILN_OPTIMIZER_RMSPROP, .at = 7, .value = 1e30f, .len = 7},
+        {.kind = KILN_OPTIMIZER_ADAGRAD, .at = -1, .len = n},
+        {.kind = KILN_OPTIMIZER_ADAGRAD, .at = 3, .value = -INFINITY, .len = n, .grad = 1,
+         .update = 1},
+        {.kind = KILN_OPTIMIZER_ADAGRAD, .at = 16400, .value = -1e30f, .len = n, .update = 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         static const kiln_lr_schedule constant = {.struct_size = sizeof constant};
-        kiln_optimizer_options o = {.kind = cases[c].adam ? KILN_OPTIMIZER_ADAM
-                                                          : KILN_OPTIMIZER_SGD,
+        const int other = cases[c].kind != KILN_OPTIMIZER_ADAM;
+        kiln_optimizer_options o = {.kind = other ? cases[c].kind
+                                            : cases[c].adam ? KILN_OPTIMIZER_ADAM
+                                                            : KILN_OPTIMIZER_SGD,
                                     .momentum = 0.5f, .learning_rate = 1.0f,
-                                    .schedule = &constant};
+                                    .schedule = &constant, .centered = 1,
+                                    .weight_decay = other ? 0.1f : 0.0f};
         CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &o));
         for (int i = 0; i < n; i++) {
             p[i] = (float)(i % 13) / 13.0f - 0.5f;
             g[i] = (float)(i % 17) - 8.0f;
             s0[i] = (float)(i % 5) * 0.1f;
             s1[i] = (float)(i % 3) * 0.2f;
+            s2[i] = 0.0f;   /* RMSprop's mean gradient: v - a^2 stays >= 0 */
         }
         if (cases[c].at >= 0) {
             g[cases[c].at] = cases[c].value;
@@ -269,10 +289,11 @@ static void test_check_kernel(kiln_context *ctx)
         CHECK_OK(ctx, kiln_buffer_write(dev, grads, 0, g, n * sizeof(float), 1));
         CHECK_OK(ctx, kiln_buffer_write(dev, slots[0], 0, s0, n * sizeof(float), 1));
         CHECK_OK(ctx, kiln_buffer_write(dev, slots[1], 0, s1, n * sizeof(float), 1));
+        CHECK_OK(ctx, kiln_buffer_write(dev, slots[2], 0, s2, n * sizeof(float), 1));
         CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
         CHECK_OK(ctx, kiln_optimizer_check_update(dev, &o, o.learning_rate, params, grads,
                                                   slots, (size_t)cases[c].len, 1, guard,
-                                                  KILN_SUM_LOSS));
+                                                  KILN_SUM_LOSS, NULL, 0));
         CHECK_OK(ctx, kiln_buffer_read(dev, guard, 0, after, sizeof after));
         CHECK(cases[c].grad ? isnan(after[KILN_SUM_LOSS]) : after[KILN_SUM_LOSS] == 1.5f);
         CHECK(cases[c].update ? isnan(after[KILN_SUM_UPDATE]) : after[KILN_SUM_UPDATE] == 0.0f);
@@ -280,15 +301,20 @@ static void test_check_kernel(kiln_context *ctx)
         /* Through the optimizer: a bad update changes nothing, a good one does. */
         CHECK_OK(ctx, kiln_buffer_write(dev, guard, 0, before, sizeof before, 1));
         CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, params, grads, slots,
-                                           (size_t)cases[c].len, 1, guard, 1));
+                                           (size_t)cases[c].len, 1, guard, 1, NULL, 0));
         CHECK_OK(ctx, kiln_buffer_read(dev, params, 0, got, n * sizeof(float)));
         const int held = cases[c].grad || cases[c].update;
         CHECK((memcmp(got, p, n * sizeof(float)) == 0) == held);
         CHECK_OK(ctx, kiln_buffer_read(dev, slots[0], 0, got, n * sizeof(float)));
         CHECK((memcmp(got, s0, n * sizeof(float)) == 0) == held);
-        if (cases[c].adam) {
+        if (cases[c].adam || o.kind == KILN_OPTIMIZER_ADAMW ||
+            o.kind == KILN_OPTIMIZER_RMSPROP) {
             CHECK_OK(ctx, kiln_buffer_read(dev, slots[1], 0, got, n * sizeof(float)));
             CHECK((memcmp(got, s1, n * sizeof(float)) == 0) == held);
+        }
+        if (o.kind == KILN_OPTIMIZER_RMSPROP) {
+            CHECK_OK(ctx, kiln_buffer_read(dev, slots[2], 0, got, n * sizeof(float)));
+            CHECK((memcmp(got, s2, n * sizeof(float)) == 0) == held);
         }
     }
     kiln_buffer_destroy(params);
@@ -300,6 +326,7 @@ static void test_check_kernel(kiln_context *ctx)
     free(g);
     free(s0);
     free(s1);
+    free(s2);
     free(got);
 }
 

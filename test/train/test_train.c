@@ -351,14 +351,33 @@ static void test_wide_nan(kiln_context *ctx)
 typedef struct opt_case {
     const char *name;
     kiln_optimizer_options o;
+    int runs;   /* decay only [3, 20) and [25, 30) of parameters starting at 2 */
 } opt_case;
 
-/* Keras's update rules, in float64. */
-static void ref_optimizer(const kiln_optimizer_options *o, double *p, const double *g,
-                          double *s0, double *s1, int n, int step)
+static size_t decay_run[2][2] = {{3, 20}, {25, 30}};
+
+/* Keras's update rules, in float64: weight decay first (on the runs, with
+ * `runs`), then the step; s0, s1, s2 the kernels' three slots. */
+static void ref_optimizer(const kiln_optimizer_options *o, int runs, double *p,
+                          const double *g, double *s0, double *s1, double *s2, int n, int step)
 {
     for (int i = 0; i < n; i++) {
-        if (o->kind == KILN_OPTIMIZER_ADAM) {
+        const size_t at = (size_t)i + 2;
+        const int decays = !runs || (at >= decay_run[0][0] && at < decay_run[0][1]) ||
+                           (at >= decay_run[1][0] && at < decay_run[1][1]);
+        if (decays)
+            p[i] -= p[i] * o->learning_rate * (double)o->weight_decay;
+        if (o->kind == KILN_OPTIMIZER_RMSPROP) {
+            const double rho = o->rho;
+            s0[i] = rho * s0[i] + (1 - rho) * g[i] * g[i];
+            s2[i] = o->centered ? rho * s2[i] + (1 - rho) * g[i] : 0;
+            const double inc = o->learning_rate * g[i] / sqrt(s0[i] - s2[i] * s2[i] + o->epsilon);
+            s1[i] = o->momentum * s1[i] + inc;
+            p[i] -= o->momentum > 0 ? s1[i] : inc;
+        } else if (o->kind == KILN_OPTIMIZER_ADAGRAD) {
+            s0[i] = (step == 1 ? o->initial_accumulator_value : s0[i]) + g[i] * g[i];
+            p[i] -= o->learning_rate * g[i] / sqrt(s0[i] + o->epsilon);
+        } else if (o->kind == KILN_OPTIMIZER_ADAM || o->kind == KILN_OPTIMIZER_ADAMW) {
             s0[i] += (g[i] - s0[i]) * (1 - (double)o->beta_1);
             s1[i] += (g[i] * g[i] - s1[i]) * (1 - (double)o->beta_2);
             const double alpha = o->learning_rate * sqrt(1 - pow(o->beta_2, step)) /
@@ -382,7 +401,7 @@ static void test_optimizer(kiln_context *ctx, const opt_case *c)
     kiln_diag why;
     CHECK(kiln_optimizer_take(&o, &schedule, &c->o, &why) == KILN_OK);
     CHECK_OK(ctx, kiln_optimizer_resolve(ctx, &o));
-    kiln_buffer *p = NULL, *g = NULL, *slots[2] = {NULL, NULL};
+    kiln_buffer *p = NULL, *g = NULL, *slots[3] = {NULL, NULL, NULL};
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "p", &p));
     CHECK_OK(ctx, kiln_buffer_create(dev, n * sizeof(float), "g", &g));
     for (int s = 0; s < kiln_optimizer_slot_count(&o); s++) {
@@ -390,7 +409,8 @@ static void test_optimizer(kiln_context *ctx, const opt_case *c)
         CHECK_OK(ctx, kiln_buffer_zero(dev, slots[s], 0, n * sizeof(float)));
     }
     float pf[n], gf[n];
-    double pd[n], gd[n], s0[n] = {0}, s1[n] = {0};
+    double pd[n], gd[n], s0[n] = {0}, s1[n] = {0}, s2[n] = {0};
+    const kiln_decay_runs runs = {.run = decay_run, .n = 2};
     for (int i = 0; i < n; i++)
         pd[i] = pf[i] = (float)check_uniform();
     CHECK_OK(ctx, kiln_buffer_write(dev, p, 0, pf, sizeof pf, 1));
@@ -399,8 +419,8 @@ static void test_optimizer(kiln_context *ctx, const opt_case *c)
             gd[i] = gf[i] = (float)check_uniform();
         CHECK_OK(ctx, kiln_buffer_write(dev, g, 0, gf, sizeof gf, 1));
         CHECK_OK(ctx, kiln_optimizer_apply(dev, &o, o.learning_rate, p, g, slots, n, step,
-                                           NULL, 0));
-        ref_optimizer(&o, pd, gd, s0, s1, n, step);
+                                           NULL, 0, c->runs ? &runs : NULL, 2));
+        ref_optimizer(&o, c->runs, pd, gd, s0, s1, s2, n, step);
     }
     CHECK_OK(ctx, kiln_buffer_read(dev, p, 0, pf, sizeof pf));
     double got[n];
@@ -412,6 +432,7 @@ static void test_optimizer(kiln_context *ctx, const opt_case *c)
     kiln_buffer_destroy(g);
     kiln_buffer_destroy(slots[0]);
     kiln_buffer_destroy(slots[1]);
+    kiln_buffer_destroy(slots[2]);
 }
 
 /* A small three-class problem that a classifier can learn. */
@@ -674,6 +695,27 @@ int main(void)
         {.name = "adam custom",
          .o = OPT(.kind = KILN_OPTIMIZER_ADAM, .learning_rate = 0.01f, .beta_1 = 0.8f,
                   .beta_2 = 0.99f, .epsilon = 1e-4f)},
+        {.name = "adamw defaults", .o = OPT(.kind = KILN_OPTIMIZER_ADAMW)},
+        {.name = "adamw, decay on two runs",
+         .o = OPT(.kind = KILN_OPTIMIZER_ADAMW, .learning_rate = 0.05f, .weight_decay = 0.5f),
+         .runs = 1},
+        {.name = "sgd nesterov, decay on two runs",
+         .o = OPT(.kind = KILN_OPTIMIZER_SGD, .learning_rate = 0.05f, .momentum = 0.8f,
+                  .nesterov = 1, .weight_decay = 0.3f),
+         .runs = 1},
+        {.name = "sgd, decay", .o = OPT(.kind = KILN_OPTIMIZER_SGD, .weight_decay = 0.3f)},
+        {.name = "rmsprop defaults", .o = OPT(.kind = KILN_OPTIMIZER_RMSPROP)},
+        {.name = "rmsprop centered, momentum, decay on two runs",
+         .o = OPT(.kind = KILN_OPTIMIZER_RMSPROP, .learning_rate = 0.01f, .rho = 0.7f,
+                  .momentum = 0.6f, .centered = 1, .weight_decay = 0.2f),
+         .runs = 1},
+        {.name = "rmsprop momentum",
+         .o = OPT(.kind = KILN_OPTIMIZER_RMSPROP, .momentum = 0.5f)},
+        {.name = "adagrad defaults", .o = OPT(.kind = KILN_OPTIMIZER_ADAGRAD)},
+        {.name = "adagrad, decay on two runs",
+         .o = OPT(.kind = KILN_OPTIMIZER_ADAGRAD, .learning_rate = 0.1f,
+                  .initial_accumulator_value = 0.01f, .epsilon = 1e-3f, .weight_decay = 0.4f),
+         .runs = 1},
     };
 #undef OPT
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
