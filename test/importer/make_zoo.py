@@ -10,8 +10,7 @@ Writes, all little-endian and raw:
   NAME.in        the inference input, float32 NCHW
   NAME.batches   STEPS training batches, float32 NCHW, one after another
   NAME.targets   their targets, float32 (N, 10) each
-  NAME.loss      per step PyTorch's float32 losses, then its float64 ones, then
-                 the untrained model's (float32, train mode) (doubles)
+  NAME.loss      per step PyTorch's float32 losses, then its float64 ones (doubles)
   NAME.final32   every parameter and moving statistic after the last step,
                  float32 run, in NAME.tensors order (floats)
   NAME.final64   the same of the float64 run (doubles)
@@ -109,15 +108,6 @@ def train(model, batches, targets, dtype):
     return losses, model.state_dict()
 
 
-def untrained_losses(model, batches, targets):
-    """The initial model's loss on each batch in train mode: how far
-    training moved the loss is the scale of test_zoo.c's allowance for
-    ReLU kinks."""
-    model = copy.deepcopy(model).train()
-    with torch.no_grad():
-        return [nn.functional.mse_loss(model(x), y).item() for x, y in zip(batches, targets)]
-
-
 def main():
     outdir, name = sys.argv[1], sys.argv[2]
     start = time.time()
@@ -141,8 +131,7 @@ def main():
     write(base + ".targets", np.stack([t.numpy() for t in targets]))
     loss32, final32 = train(model, batches, targets, torch.float32)
     loss64, final64 = train(model, batches, targets, torch.float64)
-    write(base + ".loss", np.array([loss32, loss64, untrained_losses(model, batches, targets)]),
-          "<f8")
+    write(base + ".loss", np.array([loss32, loss64]), "<f8")
     with open(base + ".tensors", "w") as f:
         for k, v in state.items():
             f.write("%s %d %s\n" % (k, v.dim(), " ".join(str(d) for d in v.shape)))
