@@ -2466,6 +2466,13 @@ typedef struct kiln_import_options {
      *  kiln_model_import_onnx's default is the model file's folder;
      *  kiln_model_import_onnx_buffer refuses external data without it. */
     const char *base_folder;
+    /** Nonzero: every BatchNormalization imports with
+     *  kiln_batch_norm_options.synchronized set, so that under a
+     *  data-parallel strategy it normalises with the global batch's
+     *  statistics and trains as on one device (PyTorch's
+     *  SyncBatchNorm.convert_sync_batchnorm). Zero: each replica its own
+     *  shard's, as Keras's BatchNormalization. */
+    int32_t synchronized_batch_norm;
 } kiln_import_options;
 
 /**

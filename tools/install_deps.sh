@@ -25,12 +25,13 @@ dataset-fashion-mnist"
 
 # The tests: g++ (the public headers compiled as C++), Oclgrind
 # (tools/oclgrind.sh), PIL and NumPy (image and .npy files compared with
-# theirs), PyTorch (char_lm_parity), chromium (report_render), and node +
+# theirs), PyTorch (char_lm_parity), chromium (report_render), node +
 # npm, with which test_onnx installs ONNX Runtime on first use
-# (install_onnxruntime.sh).
+# (install_onnxruntime.sh), and ONNX's own conformance tests
+# (test_onnx_conformance).
 if [ "$with_tests" -eq 1 ]; then
     packages="$packages g++ oclgrind python3-pil python3-numpy python3-torch \
-python3-torchvision chromium nodejs npm"
+python3-torchvision chromium nodejs npm libonnx-testdata"
 fi
 packages="$packages $*"
 

@@ -247,6 +247,8 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
+    if (ops == &kiln_layer_batch_norm && im->options->synchronized_batch_norm)
+        ((kiln_batch_norm_options *)(void *)imp.args.bytes)->synchronized = 1;
     kiln_import_value *first;
     st = computed(im, n, 0, &first);
     if (st != KILN_OK)
@@ -438,6 +440,19 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
                               "is %lld", name, (long long)d, (long long)shape->ints[d]);
         dims[d - 1] = (int32_t)s;
     }
+    /* A leading -1 is the batch only when the rest holds one sample: ONNX's
+     * test_reshape_negative_extended_dims reshapes (2, 3, 4) to (-1, 2, 3, 4),
+     * folding the batch into the sample. */
+    int64_t sample = 1, rest = 1;
+    for (int d = 1; d < v->rank; d++)
+        sample *= v->dims[d];
+    for (int64_t d = 1; d < rank; d++)
+        rest *= dims[d - 1];
+    if (first == -1 && rest != sample)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Reshape): shape[0] "
+                          "is -1 and the other dimensions hold %lld values, a sample %lld: the "
+                          "batch would not be kept; kiln keeps the batch first", name,
+                          (long long)rest, (long long)sample);
     kiln_node in;
     st = in_layout(im, v, 0, &in);
     if (st != KILN_OK)

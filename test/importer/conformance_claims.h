@@ -1,0 +1,100 @@
+/* What docs/importing.md says kiln's importer takes, as
+ * test_onnx_conformance.c reads it: the ops it claims, and the documented
+ * limits under which a refusal is a skip rather than a failure. An op that
+ * starts to be imported is one line in conformance_ops; a documented limit
+ * one line in conformance_limits. */
+#ifndef KILN_TEST_CONFORMANCE_CLAIMS_H
+#define KILN_TEST_CONFORMANCE_CLAIMS_H
+
+/* An op of docs/importing.md's table. data_inputs: how many of a node's
+ * first inputs are values the graph computes (-1: all of them); the rest
+ * are weights, which ONNX's node tests pass as graph inputs and the runner
+ * turns into initializers. */
+typedef struct conformance_op {
+    const char *op;
+    int data_inputs;
+} conformance_op;
+
+static const conformance_op conformance_ops[] = {
+    {.op = "Conv", .data_inputs = 1},
+    {.op = "BatchNormalization", .data_inputs = 1},
+    {.op = "Gemm", .data_inputs = 1},
+    {.op = "MatMul", .data_inputs = 1},
+    {.op = "MaxPool", .data_inputs = 1},
+    {.op = "AveragePool", .data_inputs = 1},
+    {.op = "GlobalAveragePool", .data_inputs = 1},
+    {.op = "Relu", .data_inputs = 1},
+    {.op = "LeakyRelu", .data_inputs = 1},
+    {.op = "Sigmoid", .data_inputs = 1},
+    {.op = "Tanh", .data_inputs = 1},
+    {.op = "Softmax", .data_inputs = 1},
+    {.op = "Clip", .data_inputs = 1},
+    {.op = "Dropout", .data_inputs = 1},
+    {.op = "Add", .data_inputs = -1},
+    {.op = "Concat", .data_inputs = -1},
+    {.op = "Identity", .data_inputs = 1},
+    {.op = "Constant", .data_inputs = 0},
+    {.op = "Cast", .data_inputs = 1},
+    {.op = "Flatten", .data_inputs = 1},
+    {.op = "Reshape", .data_inputs = 1},
+    {.op = "Pad", .data_inputs = 1},
+};
+
+/* A refusal docs/importing.md documents: an import that fails with
+ * KILN_ERROR_UNSUPPORTED, on a test of `op` (NULL: any), whose message
+ * holds `needle` is skipped for `reason`. Any other failure fails. */
+typedef struct conformance_limit {
+    const char *op;
+    const char *needle;
+    const char *reason;
+} conformance_limit;
+
+static const conformance_limit conformance_limits[] = {
+    /* What kiln reads */
+    {.op = NULL, .needle = "kiln imports float (1) inputs",
+     .reason = "a graph input not of float"},
+    {.op = NULL, .needle = "is not a tensor of known rank",
+     .reason = "a graph input not a tensor (optional, sequence)"},
+    {.op = NULL, .needle = "has 1 dimensions; kiln imports 2 to",
+     .reason = "a 1-D graph input (the batch alone)"},
+    {.op = NULL, .needle = "kiln imports float (1), int32 (6), int64 (7) and bool (9) tensors",
+     .reason = "an initializer of another type (float16, double, int8, string)"},
+    {.op = NULL, .needle = "kiln imports a node's first output only",
+     .reason = "a second output read (a mask, indices, training statistics)"},
+    {.op = NULL, .needle = "the graph has no input but its initializers",
+     .reason = "no graph input: nothing computed"},
+    /* The op table */
+    {.op = "Conv", .needle = "kiln imports 2-D convolutions",
+     .reason = "1-D or 3-D convolution (2-D only)"},
+    {.op = "BatchNormalization", .needle = "kiln supports 2-D (N, C) and 4-D",
+     .reason = "3-D or 5-D input (2-D and 4-D only)"},
+    {.op = "Gemm", .needle = "attribute 'transA' is", .reason = "transA 1"},
+    {.op = "Gemm", .needle = "attributes 'alpha'", .reason = "alpha or beta not 1"},
+    {.op = "Gemm", .needle = "kiln supports a bias of one value per output",
+     .reason = "C not one value per output (a matrix or a broadcast scalar)"},
+    {.op = "MatMul", .needle = "kiln supports a 2-D weight", .reason = "B of 3 or more dimensions"},
+    {.op = "MaxPool", .needle = "kiln pools 4-D (N, C, H, W) values",
+     .reason = "1-D or 3-D pooling (2-D only)"},
+    {.op = "MaxPool", .needle = "attribute 'dilations' is",
+     .reason = "dilations other than 1"},
+    {.op = "AveragePool", .needle = "kiln pools 4-D (N, C, H, W) values",
+     .reason = "1-D or 3-D pooling (2-D only)"},
+    {.op = "LeakyRelu", .needle = "kiln's leaky_relu has slope 0.2 only",
+     .reason = "alpha other than 0.2"},
+    {.op = "Clip", .needle = "kiln imports (0, 6) as ReLU6 and (0, none) as ReLU",
+     .reason = "bounds other than (0, 6) and (0, none)"},
+    {.op = "Softmax", .needle = "kiln supports the last axis", .reason = "an axis not the last"},
+    {.op = "Concat", .needle = "must name an axis of a sample", .reason = "the batch axis"},
+    {.op = "Flatten", .needle = "kiln supports 1 (the batch kept)", .reason = "axis other than 1"},
+    {.op = "Reshape", .needle = "kiln keeps the batch first",
+     .reason = "a shape that does not keep the batch first"},
+    {.op = "Reshape", .needle = "kiln reshapes to 2 to",
+     .reason = "a shape that does not keep the batch first"},
+    {.op = "Reshape", .needle = "Reshape reads allowzero 0", .reason = "allowzero 1"},
+    {.op = "Cast", .needle = "kiln folds a cast of a constant to float",
+     .reason = "a cast of a computed value (constants only)"},
+    {.op = "Pad", .needle = "kiln imports a Pad of all zeros only",
+     .reason = "nonzero pads (no padding layer yet)"},
+};
+
+#endif
