@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "onnxruntime.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,18 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU seconds of this process (who: RUSAGE_SELF) or of its finished
+ * children (RUSAGE_CHILDREN: Python, node): on a busy machine a steadier
+ * measure than the wall clock. */
+static double cpu(int who)
+{
+    struct rusage u;
+    if (getrusage(who, &u) != 0)
+        return 0;
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 /* NAME.SUFFIX of the work folder, `n` values of `elem` bytes, or NULL. */
@@ -339,7 +352,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "make_zoo.py failed for %s\n", name);
         return 1;
     }
-    const double torch_s = now() - t0;
+    const double torch_s = now() - t0, torch_cpu = cpu(RUSAGE_CHILDREN);
     if (!test_onnxruntime_ready(root, ort_dir, why, sizeof why))
         SKIP_MISSING("%s", why);
     snprintf(path, sizeof path, "%s/%s.txt", dir, name);
@@ -400,11 +413,13 @@ int main(int argc, char **argv)
     }
     double losses[MAX_STEPS] = {0}, reversed_losses[MAX_STEPS] = {0};
     float *final = NULL, *reversed = NULL;
-    double train_s = 0;
+    double train_s = 0, train_cpu = 0;
     if (batches && targets && torch_losses) {
         t0 = now();
+        const double c0 = cpu(RUSAGE_SELF);
         train(ctx, m, &r, 0, losses);
         train_s = now() - t0;
+        train_cpu = cpu(RUSAGE_SELF) - c0;
         final = kiln_tensors(ctx, m, &list);
         kiln_model *again = import(ctx, name, &r);
         if (again)
@@ -447,11 +462,12 @@ int main(int argc, char **argv)
                kinds[k], both[k]->kiln64, both[k]->torch32, both[k]->self, both[k]->ratio,
                both[k]->worst, both[k]->over_strict, RATIO, FLOOR);
     printf("zoo %s: ort %.2e | loss %.2e %.2e %.2e x%.1f >%d | params %.2e %.2e %.2e x%.1f "
-           ">%d | round-trip %.2e | seconds: torch %.0f (python's own %.0f) ort %.0f "
-           "import %.1f predict %.1f train %.1f\n", name, infer, loss.kiln64, loss.torch32,
-           loss.self, loss.ratio, loss.over_strict, params.kiln64, params.torch32, params.self,
-           params.ratio, params.over_strict, round_trip, torch_s, (double)python_s, ort_s,
-           import_s, predict_s, train_s);
+           ">%d | round-trip %.2e | seconds: torch %.0f (python's own %.0f, cpu %.0f) "
+           "ort %.0f import %.1f predict %.1f train %.1f (cpu %.1f) | cpu in all: kiln %.0f, "
+           "children %.0f\n", name, infer, loss.kiln64, loss.torch32, loss.self, loss.ratio,
+           loss.over_strict, params.kiln64, params.torch32, params.self, params.ratio,
+           params.over_strict, round_trip, torch_s, (double)python_s, torch_cpu, ort_s,
+           import_s, predict_s, train_s, train_cpu, cpu(RUSAGE_SELF), cpu(RUSAGE_CHILDREN));
     free(ort);
     free(x);
     free(got);
