@@ -20,10 +20,11 @@ Exits 77 when torch or torchvision is missing, 1 when the export does not
 look as test_zoo.c expects (an initializer not named after its parameter,
 a Dropout left in the graph, a batch norm momentum other than PyTorch's).
 
-Training: SGD at 0.001 with momentum 0.9 (PyTorch's b = m b + g, w -= lr b, equal to
-Keras's v = m v - lr g, w += v at a constant rate), MSE against random
-targets, train mode (batch norm on batch statistics, running statistics
-updated with momentum 0.1 and the unbiased variance). Dropout is made
+Training: SGD at 0.001 with momentum 0.9 (PyTorch's b = m b + g,
+w -= lr b, equal to Keras's v = m v - lr g, w += v at a constant rate), MSE
+against random targets, train mode (batch norm on batch statistics, running
+statistics updated with the module's momentum, 0.1 but mnasnet's 0.0003,
+and the unbiased variance). Dropout is made
 inert in both: its p set to 0 here, and the eval-mode export leaves no
 Dropout node in the graph (checked), so kiln has none.
 """
@@ -55,17 +56,22 @@ SHAPES = {"alexnet": (4, 3, 224, 224), "vgg16": (4, 3, 224, 224)}
 DEFAULT_SHAPE = (8, 3, 64, 64)
 
 
-def randomise_batch_norm(model):
-    """Batch norm's scale, shift and moving statistics drawn at random:
-    PyTorch's ones and zeros are equal initializers, which the exporter
-    writes once behind Identity nodes under other names; random ones keep
-    every initializer under its parameter's name, and a swap shows."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.5, 0.5)
+def randomise_constants(model):
+    """Batch norm's scale, shift and moving statistics, and the biases that
+    torchvision starts at 0 (vgg16's, alexnet's), drawn at random: equal
+    initializers are written once by the exporter, behind Identity nodes
+    under other names; random ones keep every initializer under its
+    parameter's name, and a swap shows."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+            elif isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None and \
+                    not m.bias.any():
+                m.bias.uniform_(-0.1, 0.1)
 
 
 def write(path, array, dtype="<f4"):
@@ -73,9 +79,11 @@ def write(path, array, dtype="<f4"):
         f.write(np.ascontiguousarray(array, dtype=dtype).tobytes())
 
 
-def check_export(path, names):
+def check_export(path, names, model):
     """The graph as test_zoo.c reads it: every parameter an initializer of
-    its own name, no Dropout, batch norm momentum 0.9 (PyTorch's 0.1)."""
+    its own name, no Dropout, each batch norm's momentum 1 - PyTorch's
+    (0.9 for PyTorch's default 0.1; mnasnet's is 0.0003)."""
+    momenta = {1 - m.momentum for m in model.modules() if isinstance(m, nn.BatchNorm2d)}
     graph = onnx.load(path).graph
     initializers = {i.name for i in graph.initializer}
     missing = [n for n in names if n not in initializers]
@@ -86,8 +94,9 @@ def check_export(path, names):
             sys.exit("%s: a Dropout node (%s) is in the graph" % (path, node.name))
         if node.op_type == "BatchNormalization":
             momentum = [a.f for a in node.attribute if a.name == "momentum"]
-            if not momentum or abs(momentum[0] - 0.9) > 1e-6:
-                sys.exit("%s: %s has momentum %s, not 0.9" % (path, node.name, momentum))
+            if not momentum or min(abs(momentum[0] - m) for m in momenta) > 1e-6:
+                sys.exit("%s: %s has momentum %s, not 1 - PyTorch's (%s)"
+                         % (path, node.name, momentum, sorted(momenta)))
 
 
 def train(model, batches, targets, dtype):
@@ -116,14 +125,14 @@ def main():
     shape = SHAPES.get(name, DEFAULT_SHAPE)
     torch.manual_seed(7)
     model = getattr(torchvision.models, name)(num_classes=CLASSES)
-    randomise_batch_norm(model)
+    randomise_constants(model)
     model.eval()
     x = torch.randn(*shape)
     torch.onnx.export(model, x, base + ".onnx", opset_version=17,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
                       input_names=["input"], output_names=["output"])
     state = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
-    check_export(base + ".onnx", state)
+    check_export(base + ".onnx", state, model)
     write(base + ".in", x.numpy())
     batches = [torch.randn(*shape) for _ in range(STEPS)]
     targets = [torch.randn(shape[0], CLASSES) for _ in range(STEPS)]
