@@ -49,8 +49,8 @@ static double now(void)
 }
 
 /* CPU seconds of this process (who: RUSAGE_SELF) or of its finished
- * children (RUSAGE_CHILDREN: Python, node): on a busy machine a steadier
- * measure than the wall clock. */
+ * children (RUSAGE_CHILDREN: Python, node), beside the wall clock on a busy
+ * machine (PyTorch's threads spin while they wait, so these vary too). */
 static double cpu(int who)
 {
     struct rusage u;
@@ -95,7 +95,8 @@ static float *run_ort(const char *file, const char *name, const int64_t *dims, i
 }
 
 /* kiln's tensor back in ONNX's layout: a Conv weight (kh, kw, C, F) to
- * (F, C, kh, kw), a Gemm weight (in, out) to (out, in); the rest as is. */
+ * (F, C, kh, kw), a Gemm weight (in, out) to (out, in) (torchvision's only
+ * 4-D and 2-D tensors); the rest as is. */
 static void to_onnx_layout(const float *kiln, float *onnx, int rank, const int64_t *dims)
 {
     if (rank == 4) {
