@@ -9,7 +9,8 @@
  *      holds kiln's loss at each step, and every parameter and moving
  *      statistic after the last (Euclidean norms per tensor), to within 4
  *      times the larger of PyTorch float32's distance from float64 and
- *      kiln's from itself reversed, plus 1e-6 of the value's size;
+ *      kiln's from itself reversed, plus 1e-6 of the value's size (the
+ *      first loss, before any update, to 4 times PyTorch float32's alone);
  *   3. exports the trained model and compares ONNX Runtime on the export
  *      with kiln's predictions (1e-4 of the largest output).
  * Why kiln reversed: a value within rounding of a ReLU's kink falls on one
@@ -433,8 +434,10 @@ int main(int argc, char **argv)
         snprintf(what, sizeof what, "%s: loss of step %d", name, s + 1);
         printf("%-48s kiln %.9g (reversed %.9g), PyTorch float32 %.9g, float64 %.9g\n", what,
                losses[s], reversed_losses[s], l32, l64);
+        /* The first loss comes before any update, where a ReLU's kink
+         * changes nothing (its forward is continuous): the issue's bound. */
         judge(&loss, what, fabs(losses[s] - l64), fabs(l32 - l64),
-              fabs(losses[s] - reversed_losses[s]), fabs(l64));
+              s == 0 ? 0.0 : fabs(losses[s] - reversed_losses[s]), fabs(l64));
     }
     check_tensors(name, &list, final, reversed, &params);
     free(final);
