@@ -1,139 +1,56 @@
-/* kiln: the command-line tool for model files (kiln_model_save).
+/* kiln: the command-line tool for model files (kiln_model_save) and ONNX
+ * files.
  *   kiln summary MODEL
  *   kiln predict MODEL INPUT.npy OUTPUT.npy [--batch N] [--scale S]
- *   kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S]
+ *   kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S] [--loss L]
+ *   kiln fit MODEL FEATURES.npy LABELS.npy --save OUT [options] (cli/fit.c)
  *   kiln export-onnx MODEL OUT.onnx
- * The model runs on one device (KILN_DEVICES chooses which). Exit status:
- * 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.
+ * Every option is in cli/args.c's usage text. Exit status: 0 done, 1 kiln
+ * refused or failed (its message on stderr), 2 usage.
  * It is written on include/kiln.h alone, as any application could be: the
  * model's inputs and outputs come from kiln_model_input_info and
  * kiln_model_output_info, a .npy file from kiln_dataset_from_npy. */
+#include "args.h"
+#include "fit.h"
+#include "model_open.h"
+#include "report.h"
 #include "kiln.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_text[] =
-    "usage: kiln summary MODEL\n"
-    "       kiln predict MODEL INPUT.npy OUTPUT.npy [--batch N] [--scale S]\n"
-    "       kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S]\n"
-    "       kiln export-onnx MODEL OUT.onnx\n"
-    "       kiln --help | --version\n"
-    "MODEL is a file written by kiln_model_save (or a checkpoint). summary prints\n"
-    "the layers, then the loss(es) and optimizer. predict writes float32 outputs of\n"
-    "shape (samples, output dims...) to OUTPUT.npy; a model of several outputs gets\n"
-    "one file per output, the output's layer name put before the extension\n"
-    "(out.npy -> out.<layer>.npy), and each path written is printed. evaluate\n"
-    "prints the loss and accuracy. Features are read as value * S (default 1;\n"
-    "0.00392156863 maps bytes to [0, 1] as the examples train); a model whose input\n"
-    "takes int32 ids reads an integer .npy as ids, without --scale.\n"
-    "--batch: samples per step (default 32).\n";
-
-static int usage(const char *why)
+/* MODEL on one device (placements of a model-parallel model are not needed
+ * to predict), compiled: an ONNX file with --loss after --from-logits for
+ * evaluate (`for_loss`), with any loss to predict or export (mse: it fits
+ * every output). */
+static kiln_status load(kiln_context *ctx, const cli_args *a, int for_loss, kiln_model **m)
 {
-    if (why)
-        fprintf(stderr, "kiln: %s\n", why);
-    fputs(usage_text, stderr);
-    return 2;
-}
-
-typedef struct args {
-    const char *command;
-    const char *paths[3];
-    int n_paths;
-    int32_t batch;
-    float scale;
-    int options;      /* --batch or --scale was given */
-    int help;         /* --help or -h: print the usage and do nothing else */
-} args;
-
-/* Positional paths and the options; 0 (with the reason printed) on a
- * usage error. */
-static int parse(int argc, char **argv, args *a)
-{
-    a->command = argv[1];
-    a->n_paths = 0;
-    a->batch = 32;
-    a->scale = 1.0f;
-    a->options = 0;
-    a->help = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            a->help = 1;
-        } else if (strcmp(arg, "--batch") == 0 || strcmp(arg, "--scale") == 0) {
-            char *end = NULL;
-            const char *v = i + 1 < argc ? argv[++i] : NULL;
-            errno = 0;
-            a->options = 1;
-            if (v && arg[2] == 'b') {
-                const long n = strtol(v, &end, 10);
-                if (*end || errno || n < 1 || n > INT32_MAX)
-                    return usage("--batch needs a whole number >= 1"), 0;
-                a->batch = (int32_t)n;
-            } else if (v) {
-                const double s = strtod(v, &end);
-                /* kiln_npy_options reads a scale of 0 as "not given" (1). */
-                if (*end || errno || !isfinite(s) || fabs(s) > 3.4e38 || s == 0.0)
-                    return usage("--scale needs a finite number other than 0"), 0;
-                a->scale = (float)s;
-            } else {
-                fprintf(stderr, "kiln: %s needs a value\n", arg);
-                return usage(NULL), 0;
-            }
-        } else if (arg[0] == '-' && arg[1] == '-') {
-            fprintf(stderr, "kiln: unknown option %s\n", arg);
-            return usage(NULL), 0;
-        } else if (a->n_paths == 3) {
-            fprintf(stderr, "kiln: unexpected argument %s\n", arg);
-            return usage(NULL), 0;
-        } else {
-            a->paths[a->n_paths++] = arg;
-        }
+    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE, m);
+    if (st != KILN_OK || !cli_is_onnx(a->paths[0]))
+        return st;
+    if (for_loss && (a->given & CLI_FROM_LOGITS))
+        st = cli_from_logits(*m, a->loss);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+        .loss = for_loss ? a->loss : KILN_LOSS_MEAN_SQUARED_ERROR,
+        .strategy = KILN_STRATEGY_ONE_DEVICE};
+    if (st == KILN_OK)
+        st = kiln_model_compile(*m, &co);
+    if (st != KILN_OK) {
+        kiln_model_destroy(*m);
+        *m = NULL;
     }
-    return 1;
+    return st;
 }
 
-/* Prints the context's message for a failed call; returns 1. */
-static int failed(kiln_context *ctx, const char *command, kiln_status st)
-{
-    fprintf(stderr, "kiln %s: %s (%s)\n", command, kiln_context_last_error(ctx),
-            kiln_status_name(st));
-    return 1;
-}
-
-/* What the tool itself refuses, printed as failed() prints kiln's
- * refusals; returns 1. */
-static int refuse(const char *command, kiln_status st, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    fprintf(stderr, "kiln %s: ", command);
-    vfprintf(stderr, format, ap);
-    fprintf(stderr, " (%s)\n", kiln_status_name(st));
-    va_end(ap);
-    return 1;
-}
-
-static kiln_status load(kiln_context *ctx, const char *path, kiln_model **m)
-{
-    /* One device: placements of a model-parallel model are not needed to
-     * predict. */
-    const kiln_compile_options one = {.struct_size = sizeof one,
-                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
-    return kiln_model_load(ctx, path, &one, m);
-}
-
-static int summary(kiln_context *ctx, const args *a)
+static int summary(kiln_context *ctx, const cli_args *a)
 {
     kiln_model *m = NULL;
-    kiln_status st = load(ctx, a->paths[0], &m);
+    /* An imported model is shown as imported, before any compile. */
+    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE, &m);
     if (st != KILN_OK)
-        return failed(ctx, a->command, st);
+        return cli_failed(ctx, a->command, st);
     size_t length = 0;
     st = kiln_model_summary(m, NULL, 0, &length);
     char *text = st == KILN_OK ? malloc(length + 1) : NULL;
@@ -142,10 +59,10 @@ static int summary(kiln_context *ctx, const args *a)
     if (st == KILN_OK)
         st = kiln_model_summary(m, text, length + 1, NULL);
     if (st == KILN_OK)
-        fputs(text, stdout);   /* a loaded model is compiled: it ends with loss and optimizer */
+        fputs(text, stdout);   /* a model file's ends with its loss and optimizer */
     free(text);
     kiln_model_destroy(m);
-    return st == KILN_OK ? 0 : failed(ctx, a->command, st);
+    return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
 /* A version 1.0 .npy header for float32 data of `shape` (rows first), padded
@@ -224,7 +141,7 @@ static char *output_path(const char *out, const char *name)
 /* Writes the `count` samples' outputs (output_size floats each, the
  * model's outputs one after another, as kiln_model_predict writes them)
  * to OUTPUT, or one file per output; 0, or 1 with the reason printed. */
-static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const float *out,
+static int write_outputs(kiln_context *ctx, kiln_model *m, const cli_args *a, const float *out,
                          int64_t count, int64_t output_size)
 {
     int32_t n_outputs = 0;
@@ -242,10 +159,10 @@ static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const 
         }
         char *path = n_outputs == 1 ? NULL : output_path(a->paths[2], info.name);
         if (n_outputs > 1 && !path)
-            return refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "no memory for a file name");
+            return cli_refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "no memory for a file name");
         const char *to = path ? path : a->paths[2];
         if (!write_npy(to, shape, info.rank + 1, out + offset, output_size)) {
-            refuse(a->command, KILN_ERROR_IO, "cannot write %s: %s", to, strerror(errno));
+            cli_refuse(a->command, KILN_ERROR_IO, "cannot write %s: %s", to, strerror(errno));
             free(path);
             return 1;
         }
@@ -254,7 +171,7 @@ static int write_outputs(kiln_context *ctx, kiln_model *m, const args *a, const 
         free(path);
         offset += size;
     }
-    return st == KILN_OK ? 0 : failed(ctx, a->command, st);
+    return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
 /* Every sample's features, into `ids` for a dataset of ids, else `floats`. */
@@ -271,7 +188,7 @@ static kiln_status read_all(const kiln_dataset *ds, int64_t count, int64_t size,
     return st;
 }
 
-static int predict(kiln_context *ctx, const args *a)
+static int predict(kiln_context *ctx, const cli_args *a)
 {
     kiln_model *m = NULL;
     kiln_dataset *ds = NULL;
@@ -283,7 +200,7 @@ static int predict(kiln_context *ctx, const args *a)
     kiln_tensor_info input = {.struct_size = sizeof input};
     kiln_dtype dtype = KILN_DTYPE_FLOAT32;
     char want[64], got[96];
-    kiln_status st = load(ctx, a->paths[0], &m);
+    kiln_status st = load(ctx, a, 0, &m);
     if (st == KILN_OK)
         st = kiln_model_input_count(m, &n_inputs);
     if (st == KILN_OK)
@@ -293,7 +210,7 @@ static int predict(kiln_context *ctx, const args *a)
     if (st != KILN_OK)
         goto fail;
     if (n_inputs > 1) {
-        rc = refuse(a->command, KILN_ERROR_UNSUPPORTED, "the model has %d inputs; predict "
+        rc = cli_refuse(a->command, KILN_ERROR_UNSUPPORTED, "the model has %d inputs; predict "
                     "reads one .npy file, for a model of one input", (int)n_inputs);
         goto done;
     }
@@ -302,7 +219,7 @@ static int predict(kiln_context *ctx, const args *a)
     kiln_npy_options o = {.struct_size = sizeof o, .scale = a->scale};
     st = kiln_dataset_from_npy(ctx, a->paths[1], NULL, &o, &ds);
     if (st == KILN_ERROR_SHAPE) {   /* no sample dimension: say what the model takes */
-        rc = refuse(a->command, st, "%s; the model takes samples of shape %s",
+        rc = cli_refuse(a->command, st, "%s; the model takes samples of shape %s",
                     kiln_context_last_error(ctx), want);
         goto done;
     }
@@ -316,7 +233,7 @@ static int predict(kiln_context *ctx, const args *a)
     for (int d = 0; same && d < rank; d++)
         same = dims[d] == input.dims[d];
     if (!same) {
-        rc = refuse(a->command, KILN_ERROR_SHAPE, "%s holds an array of shape %s, the model "
+        rc = cli_refuse(a->command, KILN_ERROR_SHAPE, "%s holds an array of shape %s, the model "
                     "takes samples of shape %s", a->paths[1],
                     shape_str(count, rank, dims, got, sizeof got), want);
         goto done;
@@ -324,7 +241,7 @@ static int predict(kiln_context *ctx, const args *a)
     const int ids = input.dtype == KILN_DTYPE_INT32;
     if (ids && (dtype == KILN_DTYPE_FLOAT32 || dtype == KILN_DTYPE_FLOAT16 ||
                 a->scale != 1.0f)) {
-        rc = refuse(a->command, KILN_ERROR_INVALID_ARGUMENT, "the model's input '%s' takes "
+        rc = cli_refuse(a->command, KILN_ERROR_INVALID_ARGUMENT, "the model's input '%s' takes "
                     "int32 ids: %s must hold integers, without --scale", input.name,
                     a->paths[1]);
         goto done;
@@ -346,7 +263,7 @@ static int predict(kiln_context *ctx, const args *a)
         in = malloc((size_t)(count * in_size) * sizeof(float));
     out = malloc((size_t)(count * output_size) * sizeof(float));
     if ((!in && !in_ids) || !out) {
-        rc = refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "%lld samples do not fit in memory",
+        rc = cli_refuse(a->command, KILN_ERROR_OUT_OF_MEMORY, "%lld samples do not fit in memory",
                     (long long)count);
         goto done;
     }
@@ -360,7 +277,7 @@ static int predict(kiln_context *ctx, const args *a)
     rc = write_outputs(ctx, m, a, out, count, output_size);
     goto done;
 fail:
-    rc = failed(ctx, a->command, st);
+    rc = cli_failed(ctx, a->command, st);
 done:
     kiln_dataset_destroy(ds);
     free(in), free(out), free(in_ids);
@@ -368,14 +285,14 @@ done:
     return rc;
 }
 
-static int evaluate(kiln_context *ctx, const args *a)
+static int evaluate(kiln_context *ctx, const cli_args *a)
 {
     kiln_model *m = NULL;
     kiln_dataset *ds = NULL;
     kiln_npy_options o = {.struct_size = sizeof o, .scale = a->scale};
     kiln_metrics r = {.struct_size = sizeof r};
     kiln_tensor_info input = {.struct_size = sizeof input};
-    kiln_status st = load(ctx, a->paths[0], &m);
+    kiln_status st = load(ctx, a, 1, &m);
     if (st == KILN_OK)
         st = kiln_model_input_info(m, 0, &input);
     o.ids = st == KILN_OK && input.dtype == KILN_DTYPE_INT32;   /* a model of ids reads ids */
@@ -394,36 +311,39 @@ static int evaluate(kiln_context *ctx, const args *a)
     }
     kiln_dataset_destroy(ds);
     kiln_model_destroy(m);
-    return st == KILN_OK ? 0 : failed(ctx, a->command, st);
+    return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
-static int export_onnx(kiln_context *ctx, const args *a)
+static int export_onnx(kiln_context *ctx, const cli_args *a)
 {
     kiln_model *m = NULL;
-    kiln_status st = load(ctx, a->paths[0], &m);
+    kiln_status st = load(ctx, a, 0, &m);
     if (st == KILN_OK)
         st = kiln_model_export_onnx(m, a->paths[1]);
     kiln_model_destroy(m);
-    return st == KILN_OK ? 0 : failed(ctx, a->command, st);
+    return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
 int main(int argc, char **argv)
 {
+    enum { IO = CLI_BATCH | CLI_SCALE };
     static const struct {
         const char *name;
         int paths;
-        int options;   /* takes --batch and --scale */
-        int (*run)(kiln_context *ctx, const args *a);
+        unsigned options;   /* the CLI_* options it takes */
+        int (*run)(kiln_context *ctx, const cli_args *a);
     } commands[] = {
         {.name = "summary", .paths = 1, .run = summary},
-        {.name = "predict", .paths = 3, .options = 1, .run = predict},
-        {.name = "evaluate", .paths = 3, .options = 1, .run = evaluate},
+        {.name = "predict", .paths = 3, .options = IO, .run = predict},
+        {.name = "evaluate", .paths = 3, .options = IO | CLI_LOSS | CLI_FROM_LOGITS,
+         .run = evaluate},
+        {.name = "fit", .paths = 3, .options = ~0u, .run = cli_fit},
         {.name = "export-onnx", .paths = 2, .run = export_onnx},
     };
     if (argc < 2)
-        return usage(NULL);
+        return cli_usage(NULL);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        fputs(usage_text, stdout);
+        fputs(cli_usage_text, stdout);
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
@@ -434,28 +354,25 @@ int main(int argc, char **argv)
     const int n = (int)(sizeof commands / sizeof commands[0]);
     while (c < n && strcmp(argv[1], commands[c].name) != 0)
         c++;
-    if (c == n) {
-        fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
-        return usage(NULL);
-    }
-    args a;
-    if (!parse(argc, argv, &a))
+    if (c == n)
+        return cli_usage("unknown command '%s'", argv[1]);
+    cli_args a;
+    if (!cli_parse(argc, argv, commands[c].options, &a))
         return 2;
     if (a.help) {   /* asked for, so stdout and success, whatever else was given */
-        fputs(usage_text, stdout);
+        fputs(cli_usage_text, stdout);
         return 0;
     }
-    if (a.n_paths != commands[c].paths) {
-        fprintf(stderr, "kiln %s: takes %d file name%s, got %d\n", a.command, commands[c].paths,
-                commands[c].paths == 1 ? "" : "s", a.n_paths);
-        return usage(NULL);
-    }
-    if (!commands[c].options && a.options)
-        return usage("--batch and --scale are for predict and evaluate");
-    kiln_context_options co = {.struct_size = sizeof co};
+    if (a.n_paths != commands[c].paths)
+        return cli_usage("%s takes %d file name%s, got %d", a.command, commands[c].paths,
+                         commands[c].paths == 1 ? "" : "s", a.n_paths);
+    if (!cli_is_onnx(a.paths[0]) && (a.given & CLI_BUILD_OPTIONS))
+        return cli_usage("%s is for ONNX models: the model file %s keeps the loss, optimizer "
+                         "and frozen layers it was compiled with",
+                         cli_option_name(a.given & CLI_BUILD_OPTIONS), a.paths[0]);
     char err[1024] = "";
-    co.error_buffer = err;
-    co.error_buffer_size = sizeof err;
+    const kiln_context_options co = {.struct_size = sizeof co, .error_buffer = err,
+                                     .error_buffer_size = sizeof err, .seed = a.seed};
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK) {
         fprintf(stderr, "kiln %s: %s\n", a.command, err);

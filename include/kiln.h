@@ -332,7 +332,12 @@ typedef enum kiln_activation {
     /** min(max(x, 0), 6): Keras's "relu6", PyTorch's ReLU6, ONNX's
      *  Clip(x, 0, 6) (mobilenet_v2's); the gradient is 0 at 0 and at 6, as
      *  PyTorch's. */
-    KILN_ACTIVATION_RELU6
+    KILN_ACTIVATION_RELU6,
+    /** log(softmax(x)) over the last dimension, computed as x - max - log(sum
+     *  exp(x - max)) (no log of a rounded-off 0): Keras's "log_softmax",
+     *  ONNX's LogSoftmax. Not fused with a loss: the crossentropies read
+     *  their input as probabilities or as softmax's logits. */
+    KILN_ACTIVATION_LOG_SOFTMAX
 } kiln_activation;
 
 /** How a convolution's or a pool's window meets the input's edges. */
@@ -461,6 +466,62 @@ typedef struct kiln_conv2d_options {
 KILN_API kiln_node kiln_conv2d(kiln_model *model, kiln_node input,
                                const kiln_conv2d_options *options);
 
+/** Options of kiln_conv2d_transpose(). */
+typedef struct kiln_conv2d_transpose_options {
+    size_t struct_size;          /**< sizeof(kiln_conv2d_transpose_options) */
+    /** layer name, or NULL for "conv2d_transpose", "conv2d_transpose_1", ... */
+    const char *name;
+    int32_t filters;             /**< output channels, required, > 0 */
+    int32_t kernel_size[2];      /**< (height, width), required, > 0 */
+    int32_t strides[2];          /**< default (1, 1); the input's pixels land this far apart */
+    kiln_padding padding;        /**< default valid */
+    kiln_activation activation;  /**< default linear */
+    int32_t no_bias;             /**< nonzero: no bias vector */
+    /** Pixels cropped (top, left, bottom, right) off the full output when
+     *  padding is KILN_PADDING_EXPLICIT, each >= 0; ignored otherwise.
+     *  ONNX's ConvTranspose `pads` and PyTorch's ConvTranspose2d `padding`
+     *  (both sides). */
+    int32_t pads[4];
+    /** Rows and columns added after the output (height, width), each >= 0
+     *  and below the stride or the dilation of its axis (PyTorch's rule;
+     *  else KILN_ERROR_INVALID_ARGUMENT). With explicit pads, ONNX's and
+     *  PyTorch's `output_padding`; with 'valid' and 'same', Keras's: 0
+     *  stands for Keras's None (see kiln_conv2d_transpose()). */
+    int32_t output_padding[2];
+    /** Spacing of the kernel's taps (height, width), 0 or 1 contiguous, as
+     *  kiln_conv2d_options.dilations. */
+    int32_t dilations[2];
+    /** 0 or 1: every filter sees every input channel; g: channels and
+     *  filters split into g groups as kiln_conv2d_options.groups (PyTorch's
+     *  `groups`, ONNX's `group`); the kernel is then (kh, kw, filters / g,
+     *  C). Both must divide by it. */
+    int32_t groups;
+} kiln_conv2d_transpose_options;
+
+/** Transposed 2-D convolution of an (H, W, C) input (Keras's
+ *  Conv2DTranspose, PyTorch's ConvTranspose2d, ONNX's ConvTranspose): each
+ *  input pixel (y, x) adds its channels times the kernel into the output
+ *  window at (y * stride - crop_top, x * stride - crop_left); the input
+ *  gradient of kiln_conv2d() with the same kernel. Kernel (kh, kw,
+ *  filters / groups, C) as Keras's (ONNX export writes PyTorch's (C,
+ *  filters / groups, kh, kw)). With span = (kernel - 1) * dilation + 1
+ *  and full = (in - 1) * stride + span, an output side is, with explicit
+ *  pads, full - pad_before - pad_after + output_padding (ONNX's and
+ *  PyTorch's); with 'valid', full + output_padding, or in * stride +
+ *  max(span - stride, 0) when output_padding is 0; with 'same', in *
+ *  stride, or full - 2 (span / 2) + output_padding when output_padding is
+ *  not 0 (Keras's), the difference from full cropped as TensorFlow does,
+ *  half before (rounded down) and the rest after. So Keras's 'same' with
+ *  a 3x3 kernel at stride 2 crops nothing before, where PyTorch's padding
+ *  1 crops one row and column: the same output shifted. An output side
+ *  below 1, or a full output longer than 2^31 - 1 pixels, is
+ *  KILN_ERROR_SHAPE at compile naming the layer; a negative size, pad or
+ *  dilation, an output_padding not below its stride or dilation, or groups
+ *  that do not divide, KILN_ERROR_INVALID_ARGUMENT naming the layer and
+ *  the field. */
+KILN_API kiln_node kiln_conv2d_transpose(kiln_model *model, kiln_node input,
+                                         const kiln_conv2d_transpose_options *options);
+
 /** Options of kiln_max_pooling2d(). */
 typedef struct kiln_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_pool2d_options) */
@@ -500,16 +561,48 @@ KILN_API kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
 KILN_API kiln_node kiln_average_pooling2d(kiln_model *model, kiln_node input,
                                           const kiln_pool2d_options *options);
 
-/** Options of kiln_global_average_pooling2d(). */
+/** Options of kiln_zero_padding2d(). */
+typedef struct kiln_zero_padding2d_options {
+    size_t struct_size;          /**< sizeof(kiln_zero_padding2d_options) */
+    const char *name;            /**< layer name, or NULL for "zero_padding2d", ... */
+    /** Rows and columns of zeros (top, bottom, left, right): Keras's
+     *  ((top, bottom), (left, right)); each >= 0. Taken as given, 0 being
+     *  no zeros on that side (asymmetric padding needs it), so a zeroed
+     *  struct pads nothing; NULL options are Keras's default, 1 on each
+     *  side. */
+    int32_t padding[4];
+} kiln_zero_padding2d_options;
+
+/** Pads an (H, W, C) input with zeros (Keras ZeroPadding2D, channels
+ *  last): the output is (top + H + bottom, left + W + right, C); the
+ *  gradient is the output's at the input's places. ONNX export writes a
+ *  Pad (mode constant, value 0). A negative pad is
+ *  KILN_ERROR_INVALID_ARGUMENT and an input of another rank
+ *  KILN_ERROR_SHAPE, both at compile naming the layer. */
+KILN_API kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
+                                       const kiln_zero_padding2d_options *options);
+
+/** Options of kiln_global_average_pooling2d() and
+ *  kiln_global_max_pooling2d(). */
 typedef struct kiln_global_pool2d_options {
     size_t struct_size;          /**< sizeof(kiln_global_pool2d_options) */
-    const char *name;            /**< layer name, or NULL for "global_average_pooling2d", ... */
+    /** layer name, or NULL for "global_average_pooling2d" (or
+     *  "global_max_pooling2d"), ... */
+    const char *name;
 } kiln_global_pool2d_options;
 
 /** The mean over (H, W) of an (H, W, C) input, giving (C) (Keras
  *  GlobalAveragePooling2D). */
 KILN_API kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
                                                  const kiln_global_pool2d_options *options);
+
+/** The maximum over (H, W) of each channel of an (H, W, C) input, giving
+ *  (C) (Keras GlobalMaxPooling2D); the gradient goes to the first place
+ *  of the maximum, as PyTorch's adaptive max pool sends it. ONNX export
+ *  writes a ReduceMax over H and W (or GlobalMaxPool and a Flatten). An
+ *  input of another rank is KILN_ERROR_SHAPE at compile. */
+KILN_API kiln_node kiln_global_max_pooling2d(kiln_model *model, kiln_node input,
+                                             const kiln_global_pool2d_options *options);
 
 /** Options of kiln_batch_normalization(); zero fields take Keras's
  *  defaults. */
@@ -572,10 +665,19 @@ KILN_API kiln_node kiln_flatten(kiln_model *model, kiln_node input,
 typedef struct kiln_activation_layer_options {
     size_t struct_size;          /**< sizeof(kiln_activation_layer_options) */
     const char *name;            /**< layer name, or NULL for "activation", ... */
+    /** With KILN_ACTIVATION_LEAKY_RELU only: the slope for x < 0 (x for
+     *  x > 0, negative_slope x else; Keras's LeakyReLU layer's
+     *  `negative_slope`, ONNX's LeakyRelu `alpha`, PyTorch's
+     *  `negative_slope`), any finite value; 0 means Keras's default, 0.2.
+     *  The gradient at 0 is the slope's, as PyTorch's. Model files keep it
+     *  (`"negative_slope"`) and ONNX export writes it as LeakyRelu's alpha. */
+    float negative_slope;
 } kiln_activation_layer_options;
 
 /** Applies `activation` as a layer of its own (Keras Activation, whose
- *  activation is required too). */
+ *  activation is required too). A `negative_slope` with an activation
+ *  other than leaky_relu, or not finite, is KILN_ERROR_INVALID_ARGUMENT
+ *  (reported by kiln_model_compile, as every builder error). */
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation,
                                          const kiln_activation_layer_options *options);

@@ -331,7 +331,7 @@ static void bn_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CF, out);
 }
 
-/* ONNX BatchNormalization in its inference form: X, scale, B, mean, var.
+/* ONNX BatchNormalization (inference or training form): X, scale, B, mean, var.
  * ONNX's momentum weighs the running statistic as Keras's does (PyTorch's
  * momentum m is written as 1 - m). */
 static kiln_status bn_import_onnx(kiln_onnx_import *imp)
@@ -343,10 +343,15 @@ static kiln_status bn_import_onnx(kiln_onnx_import *imp)
         st = kiln_onnx_need_constant(imp, k, what[k - 1], 0);
     if (st != KILN_OK)
         return st;
-    if (kiln_onnx_attr_i(imp, "training_mode", 0) != 0)
-        return kiln_onnx_refuse(imp, "attribute 'training_mode' is 1; kiln imports the "
-                                "inference form (export with TrainingMode.PRESERVE or EVAL) "
-                                "and trains it on batch statistics in fit");
+    /* The training form (training_mode 1, as torch.onnx.export writes with
+     * TrainingMode.TRAINING) is the same layer: kiln normalises with batch
+     * statistics in fit and with the moving ones in evaluate and predict.
+     * Its running_mean and running_var outputs must go unread (the importer
+     * refuses a read output past the first). */
+    const int64_t training = kiln_onnx_attr_i(imp, "training_mode", 0);
+    if (training != 0 && training != 1)
+        return kiln_onnx_refuse(imp, "attribute 'training_mode' is %lld; it is 0 or 1",
+                                (long long)training);
     if (kiln_onnx_attr_i(imp, "spatial", 1) != 1)
         return kiln_onnx_refuse(imp, "attribute 'spatial' is 0; kiln supports 1");
     const float epsilon = kiln_onnx_attr_f(imp, "epsilon", 1e-5f);

@@ -5,11 +5,12 @@ kiln_status kiln_activation_forward(kiln_device *dev, kiln_activation act,
                                     const kiln_buffer *x, kiln_buffer *y, size_t rows,
                                     size_t cols)
 {
-    if (act == KILN_ACTIVATION_SOFTMAX) {
+    if (act == KILN_ACTIVATION_SOFTMAX || act == KILN_ACTIVATION_LOG_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_int((int64_t)rows),
                                 kiln_arg_int((int64_t)cols));
-        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_forward", rows,
-                                cols, a);
+        return kiln_run_per_row(dev, "activation", act == KILN_ACTIVATION_SOFTMAX
+                                ? "kiln_activation_softmax_forward"
+                                : "kiln_activation_log_softmax_forward", rows, cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));
@@ -22,11 +23,12 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
 {
     if (act == KILN_ACTIVATION_LINEAR)
         return KILN_OK;
-    if (act == KILN_ACTIVATION_SOFTMAX) {
+    if (act == KILN_ACTIVATION_SOFTMAX || act == KILN_ACTIVATION_LOG_SOFTMAX) {
         kiln_args a = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_buffer(dy),
                                 kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols));
-        return kiln_run_per_row(dev, "activation", "kiln_activation_softmax_backward", rows,
-                                cols, a);
+        return kiln_run_per_row(dev, "activation", act == KILN_ACTIVATION_SOFTMAX
+                                ? "kiln_activation_softmax_backward"
+                                : "kiln_activation_log_softmax_backward", rows, cols, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(y), kiln_arg_buffer(dy),
                             kiln_arg_int((int64_t)(rows * cols)), kiln_arg_int(act));

@@ -135,8 +135,42 @@ static const kiln_layer_field dense_fields[] = {
 };
 
 /* On the last axis of any rank: MatMul broadcasts over the others. */
+/* A kernel imported from Gemm's transB weight goes back as it came: Gemm
+ * (transB 1) of its (units, in) transpose under the same name, so that
+ * weights map by name onto the exporting framework's (PyTorch's Linear
+ * keeps (out, in)). Gemm takes a 2-D A, as the imported one did. */
+static int dense_export_gemm(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_layer *l = &g->layers[i];
+    const kiln_param_spec *spec;
+    const float *kernel = kiln_onnx_param(g, i, "kernel", &spec);
+    if (!kernel || !l->param_transposed[0] || kiln_onnx_input_shape(g, i, 0)->rank != 1)
+        return 0;
+    const int64_t in = spec->shape.dims[0], units = spec->shape.dims[1];
+    float *t = kiln_onnx_alloc(g, (size_t)(in * units) * sizeof *t);
+    if (!t)
+        return 1;   /* the graph's oom, reported by the export */
+    for (int64_t a = 0; a < in; a++)
+        for (int64_t b = 0; b < units; b++)
+            t[b * in + a] = kernel[a * units + b];
+    const int64_t dims[2] = {units, in};
+    const char *args[3] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
+                           kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 2,
+                                                dims, t),
+                           kiln_onnx_param(g, i, "bias", NULL)
+                               ? kiln_onnx_param_initializer(g, i, "bias") : NULL};
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, "Gemm", args, args[2] ? 3 : 2, out);
+    if (nd)
+        kiln_onnx_attr_int(g, nd, "transB", 1);
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+    return 1;
+}
+
 static void dense_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
+    if (dense_export_gemm(g, i))
+        return;
     const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
                            kiln_onnx_param_initializer(g, i, "kernel")};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
@@ -169,11 +203,13 @@ static kiln_status dense_import_onnx(kiln_onnx_import *imp)
     const kiln_onnx_in *b = &imp->in[1];
     const int trans_b = (int)kiln_onnx_attr_i(imp, "transB", 0);
     if (gemm && kiln_onnx_attr_i(imp, "transA", 0) != 0)
-        return kiln_onnx_refuse(imp, "attribute 'transA' is 1; kiln supports 0");
+        return kiln_onnx_refuse(imp, "attribute 'transA' is 1; kiln supports 0 (A's first "
+                                "axis is the batch, which a transpose would move)");
     if (gemm && (kiln_onnx_attr_f(imp, "alpha", 1.0f) != 1.0f ||
                  kiln_onnx_attr_f(imp, "beta", 1.0f) != 1.0f))
         return kiln_onnx_refuse(imp, "attributes 'alpha' %g and 'beta' %g; kiln supports 1 "
-                                "and 1", (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
+                                "and 1 (a scale kiln cannot train as ONNX would)",
+                                (double)kiln_onnx_attr_f(imp, "alpha", 1.0f),
                                 (double)kiln_onnx_attr_f(imp, "beta", 1.0f));
     if (b->rank != 2)
         return kiln_onnx_refuse(imp, "B '%s' is %d-D; kiln supports a 2-D weight", b->name,

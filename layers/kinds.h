@@ -9,9 +9,11 @@
 KILN_LAYER_KIND(input)
 KILN_LAYER_KIND(dense)
 KILN_LAYER_KIND(conv2d)
+KILN_LAYER_KIND(conv2d_transpose)
 KILN_LAYER_KIND(max_pooling2d)
 KILN_LAYER_KIND(average_pooling2d)
 KILN_LAYER_KIND(global_average_pooling2d)   /* average_pooling2d.c */
+KILN_LAYER_KIND(global_max_pooling2d)       /* max_pooling2d.c */
 KILN_LAYER_KIND(batch_norm)
 KILN_LAYER_KIND(dropout)
 KILN_LAYER_KIND(flatten)
@@ -25,3 +27,4 @@ KILN_LAYER_KIND(multi_head_attention)
 KILN_LAYER_KIND(embedding)
 KILN_LAYER_KIND(position_embedding)
 KILN_LAYER_KIND(permute)
+KILN_LAYER_KIND(zero_padding2d)

@@ -239,7 +239,7 @@ typedef struct kiln_concatenate_args {
 } kiln_concatenate_args;
 
 /* The last kiln_activation value. */
-#define KILN_ACTIVATION_LAST KILN_ACTIVATION_RELU6
+#define KILN_ACTIVATION_LAST KILN_ACTIVATION_LOG_SOFTMAX
 
 /* Applies an activation to rows x cols values (softmax over each row).
  * Backward turns dy (in place) into the gradient before the activation,

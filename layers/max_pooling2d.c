@@ -74,6 +74,33 @@ static kiln_status max_pooling2d_import_onnx(kiln_onnx_import *imp)
     return kiln_pool2d_import_onnx(imp, 0);
 }
 
+/* No args: the window is the whole input. */
+static void global_max_configure(void *config, const void *args)
+{
+    (void)args;
+    *(pool_config *)config = (pool_config){.padding = KILN_PADDING_VALID, .global = 1};
+}
+
+/* From NCHW when the input is there already, else a maximum over H and W
+ * of NHWC (opset 13's ReduceMax takes its axes as an attribute). */
+static void global_max_pooling2d_export_onnx(kiln_onnx_graph *g, int32_t i)
+{
+    const kiln_onnx_value *in = &g->values[g->values[kiln_onnx_input(g, i, 0)].rep];
+    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    if (in->name[KILN_ONNX_CL]) {
+        kiln_onnx_node *nd = kiln_onnx_add_node(g, "ReduceMax", &in->name[KILN_ONNX_CL], 1, out);
+        const int64_t axes[2] = {1, 2};
+        kiln_onnx_attr_ints(g, nd, "axes", axes, 2);
+        kiln_onnx_attr_int(g, nd, "keepdims", 0);
+    } else {
+        const char *pooled = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/nchw_pooled",
+                                                                       g->layers[i].name));
+        kiln_onnx_add_node(g, "GlobalMaxPool", &in->name[KILN_ONNX_CF], 1, pooled);
+        kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Flatten", &pooled, 1, out), "axis", 1);
+    }
+    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+}
+
 const kiln_layer_ops kiln_layer_max_pooling2d = {
     .kind = "max_pooling2d", .config_size = sizeof(pool_config),
     .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
@@ -83,4 +110,14 @@ const kiln_layer_ops kiln_layer_max_pooling2d = {
     .args_size = sizeof(kiln_pool2d_options), KILN_FIELDS(kiln_pool2d_fields),
     .export_onnx = max_pooling2d_export_onnx,
     .import_onnx = max_pooling2d_import_onnx,
+};
+
+const kiln_layer_ops kiln_layer_global_max_pooling2d = {
+    .kind = "global_max_pooling2d", .config_size = sizeof(pool_config),
+    .replica_size = sizeof(pool_replica), .min_inputs = 1, .max_inputs = 1,
+    .configure = global_max_configure, .infer = kiln_pool2d_infer, .kernels = pool_kernels,
+    .prepare = pool_prepare, .forward = pool_forward, .backward = pool_backward,
+    .release = pool_release, .flops = kiln_pool2d_flops,
+    .export_onnx = global_max_pooling2d_export_onnx,
+    .import_onnx = kiln_pool2d_import_global,
 };

@@ -369,7 +369,7 @@ int kiln_onnx_activation_known(kiln_activation act)
     case KILN_ACTIVATION_LINEAR: case KILN_ACTIVATION_RELU: case KILN_ACTIVATION_SIGMOID:
     case KILN_ACTIVATION_TANH: case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_GELU:
     case KILN_ACTIVATION_GELU_TANH: case KILN_ACTIVATION_LEAKY_RELU: case KILN_ACTIVATION_SILU:
-    case KILN_ACTIVATION_RELU6:
+    case KILN_ACTIVATION_RELU6: case KILN_ACTIVATION_LOG_SOFTMAX:
         return 1;
     }
     return 0;
@@ -392,9 +392,10 @@ void kiln_onnx_activate(kiln_onnx_graph *g, int32_t i, int layout, const char *i
     case KILN_ACTIVATION_RELU: op = "Relu"; break;
     case KILN_ACTIVATION_SIGMOID: op = "Sigmoid"; break;
     case KILN_ACTIVATION_TANH: op = "Tanh"; break;
-    case KILN_ACTIVATION_SOFTMAX:
+    case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_LOG_SOFTMAX:
         /* Over the last axis, the channels: axis 1 of NCHW. */
-        nd = kiln_onnx_add_node(g, "Softmax", args, 1, out);
+        nd = kiln_onnx_add_node(g, act == KILN_ACTIVATION_SOFTMAX ? "Softmax" : "LogSoftmax",
+                                args, 1, out);
         kiln_onnx_attr_int(g, nd, "axis",
                            layout == KILN_ONNX_CF && sample_rank(g, i) > 1 ? 1 : -1);
         break;

@@ -74,6 +74,9 @@ typedef struct kiln_onnx_layer {
     /* Each parameter's own name (an imported model's initializer names);
      * NULL: "<layer>/<param>". */
     const char *param_names[KILN_MAX_PARAMS];
+    /* Imported from a transposed tensor (Gemm's transB weight): written
+     * back transposed. */
+    unsigned char param_transposed[KILN_MAX_PARAMS];
 } kiln_onnx_layer;
 
 typedef struct kiln_onnx_block kiln_onnx_block;

@@ -193,16 +193,79 @@ kiln_status kiln_pool2d_import_onnx(kiln_onnx_import *imp, int average)
     return KILN_OK;
 }
 
-kiln_status kiln_pool2d_import_global(kiln_onnx_import *imp)
+/* ReduceMean over H and W of a 4-D value is a global average pool: its
+ * axes an attribute before opset 18 and a constant input from 18 on;
+ * keepdims 1 keeps (N, C, 1, 1), 0 gives (N, C). Other axes are refused. */
+static kiln_status reduce_mean_axes(kiln_onnx_import *imp, int64_t *keepdims)
 {
-    const kiln_status st = kiln_onnx_check_attrs(imp, "");
+    const int from_input = imp->opset >= 18;
+    kiln_status st = kiln_onnx_check_attrs(imp, from_input ? "keepdims:i,noop_with_empty_axes:i"
+                                                           : "axes:I,keepdims:i");
+    if (st == KILN_OK && from_input)
+        st = kiln_onnx_need_constant(imp, 1, "axes", 1);
     if (st != KILN_OK)
         return st;
+    int64_t axes[2];
+    size_t n = 0;
+    if (from_input && imp->n_in > 1 && *imp->in[1].name) {
+        const kiln_onnx_in *t = &imp->in[1];
+        n = t->rank == 0 ? 1 : (size_t)t->dims[0];
+        if (t->rank > 1 || n > 2)
+            return kiln_onnx_refuse(imp, "input 1 (axes) '%s' holds %zu axes; kiln reduces "
+                                    "axes (2, 3) of a 4-D value only", t->name, n);
+        for (size_t k = 0; k < n; k++)
+            axes[k] = (int64_t)t->data[k];
+    } else if (!from_input && kiln_onnx_find_attr(imp, "axes")) {
+        const kiln_onnx_in_attr *a = kiln_onnx_find_attr(imp, "axes");
+        n = a->n_ints;
+        if (n > 2)
+            return kiln_onnx_refuse(imp, "attribute 'axes' holds %zu axes; kiln reduces axes "
+                                    "(2, 3) of a 4-D value only", n);
+        for (size_t k = 0; k < n; k++)
+            axes[k] = a->ints[k];
+    }
+    if (n == 0)
+        return kiln_onnx_refuse(imp, "no axes (all of them reduced); kiln reduces axes (2, 3) "
+                                "of a 4-D value only");
+    int seen[4] = {0};
+    for (size_t k = 0; k < n; k++) {
+        const int64_t a = axes[k] < 0 ? axes[k] + 4 : axes[k];
+        if (a < 0 || a > 3)
+            return kiln_onnx_refuse(imp, "axis %lld of a 4-D value", (long long)axes[k]);
+        seen[a] = 1;
+    }
+    if (!seen[2] || !seen[3] || seen[0] || seen[1]) {
+        char given[48];
+        if (n > 1)
+            snprintf(given, sizeof given, "%lld, %lld", (long long)axes[0], (long long)axes[1]);
+        else
+            snprintf(given, sizeof given, "%lld", (long long)axes[0]);
+        return kiln_onnx_refuse(imp, "axes (%s); kiln reduces axes (2, 3) (H and W) of a 4-D "
+                                "value only", given);
+    }
+    *keepdims = kiln_onnx_attr_i(imp, "keepdims", 1);
+    if (*keepdims != 0 && *keepdims != 1)
+        return kiln_onnx_refuse(imp, "attribute 'keepdims' is %lld; it is 0 or 1",
+                                (long long)*keepdims);
+    return KILN_OK;
+}
+
+/* GlobalAveragePool and GlobalMaxPool, and ReduceMean over H and W. */
+kiln_status kiln_pool2d_import_global(kiln_onnx_import *imp)
+{
+    const int reduce = strcmp(imp->op, "ReduceMean") == 0;
     if (imp->in[0].rank != 4)
-        return kiln_onnx_refuse(imp, "X is %d-D; kiln pools 4-D (N, C, H, W) values",
-                                imp->in[0].rank);
+        return kiln_onnx_refuse(imp, "%s is %d-D; kiln %s 4-D (N, C, H, W) values",
+                                reduce ? "data" : "X", imp->in[0].rank,
+                                reduce ? "reduces axes (2, 3) of" : "pools");
+    int64_t keepdims = 1;
+    const kiln_status st = reduce ? reduce_mean_axes(imp, &keepdims)
+                                  : kiln_onnx_check_attrs(imp, "");
+    if (st != KILN_OK)
+        return st;
     imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
     imp->n_data = 1;
-    imp->out_rank = 4;   /* (N, C, 1, 1), kiln's (C) */
+    /* (N, C, 1, 1) or (N, C), both kiln's (C). */
+    imp->out_rank = keepdims ? 4 : 2;
     return KILN_OK;
 }

@@ -11,7 +11,7 @@ typedef struct pool_config {
     int32_t pads[4];      /* KILN_PADDING_EXPLICIT's (top, left, bottom, right) */
     int32_t ceil_mode;    /* nonzero: the output size rounds up */
     int32_t include_pad;  /* average pooling: divide by the padded window */
-    int32_t global;   /* GlobalAveragePooling2D: the window is the whole input */
+    int32_t global;   /* GlobalAverage/MaxPooling2D: the window is the whole input */
     /* inferred */
     int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
 } pool_config;

@@ -16,6 +16,9 @@
 # ignored ones; multi_output the losses of several outputs into their
 # slots of the sums. A name ending in _gpu_kernels runs its test through the
 # kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
+# test_conv2d_transpose runs Conv2D's im2col and col2im with the roles of
+# input and output swapped (16 s with _small_groups; its _gpu_kernels, 131 s,
+# is left out: test_layers_gpu_kernels runs the same kernels' GPU variants).
 # test_gradcheck_clblast is left out: the same kernels as
 # test_layers_clblast, at 160 s. So is test_embedding_gpu_kernels (130 s):
 # test_layers_gpu_kernels runs the embedding's links and sort.cl's sort on
@@ -36,7 +39,8 @@ tests=${*:-"test_layers test_layers_small_groups test_layers_clblast test_attent
     test_attention_small_groups test_gradcheck
     test_gradcheck_small_groups test_train test_train_small_groups test_nonfinite
     test_sequence_labels test_multi_input test_multi_output test_layers_gpu_kernels
-    test_train_gpu_kernels test_attention_gpu_kernels"}
+    test_train_gpu_kernels test_attention_gpu_kernels test_conv2d_transpose
+    test_conv2d_transpose_small_groups"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # The program meson runs for test $1: the tests' folders (test/layers/, ...)

@@ -1,4 +1,4 @@
-/* Element-wise activations (n values) and softmax over rows of `cols`. */
+/* Element-wise activations (n values) and (log) softmax over rows of `cols`. */
 /* Eight values per work-item (kiln_activate8), over a range of (n + 7) / 8. */
 __kernel void kiln_activation_forward(__global const float *x, __global float *y, int n,
                                       int act)
@@ -138,4 +138,113 @@ __kernel void kiln_activation_softmax_backward_gpu(__global const float *y, __gl
     dot = kiln_row_merge(merge, dot, 0);
     for (int j = lane; j < cols; j += KILN_ROW_LANES)
         dr[j] = yr[j] * (dr[j] - dot);
+}
+
+/* log softmax: x - m - log(sum exp(x - m)), m the row's maximum, so that
+ * a value far below the maximum is its difference, not log of 0. */
+__kernel void kiln_activation_log_softmax_forward(__global const float *x, __global float *y,
+                                                  int rows, int cols)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * cols;
+    __global float *yr = y + (size_t)r * cols;
+    float m = xr[0];
+    for (int j = 1; j < cols; j++)
+        m = fmax(m, xr[j]);
+    float s = 0.0f;
+    for (int j = 0; j < cols; j++)
+        s += exp(xr[j] - m);
+    /* (x - m) first, exact for x near m, then the log: m + log(s) would
+     * round away log(s)'s digits where m is large (1e4: 1e-3). */
+    const float log_s = log(s);
+    for (int j = 0; j < cols; j++)
+        yr[j] = (xr[j] - m) - log_s;
+}
+
+/* The GPU variant for wide rows, as kiln_activation_softmax_forward_gpu. */
+__kernel void kiln_activation_log_softmax_forward_gpu(__global const float *x,
+                                                      __global float *y, int rows, int cols)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * cols;
+    __global float *yr = y + (size_t)r * cols;
+    float m = -INFINITY;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        m = fmax(m, xr[j]);
+    m = kiln_row_merge(merge, m, 1);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        s += exp(xr[j] - m);
+    const float log_s = log(kiln_row_merge(merge, s, 0));
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        yr[j] = (xr[j] - m) - log_s;
+}
+
+/* dx = dy - softmax(x) sum(dy), softmax(x) = exp(y). */
+__kernel void kiln_activation_log_softmax_backward(__global const float *y, __global float *dy,
+                                                   int rows, int cols)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *dr = dy + (size_t)r * cols;
+    float sum = 0.0f;
+    for (int j = 0; j < cols; j++)
+        sum += dr[j];
+    for (int j = 0; j < cols; j++)
+        dr[j] -= exp(yr[j]) * sum;
+}
+
+/* The GPU variant for wide rows: the row's sum merged before any lane
+ * overwrites its dy. */
+__kernel void kiln_activation_log_softmax_backward_gpu(__global const float *y,
+                                                       __global float *dy, int rows, int cols)
+{
+    __local float merge[KILN_ROW_LANES];
+    const int r = get_group_id(0), lane = get_local_id(0);
+    if (r >= rows)
+        return;
+    __global const float *yr = y + (size_t)r * cols;
+    __global float *dr = dy + (size_t)r * cols;
+    float sum = 0.0f;
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        sum += dr[j];
+    sum = kiln_row_merge(merge, sum, 0);
+    for (int j = lane; j < cols; j += KILN_ROW_LANES)
+        dr[j] -= exp(yr[j]) * sum;
+}
+
+/* The activation layer's leaky_relu of another slope than Keras's 0.2:
+ * x for x > 0, slope x else; eight values per work-item. */
+__kernel void kiln_activation_leaky_forward(__global const float *x, __global float *y, int n,
+                                            float slope)
+{
+    const int i = get_global_id(0) * 8;
+    if (i >= n)
+        return;
+    const int count = n - i;
+    const float8 v = kiln_load8(x + i, count);
+    kiln_store8(y + i, select(slope * v, v, isgreater(v, (float8)(0.0f))), count);
+}
+
+/* dx = dy (x > 0) or slope dy, written or added (accumulate). */
+__kernel void kiln_activation_leaky_backward(__global const float *x, __global const float *dy,
+                                             __global float *dx, int n, float slope,
+                                             int accumulate)
+{
+    const int i = get_global_id(0) * 8;
+    if (i >= n)
+        return;
+    const int count = n - i;
+    const float8 v = kiln_load8(x + i, count), g = kiln_load8(dy + i, count);
+    float8 r = select(slope * g, g, isgreater(v, (float8)(0.0f)));
+    if (accumulate)
+        r += kiln_load8(dx + i, count);
+    kiln_store8(dx + i, r, count);
 }

@@ -10,6 +10,7 @@
 #define KILN_ACT_LEAKY_RELU 7
 #define KILN_ACT_SILU 8
 #define KILN_ACT_RELU6 9
+#define KILN_ACT_LOG_SOFTMAX 10
 
 /* Keras's leaky_relu default, and GELU's constants. */
 #define KILN_LEAKY_SLOPE 0.2f

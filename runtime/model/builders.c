@@ -6,6 +6,8 @@
 #include "layers/pool2d.h"
 #include "runtime/model/model.h"
 
+#include <math.h>
+
 /* Copies a builder's options; when their struct_size is too short, keeps
  * why on the model and returns 0. */
 static int take_options(kiln_model *m, void *dst, size_t size, const void *src, size_t least,
@@ -78,6 +80,18 @@ kiln_node kiln_conv2d(kiln_model *model, kiln_node input, const kiln_conv2d_opti
                                 o.activation);
 }
 
+kiln_node kiln_conv2d_transpose(kiln_model *model, kiln_node input,
+                                const kiln_conv2d_transpose_options *options)
+{
+    kiln_conv2d_transpose_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_conv2d_transpose_options, strides), "kiln_conv2d_transpose",
+                      "kiln_conv2d_transpose_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_conv2d_transpose, &o, &input, 1, o.name,
+                                o.activation);
+}
+
 kiln_node kiln_max_pooling2d(kiln_model *model, kiln_node input,
                              const kiln_pool2d_options *options)
 {
@@ -109,6 +123,29 @@ kiln_node kiln_global_average_pooling2d(kiln_model *model, kiln_node input,
         return KILN_NODE_INVALID;
     return kiln_model_add_layer(model, &kiln_layer_global_average_pooling2d, NULL, &input, 1,
                                 name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_global_max_pooling2d(kiln_model *model, kiln_node input,
+                                     const kiln_global_pool2d_options *options)
+{
+    const char *name;
+    if (!take_name(model, options, "kiln_global_max_pooling2d", "kiln_global_pool2d_options",
+                   &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_global_max_pooling2d, NULL, &input, 1,
+                                name, KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_zero_padding2d(kiln_model *model, kiln_node input,
+                               const kiln_zero_padding2d_options *options)
+{
+    /* NULL: Keras's default, one row or column of zeros on each side. */
+    kiln_zero_padding2d_options o = {.padding = {1, 1, 1, 1}};
+    if (options && !take_options(model, &o, sizeof o, options, sizeof(size_t),
+                                 "kiln_zero_padding2d", "kiln_zero_padding2d_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_zero_padding2d, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
 }
 
 kiln_node kiln_batch_normalization(kiln_model *model, kiln_node input,
@@ -145,12 +182,24 @@ kiln_node kiln_flatten(kiln_model *model, kiln_node input, const kiln_flatten_op
 kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activation activation,
                                 const kiln_activation_layer_options *options)
 {
-    const char *name;
-    if (!take_name(model, options, "kiln_activation_layer", "kiln_activation_layer_options",
-                   &name))
+    kiln_activation_layer_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_activation_layer",
+                      "kiln_activation_layer_options"))
         return KILN_NODE_INVALID;
-    return kiln_model_add_layer(model, &kiln_layer_activation, NULL, &input, 1, name,
-                                activation);
+    if (o.negative_slope != 0.0f && activation != KILN_ACTIVATION_LEAKY_RELU)
+        return kiln_model_refuse_layer(model, KILN_ERROR_INVALID_ARGUMENT,
+                                       "kiln_activation_layer", "negative_slope is leaky_relu's "
+                                       "option; the activation is another");
+    if (!isfinite(o.negative_slope))
+        return kiln_model_refuse_layer(model, KILN_ERROR_INVALID_ARGUMENT,
+                                       "kiln_activation_layer", "negative_slope is not finite");
+    /* Keras's default slope is the leaky_relu activation itself (fused,
+     * saved and exported as every activation); another slope is the
+     * layer's own function, the node's activation linear. */
+    if (o.negative_slope == 0.2f)
+        o.negative_slope = 0.0f;
+    return kiln_model_add_layer(model, &kiln_layer_activation, &o, &input, 1, o.name,
+                                o.negative_slope != 0.0f ? KILN_ACTIVATION_LINEAR : activation);
 }
 
 kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,

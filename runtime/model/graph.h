@@ -29,6 +29,9 @@ typedef struct kiln_node_rec {
      * Both belong to the model. */
     char *param_name[KILN_MAX_PARAMS];
     float *param_init[KILN_MAX_PARAMS];
+    /* Nonzero: the ONNX file held it transposed ((out, in), Gemm's transB):
+     * export writes it back so, under the same name. */
+    unsigned char param_transposed[KILN_MAX_PARAMS];
 } kiln_node_rec;
 
 typedef struct kiln_graph {

@@ -429,6 +429,7 @@ int kiln_node_fuses_activation(const kiln_model *m, kiln_node i)
     const kiln_node_rec *node = &m->graph.nodes[i];
     const kiln_activation a = node->activation;
     return a != KILN_ACTIVATION_LINEAR && a != KILN_ACTIVATION_SOFTMAX &&
+           a != KILN_ACTIVATION_LOG_SOFTMAX &&
            !kiln_activation_needs_input(a) && kiln_model_output_index(m, i) < 0 &&
            node->ops->fuses_activation && node->ops->fuses_activation(node->config);
 }

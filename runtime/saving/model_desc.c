@@ -15,7 +15,7 @@
 /* Names of the enumerations, indexed by value. */
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
                                                "gelu", "gelu_tanh", "leaky_relu", "silu",
-                                               "relu6"};
+                                               "relu6", "log_softmax"};
 static const char *const padding_names[] = {"valid", "same", "explicit"};
 static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
@@ -280,6 +280,16 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
                 char name[160];
                 kiln_jw_string(&w, kiln_node_param_name(node, p, name, sizeof name));
             }
+            kiln_jw_end_array(&w);
+        }
+        int transposed = 0;
+        for (int p = 0; p < node->n_params; p++)
+            transposed |= node->param_transposed[p];
+        if (transposed) {   /* written back to ONNX as the file held them */
+            kiln_jw_key(&w, "transposed_weights");
+            kiln_jw_begin_array(&w);
+            for (int p = 0; p < node->n_params; p++)
+                kiln_jw_bool(&w, node->param_transposed[p]);
             kiln_jw_end_array(&w);
         }
         kiln_jw_end_object(&w);
@@ -580,7 +590,8 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
                               const kiln_json *o, kiln_layer_desc *d)
 {
     static const char *const keys[] = {"name", "kind", "inputs", "activation", "device",
-                                       "trainable", "options", "weights"};
+                                       "trainable", "options", "weights",
+                                       "transposed_weights"};
     snprintf(r->where, sizeof r->where, "layer %d: ", (int)index);
     if (o->type != KILN_JSON_OBJECT)
         return malformed(r, "it must be an object, not %s", type_name(o->type));
@@ -645,6 +656,12 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
             return malformed(r, "'weights' must be an array of names");
     if (d->weights && d->weights->type != KILN_JSON_ARRAY)
         return malformed(r, "'weights' must be an array of names");
+    d->transposed = kiln_json_get(o, "transposed_weights");
+    if (d->transposed && d->transposed->type != KILN_JSON_ARRAY)
+        return malformed(r, "'transposed_weights' must be an array of booleans");
+    for (size_t k = 0; d->transposed && k < d->transposed->count; k++)
+        if (d->transposed->items[k].type != KILN_JSON_BOOL)
+            return malformed(r, "'transposed_weights' must be an array of booleans");
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
     char layers[80];
     snprintf(layers, sizeof layers, "%s layers", ops->kind);
@@ -929,6 +946,12 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
         for (int p = 0; l->weights && p < node->n_params; p++)
             if (!(node->param_name[p] = kiln_strdup(m->ctx, l->weights->items[p].text)))
                 return kiln_error_oom(m->ctx, "a weight's name", 160);
+        if (l->transposed && (int)l->transposed->count != node->n_params)
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "%s: layer '%s' lists %d "
+                              "transposed_weights; its kind has %d weights", what, l->name,
+                              (int)l->transposed->count, node->n_params);
+        for (int p = 0; l->transposed && p < node->n_params; p++)
+            node->param_transposed[p] = (unsigned char)l->transposed->items[p].boolean;
     }
     for (int32_t i = 0; i < d->n_layers; i++) {
         const kiln_layer_desc *l = &d->layers[i];

@@ -51,6 +51,9 @@ typedef struct kiln_layer_desc {
     /* "weights": each parameter's own name (an imported model's), in the
      * parsed document; NULL when the file names them "<layer>/<param>". */
     const kiln_json *weights;
+    /* "transposed_weights": per parameter, whether ONNX export writes it
+     * transposed (an imported Gemm's transB weight); NULL: none. */
+    const kiln_json *transposed;
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {

@@ -320,6 +320,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         for (int p = 0; p < node->n_params; p++) {
             l->param_data[p] = flat + node->param_offset[p];
             l->param_names[p] = node->param_name[p];
+            l->param_transposed[p] = node->param_transposed[p];
         }
     }
     if (kiln_onnx_graph_init(&ex.g, &ctx->host, layers, m->graph.n_nodes) != KILN_OK) {

@@ -1,6 +1,7 @@
 /* Private: the ONNX importer's shared state (runtime/saving/onnx_import*.c).
  * onnx_import.c reads the file and walks the graph in order;
  * onnx_import_tensor.c decodes initializers (inline and external data);
+ * onnx_import_fold.c folds integer constants (a Pad's computed pads);
  * onnx_import_ops.c maps each op onto layers, through the layer kinds'
  * import_onnx ops where an op is one kind, and keeps track of layouts. */
 #ifndef KILN_RUNTIME_SAVING_ONNX_IMPORT_H
@@ -35,6 +36,11 @@ typedef struct kiln_import_value {
     const int64_t *ints;       /* an integer constant's values */
     const char *param_of;      /* a constant: the node that took it as a parameter */
     int uses;                  /* nodes (and graph outputs) that read it */
+    /* A Pad's output folded into its one reader (a Conv or AveragePool):
+     * `node`'s value, and the zeros (top, left, bottom, right) the reader
+     * adds to its own pads. */
+    int padded;
+    int32_t pads[4];
 } kiln_import_value;
 
 typedef struct kiln_importer {
@@ -65,6 +71,15 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k);
 
 /* The node's name for messages and layers: its own, or its first output's. */
 const char *kiln_import_node_name(const KilnOnnx__NodeProto *n);
+
+/* Integer constants folded (onnx_import_fold.c): the pads arithmetic
+ * torch.onnx.export writes for nn.ZeroPad2d. */
+kiln_status kiln_import_constant_of_shape(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_slice(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__NodeProto *n);
+int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
 /* A computed value as the model's output: in ONNX's order. */
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);

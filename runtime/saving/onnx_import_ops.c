@@ -8,6 +8,7 @@
 
 #if KILN_HAVE_ONNX
 
+#include "base/hash.h"
 #include "runtime/saving/onnx_import.h"
 
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #define BATCH INT64_MIN
 
 typedef kiln_status (*op_handler)(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
+static int64_t count_of(const kiln_import_value *v);
 
 /* The layer error the model recorded, with the node's name and op. */
 static kiln_status build_error(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -112,7 +115,8 @@ static kiln_status made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_no
 static kiln_status read_attrs(kiln_importer *im, const KilnOnnx__NodeProto *n,
                               kiln_onnx_import *imp)
 {
-    kiln_onnx_in_attr *attrs = kiln_onnx_alloc(&im->mem, (n->n_attribute + 1) * sizeof *attrs);
+    /* Two spare: a folded Pad's pads and count_include_pad (fold_pads). */
+    kiln_onnx_in_attr *attrs = kiln_onnx_alloc(&im->mem, (n->n_attribute + 2) * sizeof *attrs);
     if (!attrs)
         return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
     for (size_t k = 0; k < n->n_attribute; k++) {
@@ -225,6 +229,49 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
     if (!rec->param_name[p] || !rec->param_init[p])
         return kiln_error_oom(ctx, "a parameter", (size_t)size * sizeof(float));
     kiln_onnx_param_convert(t, imp->param_layout[p], rec->param_init[p]);
+    rec->param_transposed[p] = imp->param_layout[p] == KILN_ONNX_PARAM_TRANSPOSED;
+    return KILN_OK;
+}
+
+/* The attribute `name` of imp, appended (read_attrs left room for two) when
+ * absent. */
+static kiln_onnx_in_attr *set_attr(kiln_onnx_import *imp, const char *name)
+{
+    kiln_onnx_in_attr *a = (kiln_onnx_in_attr *)kiln_onnx_find_attr(imp, name);
+    if (!a) {
+        a = (kiln_onnx_in_attr *)&imp->attrs[imp->n_attrs++];
+        *a = (kiln_onnx_in_attr){.name = name};
+    }
+    return a;
+}
+
+/* A Pad that import_pad folded into this Conv or AveragePool (pad_foldable
+ * said it may): its zeros added to the node's own pads. An AveragePool
+ * then counts its pads (count_include_pad 1): the Pad's zeros are values
+ * it averages. */
+static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
+                             const kiln_import_value *v)
+{
+    if (strcmp(imp->op, "AveragePool") == 0) {
+        kiln_onnx_in_attr *count = set_attr(imp, "count_include_pad");
+        count->kind = KILN_ONNX_IN_INT;
+        count->i = 1;
+    }
+    const kiln_onnx_in_attr *own = kiln_onnx_find_attr(imp, "pads");
+    if (own && (own->kind != KILN_ONNX_IN_INTS || own->n_ints != 4))
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): attribute "
+                          "'pads' must be 4 ints (2-D windows)", imp->node, imp->op);
+    int64_t *sum = kiln_onnx_alloc(&im->mem, 4 * sizeof *sum);
+    if (!sum)
+        return kiln_error_oom(im->ctx, "attributes", im->mem.oom_bytes);
+    for (int a = 0; a < 4; a++)   /* (top, left, bottom, right) both */
+        sum[a] = (own ? own->ints[a] : 0) + v->pads[a];
+    kiln_onnx_in_attr *pads = set_attr(imp, "pads");
+    pads->kind = KILN_ONNX_IN_INTS;
+    pads->ints = sum;
+    pads->n_ints = 4;
+    imp->in[0].dims[2] -= v->pads[0] + v->pads[2];
+    imp->in[0].dims[3] -= v->pads[1] + v->pads[3];
     return KILN_OK;
 }
 
@@ -244,6 +291,9 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     if (n->n_input < 1 || !*n->input[0])
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
                           name, n->op_type);
+    const kiln_import_value *in0 = kiln_import_find(im, n->input[0]);
+    if (in0 && in0->padded && (st = fold_pads(im, &imp, in0)) != KILN_OK)
+        return st;
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
@@ -272,7 +322,7 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         st = take_param(im, n, &imp, node, p);
     if (st != KILN_OK)
         return st;
-    if (imp.out_rank) {   /* GlobalAveragePool's (N, C, 1, 1) */
+    if (imp.out_rank) {   /* GlobalAveragePool's (N, C, 1, 1), ReduceMean's (N, C) */
         st = made(im, n, node, 0, NULL);
         kiln_import_value *v = kiln_import_find(im, n->output[0]);
         if (st == KILN_OK)
@@ -337,8 +387,9 @@ static kiln_status import_constant(kiln_importer *im, const KilnOnnx__NodeProto 
 }
 
 /* Cast of a constant to float, folded: PyTorch writes F.relu6's bounds as
- * Constant -> Cast -> Clip. A cast of a computed value, or to another
- * type, is refused. */
+ * Constant -> Cast -> Clip; of an integer constant to int64, as it writes
+ * nn.ZeroPad2d's pads. A cast of a computed value, or to another type, is
+ * refused. */
 static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
@@ -347,9 +398,21 @@ static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
         if (strcmp(n->attribute[k]->name, "to") == 0)
             to = n->attribute[k]->i;
     kiln_import_value *in = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (to == KILN_ONNX_INT64 && in && !in->computed && in->ints) {
+        /* An integer constant to int64 (nn.ZeroPad2d's pads): the same. */
+        const kiln_import_value copy = *in;
+        kiln_import_value *v = kiln_import_add_value(im, n->output[0]);
+        if (!v)
+            return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+        *v = copy;
+        v->name = n->output[0];
+        v->param_of = NULL;
+        return KILN_OK;
+    }
     if (to != KILN_ONNX_FLOAT || !in || in->computed || (!in->f && !in->ints))
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Cast): kiln folds a "
-                          "cast of a constant to float (to = 1) only; this one casts %s to %lld",
+                          "cast of a constant to float (to = 1) or of an integer constant to "
+                          "int64 (to = 7) only; this one casts %s to %lld",
                           name, in && in->computed ? "a computed value" : "no constant",
                           (long long)to);
     int64_t count = 1;
@@ -400,12 +463,134 @@ static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = kiln_import_node_name(n)}), 0, NULL);
 }
 
+/* A Transpose of a float constant, folded (PyTorch's older exporter
+ * writes Linear without a bias as Transpose(W) -> MatMul): perm as ONNX
+ * has it, the axes reversed when absent. */
+static kiln_status fold_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  const kiln_import_value *in,
+                                  const KilnOnnx__AttributeProto *perm)
+{
+    const char *name = kiln_import_node_name(n);
+    const int rank = in->rank;
+    int64_t p[KILN_MAX_RANK + 1], dims[KILN_MAX_RANK + 1], stride[KILN_MAX_RANK + 1];
+    int seen = 0, ok = !perm || perm->n_ints == (size_t)rank;
+    for (int d = 0; ok && d < rank; d++) {
+        p[d] = perm ? perm->ints[d] : rank - 1 - d;
+        ok = p[d] >= 0 && p[d] < rank && !(seen & (1 << p[d]));
+        seen |= ok ? 1 << p[d] : 0;
+    }
+    if (!ok)
+        return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Transpose): perm is "
+                          "not a permutation of its constant's %d axes", name, rank);
+    int64_t count = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        stride[d] = count;
+        count *= in->dims[d];
+    }
+    for (int d = 0; d < rank; d++)
+        dims[d] = in->dims[p[d]];
+    const float *src = in->f;   /* the value table may move under add_value */
+    float *f = kiln_onnx_alloc(&im->mem, (size_t)(count + 1) * sizeof *f);
+    kiln_import_value *v = f ? kiln_import_add_value(im, n->output[0]) : NULL;
+    if (!v)
+        return kiln_error(im->ctx, KILN_ERROR_OUT_OF_MEMORY, CALL ": node '%s' (Transpose): out "
+                          "of memory", name);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t rest = k, at = 0;
+        for (int d = rank - 1; d >= 0; d--) {
+            at += rest % dims[d] * stride[p[d]];
+            rest /= dims[d];
+        }
+        f[k] = src[at];
+    }
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+    v->f = f;
+    return KILN_OK;
+}
+
+/* Transpose: of a constant, folded; of a computed value, the batch kept
+ * first. Of a 4-D value, perm (0, 2, 3, 1) and (0, 3, 1, 2) change its
+ * layout only, as kiln's own ONNX export writes them around each
+ * channels-last layer: the result is the value in its other layout, read
+ * as held, and no layer is added. Any other perm is a Permute of the value
+ * in ONNX's order. */
+static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    const KilnOnnx__AttributeProto *perm = NULL;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        if (strcmp(n->attribute[k]->name, "perm") != 0)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Transpose): "
+                              "attribute '%s' is not supported (Transpose reads perm)", name,
+                              n->attribute[k]->name);
+        perm = n->attribute[k];
+    }
+    kiln_import_value *c = n->n_input > 0 ? kiln_import_find(im, n->input[0]) : NULL;
+    if (c && !c->computed && c->f)
+        return fold_transpose(im, n, c, perm);
+    if (c && !c->computed && c->ints)   /* nn.ZeroPad2d's pads arithmetic */
+        return kiln_import_transpose(im, n);
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    /* Without perm, ONNX reverses the axes, the batch moved last. */
+    int seen = 0, ok = perm && perm->n_ints == (size_t)v->rank && perm->ints[0] == 0;
+    for (size_t d = 0; ok && d < perm->n_ints; d++) {
+        ok = perm->ints[d] >= 0 && perm->ints[d] < v->rank && !(seen & (1 << perm->ints[d]));
+        seen |= ok ? 1 << perm->ints[d] : 0;
+    }
+    if (!ok)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Transpose): perm "
+                          "must be given, a permutation of the input's %d axes that keeps the "
+                          "batch (axis 0) first", name, v->rank);
+    const int64_t *p = perm->ints;
+    const int to_cl = v->rank == 4 && p[1] == 2 && p[2] == 3 && p[3] == 1;
+    const int from_cl = v->rank == 4 && p[1] == 3 && p[2] == 1 && p[3] == 2;
+    if (!to_cl && !from_cl) {
+        int32_t dims[KILN_MAX_RANK];
+        for (int d = 1; d < v->rank; d++)
+            dims[d - 1] = (int32_t)p[d];   /* Keras counts a sample's axes from 1, as ONNX here */
+        kiln_node in;
+        st = in_layout(im, v, 0, &in);
+        if (st != KILN_OK)
+            return st;
+        return made(im, n, kiln_permute(im->m, in, v->rank - 1, dims,
+                                        &(kiln_permute_options){
+                                            .struct_size = sizeof(kiln_permute_options),
+                                            .name = name}), 0, NULL);
+    }
+    /* (0, 2, 3, 1): the channels-last form of v, read in ONNX's order;
+     * (0, 3, 1, 2): v read in ONNX's order is the result's channels-last
+     * form. */
+    kiln_node node;
+    st = in_layout(im, v, to_cl, &node);
+    if (st != KILN_OK)
+        return st;
+    int64_t dims[4];
+    for (int d = 0; d < 4; d++)
+        dims[d] = v->dims[p[d]];
+    kiln_import_value *out = kiln_import_add_value(im, n->output[0]);   /* v may move */
+    if (!out)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    out->computed = 1;
+    out->node = node;
+    out->cl = from_cl && im->m->graph.nodes[node].shape.rank == 3;   /* a (C) is both */
+    out->rank = 4;
+    memcpy(out->dims, dims, sizeof dims);
+    return KILN_OK;
+}
+
 /* Reshape to a constant shape whose first entry keeps the batch (0, or -1
  * when the rest is known); 0 elsewhere copies the input's dimension. */
 static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
     kiln_import_value *v, *shape = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    const kiln_import_value *data = kiln_import_find(im, n->input[0]);
+    if (data && !data->computed && data->ints)
+        return kiln_import_reshape_constant(im, n);
     kiln_status st = computed(im, n, 0, &v);
     if (st != KILN_OK)
         return st;
@@ -463,8 +648,42 @@ static kiln_status import_reshape(kiln_importer *im, const KilnOnnx__NodeProto *
                                             .name = name}), 0, NULL);
 }
 
-/* A Pad that pads nothing (PyTorch's AvgPool2d writes one before its
- * AveragePool) passes its input on; kiln has no padding layer yet. */
+/* Nonzero when Pad output `value`'s one reader r can take the Pad into its
+ * own explicit pads: a Conv, or an AveragePool without ceil_mode (a last
+ * window past the padding would count otherwise) whose own pads are none
+ * or counted (count_include_pad 1), either with auto_pad NOTSET and 2-D
+ * pads. */
+static int pad_foldable(const KilnOnnx__NodeProto *r, const char *value)
+{
+    const int conv = strcmp(r->op_type, "Conv") == 0;
+    if ((!conv && strcmp(r->op_type, "AveragePool") != 0) || (r->domain && *r->domain) ||
+        r->n_input < 1 || strcmp(r->input[0], value) != 0)
+        return 0;
+    int own = 0, counted = 0;
+    for (size_t k = 0; k < r->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = r->attribute[k];
+        if (strcmp(a->name, "auto_pad") == 0 &&
+            !(a->s.len == 6 && memcmp(a->s.data, "NOTSET", 6) == 0))
+            return 0;
+        if (strcmp(a->name, "pads") == 0) {
+            if (a->type != KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS || a->n_ints != 4)
+                return 0;
+            for (int d = 0; d < 4; d++)
+                own |= a->ints[d] != 0;
+        }
+        if (strcmp(a->name, "ceil_mode") == 0 && a->i != 0)
+            return 0;
+        if (strcmp(a->name, "count_include_pad") == 0)
+            counted = a->i == 1;
+    }
+    return conv || !own || counted;
+}
+
+/* Pad in constant mode with value 0 over H and W of a 4-D value: one that
+ * pads nothing passes its input on (PyTorch's AvgPool2d writes one before
+ * its AveragePool); one that pads is folded into the Conv or AveragePool
+ * that alone reads it where it can be (pad_foldable; exact, and no layer
+ * more), else a ZeroPadding2D layer. */
 static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     const char *name = kiln_import_node_name(n);
@@ -472,20 +691,81 @@ static kiln_status import_pad(kiln_importer *im, const KilnOnnx__NodeProto *n)
     kiln_status st = computed(im, n, 0, &v);
     if (st != KILN_OK)
         return st;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        const KilnOnnx__AttributeProto *a = n->attribute[k];
+        const int constant = a->s.len == 8 && memcmp(a->s.data, "constant", 8) == 0;
+        if (strcmp(a->name, "mode") != 0 || !constant)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): "
+                              "attribute '%s'%s%.*s%s is not supported; kiln pads in mode "
+                              "'constant' only", name, a->name, strcmp(a->name, "mode") ? ""
+                              : " '", strcmp(a->name, "mode") ? 0 : (int)a->s.len,
+                              strcmp(a->name, "mode") ? "" : (const char *)a->s.data,
+                              strcmp(a->name, "mode") ? "" : "'");
+    }
     if (!pads || pads->computed || !pads->ints)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): its pads "
                           "must be a constant int64 tensor", name);
-    int64_t count = pads->rank ? pads->dims[0] : 1;
+    if (n->n_input > 2 && *n->input[2]) {
+        const kiln_import_value *c = kiln_import_find(im, n->input[2]);
+        const int zero = !c->computed && count_of(c) == 1 &&
+                         (c->f ? c->f[0] == 0.0f : c->ints && c->ints[0] == 0);
+        if (!zero)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): input 2 "
+                              "(constant_value) '%s' is not the constant 0; kiln pads with "
+                              "zeros only", name, n->input[2]);
+    }
+    if (n->n_input > 3 && *n->input[3])
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): input 3 "
+                          "(axes) is given; kiln reads pads for every axis", name);
+    const int64_t count = pads->rank ? pads->dims[0] : 1;
+    int any = 0;
     for (int64_t k = 0; k < count; k++)
-        if (pads->ints[k] != 0)
-            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads[%lld] "
-                              "is %lld; kiln imports a Pad of all zeros only (no padding layer "
-                              "yet)", name, (long long)k, (long long)pads->ints[k]);
-    const kiln_node node = kiln_activation_layer(
-        im->m, v->node, KILN_ACTIVATION_LINEAR,
-        &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
-                                         .name = name});
-    return made(im, n, node, v->cl, v);
+        any |= pads->ints[k] != 0;
+    if (!any) {
+        const kiln_node node = kiln_activation_layer(
+            im->m, v->node, KILN_ACTIVATION_LINEAR,
+            &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                             .name = name});
+        return made(im, n, node, v->cl, v);
+    }
+    if (v->rank != 4 || count != 8)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads a "
+                          "%d-D value; kiln pads H and W of a 4-D (N, C, H, W) value only",
+                          name, v->rank);
+    /* ONNX's pads: the begins of the 4 axes, then their ends. */
+    const int64_t *p = pads->ints;
+    for (int a = 0; a < 8; a++)
+        if ((a % 4 < 2 && p[a] != 0) || p[a] < 0 || p[a] > 65535)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Pad): pads[%d] "
+                              "is %lld; kiln pads H and W (pads 2, 3, 6, 7) by 0 to 65535 only",
+                              name, a, (long long)p[a]);
+    size_t reader = 0;
+    const KilnOnnx__NodeProto *r = readers(im, n->output[0], &reader) == 1 ? im->g->node[reader]
+                                                                            : NULL;
+    if (!r || !pad_foldable(r, n->output[0])) {
+        kiln_node in;
+        st = in_layout(im, v, 1, &in);
+        if (st != KILN_OK)
+            return st;
+        const kiln_zero_padding2d_options o = {
+            .struct_size = sizeof o, .name = name,
+            .padding = {(int32_t)p[2], (int32_t)p[6], (int32_t)p[3], (int32_t)p[7]}};
+        return made(im, n, kiln_zero_padding2d(im->m, in, &o), 1, NULL);
+    }
+    const kiln_import_value copy = *v;
+    kiln_import_value *out = kiln_import_add_value(im, n->output[0]);
+    if (!out)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    *out = copy;
+    out->name = n->output[0];
+    out->padded = 1;
+    out->pads[0] = (int32_t)p[2];
+    out->pads[1] = (int32_t)p[3];
+    out->pads[2] = (int32_t)p[6];
+    out->pads[3] = (int32_t)p[7];
+    out->dims[2] += p[2] + p[6];
+    out->dims[3] += p[3] + p[7];
+    return KILN_OK;
 }
 
 /* ---- shape arithmetic, folded --------------------------------------------
@@ -637,8 +917,45 @@ static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto
     return KILN_OK;
 }
 
-/* Concat of 1-D integer constants folds; of computed values it is the
- * concatenate kind's. */
+/* Concat of more computed values than a layer joins (8, as torchvision's
+ * densenet writes up to 48): joined in chunks, each after the first taking
+ * the one before as its first input (a join of joins along one axis is
+ * the same join). The chunks are layers "<node>/part<k>"; the last keeps
+ * the node's name and makes its output. */
+static kiln_status import_concat_chunks(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const char *name = kiln_import_node_name(n);
+    char *prev = NULL;
+    size_t at = 0;
+    for (int part = 0; at < n->n_input; part++) {
+        char *inputs[KILN_ONNX_MAX_NODE_INPUTS];
+        size_t count = 0;
+        if (prev)
+            inputs[count++] = prev;
+        while (count < KILN_ONNX_MAX_NODE_INPUTS && at < n->n_input)
+            inputs[count++] = n->input[at++];
+        KilnOnnx__NodeProto chunk = *n;
+        char *out = n->output[0];
+        if (at < n->n_input) {
+            out = kiln_onnx_printf(&im->mem, "%s/part%d", n->output[0], part);
+            chunk.name = kiln_onnx_printf(&im->mem, "%s/part%d", name, part);
+            if (!out || !chunk.name)
+                return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
+        }
+        chunk.input = inputs;
+        chunk.n_input = count;
+        chunk.output = &out;
+        chunk.n_output = 1;
+        const kiln_status st = import_kind(im, &chunk, &kiln_layer_concatenate, NULL);
+        if (st != KILN_OK)
+            return st;
+        prev = out;
+    }
+    return KILN_OK;
+}
+
+/* Concat of 1-D integer constants folds; of one computed value it passes
+ * it on; of several it is the concatenate kind's. */
 static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     int constants = 1;
@@ -648,6 +965,21 @@ static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n
         constants = v && !v->computed && v->ints && v->rank == 1;
         total += constants ? v->dims[0] : 0;
     }
+    if (!constants && n->n_input == 1) {
+        /* Of one value: that value (torchvision's densenet joins a list of
+         * one input in each block's first layer). */
+        kiln_import_value *in;
+        const kiln_status st = computed(im, n, 0, &in);
+        if (st != KILN_OK)
+            return st;
+        const kiln_node node = kiln_activation_layer(
+            im->m, in->node, KILN_ACTIVATION_LINEAR,
+            &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
+                                             .name = kiln_import_node_name(n)});
+        return made(im, n, node, in->cl, in);
+    }
+    if (!constants && n->n_input > KILN_ONNX_MAX_NODE_INPUTS)
+        return import_concat_chunks(im, n);
     if (!constants)
         return import_kind(im, n, &kiln_layer_concatenate, NULL);
     for (size_t k = 0; k < n->n_attribute; k++)
@@ -667,6 +999,14 @@ static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n
         at += v->dims[0];
     }
     return KILN_OK;
+}
+
+/* Add of integer constants folds; of computed values it is the add
+ * kind's. */
+static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    return kiln_import_all_ints(im, n) ? kiln_import_arithmetic(im, n)
+                                       : import_kind(im, n, &kiln_layer_add, NULL);
 }
 
 /* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
@@ -700,36 +1040,62 @@ static const struct {
     op_handler handler;           /* a handler here */
 } ops[] = {
     {.op = "Conv", .kind = &kiln_layer_conv2d},
+    {.op = "ConvTranspose", .kind = &kiln_layer_conv2d_transpose},
     {.op = "BatchNormalization", .kind = &kiln_layer_batch_norm},
     {.op = "Gemm", .kind = &kiln_layer_dense},
     {.op = "MatMul", .handler = import_matmul},
     {.op = "MaxPool", .kind = &kiln_layer_max_pooling2d},
+    {.op = "GlobalMaxPool", .kind = &kiln_layer_global_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
+    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation},
+    {.op = "LogSoftmax", .kind = &kiln_layer_activation},
     {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
-    {.op = "Add", .kind = &kiln_layer_add},
+    {.op = "Add", .handler = import_add},
+    {.op = "Sub", .handler = kiln_import_arithmetic},
+    {.op = "Mul", .handler = kiln_import_arithmetic},
     {.op = "Concat", .handler = import_concat},
     {.op = "Identity", .handler = import_identity},
     {.op = "Constant", .handler = import_constant},
     {.op = "Cast", .handler = import_cast},
     {.op = "Flatten", .handler = import_flatten},
     {.op = "Reshape", .handler = import_reshape},
+    {.op = "Transpose", .handler = import_transpose},
     {.op = "Pad", .handler = import_pad},
     {.op = "Shape", .handler = import_shape},
     {.op = "Gather", .handler = import_gather},
     {.op = "Unsqueeze", .handler = import_unsqueeze},
+    {.op = "ConstantOfShape", .handler = kiln_import_constant_of_shape},
+    {.op = "Slice", .handler = kiln_import_slice},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
 {
     const KilnOnnx__NodeProto *n = im->g->node[k];
     const char *name = kiln_import_node_name(n);
+    /* kiln's layer names hold up to 63 bytes; PyTorch's node names run
+     * longer in deep networks (mnasnet's "/layers/layers.10/layers.10.0/
+     * layers/layers.1/BatchNormalization"): such a node and its layers are
+     * named "<8 hex digits of the whole name's hash>~<its last 54 bytes>",
+     * stable and unique in practice. */
+    KilnOnnx__NodeProto renamed;
+    const size_t len = strlen(name);
+    if (len > 63) {
+        char *s = kiln_onnx_printf(&im->mem, "%08x~%s", (unsigned)(kiln_hash(KILN_HASH_SEED, name,
+                                   len) & 0xffffffffu), name + len - 54);
+        if (!s)
+            return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
+        renamed = *n;
+        renamed.name = s;
+        n = &renamed;
+        name = s;
+    }
     const char *op = n->op_type ? n->op_type : "";
     size_t i = 0;
     const int onnx_domain = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;

@@ -40,7 +40,7 @@ helps() {   # helps NEEDLE COMMAND...
     grep -qF -- "$needle" "$work/help.txt" ||
         { cat "$work/help.txt" "$work/help.err"; fail "$*: no '$needle' on stdout"; }
 }
-for command in "" summary predict evaluate export-onnx; do
+for command in "" summary predict evaluate fit export-onnx; do
     # shellcheck disable=SC2086   # no command: kiln --help itself
     helps "usage: kiln summary MODEL" "$kiln" $command --help
 done
@@ -138,7 +138,7 @@ expect 1 "cannot write" "$kiln" predict "$model" "$x" "$work/no/such/dir/y.npy" 
 expect 2 "usage:" "$kiln" predict "$model" "$x"
 expect 2 "usage:" "$kiln" frobnicate
 expect 2 "--batch needs a whole number" "$kiln" predict "$model" "$x" "$work/y.npy" --batch 0
-expect 2 "--batch and --scale are for predict and evaluate" "$kiln" summary "$model" --batch 4
+expect 2 "--batch is not an option of summary" "$kiln" summary "$model" --batch 4
 if "$kiln" export-onnx "$model" "$work/m.onnx" > "$work/out.txt" 2>&1; then
     [ -s "$work/m.onnx" ] || fail "export-onnx wrote nothing"
 else

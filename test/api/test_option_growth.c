@@ -438,6 +438,11 @@ static void add_global_pool(kiln_model *m, const void *o)
     const int32_t dims[] = {2, 3, FEATURES};
     kiln_global_average_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
 }
+static void add_global_max_pool(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, 3, FEATURES};
+    kiln_global_max_pooling2d(m, kiln_input(m, 3, dims, NULL), o);
+}
 static void add_activation(kiln_model *m, const void *o)
 {
     kiln_activation_layer(m, vector_input(m), KILN_ACTIVATION_RELU, o);
@@ -475,7 +480,7 @@ static void test_name_options(kiln_context *ctx)
         {.build = add_input, .at = 0, .default_name = "input_layer"},
         {.build = add_flatten, .at = 1, .default_name = "flatten"},
         {.build = add_global_pool, .at = 1, .default_name = "global_average_pooling2d"},
-        {.build = add_activation, .at = 1, .default_name = "activation"},
+        {.build = add_global_max_pool, .at = 1, .default_name = "global_max_pooling2d"},
         {.build = add_reshape, .at = 1, .default_name = "reshape"},
         {.build = add_add, .at = 1, .default_name = "add"},
         {.build = add_dot, .at = 1, .default_name = "dot"},
@@ -497,7 +502,6 @@ static void test_name_options(kiln_context *ctx)
     }
     CHECK(sizeof(kiln_input_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_global_pool2d_options) == sizeof(kiln_flatten_options) &&
-          sizeof(kiln_activation_layer_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_reshape_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_add_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_dot_options) == sizeof(kiln_flatten_options));
@@ -517,6 +521,26 @@ static void test_name_options(kiln_context *ctx)
     join.known.struct_size = offsetof(kiln_concatenate_options, axis);
     CHECK_OK(ctx, compile_with(ctx, add_concatenate, &join, 1, name));   /* axis not read */
     CHECK(strcmp(name, "join") == 0);
+
+    /* kiln_activation_layer_options: its negative_slope too, which only
+     * leaky_relu takes (add_activation builds a ReLU). */
+    struct {
+        kiln_activation_layer_options known;
+        double later;
+    } act = {.known = {.struct_size = sizeof act, .name = "act"}, .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_activation, NULL, 1, name));
+    CHECK(strcmp(name, "activation") == 0);
+    CHECK_OK(ctx, compile_with(ctx, add_activation, &act, 1, name));
+    CHECK(strcmp(name, "act") == 0);
+    act.known.negative_slope = 0.1f;   /* read, and not ReLU's: refused */
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "negative_slope is leaky_relu's",
+                compile_with(ctx, add_activation, &act, 1, name));
+    act.known.struct_size = offsetof(kiln_activation_layer_options, negative_slope);
+    CHECK_OK(ctx, compile_with(ctx, add_activation, &act, 1, name));   /* slope not read */
+    CHECK(strcmp(name, "act") == 0);
+    act.known.struct_size = offsetof(kiln_activation_layer_options, name);
+    CHECK_OK(ctx, compile_with(ctx, add_activation, &act, 1, name));
+    CHECK(strcmp(name, "activation") == 0);
 }
 
 /* kiln_batch_arrays: a newer caller's longer struct, and an older one

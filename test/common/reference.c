@@ -239,6 +239,16 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
                 yr[j] = exp(zr[j] - m) / s;
             continue;
         }
+        if (act == KILN_ACTIVATION_LOG_SOFTMAX) {
+            double m = zr[0], s = 0;
+            for (int j = 1; j < cols; j++)
+                m = zr[j] > m ? zr[j] : m;
+            for (int j = 0; j < cols; j++)
+                s += exp(zr[j] - m);
+            for (int j = 0; j < cols; j++)
+                yr[j] = zr[j] - m - log(s);
+            continue;
+        }
         for (int j = 0; j < cols; j++) {
             const double v = zr[j];
             yr[j] = act == KILN_ACTIVATION_RELU         ? (v > 0 ? v : 0)
@@ -267,6 +277,14 @@ void ref_activation_backward(kiln_activation act, const double *y, const double 
                 dot += gr[j] * yr[j];
             for (int j = 0; j < cols; j++)
                 dr[j] = yr[j] * (gr[j] - dot);
+            continue;
+        }
+        if (act == KILN_ACTIVATION_LOG_SOFTMAX) {   /* dy - softmax sum(dy) */
+            double sum = 0;
+            for (int j = 0; j < cols; j++)
+                sum += gr[j];
+            for (int j = 0; j < cols; j++)
+                dr[j] = gr[j] - exp(yr[j]) * sum;
             continue;
         }
         for (int j = 0; j < cols; j++) {

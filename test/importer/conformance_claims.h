@@ -17,6 +17,7 @@ typedef struct conformance_op {
 
 static const conformance_op conformance_ops[] = {
     {.op = "Conv", .data_inputs = 1},
+    {.op = "ConvTranspose", .data_inputs = 1},
     {.op = "BatchNormalization", .data_inputs = 1},
     {.op = "Gemm", .data_inputs = 1},
     {.op = "MatMul", .data_inputs = 1},
@@ -38,6 +39,10 @@ static const conformance_op conformance_ops[] = {
     {.op = "Flatten", .data_inputs = 1},
     {.op = "Reshape", .data_inputs = 1},
     {.op = "Pad", .data_inputs = 1},
+    {.op = "Transpose", .data_inputs = 1},
+    {.op = "GlobalMaxPool", .data_inputs = 1},
+    {.op = "ReduceMean", .data_inputs = 1},
+    {.op = "LogSoftmax", .data_inputs = 1},
 };
 
 /* A refusal docs/importing.md documents: an import that fails with
@@ -66,6 +71,8 @@ static const conformance_limit conformance_limits[] = {
     /* The op table */
     {.op = "Conv", .needle = "kiln imports 2-D convolutions",
      .reason = "1-D or 3-D convolution (2-D only)"},
+    {.op = "ConvTranspose", .needle = "kiln imports 2-D transposed convolutions",
+     .reason = "1-D or 3-D transposed convolution (2-D only)"},
     {.op = "BatchNormalization", .needle = "kiln supports 2-D (N, C) and 4-D",
      .reason = "3-D or 5-D input (2-D and 4-D only)"},
     {.op = "Gemm", .needle = "attribute 'transA' is", .reason = "transA 1"},
@@ -79,11 +86,13 @@ static const conformance_limit conformance_limits[] = {
      .reason = "dilations other than 1"},
     {.op = "AveragePool", .needle = "kiln pools 4-D (N, C, H, W) values",
      .reason = "1-D or 3-D pooling (2-D only)"},
-    {.op = "LeakyRelu", .needle = "kiln's leaky_relu has slope 0.2 only",
-     .reason = "alpha other than 0.2"},
     {.op = "Clip", .needle = "kiln imports (0, 6) as ReLU6 and (0, none) as ReLU",
      .reason = "bounds other than (0, 6) and (0, none)"},
     {.op = "Softmax", .needle = "kiln supports the last axis", .reason = "an axis not the last"},
+    {.op = "LogSoftmax", .needle = "kiln supports the last axis",
+     .reason = "an axis not the last (nor the channels of a 4-D value)"},
+    {.op = "ReduceMean", .needle = "kiln reduces axes (2, 3) of 4-D",
+     .reason = "a reduction other than over H and W of a 4-D value"},
     {.op = "Concat", .needle = "must name an axis of a sample", .reason = "the batch axis"},
     {.op = "Flatten", .needle = "kiln supports 1 (the batch kept)", .reason = "axis other than 1"},
     {.op = "Reshape", .needle = "kiln keeps the batch first",
@@ -93,8 +102,12 @@ static const conformance_limit conformance_limits[] = {
     {.op = "Reshape", .needle = "Reshape reads allowzero 0", .reason = "allowzero 1"},
     {.op = "Cast", .needle = "kiln folds a cast of a constant to float",
      .reason = "a cast of a computed value (constants only)"},
-    {.op = "Pad", .needle = "kiln imports a Pad of all zeros only",
-     .reason = "nonzero pads (no padding layer yet)"},
+    {.op = "Pad", .needle = "kiln pads with zeros only",
+     .reason = "a fill value other than 0"},
+    {.op = "Pad", .needle = "kiln pads in mode 'constant' only",
+     .reason = "mode reflect or edge"},
+    {.op = "Transpose", .needle = "that keeps the batch (axis 0) first",
+     .reason = "a perm that moves the batch, or none (the axes reversed)"},
 };
 
 #endif

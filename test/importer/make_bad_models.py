@@ -43,6 +43,66 @@ def save(outdir, name, g, opset=17, ir=8):
     onnx.save(m, os.path.join(outdir, name + ".onnx"))
 
 
+def between(out):
+    """Graphs of one node between the Conv and the Flatten (or two, the
+    second reading the first's output) that kiln refuses."""
+    def one(name, *nodes, consts=()):
+        chain = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv")] + list(nodes)
+        chain += [helper.make_node("Flatten", [nodes[-1].output[0]], ["f"], name="flatten"),
+                  helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        inits = [init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
+                 init("fc_b", (3,), 4)]
+        inits += [numpy_helper.from_array(np.array(v), k) for k, v in consts]
+        save(out, name, graph(nodes=chain, inits=inits))
+
+    node = helper.make_node
+    # ReduceMean over the channels; over every axis (no axes).
+    one("reduce_axes", node("ReduceMean", ["c"], ["r"], name="mean", axes=[1]))
+    one("reduce_all", node("ReduceMean", ["c"], ["r"], name="mean"))
+    # Softmax and LogSoftmax over H.
+    one("softmax_axis", node("Softmax", ["c"], ["r"], name="soft", axis=2))
+    one("log_softmax_axis", node("LogSoftmax", ["c"], ["r"], name="logsoft", axis=-2))
+    # Pads kiln refuses: reflected, of 1, on the channels (test_import's
+    # pad_conv and pad_layer import the others).
+    pads = ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    w2 = ("w2", np.ones((3, 3, 1, 1), np.float32))
+    one("pad_reflect", node("Pad", ["c", "pads"], ["p"], name="pad", mode="reflect"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"), consts=[pads, w2])
+    one("pad_value", node("Pad", ["c", "pads", "one"], ["p"], name="pad"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"),
+        consts=[pads, w2, ("one", np.array(1.0, np.float32))])
+    one("pad_channels", node("Pad", ["c", "pads"], ["p"], name="pad"),
+        node("Conv", ["p", "w2"], ["r"], name="conv2"),
+        consts=[w2, ("pads", np.array([0, 1, 1, 1, 0, 0, 1, 1], np.int64))])
+    # Integer arithmetic on computed values (kiln folds it on constants).
+    one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
+        consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
+    one("transpose_computed", node("Transpose", ["c"], ["r"], name="transpose",
+                                   perm=[0, 1, 3, 2]))
+    one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
+    # Training-form BatchNormalization whose running mean a node reads.
+    stats = [("s", np.ones(3, np.float32)), ("bb", np.zeros(3, np.float32)),
+             ("m", np.zeros(3, np.float32)), ("v", np.ones(3, np.float32))]
+    one("bn_stats_read", node("BatchNormalization", ["c", "s", "bb", "m", "v"],
+                              ["n", "running_mean", "running_var"], name="bn", training_mode=1),
+        node("Add", ["n", "running_mean"], ["r"], name="add"), consts=stats)
+    # GlobalMaxPool of a 2-D value.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    for name, gemm in (("gemm_trans_a", dict(transA=1)), ("gemm_alpha", dict(alpha=0.5))):
+        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", **gemm)]
+        save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
+                                                              init("gb", (4,), 9)]))
+    # Gemm's C as one row (1, 4), which imports, and as one value, which a
+    # trained bias of 4 values would not stay.
+    for name, shape in (("gemm_row_bias", (1, 4)), ("gemm_scalar_bias", (1,))):
+        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", transB=1)]
+        save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
+                                                              init("gb", shape, 9)]))
+    nodes = [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")]
+    save(out, "global_max_2d", helper.make_graph(nodes, "g", [x], [y], []))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -89,6 +149,12 @@ def main():
                                                         init("b", (3,), 2),
                                                         init("fc_w", (3, 12), 3),
                                                         init("fc_b", (3,), 4)] + bounds))
+    # A Transpose that moves the batch (kiln keeps it first).
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Transpose", ["c"], ["t"], name="swap_batch", perm=[1, 0, 2, 3]),
+             helper.make_node("Flatten", ["t"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "transpose_batch", graph(nodes=nodes))
     # Gemm's weight in an external-data file (written whole, and short).
     fc_w = init("fc_w", (3, 12), 3)
     data = fc_w.raw_data
@@ -120,6 +186,12 @@ def main():
     save(out, "long_name", graph(nodes=nodes, inits=[init(long_name, (3, 2, 3, 3), 1),
                                                      init("b", (3,), 2), init("fc_w", (3, 12), 3),
                                                      init("fc_b", (3,), 4)]))
+    # A node name longer than kiln's layer names (63 bytes), as deep
+    # PyTorch networks have: imported under a shortened name.
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="/block" * 12 + "/Conv"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "long_node", graph(nodes=nodes))
     # Dropout with its ratio as a constant input (opset 12 on): imports; a
     # ratio of 1 does not.
     for name, ratio in (("dropout", 0.3), ("dropout_one", 1.0)):
@@ -131,12 +203,13 @@ def main():
             init("w", (3, 2, 3, 3), 1), init("b", (3,), 2), init("fc_w", (3, 12), 3),
             init("fc_b", (3,), 4), numpy_helper.from_array(np.array(ratio, np.float32),
                                                            "ratio")]))
-    # LeakyRelu at PyTorch's default slope, 0.01: kiln's is 0.2.
+    # LeakyRelu of an infinite slope.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
-             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=0.01),
+             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky", alpha=float("inf")),
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "leaky_slope", graph(nodes=nodes))
+    between(out)
     # What the importer's fuzz target found: a node without inputs, an
     # attribute without a name, an initializer without a name.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
@@ -155,6 +228,45 @@ def main():
     save(out, "unnamed_initializer", graph(inits=[init("w", (3, 2, 3, 3), 1), unnamed,
                                                   init("fc_w", (3, 12), 3),
                                                   init("fc_b", (3,), 4)]))
+    # ConvTranspose (W (2, 3, 3, 3): 2 channels in, 3 out), each way kiln
+    # refuses, and output_shape that crops evenly (imported, (3, 8, 8)).
+    for name, attrs in (("convt_auto_pad", dict(auto_pad="SAME", strides=[2, 2])),
+                        ("convt_output_padding", dict(strides=[2, 2], output_padding=[2, 0])),
+                        ("convt_group", dict(group=3)),
+                        ("convt_kernel_shape", dict(kernel_shape=[2, 2])),
+                        ("convt_big_shape", dict(strides=[2, 2], output_shape=[12, 8])),
+                        ("convt_three_values", dict(output_padding=[0, 0, 0])),
+                        ("convt_output_shape", dict(strides=[2, 2], output_padding=[1, 1],
+                                                    output_shape=[8, 8]))):
+        nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up", **attrs),
+                 helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+                 helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+        save(out, name, graph(nodes=nodes, inits=[init("wt", (2, 3, 3, 3), 1),
+                                                  init("b", (3,), 2),
+                                                  init("fc_w", (3, 3 * 8 * 8), 3),
+                                                  init("fc_b", (3,), 4)]))
+    # ConvTranspose of a ramp X (N, 1, 3, 3) by a kernel of ones (1, 1, 3,
+    # 3) at stride 2, its output the graph's: auto_pad SAME_UPPER and
+    # SAME_LOWER, output_shape cropping an odd pixel, and output_shape past
+    # the full output (test_import_errors holds ONNX Runtime's outputs).
+    ones = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "ones")
+    for name, size, attrs in (("convt_upper", 6, dict(auto_pad="SAME_UPPER")),
+                              ("convt_lower", 6, dict(auto_pad="SAME_LOWER")),
+                              ("convt_odd_shape", 6, dict(output_shape=[6, 6])),
+                              ("convt_past_shape", 8, dict(output_shape=[8, 8]))):
+        node = helper.make_node("ConvTranspose", ["x", "ones"], ["y"], name="up", strides=[2, 2],
+                                **attrs)
+        save(out, name, helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 3, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, size, size])],
+            [ones]))
+    # A 1-D ConvTranspose: X (N, 2, 4), W (2, 3, 3).
+    nodes = [helper.make_node("ConvTranspose", ["x", "wt", "b"], ["c"], name="up"),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    save(out, "convt_1d", graph(nodes=nodes, dims=("N", 2, 4),
+                                inits=[init("wt", (2, 3, 3), 1), init("b", (3,), 2),
+                                       init("fc_w", (3, 18), 3), init("fc_b", (3,), 4)]))
     # Two Gemms reading one weight directly: a tied parameter.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])

@@ -1,14 +1,15 @@
 """Small PyTorch networks exported to ONNX for test_import.c (run with
 Debian's /usr/bin/python3, which has torch 1.13):
 
-    make_models.py OUTDIR
+    make_models.py OUTDIR [NAME...]
 
 For each network NAME it writes OUTDIR/NAME.onnx, OUTDIR/NAME.in (the
 input, float32, little-endian, NCHW as the graph declares it),
 OUTDIR/NAME.out (PyTorch's output on it) and a few parameters as
 OUTDIR/NAME.PARAMETER (conv1.weight, bn1.running_var, fc.weight), and lists them in
 OUTDIR/models.txt as "NAME N D1 D2 ... : OUTPUTS" lines. Exits 77 when
-torch is missing. Fixed seeds: the same files every run."""
+torch is missing. Fixed seeds: the same files every run. NAMEs: only
+those networks (test_import passes $KILN_IMPORT_ONLY, to check a few)."""
 import os
 import sys
 
@@ -85,6 +86,21 @@ class ViewNet(nn.Module):
         return self.fc(x.view(x.size(0), -1))
 
 
+class Transposes(nn.Module):
+    """x.permute: to channels-last and back (a change of layout, no layer in
+    kiln), and H and W swapped (a Permute), before a Flatten into Linear;
+    an activation between each, or PyTorch joins the permutes into one."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 5 * 4, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x)).permute(0, 2, 3, 1)
+        x = torch.tanh(x).permute(0, 3, 1, 2)
+        return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -98,6 +114,29 @@ class Mlp(nn.Module):
         x = torch.tanh(self.fc1(x))
         x = nn.functional.leaky_relu(self.fc2(x), 0.2)
         return torch.matmul(x, self.w) + self.b
+
+
+class Decoder(nn.Module):
+    """Upsampling as decoders write it: ConvTranspose2d stride 2 with
+    padding 1 and output_padding 1 (twice the size), one 4x4 stride 2
+    padding 1 without bias, and a grouped, dilated one with uneven
+    strides, padding and output_padding. (ONNX Runtime refuses to run an
+    output_padding at the stride but below the dilation, which PyTorch
+    takes; test_onnx checks how kiln exports one.)"""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
+        self.bn = nn.BatchNorm2d(6)
+        self.up2 = nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False)
+        self.up3 = nn.ConvTranspose2d(4, 2, (3, 2), stride=(1, 2), padding=(2, 0),
+                                      output_padding=(0, 1), dilation=(2, 1), groups=2)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))                    # (8, 5, 5)
+        x = torch.relu(self.bn(self.up1(x)))            # (6, 10, 10)
+        x = torch.tanh(self.up2(x))                     # (4, 20, 20)
+        return torch.sigmoid(self.up3(x))               # (2, 20, 41)
 
 
 class Windows(nn.Module):
@@ -131,6 +170,54 @@ class Windows(nn.Module):
         return self.fc(torch.flatten(self.features(x), 1))
 
 
+class Reduce(nn.Module):
+    """ReduceMean over H and W, with keepdims 1 (into a 1x1 Conv) and 0
+    (into a Linear), and LogSoftmax over the last axis."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.squeeze = nn.Conv2d(6, 4, 1)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        a = torch.flatten(self.squeeze(x.mean([2, 3], keepdim=True)), 1)
+        return torch.log_softmax(a + self.fc(x.mean([2, 3])), dim=1)
+
+
+class Channels(nn.Module):
+    """Softmax and LogSoftmax over the channels (axis 1) of 4-D values,
+    LeakyRelu of PyTorch's slope (0.01) and of 0.3, an AvgPool2d counting
+    its padding (written as a Pad before the pool, folded into it)."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 5, 3)
+        self.conv2 = nn.Conv2d(5, 4, 1)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True)
+
+    def forward(self, x):
+        x = torch.softmax(nn.functional.leaky_relu(self.conv1(x)), dim=1)
+        x = self.pool(nn.functional.leaky_relu(self.conv2(x), 0.3))
+        return torch.log_softmax(x, dim=1)
+
+
+class ZeroPad(nn.Module):
+    """nn.ZeroPad2d, whose pads the exporter computes from constants
+    (ConstantOfShape, Concat, Reshape, Slice, Transpose, Cast: folded):
+    before a Conv (folded into its pads) and before a ReLU (a ZeroPadding2D
+    layer)."""
+    def __init__(self):
+        super().__init__()
+        self.pad1 = nn.ZeroPad2d((2, 1, 0, 3))
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.pad2 = nn.ZeroPad2d((1, 0, 2, 1))
+        self.fc = nn.Linear(4 * 12 * 10, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.pad2(self.conv(self.pad1(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -156,11 +243,14 @@ def export(outdir, name, model, shape, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
     x = torch.randn(*shape)
-    with torch.no_grad():
-        y = model(x)
     torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=17,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
+    # After the export: a training-form export traces the model in train
+    # mode, which moves batch norm's statistics that the file then holds.
+    model.eval()
+    with torch.no_grad():
+        y = model(x)
     write(os.path.join(outdir, name + ".in"), x)
     for pname, value in model.state_dict().items():   # read back by name
         if pname in ("conv1.weight", "bn1.running_var", "fc.weight"):
@@ -169,11 +259,21 @@ def export(outdir, name, model, shape, **kwargs):
     return "%s %s : %d\n" % (name, " ".join(str(d) for d in shape), y.numel())
 
 
+TRAINED = {
+    "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
+    "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
+    "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
+    "zeropad": ("conv.weight", "fc.weight"),
+    "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+}
+
+
 def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     """PyTorch's SGD steps on one fixed batch in train mode (batch norm on
     batch statistics), MSE against fixed targets, from the exported
     weights: NAME.target, and after the steps NAME.trained.PARAMETER for
-    the parameters and statistics write() lists."""
+    the parameters and statistics TRAINED lists, which NAME.trained lists
+    with their shapes ("PARAMETER D1 D2 ..." lines)."""
     torch.manual_seed(11)
     x = torch.randn(*shape)
     with torch.no_grad():
@@ -187,10 +287,94 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
         loss = nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
-    for pname, value in model.state_dict().items():
-        if pname in ("conv1.weight", "bn1.running_var", "bn1.running_mean", "bn1.weight",
-                     "fc.weight"):
-            write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+    with open(os.path.join(outdir, name + ".trained"), "w") as f:
+        for pname, value in model.state_dict().items():
+            if pname in TRAINED[name]:
+                write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
+                f.write("%s %s\n" % (pname, " ".join(str(d) for d in value.shape)))
+
+
+def export_graph(outdir, name, nodes, weights, x, y, opset=17):
+    """A graph written with ONNX's helpers (ops PyTorch 1.13 does not
+    write: a Pad of constant pads before a Conv, GlobalMaxPool, opset 18's
+    ReduceMean), computed in PyTorch as y; weights name -> tensor."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in weights.items()]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
+        "input", TensorProto.FLOAT, ["batch"] + list(x.shape[1:]))], [
+        helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch"] +
+                                      list(y.shape[1:]))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    if opset <= 17:   # Debian's onnx 1.12 knows opsets up to 17
+        onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(outdir, name + ".onnx"))
+    write(os.path.join(outdir, name + ".in"), x)
+    write(os.path.join(outdir, name + ".out"), y)
+    return "%s %s : %d\n" % (name, " ".join(str(d) for d in x.shape), y.numel())
+
+
+def graphs(outdir):
+    """pad_conv: Pad (asymmetric) -> Conv (padded 1) -> GlobalMaxPool ->
+    Flatten -> Gemm; reduce18: Conv -> ReduceMean (axes an input, opset 18,
+    keepdims 0) -> Gemm."""
+    from onnx import helper
+    F = nn.functional
+    torch.manual_seed(5)
+    x = torch.randn(2, 3, 7, 6)
+    w, b = torch.randn(4, 3, 3, 3) * 0.3, torch.randn(4) * 0.1
+    fw, fb = torch.randn(3, 4) * 0.3, torch.randn(3) * 0.1
+    pads = torch.tensor([0, 0, 1, 2, 0, 0, 3, 1])    # top 1, left 2, bottom 3, right 1
+    y = F.linear(torch.flatten(F.adaptive_max_pool2d(
+        F.conv2d(F.pad(x, (2, 1, 1, 3)), w, b, padding=1), 1), 1), fw, fb)
+    nodes = [helper.make_node("Pad", ["input", "pads"], ["p"], name="pad", mode="constant"),
+             helper.make_node("Conv", ["p", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("GlobalMaxPool", ["c"], ["g"], name="gmp"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["output"], name="fc", transB=1)]
+    lines = [export_graph(outdir, "pad_conv", nodes, {"pads": pads, "w": w, "b": b, "fw": fw,
+                                                      "fb": fb}, x, y)]
+    y = F.linear(F.conv2d(x, w, b).mean([2, 3]), fw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("ReduceMean", ["c", "axes"], ["m"], name="mean", keepdims=0),
+             helper.make_node("Gemm", ["m", "fw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "reduce18", nodes, {"axes": torch.tensor([-1, 2]),
+                                                          "w": w, "b": b, "fw": fw, "fb": fb},
+                              x, y, opset=18))
+    # Pads no Conv or AveragePool can take (ZeroPadding2D layers): one
+    # read by a Relu, one before a pool whose own pads are not counted.
+    y = F.pad(torch.relu(F.pad(F.conv2d(x, w, b), (0, 2, 1, 0))), (1, 1, 0, 2))
+    y = torch.flatten(F.avg_pool2d(y, 3, stride=2, padding=1, count_include_pad=False), 1)
+    gw = torch.randn(3, y.shape[1]) * 0.1
+    y = F.linear(y, gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Pad", ["c", "pads1"], ["p1"], name="pad1"),
+             helper.make_node("Relu", ["p1"], ["r"], name="relu"),
+             helper.make_node("Pad", ["r", "pads2"], ["p2"], name="pad2"),
+             helper.make_node("AveragePool", ["p2"], ["a"], name="pool", kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["a"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    weights = {"pads1": torch.tensor([0, 0, 1, 0, 0, 0, 0, 2]),
+               "pads2": torch.tensor([0, 0, 0, 1, 0, 0, 2, 1]), "w": w, "b": b, "gw": gw,
+               "fb": fb}
+    lines.append(export_graph(outdir, "pad_layer", nodes, weights, x, y))
+    # A Concat of 11 values (torchvision's densenet joins up to 48).
+    c = F.conv2d(x, w, b)
+    parts = [c, torch.relu(c)] * 5 + [c]
+    gw = torch.randn(3, 4 * 11) * 0.1
+    y = F.linear(torch.flatten(F.adaptive_max_pool2d(torch.cat(parts, 1), 1), 1), gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Concat", ["c", "r"] * 5 + ["c"], ["j"], name="join", axis=1),
+             helper.make_node("GlobalMaxPool", ["j"], ["g"], name="gmp"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "concat_many", nodes, {"w": w, "b": b, "gw": gw,
+                                                             "fb": fb}, x, y))
+    return lines
 
 
 def main():
@@ -205,17 +389,35 @@ def main():
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
+        ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
+        ("decoder", Decoder, (2, 3, 10, 9), preserve),
         ("resnet18", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), preserve),
         ("resnet18_folded", lambda: torchvision_model("resnet18"), (2, 3, 64, 64), {}),
         ("mobilenet_v2", lambda: torchvision_model("mobilenet_v2"), (2, 3, 64, 64), preserve),
+        ("reduce", Reduce, (2, 3, 5, 4), preserve),
+        ("channels", Channels, (2, 3, 9, 8), preserve),
+        ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
+        ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        # Training-form BatchNormalization (and Dropout): ONNX Runtime
+        # normalises it with the batch's statistics, kiln's predict with
+        # the moving ones, as PyTorch's eval does (test_import compares
+        # kiln with PyTorch only there).
+        ("train_cnn", Cnn, (3, 3, 12, 10), dict(training=torch.onnx.TrainingMode.TRAINING,
+                                                do_constant_folding=False)),
+        ("train_flatten", FlattenNet, (2, 2, 8, 6),
+         dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)),
     ]:
+        if len(sys.argv) > 2 and name not in sys.argv[2:]:
+            continue
         torch.manual_seed(7)
         model = make()
         randomise_statistics(model)
         lines.append(export(outdir, name, model, shape, **kwargs))
-        if name == "cnn":
+        if name in TRAINED:
             train_steps(outdir, name, model, shape)
+    lines += [line for line in graphs(outdir)
+              if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:
         f.writelines(lines)
 

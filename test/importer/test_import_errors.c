@@ -105,6 +105,28 @@ static void copies(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A node name of 77 bytes: its layer is "<hash>~<its last 54 bytes>", the
+ * hash 64-bit FNV-1a's low 32 bits (as docs/importing.md says). */
+static void long_node(kiln_context *ctx)
+{
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    char full[96] = "", want[64];
+    for (int k = 0; k < 12; k++)
+        strcat(full, "/block");
+    strcat(full, "/Conv");
+    const size_t len = strlen(full);
+    for (size_t k = 0; k < len; k++)
+        hash = (hash ^ (unsigned char)full[k]) * 0x100000001b3ULL;
+    snprintf(want, sizeof want, "%08x~%s", (unsigned)(hash & 0xffffffffu), full + len - 54);
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("long_node"), NULL, &m));
+    kiln_node node = KILN_NODE_INVALID;
+    if (m)
+        CHECK_OK(ctx, kiln_model_find_layer(m, want, &node));
+    CHECK(strlen(want) == 63);
+    kiln_model_destroy(m);
+}
+
 /* External data: beside the file, from a buffer with and without a base
  * folder, missing, short. */
 static void external(kiln_context *ctx)
@@ -136,6 +158,70 @@ static void dynamic(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dynamic"), &o, &m));
     kiln_model_destroy(m);
+}
+
+/* The first two rows (2 x size values) of a ConvTranspose's output: X (1,
+ * 1, 3, 3) holding 0 to 8, a kernel of ones, stride 2, against ONNX
+ * Runtime 1.30's (ONNX's node test test_convtranspose_autopad_same holds
+ * SAME_UPPER's). */
+static void convt_rows(kiln_context *ctx, const char *name, int size, const float *want)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file(name), NULL, &m));
+    if (!m)
+        return;
+    compile(ctx, m);
+    const float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+    float y[64] = {0};
+    CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = 1, .features = x}, y, 0));
+    char what[64];
+    snprintf(what, sizeof what, "%s: the first two rows", name);
+    test_close(what, 30, y, want, sizeof(float), 2 * size, TEST_PER_VALUE, 0);
+    printf("%-20s %g %g %g %g %g %g ...\n", name, y[0], y[1], y[2], y[3], y[4], y[5]);
+    kiln_model_destroy(m);
+}
+
+/* ConvTranspose's refusals; output_shape and auto_pad SAME imported as the
+ * pads they come to, odd crops included. */
+static void conv_transpose(kiln_context *ctx)
+{
+    refused(ctx, "convt_auto_pad", KILN_ERROR_UNSUPPORTED, "'up'", "'auto_pad' is 'SAME'",
+            "SAME_UPPER");
+    refused(ctx, "convt_output_padding", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' "
+            "(2, 0)", "below the strides (2, 2)");
+    refused(ctx, "convt_group", KILN_ERROR_UNSUPPORTED, "'up'", "'group' is 3", "'wt'");
+    refused(ctx, "convt_kernel_shape", KILN_ERROR_SHAPE, "'up'", "'kernel_shape' (2, 2)",
+            "'wt' (2, 3, 3, 3)");
+    refused(ctx, "convt_big_shape", KILN_ERROR_UNSUPPORTED, "'up'", "'output_shape' asks for 12 "
+            "pixels on axis 2, 3 past the full output", "fewer than the stride (2)");
+    refused(ctx, "convt_three_values", KILN_ERROR_UNSUPPORTED, "'up'", "'output_padding' has "
+            "3 values", NULL);
+    refused(ctx, "convt_1d", KILN_ERROR_UNSUPPORTED, "'up'", "X is 3-D and W 3-D",
+            "2-D transposed convolutions");
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("convt_output_shape"), NULL, &m));
+    if (m) {
+        kiln_node up = KILN_NODE_INVALID;
+        CHECK_OK(ctx, kiln_model_find_layer(m, "up", &up));
+        compile(ctx, m);
+        kiln_layer_info li = {.struct_size = sizeof li};
+        CHECK_OK(ctx, kiln_model_layer_info(m, up, &li));
+        printf("%-20s (%d, %d, %d) %s\n", "convt_output_shape", (int)li.dims[0],
+               (int)li.dims[1], (int)li.dims[2], li.kind);
+        CHECK(li.rank == 3 && li.dims[0] == 8 && li.dims[1] == 8 && li.dims[2] == 3 &&
+              !strcmp(li.kind, "conv2d_transpose"));
+        kiln_model_destroy(m);
+    }
+    /* The full output's rows are 0 0 1 1 3 2 2 twice, then 3 3 8 5 12 7 7:
+     * SAME_UPPER crops its odd pixel after, SAME_LOWER and output_shape
+     * before; output_shape past it adds zeros after. */
+    const float after[12] = {0, 0, 1, 1, 3, 2, 0, 0, 1, 1, 3, 2};
+    const float before[12] = {0, 1, 1, 3, 2, 2, 3, 8, 5, 12, 7, 7};
+    const float past[16] = {0, 0, 1, 1, 3, 2, 2, 0, 0, 0, 1, 1, 3, 2, 2, 0};
+    convt_rows(ctx, "convt_upper", 6, after);
+    convt_rows(ctx, "convt_lower", 6, before);
+    convt_rows(ctx, "convt_odd_shape", 6, before);
+    convt_rows(ctx, "convt_past_shape", 8, past);
 }
 
 int main(void)
@@ -175,9 +261,34 @@ int main(void)
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
     refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
+    refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
+            "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
-    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is 0.01", "0.2");
+    refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is inf", "finite");
+    refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axes (1)", "(2, 3)");
+    refused(ctx, "reduce_all", KILN_ERROR_UNSUPPORTED, "'mean'", "no axes", "(2, 3)");
+    refused(ctx, "softmax_axis", KILN_ERROR_UNSUPPORTED, "'soft'", "'axis' is 2", "axis 1");
+    refused(ctx, "log_softmax_axis", KILN_ERROR_UNSUPPORTED, "'logsoft' (LogSoftmax)",
+            "'axis' is -2", "last axis");
+    refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
+    refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
+    refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
+    refused(ctx, "slice_computed", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)",
+            "input 0 (data) is computed by the graph", "integer constants");
+    refused(ctx, "transpose_computed", KILN_ERROR_UNSUPPORTED, "'transpose' (Transpose)",
+            "computed by the graph", NULL);
+    refused(ctx, "mul_computed", KILN_ERROR_UNSUPPORTED, "'mul' (Mul)", "input 0 (A)", NULL);
+    refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
+            "first output only");
+    refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);
+    refused(ctx, "gemm_alpha", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0.5", NULL);
+    refused(ctx, "gemm_scalar_bias", KILN_ERROR_UNSUPPORTED, "'gemm'", "bias 'gb'",
+            "one value per output (4)");
+    m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("gemm_row_bias"), NULL, &m));
+    kiln_model_destroy(m);
+    refused(ctx, "global_max_2d", KILN_ERROR_UNSUPPORTED, "'gmp'", "2-D", "4-D");
     m = NULL;
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("dropout"), NULL, &m));
     kiln_model_destroy(m);
@@ -204,8 +315,10 @@ int main(void)
     CHECK(m == NULL);
     names(ctx);
     copies(ctx);
+    long_node(ctx);
     external(ctx);
     dynamic(ctx);
+    conv_transpose(ctx);
 
     kiln_context_destroy(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,7 +1,8 @@
 /* Finite differences against backward, through small multi-layer models:
  * one where a node feeds two layers that meet again in Add, a
  * convolutional one, a residual block with batch normalisation, one of
- * layer norms, concatenations and the newer activations, and one of ids
+ * layer norms, concatenations and the newer activations, a decoder of
+ * transposed convolutions, and one of ids
  * through Embedding (ids repeated) and PositionEmbedding.
  * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
@@ -84,6 +85,32 @@ static kiln_model *pytorch_windows(kiln_context *ctx)
     kiln_average_pooling2d(m, KILN_NODE_PREVIOUS, &avg);
     kiln_max_pooling2d(m, KILN_NODE_PREVIOUS, &max);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    return m;
+}
+
+/* What the ONNX importer brought: an asymmetric ZeroPadding2D, leaky_relu
+ * of its own slope (-0.3; the finite differences step over its kink only
+ * where an input lies within EPS of 0), log_softmax over channels and a
+ * GlobalMaxPooling2D (winners kept, as max pooling's). */
+static kiln_model *importer_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 2};
+    kiln_input(m, 3, dims, NULL);
+    const kiln_zero_padding2d_options pad = {.struct_size = sizeof pad,
+                                             .padding = {1, 0, 2, 1}};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 3, .kernel_size = {3, 3}};
+    const kiln_activation_layer_options leaky = {.struct_size = sizeof leaky,
+                                                 .negative_slope = -0.3f};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_zero_padding2d(m, KILN_NODE_PREVIOUS, &pad);                   /* (6, 7, 2) */
+    kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);                          /* (4, 5, 3) */
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LEAKY_RELU, &leaky);
+    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_LOG_SOFTMAX, NULL);
+    kiln_global_max_pooling2d(m, KILN_NODE_PREVIOUS, NULL);             /* (3) */
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return m;
 }
@@ -274,6 +301,41 @@ static kiln_model *towers(kiln_context *ctx)
     return m;
 }
 
+/* A decoder of transposed convolutions: PyTorch's (padding 1,
+ * output_padding 1) and Keras's ('same') upsampling of one value, added
+ * (its input gradient summed from both), then a grouped, dilated one with
+ * asymmetric pads and output_padding. */
+static kiln_model *decoder(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 3, 2};
+    const kiln_conv2d_options mix = {.struct_size = sizeof mix, .filters = 3,
+                                     .kernel_size = {1, 1}, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options torch = {
+        .struct_size = sizeof torch, .filters = 4, .kernel_size = {3, 3}, .strides = {2, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 1}, .output_padding = {1, 1},
+        .no_bias = 1, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options keras = {
+        .struct_size = sizeof keras, .filters = 4, .kernel_size = {2, 2}, .strides = {2, 2},
+        .padding = KILN_PADDING_SAME, .activation = KILN_ACTIVATION_SIGMOID};
+    const kiln_conv2d_transpose_options grouped = {
+        .struct_size = sizeof grouped, .filters = 2, .kernel_size = {3, 2}, .strides = {1, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {2, 0, 1, 1}, .output_padding = {1, 0},
+        .dilations = {2, 1}, .groups = 2, .activation = KILN_ACTIVATION_TANH};
+    const kiln_pool2d_options pool = {.struct_size = sizeof pool, .pool_size = {2, 2},
+                                      .padding = KILN_PADDING_SAME};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node h = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &mix);   /* (4, 3, 3) */
+    const kiln_node both[] = {kiln_conv2d_transpose(m, h, &torch),            /* (8, 6, 4) */
+                              kiln_conv2d_transpose(m, h, &keras)};
+    kiln_node y = kiln_conv2d_transpose(m, kiln_add(m, both, 2, NULL), &grouped); /* (10, 11, 2) */
+    y = kiln_flatten(m, kiln_average_pooling2d(m, y, &pool), NULL);           /* (5, 6, 2) */
+    kiln_dense(m, y, &head);
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -368,8 +430,11 @@ int main(void)
     gradcheck(ctx, "dense with a branch and Add", branchy);
     gradcheck(ctx, "conv2d, max pooling, dense", convolutional);
     gradcheck(ctx, "grouped, dilated, padded and depthwise conv2d", pytorch_windows);
+    gradcheck(ctx, "zero padding, leaky slope, log_softmax, global max pooling",
+              importer_layers);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
+    gradcheck(ctx, "transposed convolutions: PyTorch's, Keras's, grouped and dilated", decoder);
     gradcheck(ctx, "gelu, silu, layer norm, concatenate, reshape, permute", sequence);
     gradcheck(ctx, "cross- and self-attention", attention);
     gradcheck(ctx, "embedding, position embedding", tokens);

@@ -70,6 +70,25 @@ static void ex_conv2d_onnx(kiln_model *m)
     kiln_conv2d(m, image(m), &o);
 }
 
+static void ex_conv2d_transpose(kiln_model *m)
+{
+    const kiln_conv2d_transpose_options o = {
+        .struct_size = sizeof o, .filters = 2, .kernel_size = {3, 2}, .strides = {2, 1},
+        .padding = KILN_PADDING_SAME, .output_padding = {1, 0}, .no_bias = 1,
+        .activation = KILN_ACTIVATION_RELU};
+    kiln_conv2d_transpose(m, image(m), &o);
+}
+
+/* PyTorch's and ONNX's options, each away from its default. */
+static void ex_conv2d_transpose_onnx(kiln_model *m)
+{
+    const kiln_conv2d_transpose_options o = {
+        .struct_size = sizeof o, .filters = 6, .kernel_size = {2, 3}, .strides = {3, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 0, 2, 1}, .output_padding = {2, 1},
+        .dilations = {1, 2}, .groups = 3};
+    kiln_conv2d_transpose(m, image(m), &o);
+}
+
 static void ex_max_pooling2d(kiln_model *m)
 {
     const kiln_pool2d_options o = {.struct_size = sizeof o, .pool_size = {3, 2},
@@ -106,6 +125,11 @@ static void ex_global_average_pooling2d(kiln_model *m)
     kiln_global_average_pooling2d(m, image(m), NULL);
 }
 
+static void ex_global_max_pooling2d(kiln_model *m)
+{
+    kiln_global_max_pooling2d(m, image(m), NULL);
+}
+
 static void ex_batch_norm(kiln_model *m)
 {
     const kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = 0.8f,
@@ -127,6 +151,19 @@ static void ex_flatten(kiln_model *m)
 static void ex_activation(kiln_model *m)
 {
     kiln_activation_layer(m, vector(m), KILN_ACTIVATION_SILU, NULL);
+}
+
+/* leaky_relu of its own slope: the layer's negative_slope field. */
+static void ex_activation_slope(kiln_model *m)
+{
+    const kiln_activation_layer_options o = {.struct_size = sizeof o, .negative_slope = -0.3f};
+    kiln_activation_layer(m, vector(m), KILN_ACTIVATION_LEAKY_RELU, &o);
+}
+
+static void ex_zero_padding2d(kiln_model *m)
+{
+    const kiln_zero_padding2d_options o = {.struct_size = sizeof o, .padding = {1, 0, 3, 2}};
+    kiln_zero_padding2d(m, image(m), &o);
 }
 
 static void ex_add(kiln_model *m)
@@ -198,21 +235,26 @@ static const struct example {
     {.kind = "dense", .build = ex_dense},
     {.kind = "conv2d", .build = ex_conv2d},
     {.kind = "conv2d", .build = ex_conv2d_onnx},
+    {.kind = "conv2d_transpose", .build = ex_conv2d_transpose},
+    {.kind = "conv2d_transpose", .build = ex_conv2d_transpose_onnx},
     {.kind = "max_pooling2d", .build = ex_max_pooling2d},
     {.kind = "average_pooling2d", .build = ex_average_pooling2d},
     {.kind = "max_pooling2d", .build = ex_max_pooling2d_onnx},
     {.kind = "average_pooling2d", .build = ex_average_pooling2d_onnx},
     {.kind = "global_average_pooling2d", .build = ex_global_average_pooling2d},
+    {.kind = "global_max_pooling2d", .build = ex_global_max_pooling2d},
     {.kind = "batch_normalization", .build = ex_batch_norm},
     {.kind = "dropout", .build = ex_dropout},
     {.kind = "flatten", .build = ex_flatten},
     {.kind = "activation", .build = ex_activation},
+    {.kind = "activation", .build = ex_activation_slope},
     {.kind = "add", .build = ex_add},
     {.kind = "dot", .build = ex_dot},
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},
     {.kind = "permute", .build = ex_permute},
+    {.kind = "zero_padding2d", .build = ex_zero_padding2d},
     {.kind = "multi_head_attention", .build = ex_multi_head_attention},
     {.kind = "embedding", .build = ex_embedding},
     {.kind = "position_embedding", .build = ex_position_embedding},

@@ -266,10 +266,10 @@ static void test_activations(kiln_context *ctx)
     kiln_model_destroy(m);
 
     kiln_dense_options past = {.struct_size = sizeof past, .name = "past", .units = 4,
-                               .activation = (kiln_activation)(KILN_ACTIVATION_RELU6 + 1)};
+                               .activation = (kiln_activation)(KILN_ACTIVATION_LOG_SOFTMAX + 1)};
     m = new_model(ctx, 1, in);
     CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &past) == KILN_NODE_INVALID);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 10 is not a "
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 11 is not a "
                 "kiln_activation", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 }

@@ -8,7 +8,7 @@
 static const char *act_name(kiln_activation a)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
-                                  "gelu_tanh", "leaky_relu", "silu", "relu6"};
+                                  "gelu_tanh", "leaky_relu", "silu", "relu6", "log_softmax"};
     return names[a];
 }
 
@@ -67,7 +67,7 @@ static void test_dense(kiln_context *ctx, int rank, const int32_t *dims, int bat
     layer_run_free(&r);
 }
 
-enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL };
+enum { POOL_NONE, POOL_MAX, POOL_AVERAGE, POOL_GLOBAL, POOL_GLOBAL_MAX };
 
 typedef struct conv_case {
     int filters, kh, kw, sh, sw;
@@ -93,6 +93,8 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
         return kiln_average_pooling2d(m, pre, &o);
     if (c->pool == POOL_GLOBAL)
         return kiln_global_average_pooling2d(m, pre, NULL);
+    if (c->pool == POOL_GLOBAL_MAX)
+        return kiln_global_max_pooling2d(m, pre, NULL);
     kiln_conv2d_options co = {.struct_size = sizeof co, .filters = c->filters,
                               .kernel_size = {c->kh, c->kw}, .strides = {c->sh, c->sw},
                               .padding = c->padding, .activation = c->act, .no_bias = c->no_bias,
@@ -102,7 +104,7 @@ static kiln_node build_conv(kiln_model *m, kiln_node pre, const void *arg)
 }
 
 static const char *const pool_name[] = {"conv2d", "max_pooling2d", "average_pooling2d",
-                                         "global_average_pooling2d"};
+                                         "global_average_pooling2d", "global_max_pooling2d"};
 
 static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const conv_case *c)
 {
@@ -112,7 +114,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     ref_conv g = {.batch = batch, .h = dims[0], .w = dims[1], .c = dims[2],
                   .f = c->pool ? dims[2] : c->filters, .kh = c->kh, .kw = c->kw, .sh = c->sh,
                   .sw = c->sw};
-    if (c->pool == POOL_GLOBAL) {
+    if (c->pool == POOL_GLOBAL || c->pool == POOL_GLOBAL_MAX) {
         g.kh = g.sh = g.h;
         g.kw = g.sw = g.w;
     }
@@ -161,7 +163,7 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
     const int64_t nw = (int64_t)g.kh * g.kw * (g.c / (c->groups ? c->groups : 1)) * g.f;
     double *dw = calloc((size_t)nw, sizeof(double)), *db = calloc((size_t)g.f, sizeof(double));
     test_worst = 0;
-    if (c->pool == POOL_MAX) {
+    if (c->pool == POOL_MAX || c->pool == POOL_GLOBAL_MAX) {
         ref_max_pool_forward(&g, r.x, y);
         ref_max_pool_backward(&g, r.x, r.dy, dx);
     } else if (c->pool) {
@@ -228,6 +230,74 @@ static void test_elementwise_on(kiln_context *ctx, const char *name, build_fn bu
     test_worst = 0;
     test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
     test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", name, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+static kiln_node build_leaky(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const kiln_activation_layer_options o = {.struct_size = sizeof o,
+                                             .negative_slope = *(const float *)arg};
+    return kiln_activation_layer(m, pre, KILN_ACTIVATION_LEAKY_RELU, &o);
+}
+
+/* The activation layer's leaky_relu with its negative_slope option. */
+static void test_leaky_slope(kiln_context *ctx, float slope)
+{
+    const int32_t dims[] = {3, 5, 7};
+    const int batch = 3;
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_leaky, &slope, &r))
+        return;
+    const int64_t n = batch * r.in_size;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = r.x[i] > 0 ? r.x[i] : (double)slope * r.x[i];
+        dx[i] = r.x[i] > 0 ? r.dy[i] : (double)slope * r.dy[i];
+    }
+    char name[64];
+    snprintf(name, sizeof name, "activation layer leaky_relu slope %g", (double)slope);
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    test_close(name, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", name, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+static kiln_node build_zero_padding(kiln_model *m, kiln_node pre, const void *arg)
+{
+    kiln_zero_padding2d_options o = {.struct_size = sizeof o};
+    memcpy(o.padding, arg, sizeof o.padding);
+    return kiln_zero_padding2d(m, pre, &o);
+}
+
+/* ZeroPadding2D (top, bottom, left, right) of an (h, w, c) sample. */
+static void test_zero_padding(kiln_context *ctx, int h, int w, int c, const int32_t *pad)
+{
+    const int32_t dims[] = {h, w, c};
+    const int batch = 2, oh = h + pad[0] + pad[1], ow = w + pad[2] + pad[3];
+    layer_run r;
+    if (!layer_run_once(ctx, 3, dims, batch, build_zero_padding, pad, &r))
+        return;
+    const int64_t ny = (int64_t)batch * oh * ow * c, nx = (int64_t)batch * h * w * c;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)nx, sizeof(double));
+    for (int n = 0; n < batch; n++)
+        for (int i = 0; i < h; i++)
+            for (int j = 0; j < w; j++)
+                for (int k = 0; k < c; k++) {
+                    const int64_t at = (((int64_t)n * h + i) * w + j) * c + k;
+                    const int64_t to = (((int64_t)n * oh + i + pad[0]) * ow + j + pad[2]) * c + k;
+                    y[to] = r.x[at];
+                    dx[at] = r.dy[to];
+                }
+    char name[96];
+    snprintf(name, sizeof name, "zero_padding2d (%d, %d, %d, %d) of (%d, %d, %d)", (int)pad[0],
+             (int)pad[1], (int)pad[2], (int)pad[3], h, w, c);
+    test_worst = 0;
+    test_close(name, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, 0);
+    test_close(name, 0, r.dx, dx, sizeof(double), nx, TEST_OF_ARRAY, 0);
     printf("%s: largest error %.2g\n", name, test_worst);
     free(y), free(dx);
     layer_run_free(&r);
@@ -724,7 +794,7 @@ int main(void)
     for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_LAST; act++) {
         dense_case c = {.units = 19, .act = (kiln_activation)act,
                         .no_bias = act == KILN_ACTIVATION_TANH || act == KILN_ACTIVATION_SILU};
-        if (act != KILN_ACTIVATION_SOFTMAX)
+        if (act != KILN_ACTIVATION_SOFTMAX && act != KILN_ACTIVATION_LOG_SOFTMAX)
             test_dense(ctx, 1, flat37, 5, &c);
     }
     check_inner = 0;
@@ -752,6 +822,7 @@ int main(void)
         {.kh = 3, .kw = 2, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
          .act = KILN_ACTIVATION_LINEAR, .pool = POOL_AVERAGE},
         {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL},
+        {.padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_LINEAR, .pool = POOL_GLOBAL_MAX},
     };
     /* More channels than one vector of eight holds, for the pooling kernels. */
     const int32_t wide[] = {6, 5, 11};
@@ -906,6 +977,8 @@ int main(void)
     /* The newer activations, with a bias and without (through the direct
      * kernel here, through im2col + GEMM in test_layers_clblast). */
     for (int act = KILN_ACTIVATION_GELU; act <= KILN_ACTIVATION_LAST; act++) {
+        if (act == KILN_ACTIVATION_LOG_SOFTMAX)   /* over rows: the runtime's */
+            continue;
         conv_case c = convs[act % 2 ? 0 : 2];
         c.act = (kiln_activation)act;
         test_conv(ctx, img, 2, &c);
@@ -953,6 +1026,30 @@ int main(void)
                         &softmax, softmax, 0, rows129);
     test_elementwise_on(ctx, "activation layer softmax over 64 classes", build_activation,
                         &softmax, softmax, 0, rows64);
+    const kiln_activation log_softmax = KILN_ACTIVATION_LOG_SOFTMAX;
+    test_elementwise_on(ctx, "activation layer log_softmax over 129 classes", build_activation,
+                        &log_softmax, log_softmax, 0, rows129);
+    test_elementwise_on(ctx, "activation layer log_softmax over 64 classes", build_activation,
+                        &log_softmax, log_softmax, 0, rows64);
+    /* Logits near 1e4 (ONNX's test_logsoftmax_large_number): the row's
+     * maximum and log(sum) added first would round log's digits away. */
+    check_input_offset = 1e4;
+    test_elementwise_on(ctx, "activation layer log_softmax of logits near 1e4 over 129 classes",
+                        build_activation, &log_softmax, log_softmax, 0, rows129);
+    test_elementwise_on(ctx, "activation layer log_softmax of logits near 1e4 over 64 classes",
+                        build_activation, &log_softmax, log_softmax, 0, rows64);
+    test_elementwise_on(ctx, "activation layer softmax of logits near 1e4 over 64 classes",
+                        build_activation, &softmax, softmax, 0, rows64);
+    check_input_offset = 0.0;
+    /* leaky_relu of other slopes than 0.2: ONNX's default, a negative one
+     * (y's sign then hides x's: the gradient reads x), and Keras's own. */
+    test_leaky_slope(ctx, 0.01f);
+    test_leaky_slope(ctx, -0.5f);
+    test_leaky_slope(ctx, 0.2f);
+    const int32_t asymmetric[] = {1, 3, 0, 2}, none[] = {0, 0, 0, 0}, around[] = {2, 2, 5, 1};
+    test_zero_padding(ctx, 5, 4, 3, asymmetric);
+    test_zero_padding(ctx, 3, 7, 9, none);
+    test_zero_padding(ctx, 1, 1, 1, around);
     test_elementwise(ctx, "add(pre, pre, tanh(pre))", build_add, NULL, KILN_ACTIVATION_LINEAR,
                      1);
 

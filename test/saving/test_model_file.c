@@ -1,7 +1,8 @@
-/* Model files: the seed CNN, a model of every layer kind and the seed
- * ResNet saved whole and loaded into new models that predict bit for bit
- * as the saved ones (before and after training, batch norm's moving
- * statistics included), with the same description, weights and summary;
+/* Model files: the seed CNN, a model of every layer kind, a decoder of
+ * transposed convolutions and the seed ResNet saved whole and loaded into
+ * new models that predict bit for bit as the saved ones (before and after
+ * training, batch norm's moving statistics included), with the same
+ * description, weights and summary;
  * checkpoints load the same way; every refusal of kiln_model_load (each
  * file written here by editing a good file's description) names what is
  * wrong and leaves no model behind; and the JSON writer's escaping. */
@@ -289,6 +290,48 @@ static void test_every_kind(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* Transposed convolutions, trained: PyTorch's upsampling (explicit pads,
+ * output_padding) and Keras's 'same' with output_padding, grouped and
+ * dilated, come back from the file configured and weighted as they were. */
+static void test_decoder(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 2};
+    const kiln_conv2d_options down = {.struct_size = sizeof down, .filters = 6,
+                                      .kernel_size = {3, 3}, .strides = {2, 2},
+                                      .padding = KILN_PADDING_SAME,
+                                      .activation = KILN_ACTIVATION_RELU};
+    const kiln_conv2d_transpose_options torch = {
+        .struct_size = sizeof torch, .name = "up", .filters = 4, .kernel_size = {3, 3},
+        .strides = {2, 2}, .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 1},
+        .output_padding = {1, 1}, .no_bias = 1, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options keras = {
+        .struct_size = sizeof keras, .filters = 4, .kernel_size = {2, 3}, .strides = {2, 2},
+        .padding = KILN_PADDING_SAME, .output_padding = {1, 0}, .dilations = {1, 2},
+        .groups = 2, .activation = KILN_ACTIVATION_SIGMOID};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &down);   /* (3, 2, 6) */
+    x = kiln_conv2d_transpose(m, x, &torch);                              /* (6, 4, 4) */
+    x = kiln_conv2d_transpose(m, x, &keras);                              /* (11, 8, 4) */
+    kiln_dense(m, kiln_global_average_pooling2d(m, x, NULL), &head);
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    float before[4 * 3 * 3 * 6];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "up/kernel", before, 4 * 3 * 3 * 6));
+    kiln_dataset *ds = dataset(ctx, 24, dims, 3);
+    const kiln_fit_options fo = fit_options(2, 8);
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    float after[4 * 3 * 3 * 6];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "up/kernel", after, 4 * 3 * 3 * 6));
+    CHECK(memcmp(before, after, sizeof after) != 0);
+    kiln_model_destroy(round_trip(ctx, m, "decoder.safetensors", 7, NULL));
+    kiln_dataset_destroy(ds);
+    kiln_model_destroy(m);
+}
+
 /* MultiHeadAttention with every option away from its default (causal,
  * value_dim, output_shape, no biases, dropout and its seed), then one with
  * Keras's defaults attending from the first's output over the sequence:
@@ -544,6 +587,12 @@ static void test_refusals(kiln_context *ctx)
     refuses(ctx, bad, KILN_ERROR_UNSUPPORTED, NULL, "version 2, newer than version 1", NULL);
     edit(ctx, good, bad, "\"units\":64,", "");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "layer 4 ('dense') options: 'units' is missing",
+            NULL);
+    edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"transposed_weights\":\"no\"");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'transposed_weights' must be an array of booleans",
+            NULL);
+    edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"transposed_weights\":[true]");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "lists 1 transposed_weights; its kind has 0 weights",
             NULL);
     edit(ctx, good, bad, "\"filters\":32", "\"filters\":\"32\"");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'filters' must be a number, not a string", NULL);
@@ -926,6 +975,7 @@ int main(void)
     test_refusals(ctx);
     test_seed_cnn(ctx);
     test_every_kind(ctx);
+    test_decoder(ctx);
     test_attention(ctx);
     test_ids(ctx);
     test_checkpoints(ctx);

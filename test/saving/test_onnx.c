@@ -6,8 +6,9 @@
  * ResNet after a little training, a model with every layer kind of the
  * seed (batch norms with momentum 0.5, so that their moving statistics are
  * far from their start), one with the later kinds and every activation,
- * one with attention layers, one of three inputs (ids and floats), and one
- * that ends in a convolution behind a dropout; and the errors.
+ * one with attention layers, one of three inputs (ids and floats), one
+ * that ends in a convolution behind a dropout, and a decoder of transposed
+ * convolutions; and the errors.
  * Skips (77) only where node, npm or onnxruntime-node is missing, after
  * every check that needs neither (fails instead under CI=true). */
 #include "fault_layer.h"
@@ -388,6 +389,37 @@ static void more_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* The layers and activations the importer brought: ZeroPadding2D
+ * (asymmetric), leaky_relu of its own (negative) slope, GlobalMaxPooling2D
+ * of an NCHW value (GlobalMaxPool) and of an NHWC one (ReduceMax), and
+ * log_softmax over channels; trained a little. */
+static void importer_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 5, 3};
+    const kiln_zero_padding2d_options pad = {.struct_size = sizeof pad,
+                                             .padding = {1, 0, 2, 1}};
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {3, 3}};
+    const kiln_activation_layer_options leaky = {.struct_size = sizeof leaky,
+                                                 .negative_slope = -0.1f};
+    const kiln_dense_options mix = {.struct_size = sizeof mix, .units = 5};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_zero_padding2d(m, kiln_input(m, 3, dims, NULL), &pad);   /* (7, 8, 3) */
+    x = kiln_activation_layer(m, kiln_conv2d(m, x, &conv), KILN_ACTIVATION_LEAKY_RELU,
+                              &leaky);                                          /* (5, 6, 4) */
+    const kiln_node mixed = kiln_activation_layer(m, kiln_dense(m, x, &mix),
+                                                  KILN_ACTIVATION_LOG_SOFTMAX, NULL);
+    const kiln_node both[] = {kiln_global_max_pooling2d(m, x, NULL),           /* (4) */
+                              kiln_global_max_pooling2d(m, mixed, NULL)};      /* (5) */
+    kiln_dense(m, kiln_concatenate(m, both, 2, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "importer_layers", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* PyTorch's window attributes as ONNX writes them: a grouped, dilated Conv
  * with asymmetric pads and ReLU6 (Clip), a depthwise one at stride 2,
  * AveragePool counting its padding, MaxPool and AveragePool with
@@ -569,6 +601,66 @@ static void several_inputs(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A decoder of transposed convolutions, ending in one: PyTorch's
+ * upsampling (padding 1, output_padding 1), Keras's 'same' with
+ * output_padding on one axis (written as ONNX's pads that crop after,
+ * not before), grouped; Keras's 'valid' with a kernel narrower than its
+ * stride, dilated on the other axis (its rows past the full output as
+ * ONNX's output_padding); output_padding at the stride but below the
+ * dilation, as PyTorch allows (a Pad and an Add); trained a little towards
+ * random images. */
+static void decoder(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 3, 4};
+    const kiln_conv2d_transpose_options torch = {
+        .struct_size = sizeof torch, .filters = 6, .kernel_size = {3, 3}, .strides = {2, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {1, 1, 1, 1}, .output_padding = {1, 1},
+        .no_bias = 1, .activation = KILN_ACTIVATION_RELU};
+    const kiln_conv2d_transpose_options keras = {
+        .struct_size = sizeof keras, .filters = 4, .kernel_size = {3, 3}, .strides = {2, 2},
+        .padding = KILN_PADDING_SAME, .output_padding = {1, 0}, .groups = 2,
+        .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options narrow = {
+        .struct_size = sizeof narrow, .filters = 3, .kernel_size = {1, 2}, .strides = {2, 2},
+        .dilations = {1, 2}, .activation = KILN_ACTIVATION_TANH};
+    const kiln_conv2d_transpose_options past = {
+        .struct_size = sizeof past, .filters = 2, .kernel_size = {2, 2},
+        .padding = KILN_PADDING_EXPLICIT, .pads = {0, 1, 0, 0}, .output_padding = {1, 0},
+        .dilations = {2, 1}, .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_node x = kiln_input(m, 3, dims, NULL);
+    x = kiln_conv2d_transpose(m, x, &torch);                       /* (8, 6, 6) */
+    x = kiln_conv2d_transpose(m, x, &keras);                       /* (16, 12, 4) */
+    x = kiln_conv2d_transpose(m, x, &narrow);                      /* (32, 25, 3) */
+    x = kiln_conv2d_transpose(m, x, &past);                        /* (35, 25, 2) */
+    kiln_layer_info li = {.struct_size = sizeof li};
+    CHECK_OK(ctx, kiln_model_layer_info(m, x, &li));
+    CHECK(li.rank == 3 && li.dims[0] == 35 && li.dims[1] == 25 && li.dims[2] == 2);
+    const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
+                                         .learning_rate = 0.01f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &adam};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int64_t count = 16, in = product(3, dims), out = 35 * 25 * 2;
+    float *images = random_floats(count * in, -1.0f, 1.0f);
+    float *targets = random_floats(count * out, 0.0f, 1.0f);
+    kiln_arrays_desc d = {.struct_size = sizeof d, .count = count, .feature_rank = 3,
+                          .feature_dims = {4, 3, 4}, .features = images,
+                          .label_kind = KILN_LABELS_DENSE, .label_size = (int32_t)out,
+                          .dense_labels = targets};
+    kiln_dataset *ds = NULL;
+    CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 2, .batch_size = 4,
+                                 .verbosity = KILN_VERBOSE_SILENT};
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_dataset_destroy(ds);
+    free(images);
+    free(targets);
+    check_agreement(ctx, m, "decoder", 3, dims, 4);
+    kiln_model_destroy(m);
+}
+
 /* Ends in a convolution (NCHW inside) behind a dropout, with a layer off
  * the output's path; untrained. */
 static void conv_output(kiln_context *ctx)
@@ -710,11 +802,13 @@ int main(void)
 
     every_layer(ctx);
     more_layers(ctx);
+    importer_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
     ids(ctx);
     several_inputs(ctx);
     conv_output(ctx);
+    decoder(ctx);
     kiln_context_destroy(ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,0 +1,58 @@
+/* The kiln tool's command line: which command, its paths and options. */
+#ifndef KILN_CLI_ARGS_H
+#define KILN_CLI_ARGS_H
+
+#include "kiln.h"
+
+#define CLI_MAX_FREEZE 32
+
+/* Each option's bit in cli_args.given. */
+enum {
+    CLI_BATCH = 1 << 0, CLI_SCALE = 1 << 1, CLI_EPOCHS = 1 << 2, CLI_NO_SHUFFLE = 1 << 3,
+    CLI_LOSS = 1 << 4, CLI_FROM_LOGITS = 1 << 5, CLI_OPTIMIZER = 1 << 6,
+    CLI_LEARNING_RATE = 1 << 7, CLI_MOMENTUM = 1 << 8, CLI_NESTEROV = 1 << 9,
+    CLI_VALIDATION_SPLIT = 1 << 10, CLI_FREEZE = 1 << 11, CLI_HEAD = 1 << 12,
+    CLI_HEAD_FROM = 1 << 13, CLI_STRATEGY = 1 << 14, CLI_SEED = 1 << 15, CLI_SAVE = 1 << 16
+};
+
+/* The options that change how an imported model is built or trained: a
+ * kiln model file carries its own. */
+#define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
+                           CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM)
+
+typedef struct cli_args {
+    const char *command;
+    const char *paths[3];
+    int n_paths;
+    unsigned given;              /* CLI_* bits of the options on the line */
+    int help;                    /* --help or -h: print the usage and do nothing else */
+    int32_t batch;               /* 32 */
+    float scale;                 /* 1 */
+    int32_t epochs;              /* 1 */
+    kiln_loss loss;              /* sparse categorical cross-entropy */
+    kiln_optimizer_kind optimizer;   /* adam */
+    float learning_rate;         /* 0: the optimizer's default */
+    float momentum;
+    float validation_split;
+    const char *freeze[CLI_MAX_FREEZE];
+    int n_freeze;
+    int32_t head;                /* units; 0: no new head */
+    const char *head_from;
+    kiln_strategy strategy;      /* one_device */
+    uint64_t seed;               /* 0: kiln's default seed */
+    const char *save;
+} cli_args;
+
+/* Fills `a` from argv[1..]; `allowed` is the CLI_* bits the command takes.
+ * 0 (with the reason and the usage printed on stderr) on a usage error. */
+int cli_parse(int argc, char **argv, unsigned allowed, cli_args *a);
+
+/* The name of the first option (in usage order) among the CLI_* `bits`. */
+const char *cli_option_name(unsigned bits);
+
+/* Prints "kiln: <why>" and the usage on stderr; returns 2. */
+int cli_usage(const char *why, ...);
+
+extern const char cli_usage_text[];
+
+#endif
