@@ -1,0 +1,155 @@
+"""One torchvision network exported to ONNX and trained in PyTorch at
+float32 and float64, for test_zoo.c (run with Debian's /usr/bin/python3,
+which has torch 1.13 and torchvision 0.14):
+
+    make_zoo.py OUTDIR NAME
+
+Writes, all little-endian and raw:
+  NAME.onnx      torch.onnx.export of the network in eval mode, opset 17,
+                 TrainingMode.PRESERVE, no constant folding (issue 28's call)
+  NAME.in        the inference input, float32 NCHW
+  NAME.batches   STEPS training batches, float32 NCHW, one after another
+  NAME.targets   their targets, float32 (N, 10) each
+  NAME.loss      per step PyTorch's float32 losses, then its float64 ones (doubles)
+  NAME.final32   every parameter and moving statistic after the last step,
+                 float32 run, in NAME.tensors order (floats)
+  NAME.final64   the same of the float64 run (doubles)
+  NAME.tensors   one line per tensor: ONNX NAME, rank, dims (ONNX's layout)
+  NAME.txt       "N C H W STEPS LEARNING_RATE MOMENTUM SECONDS"
+Exits 77 when torch or torchvision is missing, 1 when the export does not
+look as test_zoo.c expects (an initializer not named after its parameter,
+a Dropout left in the graph, a batch norm momentum other than PyTorch's).
+
+Training: SGD at 0.001 with momentum 0.9 (PyTorch's b = m b + g,
+w -= lr b, equal to Keras's v = m v - lr g, w += v at a constant rate), MSE
+against random targets, train mode (batch norm on batch statistics, running
+statistics updated with the module's momentum, 0.1 but mnasnet's 0.0003,
+and the unbiased variance). Dropout is made
+inert in both: its p set to 0 here, and the eval-mode export leaves no
+Dropout node in the graph (checked), so kiln has none.
+"""
+import copy
+import os
+import sys
+import time
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torchvision
+    from torch import nn
+except ImportError as e:
+    print("%s is not installed for /usr/bin/python3 (Debian: python3-torch, "
+          "python3-torchvision, python3-onnx)" % e.name)
+    sys.exit(77)
+
+STEPS = 5
+# 0.01 made resnet18's 5 steps chaotic (PyTorch float32 1e-4 from float64
+# at the fifth loss, conv1.weight 15 %); at 0.001 they stay near float64.
+LEARNING_RATE = 0.001
+MOMENTUM = 0.9
+CLASSES = 10
+# adaptive pooling in alexnet and vgg16 wants 224x224 to pool without
+# uneven windows; the others take 64x64.
+SHAPES = {"alexnet": (4, 3, 224, 224), "vgg16": (4, 3, 224, 224)}
+DEFAULT_SHAPE = (8, 3, 64, 64)
+
+
+def randomise_constants(model):
+    """Batch norm's scale, shift and moving statistics, and the biases that
+    torchvision starts at 0 (vgg16's, alexnet's), drawn at random: equal
+    initializers are written once by the exporter, behind Identity nodes
+    under other names; random ones keep every initializer under its
+    parameter's name, and a swap shows."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+            elif isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None and \
+                    not m.bias.any():
+                m.bias.uniform_(-0.1, 0.1)
+
+
+def write(path, array, dtype="<f4"):
+    with open(path, "wb") as f:
+        f.write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+
+
+def check_export(path, names, model):
+    """The graph as test_zoo.c reads it: every parameter an initializer of
+    its own name, no Dropout, each batch norm's momentum 1 - PyTorch's
+    (0.9 for PyTorch's default 0.1; mnasnet's is 0.0003)."""
+    momenta = {1 - m.momentum for m in model.modules() if isinstance(m, nn.BatchNorm2d)}
+    graph = onnx.load(path).graph
+    initializers = {i.name for i in graph.initializer}
+    missing = [n for n in names if n not in initializers]
+    if missing:
+        sys.exit("%s: no initializer named %s" % (path, ", ".join(missing[:5])))
+    for node in graph.node:
+        if node.op_type == "Dropout":
+            sys.exit("%s: a Dropout node (%s) is in the graph" % (path, node.name))
+        if node.op_type == "BatchNormalization":
+            momentum = [a.f for a in node.attribute if a.name == "momentum"]
+            if not momentum or min(abs(momentum[0] - m) for m in momenta) > 1e-6:
+                sys.exit("%s: %s has momentum %s, not 1 - PyTorch's (%s)"
+                         % (path, node.name, momentum, sorted(momenta)))
+
+
+def train(model, batches, targets, dtype):
+    """STEPS steps of SGD with momentum in train mode; the losses and the
+    state (parameters and moving statistics) after them."""
+    model = copy.deepcopy(model).to(dtype).train()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    losses = []
+    for x, y in zip(batches, targets):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x.to(dtype)), y.to(dtype))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model.state_dict()
+
+
+def main():
+    outdir, name = sys.argv[1], sys.argv[2]
+    start = time.time()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    base = os.path.join(outdir, name)
+    shape = SHAPES.get(name, DEFAULT_SHAPE)
+    torch.manual_seed(7)
+    model = getattr(torchvision.models, name)(num_classes=CLASSES)
+    randomise_constants(model)
+    model.eval()
+    x = torch.randn(*shape)
+    torch.onnx.export(model, x, base + ".onnx", opset_version=17,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
+                      input_names=["input"], output_names=["output"])
+    state = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
+    check_export(base + ".onnx", state, model)
+    write(base + ".in", x.numpy())
+    batches = [torch.randn(*shape) for _ in range(STEPS)]
+    targets = [torch.randn(shape[0], CLASSES) for _ in range(STEPS)]
+    write(base + ".batches", np.stack([b.numpy() for b in batches]))
+    write(base + ".targets", np.stack([t.numpy() for t in targets]))
+    loss32, final32 = train(model, batches, targets, torch.float32)
+    loss64, final64 = train(model, batches, targets, torch.float64)
+    write(base + ".loss", np.array([loss32, loss64]), "<f8")
+    with open(base + ".tensors", "w") as f:
+        for k, v in state.items():
+            f.write("%s %d %s\n" % (k, v.dim(), " ".join(str(d) for d in v.shape)))
+    write(base + ".final32", np.concatenate([final32[k].numpy().ravel() for k in state]))
+    write(base + ".final64", np.concatenate([final64[k].numpy().ravel() for k in state]), "<f8")
+    with open(base + ".txt", "w") as f:
+        f.write("%s %d %g %g %.1f\n" % (" ".join(str(d) for d in shape), STEPS, LEARNING_RATE,
+                                        MOMENTUM, time.time() - start))
+
+
+if __name__ == "__main__":
+    main()
