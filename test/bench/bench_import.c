@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #endif
 #include "kiln.h"
+#include "bench_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,26 +25,6 @@
 #include <time.h>
 
 #define CLASSES 10
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int parse_long(const char *opt, const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    const long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "bench_import: %s needs an integer in [%ld, %ld]\n", opt, min, max);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 /* conv (no bias) -> batch norm, ReLU unless `linear`, as torchvision's
  * conv/bn pairs. */
@@ -110,13 +91,13 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
         if (strcmp(argv[i], "--batch") == 0)
-            ok = parse_long("--batch", v, 1, 4096, &batch), i++;
+            ok = bench_parse_long("bench_import", "--batch", v, 1, 4096, &batch), i++;
         else if (strcmp(argv[i], "--steps") == 0)
-            ok = parse_long("--steps", v, 1, 1000000, &steps), i++;
+            ok = bench_parse_long("bench_import", "--steps", v, 1, 1000000, &steps), i++;
         else if (strcmp(argv[i], "--warmup") == 0)
-            ok = parse_long("--warmup", v, 0, 1000000, &warmup), i++;
+            ok = bench_parse_long("bench_import", "--warmup", v, 0, 1000000, &warmup), i++;
         else if (strcmp(argv[i], "--size") == 0)
-            ok = parse_long("--size", v, 8, 4096, &size), i++;
+            ok = bench_parse_long("bench_import", "--size", v, 8, 4096, &size), i++;
         else if (strcmp(argv[i], "--handmade") == 0 && v)
             handmade = v, i++;
         else if (argv[i][0] != '-' && !path)
@@ -143,10 +124,10 @@ int main(int argc, char **argv)
         return made == KILN_ERROR_NO_DEVICE ? 77 : 1;
     }
     kiln_model *m = NULL;
-    const double t0 = now();
+    const double t0 = bench_now();
     kiln_status st = path ? kiln_model_import_onnx(ctx, path, NULL, &m)
                           : handmade_resnet18(ctx, size, &m);
-    const double import_s = path ? now() - t0 : 0.0;
+    const double import_s = path ? bench_now() - t0 : 0.0;
     if (st == KILN_OK) {
         const kiln_activation_layer_options so = {.struct_size = sizeof so};
         kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SOFTMAX, &so);
@@ -188,11 +169,11 @@ int main(int argc, char **argv)
     double t1 = 0.0;
     for (long s = 0; st == KILN_OK && s < warmup + steps; s++) {
         if (s == warmup)
-            t1 = now();
+            t1 = bench_now();
         kiln_metrics mt = {.struct_size = sizeof mt};
         st = kiln_model_train_on_batch(m, &b, &mt);
     }
-    const double seconds = now() - t1;
+    const double seconds = bench_now() - t1;
     if (st != KILN_OK) {
         fprintf(stderr, "bench_import: %s\n", kiln_context_last_error(ctx));
     } else {

@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #endif
 #include "kiln.h"
+#include "bench_util.h"
 #include "seed_cnn.h"
 
 #include <errno.h>
@@ -34,26 +35,6 @@ typedef struct bench_args {
     int eval;
     const char *json, *data;
 } bench_args;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int parse_long(const char *opt, const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    const long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "bench_train: %s needs an integer in [%ld, %ld]\n", opt, min, max);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -73,15 +54,15 @@ static int parse_args(int argc, char **argv, bench_args *a)
             continue;
         }
         if (strcmp(opt, "--batch") == 0)
-            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->batch);
+            ok = bench_parse_long("bench_train", opt, v, 1, TRAIN_SAMPLES, &a->batch);
         else if (strcmp(opt, "--steps") == 0)
-            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->steps);
+            ok = bench_parse_long("bench_train", opt, v, 1, TRAIN_SAMPLES, &a->steps);
         else if (strcmp(opt, "--warmup") == 0)   /* >= 1: startup ends with its first step */
-            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->warmup);
+            ok = bench_parse_long("bench_train", opt, v, 1, TRAIN_SAMPLES, &a->warmup);
         else if (strcmp(opt, "--limit") == 0)
-            ok = parse_long(opt, v, 1, TRAIN_SAMPLES, &a->limit);
+            ok = bench_parse_long("bench_train", opt, v, 1, TRAIN_SAMPLES, &a->limit);
         else if (strcmp(opt, "--epochs-accuracy") == 0)
-            ok = parse_long(opt, v, 0, 1000, &a->epochs);
+            ok = bench_parse_long("bench_train", opt, v, 0, 1000, &a->epochs);
         else if (strcmp(opt, "--json") == 0 && v)
             a->json = v;
         else if (strcmp(opt, "--data") == 0 && v)
@@ -146,7 +127,7 @@ static int first_step_done(void *user, const kiln_progress *p)
 {
     double *t = user;
     if (p->event == KILN_EVENT_BATCH_END && p->epoch == 0 && p->step == 1)
-        *t = now();
+        *t = bench_now();
     return 0;
 }
 
@@ -204,7 +185,7 @@ int main(int argc, char **argv)
     memory.struct_size = sizeof memory;
     FILE *f = NULL;
 
-    const double t_start = now();
+    const double t_start = bench_now();
     kiln_status st = kiln_context_create(&co, &ctx);
     if (st != KILN_OK) {
         fprintf(stderr, "bench_train: %s: %s\n", kiln_status_name(st), err);
@@ -232,9 +213,9 @@ int main(int argc, char **argv)
         fit_options(&fo, a.batch, 1);
         kiln_training_stats before = {.struct_size = sizeof before};
         kiln_model_training_stats(model, &before);
-        const double t0 = now();
+        const double t0 = bench_now();
         st = kiln_model_fit(model, timed, &fo);
-        train_rate = (double)(a.steps * a.batch) / (now() - t0);
+        train_rate = (double)(a.steps * a.batch) / (bench_now() - t0);
         if (st == KILN_OK)
             st = kiln_model_training_stats(model, &timed_stats);
         if (st == KILN_OK)
@@ -255,10 +236,10 @@ int main(int argc, char **argv)
         st = kiln_dataset_subset(test, 0, n, &test_warm);
         if (st == KILN_OK)
             st = kiln_model_evaluate(model, test_warm, (int32_t)a.batch, &met);
-        const double t0 = now();
+        const double t0 = bench_now();
         if (st == KILN_OK)
             st = kiln_model_evaluate(model, test, (int32_t)a.batch, &met);
-        eval_rate = (double)met.samples / (now() - t0);
+        eval_rate = (double)met.samples / (bench_now() - t0);
     }
 
     if (st == KILN_OK && a.epochs) {
