@@ -79,8 +79,10 @@ static void loss_against_reference(kiln_context *ctx, const ls_case *c)
     kiln_node out = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
     if (c->probs)
         out = kiln_flatten(m, out, NULL);
+    /* One device whatever the machine has: the checks read replica 0. */
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = c->loss,
-                                     .label_smoothing = (float)LS};
+                                     .label_smoothing = (float)LS,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     if (!m->plan.compiled) {
         kiln_model_destroy(m);
@@ -261,7 +263,9 @@ static void model_file_keeps_it(kiln_context *ctx)
     snprintf(path, sizeof path, "/tmp/kiln-ls-%d.safetensors", (int)getpid());
     kiln_model *m = classifier(ctx, KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0.3f), *l = NULL;
     CHECK_OK(ctx, kiln_model_save(m, path));
-    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &l));
+    const kiln_compile_options one = {.struct_size = sizeof one,
+                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &one, &l));
     unlink(path);
     if (!l) {
         kiln_model_destroy(m);

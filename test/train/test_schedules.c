@@ -299,7 +299,10 @@ static void checkpoint_resumes(kiln_context *ctx, const kiln_dataset *ds, const 
     fit(ctx, a, ds, STEPS, NULL);
     fit(ctx, b, ds, 8, NULL);
     CHECK_OK(ctx, kiln_model_save_checkpoint(b, path));
-    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &c));
+    /* As the straight run: one device, whatever the machine has. */
+    const kiln_compile_options one = {.struct_size = sizeof one,
+                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_load(ctx, path, &one, &c));
     if (c) {
         CHECK_OK(ctx, kiln_model_load_checkpoint(c, path));
         fit(ctx, c, ds, STEPS - 8, NULL);
