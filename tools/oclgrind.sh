@@ -36,7 +36,8 @@ sh tools/install_deps.sh oclgrind
 [ -f build/build.ninja ] || meson setup build > /dev/null
 ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_gpu_kernels test_conv2d_transpose test_gradcheck
-    test_train test_attention test_nonfinite test_sequence_labels test_multi_input
+    test_train test_clipping test_attention test_nonfinite
+    test_sequence_labels test_multi_input
     test_multi_output test_layers_small_groups test_conv2d_transpose_small_groups
     test_train_gpu_kernels test_attention_gpu_kernels test_attention_small_groups
     test_gradcheck_small_groups test_train_small_groups test_layers_clblast"}
