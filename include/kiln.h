@@ -969,11 +969,11 @@ typedef struct kiln_lr_schedule {
      *  optimizer steps, >= 0 and strictly increasing, counted after the
      *  warm-up; 0 and NULL for the other kinds. Copied by compile. */
     int32_t n_boundaries;
-    const int64_t *boundaries;
+    const int64_t *boundaries;   /**< see n_boundaries */
     /** Piecewise constant decay: the n_boundaries + 1 rates (n_values must
      *  say so), finite and > 0; 0 and NULL for the other kinds. Copied. */
     int32_t n_values;
-    const float *values;
+    const float *values;         /**< see n_values */
 } kiln_lr_schedule;
 
 /** The optimizer of kiln_compile_options.optimizer. Zero fields take
