@@ -98,24 +98,31 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
     b->out.dims[2] = c->filters;
+    kiln_conv2d_add_params(b, c->kh, c->kw, c->c / c->groups, c->filters, c->filters,
+                           c->use_bias);
+    return KILN_OK;
+}
+
+void kiln_conv2d_add_params(kiln_layer_build *b, int32_t kh, int32_t kw, int32_t d2, int32_t d3,
+                            int32_t filters, int use_bias)
+{
     kiln_param_spec *k = &b->params[b->n_params++];
     k->name = "kernel";
     k->shape.rank = 4;
-    k->shape.dims[0] = c->kh;
-    k->shape.dims[1] = c->kw;
-    k->shape.dims[2] = c->c / c->groups;
-    k->shape.dims[3] = c->filters;
+    k->shape.dims[0] = kh;
+    k->shape.dims[1] = kw;
+    k->shape.dims[2] = d2;
+    k->shape.dims[3] = d3;
     k->init = KILN_INIT_GLOROT_UNIFORM;
-    k->fan_in = (int64_t)c->kh * c->kw * (c->c / c->groups);
-    k->fan_out = (int64_t)c->kh * c->kw * c->filters;
-    if (c->use_bias) {
+    k->fan_in = (int64_t)kh * kw * d2;
+    k->fan_out = (int64_t)kh * kw * d3;
+    if (use_bias) {
         kiln_param_spec *bias = &b->params[b->n_params++];
         bias->name = "bias";
         bias->shape.rank = 1;
-        bias->shape.dims[0] = c->filters;
+        bias->shape.dims[0] = filters;
         bias->init = KILN_INIT_ZEROS;
     }
-    return KILN_OK;
 }
 
 static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device *dev)

@@ -55,6 +55,13 @@ size_t kiln_conv2d_out_pixels(const conv2d_config *c, int32_t batch);
  * through Winograd's F(2x2, 3x3) (conv2d_winograd.c); its weight gradient
  * stays im2col + GEMM. */
 int32_t kiln_conv2d_use_winograd(const conv2d_config *c);
+
+/* A convolution's parameters, Conv2D's and Conv2DTranspose's alike: the
+ * kernel (kh, kw, d2, d3), Glorot uniform with Keras's fans for a rank-4
+ * kernel (the receptive field times d2, and times d3), and, with use_bias,
+ * `filters` zero biases. */
+void kiln_conv2d_add_params(kiln_layer_build *b, int32_t kh, int32_t kw, int32_t d2, int32_t d3,
+                            int32_t filters, int use_bias);
 /* The Winograd path: its kernels, buffers for max_batch, the output before
  * bias and activation, the input gradient (s->d_in[0]). */
 kiln_status kiln_conv2d_winograd_kernels(conv2d_replica *r, kiln_device *dev);

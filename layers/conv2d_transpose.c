@@ -5,6 +5,7 @@
  * a GEMM into columns gathered to the output by col2im, the input gradient
  * a convolution's forward (im2col of dy, one GEMM), the weight gradient a
  * convolution's weight gradient (the same columns against the input). */
+#include "layers/conv2d.h"
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
@@ -149,25 +150,10 @@ static kiln_status convt_infer(void *config, kiln_layer_build *b)
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
     b->out.dims[2] = c->filters;
-    kiln_param_spec *k = &b->params[b->n_params++];
-    k->name = "kernel";
-    k->shape.rank = 4;
-    k->shape.dims[0] = c->kh;
-    k->shape.dims[1] = c->kw;
-    k->shape.dims[2] = c->filters / c->groups;
-    k->shape.dims[3] = c->c;
-    k->init = KILN_INIT_GLOROT_UNIFORM;
     /* Keras's fans for any rank-4 kernel: the receptive field times its
      * last two axes (for this layer, the filters in and the channels out). */
-    k->fan_in = (int64_t)c->kh * c->kw * (c->filters / c->groups);
-    k->fan_out = (int64_t)c->kh * c->kw * c->c;
-    if (c->use_bias) {
-        kiln_param_spec *bias = &b->params[b->n_params++];
-        bias->name = "bias";
-        bias->shape.rank = 1;
-        bias->shape.dims[0] = c->filters;
-        bias->init = KILN_INIT_ZEROS;
-    }
+    kiln_conv2d_add_params(b, c->kh, c->kw, c->filters / c->groups, c->c, c->filters,
+                           c->use_bias);
     return KILN_OK;
 }
 
