@@ -3,10 +3,6 @@
  * F.pad (ConstantOfShape -> Concat -> Reshape -> Slice reversed ->
  * Transpose -> Reshape -> Cast) works on constants only, so it is done at
  * import. Of a computed value each of these ops is refused. */
-#include "kiln_config.h"
-
-#if KILN_HAVE_ONNX
-
 #include "runtime/saving/onnx_import.h"
 
 #include <stdio.h>
@@ -309,4 +305,3 @@ kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__Node
     return KILN_OK;
 }
 
-#endif /* KILN_HAVE_ONNX */

@@ -4,10 +4,6 @@
  * its Add), and the layouts: a 4-D value is held channels-last where a
  * channels-last layer made it, in ONNX's order otherwise, and permuted
  * once where a node wants the other. */
-#include "kiln_config.h"
-
-#if KILN_HAVE_ONNX
-
 #include "base/hash.h"
 #include "runtime/saving/onnx_import.h"
 
@@ -1146,4 +1142,3 @@ kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_nod
     return KILN_OK;
 }
 
-#endif /* KILN_HAVE_ONNX */

@@ -1,10 +1,6 @@
 /* The importer's initializers (onnx_import.h): inline (raw_data or the
  * typed arrays) or external data, decoded into the arena and checked
  * against their shapes. */
-#include "kiln_config.h"
-
-#if KILN_HAVE_ONNX
-
 #include "runtime/saving/onnx_import.h"
 
 #include <errno.h>
@@ -177,4 +173,3 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
     return KILN_OK;
 }
 
-#endif /* KILN_HAVE_ONNX */
