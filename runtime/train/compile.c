@@ -96,8 +96,10 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
             }
             for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
                 dst[j] = 1.0f;
+            for (int64_t j = 0; spec->init == KILN_INIT_CONSTANT && j < size; j++)
+                dst[j] = spec->init_value;
             if (spec->init != KILN_INIT_GLOROT_UNIFORM && spec->init != KILN_INIT_UNIFORM)
-                continue;  /* zeros or ones */
+                continue;  /* zeros, ones or a constant */
             const float limit = spec->init == KILN_INIT_UNIFORM
                                     ? spec->init_limit
                                     : (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));
