@@ -119,9 +119,10 @@ static kiln_status binary_infer(void *config, kiln_layer_build *b)
         if (p != q && p != 1 && q != 1) {
             snprintf(b->error, sizeof b->error, "%s %s and %s %s do not broadcast (axis %d of "
                      "the right-aligned shapes: %d and %d)",
-                     c->param_side == 0 ? "the parameter" : "a",
+                     c->param_side == 0 ? "the parameter" : c->param_side == 1 ? "x" : "a",
                      kiln_shape_str(x, sa, sizeof sa), c->param_side == 1 ? "the parameter"
-                     : "b", kiln_shape_str(y, sb, sizeof sb), d, (int)p, (int)q);
+                     : c->param_side == 0 ? "x" : "b", kiln_shape_str(y, sb, sizeof sb), d,
+                     (int)p, (int)q);
             return KILN_ERROR_SHAPE;
         }
         out.dims[d] = p > q ? p : q;
