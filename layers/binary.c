@@ -10,9 +10,10 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct binary_config {
-    kiln_binary_options o;   /* as the builder took them; name and struct_size unused */
+    kiln_binary_options o;   /* the builder's op and param_*; no name or struct_size */
     /* Inferred: the output's axes collapsed (binary.cl), each operand's
      * strides along them (0: broadcast), its sample's size, the output's. */
     int32_t dims[4];
@@ -234,9 +235,16 @@ static uint64_t binary_flops(const void *config, const kiln_shape *in_shape)
 /* args: the kiln_binary_options the builder copied. */
 static void binary_configure(void *config, const void *args)
 {
+    const kiln_binary_options *o = args;
     binary_config *c = config;
-    c->o = *(const kiln_binary_options *)args;
-    c->o.name = NULL;
+    /* Field by field: the config is compared byte for byte after a model
+     * file, so no name, struct_size or padding of the caller's. */
+    c->o.op = o->op;
+    c->o.param_rank = o->param_rank;
+    memcpy(c->o.param_dims, o->param_dims, sizeof c->o.param_dims);
+    c->o.param_first = o->param_first;
+    c->o.param_constant = o->param_constant;
+    c->o.param_value = o->param_value;
 }
 
 static void binary_describe(const void *config, void *args)
