@@ -269,15 +269,35 @@ static const kiln_layer_field binary_fields[] = {
 };
 
 /* Add, Sub, Mul, Div, Max or Min in kiln's layout (channels-last): a
- * sample's axes right-aligned behind the batch broadcast as kiln's do, the
+ * sample's axes right-aligned behind the batch broadcast as kiln's do (a
+ * computed operand of a lower rank reshaped to (N, 1, ..., dims)), the
  * parameter an initializer of its own shape. */
 static void binary_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
     const binary_config *c = g->layers[i].config;
+    const int rank = g->layers[i].shape.rank;
     const char *args[2];
-    for (int side = 0, k = 0; side < 2; side++)
-        args[side] = side == c->param_side ? kiln_onnx_param_initializer(g, i, "operand")
-                                           : kiln_onnx_input_value(g, i, k++, KILN_ONNX_CL);
+    for (int side = 0, k = 0; side < 2; side++) {
+        if (side == c->param_side) {
+            args[side] = kiln_onnx_param_initializer(g, i, "operand");
+            continue;
+        }
+        const kiln_shape *in = kiln_onnx_input_shape(g, i, k);
+        args[side] = kiln_onnx_input_value(g, i, k++, KILN_ONNX_CL);
+        if (in->rank == rank)
+            continue;
+        /* ONNX would align a lower rank's batch with a sample's axis: 1s
+         * go between, the batch (0: kept) first. */
+        int64_t shape[KILN_MAX_RANK + 1] = {0};
+        for (int d = 0; d < rank; d++) {
+            const int at = d - (rank - in->rank);
+            shape[d + 1] = at >= 0 ? in->dims[at] : 1;
+        }
+        const char *reshape[2] = {args[side], kiln_onnx_int64s(g, i, "shape", shape, rank + 1)};
+        args[side] = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/aligned%d",
+                                                               g->layers[i].name, side));
+        kiln_onnx_add_node(g, "Reshape", reshape, 2, args[side]);
+    }
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
     kiln_onnx_add_node(g, op_names[c->o.op], args, 2, out);
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
