@@ -268,39 +268,65 @@ static const kiln_layer_field binary_fields[] = {
      .offset = offsetof(kiln_binary_options, param_value), .optional = 1},
 };
 
-/* Add, Sub, Mul, Div, Max or Min in kiln's layout (channels-last): a
- * sample's axes right-aligned behind the batch broadcast as kiln's do (a
- * computed operand of a lower rank reshaped to (N, 1, ..., dims)), the
- * parameter an initializer of its own shape. */
+/* An operand's ONNX value: its dims right-aligned to the output's rank
+ * (in NCHW order when `cf`), the batch first for a computed one. */
+static const char *export_operand(kiln_onnx_graph *g, int32_t i, const binary_config *c,
+                                  int side, int k, int cf)
+{
+    const int rank = g->layers[i].shape.rank;
+    const kiln_param_spec *spec = NULL;
+    const float *data = side == c->param_side ? kiln_onnx_param(g, i, "operand", &spec) : NULL;
+    const kiln_shape *s = spec ? &spec->shape : kiln_onnx_input_shape(g, i, k);
+    int64_t a[KILN_MAX_RANK] = {0}, o[KILN_MAX_RANK] = {0};
+    for (int d = 0; d < rank; d++) {
+        const int at = d - (rank - s->rank);
+        a[d] = at >= 0 ? s->dims[at] : 1;
+    }
+    for (int d = 0; d < rank; d++)   /* (H, W, C) as (C, H, W) */
+        o[d] = cf ? a[(d + 2) % 3] : a[d];
+    if (spec) {
+        const int64_t size = kiln_shape_size(&spec->shape), hw = a[0] * a[1];
+        float *t = cf ? kiln_onnx_alloc(g, (size_t)size * sizeof *t) : NULL;
+        for (int64_t p = 0; t && p < hw; p++)
+            for (int64_t ch = 0; ch < a[2]; ch++)
+                t[ch * hw + p] = data[p * a[2] + ch];
+        int lead = 0;   /* ONNX right-aligns: leading 1s add nothing */
+        while (lead < rank - 1 && o[lead] == 1)
+            lead++;
+        return kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "operand"), rank - lead,
+                                    o + lead, t ? t : data);
+    }
+    const char *value = kiln_onnx_input_value(g, i, k, cf ? KILN_ONNX_CF : KILN_ONNX_CL);
+    if (s->rank == rank)
+        return value;
+    /* ONNX would align a lower rank's batch with a sample's axis: 1s go
+     * between, the batch (0: kept) first. */
+    int64_t shape[KILN_MAX_RANK + 1] = {0};
+    memcpy(shape + 1, o, (size_t)rank * sizeof *o);
+    const char *in[2] = {value, kiln_onnx_int64s(g, i, "shape", shape, rank + 1)};
+    const char *out = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/aligned%d",
+                                                                g->layers[i].name, side));
+    kiln_onnx_add_node(g, "Reshape", in, 2, out);
+    return out;
+}
+
+/* Add, Sub, Mul, Div, Max or Min. An (H, W, C) output is written as
+ * ONNX's (N, C, H, W), its operands alike, so that an imported layer
+ * scale keeps its initializer's (C, 1, 1); a (W, C) operand would need a
+ * Transpose there, and such a layer is written channels-last instead. */
 static void binary_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
     const binary_config *c = g->layers[i].config;
-    const int rank = g->layers[i].shape.rank;
+    int cf = g->layers[i].shape.rank == 3;
+    for (int k = 0; k < g->layers[i].n_inputs; k++)
+        cf &= kiln_onnx_input_shape(g, i, k)->rank != 2;
     const char *args[2];
-    for (int side = 0, k = 0; side < 2; side++) {
-        if (side == c->param_side) {
-            args[side] = kiln_onnx_param_initializer(g, i, "operand");
-            continue;
-        }
-        const kiln_shape *in = kiln_onnx_input_shape(g, i, k);
-        args[side] = kiln_onnx_input_value(g, i, k++, KILN_ONNX_CL);
-        if (in->rank == rank)
-            continue;
-        /* ONNX would align a lower rank's batch with a sample's axis: 1s
-         * go between, the batch (0: kept) first. */
-        int64_t shape[KILN_MAX_RANK + 1] = {0};
-        for (int d = 0; d < rank; d++) {
-            const int at = d - (rank - in->rank);
-            shape[d + 1] = at >= 0 ? in->dims[at] : 1;
-        }
-        const char *reshape[2] = {args[side], kiln_onnx_int64s(g, i, "shape", shape, rank + 1)};
-        args[side] = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/aligned%d",
-                                                               g->layers[i].name, side));
-        kiln_onnx_add_node(g, "Reshape", reshape, 2, args[side]);
-    }
-    const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
+    for (int side = 0, k = 0; side < 2; side++)
+        args[side] = export_operand(g, i, c, side, side == c->param_side ? -1 : k++, cf);
+    const int layout = cf ? KILN_ONNX_CF : KILN_ONNX_CL;
+    const char *out = kiln_onnx_output(g, i, layout);
     kiln_onnx_add_node(g, op_names[c->o.op], args, 2, out);
-    kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
+    kiln_onnx_activate(g, i, layout, out);
 }
 
 const kiln_layer_ops kiln_layer_binary = {

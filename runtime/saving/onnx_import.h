@@ -35,6 +35,9 @@ typedef struct kiln_import_value {
     const float *f;            /* a float constant's values */
     const int64_t *ints;       /* an integer constant's values */
     const char *param_of;      /* a constant: the node that took it as a parameter */
+    /* A constant from a Constant node (not an initializer): a binary op's
+     * parameter of it is not trained. */
+    int constant_node;
     int uses;                  /* nodes (and graph outputs) that read it */
     /* A Pad's output folded into its one reader (a Conv or AveragePool):
      * `node`'s value, and the zeros (top, left, bottom, right) the reader
@@ -82,6 +85,24 @@ int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
 /* A computed value as the model's output: in ONNX's order. */
+/* onnx_import_ops.c's helpers for the ops in files of their own: v's layer
+ * in `cl` layout (permuted once); node n's output recorded as layer
+ * `node`'s (`like`: an element-wise op's input, whose ONNX shape it has);
+ * how many nodes and graph outputs read `name` (*reader the last node);
+ * a node whose op is one layer kind. */
+kiln_status kiln_import_in_layout(kiln_importer *im, kiln_import_value *v, int cl,
+                                  kiln_node *node);
+kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node,
+                             int cl, const kiln_import_value *like);
+int kiln_import_readers(const kiln_importer *im, const char *name, size_t *reader);
+kiln_status kiln_import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                             const kiln_layer_ops *ops, const char *extra);
+
+/* Add, Sub, Mul, Div, Max and Min broadcasting (onnx_import_binary.c), and
+ * Sigmoid, which with the Mul after it may be SiLU. */
+kiln_status kiln_import_binary(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);
 
 #endif

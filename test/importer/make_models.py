@@ -218,6 +218,82 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class SqueezeExcite(nn.Module):
+    """torchvision's SqueezeExcitation (AdaptiveAvgPool -> Conv -> ReLU ->
+    Conv -> Sigmoid -> x * scale): a Mul of (N, C, H, W) by (N, C, 1, 1),
+    one broadcast multiply in kiln."""
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.se = torchvision.ops.SqueezeExcitation(8, 4)
+        self.fc = nn.Linear(8 * 6 * 5, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.se(torch.relu(self.conv(x))), 1))
+
+
+class Silu(nn.Module):
+    """SiLU as x * torch.sigmoid(x) after a Conv and as nn.SiLU (which torch
+    1.13 writes as Sigmoid -> Mul) after another: each the Conv's own
+    activation in kiln; and once of a value read elsewhere too (an
+    Activation layer)."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 6, 3, padding=1)
+        self.silu = nn.SiLU()
+        self.fc = nn.Linear(6 * 6 * 5, 3)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x = self.silu(self.conv2(x * torch.sigmoid(x)))
+        t = torch.tanh(x)
+        return self.fc(torch.flatten(t * torch.sigmoid(t) + t, 1))
+
+
+class LayerScale(nn.Module):
+    """ConvNeXt's layer scale: an nn.Parameter of shape (C, 1, 1) times a
+    4-D value (an initializer: trained)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.gamma = nn.Parameter(torch.rand(6, 1, 1) + 0.5)
+        self.fc = nn.Linear(6 * 6 * 5, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.gamma * torch.tanh(self.conv(x)), 1))
+
+
+class Constants(nn.Module):
+    """x / 2 + 1 and 1 - x (Constant nodes: constants on either side),
+    and their product (two computed values)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 4 * 3, 3)
+
+    def forward(self, x):
+        t = torch.tanh(self.conv(x))
+        return self.fc(torch.flatten((t / 2 + 1) * (1 - t), 1))
+
+
+class Broadcasts(nn.Module):
+    """(N, 1, D) * (N, T, 1) of two computed values, then + a (D) parameter,
+    on a (N, 1, D) input; Max and Min of computed values."""
+    def __init__(self):
+        super().__init__()
+        self.to_t = nn.Linear(6, 5)
+        self.bias = nn.Parameter(torch.randn(6))
+        self.fc = nn.Linear(5 * 6, 3)
+
+    def forward(self, x):
+        q = self.to_t(x).transpose(1, 2)                  # (N, 5, 1)
+        y = torch.tanh(x) * q + self.bias                 # (N, 5, 6)
+        y = torch.maximum(y, torch.sigmoid(y)) - torch.minimum(y, torch.tanh(q))
+        return self.fc(torch.flatten(y, 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -265,6 +341,8 @@ TRAINED = {
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+    "layerscale": ("gamma", "conv.weight", "conv.bias"),
+    "broadcasts": ("bias", "to_t.bias"),
 }
 
 
@@ -399,6 +477,11 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("squeeze_excite", SqueezeExcite, (2, 3, 6, 5), preserve),
+        ("silu", Silu, (2, 3, 6, 5), preserve),
+        ("layerscale", LayerScale, (2, 3, 6, 5), preserve),
+        ("constants", Constants, (2, 3, 6, 5), preserve),
+        ("broadcasts", Broadcasts, (3, 1, 6), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
