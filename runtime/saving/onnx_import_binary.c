@@ -107,6 +107,18 @@ static kiln_status binary_node(kiln_importer *im, const KilnOnnx__NodeProto *n,
     /* Every computed input has the output's rank (its batch on the
      * output's first axis); a constant of that rank is 1 along it. */
     const int rank = in[0]->rank > in[1]->rank ? in[0]->rank : in[1]->rank;
+    for (int k = 0; k < 2; k++) {
+        if (in[k]->computed && in[k]->rank != rank)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input "
+                              "'%s' is a computed value of %d dimensions and the output has "
+                              "%d; its batch would meet another axis (kiln keeps the batch "
+                              "first)", node_name, n->op_type, in[k]->name, in[k]->rank, rank);
+        if (!in[k]->computed && in[k]->rank == rank && in[k]->dims[0] != 1)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): "
+                              "constant '%s' has %lld values along the batch axis; kiln "
+                              "broadcasts constants over the batch (1 there)", node_name,
+                              n->op_type, in[k]->name, (long long)in[k]->dims[0]);
+    }
     int64_t out_dims[KILN_MAX_RANK + 1];
     for (int d = 0; d < rank; d++) {
         int64_t size[2];
@@ -124,18 +136,6 @@ static kiln_status binary_node(kiln_importer *im, const KilnOnnx__NodeProto *n,
                               n->op_type, a_name, b_name, d, (long long)size[0],
                               (long long)size[1]);
         out_dims[d] = size[0] > size[1] ? size[0] : size[1];
-    }
-    for (int k = 0; k < 2; k++) {
-        if (in[k]->computed && in[k]->rank != rank)
-            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): input "
-                              "'%s' is a computed value of %d dimensions and the output has "
-                              "%d; its batch would meet another axis (kiln keeps the batch "
-                              "first)", node_name, n->op_type, in[k]->name, in[k]->rank, rank);
-        if (!in[k]->computed && in[k]->rank == rank && in[k]->dims[0] != 1)
-            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): "
-                              "constant '%s' has %lld values along the batch axis; kiln "
-                              "broadcasts constants over the batch (1 there)", node_name,
-                              n->op_type, in[k]->name, (long long)in[k]->dims[0]);
     }
     if (rank > KILN_MAX_RANK + 1 || rank < 2)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): an output "

@@ -77,7 +77,23 @@ def between(out):
     # Integer arithmetic on computed values (kiln folds it on constants).
     one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
         consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
-    one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
+    # Broadcasts kiln refuses: shapes that do not broadcast; a constant
+    # with a batch axis of 2; a computed value of a lower rank (its batch
+    # would meet H); two constants; an initializer two nodes would train;
+    # an attribute (opset 6's broadcast).
+    one("mul_no_broadcast", node("Mul", ["c", "k"], ["r"], name="mul"),
+        consts=[("k", np.ones((3, 1, 5), np.float32))])
+    one("add_batch_constant", node("Add", ["c", "k"], ["r"], name="add"),
+        consts=[("k", np.ones((2, 3, 2, 2), np.float32))])
+    one("sub_lower_rank", node("Flatten", ["c"], ["fl"], name="flat"),
+        node("Sub", ["c", "fl"], ["r"], name="sub"))
+    one("div_constants", node("Div", ["k", "k2"], ["q"], name="div"),
+        node("Mul", ["c", "q"], ["r"], name="mul"),
+        consts=[("k", np.ones((3, 1, 1), np.float32)), ("k2", np.ones(1, np.float32))])
+    one("mul_tied", node("Mul", ["c", "k"], ["m"], name="mul"),
+        node("Add", ["m", "k"], ["r"], name="add"),
+        consts=[("k", np.ones((3, 1, 1), np.float32))])
+    one("max_attribute", node("Max", ["c", "c"], ["r"], name="max", broadcast=1))
     # Training-form BatchNormalization whose running mean a node reads.
     stats = [("s", np.ones(3, np.float32)), ("bb", np.zeros(3, np.float32)),
              ("m", np.zeros(3, np.float32)), ("v", np.ones(3, np.float32))]

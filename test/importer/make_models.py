@@ -452,6 +452,22 @@ def graphs(outdir):
              helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
     lines.append(export_graph(outdir, "concat_many", nodes, {"w": w, "b": b, "gw": gw,
                                                              "fb": fb}, x, y))
+    # Max of three values (chained), Min of one (the value), Min with a
+    # (C, 1, 1) initializer; PyTorch writes Max and Min of two only.
+    k = torch.randn(4, 1, 1) * 0.3
+    m = torch.maximum(torch.maximum(c, torch.relu(c)), torch.tanh(c))
+    gw = torch.randn(3, 4 * 5 * 4) * 0.1
+    y = F.linear(torch.flatten(torch.minimum(m, k), 1), gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Tanh", ["c"], ["t"], name="tanh"),
+             helper.make_node("Max", ["c", "r", "t"], ["m"], name="max3"),
+             helper.make_node("Min", ["m"], ["m1"], name="min1"),
+             helper.make_node("Min", ["m1", "k"], ["mk"], name="min_k"),
+             helper.make_node("Flatten", ["mk"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "max_min", nodes, {"w": w, "b": b, "k": k, "gw": gw,
+                                                         "fb": fb}, x, y))
     return lines
 
 
