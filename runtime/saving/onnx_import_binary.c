@@ -286,13 +286,12 @@ kiln_status kiln_import_binary(kiln_importer *im, const KilnOnnx__NodeProto *n)
 }
 
 /* Nonzero when x's layer may take SiLU as its own activation: its
- * output is x alone (no other value holds the layer, no layer reads it),
- * the layer takes an activation and has none. */
+ * output is x alone (no other value holds the layer, no layer reads it);
+ * kiln_node_take_activation then checks that the kind takes one and has
+ * none. */
 static int silu_fusable(kiln_importer *im, const kiln_import_value *x)
 {
-    const kiln_node_rec *rec = &im->m->graph.nodes[x->node];
-    if (!rec->ops->takes_activation || rec->activation != KILN_ACTIVATION_LINEAR ||
-        x->converted != KILN_NODE_INVALID)
+    if (x->converted != KILN_NODE_INVALID)
         return 0;
     for (size_t k = 0; k < im->n_values; k++)
         if (&im->values[k] != x && im->values[k].computed && im->values[k].node == x->node)
@@ -323,8 +322,8 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
     im->skip[reader] = 1;
     size_t ignored;
     /* x read by this Sigmoid and the Mul alone: its layer applies SiLU. */
-    if (kiln_import_readers(im, n->input[0], &ignored) == 2 && silu_fusable(im, x)) {
-        im->m->graph.nodes[x->node].activation = KILN_ACTIVATION_SILU;
+    if (kiln_import_readers(im, n->input[0], &ignored) == 2 && silu_fusable(im, x) &&
+        kiln_node_take_activation(im->m, x->node, KILN_ACTIVATION_SILU)) {
         const kiln_import_value copy = *x;
         kiln_import_value *v = kiln_import_add_value(im, mul->output[0]);
         if (!v)
