@@ -141,7 +141,7 @@ static kiln_status binary_infer(void *config, kiln_layer_build *b)
         p->shape = param;
         p->init = KILN_INIT_CONSTANT;
         p->init_value = o->param_value;
-        p->non_trainable = o->param_constant != 0;
+        p->non_trainable = p->constant = o->param_constant != 0;
     }
     return KILN_OK;
 }

@@ -46,6 +46,10 @@ typedef struct kiln_param_spec {
     /* State the layer updates itself (batch norm's moving statistics): no
      * gradient, no optimizer; saved and loaded with the weights. */
     int non_trainable;
+    /* With non_trainable: a value nothing ever changes (a binary layer's
+     * constant operand), kept beside the frozen weights, which replicas
+     * never average (averaging identical copies could round them). */
+    int constant;
 } kiln_param_spec;
 
 /* What infer receives and fills. On a shape error infer writes a message
