@@ -178,8 +178,11 @@ static kiln_status binary_forward(const void *config, void *replica, const kiln_
         kiln_arg_int(c->stride[0][3]), kiln_arg_int(c->stride[1][0]),
         kiln_arg_int(c->stride[1][1]), kiln_arg_int(c->stride[1][2]),
         kiln_arg_int(c->stride[1][3]));
-    const size_t range[2] = {(size_t)c->out_size, (size_t)s->batch};
-    const kiln_status st = kiln_run(s->dev, "binary", "kiln_binary_forward", 2, range, args);
+    const kiln_range cpu = {.dims = 2, .size = {(size_t)(c->out_size / c->dims[3]),
+                                                (size_t)s->batch}};
+    const kiln_range gpu = {.dims = 2, .size = {(size_t)c->out_size, (size_t)s->batch}};
+    const kiln_status st = kiln_run_variant(s->dev, "binary", "kiln_binary_forward", &cpu, &gpu,
+                                            args);
     return st != KILN_OK ? st : kiln_step_activate(s, s->out);
 }
 
