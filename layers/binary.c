@@ -196,6 +196,24 @@ static kiln_status binary_grad(const binary_config *c, const kiln_step *s, int s
     operand(c, s, 0, &a, &ao, &ab);
     operand(c, s, 1, &b, &bo, &bb);
     const int param = side == c->param_side;
+    if (!param && c->size[side] == c->out_size) {   /* broadcast along no axis */
+        kiln_args full = KILN_ARGS(
+            kiln_arg_buffer(s->d_out), kiln_arg_buffer(a), kiln_arg_int(ao), kiln_arg_int(ab),
+            kiln_arg_buffer(b), kiln_arg_int(bo), kiln_arg_int(bb), kiln_arg_buffer(g),
+            kiln_arg_int(accumulate), kiln_arg_int(c->o.op), kiln_arg_int(side),
+            kiln_arg_int(c->dims[1]), kiln_arg_int(c->dims[2]), kiln_arg_int(c->dims[3]),
+            kiln_arg_int(c->out_size), kiln_arg_int(c->stride[0][0]),
+            kiln_arg_int(c->stride[0][1]), kiln_arg_int(c->stride[0][2]),
+            kiln_arg_int(c->stride[0][3]), kiln_arg_int(c->stride[1][0]),
+            kiln_arg_int(c->stride[1][1]), kiln_arg_int(c->stride[1][2]),
+            kiln_arg_int(c->stride[1][3]));
+        const kiln_range cpu = {.dims = 2, .size = {(size_t)(c->out_size / c->dims[3]),
+                                                    (size_t)s->batch}};
+        const kiln_range gpu = {.dims = 2, .size = {(size_t)c->out_size, (size_t)s->batch}};
+        (void)g_off;   /* a computed operand's gradient starts at 0 */
+        return kiln_run_variant(s->dev, "binary", "kiln_binary_backward_full", &cpu, &gpu,
+                                full);
+    }
     kiln_args args = KILN_ARGS(
         kiln_arg_buffer(s->d_out), kiln_arg_buffer(a), kiln_arg_int(ao), kiln_arg_int(ab),
         kiln_arg_buffer(b), kiln_arg_int(bo), kiln_arg_int(bb), kiln_arg_buffer(g),

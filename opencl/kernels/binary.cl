@@ -155,3 +155,54 @@ __kernel void kiln_binary_backward(__global const float *dy, __global const floa
     __global float *at = g + (size_t)g_off + (size_t)n0 * own_size + j;
     *at = accumulate ? *at + sum : sum;
 }
+
+/* The gradient of an operand the output has the shape of (broadcast along
+ * no axis): g = dy * the partial, value by value, written or added. The
+ * CPU variant a row of the last axis a work-item, range (a sample's rows,
+ * batch); the GPU variant a value, range (a sample's values, batch). */
+inline void kiln_binary_grad_at(__global const float *dy, __global const float *a,
+                                size_t at, __global const float *b, size_t bt,
+                                __global float *g, size_t o, int accumulate, int op, int side)
+{
+    const float v = dy[o] * kiln_binary_partial(op, side, a[at], b[bt]);
+    g[o] = accumulate ? g[o] + v : v;
+}
+
+__kernel void kiln_binary_backward_full_cpu(__global const float *dy, __global const float *a,
+                                            int a_off, int a_batch, __global const float *b,
+                                            int b_off, int b_batch, __global float *g,
+                                            int accumulate, int op, int side, int d1, int d2,
+                                            int d3, int size, int sa0, int sa1, int sa2,
+                                            int sa3, int sb0, int sb1, int sb2, int sb3)
+{
+    const int r = get_global_id(0), n = get_global_id(1);
+    if (r >= size / d3)
+        return;
+    const int i2 = r % d2, r2 = r / d2, i1 = r2 % d1, i0 = r2 / d1;
+    const size_t at = (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
+                      (size_t)i1 * sa1 + (size_t)i2 * sa2;
+    const size_t bt = (size_t)b_off + (size_t)n * b_batch + (size_t)i0 * sb0 +
+                      (size_t)i1 * sb1 + (size_t)i2 * sb2;
+    const size_t o = (size_t)n * size + (size_t)r * d3;
+    for (int k = 0; k < d3; k++)
+        kiln_binary_grad_at(dy, a, at + (size_t)k * sa3, b, bt + (size_t)k * sb3, g, o + k,
+                            accumulate, op, side);
+}
+
+__kernel void kiln_binary_backward_full_gpu(__global const float *dy, __global const float *a,
+                                            int a_off, int a_batch, __global const float *b,
+                                            int b_off, int b_batch, __global float *g,
+                                            int accumulate, int op, int side, int d1, int d2,
+                                            int d3, int size, int sa0, int sa1, int sa2,
+                                            int sa3, int sb0, int sb1, int sb2, int sb3)
+{
+    const int i = get_global_id(0), n = get_global_id(1);
+    if (i >= size)
+        return;
+    const int i3 = i % d3, r3 = i / d3, i2 = r3 % d2, r2 = r3 / d2, i1 = r2 % d1, i0 = r2 / d1;
+    const size_t at = (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
+                      (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3;
+    const size_t bt = (size_t)b_off + (size_t)n * b_batch + (size_t)i0 * sb0 +
+                      (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
+    kiln_binary_grad_at(dy, a, at, b, bt, g, (size_t)n * size + i, accumulate, op, side);
+}
