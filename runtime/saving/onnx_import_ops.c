@@ -274,6 +274,39 @@ static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
 /* A node whose op is one layer kind: the kind reads it, and its layer
  * makes the node's first output. `extra` is a further input (MatMul's
  * bias, from the Add joined to it). */
+/* An activation whose input is the output of a layer that takes one (a
+ * Conv, ConvTranspose, Gemm/MatMul or BatchNormalization without its own),
+ * read by nothing else, becomes that layer's activation, as kiln_conv2d's
+ * .activation would: one pass over the output and one buffer fewer, the
+ * same numbers. The layer then takes the activation's name, since its
+ * output is the activation's: a model cut at the Relu as the file names it
+ * is cut where it was, and the earlier layer's name, whose output no
+ * longer exists, is not found. Softmax and LogSoftmax keep their layer
+ * (the axis is theirs to choose), as does a LeakyRelu of its own slope.
+ * Nonzero when it fused (*st the result). */
+static int fuse_activation(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                           const kiln_onnx_import *imp, kiln_status *st)
+{
+    const kiln_activation_layer_options *o =
+        (const kiln_activation_layer_options *)(const void *)imp->args.bytes;
+    if (imp->activation == KILN_ACTIVATION_LINEAR || imp->activation == KILN_ACTIVATION_SOFTMAX ||
+        imp->activation == KILN_ACTIVATION_LOG_SOFTMAX || o->negative_slope != 0.0f)
+        return 0;
+    kiln_import_value *v = kiln_import_find(im, n->input[0]);
+    size_t reader;
+    if (!v || !v->computed || v->padded || v->converted != KILN_NODE_INVALID ||
+        readers(im, v->name, &reader) != 1)
+        return 0;
+    kiln_node_rec *layer = &im->m->graph.nodes[v->node];
+    if (layer->ops == &kiln_layer_activation || !layer->ops->takes_activation ||
+        layer->activation != KILN_ACTIVATION_LINEAR)
+        return 0;
+    layer->activation = imp->activation;
+    snprintf(layer->name, sizeof layer->name, "%s", kiln_import_node_name(n));
+    *st = made(im, n, v->node, v->cl, v);
+    return 1;
+}
+
 static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
                                const kiln_layer_ops *ops, const char *extra)
 {
@@ -293,6 +326,8 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     st = ops->import_onnx(&imp);
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
+    if (ops == &kiln_layer_activation && fuse_activation(im, n, &imp, &st))
+        return st;
     if (ops == &kiln_layer_batch_norm && im->options->synchronized_batch_norm)
         ((kiln_batch_norm_options *)(void *)imp.args.bytes)->synchronized = 1;
     kiln_import_value *first;
