@@ -40,6 +40,23 @@ static int readers(const kiln_importer *im, const char *name, size_t *reader)
     return count;
 }
 
+/* As readers(), but a node a pattern's chain took (skipped, its reads
+ * the chain's one op's) not counted, and each node once. */
+static int live_readers(const kiln_importer *im, const char *name)
+{
+    int count = 0;
+    for (size_t k = 0; k < im->g->n_node; k++) {
+        const KilnOnnx__NodeProto *n = im->replace[k] ? im->replace[k] : im->g->node[k];
+        int reads = 0;
+        for (size_t i = 0; !im->skip[k] && i < n->n_input; i++)
+            reads |= strcmp(n->input[i], name) == 0;
+        count += reads;
+    }
+    for (size_t k = 0; k < im->g->n_output; k++)
+        count += strcmp(im->g->output[k]->name, name) == 0;
+    return count;
+}
+
 /* v's layer in `cl` layout (a value of another rank has one layout). */
 static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, kiln_node *node)
 {
@@ -293,9 +310,8 @@ static int fuse_activation(kiln_importer *im, const KilnOnnx__NodeProto *n,
         imp->activation == KILN_ACTIVATION_LOG_SOFTMAX || o->negative_slope != 0.0f)
         return 0;
     kiln_import_value *v = kiln_import_find(im, n->input[0]);
-    size_t reader;
     if (!v || !v->computed || v->padded || v->converted != KILN_NODE_INVALID ||
-        readers(im, v->name, &reader) != 1)
+        live_readers(im, v->name) != 1)
         return 0;
     kiln_node_rec *layer = &im->m->graph.nodes[v->node];
     if (layer->ops == &kiln_layer_activation || !layer->ops->takes_activation ||
@@ -1083,6 +1099,7 @@ static const struct {
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
+    {.op = "Gelu", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation},
     {.op = "LogSoftmax", .kind = &kiln_layer_activation},
@@ -1108,7 +1125,7 @@ static const struct {
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
 {
-    const KilnOnnx__NodeProto *n = im->g->node[k];
+    const KilnOnnx__NodeProto *n = im->replace[k] ? im->replace[k] : im->g->node[k];
     const char *name = kiln_import_node_name(n);
     /* kiln's layer names hold up to 63 bytes; PyTorch's node names run
      * longer in deep networks (mnasnet's "/layers/layers.10/layers.10.0/

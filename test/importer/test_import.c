@@ -296,8 +296,9 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
 /* One network of models.txt: import, predict, compare. */
 /* The layer named after ONNX node `node` is a `kind`: an activation fused
  * into the layer before it takes the activation's name (a Relu after a
- * BatchNormalization, or after the Conv a folded batch norm left); one
- * after an Add keeps a layer of its own. */
+ * BatchNormalization, or after the Conv a folded batch norm left; a GELU
+ * chain's last Mul after a Gemm); one after an Add keeps a layer of its
+ * own. */
 static void check_layer_kind(kiln_context *ctx, kiln_model *m, const char *node, const char *kind)
 {
     kiln_node at = KILN_NODE_INVALID;
@@ -349,6 +350,11 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         check_layer_kind(ctx, m, "/relu/Relu",
                          name[8] ? "conv2d" : "batch_normalization");
         check_layer_kind(ctx, m, "/layer1/layer1.0/relu_1/Relu", "activation");
+    }
+    /* Each GELU chain (opset 13) one activation, fused into its Gemm. */
+    if (strcmp(name, "gelus") == 0) {
+        check_layer_kind(ctx, m, "/act1/Mul_1", "dense");
+        check_layer_kind(ctx, m, "/act2/Mul_5", "dense");
     }
     /* channels: leaky_relu's slopes and log_softmax kept in the file. */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0)
