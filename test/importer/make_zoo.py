@@ -2,10 +2,10 @@
 float32 and float64, for test_zoo.c (run with Debian's /usr/bin/python3,
 which has torch 1.13 and torchvision 0.14):
 
-    make_zoo.py OUTDIR NAME
+    make_zoo.py OUTDIR NAME [OPSET]
 
 Writes, all little-endian and raw:
-  NAME.onnx      torch.onnx.export of the network in eval mode, opset 17,
+  NAME.onnx      torch.onnx.export of the network in eval mode, opset 17 (or OPSET),
                  TrainingMode.PRESERVE, no constant folding (issue 28's call)
   NAME.in        the inference input, float32 NCHW
   NAME.batches   STEPS training batches, float32 NCHW, one after another
@@ -131,6 +131,7 @@ def train(model, batches, targets, dtype):
 
 def main():
     outdir, name = sys.argv[1], sys.argv[2]
+    opset = int(sys.argv[3]) if len(sys.argv) > 3 else 17
     start = time.time()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     base = os.path.join(outdir, name)
@@ -139,7 +140,7 @@ def main():
     randomise_constants(model)
     model.eval()
     x = torch.randn(*shape)
-    torch.onnx.export(model, x, base + ".onnx", opset_version=17,
+    torch.onnx.export(model, x, base + ".onnx", opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
                       input_names=["input"], output_names=["output"])
     state = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
