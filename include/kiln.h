@@ -1056,6 +1056,47 @@ typedef struct kiln_optimizer_options {
      *  timm's and Hugging Face's no-decay groups); 0: every trainable
      *  parameter decays. */
     int32_t exclude_vectors_from_weight_decay;
+    /** Nonzero: keep an exponential moving average of the trainable
+     *  weights (Keras 3's use_ema). After each optimizer update (once per
+     *  update: with gradient_accumulation_steps, once per K micro-batches,
+     *  where Keras 3 also folds the unchanged weights in at each micro-step)
+     *  every trainable weight w updates its average a, in float32, as Keras
+     *  3's _update_model_variables_moving_average does: a = m a + (1 - m) w
+     *  with m = ema_momentum, except on the first update (the one numbered
+     *  1, kiln_model's optimizer step count 0 before it), where m is 0 and
+     *  the average starts as a copy of the updated weights. Batch
+     *  normalization's moving statistics and frozen layers' parameters are
+     *  not averaged (Keras averages trainable variables only); whatever uses
+     *  the averages takes them as they are. The averages live with the
+     *  weights under every strategy (replicas, central storage's host copy,
+     *  the parameter store, each pipeline stage its own) as one more
+     *  optimizer slot, so they cost one more parameter-sized buffer where
+     *  the optimizer's state lives. Once at least one update has been
+     *  applied, kiln_model_evaluate, kiln_model_predict (and their
+     *  on-batch forms and fit's validation), kiln_model_save,
+     *  kiln_model_save_weights and kiln_model_export_onnx use the averages
+     *  in place of the trainable weights, the other parameters as they
+     *  are (evaluate and predict swap the averages in through the host and
+     *  back after, bit for bit: two copies of the parameters per call);
+     *  before any update they use the weights. kiln_model_get_weights
+     *  returns the weights being trained. kiln_model_save_checkpoint keeps
+     *  both, the averages as "optimizer/<param>/average", so a resumed run
+     *  continues bit-identically. kiln_model_set_weights,
+     *  kiln_model_set_layer_weights, kiln_model_load_weights, kiln_model_load
+     *  and EarlyStopping's restore_best_weights restart the averages from
+     *  the weights they write. */
+    int32_t use_ema;
+    /** The averages' momentum m (Keras's ema_momentum), in [0, 1); 0: 0.99
+     *  (Keras's default; a momentum of exactly 0 would make the averages
+     *  the weights). NaN, infinite, negative or >= 1:
+     *  KILN_ERROR_INVALID_ARGUMENT, with use_ema off too (files store every
+     *  setting). */
+    float ema_momentum;
+    /** > 0 (use_ema only): after every N-th update (the update numbered
+     *  N, 2N, ...) the trainable weights are overwritten by their averages
+     *  (Keras's ema_overwrite_frequency), so training continues from them;
+     *  0: never (Keras's None). Negative: KILN_ERROR_INVALID_ARGUMENT. */
+    int32_t ema_overwrite_frequency;
 } kiln_optimizer_options;
 
 /** Sets *rate to the learning rate `options` give at optimizer step `step`
