@@ -1082,7 +1082,7 @@ typedef struct kiln_optimizer_options {
      *  returns the weights being trained. kiln_model_save_checkpoint keeps
      *  both, the averages as "optimizer/<param>/average", so a resumed run
      *  continues bit-identically. kiln_model_set_weights,
-     *  kiln_model_set_layer_weights, kiln_model_load_weights, kiln_model_load
+     *  kiln_model_set_tensor, kiln_model_load_weights, kiln_model_load
      *  and EarlyStopping's restore_best_weights restart the averages from
      *  the weights they write. */
     int32_t use_ema;
