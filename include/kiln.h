@@ -1071,7 +1071,11 @@ typedef struct kiln_optimizer_options {
      *  weights under every strategy (replicas, central storage's host copy,
      *  the parameter store, each pipeline stage its own) as one more
      *  optimizer slot, so they cost one more parameter-sized buffer where
-     *  the optimizer's state lives. Once at least one update has been
+     *  the optimizer's state lives. The parameter server across MPI
+     *  processes (parameter_store_ranks > 0) refuses it with
+     *  KILN_ERROR_UNSUPPORTED: its workers keep no optimizer state, so their
+     *  evaluate and predict could not use the averages. Once at least one
+     *  update has been
      *  applied, kiln_model_evaluate, kiln_model_predict (and their
      *  on-batch forms and fit's validation), kiln_model_save,
      *  kiln_model_save_weights and kiln_model_export_onnx use the averages
