@@ -1340,7 +1340,9 @@ typedef struct kiln_compile_options {
  * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
  * more than KILN_MAX_MODEL_INPUTS Inputs, and for what a model of several outputs does not support (see
- * kiln_compile_options.n_outputs; naming the strategy or option),
+ * kiln_compile_options.n_outputs; naming the strategy or option), for
+ * kiln_optimizer_options.use_ema under the parameter server across MPI
+ * processes,
  * KILN_ERROR_INVALID_ARGUMENT for losses given for another count of
  * outputs or a negative or non-finite loss weight,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.
