@@ -324,8 +324,8 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
     }
-    float *slots[KILN_MAX_OPTIMIZER_SLOTS];
-    for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL};
+    for (int i = 0; i < n_slots; i++)
         slots[i] = flat + (size_t)(i + 1) * floats;
     /* A training state keeps the weights (the averages are a slot); the
      * other files are for inference, which uses the averages (use_ema). */
@@ -497,8 +497,8 @@ static kiln_status load(kiln_model *m, const char *path, int full)
         kiln_st_free(&f);
         return st;
     }
-    float *slots[KILN_MAX_OPTIMIZER_SLOTS];
-    for (int i = 0; i < KILN_MAX_OPTIMIZER_SLOTS; i++)
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL};
+    for (int i = 0; i < n_slots; i++)
         slots[i] = flat + (size_t)(i + 1) * floats;
     char list[900] = "";
     int bad = 0;
