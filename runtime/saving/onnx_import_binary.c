@@ -3,7 +3,8 @@
  * a constant, which becomes the layer's parameter (an initializer trained,
  * a Constant node's value not). Max and Min of N inputs are chained. And
  * Mul(x, Sigmoid(x)) as SiLU: the activation of x's own layer where x is
- * that layer's output and read by nothing else, else an Activation. */
+ * that layer's output and read by nothing else, else an Activation; either
+ * named after the Mul, whose output it makes. */
 #include "runtime/saving/onnx_import.h"
 
 #include <stdio.h>
@@ -323,7 +324,8 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
     size_t ignored;
     /* x read by this Sigmoid and the Mul alone: its layer applies SiLU. */
     if (kiln_import_readers(im, n->input[0], &ignored) == 2 && silu_fusable(im, x) &&
-        kiln_node_take_activation(im->m, x->node, KILN_ACTIVATION_SILU)) {
+        kiln_node_take_activation(im->m, x->node, KILN_ACTIVATION_SILU,
+                                  kiln_import_node_name(mul))) {
         const kiln_import_value copy = *x;
         kiln_import_value *v = kiln_import_add_value(im, mul->output[0]);
         if (!v)
@@ -338,6 +340,6 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
     const kiln_node node = kiln_activation_layer(
         im->m, x->node, KILN_ACTIVATION_SILU,
         &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
-                                         .name = kiln_import_node_name(n)});
+                                         .name = kiln_import_node_name(mul)});
     return kiln_import_made(im, &joined, node, x->cl, x);
 }
