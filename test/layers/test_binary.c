@@ -289,7 +289,9 @@ static float *trained(kiln_context *ctx, kiln_strategy strategy, int replicas, i
                                         .learning_rate = 0.05f};
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
-                                     .strategy = strategy, .replicas = replicas};
+                                     .strategy = strategy, .replicas = replicas,
+                                     .pipeline_stages = strategy == KILN_STRATEGY_PIPELINE
+                                                            ? 2 : 0};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     kiln_arrays_desc d = {.struct_size = sizeof d, .count = SAMPLES, .feature_rank = 2,
                           .feature_dims = {5, 4}, .features = x,
@@ -305,6 +307,9 @@ static float *trained(kiln_context *ctx, kiln_strategy strategy, int replicas, i
         w = calloc((size_t)*n, sizeof *w);
         CHECK_OK(ctx, kiln_model_get_weights(m, w, *n));
         CHECK_OK(ctx, kiln_model_get_tensor(m, "shift/operand", constant, 1));
+        float scale[4] = {0};
+        CHECK_OK(ctx, kiln_model_get_tensor(m, "scale/operand", scale, 4));
+        CHECK(scale[0] != 0.5f && scale[3] != 0.5f);   /* trained */
     }
     kiln_dataset_destroy(ds);
     kiln_model_destroy(m);
@@ -312,7 +317,8 @@ static float *trained(kiln_context *ctx, kiln_strategy strategy, int replicas, i
 }
 
 /* The trained parameter and the constant under the strategies: mirrored
- * and central storage on every device equal one device, and the constant
+ * and central storage on every device and the pipeline on two stages
+ * equal one device, and the constant
  * stays 1.7 exactly (3 replicas averaging it as state would round it:
  * (3 x 1.7) / 3 is not 1.7 in float32; measured when constants were
  * kept there). */
@@ -327,14 +333,16 @@ static void check_strategies(kiln_context *ctx)
     if (devices < 2)
         printf("SKIP (one device): mirrored and central storage need two; meson runs this "
                "test on POCL_DEVICES=\"basic basic basic\"\n");
-    const kiln_strategy others[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_CENTRAL_STORAGE};
-    const char *const names[] = {"mirrored", "central_storage"};
-    for (int k = 0; devices >= 2 && base && k < 2; k++) {
+    const kiln_strategy others[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_CENTRAL_STORAGE,
+                                    KILN_STRATEGY_PIPELINE};
+    const char *const names[] = {"mirrored", "central_storage", "pipeline (2 stages)"};
+    for (int k = 0; devices >= 2 && base && k < 3; k++) {
         int64_t m = 0;
-        float *w = trained(ctx, others[k], devices, &m, &constant);
+        float *w = trained(ctx, others[k], others[k] == KILN_STRATEGY_PIPELINE ? 2 : devices,
+                           &m, &constant);
         char what[96];
         snprintf(what, sizeof what, "binary params, %s on %d devices vs one", names[k],
-                 (int)devices);
+                 others[k] == KILN_STRATEGY_PIPELINE ? 2 : (int)devices);
         if (w && m == n)
             test_close(what, 60, w, base, sizeof(float), n, TEST_PER_VALUE, 1e-5);
         CHECK(constant == 1.7f);
