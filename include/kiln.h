@@ -820,7 +820,7 @@ typedef struct kiln_binary_options {
  *  the layer and both shapes; an op out of range or param_* options set
  *  are KILN_ERROR_INVALID_ARGUMENT. The same node may be given twice.
  *  Model files record it; ONNX export writes Add, Sub, Mul, Div, Max or
- *  Min in channels-last order. */
+ *  Min (an (H, W, C) output and its operands in ONNX's NCHW). */
 KILN_API kiln_node kiln_binary(kiln_model *model, kiln_node a, kiln_node b,
                                const kiln_binary_options *options);
 
