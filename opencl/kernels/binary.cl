@@ -47,11 +47,11 @@ inline float kiln_binary_partial(int op, int side, float x, float y)
 __kernel void kiln_binary_forward_cpu(__global const float *a, int a_off, int a_batch,
                                       __global const float *b, int b_off, int b_batch,
                                       __global float *out, int op, int d1, int d2, int d3,
-                                      int size, int sa0, int sa1, int sa2, int sa3, int sb0,
-                                      int sb1, int sb2, int sb3)
+                                      int size, int batch, int sa0, int sa1, int sa2, int sa3,
+                                      int sb0, int sb1, int sb2, int sb3)
 {
     const int r = get_global_id(0), n = get_global_id(1);
-    if (r >= size / d3)
+    if (r >= size / d3 || n >= batch)   /* a GPU's range may be rounded up */
         return;
     const int i2 = r % d2, r2 = r / d2, i1 = r2 % d1, i0 = r2 / d1;
     __global const float *x = a + (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
@@ -92,11 +92,11 @@ __kernel void kiln_binary_forward_cpu(__global const float *a, int a_off, int a_
 __kernel void kiln_binary_forward_gpu(__global const float *a, int a_off, int a_batch,
                                       __global const float *b, int b_off, int b_batch,
                                       __global float *out, int op, int d1, int d2, int d3,
-                                      int size, int sa0, int sa1, int sa2, int sa3, int sb0,
-                                      int sb1, int sb2, int sb3)
+                                      int size, int batch, int sa0, int sa1, int sa2, int sa3,
+                                      int sb0, int sb1, int sb2, int sb3)
 {
     const int i = get_global_id(0), n = get_global_id(1);
-    if (i >= size)
+    if (i >= size || n >= batch)
         return;
     const int i3 = i % d3, r3 = i / d3, i2 = r3 % d2, r2 = r3 / d2, i1 = r2 % d1, i0 = r2 / d1;
     const size_t at = (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
@@ -116,12 +116,13 @@ __kernel void kiln_binary_forward_gpu(__global const float *a, int a_off, int a_
 __kernel void kiln_binary_backward(__global const float *dy, __global const float *a,
                                    int a_off, int a_batch, __global const float *b, int b_off,
                                    int b_batch, __global float *g, int g_off, int accumulate,
-                                   int op, int side, int batches, int own_size, int d0, int d1,
+                                   int op, int side, int batches, int samples, int own_size,
+                                   int d0, int d1,
                                    int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0,
                                    int sb1, int sb2, int sb3)
 {
     const int j = get_global_id(0), n0 = get_global_id(1);
-    if (j >= own_size)
+    if (j >= own_size || n0 >= samples)   /* samples: 1 for a parameter, else the batch */
         return;
     const int d[4] = {d0, d1, d2, d3};
     const int sa[4] = {sa0, sa1, sa2, sa3}, sb[4] = {sb0, sb1, sb2, sb3};
@@ -172,11 +173,12 @@ __kernel void kiln_binary_backward_full_cpu(__global const float *dy, __global c
                                             int a_off, int a_batch, __global const float *b,
                                             int b_off, int b_batch, __global float *g,
                                             int accumulate, int op, int side, int d1, int d2,
-                                            int d3, int size, int sa0, int sa1, int sa2,
+                                            int d3, int size, int batch, int sa0, int sa1,
+                                            int sa2,
                                             int sa3, int sb0, int sb1, int sb2, int sb3)
 {
     const int r = get_global_id(0), n = get_global_id(1);
-    if (r >= size / d3)
+    if (r >= size / d3 || n >= batch)   /* a GPU's range may be rounded up */
         return;
     const int i2 = r % d2, r2 = r / d2, i1 = r2 % d1, i0 = r2 / d1;
     const size_t at = (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
@@ -193,11 +195,12 @@ __kernel void kiln_binary_backward_full_gpu(__global const float *dy, __global c
                                             int a_off, int a_batch, __global const float *b,
                                             int b_off, int b_batch, __global float *g,
                                             int accumulate, int op, int side, int d1, int d2,
-                                            int d3, int size, int sa0, int sa1, int sa2,
+                                            int d3, int size, int batch, int sa0, int sa1,
+                                            int sa2,
                                             int sa3, int sb0, int sb1, int sb2, int sb3)
 {
     const int i = get_global_id(0), n = get_global_id(1);
-    if (i >= size)
+    if (i >= size || n >= batch)
         return;
     const int i3 = i % d3, r3 = i / d3, i2 = r3 % d2, r2 = r3 / d2, i1 = r2 % d1, i0 = r2 / d1;
     const size_t at = (size_t)a_off + (size_t)n * a_batch + (size_t)i0 * sa0 +
