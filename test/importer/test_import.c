@@ -294,6 +294,34 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
 }
 
 /* One network of models.txt: import, predict, compare. */
+/* unary: HardSigmoid (1/6, 0.5) and HardSwish as activations (the first
+ * fusable), every other op, both Clips included, as kiln_math's. */
+static void check_unary_kinds(kiln_context *ctx, kiln_model *m)
+{
+    static const struct { const char *node, *kind; } want[] = {
+        {"/HardSigmoid", "activation"}, {"/HardSwish", "activation"}, {"/Clip", "math"},
+        {"/Clip_1", "math"}, {"/Exp", "math"}, {"/Sqrt", "math"}, {"/Log", "math"},
+        {"/Reciprocal", "math"}, {"/Erf", "math"}, {"/Pow", "math"}, {"/Abs", "math"},
+        {"/Neg", "math"},
+    };
+    int32_t n = 0;
+    CHECK_OK(ctx, kiln_model_layer_count(m, &n));
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        const char *kind = NULL;
+        for (int32_t i = 0; i < n; i++) {
+            kiln_layer_info li = {.struct_size = sizeof li};
+            CHECK_OK(ctx, kiln_model_layer_info(m, i, &li));
+            if (strcmp(li.name, want[w].node) == 0)
+                kind = li.kind;
+        }
+        if (!kind || strcmp(kind, want[w].kind) != 0) {
+            fprintf(stderr, "unary: node '%s' imported as %s, not %s\n", want[w].node,
+                    kind ? kind : "nothing", want[w].kind);
+            test_failures++;
+        }
+    }
+}
+
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
 {
@@ -328,8 +356,12 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     free(ort);
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
-    /* channels: leaky_relu's slopes and log_softmax kept in the file. */
-    if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0)
+    if (strcmp(name, "unary") == 0)
+        check_unary_kinds(ctx, m);
+    /* channels: leaky_relu's slopes and log_softmax kept in the file;
+     * unary: kiln_math's ops and constants, the hard activations. */
+    if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
+        strcmp(name, "unary") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);

@@ -260,7 +260,21 @@ int main(void)
     refused(ctx, "cycle", KILN_ERROR_FORMAT, "cycle", NULL, NULL);
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
-    refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
+    m = NULL;   /* Clip of (0, 1): kiln_math's clip */
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("clip_bounds"), NULL, &m));
+    kiln_model_destroy(m);
+    refused(ctx, "pow_computed", KILN_ERROR_UNSUPPORTED, "'pow' (Pow)",
+            "input 1 (exponent) 'c' is computed by the graph", "initializer");
+    refused(ctx, "pow_tensor", KILN_ERROR_UNSUPPORTED, "'pow' (Pow)", "'e' holds 3 values",
+            "one constant exponent");
+    refused(ctx, "clip_computed", KILN_ERROR_UNSUPPORTED, "'clip' (Clip)",
+            "input 1 (min) 'c' is computed by the graph", "initializer");
+    refused(ctx, "clip_two", KILN_ERROR_UNSUPPORTED, "'clip' (Clip)", "'lo' holds 2 values",
+            "Clip takes one");
+    refused(ctx, "clip_nan", KILN_ERROR_INVALID_ARGUMENT, "'clip' (Clip)", "clip's max is NaN",
+            NULL);
+    refused(ctx, "hard_sigmoid_zero", KILN_ERROR_UNSUPPORTED, "'hard' (HardSigmoid)",
+            "alpha and beta are 0", NULL);
     refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
             "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
