@@ -16,7 +16,25 @@
 #define PYTHON "/usr/bin/python3"
 #define TOLERANCE 1e-4
 
-static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out);
+static float *run_ort(const char *name, const char *type, int rank, const int64_t *dims,
+                      int64_t n_out);
+
+/* A model of ids (make_models.py names them ids_*): its input files hold
+ * int32 ids, which kiln takes as int_features; the file's graph input is
+ * int64, kiln's export's int32. */
+static int of_ids(const char *name)
+{
+    return strncmp(name, "ids_", 4) == 0;
+}
+
+/* The count samples of x (floats, or int32 ids for a model of ids) as
+ * kiln_model_predict takes them. */
+static kiln_batch_arrays inputs_of(const char *name, const float *x, int64_t count)
+{
+    return (kiln_batch_arrays){.count = count, .features = of_ids(name) ? NULL : x,
+                               .int_features = of_ids(name) ? (const int32_t *)(const void *)x
+                                                            : NULL};
+}
 
 static const char *root, *ort_dir;
 static int have_runtime;
@@ -47,7 +65,9 @@ static void compile(kiln_context *ctx, kiln_model *m)
 
 /* ONNX Runtime's output of the model on its input, or NULL when it cannot
  * run here (noted as a missing part). */
-static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out)
+/* type: "" for floats, "--int64" or "--int32" for ids (onnx_run.js). */
+static float *run_ort(const char *name, const char *type, int rank, const int64_t *dims,
+                      int64_t n_out)
 {
     if (!have_runtime) {
         test_missing_part(no_runtime);
@@ -56,8 +76,8 @@ static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n
     char cmd[2048], out[256];
     snprintf(out, sizeof out, "%s/%s.ort", dir, name);
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/saving/"
-                      "onnx_run.js' '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, dir, name,
-                      dir, name, out);
+                      "onnx_run.js' %s '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, type, dir,
+                      name, dir, name, out);
     for (int d = 0; d < rank; d++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %lld", (long long)dims[d]);
     snprintf(cmd + at, sizeof cmd - (size_t)at, " > /dev/null");
@@ -141,7 +161,7 @@ static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int
     snprintf(in_from, sizeof in_from, "%s/%s.in", dir, name);
     snprintf(in_to, sizeof in_to, "%s/%s.kiln.in", dir, name);
     CHECK(link(in_from, in_to) == 0);
-    float *ort = run_ort(export_name, rank, dims, n_out);
+    float *ort = run_ort(export_name, of_ids(name) ? "--int32" : "", rank, dims, n_out);
     if (ort) {
         char what[128];
         snprintf(what, sizeof what, "%s: its export in ONNX Runtime", name);
@@ -163,7 +183,8 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
     if (!back)
         return;
     float *again = calloc((size_t)n_out, sizeof *again);
-    CHECK_OK(ctx, kiln_model_predict(back, &(kiln_batch_arrays){.count = count, .features = x}, again, 0));
+    const kiln_batch_arrays in = inputs_of(name, x, count);
+    CHECK_OK(ctx, kiln_model_predict(back, &in, again, 0));
     char what[128];
     snprintf(what, sizeof what, "%s: saved and loaded", name);
     test_close(what, 40, again, got, sizeof(float), n_out, TEST_PER_VALUE, 0);
@@ -235,7 +256,9 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
     snprintf(path, sizeof path, "%s/%s.target", dir, name);
     float *y = read_floats(path, n_out);
     kiln_arrays_desc d = {.struct_size = sizeof d, .count = dims[0], .feature_rank = rank - 1,
-                          .features = x, .label_kind = KILN_LABELS_DENSE,
+                          .features = of_ids(name) ? NULL : x,
+                          .int_features = of_ids(name) ? (const int32_t *)(const void *)x : NULL,
+                          .label_kind = KILN_LABELS_DENSE,
                           .label_size = (int32_t)(n_out / dims[0]), .dense_labels = y};
     for (int k = 1; k < rank; k++)
         d.feature_dims[k - 1] = (int32_t)dims[k];
@@ -279,7 +302,10 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
         float *want = read_floats(path, sizes[p]);
         CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], got, sizes[p]));
         CHECK(memcmp(got, before[p], (size_t)sizes[p] * sizeof *got) != 0);   /* trained */
-        if (want)
+        /* An embedding's table (a Gather's) kiln keeps as ONNX has it. */
+        if (want && strcmp(params[p], "emb.weight") == 0)
+            memcpy(fixed, want, (size_t)sizes[p] * sizeof *fixed);
+        else if (want)
             to_kiln_layout(want, prank[p], pdims[p], fixed);
         char what[128];
         snprintf(what, sizeof what, "%.40s trained: %.60s", name, params[p]);
@@ -294,31 +320,21 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
 }
 
 /* One network of models.txt: import, predict, compare. */
-/* unary: HardSigmoid (1/6, 0.5) and HardSwish as activations (the first
- * fusable), every other op, both Clips included, as kiln_math's. */
-static void check_unary_kinds(kiln_context *ctx, kiln_model *m)
+/* The layer named after ONNX node `node` is a `kind`: an activation fused
+ * into the layer before it takes the activation's name (a Relu after a
+ * BatchNormalization, or after the Conv a folded batch norm left; a GELU
+ * chain's last Mul after a Gemm); one after an Add keeps a layer of its
+ * own. */
+static void check_layer_kind(kiln_context *ctx, kiln_model *m, const char *node, const char *kind)
 {
-    static const struct { const char *node, *kind; } want[] = {
-        {"/HardSigmoid", "activation"}, {"/HardSwish", "activation"}, {"/Clip", "math"},
-        {"/Clip_1", "math"}, {"/Exp", "math"}, {"/Sqrt", "math"}, {"/Log", "math"},
-        {"/Reciprocal", "math"}, {"/Erf", "math"}, {"/Pow", "math"}, {"/Abs", "math"},
-        {"/Neg", "math"},
-    };
-    int32_t n = 0;
-    CHECK_OK(ctx, kiln_model_layer_count(m, &n));
-    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
-        const char *kind = NULL;
-        for (int32_t i = 0; i < n; i++) {
-            kiln_layer_info li = {.struct_size = sizeof li};
-            CHECK_OK(ctx, kiln_model_layer_info(m, i, &li));
-            if (strcmp(li.name, want[w].node) == 0)
-                kind = li.kind;
-        }
-        if (!kind || strcmp(kind, want[w].kind) != 0) {
-            fprintf(stderr, "unary: node '%s' imported as %s, not %s\n", want[w].node,
-                    kind ? kind : "nothing", want[w].kind);
-            test_failures++;
-        }
+    kiln_node at = KILN_NODE_INVALID;
+    CHECK_OK(ctx, kiln_model_find_layer(m, node, &at));
+    kiln_layer_info info = {.struct_size = sizeof info};
+    CHECK_OK(ctx, kiln_model_layer_info(m, at, &info));
+    if (!info.kind || strcmp(info.kind, kind) != 0) {
+        fprintf(stderr, "layer '%s' is a %s, expected a %s\n", node,
+                info.kind ? info.kind : "(none)", kind);
+        CHECK(0);
     }
 }
 
@@ -340,15 +356,17 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     snprintf(path, sizeof path, "%s/%s.out", dir, name);
     float *want = read_floats(path, n_out);
     float *got = calloc((size_t)n_out, sizeof *got);
+    const kiln_batch_arrays in = inputs_of(name, x, dims[0]);
     if (x && want)
-        CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = dims[0], .features = x}, got, 0));
+        CHECK_OK(ctx, kiln_model_predict(m, &in, got, 0));
     char what[128];
     snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
     test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
     /* A training-form graph (train_*) ONNX Runtime normalises with the
      * batch's statistics; kiln's predict, as PyTorch's eval, with the
      * moving ones. */
-    float *ort = strncmp(name, "train_", 6) != 0 ? run_ort(name, rank, dims, n_out) : NULL;
+    float *ort = strncmp(name, "train_", 6) != 0
+                     ? run_ort(name, of_ids(name) ? "--int64" : "", rank, dims, n_out) : NULL;
     if (ort) {
         snprintf(what, sizeof what, "%s: kiln against ONNX Runtime", name);
         test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
@@ -356,8 +374,27 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     free(ort);
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
-    if (strcmp(name, "unary") == 0)
-        check_unary_kinds(ctx, m);
+    if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
+        check_layer_kind(ctx, m, "/relu/Relu",
+                         name[8] ? "conv2d" : "batch_normalization");
+        check_layer_kind(ctx, m, "/layer1/layer1.0/relu_1/Relu", "activation");
+    }
+    /* Each GELU chain (opset 13) one activation, fused into its Gemm. */
+    if (strcmp(name, "gelus") == 0) {
+        check_layer_kind(ctx, m, "/act1/Mul_1", "dense");
+        check_layer_kind(ctx, m, "/act2/Mul_5", "dense");
+    }
+    /* unary: HardSigmoid (1/6, 0.5) an activation fused into the Conv
+     * before it, HardSwish one of its own (its input has other readers),
+     * every other op, both Clips included, kiln_math's. */
+    if (strcmp(name, "unary") == 0) {
+        static const char *const math[] = {"/Clip", "/Clip_1", "/Exp", "/Sqrt", "/Log",
+                                           "/Reciprocal", "/Erf", "/Pow", "/Abs", "/Neg"};
+        check_layer_kind(ctx, m, "/HardSigmoid", "conv2d");
+        check_layer_kind(ctx, m, "/HardSwish", "activation");
+        for (size_t k = 0; k < sizeof math / sizeof math[0]; k++)
+            check_layer_kind(ctx, m, math[k], "math");
+    }
     /* channels: leaky_relu's slopes and log_softmax kept in the file;
      * unary: kiln_math's ops and constants, the hard activations. */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||

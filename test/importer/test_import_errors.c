@@ -275,6 +275,13 @@ int main(void)
             NULL);
     refused(ctx, "hard_sigmoid_zero", KILN_ERROR_UNSUPPORTED, "'hard' (HardSigmoid)",
             "alpha and beta are 0", NULL);
+    refused(ctx, "ids_double", KILN_ERROR_UNSUPPORTED, "'ids'", "element type 11",
+            "int64 (7) or int32 (6) ids");
+    refused(ctx, "ids_axis", KILN_ERROR_UNSUPPORTED, "'lookup'", "'axis' is 1", "rows");
+    refused(ctx, "ids_table_3d", KILN_ERROR_UNSUPPORTED, "'lookup'", "'table'",
+            "2-D float initializer");
+    refused(ctx, "ids_computed", KILN_ERROR_SHAPE, "'copy'", "int32 ids",
+            "only an Embedding reads ids");
     refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
             "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
