@@ -16,8 +16,7 @@
 # ignored ones; multi_output the losses of several outputs into their
 # slots of the sums; math kiln_math's kernels (3 s); ema the weights'
 # moving average (7 s). A name ending in _gpu_kernels runs its test through
-# the kernels' GPU variants
-# (KILN_KERNEL_VARIANT=gpu), as meson's do.
+# the kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
 # test_conv2d_transpose runs Conv2D's im2col and col2im with the roles of
 # input and output swapped (16 s with _small_groups; its _gpu_kernels, 131 s,
 # is left out: test_layers_gpu_kernels runs the same kernels' GPU variants).
