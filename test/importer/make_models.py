@@ -249,6 +249,31 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class Unary(nn.Module):
+    """The element-wise unary ops on 4-D values (kiln_math and the hard
+    activations): Sqrt, Exp, Log, Erf, Reciprocal, Pow by 3, Neg, Abs,
+    Clip of (-1, 2) and of (-0.5, none), HardSigmoid fused into the Conv
+    before it, HardSwish, summed (Add of computed values), then tanh and a
+    Linear."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.conv2 = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 3 * 2, 3)
+
+    def forward(self, x):
+        F = nn.functional
+        h = self.conv(x)
+        p = torch.clamp(h, -1, 2)
+        e = torch.exp(p)
+        y = torch.sqrt(e) + torch.log(e) + torch.reciprocal(e) + torch.erf(h) + p ** 3
+        y = y + (-h.abs()) + F.hardswish(h) + torch.clamp(h, min=-0.5)
+        y = y + F.hardsigmoid(self.conv2(x))
+        # tanh keeps the Linear's inputs small: SGD at 0.1 on the sum
+        # itself diverges in 3 steps.
+        return self.fc(torch.flatten(torch.tanh(y), 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -308,6 +333,7 @@ TRAINED = {
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+    "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
 }
 
 
@@ -444,6 +470,7 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("unary", Unary, (2, 3, 5, 4), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
