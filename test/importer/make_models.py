@@ -101,6 +101,21 @@ class Transposes(nn.Module):
         return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
 
 
+class HardSwishes(nn.Module):
+    """nn.Hardswish after a Conv and after an Add, exported at opset 13 as
+    HardSigmoid -> Mul(x, .): kiln imports each pair as one hard_silu."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.act1 = nn.Hardswish()
+        self.act2 = nn.Hardswish()
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = self.act1(self.conv(x))
+        return self.fc(self.act2(x + x).flatten(1))
+
+
 class Gelus(nn.Module):
     """GELU in both forms and LayerNorm between Linear layers: below opset
     17 (exported at 13) each is a chain of primitive ops that kiln imports
@@ -328,6 +343,7 @@ def export(outdir, name, model, shape, **kwargs):
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
     "ids_tokens": ("emb.weight", "fc.weight", "fc.bias"),
+    "hard_swishes": ("conv.weight", "conv.bias", "fc.weight"),
     "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
@@ -459,6 +475,7 @@ def main():
         ("mlp", Mlp, (4, 10), preserve),
         ("ids_tokens", Tokens, (3, 5), preserve),
         ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
+        ("hard_swishes", HardSwishes, (2, 3, 6, 6), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),

@@ -380,6 +380,12 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         check_layer_kind(ctx, m, "/layer1/layer1.0/relu_1/Relu", "activation");
     }
     /* Each GELU chain (opset 13) one activation, fused into its Gemm. */
+    /* Each HardSigmoid -> Mul (opset 13) one hard_silu: the first fused
+     * into its Conv, the second (after an Add) a layer of its own. */
+    if (strcmp(name, "hard_swishes") == 0) {
+        check_layer_kind(ctx, m, "/act1/Mul", "conv2d");
+        check_layer_kind(ctx, m, "/act2/Mul", "activation");
+    }
     if (strcmp(name, "gelus") == 0) {
         check_layer_kind(ctx, m, "/act1/Mul_1", "dense");
         check_layer_kind(ctx, m, "/act2/Mul_5", "dense");
