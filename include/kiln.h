@@ -777,6 +777,29 @@ typedef struct kiln_dot_options {
 KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
                             const kiln_dot_options *options);
 
+/** Options of kiln_matmul(). */
+typedef struct kiln_matmul_options {
+    size_t struct_size;          /**< sizeof(kiln_matmul_options) */
+    const char *name;            /**< layer name, or NULL for "matmul", "matmul_1", ... */
+} kiln_matmul_options;
+
+/** Matrix product of two computed values, batched over their leading axes
+ *  as NumPy's and ONNX's MatMul: samples of shapes (..., M, K) and
+ *  (..., K, N) give (..., M, N), where the leading axes (the batch not
+ *  counted) broadcast against each other, right-aligned, each pair equal
+ *  or one of them 1 or absent. Attention's scores are a (h, T, d) query
+ *  times a (h, d, T) key, its context the (h, T, T) weights times a
+ *  (h, T, d) value. Both inputs get their gradients, summed over the axes
+ *  along which they were broadcast. Samples of rank 1 (a vector, which
+ *  NumPy promotes to a matrix) are refused: reshape them to (1, K) or
+ *  (K, 1) first. Shapes whose inner dimensions differ, whose leading axes
+ *  do not broadcast, or whose product is beyond KILN_MAX_RANK are
+ *  KILN_ERROR_SHAPE at kiln_model_compile, naming the layer and both
+ *  shapes. The same node may be given twice. Model files record it;
+ *  ONNX export writes MatMul. */
+KILN_API kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
+                               const kiln_matmul_options *options);
+
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */
 typedef struct kiln_multi_head_attention_options {

@@ -267,6 +267,17 @@ kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const kiln_dot_o
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
+                      const kiln_matmul_options *options)
+{
+    const kiln_node inputs[2] = {a, b};
+    const char *name;
+    if (!take_name(model, options, "kiln_matmul", "kiln_matmul_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_matmul, NULL, inputs, 2, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_node value,
                                     const kiln_multi_head_attention_options *options)
 {

@@ -1005,10 +1005,14 @@ static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
                                        : import_kind(im, n, &kiln_layer_add, NULL);
 }
 
-/* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
- * alone reads its product is the Dense's bias. */
+/* MatMul of two computed values is the matmul kind's; by an initializer
+ * it is a Dense, and the Add of a 1-D initializer that alone reads its
+ * product is the Dense's bias. */
 static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *b = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    if (b && b->computed)
+        return import_kind(im, n, &kiln_layer_matmul, NULL);
     size_t reader = 0;
     const char *bias = NULL;
     if (n->n_output == 1 && readers(im, n->output[0], &reader) == 1) {

@@ -301,6 +301,32 @@ static kiln_model *towers(kiln_context *ctx)
     return m;
 }
 
+/* Attention by hand through MatMul: per-head queries times keys
+ * transposed, a softmax, times values; then a product by a (1, 4, 3)
+ * broadcast over the heads, its gradient summed over them. */
+static kiln_model *matmuls(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {2, 3, 4}, swap[] = {1, 3, 2}, shared[] = {1, 4, 3};
+    kiln_dense_options proj = {.struct_size = sizeof proj, .units = 4,
+                               .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options twelve = {.struct_size = sizeof twelve, .units = 12,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_input(m, 3, dims, NULL);
+    const kiln_node q = kiln_dense(m, x, &proj), k = kiln_dense(m, x, &proj);
+    const kiln_node v = kiln_dense(m, x, &proj);
+    const kiln_node scores = kiln_matmul(m, q, kiln_permute(m, k, 3, swap, NULL), NULL);
+    const kiln_node weights = kiln_activation_layer(m, scores, KILN_ACTIVATION_SOFTMAX, NULL);
+    const kiln_node context = kiln_matmul(m, weights, v, NULL);             /* (2, 3, 4) */
+    const kiln_node w = kiln_reshape(m, kiln_dense(m, kiln_flatten(m, x, NULL), &twelve), 3,
+                                     shared, NULL);                           /* (1, 4, 3) */
+    kiln_dense(m, kiln_flatten(m, kiln_matmul(m, context, w, NULL), NULL), &head);
+    return m;
+}
+
 /* A decoder of transposed convolutions: PyTorch's (padding 1,
  * output_padding 1) and Keras's ('same') upsampling of one value, added
  * (its input gradient summed from both), then a grouped, dilated one with
@@ -440,6 +466,7 @@ int main(void)
     gradcheck(ctx, "embedding, position embedding", tokens);
     gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);
     gradcheck(ctx, "two towers meeting in a Dot", towers);
+    gradcheck(ctx, "attention by hand: batched and broadcast MatMul", matmuls);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

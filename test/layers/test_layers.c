@@ -619,6 +619,97 @@ static void test_dot(kiln_context *ctx, int32_t d, int batch, int same)
     layer_run_free(&r);
 }
 
+/* MatMul(pre, reshape(tanh(pre), b)), or MatMul(pre, pre): samples of
+ * shapes a and b (one size, so that one input gives both). */
+typedef struct matmul_case {
+    int32_t ra, rb;
+    int32_t a[4], b[4];
+    int same;
+} matmul_case;
+
+static kiln_node build_matmul(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const matmul_case *c = arg;
+    if (c->same)
+        return kiln_matmul(m, pre, pre, NULL);
+    const kiln_activation_layer_options t = {.struct_size = sizeof t, .name = "t"};
+    const kiln_node tanh_node = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, &t);
+    return kiln_matmul(m, pre, kiln_reshape(m, tanh_node, c->rb, c->b, NULL), NULL);
+}
+
+/* Where leading index `at` (of the output's leading axes `lead`, rank
+ * r - 2) starts in an operand of rank `rank` and dims `dims`: broadcast
+ * axes (1 or absent) stay at 0. */
+static int64_t ref_matmul_start(int32_t r, const int32_t *lead, int64_t at, int32_t rank,
+                                const int32_t *dims)
+{
+    int64_t start = 0, stride = (int64_t)dims[rank - 2] * dims[rank - 1];
+    for (int32_t j = r - 3; j >= 0; j--) {
+        const int64_t i = at % lead[j];
+        at /= lead[j];
+        const int32_t d = j - (r - rank);
+        if (d >= 0) {
+            start += (dims[d] == 1 ? 0 : i) * stride;
+            stride *= dims[d];
+        }
+    }
+    return start;
+}
+
+static void test_matmul(kiln_context *ctx, int batch, const matmul_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, c->ra, c->a, batch, build_matmul, c, &r))
+        return;
+    const int32_t ra = c->ra, rb = c->same ? c->ra : c->rb;
+    const int32_t *bd = c->same ? c->a : c->b;
+    const int32_t rank = ra > rb ? ra : rb;
+    const int64_t m = c->a[ra - 2], k = c->a[ra - 1], n = bd[rb - 1];
+    int32_t lead[4];
+    int64_t products = 1;
+    for (int32_t j = 0; j < rank - 2; j++) {
+        const int32_t ja = j - (rank - ra), jb = j - (rank - rb);
+        const int32_t da = ja < 0 ? 1 : c->a[ja], db = jb < 0 ? 1 : bd[jb];
+        lead[j] = da == 1 ? db : da;
+        products *= lead[j];
+    }
+    CHECK(r.out_size == products * m * n);
+    const int64_t size = r.in_size, ny = batch * r.out_size;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)(batch * size), 8);
+    double *b = malloc(sizeof(double) * (size_t)(batch * size));
+    double *da = calloc((size_t)(batch * size), 8), *db = calloc((size_t)(batch * size), 8);
+    for (int64_t i = 0; i < batch * size; i++)
+        b[i] = c->same ? r.x[i] : tanh(r.x[i]);
+    for (int s = 0; s < batch; s++)
+        for (int64_t p = 0; p < products; p++) {
+            const int64_t a0 = s * size + ref_matmul_start(rank, lead, p, ra, c->a);
+            const int64_t b0 = s * size + ref_matmul_start(rank, lead, p, rb, bd);
+            const int64_t y0 = s * r.out_size + p * m * n;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double sum = 0;
+                    const double g = r.dy[y0 + i * n + j];
+                    for (int64_t l = 0; l < k; l++) {
+                        sum += r.x[a0 + i * k + l] * b[b0 + l * n + j];
+                        da[a0 + i * k + l] += g * b[b0 + l * n + j];
+                        db[b0 + l * n + j] += g * r.x[a0 + i * k + l];
+                    }
+                    y[y0 + i * n + j] = sum;
+                }
+        }
+    for (int64_t i = 0; i < batch * size; i++)
+        dx[i] = da[i] + db[i] * (c->same ? 1.0 : 1.0 - b[i] * b[i]);
+    char what[128];
+    snprintf(what, sizeof what, "matmul of rank %d and %d%s, batch %d", (int)ra, (int)rb,
+             c->same ? " (one node twice)" : "", batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx), free(b), free(da), free(db);
+    layer_run_free(&r);
+}
+
 /* How check_embedding picks its ids. */
 typedef enum id_pattern {
     IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
@@ -1107,6 +1198,21 @@ int main(void)
     test_dot(ctx, 37, 2, 1);
     test_dot(ctx, 130, 3, 0);   /* a GPU's work-group per sample: 64 lanes */
     test_dot(ctx, 64, 2, 1);
+    /* MatMul: attention's shapes, each operand broadcast over leading axes
+     * (its gradient summed), both at once, one node twice, and products
+     * large enough for CLBlast's kernels on the GPU variant. */
+    const matmul_case matmuls[] = {
+        {.ra = 3, .a = {2, 3, 5}, .rb = 3, .b = {2, 5, 3}},
+        {.ra = 2, .a = {7, 3}, .rb = 2, .b = {3, 7}},
+        {.ra = 3, .a = {2, 3, 4}, .rb = 3, .b = {1, 4, 6}},
+        {.ra = 2, .a = {6, 4}, .rb = 4, .b = {2, 1, 4, 3}},
+        {.ra = 4, .a = {2, 1, 3, 4}, .rb = 3, .b = {3, 4, 2}},
+        {.ra = 4, .a = {3, 2, 1, 4}, .rb = 4, .b = {1, 2, 4, 3}},
+        {.ra = 3, .a = {2, 4, 4}, .same = 1},
+        {.ra = 3, .a = {3, 40, 24}, .rb = 3, .b = {3, 24, 40}},
+    };
+    for (size_t i = 0; i < sizeof matmuls / sizeof matmuls[0]; i++)
+        test_matmul(ctx, i % 2 ? 1 : 3, &matmuls[i]);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }
