@@ -777,6 +777,34 @@ typedef struct kiln_dot_options {
 KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
                             const kiln_dot_options *options);
 
+/** Options of kiln_slice(): per axis of a sample (the batch not counted),
+ *  where the window starts, how many values it takes and the step between
+ *  them. All zeros keep an axis whole; NULL keeps every axis whole. */
+typedef struct kiln_slice_options {
+    size_t struct_size;          /**< sizeof(kiln_slice_options) */
+    const char *name;            /**< layer name, or NULL for "slice", "slice_1", ... */
+    /** The first index taken on each axis, 0 .. the axis' length - 1
+     *  (counted from the start even when stepping down). */
+    int32_t begin[KILN_MAX_RANK];
+    /** How many indices each axis keeps; 0: as many as the steps reach
+     *  before the axis ends (stepping down, before index 0 is passed). */
+    int32_t size[KILN_MAX_RANK];
+    /** The step between kept indices; negative walks the axis backwards
+     *  (-1 reverses it); 0: 1. */
+    int32_t step[KILN_MAX_RANK];
+} kiln_slice_options;
+
+/** A strided window of each sample (NumPy's x[:, b:e:s, ...] on any axis
+ *  but the batch, ONNX's Slice): on axis a, index o of the output is
+ *  index begin[a] + o * step[a] of the input. Its gradient goes to the
+ *  values the window took, zero to the others. A begin outside its axis,
+ *  a negative size or a size the steps cannot reach inside the axis is
+ *  KILN_ERROR_SHAPE at kiln_model_compile (KILN_ERROR_INVALID_ARGUMENT for
+ *  a setting on an axis past the input's rank), naming the layer and the
+ *  shape. Model files record it; ONNX export writes Slice. */
+KILN_API kiln_node kiln_slice(kiln_model *model, kiln_node input,
+                              const kiln_slice_options *options);
+
 /** Options of kiln_matmul(). */
 typedef struct kiln_matmul_options {
     size_t struct_size;          /**< sizeof(kiln_matmul_options) */

@@ -267,6 +267,16 @@ kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const kiln_dot_o
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_slice(kiln_model *model, kiln_node input, const kiln_slice_options *options)
+{
+    kiln_slice_options o = {.name = NULL};   /* NULL: every axis whole */
+    if (options && !take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_slice",
+                                 "kiln_slice_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_slice, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
                       const kiln_matmul_options *options)
 {

@@ -188,6 +188,13 @@ static void ex_matmul(kiln_model *m)
                                    2, swap, NULL), NULL);
 }
 
+static void ex_slice(kiln_model *m)
+{
+    const kiln_slice_options o = {.struct_size = sizeof o, .begin = {6, 1, 2}, .size = {3, 0, 1},
+                                  .step = {-2, 2, 0}};
+    kiln_slice(m, image(m), &o);
+}
+
 static void ex_layer_norm(kiln_model *m)
 {
     const kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = 2e-2f,
@@ -260,6 +267,7 @@ static const struct example {
     {.kind = "add", .build = ex_add},
     {.kind = "dot", .build = ex_dot},
     {.kind = "matmul", .build = ex_matmul},
+    {.kind = "slice", .build = ex_slice},
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},

@@ -710,6 +710,54 @@ static void test_matmul(kiln_context *ctx, int batch, const matmul_case *c)
     layer_run_free(&r);
 }
 
+/* Slice(pre): a window of each sample, steps negative included. */
+static kiln_node build_slice(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_slice(m, pre, arg);
+}
+
+static void test_slice(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                       const kiln_slice_options *o)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_slice, o, &r))
+        return;
+    int32_t out[4] = {1, 1, 1, 1}, in[4] = {1, 1, 1, 1}, begin[4] = {0}, step[4] = {1, 1, 1, 1};
+    const int pad = 4 - rank;
+    for (int a = 0; a < rank; a++) {
+        const int32_t st = o->step[a] ? o->step[a] : 1;
+        in[pad + a] = dims[a];
+        begin[pad + a] = o->begin[a];
+        step[pad + a] = st;
+        out[pad + a] = o->size[a] ? o->size[a]
+                       : st > 0 ? (dims[a] - 1 - o->begin[a]) / st + 1 : o->begin[a] / -st + 1;
+    }
+    const int64_t out_size = (int64_t)out[0] * out[1] * out[2] * out[3];
+    CHECK(r.out_size == out_size);
+    double *y = calloc((size_t)(batch * out_size), 8), *dx = calloc((size_t)(batch * r.in_size), 8);
+    for (int n = 0; n < batch; n++)
+        for (int64_t i = 0; i < out_size; i++) {
+            int64_t rest = i, at = 0, stride = 1;
+            for (int a = 3; a >= 0; a--) {
+                at += (begin[a] + rest % out[a] * step[a]) * stride;
+                rest /= out[a];
+                stride *= in[a];
+            }
+            y[n * out_size + i] = r.x[n * r.in_size + at];
+            dx[n * r.in_size + at] += r.dy[n * out_size + i];
+        }
+    char what[160];
+    snprintf(what, sizeof what, "slice of rank %d from (%d, %d, %d, %d) by (%d, %d, %d, %d), "
+             "batch %d", (int)rank, begin[0], begin[1], begin[2], begin[3], step[0], step[1],
+             step[2], step[3], batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch * out_size, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 /* How check_embedding picks its ids. */
 typedef enum id_pattern {
     IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
@@ -1213,6 +1261,20 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof matmuls / sizeof matmuls[0]; i++)
         test_matmul(ctx, i % 2 ? 1 : 3, &matmuls[i]);
+    /* Slice: one axis, every axis, reversed, strided both ways, one index
+     * (a class token), sizes left to the steps. Exact: values are copied. */
+    const kiln_slice_options slices[] = {
+        {.begin = {1}, .size = {2}},
+        {.begin = {2, 1, 6}, .size = {1, 2, 0}, .step = {0, 2, -3}},
+        {.begin = {0, 4, 0}, .step = {0, -1, 0}},
+        {.begin = {1, 0, 1}, .size = {2, 5, 3}, .step = {1, 1, 2}},
+        {.begin = {0, 0, 0}, .size = {1, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof slices / sizeof slices[0]; i++)
+        test_slice(ctx, 3, box, i % 2 ? 1 : 3, &slices[i]);
+    const kiln_slice_options four_slice = {.begin = {1, 2, 0, 2}, .step = {-1, -2, 1, 1}};
+    test_slice(ctx, 4, four, 2, &four_slice);
+    test_slice(ctx, 1, line, 3, &(kiln_slice_options){.begin = {10}, .size = {4}, .step = {-3}});
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }
