@@ -836,6 +836,9 @@ static kiln_status import_shape(kiln_importer *im, const KilnOnnx__NodeProto *n)
 
 static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    if (in && in->computed)
+        return kiln_import_gather_value(im, n);
     kiln_status st = no_attrs_but(im, n, "axis");
     const kiln_import_value *data = st == KILN_OK ? int_input(im, n, 0, &st) : NULL;
     const kiln_import_value *idx = data ? int_input(im, n, 1, &st) : NULL;
@@ -869,6 +872,9 @@ static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n
 
 static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    if (in && in->computed)
+        return kiln_import_unsqueeze_value(im, n);
     kiln_status st = KILN_OK;
     const kiln_import_value *data = int_input(im, n, 0, &st);
     if (!data)
@@ -1034,6 +1040,14 @@ static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n
     return import_kind(im, n, &kiln_layer_dense, NULL);
 }
 
+/* Slice of a computed value is a Slice layer; of integer constants it
+ * folds. */
+static kiln_status import_slice(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    return in && in->computed ? kiln_import_slice_value(im, n) : kiln_import_slice(im, n);
+}
+
 static const struct {
     const char *op;
     const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, or */
@@ -1072,7 +1086,9 @@ static const struct {
     {.op = "Gather", .handler = import_gather},
     {.op = "Unsqueeze", .handler = import_unsqueeze},
     {.op = "ConstantOfShape", .handler = kiln_import_constant_of_shape},
-    {.op = "Slice", .handler = kiln_import_slice},
+    {.op = "Slice", .handler = import_slice},
+    {.op = "Squeeze", .handler = kiln_import_squeeze},
+    {.op = "Split", .handler = kiln_import_split},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
@@ -1110,7 +1126,7 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no output",
                           name, op);
     size_t reader;
-    for (size_t o = 1; o < n->n_output; o++)
+    for (size_t o = 1; o < n->n_output && strcmp(op, "Split") != 0; o++)   /* Split's all */
         if (*n->output[o] && readers(im, n->output[o], &reader))
             return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): output "
                               "%zu '%s' is read; kiln imports a node's first output only",
@@ -1146,3 +1162,21 @@ kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_nod
     return KILN_OK;
 }
 
+
+kiln_status kiln_import_computed(kiln_importer *im, const KilnOnnx__NodeProto *n, size_t k,
+                                 kiln_import_value **out)
+{
+    return computed(im, n, k, out);
+}
+
+kiln_status kiln_import_in_layout(kiln_importer *im, kiln_import_value *v, int cl,
+                                  kiln_node *node)
+{
+    return in_layout(im, v, cl, node);
+}
+
+kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node,
+                             int cl)
+{
+    return made(im, n, node, cl, NULL);
+}

@@ -282,8 +282,21 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
 {
     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
                                         .learning_rate = 0.01f};
+    /* A node of several outputs (Split) makes a model of several: a loss
+     * each. */
+    kiln_output_loss losses[KILN_MAX_MODEL_OUTPUTS];
+    int32_t outputs = 0;   /* the set's output files */
+    while (outputs < KILN_MAX_MODEL_OUTPUTS &&
+           access(tensor_path(dir, set, "output", outputs), R_OK) == 0) {
+        losses[outputs] = (kiln_output_loss){.struct_size = sizeof losses[outputs],
+                                             .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+        outputs++;
+    }
+    const int several = outputs > 1;
     const kiln_compile_options co = {.struct_size = sizeof co,
-                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
+                                     .loss = several ? 0 : KILN_LOSS_MEAN_SQUARED_ERROR,
+                                     .n_outputs = several ? outputs : 0,
+                                     .outputs = several ? losses : NULL, .optimizer = &sgd,
                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_status st = kiln_model_compile(m, &co);
     if (st != KILN_OK) {
