@@ -218,6 +218,47 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class SelfAttention(nn.Module):
+    """Self-attention written out: Linear q/k/v, view (N, T, h, d),
+    transpose(1, 2), q @ k^T, softmax(-1), @ v, transpose back, reshape,
+    Linear: MatMul of computed values batched over (N, h). The scale
+    1/sqrt(d) is folded into q's Linear (kiln imports no Div of a computed
+    value yet)."""
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads, self.d = heads, dim // heads
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+        with torch.no_grad():
+            self.q.weight *= self.d ** -0.5
+            self.q.bias *= self.d ** -0.5
+
+    def forward(self, x):
+        n, t, _ = x.shape
+
+        def heads(y):
+            return y.view(n, t, self.heads, self.d).transpose(1, 2)
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        w = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return self.out((w @ v).transpose(1, 2).reshape(n, t, -1))
+
+
+class Tokens(nn.Module):
+    """Shape ops on (N, T, D) values: torch.split on the last axis (Split),
+    torch.cat of the parts on axis -1 (Concat), x[:, 1:] (Slice),
+    unsqueeze then squeeze, and ViT's class token x[:, 0] (Gather)."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(5, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        a, b = torch.split(self.embed(x), [3, 5], dim=-1)
+        y = torch.cat([torch.tanh(a), torch.sigmoid(b)], dim=-1)
+        y = y[:, 1:].unsqueeze(1)
+        return self.head(y.squeeze(1)[:, 0])
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -399,6 +440,8 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("self_attention", SelfAttention, (2, 5, 8), preserve),
+        ("tokens", Tokens, (3, 4, 5), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
