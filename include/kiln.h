@@ -805,6 +805,25 @@ typedef struct kiln_slice_options {
 KILN_API kiln_node kiln_slice(kiln_model *model, kiln_node input,
                               const kiln_slice_options *options);
 
+/** Options of kiln_expand(). */
+typedef struct kiln_expand_options {
+    size_t struct_size;          /**< sizeof(kiln_expand_options) */
+    const char *name;            /**< layer name, or NULL for "expand", "expand_1", ... */
+} kiln_expand_options;
+
+/** Broadcasts a sample to `dims` (rank 1..KILN_MAX_RANK, batch not
+ *  counted; NumPy's broadcast_to, ONNX's Expand, PyTorch's
+ *  x.unsqueeze(1).expand(-1, 4, -1)): the sample's shape is right-aligned
+ *  against dims, and each of its axes must equal dims' or be 1, which
+ *  repeats; missing leading axes repeat too. The gradient of each input
+ *  value is the sum over its repeats. A target of lower rank, a dimension
+ *  that neither matches nor is 1 is KILN_ERROR_SHAPE, dims NULL, a rank out
+ *  of range or a dimension < 1 KILN_ERROR_INVALID_ARGUMENT, at
+ *  kiln_model_compile, naming the layer and the shapes. `dims` is copied.
+ *  Model files record it; ONNX export writes Expand. */
+KILN_API kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank,
+                               const int32_t *dims, const kiln_expand_options *options);
+
 /** Options of kiln_matmul(). */
 typedef struct kiln_matmul_options {
     size_t struct_size;          /**< sizeof(kiln_matmul_options) */

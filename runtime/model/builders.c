@@ -277,6 +277,17 @@ kiln_node kiln_slice(kiln_model *model, kiln_node input, const kiln_slice_option
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
+                      const kiln_expand_options *options)
+{
+    const kiln_expand_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_expand", "kiln_expand_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_expand, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
                       const kiln_matmul_options *options)
 {

@@ -195,6 +195,12 @@ static void ex_slice(kiln_model *m)
     kiln_slice(m, image(m), &o);
 }
 
+static void ex_expand(kiln_model *m)
+{
+    const int32_t to[] = {2, 5, 4};
+    kiln_expand(m, sequence(m), 3, to, NULL);
+}
+
 static void ex_layer_norm(kiln_model *m)
 {
     const kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = 2e-2f,
@@ -268,6 +274,7 @@ static const struct example {
     {.kind = "dot", .build = ex_dot},
     {.kind = "matmul", .build = ex_matmul},
     {.kind = "slice", .build = ex_slice},
+    {.kind = "expand", .build = ex_expand},
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},

@@ -758,6 +758,49 @@ static void test_slice(kiln_context *ctx, int32_t rank, const int32_t *dims, int
     layer_run_free(&r);
 }
 
+/* Expand(pre) to a target shape (in a shape_case's rank and dims). */
+static kiln_node build_expand(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_expand(m, pre, c->rank, c->dims, NULL);
+}
+
+static void test_expand(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                        const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_expand, c, &r))
+        return;
+    int32_t in[4] = {1, 1, 1, 1}, out[4] = {1, 1, 1, 1};
+    for (int a = 0; a < rank; a++)
+        in[4 - rank + a] = dims[a];
+    for (int a = 0; a < c->rank; a++)
+        out[4 - c->rank + a] = c->dims[a];
+    const int64_t out_size = (int64_t)out[0] * out[1] * out[2] * out[3];
+    CHECK(r.out_size == out_size);
+    double *y = calloc((size_t)(batch * out_size), 8), *dx = calloc((size_t)(batch * r.in_size), 8);
+    for (int n = 0; n < batch; n++)
+        for (int64_t i = 0; i < out_size; i++) {
+            int64_t rest = i, at = 0, stride = 1;
+            for (int a = 3; a >= 0; a--) {
+                at += (in[a] == 1 ? 0 : rest % out[a]) * stride;
+                rest /= out[a];
+                stride *= in[a];
+            }
+            y[n * out_size + i] = r.x[n * r.in_size + at];
+            dx[n * r.in_size + at] += r.dy[n * out_size + i];
+        }
+    char what[160];
+    snprintf(what, sizeof what, "expand (%d, %d, %d, %d) to (%d, %d, %d, %d), batch %d", in[0],
+             in[1], in[2], in[3], out[0], out[1], out[2], out[3], batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch * out_size, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 /* How check_embedding picks its ids. */
 typedef enum id_pattern {
     IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
@@ -1275,6 +1318,17 @@ int main(void)
     const kiln_slice_options four_slice = {.begin = {1, 2, 0, 2}, .step = {-1, -2, 1, 1}};
     test_slice(ctx, 4, four, 2, &four_slice);
     test_slice(ctx, 1, line, 3, &(kiln_slice_options){.begin = {10}, .size = {4}, .step = {-3}});
+    /* Expand: a middle axis of 1 repeated (x.unsqueeze(1).expand), leading
+     * axes added, every axis repeated, nothing repeated. */
+    const int32_t tokens[] = {1, 5}, column[] = {3, 1}, dot1[] = {1};
+    const shape_case to_tokens = {.rank = 2, .dims = {4, 5}};
+    const shape_case to_four = {.rank = 4, .dims = {2, 3, 3, 6}};
+    const shape_case to_cube = {.rank = 3, .dims = {2, 3, 70}};
+    const shape_case to_same = {.rank = 3, .dims = {3, 5, 7}};
+    test_expand(ctx, 2, tokens, 3, &to_tokens);
+    test_expand(ctx, 2, column, 2, &to_four);
+    test_expand(ctx, 1, dot1, 3, &to_cube);
+    test_expand(ctx, 3, box, 1, &to_same);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }
