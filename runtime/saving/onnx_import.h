@@ -80,6 +80,7 @@ kiln_status kiln_import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *
 kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__NodeProto *n);
 int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_equal_where(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
 /* Shape ops on computed values (onnx_import_shape.c). */
 kiln_status kiln_import_squeeze(kiln_importer *im, const KilnOnnx__NodeProto *n);
@@ -87,6 +88,7 @@ kiln_status kiln_import_unsqueeze_value(kiln_importer *im, const KilnOnnx__NodeP
 kiln_status kiln_import_slice_value(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_gather_value(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_split(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_expand(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
 /* What the op handlers share (onnx_import_ops.c): the computed value that
  * is node n's input k (refused when it is a constant or missing); v's

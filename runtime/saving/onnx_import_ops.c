@@ -1089,6 +1089,9 @@ static const struct {
     {.op = "Slice", .handler = import_slice},
     {.op = "Squeeze", .handler = kiln_import_squeeze},
     {.op = "Split", .handler = kiln_import_split},
+    {.op = "Expand", .handler = kiln_import_expand},
+    {.op = "Equal", .handler = kiln_import_equal_where},
+    {.op = "Where", .handler = kiln_import_equal_where},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)

@@ -395,3 +395,51 @@ kiln_status kiln_import_split(kiln_importer *im, const KilnOnnx__NodeProto *n)
     }
     return KILN_OK;
 }
+
+/* Expand of a computed value to a constant shape, ONNX's broadcast both
+ * ways (a 1 in the shape keeps the input's axis), the batch kept: an
+ * Expand layer. */
+kiln_status kiln_import_expand(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v;
+    kiln_status st = kiln_import_computed(im, n, 0, &v);
+    if (st == KILN_OK)
+        st = only_attrs(im, n, "");
+    if (st != KILN_OK)
+        return st;
+    const kiln_import_value *shape = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    if (!shape || shape->computed || !shape->ints || shape->rank != 1)
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "%s", "its shape must be a 1-D integer "
+                      "constant");
+    const int64_t m = shape->dims[0];
+    if (m > v->rank)
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "a shape of %lld dimensions for a %d-D "
+                      "value would put axes before the batch; kiln keeps the batch first",
+                      (long long)m, v->rank);
+    int64_t dims[KILN_MAX_RANK + 1];
+    for (int d = 0; d < v->rank; d++) {
+        const int at = d - (v->rank - (int)m);
+        const int64_t s = at < 0 ? 1 : shape->ints[at];
+        if (d == 0) {
+            if (s != 1 && s != INT64_MIN)   /* INT64_MIN: the batch, as Shape folds it */
+                return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "it expands axis 0 to %lld; kiln "
+                              "keeps the batch as it is", (long long)s);
+            dims[0] = v->dims[0];
+        } else if (s == 1 || s == v->dims[d]) {
+            dims[d] = v->dims[d];
+        } else if (v->dims[d] == 1 && s > 1 && s <= INT32_MAX) {
+            dims[d] = s;
+        } else {
+            return REFUSE(im, n, KILN_ERROR_FORMAT, "axis %d of length %lld cannot expand to "
+                          "%lld", d, (long long)v->dims[d], (long long)s);
+        }
+    }
+    int32_t to[KILN_MAX_RANK];
+    for (int d = 1; d < v->rank; d++)
+        to[d - 1] = (int32_t)dims[d];
+    kiln_node in;
+    if ((st = kiln_import_in_layout(im, v, 0, &in)) != KILN_OK)
+        return st;
+    const kiln_expand_options o = {.struct_size = sizeof o, .name = kiln_import_node_name(n)};
+    return kiln_import_made(im, n, kiln_expand(im->m, in, v->rank - 1, to, &o), 0);
+}

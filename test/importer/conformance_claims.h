@@ -48,6 +48,7 @@ static const conformance_op conformance_ops[] = {
     {.op = "Slice", .data_inputs = 1},
     {.op = "Split", .data_inputs = 1},
     {.op = "Gather", .data_inputs = 1},
+    {.op = "Expand", .data_inputs = 1},
 };
 
 /* A refusal docs/importing.md documents: an import that fails with
@@ -125,6 +126,11 @@ static const conformance_limit conformance_limits[] = {
      .reason = "indices of a computed value that are not evenly spaced"},
     {.op = "Gather", .needle = "must be a scalar or 1-D integer constant",
      .reason = "indices of 2 or more dimensions"},
+    {.op = "Expand", .needle = "would put axes before the batch",
+     .reason = "a shape of higher rank than the value (new axes before the batch)"},
+    {.op = "Expand", .needle = "kiln keeps the batch as it is",
+     .reason = "a shape whose first entry is not 1 (the batch, whose length kiln does not "
+               "know at import)"},
 };
 
 #endif

@@ -259,6 +259,20 @@ class Tokens(nn.Module):
         return self.head(y.squeeze(1)[:, 0])
 
 
+class Repeat(nn.Module):
+    """x.unsqueeze(1).expand(-1, 4, -1): Expand of a computed value, its
+    shape written as ConstantOfShape/Mul/Equal/Where of constants (folded);
+    then a Linear on the repeats and a sum by Linear of the flattened."""
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Linear(6, 6)
+        self.head = nn.Linear(4 * 6, 3)
+
+    def forward(self, x):
+        y = torch.tanh(self.mix(x.unsqueeze(1).expand(-1, 4, -1)))
+        return self.head(torch.flatten(y, 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -442,6 +456,7 @@ def main():
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
         ("self_attention", SelfAttention, (2, 5, 8), preserve),
         ("tokens", Tokens, (3, 4, 5), preserve),
+        ("repeat", Repeat, (3, 6), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
