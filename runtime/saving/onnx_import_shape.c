@@ -71,7 +71,7 @@ static kiln_status sample_axis(kiln_importer *im, const KilnOnnx__NodeProto *n, 
         return REFUSE(im, n, KILN_ERROR_FORMAT, "axis %lld is out of range for %d dimensions",
                       (long long)a, rank);
     if (*out == 0)
-        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "axis %lld is the batch; kiln %s a "
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "axis %lld is the batch; kiln's %s takes a "
                       "sample's axes only (1..%d)", (long long)a, n->op_type, rank - 1);
     return KILN_OK;
 }
