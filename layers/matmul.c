@@ -145,9 +145,10 @@ static kiln_status run_products(kiln_device *dev, const product *p, const batch_
                 summed_start = 0;
         }
         const float beta = p->accumulate || !summed_start ? 1.0f : 0.0f;
-        const kiln_status st = kiln_gemm_batched(dev, p->tx, p->ty, p->m, p->n, p->k, 1.0f, p->x, ox, p->ldx,
-                               inner.x, p->y, oy, p->ldy, inner.y, beta, p->out, oo, p->ldo,
-                               inner.out, inner.len);
+        const kiln_status st =
+            kiln_gemm_batched(dev, p->tx, p->ty, p->m, p->n, p->k, 1.0f, p->x, ox, p->ldx,
+                              inner.x, p->y, oy, p->ldy, inner.y, beta, p->out, oo, p->ldo,
+                              inner.out, inner.len);
         if (st != KILN_OK)
             return st;
         int l = 0;   /* the next index, the first looped axis fastest */
