@@ -491,7 +491,7 @@ static void attention(kiln_context *ctx)
 
 /* MatMul of computed values: attention's scores and weighted sum by
  * hand (a 3-D value a sample, which ONNX must read in kiln's order), and
- * a product broadcast over the leading axis. */
+ * a product broadcast over the leading axis; Slice and Expand of it. */
 static void matmuls(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -509,7 +509,17 @@ static void matmuls(kiln_context *ctx)
     const kiln_node w = kiln_reshape(m, kiln_dense(m, kiln_flatten(m, x, NULL), &eight), 3,
                                      shared, NULL);                           /* (1, 4, 2) */
     const kiln_node both = kiln_matmul(m, context, w, NULL);                /* (2, 3, 2) */
-    kiln_dense(m, kiln_flatten(m, both, NULL), &head);
+    /* Slices stepping down to index 0 and by 2, one index, an expand. */
+    const kiln_slice_options down = {.struct_size = sizeof down, .begin = {1, 2, 1},
+                                     .step = {-1, -1, 2}};                  /* (2, 3, 1) */
+    const kiln_slice_options token = {.struct_size = sizeof token, .begin = {1, 0, 0},
+                                      .size = {1, 1, 0}};                     /* (1, 1, 2) */
+    const int32_t cube[] = {2, 3, 2};
+    const kiln_node parts[] = {kiln_flatten(m, both, NULL),
+                               kiln_flatten(m, kiln_slice(m, both, &down), NULL),
+                               kiln_flatten(m, kiln_expand(m, kiln_slice(m, both, &token), 3,
+                                                           cube, NULL), NULL)};
+    kiln_dense(m, kiln_concatenate(m, parts, 3, NULL), &head);
     compile_and_train(ctx, m, 3, dims, 3, 32, 2);
     check_agreement(ctx, m, "matmuls", 3, dims, 5);
     kiln_model_destroy(m);
