@@ -101,6 +101,23 @@ class Transposes(nn.Module):
         return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
 
 
+class Gelus(nn.Module):
+    """GELU in both forms and LayerNorm between Linear layers: below opset
+    17 (exported at 13) each is a chain of primitive ops that kiln imports
+    as one activation or one layer_norm (onnx_import_patterns.c)."""
+    def __init__(self, norm):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act1 = nn.GELU()
+        self.fc2 = nn.Linear(16, 16)
+        self.act2 = nn.GELU(approximate="tanh")
+        self.norm = nn.LayerNorm(16) if norm else nn.Identity()
+        self.fc3 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(self.norm(self.act2(self.fc2(self.act1(self.fc1(x))))))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -298,7 +315,8 @@ def export(outdir, name, model, shape, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
     x = torch.randn(*shape)
-    torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=17,
+    opset = kwargs.pop("opset_version", 17)
+    torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=opset,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
     # After the export: a training-form export traces the model in train
@@ -316,6 +334,7 @@ def export(outdir, name, model, shape, **kwargs):
 
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
+    "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
@@ -443,6 +462,7 @@ def main():
         ("flatten", FlattenNet, (2, 2, 8, 6), preserve),
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
+        ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
