@@ -64,7 +64,8 @@ static kiln_status expand_run(const kiln_step *s, const kiln_buffer *src, kiln_b
     kiln_args args = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_buffer(dst), kiln_arg_int(i[0]),
                                kiln_arg_int(i[1]), kiln_arg_int(i[2]), kiln_arg_int(i[3]),
                                kiln_arg_int(o[0]), kiln_arg_int(o[1]), kiln_arg_int(o[2]),
-                               kiln_arg_int(o[3]), kiln_arg_int(accumulate));
+                               kiln_arg_int(o[3]), kiln_arg_int(accumulate),
+                               kiln_arg_int(s->batch));
     const size_t range[2] = {(size_t)kiln_shape_size(back ? in : out), (size_t)s->batch};
     return kiln_run(s->dev, "expand", back ? "kiln_expand_backward" : "kiln_expand_forward", 2,
                     range, args);

@@ -68,7 +68,7 @@ static kiln_status slice_run(const slice_config *c, const kiln_step *s, const ki
                             kiln_arg_int(o[3]), kiln_arg_int(bg[0]), kiln_arg_int(bg[1]),
                             kiln_arg_int(bg[2]), kiln_arg_int(bg[3]), kiln_arg_int(st[0]),
                             kiln_arg_int(st[1]), kiln_arg_int(st[2]), kiln_arg_int(st[3]),
-                            kiln_arg_int(accumulate));
+                            kiln_arg_int(accumulate), kiln_arg_int(s->batch));
     const size_t range[2] = {(size_t)kiln_shape_size(back ? in : out), (size_t)s->batch};
     return kiln_run(s->dev, "slice", back ? "kiln_slice_backward" : "kiln_slice_forward", 2,
                     range, a);

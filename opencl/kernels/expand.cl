@@ -1,16 +1,16 @@
 /* Expand: each sample broadcast to a larger shape, four axes (a sample of
  * lower rank padded with leading axes of 1); an input axis of length 1
  * repeats along the output's. Arguments: the input's dims (i0..i3, each
- * 1 or the output's) and the output's (o0..o3). */
+ * 1 or the output's) and the output's (o0..o3), then accumulate and the batch. */
 
 /* Forward, over (values of an output sample, batch). */
 __kernel void kiln_expand_forward(__global const float *x, __global float *y, int i0, int i1,
                                   int i2, int i3, int o0, int o1, int o2, int o3,
-                                  int accumulate)
+                                  int accumulate, int batch)
 {
     const int i = get_global_id(0), n = get_global_id(1);
     const int out_size = o0 * o1 * o2 * o3;
-    if (i >= out_size)
+    if (i >= out_size || n >= batch)   /* a GPU's groups round both up */
         return;
     (void)accumulate;
     const int a3 = i % o3, a2 = i / o3 % o2, a1 = i / (o3 * o2) % o1, a0 = i / (o3 * o2 * o1);
@@ -24,11 +24,11 @@ __kernel void kiln_expand_forward(__global const float *x, __global float *y, in
  * output's, last axis fastest); written or added (accumulate). */
 __kernel void kiln_expand_backward(__global const float *dy, __global float *dx, int i0, int i1,
                                    int i2, int i3, int o0, int o1, int o2, int o3,
-                                   int accumulate)
+                                   int accumulate, int batch)
 {
     const int i = get_global_id(0), n = get_global_id(1);
     const int in_size = i0 * i1 * i2 * i3;
-    if (i >= in_size)
+    if (i >= in_size || n >= batch)
         return;
     const int a3 = i % i3, a2 = i / i3 % i2, a1 = i / (i3 * i2) % i1, a0 = i / (i3 * i2 * i1);
     /* The repeats along each axis: the output's length where the input's
