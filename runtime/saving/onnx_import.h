@@ -105,6 +105,8 @@ kiln_status kiln_import_in_layout(kiln_importer *im, kiln_import_value *v, int c
                                   kiln_node *node);
 kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node,
                              int cl);
+/* How many nodes and graph outputs read the value `name`. */
+int kiln_import_readers(const kiln_importer *im, const char *name);
 
 /* Marks the chains of ops that are one function kiln has as one layer
  * (GELU, LayerNorm), before the nodes are imported (onnx_import_patterns.c). */

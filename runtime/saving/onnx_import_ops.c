@@ -65,9 +65,17 @@ static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, ki
         return KILN_OK;
     if (v->converted == KILN_NODE_INVALID) {
         const kiln_shape *s = &im->m->graph.nodes[v->node].shape;
+        /* One channel, or one pixel: both layouts hold the values in one
+         * order, and a reshape (a copy) does what a permute would. */
+        const int32_t c = s->rank == 3 ? s->dims[cl ? 0 : 2] : 0;
+        const int32_t pixels = s->rank == 3 ? s->dims[cl ? 1 : 0] * s->dims[cl ? 2 : 1] : 0;
         if (cl && s->rank == 1) {   /* (C) of a (N, C, 1, 1): the same values */
             const int32_t dims[3] = {1, 1, s->dims[0]};
             v->converted = kiln_reshape(im->m, v->node, 3, dims, NULL);
+        } else if (s->rank == 3 && (c == 1 || pixels == 1)) {
+            const int32_t to_cl[3] = {s->dims[1], s->dims[2], s->dims[0]};
+            const int32_t to_cf[3] = {s->dims[2], s->dims[0], s->dims[1]};
+            v->converted = kiln_reshape(im->m, v->node, 3, cl ? to_cl : to_cf, NULL);
         } else {
             const int32_t to_cl[3] = {2, 3, 1}, to_cf[3] = {3, 1, 2};
             v->converted = kiln_permute(im->m, v->node, 3, cl ? to_cl : to_cf, NULL);
@@ -1234,4 +1242,10 @@ kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, ki
                              int cl)
 {
     return made(im, n, node, cl, NULL);
+}
+
+int kiln_import_readers(const kiln_importer *im, const char *name)
+{
+    size_t reader;
+    return readers(im, name, &reader);
 }

@@ -384,7 +384,7 @@ kiln_status kiln_import_split(kiln_importer *im, const KilnOnnx__NodeProto *n)
         w.begin[a] = (int32_t)begin;
         w.size[a] = (int32_t)size;
         begin += size;
-        if (!*n->output[k])
+        if (!*n->output[k] || !kiln_import_readers(im, n->output[k]))   /* unread: no layer */
             continue;
         char *layer = kiln_onnx_printf(&im->mem, "%s/%lld", len_name > 56
                                        ? name + len_name - 56 : name, (long long)k);

@@ -290,6 +290,23 @@ class Repeat(nn.Module):
         return self.head(torch.flatten(y, 1))
 
 
+class ChannelSlices(nn.Module):
+    """Shape ops on a Conv's 4-D output, which kiln holds channels-last:
+    x[:, 1:3, 1:, ::2] (Slice, taken as held), torch.split of the channels
+    (Split), x[:, 0] (Gather, then the channels' axis dropped)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(2 * 4 * 3 + 5 * 6 + 3 * 5 * 6, 3)
+
+    def forward(self, x):
+        c = torch.tanh(self.conv(x))                      # (N, 4, 5, 6)
+        a, b = torch.split(c, [1, 3], dim=1)
+        y = c[:, 1:3, 1:, ::2]
+        return self.fc(torch.cat([torch.flatten(y, 1), torch.flatten(c[:, 0], 1),
+                                  torch.flatten(b, 1)], dim=1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -477,6 +494,7 @@ def main():
         ("self_attention", SelfAttention, (2, 5, 8), preserve),
         ("tokens", Tokens, (3, 4, 5), preserve),
         ("repeat", Repeat, (3, 6), preserve),
+        ("channel_slices", ChannelSlices, (2, 3, 7, 8), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
