@@ -308,7 +308,7 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     size_t reader = 0;
     const KilnOnnx__NodeProto *mul =
-        n->n_output == 1 && kiln_import_readers(im, n->output[0], &reader) == 1
+        n->n_output == 1 && kiln_import_last_reader(im, n->output[0], &reader) == 1
             ? im->g->node[reader] : NULL;
     kiln_import_value *x = n->n_input == 1 ? kiln_import_find(im, n->input[0]) : NULL;
     const int silu = mul && x && x->computed && !n->n_attribute &&
@@ -321,9 +321,8 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
     if (!silu)
         return kiln_import_kind(im, n, &kiln_layer_activation, NULL);
     im->skip[reader] = 1;
-    size_t ignored;
     /* x read by this Sigmoid and the Mul alone: its layer applies SiLU. */
-    if (kiln_import_readers(im, n->input[0], &ignored) == 2 && silu_fusable(im, x) &&
+    if (kiln_import_readers(im, n->input[0]) == 2 && silu_fusable(im, x) &&
         kiln_node_take_activation(im->m, x->node, KILN_ACTIVATION_SILU,
                                   kiln_import_node_name(mul))) {
         const kiln_import_value copy = *x;
@@ -341,5 +340,5 @@ kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n)
         im->m, x->node, KILN_ACTIVATION_SILU,
         &(kiln_activation_layer_options){.struct_size = sizeof(kiln_activation_layer_options),
                                          .name = kiln_import_node_name(mul)});
-    return kiln_import_made(im, &joined, node, x->cl, x);
+    return kiln_import_made_like(im, &joined, node, x->cl, x);
 }
