@@ -319,7 +319,44 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
     kiln_model_destroy(m);
 }
 
-/* One network of models.txt: import, predict, compare. */
+/* How many layers of `kind` the model has. */
+static int layers_of(kiln_context *ctx, kiln_model *m, const char *kind)
+{
+    int32_t n = 0;
+    int found = 0;
+    CHECK_OK(ctx, kiln_model_layer_count(m, &n));
+    for (int32_t i = 0; i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_layer_info(m, i, &info));
+        found += strcmp(info.kind, kind) == 0;
+    }
+    return found;
+}
+
+/* The patterns as they should import: the SE block's Mul one broadcast
+ * multiply of the channels-last value, adding no Permute or Reshape (the
+ * network has two Permutes, the input's to channels-last and the
+ * Flatten's back, and one Reshape, the pooled (C) to the 1x1 Conv's
+ * (1, 1, C)); SiLU's
+ * three Sigmoid -> Mul pairs no Mul at all, the two after a Conv that
+ * alone reads them that Conv's activation (one Activation layer for
+ * tanh, one for the SiLU of a value read elsewhere too). */
+static void check_structure(kiln_context *ctx, kiln_model *m, const char *name)
+{
+    if (strcmp(name, "squeeze_excite") == 0) {
+        const int binary = layers_of(ctx, m, "binary"), permute = layers_of(ctx, m, "permute");
+        const int reshape = layers_of(ctx, m, "reshape");
+        printf("%s: %d binary, %d permute, %d reshape layers\n", name, binary, permute, reshape);
+        CHECK(binary == 1 && permute == 2 && reshape == 1);
+    }
+    if (strcmp(name, "silu") == 0) {
+        const int binary = layers_of(ctx, m, "binary");
+        const int activation = layers_of(ctx, m, "activation");
+        printf("%s: %d binary, %d activation layers\n", name, binary, activation);
+        CHECK(binary == 0 && activation == 2);
+    }
+}
+
 /* The layer named after ONNX node `node` is a `kind`: an activation fused
  * into the layer before it takes the activation's name (a Relu after a
  * BatchNormalization, or after the Conv a folded batch norm left; a GELU
@@ -338,6 +375,7 @@ static void check_layer_kind(kiln_context *ctx, kiln_model *m, const char *node,
     }
 }
 
+/* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
 {
@@ -374,6 +412,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     free(ort);
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
+    check_structure(ctx, m, name);
     if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
         check_layer_kind(ctx, m, "/relu/Relu",
                          name[8] ? "conv2d" : "batch_normalization");
