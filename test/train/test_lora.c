@@ -5,7 +5,8 @@
  * central finite differences of the float64 loss; the base kernel bit for
  * bit unchanged and the bias trained (as Keras 3); predict after
  * kiln_model_save -> kiln_model_load equal to predict before (the merged
- * kernel); mirrored on two devices equal to one device; the bad calls
+ * kernel); mirrored, central storage and the pipeline on two devices
+ * equal to one device; the bad calls
  * refused, naming what they refused. */
 #include "harness.h"
 
@@ -53,8 +54,12 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int lora)
                                         .learning_rate = LR};
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
-                                     .strategy = strategy, .replicas = strategy ==
-                                     KILN_STRATEGY_MIRRORED ? 2 : 0};
+                                     .strategy = strategy,
+                                     .replicas = strategy == KILN_STRATEGY_MIRRORED ||
+                                                 strategy == KILN_STRATEGY_CENTRAL_STORAGE
+                                                 ? 2 : 0,
+                                     .pipeline_stages = strategy == KILN_STRATEGY_PIPELINE ? 2 : 0,
+                                     .micro_batches = strategy == KILN_STRATEGY_PIPELINE ? 2 : 0};
     CHECK_OK(ctx, kiln_model_compile(m, &co));
     return m;
 }
@@ -273,17 +278,10 @@ static void test_parity(kiln_context *ctx, const char *dir)
     kiln_model_destroy(m);
 }
 
-/* Mirrored over two devices, the batch split, equals one device. */
-static void test_mirrored(kiln_context *ctx)
+static void compare_strategy(kiln_context *ctx, kiln_strategy strategy, const char *name)
 {
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    if (devices < 2) {
-        printf("SKIP (one device): mirrored needs two; run with POCL_DEVICES=\"basic basic\"\n");
-        return;
-    }
     kiln_model *one = build(ctx, KILN_STRATEGY_ONE_DEVICE, 1);
-    kiln_model *two = build(ctx, KILN_STRATEGY_MIRRORED, 1);
+    kiln_model *two = build(ctx, strategy, 1);
     weights w1, w2;
     float k0[HID * OUT], k1[HID * OUT];
     CHECK_OK(ctx, kiln_model_get_tensor(two, "d1/kernel", k0, HID * OUT));
@@ -295,12 +293,34 @@ static void test_mirrored(kiln_context *ctx)
     read_weights(ctx, two, &w2);
     CHECK_OK(ctx, kiln_model_get_tensor(two, "d1/kernel", k1, HID * OUT));
     const double d = worst_of(&w2, &w1);
-    printf("mirrored (2 devices) vs one device, 5 steps: max difference %.2e; kernel "
-           "unchanged: %s\n", d, memcmp(k0, k1, sizeof k0) == 0 ? "yes" : "NO");
+    printf("%s (2 devices) vs one device, 5 steps: max difference %.2e; kernel "
+           "unchanged: %s\n", name, d, memcmp(k0, k1, sizeof k0) == 0 ? "yes" : "NO");
     CHECK(d < 1e-5 && memcmp(k0, k1, sizeof k0) == 0);
     kiln_model_destroy(one);
     kiln_model_destroy(two);
 }
+
+/* Mirrored and central storage over two devices (the batch split) and the
+ * pipeline in two stages of 2 micro-batches (both micro-batches' forwards
+ * before their backwards) equal one device. */
+static void test_strategies(kiln_context *ctx)
+{
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    if (devices < 2) {
+        printf("SKIP (one device): the strategies need two; run with "
+               "POCL_DEVICES=\"basic basic\"\n");
+        return;
+    }
+    static const struct { kiln_strategy strategy; const char *name; } runs[] = {
+        {.strategy = KILN_STRATEGY_MIRRORED, .name = "mirrored"},
+        {.strategy = KILN_STRATEGY_CENTRAL_STORAGE, .name = "central storage"},
+        {.strategy = KILN_STRATEGY_PIPELINE, .name = "pipeline"},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++)
+        compare_strategy(ctx, runs[k].strategy, runs[k].name);
+}
+
 
 static void test_refusals(kiln_context *ctx)
 {
@@ -352,7 +372,7 @@ int main(void)
     make_data();
     test_refusals(ctx);
     test_parity(ctx, dir);
-    test_mirrored(ctx);
+    test_strategies(ctx);
     const char *files[] = {"lora.kiln", "lora.weights"};
     char path[600];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
