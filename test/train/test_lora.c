@@ -222,6 +222,11 @@ static void test_parity(kiln_context *ctx, const char *dir)
     printf("tensors: %d, weights %lld, trainable %lld\n", (int)count, (long long)all,
            (long long)trainable);
     CHECK(trainable == all - HID * OUT);
+    /* SGD without momentum keeps no state; Adam's two slots below hold the
+     * trainable prefix only, the frozen kernel none. */
+    kiln_memory_report mem = {.struct_size = sizeof mem};
+    CHECK_OK(ctx, kiln_model_memory(m, 0, &mem));
+    CHECK(mem.optimizer_bytes == 0);
 
     /* The adapters' gradient against central differences of the float64
      * loss at the trained weights: one more step, read back as the update. */
@@ -322,6 +327,54 @@ static void test_strategies(kiln_context *ctx)
 }
 
 
+/* What LoRA saves, by kiln_model_memory, on 256 -> Dense(512, relu) ->
+ * Dense(10) under Adam with rank 8 on the first layer (docs/training.md
+ * quotes it): Adam's two slots hold the trainable parameters only (each
+ * tensor padded to 16 floats), the frozen kernel none. */
+static void test_memory(kiln_context *ctx)
+{
+    uint64_t bytes[2][2] = {{0}};
+    int64_t trainable[2] = {0};
+    for (int lora = 0; lora < 2; lora++) {
+        kiln_model *m = NULL;
+        CHECK_OK(ctx, kiln_model_create(ctx, &m));
+        const int32_t dims[] = {256};
+        kiln_input(m, 1, dims, NULL);
+        const kiln_dense_options fc = {.struct_size = sizeof fc, .name = "fc", .units = 512,
+                                       .activation = KILN_ACTIVATION_RELU};
+        kiln_dense(m, KILN_NODE_PREVIOUS, &fc);
+        const kiln_dense_options head = {.struct_size = sizeof head, .name = "head",
+                                         .units = 10};
+        kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+        if (lora)
+            CHECK_OK(ctx, kiln_model_enable_lora(m, "fc", 8, 0.0f));
+        const kiln_compile_options co = {.struct_size = sizeof co,
+                                         .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+        CHECK_OK(ctx, kiln_model_compile(m, &co));
+        kiln_memory_report mem = {.struct_size = sizeof mem};
+        CHECK_OK(ctx, kiln_model_memory(m, 0, &mem));
+        bytes[lora][0] = mem.parameter_bytes;
+        bytes[lora][1] = mem.optimizer_bytes;
+        int32_t count = 0;
+        CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
+        uint64_t padded = 0;
+        for (int32_t t = 0; t < count; t++) {
+            kiln_parameter_info info = {.struct_size = sizeof info};
+            CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
+            trainable[lora] += info.trainable ? info.size : 0;
+            padded += info.trainable ? (uint64_t)(info.size + 15) / 16 * 16 * 4 : 0;
+        }
+        CHECK(mem.optimizer_bytes == 2 * padded);
+        kiln_model_destroy(m);
+    }
+    printf("256 -> Dense(512) -> Dense(10), Adam: trainable parameters %lld -> %lld with LoRA "
+           "rank 8 on the first; parameter bytes %llu -> %llu; optimizer bytes %llu -> %llu\n",
+           (long long)trainable[0], (long long)trainable[1], (unsigned long long)bytes[0][0],
+           (unsigned long long)bytes[1][0], (unsigned long long)bytes[0][1],
+           (unsigned long long)bytes[1][1]);
+    CHECK(trainable[1] < trainable[0] && bytes[1][1] < bytes[0][1]);
+}
+
 static void test_refusals(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -371,6 +424,7 @@ int main(void)
     }
     make_data();
     test_refusals(ctx);
+    test_memory(ctx);
     test_parity(ctx, dir);
     test_strategies(ctx);
     const char *files[] = {"lora.kiln", "lora.weights"};
