@@ -318,10 +318,11 @@ PY
 # trained, as Keras 3's enable_lora leaves it trainable.
 "$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/lora.kiln" --loss mse \
     --optimizer sgd --learning-rate 0.1 --batch 4 --no-shuffle --lora 1 --lora-alpha 2 \
-    --lora-layers fc > "$work/lora.txt" 2>&1 || { cat "$work/lora.txt"; fail "fit --lora exited $?"; }
+    --lora-layers fc > "$work/lora.txt" 2>&1 ||
+    { cat "$work/lora.txt"; fail "fit --lora exited $?"; }
 grep -qxF "LoRA rank 1 on 1 Dense layer(s) named fc..." "$work/lora.txt" ||
     { cat "$work/lora.txt"; fail "fit --lora: no report of the layers"; }
-"$python" - "$work" <<'PY' || fail "--lora: the saved model is not the merged kernel of rank-1 change"
+"$python" - "$work" <<'PY' || fail "--lora: not a merged kernel of a rank-1 change"
 import json
 import struct
 import sys
