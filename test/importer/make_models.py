@@ -101,6 +101,21 @@ class Transposes(nn.Module):
         return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
 
 
+class HardSwishes(nn.Module):
+    """nn.Hardswish after a Conv and after an Add, exported at opset 13 as
+    HardSigmoid -> Mul(x, .): kiln imports each pair as one hard_silu."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.act1 = nn.Hardswish()
+        self.act2 = nn.Hardswish()
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = self.act1(self.conv(x))
+        return self.fc(self.act2(x + x).flatten(1))
+
+
 class Gelus(nn.Module):
     """GELU in both forms and LayerNorm between Linear layers: below opset
     17 (exported at 13) each is a chain of primitive ops that kiln imports
@@ -249,6 +264,31 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class Unary(nn.Module):
+    """The element-wise unary ops on 4-D values (kiln_math and the hard
+    activations): Sqrt, Exp, Log, Erf, Reciprocal, Pow by 3, Neg, Abs,
+    Clip of (-1, 2) and of (-0.5, none), HardSigmoid fused into the Conv
+    before it, HardSwish, summed (Add of computed values), then tanh and a
+    Linear."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.conv2 = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 3 * 2, 3)
+
+    def forward(self, x):
+        F = nn.functional
+        h = self.conv(x)
+        p = torch.clamp(h, -1, 2)
+        e = torch.exp(p)
+        y = torch.sqrt(e) + torch.log(e) + torch.reciprocal(e) + torch.erf(h) + p ** 3
+        y = y + (-h.abs()) + F.hardswish(h) + torch.clamp(h, min=-0.5)
+        y = y + F.hardsigmoid(self.conv2(x))
+        # tanh keeps the Linear's inputs small: SGD at 0.1 on the sum
+        # itself diverges in 3 steps.
+        return self.fc(torch.flatten(torch.tanh(y), 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -303,11 +343,13 @@ def export(outdir, name, model, shape, **kwargs):
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
     "ids_tokens": ("emb.weight", "fc.weight", "fc.bias"),
+    "hard_swishes": ("conv.weight", "conv.bias", "fc.weight"),
     "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+    "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
 }
 
 
@@ -433,6 +475,7 @@ def main():
         ("mlp", Mlp, (4, 10), preserve),
         ("ids_tokens", Tokens, (3, 5), preserve),
         ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
+        ("hard_swishes", HardSwishes, (2, 3, 6, 6), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
@@ -444,6 +487,7 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("unary", Unary, (2, 3, 5, 4), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares
