@@ -1,5 +1,6 @@
 /* The kiln tool's usage text and option parsing. */
 #include "args.h"
+#include "lora_args.h"
 #include "recipe_args.h"
 
 #include <errno.h>
@@ -74,8 +75,8 @@ static const char usage_head[] =
  * at most 4095 characters leave apart. */
 static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
-    "--weight-decay, --freeze, --head, the schedule, --label-smoothing, --ema and\n"
-    "the clipping options are for ONNX models: a model file keeps the loss, optimizer\n"
+    "--weight-decay, --freeze, --head, the schedule, --label-smoothing, --ema, the\n"
+    "LoRA and the clipping options are for ONNX models: a model file keeps the loss, optimizer\n"
     "and frozen layers it was compiled with. Other commands run on one device\n"
     "(KILN_DEVICES chooses which).\n"
     "Exit status: 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.\n";
@@ -84,6 +85,7 @@ void cli_print_usage(FILE *f)
 {
     fputs(usage_head, f);
     fputs(cli_recipe_usage, f);
+    fputs(cli_lora_usage, f);
     fputs(usage_tail, f);
 }
 
@@ -146,6 +148,9 @@ static const option_spec options[] = {
     {.name = "--values", .bit = CLI_VALUES, .takes_value = 1},
     {.name = "--label-smoothing", .bit = CLI_LABEL_SMOOTHING, .takes_value = 1},
     {.name = "--ema", .bit = CLI_EMA, .takes_value = 1},
+    {.name = "--lora", .bit = CLI_LORA, .takes_value = 1},
+    {.name = "--lora-alpha", .bit = CLI_LORA, .takes_value = 1},
+    {.name = "--lora-layers", .bit = CLI_LORA, .takes_value = 1},
 };
 
 /* A whole number in [lo, hi]; 0 if `v` is not one. */
@@ -186,6 +191,8 @@ static int take(const option_spec *o, const char *v, cli_args *a)
     long long n = 0;
     if (cli_recipe_option(o->bit))
         return cli_recipe_take(o->bit, v, a);
+    if (o->bit == CLI_LORA)
+        return cli_lora_take(o->name, v, a);
     switch (o->bit) {
     case CLI_BATCH:
         if (!whole(v, 1, INT32_MAX, &n))
@@ -300,7 +307,7 @@ static int check_together(const cli_args *a)
     if (clips & (clips - 1))   /* Keras takes one */
         return cli_usage("only one of --clipnorm, --clipvalue and --global-clipnorm can be "
                          "given"), 0;
-    return cli_recipe_check(a);
+    return cli_recipe_check(a) && cli_lora_check(a);
 }
 
 int cli_parse(int argc, char **argv, unsigned allowed, cli_args *a)

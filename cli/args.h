@@ -22,6 +22,9 @@ enum {
     CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28,
     CLI_WEIGHT_DECAY = 1 << 29, CLI_EMA = 1u << 30
 };
+/* --lora, --lora-alpha and --lora-layers share the last bit (an enum
+ * constant must fit an int); lora_args.c tells them apart by name. */
+#define CLI_LORA (1u << 31)
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
                             CLI_DECAY_RATE | CLI_ALPHA | CLI_BOUNDARIES | CLI_VALUES | \
                             CLI_LABEL_SMOOTHING | CLI_EMA)
@@ -31,7 +34,7 @@ enum {
  * kiln model file carries its own. */
 #define CLI_BUILD_OPTIONS (CLI_LOSS | CLI_FROM_LOGITS | CLI_OPTIMIZER | CLI_LEARNING_RATE | \
                            CLI_MOMENTUM | CLI_NESTEROV | CLI_FREEZE | CLI_HEAD | CLI_HEAD_FROM | \
-                           CLI_RECIPE_OPTIONS | CLI_CLIPPING | CLI_WEIGHT_DECAY)
+                           CLI_RECIPE_OPTIONS | CLI_CLIPPING | CLI_WEIGHT_DECAY | CLI_LORA)
 
 typedef struct cli_args {
     const char *command;
@@ -63,6 +66,10 @@ typedef struct cli_args {
     float values[KILN_LR_MAX_BOUNDARIES + 1];
     float label_smoothing;
     float ema_momentum;          /* --ema M: use_ema with momentum M; 0: off */
+    int32_t lora_rank;           /* --lora RANK; 0: off */
+    float lora_alpha;            /* --lora-alpha A; 0: RANK (Keras's default) */
+    const char *lora_layers[CLI_MAX_FREEZE];
+    int n_lora_layers;
 } cli_args;
 
 /* Fills `a` from argv[1..]; `allowed` is the CLI_* bits the command takes.

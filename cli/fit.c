@@ -1,6 +1,7 @@
 /* kiln fit: an imported model gets its new head, frozen layers, loss and
  * optimizer here; a model file trains on as it was compiled. */
 #include "fit.h"
+#include "lora_args.h"
 #include "model_open.h"
 #include "report.h"
 
@@ -128,6 +129,8 @@ int cli_fit(kiln_context *ctx, const cli_args *a)
     if (st != KILN_OK)
         goto fail;
     if (onnx && (rc = freeze(ctx, m, a)) != 0)
+        goto done;
+    if (onnx && (rc = cli_lora_apply(ctx, m, a)) != 0)
         goto done;
     if (onnx && (st = cli_compile(m, a)) != KILN_OK)
         goto fail;

@@ -1804,6 +1804,26 @@ KILN_API kiln_status kiln_model_set_tensor(kiln_model *model, const char *name,
 KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *layer,
                                               int32_t trainable);
 
+/** LoRA (low-rank adaptation; Keras 3's `Dense.enable_lora(rank,
+ *  lora_alpha)`) on the Dense layer named `layer`, before the model is
+ *  compiled: its kernel W is frozen (no gradient used, no update, no decay
+ *  or clipping), and two adapters are trained, `<layer>/lora_kernel_a`
+ *  A (inputs x rank, HeUniform as Keras) and `<layer>/lora_kernel_b` B
+ *  (rank x units, zeros), so that the layer computes
+ *  x·W + (alpha/rank)·(x·A)·B + bias. The bias keeps training, as in Keras.
+ *  `alpha` 0 means `rank` (Keras's default, a scale of 1). Works on
+ *  imported models, whose Dense layers carry their Gemm or MatMul node's
+ *  name. kiln_model_save and kiln_model_export_onnx write the merged kernel
+ *  W + (alpha/rank)·A·B and no adapters (a plain Dense: the file loads and
+ *  predicts as the LoRA model did); kiln_model_save_weights and checkpoints
+ *  keep W, A and B apart. Every strategy supports it.
+ *  KILN_ERROR_INVALID_ARGUMENT for `layer` NULL or not in the model, rank
+ *  <= 0, alpha negative, NaN or infinite; KILN_ERROR_UNSUPPORTED for a layer
+ *  that is not a Dense; KILN_ERROR_STATE for a compiled model or a layer
+ *  with LoRA already. Each names what it refused. */
+KILN_API kiln_status kiln_model_enable_lora(kiln_model *model, const char *layer, int32_t rank,
+                                            float alpha);
+
 /* ------------------------------------------------------------------------ */
 /* Datasets                                                                 */
 /* ------------------------------------------------------------------------ */

@@ -1,8 +1,10 @@
-/* Dense: y = x W + b on the last dimension; kernel (in, units). */
+/* Dense: y = x W + b on the last dimension; kernel (in, units). With LoRA
+ * (Keras 3's enable_lora): y = x W + (alpha/r) (x A) B + b, W frozen. */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <string.h>
@@ -12,7 +14,21 @@ typedef struct dense_config {
     int32_t use_bias;
     int32_t in;          /* inferred: last input dimension */
     int64_t rows;        /* inferred: rows per sample (product of other dims) */
+    int32_t lora_rank;   /* 0: no adapters */
+    float lora_alpha;
 } dense_config;
+
+/* Where the adapters sit among the parameters: after kernel and bias, so
+ * that an imported layer's parameter indices keep their meaning. */
+static int lora_a_index(const dense_config *c)
+{
+    return c->use_bias ? 2 : 1;
+}
+
+static float lora_scale(const dense_config *c)
+{
+    return c->lora_alpha / (float)c->lora_rank;
+}
 
 static kiln_status dense_infer(void *config, kiln_layer_build *b)
 {
@@ -41,12 +57,53 @@ static kiln_status dense_infer(void *config, kiln_layer_build *b)
         bias->shape.dims[0] = c->units;
         bias->init = KILN_INIT_ZEROS;
     }
+    if (c->lora_rank > 0) {
+        /* As Keras 3: only the kernel freezes (the bias keeps training);
+         * A is HeUniform, B zeros, so training starts from the base model. */
+        b->params[0].frozen = 1;
+        kiln_param_spec *a = &b->params[b->n_params++];
+        *a = (kiln_param_spec){.name = "lora_kernel_a", .shape = {.rank = 2,
+                               .dims = {c->in, c->lora_rank}}, .init = KILN_INIT_UNIFORM,
+                               .init_limit = (float)sqrt(6.0 / (double)c->in), .adapter = 1};
+        kiln_param_spec *bb = &b->params[b->n_params++];
+        *bb = (kiln_param_spec){.name = "lora_kernel_b", .shape = {.rank = 2,
+                                .dims = {c->lora_rank, c->units}}, .init = KILN_INIT_ZEROS,
+                                .adapter = 1};
+    }
     return KILN_OK;
 }
 
-/* Per replica: the kernel transposed, for the input gradient. */
+static void dense_enable_lora(void *config, int32_t rank, float alpha)
+{
+    dense_config *c = config;
+    c->lora_rank = rank;
+    c->lora_alpha = alpha;
+}
+
+/* kernel += (alpha/r) A B, summed in double. */
+static void dense_merge_adapters(const void *config, float *const *params)
+{
+    const dense_config *c = config;
+    if (c->lora_rank <= 0)
+        return;
+    const int la = lora_a_index(c);
+    const float *a = params[la], *bm = params[la + 1];
+    const double scale = (double)lora_scale(c);
+    for (int32_t i = 0; i < c->in; i++)
+        for (int32_t j = 0; j < c->units; j++) {
+            double sum = 0.0;
+            for (int32_t k = 0; k < c->lora_rank; k++)
+                sum += (double)a[(size_t)i * (size_t)c->lora_rank + (size_t)k] *
+                       (double)bm[(size_t)k * (size_t)c->units + (size_t)j];
+            params[0][(size_t)i * (size_t)c->units + (size_t)j] += (float)(scale * sum);
+        }
+}
+
+/* Per replica: the kernel transposed, for the input gradient; with LoRA
+ * x A and dy B^T (rows x rank each). */
 typedef struct dense_replica {
     kiln_buffer *kernel_t;
+    kiln_buffer *xa, *dyb;
 } dense_replica;
 
 static kiln_status dense_prepare(const void *config, void *replica, kiln_device *dev,
@@ -54,27 +111,52 @@ static kiln_status dense_prepare(const void *config, void *replica, kiln_device 
 {
     const dense_config *c = config;
     dense_replica *r = replica;
-    (void)in_shape, (void)max_batch;
-    return kiln_buffer_create(dev, (size_t)c->in * (size_t)c->units * sizeof(float),
-                              "a transposed dense kernel", &r->kernel_t);
+    (void)in_shape;
+    kiln_status st = kiln_buffer_create(dev, (size_t)c->in * (size_t)c->units * sizeof(float),
+                                        "a transposed dense kernel", &r->kernel_t);
+    const size_t lora = (size_t)max_batch * (size_t)c->rows * (size_t)c->lora_rank;
+    if (st == KILN_OK && lora)
+        st = kiln_buffer_create(dev, lora * sizeof(float), "a LoRA x A", &r->xa);
+    if (st == KILN_OK && lora)
+        st = kiln_buffer_create(dev, lora * sizeof(float), "a LoRA dy B^T", &r->dyb);
+    return st;
 }
 
 static void dense_release(void *replica)
 {
     dense_replica *r = replica;
     kiln_buffer_destroy(r->kernel_t);
-    r->kernel_t = NULL;
+    kiln_buffer_destroy(r->xa);
+    kiln_buffer_destroy(r->dyb);
+    r->kernel_t = r->xa = r->dyb = NULL;
+}
+
+/* r->xa = x A: the rank-r projection both passes start from. */
+static kiln_status lora_project(const dense_config *c, dense_replica *r, const kiln_step *s,
+                                size_t m)
+{
+    const size_t rank = (size_t)c->lora_rank;
+    return kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, rank, (size_t)c->in, 1.0f, s->in[0],
+                     0, (size_t)c->in, s->params, s->param_offset[lora_a_index(c)], rank, 0.0f,
+                     r->xa, 0, rank);
 }
 
 static kiln_status dense_forward(const void *config, void *replica, const kiln_step *s)
 {
     const dense_config *c = config;
-    (void)replica;
+    dense_replica *r = replica;
     const size_t m = (size_t)s->batch * (size_t)c->rows;
-    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, (size_t)c->units,
-                               (size_t)c->in, 1.0f, s->in[0], 0, (size_t)c->in, s->params,
-                               s->param_offset[0], (size_t)c->units, 0.0f, s->out, 0,
-                               (size_t)c->units);
+    const size_t units = (size_t)c->units, rank = (size_t)c->lora_rank;
+    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, units, (size_t)c->in, 1.0f,
+                               s->in[0], 0, (size_t)c->in, s->params, s->param_offset[0], units,
+                               0.0f, s->out, 0, units);
+    if (st == KILN_OK && rank) {
+        st = lora_project(c, r, s, m);
+        if (st == KILN_OK)   /* y += (alpha/r) (x A) B */
+            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, units, rank, lora_scale(c),
+                           r->xa, 0, rank, s->params, s->param_offset[lora_a_index(c) + 1],
+                           units, 1.0f, s->out, 0, units);
+    }
     if (st != KILN_OK)
         return st;
     if (!c->use_bias)
@@ -83,16 +165,42 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
                          s->activation);
 }
 
+/* The adapters' gradients: dB = (alpha/r) (x A)^T dy, dA = (alpha/r) x^T
+ * (dy B^T); leaves dy B^T in r->dyb for the input gradient. x A is
+ * recomputed rather than kept from forward: a pipeline runs several
+ * micro-batches' forwards before their backwards. */
+static kiln_status lora_backward(const dense_config *c, dense_replica *r, const kiln_step *s,
+                                 size_t m)
+{
+    const size_t in = (size_t)c->in, units = (size_t)c->units, rank = (size_t)c->lora_rank;
+    const size_t a_at = s->param_offset[lora_a_index(c)];
+    const size_t b_at = s->param_offset[lora_a_index(c) + 1];
+    const float scale = lora_scale(c);
+    kiln_status st = lora_project(c, r, s, m);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, rank, units, m, scale, r->xa, 0, rank,
+                       s->d_out, 0, units, 0.0f, s->grads, b_at, units);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_T, m, rank, units, 1.0f, s->d_out, 0,
+                       units, s->params, b_at, units, 0.0f, r->dyb, 0, rank);
+    if (st == KILN_OK)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, rank, m, scale, s->in[0], 0, in,
+                       r->dyb, 0, rank, 0.0f, s->grads, a_at, rank);
+    return st;
+}
+
 static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)
 {
     const dense_config *c = config;
     dense_replica *r = replica;
     const size_t m = (size_t)s->batch * (size_t)c->rows;
     const size_t in = (size_t)c->in, units = (size_t)c->units;
-    /* dW = x^T dy (kiln's TN kernel while dy fits in cache). */
-    kiln_status st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m, 1.0f, s->in[0],
-                               0, in, s->d_out, 0, units, 0.0f, s->grads, s->param_offset[0],
-                               units);
+    /* dW = x^T dy (kiln's TN kernel while dy fits in cache); LoRA's frozen
+     * kernel needs none. */
+    kiln_status st = c->lora_rank ? lora_backward(c, r, s, m)
+                                  : kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m,
+                                              1.0f, s->in[0], 0, in, s->d_out, 0, units, 0.0f,
+                                              s->grads, s->param_offset[0], units);
     if (st == KILN_OK && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -103,6 +211,11 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
         st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, in, units, 1.0f, s->d_out, 0, units,
                        r->kernel_t, 0, in, s->d_in_accumulate[0] ? 1.0f : 0.0f, s->d_in[0], 0,
                        in);
+    if (st == KILN_OK && c->lora_rank)   /* dx += (alpha/r) (dy B^T) A^T */
+        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_T, m, in, (size_t)c->lora_rank,
+                       lora_scale(c), r->dyb, 0, (size_t)c->lora_rank, s->params,
+                       s->param_offset[lora_a_index(c)], (size_t)c->lora_rank, 1.0f, s->d_in[0],
+                       0, in);
     return st;
 }
 
@@ -110,7 +223,8 @@ static uint64_t dense_flops(const void *config, const kiln_shape *in_shape)
 {
     const dense_config *c = config;
     (void)in_shape;
-    return 2u * (uint64_t)c->rows * (uint64_t)c->in * (uint64_t)c->units;
+    return 2u * (uint64_t)c->rows * ((uint64_t)c->in * (uint64_t)c->units +
+                                     (uint64_t)c->lora_rank * (uint64_t)(c->in + c->units));
 }
 
 /* args: the kiln_dense_options the builder copied. */
@@ -252,4 +366,5 @@ const kiln_layer_ops kiln_layer_dense = {
     .args_size = sizeof(kiln_dense_options), KILN_FIELDS(dense_fields), .takes_activation = 1,
     .export_onnx = dense_export_onnx,
     .import_onnx = dense_import_onnx,
+    .enable_lora = dense_enable_lora, .merge_adapters = dense_merge_adapters,
 };

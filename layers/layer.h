@@ -50,6 +50,13 @@ typedef struct kiln_param_spec {
      * constant operand), kept beside the frozen weights, which replicas
      * never average (averaging identical copies could round them). */
     int constant;
+    /* Weights the optimizer never updates while the rest of the layer
+     * trains (LoRA's base kernel): laid out with frozen layers' weights, so
+     * no decay, clipping or update reaches them; their gradient goes unused. */
+    int frozen;
+    /* A low-rank adapter (LoRA's A and B): merge_adapters folds it into the
+     * weight it adapts, and model files and ONNX export carry only that. */
+    int adapter;
 } kiln_param_spec;
 
 /* What infer receives and fills. On a shape error infer writes a message
@@ -218,6 +225,14 @@ typedef struct kiln_layer_ops {
      * and where each parameter comes from; KILN_ERROR_UNSUPPORTED with
      * imp->error naming what is not supported. NULL: no op imports as it. */
     kiln_status (*import_onnx)(struct kiln_onnx_import *imp);
+    /* Turns on LoRA (kiln_model_enable_lora) before compile: the layer's
+     * next infer freezes its kernel and adds the adapters. NULL: the kind
+     * has none. */
+    void (*enable_lora)(void *config, int32_t rank, float alpha);
+    /* Adds the adapters' product into the weights they adapt, in a host
+     * copy of the parameters (params[p]: parameter p's values), for the
+     * files and graphs that carry merged weights. NULL: no adapters. */
+    void (*merge_adapters)(const void *config, float *const *params);
 } kiln_layer_ops;
 
 /* For fuses_activation: always. */

@@ -67,7 +67,8 @@ static void each_tensor(const kiln_model *m, size_t begin, size_t end,
             const kiln_node_rec *node = &m->graph.nodes[i];
             for (int p = 0; p < node->n_params; p++) {
                 const size_t off = node->param_offset[p];
-                if (node->frozen || node->params[p].non_trainable || off < at || off >= next)
+                if (kiln_param_frozen(node, p) || node->params[p].non_trainable || off < at ||
+                    off >= next)
                     continue;
                 next = off;
                 count = (size_t)kiln_shape_size(&node->params[p].shape);

@@ -62,6 +62,13 @@ typedef struct kiln_graph {
     int placed;                  /* some node was placed on a device */
 } kiln_graph;
 
+/* Nothing updates parameter p of the node: its layer is frozen, or the
+ * parameter is (LoRA's base kernel). */
+static inline int kiln_param_frozen(const kiln_node_rec *node, int p)
+{
+    return node->frozen || node->params[p].frozen;
+}
+
 /* Parameter p of a node as files and accessors name it: its own name, or
  * "<layer>/<param>"; returns buf. */
 const char *kiln_node_param_name(const kiln_node_rec *node, int p, char *buf, size_t size);
@@ -96,6 +103,9 @@ kiln_status kiln_model_check_features(const kiln_model *m, const char *call, con
 /* A hash of every parameter's layer kind, name and shape (checkpoints
  * carry it; the processes of an MPI job compare it). */
 uint64_t kiln_model_fingerprint(const kiln_model *m);
+/* The same with LoRA's adapters merged away: a model file's, which is the
+ * fingerprint of the plain model it loads as. */
+uint64_t kiln_model_fingerprint_merged(const kiln_model *m);
 
 /* Host copy of initial parameters in the flat layout (n_param_floats). */
 void kiln_model_init_params(const kiln_model *m, float *flat);

@@ -111,7 +111,7 @@ kiln_status kiln_model_tensor_info(const kiln_model *m, int32_t index, kiln_para
         const kiln_param_spec *spec = &node->params[p];
         kiln_parameter_info r = {.struct_size = sizeof r, .rank = spec->shape.rank,
                               .size = kiln_shape_size(&spec->shape), .offset = offset,
-                              .trainable = !spec->non_trainable && !node->frozen};
+                              .trainable = !spec->non_trainable && !kiln_param_frozen(node, p)};
         kiln_node_param_name(node, p, r.name, sizeof r.name);
         memcpy(r.dims, spec->shape.dims, sizeof r.dims);
         kiln_struct_export(info, &r, sizeof r);

@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t kiln_model_fingerprint(const kiln_model *m)
+static uint64_t fingerprint(const kiln_model *m, int merged)
 {
     uint64_t h = KILN_HASH_SEED;
     for (int32_t i = 0; i < m->graph.n_nodes; i++) {
         const kiln_node_rec *n = &m->graph.nodes[i];
         for (int p = 0; p < n->n_params; p++) {
+            if (merged && n->params[p].adapter)
+                continue;
             char text[256];
             char shape[64];
             const int len = snprintf(text, sizeof text, "%s|%s|%s|%s;", n->ops->kind, n->name,
@@ -24,6 +26,16 @@ uint64_t kiln_model_fingerprint(const kiln_model *m)
         }
     }
     return h;
+}
+
+uint64_t kiln_model_fingerprint(const kiln_model *m)
+{
+    return fingerprint(m, 0);
+}
+
+uint64_t kiln_model_fingerprint_merged(const kiln_model *m)
+{
+    return fingerprint(m, 1);
 }
 
 uint64_t kiln_model_training_hash(const kiln_model *m)

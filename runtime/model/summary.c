@@ -12,7 +12,7 @@ static int64_t node_params(const kiln_node_rec *node, int trainable_only)
 {
     int64_t n = 0;
     for (int p = 0; p < node->n_params; p++)
-        if (!trainable_only || (!node->params[p].non_trainable && !node->frozen))
+        if (!trainable_only || (!node->params[p].non_trainable && !kiln_param_frozen(node, p)))
             n += kiln_shape_size(&node->params[p].shape);
     return n;
 }

@@ -31,7 +31,7 @@ kiln_status kiln_model_plan_decay(kiln_model *m)
         const kiln_node_rec *node = &m->graph.nodes[i];
         for (int p = 0; p < node->n_params; p++) {
             const kiln_param_spec *spec = &node->params[p];
-            if (spec->non_trainable || node->frozen || !decays(m, spec))
+            if (spec->non_trainable || kiln_param_frozen(node, p) || !decays(m, spec))
                 continue;
             const size_t begin = node->param_offset[p];
             const size_t size = (size_t)kiln_shape_size(&spec->shape);

@@ -765,10 +765,17 @@ static kiln_status dp_get_slots(void *impl, float *const *slots)
     const size_t bytes = dp->m->plan.n_param_floats * sizeof(float);
     kiln_status st = KILN_OK;
     for (int i = 0; i < kiln_optimizer_slot_count(&dp->m->plan.optimizer) && st == KILN_OK; i++) {
-        if (dp->mode == DP_CENTRAL)
+        if (dp->mode == DP_CENTRAL) {
             memcpy(slots[i], dp->host_slots[i], bytes);
-        else
-            st = kiln_buffer_read(dp->reps[0].r->dev, dp->reps[0].r->slots[i], 0, slots[i], bytes);
+            continue;
+        }
+        /* A replica's slot may hold only the trainable prefix; the rest,
+         * which no update touches, is zeros. */
+        const size_t held = kiln_replica_slot_floats(dp->reps[0].r, i) * sizeof(float);
+        memset((char *)slots[i] + held, 0, bytes - held);
+        if (held)
+            st = kiln_buffer_read(dp->reps[0].r->dev, dp->reps[0].r->slots[i], 0, slots[i],
+                                  held);
     }
     return st;
 }
@@ -783,8 +790,9 @@ static kiln_status dp_set_slots(void *impl, const float *const *slots)
             memcpy(dp->host_slots[i], slots[i], bytes);
             continue;
         }
-        for (int k = 0; k < dp->n && st == KILN_OK; k++)
-            st = kiln_buffer_write(dp->reps[k].r->dev, dp->reps[k].r->slots[i], 0, slots[i], bytes,
+        const size_t held = kiln_replica_slot_floats(dp->reps[0].r, i) * sizeof(float);
+        for (int k = 0; k < dp->n && st == KILN_OK && held; k++)
+            st = kiln_buffer_write(dp->reps[k].r->dev, dp->reps[k].r->slots[i], 0, slots[i], held,
                                    1);
     }
     return st;

@@ -73,7 +73,7 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
                     f = node->param_offset[p] + size;
                 else if (node->params[p].non_trainable)
                     u = node->param_offset[p] + size;
-                else if (node->frozen)
+                else if (kiln_param_frozen(node, p))
                     f = node->param_offset[p] + size;
                 else
                     t = node->param_offset[p] + size;

@@ -672,13 +672,16 @@ static kiln_status stage_io(pp *p, int which, float *flat, int get)
         if (!local)
             return kiln_error_oom(ctx, "a stage's parameters", base->n_floats * 4);
         kiln_buffer *buf = which < 0 ? base->params : base->slots[which];
+        /* A slot may hold only the trainable prefix (the rest reads as zeros). */
+        const size_t bytes = (which < 0 ? base->n_floats : kiln_replica_slot_floats(base, which)) *
+                             sizeof(float);
         if (get) {
-            st = kiln_buffer_read(base->dev, buf, 0, local, base->n_floats * sizeof(float));
+            st = bytes ? kiln_buffer_read(base->dev, buf, 0, local, bytes) : KILN_OK;
             if (st == KILN_OK)
                 scatter(&base->span, local, flat, 1);
         } else {
             scatter(&base->span, local, flat, 0);
-            st = kiln_buffer_write(base->dev, buf, 0, local, base->n_floats * sizeof(float), 1);
+            st = bytes ? kiln_buffer_write(base->dev, buf, 0, local, bytes, 1) : KILN_OK;
         }
         kiln_free(ctx, local);
     }

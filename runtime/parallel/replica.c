@@ -38,6 +38,12 @@ static uint64_t bytes_of(const kiln_buffer *b)
     return b ? kiln_buffer_bytes(b) : 0;
 }
 
+size_t kiln_replica_slot_floats(const kiln_replica *r, int slot)
+{
+    const kiln_optimizer_options *o = &r->model->plan.optimizer;
+    return o->use_ema && slot == kiln_optimizer_ema_slot(o) ? r->n_floats : r->n_trainable;
+}
+
 void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
 {
     const kiln_model *m = r->model;
@@ -194,9 +200,11 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
     if (st == KILN_OK)
         st = kiln_buffer_zero(dev, r->grads, 0, bytes);
     for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->plan.optimizer); s++) {
-        st = kiln_buffer_create(dev, bytes, "optimizer state", &r->slots[s]);
+        const size_t floats = kiln_replica_slot_floats(r, s);
+        const size_t slot_bytes = (floats ? floats : 1) * sizeof(float);
+        st = kiln_buffer_create(dev, slot_bytes, "optimizer state", &r->slots[s]);
         if (st == KILN_OK)
-            st = kiln_buffer_zero(dev, r->slots[s], 0, bytes);
+            st = kiln_buffer_zero(dev, r->slots[s], 0, slot_bytes);
     }
     if (st == KILN_OK)
         st = create_sums(r);

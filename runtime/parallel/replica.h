@@ -88,6 +88,12 @@ kiln_status kiln_replica_create_stage(const kiln_model *model, kiln_device *dev,
 kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **out);
 void kiln_replica_destroy(kiln_replica *r);
 
+/* How many floats optimizer slot `slot` holds: the trainable prefix, the
+ * only part an update touches (so that frozen weights, LoRA's base kernel
+ * among them, cost no optimizer memory); the weights' moving average
+ * (use_ema) holds all n_floats, as kiln_ema_params reads it whole. */
+size_t kiln_replica_slot_floats(const kiln_replica *r, int slot);
+
 /* The replica's share of kiln_model_memory (device left to the caller). */
 void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *report);
 

@@ -3,6 +3,7 @@
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
 #include "runtime/saving/checkpoint.h"
 #include "runtime/model/ema.h"
+#include "runtime/model/lora.h"
 #include "base/files.h"
 #include "runtime/saving/model_desc.h"
 #include "runtime/model/optimizer.h"
@@ -145,8 +146,9 @@ static char *history_lines(const kiln_model *m, record_line_fn line, size_t line
 
 /* The parameters, then each optimizer slot's, as tensors of the model's
  * shapes; `flat` holds the parameters and after them each slot, every one
- * n_param_floats long. Returns how many. */
-static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat,
+ * n_param_floats long. `merged`: without LoRA's adapters (a model file,
+ * whose kernels hold them merged). Returns how many. */
+static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat, int merged,
                            kiln_st_entry *e, char (*name)[160])
 {
     size_t n = 0;
@@ -154,14 +156,17 @@ static size_t list_tensors(const kiln_model *m, int n_slots, const float *flat,
         const float *array = flat + (size_t)(slot + 1) * m->plan.n_param_floats;
         for (int32_t i = 0; i < m->graph.n_nodes; i++) {
             const kiln_node_rec *node = &m->graph.nodes[i];
-            for (int p = 0; p < node->n_params; p++, n++) {
+            for (int p = 0; p < node->n_params; p++) {
                 const kiln_param_spec *spec = &node->params[p];
+                if (merged && kiln_node_param_is_adapter(m, i, p))
+                    continue;
                 tensor_name(m, node, p, slot, name[n], sizeof name[n]);
                 e[n].name = name[n];
                 e[n].rank = spec->shape.rank;
                 for (int d = 0; d < spec->shape.rank; d++)
                     e[n].shape[d] = spec->shape.dims[d];
                 e[n].data = array + node->param_offset[p];
+                n++;
             }
         }
     }
@@ -239,7 +244,8 @@ static void describe(const kiln_model *m, save_kind kind, const char *model,
     meta_add(md, "format", "%s", FORMAT);
     meta_add(md, "format_version", "%s", FORMAT_VERSION);
     meta_add(md, "kind", "%s", kinds[kind]);
-    meta_add(md, "fingerprint", "%016llx", (unsigned long long)kiln_model_fingerprint(m));
+    meta_add(md, "fingerprint", "%016llx", (unsigned long long)(kind == SAVE_MODEL
+             ? kiln_model_fingerprint_merged(m) : kiln_model_fingerprint(m)));
     if (model) {   /* long: the caller's text is used as is */
         md->keys[md->n] = KILN_MODEL_META_KEY;
         md->values[md->n++] = model;
@@ -335,7 +341,9 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         st = m->placement.strategy->get_slots(m->placement.strategy_impl, slots);
     if (st != KILN_OK)
         goto done;
-    const size_t n = list_tensors(m, n_slots, flat, e, name);
+    if (kind == SAVE_MODEL)
+        kiln_model_merge_adapters(m, flat);
+    const size_t n = list_tensors(m, n_slots, flat, kind == SAVE_MODEL, e, name);
     metadata md;
     describe(m, kind, model, &texts, &md);
     st = kiln_st_write(ctx, path, e, n, md.keys, md.values, md.n);

@@ -10,6 +10,7 @@
 #include "kiln_config.h"
 #include "runtime/model/model.h"
 #include "runtime/model/ema.h"
+#include "runtime/model/lora.h"
 
 #include <string.h>
 
@@ -309,6 +310,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
     st = kiln_ema_params(m, flat);   /* the averages, with use_ema */
     if (st != KILN_OK)
         goto fail;
+    kiln_model_merge_adapters(m, flat);   /* LoRA: the kernels W + (alpha/r) A B */
     for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         const kiln_node_rec *node = &m->graph.nodes[i];
         kiln_onnx_layer *l = &layers[i];

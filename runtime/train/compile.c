@@ -36,11 +36,12 @@ static kiln_status find_input_and_path(kiln_model *m)
 }
 
 /* Which region of the flat buffer a parameter lives in: 0 trainable, 1 the
- * state its layer updates itself, 2 a frozen layer's weights and constants. */
+ * state its layer updates itself, 2 a frozen layer's or frozen parameter's
+ * weights and constants. */
 static int region_of(const kiln_node_rec *node, int p)
 {
     const kiln_param_spec *spec = &node->params[p];
-    return spec->constant ? 2 : spec->non_trainable ? 1 : node->frozen ? 2 : 0;
+    return spec->constant ? 2 : spec->non_trainable ? 1 : kiln_param_frozen(node, p) ? 2 : 0;
 }
 
 /* Trainable parameters first, in layer order, then the non-trainable

@@ -50,7 +50,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--warmup-steps N" "--warmup-target R" "--decay KIND       cosine" "--decay-steps N" \
     "--decay-rate R" "--alpha A" "--boundaries B1,B2,..." "--values V0,V1,..." \
     "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)" \
-    "--ema M            keep a moving average of the weights"; do
+    "--ema M            keep a moving average of the weights" "--lora RANK" \
+    "--lora-alpha A     the adapters' scale is A / RANK" "--lora-layers PREFIX"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -312,6 +313,40 @@ print("--ema: the model file's optimizer has use_ema", o.get("use_ema"), "ema_mo
       o.get("ema_momentum"))
 sys.exit(0 if o.get("use_ema") is True and abs(o["ema_momentum"] - 0.9) < 1e-7 else 1)
 PY
+# --lora on the Gemm "fc": the saved model holds one merged kernel w + (alpha/r)·A·B and
+# no adapters; the kernel moved by a matrix of rank 1 (the adapters' rank) and the bias
+# trained, as Keras 3's enable_lora leaves it trainable.
+"$kiln" fit "$work/gemm.onnx" "$work/gx.npy" "$work/gt.npy" --save "$work/lora.kiln" --loss mse \
+    --optimizer sgd --learning-rate 0.1 --batch 4 --no-shuffle --lora 1 --lora-alpha 2 \
+    --lora-layers fc > "$work/lora.txt" 2>&1 ||
+    { cat "$work/lora.txt"; fail "fit --lora exited $?"; }
+grep -qxF "LoRA rank 1 on 1 Dense layer(s) named fc..." "$work/lora.txt" ||
+    { cat "$work/lora.txt"; fail "fit --lora: no report of the layers"; }
+"$python" - "$work" <<'PY' || fail "--lora: not a merged kernel of a rank-1 change"
+import json
+import struct
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+with open(d + "/lora.kiln", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    head = json.loads(f.read(n))
+    data = f.read()
+names = sorted(k for k in head if k != "__metadata__")
+t = {k: np.frombuffer(data[head[k]["data_offsets"][0]:head[k]["data_offsets"][1]], "<f4")
+     .reshape(head[k]["shape"]) for k in names}
+g = onnx.load(d + "/gemm.onnx").graph
+w = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+base = w["w"].astype(np.float64)   # (out, in); kiln's file may hold it as (in, out)
+kernel = t["w"].astype(np.float64)
+sv = np.linalg.svd(kernel - (base.T if kernel.shape != base.shape else base), compute_uv=False)
+print("--lora: tensors", names, "; singular values of the kernel's change", sv,
+      "; bias moved by", float(np.abs(t["b"] - w["b"]).max()))
+ok = names == ["b", "w"] and sv[0] > 1e-4 and sv[1] < 1e-6 * sv[0] + 1e-7
+sys.exit(0 if ok and np.abs(t["b"] - w["b"]).max() > 1e-4 else 1)
+PY
 # --optimizer adamw --weight-decay: 3 steps in order as NumPy takes Keras's
 # AdamW (decay first, w -= lr * wd * w, then Adam's step; epsilon 1e-7), and
 # the saved model's summary names it; rmsprop and adagrad with their
@@ -432,6 +467,19 @@ expect 1 "boundaries[1] is 2; boundaries must be steps >= 0 in strictly increasi
 expect 1 "decay_rate" $f --save "$work/o.kiln" --decay exponential --decay-steps 3
 expect 2 "--ema needs a momentum in (0, 1), not '1'" $f --save "$work/o.kiln" --ema 1
 expect 2 "--ema needs a momentum in (0, 1), not 'nan'" $f --save "$work/o.kiln" --ema nan
+expect 2 "--lora needs a whole number >= 1, not '0'" $f --save "$work/o.kiln" --lora 0 \
+    --lora-layers /fc
+expect 2 "--lora-alpha needs a finite number > 0, not '-1'" $f --save "$work/o.kiln" --lora 2 \
+    --lora-alpha -1 --lora-layers /fc
+expect 2 "--lora-alpha needs a finite number > 0, not 'nan'" $f --save "$work/o.kiln" --lora 2 \
+    --lora-alpha nan --lora-layers /fc
+expect 2 "--lora needs --lora-layers PREFIX" $f --save "$work/o.kiln" --lora 2
+expect 2 "--lora-alpha and --lora-layers need --lora RANK" $f --save "$work/o.kiln" \
+    --lora-layers /fc
+expect 1 "--lora-layers /features matches no Dense layer" $f --save "$work/o.kiln" --lora 2 \
+    --lora-layers /features
+expect 2 "--lora is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
+    "$work/y.npy" --save "$work/o.kiln" --lora 2 --lora-layers head
 expect 2 "--label-smoothing needs a number in [0, 1], not '1.5'" $f --save "$work/o.kiln" \
     --label-smoothing 1.5
 expect 1 "label smoothing is for the cross-entropy losses, not mean_squared_error" $f \

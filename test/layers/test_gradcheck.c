@@ -3,8 +3,10 @@
  * convolutional one, a residual block with batch normalisation, one of
  * layer norms, concatenations and the newer activations, kiln_math's ops, a decoder of
  * transposed convolutions, and one of ids
- * through Embedding (ids repeated) and PositionEmbedding, and one of
- * broadcasting binary ops.
+ * through Embedding (ids repeated) and PositionEmbedding, one of
+ * broadcasting binary ops, and LoRA on Dense layers over rows (the
+ * adapters' gradients and the input gradient through them, B away from
+ * its zeros).
  * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
@@ -464,6 +466,24 @@ static kiln_model *decoder(kiln_context *ctx)
     return m;
 }
 
+static kiln_model *lora(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {3, 5};
+    kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 4,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 6,
+                            .activation = KILN_ACTIVATION_SIGMOID, .no_bias = 1};
+    kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node h = kiln_dense(m, kiln_dense(m, kiln_input(m, 2, dims, NULL), &a), &b);
+    kiln_dense(m, kiln_flatten(m, h, NULL), &head);
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "a", 2, 3.0f));
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "b", 3, 6.0f));   /* scale 2 */
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -501,12 +521,18 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     const size_t n = m->plan.n_param_floats;
     float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
     CHECK_OK(ctx, kiln_replica_read_params(r, p));
-    /* Frozen layers keep what they were given: make it more than 0 and 1. */
+    /* Frozen layers keep what they were given: make it more than 0 and 1;
+     * LoRA's adapters too (B starts at zeros, which would hide A's gradient). */
     for (int32_t i = 0; i < m->graph.n_nodes; i++)
-        for (int k = 0; m->graph.nodes[i].frozen && k < m->graph.nodes[i].n_params; k++)
+        for (int k = 0; k < m->graph.nodes[i].n_params; k++) {
+            const int adapter = m->graph.nodes[i].params[k].adapter;
+            if (!m->graph.nodes[i].frozen && !adapter)
+                continue;
             for (int64_t j = 0; j < kiln_shape_size(&m->graph.nodes[i].params[k].shape); j++)
                 p[m->graph.nodes[i].param_offset[k] + (size_t)j] =
-                    0.75f + 0.5f * (float)check_uniform();
+                    adapter ? 0.6f * (float)check_uniform() - 0.3f
+                            : 0.75f + 0.5f * (float)check_uniform();
+        }
     CHECK_OK(ctx, kiln_replica_write_params(r, p));
     batch_loss(ctx, r);
     CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));
@@ -517,7 +543,7 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     for (int32_t i = 0; i < m->graph.n_nodes; i++) {
         const kiln_node_rec *node = &m->graph.nodes[i];
         for (int k = 0; k < node->n_params; k++) {
-            if (node->frozen || node->params[k].non_trainable)
+            if (kiln_param_frozen(node, k) || node->params[k].non_trainable)
                 continue;   /* no gradient: nothing updates them */
             const int64_t size = kiln_shape_size(&node->params[k].shape);
             for (int64_t j = 0; j < size; j++) {
@@ -571,6 +597,7 @@ int main(void)
     gradcheck(ctx, "two towers meeting in a Dot", towers);
     gradcheck(ctx, "broadcast multiply, layer scale, constant, divide, max, min",
               broadcasting);
+    gradcheck(ctx, "LoRA on Dense layers over rows", lora);
     gradcheck(ctx, "attention by hand: batched and broadcast MatMul", matmuls);
     gradcheck(ctx, "slices stepping backwards and by 2, a token expanded", windows_and_repeats);
     kiln_context_destroy(ctx);

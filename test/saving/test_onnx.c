@@ -461,6 +461,49 @@ static void binary_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* LoRA (kiln_model_enable_lora): the export holds the merged kernel
+ * W + (alpha/r)·A·B, and ONNX Runtime predicts as the unmerged model does;
+ * on a Dense over rows (MatMul), on the softmax head, and on a Dense of
+ * the file imported again (a Gemm, found by its kind and named as its node). */
+static void lora(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 6};
+    const kiln_dense_options rows = {.struct_size = sizeof rows, .name = "rows", .units = 5,
+                                     .activation = KILN_ACTIVATION_RELU};
+    const kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_node x = kiln_dense(m, kiln_input(m, 2, dims, NULL), &rows);
+    kiln_dense(m, kiln_flatten(m, x, NULL), &head);
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "rows", 3, 0.0f));
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "head", 2, 8.0f));
+    compile_and_train(ctx, m, 2, dims, 3, 48, 3);
+    check_agreement(ctx, m, "lora", 2, dims, 5);
+    kiln_model_destroy(m);
+
+    char path[128];
+    snprintf(path, sizeof path, "%s/lora.onnx", dir);
+    kiln_model *imported = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &imported));
+    if (!imported)
+        return;
+    int32_t n = 0, found = 0;
+    CHECK_OK(ctx, kiln_model_layer_count(imported, &n));
+    for (int32_t i = 0; i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_layer_info(imported, i, &info));
+        if (strcmp(info.kind, "dense") == 0 && info.rank == 1) {
+            CHECK_OK(ctx, kiln_model_enable_lora(imported, info.name, 2, 0.0f));
+            found++;
+        }
+    }
+    CHECK(found == 1);
+    compile_and_train(ctx, imported, 2, dims, 3, 48, 3);
+    check_agreement(ctx, imported, "lora_imported", 2, dims, 5);
+    kiln_model_destroy(imported);
+}
+
 /* kiln_math's ops as ONNX's (Sqrt ... Clip with either bound or none,
  * HardSigmoid of its own alpha and beta), hard_sigmoid fused into a Conv
  * (HardSigmoid 1/6, 0.5) and hard_silu (x HardSigmoid(x): opset 13 has no
@@ -930,6 +973,7 @@ int main(void)
     every_layer(ctx);
     more_layers(ctx);
     importer_layers(ctx);
+    lora(ctx);
     math_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);

@@ -133,8 +133,12 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
         CHECK(mem.device >= 0 && mem.device < m->ctx->n_devices);
         CHECK(mem.parameter_bytes == flat);
         CHECK(mem.gradient_bytes == flat * (r->accumulation > 1 ? 2 : 1));
+        /* A slot holds the trainable prefix (the moving average all). */
+        const uint64_t trainable = (uint64_t)m->plan.n_trainable_floats * sizeof(float);
+        const int ema = m->plan.optimizer.use_ema != 0;
         CHECK(mem.optimizer_bytes ==
-              flat * (uint64_t)kiln_optimizer_slot_count(&m->plan.optimizer));
+              trainable * (uint64_t)(kiln_optimizer_slot_count(&m->plan.optimizer) - ema) +
+              flat * (uint64_t)ema);
         CHECK(mem.batch_capacity > 0 && mem.batch_capacity <= r->batch);
         CHECK(mem.activation_bytes > 0 && mem.workspace_bytes > 0);
         const uint64_t sum = mem.parameter_bytes + mem.gradient_bytes + mem.optimizer_bytes +

@@ -1,0 +1,22 @@
+/* fit's LoRA options (issue 30): --lora RANK, --lora-alpha A and
+ * --lora-layers PREFIX, parsed here and applied before compile. */
+#ifndef KILN_CLI_LORA_ARGS_H
+#define KILN_CLI_LORA_ARGS_H
+
+#include "args.h"
+
+/* The options' lines of the usage text. */
+extern const char cli_lora_usage[];
+
+/* Option `name`'s value into `a`; 0 (said) when it is not one. */
+int cli_lora_take(const char *name, const char *v, cli_args *a);
+
+/* What the options say together, once all are read; 0 (said) when wrong. */
+int cli_lora_check(const cli_args *a);
+
+/* kiln_model_enable_lora on every Dense layer whose name starts with one of
+ * the prefixes; 0, or the exit status (said) when a prefix matches no Dense
+ * layer or kiln refuses. */
+int cli_lora_apply(kiln_context *ctx, kiln_model *m, const cli_args *a);
+
+#endif

@@ -1,0 +1,83 @@
+/* LoRA: kiln_model_enable_lora turns a layer's kernel into a frozen base
+ * plus trained low-rank adapters (the layer's infer lays them out), and the
+ * merge that files and exports use. */
+#include "runtime/model/lora.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank, float alpha)
+{
+    const char *call = "kiln_model_enable_lora";
+    if (!layer)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: layer is NULL", call);
+    if (m->plan.compiled)
+        return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: the model is compiled; enable LoRA "
+                          "before kiln_model_compile", call);
+    if (rank <= 0)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: rank must be > 0, got %d",
+                          call, (int)rank);
+    if (!(alpha >= 0.0f) || isinf(alpha))
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: alpha must be finite and "
+                          "> 0 (0: the rank, Keras's default), got %g", call, (double)alpha);
+    kiln_node i = 0;
+    while (i < m->graph.n_nodes && strcmp(m->graph.nodes[i].name, layer) != 0)
+        i++;
+    if (i == m->graph.n_nodes)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: the model has no layer "
+                          "'%s'", call, layer);
+    kiln_node_rec *node = &m->graph.nodes[i];
+    if (!node->ops->enable_lora)
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' (%s) is not a "
+                          "Dense; LoRA adapts Dense layers", call, layer, node->ops->kind);
+    for (int p = 0; p < node->n_params; p++)
+        if (node->params[p].adapter)
+            return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: layer '%s' has LoRA already "
+                              "(as in Keras, once per layer)", call, layer);
+    /* Infer again on the same inputs: the kernel freezes, the adapters
+     * join the parameters after the layer's own (imported initial values,
+     * by index, keep theirs). */
+    kiln_layer_build b;
+    memset(&b, 0, sizeof b);
+    kiln_shape in[KILN_MAX_INPUTS];
+    for (int k = 0; k < node->n_inputs; k++)
+        in[k] = m->graph.nodes[node->inputs[k]].shape;
+    b.in = in;
+    b.n_in = node->n_inputs;
+    node->ops->enable_lora(node->config, rank, alpha > 0.0f ? alpha : (float)rank);
+    const kiln_status st = node->ops->infer(node->config, &b);
+    if (st != KILN_OK)
+        return kiln_error(m->ctx, st, "%s: layer '%s': %s", call, layer, b.error);
+    memcpy(node->params, b.params, sizeof node->params);
+    node->n_params = b.n_params;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_enable_lora(kiln_model *m, const char *layer, int32_t rank, float alpha)
+{
+    kiln_status st = kiln_model_enter(m, "kiln_model_enable_lora");
+    if (st == KILN_OK) {
+        st = enable_entered(m, layer, rank, alpha);
+        kiln_model_leave(m);
+    }
+    return st;
+}
+
+void kiln_model_merge_adapters(const kiln_model *m, float *flat)
+{
+    for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
+        if (!node->ops->merge_adapters)
+            continue;
+        float *params[KILN_MAX_PARAMS];
+        for (int p = 0; p < node->n_params; p++)
+            params[p] = flat + node->param_offset[p];
+        node->ops->merge_adapters(node->config, params);
+    }
+}
+
+int kiln_node_param_is_adapter(const kiln_model *m, kiln_node i, int p)
+{
+    return m->graph.nodes[i].params[p].adapter;
+}
