@@ -272,10 +272,13 @@ static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
 }
 
 /* A node whose op is one layer kind: the kind reads it, and its layer
- * makes the node's first output. `extra` is a further input (MatMul's
- * bias, from the Add joined to it). */
-static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
-                               const kiln_layer_ops *ops, const char *extra)
+ * makes the node's first output; where it refuses and `other` is given,
+ * `other` reads it (ReduceMean over H and W is a global average pool, over
+ * other axes a reduce layer). `extra` is a further input (MatMul's bias,
+ * from the Add joined to it). */
+static kiln_status import_kind_or(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  const kiln_layer_ops *ops, const kiln_layer_ops *other,
+                                  const char *extra)
 {
     const char *name = kiln_import_node_name(n);
     kiln_onnx_import imp = {.op = n->op_type, .node = name, .opset = im->opset};
@@ -290,7 +293,13 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     const kiln_import_value *in0 = kiln_import_find(im, n->input[0]);
     if (in0 && in0->padded && (st = fold_pads(im, &imp, in0)) != KILN_OK)
         return st;
+    const kiln_onnx_import unread = imp;
     st = ops->import_onnx(&imp);
+    if (st == KILN_ERROR_UNSUPPORTED && other) {
+        imp = unread;
+        ops = other;
+        st = ops->import_onnx(&imp);
+    }
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
     if (ops == &kiln_layer_batch_norm && im->options->synchronized_batch_norm)
@@ -324,9 +333,17 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         if (st == KILN_OK)
             for (v->rank = 2; v->rank < imp.out_rank; v->rank++)
                 v->dims[v->rank] = 1;
+        if (st == KILN_OK && imp.out_rank == 1)   /* a reduction to (N): kiln's (1) */
+            v->rank = 1;
         return st;
     }
     return made(im, n, node, cl, imp.want == KILN_ONNX_WANT_ANY ? first : NULL);
+}
+
+static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                               const kiln_layer_ops *ops, const char *extra)
+{
+    return import_kind_or(im, n, ops, NULL, extra);
 }
 
 /* ---- the ops that are not one kind -------------------------------------- */
@@ -1032,7 +1049,8 @@ static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n
 
 static const struct {
     const char *op;
-    const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, or */
+    const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, */
+    const kiln_layer_ops *or_kind;   /* the kind that reads it where `kind` refuses, or */
     op_handler handler;           /* a handler here */
 } ops[] = {
     {.op = "Conv", .kind = &kiln_layer_conv2d},
@@ -1044,13 +1062,18 @@ static const struct {
     {.op = "GlobalMaxPool", .kind = &kiln_layer_global_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
-    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d},
+    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d,
+     .or_kind = &kiln_layer_reduce},
+    {.op = "ReduceSum", .kind = &kiln_layer_reduce},
+    {.op = "ReduceMax", .kind = &kiln_layer_reduce},
+    {.op = "ReduceMin", .kind = &kiln_layer_reduce},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
-    {.op = "Softmax", .kind = &kiln_layer_activation},
-    {.op = "LogSoftmax", .kind = &kiln_layer_activation},
+    {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
+    {.op = "LogSoftmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
+    {.op = "LayerNormalization", .kind = &kiln_layer_layer_norm},
     {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .handler = import_add},
@@ -1121,7 +1144,8 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
     if (strcmp(op, "Identity") == 0 && n->n_input != 1)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
                           "inputs", name, n->n_input);
-    return ops[i].handler ? ops[i].handler(im, n) : import_kind(im, n, ops[i].kind, NULL);
+    return ops[i].handler ? ops[i].handler(im, n)
+                          : import_kind_or(im, n, ops[i].kind, ops[i].or_kind, NULL);
 }
 
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node)

@@ -36,6 +36,9 @@ static int check_inner = 0;
 static double check_input_scale = 1.0;
 /* ... plus check_input_offset (large: rounding that a shift must avoid). */
 static double check_input_offset = 0.0;
+/* Nonzero: the inputs are rounded to multiples of it, so that many are
+ * equal (ties of a maximum). */
+static double check_input_step = 0.0;
 
 /* Uniform in [-1, 1), reproducible. */
 static inline double check_uniform(void)
@@ -118,6 +121,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     float *y = malloc(sizeof(float) * (size_t)ny), *dx = malloc(sizeof(float) * (size_t)nx);
     for (int64_t i = 0; i < nx; i++)
         x[i] = (float)(check_input_offset + check_input_scale * check_uniform());
+    for (int64_t i = 0; check_input_step != 0.0 && i < nx; i++)
+        x[i] = (float)(check_input_step * floor(x[i] / check_input_step));
     for (int64_t i = 0; i < ny; i++)
         g[i] = (float)check_uniform();
     kiln_batch b = {.n = batch, .features = x};
