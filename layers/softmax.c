@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct softmax_config {
-    kiln_softmax_options given;   /* name not kept */
+    kiln_softmax_options given;   /* axis, through_last and log only */
     int32_t at;                   /* inferred: the first axis, in a sample's shape */
     int32_t len, inner;           /* inferred: a row's values and their distance */
 } softmax_config;
@@ -81,9 +81,13 @@ static uint64_t softmax_flops(const void *config, const kiln_shape *in_shape)
 /* args: the kiln_softmax_options the builder took (axis 0 made -1). */
 static void softmax_configure(void *config, const void *args)
 {
+    const kiln_softmax_options *o = args;
     softmax_config *c = config;
-    c->given = *(const kiln_softmax_options *)args;
-    c->given.name = NULL;
+    /* The options alone: not their size, name or padding, so that a model
+     * file's layer is configured byte for byte as the builder's. */
+    c->given.axis = o->axis;
+    c->given.through_last = o->through_last != 0;
+    c->given.log = o->log != 0;
 }
 
 static void softmax_describe(const void *config, void *args)
