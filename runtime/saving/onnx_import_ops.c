@@ -444,6 +444,28 @@ static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
     return KILN_OK;
 }
 
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin: with noop_with_empty_axes
+ * and no axes (none given, or an empty constant), ONNX's identity;
+ * ReduceMean over H and W a global average pool; else a reduce layer. */
+static kiln_status import_reduce(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    int noop = 0, axes_attr = 0;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        noop |= strcmp(n->attribute[k]->name, "noop_with_empty_axes") == 0 &&
+                n->attribute[k]->i != 0;
+        axes_attr |= strcmp(n->attribute[k]->name, "axes") == 0 && n->attribute[k]->n_ints;
+    }
+    const kiln_import_value *axes = n->n_input > 1 && *n->input[1]
+                                        ? kiln_import_find(im, n->input[1]) : NULL;
+    const int no_axes = !axes_attr && (!axes || (!axes->computed && count_of(axes) == 0));
+    if (noop && no_axes)
+        return import_identity(im, n);
+    const int mean = strcmp(n->op_type, "ReduceMean") == 0;
+    return import_kind_or(im, n, mean ? &kiln_layer_global_average_pooling2d
+                                      : &kiln_layer_reduce,
+                          mean ? &kiln_layer_reduce : NULL, NULL);
+}
+
 /* Flatten keeps ONNX's element order: a channels-last value is permuted
  * to channels-first first, so that a Gemm after it computes what it did. */
 static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -1062,11 +1084,10 @@ static const struct {
     {.op = "GlobalMaxPool", .kind = &kiln_layer_global_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
-    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d,
-     .or_kind = &kiln_layer_reduce},
-    {.op = "ReduceSum", .kind = &kiln_layer_reduce},
-    {.op = "ReduceMax", .kind = &kiln_layer_reduce},
-    {.op = "ReduceMin", .kind = &kiln_layer_reduce},
+    {.op = "ReduceMean", .handler = import_reduce},
+    {.op = "ReduceSum", .handler = import_reduce},
+    {.op = "ReduceMax", .handler = import_reduce},
+    {.op = "ReduceMin", .handler = import_reduce},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},

@@ -218,6 +218,70 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class ReduceOps(nn.Module):
+    """Reductions over other axes than H and W: a mean over the channels
+    and H kept, a sum over W (the channels and H left, in ONNX's order), an
+    amax over the channels, an amin over H and W, and a mean over both axes
+    of a 3-D value, kept."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.fc = nn.Linear(4 + 30 + 20 + 6 + 1, 3)
+
+    def forward(self, x):
+        c = self.conv(x)
+        parts = [c.mean(dim=(1, 2), keepdim=True), c.sum(-1), c.amax(dim=1), c.amin(dim=(2, 3)),
+                 torch.flatten(c, 2).mean(dim=(1, 2), keepdim=True)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class SoftmaxAxes(nn.Module):
+    """Softmax over H of a 4-D value, softmax and log_softmax over axis 1
+    of a 3-D value (the channels of the flattened image)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3)
+        self.fc = nn.Linear(3 * 5 * 12, 3)
+
+    def forward(self, x):
+        c = self.conv(x)
+        t = torch.flatten(c, 2)
+        parts = [torch.softmax(c, dim=2), torch.softmax(t, dim=1), torch.log_softmax(t, dim=1)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class ConvNeXtBlock(nn.Module):
+    """torchvision's CNBlock without its layer scale and stochastic depth,
+    ReLU for its GELU: depthwise 7x7 Conv, permute to channels-last,
+    LayerNorm, Linear, ReLU, Linear, permute back, residual Add."""
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        with torch.no_grad():   # away from 1 and 0, so that a swap shows
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(torch.relu(self.pwconv1(self.norm(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class Permute5d(nn.Module):
+    """A 5-D value's axes reordered (the batch first): a Linear on the
+    last axis, permute(0, 2, 3, 1, 4), a Linear again."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(5, 6)
+        self.fc2 = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).permute(0, 2, 3, 1, 4))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -239,11 +303,11 @@ def write(path, tensor):
         f.write(tensor.detach().contiguous().numpy().astype("<f4").tobytes())
 
 
-def export(outdir, name, model, shape, **kwargs):
+def export(outdir, name, model, shape, opset=17, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
     x = torch.randn(*shape)
-    torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=17,
+    torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=opset,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
     # After the export: a training-form export traces the model in train
@@ -264,6 +328,12 @@ TRAINED = {
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
+    "reduce_ops": ("conv.weight", "conv.bias", "fc.weight"),
+    "softmax_axes": ("conv.weight", "fc.weight"),
+    # Its Linear weights reach kiln through a Transpose folded into a
+    # constant of another name; their biases keep theirs.
+    "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
+                       "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
 }
 
@@ -399,6 +469,13 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("reduce_ops", ReduceOps, (2, 3, 5, 4), preserve),
+        ("softmax_axes", SoftmaxAxes, (2, 3, 5, 6), preserve),
+        # Before opset 13 Softmax covers every axis from its own on: PyTorch
+        # writes a Transpose around it.
+        ("softmax_axes11", SoftmaxAxes, (2, 3, 5, 6), dict(opset=11, **preserve)),
+        ("convnext_block", ConvNeXtBlock, (2, 8, 9, 7), preserve),
+        ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

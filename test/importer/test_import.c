@@ -293,6 +293,28 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
     kiln_model_destroy(m);
 }
 
+/* How many of the model's layers are of `kind`; *before, the kind of the
+ * layer added just before the last of them (the importer adds a node's
+ * layers in the graph's order, a permute of its input first). */
+static int layers_of(kiln_context *ctx, const kiln_model *m, const char *kind,
+                     char *before, size_t size)
+{
+    int32_t count = 0;
+    int found = 0;
+    const char *previous = "";
+    CHECK_OK(ctx, kiln_model_layer_count(m, &count));
+    for (int32_t i = 0; i < count; i++) {
+        kiln_layer_info li = {.struct_size = sizeof li};
+        CHECK_OK(ctx, kiln_model_layer_info(m, i, &li));
+        if (strcmp(li.kind, kind) == 0) {
+            found++;
+            snprintf(before, size, "%s", previous);
+        }
+        previous = li.kind;
+    }
+    return found;
+}
+
 /* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
@@ -304,6 +326,15 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     if (!m)
         return;
     compile(ctx, m);
+    /* ConvNeXt's Transpose pair around LayerNormalization only changes
+     * the layout: the norm reads the depthwise Conv's (H, W, C) as it is. */
+    char before[64] = "";
+    if (strcmp(name, "convnext_block") == 0) {
+        CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
+        CHECK(strcmp(before, "conv2d") == 0);
+    }
+    if (strcmp(name, "permute5d") == 0)   /* the one Transpose of a computed value */
+        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
     int64_t n_in = 1;
     for (int d = 0; d < rank; d++)
         n_in *= dims[d];
