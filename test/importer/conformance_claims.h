@@ -43,6 +43,10 @@ static const conformance_op conformance_ops[] = {
     {.op = "GlobalMaxPool", .data_inputs = 1},
     {.op = "ReduceMean", .data_inputs = 1},
     {.op = "LogSoftmax", .data_inputs = 1},
+    {.op = "ReduceSum", .data_inputs = 1},
+    {.op = "ReduceMax", .data_inputs = 1},
+    {.op = "ReduceMin", .data_inputs = 1},
+    {.op = "LayerNormalization", .data_inputs = 1},
 };
 
 /* A refusal docs/importing.md documents: an import that fails with
@@ -88,11 +92,15 @@ static const conformance_limit conformance_limits[] = {
      .reason = "1-D or 3-D pooling (2-D only)"},
     {.op = "Clip", .needle = "kiln imports (0, 6) as ReLU6 and (0, none) as ReLU",
      .reason = "bounds other than (0, 6) and (0, none)"},
-    {.op = "Softmax", .needle = "kiln supports the last axis", .reason = "an axis not the last"},
-    {.op = "LogSoftmax", .needle = "kiln supports the last axis",
-     .reason = "an axis not the last (nor the channels of a 4-D value)"},
-    {.op = "ReduceMean", .needle = "kiln reduces axes (2, 3) of 4-D",
-     .reason = "a reduction other than over H and W of a 4-D value"},
+    {.op = "Softmax", .needle = "the batch; kiln's softmax stays within a sample",
+     .reason = "over the batch (axis 0)"},
+    {.op = "LogSoftmax", .needle = "the batch; kiln's softmax stays within a sample",
+     .reason = "over the batch (axis 0)"},
+    /* ReduceMean, ReduceSum, ReduceMax, ReduceMin */
+    {.op = NULL, .needle = "every axis reduced, the batch (axis 0) too; kiln reduces within",
+     .reason = "no axes: every axis reduced, the batch too"},
+    {.op = NULL, .needle = "is the batch (axis 0); kiln reduces within a sample",
+     .reason = "a reduction over the batch (axis 0)"},
     {.op = "Concat", .needle = "must name an axis of a sample", .reason = "the batch axis"},
     {.op = "Flatten", .needle = "kiln supports 1 (the batch kept)", .reason = "axis other than 1"},
     {.op = "Reshape", .needle = "kiln keeps the batch first",
