@@ -270,7 +270,8 @@ static void ln_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
-/* LayerNormalization (opset 17) over the last axis, in ONNX's order (a
+/* LayerNormalization (opset 17) over the last axis (the importer makes
+ * the axes from `axis` one first), in ONNX's order (a
  * 4-D value Transposed to (N, H, W, C) is kiln's (H, W, C) as held, so
  * ConvNeXt's norm needs no permute): Scale as gamma, B (optional) as beta,
  * both trainable; its Mean and InvStdDev outputs must go unread (the
@@ -287,10 +288,11 @@ static kiln_status ln_import_onnx(kiln_onnx_import *imp)
     const int rank = imp->in[0].rank;
     const int64_t given = kiln_onnx_attr_i(imp, "axis", -1);
     const int64_t axis = given < 0 ? given + rank : given;
-    if (axis != rank - 1)
+    if (axis != rank - 1)   /* the importer reshapes axes 1.. into one first */
         return kiln_onnx_refuse(imp, "attribute 'axis' is %lld of a %d-D input: normalising "
-                                "axes %lld..%d together; kiln normalises the last axis alone",
-                                (long long)given, rank, (long long)axis, rank - 1);
+                                "axes %lld..%d together; kiln normalises the axes of a sample, "
+                                "from axis 1 on", (long long)given, rank, (long long)axis,
+                                rank - 1);
     const int64_t stash = kiln_onnx_attr_i(imp, "stash_type", 1);
     if (stash != 1)
         return kiln_onnx_refuse(imp, "attribute 'stash_type' is %lld; kiln computes the "

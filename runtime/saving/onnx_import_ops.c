@@ -466,6 +466,82 @@ static kiln_status import_reduce(kiln_importer *im, const KilnOnnx__NodeProto *n
                           mean ? &kiln_layer_reduce : NULL, NULL);
 }
 
+/* LayerNormalization over the last axis is a layer_norm; over the axes
+ * from `axis` (not the batch) through the last, the same on the value
+ * reshaped so that those axes are one (Scale and B then hold their
+ * product's values, in order), reshaped back: exact, whatever the axes. */
+static kiln_status import_layer_norm(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    int64_t axis = -1;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "axis") == 0)
+            axis = n->attribute[k]->i;
+    const int rank = v->rank;
+    axis = axis < 0 ? axis + rank : axis;
+    if (axis <= 0 || axis >= rank - 1 || n->n_input > 3)   /* the kind takes it or refuses */
+        return import_kind(im, n, &kiln_layer_layer_norm, NULL);
+    kiln_node in;
+    if ((st = in_layout(im, v, 0, &in)) != KILN_OK)
+        return st;
+    int32_t flat[KILN_MAX_RANK], back[KILN_MAX_RANK];
+    int64_t len = 1;
+    for (int d = 1; d < rank; d++) {
+        back[d - 1] = (int32_t)v->dims[d];
+        if (d < axis)
+            flat[d - 1] = (int32_t)v->dims[d];
+        else
+            len *= v->dims[d];
+    }
+    flat[axis - 1] = (int32_t)len;   /* a sample's size: it fits */
+    const kiln_node flattened = kiln_reshape(im->m, in, (int32_t)axis, flat, NULL);
+    if (flattened == KILN_NODE_INVALID)
+        return build_error(im, n);
+    const char *names[2] = {kiln_onnx_printf(&im->mem, "%s/flattened", n->output[0]),
+                            kiln_onnx_printf(&im->mem, "%s/normalized", n->output[0])};
+    const char **inputs = kiln_onnx_alloc(&im->mem, n->n_input * sizeof *inputs);
+    kiln_import_value *fv = names[0] && names[1] && inputs
+                                ? kiln_import_add_value(im, names[0]) : NULL;
+    if (!fv)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    fv->computed = 1;
+    fv->node = flattened;
+    fv->rank = (int)axis + 1;
+    fv->dims[0] = -1;
+    for (int d = 1; d <= axis; d++)
+        fv->dims[d] = d < axis ? flat[d - 1] : len;
+    /* The node on the flattened value, whose last axis is the one to
+     * normalise: its axis attribute made -1. */
+    KilnOnnx__AttributeProto **attrs = kiln_onnx_alloc(&im->mem, n->n_attribute * sizeof *attrs);
+    KilnOnnx__AttributeProto *last = kiln_onnx_alloc(&im->mem, sizeof *last);
+    if (!attrs || !last)
+        return kiln_error_oom(im->ctx, "an attribute", im->mem.oom_bytes);
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        attrs[k] = n->attribute[k];
+        if (strcmp(n->attribute[k]->name, "axis") == 0) {
+            *last = *n->attribute[k];
+            last->i = -1;
+            attrs[k] = last;
+        }
+    }
+    KilnOnnx__NodeProto norm = *n;
+    norm.attribute = attrs;
+    memcpy(inputs, n->input, n->n_input * sizeof *inputs);
+    inputs[0] = names[0];
+    norm.input = (char **)inputs;
+    norm.output = (char **)&names[1];
+    norm.n_output = 1;
+    norm.name = (char *)kiln_import_node_name(n);
+    if ((st = import_kind(im, &norm, &kiln_layer_layer_norm, NULL)) != KILN_OK)
+        return st;
+    const kiln_node restored = kiln_reshape(im->m, kiln_import_find(im, names[1])->node,
+                                            rank - 1, back, NULL);
+    return made(im, n, restored, 0, kiln_import_find(im, n->input[0]));
+}
+
 /* Flatten keeps ONNX's element order: a channels-last value is permuted
  * to channels-first first, so that a Gemm after it computes what it did. */
 static kiln_status import_flatten(kiln_importer *im, const KilnOnnx__NodeProto *n)
@@ -1094,7 +1170,7 @@ static const struct {
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
     {.op = "LogSoftmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
-    {.op = "LayerNormalization", .kind = &kiln_layer_layer_norm},
+    {.op = "LayerNormalization", .handler = import_layer_norm},
     {.op = "Clip", .kind = &kiln_layer_activation},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .handler = import_add},

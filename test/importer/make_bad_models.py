@@ -64,9 +64,13 @@ def between(out):
     # Softmax and LogSoftmax over the batch.
     one("softmax_axis", node("Softmax", ["c"], ["r"], name="soft", axis=0))
     one("log_softmax_axis", node("LogSoftmax", ["c"], ["r"], name="logsoft", axis=-4))
-    # LayerNormalization over C, H and W together; over W with stash_type 0.
-    one("layer_norm_axis", node("LayerNormalization", ["c", "scale"], ["r"], name="ln", axis=1),
+    # LayerNormalization over the batch too; over C, H and W with a Scale
+    # broadcast from (C, 1, 1); over W with stash_type 0.
+    one("layer_norm_axis", node("LayerNormalization", ["c", "scale"], ["r"], name="ln", axis=0),
         consts=[("scale", np.ones((3, 2, 2), np.float32))])
+    one("layer_norm_broadcast", node("LayerNormalization", ["c", "scale"], ["r"], name="ln",
+                                     axis=1),
+        consts=[("scale", np.ones((3, 1, 1), np.float32))])
     one("layer_norm_stash", node("LayerNormalization", ["c", "scale"], ["r"], name="ln",
                                  stash_type=0),
         consts=[("scale", np.ones((2,), np.float32))])

@@ -270,6 +270,30 @@ class ConvNeXtBlock(nn.Module):
         return x + y.permute(0, 3, 1, 2)
 
 
+class LayerNorms(nn.Module):
+    """LayerNormalization over several trailing axes: H and W of a 4-D
+    value (axis 2), C, H and W (axis 1), and the last axis of a Linear's
+    3-D output; scales and biases away from 1 and 0."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.hw = nn.LayerNorm([3, 4])
+        self.chw = nn.LayerNorm([4, 3, 4], eps=1e-3)
+        self.fc = nn.Linear(4, 5)
+        self.last = nn.LayerNorm(5)
+        self.head = nn.Linear(2 * 48 + 60, 3)
+        with torch.no_grad():
+            for norm in (self.hw, self.chw, self.last):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        c = self.conv(x)
+        t = self.last(self.fc(torch.flatten(c, 2).transpose(1, 2)))
+        parts = [self.hw(c), self.chw(c), t]
+        return self.head(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
 class Permute5d(nn.Module):
     """A 5-D value's axes reordered (the batch first): a Linear on the
     last axis, permute(0, 2, 3, 1, 4), a Linear again."""
@@ -329,6 +353,8 @@ TRAINED = {
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
     "reduce_ops": ("conv.weight", "conv.bias", "fc.weight"),
+    "layer_norms": ("conv.weight", "hw.weight", "hw.bias", "chw.weight", "chw.bias",
+                    "last.weight", "fc.bias"),
     "softmax_axes": ("conv.weight", "fc.weight"),
     # Its Linear weights reach kiln through a Transpose folded into a
     # constant of another name; their biases keep theirs.
@@ -357,11 +383,17 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
         loss = nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
+    # A LayerNorm's scale and bias over several axes are one axis in kiln
+    # (the importer normalises the axes flattened): listed as one, so that
+    # test_import does not take a 2-D one for a Linear's weight.
+    flat = {"%s.%s" % (mname, p) for mname, mod in model.named_modules()
+            if isinstance(mod, nn.LayerNorm) for p in ("weight", "bias")}
     with open(os.path.join(outdir, name + ".trained"), "w") as f:
         for pname, value in model.state_dict().items():
             if pname in TRAINED[name]:
                 write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
-                f.write("%s %s\n" % (pname, " ".join(str(d) for d in value.shape)))
+                shape = (value.numel(),) if pname in flat else value.shape
+                f.write("%s %s\n" % (pname, " ".join(str(d) for d in shape)))
 
 
 def export_graph(outdir, name, nodes, weights, x, y, opset=17):
@@ -476,6 +508,7 @@ def main():
         ("softmax_axes11", SoftmaxAxes, (2, 3, 5, 6), dict(opset=11, **preserve)),
         ("convnext_block", ConvNeXtBlock, (2, 8, 9, 7), preserve),
         ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
+        ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

@@ -277,7 +277,9 @@ int main(void)
     refused(ctx, "log_softmax_axis", KILN_ERROR_UNSUPPORTED, "'logsoft' (LogSoftmax)",
             "'axis' is -4, the batch", "within a sample");
     refused(ctx, "layer_norm_axis", KILN_ERROR_UNSUPPORTED, "'ln' (LayerNormalization)",
-            "'axis' is 1 of a 4-D input", "the last axis alone");
+            "'axis' is 0 of a 4-D input", "from axis 1 on");
+    refused(ctx, "layer_norm_broadcast", KILN_ERROR_SHAPE, "'ln' (LayerNormalization)",
+            "'scale' holds 3 values", "gamma is (12");
     refused(ctx, "layer_norm_stash", KILN_ERROR_UNSUPPORTED, "'ln' (LayerNormalization)",
             "'stash_type' is 0", "float (1)");
     refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
