@@ -660,11 +660,16 @@ static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto
     const int to_cl = v->rank == 4 && p[1] == 2 && p[2] == 3 && p[3] == 1;
     const int from_cl = v->rank == 4 && p[1] == 3 && p[2] == 1 && p[3] == 2;
     if (!to_cl && !from_cl) {
+        /* Keras counts a sample's axes from 1, as ONNX here. A 4-D value
+         * held channels-last and not yet converted is permuted from there
+         * (ONNX's C, H, W are kiln's axes 3, 1, 2): one layer, not two. */
+        static const int32_t held[4] = {0, 3, 1, 2};
+        const int from_held = v->rank == 4 && v->cl && v->converted == KILN_NODE_INVALID;
         int32_t dims[KILN_MAX_RANK];
         for (int d = 1; d < v->rank; d++)
-            dims[d - 1] = (int32_t)p[d];   /* Keras counts a sample's axes from 1, as ONNX here */
-        kiln_node in;
-        st = in_layout(im, v, 0, &in);
+            dims[d - 1] = from_held ? held[p[d]] : (int32_t)p[d];
+        kiln_node in = v->node;
+        st = from_held ? KILN_OK : in_layout(im, v, 0, &in);
         if (st != KILN_OK)
             return st;
         return made(im, n, kiln_permute(im->m, in, v->rank - 1, dims,

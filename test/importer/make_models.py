@@ -294,6 +294,21 @@ class LayerNorms(nn.Module):
         return self.head(torch.cat([torch.flatten(p, 1) for p in parts], 1))
 
 
+class Transpose4d(nn.Module):
+    """Transposes of a 4-D value other than a change of layout: of a Conv's
+    output, held channels-last (one permute from there), and of the graph's
+    input, held in ONNX's order."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 3 * 4 + 3 * 5 * 6, 3)
+
+    def forward(self, x):
+        a = self.conv(x).permute(0, 3, 2, 1)
+        b = x.permute(0, 2, 1, 3)
+        return self.fc(torch.cat([torch.flatten(a, 1), torch.flatten(b, 1)], 1))
+
+
 class Permute5d(nn.Module):
     """A 5-D value's axes reordered (the batch first): a Linear on the
     last axis, permute(0, 2, 3, 1, 4), a Linear again."""
@@ -509,6 +524,7 @@ def main():
         ("convnext_block", ConvNeXtBlock, (2, 8, 9, 7), preserve),
         ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
         ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
+        ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

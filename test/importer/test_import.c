@@ -339,6 +339,9 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     }
     if (strcmp(name, "permute5d") == 0)   /* the one Transpose of a computed value */
         CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
+    /* The input's for the Conv, and one for each Transpose. */
+    if (strcmp(name, "transpose4d") == 0)
+        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 3);
     int64_t n_in = 1;
     for (int d = 0; d < rank; d++)
         n_in *= dims[d];
