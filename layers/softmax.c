@@ -1,7 +1,8 @@
 /* Softmax and log softmax along any axis of a sample, or along every axis
  * from one to the last (ONNX's Softmax before opset 13); the softmax
  * activation keeps the last axis, where the loss fuses with it. The values
- * of a row are `inner` apart (opencl/kernels/softmax.cl): no axis moves. */
+ * of a row are `inner` apart (opencl/kernels/softmax.cl): no axis moves;
+ * a work-item per row, or on a GPU a work-group per long row. */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
@@ -54,7 +55,7 @@ static kiln_status softmax_forward(const void *config, void *replica, const kiln
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_int((int64_t)rows), kiln_arg_int(c->len),
                             kiln_arg_int(c->inner), kiln_arg_int(c->given.log != 0));
-    return kiln_run1(s->dev, "softmax", "kiln_softmax_forward", rows, a);
+    return kiln_run_per_row(s->dev, "softmax", "kiln_softmax_forward", rows, (size_t)c->len, a);
 }
 
 static kiln_status softmax_backward(const void *config, void *replica, const kiln_step *s)
@@ -69,7 +70,8 @@ static kiln_status softmax_backward(const void *config, void *replica, const kil
                             kiln_arg_int(c->len), kiln_arg_int(c->inner),
                             kiln_arg_int(c->given.log != 0),
                             kiln_arg_int(s->d_in_accumulate[0]));
-    return kiln_run1(s->dev, "softmax", "kiln_softmax_backward", rows, a);
+    return kiln_run_per_row(s->dev, "softmax", "kiln_softmax_backward", rows, (size_t)c->len,
+                            a);
 }
 
 static uint64_t softmax_flops(const void *config, const kiln_shape *in_shape)

@@ -1263,6 +1263,10 @@ int main(void)
     test_softmax_axis(ctx, 4, sample4, 1, 1, 1, 1);
     test_softmax_axis(ctx, 2, long_row, 3, 1, 0, 1);
     test_softmax_axis(ctx, 3, box, 2, 0, 0, 0);   /* 0: the last */
+    const int32_t long_axis[] = {301, 3};   /* rows the GPU variant gives a work-group */
+    test_softmax_axis(ctx, 2, long_axis, 2, 1, 0, 0);
+    test_softmax_axis(ctx, 2, long_axis, 2, -2, 0, 1);
+    test_softmax_axis(ctx, 2, long_row, 2, 1, 1, 0);
 
     /* Permute: every order of three axes. */
     const shape_case permutes[] = {
