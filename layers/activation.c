@@ -124,6 +124,7 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
         {.op = "Relu", .act = KILN_ACTIVATION_RELU, .attrs = ""},
         {.op = "Sigmoid", .act = KILN_ACTIVATION_SIGMOID, .attrs = ""},
         {.op = "Tanh", .act = KILN_ACTIVATION_TANH, .attrs = ""},
+        {.op = "Gelu", .act = KILN_ACTIVATION_GELU, .attrs = "approximate:s"},
         {.op = "LeakyRelu", .act = KILN_ACTIVATION_LEAKY_RELU, .attrs = "alpha:f"},
         {.op = "Softmax", .act = KILN_ACTIVATION_SOFTMAX, .attrs = "axis:i"},
         {.op = "LogSoftmax", .act = KILN_ACTIVATION_LOG_SOFTMAX, .attrs = "axis:i"},
@@ -138,6 +139,14 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
     if (st != KILN_OK)
         return st;
     kiln_activation act = ops[k].act;
+    if (act == KILN_ACTIVATION_GELU) {   /* opset 20's, and the chains before it */
+        const kiln_onnx_in_attr *a = kiln_onnx_find_attr(imp, "approximate");
+        if (a && strcmp(a->s, "tanh") == 0)
+            act = KILN_ACTIVATION_GELU_TANH;
+        else if (a && strcmp(a->s, "none") != 0)
+            return kiln_onnx_refuse(imp, "attribute 'approximate' is '%s'; ONNX defines "
+                                    "'none' and 'tanh'", a->s);
+    }
     if (act == KILN_ACTIVATION_RELU6) {
         float lo, hi;
         const kiln_status bounds = clip_bounds(imp, &lo, &hi);

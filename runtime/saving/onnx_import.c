@@ -282,9 +282,12 @@ static kiln_status import_model(kiln_importer *im, const KilnOnnx__ModelProto *m
                           "its initializers");
     size_t *order = kiln_onnx_alloc(&im->mem, (g->n_node + 1) * sizeof *order);
     im->skip = kiln_onnx_alloc(&im->mem, g->n_node + 1);
-    if (!order || !im->skip)
+    im->replace = kiln_onnx_alloc(&im->mem, (g->n_node + 1) * sizeof *im->replace);
+    if (!order || !im->skip || !im->replace)
         return kiln_error_oom(im->ctx, "the node order", im->mem.oom_bytes);
     st = order_nodes(im, order);
+    if (st == KILN_OK)
+        st = kiln_import_patterns(im);
     for (size_t k = 0; k < g->n_node && st == KILN_OK; k++)
         if (!im->skip[order[k]])
             st = kiln_import_node(im, order[k]);

@@ -2,6 +2,7 @@
  * onnx_import.c reads the file and walks the graph in order;
  * onnx_import_tensor.c decodes initializers (inline and external data);
  * onnx_import_fold.c folds integer constants (a Pad's computed pads);
+ * onnx_import_patterns.c finds the chains of ops that are one layer;
  * onnx_import_ops.c maps each op onto layers, through the layer kinds'
  * import_onnx ops where an op is one kind, and keeps track of layouts. */
 #ifndef KILN_RUNTIME_SAVING_ONNX_IMPORT_H
@@ -54,6 +55,9 @@ typedef struct kiln_importer {
     kiln_import_value *values;
     size_t n_values, cap_values;
     char *skip;                /* per node: joined into an earlier one (MatMul's Add) */
+    /* Per node: the one op a pattern's chain that starts there is imported
+     * as (onnx_import_patterns.c), or NULL. */
+    const KilnOnnx__NodeProto **replace;
 } kiln_importer;
 
 /* The value named `name`, or NULL. */
@@ -80,6 +84,10 @@ kiln_status kiln_import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *
 kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__NodeProto *n);
 int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
+/* Marks the chains of ops that are one function kiln has as one layer
+ * (GELU, LayerNorm), before the nodes are imported (onnx_import_patterns.c). */
+kiln_status kiln_import_patterns(kiln_importer *im);
 
 /* A computed value as the model's output: in ONNX's order. */
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);

@@ -40,6 +40,23 @@ static int readers(const kiln_importer *im, const char *name, size_t *reader)
     return count;
 }
 
+/* As readers(), but a node a pattern's chain took (skipped, its reads
+ * the chain's one op's) not counted, and each node once. */
+static int live_readers(const kiln_importer *im, const char *name)
+{
+    int count = 0;
+    for (size_t k = 0; k < im->g->n_node; k++) {
+        const KilnOnnx__NodeProto *n = im->replace[k] ? im->replace[k] : im->g->node[k];
+        int reads = 0;
+        for (size_t i = 0; !im->skip[k] && i < n->n_input; i++)
+            reads |= strcmp(n->input[i], name) == 0;
+        count += reads;
+    }
+    for (size_t k = 0; k < im->g->n_output; k++)
+        count += strcmp(im->g->output[k]->name, name) == 0;
+    return count;
+}
+
 /* v's layer in `cl` layout (a value of another rank has one layout). */
 static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, kiln_node *node)
 {
@@ -271,6 +288,38 @@ static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
     return KILN_OK;
 }
 
+/* An activation whose input is the output of a layer that takes one (a
+ * Conv, ConvTranspose, Gemm/MatMul or BatchNormalization without its own),
+ * read by nothing else, becomes that layer's activation, as kiln_conv2d's
+ * .activation would: one pass over the output and one buffer fewer, the
+ * same numbers. The layer then takes the activation's name, since its
+ * output is the activation's: a model cut at the Relu as the file names it
+ * is cut where it was, and the earlier layer's name, whose output no
+ * longer exists, is not found. Softmax and LogSoftmax keep their layer
+ * (the axis is theirs to choose), as does a LeakyRelu of its own slope.
+ * Nonzero when it fused (*st the result). */
+static int fuse_activation(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                           const kiln_onnx_import *imp, kiln_status *st)
+{
+    const kiln_activation_layer_options *o =
+        (const kiln_activation_layer_options *)(const void *)imp->args.bytes;
+    if (imp->activation == KILN_ACTIVATION_LINEAR || imp->activation == KILN_ACTIVATION_SOFTMAX ||
+        imp->activation == KILN_ACTIVATION_LOG_SOFTMAX || o->negative_slope != 0.0f)
+        return 0;
+    kiln_import_value *v = kiln_import_find(im, n->input[0]);
+    if (!v || !v->computed || v->padded || v->converted != KILN_NODE_INVALID ||
+        live_readers(im, v->name) != 1)
+        return 0;
+    kiln_node_rec *layer = &im->m->graph.nodes[v->node];
+    if (layer->ops == &kiln_layer_activation || !layer->ops->takes_activation ||
+        layer->activation != KILN_ACTIVATION_LINEAR)
+        return 0;
+    layer->activation = imp->activation;
+    snprintf(layer->name, sizeof layer->name, "%s", kiln_import_node_name(n));
+    *st = made(im, n, v->node, v->cl, v);
+    return 1;
+}
+
 /* A node whose op is one layer kind: the kind reads it, and its layer
  * makes the node's first output; where it refuses and `other` is given,
  * `other` reads it (ReduceMean over H and W is a global average pool, over
@@ -302,6 +351,8 @@ static kiln_status import_kind_or(kiln_importer *im, const KilnOnnx__NodeProto *
     }
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
+    if (ops == &kiln_layer_activation && fuse_activation(im, n, &imp, &st))
+        return st;
     if (ops == &kiln_layer_batch_norm && im->options->synchronized_batch_norm)
         ((kiln_batch_norm_options *)(void *)imp.args.bytes)->synchronized = 1;
     kiln_import_value *first;
@@ -1172,6 +1223,7 @@ static const struct {
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .kind = &kiln_layer_activation},
+    {.op = "Gelu", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
     {.op = "LogSoftmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
@@ -1198,7 +1250,7 @@ static const struct {
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
 {
-    const KilnOnnx__NodeProto *n = im->g->node[k];
+    const KilnOnnx__NodeProto *n = im->replace[k] ? im->replace[k] : im->g->node[k];
     const char *name = kiln_import_node_name(n);
     /* kiln's layer names hold up to 63 bytes; PyTorch's node names run
      * longer in deep networks (mnasnet's "/layers/layers.10/layers.10.0/

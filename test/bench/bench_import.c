@@ -1,17 +1,20 @@
-/* Imported networks' import time, parameter count and training throughput,
- * through the public API only (test/bench/import.sh runs it beside
- * torch_zoo.py and prints the table):
- *   bench_import NET.onnx [--batch B] [--steps N] [--warmup W]
+/* Imported networks' import time, parameter count, speed and device memory,
+ * through the public API only (test/bench/import.sh and zoo.sh run it
+ * beside torch_zoo.py and print the tables):
+ *   bench_import NET.onnx [--batch B] [--steps N] [--warmup W] [--infer]
  *   bench_import --handmade resnet18 --size S [--batch B] [--steps N] [--warmup W]
  * The first imports an ONNX classifier (input (N, 3, S, S)); the second
  * builds torchvision's resnet18 layer for layer in kiln's API (channels
  * last), the network import.sh compares the imported one with. Either gets
  * a softmax head, sparse categorical cross-entropy and SGD with momentum
  * 0.9, and trains W untimed steps, then N timed ones with
- * kiln_model_train_on_batch on fixed synthetic batches. It prints one line:
- *   import_s P params N samples_per_s R
- * (import_s is 0 for --handmade). Exits 0, 1 on a kiln error, 2 on bad
- * usage, 77 without an OpenCL device. */
+ * kiln_model_train_on_batch on fixed synthetic batches; with --infer it
+ * runs kiln_model_predict on one batch as many times instead. It prints one
+ * line:
+ *   import_s P params N samples_per_s R ms_per_step T peak_device_bytes M
+ * (import_s is 0 for --handmade; M is kiln_model_memory's peak of the one
+ * replica: weights, gradients, optimizer state, activations, workspace).
+ * Exits 0, 1 on a kiln error, 2 on bad usage, 77 without an OpenCL device. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #endif
@@ -87,6 +90,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *handmade = NULL;
     long batch = 8, steps = 10, warmup = 2, size = 64;
+    int infer = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -98,6 +102,8 @@ int main(int argc, char **argv)
             ok = bench_parse_long("bench_import", "--warmup", v, 0, 1000000, &warmup), i++;
         else if (strcmp(argv[i], "--size") == 0)
             ok = bench_parse_long("bench_import", "--size", v, 8, 4096, &size), i++;
+        else if (strcmp(argv[i], "--infer") == 0)
+            infer = 1;
         else if (strcmp(argv[i], "--handmade") == 0 && v)
             handmade = v, i++;
         else if (argv[i][0] != '-' && !path)
@@ -106,7 +112,7 @@ int main(int argc, char **argv)
             ok = 0;
         if (!ok || (handmade && strcmp(handmade, "resnet18") != 0)) {
             fprintf(stderr, "usage: bench_import NET.onnx | --handmade resnet18 --size S "
-                    "[--batch B] [--steps N] [--warmup W]\n");
+                    "[--batch B] [--steps N] [--warmup W] [--infer]\n");
             return 2;
         }
     }
@@ -141,8 +147,14 @@ int main(int argc, char **argv)
         st = kiln_model_compile(m, &co);
     }
     int64_t params = 0, sample = 0;
+    int64_t out_size = 1;
     if (st == KILN_OK)
         st = kiln_model_parameter_count(m, &params);
+    kiln_tensor_info out = {.struct_size = sizeof out};
+    if (st == KILN_OK)
+        st = kiln_model_output_info(m, 0, &out);
+    for (int d = 0; st == KILN_OK && d < out.rank; d++)
+        out_size *= out.dims[d];
     kiln_tensor_info in = {.struct_size = sizeof in};
     if (st == KILN_OK)
         st = kiln_model_input_info(m, 0, &in);
@@ -153,7 +165,8 @@ int main(int argc, char **argv)
     }
     float *x = st == KILN_OK ? malloc((size_t)(batch * sample) * sizeof *x) : NULL;
     int32_t *y = malloc((size_t)batch * sizeof *y);
-    if (st == KILN_OK && (!x || !y)) {
+    float *p = malloc((size_t)batch * (size_t)out_size * sizeof *p);
+    if (st == KILN_OK && (!x || !y || !p)) {
         fprintf(stderr, "bench_import: out of memory\n");
         return 1;
     }
@@ -166,22 +179,31 @@ int main(int argc, char **argv)
         y[i] = (int32_t)(i % CLASSES);
     const kiln_batch_arrays b = {.struct_size = sizeof b, .count = batch, .features = x,
                                  .sparse_labels = y};
+    const kiln_batch_arrays in_only = {.struct_size = sizeof in_only, .count = batch,
+                                       .features = x};
     double t1 = 0.0;
     for (long s = 0; st == KILN_OK && s < warmup + steps; s++) {
         if (s == warmup)
             t1 = bench_now();
         kiln_metrics mt = {.struct_size = sizeof mt};
-        st = kiln_model_train_on_batch(m, &b, &mt);
+        st = infer ? kiln_model_predict(m, &in_only, p, (int32_t)batch)
+                   : kiln_model_train_on_batch(m, &b, &mt);
     }
     const double seconds = bench_now() - t1;
+    kiln_memory_report mem = {.struct_size = sizeof mem};
+    if (st == KILN_OK)
+        st = kiln_model_memory(m, 0, &mem);
     if (st != KILN_OK) {
         fprintf(stderr, "bench_import: %s\n", kiln_context_last_error(ctx));
     } else {
-        printf("import_s %.4f params %lld samples_per_s %.2f\n", import_s, (long long)params,
-               (double)(batch * steps) / seconds);
+        printf("import_s %.4f params %lld samples_per_s %.2f ms_per_step %.3f "
+               "peak_device_bytes %llu\n", import_s, (long long)params,
+               (double)(batch * steps) / seconds, 1e3 * seconds / (double)steps,
+               (unsigned long long)mem.device_peak_bytes);
     }
     free(x);
     free(y);
+    free(p);
     kiln_model_destroy(m);
     kiln_context_destroy(ctx);
     return st == KILN_OK ? 0 : 1;

@@ -101,6 +101,23 @@ class Transposes(nn.Module):
         return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
 
 
+class Gelus(nn.Module):
+    """GELU in both forms and LayerNorm between Linear layers: below opset
+    17 (exported at 13) each is a chain of primitive ops that kiln imports
+    as one activation or one layer_norm (onnx_import_patterns.c)."""
+    def __init__(self, norm):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act1 = nn.GELU()
+        self.fc2 = nn.Linear(16, 16)
+        self.act2 = nn.GELU(approximate="tanh")
+        self.norm = nn.LayerNorm(16) if norm else nn.Identity()
+        self.fc3 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(self.norm(self.act2(self.fc2(self.act1(self.fc1(x))))))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -342,10 +359,11 @@ def write(path, tensor):
         f.write(tensor.detach().contiguous().numpy().astype("<f4").tobytes())
 
 
-def export(outdir, name, model, shape, opset=17, **kwargs):
+def export(outdir, name, model, shape, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
     x = torch.randn(*shape)
+    opset = kwargs.pop("opset_version", 17)
     torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=opset,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kwargs)
@@ -364,6 +382,7 @@ def export(outdir, name, model, shape, opset=17, **kwargs):
 
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
+    "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
@@ -373,6 +392,9 @@ TRAINED = {
     "softmax_axes": ("conv.weight", "fc.weight"),
     # Its Linear weights reach kiln through a Transpose folded into a
     # constant of another name; their biases keep theirs.
+    "gelus_norm": ("norm.weight", "norm.bias", "fc3.bias"),
+    "convnext_block13": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
+                         "pwconv2.bias"),
     "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
                        "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
@@ -505,6 +527,11 @@ def main():
         ("flatten", FlattenNet, (2, 2, 8, 6), preserve),
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
+        ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
+        # The LayerNorm chain (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+        # Div, Mul, Add) as one LayerNormalization, then one layer_norm.
+        ("gelus_norm", lambda: Gelus(True), (4, 8), dict(preserve, opset_version=13)),
+        ("convnext_block13", ConvNeXtBlock, (2, 8, 9, 7), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
@@ -520,7 +547,7 @@ def main():
         ("softmax_axes", SoftmaxAxes, (2, 3, 5, 6), preserve),
         # Before opset 13 Softmax covers every axis from its own on: PyTorch
         # writes a Transpose around it.
-        ("softmax_axes11", SoftmaxAxes, (2, 3, 5, 6), dict(opset=11, **preserve)),
+        ("softmax_axes11", SoftmaxAxes, (2, 3, 5, 6), dict(preserve, opset_version=11)),
         ("convnext_block", ConvNeXtBlock, (2, 8, 9, 7), preserve),
         ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
         ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),

@@ -1,11 +1,11 @@
-"""One torchvision network exported to ONNX and trained in PyTorch at
+"""One network of zoo_models.py (torchvision's) exported to ONNX and trained in PyTorch at
 float32 and float64, for test_zoo.c (run with Debian's /usr/bin/python3,
 which has torch 1.13 and torchvision 0.14):
 
-    make_zoo.py OUTDIR NAME
+    make_zoo.py OUTDIR NAME [OPSET]
 
 Writes, all little-endian and raw:
-  NAME.onnx      torch.onnx.export of the network in eval mode, opset 17,
+  NAME.onnx      torch.onnx.export of the network in eval mode, opset 17 (or OPSET),
                  TrainingMode.PRESERVE, no constant folding (issue 28's call)
   NAME.in        the inference input, float32 NCHW
   NAME.batches   STEPS training batches, float32 NCHW, one after another
@@ -38,6 +38,7 @@ try:
     import onnx
     import torch
     import torchvision
+    import zoo_models
     from torch import nn
 except ImportError as e:
     print("%s is not installed for /usr/bin/python3 (Debian: python3-torch, "
@@ -52,26 +53,39 @@ MOMENTUM = 0.9
 CLASSES = 10
 # adaptive pooling in alexnet and vgg16 wants 224x224 to pool without
 # uneven windows; the others take 64x64.
-SHAPES = {"alexnet": (4, 3, 224, 224), "vgg16": (4, 3, 224, 224)}
+SHAPES = {"alexnet": (4, 3, 224, 224), "vgg16": (4, 3, 224, 224), "vit_small": (8, 3, 32, 32)}
 DEFAULT_SHAPE = (8, 3, 64, 64)
 
 
 def randomise_constants(model):
-    """Batch norm's scale, shift and moving statistics, and the biases that
-    torchvision starts at 0 (vgg16's, alexnet's), drawn at random: equal
-    initializers are written once by the exporter, behind Identity nodes
-    under other names; random ones keep every initializer under its
-    parameter's name, and a swap shows."""
+    """Batch norm's moving statistics, and every parameter whose values are
+    all equal (batch and layer norm's scales and shifts, the biases that
+    torchvision starts at 0, ConvNeXt's layer scales, ViT's class token),
+    drawn at random: equal initializers are written once by the exporter,
+    behind Identity nodes under other names; random ones keep every
+    initializer under its parameter's name, and a swap shows. A value v is
+    redrawn in [v/2, 3v/2], a zero in [-0.1, 0.1]."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
-            elif isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None and \
-                    not m.bias.any():
-                m.bias.uniform_(-0.1, 0.1)
+        for p in model.parameters():
+            first = p.reshape(-1)[0].item()
+            if p.numel() > 1 and bool((p == first).all()):
+                if first == 0:
+                    p.uniform_(-0.1, 0.1)
+                else:
+                    p.copy_(first * (0.5 + torch.rand_like(p)))
+
+
+def silence_randomness(model):
+    """Dropout and stochastic depth (efficientnet's, convnext's) made
+    inert, so that training is the same function in PyTorch and in kiln:
+    the eval-mode export has neither (checked for Dropout)."""
+    for m in model.modules():
+        if isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth":
+            m.p = 0.0
 
 
 def write(path, array, dtype="<f4"):
@@ -103,9 +117,7 @@ def train(model, batches, targets, dtype):
     """STEPS steps of SGD with momentum in train mode; the losses and the
     state (parameters and moving statistics) after them."""
     model = copy.deepcopy(model).to(dtype).train()
-    for m in model.modules():
-        if isinstance(m, nn.Dropout):
-            m.p = 0.0
+    silence_randomness(model)
     opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
     losses = []
     for x, y in zip(batches, targets):
@@ -119,16 +131,16 @@ def train(model, batches, targets, dtype):
 
 def main():
     outdir, name = sys.argv[1], sys.argv[2]
+    opset = int(sys.argv[3]) if len(sys.argv) > 3 else 17
     start = time.time()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     base = os.path.join(outdir, name)
     shape = SHAPES.get(name, DEFAULT_SHAPE)
-    torch.manual_seed(7)
-    model = getattr(torchvision.models, name)(num_classes=CLASSES)
+    model = zoo_models.build(name)
     randomise_constants(model)
     model.eval()
     x = torch.randn(*shape)
-    torch.onnx.export(model, x, base + ".onnx", opset_version=17,
+    torch.onnx.export(model, x, base + ".onnx", opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
                       input_names=["input"], output_names=["output"])
     state = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}

@@ -320,6 +320,24 @@ static int layers_of(kiln_context *ctx, const kiln_model *m, const char *kind,
 }
 
 /* One network of models.txt: import, predict, compare. */
+/* The layer named after ONNX node `node` is a `kind`: an activation fused
+ * into the layer before it takes the activation's name (a Relu after a
+ * BatchNormalization, or after the Conv a folded batch norm left; a GELU
+ * chain's last Mul after a Gemm); one after an Add keeps a layer of its
+ * own. */
+static void check_layer_kind(kiln_context *ctx, kiln_model *m, const char *node, const char *kind)
+{
+    kiln_node at = KILN_NODE_INVALID;
+    CHECK_OK(ctx, kiln_model_find_layer(m, node, &at));
+    kiln_layer_info info = {.struct_size = sizeof info};
+    CHECK_OK(ctx, kiln_model_layer_info(m, at, &info));
+    if (!info.kind || strcmp(info.kind, kind) != 0) {
+        fprintf(stderr, "layer '%s' is a %s, expected a %s\n", node,
+                info.kind ? info.kind : "(none)", kind);
+        CHECK(0);
+    }
+}
+
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
 {
@@ -333,10 +351,12 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     /* ConvNeXt's Transpose pair around LayerNormalization only changes
      * the layout: the norm reads the depthwise Conv's (H, W, C) as it is. */
     char before[64] = "";
-    if (strcmp(name, "convnext_block") == 0) {
+    if (strcmp(name, "convnext_block") == 0 || strcmp(name, "convnext_block13") == 0) {
         CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
         CHECK(strcmp(before, "conv2d") == 0);
     }
+    if (strcmp(name, "gelus_norm") == 0)   /* the chain as one layer */
+        CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
     if (strcmp(name, "permute5d") == 0)   /* the one Transpose of a computed value */
         CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
     /* The input's for the Conv, and one for each Transpose. */
@@ -366,6 +386,16 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     free(ort);
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
+    if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
+        check_layer_kind(ctx, m, "/relu/Relu",
+                         name[8] ? "conv2d" : "batch_normalization");
+        check_layer_kind(ctx, m, "/layer1/layer1.0/relu_1/Relu", "activation");
+    }
+    /* Each GELU chain (opset 13) one activation, fused into its Gemm. */
+    if (strcmp(name, "gelus") == 0) {
+        check_layer_kind(ctx, m, "/act1/Mul_1", "dense");
+        check_layer_kind(ctx, m, "/act2/Mul_5", "dense");
+    }
     /* channels: leaky_relu's slopes and log_softmax kept in the file. */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);

@@ -335,17 +335,22 @@ int main(int argc, char **argv)
     ort_dir = getenv("KILN_ONNXRUNTIME_DIR");
     if (!root)
         SKIP("KILN_SOURCE_ROOT is not set (run through meson test)");
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_zoo NETWORK (a torchvision model name)\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_zoo NETWORK [OPSET] (a network of zoo_models.py; the "
+                "export's opset, 17 when not given)\n");
         return 1;
     }
-    const char *name = argv[1];
+    const char *name = argv[1], *opset = argc == 3 ? argv[2] : "17";
+    if (strspn(opset, "0123456789") != strlen(opset) || strlen(opset) != 2) {
+        fprintf(stderr, "test_zoo: OPSET '%s' is not an opset number\n", opset);
+        return 1;
+    }
     snprintf(dir, sizeof dir, "/tmp/kiln_zoo_XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     char cmd[1024], why[512], path[256], what[128];
     double t0 = now();
-    snprintf(cmd, sizeof cmd, PYTHON " '%s/test/importer/make_zoo.py' '%s' '%s'", root, dir,
-             name);
+    snprintf(cmd, sizeof cmd, PYTHON " '%s/test/importer/make_zoo.py' '%s' '%s' %s", root, dir,
+             name, opset);
     const int rc = system(cmd);
     if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) == 77)
         SKIP_MISSING("PyTorch, torchvision or onnx for " PYTHON
