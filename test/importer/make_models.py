@@ -238,17 +238,20 @@ class ZeroPad(nn.Module):
 class ReduceOps(nn.Module):
     """Reductions over other axes than H and W: a mean over the channels
     and H kept, a sum over W (the channels and H left, in ONNX's order), an
-    amax over the channels, an amin over H and W, and a mean over both axes
-    of a 3-D value, kept."""
+    amax over the channels, an amin over H and W, a mean over both axes of
+    a 3-D value, kept, and an amax over the channels of the value joined to
+    itself, where every largest value is tied with its copy (the gradient
+    split between them, as amax does, sums back to the whole)."""
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 6, 3, padding=1)
-        self.fc = nn.Linear(4 + 30 + 20 + 6 + 1, 3)
+        self.fc = nn.Linear(4 + 30 + 20 + 6 + 1 + 20, 3)
 
     def forward(self, x):
         c = self.conv(x)
         parts = [c.mean(dim=(1, 2), keepdim=True), c.sum(-1), c.amax(dim=1), c.amin(dim=(2, 3)),
-                 torch.flatten(c, 2).mean(dim=(1, 2), keepdim=True)]
+                 torch.flatten(c, 2).mean(dim=(1, 2), keepdim=True),
+                 torch.cat([c, c], 1).amax(dim=1)]
         return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
 
 
