@@ -291,9 +291,10 @@ static kiln_status onnx_axes(kiln_onnx_import *imp, int64_t *axes, int *n)
 }
 
 /* ReduceMean, ReduceSum, ReduceMax and ReduceMin over any axes but the
- * batch. A 4-D value is reduced as kiln holds it, (H, W, C), when the
- * result keeps ONNX's order of the axes that stay (keepdims, the channels
- * reduced, or one axis left); else in ONNX's order. */
+ * batch. A 4-D value not held in ONNX's order alone is reduced as kiln
+ * holds it, (H, W, C), when the result keeps ONNX's order of the axes that
+ * stay (keepdims, the channels reduced, or one axis left); else in ONNX's
+ * order. */
 static kiln_status reduce_import_onnx(kiln_onnx_import *imp)
 {
     static const char *const ops[] = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
@@ -326,7 +327,8 @@ static kiln_status reduce_import_onnx(kiln_onnx_import *imp)
         return kiln_onnx_refuse(imp, "attribute 'keepdims' is %lld; it is 0 or 1",
                                 (long long)keepdims);
     const int kept = rank - 1 - n;
-    const int cl = rank == 4 && (keepdims || (reduced & 2) || kept <= 1);
+    const int cl = rank == 4 && imp->in[0].held != KILN_ONNX_WANT_ONNX &&
+                   (keepdims || (reduced & 2) || kept <= 1);
     kiln_reduce_args *a = (kiln_reduce_args *)(void *)imp->args.bytes;
     *a = (kiln_reduce_args){.op = op, .n_axes = n, .keepdims = (int32_t)keepdims};
     static const int32_t to_cl[4] = {0, 3, 1, 2};   /* ONNX's (N, C, H, W) in kiln's (H, W, C) */

@@ -140,7 +140,8 @@ static void softmax_export_onnx(kiln_onnx_graph *g, int32_t i)
 
 /* Softmax and LogSoftmax along axes the activation does not take (it
  * reads the last, and axis 1 of a 4-D value). From opset 13 one axis; a
- * 4-D value's as kiln holds it, (H, W, C). Before, every axis from `axis`
+ * 4-D value's as kiln holds it, (H, W, C), unless it is held in ONNX's
+ * order alone. Before, every axis from `axis`
  * on (default 1) in ONNX's order; all of a 4-D value's as held. */
 static kiln_status softmax_import_onnx(kiln_onnx_import *imp)
 {
@@ -166,7 +167,7 @@ static kiln_status softmax_import_onnx(kiln_onnx_import *imp)
     static const int32_t to_cl[4] = {0, 3, 1, 2};   /* ONNX's (N, C, H, W) in kiln's (H, W, C) */
     if (rank == 4 && coerced && axis == 1) {
         imp->want = KILN_ONNX_WANT_ANY;   /* the whole sample, as held */
-    } else if (rank == 4 && !coerced) {
+    } else if (rank == 4 && !coerced && imp->in[0].held != KILN_ONNX_WANT_ONNX) {
         imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
         o->axis = to_cl[axis];
     } else {

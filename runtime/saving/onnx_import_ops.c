@@ -189,6 +189,9 @@ static kiln_status read_inputs(kiln_importer *im, const KilnOnnx__NodeProto *n,
         in->rank = v->rank;
         memcpy(in->dims, v->dims, sizeof in->dims);
         in->data = v->f;
+        in->held = !v->computed || v->rank != 4 || v->converted != KILN_NODE_INVALID
+                       ? KILN_ONNX_WANT_ANY
+                   : v->cl ? KILN_ONNX_WANT_CHANNELS_LAST : KILN_ONNX_WANT_ONNX;
         if (!v->computed && !v->f) {   /* integers as floats for the ops that read them */
             int64_t size = 1;
             for (int d = 0; d < v->rank; d++)

@@ -329,6 +329,22 @@ class Transpose4d(nn.Module):
         return self.fc(torch.cat([torch.flatten(a, 1), torch.flatten(b, 1)], 1))
 
 
+class ChannelsLastOps(nn.Module):
+    """Reductions and a softmax of a Conv's output permuted to (N, H, W, C)
+    (ConvNeXt's layout): kiln holds it as it is, and each op reads it so,
+    with no permute."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(12 + 4 + 48 + 12, 3)
+
+    def forward(self, x):
+        y = self.conv(x).permute(0, 2, 3, 1)
+        parts = [y.amax(dim=-1, keepdim=True), y.sum(dim=(1, 2), keepdim=True),
+                 torch.softmax(y, dim=1), y.mean(dim=2)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
 class Permute5d(nn.Module):
     """A 5-D value's axes reordered (the batch first): a Linear on the
     last axis, permute(0, 2, 3, 1, 4), a Linear again."""
@@ -390,6 +406,7 @@ TRAINED = {
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
     "reduce_ops": ("conv.weight", "conv.bias", "fc.weight"),
+    "channels_last_ops": ("conv.weight", "fc.weight"),
     "layer_norms": ("conv.weight", "hw.weight", "hw.bias", "chw.weight", "chw.bias",
                     "last.weight", "fc.bias"),
     "softmax_axes": ("conv.weight", "fc.weight"),
@@ -555,6 +572,7 @@ def main():
         ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
         ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
         ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
+        ("channels_last_ops", ChannelsLastOps, (2, 3, 5, 6), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

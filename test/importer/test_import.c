@@ -359,6 +359,10 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
     if (strcmp(name, "permute5d") == 0)   /* the one Transpose of a computed value */
         CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
+    /* The input's for the Conv alone: the ops read the (N, H, W, C) value
+     * as kiln holds it. */
+    if (strcmp(name, "channels_last_ops") == 0)
+        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
     /* The input's for the Conv, and one for each Transpose. */
     if (strcmp(name, "transpose4d") == 0)
         CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 3);
