@@ -74,8 +74,8 @@ static const char usage_head[] =
  * at most 4095 characters leave apart. */
 static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
-    "--weight-decay, --freeze, --head, the schedule, --label-smoothing and the\n"
-    "clipping options are for ONNX models: a model file keeps the loss, optimizer\n"
+    "--weight-decay, --freeze, --head, the schedule, --label-smoothing, --ema and\n"
+    "the clipping options are for ONNX models: a model file keeps the loss, optimizer\n"
     "and frozen layers it was compiled with. Other commands run on one device\n"
     "(KILN_DEVICES chooses which).\n"
     "Exit status: 0 done, 1 kiln refused or failed (its message on stderr), 2 usage.\n";
@@ -145,6 +145,7 @@ static const option_spec options[] = {
     {.name = "--boundaries", .bit = CLI_BOUNDARIES, .takes_value = 1},
     {.name = "--values", .bit = CLI_VALUES, .takes_value = 1},
     {.name = "--label-smoothing", .bit = CLI_LABEL_SMOOTHING, .takes_value = 1},
+    {.name = "--ema", .bit = CLI_EMA, .takes_value = 1},
 };
 
 /* A whole number in [lo, hi]; 0 if `v` is not one. */

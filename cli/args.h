@@ -20,11 +20,11 @@ enum {
     CLI_DECAY_STEPS = 1 << 20, CLI_DECAY_RATE = 1 << 21, CLI_ALPHA = 1 << 22,
     CLI_BOUNDARIES = 1 << 23, CLI_VALUES = 1 << 24, CLI_LABEL_SMOOTHING = 1 << 25,
     CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28,
-    CLI_WEIGHT_DECAY = 1 << 29
+    CLI_WEIGHT_DECAY = 1 << 29, CLI_EMA = 1u << 30
 };
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
                             CLI_DECAY_RATE | CLI_ALPHA | CLI_BOUNDARIES | CLI_VALUES | \
-                            CLI_LABEL_SMOOTHING)
+                            CLI_LABEL_SMOOTHING | CLI_EMA)
 #define CLI_CLIPPING (CLI_CLIPNORM | CLI_CLIPVALUE | CLI_GLOBAL_CLIPNORM)
 
 /* The options that change how an imported model is built or trained: a
@@ -62,6 +62,7 @@ typedef struct cli_args {
     int64_t boundaries[KILN_LR_MAX_BOUNDARIES];
     float values[KILN_LR_MAX_BOUNDARIES + 1];
     float label_smoothing;
+    float ema_momentum;          /* --ema M: use_ema with momentum M; 0: off */
 } cli_args;
 
 /* Fills `a` from argv[1..]; `allowed` is the CLI_* bits the command takes.

@@ -37,7 +37,9 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .schedule = &a->schedule,
                                         .clipnorm = a->clipnorm, .clipvalue = a->clipvalue,
                                         .global_clipnorm = a->global_clipnorm,
-                                        .weight_decay = a->weight_decay};
+                                        .weight_decay = a->weight_decay,
+                                        .use_ema = a->ema_momentum > 0.0f,
+                                        .ema_momentum = a->ema_momentum};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy,
                                      .label_smoothing = a->label_smoothing};

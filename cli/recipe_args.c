@@ -1,5 +1,5 @@
-/* --warmup-steps, --warmup-target, --decay and its settings, and
- * --label-smoothing: each maps onto a field of kiln_lr_schedule or
+/* --warmup-steps, --warmup-target, --decay and its settings,
+ * --label-smoothing and --ema: each maps onto a field of kiln_lr_schedule or
  * kiln_compile_options, whose checks (compile's) stay the library's. */
 #include "recipe_args.h"
 
@@ -19,7 +19,10 @@ const char cli_recipe_usage[] =
     "                   PiecewiseConstantDecay: --boundaries B1,B2,... steps and\n"
     "                   --values V0,V1,... rates, one more than boundaries);\n"
     "                   counted after the warm-up (default: a constant rate)\n"
-    "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)\n";
+    "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)\n"
+    "--ema M            keep a moving average of the weights with momentum M, in\n"
+    "                   (0, 1) (Keras's use_ema, ema_momentum; Keras's default is\n"
+    "                   0.99); the saved model gets the averages (default: off)\n";
 
 int cli_recipe_option(unsigned bit)
 {
@@ -131,6 +134,11 @@ int cli_recipe_take(unsigned bit, const char *v, cli_args *a)
     case CLI_LABEL_SMOOTHING:
         if (!number(v, 0.0, 1.0, &a->label_smoothing))
             return cli_usage("--label-smoothing needs a number in [0, 1], not '%s'", v), 0;
+        return 1;
+    case CLI_EMA:
+        if (!number(v, 0.0, 1.0, &a->ema_momentum) || a->ema_momentum == 0.0f ||
+            a->ema_momentum >= 1.0f)
+            return cli_usage("--ema needs a momentum in (0, 1), not '%s'", v), 0;
         return 1;
     default:
         return 1;

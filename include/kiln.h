@@ -1126,6 +1126,51 @@ typedef struct kiln_optimizer_options {
      *  timm's and Hugging Face's no-decay groups); 0: every trainable
      *  parameter decays. */
     int32_t exclude_vectors_from_weight_decay;
+    /** Nonzero: keep an exponential moving average of the trainable
+     *  weights (Keras 3's use_ema). After each optimizer update (once per
+     *  update: with gradient_accumulation_steps, once per K micro-batches,
+     *  where Keras 3 also folds the unchanged weights in at each micro-step)
+     *  every trainable weight w updates its average a, in float32, as Keras
+     *  3's _update_model_variables_moving_average does: a = m a + (1 - m) w
+     *  with m = ema_momentum, except on the first update (the one numbered
+     *  1, kiln_model's optimizer step count 0 before it), where m is 0 and
+     *  the average starts as a copy of the updated weights. Batch
+     *  normalization's moving statistics and frozen layers' parameters are
+     *  not averaged (Keras averages trainable variables only); whatever uses
+     *  the averages takes them as they are. The averages live with the
+     *  weights under every strategy (replicas, central storage's host copy,
+     *  the parameter store, each pipeline stage its own) as one more
+     *  optimizer slot, so they cost one more parameter-sized buffer where
+     *  the optimizer's state lives. The parameter server across MPI
+     *  processes (parameter_store_ranks > 0) refuses it with
+     *  KILN_ERROR_UNSUPPORTED: its workers keep no optimizer state, so their
+     *  evaluate and predict could not use the averages. Once at least one
+     *  update has been
+     *  applied, kiln_model_evaluate, kiln_model_predict (and their
+     *  on-batch forms and fit's validation), kiln_model_save,
+     *  kiln_model_save_weights and kiln_model_export_onnx use the averages
+     *  in place of the trainable weights, the other parameters as they
+     *  are (evaluate and predict swap the averages in through the host and
+     *  back after, bit for bit: two copies of the parameters per call);
+     *  before any update they use the weights. kiln_model_get_weights
+     *  returns the weights being trained. kiln_model_save_checkpoint keeps
+     *  both, the averages as "optimizer/<param>/average", so a resumed run
+     *  continues bit-identically. kiln_model_set_weights,
+     *  kiln_model_set_tensor, kiln_model_load_weights, kiln_model_load
+     *  and EarlyStopping's restore_best_weights restart the averages from
+     *  the weights they write. */
+    int32_t use_ema;
+    /** The averages' momentum m (Keras's ema_momentum), in [0, 1); 0: 0.99
+     *  (Keras's default; a momentum of exactly 0 would make the averages
+     *  the weights). NaN, infinite, negative or >= 1:
+     *  KILN_ERROR_INVALID_ARGUMENT, with use_ema off too (files store every
+     *  setting). */
+    float ema_momentum;
+    /** > 0 (use_ema only): after every N-th update (the update numbered
+     *  N, 2N, ...) the trainable weights are overwritten by their averages
+     *  (Keras's ema_overwrite_frequency), so training continues from them;
+     *  0: never (Keras's None). Negative: KILN_ERROR_INVALID_ARGUMENT. */
+    int32_t ema_overwrite_frequency;
 } kiln_optimizer_options;
 
 /** Sets *rate to the learning rate `options` give at optimizer step `step`
@@ -1365,7 +1410,9 @@ typedef struct kiln_compile_options {
  * cross-entropies need at least 2 classes on the output's last axis),
  * KILN_ERROR_UNSUPPORTED for more than 2^31 parameters, for a model with
  * more than KILN_MAX_MODEL_INPUTS Inputs, and for what a model of several outputs does not support (see
- * kiln_compile_options.n_outputs; naming the strategy or option),
+ * kiln_compile_options.n_outputs; naming the strategy or option), for
+ * kiln_optimizer_options.use_ema under the parameter server across MPI
+ * processes,
  * KILN_ERROR_INVALID_ARGUMENT for losses given for another count of
  * outputs or a negative or non-finite loss weight,
  * KILN_ERROR_BUILD / KILN_ERROR_DEVICE for device failures.

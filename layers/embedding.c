@@ -12,6 +12,7 @@
  * guard their reads. */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <stdio.h>
 #include <stddef.h>
@@ -230,6 +231,35 @@ static void embedding_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
+/* ONNX Gather of a 2-D float initializer (the table) by the graph's ids
+ * on axis 0, as the importer hands it: the ids first, the table second.
+ * ONNX lets an index count from the end (-1 the last row); kiln's ids are
+ * in [0, rows), and one outside stops the run with KILN_ERROR_DATA. */
+static kiln_status embedding_import_onnx(kiln_onnx_import *imp)
+{
+    const kiln_status st = kiln_onnx_check_attrs(imp, "axis:i");
+    if (st != KILN_OK)
+        return st;
+    const int64_t axis = kiln_onnx_attr_i(imp, "axis", 0);
+    if (axis != 0)
+        return kiln_onnx_refuse(imp, "attribute 'axis' is %lld; kiln looks up rows of a table "
+                                "(axis 0)", (long long)axis);
+    const kiln_onnx_in *table = &imp->in[1];
+    if (imp->n_in != 2 || !table->data || table->rank != 2 || table->dims[0] < 1 ||
+        table->dims[1] < 1 || table->dims[0] > INT32_MAX || table->dims[1] > INT32_MAX)
+        return kiln_onnx_refuse(imp, "its table '%s' is not a 2-D float initializer of "
+                                "1..2^31-1 rows and columns", table->name);
+    kiln_embedding_options *o = (kiln_embedding_options *)(void *)imp->args.bytes;
+    *o = (kiln_embedding_options){.struct_size = sizeof *o, .input_dim = (int32_t)table->dims[0],
+                                  .output_dim = (int32_t)table->dims[1]};
+    imp->want = KILN_ONNX_WANT_ONNX;
+    imp->n_data = 1;
+    imp->param_input[0] = 1;
+    imp->param_layout[0] = KILN_ONNX_PARAM_AS_IS;
+    imp->n_params = 1;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_embedding = {
     .kind = "embedding", .config_size = sizeof(embedding_config),
     .replica_size = sizeof(embedding_replica), .min_inputs = 1, .max_inputs = 1,
@@ -238,5 +268,5 @@ const kiln_layer_ops kiln_layer_embedding = {
     .forward = embedding_forward, .backward = embedding_backward,
     .release = embedding_release, .flops = embedding_flops, .id_limit = embedding_id_limit,
     .args_size = sizeof(kiln_embedding_options), KILN_FIELDS(embedding_fields),
-    .export_onnx = embedding_export_onnx,
+    .export_onnx = embedding_export_onnx, .import_onnx = embedding_import_onnx,
 };

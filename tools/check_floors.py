@@ -85,7 +85,7 @@ PARTS = {
                                        "picks the strategy",
         },
         "readers": {"train", "runtime/model/graph.c", "runtime/model/layer_info.c",
-                    "runtime/model/model.c", "runtime/saving/checkpoint.c",
+                    "runtime/model/model.c", "runtime/model/ema.c", "runtime/saving/checkpoint.c",
                     "runtime/saving/onnx_export.c"},
     },
     "training": {
@@ -99,7 +99,7 @@ PARTS = {
             "runtime/parallel/parameter_server_mpi.c": "the asynchronous strategy counts its "
                                                        "updates",
         },
-        "readers": {"runtime/model/graph.c", "runtime/model/model.c",
+        "readers": {"runtime/model/graph.c", "runtime/model/model.c", "runtime/model/ema.c",
                     "runtime/parallel/data_parallel.c", "runtime/parallel/parameter_server_mpi.c",
                     "runtime/parallel/pipeline.c", "runtime/saving/checkpoint.c"},
     },

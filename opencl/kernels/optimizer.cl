@@ -295,3 +295,22 @@ __kernel void kiln_optimizer_check_update_cpu(__global const float *p, __global 
     if (kiln_sum8(su) != 0.0f)
         atomic_xchg((volatile __global float *)(guard + update_at), NAN);
 }
+
+/* Keras 3's moving average of the weights (use_ema), after the update over
+ * [0, n): a = m a + (1 - m) p in float32, the update numbered 1 (`first`)
+ * copying p (Keras's momentum 0 at iterations 0); with `overwrite`
+ * (ema_overwrite_frequency's N-th update) p = a after. Held as the update
+ * was: a skipped step leaves the average alone. */
+__kernel void kiln_optimizer_ema(__global float *p, __global float *a, int n, float momentum,
+                                 int first, int overwrite, __global const float *guard,
+                                 int use_guard, int grad_at, int update_at)
+{
+    const int i = get_global_id(0);
+    if (i >= n || kiln_optimizer_held(guard, use_guard, grad_at, update_at))
+        return;
+    const float pi = p[i];
+    const float ai = first ? pi : momentum * a[i] + (1.0f - momentum) * pi;
+    a[i] = ai;
+    if (overwrite)
+        p[i] = ai;
+}

@@ -2,6 +2,7 @@
  * read or written by name, and freezing a layer before compile. */
 #include "runtime/context/context.h"
 #include "runtime/model/model.h"
+#include "runtime/model/ema.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -149,7 +150,7 @@ static kiln_status tensor_io(kiln_model *m, const char *call, const char *name, 
         memcpy(data, at, (size_t)size * sizeof(float));
     if (st == KILN_OK && !get) {
         memcpy(at, data, (size_t)size * sizeof(float));
-        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
+        st = kiln_model_write_params(m, flat);
     }
     kiln_free(m->ctx, flat);
     return st;

@@ -2,6 +2,7 @@
  * sizes and hashes, and its weights as one packed array. */
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
+#include "runtime/model/ema.h"
 
 #include <math.h>
 
@@ -220,7 +221,7 @@ static kiln_status weights_io(kiln_model *m, float *weights, int64_t count, int 
             pack(m, flat, weights, 1);
     } else {
         pack(m, flat, weights, 0);
-        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
+        st = kiln_model_write_params(m, flat);
     }
     kiln_free(m->ctx, flat);
     return st;

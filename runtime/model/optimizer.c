@@ -109,6 +109,18 @@ kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o)
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "%s: weight_decay %g must be a finite number >= 0",
                           kind_name(o->kind), o->weight_decay);
+    /* Filled in only when used, so files without EMA stay as they were. */
+    if (o->use_ema && o->ema_momentum == 0.0f)
+        o->ema_momentum = 0.99f;
+    if (!(o->ema_momentum >= 0.0f && o->ema_momentum < 1.0f))
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "ema_momentum %g is not in [0, 1) (0: 0.99, Keras's default)%s",
+                          o->ema_momentum, o->use_ema ? "" : "; use_ema is off, but model "
+                          "files and checkpoints store every setting");
+    if (o->ema_overwrite_frequency < 0)
+        return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "ema_overwrite_frequency %d must be >= 0 (0: never)",
+                          (int)o->ema_overwrite_frequency);
     if (!(o->learning_rate > 0.0f) || !isfinite(o->learning_rate))
         return kiln_error(ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "learning_rate %g must be a positive number", o->learning_rate);
@@ -185,7 +197,8 @@ kiln_status kiln_learning_rate_at(kiln_context *ctx, const kiln_optimizer_option
     return st;
 }
 
-int kiln_optimizer_slot_count(const kiln_optimizer_options *o)
+/* The optimizer's own slots, without the moving average. */
+static int own_slot_count(const kiln_optimizer_options *o)
 {
     switch (o->kind) {
     case KILN_OPTIMIZER_ADAM:
@@ -198,6 +211,16 @@ int kiln_optimizer_slot_count(const kiln_optimizer_options *o)
     default:
         return o->momentum > 0.0f ? 1 : 0;
     }
+}
+
+int kiln_optimizer_slot_count(const kiln_optimizer_options *o)
+{
+    return own_slot_count(o) + (o->use_ema != 0);
+}
+
+int kiln_optimizer_ema_slot(const kiln_optimizer_options *o)
+{
+    return own_slot_count(o);
 }
 
 static int is_adam(const kiln_optimizer_options *o)
@@ -226,7 +249,7 @@ int kiln_optimizer_all_finite(const float *x, size_t n)
  * kept. RMSprop keeps only some, back to back. */
 static void slot_map(const kiln_optimizer_options *o, int *idx)
 {
-    const int count = kiln_optimizer_slot_count(o);
+    const int count = own_slot_count(o);
     for (int i = 0; i < 3; i++)
         idx[i] = i < count ? i : -1;
     if (o->kind == KILN_OPTIMIZER_RMSPROP) {
@@ -421,7 +444,18 @@ kiln_status kiln_optimizer_apply(kiln_device *dev, const kiln_optimizer_options 
     segment seg;
     while (st == KILN_OK && next_segment(&it, &seg))
         st = apply_segment(dev, o, lr, params, grads, slot, &seg, step, g, use, at, update_at);
-    return st;
+    if (st != KILN_OK || !o->use_ema || n == 0)
+        return st;
+    /* The whole range at once: the average ignores weight decay's runs.
+     * Held by the same guard, so a skipped update leaves it too. */
+    const int overwrite = o->ema_overwrite_frequency > 0 &&
+                          step % o->ema_overwrite_frequency == 0;
+    const kiln_buffer *average = slots[kiln_optimizer_ema_slot(o)];
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(params), kiln_arg_buffer(average),
+                            kiln_arg_int((int64_t)n), kiln_arg_float(o->ema_momentum),
+                            kiln_arg_int(step == 1), kiln_arg_int(overwrite), g, use, at,
+                            update_at);
+    return kiln_run1(dev, "optimizer", "kiln_optimizer_ema", n, a);
 }
 
 /* The scalars of one update on the host. */
@@ -527,5 +561,17 @@ void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float
                 if (slot[k])
                     slot[k][i] = s[k];
         }
+    }
+    if (!o->use_ema)
+        return;
+    /* optimizer.cl's kiln_optimizer_ema, in the same float32 steps. */
+    float *avg = slots[kiln_optimizer_ema_slot(o)];
+    const float m = o->ema_momentum;
+    const int overwrite = o->ema_overwrite_frequency > 0 &&
+                          step % o->ema_overwrite_frequency == 0;
+    for (size_t i = 0; i < n; i++) {
+        avg[i] = step == 1 ? p[i] : m * avg[i] + (1.0f - m) * p[i];
+        if (overwrite)
+            p[i] = avg[i];
     }
 }

@@ -18,10 +18,17 @@ kiln_status kiln_optimizer_take(kiln_optimizer_options *o, kiln_lr_schedule *sch
  * kiln_optimizer_take and checks the rest. */
 kiln_status kiln_optimizer_resolve(kiln_context *ctx, kiln_optimizer_options *o);
 
-/* How many parameter-sized state buffers the optimizer keeps (at most 3:
- * RMSprop's mean square, then its momentum buffer with momentum, then its
- * mean gradient when centered). */
+/* RMSprop centered with momentum (3), then the weights' moving average. */
+#define KILN_MAX_OPTIMIZER_SLOTS 4
+
+/* How many parameter-sized state buffers the optimizer keeps (at most
+ * KILN_MAX_OPTIMIZER_SLOTS: RMSprop's mean square, then its momentum buffer
+ * with momentum, then its mean gradient when centered; with use_ema the
+ * weights' moving average after the optimizer's own). */
 int kiln_optimizer_slot_count(const kiln_optimizer_options *o);
+
+/* The index of the moving average among the slots (use_ema only). */
+int kiln_optimizer_ema_slot(const kiln_optimizer_options *o);
 
 /* The learning rate of update `step` (counting from 0) under o's schedule;
  * `o` must have been resolved (its schedule is then never NULL). */
@@ -48,7 +55,7 @@ kiln_status kiln_optimizer_check_update(kiln_device *dev, const kiln_optimizer_o
                                         const kiln_decay_runs *decay, size_t first);
 
 /* Applies update number `step` (counting from 1) to n parameters with
- * learning rate `lr`. With a `guard` (the step's sums, may be NULL), the
+ * learning rate `lr`, then (use_ema) their moving average. With a `guard` (the step's sums, may be NULL), the
  * update is first checked (kiln_optimizer_check_update) and skipped on the
  * device when it would not be finite, so a bad update never reaches the
  * parameters or the optimizer's state and guard[KILN_SUM_UPDATE] read back
@@ -71,7 +78,7 @@ int kiln_optimizer_update_finite_host(const kiln_optimizer_options *o, double lr
                                       const kiln_decay_runs *decay, size_t first);
 
 /* The same update on host arrays, in float32 as on a device (central
- * storage). */
+ * storage), the moving average included. */
 void kiln_optimizer_apply_host(const kiln_optimizer_options *o, double lr, float *params,
                                const float *grads, float *const *slots, size_t n,
                                int64_t step, const kiln_decay_runs *decay, size_t first);

@@ -49,6 +49,11 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
     if (o->weight_decay > 0.0f)
         kiln_text_printf(t, ", weight decay %g%s", (double)o->weight_decay,
                          o->exclude_vectors_from_weight_decay ? " (not of vectors)" : "");
+    if (o->use_ema)
+        kiln_text_printf(t, ", weights' moving average (momentum %g)", (double)o->ema_momentum);
+    if (o->use_ema && o->ema_overwrite_frequency > 0)
+        kiln_text_printf(t, ", averages written to the weights every %d updates",
+                         (int)o->ema_overwrite_frequency);
     if (m->plan.accumulation_steps > 1)
         kiln_text_printf(t, ", gradients accumulated over %d steps",
                          (int)m->plan.accumulation_steps);

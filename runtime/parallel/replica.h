@@ -6,8 +6,7 @@
 #define KILN_RUNTIME_PARALLEL_REPLICA_H
 
 #include "runtime/model/model.h"
-
-#define KILN_MAX_OPTIMIZER_SLOTS 3   /* RMSprop centered with momentum */
+#include "runtime/model/optimizer.h"   /* KILN_MAX_OPTIMIZER_SLOTS */
 
 /* Called after backward has finished with node i (for every node, from the
  * last to the first, whether or not it ran). */

@@ -2,6 +2,7 @@
  * and the folder of rotating checkpoints fit keeps.
  * Names: "<layer>/<parameter>", and "optimizer/<layer>/<parameter>/<slot>". */
 #include "runtime/saving/checkpoint.h"
+#include "runtime/model/ema.h"
 #include "base/files.h"
 #include "runtime/saving/model_desc.h"
 #include "runtime/model/optimizer.h"
@@ -29,6 +30,8 @@ typedef enum save_kind { SAVE_WEIGHTS, SAVE_MODEL, SAVE_TRAINING_STATE } save_ki
  * named them). */
 static const char *slot_name(const kiln_optimizer_options *o, int slot)
 {
+    if (o->use_ema && slot == kiln_optimizer_ema_slot(o))
+        return "average";   /* Keras 3's name for the moving average */
     switch (o->kind) {
     case KILN_OPTIMIZER_ADAM:
     case KILN_OPTIMIZER_ADAMW:
@@ -321,8 +324,13 @@ static kiln_status save(kiln_model *m, const char *path, save_kind kind)
         st = kiln_error_oom(ctx, "a checkpoint", floats * sizeof(float) * (size_t)(1 + n_slots));
         goto done;
     }
-    float *slots[3] = {flat + floats, flat + 2 * floats, flat + 3 * floats};
-    st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL};
+    for (int i = 0; i < n_slots; i++)
+        slots[i] = flat + (size_t)(i + 1) * floats;
+    /* A training state keeps the weights (the averages are a slot); the
+     * other files are for inference, which uses the averages (use_ema). */
+    st = full ? m->placement.strategy->get_params(m->placement.strategy_impl, flat)
+              : kiln_ema_params(m, flat);
     if (st == KILN_OK && n_slots)
         st = m->placement.strategy->get_slots(m->placement.strategy_impl, slots);
     if (st != KILN_OK)
@@ -489,7 +497,9 @@ static kiln_status load(kiln_model *m, const char *path, int full)
         kiln_st_free(&f);
         return st;
     }
-    float *slots[3] = {flat + floats, flat + 2 * floats, flat + 3 * floats};
+    float *slots[KILN_MAX_OPTIMIZER_SLOTS] = {NULL};
+    for (int i = 0; i < n_slots; i++)
+        slots[i] = flat + (size_t)(i + 1) * floats;
     char list[900] = "";
     int bad = 0;
     for (int slot = -1; slot < n_slots; slot++)
@@ -517,8 +527,11 @@ static kiln_status load(kiln_model *m, const char *path, int full)
     /* Everything is checked before anything of the model changes. */
     if (st == KILN_OK && full)
         st = restore_position(m, &f, path, 0);
+    /* Weights alone restart the averages from them; a training state
+     * brings its own. */
     if (st == KILN_OK)
-        st = m->placement.strategy->set_params(m->placement.strategy_impl, flat);
+        st = full ? m->placement.strategy->set_params(m->placement.strategy_impl, flat)
+                  : kiln_model_write_params(m, flat);
     if (st == KILN_OK && n_slots)
         st = m->placement.strategy->set_slots(m->placement.strategy_impl,
                                               (const float *const *)slots);

@@ -162,6 +162,12 @@ static const kiln_layer_field optimizer_fields[] = {
      .offset = offsetof(kiln_optimizer_options, centered)},
     {.key = "initial_accumulator_value", .type = KILN_FIELD_FLOAT, .optional = 1,
      .offset = offsetof(kiln_optimizer_options, initial_accumulator_value)},
+    {.key = "use_ema", .type = KILN_FIELD_BOOL, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, use_ema)},
+    {.key = "ema_momentum", .type = KILN_FIELD_FLOAT, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, ema_momentum)},
+    {.key = "ema_overwrite_frequency", .type = KILN_FIELD_INT, .optional = 1,
+     .offset = offsetof(kiln_optimizer_options, ema_overwrite_frequency)},
 };
 static const kiln_layer_field schedule_fields[] = {
     {.key = "decay_steps", .type = KILN_FIELD_COUNT,

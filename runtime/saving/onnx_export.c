@@ -9,6 +9,7 @@
  * call says so. */
 #include "kiln_config.h"
 #include "runtime/model/model.h"
+#include "runtime/model/ema.h"
 
 #include <string.h>
 
@@ -305,7 +306,7 @@ static kiln_status export_entered(kiln_model *m, const char *path)
         st = kiln_error_oom(ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));
         goto fail;
     }
-    st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
+    st = kiln_ema_params(m, flat);   /* the averages, with use_ema */
     if (st != KILN_OK)
         goto fail;
     for (kiln_node i = 0; i < m->graph.n_nodes; i++) {

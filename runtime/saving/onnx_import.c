@@ -68,7 +68,8 @@ static void pb_free(void *host, void *p)
 }
 
 /* Graph input v: an Input layer of its dims but the batch, in ONNX's
- * order; named dimensions take their size from the options. */
+ * order (of int32 ids for an int64 or int32 input: what an Embedding's
+ * Gather reads); named dimensions take their size from the options. */
 static kiln_status declare_input(kiln_importer *im, const KilnOnnx__ValueInfoProto *vi)
 {
     kiln_context *ctx = im->ctx;
@@ -79,10 +80,12 @@ static kiln_status declare_input(kiln_importer *im, const KilnOnnx__ValueInfoPro
     if (!tensor || !tensor->shape)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": graph input '%s' is not a tensor "
                           "of known rank", vi->name);
-    if (!tensor->has_elem_type || tensor->elem_type != KILN_ONNX_FLOAT)
+    const int ints = tensor->has_elem_type && (tensor->elem_type == KILN_ONNX_INT64 ||
+                                               tensor->elem_type == KILN_ONNX_INT32);
+    if (!tensor->has_elem_type || (tensor->elem_type != KILN_ONNX_FLOAT && !ints))
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": graph input '%s' has element "
-                          "type %d; kiln imports float (1) inputs", vi->name,
-                          (int)tensor->elem_type);
+                          "type %d; kiln imports float (1) inputs, and int64 (7) or int32 (6) "
+                          "ids, which it takes as int32", vi->name, (int)tensor->elem_type);
     const size_t rank = tensor->shape->n_dim;
     if (rank < 2 || rank > KILN_MAX_RANK + 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": graph input '%s' has %zu "
@@ -118,9 +121,9 @@ static kiln_status declare_input(kiln_importer *im, const KilnOnnx__ValueInfoPro
     }
     v->computed = 1;
     v->rank = (int)rank;
-    v->node = kiln_input(im->m, (int32_t)rank - 1, dims,
-                         &(kiln_input_options){.struct_size = sizeof(kiln_input_options),
-                                               .name = vi->name});
+    const kiln_input_options io = {.struct_size = sizeof io, .name = vi->name};
+    v->node = ints ? kiln_input_ints(im->m, (int32_t)rank - 1, dims, &io)
+                   : kiln_input(im->m, (int32_t)rank - 1, dims, &io);
     if (v->node == KILN_NODE_INVALID)
         return kiln_error(ctx, im->m->graph.build_status, CALL ": graph input '%s': %s", vi->name,
                           im->m->graph.build_error);

@@ -1008,8 +1008,23 @@ static kiln_status import_shape(kiln_importer *im, const KilnOnnx__NodeProto *n)
     return KILN_OK;
 }
 
+/* Gather of a float initializer's rows by computed ids is an Embedding
+ * lookup: the embedding kind reads it with the ids first, as its layer
+ * takes them. */
+static kiln_status import_lookup(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    char *swapped_inputs[2] = {n->input[1], n->input[0]};
+    KilnOnnx__NodeProto swapped = *n;
+    swapped.input = swapped_inputs;
+    return import_kind(im, &swapped, &kiln_layer_embedding, NULL);
+}
+
 static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *table = kiln_import_find(im, n->input[0]);
+    const kiln_import_value *ids = n->n_input == 2 ? kiln_import_find(im, n->input[1]) : NULL;
+    if (table && !table->computed && table->f && ids && ids->computed)
+        return import_lookup(im, n);
     kiln_status st = no_attrs_but(im, n, "axis");
     const kiln_import_value *data = st == KILN_OK ? int_input(im, n, 0, &st) : NULL;
     const kiln_import_value *idx = data ? int_input(im, n, 1, &st) : NULL;

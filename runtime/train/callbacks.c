@@ -6,6 +6,7 @@
 
 #include "runtime/saving/checkpoint.h"
 #include "runtime/model/loss.h"
+#include "runtime/model/ema.h"
 #include "runtime/context/text.h"
 #include "base/files.h"
 
@@ -822,7 +823,7 @@ kiln_status kiln_callbacks_end(kiln_callbacks *c)
             continue;
         kiln_log(c->m->ctx, KILN_LOG_INFO, "Restoring model weights from the end of the best "
                  "epoch: %d", (int)cb->best_epoch + 1);
-        st = c->m->placement.strategy->set_params(c->m->placement.strategy_impl, cb->best_weights);
+        st = kiln_model_write_params(c->m, cb->best_weights);
     }
     return st;
 }

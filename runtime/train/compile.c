@@ -254,6 +254,14 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
         st = take_distribution_options(m, &o);
     if (st == KILN_OK)
         st = pick_strategy(m, o.strategy);
+    /* The store ranks keep the averages, the workers only weights: their
+     * evaluate and predict could not use them. */
+    if (st == KILN_OK && opt.use_ema &&
+        m->placement.strategy == &kiln_strategy_parameter_server_mpi)
+        st = kiln_error(ctx, KILN_ERROR_UNSUPPORTED, "kiln_model_compile: use_ema under the "
+                        "parameter server across MPI processes (parameter_store_ranks > 0): the "
+                        "workers keep no averages to evaluate and predict with; use "
+                        "multi_worker, or the parameter server in one process");
     if (st != KILN_OK)
         return st;
     m->plan.optimizer = opt;

@@ -7,6 +7,7 @@
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
 #include "runtime/model/loss.h"
+#include "runtime/model/ema.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/report.h"
 #include "runtime/train/stop.h"
@@ -304,6 +305,12 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
     kiln_status st = source_open(m, ds, batch, 0, 0, 0, stoppable, &src);
     if (st != KILN_OK)
         return st;
+    float *kept;   /* the weights, while the averages stand in (use_ema) */
+    st = kiln_ema_swap_in(m, &kept);
+    if (st != KILN_OK) {
+        source_close(m, &src);
+        return st;
+    }
     kiln_epoch_order(ds->count, 0, 0, 0, src.order);
     kiln_loader_begin(src.loader, src.order, ds->count, 0, 0);
     double total[KILN_N_SUMS] = {0};
@@ -332,6 +339,7 @@ static kiln_status evaluate_dataset(kiln_model *m, const kiln_dataset *ds, int32
             break;
     }
     source_close(m, &src);
+    st = kiln_ema_swap_out(m, kept, st);
     kiln_model_metrics(m, total, out);
     out->samples = done;
     return st;
@@ -404,6 +412,9 @@ static kiln_status predict_entered(kiln_model *m, const kiln_batch_arrays *input
     const int64_t mine[] = {batch, count};
     if (st == KILN_OK)
         st = check_same_everywhere(m, m->placement.mpi_evaluates, call, names, mine, 2);
+    float *kept = NULL;   /* the weights, while the averages stand in (use_ema) */
+    if (st == KILN_OK)
+        st = kiln_ema_swap_in(m, &kept);
     for (int64_t start = 0; start < count && st == KILN_OK; start += batch) {
         kiln_packed_batch p;
         st = kiln_batch_arrays_pack(m, call, inputs, 0, start,
@@ -419,10 +430,10 @@ static kiln_status predict_entered(kiln_model *m, const kiln_batch_arrays *input
                  (long long)count);
         /* No count goes back: outputs left unwritten must not pass for results. */
         if (st == KILN_OK && done < count && kiln_model_stop_asked(m, call, where))
-            return kiln_error(m->ctx, KILN_ERROR_STOPPED, "%s: stopped by kiln_model_stop %s; "
-                              "the outputs of those are written, the rest are not", call, where);
+            st = kiln_error(m->ctx, KILN_ERROR_STOPPED, "%s: stopped by kiln_model_stop %s; "
+                            "the outputs of those are written, the rest are not", call, where);
     }
-    return st;
+    return kiln_ema_swap_out(m, kept, st);
 }
 
 kiln_status kiln_model_predict(kiln_model *m, const kiln_batch_arrays *inputs, float *outputs,

@@ -4,6 +4,7 @@
 #include "runtime/context/context.h"
 #include "runtime/data/dataset.h"
 #include "runtime/model/loss.h"
+#include "runtime/model/ema.h"
 #include "runtime/model/model.h"
 #include "runtime/model/strategy.h"
 #include "runtime/train/batch_arrays.h"
@@ -140,7 +141,11 @@ static kiln_status test_entered(kiln_model *m, const float *features, const void
         return st;
     const kiln_batch b = {.n = count, .features = features, .labels = labels};
     double sums[KILN_N_SUMS] = {0};
-    st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
+    float *kept;   /* the weights, while the averages stand in (use_ema) */
+    st = kiln_ema_swap_in(m, &kept);
+    if (st == KILN_OK)
+        st = m->placement.strategy->eval_step(m->placement.strategy_impl, &b, sums);
+    st = kiln_ema_swap_out(m, kept, st);
     if (st == KILN_OK)
         report(m, sums, count, out);
     return st;
@@ -173,8 +178,12 @@ kiln_status kiln_model_predict_on_batch(kiln_model *m, const kiln_batch_arrays *
         st = check_batch(m, "kiln_model_predict_on_batch", packed.features, NULL, 0,
                          packed.count, outputs, 1);
     const kiln_batch b = {.n = packed.count, .features = packed.features};
+    float *kept = NULL;   /* the weights, while the averages stand in (use_ema) */
+    if (st == KILN_OK)
+        st = kiln_ema_swap_in(m, &kept);
     if (st == KILN_OK)
         st = m->placement.strategy->predict_step(m->placement.strategy_impl, &b, outputs);
+    st = kiln_ema_swap_out(m, kept, st);
     kiln_packed_batch_free(m, &packed);
     kiln_model_leave(m);
     return st;

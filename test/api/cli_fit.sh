@@ -49,7 +49,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--strategy NAME    one_device (default) or mirrored" "--seed S" "--scale S" "(default 1)" \
     "--warmup-steps N" "--warmup-target R" "--decay KIND       cosine" "--decay-steps N" \
     "--decay-rate R" "--alpha A" "--boundaries B1,B2,..." "--values V0,V1,..." \
-    "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)"; do
+    "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)" \
+    "--ema M            keep a moving average of the weights"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -295,6 +296,22 @@ ls = json.loads(meta["kiln.model"])["compile"]["label_smoothing"]
 print("--label-smoothing: the model file's compile has label_smoothing", ls)
 sys.exit(0 if abs(ls - 0.1) < 1e-7 else 1)
 PY
+# --ema reaches the saved model's optimizer settings.
+"$kiln" fit "$net" "$work/x.npy" "$work/y.npy" --save "$work/ema.kiln" --epochs 1 \
+    --batch 8 --head 5 --head-from /Flatten --freeze / --ema 0.9 > /dev/null 2>&1 ||
+    fail "fit --ema exited $?"
+"$python" - "$work/ema.kiln" <<'PY' || fail "--ema is not in the saved model"
+import json
+import struct
+import sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = json.loads(f.read(n))["__metadata__"]
+o = json.loads(meta["kiln.model"])["compile"]["optimizer"]
+print("--ema: the model file's optimizer has use_ema", o.get("use_ema"), "ema_momentum",
+      o.get("ema_momentum"))
+sys.exit(0 if o.get("use_ema") is True and abs(o["ema_momentum"] - 0.9) < 1e-7 else 1)
+PY
 # --optimizer adamw --weight-decay: 3 steps in order as NumPy takes Keras's
 # AdamW (decay first, w -= lr * wd * w, then Adam's step; epsilon 1e-7), and
 # the saved model's summary names it; rmsprop and adagrad with their
@@ -413,6 +430,8 @@ expect 1 "n_values 3 must be n_boundaries + 1 (2)" $f --save "$work/o.kiln" \
 expect 1 "boundaries[1] is 2; boundaries must be steps >= 0 in strictly increasing order" $f \
     --save "$work/o.kiln" --decay piecewise --boundaries 3,2 --values 0.1,0.2,0.3
 expect 1 "decay_rate" $f --save "$work/o.kiln" --decay exponential --decay-steps 3
+expect 2 "--ema needs a momentum in (0, 1), not '1'" $f --save "$work/o.kiln" --ema 1
+expect 2 "--ema needs a momentum in (0, 1), not 'nan'" $f --save "$work/o.kiln" --ema nan
 expect 2 "--label-smoothing needs a number in [0, 1], not '1.5'" $f --save "$work/o.kiln" \
     --label-smoothing 1.5
 expect 1 "label smoothing is for the cross-entropy losses, not mean_squared_error" $f \

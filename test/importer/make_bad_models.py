@@ -220,6 +220,20 @@ def main():
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "leaky_slope", graph(nodes=nodes))
     between(out)
+    # Lookups kiln refuses: a double input; a Gather of the table on axis
+    # 1; a 3-D table; ids that pass a Relu (kiln's Embedding reads an
+    # Input's ids directly).
+    def lookup(name, node, table_shape=(10, 4), kind=TensorProto.INT64, after=None):
+        ids = helper.make_tensor_value_info("ids", kind, ["N", 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4])
+        nodes = ([after] if after else []) + [node]
+        save(out, name, helper.make_graph(nodes, "g", [ids], [y], [init("table", table_shape, 5)]))
+    gather = helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")
+    lookup("ids_double", gather, kind=TensorProto.DOUBLE)
+    lookup("ids_axis", helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup", axis=1))
+    lookup("ids_table_3d", gather, table_shape=(10, 4, 2))
+    lookup("ids_computed", helper.make_node("Gather", ["table", "r"], ["y"], name="lookup"),
+           after=helper.make_node("Identity", ["ids"], ["r"], name="copy"))
     # What the importer's fuzz target found: a node without inputs, an
     # attribute without a name, an initializer without a name.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),

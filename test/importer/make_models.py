@@ -118,6 +118,20 @@ class Gelus(nn.Module):
         return self.fc3(self.norm(self.act2(self.fc2(self.act1(self.fc1(x))))))
 
 
+class Tokens(nn.Module):
+    """Token ids (int64, as PyTorch's embeddings take them) through
+    nn.Embedding (Gather of the table), flattened into a Linear layer."""
+    vocab = 20
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.vocab, 6)
+        self.fc = nn.Linear(5 * 6, 3)
+
+    def forward(self, ids):
+        return self.fc(torch.tanh(self.emb(ids)).flatten(1))
+
+
 class Mlp(nn.Module):
     """Linear layers on a vector; a MatMul + Add from a bare weight."""
     def __init__(self):
@@ -374,14 +388,23 @@ def randomise_statistics(model):
 
 
 def write(path, tensor):
+    """float32, or int32 for integer tensors (ids), little-endian, raw."""
+    kind = "<i4" if not tensor.is_floating_point() else "<f4"
     with open(path, "wb") as f:
-        f.write(tensor.detach().contiguous().numpy().astype("<f4").tobytes())
+        f.write(tensor.detach().contiguous().numpy().astype(kind).tobytes())
+
+
+def sample_input(model, shape):
+    """A model's input: ids in [0, model.vocab) for a model of ids (its
+    name starts with ids_ and it has a vocab), else normal floats."""
+    vocab = getattr(model, "vocab", None)
+    return torch.randint(0, vocab, shape) if vocab else torch.randn(*shape)
 
 
 def export(outdir, name, model, shape, **kwargs):
     torch.manual_seed(len(name))
     model.eval()
-    x = torch.randn(*shape)
+    x = sample_input(model, shape)
     opset = kwargs.pop("opset_version", 17)
     torch.onnx.export(model, x, os.path.join(outdir, name + ".onnx"), opset_version=opset,
                       input_names=["input"], output_names=["output"],
@@ -401,6 +424,7 @@ def export(outdir, name, model, shape, **kwargs):
 
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
+    "ids_tokens": ("emb.weight", "fc.weight", "fc.bias"),
     "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
@@ -428,7 +452,7 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     the parameters and statistics TRAINED lists, which NAME.trained lists
     with their shapes ("PARAMETER D1 D2 ..." lines)."""
     torch.manual_seed(11)
-    x = torch.randn(*shape)
+    x = sample_input(model, shape)
     with torch.no_grad():
         target = torch.randn_like(model(x))
     write(os.path.join(outdir, name + ".train_in"), x)
@@ -547,6 +571,7 @@ def main():
         ("flatten", FlattenNet, (2, 2, 8, 6), preserve),
         ("residual", Residual, (2, 4, 5, 5), preserve),
         ("mlp", Mlp, (4, 10), preserve),
+        ("ids_tokens", Tokens, (3, 5), preserve),
         ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
         # The LayerNorm chain (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
         # Div, Mul, Add) as one LayerNormalization, then one layer_norm.

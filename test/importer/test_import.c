@@ -16,7 +16,25 @@
 #define PYTHON "/usr/bin/python3"
 #define TOLERANCE 1e-4
 
-static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out);
+static float *run_ort(const char *name, const char *type, int rank, const int64_t *dims,
+                      int64_t n_out);
+
+/* A model of ids (make_models.py names them ids_*): its input files hold
+ * int32 ids, which kiln takes as int_features; the file's graph input is
+ * int64, kiln's export's int32. */
+static int of_ids(const char *name)
+{
+    return strncmp(name, "ids_", 4) == 0;
+}
+
+/* The count samples of x (floats, or int32 ids for a model of ids) as
+ * kiln_model_predict takes them. */
+static kiln_batch_arrays inputs_of(const char *name, const float *x, int64_t count)
+{
+    return (kiln_batch_arrays){.count = count, .features = of_ids(name) ? NULL : x,
+                               .int_features = of_ids(name) ? (const int32_t *)(const void *)x
+                                                            : NULL};
+}
 
 static const char *root, *ort_dir;
 static int have_runtime;
@@ -47,7 +65,9 @@ static void compile(kiln_context *ctx, kiln_model *m)
 
 /* ONNX Runtime's output of the model on its input, or NULL when it cannot
  * run here (noted as a missing part). */
-static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n_out)
+/* type: "" for floats, "--int64" or "--int32" for ids (onnx_run.js). */
+static float *run_ort(const char *name, const char *type, int rank, const int64_t *dims,
+                      int64_t n_out)
 {
     if (!have_runtime) {
         test_missing_part(no_runtime);
@@ -56,8 +76,8 @@ static float *run_ort(const char *name, int rank, const int64_t *dims, int64_t n
     char cmd[2048], out[256];
     snprintf(out, sizeof out, "%s/%s.ort", dir, name);
     int at = snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/saving/"
-                      "onnx_run.js' '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, dir, name,
-                      dir, name, out);
+                      "onnx_run.js' %s '%s/%s.onnx' '%s/%s.in' '%s'", ort_dir, root, type, dir,
+                      name, dir, name, out);
     for (int d = 0; d < rank; d++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %lld", (long long)dims[d]);
     snprintf(cmd + at, sizeof cmd - (size_t)at, " > /dev/null");
@@ -145,7 +165,7 @@ static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int
     snprintf(in_from, sizeof in_from, "%s/%s.in", dir, name);
     snprintf(in_to, sizeof in_to, "%s/%s.kiln.in", dir, name);
     CHECK(link(in_from, in_to) == 0);
-    float *ort = run_ort(export_name, rank, dims, n_out);
+    float *ort = run_ort(export_name, of_ids(name) ? "--int32" : "", rank, dims, n_out);
     if (ort) {
         char what[128];
         snprintf(what, sizeof what, "%s: its export in ONNX Runtime", name);
@@ -167,7 +187,8 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
     if (!back)
         return;
     float *again = calloc((size_t)n_out, sizeof *again);
-    CHECK_OK(ctx, kiln_model_predict(back, &(kiln_batch_arrays){.count = count, .features = x}, again, 0));
+    const kiln_batch_arrays in = inputs_of(name, x, count);
+    CHECK_OK(ctx, kiln_model_predict(back, &in, again, 0));
     char what[128];
     snprintf(what, sizeof what, "%s: saved and loaded", name);
     test_close(what, 40, again, got, sizeof(float), n_out, TEST_PER_VALUE, 0);
@@ -239,7 +260,9 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
     snprintf(path, sizeof path, "%s/%s.target", dir, name);
     float *y = read_floats(path, n_out);
     kiln_arrays_desc d = {.struct_size = sizeof d, .count = dims[0], .feature_rank = rank - 1,
-                          .features = x, .label_kind = KILN_LABELS_DENSE,
+                          .features = of_ids(name) ? NULL : x,
+                          .int_features = of_ids(name) ? (const int32_t *)(const void *)x : NULL,
+                          .label_kind = KILN_LABELS_DENSE,
                           .label_size = (int32_t)(n_out / dims[0]), .dense_labels = y};
     for (int k = 1; k < rank; k++)
         d.feature_dims[k - 1] = (int32_t)dims[k];
@@ -283,7 +306,10 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
         float *want = read_floats(path, sizes[p]);
         CHECK_OK(ctx, kiln_model_get_tensor(m, params[p], got, sizes[p]));
         CHECK(memcmp(got, before[p], (size_t)sizes[p] * sizeof *got) != 0);   /* trained */
-        if (want)
+        /* An embedding's table (a Gather's) kiln keeps as ONNX has it. */
+        if (want && strcmp(params[p], "emb.weight") == 0)
+            memcpy(fixed, want, (size_t)sizes[p] * sizeof *fixed);
+        else if (want)
             to_kiln_layout(want, prank[p], pdims[p], fixed);
         char what[128];
         snprintf(what, sizeof what, "%.40s trained: %.60s", name, params[p]);
@@ -374,15 +400,17 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     snprintf(path, sizeof path, "%s/%s.out", dir, name);
     float *want = read_floats(path, n_out);
     float *got = calloc((size_t)n_out, sizeof *got);
+    const kiln_batch_arrays in = inputs_of(name, x, dims[0]);
     if (x && want)
-        CHECK_OK(ctx, kiln_model_predict(m, &(kiln_batch_arrays){.count = dims[0], .features = x}, got, 0));
+        CHECK_OK(ctx, kiln_model_predict(m, &in, got, 0));
     char what[128];
     snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
     test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
     /* A training-form graph (train_*) ONNX Runtime normalises with the
      * batch's statistics; kiln's predict, as PyTorch's eval, with the
      * moving ones. */
-    float *ort = strncmp(name, "train_", 6) != 0 ? run_ort(name, rank, dims, n_out) : NULL;
+    float *ort = strncmp(name, "train_", 6) != 0
+                     ? run_ort(name, of_ids(name) ? "--int64" : "", rank, dims, n_out) : NULL;
     if (ort) {
         snprintf(what, sizeof what, "%s: kiln against ONNX Runtime", name);
         test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);

@@ -260,6 +260,13 @@ int main(void)
     refused(ctx, "cycle", KILN_ERROR_FORMAT, "cycle", NULL, NULL);
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
+    refused(ctx, "ids_double", KILN_ERROR_UNSUPPORTED, "'ids'", "element type 11",
+            "int64 (7) or int32 (6) ids");
+    refused(ctx, "ids_axis", KILN_ERROR_UNSUPPORTED, "'lookup'", "'axis' is 1", "rows");
+    refused(ctx, "ids_table_3d", KILN_ERROR_UNSUPPORTED, "'lookup'", "'table'",
+            "2-D float initializer");
+    refused(ctx, "ids_computed", KILN_ERROR_SHAPE, "'copy'", "int32 ids",
+            "only an Embedding reads ids");
     refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
     refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
             "keeps the batch");

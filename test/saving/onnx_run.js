@@ -1,7 +1,8 @@
 // Runs an ONNX model with ONNX Runtime (onnxruntime-node) for test_onnx.c:
 //   node onnx_run.js [--int32] MODEL INPUT OUTPUT D0 D1 ...
 // INPUT holds D0 x D1 x ... float32 values (with --int32, int32 ids for a
-// model whose input is int32), little-endian, raw; the
+// model whose input is int32; with --int64, int32 ids given to a model
+// whose input is int64, as PyTorch's embeddings take), little-endian, raw; the
 // model's one output is written to OUTPUT the same way, and its shape is
 // printed as "output NAME D0 D1 ...". NODE_PATH must lead to
 // onnxruntime-node (tools/install_onnxruntime.sh).
@@ -63,7 +64,8 @@ async function main() {
     const args = process.argv.slice(2);
     if (args[0] === '--inputs')
         return several(args.slice(1));
-    const ints = args[0] === '--int32';
+    const ints = args[0] === '--int32' || args[0] === '--int64';
+    const wide = args[0] === '--int64';
     const [model, input, output, ...dims] = ints ? args.slice(1) : args;
     const shape = dims.map(Number);
     const bytes = fs.readFileSync(input);
@@ -77,8 +79,9 @@ async function main() {
     if (session.inputNames.length !== 1 || session.outputNames.length !== 1)
         throw new Error(`expected one input and one output, got ${session.inputNames} ` +
                         `and ${session.outputNames}`);
-    const type = ints ? 'int32' : 'float32';
-    const feeds = {[session.inputNames[0]]: new ort.Tensor(type, data, shape)};
+    const type = wide ? 'int64' : ints ? 'int32' : 'float32';
+    const values = wide ? BigInt64Array.from(data, (v) => BigInt(v)) : data;
+    const feeds = {[session.inputNames[0]]: new ort.Tensor(type, values, shape)};
     const results = await session.run(feeds);
     const name = session.outputNames[0];
     const out = results[name];

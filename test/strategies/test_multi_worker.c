@@ -6,7 +6,8 @@
  * are written once (by rank 0) and load on one device and under 2
  * processes; processes that disagree on the replica count, the model, the
  * optimizer or fit's and evaluate's settings get an error naming it; a
- * per-replica batch counts every process's replicas.
+ * per-replica batch counts every process's replicas; with use_ema the weights
+ * and evaluate on the averages equal one device's.
  * Usage: test_multi_worker CHECKPOINT_DIR */
 #include "test_data.h"
 
@@ -27,6 +28,8 @@ static kiln_dataset *data(kiln_context *ctx)
 static const char *freeze_layer;
 /* The global_clipnorm build() compiles with (0: none). */
 static float global_clip;
+/* Nonzero: build() keeps the weights' moving average (use_ema, 0.9). */
+static int use_ema;
 
 static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas)
 {
@@ -47,7 +50,8 @@ static kiln_model *build(kiln_context *ctx, kiln_strategy strategy, int replicas
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
                                               .learning_rate = 0.01f,
-                                              .global_clipnorm = global_clip};
+                                              .global_clipnorm = global_clip,
+                                              .use_ema = use_ema, .ema_momentum = 0.9f};
     kiln_compile_options co = {.struct_size = sizeof co};
     co.loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
     co.optimizer = &optimizer;
@@ -298,6 +302,22 @@ int main(int argc, char **argv)
     CHECK(apart > 1e-3);
     free(one_clip);
     free(mw2_clip);
+    /* use_ema: every process averages its own replicas' weights alike, and
+     * evaluate (global) runs on the averages. */
+    use_ema = 1;
+    kiln_metrics one_ema_m, mw2_ema_m;
+    float *one_ema = train(ctx, ds, KILN_STRATEGY_ONE_DEVICE, 0, &n, &one_ema_m);
+    float *mw2_ema = train(ctx, ds, KILN_STRATEGY_MULTI_WORKER, 2, &n, &mw2_ema_m);
+    use_ema = 0;
+    compare(rank, "use_ema, 2 processes x 2 devices vs one device", mw2_ema, one_ema, n);
+    if (rank == 0)
+        printf("use_ema: evaluate on the averages: one device loss %.7f, 2 x 2 %.7f (the "
+               "weights' %.7f)\n", one_ema_m.loss, mw2_ema_m.loss, one_m.loss);
+    CHECK(fabs(mw2_ema_m.loss - one_ema_m.loss) < 1e-5 &&
+          mw2_ema_m.accuracy == one_ema_m.accuracy);
+    CHECK(fabs(one_ema_m.loss - one_m.loss) > 1e-4);   /* the averages are not the weights */
+    free(one_ema);
+    free(mw2_ema);
     CHECK(fabs(mw_m.loss - one_m.loss) < 1e-5 && mw_m.accuracy == one_m.accuracy &&
           mw_m.samples == SAMPLES);
     CHECK(fabs(mw2_m.loss - one_m.loss) < 1e-5 && mw2_m.accuracy == one_m.accuracy);

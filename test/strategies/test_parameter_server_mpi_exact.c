@@ -57,6 +57,26 @@ static kiln_dataset *make_data(kiln_context *ctx)
 /* The global_clipnorm make_model compiles with (0: none). */
 static float clip;
 
+/* use_ema is refused on every rank: the workers keep no averages. */
+static void ema_refused(kiln_context *ctx, int32_t stores)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {FEATURES};
+    kiln_dense_options d = {.struct_size = sizeof d, .units = 1};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer, .use_ema = 1};
+    kiln_compile_options co = {.struct_size = sizeof co};
+    co.loss = KILN_LOSS_MEAN_SQUARED_ERROR;
+    co.optimizer = &optimizer;
+    co.strategy = KILN_STRATEGY_PARAMETER_SERVER;
+    co.parameter_store_ranks = stores;
+    const kiln_status st = kiln_model_compile(m, &co);
+    CHECK(st == KILN_ERROR_UNSUPPORTED && strstr(kiln_context_last_error(ctx), "use_ema"));
+    kiln_model_destroy(m);
+}
+
 static kiln_model *make_model(kiln_context *ctx, kiln_strategy strategy, int32_t stores,
                               kiln_optimizer_kind kind, float lr)
 {
@@ -230,6 +250,7 @@ int main(int argc, char **argv)
         }
         resume(ctx, ds, stores, argv[2]);
     }
+    ema_refused(ctx, stores);
     int wrong = 0;
     for (int i = 0; i < ROUNDS; i++)   /* Adam's two slots are gathered at a drain too */
         wrong += frozen(ctx, ds, stores, i == 1 ? KILN_OPTIMIZER_ADAM : KILN_OPTIMIZER_SGD,
