@@ -44,6 +44,11 @@ inline float kiln_reduce_start(int op)
     ((x) + (size_t)((r) / out_size) * in_size +                                               \
      kiln_reduce_place((r) % out_size, kd1, kd2, kd3, ks0, ks1, ks2, ks3))
 
+/* Values a sum adds up on their own before their total joins the rest:
+ * a long sum's rounding grows with the block's length and the number of
+ * blocks, not with the whole count. */
+#define KILN_REDUCE_BLOCK 256
+
 /* A work-item per output value, its values in order. */
 __kernel void kiln_reduce_forward(__global const float *x, __global float *y, int rows,
                                   KILN_REDUCE_SHAPE_ARGS)
@@ -53,9 +58,15 @@ __kernel void kiln_reduce_forward(__global const float *x, __global float *y, in
         return;
     __global const float *xr = KILN_REDUCE_ROW_START(x, r);
     float acc = kiln_reduce_start(op);
-    for (int j = 0; j < count; j++)
-        acc = kiln_reduce_take(acc, xr[kiln_reduce_place(j, rd1, rd2, rd3, rs0, rs1, rs2, rs3)],
-                               op);
+    for (int from = 0; from < count; from += KILN_REDUCE_BLOCK) {
+        const int to = min(count, from + KILN_REDUCE_BLOCK);
+        float block = kiln_reduce_start(op);
+        for (int j = from; j < to; j++)
+            block = kiln_reduce_take(block,
+                                     xr[kiln_reduce_place(j, rd1, rd2, rd3, rs0, rs1, rs2, rs3)],
+                                     op);
+        acc = kiln_reduce_take(acc, block, op);
+    }
     y[r] = op == KILN_REDUCE_MEAN ? acc / count : acc;
 }
 

@@ -1253,6 +1253,17 @@ int main(void)
     test_reduce(ctx, 3, box, 2, &reductions[3]);
     test_reduce(ctx, 2, long_row, 2, &along[1]);
     check_input_step = 0.0;
+    /* 200000 values of about 1 into one sum and one mean: a float added to
+     * a running total value by value would drift. */
+    const int32_t plane[] = {500, 400};
+    const reduce_case whole[] = {
+        {.op = KILN_REDUCE_SUM, .n_axes = 2, .axes = {1, 2}},
+        {.op = KILN_REDUCE_MEAN, .n_axes = 2, .axes = {-2, -1}, .keepdims = 1},
+    };
+    check_input_offset = 1.0;
+    test_reduce(ctx, 2, plane, 2, &whole[0]);
+    test_reduce(ctx, 2, plane, 1, &whole[1]);
+    check_input_offset = 0.0;
 
     /* Softmax along each axis of ranks 2 to 4, log too, and from an axis
      * through the last (ONNX's before opset 13). */
