@@ -337,7 +337,23 @@ typedef enum kiln_activation {
      *  exp(x - max)) (no log of a rounded-off 0): Keras's "log_softmax",
      *  ONNX's LogSoftmax. Not fused with a loss: the crossentropies read
      *  their input as probabilities or as softmax's logits. */
-    KILN_ACTIVATION_LOG_SOFTMAX
+    KILN_ACTIVATION_LOG_SOFTMAX,
+    /** relu6(x + 3) / 6 = min(max(x + 3, 0), 6) / 6: Keras 3's
+     *  "hard_sigmoid", PyTorch's Hardsigmoid, ONNX's HardSigmoid with alpha
+     *  1/6 and beta 0.5 (as which it is exported and imported). The
+     *  gradient is 1/6 for -3 < x < 3 and 0 elsewhere, 0 at -3 and at 3 too,
+     *  as PyTorch 1.13's; it is read from the output (so that a layer can
+     *  fuse it), which differs from PyTorch's at one float32 input only,
+     *  the one just below 3, whose x + 3 rounds to 6 (0 there, 1/6 in
+     *  PyTorch). (Keras 2's hard_sigmoid, 0.2 x + 0.5, is kiln_math's
+     *  KILN_MATH_HARD_SIGMOID.) */
+    KILN_ACTIVATION_HARD_SIGMOID,
+    /** x relu6(x + 3) / 6: Keras 3's "hard_silu" (also "hard_swish"),
+     *  PyTorch's Hardswish, ONNX's HardSwish (opset 14; kiln's export,
+     *  opset 13, writes x HardSigmoid(x)). The gradient is 0 for x < -3,
+     *  x / 3 + 0.5 for -3 <= x <= 3 (-0.5 at -3, 1.5 at 3) and 1 for x > 3,
+     *  as PyTorch 1.13's. It needs its input, as GELU's and SiLU's. */
+    KILN_ACTIVATION_HARD_SWISH
 } kiln_activation;
 
 /** How a convolution's or a pool's window meets the input's edges. */
@@ -681,6 +697,73 @@ typedef struct kiln_activation_layer_options {
 KILN_API kiln_node kiln_activation_layer(kiln_model *model, kiln_node input,
                                          kiln_activation activation,
                                          const kiln_activation_layer_options *options);
+
+/** The element-wise functions of kiln_math(). */
+typedef enum kiln_math_op {
+    /** sqrt(x) (NaN for x < 0); gradient 0.5 / sqrt(x): inf at 0, as
+     *  PyTorch's. ONNX's Sqrt. */
+    KILN_MATH_SQRT = 0,
+    /** 1 / x; gradient -1 / x^2 (-inf at 0). ONNX's Reciprocal. */
+    KILN_MATH_RECIPROCAL,
+    /** -x. ONNX's Neg. */
+    KILN_MATH_NEG,
+    /** |x|; gradient sign(x), 0 at 0 as PyTorch's. ONNX's Abs. */
+    KILN_MATH_ABS,
+    /** e^x. ONNX's Exp. */
+    KILN_MATH_EXP,
+    /** The natural logarithm (-inf at 0, NaN below); gradient 1 / x (inf
+     *  at 0). ONNX's Log. */
+    KILN_MATH_LOG,
+    /** The error function; gradient 2 / sqrt(pi) e^(-x^2). ONNX's Erf. */
+    KILN_MATH_ERF,
+    /** x^exponent, the exponent a constant (kiln_math_options.exponent):
+     *  NaN for x < 0 and an exponent that is not an integer. The gradient
+     *  is PyTorch's, exponent x^(exponent - 1), and 0 everywhere for the
+     *  exponent 0 (x^0 is 1, 0^0 too). ONNX's Pow with a constant exponent. */
+    KILN_MATH_POW,
+    /** max(0, min(1, alpha x + beta)) (kiln_math_options.alpha and beta):
+     *  ONNX's HardSigmoid in its general form. The gradient is alpha where
+     *  0 < alpha x + beta < 1 and 0 elsewhere, at the kinks too, as
+     *  PyTorch's Hardsigmoid. KILN_ACTIVATION_HARD_SIGMOID is the case
+     *  alpha 1/6, beta 0.5, which a layer can fuse. */
+    KILN_MATH_HARD_SIGMOID,
+    /** min(max(x, min), max), either bound optional
+     *  (kiln_math_options.has_min, has_max); where min > max every value is
+     *  max, as ONNX's Clip and PyTorch's clamp. The gradient is 1 where
+     *  min <= x <= max (at the bounds too) and 0 elsewhere, as PyTorch's
+     *  clamp. ONNX's Clip. */
+    KILN_MATH_CLIP
+} kiln_math_op;
+
+/** Options of kiln_math(): the constants of the op that takes them. A
+ *  constant given to an op that does not take it, or NaN, is
+ *  KILN_ERROR_INVALID_ARGUMENT (reported by kiln_model_compile). */
+typedef struct kiln_math_options {
+    size_t struct_size;          /**< sizeof(kiln_math_options) */
+    const char *name;            /**< layer name, or NULL for "math", "math_1", ... */
+    /** KILN_MATH_POW's exponent, finite; 0 is x^0 = 1 (there is no
+     *  default: NULL options raise to the power 0). */
+    float exponent;
+    /** KILN_MATH_HARD_SIGMOID's slope, finite. alpha and beta both 0 take
+     *  ONNX's defaults, 0.2 and 0.5 (a constant 0 is no use); otherwise
+     *  each is taken as given. */
+    float alpha;
+    float beta;                  /**< KILN_MATH_HARD_SIGMOID's offset, finite */
+    int32_t has_min;             /**< KILN_MATH_CLIP: nonzero when `min` bounds x */
+    float min;                   /**< KILN_MATH_CLIP's lower bound (when has_min), not NaN */
+    int32_t has_max;             /**< KILN_MATH_CLIP: nonzero when `max` bounds x */
+    float max;                   /**< KILN_MATH_CLIP's upper bound (when has_max), not NaN */
+} kiln_math_options;
+
+/** An element-wise function `op` of a value of any shape, as a layer of
+ *  its own (what TensorFlow names tf.math.sqrt, tf.math.pow, ...; ONNX's
+ *  unary ops). No parameters; the output has the input's shape. Model files
+ *  keep the op's name (`"op": "sqrt"`) and its constants; ONNX export
+ *  writes the ONNX op each kiln_math_op names. An op that is not a
+ *  kiln_math_op, or bad constants, are KILN_ERROR_INVALID_ARGUMENT
+ *  (reported by kiln_model_compile, as every builder error). */
+KILN_API kiln_node kiln_math(kiln_model *model, kiln_node input, kiln_math_op op,
+                             const kiln_math_options *options);
 
 /** Options of kiln_layer_normalization(); zero fields take Keras's
  *  defaults. */

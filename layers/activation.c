@@ -90,34 +90,10 @@ static void activation_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, layout, out);
 }
 
-/* Clip's bounds, from its min and max inputs (opset 11 on: constants) or
- * attributes (before); a bound not given is none (+-infinity). */
-static kiln_status clip_bounds(kiln_onnx_import *imp, float *lo, float *hi)
-{
-    *lo = kiln_onnx_attr_f(imp, "min", -INFINITY);
-    *hi = kiln_onnx_attr_f(imp, "max", INFINITY);
-    float *bound[] = {lo, hi};
-    static const char *const what[] = {"min", "max"};
-    for (int k = 1; k <= 2; k++) {
-        const kiln_status st = kiln_onnx_need_constant(imp, k, what[k - 1], 1);
-        if (st != KILN_OK)
-            return st;
-        if (k >= imp->n_in || !*imp->in[k].name)
-            continue;
-        const kiln_onnx_in *t = &imp->in[k];
-        int64_t size = 1;
-        for (int d = 0; d < t->rank; d++)
-            size *= t->dims[d];
-        if (size != 1)
-            return kiln_onnx_refuse(imp, "input %d (%s) '%s' holds %lld values; Clip takes one",
-                                    k, what[k - 1], t->name, (long long)size);
-        *bound[k - 1] = t->data[0];
-    }
-    return KILN_OK;
-}
-
 /* Relu, Sigmoid, Tanh, LeakyRelu (any finite alpha), Softmax and
- * LogSoftmax over kiln's last axis, and Clip as ReLU6 (0, 6) or ReLU (0, none). */
+ * LogSoftmax over kiln's last axis, Clip as ReLU6 (0, 6) or ReLU (0, none),
+ * HardSigmoid of alpha 1/6 and beta 0.5, and HardSwish. The importer takes
+ * a Clip or HardSigmoid refused here as kiln_math's (layers/math.c). */
 static kiln_status activation_import_onnx(kiln_onnx_import *imp)
 {
     static const struct { const char *op; kiln_activation act; const char *attrs; } ops[] = {
@@ -129,6 +105,8 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
         {.op = "Softmax", .act = KILN_ACTIVATION_SOFTMAX, .attrs = "axis:i"},
         {.op = "LogSoftmax", .act = KILN_ACTIVATION_LOG_SOFTMAX, .attrs = "axis:i"},
         {.op = "Clip", .act = KILN_ACTIVATION_RELU6, .attrs = "min:f,max:f"},
+        {.op = "HardSigmoid", .act = KILN_ACTIVATION_HARD_SIGMOID, .attrs = "alpha:f,beta:f"},
+        {.op = "HardSwish", .act = KILN_ACTIVATION_HARD_SWISH, .attrs = ""},
     };
     size_t k = 0;
     while (k < sizeof ops / sizeof ops[0] && strcmp(ops[k].op, imp->op) != 0)
@@ -149,13 +127,20 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
     }
     if (act == KILN_ACTIVATION_RELU6) {
         float lo, hi;
-        const kiln_status bounds = clip_bounds(imp, &lo, &hi);
+        const kiln_status bounds = kiln_onnx_clip_bounds(imp, &lo, &hi);
         if (bounds != KILN_OK)
             return bounds;
         if (lo != 0.0f || (hi != 6.0f && hi != INFINITY))
             return kiln_onnx_refuse(imp, "Clip's bounds are (%g, %g); kiln imports (0, 6) as "
                                     "ReLU6 and (0, none) as ReLU", (double)lo, (double)hi);
         act = hi == INFINITY ? KILN_ACTIVATION_RELU : KILN_ACTIVATION_RELU6;
+    }
+    if (act == KILN_ACTIVATION_HARD_SIGMOID) {   /* any other alpha, beta: kiln_math's */
+        const float alpha = kiln_onnx_attr_f(imp, "alpha", 0.2f);
+        const float beta = kiln_onnx_attr_f(imp, "beta", 0.5f);
+        if (alpha != 1.0f / 6.0f || beta != 0.5f)
+            return kiln_onnx_refuse(imp, "alpha %g and beta %g; the hard_sigmoid activation is "
+                                    "alpha 1/6 and beta 0.5", (double)alpha, (double)beta);
     }
     kiln_activation_layer_options *o = (kiln_activation_layer_options *)imp->args.bytes;
     *o = (kiln_activation_layer_options){.struct_size = sizeof *o};

@@ -38,7 +38,7 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
 int kiln_activation_needs_input(kiln_activation act)
 {
     return act == KILN_ACTIVATION_GELU || act == KILN_ACTIVATION_GELU_TANH ||
-           act == KILN_ACTIVATION_SILU;
+           act == KILN_ACTIVATION_SILU || act == KILN_ACTIVATION_HARD_SWISH;
 }
 
 kiln_status kiln_bias_add(kiln_device *dev, kiln_buffer *y, size_t rows, size_t cols,

@@ -119,7 +119,9 @@ typedef enum kiln_field_type {
      * float32 when absent, so that files of float models stay as they were. */
     KILN_FIELD_DTYPE,
     KILN_FIELD_COUNT,      /* int64_t, >= 0 (steps) */
-    KILN_FIELD_QUAD        /* int32_t[4] */
+    KILN_FIELD_QUAD,       /* int32_t[4] */
+    /* int32_t written as names[value] (kiln_layer_field.names): an enum */
+    KILN_FIELD_NAME
 } kiln_field_type;
 
 typedef struct kiln_layer_field {
@@ -130,6 +132,9 @@ typedef struct kiln_layer_field {
      * files from before the option read as they did and files of layers
      * that leave it at zero stay as they were. */
     int optional;
+    /* KILN_FIELD_NAME's names, indexed by value. */
+    const char *const *names;
+    int n_names;
 } kiln_layer_field;
 
 /* The largest args struct of any kind (the registry test checks each). */
@@ -249,8 +254,20 @@ typedef struct kiln_concatenate_args {
     int32_t axis;
 } kiln_concatenate_args;
 
+/* What the kiln_math builder hands its configure op: the op and its
+ * constants (kiln_math_options's, HARD_SIGMOID's defaults applied). */
+typedef struct kiln_math_args {
+    int32_t op;            /* kiln_math_op */
+    float exponent;
+    float alpha, beta;
+    int32_t has_min;
+    float min;
+    int32_t has_max;
+    float max;
+} kiln_math_args;
+
 /* The last kiln_activation value. */
-#define KILN_ACTIVATION_LAST KILN_ACTIVATION_LOG_SOFTMAX
+#define KILN_ACTIVATION_LAST KILN_ACTIVATION_HARD_SWISH
 
 /* Applies an activation to rows x cols values (softmax over each row).
  * Backward turns dy (in place) into the gradient before the activation,
@@ -264,7 +281,7 @@ kiln_status kiln_activation_backward(kiln_device *dev, kiln_activation act,
                                      kiln_buffer *dy, size_t rows, size_t cols);
 
 /* Nonzero when the activation's gradient needs its input, not only its
- * output (GELU, SiLU: not monotonic): no layer fuses it, so that the
+ * output (GELU, SiLU, hard swish: not monotonic): no layer fuses it, so that the
  * runtime keeps the input. */
 int kiln_activation_needs_input(kiln_activation act);
 

@@ -370,9 +370,18 @@ int kiln_onnx_activation_known(kiln_activation act)
     case KILN_ACTIVATION_TANH: case KILN_ACTIVATION_SOFTMAX: case KILN_ACTIVATION_GELU:
     case KILN_ACTIVATION_GELU_TANH: case KILN_ACTIVATION_LEAKY_RELU: case KILN_ACTIVATION_SILU:
     case KILN_ACTIVATION_RELU6: case KILN_ACTIVATION_LOG_SOFTMAX:
+    case KILN_ACTIVATION_HARD_SIGMOID: case KILN_ACTIVATION_HARD_SWISH:
         return 1;
     }
     return 0;
+}
+
+/* relu6(x + 3) / 6 as ONNX's HardSigmoid. */
+static void hard_sigmoid(kiln_onnx_graph *g, const char *in, const char *out)
+{
+    kiln_onnx_node *nd = kiln_onnx_add_node(g, "HardSigmoid", &in, 1, out);
+    kiln_onnx_attr_float(g, nd, "alpha", 1.0f / 6.0f);
+    kiln_onnx_attr_float(g, nd, "beta", 0.5f);
 }
 
 /* In the order of kiln's arithmetic (opencl/kernels/prelude.cl); opset 13
@@ -409,6 +418,15 @@ void kiln_onnx_activate(kiln_onnx_graph *g, int32_t i, int layout, const char *i
         kiln_onnx_add_node(g, "Clip", clip, 3, out);
         break;
     }
+    case KILN_ACTIVATION_HARD_SIGMOID:
+        hard_sigmoid(g, in, out);
+        break;
+    case KILN_ACTIVATION_HARD_SWISH:   /* opset 13 has no HardSwish: x HardSigmoid(x) */
+        op = "Mul";
+        args[1] = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/hard_sigmoid",
+                                                            g->layers[i].name));
+        hard_sigmoid(g, in, args[1]);
+        break;
     case KILN_ACTIVATION_SILU:   /* x sigmoid(x) */
         op = "Mul";
         args[1] = kiln_onnx_step(g, i, "Sigmoid", in, NULL, "sigmoid");

@@ -1,6 +1,7 @@
 /* What the layer kinds' import ops share (onnx_import.h). */
 #include "layers/onnx_import.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +66,30 @@ kiln_status kiln_onnx_need_constant(kiln_onnx_import *imp, int k, const char *wh
     if (!imp->in[k].data)
         return kiln_onnx_refuse(imp, "input %d (%s) '%s' is computed by the graph; kiln takes "
                                 "it only as an initializer", k, what, imp->in[k].name);
+    return KILN_OK;
+}
+
+kiln_status kiln_onnx_clip_bounds(kiln_onnx_import *imp, float *lo, float *hi)
+{
+    *lo = kiln_onnx_attr_f(imp, "min", -INFINITY);
+    *hi = kiln_onnx_attr_f(imp, "max", INFINITY);
+    float *bound[] = {lo, hi};
+    static const char *const what[] = {"min", "max"};
+    for (int k = 1; k <= 2; k++) {
+        const kiln_status st = kiln_onnx_need_constant(imp, k, what[k - 1], 1);
+        if (st != KILN_OK)
+            return st;
+        if (k >= imp->n_in || !*imp->in[k].name)
+            continue;
+        const kiln_onnx_in *t = &imp->in[k];
+        int64_t size = 1;
+        for (int d = 0; d < t->rank; d++)
+            size *= t->dims[d];
+        if (size != 1)
+            return kiln_onnx_refuse(imp, "input %d (%s) '%s' holds %lld values; Clip takes one",
+                                    k, what[k - 1], t->name, (long long)size);
+        *bound[k - 1] = t->data[0];
+    }
     return KILN_OK;
 }
 

@@ -91,6 +91,9 @@ kiln_status kiln_onnx_refuse(kiln_onnx_import *imp, const char *fmt, ...) KILN_P
 /* Input k must be an initializer (or absent, when `optional`). */
 kiln_status kiln_onnx_need_constant(kiln_onnx_import *imp, int k, const char *what,
                                     int optional);
+/* Clip's bounds, from its min and max inputs (opset 11 on: initializers
+ * of one value) or attributes (before); a bound not given is -inf or inf. */
+kiln_status kiln_onnx_clip_bounds(kiln_onnx_import *imp, float *lo, float *hi);
 /* Parameter p of the layer comes from input k in `layout`. */
 void kiln_onnx_param_from(kiln_onnx_import *imp, int p, int k, kiln_onnx_param_layout layout);
 

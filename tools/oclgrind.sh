@@ -14,9 +14,9 @@
 # the optimizers and multi-layer backward passes; nonfinite the update
 # check; sequence_labels the losses and metrics per position, with
 # ignored ones; multi_output the losses of several outputs into their
-# slots of the sums; ema the weights' moving average (7 s). A name ending
-# in _gpu_kernels runs its test through the kernels' GPU variants
-# (KILN_KERNEL_VARIANT=gpu), as meson's do.
+# slots of the sums; math kiln_math's kernels (3 s); ema the weights'
+# moving average (7 s). A name ending in _gpu_kernels runs its test through
+# the kernels' GPU variants (KILN_KERNEL_VARIANT=gpu), as meson's do.
 # test_conv2d_transpose runs Conv2D's im2col and col2im with the roles of
 # input and output swapped (16 s with _small_groups; its _gpu_kernels, 131 s,
 # is left out: test_layers_gpu_kernels runs the same kernels' GPU variants).
@@ -37,7 +37,7 @@ sh tools/install_deps.sh oclgrind
 [ -f build/build.ninja ] || meson setup build > /dev/null
 ninja -C build > /dev/null
 tests=${*:-"test_layers test_layers_gpu_kernels test_conv2d_transpose test_gradcheck
-    test_train test_clipping test_attention test_nonfinite
+    test_train test_clipping test_math test_attention test_nonfinite
     test_sequence_labels test_multi_input test_ema
     test_multi_output test_layers_small_groups test_conv2d_transpose_small_groups
     test_train_gpu_kernels test_attention_gpu_kernels test_attention_small_groups

@@ -11,7 +11,7 @@ __kernel void kiln_activation_forward(__global const float *x, __global float *y
 }
 
 /* dy becomes the gradient before the activation, given its input x and its
- * output y: the activations that need x (GELU, SiLU) are never fused into a
+ * output y: the activations that need x (GELU, SiLU, hard swish) are never fused into a
  * layer, so their x is kept; the others read y alone (x may be y). */
 __kernel void kiln_activation_backward(__global const float *x, __global const float *y,
                                        __global float *dy, int n, int act)
@@ -32,6 +32,14 @@ __kernel void kiln_activation_backward(__global const float *x, __global const f
     } else if (act == KILN_ACT_RELU6) {
         /* 0 < y < 6 exactly when 0 < x < 6 */
         r = select(zero, g, isgreater(yi, zero) & isless(yi, (float8)(6.0f)));
+    } else if (act == KILN_ACT_HARD_SIGMOID) {
+        /* 0 < y < 1 exactly when -3 < x < 3: PyTorch's 1/6 there, 0 at the kinks */
+        r = select(zero, g / 6.0f, isgreater(yi, zero) & isless(yi, (float8)(1.0f)));
+    } else if (act == KILN_ACT_HARD_SWISH) {
+        /* PyTorch's: 0 below -3, x / 3 + 0.5 on [-3, 3], 1 above */
+        const float8 v = kiln_load8(x + i, count);
+        r = select(select(g * (v / 3.0f + 0.5f), g, isgreater(v, (float8)(3.0f))), zero,
+                   isless(v, (float8)(-3.0f)));
     } else if (act == KILN_ACT_LEAKY_RELU) {
         /* y > 0 exactly when x > 0 */
         r = select(KILN_LEAKY_SLOPE * g, g, isgreater(yi, zero));

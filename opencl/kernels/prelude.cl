@@ -11,6 +11,8 @@
 #define KILN_ACT_SILU 8
 #define KILN_ACT_RELU6 9
 #define KILN_ACT_LOG_SOFTMAX 10
+#define KILN_ACT_HARD_SIGMOID 11
+#define KILN_ACT_HARD_SWISH 12
 
 /* Keras's leaky_relu default, and GELU's constants. */
 #define KILN_LEAKY_SLOPE 0.2f
@@ -83,6 +85,10 @@ inline float kiln_activate(float v, int act)
         return v * kiln_sigmoid(v);
     if (act == KILN_ACT_RELU6)
         return fmin(fmax(v, 0.0f), 6.0f);
+    if (act == KILN_ACT_HARD_SIGMOID)   /* relu6(x + 3) / 6 */
+        return fmin(fmax(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+    if (act == KILN_ACT_HARD_SWISH)
+        return v * (fmin(fmax(v + 3.0f, 0.0f), 6.0f) / 6.0f);
     return v;
 }
 
@@ -104,6 +110,10 @@ inline float8 kiln_activate8(float8 v, int act)
         return v * kiln_sigmoid8(v);
     if (act == KILN_ACT_RELU6)
         return fmin(fmax(v, (float8)(0.0f)), (float8)(6.0f));
+    if (act == KILN_ACT_HARD_SIGMOID)
+        return fmin(fmax(v + 3.0f, (float8)(0.0f)), (float8)(6.0f)) / 6.0f;
+    if (act == KILN_ACT_HARD_SWISH)
+        return v * (fmin(fmax(v + 3.0f, (float8)(0.0f)), (float8)(6.0f)) / 6.0f);
     return v;
 }
 

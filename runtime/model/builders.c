@@ -202,6 +202,25 @@ kiln_node kiln_activation_layer(kiln_model *model, kiln_node input, kiln_activat
                                 o.negative_slope != 0.0f ? KILN_ACTIVATION_LINEAR : activation);
 }
 
+kiln_node kiln_math(kiln_model *model, kiln_node input, kiln_math_op op,
+                    const kiln_math_options *options)
+{
+    kiln_math_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_math",
+                      "kiln_math_options"))
+        return KILN_NODE_INVALID;
+    /* ONNX's defaults where both are 0 (the layer checks the rest). */
+    if (op == KILN_MATH_HARD_SIGMOID && o.alpha == 0.0f && o.beta == 0.0f) {
+        o.alpha = 0.2f;
+        o.beta = 0.5f;
+    }
+    const kiln_math_args args = {.op = (int32_t)op, .exponent = o.exponent, .alpha = o.alpha,
+                                 .beta = o.beta, .has_min = o.has_min != 0, .min = o.min,
+                                 .has_max = o.has_max != 0, .max = o.max};
+    return kiln_model_add_layer(model, &kiln_layer_math, &args, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_layer_normalization(kiln_model *model, kiln_node input,
                                    const kiln_layer_norm_options *options)
 {

@@ -15,7 +15,8 @@
 /* Names of the enumerations, indexed by value. */
 static const char *const activation_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax",
                                                "gelu", "gelu_tanh", "leaky_relu", "silu",
-                                               "relu6", "log_softmax"};
+                                               "relu6", "log_softmax", "hard_sigmoid",
+                                               "hard_silu"};
 static const char *const padding_names[] = {"valid", "same", "explicit"};
 static const char *const dtype_names[] = {"float32", "int32"};
 static const char *const loss_names[] = {"none", "sparse_categorical_crossentropy",
@@ -104,6 +105,9 @@ static void write_fields(kiln_jw *w, const kiln_layer_field *fields, int n, cons
         }
         case KILN_FIELD_DTYPE:
             kiln_jw_string(w, dtype_names[1]);
+            break;
+        case KILN_FIELD_NAME:
+            kiln_jw_string(w, name_of(fd->names, fd->n_names, i32[0]));
             break;
         case KILN_FIELD_SHAPE: {
             kiln_input_args shape;
@@ -605,6 +609,13 @@ static kiln_status read_field(reader *r, const kiln_json *o, const kiln_layer_fi
     case KILN_FIELD_COUNT: {
         st = get_int(r, o, fd->key, 0, INT64_MAX, &i64);
         memcpy(at, &i64, sizeof i64);
+        return st;
+    }
+    case KILN_FIELD_NAME: {
+        int v = 0;
+        st = get_name(r, o, fd->key, fd->names, fd->n_names, 0, &v);
+        i32[0] = v;
+        memcpy(at, i32, sizeof(int32_t));
         return st;
     }
     case KILN_FIELD_DTYPE: {

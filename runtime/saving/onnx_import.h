@@ -20,8 +20,9 @@
 
 #define KILN_IMPORT_CALL "kiln_model_import_onnx"
 
-/* TensorProto.DataType BOOL (onnx_graph.h names the others). */
+/* TensorProto.DataType BOOL and DOUBLE (onnx_graph.h names the others). */
 #define KILN_ONNX_BOOL 9
+#define KILN_ONNX_DOUBLE 11
 
 /* A value of the graph: computed by a layer, or a constant (initializer,
  * Constant, or the copy an Identity makes of one). */

@@ -1219,6 +1219,22 @@ static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n
     return import_kind(im, n, &kiln_layer_dense, NULL);
 }
 
+/* Clip and HardSigmoid: the activation where it takes the node (Clip (0, 6)
+ * as ReLU6, (0, none) as ReLU, HardSigmoid of alpha 1/6 and beta 0.5), so
+ * that the layer before fuses it; any other as kiln_math's. */
+static kiln_status import_activation_or_math(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_onnx_import imp = {.op = n->op_type, .node = kiln_import_node_name(n),
+                            .opset = im->opset};
+    kiln_status st = read_attrs(im, n, &imp);
+    if (st == KILN_OK)
+        st = read_inputs(im, n, &imp, NULL);
+    if (st != KILN_OK)
+        return st;
+    const int activation = kiln_layer_activation.import_onnx(&imp) == KILN_OK;
+    return import_kind(im, n, activation ? &kiln_layer_activation : &kiln_layer_math, NULL);
+}
+
 static const struct {
     const char *op;
     const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, */
@@ -1246,7 +1262,17 @@ static const struct {
     {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
     {.op = "LogSoftmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
     {.op = "LayerNormalization", .handler = import_layer_norm},
-    {.op = "Clip", .kind = &kiln_layer_activation},
+    {.op = "Clip", .handler = import_activation_or_math},
+    {.op = "HardSigmoid", .handler = import_activation_or_math},
+    {.op = "HardSwish", .kind = &kiln_layer_activation},
+    {.op = "Sqrt", .kind = &kiln_layer_math},
+    {.op = "Reciprocal", .kind = &kiln_layer_math},
+    {.op = "Neg", .kind = &kiln_layer_math},
+    {.op = "Abs", .kind = &kiln_layer_math},
+    {.op = "Exp", .kind = &kiln_layer_math},
+    {.op = "Log", .kind = &kiln_layer_math},
+    {.op = "Erf", .kind = &kiln_layer_math},
+    {.op = "Pow", .kind = &kiln_layer_math},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .handler = import_add},
     {.op = "Sub", .handler = kiln_import_arithmetic},

@@ -6,6 +6,8 @@
  *   GELU, tanh form (nn.GELU(approximate='tanh')):
  *     Mul(x, x) -> Mul(x, .) -> Mul(0.044715, .) -> Add(x, .)
  *     -> Mul(sqrt(2 / pi), .) -> Tanh -> Add(1, .) -> Mul(x, .) -> Mul(0.5, .)
+ *   HardSwish (nn.Hardswish below opset 14, where HardSwish does not exist):
+ *     HardSigmoid(x, alpha 1/6, beta 0.5) -> Mul(x, .)
  *   LayerNorm over the last axis (nn.LayerNorm, F.layer_norm, below opset
  *   17, where LayerNormalization does not exist):
  *     ReduceMean(x, axes -1) -> Sub(x, .) -> Pow(., 2) -> ReduceMean(axes -1)
@@ -14,7 +16,8 @@
  * the op commutes), its constants equal to the float32 values PyTorch
  * writes, and every value inside it read by the chain alone; anything else
  * is imported op by op. Its first node is replaced by a node of the one op
- * (Gelu as opset 20 defines it, LayerNormalization as opset 17 does) named
+ * (Gelu as opset 20 defines it, HardSwish as opset 14 does,
+ * LayerNormalization as opset 17 does) named
  * after the chain's last node and making its output; the others are
  * skipped. The numbers are the function's, as kiln computes it: within
  * float32 rounding of the chain's. */
@@ -256,6 +259,36 @@ static kiln_status gelu_tanh(kiln_importer *im, size_t k, int *found)
     return take(im, c, 9, a ? replacement(im, "Gelu", c[8], &x, 1, &a, 1) : NULL);
 }
 
+/* HardSwish from its HardSigmoid (alpha 1/6 and beta 0.5 as float32, the
+ * values PyTorch writes; beta may be left at ONNX's default, 0.5). */
+static kiln_status hard_swish(kiln_importer *im, size_t k, int *found)
+{
+    const KilnOnnx__NodeProto *hs = im->g->node[k];
+    if (strcmp(hs->op_type, "HardSigmoid") != 0 || hs->n_input != 1)
+        return KILN_OK;
+    float alpha = 0.2f, beta = 0.5f;
+    for (size_t i = 0; i < hs->n_attribute; i++) {
+        const KilnOnnx__AttributeProto *a = hs->attribute[i];
+        if (a->type != KILN_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
+            return KILN_OK;
+        if (strcmp(a->name, "alpha") == 0)
+            alpha = a->f;
+        else if (strcmp(a->name, "beta") == 0)
+            beta = a->f;
+        else
+            return KILN_OK;
+    }
+    const char *x = hs->input[0];
+    size_t c[2] = {k, only_reader(im, hs->output[0], "Mul", 2)};
+    if (alpha != 1.0f / 6.0f || beta != 0.5f || c[1] == SIZE_MAX)
+        return KILN_OK;
+    const char *y = other_input(im->g->node[c[1]], hs->output[0]);
+    if (!y || strcmp(y, x) != 0)
+        return KILN_OK;
+    *found = 1;
+    return take(im, c, 2, replacement(im, "HardSwish", c[1], &x, 1, NULL, 0));
+}
+
 /* A ReduceMean over the last axis only, keeping it (attributes axes [-1]
  * and keepdims absent or 1). */
 static int mean_of_last(const KilnOnnx__NodeProto *n)
@@ -335,7 +368,7 @@ static kiln_status layer_norm(kiln_importer *im, size_t k, int *found)
 kiln_status kiln_import_patterns(kiln_importer *im)
 {
     static kiln_status (*const patterns[])(kiln_importer *, size_t, int *) = {
-        gelu_erf, gelu_tanh, layer_norm,
+        gelu_erf, gelu_tanh, hard_swish, layer_norm,
     };
     kiln_status st = KILN_OK;
     for (size_t k = 0; k < im->g->n_node && st == KILN_OK; k++) {

@@ -104,10 +104,13 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
     case KILN_ONNX_BOOL:
         width = 1;
         break;
+    case KILN_ONNX_DOUBLE:   /* rounded to float: PyTorch writes clamp's bounds so */
+        width = 8;
+        break;
     default:
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": %s has data type %d; "
-                          "kiln imports float (1), int32 (6), int64 (7) and bool (9) tensors",
-                          what, type);
+                          "kiln imports float (1), int32 (6), int64 (7), bool (9) and double "
+                          "(11, as float) tensors", what, type);
     }
     if (t->n_dims > KILN_MAX_RANK + 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": %s has %zu "
@@ -123,8 +126,9 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
     const size_t bytes = (size_t)count * width;
     const int is_external = t->has_data_location &&
                             t->data_location == KILN_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    const size_t typed = type == KILN_ONNX_FLOAT ? t->n_float_data
-                         : type == KILN_ONNX_INT64 ? t->n_int64_data : t->n_int32_data;
+    const size_t typed = type == KILN_ONNX_FLOAT    ? t->n_float_data
+                         : type == KILN_ONNX_DOUBLE ? t->n_double_data
+                         : type == KILN_ONNX_INT64  ? t->n_int64_data : t->n_int32_data;
     uint8_t *raw = NULL;
     if (is_external) {
         raw = kiln_onnx_alloc(&im->mem, bytes ? bytes : 1);
@@ -144,9 +148,9 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
                           "its shape takes %llu", what, typed, (unsigned long long)count);
     }
     kiln_import_value *v = kiln_import_add_value(im, name);
-    float *f = type == KILN_ONNX_FLOAT ? kiln_onnx_alloc(&im->mem, (count + 1) * sizeof *f)
-                                       : NULL;
-    int64_t *ints = type != KILN_ONNX_FLOAT ? kiln_onnx_alloc(&im->mem, (count + 1) * 8) : NULL;
+    const int floats = type == KILN_ONNX_FLOAT || type == KILN_ONNX_DOUBLE;
+    float *f = floats ? kiln_onnx_alloc(&im->mem, (count + 1) * sizeof *f) : NULL;
+    int64_t *ints = !floats ? kiln_onnx_alloc(&im->mem, (count + 1) * 8) : NULL;
     if (!v || (!f && !ints))
         return kiln_error_oom(ctx, "an initializer", bytes);
     for (uint64_t k = 0; k < count; k++) {
@@ -156,6 +160,14 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
                 memcpy(&f[k], &bits, sizeof bits);
             else
                 f[k] = t->float_data[k];
+        } else if (type == KILN_ONNX_DOUBLE) {
+            const uint64_t bits = raw ? little(raw + 8 * k, 8) : 0;
+            double d = 0.0;
+            if (raw)
+                memcpy(&d, &bits, sizeof d);
+            else
+                d = t->double_data[k];
+            f[k] = (float)d;
         } else if (type == KILN_ONNX_INT32) {
             ints[k] = raw ? (int32_t)(uint32_t)little(raw + 4 * k, 4) : t->int32_data[k];
         } else if (type == KILN_ONNX_BOOL) {   /* bools ride in int32_data */

@@ -462,6 +462,14 @@ static void add_dot(kiln_model *m, const void *o)
     const kiln_node x = vector_input(m);
     kiln_dot(m, x, x, o);
 }
+static void add_math_pow(kiln_model *m, const void *o)
+{
+    kiln_math(m, vector_input(m), KILN_MATH_POW, o);
+}
+static void add_math_clip(kiln_model *m, const void *o)
+{
+    kiln_math(m, vector_input(m), KILN_MATH_CLIP, o);
+}
 static void add_concatenate(kiln_model *m, const void *o)
 {
     const kiln_node x = vector_input(m), pair[2] = {x, x};
@@ -584,6 +592,28 @@ static void test_name_options(kiln_context *ctx)
     soft.known.struct_size = offsetof(kiln_softmax_options, name);
     CHECK_OK(ctx, compile_with(ctx, add_softmax, &soft, 1, name));
     CHECK(strcmp(name, "softmax") == 0);
+
+    /* kiln_math_options: the constants read up to struct_size only (a NaN
+     * past it is not read, so not refused). */
+    struct {
+        kiln_math_options known;
+        double later;
+    } math = {.known = {.struct_size = sizeof math, .name = "m", .exponent = NAN},
+              .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_math_pow, NULL, 1, name));
+    CHECK(strcmp(name, "math") == 0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'm' (math): exponent is nan",
+                compile_with(ctx, add_math_pow, &math, 1, name));
+    math.known.struct_size = offsetof(kiln_math_options, exponent);
+    CHECK_OK(ctx, compile_with(ctx, add_math_pow, &math, 1, name));
+    CHECK(strcmp(name, "m") == 0);
+    math.known = (kiln_math_options){.struct_size = sizeof math, .name = "c", .has_min = 1,
+                                     .min = -1.0f, .has_max = 1, .max = NAN};
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'c' (math): clip's max is NaN",
+                compile_with(ctx, add_math_clip, &math, 1, name));
+    math.known.struct_size = offsetof(kiln_math_options, has_max);
+    CHECK_OK(ctx, compile_with(ctx, add_math_clip, &math, 1, name));
+    CHECK(strcmp(name, "c") == 0);
 }
 
 /* kiln_batch_arrays: a newer caller's longer struct, and an older one

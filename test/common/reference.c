@@ -260,6 +260,9 @@ void ref_activation_forward(kiln_activation act, const double *z, int rows, int 
                     : act == KILN_ACTIVATION_LEAKY_RELU ? (v > 0 ? v : 0.2 * v)
                     : act == KILN_ACTIVATION_SILU       ? v / (1.0 + exp(-v))
                     : act == KILN_ACTIVATION_RELU6      ? (v > 6 ? 6 : v > 0 ? v : 0)
+                    : act == KILN_ACTIVATION_HARD_SIGMOID
+                        ? (v > 3 ? 1 : v > -3 ? (v + 3) / 6 : 0)
+                    : act == KILN_ACTIVATION_HARD_SWISH ? (v > 3 ? v : v > -3 ? v * (v + 3) / 6 : 0)
                                                         : v;
         }
     }
@@ -293,6 +296,7 @@ void ref_activation_backward(kiln_activation act, const double *y, const double 
                     : act == KILN_ACTIVATION_SIGMOID ? g * v * (1 - v)
                     : act == KILN_ACTIVATION_TANH    ? g * (1 - v * v)
                     : act == KILN_ACTIVATION_RELU6   ? (v > 0 && v < 6 ? g : 0)
+                    : act == KILN_ACTIVATION_HARD_SIGMOID ? (v > 0 && v < 1 ? g / 6 : 0)
                                                      : g;
         }
     }
@@ -365,6 +369,10 @@ void ref_activation_backward_z(kiln_activation act, const double *z, const doubl
         } else if (act == KILN_ACTIVATION_SILU) {
             const double sg = 1 / (1 + exp(-v));
             dz[i] = g * sg * (1 + v * (1 - sg));
+        } else if (act == KILN_ACTIVATION_HARD_SIGMOID) {   /* PyTorch 1.13's, at the kinks too */
+            dz[i] = v > -3 && v < 3 ? g / 6 : 0;
+        } else if (act == KILN_ACTIVATION_HARD_SWISH) {
+            dz[i] = v < -3 ? 0 : v <= 3 ? g * (v / 3 + 0.5) : g;
         }
     }
     free(y);

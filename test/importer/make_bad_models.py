@@ -90,6 +90,19 @@ def between(out):
     one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
         consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
     one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
+    # Pow by a computed exponent, and by one of 3 values (broadcast over
+    # the channels); Clip of a computed bound, of bounds of 2 values and of
+    # a NaN bound; HardSigmoid of alpha 0 and beta 0.
+    one("pow_computed", node("Pow", ["c", "c"], ["r"], name="pow"))
+    one("pow_tensor", node("Pow", ["c", "e"], ["r"], name="pow"),
+        consts=[("e", np.array([1.0, 2.0, 3.0], np.float32).reshape(3, 1, 1))])
+    one("clip_computed", node("Clip", ["c", "c"], ["r"], name="clip"))
+    one("clip_two", node("Clip", ["c", "lo"], ["r"], name="clip"),
+        consts=[("lo", np.array([0.0, 1.0], np.float32))])
+    one("clip_nan", node("Clip", ["c", "", "hi"], ["r"], name="clip"),
+        consts=[("hi", np.array(np.nan, np.float32))])
+    one("hard_sigmoid_zero", node("HardSigmoid", ["c"], ["r"], name="hard", alpha=0.0,
+                                  beta=0.0))
     # Training-form BatchNormalization whose running mean a node reads.
     stats = [("s", np.ones(3, np.float32)), ("bb", np.zeros(3, np.float32)),
              ("m", np.zeros(3, np.float32)), ("v", np.ones(3, np.float32))]
@@ -148,7 +161,7 @@ def main():
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
     save(out, "dilated", graph(nodes=nodes))
-    # Clip to (0, 1): neither ReLU6 nor ReLU.
+    # Clip to (0, 1): neither ReLU6 nor ReLU, kiln_math's clip.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
              helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="clip"),
              helper.make_node("Flatten", ["r"], ["f"], name="flatten"),

@@ -101,6 +101,21 @@ class Transposes(nn.Module):
         return self.fc(torch.flatten(torch.sigmoid(x).permute(0, 1, 3, 2), 1))
 
 
+class HardSwishes(nn.Module):
+    """nn.Hardswish after a Conv and after an Add, exported at opset 13 as
+    HardSigmoid -> Mul(x, .): kiln imports each pair as one hard_silu."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.act1 = nn.Hardswish()
+        self.act2 = nn.Hardswish()
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = self.act1(self.conv(x))
+        return self.fc(self.act2(x + x).flatten(1))
+
+
 class Gelus(nn.Module):
     """GELU in both forms and LayerNorm between Linear layers: below opset
     17 (exported at 13) each is a chain of primitive ops that kiln imports
@@ -371,6 +386,31 @@ class Permute5d(nn.Module):
         return self.fc2(self.fc1(x).permute(0, 2, 3, 1, 4))
 
 
+class Unary(nn.Module):
+    """The element-wise unary ops on 4-D values (kiln_math and the hard
+    activations): Sqrt, Exp, Log, Erf, Reciprocal, Pow by 3, Neg, Abs,
+    Clip of (-1, 2) and of (-0.5, none), HardSigmoid fused into the Conv
+    before it, HardSwish, summed (Add of computed values), then tanh and a
+    Linear."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.conv2 = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 3 * 2, 3)
+
+    def forward(self, x):
+        F = nn.functional
+        h = self.conv(x)
+        p = torch.clamp(h, -1, 2)
+        e = torch.exp(p)
+        y = torch.sqrt(e) + torch.log(e) + torch.reciprocal(e) + torch.erf(h) + p ** 3
+        y = y + (-h.abs()) + F.hardswish(h) + torch.clamp(h, min=-0.5)
+        y = y + F.hardsigmoid(self.conv2(x))
+        # tanh keeps the Linear's inputs small: SGD at 0.1 on the sum
+        # itself diverges in 3 steps.
+        return self.fc(torch.flatten(torch.tanh(y), 1))
+
+
 def torchvision_model(name):
     """A torchvision classifier with random weights and 10 classes."""
     import torchvision
@@ -425,6 +465,7 @@ def export(outdir, name, model, shape, **kwargs):
 TRAINED = {
     "cnn": ("conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.weight"),
     "ids_tokens": ("emb.weight", "fc.weight", "fc.bias"),
+    "hard_swishes": ("conv.weight", "conv.bias", "fc.weight"),
     "gelus": ("fc1.weight", "fc2.weight", "fc3.weight", "fc3.bias"),
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
@@ -434,14 +475,15 @@ TRAINED = {
     "layer_norms": ("conv.weight", "hw.weight", "hw.bias", "chw.weight", "chw.bias",
                     "last.weight", "fc.bias"),
     "softmax_axes": ("conv.weight", "fc.weight"),
+    "gelus_norm": ("norm.weight", "norm.bias", "fc3.bias"),
     # Its Linear weights reach kiln through a Transpose folded into a
     # constant of another name; their biases keep theirs.
-    "gelus_norm": ("norm.weight", "norm.bias", "fc3.bias"),
     "convnext_block13": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
                          "pwconv2.bias"),
     "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
                        "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+    "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
 }
 
 
@@ -577,6 +619,7 @@ def main():
         # Div, Mul, Add) as one LayerNormalization, then one layer_norm.
         ("gelus_norm", lambda: Gelus(True), (4, 8), dict(preserve, opset_version=13)),
         ("convnext_block13", ConvNeXtBlock, (2, 8, 9, 7), dict(preserve, opset_version=13)),
+        ("hard_swishes", HardSwishes, (2, 3, 6, 6), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
         ("windows", Windows, (2, 3, 37, 29), preserve),
@@ -598,6 +641,7 @@ def main():
         ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
         ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
         ("channels_last_ops", ChannelsLastOps, (2, 3, 5, 6), preserve),
+        ("unary", Unary, (2, 3, 5, 4), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

@@ -424,12 +424,31 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         check_layer_kind(ctx, m, "/layer1/layer1.0/relu_1/Relu", "activation");
     }
     /* Each GELU chain (opset 13) one activation, fused into its Gemm. */
+    /* Each HardSigmoid -> Mul (opset 13) one hard_silu: the first fused
+     * into its Conv, the second (after an Add) a layer of its own. */
+    if (strcmp(name, "hard_swishes") == 0) {
+        check_layer_kind(ctx, m, "/act1/Mul", "conv2d");
+        check_layer_kind(ctx, m, "/act2/Mul", "activation");
+    }
     if (strcmp(name, "gelus") == 0) {
         check_layer_kind(ctx, m, "/act1/Mul_1", "dense");
         check_layer_kind(ctx, m, "/act2/Mul_5", "dense");
     }
-    /* channels: leaky_relu's slopes and log_softmax kept in the file. */
-    if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0)
+    /* unary: HardSigmoid (1/6, 0.5) an activation fused into the Conv
+     * before it, HardSwish one of its own (its input has other readers),
+     * every other op, both Clips included, kiln_math's. */
+    if (strcmp(name, "unary") == 0) {
+        static const char *const math[] = {"/Clip", "/Clip_1", "/Exp", "/Sqrt", "/Log",
+                                           "/Reciprocal", "/Erf", "/Pow", "/Abs", "/Neg"};
+        check_layer_kind(ctx, m, "/HardSigmoid", "conv2d");
+        check_layer_kind(ctx, m, "/HardSwish", "activation");
+        for (size_t k = 0; k < sizeof math / sizeof math[0]; k++)
+            check_layer_kind(ctx, m, math[k], "math");
+    }
+    /* channels: leaky_relu's slopes and log_softmax kept in the file;
+     * unary: kiln_math's ops and constants, the hard activations. */
+    if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
+        strcmp(name, "unary") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);

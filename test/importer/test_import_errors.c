@@ -260,6 +260,21 @@ int main(void)
     refused(ctx, "cycle", KILN_ERROR_FORMAT, "cycle", NULL, NULL);
     refused(ctx, "unknown_op", KILN_ERROR_UNSUPPORTED, "'odd_one'", "'Mystery'", NULL);
     refused(ctx, "dilated", KILN_ERROR_UNSUPPORTED, "'pool'", "'dilations'", "(1, 1)");
+    m = NULL;   /* Clip of (0, 1): kiln_math's clip */
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, file("clip_bounds"), NULL, &m));
+    kiln_model_destroy(m);
+    refused(ctx, "pow_computed", KILN_ERROR_UNSUPPORTED, "'pow' (Pow)",
+            "input 1 (exponent) 'c' is computed by the graph", "initializer");
+    refused(ctx, "pow_tensor", KILN_ERROR_UNSUPPORTED, "'pow' (Pow)", "'e' holds 3 values",
+            "one constant exponent");
+    refused(ctx, "clip_computed", KILN_ERROR_UNSUPPORTED, "'clip' (Clip)",
+            "input 1 (min) 'c' is computed by the graph", "initializer");
+    refused(ctx, "clip_two", KILN_ERROR_UNSUPPORTED, "'clip' (Clip)", "'lo' holds 2 values",
+            "Clip takes one");
+    refused(ctx, "clip_nan", KILN_ERROR_INVALID_ARGUMENT, "'clip' (Clip)", "clip's max is NaN",
+            NULL);
+    refused(ctx, "hard_sigmoid_zero", KILN_ERROR_UNSUPPORTED, "'hard' (HardSigmoid)",
+            "alpha and beta are 0", NULL);
     refused(ctx, "ids_double", KILN_ERROR_UNSUPPORTED, "'ids'", "element type 11",
             "int64 (7) or int32 (6) ids");
     refused(ctx, "ids_axis", KILN_ERROR_UNSUPPORTED, "'lookup'", "'axis' is 1", "rows");
@@ -267,7 +282,6 @@ int main(void)
             "2-D float initializer");
     refused(ctx, "ids_computed", KILN_ERROR_SHAPE, "'copy'", "int32 ids",
             "only an Embedding reads ids");
-    refused(ctx, "clip_bounds", KILN_ERROR_UNSUPPORTED, "'clip'", "(0, 1)", "ReLU6");
     refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
             "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");

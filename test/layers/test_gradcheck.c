@@ -1,7 +1,7 @@
 /* Finite differences against backward, through small multi-layer models:
  * one where a node feeds two layers that meet again in Add, a
  * convolutional one, a residual block with batch normalisation, one of
- * layer norms, concatenations and the newer activations, a decoder of
+ * layer norms, concatenations and the newer activations, kiln_math's ops, a decoder of
  * transposed convolutions, and one of ids
  * through Embedding (ids repeated) and PositionEmbedding.
  * Smooth activations keep the differences meaningful. */
@@ -141,6 +141,45 @@ static kiln_model *reductions(kiln_context *ctx)
         kiln_flatten(m, kiln_reduce(m, x, KILN_REDUCE_MIN, 1, h, NULL), NULL),   /* (9) */
     };
     kiln_dense(m, kiln_concatenate(m, parts, 4, NULL), &head);
+    return m;
+}
+
+/* kiln_math's ops on branches of one Dense, summed, then Dense layers with
+ * hard_sigmoid (fused) and hard_silu (kept apart, it needs its input). */
+static kiln_model *math_ops(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6};
+    kiln_input(m, 1, dims, NULL);
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 8};
+    const kiln_node h = kiln_dense(m, KILN_NODE_PREVIOUS, &a);
+    const kiln_node e = kiln_math(m, h, KILN_MATH_EXP, NULL);
+    const kiln_math_options cube = {.struct_size = sizeof cube, .exponent = 3};
+    const kiln_math_options root = {.struct_size = sizeof root, .exponent = 2.5f};
+    const kiln_math_options clip = {.struct_size = sizeof clip, .has_min = 1, .min = -0.5f,
+                                    .has_max = 1, .max = 0.4f};
+    const kiln_math_options hard = {.struct_size = sizeof hard, .alpha = 0.3f, .beta = 0.2f};
+    const kiln_node branches[8] = {
+        kiln_math(m, kiln_math(m, e, KILN_MATH_SQRT, NULL), KILN_MATH_LOG, NULL),
+        kiln_math(m, e, KILN_MATH_RECIPROCAL, NULL),
+        kiln_math(m, e, KILN_MATH_POW, &root),
+        kiln_math(m, h, KILN_MATH_ERF, NULL),
+        kiln_math(m, h, KILN_MATH_POW, &cube),
+        kiln_math(m, kiln_math(m, h, KILN_MATH_ABS, NULL), KILN_MATH_NEG, NULL),
+        kiln_math(m, h, KILN_MATH_CLIP, &clip),
+        kiln_math(m, h, KILN_MATH_HARD_SIGMOID, &hard),
+    };
+    kiln_add(m, branches, 8, NULL);
+    kiln_dense_options b = {.struct_size = sizeof b, .units = 6,
+                            .activation = KILN_ACTIVATION_HARD_SIGMOID};
+    kiln_dense_options c = {.struct_size = sizeof c, .units = 5,
+                            .activation = KILN_ACTIVATION_HARD_SWISH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &b);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &c);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
     return m;
 }
 
@@ -462,6 +501,7 @@ int main(void)
     gradcheck(ctx, "zero padding, leaky slope, log_softmax, global max pooling",
               importer_layers);
     gradcheck(ctx, "softmax along inner axes, reductions", reductions);
+    gradcheck(ctx, "math ops, hard_sigmoid and hard_silu", math_ops);
     gradcheck(ctx, "residual block with batch norm", residual);
     gradcheck(ctx, "convolutions around a frozen batch norm", frozen_norm);
     gradcheck(ctx, "transposed convolutions: PyTorch's, Keras's, grouped and dilated", decoder);

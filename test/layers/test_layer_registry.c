@@ -160,6 +160,54 @@ static void ex_activation_slope(kiln_model *m)
     kiln_activation_layer(m, vector(m), KILN_ACTIVATION_LEAKY_RELU, &o);
 }
 
+/* hard_sigmoid fused into a Dense, hard_silu as a layer. */
+static void ex_activation_hard(kiln_model *m)
+{
+    const kiln_dense_options o = {.struct_size = sizeof o, .units = 4,
+                                  .activation = KILN_ACTIVATION_HARD_SIGMOID};
+    kiln_activation_layer(m, kiln_dense(m, vector(m), &o), KILN_ACTIVATION_HARD_SWISH, NULL);
+}
+
+/* kiln_math: every op, each with its constants (a bound of 0 too: its
+ * has_min flag is what files keep). */
+static void math_of(kiln_model *m, kiln_math_op op, const kiln_math_options *o)
+{
+    kiln_math(m, image(m), op, o);
+}
+
+static void ex_math_sqrt(kiln_model *m) { math_of(m, KILN_MATH_SQRT, NULL); }
+static void ex_math_reciprocal(kiln_model *m) { math_of(m, KILN_MATH_RECIPROCAL, NULL); }
+static void ex_math_neg(kiln_model *m) { math_of(m, KILN_MATH_NEG, NULL); }
+static void ex_math_abs(kiln_model *m) { math_of(m, KILN_MATH_ABS, NULL); }
+static void ex_math_exp(kiln_model *m) { math_of(m, KILN_MATH_EXP, NULL); }
+static void ex_math_log(kiln_model *m) { math_of(m, KILN_MATH_LOG, NULL); }
+static void ex_math_erf(kiln_model *m) { math_of(m, KILN_MATH_ERF, NULL); }
+
+static void ex_math_pow(kiln_model *m)
+{
+    const kiln_math_options o = {.struct_size = sizeof o, .exponent = -1.5f};
+    math_of(m, KILN_MATH_POW, &o);
+}
+
+static void ex_math_hard_sigmoid(kiln_model *m)
+{
+    const kiln_math_options o = {.struct_size = sizeof o, .alpha = -0.3f, .beta = 0.4f};
+    math_of(m, KILN_MATH_HARD_SIGMOID, &o);
+}
+
+static void ex_math_clip(kiln_model *m)
+{
+    const kiln_math_options o = {.struct_size = sizeof o, .has_min = 1, .min = 0.0f,
+                                 .has_max = 1, .max = 0.5f};
+    math_of(m, KILN_MATH_CLIP, &o);
+}
+
+static void ex_math_clip_max(kiln_model *m)
+{
+    const kiln_math_options o = {.struct_size = sizeof o, .has_max = 1, .max = -0.25f};
+    math_of(m, KILN_MATH_CLIP, &o);
+}
+
 static void ex_zero_padding2d(kiln_model *m)
 {
     const kiln_zero_padding2d_options o = {.struct_size = sizeof o, .padding = {1, 0, 3, 2}};
@@ -302,6 +350,18 @@ static const struct example {
     {.kind = "softmax", .build = ex_softmax},
     {.kind = "softmax", .build = ex_log_softmax_through},
     {.kind = "zero_padding2d", .build = ex_zero_padding2d},
+    {.kind = "activation", .build = ex_activation_hard},
+    {.kind = "math", .build = ex_math_sqrt},
+    {.kind = "math", .build = ex_math_reciprocal},
+    {.kind = "math", .build = ex_math_neg},
+    {.kind = "math", .build = ex_math_abs},
+    {.kind = "math", .build = ex_math_exp},
+    {.kind = "math", .build = ex_math_log},
+    {.kind = "math", .build = ex_math_erf},
+    {.kind = "math", .build = ex_math_pow},
+    {.kind = "math", .build = ex_math_hard_sigmoid},
+    {.kind = "math", .build = ex_math_clip},
+    {.kind = "math", .build = ex_math_clip_max},
     {.kind = "multi_head_attention", .build = ex_multi_head_attention},
     {.kind = "embedding", .build = ex_embedding},
     {.kind = "position_embedding", .build = ex_position_embedding},
@@ -317,7 +377,7 @@ static size_t field_size(kiln_field_type type)
     case KILN_FIELD_PADDING: return sizeof(kiln_padding);
     case KILN_FIELD_SEED: return sizeof(uint64_t);
     case KILN_FIELD_SHAPE: return sizeof(kiln_input_args);
-    default: return sizeof(int32_t);
+    default: return sizeof(int32_t);   /* KILN_FIELD_NAME too */
     }
 }
 

@@ -255,9 +255,10 @@ static void test_activations(kiln_context *ctx)
     const int32_t in[] = {6};
     const kiln_activation acts[] = {KILN_ACTIVATION_GELU, KILN_ACTIVATION_GELU_TANH,
                                     KILN_ACTIVATION_LEAKY_RELU, KILN_ACTIVATION_SILU,
-                                    KILN_ACTIVATION_RELU6};
+                                    KILN_ACTIVATION_RELU6, KILN_ACTIVATION_HARD_SIGMOID,
+                                    KILN_ACTIVATION_HARD_SWISH};
     kiln_model *m = new_model(ctx, 1, in);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         kiln_dense_options d = {.struct_size = sizeof d, .units = 4, .activation = acts[i]};
         kiln_dense(m, KILN_NODE_PREVIOUS, &d);
         kiln_activation_layer(m, KILN_NODE_PREVIOUS, acts[i], NULL);
@@ -266,10 +267,10 @@ static void test_activations(kiln_context *ctx)
     kiln_model_destroy(m);
 
     kiln_dense_options past = {.struct_size = sizeof past, .name = "past", .units = 4,
-                               .activation = (kiln_activation)(KILN_ACTIVATION_LOG_SOFTMAX + 1)};
+                               .activation = (kiln_activation)(KILN_ACTIVATION_HARD_SWISH + 1)};
     m = new_model(ctx, 1, in);
     CHECK(kiln_dense(m, KILN_NODE_PREVIOUS, &past) == KILN_NODE_INVALID);
-    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 11 is not a "
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'past': activation 13 is not a "
                 "kiln_activation", kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 }

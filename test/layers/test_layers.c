@@ -8,7 +8,8 @@
 static const char *act_name(kiln_activation a)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu",
-                                  "gelu_tanh", "leaky_relu", "silu", "relu6", "log_softmax"};
+                                  "gelu_tanh", "leaky_relu", "silu", "relu6", "log_softmax",
+                                  "hard_sigmoid", "hard_silu"};
     return names[a];
 }
 

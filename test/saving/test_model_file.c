@@ -603,6 +603,26 @@ static void test_refusals(kiln_context *ctx)
     edit(ctx, good, bad, "\"padding\":\"valid\"", "\"padding\":\"full\"");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'padding' is 'full', not one of valid, same",
             NULL);
+    /* kiln_math's op by name, and its constants checked as the builder's. */
+    kiln_model *mm = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &mm));
+    const int32_t four[] = {4};
+    const kiln_math_options clip = {.struct_size = sizeof clip, .name = "clip", .has_min = 1,
+                                    .min = -1.0f, .has_max = 1, .max = 2.0f};
+    kiln_math(mm, kiln_input(mm, 1, four, NULL), KILN_MATH_CLIP, &clip);
+    kiln_compile_options mse = {.struct_size = sizeof mse, .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(mm, &mse));
+    const char *math_file = file("math.safetensors");
+    CHECK_OK(ctx, kiln_model_save(mm, math_file));
+    kiln_model_destroy(mm);
+    edit(ctx, math_file, bad, "\"op\":\"clip\"", "\"op\":\"tan\"");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'op' is 'tan', not one of sqrt, reciprocal, neg, "
+            "abs, exp, log, erf, pow, hard_sigmoid, clip", NULL);
+    edit(ctx, math_file, bad, "\"has_min\":true,", "");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "layer 'clip' (math): min without has_min is "
+            "given to op clip", "does not build");
+    edit(ctx, math_file, bad, "\"op\":\"clip\"", "\"op\":\"exp\"");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "min is given to op exp", "does not build");
     edit(ctx, good, bad, "\"inputs\":[\"conv2d\"]", "\"inputs\":[\"dense\"]");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "layer 2 ('max_pooling2d'): input 0, 'dense', is not an earlier layer",
             NULL);

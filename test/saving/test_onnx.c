@@ -453,6 +453,55 @@ static void reductions(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* kiln_math's ops as ONNX's (Sqrt ... Clip with either bound or none,
+ * HardSigmoid of its own alpha and beta), hard_sigmoid fused into a Conv
+ * (HardSigmoid 1/6, 0.5) and hard_silu (x HardSigmoid(x): opset 13 has no
+ * HardSwish); trained a little. */
+static void math_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 3};
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {2, 2},
+                                      .activation = KILN_ACTIVATION_HARD_SIGMOID};
+    const kiln_conv2d_options plain = {.struct_size = sizeof plain, .filters = 4,
+                                       .kernel_size = {2, 2}};
+    const kiln_math_options pow3 = {.struct_size = sizeof pow3, .exponent = 3};
+    const kiln_math_options root = {.struct_size = sizeof root, .exponent = 0.5f};
+    const kiln_math_options hard = {.struct_size = sizeof hard, .alpha = -0.4f, .beta = 0.3f};
+    const kiln_math_options both = {.struct_size = sizeof both, .has_min = 1, .min = -0.2f,
+                                    .has_max = 1, .max = 0.3f};
+    const kiln_math_options below = {.struct_size = sizeof below, .has_max = 1, .max = 0.1f};
+    const kiln_math_options above = {.struct_size = sizeof above, .has_min = 1, .min = -0.1f};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node in = kiln_input(m, 3, dims, NULL);
+    const kiln_node h = kiln_conv2d(m, in, &plain);                          /* (4, 3, 4) */
+    const kiln_node e = kiln_math(m, h, KILN_MATH_EXP, NULL);
+    const kiln_node first[8] = {
+        kiln_conv2d(m, in, &conv),
+        kiln_math(m, kiln_math(m, e, KILN_MATH_SQRT, NULL), KILN_MATH_LOG, NULL),
+        kiln_math(m, e, KILN_MATH_RECIPROCAL, NULL),
+        kiln_math(m, kiln_math(m, h, KILN_MATH_ABS, NULL), KILN_MATH_NEG, NULL),
+        kiln_math(m, h, KILN_MATH_ERF, NULL),
+        kiln_math(m, h, KILN_MATH_POW, &pow3),
+        kiln_math(m, e, KILN_MATH_POW, &root),
+        kiln_activation_layer(m, h, KILN_ACTIVATION_HARD_SWISH, NULL),
+    };
+    const kiln_node second[5] = {
+        kiln_add(m, first, 8, NULL),
+        kiln_math(m, h, KILN_MATH_HARD_SIGMOID, &hard),
+        kiln_math(m, h, KILN_MATH_CLIP, &both),
+        kiln_math(m, h, KILN_MATH_CLIP, &below),
+        kiln_math(m, kiln_math(m, h, KILN_MATH_CLIP, &above), KILN_MATH_CLIP, NULL),
+    };
+    kiln_dense(m, kiln_flatten(m, kiln_add(m, second, 5, NULL), NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "math_layers", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* PyTorch's window attributes as ONNX writes them: a grouped, dilated Conv
  * with asymmetric pads and ReLU6 (Clip), a depthwise one at stride 2,
  * AveragePool counting its padding, MaxPool and AveragePool with
@@ -837,6 +886,7 @@ int main(void)
     more_layers(ctx);
     importer_layers(ctx);
     reductions(ctx);
+    math_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
     ids(ctx);
