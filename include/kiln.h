@@ -930,6 +930,76 @@ typedef struct kiln_dot_options {
 KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
                             const kiln_dot_options *options);
 
+/** Options of kiln_slice(): per axis of a sample (the batch not counted),
+ *  where the window starts, how many values it takes and the step between
+ *  them. All zeros keep an axis whole; NULL keeps every axis whole. */
+typedef struct kiln_slice_options {
+    size_t struct_size;          /**< sizeof(kiln_slice_options) */
+    const char *name;            /**< layer name, or NULL for "slice", "slice_1", ... */
+    /** The first index taken on each axis, 0 .. the axis' length - 1
+     *  (counted from the start even when stepping down). */
+    int32_t begin[KILN_MAX_RANK];
+    /** How many indices each axis keeps; 0: as many as the steps reach
+     *  before the axis ends (stepping down, before index 0 is passed). */
+    int32_t size[KILN_MAX_RANK];
+    /** The step between kept indices; negative walks the axis backwards
+     *  (-1 reverses it); 0: 1. */
+    int32_t step[KILN_MAX_RANK];
+} kiln_slice_options;
+
+/** A strided window of each sample (NumPy's x[:, b:e:s, ...] on any axis
+ *  but the batch, ONNX's Slice): on axis a, index o of the output is
+ *  index begin[a] + o * step[a] of the input. Its gradient goes to the
+ *  values the window took, zero to the others. A begin outside its axis,
+ *  a negative size or a size the steps cannot reach inside the axis is
+ *  KILN_ERROR_SHAPE at kiln_model_compile (KILN_ERROR_INVALID_ARGUMENT for
+ *  a setting on an axis past the input's rank), naming the layer and the
+ *  shape. Model files record it; ONNX export writes Slice. */
+KILN_API kiln_node kiln_slice(kiln_model *model, kiln_node input,
+                              const kiln_slice_options *options);
+
+/** Options of kiln_expand(). */
+typedef struct kiln_expand_options {
+    size_t struct_size;          /**< sizeof(kiln_expand_options) */
+    const char *name;            /**< layer name, or NULL for "expand", "expand_1", ... */
+} kiln_expand_options;
+
+/** Broadcasts a sample to `dims` (rank 1..KILN_MAX_RANK, batch not
+ *  counted; NumPy's broadcast_to, ONNX's Expand, PyTorch's
+ *  x.unsqueeze(1).expand(-1, 4, -1)): the sample's shape is right-aligned
+ *  against dims, and each of its axes must equal dims' or be 1, which
+ *  repeats; missing leading axes repeat too. The gradient of each input
+ *  value is the sum over its repeats. A target of lower rank, a dimension
+ *  that neither matches nor is 1 is KILN_ERROR_SHAPE, dims NULL, a rank out
+ *  of range or a dimension < 1 KILN_ERROR_INVALID_ARGUMENT, at
+ *  kiln_model_compile, naming the layer and the shapes. `dims` is copied.
+ *  Model files record it; ONNX export writes Expand. */
+KILN_API kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank,
+                               const int32_t *dims, const kiln_expand_options *options);
+
+/** Options of kiln_matmul(). */
+typedef struct kiln_matmul_options {
+    size_t struct_size;          /**< sizeof(kiln_matmul_options) */
+    const char *name;            /**< layer name, or NULL for "matmul", "matmul_1", ... */
+} kiln_matmul_options;
+
+/** Matrix product of two computed values, batched over their leading axes
+ *  as NumPy's and ONNX's MatMul: samples of shapes (..., M, K) and
+ *  (..., K, N) give (..., M, N), where the leading axes (the batch not
+ *  counted) broadcast against each other, right-aligned, each pair equal
+ *  or one of them 1 or absent. Attention's scores are a (h, T, d) query
+ *  times a (h, d, T) key, its context the (h, T, T) weights times a
+ *  (h, T, d) value. Both inputs get their gradients, summed over the axes
+ *  along which they were broadcast. Samples of rank 1 (a vector, which
+ *  NumPy promotes to a matrix) are refused: reshape them to (1, K) or
+ *  (K, 1) first. Shapes whose inner dimensions differ, whose leading axes
+ *  do not broadcast, or whose product is beyond KILN_MAX_RANK are
+ *  KILN_ERROR_SHAPE at kiln_model_compile, naming the layer and both
+ *  shapes. The same node may be given twice. Model files record it;
+ *  ONNX export writes MatMul. */
+KILN_API kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
+                               const kiln_matmul_options *options);
+
 /** Options of kiln_multi_head_attention(); zero fields take Keras's
  *  defaults. */
 typedef struct kiln_multi_head_attention_options {

@@ -233,6 +233,10 @@ typedef struct kiln_input_args {
  * Input's (one dimension may be -1). */
 typedef kiln_input_args kiln_reshape_args;
 
+/* What the Expand builder hands its configure op: the target shape, as
+ * Input's. */
+typedef kiln_input_args kiln_expand_args;
+
 /* What the Permute builder hands its configure op: the permutation, as
  * Input's shape (axes counted from 1). */
 typedef kiln_input_args kiln_permute_args;

@@ -43,20 +43,25 @@ static int seen(const kiln_device *dev, uint64_t key)
 
 static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
                             float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
-                            const kiln_buffer *b, size_t b_offset, size_t ldb, float beta,
-                            kiln_buffer *c, size_t c_offset, size_t ldc)
+                            size_t a_stride, const kiln_buffer *b, size_t b_offset, size_t ldb,
+                            size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
+                            size_t ldc, size_t c_stride, size_t count)
 {
     kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
                                kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
                                kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
                                kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
                                kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
-                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc));
+                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc),
+                               kiln_arg_int((int64_t)a_stride), kiln_arg_int((int64_t)b_stride),
+                               kiln_arg_int((int64_t)c_stride));
     const int tn = trans_a == KILN_GEMM_T;
-    /* A 4 x 16 tile a work-item, or 16 x 16 items per 64 x 64 block of C (gemm.cl). */
-    const kiln_range cpu = {.dims = 2, .size = {(n + 15) / 16, (m + 3) / 4}};
-    const kiln_range gpu = {.dims = 2, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16},
-                            .local = {16, 16}};
+    /* A 4 x 16 tile a work-item, or 16 x 16 items per 64 x 64 block of C
+     * (gemm.cl); the third dimension counts the products of a batch. */
+    const int dims = count > 1 ? 3 : 2;
+    const kiln_range cpu = {.dims = dims, .size = {(n + 15) / 16, (m + 3) / 4, count}};
+    const kiln_range gpu = {.dims = dims, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16, count},
+                            .local = {16, 16, 1}};
     return kiln_run_variant(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", &cpu, &gpu, args);
 }
 
@@ -65,18 +70,30 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
                       size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
                       float beta, kiln_buffer *c, size_t c_offset, size_t ldc)
 {
-    if (m == 0 || n == 0)
+    return kiln_gemm_batched(dev, trans_a, trans_b, m, n, k, alpha, a, a_offset, lda, 0, b,
+                             b_offset, ldb, 0, beta, c, c_offset, ldc, 0, 1);
+}
+
+kiln_status kiln_gemm_batched(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b,
+                              size_t m, size_t n, size_t k, float alpha, const kiln_buffer *a,
+                              size_t a_offset, size_t lda, size_t a_stride,
+                              const kiln_buffer *b, size_t b_offset, size_t ldb,
+                              size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
+                              size_t ldc, size_t c_stride, size_t count)
+{
+    if (m == 0 || n == 0 || count == 0)
         return KILN_OK;
     if (kiln_gemm_use_own_kernel(dev->gpu_kernels, dev->gemm_tuned, trans_a, trans_b, m, n, k))
-        return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta,
-                        c, c_offset, ldc);
+        return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, a_stride, b, b_offset,
+                        ldb, b_stride, beta, c, c_offset, ldc, c_stride, count);
     cl_event *event = NULL;
-    const uint64_t key = shape_key(m, n, k, trans_a, trans_b);
+    /* CLBlast's batched routine builds kernels of its own: a key of its own. */
+    const uint64_t key = shape_key(m, n, k, trans_a, trans_b) ^ (count > 1 ? 4 : 0);
     pthread_mutex_lock(&dev->lock);
     if (dev->profile) {
         char name[64];
-        snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c", m, n, k, op_letter(trans_a),
-                 op_letter(trans_b));
+        snprintf(name, sizeof name, "gemm %zux%zux%zu %c%c%s", m, n, k, op_letter(trans_a),
+                 op_letter(trans_b), count > 1 ? " batched" : "");
         event = kiln_profile_event(dev, name);
     }
     const int first = !seen(dev, key);
@@ -86,10 +103,15 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
         pthread_mutex_unlock(&dev->lock);
     if (first)
         pthread_mutex_lock(&clblast_first_use);
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, clblast_op(trans_a),
-                                       clblast_op(trans_b), m, n, k, alpha, a->mem, a_offset,
-                                       lda, b->mem, b_offset, ldb, beta, c->mem, c_offset, ldc,
-                                       &dev->queue, event);
+    CLBlastStatusCode s =
+        count > 1 ? CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, clblast_op(trans_a),
+                                               clblast_op(trans_b), m, n, k, alpha, a->mem,
+                                               a_offset, lda, a_stride, b->mem, b_offset, ldb,
+                                               b_stride, beta, c->mem, c_offset, ldc, c_stride,
+                                               count, &dev->queue, event)
+                  : CLBlastSgemm(CLBlastLayoutRowMajor, clblast_op(trans_a), clblast_op(trans_b),
+                                 m, n, k, alpha, a->mem, a_offset, lda, b->mem, b_offset, ldb,
+                                 beta, c->mem, c_offset, ldc, &dev->queue, event);
     if (first && !event)
         pthread_mutex_lock(&dev->lock);
     if (first && s == CLBlastSuccess && !seen(dev, key) &&
@@ -104,8 +126,9 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
                          s == CLBlastOpenCLOutOfResources || s == CLBlastTempBufferAllocFailure
                               ? KILN_ERROR_OUT_OF_MEMORY
                               : KILN_ERROR_DEVICE,
-                         "CLBlastSgemm(%zux%zux%zu, trans %d%d) failed on %s: %s (%d)", m, n,
-                         k, trans_a == KILN_GEMM_T, trans_b == KILN_GEMM_T, dev->label,
+                         "CLBlastSgemm%s(%zux%zux%zu, trans %d%d) failed on %s: %s (%d)",
+                         count > 1 ? "StridedBatched" : "", m, n, k, trans_a == KILN_GEMM_T,
+                         trans_b == KILN_GEMM_T, dev->label,
                          kiln_cl_error_name(s), (int)s);
     return KILN_OK;
 }

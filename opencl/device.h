@@ -183,4 +183,16 @@ kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans
                       size_t lda, const kiln_buffer *b, size_t b_offset, size_t ldb,
                       float beta, kiln_buffer *c, size_t c_offset, size_t ldc);
 
+/* `count` GEMMs as kiln_gemm's, the i-th on A, B and C at their offsets
+ * plus i times their strides (floats; a stride of 0 reads one operand for
+ * every product): CLBlast's strided batched GEMM or kiln's own kernels
+ * over a third range dimension, one launch for all. C's stride must keep
+ * the products apart. */
+kiln_status kiln_gemm_batched(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b,
+                              size_t m, size_t n, size_t k, float alpha, const kiln_buffer *a,
+                              size_t a_offset, size_t lda, size_t a_stride,
+                              const kiln_buffer *b, size_t b_offset, size_t ldb,
+                              size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
+                              size_t ldc, size_t c_stride, size_t count);
+
 #endif

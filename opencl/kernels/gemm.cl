@@ -62,11 +62,21 @@ inline void kiln_gemm_tile(int m, int n, int k, float alpha, __global const floa
     }
 }
 
+/* Batched GEMMs (kiln_gemm_batched) run one product per index of the
+ * range's third dimension, each operand `stride` floats after the one
+ * before; a single GEMM runs a 2-D range, index 0. */
+#define GEMM_BATCH_OFFSETS(index)                                                              \
+    a += (size_t)(index) * a_stride;                                                           \
+    b += (size_t)(index) * b_stride;                                                           \
+    c += (size_t)(index) * c_stride
+
 /* A is m x k. */
 __kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const float *a,
                                int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc)
+                               int ldb, float beta, __global float *c, int c_offset, int ldc,
+                               int a_stride, int b_stride, int c_stride)
 {
+    GEMM_BATCH_OFFSETS(get_global_id(2));
     kiln_gemm_tile(m, n, k, alpha, a + a_offset, lda, 1, b, b_offset, ldb, beta, c, c_offset,
                    ldc);
 }
@@ -76,8 +86,10 @@ __kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const 
  * as it lies, with no transposed copy). */
 __kernel void kiln_gemm_tn_cpu(int m, int n, int k, float alpha, __global const float *a,
                                int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc)
+                               int ldb, float beta, __global float *c, int c_offset, int ldc,
+                               int a_stride, int b_stride, int c_stride)
 {
+    GEMM_BATCH_OFFSETS(get_global_id(2));
     kiln_gemm_tile(m, n, k, alpha, a + a_offset, 1, lda, b, b_offset, ldb, beta, c, c_offset,
                    ldc);
 }
@@ -168,8 +180,10 @@ inline void kiln_gemm_block(int m, int n, int k, float alpha, __global const flo
 
 __kernel void kiln_gemm_nn_gpu(int m, int n, int k, float alpha, __global const float *a,
                                int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc)
+                               int ldb, float beta, __global float *c, int c_offset, int ldc,
+                               int a_stride, int b_stride, int c_stride)
 {
+    GEMM_BATCH_OFFSETS(get_group_id(2));
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 0, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);
@@ -177,8 +191,10 @@ __kernel void kiln_gemm_nn_gpu(int m, int n, int k, float alpha, __global const 
 
 __kernel void kiln_gemm_tn_gpu(int m, int n, int k, float alpha, __global const float *a,
                                int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc)
+                               int ldb, float beta, __global float *c, int c_offset, int ldc,
+                               int a_stride, int b_stride, int c_stride)
 {
+    GEMM_BATCH_OFFSETS(get_group_id(2));
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
     kiln_gemm_block(m, n, k, alpha, a + a_offset, lda, 1, b + b_offset, ldb, beta, c + c_offset,
                     ldc, as, bs);

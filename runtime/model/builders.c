@@ -313,6 +313,38 @@ kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const kiln_dot_o
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_slice(kiln_model *model, kiln_node input, const kiln_slice_options *options)
+{
+    kiln_slice_options o = {.name = NULL};   /* NULL: every axis whole */
+    if (options && !take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_slice",
+                                 "kiln_slice_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_slice, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank, const int32_t *dims,
+                      const kiln_expand_options *options)
+{
+    const kiln_expand_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_expand", "kiln_expand_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_expand, &args, &input, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
+                      const kiln_matmul_options *options)
+{
+    const kiln_node inputs[2] = {a, b};
+    const char *name;
+    if (!take_name(model, options, "kiln_matmul", "kiln_matmul_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_matmul, NULL, inputs, 2, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_node value,
                                     const kiln_multi_head_attention_options *options)
 {

@@ -85,6 +85,29 @@ kiln_status kiln_import_transpose(kiln_importer *im, const KilnOnnx__NodeProto *
 kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__NodeProto *n);
 int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_equal_where(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
+/* Shape ops on computed values (onnx_import_shape.c). */
+kiln_status kiln_import_squeeze(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_unsqueeze_value(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_slice_value(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_gather_value(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_split(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_expand(kiln_importer *im, const KilnOnnx__NodeProto *n);
+
+/* What the op handlers share (onnx_import_ops.c): the computed value that
+ * is node n's input k (refused when it is a constant or missing); v's
+ * layer in channels-last (cl 1) or ONNX's order, a permute made once; and
+ * layer `node` recorded as making n's first output, held channels-last
+ * when cl and 4-D. */
+kiln_status kiln_import_computed(kiln_importer *im, const KilnOnnx__NodeProto *n, size_t k,
+                                 kiln_import_value **out);
+kiln_status kiln_import_in_layout(kiln_importer *im, kiln_import_value *v, int cl,
+                                  kiln_node *node);
+kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node,
+                             int cl);
+/* How many nodes and graph outputs read the value `name`. */
+int kiln_import_readers(const kiln_importer *im, const char *name);
 
 /* Marks the chains of ops that are one function kiln has as one layer
  * (GELU, LayerNorm), before the nodes are imported (onnx_import_patterns.c). */

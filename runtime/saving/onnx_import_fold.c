@@ -305,3 +305,49 @@ kiln_status kiln_import_reshape_constant(kiln_importer *im, const KilnOnnx__Node
     return KILN_OK;
 }
 
+
+/* Equal of two integer constants (one shape, or one a single value): 1
+ * where they are equal, else 0; Where of integer constants: X where the
+ * condition is nonzero, else Y, each of one shape or a single value.
+ * torch.onnx.export writes x.expand(-1, 4, -1)'s shape through them. */
+kiln_status kiln_import_equal_where(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const int where = strcmp(n->op_type, "Where") == 0;
+    const size_t inputs = where ? 3 : 2;
+    static const char *const what[2][3] = {{"A", "B", ""}, {"condition", "X", "Y"}};
+    kiln_status st = KILN_OK;
+    const kiln_import_value *in[3] = {NULL};
+    for (size_t k = 0; k < inputs && st == KILN_OK; k++)
+        in[k] = ints_in(im, n, k, what[where][k], &st);
+    if (st != KILN_OK)
+        return st;
+    const kiln_import_value *big = in[0];
+    for (size_t k = 1; k < inputs; k++)
+        if (count(in[k]->rank, in[k]->dims) > count(big->rank, big->dims))
+            big = in[k];
+    const int64_t size = count(big->rank, big->dims);
+    for (size_t k = 0; k < inputs; k++) {
+        const int64_t c = count(in[k]->rank, in[k]->dims);
+        const int same = in[k]->rank == big->rank &&
+                         memcmp(in[k]->dims, big->dims, (size_t)big->rank * sizeof *big->dims) == 0;
+        if (n->n_input != inputs || n->n_attribute || (!same && c != 1))
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): kiln "
+                              "folds integer constants of one shape, or single values",
+                              kiln_import_node_name(n), n->op_type);
+    }
+    int64_t dims[KILN_MAX_RANK + 1] = {0}, *out;
+    memcpy(dims, big->dims, (size_t)big->rank * sizeof *dims);
+    const int rank = big->rank;
+    if ((st = new_ints(im, n, rank, dims, &out)) != KILN_OK)
+        return st;
+    int64_t single[3];
+    for (size_t k = 0; k < inputs; k++) {   /* the values array may have moved */
+        in[k] = kiln_import_find(im, n->input[k]);
+        single[k] = count(in[k]->rank, in[k]->dims) == 1 && size != 1;
+    }
+    for (int64_t i = 0; i < size; i++) {
+        const int64_t a = in[0]->ints[single[0] ? 0 : i], b = in[1]->ints[single[1] ? 0 : i];
+        out[i] = where ? (a ? b : in[2]->ints[single[2] ? 0 : i]) : a == b;
+    }
+    return KILN_OK;
+}

@@ -65,9 +65,17 @@ static kiln_status in_layout(kiln_importer *im, kiln_import_value *v, int cl, ki
         return KILN_OK;
     if (v->converted == KILN_NODE_INVALID) {
         const kiln_shape *s = &im->m->graph.nodes[v->node].shape;
+        /* One channel, or one pixel: both layouts hold the values in one
+         * order, and a reshape (a copy) does what a permute would. */
+        const int32_t c = s->rank == 3 ? s->dims[cl ? 0 : 2] : 0;
+        const int32_t pixels = s->rank == 3 ? s->dims[cl ? 1 : 0] * s->dims[cl ? 2 : 1] : 0;
         if (cl && s->rank == 1) {   /* (C) of a (N, C, 1, 1): the same values */
             const int32_t dims[3] = {1, 1, s->dims[0]};
             v->converted = kiln_reshape(im->m, v->node, 3, dims, NULL);
+        } else if (s->rank == 3 && (c == 1 || pixels == 1)) {
+            const int32_t to_cl[3] = {s->dims[1], s->dims[2], s->dims[0]};
+            const int32_t to_cf[3] = {s->dims[2], s->dims[0], s->dims[1]};
+            v->converted = kiln_reshape(im->m, v->node, 3, cl ? to_cl : to_cf, NULL);
         } else {
             const int32_t to_cl[3] = {2, 3, 1}, to_cf[3] = {3, 1, 2};
             v->converted = kiln_permute(im->m, v->node, 3, cl ? to_cl : to_cf, NULL);
@@ -1025,6 +1033,8 @@ static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n
     const kiln_import_value *ids = n->n_input == 2 ? kiln_import_find(im, n->input[1]) : NULL;
     if (table && !table->computed && table->f && ids && ids->computed)
         return import_lookup(im, n);
+    if (table && table->computed)   /* a computed value at constant indices */
+        return kiln_import_gather_value(im, n);
     kiln_status st = no_attrs_but(im, n, "axis");
     const kiln_import_value *data = st == KILN_OK ? int_input(im, n, 0, &st) : NULL;
     const kiln_import_value *idx = data ? int_input(im, n, 1, &st) : NULL;
@@ -1058,6 +1068,9 @@ static kiln_status import_gather(kiln_importer *im, const KilnOnnx__NodeProto *n
 
 static kiln_status import_unsqueeze(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    if (in && in->computed)
+        return kiln_import_unsqueeze_value(im, n);
     kiln_status st = KILN_OK;
     const kiln_import_value *data = int_input(im, n, 0, &st);
     if (!data)
@@ -1194,10 +1207,14 @@ static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
                                        : import_kind(im, n, &kiln_layer_add, NULL);
 }
 
-/* MatMul by an initializer is a Dense; the Add of a 1-D initializer that
- * alone reads its product is the Dense's bias. */
+/* MatMul of two computed values is the matmul kind's; by an initializer
+ * it is a Dense, and the Add of a 1-D initializer that alone reads its
+ * product is the Dense's bias. */
 static kiln_status import_matmul(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *b = n->n_input > 1 ? kiln_import_find(im, n->input[1]) : NULL;
+    if (b && b->computed)
+        return import_kind(im, n, &kiln_layer_matmul, NULL);
     size_t reader = 0;
     const char *bias = NULL;
     if (n->n_output == 1 && readers(im, n->output[0], &reader) == 1) {
@@ -1233,6 +1250,14 @@ static kiln_status import_activation_or_math(kiln_importer *im, const KilnOnnx__
         return st;
     const int activation = kiln_layer_activation.import_onnx(&imp) == KILN_OK;
     return import_kind(im, n, activation ? &kiln_layer_activation : &kiln_layer_math, NULL);
+}
+
+/* Slice of a computed value is a Slice layer; of integer constants it
+ * folds. */
+static kiln_status import_slice(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    const kiln_import_value *in = kiln_import_find(im, n->input[0]);
+    return in && in->computed ? kiln_import_slice_value(im, n) : kiln_import_slice(im, n);
 }
 
 static const struct {
@@ -1289,7 +1314,12 @@ static const struct {
     {.op = "Gather", .handler = import_gather},
     {.op = "Unsqueeze", .handler = import_unsqueeze},
     {.op = "ConstantOfShape", .handler = kiln_import_constant_of_shape},
-    {.op = "Slice", .handler = kiln_import_slice},
+    {.op = "Slice", .handler = import_slice},
+    {.op = "Squeeze", .handler = kiln_import_squeeze},
+    {.op = "Split", .handler = kiln_import_split},
+    {.op = "Expand", .handler = kiln_import_expand},
+    {.op = "Equal", .handler = kiln_import_equal_where},
+    {.op = "Where", .handler = kiln_import_equal_where},
 };
 
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
@@ -1327,7 +1357,7 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no output",
                           name, op);
     size_t reader;
-    for (size_t o = 1; o < n->n_output; o++)
+    for (size_t o = 1; o < n->n_output && strcmp(op, "Split") != 0; o++)   /* Split's all */
         if (*n->output[o] && readers(im, n->output[o], &reader))
             return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): output "
                               "%zu '%s' is read; kiln imports a node's first output only",
@@ -1364,3 +1394,27 @@ kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_nod
     return KILN_OK;
 }
 
+
+kiln_status kiln_import_computed(kiln_importer *im, const KilnOnnx__NodeProto *n, size_t k,
+                                 kiln_import_value **out)
+{
+    return computed(im, n, k, out);
+}
+
+kiln_status kiln_import_in_layout(kiln_importer *im, kiln_import_value *v, int cl,
+                                  kiln_node *node)
+{
+    return in_layout(im, v, cl, node);
+}
+
+kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, kiln_node node,
+                             int cl)
+{
+    return made(im, n, node, cl, NULL);
+}
+
+int kiln_import_readers(const kiln_importer *im, const char *name)
+{
+    size_t reader;
+    return readers(im, name, &reader);
+}

@@ -470,6 +470,13 @@ static void add_math_clip(kiln_model *m, const void *o)
 {
     kiln_math(m, vector_input(m), KILN_MATH_CLIP, o);
 }
+
+static void add_matmul(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, 2};
+    const kiln_node x = kiln_input(m, 2, dims, NULL);
+    kiln_flatten(m, kiln_matmul(m, x, x, o), NULL);
+}
 static void add_concatenate(kiln_model *m, const void *o)
 {
     const kiln_node x = vector_input(m), pair[2] = {x, x};
@@ -503,6 +510,7 @@ static void test_name_options(kiln_context *ctx)
         {.build = add_reshape, .at = 1, .default_name = "reshape"},
         {.build = add_add, .at = 1, .default_name = "add"},
         {.build = add_dot, .at = 1, .default_name = "dot"},
+        {.build = add_matmul, .at = 1, .default_name = "matmul"},
     };
     struct {
         kiln_flatten_options known;   /* the layout of every name-only struct */
@@ -523,7 +531,8 @@ static void test_name_options(kiln_context *ctx)
           sizeof(kiln_global_pool2d_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_reshape_options) == sizeof(kiln_flatten_options) &&
           sizeof(kiln_add_options) == sizeof(kiln_flatten_options) &&
-          sizeof(kiln_dot_options) == sizeof(kiln_flatten_options));
+          sizeof(kiln_dot_options) == sizeof(kiln_flatten_options) &&
+          sizeof(kiln_matmul_options) == sizeof(kiln_flatten_options));
 
     /* kiln_concatenate_options: its axis too (0: -1). */
     struct {

@@ -57,6 +57,12 @@ static const conformance_op conformance_ops[] = {
     {.op = "Log", .data_inputs = 1},
     {.op = "Erf", .data_inputs = 1},
     {.op = "Pow", .data_inputs = 1},
+    {.op = "Squeeze", .data_inputs = 1},
+    {.op = "Unsqueeze", .data_inputs = 1},
+    {.op = "Slice", .data_inputs = 1},
+    {.op = "Split", .data_inputs = 1},
+    {.op = "Gather", .data_inputs = 1},
+    {.op = "Expand", .data_inputs = 1},
 };
 
 /* A refusal docs/importing.md documents: an import that fails with
@@ -126,6 +132,23 @@ static const conformance_limit conformance_limits[] = {
      .reason = "mode reflect or edge"},
     {.op = "Transpose", .needle = "that keeps the batch (axis 0) first",
      .reason = "a perm that moves the batch, or none (the axes reversed)"},
+    {.op = NULL, .needle = "is the batch; kiln",
+     .reason = "Squeeze, Unsqueeze, Gather or Split on axis 0 (the batch)"},
+    {.op = NULL, .needle = "kiln holds values of 2 to",
+     .reason = "a result of more than 5 dimensions (kiln's samples have up to 4)"},
+    {.op = NULL, .needle = "kiln holds no empty values",
+     .reason = "an empty slice or split part"},
+    {.op = "Slice", .needle = "kiln keeps the batch whole",
+     .reason = "a slice of axis 0 (the batch, whose length kiln does not know at import)"},
+    {.op = "Gather", .needle = "do not step evenly",
+     .reason = "indices of a computed value that are not evenly spaced"},
+    {.op = "Gather", .needle = "must be a scalar or 1-D integer constant",
+     .reason = "indices of 2 or more dimensions"},
+    {.op = "Expand", .needle = "would put axes before the batch",
+     .reason = "a shape of higher rank than the value (new axes before the batch)"},
+    {.op = "Expand", .needle = "kiln keeps the batch as it is",
+     .reason = "a shape whose first entry is not 1 (the batch, whose length kiln does not "
+               "know at import)"},
 };
 
 #endif

@@ -87,8 +87,40 @@ def between(out):
         node("Conv", ["p", "w2"], ["r"], name="conv2"),
         consts=[w2, ("pads", np.array([0, 1, 1, 1, 0, 0, 1, 1], np.int64))])
     # Integer arithmetic on computed values (kiln folds it on constants).
-    one("slice_computed", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
+    one("slice_batch", node("Slice", ["c", "zero", "one"], ["r"], name="slice"),
         consts=[("zero", np.array([0], np.int64)), ("one", np.array([1], np.int64))])
+    # Shape ops on the computed (N, 3, 2, 2) that kiln refuses: a MatMul of
+    # vectors, one whose inner dimensions differ, Squeeze of the batch and
+    # of an axis of 3, an Unsqueeze past 5 dimensions, an empty Slice,
+    # Gather at uneven and at computed indices, Splits unequal and not
+    # adding up, Expand of the batch and of an axis of 3 to 4, Where of
+    # constants of two shapes.
+    ints = lambda name, v: (name, np.array(v, np.int64))
+    one("matmul_vectors", node("Flatten", ["c"], ["f2"], name="flat2"),
+        node("MatMul", ["f2", "f2"], ["r"], name="mm"))
+    one("matmul_inner", node("Reshape", ["c", "rows"], ["rs"], name="rows"),
+        node("MatMul", ["rs", "rs"], ["r"], name="mm"), consts=[ints("rows", [0, 3, 4])])
+    one("squeeze_batch", node("Squeeze", ["c", "axes"], ["r"], name="sq"),
+        consts=[ints("axes", [0])])
+    one("squeeze_long", node("Squeeze", ["c", "axes"], ["r"], name="sq"),
+        consts=[ints("axes", [1])])
+    one("unsqueeze_rank", node("Unsqueeze", ["c", "axes"], ["r"], name="unsq"),
+        consts=[ints("axes", [1, -1])])
+    one("slice_empty", node("Slice", ["c", "s", "e", "a"], ["r"], name="slice"),
+        consts=[ints("s", [5]), ints("e", [9]), ints("a", [2])])
+    one("gather_uneven", node("Gather", ["c", "i"], ["r"], name="take", axis=1),
+        consts=[ints("i", [0, 2, 1])])
+    one("gather_computed", node("Gather", ["c", "c"], ["r"], name="take", axis=1))
+    one("split_unequal", node("Split", ["c"], ["r", "r2"], name="split", axis=1))
+    one("split_sum", node("Split", ["c", "sizes"], ["r", "r2"], name="split", axis=1),
+        consts=[ints("sizes", [1, 1])])
+    one("expand_batch", node("Expand", ["c", "shape"], ["r"], name="ex"),
+        consts=[ints("shape", [2, 3, 2, 2])])
+    one("expand_axis", node("Expand", ["c", "shape"], ["r"], name="ex"),
+        consts=[ints("shape", [1, 4, 2, 2])])
+    one("where_shapes", node("Where", ["cond", "s", "e"], ["w"], name="where"),
+        node("Reshape", ["c", "w"], ["r"], name="rs"),
+        consts=[ints("cond", [1, 0]), ints("s", [0, 12, 1]), ints("e", [0, 12])])
     one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
     # Pow by a computed exponent, and by one of 3 values (broadcast over
     # the channels); Clip of a computed bound, of bounds of 2 values and of

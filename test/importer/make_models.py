@@ -409,6 +409,76 @@ class Unary(nn.Module):
         # tanh keeps the Linear's inputs small: SGD at 0.1 on the sum
         # itself diverges in 3 steps.
         return self.fc(torch.flatten(torch.tanh(y), 1))
+class SelfAttention(nn.Module):
+    """Self-attention written out: Linear q/k/v, view (N, T, h, d),
+    transpose(1, 2), q @ k^T, softmax(-1), @ v, transpose back, reshape,
+    Linear: MatMul of computed values batched over (N, h). The scale
+    1/sqrt(d) is folded into q's Linear (kiln imports no Div of a computed
+    value yet)."""
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads, self.d = heads, dim // heads
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+        with torch.no_grad():
+            self.q.weight *= self.d ** -0.5
+            self.q.bias *= self.d ** -0.5
+
+    def forward(self, x):
+        n, t, _ = x.shape
+
+        def heads(y):
+            return y.view(n, t, self.heads, self.d).transpose(1, 2)
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        w = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return self.out((w @ v).transpose(1, 2).reshape(n, t, -1))
+
+
+class TokenShapes(nn.Module):
+    """Shape ops on (N, T, D) values: torch.split on the last axis (Split),
+    torch.cat of the parts on axis -1 (Concat), x[:, 1:] (Slice),
+    unsqueeze then squeeze, and ViT's class token x[:, 0] (Gather)."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(5, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        a, b = torch.split(self.embed(x), [3, 5], dim=-1)
+        y = torch.cat([torch.tanh(a), torch.sigmoid(b)], dim=-1)
+        y = y[:, 1:].unsqueeze(1)
+        return self.head(y.squeeze(1)[:, 0])
+
+
+class Repeat(nn.Module):
+    """x.unsqueeze(1).expand(-1, 4, -1): Expand of a computed value, its
+    shape written as ConstantOfShape/Mul/Equal/Where of constants (folded);
+    then a Linear on the repeats and a sum by Linear of the flattened."""
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Linear(6, 6)
+        self.head = nn.Linear(4 * 6, 3)
+
+    def forward(self, x):
+        y = torch.tanh(self.mix(x.unsqueeze(1).expand(-1, 4, -1)))
+        return self.head(torch.flatten(y, 1))
+
+
+class ChannelSlices(nn.Module):
+    """Shape ops on a Conv's 4-D output, which kiln holds channels-last:
+    x[:, 1:3, 1:, ::2] (Slice, taken as held), torch.split of the channels
+    (Split), x[:, 0] (Gather, then the channels' axis dropped)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(2 * 4 * 3 + 5 * 6 + 3 * 5 * 6, 3)
+
+    def forward(self, x):
+        c = torch.tanh(self.conv(x))                      # (N, 4, 5, 6)
+        a, b = torch.split(c, [1, 3], dim=1)
+        y = c[:, 1:3, 1:, ::2]
+        return self.fc(torch.cat([torch.flatten(y, 1), torch.flatten(c[:, 0], 1),
+                                  torch.flatten(b, 1)], dim=1))
 
 
 def torchvision_model(name):
@@ -642,6 +712,10 @@ def main():
         ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
         ("channels_last_ops", ChannelsLastOps, (2, 3, 5, 6), preserve),
         ("unary", Unary, (2, 3, 5, 4), preserve),
+        ("self_attention", SelfAttention, (2, 5, 8), preserve),
+        ("tokens", TokenShapes, (3, 4, 5), preserve),
+        ("repeat", Repeat, (3, 6), preserve),
+        ("channel_slices", ChannelSlices, (2, 3, 7, 8), preserve),
         # Training-form BatchNormalization (and Dropout): ONNX Runtime
         # normalises it with the batch's statistics, kiln's predict with
         # the moving ones, as PyTorch's eval does (test_import compares

@@ -306,8 +306,34 @@ int main(void)
     refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
     refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
     refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");
-    refused(ctx, "slice_computed", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)",
-            "input 0 (data) is computed by the graph", "integer constants");
+    refused(ctx, "slice_batch", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)",
+            "slices axis 0 (starts 0, ends 1, step 1)", "keeps the batch whole");
+    refused(ctx, "matmul_vectors", KILN_ERROR_UNSUPPORTED, "'mm' (MatMul)", "input 0 'f2' is "
+            "2-D", "3 or more dimensions");
+    refused(ctx, "matmul_inner", KILN_ERROR_SHAPE, "'mm' (MatMul)", "(3, 4) and (3, 4)",
+            "last dimension (4) is not the second's next to last (3)");
+    refused(ctx, "squeeze_batch", KILN_ERROR_UNSUPPORTED, "'sq' (Squeeze)", "axis 0 is the "
+            "batch", NULL);
+    refused(ctx, "squeeze_long", KILN_ERROR_SHAPE, "'sq' (Squeeze)", "axis 1 has length 3",
+            "axes of length 1");
+    refused(ctx, "unsqueeze_rank", KILN_ERROR_UNSUPPORTED, "'unsq' (Unsqueeze)",
+            "6 dimensions", "2 to 5");
+    refused(ctx, "slice_empty", KILN_ERROR_UNSUPPORTED, "'slice' (Slice)", "axis 2 is empty",
+            "no empty values");
+    refused(ctx, "gather_uneven", KILN_ERROR_UNSUPPORTED, "'take' (Gather)", "indices 0, 1, "
+            "... do not step evenly", NULL);
+    refused(ctx, "gather_computed", KILN_ERROR_UNSUPPORTED, "'take' (Gather)",
+            "indices must be a scalar or 1-D integer constant", NULL);
+    refused(ctx, "split_unequal", KILN_ERROR_UNSUPPORTED, "'split' (Split)", "length 3 does "
+            "not split into 2 equal parts", NULL);
+    refused(ctx, "split_sum", KILN_ERROR_FORMAT, "'split' (Split)", "parts add up to 2",
+            "axis 1 is 3 long");
+    refused(ctx, "expand_batch", KILN_ERROR_UNSUPPORTED, "'ex' (Expand)", "expands axis 0 to 2",
+            "keeps the batch");
+    refused(ctx, "expand_axis", KILN_ERROR_FORMAT, "'ex' (Expand)", "axis 1 of length 3 "
+            "cannot expand to 4", NULL);
+    refused(ctx, "where_shapes", KILN_ERROR_UNSUPPORTED, "'where' (Where)", "integer constants "
+            "of one shape", NULL);
     refused(ctx, "mul_computed", KILN_ERROR_UNSUPPORTED, "'mul' (Mul)", "input 0 (A)", NULL);
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");

@@ -39,6 +39,8 @@
 #define RTOL 1e-4
 #define ATOL 1e-5
 #define ONNX_FLOAT 1
+#define ONNX_INT32 6
+#define ONNX_INT64 7
 #define FIRST_OPSET 11
 #define FIRST_IR 6
 #define MAX_TESTS 2048
@@ -122,6 +124,41 @@ static float *tensor_floats(const KilnOnnx__TensorProto *t, int64_t *count)
         return NULL;
     }
     return f;
+}
+
+/* An int64 or int32 tensor's values as the int32 ids a kiln_input_ints
+ * Input reads (an Embedding's indices); NULL for another type or a value
+ * past int32. */
+static int32_t *tensor_ids(const KilnOnnx__TensorProto *t)
+{
+    const int64_t count = tensor_count(t);
+    const int wide = t->has_data_type && t->data_type == ONNX_INT64;
+    if (!t->has_data_type || (!wide && t->data_type != ONNX_INT32))
+        return NULL;
+    int32_t *ids = malloc((size_t)(count + 1) * sizeof *ids);
+    const size_t width = wide ? 8 : 4;
+    const int raw = t->has_raw_data && t->raw_data.len == (size_t)count * width;
+    if (!ids || (!raw && (wide ? t->n_int64_data : t->n_int32_data) != (size_t)count)) {
+        free(ids);
+        return NULL;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t v;
+        if (raw && wide)
+            memcpy(&v, t->raw_data.data + i * 8, 8);   /* little-endian, as this machine */
+        else if (raw) {
+            int32_t v32;
+            memcpy(&v32, t->raw_data.data + i * 4, 4);
+            v = v32;
+        } else
+            v = wide ? t->int64_data[i] : t->int32_data[i];
+        if (v < INT32_MIN || v > INT32_MAX) {
+            free(ids);
+            return NULL;
+        }
+        ids[i] = (int32_t)v;
+    }
+    return ids;
 }
 
 static int opset_of(const KilnOnnx__ModelProto *m)
@@ -282,8 +319,21 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
 {
     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
                                         .learning_rate = 0.01f};
+    /* A node of several outputs (Split) makes a model of several: a loss
+     * each. */
+    kiln_output_loss losses[KILN_MAX_MODEL_OUTPUTS];
+    int32_t outputs = 0;   /* the set's output files */
+    while (outputs < KILN_MAX_MODEL_OUTPUTS &&
+           access(tensor_path(dir, set, "output", outputs), R_OK) == 0) {
+        losses[outputs] = (kiln_output_loss){.struct_size = sizeof losses[outputs],
+                                             .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+        outputs++;
+    }
+    const int several = outputs > 1;
     const kiln_compile_options co = {.struct_size = sizeof co,
-                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
+                                     .loss = several ? 0 : KILN_LOSS_MEAN_SQUARED_ERROR,
+                                     .n_outputs = several ? outputs : 0,
+                                     .outputs = several ? losses : NULL, .optimizer = &sgd,
                                      .strategy = KILN_STRATEGY_ONE_DEVICE};
     kiln_status st = kiln_model_compile(m, &co);
     if (st != KILN_OK) {
@@ -291,6 +341,8 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
         return;
     }
     float *in[MAX_GRAPH_INPUTS] = {NULL};
+    int32_t *ids[MAX_GRAPH_INPUTS] = {NULL};   /* int inputs: Embedding indices */
+    int any_ids = 0;
     kiln_input_array arrays[MAX_GRAPH_INPUTS];
     int64_t count = 0, out_size = 0;
     int32_t n_out = 0;
@@ -298,10 +350,14 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
     for (int k = 0; k < n_data; k++) {
         int64_t n = 0;
         in[k] = tensor_floats(data[k], &n);
+        ids[k] = in[k] ? NULL : tensor_ids(data[k]);
         memset(&arrays[k], 0, sizeof arrays[k]);
         arrays[k].features = in[k];
-        if (!in[k] || data[k]->n_dims < 1) {
-            finish(r, FAILED, "input %d of set %d: not a float tensor of its shape", k, set);
+        arrays[k].int_features = ids[k];
+        any_ids |= ids[k] != NULL;
+        if ((!in[k] && !ids[k]) || data[k]->n_dims < 1) {
+            finish(r, FAILED, "input %d of set %d: not a float or integer tensor of its shape",
+                   k, set);
             goto done;
         }
     }
@@ -312,6 +368,8 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
         st = kiln_model_input_info(m, k, &info);
         for (int32_t d = 0; d < info.rank; d++)
             size *= info.dims[d];
+        arrays[k].rank = info.rank;
+        memcpy(arrays[k].dims, info.dims, sizeof arrays[k].dims);
         if (st != KILN_OK || tensor_count(data[k]) != count * size) {
             finish(r, FAILED, "input %d holds %lld values; kiln's Input takes %lld samples of "
                    "%lld", k, (long long)tensor_count(data[k]), (long long)count,
@@ -324,9 +382,9 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
         st = kiln_model_output_count(m, &n_out);
     got = st == KILN_OK ? calloc((size_t)(count * out_size + 1), sizeof *got) : NULL;
     const kiln_batch_arrays batch = {.struct_size = sizeof batch, .count = count,
-                                     .features = n_data == 1 ? in[0] : NULL,
-                                     .n_inputs = n_data == 1 ? 0 : n_data,
-                                     .inputs = n_data == 1 ? NULL : arrays};
+                                     .features = n_data == 1 && !any_ids ? in[0] : NULL,
+                                     .n_inputs = n_data == 1 && !any_ids ? 0 : n_data,
+                                     .inputs = n_data == 1 && !any_ids ? NULL : arrays};
     if (got)
         st = kiln_model_predict(m, &batch, got, 0);
     if (st != KILN_OK || !got) {
@@ -366,7 +424,7 @@ static void predict_and_compare(kiln_context *ctx, kiln_model *m, result *r, con
     }
 done:
     for (int k = 0; k < n_data; k++)
-        free(in[k]);
+        free(in[k]), free(ids[k]);
     free(got);
 }
 

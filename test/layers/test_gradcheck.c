@@ -369,6 +369,57 @@ static kiln_model *towers(kiln_context *ctx)
     return m;
 }
 
+/* Attention by hand through MatMul: per-head queries times keys
+ * transposed, a softmax, times values; then a product by a (1, 4, 3)
+ * broadcast over the heads, its gradient summed over them. */
+static kiln_model *matmuls(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {2, 3, 4}, swap[] = {1, 3, 2}, shared[] = {1, 4, 3};
+    kiln_dense_options proj = {.struct_size = sizeof proj, .units = 4,
+                               .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options twelve = {.struct_size = sizeof twelve, .units = 12,
+                                 .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_input(m, 3, dims, NULL);
+    const kiln_node q = kiln_dense(m, x, &proj), k = kiln_dense(m, x, &proj);
+    const kiln_node v = kiln_dense(m, x, &proj);
+    const kiln_node scores = kiln_matmul(m, q, kiln_permute(m, k, 3, swap, NULL), NULL);
+    const kiln_node weights = kiln_activation_layer(m, scores, KILN_ACTIVATION_SOFTMAX, NULL);
+    const kiln_node context = kiln_matmul(m, weights, v, NULL);             /* (2, 3, 4) */
+    const kiln_node w = kiln_reshape(m, kiln_dense(m, kiln_flatten(m, x, NULL), &twelve), 3,
+                                     shared, NULL);                           /* (1, 4, 3) */
+    kiln_dense(m, kiln_flatten(m, kiln_matmul(m, context, w, NULL), NULL), &head);
+    return m;
+}
+
+/* Slice and Expand between trained layers: a window stepping backwards
+ * on one axis and by 2 on another, the class token (one place), and a
+ * broadcast of it back over the tokens, added to the window. */
+static kiln_model *windows_and_repeats(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 6}, over[] = {3, 4};
+    kiln_dense_options mix = {.struct_size = sizeof mix, .units = 8,
+                              .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options four = {.struct_size = sizeof four, .units = 4,
+                               .activation = KILN_ACTIVATION_SIGMOID};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node h = kiln_dense(m, kiln_input(m, 2, dims, NULL), &mix);   /* (5, 8) */
+    const kiln_slice_options back = {.struct_size = sizeof back, .begin = {4, 1},
+                                     .size = {3, 4}, .step = {-1, 2}};  /* (3, 4) */
+    const kiln_node window = kiln_slice(m, h, &back);
+    const kiln_slice_options token = {.struct_size = sizeof token, .size = {1}};
+    const kiln_node first = kiln_dense(m, kiln_slice(m, h, &token), &four);  /* (1, 4) */
+    const kiln_node both[] = {window, kiln_expand(m, first, 2, over, NULL)};
+    kiln_dense(m, kiln_flatten(m, kiln_add(m, both, 2, NULL), NULL), &head);
+    return m;
+}
+
 /* A decoder of transposed convolutions: PyTorch's (padding 1,
  * output_padding 1) and Keras's ('same') upsampling of one value, added
  * (its input gradient summed from both), then a grouped, dilated one with
@@ -509,6 +560,8 @@ int main(void)
     gradcheck(ctx, "embedding, position embedding", tokens);
     gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);
     gradcheck(ctx, "two towers meeting in a Dot", towers);
+    gradcheck(ctx, "attention by hand: batched and broadcast MatMul", matmuls);
+    gradcheck(ctx, "slices stepping backwards and by 2, a token expanded", windows_and_repeats);
     /* Last: the models before it draw the random values they drew before. */
     gradcheck(ctx, "softmax along inner axes, reductions", reductions);
     kiln_context_destroy(ctx);

@@ -227,6 +227,28 @@ static void ex_dot(kiln_model *m)
     kiln_dot(m, x, kiln_activation_layer(m, x, KILN_ACTIVATION_SIGMOID, NULL), NULL);
 }
 
+/* Attention's scores: (5, 4) times its own tanh transposed, (4, 5). */
+static void ex_matmul(kiln_model *m)
+{
+    const kiln_node x = sequence(m);
+    const int32_t swap[] = {2, 1};
+    kiln_matmul(m, x, kiln_permute(m, kiln_activation_layer(m, x, KILN_ACTIVATION_TANH, NULL),
+                                   2, swap, NULL), NULL);
+}
+
+static void ex_slice(kiln_model *m)
+{
+    const kiln_slice_options o = {.struct_size = sizeof o, .begin = {6, 1, 2}, .size = {3, 0, 1},
+                                  .step = {-2, 2, 0}};
+    kiln_slice(m, image(m), &o);
+}
+
+static void ex_expand(kiln_model *m)
+{
+    const int32_t to[] = {2, 5, 4};
+    kiln_expand(m, sequence(m), 3, to, NULL);
+}
+
 static void ex_layer_norm(kiln_model *m)
 {
     const kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = 2e-2f,
@@ -339,6 +361,9 @@ static const struct example {
     {.kind = "activation", .build = ex_activation_slope},
     {.kind = "add", .build = ex_add},
     {.kind = "dot", .build = ex_dot},
+    {.kind = "matmul", .build = ex_matmul},
+    {.kind = "slice", .build = ex_slice},
+    {.kind = "expand", .build = ex_expand},
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},

@@ -442,6 +442,102 @@ static void test_reduce_softmax(kiln_context *ctx)
     }
 }
 
+/* Compiling a model of Input(in) -> build fails with `status`, naming
+ * what `needle` says. */
+static void shape_refused(kiln_context *ctx, int32_t rank, const int32_t *in,
+                          kiln_node (*build)(kiln_model *m, kiln_node x, int which), int which,
+                          kiln_status status, const char *needle)
+{
+    const kiln_compile_options co = mse();
+    kiln_model *m = new_model(ctx, rank, in);
+    build(m, 0, which);
+    CHECK_FAILS(ctx, status, needle, kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+}
+
+/* The bad MatMul, Slice and Expand layers of test_shape_ops, by number. */
+static kiln_node bad_shape_op(kiln_model *m, kiln_node x, int which)
+{
+    const int32_t rows[] = {3, 5, 2}, zero[] = {0, 5};
+    const int32_t lower[] = {7}, wider[] = {2, 4, 3, 5};
+    switch (which) {
+    case 0:   /* a vector */
+        return kiln_matmul(m, kiln_flatten(m, x, NULL), kiln_flatten(m, x, NULL), NULL);
+    case 1:   /* (2, 3, 5) by (2, 3, 5): 5 against 3 */
+        return kiln_matmul(m, x, x, &(kiln_matmul_options){.name = "mm"});
+    case 2:   /* (2, 3, 5) by (3, 5, 2): 2 against 3 */
+        return kiln_matmul(m, x, kiln_reshape(m, x, 3, rows, NULL), NULL);
+    case 3:   /* begin past the axis */
+        return kiln_slice(m, x, &(kiln_slice_options){.begin = {0, 3}});
+    case 4:   /* more values than the steps reach */
+        return kiln_slice(m, x, &(kiln_slice_options){.begin = {0, 1}, .size = {0, 2},
+                                                      .step = {0, 2}});
+    case 5:   /* a negative size */
+        return kiln_slice(m, x, &(kiln_slice_options){.size = {-1}});
+    case 6:   /* an axis past the rank */
+        return kiln_slice(m, x, &(kiln_slice_options){.begin = {0, 0, 0, 1}});
+    case 7:   /* to a lower rank */
+        return kiln_expand(m, x, 1, lower, NULL);
+    case 8:   /* 3 neither 4 nor 1 */
+        return kiln_expand(m, x, 4, wider, &(kiln_expand_options){.name = "ex"});
+    case 9:   /* no dims */
+        return kiln_expand(m, x, 2, NULL, NULL);
+    default:  /* a dimension of 0 */
+        return kiln_expand(m, x, 2, zero, NULL);
+    }
+}
+
+/* MatMul, Slice and Expand: their output shapes, and each bad shape or
+ * option refused at compile, naming the layer and the shapes. */
+static void test_shape_ops(kiln_context *ctx)
+{
+    const int32_t in[] = {2, 3, 5}, swap[] = {1, 3, 2}, to[] = {4, 2, 3, 5};
+    kiln_model *m = new_model(ctx, 3, in);
+    const kiln_node x = 0;
+    kiln_matmul(m, x, kiln_permute(m, x, 3, swap, NULL), NULL);          /* 2: (2, 3, 3) */
+    kiln_slice(m, x, &(kiln_slice_options){.begin = {1, 2, 4}, .step = {-1, -1, -2}});
+    kiln_expand(m, x, 4, to, NULL);
+    const int32_t scores[] = {2, 3, 3}, window[] = {2, 3, 3};
+    CHECK_OK(ctx, kiln_model_set_outputs(m, (const kiln_node[]){2, 3, 4}, 3));
+    const kiln_output_loss losses[3] = {{.struct_size = sizeof(kiln_output_loss),
+                                         .loss = KILN_LOSS_MEAN_SQUARED_ERROR},
+                                        {.struct_size = sizeof(kiln_output_loss),
+                                         .loss = KILN_LOSS_MEAN_SQUARED_ERROR},
+                                        {.struct_size = sizeof(kiln_output_loss),
+                                         .loss = KILN_LOSS_MEAN_SQUARED_ERROR}};
+    kiln_compile_options several = {.struct_size = sizeof several, .n_outputs = 3,
+                                    .outputs = losses};
+    CHECK_OK(ctx, kiln_model_compile(m, &several));
+    check_layer(ctx, m, 2, "matmul", 3, scores);
+    check_layer(ctx, m, 3, "slice", 3, window);
+    check_layer(ctx, m, 4, "expand", 4, to);
+    kiln_model_destroy(m);
+
+    shape_refused(ctx, 3, in, bad_shape_op, 0, KILN_ERROR_SHAPE, "layer 'matmul' (matmul): "
+                  "its inputs are (30,) and (30,); MatMul multiplies samples of rank 2 or more");
+    shape_refused(ctx, 3, in, bad_shape_op, 1, KILN_ERROR_SHAPE, "layer 'mm' (matmul): its "
+                  "inputs are (2, 3, 5) and (2, 3, 5): the first's last dimension (5) is not "
+                  "the second's next to last (3)");
+    shape_refused(ctx, 3, in, bad_shape_op, 2, KILN_ERROR_SHAPE, "its inputs are (2, 3, 5) and "
+                  "(3, 5, 2), whose leading axes do not broadcast (2 against 3;");
+    shape_refused(ctx, 3, in, bad_shape_op, 3, KILN_ERROR_SHAPE, "layer 'slice' (slice): "
+                  "begin[1] 3 or size[1] 0 does not fit the input (2, 3, 5)");
+    shape_refused(ctx, 3, in, bad_shape_op, 4, KILN_ERROR_SHAPE, "axis 1: 2 values from 1 in "
+                  "steps of 2 pass the end of the input (2, 3, 5)");
+    shape_refused(ctx, 3, in, bad_shape_op, 5, KILN_ERROR_SHAPE, "begin[0] 0 or size[0] -1 "
+                  "does not fit");
+    shape_refused(ctx, 3, in, bad_shape_op, 6, KILN_ERROR_INVALID_ARGUMENT, "begin[3] 1 or "
+                  "size[3] 0 does not fit the input (2, 3, 5)");
+    shape_refused(ctx, 3, in, bad_shape_op, 7, KILN_ERROR_SHAPE, "layer 'expand' (expand): "
+                  "cannot expand input (2, 3, 5) to (7,), a lower rank");
+    shape_refused(ctx, 3, in, bad_shape_op, 8, KILN_ERROR_SHAPE, "layer 'ex' (expand): cannot "
+                  "expand input (2, 3, 5) to (2, 4, 3, 5): dimension 0 (2) is neither 4 nor 1");
+    shape_refused(ctx, 3, in, bad_shape_op, 9, KILN_ERROR_INVALID_ARGUMENT, "target shape dims "
+                  "NULL of rank 2");
+    shape_refused(ctx, 3, in, bad_shape_op, 10, KILN_ERROR_INVALID_ARGUMENT, "target shape "
+                  "(0, 5): dimension 0 is 0; each must be > 0");
+}
+
 int main(void)
 {
     kiln_context *ctx = test_context(3);
@@ -453,6 +549,7 @@ int main(void)
     test_activations(ctx);
     test_window_options(ctx);
     test_reduce_softmax(ctx);
+    test_shape_ops(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_layer_shapes");
 }

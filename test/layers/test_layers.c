@@ -758,6 +758,188 @@ static void test_dot(kiln_context *ctx, int32_t d, int batch, int same)
     layer_run_free(&r);
 }
 
+/* MatMul(pre, reshape(tanh(pre), b)), or MatMul(pre, pre): samples of
+ * shapes a and b (one size, so that one input gives both). */
+typedef struct matmul_case {
+    int32_t ra, rb;
+    int32_t a[4], b[4];
+    int same;
+} matmul_case;
+
+static kiln_node build_matmul(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const matmul_case *c = arg;
+    if (c->same)
+        return kiln_matmul(m, pre, pre, NULL);
+    const kiln_activation_layer_options t = {.struct_size = sizeof t, .name = "t"};
+    const kiln_node tanh_node = kiln_activation_layer(m, pre, KILN_ACTIVATION_TANH, &t);
+    return kiln_matmul(m, pre, kiln_reshape(m, tanh_node, c->rb, c->b, NULL), NULL);
+}
+
+/* Where leading index `at` (of the output's leading axes `lead`, rank
+ * r - 2) starts in an operand of rank `rank` and dims `dims`: broadcast
+ * axes (1 or absent) stay at 0. */
+static int64_t ref_matmul_start(int32_t r, const int32_t *lead, int64_t at, int32_t rank,
+                                const int32_t *dims)
+{
+    int64_t start = 0, stride = (int64_t)dims[rank - 2] * dims[rank - 1];
+    for (int32_t j = r - 3; j >= 0; j--) {
+        const int64_t i = at % lead[j];
+        at /= lead[j];
+        const int32_t d = j - (r - rank);
+        if (d >= 0) {
+            start += (dims[d] == 1 ? 0 : i) * stride;
+            stride *= dims[d];
+        }
+    }
+    return start;
+}
+
+static void test_matmul(kiln_context *ctx, int batch, const matmul_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, c->ra, c->a, batch, build_matmul, c, &r))
+        return;
+    const int32_t ra = c->ra, rb = c->same ? c->ra : c->rb;
+    const int32_t *bd = c->same ? c->a : c->b;
+    const int32_t rank = ra > rb ? ra : rb;
+    const int64_t m = c->a[ra - 2], k = c->a[ra - 1], n = bd[rb - 1];
+    int32_t lead[4];
+    int64_t products = 1;
+    for (int32_t j = 0; j < rank - 2; j++) {
+        const int32_t ja = j - (rank - ra), jb = j - (rank - rb);
+        const int32_t da = ja < 0 ? 1 : c->a[ja], db = jb < 0 ? 1 : bd[jb];
+        lead[j] = da == 1 ? db : da;
+        products *= lead[j];
+    }
+    CHECK(r.out_size == products * m * n);
+    const int64_t size = r.in_size, ny = batch * r.out_size;
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)(batch * size), 8);
+    double *b = malloc(sizeof(double) * (size_t)(batch * size));
+    double *da = calloc((size_t)(batch * size), 8), *db = calloc((size_t)(batch * size), 8);
+    for (int64_t i = 0; i < batch * size; i++)
+        b[i] = c->same ? r.x[i] : tanh(r.x[i]);
+    for (int s = 0; s < batch; s++)
+        for (int64_t p = 0; p < products; p++) {
+            const int64_t a0 = s * size + ref_matmul_start(rank, lead, p, ra, c->a);
+            const int64_t b0 = s * size + ref_matmul_start(rank, lead, p, rb, bd);
+            const int64_t y0 = s * r.out_size + p * m * n;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double sum = 0;
+                    const double g = r.dy[y0 + i * n + j];
+                    for (int64_t l = 0; l < k; l++) {
+                        sum += r.x[a0 + i * k + l] * b[b0 + l * n + j];
+                        da[a0 + i * k + l] += g * b[b0 + l * n + j];
+                        db[b0 + l * n + j] += g * r.x[a0 + i * k + l];
+                    }
+                    y[y0 + i * n + j] = sum;
+                }
+        }
+    for (int64_t i = 0; i < batch * size; i++)
+        dx[i] = da[i] + db[i] * (c->same ? 1.0 : 1.0 - b[i] * b[i]);
+    char what[128];
+    snprintf(what, sizeof what, "matmul of rank %d and %d%s, batch %d", (int)ra, (int)rb,
+             c->same ? " (one node twice)" : "", batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx), free(b), free(da), free(db);
+    layer_run_free(&r);
+}
+
+/* Slice(pre): a window of each sample, steps negative included. */
+static kiln_node build_slice(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_slice(m, pre, arg);
+}
+
+static void test_slice(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                       const kiln_slice_options *o)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_slice, o, &r))
+        return;
+    int32_t out[4] = {1, 1, 1, 1}, in[4] = {1, 1, 1, 1}, begin[4] = {0}, step[4] = {1, 1, 1, 1};
+    const int pad = 4 - rank;
+    for (int a = 0; a < rank; a++) {
+        const int32_t st = o->step[a] ? o->step[a] : 1;
+        in[pad + a] = dims[a];
+        begin[pad + a] = o->begin[a];
+        step[pad + a] = st;
+        out[pad + a] = o->size[a] ? o->size[a]
+                       : st > 0 ? (dims[a] - 1 - o->begin[a]) / st + 1 : o->begin[a] / -st + 1;
+    }
+    const int64_t out_size = (int64_t)out[0] * out[1] * out[2] * out[3];
+    CHECK(r.out_size == out_size);
+    double *y = calloc((size_t)(batch * out_size), 8), *dx = calloc((size_t)(batch * r.in_size), 8);
+    for (int n = 0; n < batch; n++)
+        for (int64_t i = 0; i < out_size; i++) {
+            int64_t rest = i, at = 0, stride = 1;
+            for (int a = 3; a >= 0; a--) {
+                at += (begin[a] + rest % out[a] * step[a]) * stride;
+                rest /= out[a];
+                stride *= in[a];
+            }
+            y[n * out_size + i] = r.x[n * r.in_size + at];
+            dx[n * r.in_size + at] += r.dy[n * out_size + i];
+        }
+    char what[160];
+    snprintf(what, sizeof what, "slice of rank %d from (%d, %d, %d, %d) by (%d, %d, %d, %d), "
+             "batch %d", (int)rank, begin[0], begin[1], begin[2], begin[3], step[0], step[1],
+             step[2], step[3], batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch * out_size, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
+/* Expand(pre) to a target shape (in a shape_case's rank and dims). */
+static kiln_node build_expand(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_expand(m, pre, c->rank, c->dims, NULL);
+}
+
+static void test_expand(kiln_context *ctx, int32_t rank, const int32_t *dims, int batch,
+                        const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_expand, c, &r))
+        return;
+    int32_t in[4] = {1, 1, 1, 1}, out[4] = {1, 1, 1, 1};
+    for (int a = 0; a < rank; a++)
+        in[4 - rank + a] = dims[a];
+    for (int a = 0; a < c->rank; a++)
+        out[4 - c->rank + a] = c->dims[a];
+    const int64_t out_size = (int64_t)out[0] * out[1] * out[2] * out[3];
+    CHECK(r.out_size == out_size);
+    double *y = calloc((size_t)(batch * out_size), 8), *dx = calloc((size_t)(batch * r.in_size), 8);
+    for (int n = 0; n < batch; n++)
+        for (int64_t i = 0; i < out_size; i++) {
+            int64_t rest = i, at = 0, stride = 1;
+            for (int a = 3; a >= 0; a--) {
+                at += (in[a] == 1 ? 0 : rest % out[a]) * stride;
+                rest /= out[a];
+                stride *= in[a];
+            }
+            y[n * out_size + i] = r.x[n * r.in_size + at];
+            dx[n * r.in_size + at] += r.dy[n * out_size + i];
+        }
+    char what[160];
+    snprintf(what, sizeof what, "expand (%d, %d, %d, %d) to (%d, %d, %d, %d), batch %d", in[0],
+             in[1], in[2], in[3], out[0], out[1], out[2], out[3], batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch * out_size, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 /* How check_embedding picks its ids. */
 typedef enum id_pattern {
     IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
@@ -1307,6 +1489,46 @@ int main(void)
     test_dot(ctx, 37, 2, 1);
     test_dot(ctx, 130, 3, 0);   /* a GPU's work-group per sample: 64 lanes */
     test_dot(ctx, 64, 2, 1);
+    /* MatMul: attention's shapes, each operand broadcast over leading axes
+     * (its gradient summed), both at once, one node twice, and products
+     * large enough for CLBlast's kernels on the GPU variant. */
+    const matmul_case matmuls[] = {
+        {.ra = 3, .a = {2, 3, 5}, .rb = 3, .b = {2, 5, 3}},
+        {.ra = 2, .a = {7, 3}, .rb = 2, .b = {3, 7}},
+        {.ra = 3, .a = {2, 3, 4}, .rb = 3, .b = {1, 4, 6}},
+        {.ra = 2, .a = {6, 4}, .rb = 4, .b = {2, 1, 4, 3}},
+        {.ra = 4, .a = {2, 1, 3, 4}, .rb = 3, .b = {3, 4, 2}},
+        {.ra = 4, .a = {3, 2, 1, 4}, .rb = 4, .b = {1, 2, 4, 3}},
+        {.ra = 3, .a = {2, 4, 4}, .same = 1},
+        {.ra = 3, .a = {3, 40, 24}, .rb = 3, .b = {3, 24, 40}},
+    };
+    for (size_t i = 0; i < sizeof matmuls / sizeof matmuls[0]; i++)
+        test_matmul(ctx, i % 2 ? 1 : 3, &matmuls[i]);
+    /* Slice: one axis, every axis, reversed, strided both ways, one index
+     * (a class token), sizes left to the steps. Exact: values are copied. */
+    const kiln_slice_options slices[] = {
+        {.begin = {1}, .size = {2}},
+        {.begin = {2, 1, 6}, .size = {1, 2, 0}, .step = {0, 2, -3}},
+        {.begin = {0, 4, 0}, .step = {0, -1, 0}},
+        {.begin = {1, 0, 1}, .size = {2, 5, 3}, .step = {1, 1, 2}},
+        {.begin = {0, 0, 0}, .size = {1, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof slices / sizeof slices[0]; i++)
+        test_slice(ctx, 3, box, i % 2 ? 1 : 3, &slices[i]);
+    const kiln_slice_options four_slice = {.begin = {1, 2, 0, 2}, .step = {-1, -2, 1, 1}};
+    test_slice(ctx, 4, four, 2, &four_slice);
+    test_slice(ctx, 1, line, 3, &(kiln_slice_options){.begin = {10}, .size = {4}, .step = {-3}});
+    /* Expand: a middle axis of 1 repeated (x.unsqueeze(1).expand), leading
+     * axes added, every axis repeated, nothing repeated. */
+    const int32_t tokens[] = {1, 5}, column[] = {3, 1}, dot1[] = {1};
+    const shape_case to_tokens = {.rank = 2, .dims = {4, 5}};
+    const shape_case to_four = {.rank = 4, .dims = {2, 3, 3, 6}};
+    const shape_case to_cube = {.rank = 3, .dims = {2, 3, 70}};
+    const shape_case to_same = {.rank = 3, .dims = {3, 5, 7}};
+    test_expand(ctx, 2, tokens, 3, &to_tokens);
+    test_expand(ctx, 2, column, 2, &to_four);
+    test_expand(ctx, 1, dot1, 3, &to_cube);
+    test_expand(ctx, 3, box, 1, &to_same);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }

@@ -571,6 +571,42 @@ static void attention(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* MatMul of computed values: attention's scores and weighted sum by
+ * hand (a 3-D value a sample, which ONNX must read in kiln's order), and
+ * a product broadcast over the leading axis; Slice and Expand of it. */
+static void matmuls(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {2, 3, 4}, shared[] = {1, 4, 2}, swap[] = {1, 3, 2};
+    kiln_dense_options proj = {.struct_size = sizeof proj, .units = 4,
+                               .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options eight = {.struct_size = sizeof eight, .units = 8};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_input(m, 3, dims, NULL);
+    const kiln_node q = kiln_dense(m, x, &proj);                              /* (2, 3, 4) */
+    const kiln_node scores = kiln_matmul(m, q, kiln_permute(m, x, 3, swap, NULL), NULL);
+    const kiln_node context = kiln_matmul(m, scores, x, NULL);              /* (2, 3, 4) */
+    const kiln_node w = kiln_reshape(m, kiln_dense(m, kiln_flatten(m, x, NULL), &eight), 3,
+                                     shared, NULL);                           /* (1, 4, 2) */
+    const kiln_node both = kiln_matmul(m, context, w, NULL);                /* (2, 3, 2) */
+    /* Slices stepping down to index 0 and by 2, one index, an expand. */
+    const kiln_slice_options down = {.struct_size = sizeof down, .begin = {1, 2, 1},
+                                     .step = {-1, -1, 2}};                  /* (2, 3, 1) */
+    const kiln_slice_options token = {.struct_size = sizeof token, .begin = {1, 0, 0},
+                                      .size = {1, 1, 0}};                     /* (1, 1, 2) */
+    const int32_t cube[] = {2, 3, 2};
+    const kiln_node parts[] = {kiln_flatten(m, both, NULL),
+                               kiln_flatten(m, kiln_slice(m, both, &down), NULL),
+                               kiln_flatten(m, kiln_expand(m, kiln_slice(m, both, &token), 3,
+                                                           cube, NULL), NULL)};
+    kiln_dense(m, kiln_concatenate(m, parts, 3, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "matmuls", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* Ids (an int32 graph input): Embedding as Gather, PositionEmbedding as
  * Add of the whole table and, shorter than max_length, of a Slice of it. */
 static void ids(kiln_context *ctx)
@@ -889,6 +925,7 @@ int main(void)
     math_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
+    matmuls(ctx);
     ids(ctx);
     several_inputs(ctx);
     conv_output(ctx);
