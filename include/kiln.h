@@ -930,6 +930,64 @@ typedef struct kiln_dot_options {
 KILN_API kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b,
                             const kiln_dot_options *options);
 
+/** What kiln_binary() computes, element by element (a and b its operands,
+ *  in order). */
+typedef enum kiln_binary_op {
+    KILN_BINARY_ADD,             /**< a + b (Keras Add; ONNX Add) */
+    KILN_BINARY_SUBTRACT,        /**< a - b (Keras Subtract; ONNX Sub) */
+    KILN_BINARY_MULTIPLY,        /**< a * b (Keras Multiply; ONNX Mul) */
+    KILN_BINARY_DIVIDE,          /**< a / b (tf.math.divide; ONNX Div) */
+    /** max(a, b) (Keras Maximum; ONNX Max): on a tie each operand gets half
+     *  the gradient, as PyTorch's torch.maximum. */
+    KILN_BINARY_MAXIMUM,
+    KILN_BINARY_MINIMUM          /**< min(a, b) (Keras Minimum; ONNX Min), ties as Maximum */
+} kiln_binary_op;
+
+/** Options of kiln_binary() and kiln_binary_param(); the param_* fields
+ *  are kiln_binary_param()'s and must be 0 for kiln_binary(). */
+typedef struct kiln_binary_options {
+    size_t struct_size;          /**< sizeof(kiln_binary_options) */
+    const char *name;            /**< layer name, or NULL for "binary", "binary_1", ... */
+    kiln_binary_op op;           /**< the operation; 0: KILN_BINARY_ADD */
+    /** The parameter's rank, 1..KILN_MAX_RANK (a single value: rank 1,
+     *  dims {1}). */
+    int32_t param_rank;
+    int32_t param_dims[KILN_MAX_RANK];  /**< its shape, each >= 1; 0 past param_rank */
+    /** Nonzero: the parameter is the left operand (p - x, p / x); 0: the
+     *  right (x - p). */
+    int32_t param_first;
+    /** Nonzero: a constant (GELU's sqrt(2), a 0.5): saved and loaded with
+     *  the weights but not trained; 0: trained like any weight (a layer
+     *  scale, a learned position table). */
+    int32_t param_constant;
+    float param_value;           /**< the value every element starts at */
+} kiln_binary_options;
+
+/** a op b element-wise with NumPy's broadcasting over a sample's axes (the
+ *  batch is shared): the shapes are right-aligned and each axis must be
+ *  equal or 1 in one of them; the output has the larger rank and on each
+ *  axis the larger size. (H, W, C) * (C) scales each channel (squeeze-and-
+ *  excitation) without repeating the scale in memory. Gradients are summed
+ *  over the axes an operand was broadcast along, in a fixed order. Shapes
+ *  that do not broadcast are KILN_ERROR_SHAPE at kiln_model_compile naming
+ *  the layer and both shapes; an op out of range or param_* options set
+ *  are KILN_ERROR_INVALID_ARGUMENT. The same node may be given twice.
+ *  Model files record it; ONNX export writes Add, Sub, Mul, Div, Max or
+ *  Min (an (H, W, C) output and its operands in ONNX's NCHW). */
+KILN_API kiln_node kiln_binary(kiln_model *model, kiln_node a, kiln_node b,
+                               const kiln_binary_options *options);
+
+/** x op p or (param_first) p op x, p a tensor of shape param_dims the
+ *  layer owns, broadcast against x as kiln_binary() broadcasts: trained,
+ *  its gradient summed over the batch and the broadcast axes, or
+ *  (param_constant) a constant. Every element starts at param_value;
+ *  kiln_model_set_weights or an imported initializer gives others. The
+ *  parameter is named "operand". Errors as kiln_binary()'s; a param_rank
+ *  or param_dims out of range is KILN_ERROR_INVALID_ARGUMENT. ONNX export
+ *  writes the parameter as an initializer. */
+KILN_API kiln_node kiln_binary_param(kiln_model *model, kiln_node x,
+                                     const kiln_binary_options *options);
+
 /** Options of kiln_slice(): per axis of a sample (the batch not counted),
  *  where the window starts, how many values it takes and the step between
  *  them. All zeros keep an axis whole; NULL keeps every axis whole. */

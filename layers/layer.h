@@ -26,12 +26,14 @@ int64_t kiln_shape_size(const kiln_shape *shape);
 /* "(28, 28, 1)" into buf; returns buf. */
 const char *kiln_shape_str(const kiln_shape *shape, char *buf, size_t size);
 
-/* KILN_INIT_UNIFORM: uniform in [-init_limit, init_limit] (Keras RandomUniform). */
+/* KILN_INIT_UNIFORM: uniform in [-init_limit, init_limit] (Keras RandomUniform);
+ * KILN_INIT_CONSTANT: every value init_value (Keras Constant). */
 typedef enum kiln_init {
     KILN_INIT_ZEROS,
     KILN_INIT_GLOROT_UNIFORM,
     KILN_INIT_ONES,
-    KILN_INIT_UNIFORM
+    KILN_INIT_UNIFORM,
+    KILN_INIT_CONSTANT
 } kiln_init;
 
 typedef struct kiln_param_spec {
@@ -40,9 +42,14 @@ typedef struct kiln_param_spec {
     kiln_init init;
     int64_t fan_in, fan_out;
     float init_limit;     /* KILN_INIT_UNIFORM's */
+    float init_value;     /* KILN_INIT_CONSTANT's */
     /* State the layer updates itself (batch norm's moving statistics): no
      * gradient, no optimizer; saved and loaded with the weights. */
     int non_trainable;
+    /* With non_trainable: a value nothing ever changes (a binary layer's
+     * constant operand), kept beside the frozen weights, which replicas
+     * never average (averaging identical copies could round them). */
+    int constant;
 } kiln_param_spec;
 
 /* What infer receives and fills. On a shape error infer writes a message

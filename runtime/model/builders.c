@@ -313,6 +313,28 @@ kiln_node kiln_dot(kiln_model *model, kiln_node a, kiln_node b, const kiln_dot_o
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_binary(kiln_model *model, kiln_node a, kiln_node b,
+                      const kiln_binary_options *options)
+{
+    const kiln_node inputs[2] = {a, b};
+    kiln_binary_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_binary",
+                      "kiln_binary_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_binary, &o, inputs, 2, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_binary_param(kiln_model *model, kiln_node x, const kiln_binary_options *options)
+{
+    kiln_binary_options o;
+    if (!take_options(model, &o, sizeof o, options, offsetof(kiln_binary_options, param_dims),
+                      "kiln_binary_param", "kiln_binary_options"))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_binary, &o, &x, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_slice(kiln_model *model, kiln_node input, const kiln_slice_options *options)
 {
     kiln_slice_options o = {.name = NULL};   /* NULL: every axis whole */

@@ -220,6 +220,18 @@ static kiln_status infer_layer(kiln_model *m, const void *args, const kiln_shape
     return KILN_OK;
 }
 
+int kiln_node_take_activation(kiln_model *m, kiln_node i, kiln_activation act,
+                              const char *name)
+{
+    kiln_node_rec *node = &m->graph.nodes[i];
+    if (node->ops == &kiln_layer_activation || !node->ops->takes_activation ||
+        node->activation != KILN_ACTIVATION_LINEAR)
+        return 0;
+    node->activation = act;
+    snprintf(node->name, sizeof node->name, "%s", name);
+    return 1;
+}
+
 kiln_node kiln_model_refuse_layer(kiln_model *m, kiln_status status, const char *call,
                                   const char *why)
 {

@@ -73,6 +73,13 @@ int64_t kiln_node_size(const kiln_model *m, kiln_node node);
  * id limits; every Input must reach the output. */
 kiln_status kiln_model_find_inputs(kiln_model *m);
 
+/* Gives node i an element-wise activation after the fact, and the name of
+ * the node whose output it now makes (the importer's Sigmoid -> Mul as the
+ * SiLU of the Conv before it): 0, changing nothing, unless its kind takes
+ * one and it has none yet. */
+int kiln_node_take_activation(kiln_model *m, kiln_node i, kiln_activation act,
+                              const char *name);
+
 /* Which of the model's outputs node i is, or -1. */
 int32_t kiln_model_output_index(const kiln_model *m, kiln_node i);
 

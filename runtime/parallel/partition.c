@@ -69,7 +69,9 @@ static void fill_spans(const kiln_model *m, kiln_stage_plan *st, int32_t n, int 
             for (int p = 0; p < node->n_params; p++) {
                 const size_t size =
                     ((size_t)kiln_shape_size(&node->params[p].shape) + 15) / 16 * 16;
-                if (node->params[p].non_trainable)
+                if (node->params[p].constant)
+                    f = node->param_offset[p] + size;
+                else if (node->params[p].non_trainable)
                     u = node->param_offset[p] + size;
                 else if (node->frozen)
                     f = node->param_offset[p] + size;

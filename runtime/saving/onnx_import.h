@@ -37,6 +37,9 @@ typedef struct kiln_import_value {
     const float *f;            /* a float constant's values */
     const int64_t *ints;       /* an integer constant's values */
     const char *param_of;      /* a constant: the node that took it as a parameter */
+    /* A constant from a Constant node (not an initializer): a binary op's
+     * parameter of it is not trained. */
+    int constant_node;
     int uses;                  /* nodes (and graph outputs) that read it */
     /* A Pad's output folded into its one reader (a Conv or AveragePool):
      * `node`'s value, and the zeros (top, left, bottom, right) the reader
@@ -112,6 +115,20 @@ int kiln_import_readers(const kiln_importer *im, const char *name);
 /* Marks the chains of ops that are one function kiln has as one layer
  * (GELU, LayerNorm), before the nodes are imported (onnx_import_patterns.c). */
 kiln_status kiln_import_patterns(kiln_importer *im);
+
+/* More of them: kiln_import_made with the ONNX shape of `like` (an
+ * element-wise op's input); kiln_import_readers with *reader the last
+ * reading node; a node whose op is one layer kind. */
+kiln_status kiln_import_made_like(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  kiln_node node, int cl, const kiln_import_value *like);
+int kiln_import_last_reader(const kiln_importer *im, const char *name, size_t *reader);
+kiln_status kiln_import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                             const kiln_layer_ops *ops, const char *extra);
+
+/* Add, Sub, Mul, Div, Max and Min broadcasting (onnx_import_binary.c), and
+ * Sigmoid, which with the Mul after it may be SiLU. */
+kiln_status kiln_import_binary(kiln_importer *im, const KilnOnnx__NodeProto *n);
+kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
 /* A computed value as the model's output: in ONNX's order. */
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);

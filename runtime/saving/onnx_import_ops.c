@@ -503,6 +503,7 @@ static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
     v->rank = in->rank;
     memcpy(v->dims, in->dims, sizeof v->dims);
     v->f = f;
+    v->constant_node = in->constant_node;
     return KILN_OK;
 }
 
@@ -1199,12 +1200,25 @@ static kiln_status import_concat(kiln_importer *im, const KilnOnnx__NodeProto *n
     return KILN_OK;
 }
 
-/* Add of integer constants folds; of computed values it is the add
- * kind's. */
+/* Add of integer constants folds; of two computed values of one shape it
+ * is the add kind's; else the binary kind's, broadcasting. */
 static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    if (kiln_import_all_ints(im, n))
+        return kiln_import_arithmetic(im, n);
+    const kiln_import_value *a = n->n_input == 2 ? kiln_import_find(im, n->input[0]) : NULL;
+    const kiln_import_value *b = n->n_input == 2 ? kiln_import_find(im, n->input[1]) : NULL;
+    int same = a && b && a->computed && b->computed && a->rank == b->rank;
+    for (int d = 1; same && d < a->rank; d++)
+        same = a->dims[d] == b->dims[d];
+    return same ? import_kind(im, n, &kiln_layer_add, NULL) : kiln_import_binary(im, n);
+}
+
+/* Sub and Mul of integer constants fold; else the binary kind's. */
+static kiln_status import_sub_mul(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
     return kiln_import_all_ints(im, n) ? kiln_import_arithmetic(im, n)
-                                       : import_kind(im, n, &kiln_layer_add, NULL);
+                                       : kiln_import_binary(im, n);
 }
 
 /* MatMul of two computed values is the matmul kind's; by an initializer
@@ -1281,7 +1295,7 @@ static const struct {
     {.op = "ReduceMin", .handler = import_reduce},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
-    {.op = "Sigmoid", .kind = &kiln_layer_activation},
+    {.op = "Sigmoid", .handler = kiln_import_sigmoid},
     {.op = "Gelu", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
     {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
@@ -1300,8 +1314,11 @@ static const struct {
     {.op = "Pow", .kind = &kiln_layer_math},
     {.op = "Dropout", .kind = &kiln_layer_dropout},
     {.op = "Add", .handler = import_add},
-    {.op = "Sub", .handler = kiln_import_arithmetic},
-    {.op = "Mul", .handler = kiln_import_arithmetic},
+    {.op = "Sub", .handler = import_sub_mul},
+    {.op = "Mul", .handler = import_sub_mul},
+    {.op = "Div", .handler = kiln_import_binary},
+    {.op = "Max", .handler = kiln_import_binary},
+    {.op = "Min", .handler = kiln_import_binary},
     {.op = "Concat", .handler = import_concat},
     {.op = "Identity", .handler = import_identity},
     {.op = "Constant", .handler = import_constant},
@@ -1417,4 +1434,21 @@ int kiln_import_readers(const kiln_importer *im, const char *name)
 {
     size_t reader;
     return readers(im, name, &reader);
+}
+
+kiln_status kiln_import_made_like(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  kiln_node node, int cl, const kiln_import_value *like)
+{
+    return made(im, n, node, cl, like);
+}
+
+int kiln_import_last_reader(const kiln_importer *im, const char *name, size_t *reader)
+{
+    return readers(im, name, reader);
+}
+
+kiln_status kiln_import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                             const kiln_layer_ops *ops, const char *extra)
+{
+    return import_kind(im, n, ops, extra);
 }

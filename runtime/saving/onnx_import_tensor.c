@@ -182,6 +182,7 @@ kiln_status kiln_import_tensor(kiln_importer *im, const KilnOnnx__TensorProto *t
         v->dims[d] = t->dims[d];
     v->f = f;
     v->ints = ints;
+    v->constant_node = node != NULL;
     return KILN_OK;
 }
 

@@ -36,10 +36,11 @@ static kiln_status find_input_and_path(kiln_model *m)
 }
 
 /* Which region of the flat buffer a parameter lives in: 0 trainable, 1 the
- * state its layer updates itself, 2 a frozen layer's weights. */
+ * state its layer updates itself, 2 a frozen layer's weights and constants. */
 static int region_of(const kiln_node_rec *node, int p)
 {
-    return node->params[p].non_trainable ? 1 : node->frozen ? 2 : 0;
+    const kiln_param_spec *spec = &node->params[p];
+    return spec->constant ? 2 : spec->non_trainable ? 1 : node->frozen ? 2 : 0;
 }
 
 /* Trainable parameters first, in layer order, then the non-trainable
@@ -96,8 +97,10 @@ void kiln_model_init_params(const kiln_model *m, float *flat)
             }
             for (int64_t j = 0; spec->init == KILN_INIT_ONES && j < size; j++)
                 dst[j] = 1.0f;
+            for (int64_t j = 0; spec->init == KILN_INIT_CONSTANT && j < size; j++)
+                dst[j] = spec->init_value;
             if (spec->init != KILN_INIT_GLOROT_UNIFORM && spec->init != KILN_INIT_UNIFORM)
-                continue;  /* zeros or ones */
+                continue;  /* zeros, ones or a constant */
             const float limit = spec->init == KILN_INIT_UNIFORM
                                     ? spec->init_limit
                                     : (float)sqrt(6.0 / (double)(spec->fan_in + spec->fan_out));

@@ -121,7 +121,23 @@ def between(out):
     one("where_shapes", node("Where", ["cond", "s", "e"], ["w"], name="where"),
         node("Reshape", ["c", "w"], ["r"], name="rs"),
         consts=[ints("cond", [1, 0]), ints("s", [0, 12, 1]), ints("e", [0, 12])])
-    one("mul_computed", node("Mul", ["c", "c"], ["r"], name="mul"))
+    # Broadcasts kiln refuses: shapes that do not broadcast; a constant
+    # with a batch axis of 2; a computed value of a lower rank (its batch
+    # would meet H); two constants; an initializer two nodes would train;
+    # an attribute (opset 6's broadcast).
+    one("mul_no_broadcast", node("Mul", ["c", "k"], ["r"], name="mul"),
+        consts=[("k", np.ones((3, 1, 5), np.float32))])
+    one("add_batch_constant", node("Add", ["c", "k"], ["r"], name="add"),
+        consts=[("k", np.ones((2, 3, 2, 2), np.float32))])
+    one("sub_lower_rank", node("Flatten", ["c"], ["fl"], name="flat"),
+        node("Sub", ["c", "fl"], ["r"], name="sub"))
+    one("div_constants", node("Div", ["k", "k2"], ["q"], name="div"),
+        node("Mul", ["c", "q"], ["r"], name="mul"),
+        consts=[("k", np.ones((3, 1, 1), np.float32)), ("k2", np.ones(1, np.float32))])
+    one("mul_tied", node("Mul", ["c", "k"], ["m"], name="mul"),
+        node("Add", ["m", "k"], ["r"], name="add"),
+        consts=[("k", np.ones((3, 1, 1), np.float32))])
+    one("max_attribute", node("Max", ["c", "c"], ["r"], name="max", broadcast=1))
     # Pow by a computed exponent, and by one of 3 values (broadcast over
     # the channels); Clip of a computed bound, of bounds of 2 values and of
     # a NaN bound; HardSigmoid of alpha 0 and beta 0.

@@ -386,6 +386,82 @@ class Permute5d(nn.Module):
         return self.fc2(self.fc1(x).permute(0, 2, 3, 1, 4))
 
 
+class SqueezeExcite(nn.Module):
+    """torchvision's SqueezeExcitation (AdaptiveAvgPool -> Conv -> ReLU ->
+    Conv -> Sigmoid -> x * scale): a Mul of (N, C, H, W) by (N, C, 1, 1),
+    one broadcast multiply in kiln."""
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.se = torchvision.ops.SqueezeExcitation(8, 4)
+        self.fc = nn.Linear(8 * 6 * 5, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.se(torch.relu(self.conv(x))), 1))
+
+
+class Silu(nn.Module):
+    """SiLU as x * torch.sigmoid(x) after a Conv and as nn.SiLU (which torch
+    1.13 writes as Sigmoid -> Mul) after another: each the Conv's own
+    activation in kiln; and once of a value read elsewhere too (an
+    Activation layer)."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 6, 3, padding=1)
+        self.silu = nn.SiLU()
+        self.fc = nn.Linear(6 * 6 * 5, 3)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x = self.silu(self.conv2(x * torch.sigmoid(x)))
+        t = torch.tanh(x)
+        return self.fc(torch.flatten(t * torch.sigmoid(t) + t, 1))
+
+
+class LayerScale(nn.Module):
+    """ConvNeXt's layer scale: an nn.Parameter of shape (C, 1, 1) times a
+    4-D value (an initializer: trained)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.gamma = nn.Parameter(torch.rand(6, 1, 1) + 0.5)
+        self.fc = nn.Linear(6 * 6 * 5, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.gamma * torch.tanh(self.conv(x)), 1))
+
+
+class Constants(nn.Module):
+    """x / 2 + 1 and 1 - x (Constant nodes: constants on either side),
+    and their product (two computed values)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 4 * 3, 3)
+
+    def forward(self, x):
+        t = torch.tanh(self.conv(x))
+        return self.fc(torch.flatten((t / 2 + 1) * (1 - t), 1))
+
+
+class Broadcasts(nn.Module):
+    """(N, 1, D) * (N, T, 1) of two computed values, then + a (D) parameter,
+    on a (N, 1, D) input; Max and Min of computed values."""
+    def __init__(self):
+        super().__init__()
+        self.to_t = nn.Linear(6, 5)
+        self.bias = nn.Parameter(torch.randn(6))
+        self.fc = nn.Linear(5 * 6, 3)
+
+    def forward(self, x):
+        q = self.to_t(x).transpose(1, 2)                  # (N, 5, 1)
+        y = torch.tanh(x) * q + self.bias                 # (N, 5, 6)
+        y = torch.maximum(y, torch.sigmoid(y)) - torch.minimum(y, torch.tanh(q))
+        return self.fc(torch.flatten(y, 1))
+
+
 class Unary(nn.Module):
     """The element-wise unary ops on 4-D values (kiln_math and the hard
     activations): Sqrt, Exp, Log, Erf, Reciprocal, Pow by 3, Neg, Abs,
@@ -553,6 +629,8 @@ TRAINED = {
     "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
                        "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
+    "layerscale": ("gamma", "conv.weight", "conv.bias"),
+    "broadcasts": ("bias", "to_t.bias"),
     "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
 }
 
@@ -669,6 +747,22 @@ def graphs(outdir):
              helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
     lines.append(export_graph(outdir, "concat_many", nodes, {"w": w, "b": b, "gw": gw,
                                                              "fb": fb}, x, y))
+    # Max of three values (chained), Min of one (the value), Min with a
+    # (C, 1, 1) initializer; PyTorch writes Max and Min of two only.
+    k = torch.randn(4, 1, 1) * 0.3
+    m = torch.maximum(torch.maximum(c, torch.relu(c)), torch.tanh(c))
+    gw = torch.randn(3, 4 * 5 * 4) * 0.1
+    y = F.linear(torch.flatten(torch.minimum(m, k), 1), gw, fb)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Tanh", ["c"], ["t"], name="tanh"),
+             helper.make_node("Max", ["c", "r", "t"], ["m"], name="max3"),
+             helper.make_node("Min", ["m"], ["m1"], name="min1"),
+             helper.make_node("Min", ["m1", "k"], ["mk"], name="min_k"),
+             helper.make_node("Flatten", ["mk"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "gw", "fb"], ["output"], name="fc", transB=1)]
+    lines.append(export_graph(outdir, "max_min", nodes, {"w": w, "b": b, "k": k, "gw": gw,
+                                                         "fb": fb}, x, y))
     return lines
 
 
@@ -711,6 +805,11 @@ def main():
         ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
         ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
         ("channels_last_ops", ChannelsLastOps, (2, 3, 5, 6), preserve),
+        ("squeeze_excite", SqueezeExcite, (2, 3, 6, 5), preserve),
+        ("silu", Silu, (2, 3, 6, 5), preserve),
+        ("layerscale", LayerScale, (2, 3, 6, 5), preserve),
+        ("constants", Constants, (2, 3, 6, 5), preserve),
+        ("broadcasts", Broadcasts, (3, 1, 6), preserve),
         ("unary", Unary, (2, 3, 5, 4), preserve),
         ("self_attention", SelfAttention, (2, 5, 8), preserve),
         ("tokens", TokenShapes, (3, 4, 5), preserve),

@@ -326,8 +326,8 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
 /* How many of the model's layers are of `kind`; *before, the kind of the
  * layer added just before the last of them (the importer adds a node's
  * layers in the graph's order, a permute of its input first). */
-static int layers_of(kiln_context *ctx, const kiln_model *m, const char *kind,
-                     char *before, size_t size)
+static int layers_before(kiln_context *ctx, const kiln_model *m, const char *kind,
+                         char *before, size_t size)
 {
     int32_t count = 0;
     int found = 0;
@@ -343,6 +343,44 @@ static int layers_of(kiln_context *ctx, const kiln_model *m, const char *kind,
         previous = li.kind;
     }
     return found;
+}
+
+/* How many layers of `kind` the model has. */
+static int layers_of(kiln_context *ctx, kiln_model *m, const char *kind)
+{
+    int32_t n = 0;
+    int found = 0;
+    CHECK_OK(ctx, kiln_model_layer_count(m, &n));
+    for (int32_t i = 0; i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_layer_info(m, i, &info));
+        found += strcmp(info.kind, kind) == 0;
+    }
+    return found;
+}
+
+/* The patterns as they should import: the SE block's Mul one broadcast
+ * multiply of the channels-last value, adding no Permute or Reshape (the
+ * network has two Permutes, the input's to channels-last and the
+ * Flatten's back, and one Reshape, the pooled (C) to the 1x1 Conv's
+ * (1, 1, C)); SiLU's
+ * three Sigmoid -> Mul pairs no Mul at all, the two after a Conv that
+ * alone reads them that Conv's activation (one Activation layer for
+ * tanh, one for the SiLU of a value read elsewhere too). */
+static void check_structure(kiln_context *ctx, kiln_model *m, const char *name)
+{
+    if (strcmp(name, "squeeze_excite") == 0) {
+        const int binary = layers_of(ctx, m, "binary"), permute = layers_of(ctx, m, "permute");
+        const int reshape = layers_of(ctx, m, "reshape");
+        printf("%s: %d binary, %d permute, %d reshape layers\n", name, binary, permute, reshape);
+        CHECK(binary == 1 && permute == 2 && reshape == 1);
+    }
+    if (strcmp(name, "silu") == 0) {
+        const int binary = layers_of(ctx, m, "binary");
+        const int activation = layers_of(ctx, m, "activation");
+        printf("%s: %d binary, %d activation layers\n", name, binary, activation);
+        CHECK(binary == 0 && activation == 2);
+    }
 }
 
 /* One network of models.txt: import, predict, compare. */
@@ -364,6 +402,7 @@ static void check_layer_kind(kiln_context *ctx, kiln_model *m, const char *node,
     }
 }
 
+/* One network of models.txt: import, predict, compare. */
 static void check_network(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                           int64_t n_out)
 {
@@ -378,20 +417,20 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
      * the layout: the norm reads the depthwise Conv's (H, W, C) as it is. */
     char before[64] = "";
     if (strcmp(name, "convnext_block") == 0 || strcmp(name, "convnext_block13") == 0) {
-        CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
+        CHECK(layers_before(ctx, m, "layer_normalization", before, sizeof before) == 1);
         CHECK(strcmp(before, "conv2d") == 0);
     }
     if (strcmp(name, "gelus_norm") == 0)   /* the chain as one layer */
-        CHECK(layers_of(ctx, m, "layer_normalization", before, sizeof before) == 1);
+        CHECK(layers_before(ctx, m, "layer_normalization", before, sizeof before) == 1);
     if (strcmp(name, "permute5d") == 0)   /* the one Transpose of a computed value */
-        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
+        CHECK(layers_before(ctx, m, "permute", before, sizeof before) == 1);
     /* The input's for the Conv alone: the ops read the (N, H, W, C) value
      * as kiln holds it. */
     if (strcmp(name, "channels_last_ops") == 0)
-        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 1);
+        CHECK(layers_before(ctx, m, "permute", before, sizeof before) == 1);
     /* The input's for the Conv, and one for each Transpose. */
     if (strcmp(name, "transpose4d") == 0)
-        CHECK(layers_of(ctx, m, "permute", before, sizeof before) == 3);
+        CHECK(layers_before(ctx, m, "permute", before, sizeof before) == 3);
     int64_t n_in = 1;
     for (int d = 0; d < rank; d++)
         n_in *= dims[d];
@@ -418,6 +457,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     free(ort);
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
+    check_structure(ctx, m, name);
     if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
         check_layer_kind(ctx, m, "/relu/Relu",
                          name[8] ? "conv2d" : "batch_normalization");

@@ -334,7 +334,18 @@ int main(void)
             "cannot expand to 4", NULL);
     refused(ctx, "where_shapes", KILN_ERROR_UNSUPPORTED, "'where' (Where)", "integer constants "
             "of one shape", NULL);
-    refused(ctx, "mul_computed", KILN_ERROR_UNSUPPORTED, "'mul' (Mul)", "input 0 (A)", NULL);
+    refused(ctx, "mul_no_broadcast", KILN_ERROR_SHAPE, "'mul' (Mul)", "'c' and 'k'",
+            "do not broadcast (axis 3: 2 and 5)");
+    refused(ctx, "add_batch_constant", KILN_ERROR_UNSUPPORTED, "'add' (Add)", "constant 'k'",
+            "2 values along the batch axis");
+    refused(ctx, "sub_lower_rank", KILN_ERROR_UNSUPPORTED, "'sub' (Sub)", "input 'fl'",
+            "its batch would meet another axis");
+    refused(ctx, "div_constants", KILN_ERROR_UNSUPPORTED, "'div' (Div)", "'k' and 'k2'",
+            "are constants");
+    refused(ctx, "mul_tied", KILN_ERROR_UNSUPPORTED, "initializer 'k'", "'mul' and node 'add'",
+            "cannot tie parameters");
+    refused(ctx, "max_attribute", KILN_ERROR_UNSUPPORTED, "'max' (Max)", "attribute 'broadcast'",
+            NULL);
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");
     refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);

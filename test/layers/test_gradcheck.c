@@ -3,7 +3,8 @@
  * convolutional one, a residual block with batch normalisation, one of
  * layer norms, concatenations and the newer activations, kiln_math's ops, a decoder of
  * transposed convolutions, and one of ids
- * through Embedding (ids repeated) and PositionEmbedding.
+ * through Embedding (ids repeated) and PositionEmbedding, and one of
+ * broadcasting binary ops.
  * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
@@ -326,6 +327,43 @@ static kiln_model *tokens(kiln_context *ctx)
     return m;
 }
 
+/* The binary kind: a squeeze-and-excitation scale (an image times a
+ * Dense of its channel means), a trained layer scale, a constant on the
+ * left, a division by a trained tensor, Max and Min of two branches. */
+static kiln_model *broadcasting(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 5, 3};
+    kiln_input(m, 3, dims, NULL);
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {3, 3}, .padding = KILN_PADDING_SAME,
+                                      .activation = KILN_ACTIVATION_TANH};
+    const kiln_dense_options excite = {.struct_size = sizeof excite, .units = 4,
+                                       .activation = KILN_ACTIVATION_SIGMOID};
+    const kiln_binary_options mul = {.struct_size = sizeof mul, .op = KILN_BINARY_MULTIPLY};
+    const kiln_binary_options scale = {.struct_size = sizeof scale, .op = KILN_BINARY_MULTIPLY,
+                                       .param_rank = 3, .param_dims = {1, 1, 4},
+                                       .param_value = 0.5f};
+    const kiln_binary_options from = {.struct_size = sizeof from, .op = KILN_BINARY_SUBTRACT,
+                                      .param_rank = 1, .param_dims = {1}, .param_first = 1,
+                                      .param_constant = 1, .param_value = 1.5f};
+    const kiln_binary_options by = {.struct_size = sizeof by, .op = KILN_BINARY_DIVIDE,
+                                    .param_rank = 2, .param_dims = {5, 1}, .param_value = 2.0f};
+    const kiln_binary_options max = {.struct_size = sizeof max, .op = KILN_BINARY_MAXIMUM};
+    const kiln_binary_options min = {.struct_size = sizeof min, .op = KILN_BINARY_MINIMUM};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_conv2d(m, KILN_NODE_PREVIOUS, &conv);
+    const kiln_node s = kiln_dense(m, kiln_global_average_pooling2d(m, x, NULL), &excite);
+    kiln_node y = kiln_binary_param(m, kiln_binary(m, x, s, &mul), &scale);
+    const kiln_node a = kiln_binary_param(m, y, &from);
+    const kiln_node b = kiln_binary_param(m, kiln_conv2d(m, x, &conv), &by);
+    y = kiln_binary(m, kiln_binary(m, a, b, &max), kiln_binary(m, y, b, &min), &mul);
+    kiln_dense(m, kiln_flatten(m, y, NULL), &head);
+    return m;
+}
+
 /* Two inputs, the second declared after the first's layers: ids through an
  * Embedding, floats through a Dense, concatenated. */
 static kiln_model *two_inputs(kiln_context *ctx)
@@ -560,6 +598,8 @@ int main(void)
     gradcheck(ctx, "embedding, position embedding", tokens);
     gradcheck(ctx, "two inputs: ids and floats, concatenated", two_inputs);
     gradcheck(ctx, "two towers meeting in a Dot", towers);
+    gradcheck(ctx, "broadcast multiply, layer scale, constant, divide, max, min",
+              broadcasting);
     gradcheck(ctx, "attention by hand: batched and broadcast MatMul", matmuls);
     gradcheck(ctx, "slices stepping backwards and by 2, a token expanded", windows_and_repeats);
     /* Last: the models before it draw the random values they drew before. */

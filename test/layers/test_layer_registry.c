@@ -338,6 +338,31 @@ static void ex_position_embedding(kiln_model *m)
     kiln_position_embedding(m, sequence(m), &o);
 }
 
+/* An image times its channel means: squeeze-and-excitation's broadcast. */
+static void ex_binary(kiln_model *m)
+{
+    const kiln_node x = image(m);
+    const kiln_binary_options o = {.struct_size = sizeof o, .op = KILN_BINARY_MULTIPLY};
+    kiln_binary(m, x, kiln_global_average_pooling2d(m, x, NULL), &o);
+}
+
+/* A constant on the left, every param_* option away from its default. */
+static void ex_binary_constant(kiln_model *m)
+{
+    const kiln_binary_options o = {.struct_size = sizeof o, .op = KILN_BINARY_DIVIDE,
+                                   .param_rank = 3, .param_dims = {1, 1, 3}, .param_first = 1,
+                                   .param_constant = 1, .param_value = 1.5f};
+    kiln_binary_param(m, image(m), &o);
+}
+
+/* A trained (T, 1) table minus which a sequence is taken. */
+static void ex_binary_param(kiln_model *m)
+{
+    const kiln_binary_options o = {.struct_size = sizeof o, .op = KILN_BINARY_SUBTRACT,
+                                   .param_rank = 2, .param_dims = {5, 1}, .param_value = 0.25f};
+    kiln_binary_param(m, sequence(m), &o);
+}
+
 static const struct example {
     const char *kind;   /* kiln_layer_ops.kind */
     example_fn build;
@@ -390,6 +415,9 @@ static const struct example {
     {.kind = "multi_head_attention", .build = ex_multi_head_attention},
     {.kind = "embedding", .build = ex_embedding},
     {.kind = "position_embedding", .build = ex_position_embedding},
+    {.kind = "binary", .build = ex_binary},
+    {.kind = "binary", .build = ex_binary_constant},
+    {.kind = "binary", .build = ex_binary_param},
 };
 #define N_EXAMPLES ((int)(sizeof examples / sizeof examples[0]))
 

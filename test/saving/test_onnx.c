@@ -453,6 +453,47 @@ static void reductions(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* The binary kind's ops as they export: a squeeze-and-excitation scale
+ * (an image times its (C) means), a trained layer scale, constants on
+ * either side (1.5 - x, x / 2), Max and Min of two computed values, and a
+ * (T, D) + (D) broadcast; trained a little. */
+static void binary_layers(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 6, 4}, rows[] = {30, 4};
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {3, 3}, .padding = KILN_PADDING_SAME,
+                                      .activation = KILN_ACTIVATION_TANH};
+    const kiln_binary_options mul = {.struct_size = sizeof mul, .op = KILN_BINARY_MULTIPLY};
+    const kiln_binary_options scale = {.struct_size = sizeof scale, .op = KILN_BINARY_MULTIPLY,
+                                       .param_rank = 3, .param_dims = {1, 1, 4},
+                                       .param_value = 0.5f};
+    const kiln_binary_options from = {.struct_size = sizeof from, .op = KILN_BINARY_SUBTRACT,
+                                      .param_rank = 1, .param_dims = {1}, .param_first = 1,
+                                      .param_constant = 1, .param_value = 1.5f};
+    const kiln_binary_options half = {.struct_size = sizeof half, .op = KILN_BINARY_DIVIDE,
+                                      .param_rank = 1, .param_dims = {1},
+                                      .param_constant = 1, .param_value = 2.0f};
+    const kiln_binary_options max = {.struct_size = sizeof max, .op = KILN_BINARY_MAXIMUM};
+    const kiln_binary_options min = {.struct_size = sizeof min, .op = KILN_BINARY_MINIMUM};
+    const kiln_binary_options add = {.struct_size = sizeof add};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);
+    kiln_node y = kiln_binary(m, x, kiln_global_average_pooling2d(m, x, NULL), &mul);
+    y = kiln_binary_param(m, y, &scale);
+    const kiln_node a = kiln_binary_param(m, y, &from), b = kiln_binary_param(m, x, &half);
+    y = kiln_binary(m, kiln_binary(m, a, b, &max), kiln_binary(m, b, y, &min), &max);
+    y = kiln_reshape(m, y, 2, rows, NULL);
+    const kiln_node pooled = kiln_global_average_pooling2d(m, x, NULL);   /* (4) */
+    y = kiln_binary(m, y, pooled, &add);                                  /* (30, 4) + (4) */
+    kiln_dense(m, kiln_flatten(m, y, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "binary_layers", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* kiln_math's ops as ONNX's (Sqrt ... Clip with either bound or none,
  * HardSigmoid of its own alpha and beta), hard_sigmoid fused into a Conv
  * (HardSigmoid 1/6, 0.5) and hard_silu (x HardSigmoid(x): opset 13 has no
@@ -917,6 +958,7 @@ int main(void)
     set_statistics(ctx, m, 0.2f, 9.0f, 25.0f);
     check_agreement(ctx, m, "seed_resnet", 3, small, 5);
     kiln_model_destroy(m);
+    binary_layers(ctx);
 
     every_layer(ctx);
     more_layers(ctx);
