@@ -817,6 +817,76 @@ typedef struct kiln_permute_options {
 KILN_API kiln_node kiln_permute(kiln_model *model, kiln_node input, int32_t rank,
                                 const int32_t *dims, const kiln_permute_options *options);
 
+/** What kiln_reduce() computes over the values it reduces. */
+typedef enum kiln_reduce_op {
+    /** Their mean; the gradient reaches every value, over their count. */
+    KILN_REDUCE_MEAN,
+    /** Their sum; the gradient reaches every value as it is. */
+    KILN_REDUCE_SUM,
+    /** Their largest (a NaN among them gives NaN). The gradient is split
+     *  evenly among the values equal to the largest, as PyTorch 1.13's
+     *  amax: of (1, 3, 3, 2) each 3 gets half (torch.max(dim) gives one
+     *  of them all of it instead). */
+    KILN_REDUCE_MAX,
+    /** Their smallest, its gradient split among ties as KILN_REDUCE_MAX's
+     *  (PyTorch's amin). */
+    KILN_REDUCE_MIN
+} kiln_reduce_op;
+
+/** Options of kiln_reduce(). */
+typedef struct kiln_reduce_options {
+    size_t struct_size;          /**< sizeof(kiln_reduce_options) */
+    const char *name;            /**< layer name, or NULL for "reduce", "reduce_1", ... */
+    /** Nonzero: each reduced axis stays, of length 1 (ONNX's and PyTorch's
+     *  keepdims); 0: reduced axes are dropped. */
+    int32_t keepdims;
+} kiln_reduce_options;
+
+/** Reduces a sample over `n_axes` of its axes (ONNX ReduceMean, ReduceSum,
+ *  ReduceMax, ReduceMin; PyTorch's mean, sum, amax, amin over dims): each
+ *  output value is `op` of the values that differ only along those axes.
+ *  `axes` counts the batch as axis 0, as Keras's and ONNX's do: a sample's
+ *  axes are 1..rank, or -rank..-1 from the last; each at most once. Axis 0
+ *  is refused: it would mix samples, so that a sample's output would
+ *  depend on what else is in its batch (and on how fit splits a batch
+ *  between replicas). Without keepdims the output keeps the axes not
+ *  reduced in their order; reducing every axis gives (1). An axis out of
+ *  range or given twice, axis 0, n_axes outside 1..rank or `axes` NULL is
+ *  KILN_ERROR_INVALID_ARGUMENT, reported by kiln_model_compile naming the
+ *  layer. `axes` is copied. The sums run in a fixed order (deterministic);
+ *  ONNX export writes the Reduce op of `op`. */
+KILN_API kiln_node kiln_reduce(kiln_model *model, kiln_node input, kiln_reduce_op op,
+                               int32_t n_axes, const int32_t *axes,
+                               const kiln_reduce_options *options);
+
+/** Options of kiln_softmax(). */
+typedef struct kiln_softmax_options {
+    size_t struct_size;          /**< sizeof(kiln_softmax_options) */
+    const char *name;            /**< layer name, or NULL for "softmax", "softmax_1", ... */
+    /** The axis, counting the batch as 0 (Keras's Softmax axis): 1..rank,
+     *  or -rank..-1 from the last; 0: -1, the last. */
+    int32_t axis;
+    /** Nonzero: over every axis from `axis` to the last together, as one
+     *  (ONNX's Softmax before opset 13, which coerces its input to 2-D at
+     *  `axis`). */
+    int32_t through_last;
+    /** Nonzero: log softmax, x - log(sum exp(x)) along the axis. */
+    int32_t log;
+} kiln_softmax_options;
+
+/** Softmax (or log softmax) of a sample along one axis of any rank, or
+ *  along all axes from one to the last (through_last): the values that
+ *  differ only along them sum to 1 (their exps, for log). The softmax
+ *  activation (KILN_ACTIVATION_SOFTMAX) covers the last axis, and the loss
+ *  fuses with it; this layer is for the others (an attention map's, the
+ *  channels of an image). An axis out of range (-rank - 1, the batch,
+ *  included) is KILN_ERROR_INVALID_ARGUMENT, reported by
+ *  kiln_model_compile naming the layer. ONNX export writes
+ *  Softmax or LogSoftmax (opset 13) over the axis, or a Reshape to flatten
+ *  the axes of through_last around it. */
+KILN_API kiln_node kiln_softmax(kiln_model *model, kiln_node input,
+                                const kiln_softmax_options *options);
+
 /** Options of kiln_concatenate(). */
 typedef struct kiln_concatenate_options {
     size_t struct_size;          /**< sizeof(kiln_concatenate_options) */

@@ -158,7 +158,8 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
     imp->want = KILN_ONNX_WANT_ANY;
     if (act == KILN_ACTIVATION_SOFTMAX || act == KILN_ACTIVATION_LOG_SOFTMAX) {
         /* Over kiln's last axis: ONNX's last, or axis 1 of a 4-D value,
-         * which kiln holds channels-last. Before opset 13 (Log)Softmax
+         * which kiln holds channels-last (held in ONNX's order alone, the
+         * softmax layer takes it there, with no permute). Before opset 13 (Log)Softmax
          * flattened the axes from `axis` on (default 1): the last axis
          * alone only when axis is the last. */
         const int rank = imp->in[0].rank;
@@ -166,7 +167,8 @@ static kiln_status activation_import_onnx(kiln_onnx_import *imp)
         const int64_t axis = given < 0 ? given + rank : given;
         if (axis == rank - 1) {
             imp->want = KILN_ONNX_WANT_ONNX;
-        } else if (axis == 1 && rank == 4 && imp->opset >= 13) {
+        } else if (axis == 1 && rank == 4 && imp->opset >= 13 &&
+                   imp->in[0].held != KILN_ONNX_WANT_ONNX) {
             imp->want = KILN_ONNX_WANT_CHANNELS_LAST;
         } else {
             return kiln_onnx_refuse(imp, "attribute 'axis' is %lld of a %d-D input; kiln "

@@ -263,6 +263,17 @@ typedef kiln_input_args kiln_expand_args;
  * Input's shape (axes counted from 1). */
 typedef kiln_input_args kiln_permute_args;
 
+/* What the Reduce builder hands its configure op: the op, the axes as the
+ * caller gave them (the batch counted as 0; copied, at most KILN_MAX_RANK
+ * read) and the options' keepdims. */
+typedef struct kiln_reduce_args {
+    int32_t op;            /* kiln_reduce_op */
+    int32_t n_axes;
+    int32_t axes[KILN_MAX_RANK];
+    int32_t keepdims;
+    int32_t no_axes;       /* the caller's axes was NULL */
+} kiln_reduce_args;
+
 /* What the Concatenate builder hands its configure op: the axis as the
  * caller gave it (Keras's, counting the batch). */
 typedef struct kiln_concatenate_args {

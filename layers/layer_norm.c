@@ -4,6 +4,7 @@
  * (opencl/kernels/layer_norm.cl). */
 #include "layers/layer.h"
 #include "layers/onnx_graph.h"
+#include "layers/onnx_import.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -269,6 +270,49 @@ static void ln_export_onnx(kiln_onnx_graph *g, int32_t i)
     kiln_onnx_activate(g, i, KILN_ONNX_CL, out);
 }
 
+/* LayerNormalization (opset 17) over the last axis (the importer makes
+ * the axes from `axis` one first), in ONNX's order (a
+ * 4-D value Transposed to (N, H, W, C) is kiln's (H, W, C) as held, so
+ * ConvNeXt's norm needs no permute): Scale as gamma, B (optional) as beta,
+ * both trainable; its Mean and InvStdDev outputs must go unread (the
+ * importer refuses a read second output). */
+static kiln_status ln_import_onnx(kiln_onnx_import *imp)
+{
+    kiln_status st = kiln_onnx_check_attrs(imp, "axis:i,epsilon:f,stash_type:i");
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 1, "Scale", 0);
+    if (st == KILN_OK)
+        st = kiln_onnx_need_constant(imp, 2, "B", 1);
+    if (st != KILN_OK)
+        return st;
+    const int rank = imp->in[0].rank;
+    const int64_t given = kiln_onnx_attr_i(imp, "axis", -1);
+    const int64_t axis = given < 0 ? given + rank : given;
+    if (axis != rank - 1)   /* the importer reshapes axes 1.. into one first */
+        return kiln_onnx_refuse(imp, "attribute 'axis' is %lld of a %d-D input: normalising "
+                                "axes %lld..%d together; kiln normalises the axes of a sample, "
+                                "from axis 1 on", (long long)given, rank, (long long)axis,
+                                rank - 1);
+    const int64_t stash = kiln_onnx_attr_i(imp, "stash_type", 1);
+    if (stash != 1)
+        return kiln_onnx_refuse(imp, "attribute 'stash_type' is %lld; kiln computes the "
+                                "statistics in float (1)", (long long)stash);
+    const float epsilon = kiln_onnx_attr_f(imp, "epsilon", 1e-5f);
+    if (!(epsilon > 0.0f) || !isfinite(epsilon))
+        return kiln_onnx_refuse(imp, "attribute 'epsilon' is %g; kiln takes a finite epsilon "
+                                "> 0", (double)epsilon);
+    const int bias = imp->n_in > 2 && *imp->in[2].name;
+    kiln_layer_norm_options *o = (kiln_layer_norm_options *)(void *)imp->args.bytes;
+    *o = (kiln_layer_norm_options){.struct_size = sizeof *o, .epsilon = epsilon,
+                                   .no_center = !bias};
+    kiln_onnx_param_from(imp, 0, 1, KILN_ONNX_PARAM_AS_IS);
+    if (bias)
+        kiln_onnx_param_from(imp, 1, 2, KILN_ONNX_PARAM_AS_IS);
+    imp->want = KILN_ONNX_WANT_ONNX;
+    imp->n_data = 1;
+    return KILN_OK;
+}
+
 const kiln_layer_ops kiln_layer_layer_norm = {
     .kind = "layer_normalization", .config_size = sizeof(ln_config),
     .replica_size = sizeof(ln_replica), .min_inputs = 1, .max_inputs = 1,
@@ -276,5 +320,5 @@ const kiln_layer_ops kiln_layer_layer_norm = {
     .kernels = ln_kernels, .prepare = ln_prepare,
     .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
     .args_size = sizeof(kiln_layer_norm_options), KILN_FIELDS(ln_fields),
-    .export_onnx = ln_export_onnx,
+    .export_onnx = ln_export_onnx, .import_onnx = ln_import_onnx,
 };

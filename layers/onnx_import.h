@@ -35,6 +35,10 @@ typedef struct kiln_onnx_in {
     int rank;
     int64_t dims[KILN_MAX_RANK + 1];
     const float *data;
+    /* A computed 4-D value: the layout it is held in now, KILN_ONNX_WANT_ANY
+     * when it is held in both (converted once already) or of another rank;
+     * an op free to choose takes it as held, with no permute. */
+    int held;
 } kiln_onnx_in;
 
 /* How an initializer becomes a kiln parameter. */

@@ -254,6 +254,33 @@ kiln_node kiln_permute(kiln_model *model, kiln_node input, int32_t rank, const i
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_reduce(kiln_model *model, kiln_node input, kiln_reduce_op op, int32_t n_axes,
+                      const int32_t *axes, const kiln_reduce_options *options)
+{
+    kiln_reduce_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_reduce",
+                      "kiln_reduce_options"))
+        return KILN_NODE_INVALID;
+    kiln_reduce_args args = {.op = (int32_t)op, .n_axes = n_axes, .keepdims = o.keepdims != 0,
+                             .no_axes = !axes};
+    for (int32_t k = 0; axes && k < n_axes && k < KILN_MAX_RANK; k++)
+        args.axes[k] = axes[k];
+    return kiln_model_add_layer(model, &kiln_layer_reduce, &args, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
+kiln_node kiln_softmax(kiln_model *model, kiln_node input, const kiln_softmax_options *options)
+{
+    kiln_softmax_options o;
+    if (!take_options(model, &o, sizeof o, options, sizeof(size_t), "kiln_softmax",
+                      "kiln_softmax_options"))
+        return KILN_NODE_INVALID;
+    if (!o.axis)
+        o.axis = -1;   /* Keras's default */
+    return kiln_model_add_layer(model, &kiln_layer_softmax, &o, &input, 1, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_concatenate(kiln_model *model, const kiln_node *inputs, int32_t n_inputs,
                            const kiln_concatenate_options *options)
 {

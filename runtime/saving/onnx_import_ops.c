@@ -197,6 +197,9 @@ static kiln_status read_inputs(kiln_importer *im, const KilnOnnx__NodeProto *n,
         in->rank = v->rank;
         memcpy(in->dims, v->dims, sizeof in->dims);
         in->data = v->f;
+        in->held = !v->computed || v->rank != 4 || v->converted != KILN_NODE_INVALID
+                       ? KILN_ONNX_WANT_ANY
+                   : v->cl ? KILN_ONNX_WANT_CHANNELS_LAST : KILN_ONNX_WANT_ONNX;
         if (!v->computed && !v->f) {   /* integers as floats for the ops that read them */
             int64_t size = 1;
             for (int d = 0; d < v->rank; d++)
@@ -296,9 +299,6 @@ static kiln_status fold_pads(kiln_importer *im, kiln_onnx_import *imp,
     return KILN_OK;
 }
 
-/* A node whose op is one layer kind: the kind reads it, and its layer
- * makes the node's first output. `extra` is a further input (MatMul's
- * bias, from the Add joined to it). */
 /* An activation whose input is the output of a layer that takes one (a
  * Conv, ConvTranspose, Gemm/MatMul or BatchNormalization without its own),
  * read by nothing else, becomes that layer's activation, as kiln_conv2d's
@@ -331,8 +331,14 @@ static int fuse_activation(kiln_importer *im, const KilnOnnx__NodeProto *n,
     return 1;
 }
 
-static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
-                               const kiln_layer_ops *ops, const char *extra)
+/* A node whose op is one layer kind: the kind reads it, and its layer
+ * makes the node's first output; where it refuses and `other` is given,
+ * `other` reads it (ReduceMean over H and W is a global average pool, over
+ * other axes a reduce layer). `extra` is a further input (MatMul's bias,
+ * from the Add joined to it). */
+static kiln_status import_kind_or(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  const kiln_layer_ops *ops, const kiln_layer_ops *other,
+                                  const char *extra)
 {
     const char *name = kiln_import_node_name(n);
     kiln_onnx_import imp = {.op = n->op_type, .node = name, .opset = im->opset};
@@ -347,7 +353,13 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
     const kiln_import_value *in0 = kiln_import_find(im, n->input[0]);
     if (in0 && in0->padded && (st = fold_pads(im, &imp, in0)) != KILN_OK)
         return st;
+    const kiln_onnx_import unread = imp;
     st = ops->import_onnx(&imp);
+    if (st == KILN_ERROR_UNSUPPORTED && other) {
+        imp = unread;
+        ops = other;
+        st = ops->import_onnx(&imp);
+    }
     if (st != KILN_OK)
         return kiln_error(im->ctx, st, CALL ": node '%s' (%s): %s", name, n->op_type, imp.error);
     if (ops == &kiln_layer_activation && fuse_activation(im, n, &imp, &st))
@@ -383,9 +395,17 @@ static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
         if (st == KILN_OK)
             for (v->rank = 2; v->rank < imp.out_rank; v->rank++)
                 v->dims[v->rank] = 1;
+        if (st == KILN_OK && imp.out_rank == 1)   /* a reduction to (N): kiln's (1) */
+            v->rank = 1;
         return st;
     }
     return made(im, n, node, cl, imp.want == KILN_ONNX_WANT_ANY ? first : NULL);
+}
+
+static kiln_status import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                               const kiln_layer_ops *ops, const char *extra)
+{
+    return import_kind_or(im, n, ops, NULL, extra);
 }
 
 /* ---- the ops that are not one kind -------------------------------------- */
@@ -485,6 +505,104 @@ static kiln_status import_cast(kiln_importer *im, const KilnOnnx__NodeProto *n)
     v->f = f;
     v->constant_node = in->constant_node;
     return KILN_OK;
+}
+
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin: with noop_with_empty_axes
+ * and no axes (none given, or an empty constant), ONNX's identity;
+ * ReduceMean over H and W a global average pool; else a reduce layer. */
+static kiln_status import_reduce(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    int noop = 0, axes_attr = 0;
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        noop |= strcmp(n->attribute[k]->name, "noop_with_empty_axes") == 0 &&
+                n->attribute[k]->i != 0;
+        axes_attr |= strcmp(n->attribute[k]->name, "axes") == 0 && n->attribute[k]->n_ints;
+    }
+    const kiln_import_value *axes = n->n_input > 1 && *n->input[1]
+                                        ? kiln_import_find(im, n->input[1]) : NULL;
+    const int no_axes = !axes_attr && (!axes || (!axes->computed && count_of(axes) == 0));
+    if (noop && no_axes)
+        return import_identity(im, n);
+    const int mean = strcmp(n->op_type, "ReduceMean") == 0;
+    return import_kind_or(im, n, mean ? &kiln_layer_global_average_pooling2d
+                                      : &kiln_layer_reduce,
+                          mean ? &kiln_layer_reduce : NULL, NULL);
+}
+
+/* LayerNormalization over the last axis is a layer_norm; over the axes
+ * from `axis` (not the batch) through the last, the same on the value
+ * reshaped so that those axes are one (Scale and B then hold their
+ * product's values, in order), reshaped back: exact, whatever the axes. */
+static kiln_status import_layer_norm(kiln_importer *im, const KilnOnnx__NodeProto *n)
+{
+    kiln_import_value *v;
+    kiln_status st = computed(im, n, 0, &v);
+    if (st != KILN_OK)
+        return st;
+    int64_t axis = -1;
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, "axis") == 0)
+            axis = n->attribute[k]->i;
+    const int rank = v->rank;
+    axis = axis < 0 ? axis + rank : axis;
+    if (axis <= 0 || axis >= rank - 1 || n->n_input > 3)   /* the kind takes it or refuses */
+        return import_kind(im, n, &kiln_layer_layer_norm, NULL);
+    kiln_node in;
+    if ((st = in_layout(im, v, 0, &in)) != KILN_OK)
+        return st;
+    int32_t flat[KILN_MAX_RANK], back[KILN_MAX_RANK];
+    int64_t len = 1;
+    for (int d = 1; d < rank; d++) {
+        back[d - 1] = (int32_t)v->dims[d];
+        if (d < axis)
+            flat[d - 1] = (int32_t)v->dims[d];
+        else
+            len *= v->dims[d];
+    }
+    flat[axis - 1] = (int32_t)len;   /* a sample's size: it fits */
+    const kiln_node flattened = kiln_reshape(im->m, in, (int32_t)axis, flat, NULL);
+    if (flattened == KILN_NODE_INVALID)
+        return build_error(im, n);
+    const char *names[2] = {kiln_onnx_printf(&im->mem, "%s/flattened", n->output[0]),
+                            kiln_onnx_printf(&im->mem, "%s/normalized", n->output[0])};
+    const char **inputs = kiln_onnx_alloc(&im->mem, n->n_input * sizeof *inputs);
+    kiln_import_value *fv = names[0] && names[1] && inputs
+                                ? kiln_import_add_value(im, names[0]) : NULL;
+    if (!fv)
+        return kiln_error_oom(im->ctx, "a value", im->mem.oom_bytes);
+    fv->computed = 1;
+    fv->node = flattened;
+    fv->rank = (int)axis + 1;
+    fv->dims[0] = -1;
+    for (int d = 1; d <= axis; d++)
+        fv->dims[d] = d < axis ? flat[d - 1] : len;
+    /* The node on the flattened value, whose last axis is the one to
+     * normalise: its axis attribute made -1. */
+    KilnOnnx__AttributeProto **attrs = kiln_onnx_alloc(&im->mem, n->n_attribute * sizeof *attrs);
+    KilnOnnx__AttributeProto *last = kiln_onnx_alloc(&im->mem, sizeof *last);
+    if (!attrs || !last)
+        return kiln_error_oom(im->ctx, "an attribute", im->mem.oom_bytes);
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        attrs[k] = n->attribute[k];
+        if (strcmp(n->attribute[k]->name, "axis") == 0) {
+            *last = *n->attribute[k];
+            last->i = -1;
+            attrs[k] = last;
+        }
+    }
+    KilnOnnx__NodeProto norm = *n;
+    norm.attribute = attrs;
+    memcpy(inputs, n->input, n->n_input * sizeof *inputs);
+    inputs[0] = names[0];
+    norm.input = (char **)inputs;
+    norm.output = (char **)&names[1];
+    norm.n_output = 1;
+    norm.name = (char *)kiln_import_node_name(n);
+    if ((st = import_kind(im, &norm, &kiln_layer_layer_norm, NULL)) != KILN_OK)
+        return st;
+    const kiln_node restored = kiln_reshape(im->m, kiln_import_find(im, names[1])->node,
+                                            rank - 1, back, NULL);
+    return made(im, n, restored, 0, kiln_import_find(im, n->input[0]));
 }
 
 /* Flatten keeps ONNX's element order: a channels-last value is permuted
@@ -605,11 +723,16 @@ static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto
     const int to_cl = v->rank == 4 && p[1] == 2 && p[2] == 3 && p[3] == 1;
     const int from_cl = v->rank == 4 && p[1] == 3 && p[2] == 1 && p[3] == 2;
     if (!to_cl && !from_cl) {
+        /* Keras counts a sample's axes from 1, as ONNX here. A 4-D value
+         * held channels-last and not yet converted is permuted from there
+         * (ONNX's C, H, W are kiln's axes 3, 1, 2): one layer, not two. */
+        static const int32_t held[4] = {0, 3, 1, 2};
+        const int from_held = v->rank == 4 && v->cl && v->converted == KILN_NODE_INVALID;
         int32_t dims[KILN_MAX_RANK];
         for (int d = 1; d < v->rank; d++)
-            dims[d - 1] = (int32_t)p[d];   /* Keras counts a sample's axes from 1, as ONNX here */
-        kiln_node in;
-        st = in_layout(im, v, 0, &in);
+            dims[d - 1] = from_held ? held[p[d]] : (int32_t)p[d];
+        kiln_node in = v->node;
+        st = from_held ? KILN_OK : in_layout(im, v, 0, &in);
         if (st != KILN_OK)
             return st;
         return made(im, n, kiln_permute(im->m, in, v->rank - 1, dims,
@@ -1153,7 +1276,8 @@ static kiln_status import_slice(kiln_importer *im, const KilnOnnx__NodeProto *n)
 
 static const struct {
     const char *op;
-    const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, or */
+    const kiln_layer_ops *kind;   /* the kind whose import_onnx reads it, */
+    const kiln_layer_ops *or_kind;   /* the kind that reads it where `kind` refuses, or */
     op_handler handler;           /* a handler here */
 } ops[] = {
     {.op = "Conv", .kind = &kiln_layer_conv2d},
@@ -1165,14 +1289,18 @@ static const struct {
     {.op = "GlobalMaxPool", .kind = &kiln_layer_global_max_pooling2d},
     {.op = "AveragePool", .kind = &kiln_layer_average_pooling2d},
     {.op = "GlobalAveragePool", .kind = &kiln_layer_global_average_pooling2d},
-    {.op = "ReduceMean", .kind = &kiln_layer_global_average_pooling2d},
+    {.op = "ReduceMean", .handler = import_reduce},
+    {.op = "ReduceSum", .handler = import_reduce},
+    {.op = "ReduceMax", .handler = import_reduce},
+    {.op = "ReduceMin", .handler = import_reduce},
     {.op = "Relu", .kind = &kiln_layer_activation},
     {.op = "LeakyRelu", .kind = &kiln_layer_activation},
     {.op = "Sigmoid", .handler = kiln_import_sigmoid},
     {.op = "Gelu", .kind = &kiln_layer_activation},
     {.op = "Tanh", .kind = &kiln_layer_activation},
-    {.op = "Softmax", .kind = &kiln_layer_activation},
-    {.op = "LogSoftmax", .kind = &kiln_layer_activation},
+    {.op = "Softmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
+    {.op = "LogSoftmax", .kind = &kiln_layer_activation, .or_kind = &kiln_layer_softmax},
+    {.op = "LayerNormalization", .handler = import_layer_norm},
     {.op = "Clip", .handler = import_activation_or_math},
     {.op = "HardSigmoid", .handler = import_activation_or_math},
     {.op = "HardSwish", .kind = &kiln_layer_activation},
@@ -1261,7 +1389,8 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
     if (strcmp(op, "Identity") == 0 && n->n_input != 1)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
                           "inputs", name, n->n_input);
-    return ops[i].handler ? ops[i].handler(im, n) : import_kind(im, n, ops[i].kind, NULL);
+    return ops[i].handler ? ops[i].handler(im, n)
+                          : import_kind_or(im, n, ops[i].kind, ops[i].or_kind, NULL);
 }
 
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node)

@@ -483,6 +483,17 @@ static void add_concatenate(kiln_model *m, const void *o)
     kiln_concatenate(m, pair, 2, o);
 }
 
+static void add_reduce(kiln_model *m, const void *o)
+{
+    const int32_t dims[] = {2, FEATURES / 2}, axes[] = {1};
+    kiln_flatten(m, kiln_reduce(m, kiln_input(m, 2, dims, NULL), KILN_REDUCE_SUM, 1, axes, o),
+                 NULL);
+}
+static void add_softmax(kiln_model *m, const void *o)
+{
+    kiln_softmax(m, vector_input(m), o);
+}
+
 /* NULL, a newer caller's longer struct and an older one that stops before
  * the name (whatever follows in its memory is not read), for each. */
 static void test_name_options(kiln_context *ctx)
@@ -558,6 +569,38 @@ static void test_name_options(kiln_context *ctx)
     act.known.struct_size = offsetof(kiln_activation_layer_options, name);
     CHECK_OK(ctx, compile_with(ctx, add_activation, &act, 1, name));
     CHECK(strcmp(name, "activation") == 0);
+
+    /* kiln_reduce_options: its keepdims too (the reduced axis kept, of 1). */
+    struct {
+        kiln_reduce_options known;
+        double later;
+    } sum = {.known = {.struct_size = sizeof sum, .name = "sum", .keepdims = 1}, .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_reduce, NULL, 1, name));
+    CHECK(strcmp(name, "reduce") == 0);
+    CHECK_OK(ctx, compile_with(ctx, add_reduce, &sum, 1, name));
+    CHECK(strcmp(name, "sum") == 0);
+    sum.known.struct_size = offsetof(kiln_reduce_options, keepdims);
+    CHECK_OK(ctx, compile_with(ctx, add_reduce, &sum, 1, name));   /* keepdims not read */
+    CHECK(strcmp(name, "sum") == 0);
+    sum.known.struct_size = offsetof(kiln_reduce_options, name);
+    CHECK_OK(ctx, compile_with(ctx, add_reduce, &sum, 1, name));
+    CHECK(strcmp(name, "reduce") == 0);
+
+    /* kiln_softmax_options: axis, through_last and log (0: the last axis). */
+    struct {
+        kiln_softmax_options known;
+        double later;
+    } soft = {.known = {.struct_size = sizeof soft, .name = "soft", .axis = 2}, .later = 1.0};
+    CHECK_OK(ctx, compile_with(ctx, add_softmax, NULL, 1, name));
+    CHECK(strcmp(name, "softmax") == 0);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'soft' (softmax): axis 2 is out of "
+                "range", compile_with(ctx, add_softmax, &soft, 1, name));   /* read */
+    soft.known.struct_size = offsetof(kiln_softmax_options, axis);
+    CHECK_OK(ctx, compile_with(ctx, add_softmax, &soft, 1, name));   /* axis not read */
+    CHECK(strcmp(name, "soft") == 0);
+    soft.known.struct_size = offsetof(kiln_softmax_options, name);
+    CHECK_OK(ctx, compile_with(ctx, add_softmax, &soft, 1, name));
+    CHECK(strcmp(name, "softmax") == 0);
 
     /* kiln_math_options: the constants read up to struct_size only (a NaN
      * past it is not read, so not refused). */

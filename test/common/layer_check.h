@@ -36,6 +36,9 @@ static int check_inner = 0;
 static double check_input_scale = 1.0;
 /* ... plus check_input_offset (large: rounding that a shift must avoid). */
 static double check_input_offset = 0.0;
+/* Nonzero: the inputs are rounded to multiples of it, so that many are
+ * equal (ties of a maximum). */
+static double check_input_step = 0.0;
 
 /* Non-NULL: the inputs are these check_fixed_n values, repeated. */
 static const float *check_fixed_x = NULL;
@@ -122,6 +125,8 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
     for (int64_t i = 0; i < nx; i++)
         x[i] = check_fixed_x ? check_fixed_x[i % check_fixed_n]
                              : (float)(check_input_offset + check_input_scale * check_uniform());
+    for (int64_t i = 0; check_input_step != 0.0 && i < nx; i++)
+        x[i] = (float)(check_input_step * floor(x[i] / check_input_step));
     for (int64_t i = 0; i < ny; i++)
         g[i] = (float)check_uniform();
     kiln_batch b = {.n = batch, .features = x};

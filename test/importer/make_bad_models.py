@@ -56,12 +56,24 @@ def between(out):
         save(out, name, graph(nodes=chain, inits=inits))
 
     node = helper.make_node
-    # ReduceMean over the channels; over every axis (no axes).
-    one("reduce_axes", node("ReduceMean", ["c"], ["r"], name="mean", axes=[1]))
+    # ReduceMean over the batch and H; over every axis (no axes); ReduceSum
+    # over axes the graph computes.
+    one("reduce_axes", node("ReduceMean", ["c"], ["r"], name="mean", axes=[0, 2]))
     one("reduce_all", node("ReduceMean", ["c"], ["r"], name="mean"))
-    # Softmax and LogSoftmax over H.
-    one("softmax_axis", node("Softmax", ["c"], ["r"], name="soft", axis=2))
-    one("log_softmax_axis", node("LogSoftmax", ["c"], ["r"], name="logsoft", axis=-2))
+    one("reduce_computed_axes", node("ReduceSum", ["c", "c"], ["r"], name="sum"))
+    # Softmax and LogSoftmax over the batch.
+    one("softmax_axis", node("Softmax", ["c"], ["r"], name="soft", axis=0))
+    one("log_softmax_axis", node("LogSoftmax", ["c"], ["r"], name="logsoft", axis=-4))
+    # LayerNormalization over the batch too; over C, H and W with a Scale
+    # broadcast from (C, 1, 1); over W with stash_type 0.
+    one("layer_norm_axis", node("LayerNormalization", ["c", "scale"], ["r"], name="ln", axis=0),
+        consts=[("scale", np.ones((3, 2, 2), np.float32))])
+    one("layer_norm_broadcast", node("LayerNormalization", ["c", "scale"], ["r"], name="ln",
+                                     axis=1),
+        consts=[("scale", np.ones((3, 1, 1), np.float32))])
+    one("layer_norm_stash", node("LayerNormalization", ["c", "scale"], ["r"], name="ln",
+                                 stash_type=0),
+        consts=[("scale", np.ones((2,), np.float32))])
     # Pads kiln refuses: reflected, of 1, on the channels (test_import's
     # pad_conv and pad_layer import the others).
     pads = ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))

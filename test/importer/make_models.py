@@ -264,6 +264,128 @@ class ZeroPad(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class ReduceOps(nn.Module):
+    """Reductions over other axes than H and W: a mean over the channels
+    and H kept, a sum over W (the channels and H left, in ONNX's order), an
+    amax over the channels, an amin over H and W, a mean over both axes of
+    a 3-D value, kept, and an amax over the channels of the value joined to
+    itself, where every largest value is tied with its copy (the gradient
+    split between them, as amax does, sums back to the whole)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.fc = nn.Linear(4 + 30 + 20 + 6 + 1 + 20, 3)
+
+    def forward(self, x):
+        c = self.conv(x)
+        parts = [c.mean(dim=(1, 2), keepdim=True), c.sum(-1), c.amax(dim=1), c.amin(dim=(2, 3)),
+                 torch.flatten(c, 2).mean(dim=(1, 2), keepdim=True),
+                 torch.cat([c, c], 1).amax(dim=1)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class SoftmaxAxes(nn.Module):
+    """Softmax over H of a 4-D value, softmax and log_softmax over axis 1
+    of a 3-D value (the channels of the flattened image)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3)
+        self.fc = nn.Linear(3 * 5 * 12, 3)
+
+    def forward(self, x):
+        c = self.conv(x)
+        t = torch.flatten(c, 2)
+        parts = [torch.softmax(c, dim=2), torch.softmax(t, dim=1), torch.log_softmax(t, dim=1)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class ConvNeXtBlock(nn.Module):
+    """torchvision's CNBlock without its layer scale and stochastic depth,
+    ReLU for its GELU: depthwise 7x7 Conv, permute to channels-last,
+    LayerNorm, Linear, ReLU, Linear, permute back, residual Add."""
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        with torch.no_grad():   # away from 1 and 0, so that a swap shows
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(torch.relu(self.pwconv1(self.norm(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class LayerNorms(nn.Module):
+    """LayerNormalization over several trailing axes: H and W of a 4-D
+    value (axis 2), C, H and W (axis 1), and the last axis of a Linear's
+    3-D output; scales and biases away from 1 and 0."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.hw = nn.LayerNorm([3, 4])
+        self.chw = nn.LayerNorm([4, 3, 4], eps=1e-3)
+        self.fc = nn.Linear(4, 5)
+        self.last = nn.LayerNorm(5)
+        self.head = nn.Linear(2 * 48 + 60, 3)
+        with torch.no_grad():
+            for norm in (self.hw, self.chw, self.last):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        c = self.conv(x)
+        t = self.last(self.fc(torch.flatten(c, 2).transpose(1, 2)))
+        parts = [self.hw(c), self.chw(c), t]
+        return self.head(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class Transpose4d(nn.Module):
+    """Transposes of a 4-D value other than a change of layout: of a Conv's
+    output, held channels-last (one permute from there), and of the graph's
+    input, held in ONNX's order."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 3 * 4 + 3 * 5 * 6, 3)
+
+    def forward(self, x):
+        a = self.conv(x).permute(0, 3, 2, 1)
+        b = x.permute(0, 2, 1, 3)
+        return self.fc(torch.cat([torch.flatten(a, 1), torch.flatten(b, 1)], 1))
+
+
+class ChannelsLastOps(nn.Module):
+    """Reductions and a softmax of a Conv's output permuted to (N, H, W, C)
+    (ConvNeXt's layout): kiln holds it as it is, and each op reads it so,
+    with no permute."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(12 + 4 + 48 + 12, 3)
+
+    def forward(self, x):
+        y = self.conv(x).permute(0, 2, 3, 1)
+        parts = [y.amax(dim=-1, keepdim=True), y.sum(dim=(1, 2), keepdim=True),
+                 torch.softmax(y, dim=1), y.mean(dim=2)]
+        return self.fc(torch.cat([torch.flatten(p, 1) for p in parts], 1))
+
+
+class Permute5d(nn.Module):
+    """A 5-D value's axes reordered (the batch first): a Linear on the
+    last axis, permute(0, 2, 3, 1, 4), a Linear again."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(5, 6)
+        self.fc2 = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).permute(0, 2, 3, 1, 4))
+
+
 class SqueezeExcite(nn.Module):
     """torchvision's SqueezeExcitation (AdaptiveAvgPool -> Conv -> ReLU ->
     Conv -> Sigmoid -> x * scale): a Mul of (N, C, H, W) by (N, C, 1, 1),
@@ -494,6 +616,18 @@ TRAINED = {
     "channels": ("conv1.weight", "conv1.bias", "conv2.weight"),
     "reduce": ("conv.weight", "squeeze.weight", "fc.weight", "fc.bias"),
     "zeropad": ("conv.weight", "fc.weight"),
+    "reduce_ops": ("conv.weight", "conv.bias", "fc.weight"),
+    "channels_last_ops": ("conv.weight", "fc.weight"),
+    "layer_norms": ("conv.weight", "hw.weight", "hw.bias", "chw.weight", "chw.bias",
+                    "last.weight", "fc.bias"),
+    "softmax_axes": ("conv.weight", "fc.weight"),
+    "gelus_norm": ("norm.weight", "norm.bias", "fc3.bias"),
+    # Its Linear weights reach kiln through a Transpose folded into a
+    # constant of another name; their biases keep theirs.
+    "convnext_block13": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
+                         "pwconv2.bias"),
+    "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
+                       "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
     "layerscale": ("gamma", "conv.weight", "conv.bias"),
     "broadcasts": ("bias", "to_t.bias"),
@@ -520,11 +654,17 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
         loss = nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
+    # A LayerNorm's scale and bias over several axes are one axis in kiln
+    # (the importer normalises the axes flattened): listed as one, so that
+    # test_import does not take a 2-D one for a Linear's weight.
+    flat = {"%s.%s" % (mname, p) for mname, mod in model.named_modules()
+            if isinstance(mod, nn.LayerNorm) for p in ("weight", "bias")}
     with open(os.path.join(outdir, name + ".trained"), "w") as f:
         for pname, value in model.state_dict().items():
             if pname in TRAINED[name]:
                 write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
-                f.write("%s %s\n" % (pname, " ".join(str(d) for d in value.shape)))
+                shape = (value.numel(),) if pname in flat else value.shape
+                f.write("%s %s\n" % (pname, " ".join(str(d) for d in shape)))
 
 
 def export_graph(outdir, name, nodes, weights, x, y, opset=17):
@@ -639,6 +779,10 @@ def main():
         ("mlp", Mlp, (4, 10), preserve),
         ("ids_tokens", Tokens, (3, 5), preserve),
         ("gelus", lambda: Gelus(False), (4, 8), dict(preserve, opset_version=13)),
+        # The LayerNorm chain (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+        # Div, Mul, Add) as one LayerNormalization, then one layer_norm.
+        ("gelus_norm", lambda: Gelus(True), (4, 8), dict(preserve, opset_version=13)),
+        ("convnext_block13", ConvNeXtBlock, (2, 8, 9, 7), dict(preserve, opset_version=13)),
         ("hard_swishes", HardSwishes, (2, 3, 6, 6), dict(preserve, opset_version=13)),
         ("view", ViewNet, (2, 3, 4, 5), preserve),
         ("transposes", Transposes, (2, 3, 4, 5), preserve),
@@ -651,6 +795,16 @@ def main():
         ("channels", Channels, (2, 3, 9, 8), preserve),
         ("zeropad", ZeroPad, (2, 3, 8, 8), preserve),
         ("zeropad_folded", ZeroPad, (2, 3, 8, 8), {}),
+        ("reduce_ops", ReduceOps, (2, 3, 5, 4), preserve),
+        ("softmax_axes", SoftmaxAxes, (2, 3, 5, 6), preserve),
+        # Before opset 13 Softmax covers every axis from its own on: PyTorch
+        # writes a Transpose around it.
+        ("softmax_axes11", SoftmaxAxes, (2, 3, 5, 6), dict(preserve, opset_version=11)),
+        ("convnext_block", ConvNeXtBlock, (2, 8, 9, 7), preserve),
+        ("permute5d", Permute5d, (2, 2, 3, 4, 5), preserve),
+        ("layer_norms", LayerNorms, (2, 3, 5, 6), preserve),
+        ("transpose4d", Transpose4d, (2, 3, 5, 6), preserve),
+        ("channels_last_ops", ChannelsLastOps, (2, 3, 5, 6), preserve),
         ("squeeze_excite", SqueezeExcite, (2, 3, 6, 5), preserve),
         ("silu", Silu, (2, 3, 6, 5), preserve),
         ("layerscale", LayerScale, (2, 3, 6, 5), preserve),

@@ -287,11 +287,22 @@ int main(void)
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
     refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is inf", "finite");
-    refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axes (1)", "(2, 3)");
-    refused(ctx, "reduce_all", KILN_ERROR_UNSUPPORTED, "'mean'", "no axes", "(2, 3)");
-    refused(ctx, "softmax_axis", KILN_ERROR_UNSUPPORTED, "'soft'", "'axis' is 2", "axis 1");
+    refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axis 0 is the batch",
+            "within a sample");
+    refused(ctx, "reduce_all", KILN_ERROR_UNSUPPORTED, "'mean'", "no axes",
+            "the batch (axis 0) too");
+    refused(ctx, "reduce_computed_axes", KILN_ERROR_UNSUPPORTED, "'sum' (ReduceSum)",
+            "input 1 (axes) 'c' is computed", "initializer");
+    refused(ctx, "softmax_axis", KILN_ERROR_UNSUPPORTED, "'soft'", "'axis' is 0, the batch",
+            "within a sample");
     refused(ctx, "log_softmax_axis", KILN_ERROR_UNSUPPORTED, "'logsoft' (LogSoftmax)",
-            "'axis' is -2", "last axis");
+            "'axis' is -4, the batch", "within a sample");
+    refused(ctx, "layer_norm_axis", KILN_ERROR_UNSUPPORTED, "'ln' (LayerNormalization)",
+            "'axis' is 0 of a 4-D input", "from axis 1 on");
+    refused(ctx, "layer_norm_broadcast", KILN_ERROR_SHAPE, "'ln' (LayerNormalization)",
+            "'scale' holds 3 values", "gamma is (12");
+    refused(ctx, "layer_norm_stash", KILN_ERROR_UNSUPPORTED, "'ln' (LayerNormalization)",
+            "'stash_type' is 0", "float (1)");
     refused(ctx, "pad_reflect", KILN_ERROR_UNSUPPORTED, "'pad'", "'reflect'", "'constant'");
     refused(ctx, "pad_value", KILN_ERROR_UNSUPPORTED, "'pad'", "constant_value", "zeros");
     refused(ctx, "pad_channels", KILN_ERROR_UNSUPPORTED, "'pad'", "pads[1] is 1", "H and W");

@@ -118,6 +118,35 @@ static kiln_model *importer_layers(kiln_context *ctx)
     return m;
 }
 
+/* Reductions and softmax along inner axes: a convolution's output, softmax
+ * over H (log softmax from W through the channels), then its largest over
+ * H, its sum over the channels kept and its mean over W and the channels,
+ * concatenated into a head. */
+static kiln_model *reductions(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 4, 2}, h[] = {1}, c[] = {-1}, wc[] = {2, 3};
+    kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 3, .kernel_size = {2, 2},
+                                .activation = KILN_ACTIVATION_TANH};
+    const kiln_softmax_options over_h = {.struct_size = sizeof over_h, .axis = 1};
+    const kiln_softmax_options through = {.struct_size = sizeof through, .axis = 2,
+                                          .through_last = 1, .log = 1};
+    const kiln_reduce_options keep = {.struct_size = sizeof keep, .keepdims = 1};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);  /* (4, 3, 3) */
+    const kiln_node s = kiln_softmax(m, x, &over_h), l = kiln_softmax(m, x, &through);
+    const kiln_node parts[] = {
+        kiln_flatten(m, kiln_reduce(m, s, KILN_REDUCE_MAX, 1, h, NULL), NULL),   /* (9) */
+        kiln_flatten(m, kiln_reduce(m, l, KILN_REDUCE_SUM, 1, c, &keep), NULL),  /* (12) */
+        kiln_reduce(m, x, KILN_REDUCE_MEAN, 2, wc, NULL),                        /* (4) */
+        kiln_flatten(m, kiln_reduce(m, x, KILN_REDUCE_MIN, 1, h, NULL), NULL),   /* (9) */
+    };
+    kiln_dense(m, kiln_concatenate(m, parts, 4, NULL), &head);
+    return m;
+}
+
 /* kiln_math's ops on branches of one Dense, summed, then Dense layers with
  * hard_sigmoid (fused) and hard_silu (kept apart, it needs its input). */
 static kiln_model *math_ops(kiln_context *ctx)
@@ -600,6 +629,8 @@ int main(void)
     gradcheck(ctx, "LoRA on Dense layers over rows", lora);
     gradcheck(ctx, "attention by hand: batched and broadcast MatMul", matmuls);
     gradcheck(ctx, "slices stepping backwards and by 2, a token expanded", windows_and_repeats);
+    /* Last: the models before it draw the random values they drew before. */
+    gradcheck(ctx, "softmax along inner axes, reductions", reductions);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

@@ -268,6 +268,47 @@ static void ex_permute(kiln_model *m)
     kiln_permute(m, image(m), 3, dims, NULL);
 }
 
+/* Every op, kept and dropped axes, every axis of an image (ReduceSum's
+ * axes as an input in the export). */
+static void ex_reduce_mean(kiln_model *m)
+{
+    const int32_t axes[] = {-1, 1};
+    const kiln_reduce_options o = {.struct_size = sizeof o, .keepdims = 1};
+    kiln_reduce(m, image(m), KILN_REDUCE_MEAN, 2, axes, &o);
+}
+
+static void ex_reduce_sum(kiln_model *m)
+{
+    const int32_t axes[] = {2};
+    kiln_reduce(m, image(m), KILN_REDUCE_SUM, 1, axes, NULL);
+}
+
+static void ex_reduce_max(kiln_model *m)
+{
+    const int32_t axes[] = {1, 2, 3};
+    kiln_reduce(m, image(m), KILN_REDUCE_MAX, 3, axes, NULL);
+}
+
+static void ex_reduce_min(kiln_model *m)
+{
+    const int32_t axes[] = {1};
+    kiln_reduce(m, sequence(m), KILN_REDUCE_MIN, 1, axes, NULL);
+}
+
+static void ex_softmax(kiln_model *m)
+{
+    const kiln_softmax_options o = {.struct_size = sizeof o, .axis = 1};
+    kiln_softmax(m, image(m), &o);
+}
+
+/* Log softmax from axis 2 through the last: a Reshape around it. */
+static void ex_log_softmax_through(kiln_model *m)
+{
+    const kiln_softmax_options o = {.struct_size = sizeof o, .axis = 2, .through_last = 1,
+                                    .log = 1};
+    kiln_softmax(m, image(m), &o);
+}
+
 static void ex_concatenate(kiln_model *m)
 {
     const kiln_node x = sequence(m);
@@ -352,6 +393,12 @@ static const struct example {
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},
     {.kind = "permute", .build = ex_permute},
+    {.kind = "reduce", .build = ex_reduce_mean},
+    {.kind = "reduce", .build = ex_reduce_sum},
+    {.kind = "reduce", .build = ex_reduce_max},
+    {.kind = "reduce", .build = ex_reduce_min},
+    {.kind = "softmax", .build = ex_softmax},
+    {.kind = "softmax", .build = ex_log_softmax_through},
     {.kind = "zero_padding2d", .build = ex_zero_padding2d},
     {.kind = "activation", .build = ex_activation_hard},
     {.kind = "math", .build = ex_math_sqrt},

@@ -1,7 +1,7 @@
-/* Reshape, Concatenate, LayerNormalization and the newer activations as a
- * user builds them: output shapes, Keras's layer and weight names and
- * initial values, and each bad shape or option refused at compile naming
- * the layer and the shapes. */
+/* Reshape, Concatenate, LayerNormalization, Reduce, Softmax and the newer
+ * activations as a user builds them: output shapes, Keras's layer and
+ * weight names and initial values, and each bad shape or option refused at
+ * compile naming the layer and the shapes. */
 #include "harness.h"
 
 static kiln_compile_options mse(void)
@@ -385,6 +385,63 @@ static void test_window_options(kiln_context *ctx)
     }
 }
 
+/* Reduce's and Softmax's output shapes and names, and each bad axis or
+ * option refused at compile naming the layer. */
+static void test_reduce_softmax(kiln_context *ctx)
+{
+    const kiln_compile_options co = mse();
+    const int32_t in[] = {2, 3, 5}, first_last[] = {1, -1}, all[] = {3, 1, 2};
+    const kiln_reduce_options keep = {.struct_size = sizeof keep, .keepdims = 1};
+    kiln_model *m = new_model(ctx, 3, in);   /* the input is node 0 */
+    kiln_reduce(m, 0, KILN_REDUCE_MAX, 2, first_last, NULL);
+    kiln_reduce(m, 0, KILN_REDUCE_SUM, 2, first_last, &keep);
+    kiln_reduce(m, 0, KILN_REDUCE_MEAN, 3, all, NULL);
+    kiln_softmax(m, 0, NULL);
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    const int32_t three[] = {3}, kept[] = {1, 3, 1}, one[] = {1};
+    check_layer(ctx, m, 1, "reduce", 1, three);
+    check_layer(ctx, m, 2, "reduce_1", 3, kept);
+    check_layer(ctx, m, 3, "reduce_2", 1, one);
+    check_layer(ctx, m, 4, "softmax", 3, in);
+    kiln_model_destroy(m);
+
+    const int32_t batch[] = {0}, twice[] = {2, -2}, past[] = {4}, below[] = {-4};
+    struct {
+        kiln_reduce_op op;
+        int32_t n_axes;
+        const int32_t *axes;
+        const char *why;
+    } bad[] = {
+        {KILN_REDUCE_MEAN, 1, batch, "layer 'reduce' (reduce): axis 0 is the batch: a sample's "
+         "output would depend on the other samples of its batch (axes 1..3 or -3..-1 of the "
+         "input (2, 3, 5))"},
+        {KILN_REDUCE_SUM, 2, twice, "layer 'reduce' (reduce): axis -2 is given twice"},
+        {KILN_REDUCE_MAX, 1, past, "axis 4 is out of range: axes 1..3 or -3..-1 of the input "
+         "(2, 3, 5)"},
+        {KILN_REDUCE_MIN, 1, below, "axis -4 is out of range"},
+        {KILN_REDUCE_MEAN, 0, batch, "n_axes is out of range; the input (2, 3, 5) has 3 axes"},
+        {KILN_REDUCE_MEAN, 4, all, "n_axes is out of range"},
+        {KILN_REDUCE_MEAN, 1, NULL, "axes is NULL"},
+        {(kiln_reduce_op)7, 1, past, "op 7 is not a kiln_reduce_op"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        m = new_model(ctx, 3, in);
+        kiln_reduce(m, 0, bad[i].op, bad[i].n_axes, bad[i].axes, NULL);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, bad[i].why, kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+    const int32_t axes[] = {4, -4};
+    for (int k = 0; k < 2; k++) {
+        const kiln_softmax_options o = {.struct_size = sizeof o, .axis = axes[k], .log = 1};
+        m = new_model(ctx, 3, in);
+        kiln_softmax(m, 0, &o);
+        CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, k ? "layer 'softmax' (softmax): axis -4 "
+                    "is the batch of the input (2, 3, 5)" : "axis 4 is out of range of the "
+                    "input (2, 3, 5) (axes 1..3 or -3..-1)", kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
+}
+
 /* Compiling a model of Input(in) -> build fails with `status`, naming
  * what `needle` says. */
 static void shape_refused(kiln_context *ctx, int32_t rank, const int32_t *in,
@@ -491,6 +548,7 @@ int main(void)
     test_layer_norm(ctx);
     test_activations(ctx);
     test_window_options(ctx);
+    test_reduce_softmax(ctx);
     test_shape_ops(ctx);
     kiln_context_destroy(ctx);
     return test_finish("test_layer_shapes");

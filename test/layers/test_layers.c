@@ -304,6 +304,144 @@ static void test_zero_padding(kiln_context *ctx, int h, int w, int c, const int3
     layer_run_free(&r);
 }
 
+typedef struct reduce_case {
+    kiln_reduce_op op;
+    int n_axes;
+    int32_t axes[4];
+    int keepdims;
+} reduce_case;
+
+static kiln_node build_reduce(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const reduce_case *c = arg;
+    const kiln_reduce_options o = {.struct_size = sizeof o, .keepdims = c->keepdims};
+    return kiln_reduce(m, pre, c->op, c->n_axes, c->axes, &o);
+}
+
+/* Reduce of a sample of `rank` dims: each input value's output is found
+ * from its coordinates on the kept axes; the largest's and the smallest's
+ * gradient is split among the values equal to them (PyTorch's amax). */
+static void test_reduce(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                        const reduce_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_reduce, c, &r))
+        return;
+    int reduced[4] = {0};
+    for (int k = 0; k < c->n_axes; k++)
+        reduced[c->axes[k] > 0 ? c->axes[k] - 1 : rank + c->axes[k]] = 1;
+    int64_t count = 1, outs = 1;
+    for (int d = 0; d < rank; d++)
+        *(reduced[d] ? &count : &outs) *= dims[d];
+    CHECK(r.out_size == outs);
+    const int64_t n = batch * r.in_size, ny = batch * outs;
+    int64_t *to = malloc(sizeof(int64_t) * (size_t)n);
+    double *y = calloc((size_t)ny, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    double *ties = calloc((size_t)ny, sizeof(double));
+    const int extreme = c->op == KILN_REDUCE_MAX || c->op == KILN_REDUCE_MIN;
+    for (int64_t o = 0; o < ny; o++)
+        y[o] = c->op == KILN_REDUCE_MAX ? -INFINITY : c->op == KILN_REDUCE_MIN ? INFINITY : 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i % r.in_size, o = 0, scale = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            const int64_t coord = rest % dims[d];
+            rest /= dims[d];
+            if (!reduced[d]) {
+                o += coord * scale;
+                scale *= dims[d];
+            }
+        }
+        to[i] = (i / r.in_size) * outs + o;
+        const double v = r.x[i];
+        double *acc = &y[to[i]];
+        *acc = c->op == KILN_REDUCE_MAX ? fmax(*acc, v) : c->op == KILN_REDUCE_MIN ? fmin(*acc, v)
+                                                                                 : *acc + v;
+    }
+    for (int64_t o = 0; c->op == KILN_REDUCE_MEAN && o < ny; o++)
+        y[o] /= (double)count;
+    int64_t tied = 0;
+    for (int64_t i = 0; extreme && i < n; i++)
+        ties[to[i]] += (double)(float)r.x[i] == y[to[i]];
+    for (int64_t o = 0; extreme && o < ny; o++)
+        tied += ties[o] > 1;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = r.dy[to[i]];
+        dx[i] = c->op == KILN_REDUCE_SUM ? g : c->op == KILN_REDUCE_MEAN ? g / (double)count
+                : r.x[i] == y[to[i]] ? g / ties[to[i]] : 0.0;
+    }
+    static const char *const ops[] = {"mean", "sum", "max", "min"};
+    char what[160];
+    int at = snprintf(what, sizeof what, "reduce %s over (", ops[c->op]);
+    for (int k = 0; k < c->n_axes; k++)
+        at += snprintf(what + at, sizeof what - (size_t)at, "%s%d", k ? ", " : "",
+                       (int)c->axes[k]);
+    at += snprintf(what + at, sizeof what - (size_t)at, ")%s of (", c->keepdims ? " kept" : "");
+    for (int d = 0; d < rank; d++)
+        at += snprintf(what + at, sizeof what - (size_t)at, "%s%d", d ? ", " : "", (int)dims[d]);
+    snprintf(what + at, sizeof what - (size_t)at, "), batch %d", batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g%s\n", what, test_worst,
+           extreme ? (tied ? ", with ties" : ", no ties") : "");
+    free(to), free(y), free(dx), free(ties);
+    layer_run_free(&r);
+}
+
+static kiln_node build_softmax(kiln_model *m, kiln_node pre, const void *arg)
+{
+    return kiln_softmax(m, pre, arg);
+}
+
+/* Softmax (or log softmax) along `axis` (or from it through the last) of
+ * a sample of `rank` dims, against the float64 reference row by row. */
+static void test_softmax_axis(kiln_context *ctx, int rank, const int32_t *dims, int batch,
+                              int axis, int through_last, int take_log)
+{
+    const kiln_softmax_options o = {.struct_size = sizeof o, .axis = axis,
+                                    .through_last = through_last, .log = take_log};
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_softmax, &o, &r))
+        return;
+    const int at = axis > 0 ? axis - 1 : axis < 0 ? rank + axis : rank - 1, end = through_last ? rank : at + 1;
+    int64_t len = 1, inner = 1;
+    for (int d = at; d < end; d++)
+        len *= dims[d];
+    for (int d = end; d < rank; d++)
+        inner *= dims[d];
+    const int64_t n = batch * r.in_size, rows = n / len;
+    double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t base = (row / inner) * len * inner + row % inner;
+        double m = -INFINITY, sum = 0, dot = 0;
+        for (int64_t j = 0; j < len; j++)
+            m = fmax(m, r.x[base + j * inner]);
+        for (int64_t j = 0; j < len; j++)
+            sum += exp(r.x[base + j * inner] - m);
+        for (int64_t j = 0; j < len; j++) {
+            const int64_t k = base + j * inner;
+            const double p = exp(r.x[k] - m) / sum;
+            y[k] = take_log ? r.x[k] - m - log(sum) : p;
+            dot += take_log ? r.dy[k] : r.dy[k] * p;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            const int64_t k = base + j * inner;
+            const double p = exp(r.x[k] - m) / sum;
+            dx[k] = take_log ? r.dy[k] - p * dot : p * (r.dy[k] - dot);
+        }
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s axis %d%s of a rank-%d sample, batch %d",
+             take_log ? "log_softmax" : "softmax", axis, through_last ? " through the last" : "",
+             rank, batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dx);
+    layer_run_free(&r);
+}
+
 static void test_elementwise(kiln_context *ctx, const char *name, build_fn build,
                              const void *arg, kiln_activation act, int add)
 {
@@ -1262,6 +1400,67 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof reshapes / sizeof reshapes[0]; i++)
         test_reshape(ctx, box, i % 2 ? 1 : 3, &reshapes[i]);
+
+    /* Reduce: every op over one axis, several, all (kept and not), of
+     * ranks 1 to 4, negative axes; long reductions (the GPU variant's
+     * work-groups); the largest and the smallest with ties. */
+    const int32_t sample4[] = {2, 3, 4, 5}, long_row[] = {3, 301}, seven[] = {7};
+    const reduce_case reductions[] = {
+        {.op = KILN_REDUCE_MEAN, .n_axes = 1, .axes = {2}},
+        {.op = KILN_REDUCE_SUM, .n_axes = 1, .axes = {-1}, .keepdims = 1},
+        {.op = KILN_REDUCE_MAX, .n_axes = 2, .axes = {1, 3}},
+        {.op = KILN_REDUCE_MIN, .n_axes = 2, .axes = {-1, 2}, .keepdims = 1},
+        {.op = KILN_REDUCE_MEAN, .n_axes = 3, .axes = {1, 2, 3}},
+        {.op = KILN_REDUCE_SUM, .n_axes = 3, .axes = {3, 1, 2}, .keepdims = 1},
+    };
+    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
+        test_reduce(ctx, 3, box, i % 2 ? 1 : 3, &reductions[i]);
+    const reduce_case of_four[] = {
+        {.op = KILN_REDUCE_SUM, .n_axes = 2, .axes = {2, 4}},
+        {.op = KILN_REDUCE_MAX, .n_axes = 1, .axes = {1}, .keepdims = 1},
+        {.op = KILN_REDUCE_MEAN, .n_axes = 4, .axes = {1, 2, 3, 4}},
+    };
+    for (size_t i = 0; i < sizeof of_four / sizeof of_four[0]; i++)
+        test_reduce(ctx, 4, sample4, 2, &of_four[i]);
+    const reduce_case along[] = {
+        {.op = KILN_REDUCE_MEAN, .n_axes = 1, .axes = {2}},
+        {.op = KILN_REDUCE_MIN, .n_axes = 1, .axes = {-1}},
+        {.op = KILN_REDUCE_MAX, .n_axes = 2, .axes = {1, 2}, .keepdims = 1},
+        {.op = KILN_REDUCE_SUM, .n_axes = 1, .axes = {1}},
+    };
+    for (size_t i = 0; i < sizeof along / sizeof along[0]; i++)
+        test_reduce(ctx, 2, long_row, 2, &along[i]);
+    test_reduce(ctx, 1, seven, 3, &along[3]);
+    check_input_step = 0.25;   /* values of 9 levels: ties in every maximum */
+    test_reduce(ctx, 3, box, 2, &reductions[2]);
+    test_reduce(ctx, 3, box, 2, &reductions[3]);
+    test_reduce(ctx, 2, long_row, 2, &along[1]);
+    check_input_step = 0.0;
+    /* 200000 values of about 1 into one sum and one mean: a float added to
+     * a running total value by value would drift. */
+    const int32_t plane[] = {500, 400};
+    const reduce_case whole[] = {
+        {.op = KILN_REDUCE_SUM, .n_axes = 2, .axes = {1, 2}},
+        {.op = KILN_REDUCE_MEAN, .n_axes = 2, .axes = {-2, -1}, .keepdims = 1},
+    };
+    check_input_offset = 1.0;
+    test_reduce(ctx, 2, plane, 2, &whole[0]);
+    test_reduce(ctx, 2, plane, 1, &whole[1]);
+    check_input_offset = 0.0;
+
+    /* Softmax along each axis of ranks 2 to 4, log too, and from an axis
+     * through the last (ONNX's before opset 13). */
+    for (int axis = 1; axis <= 3; axis++)
+        test_softmax_axis(ctx, 3, box, 2, axis, 0, axis == 2);
+    test_softmax_axis(ctx, 4, sample4, 2, -3, 0, 0);
+    test_softmax_axis(ctx, 4, sample4, 1, 2, 1, 0);
+    test_softmax_axis(ctx, 4, sample4, 1, 1, 1, 1);
+    test_softmax_axis(ctx, 2, long_row, 3, 1, 0, 1);
+    test_softmax_axis(ctx, 3, box, 2, 0, 0, 0);   /* 0: the last */
+    const int32_t long_axis[] = {301, 3};   /* rows the GPU variant gives a work-group */
+    test_softmax_axis(ctx, 2, long_axis, 2, 1, 0, 0);
+    test_softmax_axis(ctx, 2, long_axis, 2, -2, 0, 1);
+    test_softmax_axis(ctx, 2, long_row, 2, 1, 1, 0);
 
     /* Permute: every order of three axes. */
     const shape_case permutes[] = {

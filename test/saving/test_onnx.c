@@ -420,6 +420,39 @@ static void importer_layers(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* The reductions and softmax along any axis: ReduceMax over H and W,
+ * ReduceSum over the channels kept (its axes an input), softmax over H
+ * then ReduceMean over everything (to (1): an Unsqueeze), log softmax from
+ * W through the channels (a Reshape around it) then ReduceMin over W;
+ * trained a little. */
+static void reductions(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 5, 3}, hw[] = {1, 2}, last[] = {-1}, all[] = {1, 2, 3},
+                  w[] = {2};
+    const kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = 4,
+                                      .kernel_size = {3, 3}, .padding = KILN_PADDING_SAME};
+    const kiln_reduce_options keep = {.struct_size = sizeof keep, .keepdims = 1};
+    const kiln_softmax_options over_h = {.struct_size = sizeof over_h, .axis = 1};
+    const kiln_softmax_options through = {.struct_size = sizeof through, .axis = 2,
+                                          .through_last = 1, .log = 1};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node c = kiln_conv2d(m, kiln_input(m, 3, dims, NULL), &conv);   /* (6, 5, 4) */
+    const kiln_node parts[] = {
+        kiln_reduce(m, c, KILN_REDUCE_MAX, 2, hw, NULL),                         /* (4) */
+        kiln_flatten(m, kiln_reduce(m, c, KILN_REDUCE_SUM, 1, last, &keep), NULL), /* (30) */
+        kiln_reduce(m, kiln_softmax(m, c, &over_h), KILN_REDUCE_MEAN, 3, all, NULL), /* (1) */
+        kiln_flatten(m, kiln_reduce(m, kiln_softmax(m, c, &through), KILN_REDUCE_MIN, 1, w,
+                                    NULL), NULL),                               /* (24) */
+    };
+    kiln_dense(m, kiln_concatenate(m, parts, 4, NULL), &head);
+    compile_and_train(ctx, m, 3, dims, 3, 32, 2);
+    check_agreement(ctx, m, "reductions", 3, dims, 5);
+    kiln_model_destroy(m);
+}
+
 /* The binary kind's ops as they export: a squeeze-and-excitation scale
  * (an image times its (C) means), a trained layer scale, constants on
  * either side (1.5 - x, x / 2), Max and Min of two computed values, and a
@@ -974,6 +1007,7 @@ int main(void)
     more_layers(ctx);
     importer_layers(ctx);
     lora(ctx);
+    reductions(ctx);
     math_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
