@@ -290,10 +290,13 @@ kiln_status kiln_kernel_run(kiln_device *dev, kiln_kernel *kernel, int dims,
      * classes) would get groups of a few items, a fraction of a warp each:
      * the rest of the group goes along the second. A kernel launched here
      * uses no local memory, so the shape is free; PoCL's CPU devices keep
-     * one dimension, which their work-group loops vectorise. */
+     * one dimension, which their work-group loops vectorise. Only a group
+     * that divides the second dimension: the kernels check the first
+     * against its size, not the second (often the batch), so a range
+     * rounded up there would run past their buffers. */
     if (dims > 1 && dev->gpu_kernels)
         while (group * local[1] * 2 <= KILN_WORK_GROUP &&
-               group * local[1] * 2 <= dev->max_work_group && local[1] < size[1])
+               group * local[1] * 2 <= dev->max_work_group && size[1] % (local[1] * 2) == 0)
             local[1] *= 2;
     return kiln_kernel_run_groups(dev, kernel, dims, size, local, args);
 }
