@@ -688,6 +688,51 @@ def export_graph(outdir, name, nodes, weights, x, y, opset=17):
     return "%s %s : %d\n" % (name, " ".join(str(d) for d in x.shape), y.numel())
 
 
+class TwoTowers(nn.Module):
+    """A two-tower recommender: user and item ids (two int64 inputs), an
+    embedding each, their dot product plus an MLP of both."""
+    def __init__(self):
+        super().__init__()
+        self.user = nn.Embedding(7, 4)
+        self.item = nn.Embedding(9, 4)
+        self.mlp = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 1))
+
+    def forward(self, user, item):
+        a, b = self.user(user).flatten(1), self.item(item).flatten(1)
+        return self.mlp(torch.cat([a, b], 1)) + (a * b).sum(1, keepdim=True)
+
+
+TOWERS_TRAINED = ("user.weight", "item.weight", "mlp.0.weight", "mlp.2.bias")
+
+
+def two_towers(outdir, batch=6, steps=3, lr=0.1):
+    """two_towers.onnx (opset 13) and, for test_import's check_two_towers:
+    .user and .item (int32 ids, (batch, 1) each), .out (PyTorch's output),
+    .target, and .trained.PARAMETER after `steps` SGD steps (MSE)."""
+    torch.manual_seed(5)
+    model = TwoTowers().eval()
+    user, item = torch.randint(0, 7, (batch, 1)), torch.randint(0, 9, (batch, 1))
+    base = os.path.join(outdir, "two_towers")
+    torch.onnx.export(model, (user, item), base + ".onnx", opset_version=13,
+                      input_names=["user", "item"], output_names=["score"],
+                      dynamic_axes={"user": {0: "batch"}, "item": {0: "batch"},
+                                    "score": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    with torch.no_grad():
+        y = model(user, item)
+        target = torch.randn_like(y)
+    for suffix, t in ((".user", user), (".item", item), (".out", y), (".target", target)):
+        write(base + suffix, t)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(user, item), target).backward()
+        opt.step()
+    for name, value in model.state_dict().items():
+        if name in TOWERS_TRAINED:
+            write("%s.trained.%s" % (base, name), value)
+
+
 def graphs(outdir):
     """pad_conv: Pad (asymmetric) -> Conv (padded 1) -> GlobalMaxPool ->
     Flatten -> Gemm; reduce18: Conv -> ReduceMean (axes an input, opset 18,
@@ -832,6 +877,8 @@ def main():
         lines.append(export(outdir, name, model, shape, **kwargs))
         if name in TRAINED:
             train_steps(outdir, name, model, shape)
+    if len(sys.argv) < 3 or "two_towers" in sys.argv[2:]:
+        two_towers(outdir)
     lines += [line for line in graphs(outdir)
               if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:

@@ -497,6 +497,98 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     kiln_model_destroy(m);
 }
 
+/* make_models.py's two-tower recommender (two inputs of int64 ids, an
+ * Embedding each, their dot product plus an MLP): predict against PyTorch
+ * and ONNX Runtime, then 3 SGD steps against PyTorch's, every listed
+ * tensor (the embedding tables as ONNX has them, the Linear weight
+ * turned to kiln's (in, out)). */
+static void check_two_towers(kiln_context *ctx)
+{
+    enum { BATCH = 6 };
+    char path[256], cmd[2048];
+    snprintf(path, sizeof path, "%s/two_towers.onnx", dir);
+    if (access(path, R_OK) != 0)
+        return;   /* not asked for (KILN_IMPORT_ONLY) */
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.1f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    float *ids[2], *want, *target;
+    static const char *const towers[2] = {"user", "item"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/two_towers.%s", dir, towers[k]);
+        ids[k] = read_floats(path, BATCH);   /* int32 ids, 4 bytes each */
+    }
+    snprintf(path, sizeof path, "%s/two_towers.out", dir);
+    want = read_floats(path, BATCH);
+    snprintf(path, sizeof path, "%s/two_towers.target", dir);
+    target = read_floats(path, BATCH);
+    if (!ids[0] || !ids[1] || !want || !target)
+        goto done;
+    kiln_input_array in[2];
+    for (int k = 0; k < 2; k++)
+        in[k] = (kiln_input_array){.struct_size = sizeof in[k], .rank = 1, .dims = {1},
+                                   .int_features = (const int32_t *)(const void *)ids[k]};
+    float got[BATCH];
+    const kiln_batch_arrays both = {.struct_size = sizeof both, .count = BATCH, .n_inputs = 2,
+                                    .inputs = in};
+    CHECK_OK(ctx, kiln_model_predict(m, &both, got, 0));
+    test_close("two_towers: kiln against PyTorch", 40, got, want, sizeof(float), BATCH,
+               TEST_PER_VALUE, TOLERANCE);
+    if (have_runtime) {
+        snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/test/saving/onnx_run.js' "
+                 "--inputs '%s/two_towers.onnx' '%s/two_towers.ort' "
+                 "int64:'%s/two_towers.user':%d,1 int64:'%s/two_towers.item':%d,1 > /dev/null",
+                 ort_dir, root, dir, dir, dir, BATCH, dir, BATCH);
+        CHECK(system(cmd) == 0);
+        snprintf(path, sizeof path, "%s/two_towers.ort", dir);
+        float *ort = read_floats(path, BATCH);
+        test_close("two_towers: kiln against ONNX Runtime", 40, got, ort, sizeof(float), BATCH,
+                   TEST_PER_VALUE, TOLERANCE);
+        free(ort);
+    } else {
+        test_missing_part(no_runtime);
+    }
+    const kiln_batch_arrays step = {.struct_size = sizeof step, .count = BATCH, .n_inputs = 2,
+                                    .inputs = in, .dense_labels = target};
+    for (int k = 0; k < 3; k++) {
+        kiln_metrics mt = {.struct_size = sizeof mt};
+        CHECK_OK(ctx, kiln_model_train_on_batch(m, &step, &mt));
+    }
+    static const struct { const char *name; int64_t rows, cols; int linear; } trained[] = {
+        {"user.weight", 7, 4, 0}, {"item.weight", 9, 4, 0}, {"mlp.0.weight", 6, 8, 1},
+        {"mlp.2.bias", 1, 1, 0},
+    };
+    for (size_t t = 0; t < sizeof trained / sizeof trained[0]; t++) {
+        const int64_t size = trained[t].rows * trained[t].cols;
+        float after[64], fixed[64];
+        snprintf(path, sizeof path, "%s/two_towers.trained.%s", dir, trained[t].name);
+        float *ref = read_floats(path, size);
+        CHECK_OK(ctx, kiln_model_get_tensor(m, trained[t].name, after, size));
+        if (ref && trained[t].linear)
+            to_kiln_layout(ref, 2, (int64_t[]){trained[t].rows, trained[t].cols}, fixed);
+        else if (ref)
+            memcpy(fixed, ref, (size_t)size * sizeof *fixed);
+        char what[96];
+        snprintf(what, sizeof what, "two_towers trained: %s", trained[t].name);
+        test_close(what, 40, after, ref ? fixed : NULL, sizeof(float), size, TEST_PER_VALUE,
+                   TOLERANCE);
+        free(ref);
+    }
+done:
+    free(ids[0]);
+    free(ids[1]);
+    free(want);
+    free(target);
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     root = getenv("KILN_SOURCE_ROOT");
@@ -544,6 +636,7 @@ int main(void)
     }
     if (f)
         fclose(f);
+    check_two_towers(ctx);
     kiln_context_destroy(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
