@@ -249,28 +249,33 @@ static const kiln_layer_field dense_fields[] = {
 };
 
 /* On the last axis of any rank: MatMul broadcasts over the others. */
-/* A kernel imported from Gemm's transB weight goes back as it came: Gemm
- * (transB 1) of its (units, in) transpose under the same name, so that
- * weights map by name onto the exporting framework's (PyTorch's Linear
- * keeps (out, in)). Gemm takes a 2-D A, as the imported one did. */
-static int dense_export_gemm(kiln_onnx_graph *g, int32_t i)
+/* The kernel of a Dense imported from a transposed weight (Gemm's transB,
+ * or the W of MatMul(x, Transpose(W))) as the file held it, (units, in),
+ * under its name; NULL when it was not one. */
+static const char *dense_transposed_kernel(kiln_onnx_graph *g, int32_t i)
 {
-    const kiln_onnx_layer *l = &g->layers[i];
     const kiln_param_spec *spec;
     const float *kernel = kiln_onnx_param(g, i, "kernel", &spec);
-    if (!kernel || !l->param_transposed[0] || kiln_onnx_input_shape(g, i, 0)->rank != 1)
-        return 0;
+    if (!kernel || !g->layers[i].param_transposed[0])
+        return NULL;
     const int64_t in = spec->shape.dims[0], units = spec->shape.dims[1];
     float *t = kiln_onnx_alloc(g, (size_t)(in * units) * sizeof *t);
     if (!t)
-        return 1;   /* the graph's oom, reported by the export */
+        return NULL;   /* the graph's oom, reported by the export */
     for (int64_t a = 0; a < in; a++)
         for (int64_t b = 0; b < units; b++)
             t[b * in + a] = kernel[a * units + b];
     const int64_t dims[2] = {units, in};
-    const char *args[3] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
-                           kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 2,
-                                                dims, t),
+    return kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, "kernel"), 2, dims, t);
+}
+
+/* A Dense on vectors with such a kernel: Gemm with transB 1, as the file
+ * had it (PyTorch's Linear). Nonzero when written. */
+static int dense_export_gemm(kiln_onnx_graph *g, int32_t i, const char *transposed)
+{
+    if (!transposed || kiln_onnx_input_shape(g, i, 0)->rank != 1)
+        return 0;
+    const char *args[3] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL), transposed,
                            kiln_onnx_param(g, i, "bias", NULL)
                                ? kiln_onnx_param_initializer(g, i, "bias") : NULL};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
@@ -283,10 +288,14 @@ static int dense_export_gemm(kiln_onnx_graph *g, int32_t i)
 
 static void dense_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
-    if (dense_export_gemm(g, i))
+    const char *transposed = dense_transposed_kernel(g, i);
+    if (dense_export_gemm(g, i, transposed))
         return;
-    const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL),
-                           kiln_onnx_param_initializer(g, i, "kernel")};
+    /* Of more axes: MatMul, by Transpose(W) where the file held W so. */
+    const char *kernel = transposed
+        ? kiln_onnx_step(g, i, "Transpose", transposed, NULL, "kernel_t")
+        : kiln_onnx_param_initializer(g, i, "kernel");
+    const char *args[2] = {kiln_onnx_input_value(g, i, 0, KILN_ONNX_CL), kernel};
     const char *out = kiln_onnx_output(g, i, KILN_ONNX_CL);
     if (kiln_onnx_param(g, i, "bias", NULL)) {
         const char *product = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/matmul",

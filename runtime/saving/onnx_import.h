@@ -37,6 +37,11 @@ typedef struct kiln_import_value {
     const float *f;            /* a float constant's values */
     const int64_t *ints;       /* an integer constant's values */
     const char *param_of;      /* a constant: the node that took it as a parameter */
+    /* A 2-D constant folded from Transpose(W): W's name. A layer that
+     * takes it as its kernel names the parameter W and exports it
+     * transposed again, as a Gemm's transB weight (PyTorch writes a Linear
+     * on a 3-D or 4-D input as MatMul(x, Transpose(W))). */
+    const char *transpose_of;
     /* A constant from a Constant node (not an initializer): a binary op's
      * parameter of it is not trained. */
     int constant_node;

@@ -242,18 +242,26 @@ static kiln_status take_param(kiln_importer *im, const KilnOnnx__NodeProto *n,
                           "'%s' has a name of %zu bytes; kiln keeps parameter names of up to "
                           "%zu", kiln_import_node_name(n), n->op_type, t->name, strlen(t->name),
                           sizeof ((kiln_parameter_info *)0)->name - 1);
-    if (v->param_of)
+    /* W of MatMul(x, Transpose(W)): the parameter is W, held as kiln's
+     * (in, out) and written back transposed. */
+    const int untransposed = v->transpose_of && imp->param_layout[p] == KILN_ONNX_PARAM_AS_IS &&
+                             t->rank == 2;
+    kiln_import_value *origin = untransposed ? kiln_import_find(im, v->transpose_of) : NULL;
+    const char *pname = origin ? origin->name : t->name;
+    kiln_import_value *owner = origin ? origin : v;
+    if (owner->param_of || (origin && v->param_of))
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": initializer '%s' is used by node "
                           "'%s' and node '%s'; kiln cannot tie parameters (give each node its "
-                          "own copy, an Identity)", t->name, v->param_of,
+                          "own copy, an Identity)", pname,
+                          owner->param_of ? owner->param_of : v->param_of,
                           kiln_import_node_name(n));
-    v->param_of = kiln_import_node_name(n);
-    rec->param_name[p] = kiln_strdup(ctx, t->name);
+    owner->param_of = v->param_of = kiln_import_node_name(n);
+    rec->param_name[p] = kiln_strdup(ctx, pname);
     rec->param_init[p] = kiln_alloc(ctx, (size_t)(size ? size : 1) * sizeof(float));
     if (!rec->param_name[p] || !rec->param_init[p])
         return kiln_error_oom(ctx, "a parameter", (size_t)size * sizeof(float));
     kiln_onnx_param_convert(t, imp->param_layout[p], rec->param_init[p]);
-    rec->param_transposed[p] = imp->param_layout[p] == KILN_ONNX_PARAM_TRANSPOSED;
+    rec->param_transposed[p] = imp->param_layout[p] == KILN_ONNX_PARAM_TRANSPOSED || origin;
     return KILN_OK;
 }
 
@@ -680,6 +688,8 @@ static kiln_status fold_transpose(kiln_importer *im, const KilnOnnx__NodeProto *
     v->rank = rank;
     memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
     v->f = f;
+    if (rank == 2 && p[0] == 1 && !in->transpose_of)
+        v->transpose_of = in->name;
     return KILN_OK;
 }
 

@@ -622,15 +622,15 @@ TRAINED = {
                     "last.weight", "fc.bias"),
     "softmax_axes": ("conv.weight", "fc.weight"),
     "gelus_norm": ("norm.weight", "norm.bias", "fc3.bias"),
-    # Its Linear weights reach kiln through a Transpose folded into a
-    # constant of another name; their biases keep theirs.
-    "convnext_block13": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
-                         "pwconv2.bias"),
-    "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.bias",
-                       "pwconv2.bias"),
+    # Its Linear weights reach kiln through Transpose(W) -> MatMul: each is
+    # the parameter W all the same.
+    "convnext_block13": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.weight",
+                         "pwconv1.bias", "pwconv2.weight", "pwconv2.bias"),
+    "convnext_block": ("dwconv.weight", "norm.weight", "norm.bias", "pwconv1.weight",
+                       "pwconv1.bias", "pwconv2.weight", "pwconv2.bias"),
     "decoder": ("up1.weight", "up2.weight", "up3.weight", "bn.running_var"),
     "layerscale": ("gamma", "conv.weight", "conv.bias"),
-    "broadcasts": ("bias", "to_t.bias"),
+    "broadcasts": ("bias", "to_t.weight", "to_t.bias"),
     "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
 }
 
