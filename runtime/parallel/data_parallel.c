@@ -884,12 +884,23 @@ static kiln_status plan_buckets(dp_strategy *dp)
         kiln_free(ctx, owner);
         return kiln_error_oom(ctx, "gradient buckets", (size_t)m->graph.n_nodes * 64);
     }
+    /* A layer's cut is where its trainable parameters start: the lowest
+     * offset it has in the trainable prefix. Its other parameters (moving
+     * statistics, a LoRA layer's frozen kernel, constants) sit in later
+     * regions and have no gradient to sum; a layer with none there is no
+     * cut (a cut in a later region would leave the prefix's first bucket
+     * with no layer to complete it, and every replica waiting on it). */
     int n_cuts = 0;
     for (kiln_node i = 0; i < m->graph.n_nodes; i++) {
         dp->bucket_at_node[i] = -1;
-        if (m->graph.nodes[i].n_params > 0) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
+        size_t first = SIZE_MAX;
+        for (int p = 0; p < node->n_params; p++)
+            if (node->param_offset[p] < m->plan.n_trainable_floats && node->param_offset[p] < first)
+                first = node->param_offset[p];
+        if (first != SIZE_MAX) {
             owner[n_cuts] = i;
-            cuts[n_cuts++] = m->graph.nodes[i].param_offset[0];
+            cuts[n_cuts++] = first;
         }
     }
     dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->plan.n_param_floats,
