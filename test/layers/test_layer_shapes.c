@@ -390,7 +390,9 @@ static void test_window_options(kiln_context *ctx)
 static void test_reduce_softmax(kiln_context *ctx)
 {
     const kiln_compile_options co = mse();
-    const int32_t in[] = {2, 3, 5}, first_last[] = {1, -1}, all[] = {3, 1, 2};
+    /* four: more axes than the input has (each array as long as its n_axes). */
+    const int32_t in[] = {2, 3, 5}, first_last[] = {1, -1}, all[] = {3, 1, 2},
+                  four[] = {1, 2, 3, -1};
     const kiln_reduce_options keep = {.struct_size = sizeof keep, .keepdims = 1};
     kiln_model *m = new_model(ctx, 3, in);   /* the input is node 0 */
     kiln_reduce(m, 0, KILN_REDUCE_MAX, 2, first_last, NULL);
@@ -420,7 +422,7 @@ static void test_reduce_softmax(kiln_context *ctx)
          "(2, 3, 5)"},
         {KILN_REDUCE_MIN, 1, below, "axis -4 is out of range"},
         {KILN_REDUCE_MEAN, 0, batch, "n_axes is out of range; the input (2, 3, 5) has 3 axes"},
-        {KILN_REDUCE_MEAN, 4, all, "n_axes is out of range"},
+        {KILN_REDUCE_MEAN, 4, four, "n_axes is out of range"},
         {KILN_REDUCE_MEAN, 1, NULL, "axes is NULL"},
         {(kiln_reduce_op)7, 1, past, "op 7 is not a kiln_reduce_op"},
     };
