@@ -329,12 +329,8 @@ static int fuse_activation(kiln_importer *im, const KilnOnnx__NodeProto *n,
     if (!v || !v->computed || v->padded || v->converted != KILN_NODE_INVALID ||
         live_readers(im, v->name) != 1)
         return 0;
-    kiln_node_rec *layer = &im->m->graph.nodes[v->node];
-    if (layer->ops == &kiln_layer_activation || !layer->ops->takes_activation ||
-        layer->activation != KILN_ACTIVATION_LINEAR)
+    if (!kiln_node_take_activation(im->m, v->node, imp->activation, kiln_import_node_name(n)))
         return 0;
-    layer->activation = imp->activation;
-    snprintf(layer->name, sizeof layer->name, "%s", kiln_import_node_name(n));
     *st = made(im, n, v->node, v->cl, v);
     return 1;
 }
