@@ -95,16 +95,25 @@ static kiln_status reshape_to(kiln_importer *im, const KilnOnnx__NodeProto *n,
     return kiln_import_made(im, n, kiln_reshape(im->m, in, rank - 1, to, &o), 0);
 }
 
+/* Squeeze's and Unsqueeze's computed input and axes (an attribute before
+ * opset 13, a constant input from 13; count -1 when absent). */
+static kiln_status value_and_axes(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                  kiln_import_value **v, const int64_t **axes, int64_t *count)
+{
+    kiln_status st = kiln_import_computed(im, n, 0, v);
+    if (st == KILN_OK)
+        st = only_attrs(im, n, im->opset < 13 ? "axes" : "");
+    if (st == KILN_OK)
+        st = int_list(im, n, "axes", 1, axes, count);
+    return st;
+}
+
 kiln_status kiln_import_squeeze(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     kiln_import_value *v;
     const int64_t *axes;
     int64_t count;
-    kiln_status st = kiln_import_computed(im, n, 0, &v);
-    if (st == KILN_OK)
-        st = only_attrs(im, n, im->opset < 13 ? "axes" : "");
-    if (st == KILN_OK)
-        st = int_list(im, n, "axes", 1, &axes, &count);
+    kiln_status st = value_and_axes(im, n, &v, &axes, &count);
     if (st != KILN_OK)
         return st;
     int drop[KILN_MAX_RANK + 1] = {0};
@@ -132,11 +141,7 @@ kiln_status kiln_import_unsqueeze_value(kiln_importer *im, const KilnOnnx__NodeP
     kiln_import_value *v;
     const int64_t *axes;
     int64_t count;
-    kiln_status st = kiln_import_computed(im, n, 0, &v);
-    if (st == KILN_OK)
-        st = only_attrs(im, n, im->opset < 13 ? "axes" : "");
-    if (st == KILN_OK)
-        st = int_list(im, n, "axes", 1, &axes, &count);
+    kiln_status st = value_and_axes(im, n, &v, &axes, &count);
     if (st != KILN_OK)
         return st;
     if (count < 1)
