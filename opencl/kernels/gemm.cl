@@ -81,17 +81,111 @@ __kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const 
                    ldc);
 }
 
-/* A is stored k x m and used transposed: a tile's 4 rows of A^T are 4
- * neighbouring values of one row of A (the weight gradient x^T dy reads x
- * as it lies, with no transposed copy). */
-__kernel void kiln_gemm_tn_cpu(int m, int n, int k, float alpha, __global const float *a,
-                               int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc,
-                               int a_stride, int b_stride, int c_stride)
+/* TN on a CPU: A is stored k x m and used transposed (the weight gradient
+ * x^T dy reads x as it lies, with no transposed copy), and k, the pixels
+ * of a batch, runs to 10^5 while m and n are a few hundred. A work-item
+ * computes an 8-row by 16-column tile over one chunk of `chunk_k` steps of
+ * k: the tiles of a chunk, which run one after another, find its rows of
+ * A and B in the core's cache, where a tile over the whole of k streamed
+ * them from memory once per tile. Each step reads 8 neighbouring values
+ * of a row of A and two float8 of B for 16 multiply-adds into 16 float8
+ * accumulators. The range is (column tiles, row tiles, products x chunks);
+ * with one chunk the tile is C's (alpha and beta applied), otherwise its
+ * chunk's block of `partials` (m x n a chunk, a product's chunks in
+ * order), which kiln_gemm_sum_chunks adds up. */
+#define TN_ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define TN_DECLARE(r) float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
+#define TN_ADD(r)                                                                              \
+    {                                                                                          \
+        const float s = x[r];                                                                  \
+        lo##r += s * v;                                                                        \
+        hi##r += s * w;                                                                        \
+    }
+#define TN_STORE(r)                                                                            \
+    if (r < rows) {                                                                            \
+        __global float *dst = out + (size_t)(i0 + r) * ld_out + j0;                           \
+        float8 o = scale * lo##r;                                                              \
+        if (keep != 0.0f)                                                                      \
+            o += keep * kiln_load8(dst, cols);                                                 \
+        kiln_store8(dst, o, cols);                                                             \
+        if (cols > 8) {                                                                        \
+            o = scale * hi##r;                                                                 \
+            if (keep != 0.0f)                                                                  \
+                o += keep * kiln_load8(dst + 8, cols - 8);                                     \
+            kiln_store8(dst + 8, o, cols - 8);                                                 \
+        }                                                                                      \
+    }
+
+__kernel void kiln_gemm_tn_chunks(int m, int n, int k, int chunk_k, int chunks, float alpha,
+                                  __global const float *a, int a_offset, int lda, int a_stride,
+                                  __global const float *b, int b_offset, int ldb, int b_stride,
+                                  float beta, __global float *c, int c_offset, int ldc,
+                                  int c_stride, __global float *partials)
 {
-    GEMM_BATCH_OFFSETS(get_global_id(2));
-    kiln_gemm_tile(m, n, k, alpha, a + a_offset, 1, lda, b, b_offset, ldb, beta, c, c_offset,
-                   ldc);
+    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 8;
+    const int product = get_global_id(2) / chunks, chunk = get_global_id(2) % chunks;
+    if (j0 >= n || i0 >= m)
+        return;
+    const int cols = n - j0, rows = min(8, m - i0);
+    const int l0 = chunk * chunk_k, l1 = min(k, l0 + chunk_k);
+    a += a_offset + (size_t)product * a_stride + i0;
+    b += b_offset + (size_t)product * b_stride + j0;
+    TN_ROWS(TN_DECLARE)
+    if (rows == 8 && cols >= 16) {   /* the common case: no count checks */
+        for (int l = l0; l < l1; l++) {
+            __global const float *x = a + (size_t)l * lda;
+            __global const float *y = b + (size_t)l * ldb;
+            const float8 v = vload8(0, y), w = vload8(1, y);
+            TN_ROWS(TN_ADD)
+        }
+    } else {   /* rows past m and columns past n read as zeros, not stored */
+        for (int l = l0; l < l1; l++) {
+            float x[8];
+            for (int r = 0; r < 8; r++)
+                x[r] = r < rows ? a[(size_t)l * lda + r] : 0.0f;
+            __global const float *y = b + (size_t)l * ldb;
+            const float8 v = kiln_load8(y, cols);
+            const float8 w = cols > 8 ? kiln_load8(y + 8, cols - 8) : (float8)(0.0f);
+            TN_ROWS(TN_ADD)
+        }
+    }
+    __global float *out;
+    int ld_out;
+    float scale, keep;
+    if (chunks == 1) {
+        out = c + c_offset + (size_t)product * c_stride;
+        ld_out = ldc;
+        scale = alpha;
+        keep = beta;
+    } else {
+        out = partials + ((size_t)product * chunks + chunk) * (size_t)m * n;
+        ld_out = n;
+        scale = 1.0f;
+        keep = 0.0f;
+    }
+    TN_ROWS(TN_STORE)
+}
+
+/* C = alpha (the sum of a product's chunks, in chunk order, so that every
+ * run adds the same way) + beta C, eight columns a work-item over (column
+ * blocks, rows, products). */
+__kernel void kiln_gemm_sum_chunks(int m, int n, int chunks, float alpha,
+                                   __global const float *partials, float beta,
+                                   __global float *c, int c_offset, int ldc, int c_stride)
+{
+    const int j = get_global_id(0) * 8, i = get_global_id(1), product = get_global_id(2);
+    if (j >= n || i >= m)
+        return;
+    const int cols = n - j;
+    __global const float *p = partials + (size_t)product * chunks * m * n + (size_t)i * n + j;
+    float8 sum = kiln_load8(p, cols);
+    for (int chunk = 1; chunk < chunks; chunk++)
+        sum += kiln_load8(p + (size_t)chunk * m * n, cols);
+    __global float *dst = c + c_offset + (size_t)product * c_stride + (size_t)i * ldc + j;
+    float8 out = alpha * sum;
+    if (beta != 0.0f)
+        out += beta * kiln_load8(dst, cols);
+    kiln_store8(dst, out, cols);
 }
 
 /* The GPU variant (_gpu; kiln_device.gpu_kernels): work-groups of 16 x 16

@@ -101,44 +101,53 @@ static double frand(uint64_t *s)
 }
 
 /* C = alpha op(A) op(B) + beta C on the device against a float64 loop,
- * with alpha and beta other than 1 and 0 (layers accumulate through beta). */
-static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, kiln_gemm_op tb)
+ * with alpha and beta other than 1 and 0 (layers accumulate through beta),
+ * for `count` products one after another in each buffer (kiln_gemm_batched
+ * when count > 1). */
+static void check_gemm_batched(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta,
+                               kiln_gemm_op tb, int count)
 {
     kiln_device *dev = ctx->devices[0];
-    float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)k * n, 4);
-    float *c = calloc((size_t)m * n, 4), *c0 = calloc((size_t)m * n, 4);
+    const size_t sa = (size_t)m * k, sb = (size_t)k * n, sc = (size_t)m * n;
+    float *a = calloc(sa * count, 4), *b = calloc(sb * count, 4);
+    float *c = calloc(sc * count, 4), *c0 = calloc(sc * count, 4);
     const float alpha = 0.5f, beta = 0.75f;
     const int t_a = ta == KILN_GEMM_T, t_b = tb == KILN_GEMM_T;
     uint64_t s = (uint64_t)(m * 131 + n * 17 + k + t_a * 7 + t_b);
-    for (int i = 0; i < m * k; i++)
+    for (size_t i = 0; i < sa * count; i++)
         a[i] = (float)frand(&s);
-    for (int i = 0; i < k * n; i++)
+    for (size_t i = 0; i < sb * count; i++)
         b[i] = (float)frand(&s);
-    for (int i = 0; i < m * n; i++)
+    for (size_t i = 0; i < sc * count; i++)
         c0[i] = (float)frand(&s);
     kiln_buffer *da = NULL, *db = NULL, *dc = NULL;
-    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * k * 4, "a", &da));
-    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)k * n * 4, "b", &db));
-    CHECK_OK(ctx, kiln_buffer_create(dev, (size_t)m * n * 4, "c", &dc));
-    CHECK_OK(ctx, kiln_buffer_write(dev, da, 0, a, (size_t)m * k * 4, 1));
-    CHECK_OK(ctx, kiln_buffer_write(dev, db, 0, b, (size_t)k * n * 4, 1));
-    CHECK_OK(ctx, kiln_buffer_write(dev, dc, 0, c0, (size_t)m * n * 4, 1));
-    CHECK_OK(ctx, kiln_gemm(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, alpha, da, 0,
-                            t_a ? (size_t)m : (size_t)k, db, 0, t_b ? (size_t)k : (size_t)n, beta,
-                            dc, 0, (size_t)n));
-    CHECK_OK(ctx, kiln_buffer_read(dev, dc, 0, c, (size_t)m * n * 4));
+    CHECK_OK(ctx, kiln_buffer_create(dev, sa * count * 4, "a", &da));
+    CHECK_OK(ctx, kiln_buffer_create(dev, sb * count * 4, "b", &db));
+    CHECK_OK(ctx, kiln_buffer_create(dev, sc * count * 4, "c", &dc));
+    CHECK_OK(ctx, kiln_buffer_write(dev, da, 0, a, sa * count * 4, 1));
+    CHECK_OK(ctx, kiln_buffer_write(dev, db, 0, b, sb * count * 4, 1));
+    CHECK_OK(ctx, kiln_buffer_write(dev, dc, 0, c0, sc * count * 4, 1));
+    CHECK_OK(ctx, kiln_gemm_batched(dev, ta, tb, (size_t)m, (size_t)n, (size_t)k, alpha, da, 0,
+                                    t_a ? (size_t)m : (size_t)k, sa, db, 0,
+                                    t_b ? (size_t)k : (size_t)n, sb, beta, dc, 0, (size_t)n, sc,
+                                    (size_t)count));
+    CHECK_OK(ctx, kiln_buffer_read(dev, dc, 0, c, sc * count * 4));
     double worst = 0;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double ref = 0;
-            for (int l = 0; l < k; l++)
-                ref += (double)a[t_a ? l * m + i : i * k + l] * b[t_b ? j * k + l : l * n + j];
-            ref = alpha * ref + beta * (double)c0[i * n + j];
-            const double e = fabs(c[i * n + j] - ref) / (1.0 + fabs(ref));
-            worst = e > worst ? e : worst;
-        }
-    printf("gemm %dx%dx%d %c%c: max relative error %.2e\n", m, n, k, t_a ? 'T' : 'N',
-           t_b ? 'T' : 'N', worst);
+    for (int p = 0; p < count; p++) {
+        const float *pa = a + p * sa, *pb = b + p * sb;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double ref = 0;
+                for (int l = 0; l < k; l++)
+                    ref += (double)pa[t_a ? l * m + i : i * k + l] *
+                           pb[t_b ? j * k + l : l * n + j];
+                ref = alpha * ref + beta * (double)c0[p * sc + i * n + j];
+                const double e = fabs(c[p * sc + i * n + j] - ref) / (1.0 + fabs(ref));
+                worst = e > worst ? e : worst;
+            }
+    }
+    printf("gemm %dx%dx%d %c%c x%d: max relative error %.2e\n", m, n, k, t_a ? 'T' : 'N',
+           t_b ? 'T' : 'N', count, worst);
     CHECK(worst < 1e-4);
     kiln_buffer_destroy(da);
     kiln_buffer_destroy(db);
@@ -147,6 +156,11 @@ static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, 
     free(b);
     free(c);
     free(c0);
+}
+
+static void check_gemm(kiln_context *ctx, int m, int n, int k, kiln_gemm_op ta, kiln_gemm_op tb)
+{
+    check_gemm_batched(ctx, m, n, k, ta, tb, 1);
 }
 
 /* NN, TN, NT. */
@@ -213,6 +227,11 @@ int main(void)
     for (int i = 0; i < 7 && ctx; i++)
         for (int t = 0; t < 2; t++)  /* NN and TN */
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
+    /* The CPU variant's TN in chunks of k (opencl/blas.c): chunks of
+     * unequal length, several products each in its own chunks, and a C so
+     * large that its chunk sums would pass the cap (one chunk, then). */
+    check_gemm_batched(ctx, 19, 21, 1000, KILN_GEMM_T, KILN_GEMM_N, 3);
+    check_gemm(ctx, 2100, 1000, 520, KILN_GEMM_T, KILN_GEMM_N);
     kiln_context_destroy(ctx);
 
     /* The same through the GPU variant (64 x 64 blocks in local memory):
