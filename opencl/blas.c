@@ -41,54 +41,64 @@ static int seen(const kiln_device *dev, uint64_t key)
     return 0;
 }
 
-/* The CPU variant's TN products (gemm.cl, kiln_gemm_tn_chunks) run in
- * chunks of at least TN_CHUNK steps of k, their sums kept in
- * dev->gemm_partials, at most TN_PARTIALS_MAX_BYTES of them (fewer,
- * longer chunks past that), then added up in order. On the seed ResNet's
- * weight gradients (576 x 64 x 25088 and the like) this ran 4 times as
- * fast as one tile over the whole of k (docs/performance.md). */
-#define TN_CHUNK 256
-#define TN_PARTIALS_MAX_BYTES ((size_t)16 << 20)
+/* The sums of a GEMM's chunks (gemm.cl) take at most this much device
+ * memory: past it, fewer and longer chunks. */
+#define PARTIALS_MAX_BYTES ((size_t)16 << 20)
 
-static kiln_status tn_chunks(kiln_device *dev, size_t m, size_t n, size_t k, float alpha,
-                             const kiln_buffer *a, size_t a_offset, size_t lda, size_t a_stride,
-                             const kiln_buffer *b, size_t b_offset, size_t ldb, size_t b_stride,
-                             float beta, kiln_buffer *c, size_t c_offset, size_t ldc,
-                             size_t c_stride, size_t count)
+static size_t chunk_count(const kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n,
+                          size_t k, size_t count, size_t *chunk_k)
 {
+    *chunk_k = k;
+    if (dev->gpu_kernels || k == 0)
+        return 1;
+    size_t chunks = k / kiln_gemm_chunk_steps(trans_a, m, n, k);
     const size_t chunk_bytes = m * n * count * sizeof(float);
-    size_t chunks = k / TN_CHUNK;
-    if (chunks * chunk_bytes > TN_PARTIALS_MAX_BYTES)
-        chunks = TN_PARTIALS_MAX_BYTES / chunk_bytes;
-    chunks = chunks > 1 ? chunks : 1;
-    const size_t chunk_k = (k + chunks - 1) / chunks;
-    if (chunk_k > 0)
-        chunks = (k + chunk_k - 1) / chunk_k;
+    if (chunks * chunk_bytes > PARTIALS_MAX_BYTES)
+        chunks = PARTIALS_MAX_BYTES / chunk_bytes;
+    if (chunks <= 1)
+        return 1;
+    *chunk_k = (k + chunks - 1) / chunks;
+    return (k + *chunk_k - 1) / *chunk_k;
+}
+
+static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
+                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
+                            size_t a_stride, const kiln_buffer *b, size_t b_offset, size_t ldb,
+                            size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
+                            size_t ldc, size_t c_stride, size_t count)
+{
+    size_t chunk_k;
+    const size_t chunks = chunk_count(dev, trans_a, m, n, k, count, &chunk_k);
+    /* The chunks' sums are the device's, from the first launch to the last. */
     pthread_mutex_lock(&dev->gemm_partials_lock);
     kiln_status st = KILN_OK;
-    const size_t need = chunks > 1 ? chunks * chunk_bytes : 0;
+    const size_t need = chunks > 1 ? chunks * m * n * count * sizeof(float) : 0;
     if (need > (dev->gemm_partials ? kiln_buffer_bytes(dev->gemm_partials) : 0)) {
         /* A launch still queued on the old buffer keeps it alive (OpenCL
-         * releases a memory object when its commands finish). */
+         * frees a memory object when its commands finish). */
         kiln_buffer_destroy(dev->gemm_partials);
         dev->gemm_partials = NULL;
-        st = kiln_buffer_create(dev, need, "the TN GEMM's chunk sums", &dev->gemm_partials);
+        st = kiln_buffer_create(dev, need, "a GEMM's chunk sums", &dev->gemm_partials);
     }
     /* A buffer argument is never NULL: with one chunk C stands in. */
     const kiln_buffer *partials = chunks > 1 ? dev->gemm_partials : c;
-    const kiln_range range = {.dims = 3, .size = {(n + 15) / 16, (m + 7) / 8, count * chunks}};
+    kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
+                               kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
+                               kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
+                               kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
+                               kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
+                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc),
+                               kiln_arg_int((int64_t)a_stride), kiln_arg_int((int64_t)b_stride),
+                               kiln_arg_int((int64_t)c_stride), kiln_arg_int((int64_t)chunk_k),
+                               kiln_arg_int((int64_t)chunks), kiln_arg_buffer(partials));
+    /* An 8 x 16 tile a work-item over (column tiles, row tiles, products x
+     * chunks), or 16 x 16 items per 64 x 64 block of C (gemm.cl). */
+    const kiln_range cpu = {.dims = 3, .size = {(n + 15) / 16, (m + 7) / 8, count * chunks}};
+    const kiln_range gpu = {.dims = 3, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16, count},
+                            .local = {16, 16, 1}};
     if (st == KILN_OK)
-        st = kiln_run(dev, "gemm", "kiln_gemm_tn_chunks", range.dims, range.size,
-                      KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
-                                kiln_arg_int((int64_t)k), kiln_arg_int((int64_t)chunk_k),
-                                kiln_arg_int((int64_t)chunks), kiln_arg_float(alpha),
-                                kiln_arg_buffer(a), kiln_arg_int((int64_t)a_offset),
-                                kiln_arg_int((int64_t)lda), kiln_arg_int((int64_t)a_stride),
-                                kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
-                                kiln_arg_int((int64_t)ldb), kiln_arg_int((int64_t)b_stride),
-                                kiln_arg_float(beta), kiln_arg_buffer(c),
-                                kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc),
-                                kiln_arg_int((int64_t)c_stride), kiln_arg_buffer(partials)));
+        st = kiln_run_variant(dev, "gemm", trans_a == KILN_GEMM_T ? "kiln_gemm_tn" : "kiln_gemm_nn",
+                              &cpu, &gpu, args);
     if (st == KILN_OK && chunks > 1) {
         const size_t size[3] = {(n + 7) / 8, m, count};
         st = kiln_run(dev, "gemm", "kiln_gemm_sum_chunks", 3, size,
@@ -100,33 +110,6 @@ static kiln_status tn_chunks(kiln_device *dev, size_t m, size_t n, size_t k, flo
     }
     pthread_mutex_unlock(&dev->gemm_partials_lock);
     return st;
-}
-
-static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
-                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
-                            size_t a_stride, const kiln_buffer *b, size_t b_offset, size_t ldb,
-                            size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
-                            size_t ldc, size_t c_stride, size_t count)
-{
-    kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
-                               kiln_arg_int((int64_t)k), kiln_arg_float(alpha), kiln_arg_buffer(a),
-                               kiln_arg_int((int64_t)a_offset), kiln_arg_int((int64_t)lda),
-                               kiln_arg_buffer(b), kiln_arg_int((int64_t)b_offset),
-                               kiln_arg_int((int64_t)ldb), kiln_arg_float(beta), kiln_arg_buffer(c),
-                               kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc),
-                               kiln_arg_int((int64_t)a_stride), kiln_arg_int((int64_t)b_stride),
-                               kiln_arg_int((int64_t)c_stride));
-    const int tn = trans_a == KILN_GEMM_T;
-    if (tn && !dev->gpu_kernels)
-        return tn_chunks(dev, m, n, k, alpha, a, a_offset, lda, a_stride, b, b_offset, ldb,
-                         b_stride, beta, c, c_offset, ldc, c_stride, count);
-    /* A 4 x 16 tile a work-item, or 16 x 16 items per 64 x 64 block of C
-     * (gemm.cl); the third dimension counts the products of a batch. */
-    const int dims = count > 1 ? 3 : 2;
-    const kiln_range cpu = {.dims = dims, .size = {(n + 15) / 16, (m + 3) / 4, count}};
-    const kiln_range gpu = {.dims = dims, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16, count},
-                            .local = {16, 16, 1}};
-    return kiln_run_variant(dev, "gemm", tn ? "kiln_gemm_tn" : "kiln_gemm_nn", &cpu, &gpu, args);
 }
 
 kiln_status kiln_gemm(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_op trans_b, size_t m,

@@ -134,6 +134,9 @@ void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *ke
  * CLBlast runs searched parameters or its defaults. */
 int kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
                              kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
+/* How many steps of k a chunk of the CPU variant's GEMM (gemm.cl) takes:
+ * all k, or fewer so that a chunk's rows stay in cache. */
+size_t kiln_gemm_chunk_steps(kiln_gemm_op trans_a, size_t m, size_t n, size_t k);
 /* How many of the `available` parameter sets a tuning search tries: all. */
 int kiln_gemm_tuning_candidates(int available);
 

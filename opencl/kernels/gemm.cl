@@ -1,107 +1,31 @@
-/* kiln's own GEMM, C = alpha op(A) B + beta C, row-major, for B small
- * enough to stay in cache (blas.c decides). In the CPU variant (_cpu) each
- * work-item computes a 4-row by 16-column tile of C, two float8
- * accumulators a row (kiln_load8, prelude.cl), over a (column blocks, row
- * blocks) range: B's rows are read as vectors, A's values broadcast, each
- * broadcast feeding two multiplies.
- * (4 x 8 tiles, one accumulator a row, took 1.8 times as long over the
- * char LM's GEMMs; one float16 accumulator a row, twice as long: PoCL
- * splits it badly.) No local memory and no blocking over k: simple, and on
- * the devices measured faster than CLBlast on such shapes (docs/benchmarks.md). */
-
-/* The 4 x k block of op(A) starts at `a`; the element of its row r at step
- * l lies at a[r * row_step + l * k_step]: NN walks rows of A (row_step
- * lda, k_step 1), TN walks down columns (1, lda). Both kernels pass their
- * steps as constants, so each compiles to its own loop. */
-#define GEMM_TILE_STEP(load_lo, load_hi)                                                       \
-    for (int l = 0; l < k; l++) {                                                              \
-        __global const float *x = ar + (size_t)l * k_step;                                     \
-        __global const float *y = bc + (size_t)l * ldb;                                        \
-        const float8 v = load_lo, w = load_hi;                                                 \
-        const float x0 = x[0], x1 = x[r1], x2 = x[r2], x3 = x[r3];                             \
-        lo0 += x0 * v; hi0 += x0 * w;                                                          \
-        lo1 += x1 * v; hi1 += x1 * w;                                                          \
-        lo2 += x2 * v; hi2 += x2 * w;                                                          \
-        lo3 += x3 * v; hi3 += x3 * w;                                                          \
-    }
-
-inline void kiln_gemm_tile(int m, int n, int k, float alpha, __global const float *a,
-                           int row_step, int k_step, __global const float *b, int b_offset,
-                           int ldb, float beta, __global float *c, int c_offset, int ldc)
-{
-    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 4;
-    if (j0 >= n || i0 >= m)
-        return;
-    const int cols = n - j0, rows = min(4, m - i0);
-    __global const float *ar = a + (size_t)i0 * row_step;
-    __global const float *bc = b + b_offset + j0;
-    float8 lo0 = (float8)(0.0f), lo1 = lo0, lo2 = lo0, lo3 = lo0;
-    float8 hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
-    /* Rows past m read row i0 again (in bounds); their sums are not stored. */
-    const int r1 = rows > 1 ? row_step : 0, r2 = rows > 2 ? 2 * row_step : 0;
-    const int r3 = rows > 3 ? 3 * row_step : 0;
-    if (cols >= 16)   /* the common case: whole vectors, no count checks */
-        GEMM_TILE_STEP(vload8(0, y), vload8(1, y))
-    else if (cols > 8)
-        GEMM_TILE_STEP(vload8(0, y), kiln_load8(y + 8, cols - 8))
-    else   /* the high half is zero and not stored */
-        GEMM_TILE_STEP(kiln_load8(y, cols), (float8)(0.0f))
-    const float8 lo[4] = {lo0, lo1, lo2, lo3}, hi[4] = {hi0, hi1, hi2, hi3};
-    for (int r = 0; r < rows; r++) {
-        __global float *dst = c + c_offset + (size_t)(i0 + r) * ldc + j0;
-        float8 out = alpha * lo[r];
-        if (beta != 0.0f)
-            out += beta * kiln_load8(dst, cols);
-        kiln_store8(dst, out, cols);
-        if (cols > 8) {
-            out = alpha * hi[r];
-            if (beta != 0.0f)
-                out += beta * kiln_load8(dst + 8, cols - 8);
-            kiln_store8(dst + 8, out, cols - 8);
-        }
-    }
-}
-
-/* Batched GEMMs (kiln_gemm_batched) run one product per index of the
- * range's third dimension, each operand `stride` floats after the one
- * before; a single GEMM runs a 2-D range, index 0. */
-#define GEMM_BATCH_OFFSETS(index)                                                              \
-    a += (size_t)(index) * a_stride;                                                           \
-    b += (size_t)(index) * b_stride;                                                           \
-    c += (size_t)(index) * c_stride
-
-/* A is m x k. */
-__kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const float *a,
-                               int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc,
-                               int a_stride, int b_stride, int c_stride)
-{
-    GEMM_BATCH_OFFSETS(get_global_id(2));
-    kiln_gemm_tile(m, n, k, alpha, a + a_offset, lda, 1, b, b_offset, ldb, beta, c, c_offset,
-                   ldc);
-}
-
-/* TN on a CPU: A is stored k x m and used transposed (the weight gradient
- * x^T dy reads x as it lies, with no transposed copy), and k, the pixels
- * of a batch, runs to 10^5 while m and n are a few hundred. A work-item
- * computes an 8-row by 16-column tile over one chunk of `chunk_k` steps of
- * k: the tiles of a chunk, which run one after another, find its rows of
- * A and B in the core's cache, where a tile over the whole of k streamed
- * them from memory once per tile. Each step reads 8 neighbouring values
- * of a row of A and two float8 of B for 16 multiply-adds into 16 float8
- * accumulators. The range is (column tiles, row tiles, products x chunks);
- * with one chunk the tile is C's (alpha and beta applied), otherwise its
- * chunk's block of `partials` (m x n a chunk, a product's chunks in
- * order), which kiln_gemm_sum_chunks adds up. */
-#define TN_ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
-#define TN_DECLARE(r) float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
-#define TN_ADD(r)                                                                              \
+/* kiln's own GEMM, C = alpha op(A) B + beta C, row-major (blas.c decides
+ * which GEMMs run here). The CPU variant (_cpu): a work-item computes an
+ * 8-row by 16-column tile of C, two float8 accumulators a row
+ * (kiln_load8, prelude.cl), over one chunk of `chunk_k` steps of k. Each
+ * step reads two float8 of a row of B and broadcasts 8 values of op(A),
+ * each into two multiply-adds. The range is (column tiles, row tiles,
+ * products x chunks): the tiles of a chunk run one after another and find
+ * its rows of A and B in the core's cache, where a tile over the whole of
+ * a long k (a weight gradient's pixels, up to 10^5) streamed them from
+ * memory once per tile. With one chunk the tile is C's (alpha and beta
+ * applied); otherwise its chunk's block of `partials` (m x n a chunk, a
+ * product's chunks in order), which kiln_gemm_sum_chunks adds up.
+ * (4 x 16 tiles over the whole of k ran the seed ResNet's 576 x 64 x 25088
+ * TN weight gradient at a quarter of this speed; one float16 accumulator
+ * a row took twice as long as two float8: PoCL splits it badly.) No local
+ * memory: a CPU driver keeps it in ordinary memory, where staging only
+ * adds copies. */
+#define GEMM_ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define GEMM_DECLARE(r) float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
+/* Row r of the tile at step l: x, the step's first value, plus row r's
+ * offset, `offset(r)`. */
+#define GEMM_ADD(r)                                                                            \
     {                                                                                          \
-        const float s = x[r];                                                                  \
+        const float s = x[GEMM_OFFSET(r)];                                                     \
         lo##r += s * v;                                                                        \
         hi##r += s * w;                                                                        \
     }
-#define TN_STORE(r)                                                                            \
+#define GEMM_STORE(r)                                                                          \
     if (r < rows) {                                                                            \
         __global float *dst = out + (size_t)(i0 + r) * ld_out + j0;                           \
         float8 o = scale * lo##r;                                                              \
@@ -115,55 +39,86 @@ __kernel void kiln_gemm_nn_cpu(int m, int n, int k, float alpha, __global const 
             kiln_store8(dst + 8, o, cols - 8);                                                 \
         }                                                                                      \
     }
+/* The steps of one chunk: op(A)'s element (i0 + r, l) lies at
+ * a[l * k_step + r * row_step] (NN: k_step 1, row_step lda; TN: lda, 1),
+ * both constants in the common case, so each kernel compiles to its own
+ * loop. Rows past m read row i0 again and columns past n zeros; neither
+ * is stored. */
+#define GEMM_CHUNK(k_step, row_step)                                                           \
+    if (rows == 8 && cols >= 16) {                                                             \
+        for (int l = l0; l < l1; l++) {                                                        \
+            __global const float *x = a + (size_t)l * (k_step);                                \
+            __global const float *y = b + (size_t)l * ldb;                                     \
+            const float8 v = vload8(0, y), w = vload8(1, y);                                   \
+            GEMM_ROWS(GEMM_ADD)                                                                \
+        }                                                                                      \
+    } else {                                                                                   \
+        const int step[8] = {0, rows > 1 ? (row_step) : 0, rows > 2 ? 2 * (row_step) : 0,      \
+                             rows > 3 ? 3 * (row_step) : 0, rows > 4 ? 4 * (row_step) : 0,     \
+                             rows > 5 ? 5 * (row_step) : 0, rows > 6 ? 6 * (row_step) : 0,     \
+                             rows > 7 ? 7 * (row_step) : 0};                                   \
+        for (int l = l0; l < l1; l++) {                                                        \
+            __global const float *x = a + (size_t)l * (k_step);                                \
+            __global const float *y = b + (size_t)l * ldb;                                     \
+            const float8 v = kiln_load8(y, cols);                                              \
+            const float8 w = cols > 8 ? kiln_load8(y + 8, cols - 8) : (float8)(0.0f);          \
+            GEMM_ROWS(GEMM_ADD_EDGE)                                                           \
+        }                                                                                      \
+    }
+#define GEMM_ADD_EDGE(r)                                                                       \
+    {                                                                                          \
+        const float s = x[step[r]];                                                            \
+        lo##r += s * v;                                                                        \
+        hi##r += s * w;                                                                        \
+    }
 
-__kernel void kiln_gemm_tn_chunks(int m, int n, int k, int chunk_k, int chunks, float alpha,
-                                  __global const float *a, int a_offset, int lda, int a_stride,
-                                  __global const float *b, int b_offset, int ldb, int b_stride,
-                                  float beta, __global float *c, int c_offset, int ldc,
-                                  int c_stride, __global float *partials)
+/* Every kernel of this file takes these arguments: a batch of `count`
+ * products (kiln_gemm_batched), each operand `stride` floats after the one
+ * before, in chunks of k (the GPU variant runs one chunk). */
+#define GEMM_ARGUMENTS                                                                         \
+    int m, int n, int k, float alpha, __global const float *a, int a_offset, int lda,          \
+        __global const float *b, int b_offset, int ldb, float beta, __global float *c,         \
+        int c_offset, int ldc, int a_stride, int b_stride, int c_stride, int chunk_k,          \
+        int chunks, __global float *partials
+
+#define GEMM_CPU_KERNEL(k_step, row_step)                                                      \
+    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 8;                           \
+    const int product = get_global_id(2) / chunks, chunk = get_global_id(2) % chunks;          \
+    if (j0 >= n || i0 >= m)                                                                    \
+        return;                                                                                \
+    const int cols = n - j0, rows = min(8, m - i0);                                            \
+    const int l0 = chunk * chunk_k, l1 = min(k, l0 + chunk_k);                                 \
+    a += a_offset + (size_t)product * a_stride + (size_t)i0 * (row_step);                      \
+    b += b_offset + (size_t)product * b_stride + j0;                                           \
+    GEMM_ROWS(GEMM_DECLARE)                                                                    \
+    GEMM_CHUNK(k_step, row_step)                                                               \
+    __global float *out = partials + ((size_t)product * chunks + chunk) * (size_t)m * n;       \
+    int ld_out = n;                                                                            \
+    float scale = 1.0f, keep = 0.0f;                                                           \
+    if (chunks == 1) {                                                                         \
+        out = c + c_offset + (size_t)product * c_stride;                                       \
+        ld_out = ldc;                                                                          \
+        scale = alpha;                                                                         \
+        keep = beta;                                                                           \
+    }                                                                                          \
+    GEMM_ROWS(GEMM_STORE)
+
+/* A is m x k. */
+__kernel void kiln_gemm_nn_cpu(GEMM_ARGUMENTS)
 {
-    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 8;
-    const int product = get_global_id(2) / chunks, chunk = get_global_id(2) % chunks;
-    if (j0 >= n || i0 >= m)
-        return;
-    const int cols = n - j0, rows = min(8, m - i0);
-    const int l0 = chunk * chunk_k, l1 = min(k, l0 + chunk_k);
-    a += a_offset + (size_t)product * a_stride + i0;
-    b += b_offset + (size_t)product * b_stride + j0;
-    TN_ROWS(TN_DECLARE)
-    if (rows == 8 && cols >= 16) {   /* the common case: no count checks */
-        for (int l = l0; l < l1; l++) {
-            __global const float *x = a + (size_t)l * lda;
-            __global const float *y = b + (size_t)l * ldb;
-            const float8 v = vload8(0, y), w = vload8(1, y);
-            TN_ROWS(TN_ADD)
-        }
-    } else {   /* rows past m and columns past n read as zeros, not stored */
-        for (int l = l0; l < l1; l++) {
-            float x[8];
-            for (int r = 0; r < 8; r++)
-                x[r] = r < rows ? a[(size_t)l * lda + r] : 0.0f;
-            __global const float *y = b + (size_t)l * ldb;
-            const float8 v = kiln_load8(y, cols);
-            const float8 w = cols > 8 ? kiln_load8(y + 8, cols - 8) : (float8)(0.0f);
-            TN_ROWS(TN_ADD)
-        }
-    }
-    __global float *out;
-    int ld_out;
-    float scale, keep;
-    if (chunks == 1) {
-        out = c + c_offset + (size_t)product * c_stride;
-        ld_out = ldc;
-        scale = alpha;
-        keep = beta;
-    } else {
-        out = partials + ((size_t)product * chunks + chunk) * (size_t)m * n;
-        ld_out = n;
-        scale = 1.0f;
-        keep = 0.0f;
-    }
-    TN_ROWS(TN_STORE)
+#define GEMM_OFFSET(r) ((r) * lda)
+    GEMM_CPU_KERNEL(1, lda)
+#undef GEMM_OFFSET
+}
+
+/* A is stored k x m and used transposed: a tile's 8 rows of op(A) at a step
+ * are 8 neighbouring values of one row of A (the weight gradient x^T dy
+ * reads x as it lies, with no transposed copy). */
+__kernel void kiln_gemm_tn_cpu(GEMM_ARGUMENTS)
+{
+#define GEMM_OFFSET(r) (r)
+    GEMM_CPU_KERNEL(lda, 1)
+#undef GEMM_OFFSET
 }
 
 /* C = alpha (the sum of a product's chunks, in chunk order, so that every
@@ -187,6 +142,13 @@ __kernel void kiln_gemm_sum_chunks(int m, int n, int chunks, float alpha,
         out += beta * kiln_load8(dst, cols);
     kiln_store8(dst, out, cols);
 }
+
+/* A batch's product `index`: each operand `stride` floats after the one
+ * before. */
+#define GEMM_BATCH_OFFSETS(index)                                                              \
+    a += (size_t)(index) * a_stride;                                                           \
+    b += (size_t)(index) * b_stride;                                                           \
+    c += (size_t)(index) * c_stride
 
 /* The GPU variant (_gpu; kiln_device.gpu_kernels): work-groups of 16 x 16
  * items compute a 64 x 64 block of C, each item 4 x 4 of it at a stride
@@ -272,10 +234,7 @@ inline void kiln_gemm_block(int m, int n, int k, float alpha, __global const flo
     }
 }
 
-__kernel void kiln_gemm_nn_gpu(int m, int n, int k, float alpha, __global const float *a,
-                               int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc,
-                               int a_stride, int b_stride, int c_stride)
+__kernel void kiln_gemm_nn_gpu(GEMM_ARGUMENTS)
 {
     GEMM_BATCH_OFFSETS(get_group_id(2));
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];
@@ -283,10 +242,7 @@ __kernel void kiln_gemm_nn_gpu(int m, int n, int k, float alpha, __global const 
                     ldc, as, bs);
 }
 
-__kernel void kiln_gemm_tn_gpu(int m, int n, int k, float alpha, __global const float *a,
-                               int a_offset, int lda, __global const float *b, int b_offset,
-                               int ldb, float beta, __global float *c, int c_offset, int ldc,
-                               int a_stride, int b_stride, int c_stride)
+__kernel void kiln_gemm_tn_gpu(GEMM_ARGUMENTS)
 {
     GEMM_BATCH_OFFSETS(get_group_id(2));
     __local float as[GEMM_STEP * GEMM_A_ROW], bs[GEMM_STEP * GEMM_BLOCK];

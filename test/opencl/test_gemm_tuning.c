@@ -227,11 +227,21 @@ int main(void)
     for (int i = 0; i < 7 && ctx; i++)
         for (int t = 0; t < 2; t++)  /* NN and TN */
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
-    /* The CPU variant's TN in chunks of k (opencl/blas.c): chunks of
-     * unequal length, several products each in its own chunks, and a C so
-     * large that its chunk sums would pass the cap (one chunk, then). */
-    check_gemm_batched(ctx, 19, 21, 1000, KILN_GEMM_T, KILN_GEMM_N, 3);
-    check_gemm(ctx, 2100, 1000, 520, KILN_GEMM_T, KILN_GEMM_N);
+    /* The CPU variant in chunks of k (opencl/blas.c, gemm_choice.c): NN
+     * and TN in chunks of unequal length, several products each in its
+     * own chunks, and a C so large that its chunk sums would pass the cap
+     * (fewer chunks, then). Each keeps its sums on the device. */
+    const int chunked[][4] = {{37, 600, 1501, 1}, {300, 100, 3001, 2}, {60, 40, 6001, 2},
+                              {1100, 1000, 600, 2}};
+    const int counts[] = {1, 1, 3, 1};
+    for (int i = 0; i < 4 && ctx; i++) {
+        size_t before, after, peak;
+        kiln_device_memory(ctx->devices[0], &before, &peak);
+        check_gemm_batched(ctx, chunked[i][0], chunked[i][1], chunked[i][2], ops[chunked[i][3] - 1][0],
+                           ops[chunked[i][3] - 1][1], counts[i]);
+        kiln_device_memory(ctx->devices[0], &after, &peak);
+        CHECK(i > 0 || after >= before + 2 * 37 * 600 * sizeof(float));
+    }
     kiln_context_destroy(ctx);
 
     /* The same through the GPU variant (64 x 64 blocks in local memory):
