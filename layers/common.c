@@ -147,18 +147,6 @@ kiln_status kiln_identity_backward(const void *config, void *replica, const kiln
     return kiln_copy_or_add(s->dev, s->d_out, s->d_in[0], n, s->d_in_accumulate[0]);
 }
 
-kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_offset,
-                           size_t rows, size_t cols, kiln_buffer *dst)
-{
-    kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
-                            kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
-                            kiln_arg_buffer(dst));
-    /* Blocks of 8 x 8 a work-item, or of 16 x 16 a group through local memory. */
-    const kiln_range cpu = {.dims = 2, .size = {(cols + 7) / 8, (rows + 7) / 8}};
-    const kiln_range gpu = {.dims = 2, .size = {cols, rows}, .local = {16, 16}};
-    return kiln_run_variant(dev, "transpose", "kiln_transpose_matrix", &cpu, &gpu, a);
-}
-
 size_t kiln_chunks_most(const kiln_device *dev)
 {
     return kiln_device_gpu_kernels(dev) ? 1024 : 64;

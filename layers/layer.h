@@ -326,12 +326,6 @@ kiln_status kiln_step_activate(const kiln_step *s, const kiln_buffer *from);
 kiln_status kiln_column_sum(kiln_device *dev, const kiln_buffer *x, size_t rows, size_t cols,
                             kiln_buffer *out, size_t offset, int accumulate);
 
-/* dst = the rows x cols matrix at src_offset, transposed. GEMMs with a
- * transposed right operand run at half the speed of plain ones with
- * CLBlast's direct kernel, so layers transpose their kernel first. */
-kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_offset,
-                           size_t rows, size_t cols, kiln_buffer *dst);
-
 /* The length of the chunks a long dimension of n values is summed in, a
  * partial sum a chunk, then the chunks in a fixed order (batch norm's and
  * layer norm's rows, the direct convolution's pixels): on a CPU at most 64

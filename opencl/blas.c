@@ -61,25 +61,34 @@ static size_t chunk_count(const kiln_device *dev, kiln_gemm_op trans_a, size_t m
     return (k + *chunk_k - 1) / *chunk_k;
 }
 
-static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
-                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
-                            size_t a_stride, const kiln_buffer *b, size_t b_offset, size_t ldb,
-                            size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
-                            size_t ldc, size_t c_stride, size_t count)
+/* Grows one of the device's GEMM buffers to at least `bytes`. A launch
+ * still queued on the old one keeps it alive (OpenCL frees a memory object
+ * when its commands finish). */
+static kiln_status reserve(kiln_device *dev, kiln_buffer **buf, size_t bytes, const char *what)
+{
+    if (bytes <= (*buf ? kiln_buffer_bytes(*buf) : 0))
+        return KILN_OK;
+    kiln_buffer_destroy(*buf);
+    *buf = NULL;
+    return kiln_buffer_create(dev, bytes, what, buf);
+}
+
+/* kiln's own kernels, with dev->gemm_lock held: the device's buffers of
+ * chunk sums and transposed operands are the GEMM's from its first launch
+ * to its last. */
+static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n,
+                                   size_t k, float alpha, const kiln_buffer *a, size_t a_offset,
+                                   size_t lda, size_t a_stride, const kiln_buffer *b,
+                                   size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                                   kiln_buffer *c, size_t c_offset, size_t ldc, size_t c_stride,
+                                   size_t count)
 {
     size_t chunk_k;
     const size_t chunks = chunk_count(dev, trans_a, m, n, k, count, &chunk_k);
-    /* The chunks' sums are the device's, from the first launch to the last. */
-    pthread_mutex_lock(&dev->gemm_partials_lock);
     kiln_status st = KILN_OK;
-    const size_t need = chunks > 1 ? chunks * m * n * count * sizeof(float) : 0;
-    if (need > (dev->gemm_partials ? kiln_buffer_bytes(dev->gemm_partials) : 0)) {
-        /* A launch still queued on the old buffer keeps it alive (OpenCL
-         * frees a memory object when its commands finish). */
-        kiln_buffer_destroy(dev->gemm_partials);
-        dev->gemm_partials = NULL;
-        st = kiln_buffer_create(dev, need, "a GEMM's chunk sums", &dev->gemm_partials);
-    }
+    if (chunks > 1)
+        st = reserve(dev, &dev->gemm_partials, chunks * m * n * count * sizeof(float),
+                     "a GEMM's chunk sums");
     /* A buffer argument is never NULL: with one chunk C stands in. */
     const kiln_buffer *partials = chunks > 1 ? dev->gemm_partials : c;
     kiln_args args = KILN_ARGS(kiln_arg_int((int64_t)m), kiln_arg_int((int64_t)n),
@@ -108,7 +117,40 @@ static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, si
                                 kiln_arg_buffer(c), kiln_arg_int((int64_t)c_offset),
                                 kiln_arg_int((int64_t)ldc), kiln_arg_int((int64_t)c_stride)));
     }
-    pthread_mutex_unlock(&dev->gemm_partials_lock);
+    return st;
+}
+
+static kiln_status own_gemm(kiln_device *dev, kiln_gemm_op trans_a, size_t m, size_t n, size_t k,
+                            float alpha, const kiln_buffer *a, size_t a_offset, size_t lda,
+                            size_t a_stride, const kiln_buffer *b, size_t b_offset, size_t ldb,
+                            size_t b_stride, float beta, kiln_buffer *c, size_t c_offset,
+                            size_t ldc, size_t c_stride, size_t count)
+{
+    pthread_mutex_lock(&dev->gemm_lock);
+    const kiln_status st = own_gemm_locked(dev, trans_a, m, n, k, alpha, a, a_offset, lda,
+                                           a_stride, b, b_offset, ldb, b_stride, beta, c,
+                                           c_offset, ldc, c_stride, count);
+    pthread_mutex_unlock(&dev->gemm_lock);
+    return st;
+}
+
+/* C = alpha A B^T + beta C with B (n x k) stored whole: B transposed into
+ * the device's buffer, then kiln's NN kernel, which on a CPU runs several
+ * times as fast as CLBlast's NT (docs/performance.md). */
+static kiln_status own_gemm_nt(kiln_device *dev, size_t m, size_t n, size_t k, float alpha,
+                               const kiln_buffer *a, size_t a_offset, size_t lda,
+                               const kiln_buffer *b, size_t b_offset, float beta, kiln_buffer *c,
+                               size_t c_offset, size_t ldc)
+{
+    pthread_mutex_lock(&dev->gemm_lock);
+    kiln_status st = reserve(dev, &dev->gemm_transposed, k * n * sizeof(float),
+                             "a GEMM's transposed operand");
+    if (st == KILN_OK)
+        st = kiln_transpose(dev, b, b_offset, n, k, dev->gemm_transposed);
+    if (st == KILN_OK)
+        st = own_gemm_locked(dev, KILN_GEMM_N, m, n, k, alpha, a, a_offset, lda, 0,
+                             dev->gemm_transposed, 0, n, 0, beta, c, c_offset, ldc, 0, 1);
+    pthread_mutex_unlock(&dev->gemm_lock);
     return st;
 }
 
@@ -130,7 +172,13 @@ kiln_status kiln_gemm_batched(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_
 {
     if (m == 0 || n == 0 || count == 0)
         return KILN_OK;
-    if (kiln_gemm_use_own_kernel(dev->gpu_kernels, dev->gemm_tuned, trans_a, trans_b, m, n, k))
+    const int own =
+        kiln_gemm_use_own_kernel(dev->gpu_kernels, dev->gemm_tuned, trans_a, trans_b, m, n, k);
+    /* A transposed B is copied whole: one product, B's rows packed. */
+    if (own && trans_b == KILN_GEMM_T && trans_a == KILN_GEMM_N && count == 1 && ldb == k)
+        return own_gemm_nt(dev, m, n, k, alpha, a, a_offset, lda, b, b_offset, beta, c, c_offset,
+                           ldc);
+    if (own && trans_b == KILN_GEMM_N)
         return own_gemm(dev, trans_a, m, n, k, alpha, a, a_offset, lda, a_stride, b, b_offset,
                         ldb, b_stride, beta, c, c_offset, ldc, c_stride, count);
     cl_event *event = NULL;
@@ -178,4 +226,16 @@ kiln_status kiln_gemm_batched(kiln_device *dev, kiln_gemm_op trans_a, kiln_gemm_
                          trans_b == KILN_GEMM_T, dev->label,
                          kiln_cl_error_name(s), (int)s);
     return KILN_OK;
+}
+
+kiln_status kiln_transpose(kiln_device *dev, const kiln_buffer *src, size_t src_offset,
+                           size_t rows, size_t cols, kiln_buffer *dst)
+{
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(src), kiln_arg_int((int64_t)src_offset),
+                            kiln_arg_int((int64_t)rows), kiln_arg_int((int64_t)cols),
+                            kiln_arg_buffer(dst));
+    /* Blocks of 8 x 8 a work-item, or of 16 x 16 a group through local memory. */
+    const kiln_range cpu = {.dims = 2, .size = {(cols + 7) / 8, (rows + 7) / 8}};
+    const kiln_range gpu = {.dims = 2, .size = {cols, rows}, .local = {16, 16}};
+    return kiln_run_variant(dev, "transpose", "kiln_transpose_matrix", &cpu, &gpu, a);
 }

@@ -79,11 +79,12 @@ struct kiln_device {
      * GEMM shapes seen. */
     pthread_mutex_t lock;
     size_t bytes_in_use, peak_bytes;
-    /* The chunks' sums of the CPU variant's TN GEMMs (blas.c), grown to the
-     * largest asked for; the lock holds it from a GEMM's first launch to
-     * its last, so two threads' GEMMs never interleave in it. */
-    kiln_buffer *gemm_partials;
-    pthread_mutex_t gemm_partials_lock;
+    /* kiln's own GEMMs' device buffers (blas.c), grown to the largest
+     * asked for: the chunks' sums of the CPU variant, and a transposed B.
+     * The lock holds them from a GEMM's first launch to its last, so two
+     * threads' GEMMs never interleave in them. */
+    kiln_buffer *gemm_partials, *gemm_transposed;
+    pthread_mutex_t gemm_lock;
 };
 
 struct kiln_buffer {

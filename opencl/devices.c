@@ -109,7 +109,7 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->index = index;
     pthread_mutex_init(&dev->memory_lock, NULL);
     pthread_mutex_init(&dev->lock, NULL);
-    pthread_mutex_init(&dev->gemm_partials_lock, NULL);
+    pthread_mutex_init(&dev->gemm_lock, NULL);
     dev->platform = f->platform;
     dev->id = f->id;
     kiln_device_info *info = &dev->info;
@@ -328,6 +328,7 @@ void kiln_device_destroy(kiln_device *dev)
         kiln_host_free(dev->host, dev->profile);
     }
     kiln_buffer_destroy(dev->gemm_partials);
+    kiln_buffer_destroy(dev->gemm_transposed);
     for (int i = 0; i < dev->n_kernels; i++)
         clReleaseKernel(dev->kernels[i].kernel);
     for (int i = 0; i < dev->n_programs; i++)
@@ -338,7 +339,7 @@ void kiln_device_destroy(kiln_device *dev)
         clReleaseContext(dev->cl);
     pthread_mutex_destroy(&dev->memory_lock);
     pthread_mutex_destroy(&dev->lock);
-    pthread_mutex_destroy(&dev->gemm_partials_lock);
+    pthread_mutex_destroy(&dev->gemm_lock);
     kiln_host_free(dev->host, dev);
 }
 

@@ -9,18 +9,19 @@
  * (NN) ones also when A has at most THIN_ROWS rows. The rest go to CLBlast,
  * whose blocking wins on large operands once its parameters are searched
  * for the device. On a CPU (the CPU variant) whose CLBlast runs its
- * defaults, kiln's own kernels take every GEMM with B as stored: with their
- * 4 x 16 tiles they run the seed ResNet at 224 x 224 about twice as fast
- * as default CLBlast does, and about 5% behind searched CLBlast (docs/benchmarks.md,
- * "what made kiln faster"). */
+ * defaults, kiln's own kernels take every GEMM with B as stored: they ran
+ * the seed ResNet at 224 x 224 about twice as fast as default CLBlast did
+ * (docs/performance.md, "what made kiln faster"). On the CPU variant an
+ * NT product runs kiln's NN kernel on a transposed copy of B (blas.c),
+ * which CLBlast's NT ran at a third of OpenBLAS's speed. */
 #define OWN_MAX_B_BYTES (2u << 20)
 #define THIN_ROWS 64
 
 int kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
                              kiln_gemm_op trans_b, size_t m, size_t n, size_t k)
 {
-    if (trans_b != KILN_GEMM_N)
-        return 0;
+    if (trans_b != KILN_GEMM_N)   /* B transposed first, then NN (blas.c) */
+        return !gpu_kernels && trans_a == KILN_GEMM_N;
     if (!gpu_kernels && !gemm_tuned)
         return 1;
     const int b_fits = k * n * sizeof(float) <= OWN_MAX_B_BYTES;

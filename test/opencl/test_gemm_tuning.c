@@ -219,13 +219,14 @@ int main(void)
     CHECK(st == KILN_ERROR_INVALID_ARGUMENT && !ctx && strstr(err, "KILN_GEMM_TUNING='fast'"));
     unsetenv("KILN_GEMM_TUNING");
 
-    /* kiln's NN and TN kernels, at sizes no tile divides. */
+    /* kiln's NN and TN kernels, and NT on a transposed copy of B, at sizes
+     * no tile divides. */
     clblast_only = 0;
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     const int own[][3] = {{1, 1, 1}, {3, 70, 9}, {37, 13, 101}, {64, 64, 5408}, {32, 5408, 64},
                           {61, 9, 300}, {301, 99, 577}};
     for (int i = 0; i < 7 && ctx; i++)
-        for (int t = 0; t < 2; t++)  /* NN and TN */
+        for (int t = 0; t < 3; t++)
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     /* The CPU variant in chunks of k (opencl/blas.c, gemm_choice.c): NN
      * and TN in chunks of unequal length, several products each in its
@@ -244,14 +245,15 @@ int main(void)
     }
     kiln_context_destroy(ctx);
 
-    /* The same through the GPU variant (64 x 64 blocks in local memory):
-     * shapes of one partial block, of many, and k no step divides. */
+    /* The same through the GPU variant (64 x 64 blocks in local memory;
+     * NT on CLBlast): shapes of one partial block, of many, and k no step
+     * divides. */
     setenv("KILN_KERNEL_VARIANT", "gpu", 1);
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     kiln_device_info info = {.struct_size = sizeof info};
     CHECK(ctx && kiln_context_device_info(ctx, 0, &info) == KILN_OK && info.gpu_kernels);
     for (int i = 0; i < 7 && ctx; i++)
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 3; t++)
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     kiln_context_destroy(ctx);
     setenv("KILN_KERNEL_VARIANT", "cpu", 1);
