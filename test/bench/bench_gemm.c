@@ -78,6 +78,15 @@ static const gemm_shape shapes[] = {
      .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
     {.what = "resnet 3x3x64 32x32 b32", .m = 32768, .n = 64, .k = 576,
      .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
+    /* The seed ResNet at 224 x 224, batch 8: the 7 x 7 stem's and a 3 x 3
+     * 64-channel layer's weight gradients, and a 3 x 3 512-channel
+     * convolution's forward (im2col). */
+    {.what = "resnet stem wgrad 224 b8", .m = 147, .n = 64, .k = 100352,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "resnet 3x3x64 wgrad 224 b8", .m = 576, .n = 64, .k = 25088,
+     .ta = KILN_GEMM_T, .tb = KILN_GEMM_N},
+    {.what = "resnet 3x3x512 fwd 224 b8", .m = 392, .n = 512, .k = 4608,
+     .ta = KILN_GEMM_N, .tb = KILN_GEMM_N},
 };
 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])

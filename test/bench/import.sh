@@ -7,8 +7,8 @@
 # SGD and momentum on fixed synthetic batches. This machine's speed drifts,
 # so the runs of one network alternate (taking turns to go first); the
 # table lists every run, the medians and the ratios of the medians. Warm-up
-# steps are untimed in every run. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
-# are unset for the peer (they pin OpenBLAS to older kernels).
+# steps are untimed in every run. The peer runs OpenBLAS at its best
+# (test/bench/peer_blas.sh).
 #
 # Environment (defaults in brackets):
 #   BENCH_REPEATS [3]            runs per side and network
@@ -32,6 +32,7 @@ export POCL_DEVICES="${POCL_DEVICES:-pthread}"
 ninja -C "$build" test/bench/bench_import >/dev/null
 peer=1
 why=$(/usr/bin/python3 -c "import torch, torchvision" 2>&1) || peer=0
+. test/bench/peer_blas.sh
 [ $peer = 1 ] || { echo "import.sh: PyTorch and torchvision are needed to export the networks: $why" >&2; exit 77; }
 
 tmp=$(mktemp -d)
@@ -48,7 +49,7 @@ run_one() {  # net side size batch
     case $side in
         imported) set -- "$build/test/bench/bench_import" "$tmp/$net.onnx" ;;
         handmade) set -- "$build/test/bench/bench_import" --handmade "$net" --size "$size" ;;
-        pytorch) set -- env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 \
+        pytorch) set -- $peer_env /usr/bin/python3 \
                      test/bench/torch_zoo.py "$net" --size "$size" ;;
     esac
     if ! "$@" --batch "$batch" --steps "$steps" --warmup "$warmup" >"$tmp/out" 2>"$tmp/err"; then

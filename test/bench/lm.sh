@@ -39,6 +39,7 @@ peer=1
 why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
 [ $peer = 1 ] ||
     echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
+. test/bench/peer_blas.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -52,7 +53,7 @@ run_one() {  # name
         pattern='s/^epoch 1\/1: .*, \([0-9.]*\) tokens\/s$/\1/p'
     else
         [ $peer = 1 ] || return 0
-        set -- pytorch /usr/bin/python3 test/bench/torch_char_lm.py --bench $model \
+        set -- pytorch $peer_env /usr/bin/python3 test/bench/torch_char_lm.py --bench $model \
             --steps "$steps" --warmup "$warmup" --threads 2
         pattern='s/^pytorch: .*, \([0-9.]*\) tokens\/s$/\1/p'
     fi
@@ -96,7 +97,7 @@ echo "command: POCL_DEVICES='$POCL_DEVICES' BENCH_REPEATS=$repeats BENCH_STEPS=$
     "BENCH_BLOCKS=$blocks sh test/bench/lm.sh"
 echo "  kiln:    $build/examples/char_lm $model --steps $steps --warmup $warmup --epochs 1" \
     "--val-windows 0 --generate 0"
-[ $peer = 0 ] || echo "  pytorch: /usr/bin/python3 test/bench/torch_char_lm.py --bench $model" \
+[ $peer = 0 ] || echo "  pytorch: $peer_env /usr/bin/python3 test/bench/torch_char_lm.py --bench $model" \
     "--steps $steps --warmup $warmup --threads 2"
 kp=$(cat "$tmp/params-kiln" 2>/dev/null || echo "?")
 echo "parameters: kiln $kp, pytorch $(cat "$tmp/params-pytorch" 2>/dev/null || echo "-")"

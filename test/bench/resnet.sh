@@ -38,6 +38,7 @@ ninja -C "$build" examples/resnet >/dev/null
 peer=1
 why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
 [ $peer = 1 ] || echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
+. test/bench/peer_blas.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -51,7 +52,7 @@ run_one() {  # name side batch steps
         set -- "$@" "$build/examples/resnet"
     else
         [ $peer = 1 ] || return 0
-        set -- "$@" /usr/bin/python3 test/bench/torch_resnet.py
+        set -- "$@" $peer_env /usr/bin/python3 test/bench/torch_resnet.py
     fi
     name=$1 side=$2 batch=$3 steps=$4
     shift 4
@@ -99,7 +100,7 @@ echo "took $(($(date +%s) - start)) s; 1-minute load average $load_start at the 
 echo "command: POCL_DEVICES='$POCL_DEVICES' BENCH_REPEATS=$repeats BENCH_STEPS_32=$steps32" \
     "BENCH_STEPS_224=$steps224 BENCH_WARMUP=$warmup BENCH_BUILD_DIR=$build sh test/bench/resnet.sh"
 echo "  kiln:    $build/examples/resnet --input S --batch B --steps N --warmup $warmup"
-[ $peer = 0 ] || echo "  pytorch: /usr/bin/python3 test/bench/torch_resnet.py --input S --batch B" \
+[ $peer = 0 ] || echo "  pytorch: $peer_env /usr/bin/python3 test/bench/torch_resnet.py --input S --batch B" \
     "--steps N --warmup $warmup   (torch.set_num_threads(2), channels-last)"
 kp=$(cat "$tmp/params-kiln" 2>/dev/null || echo "? ?")
 echo "parameters (total, of which batch norm's moving statistics): kiln $kp," \

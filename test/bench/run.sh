@@ -52,10 +52,11 @@ why=$(/usr/bin/python3 -c "import torch" 2>&1) || peer=0
 if [ $peer = 0 ]; then
     echo "PyTorch is not available, kiln's numbers only: $(printf '%s' "$why" | tail -n 1)"
 fi
+. test/bench/peer_blas.sh
 
 opts="--steps $steps --warmup $warmup --eval --epochs-accuracy $epochs --json $out"
 kiln_cmd="$build/test/bench/bench_train $opts"
-peer_cmd="/usr/bin/python3 test/bench/torch_seed_cnn.py $opts"
+peer_cmd="$peer_env /usr/bin/python3 test/bench/torch_seed_cnn.py $opts"
 
 run_kiln() {
     $kiln_cmd --batch "$1" || { echo "run.sh: bench_train failed (batch $1)" >&2; exit 1; }
@@ -160,6 +161,6 @@ echo
 # pthread device uses; set for bench_gemm only.
 blas_threads=$(getconf _NPROCESSORS_ONLN)
 echo "GEMM efficiency: OpenBLAS with OPENBLAS_NUM_THREADS=$blas_threads (the number of cores)"
-echo "command: ${devices}OPENBLAS_NUM_THREADS=$blas_threads $build/test/bench/bench_gemm --json $out"
-OPENBLAS_NUM_THREADS=$blas_threads "$build/test/bench/bench_gemm" --json "$out" ||
+echo "command: ${devices}$peer_env OPENBLAS_NUM_THREADS=$blas_threads $build/test/bench/bench_gemm --json $out"
+$peer_env OPENBLAS_NUM_THREADS=$blas_threads "$build/test/bench/bench_gemm" --json "$out" ||
     { echo "run.sh: bench_gemm failed" >&2; exit 1; }

@@ -54,6 +54,7 @@ shape() {  # net -> "size batch"
 ninja -C "$build" test/bench/bench_import >/dev/null
 why=$(/usr/bin/python3 -c "import torch, torchvision" 2>&1) ||
     { echo "zoo.sh: PyTorch and torchvision are needed: $why" >&2; exit 77; }
+. test/bench/peer_blas.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -66,7 +67,7 @@ run_one() {  # net mode side size batch
     [ "$mode" = train ] || flag=--infer
     case $side in
         kiln) set -- "$build/test/bench/bench_import" "$tmp/$net.onnx" ;;
-        pytorch) set -- env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 \
+        pytorch) set -- $peer_env /usr/bin/python3 \
                      test/bench/torch_zoo.py "$net" --size "$size" ;;
     esac
     if ! "$@" --batch "$batch" --steps "$steps" --warmup "$warmup" $flag \
