@@ -27,11 +27,14 @@ dataset-fashion-mnist"
 # (tools/oclgrind.sh), PIL and NumPy (image and .npy files compared with
 # theirs), PyTorch (char_lm_parity), chromium (report_render), node +
 # npm, with which test_onnx installs ONNX Runtime on first use
-# (install_onnxruntime.sh), and ONNX's own conformance tests
-# (test_onnx_conformance).
+# (install_onnxruntime.sh), ONNX's own conformance tests
+# (test_onnx_conformance), and OpenBLAS: Debian's PyTorch calls the system
+# BLAS, whose reference implementation ran the float64 references of the
+# parity and zoo tests (PyTorch's float64 convolutions are GEMMs) one slow
+# loop at a time.
 if [ "$with_tests" -eq 1 ]; then
     packages="$packages g++ oclgrind python3-pil python3-numpy python3-torch \
-python3-torchvision chromium nodejs npm libonnx-testdata"
+python3-torchvision chromium nodejs npm libonnx-testdata libopenblas0-pthread"
 fi
 packages="$packages $*"
 
