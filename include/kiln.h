@@ -1875,21 +1875,33 @@ KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *lay
                                               int32_t trainable);
 
 /** LoRA (low-rank adaptation; Keras 3's `Dense.enable_lora(rank,
- *  lora_alpha)`) on the Dense layer named `layer`, before the model is
- *  compiled: its kernel W is frozen (no gradient used, no update, no decay
- *  or clipping), and two adapters are trained, `<layer>/lora_kernel_a`
- *  A (inputs x rank, HeUniform as Keras) and `<layer>/lora_kernel_b` B
- *  (rank x units, zeros), so that the layer computes
- *  x·W + (alpha/rank)·(x·A)·B + bias. The bias keeps training, as in Keras.
- *  `alpha` 0 means `rank` (Keras's default, a scale of 1). Works on
- *  imported models, whose Dense layers carry their Gemm or MatMul node's
- *  name. kiln_model_save and kiln_model_export_onnx write the merged kernel
- *  W + (alpha/rank)·A·B and no adapters (a plain Dense: the file loads and
- *  predicts as the LoRA model did); kiln_model_save_weights and checkpoints
- *  keep W, A and B apart. Every strategy supports it.
+ *  lora_alpha)`) on the Dense or MultiHeadAttention layer named `layer`,
+ *  before the model is compiled. On a Dense: its kernel W is frozen (no
+ *  gradient used, no update, no decay or clipping), and two adapters are
+ *  trained, `<layer>/lora_kernel_a` A (inputs x rank, HeUniform as Keras)
+ *  and `<layer>/lora_kernel_b` B (rank x units, zeros), so that the layer
+ *  computes x·W + (alpha/rank)·(x·A)·B + bias. The bias keeps training, as
+ *  in Keras. On a MultiHeadAttention: the query and value projections are
+ *  adapted (the key and output projections stay as they are, trained),
+ *  which is what KerasHub's `enable_lora` does to a transformer's attention
+ *  (its default targets, "query" and "value"), each as Keras 3's
+ *  `EinsumDense.enable_lora` does it: `<layer>/query/kernel` (features,
+ *  heads, key_dim) frozen, `<layer>/query/lora_kernel_a` A (features, heads,
+ *  rank, HeUniform over fans features x heads) and
+ *  `<layer>/query/lora_kernel_b` B (rank, key_dim, zeros), the kernel
+ *  used being W + (alpha/rank)·A·B with the product over A's last axis
+ *  (per head, A's slice times B); the same for value (value_dim in place
+ *  of key_dim). Biases keep training. `alpha` 0 means `rank` (Keras's
+ *  default, a scale of 1). Works on imported models, whose Dense layers
+ *  carry their Gemm or MatMul node's name. kiln_model_save and
+ *  kiln_model_export_onnx write the merged kernels W + (alpha/rank)·A·B and
+ *  no adapters (plain layers: the file loads and predicts as the LoRA model
+ *  did) unless the save options keep adapters apart
+ *  (kiln_model_save_ex); kiln_model_save_weights and checkpoints keep W, A
+ *  and B apart. Every strategy supports it.
  *  KILN_ERROR_INVALID_ARGUMENT for `layer` NULL or not in the model, rank
  *  <= 0, alpha negative, NaN or infinite; KILN_ERROR_UNSUPPORTED for a layer
- *  that is not a Dense; KILN_ERROR_STATE for a compiled model or a layer
+ *  of another kind; KILN_ERROR_STATE for a compiled model or a layer
  *  with LoRA already. Each names what it refused. */
 KILN_API kiln_status kiln_model_enable_lora(kiln_model *model, const char *layer, int32_t rank,
                                             float alpha);

@@ -1,6 +1,7 @@
 /* Dense: y = x W + b on the last dimension; kernel (in, units). With LoRA
  * (Keras 3's enable_lora): y = x W + (alpha/r) (x A) B + b, W frozen. */
 #include "layers/layer.h"
+#include "layers/lora.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"
 
@@ -27,7 +28,7 @@ static int lora_a_index(const dense_config *c)
 
 static float lora_scale(const dense_config *c)
 {
-    return c->lora_alpha / (float)c->lora_rank;
+    return c->lora_rank ? c->lora_alpha / (float)c->lora_rank : 0.0f;
 }
 
 static kiln_status dense_infer(void *config, kiln_layer_build *b)
@@ -80,23 +81,22 @@ static void dense_enable_lora(void *config, int32_t rank, float alpha)
     c->lora_alpha = alpha;
 }
 
-/* kernel += (alpha/r) A B, summed in double. */
+/* The adapters' shapes and, with a step, where they lie. */
+static kiln_lora_gemm lora_of(const dense_config *c, const size_t *param_offset)
+{
+    return (kiln_lora_gemm){.in = (size_t)c->in, .groups = 1, .rank = (size_t)c->lora_rank,
+                            .last = (size_t)c->units, .scale = lora_scale(c),
+                            .a_at = param_offset ? param_offset[lora_a_index(c)] : 0,
+                            .b_at = param_offset ? param_offset[lora_a_index(c) + 1] : 0};
+}
+
 static void dense_merge_adapters(const void *config, float *const *params)
 {
     const dense_config *c = config;
     if (c->lora_rank <= 0)
         return;
-    const int la = lora_a_index(c);
-    const float *a = params[la], *bm = params[la + 1];
-    const double scale = (double)lora_scale(c);
-    for (int32_t i = 0; i < c->in; i++)
-        for (int32_t j = 0; j < c->units; j++) {
-            double sum = 0.0;
-            for (int32_t k = 0; k < c->lora_rank; k++)
-                sum += (double)a[(size_t)i * (size_t)c->lora_rank + (size_t)k] *
-                       (double)bm[(size_t)k * (size_t)c->units + (size_t)j];
-            params[0][(size_t)i * (size_t)c->units + (size_t)j] += (float)(scale * sum);
-        }
+    const kiln_lora_gemm l = lora_of(c, NULL);
+    kiln_lora_merge(&l, params[0], params[lora_a_index(c)], params[lora_a_index(c) + 1]);
 }
 
 /* Per replica: the kernel transposed, for the input gradient; with LoRA
@@ -131,16 +131,6 @@ static void dense_release(void *replica)
     r->kernel_t = r->xa = r->dyb = NULL;
 }
 
-/* r->xa = x A: the rank-r projection both passes start from. */
-static kiln_status lora_project(const dense_config *c, dense_replica *r, const kiln_step *s,
-                                size_t m)
-{
-    const size_t rank = (size_t)c->lora_rank;
-    return kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, rank, (size_t)c->in, 1.0f, s->in[0],
-                     0, (size_t)c->in, s->params, s->param_offset[lora_a_index(c)], rank, 0.0f,
-                     r->xa, 0, rank);
-}
-
 static kiln_status dense_forward(const void *config, void *replica, const kiln_step *s)
 {
     const dense_config *c = config;
@@ -150,12 +140,9 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
     kiln_status st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, units, (size_t)c->in, 1.0f,
                                s->in[0], 0, (size_t)c->in, s->params, s->param_offset[0], units,
                                0.0f, s->out, 0, units);
-    if (st == KILN_OK && rank) {
-        st = lora_project(c, r, s, m);
-        if (st == KILN_OK)   /* y += (alpha/r) (x A) B */
-            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, units, rank, lora_scale(c),
-                           r->xa, 0, rank, s->params, s->param_offset[lora_a_index(c) + 1],
-                           units, 1.0f, s->out, 0, units);
+    if (st == KILN_OK && rank) {   /* y += (alpha/r) (x A) B */
+        const kiln_lora_gemm l = lora_of(c, s->param_offset);
+        st = kiln_lora_forward(s, &l, s->in[0], m, r->xa, s->out);
     }
     if (st != KILN_OK)
         return st;
@@ -163,30 +150,6 @@ static kiln_status dense_forward(const void *config, void *replica, const kiln_s
         return kiln_step_activate(s, s->out);
     return kiln_bias_add(s->dev, s->out, m, (size_t)c->units, s->params, s->param_offset[1],
                          s->activation);
-}
-
-/* The adapters' gradients: dB = (alpha/r) (x A)^T dy, dA = (alpha/r) x^T
- * (dy B^T); leaves dy B^T in r->dyb for the input gradient. x A is
- * recomputed rather than kept from forward: a pipeline runs several
- * micro-batches' forwards before their backwards. */
-static kiln_status lora_backward(const dense_config *c, dense_replica *r, const kiln_step *s,
-                                 size_t m)
-{
-    const size_t in = (size_t)c->in, units = (size_t)c->units, rank = (size_t)c->lora_rank;
-    const size_t a_at = s->param_offset[lora_a_index(c)];
-    const size_t b_at = s->param_offset[lora_a_index(c) + 1];
-    const float scale = lora_scale(c);
-    kiln_status st = lora_project(c, r, s, m);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, rank, units, m, scale, r->xa, 0, rank,
-                       s->d_out, 0, units, 0.0f, s->grads, b_at, units);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_T, m, rank, units, 1.0f, s->d_out, 0,
-                       units, s->params, b_at, units, 0.0f, r->dyb, 0, rank);
-    if (st == KILN_OK)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, rank, m, scale, s->in[0], 0, in,
-                       r->dyb, 0, rank, 0.0f, s->grads, a_at, rank);
-    return st;
 }
 
 static kiln_status dense_backward(const void *config, void *replica, const kiln_step *s)
@@ -197,7 +160,9 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
     const size_t in = (size_t)c->in, units = (size_t)c->units;
     /* dW = x^T dy (kiln's TN kernel while dy fits in cache); LoRA's frozen
      * kernel needs none. */
-    kiln_status st = c->lora_rank ? lora_backward(c, r, s, m)
+    const kiln_lora_gemm l = lora_of(c, s->param_offset);
+    kiln_status st = c->lora_rank ? kiln_lora_backward(s, &l, s->in[0], m, s->d_out, r->xa,
+                                                       r->dyb)
                                   : kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m,
                                               1.0f, s->in[0], 0, in, s->d_out, 0, units, 0.0f,
                                               s->grads, s->param_offset[0], units);
@@ -212,10 +177,7 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
                        r->kernel_t, 0, in, s->d_in_accumulate[0] ? 1.0f : 0.0f, s->d_in[0], 0,
                        in);
     if (st == KILN_OK && c->lora_rank)   /* dx += (alpha/r) (dy B^T) A^T */
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_T, m, in, (size_t)c->lora_rank,
-                       lora_scale(c), r->dyb, 0, (size_t)c->lora_rank, s->params,
-                       s->param_offset[lora_a_index(c)], (size_t)c->lora_rank, 1.0f, s->d_in[0],
-                       0, in);
+        st = kiln_lora_input_gradient(s, &l, r->dyb, m, s->d_in[0]);
     return st;
 }
 

@@ -7,7 +7,8 @@
 #include "opencl/device.h"
 
 #define KILN_MAX_INPUTS 8
-#define KILN_MAX_PARAMS 8
+/* MultiHeadAttention's 8, and LoRA's adapters on its projections. */
+#define KILN_MAX_PARAMS 16
 /* Values one kiln_step.sum_replicas call may carry: batch norm's two sums
  * per channel for up to 4096 channels, and a count. */
 #define KILN_MAX_SYNC_VALUES (2 * 4096 + 1)

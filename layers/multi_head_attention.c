@@ -5,8 +5,11 @@
  * scores, mask and softmax (one kernel on the CPU variant, a product and a
  * pass over rows on the GPU's), then the probabilities times the values.
  * Backward keeps q, k, v, the probabilities and the context from forward
- * (per replica, sized by prepare's batch). */
+ * (per replica, sized by prepare's batch). With LoRA (kiln_model_enable_lora)
+ * the query and value kernels freeze and each gains Keras 3's EinsumDense
+ * adapters (layers/lora.h). */
 #include "layers/layer.h"
+#include "layers/lora.h"
 #include "layers/onnx_graph.h"
 
 #include <math.h>
@@ -33,6 +36,9 @@ typedef struct mha_config {
     /* Inferred. */
     int32_t tq, d, tv, dv;   /* query and value lengths and features */
     int32_t vdim, out;       /* value_dim and output_shape with their defaults */
+    /* LoRA: rank 0 none; lora_on, a bit per projection (1 << PROJ_*). */
+    int32_t lora_rank, lora_on;
+    float lora_alpha;
 } mha_config;
 
 /* The projections in Keras's weight order. */
@@ -43,9 +49,47 @@ static const char *const kernel_names[N_PROJ] = {"query/kernel", "key/kernel", "
 static const char *const bias_names[N_PROJ] = {"query/bias", "key/bias", "value/bias",
                                                "attention_output/bias"};
 
+static const char *const lora_a_names[N_PROJ] = {
+    "query/lora_kernel_a", "key/lora_kernel_a", "value/lora_kernel_a",
+    "attention_output/lora_kernel_a"};
+static const char *const lora_b_names[N_PROJ] = {
+    "query/lora_kernel_b", "key/lora_kernel_b", "value/lora_kernel_b",
+    "attention_output/lora_kernel_b"};
+
 static int kernel_index(const mha_config *c, int proj)
 {
     return c->use_bias ? 2 * proj : proj;
+}
+
+static int adapted(const mha_config *c, int proj)
+{
+    return c->lora_rank > 0 && (c->lora_on >> proj & 1);
+}
+
+/* A's index: the adapters follow the layer's own parameters, in the
+ * projections' order, so imported parameter indices keep their meaning. */
+static int lora_index(const mha_config *c, int proj)
+{
+    int at = c->use_bias ? 2 * N_PROJ : N_PROJ;
+    for (int p = 0; p < proj; p++)
+        at += adapted(c, p) ? 2 : 0;
+    return at;
+}
+
+/* Projection proj's adapters as layers/lora.h reads them: its kernel (in,
+ * heads, dim) with a group per head; the output's (heads, value_dim, out)
+ * as one (heads x value_dim, out) matrix. With a step's offsets, where they
+ * lie. */
+static kiln_lora_gemm lora_of(const mha_config *c, int proj, const size_t *param_offset)
+{
+    const int32_t in[N_PROJ] = {c->d, c->dv, c->dv, c->heads * c->vdim};
+    const int32_t last[N_PROJ] = {c->key_dim, c->key_dim, c->vdim, c->out};
+    const int a = lora_index(c, proj);
+    return (kiln_lora_gemm){
+        .in = (size_t)in[proj], .groups = proj == PROJ_OUTPUT ? 1 : (size_t)c->heads,
+        .rank = (size_t)c->lora_rank, .last = (size_t)last[proj],
+        .scale = c->lora_alpha / (float)c->lora_rank,
+        .a_at = param_offset ? param_offset[a] : 0, .b_at = param_offset ? param_offset[a + 1] : 0};
 }
 
 static int bias_index(int proj)
@@ -153,7 +197,44 @@ static kiln_status mha_infer(void *config, kiln_layer_build *b)
                 add_bias(b, bias_names[p], 2, c->heads, last[p]);
         }
     }
+    /* As Keras 3's EinsumDense.enable_lora: the kernel freezes (its bias
+     * trains on), A (kernel's axes but the last, rank) is HeUniform over
+     * its fans as add_kernel counts them, B (rank, last) zeros. */
+    for (int p = 0; p < N_PROJ; p++) {
+        if (!adapted(c, p))
+            continue;
+        b->params[kernel_index(c, p)].frozen = 1;
+        const double fan_in = (double)in_dim[p] * (double)mid[p];
+        b->params[b->n_params++] = (kiln_param_spec){
+            .name = lora_a_names[p], .init = KILN_INIT_UNIFORM, .adapter = 1,
+            .shape = {.rank = 3, .dims = {in_dim[p], mid[p], c->lora_rank}},
+            .init_limit = (float)sqrt(6.0 / fan_in)};
+        b->params[b->n_params++] = (kiln_param_spec){
+            .name = lora_b_names[p], .init = KILN_INIT_ZEROS, .adapter = 1,
+            .shape = {.rank = 2, .dims = {c->lora_rank, last[p]}}};
+    }
     return KILN_OK;
+}
+
+/* Keras has no MultiHeadAttention.enable_lora of its own; KerasHub's
+ * backbones adapt its "query" and "value" EinsumDense layers, as here. */
+static void mha_enable_lora(void *config, int32_t rank, float alpha)
+{
+    mha_config *c = config;
+    c->lora_rank = rank;
+    c->lora_alpha = alpha;
+    c->lora_on = 1 << PROJ_QUERY | 1 << PROJ_VALUE;
+}
+
+static void mha_merge_adapters(const void *config, float *const *params)
+{
+    const mha_config *c = config;
+    for (int p = 0; p < N_PROJ; p++)
+        if (adapted(c, p)) {
+            const kiln_lora_gemm l = lora_of(c, p, NULL);
+            kiln_lora_merge(&l, params[kernel_index(c, p)], params[lora_index(c, p)],
+                            params[lora_index(c, p) + 1]);
+        }
 }
 
 typedef struct mha_replica {
@@ -162,6 +243,8 @@ typedef struct mha_replica {
     /* Backward's: their gradients, the scores' (over the probabilities'
      * shape), and a transposed kernel. */
     kiln_buffer *dq, *dk, *dv, *dscores, *dcontext, *kernel_t;
+    /* LoRA's x A and dy B^T, for one projection at a time. */
+    kiln_buffer *lora_t, *lora_dt;
     /* On the GPU variant probs and backward_scores are one product
      * (kiln_attention_scores_gpu), then the row passes softmax and
      * softmax_backward; on the CPU variant these two are NULL. */
@@ -262,11 +345,13 @@ static void mha_release(void *replica)
 {
     mha_replica *r = replica;
     kiln_buffer *const all[] = {r->q, r->k, r->v, r->probs, r->context, r->dq, r->dk,
-                                r->dv, r->dscores, r->dcontext, r->kernel_t};
+                                r->dv, r->dscores, r->dcontext, r->kernel_t, r->lora_t,
+                                r->lora_dt};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         kiln_buffer_destroy(all[i]);
     r->q = r->k = r->v = r->probs = r->context = NULL;
     r->dq = r->dk = r->dv = r->dscores = r->dcontext = r->kernel_t = NULL;
+    r->lora_t = r->lora_dt = NULL;
 }
 
 static size_t max_size(const size_t *x, int n)
@@ -306,13 +391,25 @@ static kiln_status mha_prepare(const void *config, void *replica, kiln_device *d
     kiln_status st = KILN_OK;
     for (size_t i = 0; i < sizeof want / sizeof want[0] && st == KILN_OK; i++)
         st = kiln_buffer_create(dev, want[i].floats * sizeof(float), want[i].what, want[i].buf);
+    size_t lora = 0;
+    for (int p = 0; p < N_PROJ; p++)
+        if (adapted(c, p)) {
+            const kiln_lora_gemm l = lora_of(c, p, NULL);
+            const size_t t = p == PROJ_KEY || p == PROJ_VALUE ? (size_t)c->tv : (size_t)c->tq;
+            lora = n * t * l.groups * l.rank > lora ? n * t * l.groups * l.rank : lora;
+        }
+    if (st == KILN_OK && lora)
+        st = kiln_buffer_create(dev, lora * sizeof(float), "a LoRA x A", &r->lora_t);
+    if (st == KILN_OK && lora)
+        st = kiln_buffer_create(dev, lora * sizeof(float), "a LoRA dy B^T", &r->lora_dt);
     if (st != KILN_OK)
         mha_release(r);
     return st;
 }
 
-/* y = x W (+ b) over rows of the flat (tokens, features) views. */
-static kiln_status project(const mha_config *c, const kiln_step *s, int proj,
+/* y = x W (+ b) (+ (alpha/r) x A B) over rows of the flat (tokens,
+ * features) views. */
+static kiln_status project(const mha_config *c, mha_replica *r, const kiln_step *s, int proj,
                            const kiln_buffer *x, size_t rows, size_t in, size_t out,
                            kiln_buffer *y)
 {
@@ -322,6 +419,10 @@ static kiln_status project(const mha_config *c, const kiln_step *s, int proj,
     if (st == KILN_OK && c->use_bias)
         st = kiln_bias_add(s->dev, y, rows, out, s->params, s->param_offset[bias_index(proj)],
                            KILN_ACTIVATION_LINEAR);
+    if (st == KILN_OK && adapted(c, proj)) {
+        const kiln_lora_gemm l = lora_of(c, proj, s->param_offset);
+        st = kiln_lora_forward(s, &l, x, rows, r->lora_t, y);
+    }
     return st;
 }
 
@@ -431,32 +532,38 @@ static kiln_status mha_forward(const void *config, void *replica, const kiln_ste
     const size_t bq = (size_t)s->batch * (size_t)c->tq, bv = (size_t)s->batch * (size_t)c->tv;
     const size_t hk = (size_t)c->heads * (size_t)c->key_dim;
     const size_t hv = (size_t)c->heads * (size_t)c->vdim;
-    kiln_status st = project(c, s, PROJ_QUERY, s->in[0], bq, (size_t)c->d, hk, r->q);
+    kiln_status st = project(c, r, s, PROJ_QUERY, s->in[0], bq, (size_t)c->d, hk, r->q);
     if (st == KILN_OK)
-        st = project(c, s, PROJ_KEY, s->in[1], bv, (size_t)c->dv, hk, r->k);
+        st = project(c, r, s, PROJ_KEY, s->in[1], bv, (size_t)c->dv, hk, r->k);
     if (st == KILN_OK)
-        st = project(c, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->v);
+        st = project(c, r, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->v);
     if (st == KILN_OK)
         st = probabilities(c, r, s);
     if (st == KILN_OK)
         st = weigh(c, r, s, 0, r->probs, r->v, r->context, c->vdim, drop_rate(c, s));
     if (st == KILN_OK)
-        st = project(c, s, PROJ_OUTPUT, r->context, bq, hv, (size_t)c->out, s->out);
+        st = project(c, r, s, PROJ_OUTPUT, r->context, bq, hv, (size_t)c->out, s->out);
     return st;
 }
 
 /* The gradients of projection `proj` (y = x W + b) from dy: dW and db
- * (unless frozen), and dx = dy W^T written or added. */
+ * (unless frozen), and dx = dy W^T written or added. With LoRA the
+ * adapters' instead of dW, and their share of dx. */
 static kiln_status project_backward(const mha_config *c, mha_replica *r, const kiln_step *s,
                                     int proj, const kiln_buffer *x, size_t rows, size_t in,
                                     size_t out, const kiln_buffer *dy, kiln_buffer *dx,
                                     int accumulate)
 {
     const size_t w = s->param_offset[kernel_index(c, proj)];
+    const int lora = adapted(c, proj);
+    const kiln_lora_gemm l = lora ? lora_of(c, proj, s->param_offset) : (kiln_lora_gemm){0};
     kiln_status st = KILN_OK;
-    if (!s->frozen) {
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, out, rows, 1.0f, x, 0, in, dy, 0,
-                       out, 0.0f, s->grads, w, out);
+    if (lora)   /* also dy B^T, which dx needs */
+        st = kiln_lora_backward(s, &l, x, rows, dy, r->lora_t, r->lora_dt);
+    if (st == KILN_OK && !s->frozen) {
+        if (!lora)
+            st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, out, rows, 1.0f, x, 0, in, dy,
+                           0, out, 0.0f, s->grads, w, out);
         if (st == KILN_OK && c->use_bias)
             st = kiln_column_sum(s->dev, dy, rows, out, s->grads,
                                  s->param_offset[bias_index(proj)], 0);
@@ -468,6 +575,8 @@ static kiln_status project_backward(const mha_config *c, mha_replica *r, const k
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, rows, in, out, 1.0f, dy, 0, out,
                        r->kernel_t, 0, in, accumulate ? 1.0f : 0.0f, dx, 0, in);
+    if (st == KILN_OK && lora)
+        st = kiln_lora_input_gradient(s, &l, r->lora_dt, rows, dx);
     return st;
 }
 
@@ -512,7 +621,13 @@ static uint64_t mha_flops(const void *config, const kiln_shape *in_shape)
     const uint64_t projections = tq * (uint64_t)c->d * h * kd +
                                  tv * (uint64_t)c->dv * h * (kd + vd) +
                                  tq * h * vd * (uint64_t)c->out;
-    return 2u * (projections + h * tq * tv * (kd + vd));
+    uint64_t lora = 0;
+    for (int p = 0; p < N_PROJ; p++)
+        if (adapted(c, p)) {
+            const kiln_lora_gemm l = lora_of(c, p, NULL);
+            lora += (p == PROJ_KEY || p == PROJ_VALUE ? tv : tq) * kiln_lora_flops(&l);
+        }
+    return 2u * (projections + lora + h * tq * tv * (kd + vd));
 }
 
 /* args: the kiln_multi_head_attention_options the builder copied. */
@@ -683,4 +798,5 @@ const kiln_layer_ops kiln_layer_multi_head_attention = {
     .backward = mha_backward, .release = mha_release, .flops = mha_flops,
     .args_size = sizeof(kiln_multi_head_attention_options), KILN_FIELDS(mha_fields),
     .export_onnx = mha_export_onnx,
+    .enable_lora = mha_enable_lora, .merge_adapters = mha_merge_adapters,
 };

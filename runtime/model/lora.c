@@ -29,8 +29,9 @@ static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank
                           "'%s'", call, layer);
     kiln_node_rec *node = &m->graph.nodes[i];
     if (!node->ops->enable_lora)
-        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' (%s) is not a "
-                          "Dense; LoRA adapts Dense layers", call, layer, node->ops->kind);
+        return kiln_error(m->ctx, KILN_ERROR_UNSUPPORTED, "%s: layer '%s' (%s) has no LoRA; "
+                          "it adapts Dense and MultiHeadAttention layers", call, layer,
+                          node->ops->kind);
     for (int p = 0; p < node->n_params; p++)
         if (node->params[p].adapter)
             return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: layer '%s' has LoRA already "

@@ -401,7 +401,7 @@ static void test_refusals(kiln_context *ctx)
                 kiln_model_enable_lora(m, "nope", 2, 0.0f));
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer is NULL",
                 kiln_model_enable_lora(m, NULL, 2, 0.0f));
-    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "layer 'x' (input_layer) is not a Dense",
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED, "layer 'x' (input_layer) has no LoRA",
                 kiln_model_enable_lora(m, "x", 2, 0.0f));
     CHECK_OK(ctx, kiln_model_enable_lora(m, "d", 2, 0.0f));
     CHECK_FAILS(ctx, KILN_ERROR_STATE, "layer 'd' has LoRA already",
