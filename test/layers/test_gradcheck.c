@@ -4,9 +4,9 @@
  * layer norms, concatenations and the newer activations, kiln_math's ops, a decoder of
  * transposed convolutions, and one of ids
  * through Embedding (ids repeated) and PositionEmbedding, one of
- * broadcasting binary ops, and LoRA on Dense layers over rows (the
- * adapters' gradients and the input gradient through them, B away from
- * its zeros).
+ * broadcasting binary ops, and LoRA on Dense layers over rows and on
+ * attention (the adapters' gradients and the input gradient through them,
+ * B away from its zeros).
  * Smooth activations keep the differences meaningful. */
 #include "layer_check.h"
 
@@ -513,6 +513,35 @@ static kiln_model *lora(kiln_context *ctx)
     return m;
 }
 
+/* LoRA on attention: cross-attention (query from a Dense, key and value
+ * from the input: other widths, value_dim 2, biases) and self-attention
+ * without biases, each with its query and value adapters (A of 3 axes, a
+ * slice per head); the Dense before them sees the input gradient through
+ * the adapters. */
+static kiln_model *lora_attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 3};
+    kiln_node x = kiln_input(m, 2, dims, NULL);
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 5,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_multi_head_attention_options cross = {
+        .struct_size = sizeof cross, .name = "cross", .num_heads = 2, .key_dim = 3,
+        .value_dim = 2, .use_causal_mask = 1};
+    const kiln_multi_head_attention_options self = {.struct_size = sizeof self, .name = "self",
+                                                    .num_heads = 3, .key_dim = 2, .no_bias = 1};
+    kiln_node c = kiln_multi_head_attention(m, kiln_dense(m, x, &a), x, &cross);
+    kiln_multi_head_attention(m, c, c, &self);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "cross", 2, 3.0f));
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "self", 3, 0.0f));
+    return m;
+}
+
 static double batch_loss(kiln_context *ctx, kiln_replica *r)
 {
     double sums[KILN_N_SUMS] = {0};
@@ -631,6 +660,7 @@ int main(void)
     gradcheck(ctx, "slices stepping backwards and by 2, a token expanded", windows_and_repeats);
     /* Last: the models before it draw the random values they drew before. */
     gradcheck(ctx, "softmax along inner axes, reductions", reductions);
+    gradcheck(ctx, "LoRA on cross- and self-attention", lora_attention);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

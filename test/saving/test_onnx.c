@@ -497,7 +497,10 @@ static void binary_layers(kiln_context *ctx)
 /* LoRA (kiln_model_enable_lora): the export holds the merged kernel
  * W + (alpha/r)·A·B, and ONNX Runtime predicts as the unmerged model does;
  * on a Dense over rows (MatMul), on the softmax head, and on a Dense of
- * the file imported again (a Gemm, found by its kind and named as its node). */
+ * the file imported again (a Gemm, found by its kind and named as its node);
+ * then on attention layers (attention_model). */
+static void attention_model(kiln_context *ctx, int lora);
+
 static void lora(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -535,6 +538,7 @@ static void lora(kiln_context *ctx)
     compile_and_train(ctx, imported, 2, dims, 3, 48, 3);
     check_agreement(ctx, imported, "lora_imported", 2, dims, 5);
     kiln_model_destroy(imported);
+    attention_model(ctx, 1);
 }
 
 /* kiln_math's ops as ONNX's (Sqrt ... Clip with either bound or none,
@@ -629,8 +633,9 @@ static void pytorch_windows(kiln_context *ctx)
 /* MultiHeadAttention: causal cross-attention from a Dense projection over
  * a Reshape of the input (Tq 6, Tv 10, other widths, value_dim and
  * output_shape of its own), then self-attention without biases on its
- * output; trained a little. */
-static void attention(kiln_context *ctx)
+ * output; trained a little. With `lora`, LoRA on both attention layers:
+ * the export holds the merged query and value kernels. */
+static void attention_model(kiln_context *ctx, int lora)
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
@@ -650,9 +655,24 @@ static void attention(kiln_context *ctx)
                                                   &cross);                    /* (6, 7) */
     const kiln_node a = kiln_multi_head_attention(m, c, c, &self);           /* (6, 7) */
     kiln_dense(m, kiln_flatten(m, a, NULL), &head);
+    if (lora) {
+        int32_t n = 0;
+        CHECK_OK(ctx, kiln_model_layer_count(m, &n));
+        for (int32_t i = 0; i < n; i++) {
+            kiln_layer_info info = {.struct_size = sizeof info};
+            CHECK_OK(ctx, kiln_model_layer_info(m, i, &info));
+            if (strcmp(info.kind, "multi_head_attention") == 0)
+                CHECK_OK(ctx, kiln_model_enable_lora(m, info.name, 2, i % 2 ? 6.0f : 0.0f));
+        }
+    }
     compile_and_train(ctx, m, 2, dims, 3, 32, 2);
-    check_agreement(ctx, m, "attention", 2, dims, 5);
+    check_agreement(ctx, m, lora ? "lora_attention" : "attention", 2, dims, 5);
     kiln_model_destroy(m);
+}
+
+static void attention(kiln_context *ctx)
+{
+    attention_model(ctx, 0);
 }
 
 /* MatMul of computed values: attention's scores and weighted sum by

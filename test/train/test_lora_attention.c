@@ -1,0 +1,333 @@
+/* LoRA (kiln_model_enable_lora) on MultiHeadAttention: in (5, 4) ->
+ * Dense(6, tanh) -> causal self-attention (2 heads, key_dim 3, value_dim
+ * 2) with LoRA rank 2, alpha 4 on it, trained 5 SGD steps. The query and
+ * value kernels unchanged bit for bit, the key and output kernels and the
+ * biases trained, the adapters trained; tensor_info's trainability;
+ * Adam's slots for the trainable tensors only; predict after kiln_model_save
+ * -> kiln_model_load (the merged kernels, four tensors fewer) equal to
+ * predict before; the refusals; mirrored and the pipeline on two devices
+ * equal to one device. With --dump DIR it writes the data, the
+ * initial and the trained tensors for torch_lora_attention.py
+ * (lora_attention_parity.sh; B set away from zeros first), which trains
+ * the same in PyTorch with the
+ * kernels W + (alpha/r)·A·B written by hand. The adapters' gradients
+ * against finite differences are test_gradcheck's. */
+#include "harness.h"
+
+#include <unistd.h>
+
+#define BATCH 4
+#define T 5
+#define IN 4
+#define WIDTH 6
+#define RANK 2
+#define ALPHA 4.0f
+#define STEPS 5
+#define LR 0.1f
+
+static float xs[STEPS][BATCH * T * IN], ys[STEPS][BATCH * T * WIDTH];
+
+static void make_data(void)
+{
+    uint32_t seed = 11;
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < BATCH * T * IN; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            xs[s][i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+        }
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < BATCH * T; i++)
+            for (int j = 0; j < WIDTH; j++)
+                ys[s][i * WIDTH + j] = sinf(2.0f * xs[s][i * IN + j % IN]) + 0.25f * (float)j;
+}
+
+static kiln_model *build_on(kiln_context *ctx, kiln_optimizer_kind kind, int lora,
+                            kiln_strategy strategy)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {T, IN};
+    kiln_input(m, 2, dims, NULL);
+    const kiln_dense_options d = {.struct_size = sizeof d, .name = "in", .units = WIDTH,
+                                  .activation = KILN_ACTIVATION_TANH};
+    const kiln_node h = kiln_dense(m, KILN_NODE_PREVIOUS, &d);
+    const kiln_multi_head_attention_options a = {
+        .struct_size = sizeof a, .name = "attn", .num_heads = 2, .key_dim = 3, .value_dim = 2,
+        .use_causal_mask = 1};
+    kiln_multi_head_attention(m, h, h, &a);
+    if (lora)
+        CHECK_OK(ctx, kiln_model_enable_lora(m, "attn", RANK, ALPHA));
+    const kiln_optimizer_options o = {.struct_size = sizeof o, .kind = kind,
+                                      .learning_rate = kind == KILN_OPTIMIZER_SGD ? LR : 0.0f};
+    const int pipeline = strategy == KILN_STRATEGY_PIPELINE;
+    const kiln_compile_options co = {
+        .struct_size = sizeof co, .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &o,
+        .strategy = strategy, .replicas = strategy == KILN_STRATEGY_MIRRORED ? 2 : 0,
+        .pipeline_stages = pipeline ? 2 : 0, .micro_batches = pipeline ? 2 : 0};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    return m;
+}
+
+static kiln_model *build(kiln_context *ctx, kiln_optimizer_kind kind, int lora)
+{
+    return build_on(ctx, kind, lora, KILN_STRATEGY_ONE_DEVICE);
+}
+
+static void train(kiln_context *ctx, kiln_model *m, int s)
+{
+    const kiln_batch_arrays b = {.struct_size = sizeof b, .count = BATCH, .features = xs[s],
+                                 .dense_labels = ys[s]};
+    CHECK_OK(ctx, kiln_model_train_on_batch(m, &b, NULL));
+}
+
+/* Tensor `name`'s values (at most 64). */
+static void tensor(kiln_context *ctx, kiln_model *m, const char *name, float *out, int64_t n)
+{
+    CHECK_OK(ctx, kiln_model_get_tensor(m, name, out, n));
+}
+
+static int same(kiln_context *ctx, kiln_model *m, const char *name, const float *before,
+                int64_t n)
+{
+    float now[64];
+    tensor(ctx, m, name, now, n);
+    return memcmp(now, before, (size_t)n * sizeof(float)) == 0;
+}
+
+static void test_training(kiln_context *ctx, const char *dir)
+{
+    kiln_model *m = build(ctx, KILN_OPTIMIZER_SGD, 1);
+    static const struct { const char *name; int64_t size; int frozen; } watched[] = {
+        {.name = "attn/query/kernel", .size = WIDTH * 2 * 3, .frozen = 1},
+        {.name = "attn/value/kernel", .size = WIDTH * 2 * 2, .frozen = 1},
+        {.name = "attn/key/kernel", .size = WIDTH * 2 * 3},
+        {.name = "attn/attention_output/kernel", .size = 2 * 2 * WIDTH},
+        {.name = "attn/query/bias", .size = 2 * 3},
+        {.name = "attn/value/bias", .size = 2 * 2},
+        {.name = "attn/query/lora_kernel_a", .size = WIDTH * 2 * RANK},
+        {.name = "attn/query/lora_kernel_b", .size = RANK * 3},
+        {.name = "attn/value/lora_kernel_a", .size = WIDTH * 2 * RANK},
+        {.name = "attn/value/lora_kernel_b", .size = RANK * 2},
+    };
+    enum { n_watched = sizeof watched / sizeof watched[0] };
+    float before[n_watched][64];
+    for (int i = 0; i < n_watched; i++)
+        tensor(ctx, m, watched[i].name, before[i], watched[i].size);
+    /* Keras 3's initialisers: A HeUniform over fans 6 x 2, B zeros. */
+    double a_max = 0.0, b_max = 0.0;
+    for (int i = 0; i < WIDTH * 2 * RANK; i++)
+        a_max = fmax(a_max, fabs(before[6][i]));
+    for (int i = 0; i < RANK * 3; i++)
+        b_max = fmax(b_max, fabs(before[7][i]));
+    CHECK(a_max > 0.5 * sqrt(6.0 / 12) && a_max <= sqrt(6.0 / 12) && b_max == 0.0);
+    for (int s = 0; s < STEPS; s++)
+        train(ctx, m, s);
+    for (int i = 0; i < n_watched; i++) {
+        const int kept = same(ctx, m, watched[i].name, before[i], watched[i].size);
+        printf("%-30s %s\n", watched[i].name, kept ? "unchanged bit for bit" : "trained");
+        CHECK(kept == watched[i].frozen);
+    }
+
+    int32_t count = 0;
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
+    int64_t frozen = 0;
+    for (int32_t t = 0; t < count; t++) {
+        kiln_parameter_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
+        const int base = strcmp(info.name, "attn/query/kernel") == 0 ||
+                         strcmp(info.name, "attn/value/kernel") == 0;
+        CHECK(info.trainable == !base);
+        frozen += info.trainable ? 0 : info.size;
+    }
+    CHECK(frozen == WIDTH * 2 * 3 + WIDTH * 2 * 2);
+
+    /* save -> load: the merged kernels, no adapters, the same predictions. */
+    float y[BATCH * T * WIDTH], y_loaded[BATCH * T * WIDTH];
+    const kiln_batch_arrays b = {.struct_size = sizeof b, .count = BATCH, .features = xs[1]};
+    CHECK_OK(ctx, kiln_model_predict(m, &b, y, 0));
+    char path[600];
+    snprintf(path, sizeof path, "%s/lora_attention.kiln", dir);
+    CHECK_OK(ctx, kiln_model_save(m, path));
+    kiln_model *loaded = NULL;
+    CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &loaded));
+    if (loaded) {
+        CHECK_OK(ctx, kiln_model_predict(loaded, &b, y_loaded, 0));
+        const double d = test_difference(y_loaded, y, sizeof(float), BATCH * T * WIDTH,
+                                         TEST_PER_VALUE, NULL);
+        int32_t n_loaded = 0;
+        CHECK_OK(ctx, kiln_model_tensor_count(loaded, &n_loaded));
+        printf("save -> load: %d tensors of %d (adapters merged), predictions within %.2e\n",
+               (int)n_loaded, (int)count, d);
+        CHECK(n_loaded == count - 4 && d < 1e-6);
+        kiln_model_destroy(loaded);
+    }
+    remove(path);
+    kiln_model_destroy(m);
+}
+
+/* Adam's two slots hold the trainable tensors (each padded to 16 floats),
+ * not the frozen query and value kernels. */
+static void test_memory(kiln_context *ctx)
+{
+    uint64_t optimizer[2] = {0};
+    for (int lora = 0; lora < 2; lora++) {
+        kiln_model *m = build(ctx, KILN_OPTIMIZER_ADAM, lora);
+        kiln_memory_report mem = {.struct_size = sizeof mem};
+        CHECK_OK(ctx, kiln_model_memory(m, 0, &mem));
+        int32_t count = 0;
+        CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
+        uint64_t padded = 0;
+        for (int32_t t = 0; t < count; t++) {
+            kiln_parameter_info info = {.struct_size = sizeof info};
+            CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
+            padded += info.trainable ? (uint64_t)(info.size + 15) / 16 * 16 * 4 : 0;
+        }
+        CHECK(mem.optimizer_bytes == 2 * padded);
+        optimizer[lora] = mem.optimizer_bytes;
+        kiln_model_destroy(m);
+    }
+    printf("Adam's slots: %llu bytes, with LoRA %llu\n", (unsigned long long)optimizer[0],
+           (unsigned long long)optimizer[1]);
+}
+
+static void test_refusals(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {T, IN};
+    kiln_input(m, 2, dims, NULL);
+    const kiln_layer_norm_options ln = {.struct_size = sizeof ln, .name = "norm"};
+    const kiln_node h = kiln_layer_normalization(m, KILN_NODE_PREVIOUS, &ln);
+    const kiln_multi_head_attention_options a = {.struct_size = sizeof a, .name = "attn",
+                                                 .num_heads = 2, .key_dim = 3};
+    kiln_multi_head_attention(m, h, h, &a);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "rank must be > 0, got 0",
+                kiln_model_enable_lora(m, "attn", 0, 0.0f));
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "alpha must be finite and > 0",
+                kiln_model_enable_lora(m, "attn", 2, -3.0f));
+    CHECK_FAILS(ctx, KILN_ERROR_UNSUPPORTED,
+                "layer 'norm' (layer_normalization) has no LoRA; it adapts Dense and MultiHeadAttention",
+                kiln_model_enable_lora(m, "norm", 2, 0.0f));
+    CHECK_OK(ctx, kiln_model_enable_lora(m, "attn", 2, 0.0f));
+    CHECK_FAILS(ctx, KILN_ERROR_STATE, "layer 'attn' has LoRA already",
+                kiln_model_enable_lora(m, "attn", 4, 0.0f));
+    kiln_model_destroy(m);
+}
+
+/* Mirrored over two devices (the batch split) and the pipeline in two
+ * stages of 2 micro-batches equal one device after 5 steps. */
+static void test_strategies(kiln_context *ctx)
+{
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    if (devices < 2) {
+        printf("SKIP (one device): the strategies need two; run with "
+               "POCL_DEVICES=\"basic basic\"\n");
+        return;
+    }
+    const kiln_strategy strategies[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_PIPELINE};
+    for (int k = 0; k < 2; k++) {
+        kiln_model *one = build(ctx, KILN_OPTIMIZER_SGD, 1);
+        kiln_model *two = build_on(ctx, KILN_OPTIMIZER_SGD, 1, strategies[k]);
+        for (int s = 0; s < STEPS; s++) {
+            train(ctx, one, s);
+            train(ctx, two, s);
+        }
+        int64_t n = 0;
+        CHECK_OK(ctx, kiln_model_parameter_count(one, &n));
+        float *w1 = calloc((size_t)n, sizeof *w1), *w2 = calloc((size_t)n, sizeof *w2);
+        CHECK_OK(ctx, kiln_model_get_weights(one, w1, n));
+        CHECK_OK(ctx, kiln_model_get_weights(two, w2, n));
+        const double d = test_difference(w2, w1, sizeof(float), n, TEST_PER_VALUE, NULL);
+        printf("%s vs one device, 5 steps: max difference %.2e\n",
+               k ? "pipeline (2 stages)" : "mirrored (2 devices)", d);
+        CHECK(d < 1e-5);
+        free(w1);
+        free(w2);
+        kiln_model_destroy(one);
+        kiln_model_destroy(two);
+    }
+}
+
+static void write_floats(const char *dir, const char *name, const float *x, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(x, sizeof(float), n, f) == n);
+    if (f)
+        fclose(f);
+}
+
+/* --dump DIR: x.f32, y.f32 (the 5 batches), tensors.txt (each tensor's
+ * name, trainability and shape, in kiln_model_get_weights's order),
+ * init.f32 and final.f32 (every weight before and after the 5 steps). */
+static void dump(kiln_context *ctx, const char *dir)
+{
+    kiln_model *m = build(ctx, KILN_OPTIMIZER_SGD, 1);
+    /* B away from its zeros, so that the adapters' product, and A's
+     * gradient, weigh from the first step. */
+    float b[RANK * 3];
+    uint32_t seed = 5;
+    for (int i = 0; i < RANK * 3; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        b[i] = (float)(seed >> 8) / 16777216.0f * 0.8f - 0.4f;
+    }
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "attn/query/lora_kernel_b", b, RANK * 3));
+    CHECK_OK(ctx, kiln_model_set_tensor(m, "attn/value/lora_kernel_b", b, RANK * 2));
+    write_floats(dir, "x.f32", &xs[0][0], sizeof xs / sizeof(float));
+    write_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
+    char path[512];
+    snprintf(path, sizeof path, "%s/tensors.txt", dir);
+    FILE *list = fopen(path, "w");
+    CHECK(list != NULL);
+    int32_t count = 0;
+    CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
+    for (int32_t t = 0; list && t < count; t++) {
+        kiln_parameter_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
+        fprintf(list, "%s %d %lld", info.name, (int)info.trainable, (long long)info.offset);
+        for (int d = 0; d < info.rank; d++)
+            fprintf(list, " %d", (int)info.dims[d]);
+        fprintf(list, "\n");
+    }
+    if (list)
+        fclose(list);
+    int64_t n = 0;
+    CHECK_OK(ctx, kiln_model_parameter_count(m, &n));
+    float *w = calloc((size_t)n, sizeof *w);
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    write_floats(dir, "init.f32", w, (size_t)n);
+    for (int s = 0; s < STEPS; s++)
+        train(ctx, m, s);
+    CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
+    write_floats(dir, "final.f32", w, (size_t)n);
+    free(w);
+    kiln_model_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    kiln_context *ctx = test_context(5);
+    if (!ctx)
+        SKIP_MISSING("no OpenCL device");
+    make_data();
+    if (argc == 3 && strcmp(argv[1], "--dump") == 0) {
+        dump(ctx, argv[2]);
+        kiln_context_destroy(ctx);
+        return test_finish("test_lora_attention --dump");
+    }
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kiln-lora-attention-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_refusals(ctx);
+    test_memory(ctx);
+    test_training(ctx, dir);
+    test_strategies(ctx);
+    rmdir(dir);
+    kiln_context_destroy(ctx);
+    return test_finish("test_lora_attention");
+}
