@@ -3007,6 +3007,27 @@ KILN_API kiln_status kiln_model_load_checkpoint(kiln_model *model, const char *p
  */
 KILN_API kiln_status kiln_model_save(kiln_model *model, const char *path);
 
+/** Options of kiln_model_save_with(); NULL or all zero: kiln_model_save's. */
+typedef struct kiln_save_options {
+    size_t struct_size;          /**< sizeof(kiln_save_options) */
+    /** Nonzero: LoRA's adapters (kiln_model_enable_lora) stay apart in the
+     *  file, as checkpoints keep them: the base kernels as they were, A and B
+     *  under their names, and each LoRA layer's rank and alpha in the
+     *  description ("lora": {"rank", "alpha"}), so that kiln_model_load
+     *  rebuilds the LoRA model (base kernels frozen, adapters trainable) and
+     *  training continues where it stopped (an optimizer's state is a
+     *  checkpoint's, not a model file's). 0 (the default): the kernels hold
+     *  W + (alpha/rank)·A·B and the layers load as plain ones. A model
+     *  without LoRA writes the same file either way. */
+    int32_t keep_lora_adapters;
+} kiln_save_options;
+
+/** kiln_model_save with options (NULL: defaults). Its errors, and
+ *  KILN_ERROR_INVALID_ARGUMENT for an options struct_size that is nonzero
+ *  and smaller than a size_t. */
+KILN_API kiln_status kiln_model_save_with(kiln_model *model, const char *path,
+                                          const kiln_save_options *options);
+
 /**
  * Makes a new model from a file written by kiln_model_save or a checkpoint:
  * rebuilds the layers through the builders, compiles with the file's loss,

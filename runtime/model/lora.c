@@ -52,6 +52,8 @@ static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank
         return kiln_error(m->ctx, st, "%s: layer '%s': %s", call, layer, b.error);
     memcpy(node->params, b.params, sizeof node->params);
     node->n_params = b.n_params;
+    node->lora_rank = rank;
+    node->lora_alpha = alpha > 0.0f ? alpha : (float)rank;
     return KILN_OK;
 }
 

@@ -25,7 +25,10 @@
 /* What a file holds: weights (kiln_model_save_weights), weights and the
  * model's description (kiln_model_save), or the training state with the
  * description (checkpoints). */
-typedef enum save_kind { SAVE_WEIGHTS, SAVE_MODEL, SAVE_TRAINING_STATE } save_kind;
+/* SAVE_MODEL_ADAPTERS: a model file that keeps LoRA's adapters apart. */
+typedef enum save_kind {
+    SAVE_WEIGHTS, SAVE_MODEL, SAVE_TRAINING_STATE, SAVE_MODEL_ADAPTERS
+} save_kind;
 
 /* Keras's names for the optimizers' variables (Adam's as kiln always
  * named them). */
@@ -239,7 +242,7 @@ static void free_long_texts(kiln_context *ctx, long_texts *t)
 static void describe(const kiln_model *m, save_kind kind, const char *model,
                      const long_texts *texts, metadata *md)
 {
-    static const char *const kinds[] = {"weights", "model", "training_state"};
+    static const char *const kinds[] = {"weights", "model", "training_state", "model"};
     md->n = 0;
     meta_add(md, "format", "%s", FORMAT);
     meta_add(md, "format_version", "%s", FORMAT_VERSION);
@@ -300,13 +303,13 @@ static kiln_status model_text(kiln_model *m, save_kind kind, const char *call, c
     *text = NULL;
     if (kind == SAVE_WEIGHTS)
         return KILN_OK;
-    return kiln_model_describe(m, call, text, &length);
+    return kiln_model_describe(m, call, kind != SAVE_MODEL, text, &length);
 }
 
 static kiln_status save(kiln_model *m, const char *path, save_kind kind)
 {
     static const char *const calls[] = {"kiln_model_save_weights", "kiln_model_save",
-                                        "kiln_model_save_checkpoint"};
+                                        "kiln_model_save_checkpoint", "kiln_model_save_with"};
     const char *call = calls[kind];
     const int full = kind == SAVE_TRAINING_STATE;
     kiln_status st = check_compiled_and_path(m, call, path);
@@ -376,9 +379,9 @@ kiln_status kiln_checkpoint_save(kiln_model *m, const char *path)
     return save(m, path, SAVE_TRAINING_STATE);
 }
 
-kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path)
+kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path, int adapters)
 {
-    return save(m, path, SAVE_MODEL);
+    return save(m, path, adapters ? SAVE_MODEL_ADAPTERS : SAVE_MODEL);
 }
 
 kiln_status kiln_checkpoint_save_weights(kiln_model *m, const char *path)

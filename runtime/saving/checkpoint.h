@@ -11,8 +11,9 @@ kiln_status kiln_checkpoint_save(kiln_model *m, const char *path);
 kiln_status kiln_checkpoint_save_weights(kiln_model *m, const char *path);
 kiln_status kiln_checkpoint_load(kiln_model *m, const char *path);
 /* kiln_model_save for a caller inside the model: the weights and the
- * model's description (runtime/model_file.h). */
-kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path);
+ * model's description (runtime/model_file.h); `adapters`: LoRA's adapters
+ * kept apart (kiln_save_options.keep_lora_adapters), else merged. */
+kiln_status kiln_checkpoint_save_model(kiln_model *m, const char *path, int adapters);
 
 /* Prepares fit's checkpoint folder: creates it with its parents, and
  * removes the temporary files of saves that were killed (logged). */

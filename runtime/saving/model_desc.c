@@ -285,8 +285,8 @@ static void write_compile(kiln_jw *w, const kiln_model *m)
     kiln_jw_end_object(w);
 }
 
-kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **text,
-                                size_t *length)
+kiln_status kiln_model_describe(const kiln_model *m, const char *call, int adapters,
+                                char **text, size_t *length)
 {
     *text = NULL;
     *length = 0;
@@ -332,25 +332,38 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **te
         kiln_jw_bool(&w, !node->frozen);
         kiln_jw_key(&w, "options");
         write_options(&w, node);
-        int own = 0;
+        if (adapters && node->lora_rank > 0) {
+            kiln_jw_key(&w, "lora");
+            kiln_jw_begin_object(&w);
+            kiln_jw_key(&w, "rank");
+            kiln_jw_int(&w, node->lora_rank);
+            kiln_jw_key(&w, "alpha");
+            kiln_jw_float(&w, node->lora_alpha);
+            kiln_jw_end_object(&w);
+        }
+        /* Merged, the adapters are gone: a plain layer's parameters. */
+        int own = 0, n_params = 0;
         for (int p = 0; p < node->n_params; p++)
-            own |= node->param_name[p] != NULL;
+            if (adapters || !node->params[p].adapter) {
+                own |= node->param_name[p] != NULL;
+                n_params = p + 1;
+            }
         if (own) {   /* an imported model's parameter names; others keep the default */
             kiln_jw_key(&w, "weights");
             kiln_jw_begin_array(&w);
-            for (int p = 0; p < node->n_params; p++) {
+            for (int p = 0; p < n_params; p++) {
                 char name[160];
                 kiln_jw_string(&w, kiln_node_param_name(node, p, name, sizeof name));
             }
             kiln_jw_end_array(&w);
         }
         int transposed = 0;
-        for (int p = 0; p < node->n_params; p++)
+        for (int p = 0; p < n_params; p++)
             transposed |= node->param_transposed[p];
         if (transposed) {   /* written back to ONNX as the file held them */
             kiln_jw_key(&w, "transposed_weights");
             kiln_jw_begin_array(&w);
-            for (int p = 0; p < node->n_params; p++)
+            for (int p = 0; p < n_params; p++)
                 kiln_jw_bool(&w, node->param_transposed[p]);
             kiln_jw_end_array(&w);
         }
@@ -655,12 +668,33 @@ static kiln_status read_fields(reader *r, const kiln_json *o, const kiln_layer_f
     return st;
 }
 
+/* "lora": {"rank": r, "alpha": a}, on a kind that has LoRA. */
+static kiln_status read_lora(reader *r, const kiln_json *lora, const kiln_layer_ops *ops,
+                             kiln_layer_desc *d)
+{
+    static const char *const keys[] = {"rank", "alpha"};
+    if (lora->type != KILN_JSON_OBJECT)
+        return malformed(r, "'lora' must be an object, not %s", type_name(lora->type));
+    if (!ops->enable_lora)
+        return malformed(r, "'lora' is given, but %s layers have no LoRA", ops->kind);
+    int64_t rank = 0;
+    kiln_status st = only_keys(r, lora, keys, COUNT(keys));
+    if (st == KILN_OK)
+        st = get_int(r, lora, "rank", 1, INT32_MAX, &rank);
+    if (st == KILN_OK)
+        st = get_float(r, lora, "alpha", &d->lora_alpha);
+    if (st == KILN_OK && !(d->lora_alpha > 0.0f))
+        st = malformed(r, "LoRA's 'alpha' is %g; it must be > 0", (double)d->lora_alpha);
+    d->lora_rank = (int32_t)rank;
+    return st;
+}
+
 static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t index,
                               const kiln_json *o, kiln_layer_desc *d)
 {
     static const char *const keys[] = {"name", "kind", "inputs", "activation", "device",
                                        "trainable", "options", "weights",
-                                       "transposed_weights"};
+                                       "transposed_weights", "lora"};
     snprintf(r->where, sizeof r->where, "layer %d: ", (int)index);
     if (o->type != KILN_JSON_OBJECT)
         return malformed(r, "it must be an object, not %s", type_name(o->type));
@@ -731,6 +765,9 @@ static kiln_status read_layer(reader *r, const kiln_model_desc *desc, int32_t in
     for (size_t k = 0; d->transposed && k < d->transposed->count; k++)
         if (d->transposed->items[k].type != KILN_JSON_BOOL)
             return malformed(r, "'transposed_weights' must be an array of booleans");
+    const kiln_json *lora = kiln_json_get(o, "lora");
+    if (lora && (st = read_lora(r, lora, ops, d)) != KILN_OK)
+        return st;
     snprintf(r->where, sizeof r->where, "layer %d ('%.60s') options: ", (int)index, d->name);
     char layers[80];
     snprintf(layers, sizeof layers, "%s layers", ops->kind);
@@ -1048,6 +1085,16 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
                                        ? KILN_ERROR_OUT_OF_MEMORY : KILN_ERROR_FORMAT;
             return kiln_error(m->ctx, st, "%s: the model description does not build: %s", what,
                               m->graph.build_error);
+        }
+        /* LoRA before the next layer: its adapters join this layer's
+         * parameters, which "weights" below counts. */
+        const kiln_layer_desc *l = &d->layers[i];
+        if (l->lora_rank > 0 &&
+            kiln_model_enable_lora(m, l->name, l->lora_rank, l->lora_alpha) != KILN_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", kiln_context_last_error(m->ctx));
+            return kiln_error(m->ctx, KILN_ERROR_FORMAT, "%s: the model description's LoRA on "
+                              "layer '%s' does not apply: %s", what, l->name, why);
         }
     }
     for (int32_t i = 0; i < d->n_layers; i++) {

@@ -19,6 +19,9 @@
  * and "label_smoothing" (and each of several outputs' in "losses"),
  * the schedule's "warmup_target" (with one) and "boundaries" and "values"
  * (piecewise constant decay),
+ * a layer's "lora": {"rank": 8, "alpha": 16} (kiln_model_enable_lora, in a
+ * file that keeps the adapters apart: checkpoints, kiln_save_options's
+ * keep_lora_adapters),
  * and for a model of several outputs "outputs": ["cls", "reg"] beside
  * "output" (the first) and compile's "losses": [{"loss":
  * "mean_squared_error", "weight": 0.5}, ...], one per output. */
@@ -34,11 +37,14 @@
 #define KILN_MODEL_DESC_VERSION KILN_MODEL_FILE_VERSION
 
 /* The description of `m` (compiled or not) as JSON text, NUL-terminated
- * (free it with kiln_free). KILN_ERROR_UNSUPPORTED for a layer kind model
- * files do not know, KILN_ERROR_INVALID_ARGUMENT for a layer name that is
- * not UTF-8, each naming the layer after `call`; KILN_ERROR_OUT_OF_MEMORY. */
-kiln_status kiln_model_describe(const kiln_model *m, const char *call, char **text,
-                                size_t *length);
+ * (free it with kiln_free). `adapters`: the file keeps LoRA's adapters
+ * apart, and each LoRA layer gets "lora": {"rank": r, "alpha": a} (0: the
+ * kernels hold them merged, and the layers are described as plain ones).
+ * KILN_ERROR_UNSUPPORTED for a layer kind model files do not know,
+ * KILN_ERROR_INVALID_ARGUMENT for a layer name that is not UTF-8, each
+ * naming the layer after `call`; KILN_ERROR_OUT_OF_MEMORY. */
+kiln_status kiln_model_describe(const kiln_model *m, const char *call, int adapters,
+                                char **text, size_t *length);
 
 /* One layer as the description gives it. */
 typedef struct kiln_layer_desc {
@@ -57,6 +63,9 @@ typedef struct kiln_layer_desc {
     /* "transposed_weights": per parameter, whether ONNX export writes it
      * transposed (an imported Gemm's transB weight); NULL: none. */
     const kiln_json *transposed;
+    /* "lora": kiln_model_enable_lora's rank (0: none) and alpha. */
+    int32_t lora_rank;
+    float lora_alpha;
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {

@@ -4,6 +4,7 @@
 #include "runtime/saving/checkpoint.h"
 #include "runtime/saving/model_desc.h"
 #include "runtime/formats/safetensors.h"
+#include "base/options.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,9 +13,25 @@ kiln_status kiln_model_save(kiln_model *m, const char *path)
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_save");
     if (st == KILN_OK) {
-        st = kiln_checkpoint_save_model(m, path);
+        st = kiln_checkpoint_save_model(m, path, 0);
         kiln_model_leave(m);
     }
+    return st;
+}
+
+kiln_status kiln_model_save_with(kiln_model *m, const char *path, const kiln_save_options *options)
+{
+    kiln_save_options o;
+    kiln_diag why;
+    kiln_status st = kiln_model_enter(m, "kiln_model_save_with");
+    if (st != KILN_OK)
+        return st;
+    st = kiln_options_take(&o, sizeof o, options, sizeof(size_t), "kiln_save_options", &why);
+    if (st != KILN_OK)
+        st = kiln_error(m->ctx, why.status, "kiln_model_save_with: %s", why.message);
+    else
+        st = kiln_checkpoint_save_model(m, path, o.keep_lora_adapters != 0);
+    kiln_model_leave(m);
     return st;
 }
 

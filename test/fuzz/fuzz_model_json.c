@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         char *text = NULL;
         size_t length = 0;
         kiln_model_desc again;
-        if (kiln_model_describe(m, "fuzz", &text, &length) == KILN_OK) {
+        if (kiln_model_describe(m, "fuzz", 0, &text, &length) == KILN_OK) {
             if (kiln_model_desc_parse(&ctx, "fuzz", text, length, &again) != KILN_OK)
                 abort();   /* kiln wrote what it cannot read */
             kiln_model_desc_free(&again);

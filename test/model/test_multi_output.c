@@ -541,7 +541,7 @@ static void test_model_file(kiln_context *ctx, const data *d)
     /* Descriptions whose outputs and losses do not fit together. */
     char *text = NULL;
     size_t length = 0;
-    CHECK_OK(ctx, kiln_model_describe(m, "test", &text, &length));
+    CHECK_OK(ctx, kiln_model_describe(m, "test", 0, &text, &length));
     const char *at = text ? strstr(text, "\"outputs\":[\"cls\",\"reg\"]") : NULL;
     CHECK(at != NULL);
     static const struct {

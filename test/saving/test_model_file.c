@@ -70,7 +70,7 @@ static char *describe(kiln_model *m)
 {
     char *text = NULL;
     size_t length = 0;
-    CHECK_OK(m->ctx, kiln_model_describe(m, "test", &text, &length));
+    CHECK_OK(m->ctx, kiln_model_describe(m, "test", 0, &text, &length));
     return text;
 }
 
@@ -594,6 +594,26 @@ static void test_refusals(kiln_context *ctx)
     edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"transposed_weights\":[true]");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "lists 1 transposed_weights; its kind has 0 weights",
             NULL);
+    /* LoRA in the description (kiln_save_options.keep_lora_adapters). */
+    edit(ctx, good, bad, "\"trainable\":true", "\"trainable\":true,\"lora\":{\"rank\":2,"
+         "\"alpha\":2}");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'lora' is given, but input_layer layers have "
+            "no LoRA", NULL);
+    edit(ctx, good, bad, "\"kind\":\"dense\"", "\"kind\":\"dense\",\"lora\":3");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'lora' must be an object, not a number", NULL);
+    edit(ctx, good, bad, "\"kind\":\"dense\"", "\"kind\":\"dense\",\"lora\":{\"rank\":0,"
+         "\"alpha\":2}");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'rank' is 0; it must be an integer in [1,", NULL);
+    edit(ctx, good, bad, "\"kind\":\"dense\"", "\"kind\":\"dense\",\"lora\":{\"rank\":2,"
+         "\"alpha\":-1}");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "LoRA's 'alpha' is -1; it must be > 0", NULL);
+    edit(ctx, good, bad, "\"kind\":\"dense\"", "\"kind\":\"dense\",\"lora\":{\"rank\":2,"
+         "\"alpha\":2,\"dropout\":0}");
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'dropout'", NULL);
+    edit(ctx, good, bad, "\"kind\":\"dense\"", "\"kind\":\"dense\",\"lora\":{\"rank\":2,"
+         "\"alpha\":2}");   /* the file's kernels are merged: no adapters in it */
+    refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "tensor 'dense/lora_kernel_a'",
+            "the file has no such tensor");
     edit(ctx, good, bad, "\"filters\":32", "\"filters\":\"32\"");
     refuses(ctx, bad, KILN_ERROR_FORMAT, NULL, "'filters' must be a number, not a string", NULL);
     edit(ctx, good, bad, "\"filters\":32", "\"filters\":32.5");

@@ -537,6 +537,22 @@ static void lora(kiln_context *ctx)
     CHECK(found == 1);
     compile_and_train(ctx, imported, 2, dims, 3, 48, 3);
     check_agreement(ctx, imported, "lora_imported", 2, dims, 5);
+    /* Its model file names the imported weights, the adapters merged away
+     * (and kept apart with keep_lora_adapters): both load. */
+    for (int keep = 0; keep < 2; keep++) {
+        const kiln_save_options so = {.struct_size = sizeof so, .keep_lora_adapters = keep};
+        snprintf(path, sizeof path, "%s/lora_imported.kiln", dir);
+        CHECK_OK(ctx, kiln_model_save_with(imported, path, &so));
+        kiln_model *again = NULL;
+        CHECK_OK(ctx, kiln_model_load(ctx, path, NULL, &again));
+        int32_t before = 0, after = 0;
+        CHECK_OK(ctx, kiln_model_tensor_count(imported, &before));
+        if (again)
+            CHECK_OK(ctx, kiln_model_tensor_count(again, &after));
+        CHECK(after == (keep ? before : before - 2));
+        kiln_model_destroy(again);
+        remove(path);
+    }
     kiln_model_destroy(imported);
     attention_model(ctx, 1);
 }

@@ -274,7 +274,7 @@ static void test_model_file(kiln_context *ctx)
     m = build(ctx, IN, 8, &off, NULL, &st);
     char *text = NULL;
     size_t length = 0;
-    CHECK_OK(ctx, kiln_model_describe(m, "test", &text, &length));
+    CHECK_OK(ctx, kiln_model_describe(m, "test", 0, &text, &length));
     CHECK(text && !strstr(text, "clip"));
     kiln_free(ctx, text);
     kiln_model_destroy(m);
