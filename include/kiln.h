@@ -1881,17 +1881,17 @@ KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *lay
  *  trained, `<layer>/lora_kernel_a` A (inputs x rank, HeUniform as Keras)
  *  and `<layer>/lora_kernel_b` B (rank x units, zeros), so that the layer
  *  computes x·W + (alpha/rank)·(x·A)·B + bias. The bias keeps training, as
- *  in Keras. On a MultiHeadAttention: the query and value projections are
- *  adapted (the key and output projections stay as they are, trained),
- *  which is what KerasHub's `enable_lora` does to a transformer's attention
- *  (its default targets, "query" and "value"), each as Keras 3's
+ *  in Keras. On a MultiHeadAttention: what KerasHub's `enable_lora` does to
+ *  a transformer's attention (its default targets, "query" and "value"):
+ *  the key and output projections are frozen whole, and the query and value
+ *  projections adapted, each as Keras 3's
  *  `EinsumDense.enable_lora` does it: `<layer>/query/kernel` (features,
  *  heads, key_dim) frozen, `<layer>/query/lora_kernel_a` A (features, heads,
  *  rank, HeUniform over fans features x heads) and
  *  `<layer>/query/lora_kernel_b` B (rank, key_dim, zeros), the kernel
  *  used being W + (alpha/rank)·A·B with the product over A's last axis
  *  (per head, A's slice times B); the same for value (value_dim in place
- *  of key_dim). Biases keep training. `alpha` 0 means `rank` (Keras's
+ *  of key_dim); their biases keep training. `alpha` 0 means `rank` (Keras's
  *  default, a scale of 1). Works on imported models, whose Dense layers
  *  carry their Gemm or MatMul node's name. kiln_model_save and
  *  kiln_model_export_onnx write the merged kernels W + (alpha/rank)·A·B and

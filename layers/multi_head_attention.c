@@ -197,13 +197,18 @@ static kiln_status mha_infer(void *config, kiln_layer_build *b)
                 add_bias(b, bias_names[p], 2, c->heads, last[p]);
         }
     }
-    /* As Keras 3's EinsumDense.enable_lora: the kernel freezes (its bias
-     * trains on), A (kernel's axes but the last, rank) is HeUniform over
-     * its fans as add_kernel counts them, B (rank, last) zeros. */
-    for (int p = 0; p < N_PROJ; p++) {
-        if (!adapted(c, p))
-            continue;
+    /* As KerasHub's enable_lora leaves a transformer's attention: the
+     * projections it does not adapt freeze whole; an adapted one as Keras
+     * 3's EinsumDense.enable_lora: the kernel freezes (its bias trains
+     * on), A (kernel's axes but the last, rank) is HeUniform over its fans
+     * as add_kernel counts them, B (rank, last) zeros. */
+    for (int p = 0; c->lora_rank > 0 && p < N_PROJ; p++) {
         b->params[kernel_index(c, p)].frozen = 1;
+        if (!adapted(c, p)) {
+            if (c->use_bias)
+                b->params[bias_index(p)].frozen = 1;
+            continue;
+        }
         const double fan_in = (double)in_dim[p] * (double)mid[p];
         b->params[b->n_params++] = (kiln_param_spec){
             .name = lora_a_names[p], .init = KILN_INIT_UNIFORM, .adapter = 1,
