@@ -11,6 +11,7 @@
  *                [--steps N] [--epochs N] [--lr X] [--seed N] [--devices SPEC]
  *                [--text DIR] [--val-windows N] [--warmup N] [--generate N]
  *                [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]
+ *                [--save FILE] [--init FILE] [--lora RANK] [--ema M]
  * --steps are training steps per epoch; --devices takes what KILN_DEVICES
  * takes; KILN_STRATEGY picks the strategy (one_device, mirrored, pipeline,
  * multi_worker under mpirun, where rank 0 prints and dumps). --warmup N
@@ -18,7 +19,13 @@
  * --dump DIR writes what test/bench/torch_char_lm.py needs to train the same
  * model in PyTorch: config.json, initial.safetensors, batches.bin (every
  * training window in order, T + 1 int32 ids each), losses.txt (each step's
- * loss) and final.safetensors. */
+ * loss) and final.safetensors.
+ * --save FILE writes the trained model (kiln_model_save); --init FILE
+ * starts from the weights of one (the same sizes), and with --lora RANK
+ * fine-tunes it as KerasHub's enable_lora does: LoRA of rank RANK (alpha
+ * RANK) on every block's attention (its query and value projections),
+ * every other weight frozen. --ema M keeps Keras's moving average of the
+ * weights (use_ema, momentum M), which validation and generation use. */
 #include "kiln.h"
 
 #include <dirent.h>
@@ -40,10 +47,11 @@
 
 typedef struct args {
     int blocks, width, heads, context, batch, steps, epochs, val_windows, warmup, generate;
-    float lr, temperature;
+    int lora;   /* rank; 0: none */
+    float lr, temperature, ema;
     kiln_activation gelu;   /* exact (erf) or the tanh approximation */
     uint64_t seed;
-    const char *devices, *text, *prompt, *dump;
+    const char *devices, *text, *prompt, *dump, *save, *init;
     int quiet;   /* under multi_worker every process trains; rank 0 reports */
 } args;
 
@@ -90,11 +98,15 @@ static const char usage[] =
     "               [--steps N] [--epochs N] [--lr X] [--seed N] [--devices SPEC]\n"
     "               [--text DIR] [--val-windows N] [--warmup N] [--generate N]\n"
     "               [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]\n"
+    "               [--save FILE] [--init FILE] [--lora RANK] [--ema M]\n"
     "Trains a character language model on the *.py files under --text, prints the\n"
     "validation bits per character after every epoch, then generated text. --steps\n"
     "are training steps per epoch; --devices takes what KILN_DEVICES takes;\n"
     "KILN_STRATEGY picks the strategy. --dump DIR writes what\n"
-    "test/bench/torch_char_lm.py needs to train the same model in PyTorch.\n";
+    "test/bench/torch_char_lm.py needs to train the same model in PyTorch.\n"
+    "--save FILE writes the trained model; --init FILE starts from one (same sizes);\n"
+    "--lora RANK (with --init) fine-tunes it with LoRA on the attention layers, every\n"
+    "other weight frozen; --ema M keeps a moving average of the weights.\n";
 
 /* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
  * stdout). */
@@ -150,6 +162,14 @@ static int parse_args(int argc, char **argv, args *a)
             a->gelu = KILN_ACTIVATION_GELU_TANH;
         else if (strcmp(o, "--dump") == 0)
             a->dump = v;
+        else if (strcmp(o, "--save") == 0)
+            a->save = v;
+        else if (strcmp(o, "--init") == 0)
+            a->init = v;
+        else if (strcmp(o, "--lora") == 0)
+            a->lora = atoi(v);
+        else if (strcmp(o, "--ema") == 0)
+            a->ema = (float)atof(v);
         else
             return fprintf(stderr, "unknown option %s\n", o), 0;
     }
@@ -158,6 +178,15 @@ static int parse_args(int argc, char **argv, args *a)
         a->generate < 0 || !(a->lr > 0.0f) || !(a->temperature > 0.0f))
         return fprintf(stderr, "bad option: sizes must be positive, the width a multiple of "
                                "the heads\n"), 0;
+    if (a->lora < 0 || !(a->ema >= 0.0f && a->ema < 1.0f))
+        return fprintf(stderr, "bad option: --lora needs a rank >= 1, --ema a momentum in "
+                               "(0, 1)\n"), 0;
+    if (a->lora && !a->init)
+        return fprintf(stderr, "--lora fine-tunes a trained model: give --init FILE (one "
+                               "that --save wrote)\n"), 0;
+    if (a->dump && (a->lora || a->ema > 0.0f))
+        return fprintf(stderr, "--dump writes the model torch_char_lm.py trains, which has "
+                               "no LoRA or moving average\n"), 0;
     return 1;
 }
 
@@ -374,6 +403,23 @@ static kiln_node block(kiln_model *m, kiln_node x, const args *a, int b)
     return kiln_add(m, sum2, 2, &(kiln_add_options){.name = add2});
 }
 
+/* --lora: LoRA on every attention layer, every other layer frozen. */
+static kiln_status enable_lora(kiln_model *m, const args *a)
+{
+    int32_t n = 0;
+    kiln_status st = kiln_model_layer_count(m, &n);
+    for (int32_t i = 0; st == KILN_OK && i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        if ((st = kiln_model_layer_info(m, i, &info)) != KILN_OK)
+            break;
+        if (strcmp(info.kind, "multi_head_attention") == 0)
+            st = kiln_model_enable_lora(m, info.name, a->lora, 0.0f);
+        else if (info.n_tensors > 0)
+            st = kiln_model_set_trainable(m, info.name, 0);
+    }
+    return st;
+}
+
 static kiln_model *decoder(kiln_context *ctx, const args *a)
 {
     kiln_model *m = NULL;
@@ -395,7 +441,43 @@ static kiln_model *decoder(kiln_context *ctx, const args *a)
         x = block(m, x, a, b);
     kiln_layer_normalization(m, x, &final_ln);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    if (a->lora && enable_lora(m, a) != KILN_OK) {
+        kiln_model_destroy(m);
+        return NULL;
+    }
     return m;
+}
+
+/* --init: a model without LoRA loads the file's weights (kiln_model_save's
+ * hold LoRA merged), and `m` takes every tensor of it by name; its
+ * adapters keep their initial values (B zeros: the loaded model's
+ * predictions). */
+static kiln_status init_from(kiln_model *m, kiln_context *ctx, const args *a,
+                             const kiln_compile_options *opts)
+{
+    args plain = *a;
+    plain.lora = 0;
+    kiln_model *from = decoder(ctx, &plain);
+    kiln_status st = from ? kiln_model_compile(from, opts) : KILN_ERROR_OUT_OF_MEMORY;
+    if (st == KILN_OK)
+        st = kiln_model_load_weights(from, a->init);
+    int32_t n = 0;
+    if (st == KILN_OK)
+        st = kiln_model_tensor_count(from, &n);
+    for (int32_t t = 0; st == KILN_OK && t < n; t++) {
+        kiln_parameter_info info = {.struct_size = sizeof info};
+        float *values = NULL;
+        if ((st = kiln_model_tensor_info(from, t, &info)) == KILN_OK &&
+            !(values = malloc((size_t)info.size * sizeof *values)))
+            st = KILN_ERROR_OUT_OF_MEMORY;
+        if (st == KILN_OK)
+            st = kiln_model_get_tensor(from, info.name, values, info.size);
+        if (st == KILN_OK)
+            st = kiln_model_set_tensor(m, info.name, values, info.size);
+        free(values);
+    }
+    kiln_model_destroy(from);
+    return st;
 }
 
 /* ---- training ---------------------------------------------------------- */
@@ -464,8 +546,27 @@ static kiln_status print_setup(kiln_model *m, const args *a)
         st = kiln_model_parameter_count(m, &params);
     if (st != KILN_OK)
         return st;
-    say(a, "model: %d blocks, width %d, %d heads, context %d, vocabulary %d: %lld parameters\n",
-           a->blocks, a->width, a->heads, a->context, VOCAB_SIZE, (long long)params);
+    int32_t tensors = 0;
+    int64_t trainable = 0;
+    if (st == KILN_OK)
+        st = kiln_model_tensor_count(m, &tensors);
+    for (int32_t t = 0; st == KILN_OK && t < tensors; t++) {
+        kiln_parameter_info info = {.struct_size = sizeof info};
+        if ((st = kiln_model_tensor_info(m, t, &info)) == KILN_OK && info.trainable)
+            trainable += info.size;
+    }
+    if (st != KILN_OK)
+        return st;
+    say(a, "model: %d blocks, width %d, %d heads, context %d, vocabulary %d: %lld parameters, "
+           "%lld trainable\n", a->blocks, a->width, a->heads, a->context, VOCAB_SIZE,
+           (long long)params, (long long)trainable);
+    if (a->lora)
+        say(a, "LoRA rank %d on every attention layer's query and value projections, the "
+               "other weights frozen, from %s\n", a->lora, a->init);
+    else if (a->init)
+        say(a, "initial weights from %s\n", a->init);
+    if (a->ema > 0.0f)
+        say(a, "moving average of the weights, momentum %g\n", (double)a->ema);
     say(a, "strategy: %s, %d %s, global batch %d, %d steps x %d epochs, Adam lr %g\n", strategy,
            (int)replicas, strcmp(strategy, "pipeline") == 0 ? "stage(s)" : "replica(s)",
            a->batch, a->steps, a->epochs, (double)a->lr);
@@ -599,6 +700,12 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
                mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0,
                mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0,
                (int)mem.batch_capacity, mem.workspace_bytes / 1048576.0);
+    if (st == KILN_OK)   /* the same in bytes, for test/bench/memory.sh */
+        say(a, "device memory bytes: parameters %llu, gradients %llu, optimizer %llu, "
+               "activations %llu, workspace %llu, peak %llu\n",
+            (unsigned long long)mem.parameter_bytes, (unsigned long long)mem.gradient_bytes,
+            (unsigned long long)mem.optimizer_bytes, (unsigned long long)mem.activation_bytes,
+            (unsigned long long)mem.workspace_bytes, (unsigned long long)mem.device_peak_bytes);
     if (batches && fclose(batches) != 0 && st == KILN_OK)
         st = KILN_ERROR_IO;
     if (steps_log.f && fclose(steps_log.f) != 0 && st == KILN_OK)
@@ -608,6 +715,8 @@ static kiln_status train(kiln_model *m, kiln_context *ctx, const stream *tr, con
         snprintf(path, sizeof path, "%s/final.safetensors", a->dump);
         st = kiln_model_save_weights(m, path);
     }
+    if (st == KILN_OK && a->save && (st = kiln_model_save(m, a->save)) == KILN_OK)
+        say(a, "saved %s%s\n", a->save, a->lora ? " (LoRA merged into the kernels)" : "");
     kiln_dataset_destroy(val);
     return st;
 }
@@ -634,11 +743,14 @@ int main(int argc, char **argv)
         return fprintf(stderr, "char_lm: %s\n", err), 1;
     kiln_model *m = decoder(ctx, &a);
     const kiln_optimizer_options adam = {.struct_size = sizeof adam, .kind = KILN_OPTIMIZER_ADAM,
-                                         .learning_rate = a.lr};
+                                         .learning_rate = a.lr, .use_ema = a.ema > 0.0f,
+                                         .ema_momentum = a.ema};
     const kiln_compile_options opts = {.struct_size = sizeof opts,
                                        .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                                        .optimizer = &adam};
     kiln_status st = m ? kiln_model_compile(m, &opts) : KILN_ERROR_OUT_OF_MEMORY;
+    if (st == KILN_OK && a.init)
+        st = init_from(m, ctx, &a, &opts);
     int32_t rank = 0;
     if (st == KILN_OK)
         st = kiln_model_rank(m, &rank, NULL);
