@@ -1,0 +1,66 @@
+#!/bin/sh
+# Device memory (kiln_model_memory of replica 0, in bytes) of two models
+# trained three ways: in full, with LoRA of rank 8, and with a moving
+# average of the weights (Keras's use_ema, momentum 0.99); Adam throughout.
+#   char LM: examples/char_lm at its default size (4 blocks, width 128, 4
+#     heads, context 64, batch 32), one step; LoRA on every attention
+#     layer's query and value projections, every other weight frozen,
+#     starting from the full run's saved model (--init, --lora 8).
+#   Dense stack: test/bench/bench_memory, 784 -> Dense(1024, relu) ->
+#     Dense(1024, relu) -> Dense(10, softmax), batch 128, one step; LoRA on
+#     all three Dense layers (their kernels frozen, biases trained).
+# It measures memory, not time: no peer, no repeats. Not a meson benchmark.
+#
+# Environment (defaults in brackets):
+#   BENCH_BUILD_DIR [build]    meson build folder, set up if missing
+#   BENCH_TEXT [the python3 standard library]  char_lm's --text
+# POCL_DEVICES passes through (default here: pthread). Prints a Markdown
+# table; bytes, trainable parameters in floats.
+set -eu
+cd "$(dirname "$0")/../.."
+build=${BENCH_BUILD_DIR:-build}
+text=${BENCH_TEXT:-$(python3 -c 'import os; print(os.path.dirname(os.__file__))')}
+export POCL_DEVICES="${POCL_DEVICES:-pthread}"
+
+[ -f "$build/build.ninja" ] || meson setup "$build"
+ninja -C "$build" examples/char_lm test/bench/bench_memory >/dev/null
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# "trainable parameters gradients optimizer activations workspace peak"
+# from char_lm's output (its "model:" and "device memory bytes:" lines).
+lm_row() {  # name [char_lm options]
+    name=$1
+    shift
+    "$build/examples/char_lm" --steps 1 --epochs 1 --val-windows 0 --generate 0 \
+        --text "$text" "$@" >"$tmp/$name" 2>&1 || { cat "$tmp/$name"; exit 1; }
+    trainable=$(sed -n 's/^model: .* \([0-9]*\) trainable$/\1/p' "$tmp/$name")
+    sed -n "s/^device memory bytes: parameters \([0-9]*\), gradients \([0-9]*\), optimizer \
+\([0-9]*\), activations \([0-9]*\), workspace \([0-9]*\), peak \([0-9]*\)$/$trainable \1 \2 \3 \
+\4 \5 \6/p" "$tmp/$name"
+}
+
+dense_row() {  # bench_memory arguments
+    "$build/test/bench/bench_memory" "$@" | sed -n "s/^dense_stack [a-z]*: trainable \([0-9]*\), \
+parameters \([0-9]*\), gradients \([0-9]*\), optimizer \([0-9]*\), activations \([0-9]*\), \
+workspace \([0-9]*\), peak \([0-9]*\)$/\1 \2 \3 \4 \5 \6 \7/p"
+}
+
+row() {  # model training values...
+    m=$1 t=$2
+    shift 2
+    [ $# -eq 7 ] || { echo "memory.sh: no memory line for $m, $t"; exit 1; }
+    echo "| $m | $t | $1 | $2 | $3 | $4 | $5 | $6 | $7 |"
+}
+
+echo "| model | training | trainable parameters | parameters | gradients | optimizer slots | activations | workspace | peak |"
+echo "|---|---|---|---|---|---|---|---|---|"
+row "char LM" full $(lm_row full --save "$tmp/base.kiln")
+row "char LM" "LoRA rank 8" $(lm_row lora --init "$tmp/base.kiln" --lora 8)
+row "char LM" "EMA 0.99" $(lm_row ema --ema 0.99)
+row "Dense stack" full $(dense_row full)
+row "Dense stack" "LoRA rank 8" $(dense_row lora 8)
+row "Dense stack" "EMA 0.99" $(dense_row ema 0.99)
+echo
+echo "device: $POCL_DEVICES (PoCL); bytes held on replica 0's device after one training step"
