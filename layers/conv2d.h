@@ -35,7 +35,7 @@ typedef struct conv2d_replica {
     struct {
         kiln_kernel *im2col, *col2im;                                   /* GEMM path */
         kiln_kernel *forward, *grad_partial, *reduce, *input_grad;     /* direct path */
-        kiln_kernel *wino_filter, *wino_input, *wino_output;           /* Winograd */
+        kiln_kernel *wino_filter, *wino_filter_flipped, *wino_input, *wino_output; /* Winograd */
     } kernels;
 } conv2d_replica;
 
