@@ -700,8 +700,8 @@ static const char *split_heads(kiln_onnx_graph *g, int32_t i, const char *x, int
 
 /* x W + b with a Keras kernel as the matrix it is in memory: (in, heads,
  * dim) as (in, heads x dim), the output's (heads, dim, out) as (heads x
- * dim, out); the bias flat. `proj` is Keras's name; out NULL: a name of
- * the layer's. */
+ * dim, out); the bias flat; each under its parameter's name (an imported
+ * one's own). `proj` is Keras's name; out NULL: a name of the layer's. */
 static const char *projection(kiln_onnx_graph *g, int32_t i, const char *x, const char *proj,
                               const char *out)
 {
@@ -714,9 +714,25 @@ static const char *projection(kiln_onnx_graph *g, int32_t i, const char *x, cons
     const int64_t cols = strcmp(proj, "attention_output") == 0
                              ? spec->shape.dims[spec->shape.rank - 1]
                              : size / spec->shape.dims[0];
-    const int64_t dims[2] = {size / cols, cols};
-    const char *args[2] = {x, kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/%s/kernel", name,
-                                                                       proj), 2, dims, w)};
+    const int64_t rows = size / cols, dims[2] = {rows, cols}, back[2] = {cols, rows};
+    const char *kernel = kiln_onnx_printf(g, "%s/kernel", proj);
+    const char *args[2] = {x, NULL};
+    if (g->layers[i].param_transposed[spec - g->layers[i].params]) {
+        /* Imported from PyTorch's (out, in) weights: written back so, under
+         * the parameter's name, and transposed as PyTorch writes a Linear. */
+        float *t = kiln_onnx_alloc(g, (size_t)size * sizeof *t);
+        if (!t)
+            return NULL;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                t[c * rows + r] = w[r * cols + c];
+        const char *held = kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, kernel), 2, back, t);
+        args[1] = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s/kernel_t", name, proj));
+        kiln_onnx_attr_ints(g, kiln_onnx_add_node(g, "Transpose", &held, 1, args[1]), "perm",
+                            (const int64_t[]){1, 0}, 2);
+    } else {
+        args[1] = kiln_onnx_add_floats(g, kiln_onnx_param_name(g, i, kernel), 2, dims, w);
+    }
     const float *b = kiln_onnx_param(g, i, kiln_onnx_printf(g, "%s/bias", proj), NULL);
     const char *product = b || !out
                               ? kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s", name, proj))
@@ -724,8 +740,10 @@ static const char *projection(kiln_onnx_graph *g, int32_t i, const char *x, cons
     kiln_onnx_add_node(g, "MatMul", args, 2, product);
     if (!b)
         return product;
-    const char *sum[2] = {product, kiln_onnx_add_floats(g, kiln_onnx_printf(g, "%s/%s/bias", name,
-                                                                            proj), 1, &cols, b)};
+    const char *sum[2] = {product, kiln_onnx_add_floats(g, kiln_onnx_param_name(
+                                                           g, i, kiln_onnx_printf(g, "%s/bias",
+                                                                                  proj)),
+                                                       1, &cols, b)};
     const char *biased = out ? out : kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/%s_biased",
                                                                                name, proj));
     kiln_onnx_add_node(g, "Add", sum, 2, biased);

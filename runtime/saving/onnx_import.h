@@ -67,6 +67,9 @@ typedef struct kiln_importer {
     /* Per node: the one op a pattern's chain that starts there is imported
      * as (onnx_import_patterns.c), or NULL. */
     const KilnOnnx__NodeProto **replace;
+    /* Why the Transpose being imported is not nn.MultiheadAttention's
+     * block, where it nearly is (onnx_import_attention.c), or NULL. */
+    const char *attention_miss;
 } kiln_importer;
 
 /* The value named `name`, or NULL. */
@@ -116,6 +119,16 @@ kiln_status kiln_import_made(kiln_importer *im, const KilnOnnx__NodeProto *n, ki
                              int cl);
 /* How many nodes and graph outputs read the value `name`. */
 int kiln_import_readers(const kiln_importer *im, const char *name);
+
+/* nn.MultiheadAttention's exported block from its first Transpose, node k,
+ * imported as one MultiHeadAttention layer and its nodes skipped (*found
+ * 1); otherwise nothing is imported (*found 0, attention_miss saying why
+ * when the block nearly matched) (onnx_import_attention.c). */
+kiln_status kiln_import_attention(kiln_importer *im, size_t k, int *found);
+/* A layer's name for node name `name`: itself, or (over 63 bytes, kiln's
+ * limit) "<8 hex digits of its hash>~<its last 54 bytes>"; NULL when out
+ * of memory. */
+const char *kiln_import_layer_name(kiln_importer *im, const char *name);
 
 /* Marks the chains of ops that are one function kiln has as one layer
  * (GELU, LayerNorm), before the nodes are imported (onnx_import_patterns.c). */

@@ -724,7 +724,11 @@ static kiln_status import_transpose(kiln_importer *im, const KilnOnnx__NodeProto
     if (!ok)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Transpose): perm "
                           "must be given, a permutation of the input's %d axes that keeps the "
-                          "batch (axis 0) first", name, v->rank);
+                          "batch (axis 0) first%s%s%s", name, v->rank,
+                          im->attention_miss ? " (it begins what reads as nn.MultiheadAttention's "
+                          "block, which kiln imports as one layer, but " : "",
+                          im->attention_miss ? im->attention_miss : "",
+                          im->attention_miss ? ")" : "");
     const int64_t *p = perm->ints;
     const int to_cl = v->rank == 4 && p[1] == 2 && p[2] == 3 && p[3] == 1;
     const int from_cl = v->rank == 4 && p[1] == 3 && p[2] == 1 && p[3] == 2;
@@ -1345,6 +1349,15 @@ static const struct {
     {.op = "Where", .handler = kiln_import_equal_where},
 };
 
+const char *kiln_import_layer_name(kiln_importer *im, const char *name)
+{
+    const size_t len = strlen(name);
+    if (len <= 63)
+        return name;
+    return kiln_onnx_printf(&im->mem, "%08x~%s", (unsigned)(kiln_hash(KILN_HASH_SEED, name, len) &
+                                                            0xffffffffu), name + len - 54);
+}
+
 kiln_status kiln_import_node(kiln_importer *im, size_t k)
 {
     const KilnOnnx__NodeProto *n = im->replace[k] ? im->replace[k] : im->g->node[k];
@@ -1355,14 +1368,12 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
      * named "<8 hex digits of the whole name's hash>~<its last 54 bytes>",
      * stable and unique in practice. */
     KilnOnnx__NodeProto renamed;
-    const size_t len = strlen(name);
-    if (len > 63) {
-        char *s = kiln_onnx_printf(&im->mem, "%08x~%s", (unsigned)(kiln_hash(KILN_HASH_SEED, name,
-                                   len) & 0xffffffffu), name + len - 54);
+    if (strlen(name) > 63) {
+        const char *s = kiln_import_layer_name(im, name);
         if (!s)
             return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
         renamed = *n;
-        renamed.name = s;
+        renamed.name = (char *)s;
         n = &renamed;
         name = s;
     }
@@ -1395,6 +1406,13 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
     if (strcmp(op, "Identity") == 0 && n->n_input != 1)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
                           "inputs", name, n->n_input);
+    im->attention_miss = NULL;
+    if (strcmp(op, "Transpose") == 0 && !im->replace[k]) {   /* nn.MultiheadAttention's? */
+        int found;
+        const kiln_status st = kiln_import_attention(im, k, &found);
+        if (st != KILN_OK || found)
+            return st;
+    }
     return ops[i].handler ? ops[i].handler(im, n)
                           : import_kind_or(im, n, ops[i].kind, ops[i].or_kind, NULL);
 }

@@ -1,0 +1,782 @@
+/* nn.MultiheadAttention as torch.onnx.export (PyTorch 1.13) writes it, self-
+ * attention with no mask or a causal one, imported as one kiln
+ * MultiHeadAttention layer (onnx_import.h). PyTorch computes it in (T, N, E)
+ * order whatever batch_first says, folding the batch into the heads, which
+ * kiln (the batch first, a sample at a time) cannot import op by op. The
+ * block, from its input x (N, T, E):
+ *   Transpose(x, 1 0 2) -> MatMul(., Transpose(in_proj_weight)) -> Add(in_proj_bias)
+ *   -> three Slices of the last axis, [0, E) [E, 2E) [2E, 3E): q, k, v
+ *   -> each Reshape (T, N*heads, d); q: Transpose(1 0 2) -> Div(sqrt d) or Mul(1/sqrt d);
+ *      k: Transpose(1 2 0); v: Transpose(1 0 2)
+ *   -> MatMul(q, k) [-> Mul(., 1) -> Add(., Mul(mask, 1)): attn_mask, causal only]
+ *   -> Softmax(last axis) -> MatMul(., v) -> Transpose(1 0 2) -> Reshape (T*N, E)
+ *   -> Gemm(out_proj.weight, out_proj.bias, transB) -> Reshape (T, N, E) -> Transpose(1 0 2)
+ * The Slice bounds and Reshape shapes are Shape arithmetic of the block's
+ * own values; they are evaluated here, for two batch sizes, from the
+ * shapes the block's values must have. The block is taken only when every
+ * value inside it is read inside it (the last alone leaves); the shape
+ * arithmetic is skipped with it, and a constant it shares with a later
+ * block (PyTorch reuses one Unsqueeze of the mask) is recorded as the
+ * constant it is. Anything else is imported op by op, where the first
+ * Transpose is refused, with the reason this block was not taken. */
+#include "runtime/saving/onnx_import.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_INTERNAL 24
+#define MAX_DEPTH 24
+
+/* A small tensor of the shape arithmetic, as doubles. */
+typedef struct att_value {
+    int rank;
+    int64_t dims[KILN_MAX_RANK + 1];
+    int64_t count;
+    double *v;
+    int real;        /* float values (else integers) */
+    int varies;      /* depends on the batch's size */
+} att_value;
+
+/* The shape of one of the block's values. */
+typedef struct att_shape {
+    const char *name;
+    int rank;
+    int64_t dims[3];
+    int batch_axis;   /* that axis is dims * the batch */
+} att_shape;
+
+typedef struct att_match {
+    kiln_importer *im;
+    const KilnOnnx__GraphProto *g;
+    char *mark;      /* per node: 1 the block's chain, 2 its shape arithmetic */
+    char *varies;    /* per node marked 2: its value depends on the batch */
+    int64_t batch;   /* the batch size the shape arithmetic is evaluated at */
+    att_shape internal[MAX_INTERNAL];
+    int n_internal;
+    char why[200];
+} att_match;
+
+static size_t maker(const att_match *m, const char *name)
+{
+    for (size_t k = 0; k < m->g->n_node; k++)
+        for (size_t o = 0; o < m->g->node[k]->n_output; o++)
+            if (strcmp(m->g->node[k]->output[o], name) == 0)
+                return k;
+    return SIZE_MAX;
+}
+
+/* The one reader of `name` that is not a Shape node, if it is an `op`
+ * (SIZE_MAX otherwise); the closure check in take_block sees the rest. */
+static size_t main_reader(const att_match *m, const char *name, const char *op)
+{
+    size_t found = SIZE_MAX;
+    int count = 0;
+    for (size_t k = 0; k < m->g->n_node; k++) {
+        const KilnOnnx__NodeProto *n = m->g->node[k];
+        for (size_t i = 0; i < n->n_input; i++)
+            if (strcmp(n->input[i], name) == 0) {
+                if (strcmp(n->op_type, "Shape") != 0) {
+                    found = k;
+                    count++;
+                }
+                break;
+            }
+    }
+    if (count != 1 || strcmp(m->g->node[found]->op_type, op) != 0 ||
+        m->g->node[found]->n_output != 1 || m->im->skip[found])
+        return SIZE_MAX;
+    return found;
+}
+
+static const KilnOnnx__AttributeProto *attribute(const KilnOnnx__NodeProto *n, const char *name)
+{
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (strcmp(n->attribute[k]->name, name) == 0)
+            return n->attribute[k];
+    return NULL;
+}
+
+static int64_t attr_int(const KilnOnnx__NodeProto *n, const char *name, int64_t fallback)
+{
+    const KilnOnnx__AttributeProto *a = attribute(n, name);
+    return a ? a->i : fallback;
+}
+
+/* A Transpose of one attribute, perm (p0, p1, p2). */
+static int transpose_is(const KilnOnnx__NodeProto *n, int p0, int p1, int p2)
+{
+    const KilnOnnx__AttributeProto *p = attribute(n, "perm");
+    return n->n_attribute == 1 && p && p->n_ints == 3 && p->ints[0] == p0 && p->ints[1] == p1 &&
+           p->ints[2] == p2;
+}
+
+static void internal(att_match *m, const char *name, int rank, int64_t d0, int64_t d1,
+                     int64_t d2, int batch_axis)
+{
+    if (m->n_internal < MAX_INTERNAL)
+        m->internal[m->n_internal++] = (att_shape){
+            .name = name, .rank = rank, .dims = {d0, d1, d2}, .batch_axis = batch_axis};
+}
+
+static int alloc_value(att_match *m, att_value *out, int rank, const int64_t *dims)
+{
+    out->rank = rank;
+    out->count = 1;
+    for (int d = 0; d < rank; d++) {
+        out->dims[d] = dims[d];
+        out->count *= dims[d];
+    }
+    out->v = out->count >= 0 && out->count < (1 << 24)
+                 ? kiln_onnx_alloc(&m->im->mem, (size_t)(out->count + 1) * sizeof *out->v)
+                 : NULL;
+    return out->v != NULL;
+}
+
+static int eval(att_match *m, const char *name, int depth, att_value *out);
+
+/* Input i of node n evaluated (0 when absent or not evaluable). */
+static int eval_input(att_match *m, const KilnOnnx__NodeProto *n, size_t i, int depth,
+                      att_value *out)
+{
+    return i < n->n_input && *n->input[i] && eval(m, n->input[i], depth + 1, out);
+}
+
+/* Element-wise arithmetic: operands of one shape, or one of one value. */
+static int arithmetic(att_match *m, const KilnOnnx__NodeProto *n, int depth, att_value *out)
+{
+    att_value a, b;
+    if (n->n_input != 2 || !eval_input(m, n, 0, depth, &a) || !eval_input(m, n, 1, depth, &b))
+        return 0;
+    const att_value *big = a.count >= b.count && (a.count > 1 || a.rank >= b.rank) ? &a : &b;
+    int same = a.rank == b.rank;
+    for (int d = 0; same && d < a.rank; d++)
+        same = a.dims[d] == b.dims[d];
+    if ((!same && a.count != 1 && b.count != 1) || !alloc_value(m, out, big->rank, big->dims))
+        return 0;
+    const char op = n->op_type[0];
+    out->real = a.real || b.real;
+    out->varies = a.varies || b.varies;
+    for (int64_t k = 0; k < out->count; k++) {
+        const double x = a.v[a.count == 1 ? 0 : k], y = b.v[b.count == 1 ? 0 : k];
+        if (!out->real && op == 'D' && y == 0)
+            return 0;
+        out->v[k] = op == 'A' ? x + y : op == 'S' ? x - y : op == 'M' ? x * y
+                    : out->real ? x / y : trunc(x / y);
+    }
+    return 1;
+}
+
+/* Shape of one of the block's values, or of the computed input. */
+static int shape_of(att_match *m, const KilnOnnx__NodeProto *n, att_value *out)
+{
+    if (n->n_attribute)   /* opset 15's start and end */
+        return 0;
+    for (int k = 0; k < m->n_internal; k++)
+        if (strcmp(m->internal[k].name, n->input[0]) == 0) {
+            const int64_t one = m->internal[k].rank;
+            if (!alloc_value(m, out, 1, &one))
+                return 0;
+            for (int d = 0; d < m->internal[k].rank; d++)
+                out->v[d] = (double)m->internal[k].dims[d] *
+                            (d == m->internal[k].batch_axis ? (double)m->batch : 1.0);
+            out->varies = 1;
+            return 1;
+        }
+    return 0;
+}
+
+static int gather(att_match *m, const KilnOnnx__NodeProto *n, int depth, att_value *out)
+{
+    att_value data, at;
+    if (n->n_input != 2 || attr_int(n, "axis", 0) != 0 || !eval_input(m, n, 0, depth, &data) ||
+        !eval_input(m, n, 1, depth, &at) || data.rank != 1 || at.rank > 1 || at.real ||
+        !alloc_value(m, out, at.rank, at.dims))
+        return 0;
+    for (int64_t k = 0; k < at.count; k++) {
+        const int64_t i = (int64_t)at.v[k] < 0 ? (int64_t)at.v[k] + data.count : (int64_t)at.v[k];
+        if (i < 0 || i >= data.count)
+            return 0;
+        out->v[k] = data.v[i];
+    }
+    out->real = data.real;
+    out->varies = data.varies || at.varies;
+    return 1;
+}
+
+static int unsqueeze(att_match *m, const KilnOnnx__NodeProto *n, int depth, att_value *out)
+{
+    att_value data, axes;
+    const KilnOnnx__AttributeProto *a = attribute(n, "axes");
+    if (!eval_input(m, n, 0, depth, &data))
+        return 0;
+    if (a) {
+        axes.count = axes.rank = 1;
+        axes.dims[0] = (int64_t)a->n_ints;
+        if (!alloc_value(m, &axes, 1, axes.dims))
+            return 0;
+        for (size_t k = 0; k < a->n_ints; k++)
+            axes.v[k] = (double)a->ints[k];
+    } else if (!eval_input(m, n, 1, depth, &axes)) {
+        return 0;
+    }
+    const int rank = data.rank + (int)axes.count;
+    if (rank > KILN_MAX_RANK + 1)
+        return 0;
+    int64_t dims[KILN_MAX_RANK + 1];
+    int inserted[KILN_MAX_RANK + 1] = {0};
+    for (int64_t k = 0; k < axes.count; k++) {
+        const int axis = (int)axes.v[k] < 0 ? (int)axes.v[k] + rank : (int)axes.v[k];
+        if (axis < 0 || axis >= rank || inserted[axis])
+            return 0;
+        inserted[axis] = 1;
+    }
+    for (int d = 0, from = 0; d < rank; d++)
+        dims[d] = inserted[d] ? 1 : data.dims[from++];
+    if (!alloc_value(m, out, rank, dims))
+        return 0;
+    memcpy(out->v, data.v, (size_t)data.count * sizeof *out->v);
+    out->real = data.real;
+    out->varies = data.varies;
+    return 1;
+}
+
+static int concat(att_match *m, const KilnOnnx__NodeProto *n, int depth, att_value *out)
+{
+    att_value parts[8];
+    int64_t total = 0;
+    if (n->n_input > 8 || attr_int(n, "axis", 1) != 0)
+        return 0;
+    for (size_t i = 0; i < n->n_input; i++) {
+        if (!eval_input(m, n, i, depth, &parts[i]) || parts[i].rank != 1)
+            return 0;
+        total += parts[i].count;
+    }
+    if (!alloc_value(m, out, 1, &total))
+        return 0;
+    out->real = out->varies = 0;
+    for (size_t i = 0, at = 0; i < n->n_input; at += (size_t)parts[i].count, i++) {
+        memcpy(out->v + at, parts[i].v, (size_t)parts[i].count * sizeof *out->v);
+        out->real |= parts[i].real;
+        out->varies |= parts[i].varies;
+    }
+    return 1;
+}
+
+static int cast(att_match *m, const KilnOnnx__NodeProto *n, int depth, att_value *out)
+{
+    const int64_t to = attr_int(n, "to", 0);
+    if ((to != KILN_ONNX_FLOAT && to != KILN_ONNX_INT64) || !eval_input(m, n, 0, depth, out))
+        return 0;
+    out->real = to == KILN_ONNX_FLOAT;
+    for (int64_t k = 0; !out->real && k < out->count; k++)
+        out->v[k] = trunc(out->v[k]);
+    return 1;
+}
+
+/* The value `name` of the shape arithmetic: a constant the importer holds,
+ * or a node's result (the node marked as part of the block). */
+static int eval(att_match *m, const char *name, int depth, att_value *out)
+{
+    kiln_importer *im = m->im;
+    memset(out, 0, sizeof *out);
+    const kiln_import_value *c = kiln_import_find(im, name);
+    if (c && c->computed)
+        return 0;
+    if (!c) {
+        const size_t k = maker(m, name);
+        if (k == SIZE_MAX || depth > MAX_DEPTH || m->mark[k] == 1 || im->skip[k])
+            return 0;
+        const KilnOnnx__NodeProto *n = m->g->node[k];
+        const char *op = n->op_type;
+        int ok = 0;
+        if (n->n_output != 1 || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0))
+            return 0;
+        if (strcmp(op, "Constant") == 0) {
+            const KilnOnnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
+            /* A Constant that does not decode is refused when it is
+             * imported itself. */
+            if (!a || strcmp(a->name, "value") != 0 || !a->t ||
+                kiln_import_tensor(im, a->t, name, kiln_import_node_name(n)) != KILN_OK)
+                return 0;
+            m->mark[k] = 2;
+            return eval(m, name, depth + 1, out);
+        }
+        if (strcmp(op, "Shape") == 0)
+            ok = shape_of(m, n, out);
+        else if (strcmp(op, "Gather") == 0)
+            ok = gather(m, n, depth, out);
+        else if (strcmp(op, "Unsqueeze") == 0)
+            ok = unsqueeze(m, n, depth, out);
+        else if (strcmp(op, "Concat") == 0)
+            ok = concat(m, n, depth, out);
+        else if (strcmp(op, "Cast") == 0)
+            ok = cast(m, n, depth, out);
+        else if (strcmp(op, "Add") == 0 || strcmp(op, "Sub") == 0 || strcmp(op, "Mul") == 0 ||
+                 strcmp(op, "Div") == 0)
+            ok = arithmetic(m, n, depth, out);
+        if (ok) {
+            m->mark[k] = 2;
+            m->varies[k] |= (char)out->varies;
+        }
+        return ok;
+    }
+    if (!alloc_value(m, out, c->rank, c->dims))
+        return 0;
+    for (int64_t k = 0; k < out->count; k++)
+        out->v[k] = c->f ? (double)c->f[k] : (double)c->ints[k];
+    out->real = c->f != NULL;
+    return 1;
+}
+
+/* `name` evaluated at batch sizes 2 and 5 equals `want` with `batch_axis`
+ * multiplied by the batch (-1: none). */
+static int shape_is(att_match *m, const char *name, int rank, const int64_t *want,
+                    int batch_axis)
+{
+    static const int64_t batches[2] = {2, 5};
+    for (int b = 0; b < 2; b++) {
+        att_value v;
+        m->batch = batches[b];
+        if (!eval(m, name, 0, &v) || v.real || v.rank != 1 || v.count != rank)
+            return 0;
+        for (int d = 0; d < rank; d++)
+            if (v.v[d] != (double)want[d] * (d == batch_axis ? (double)batches[b] : 1.0))
+                return 0;
+    }
+    return 1;
+}
+
+/* A float constant of `rank` whose dims are `dims`; its values, or NULL. */
+static const kiln_import_value *weight(att_match *m, const char *name, int rank, int64_t d0,
+                                       int64_t d1)
+{
+    const kiln_import_value *v = kiln_import_find(m->im, name);
+    if (!v || v->computed || !v->f || v->rank != rank || v->dims[0] != d0 ||
+        (rank == 2 && v->dims[1] != d1))
+        return NULL;
+    return v;
+}
+
+#define NEED(cond, ...)                                                                       \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            snprintf(m->why, sizeof m->why, __VA_ARGS__);                                     \
+            return 0;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+/* What the block holds, once matched. */
+typedef struct att_block {
+    const kiln_import_value *w, *b, *wo, *bo;   /* in_proj (3E, E), (3E); out_proj (E, E), (E) */
+    int64_t t, e, heads, dim;
+    int causal;
+    size_t last;                                /* the final Transpose */
+} att_block;
+
+/* The mask term of Add(scores, term): Mul(mask, 1), or the mask; 1 when it
+ * is PyTorch's causal mask (0 on and below the diagonal, -inf above). */
+static int causal_mask(att_match *m, const char *term, int64_t t)
+{
+    att_value v;
+    m->batch = 2;
+    if (!eval(m, term, 0, &v) || !v.real || v.varies || v.count != t * t ||
+        (v.rank == 3 && v.dims[0] != 1) || v.rank < 2 || v.rank > 3)
+        return 0;
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t c = 0; c < t; c++)
+            if (c <= r ? v.v[r * t + c] != 0.0 : !(isinf(v.v[r * t + c]) && v.v[r * t + c] < 0))
+                return 0;
+    return 1;
+}
+
+/* The chain from the Transpose of x at node k; 1 when it is the block. */
+static int match(att_match *m, size_t k, att_block *blk)
+{
+    const KilnOnnx__GraphProto *g = m->g;
+    const KilnOnnx__NodeProto *t0 = g->node[k];
+    const kiln_import_value *x = kiln_import_find(m->im, t0->input[0]);
+    if (!x || !x->computed || x->rank != 3 || !transpose_is(t0, 1, 0, 2) || t0->n_output != 1)
+        return 0;
+    const int64_t t = blk->t = x->dims[1], e = blk->e = x->dims[2];
+    m->mark[k] = 1;
+    internal(m, t0->output[0], 3, t, 1, e, 1);
+    /* The packed projection. */
+    const size_t mm = main_reader(m, t0->output[0], "MatMul");
+    if (mm == SIZE_MAX || strcmp(g->node[mm]->input[0], t0->output[0]) != 0)
+        return 0;
+    const char *wt = g->node[mm]->input[1];
+    const kiln_import_value *folded = kiln_import_find(m->im, wt);
+    const size_t tw = maker(m, wt);
+    const char *w_name = folded && !folded->computed && folded->transpose_of ? folded->transpose_of
+                         : tw != SIZE_MAX && strcmp(g->node[tw]->op_type, "Transpose") == 0 &&
+                                 g->node[tw]->n_input == 1 ? g->node[tw]->input[0] : NULL;
+    if (!w_name || !(blk->w = weight(m, w_name, 2, 3 * e, e)))
+        return 0;
+    if (tw != SIZE_MAX) {
+        m->mark[tw] = 2;
+        m->varies[tw] = 1;   /* never recorded as a constant: it must be the block's alone */
+    }
+    m->mark[mm] = 1;
+    internal(m, g->node[mm]->output[0], 3, t, 1, 3 * e, 1);
+    const size_t add = main_reader(m, g->node[mm]->output[0], "Add");
+    NEED(add != SIZE_MAX, "the packed in_proj MatMul '%s' is not followed by an Add of its "
+         "bias alone", kiln_import_node_name(g->node[mm]));
+    const KilnOnnx__NodeProto *an = g->node[add];
+    const char *bias = strcmp(an->input[0], g->node[mm]->output[0]) == 0 ? an->input[1]
+                                                                           : an->input[0];
+    NEED(an->n_input == 2 && (blk->b = weight(m, bias, 1, 3 * e, 0)), "the in_proj bias '%s' "
+         "is not a (%lld) initializer", bias, (long long)(3 * e));
+    m->mark[add] = 1;
+    const char *packed = an->output[0];
+    internal(m, packed, 3, t, 1, 3 * e, 1);
+    /* q, k and v: three Slices of the last axis. */
+    size_t slice[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    int n_slices = 0;
+    for (size_t j = 0; j < g->n_node; j++) {
+        const KilnOnnx__NodeProto *n = g->node[j];
+        if (n->n_input < 1 || strcmp(n->input[0], packed) != 0 ||
+            strcmp(n->op_type, "Shape") == 0)
+            continue;
+        NEED(strcmp(n->op_type, "Slice") == 0 && n->n_input >= 4 && n->n_input <= 5 &&
+             n->n_output == 1 && n_slices < 3, "the packed q, k, v '%s' is read by node '%s' "
+             "(%s); PyTorch writes three Slices", packed, kiln_import_node_name(n), n->op_type);
+        att_value start, end, axes, steps;
+        m->batch = 2;
+        NEED(eval_input(m, n, 1, 0, &start) && eval_input(m, n, 2, 0, &end) &&
+             eval_input(m, n, 3, 0, &axes) && start.count == 1 && end.count == 1 &&
+             axes.count == 1 && (axes.v[0] == -1 || axes.v[0] == 2) &&
+             (n->n_input < 5 || (eval_input(m, n, 4, 0, &steps) && steps.count == 1 &&
+                                 steps.v[0] == 1)), "Slice '%s' of the packed q, k, v does "
+             "not take a third of the last axis", kiln_import_node_name(n));
+        const int64_t part = (int64_t)start.v[0] / e;
+        NEED((int64_t)start.v[0] == part * e && part >= 0 && part < 3 &&
+             (int64_t)end.v[0] == (part + 1) * e && slice[part] == SIZE_MAX, "Slice '%s' of "
+             "the packed q, k, v takes [%g, %g), not a third of %lld", kiln_import_node_name(n),
+             start.v[0], end.v[0], (long long)(3 * e));
+        slice[part] = j;
+        m->mark[j] = 1;
+        internal(m, n->output[0], 3, t, 1, e, 1);
+        n_slices++;
+    }
+    NEED(n_slices == 3, "the packed q, k, v '%s' is sliced %d times, not 3", packed, n_slices);
+    /* Each Reshape to (T, N * heads, d), then its Transpose. */
+    size_t by_head[3];
+    static const int perms[3][3] = {{1, 0, 2}, {1, 2, 0}, {1, 0, 2}};
+    for (int p = 0; p < 3; p++) {
+        const size_t r = main_reader(m, g->node[slice[p]]->output[0], "Reshape");
+        NEED(r != SIZE_MAX && attr_int(g->node[r], "allowzero", 0) == 0 &&
+             g->node[r]->n_input == 2, "the %s slice is not reshaped to (T, N * heads, d)",
+             p == 0 ? "query" : p == 1 ? "key" : "value");
+        att_value v;
+        m->batch = 2;
+        NEED(eval(m, g->node[r]->input[1], 0, &v) && v.count == 3 && !v.real &&
+             (int64_t)v.v[1] % 2 == 0 && v.v[1] > 0, "the Reshape '%s' of the %s slice has "
+             "a shape kiln cannot evaluate", kiln_import_node_name(g->node[r]),
+             p == 0 ? "query" : p == 1 ? "key" : "value");
+        const int64_t heads = (int64_t)v.v[1] / 2;
+        const int64_t want[3] = {t, heads, heads ? e / heads : 0};
+        NEED(heads > 0 && e % heads == 0 && (p == 0 || heads == blk->heads) &&
+             shape_is(m, g->node[r]->input[1], 3, want, 1), "the Reshape '%s' does not split "
+             "E = %lld into heads of one size, (T, N * heads, E / heads)",
+             kiln_import_node_name(g->node[r]), (long long)e);
+        blk->heads = heads;
+        blk->dim = e / heads;
+        m->mark[r] = 1;
+        internal(m, g->node[r]->output[0], 3, t, heads, e / heads, 1);
+        by_head[p] = main_reader(m, g->node[r]->output[0], "Transpose");
+        NEED(by_head[p] != SIZE_MAX &&
+             transpose_is(g->node[by_head[p]], perms[p][0], perms[p][1], perms[p][2]),
+             "the %s heads are not transposed as PyTorch's attention transposes them",
+             p == 0 ? "query" : p == 1 ? "key" : "value");
+        m->mark[by_head[p]] = 1;
+    }
+    /* The query's scale: 1 / sqrt(d), as a Div by sqrt(d) or a Mul. */
+    const char *q = g->node[by_head[0]]->output[0];
+    size_t scale = main_reader(m, q, "Div");
+    const int divides = scale != SIZE_MAX;
+    scale = divides ? scale : main_reader(m, q, "Mul");
+    NEED(scale != SIZE_MAX && g->node[scale]->n_input == 2, "the query heads are not scaled "
+         "by a Div or Mul");
+    const KilnOnnx__NodeProto *sn = g->node[scale];
+    att_value s;
+    m->batch = 2;
+    NEED((divides ? strcmp(sn->input[0], q) == 0 : 1) &&
+         eval(m, strcmp(sn->input[0], q) == 0 ? sn->input[1] : sn->input[0], 0, &s) &&
+         s.count == 1, "the query's scale '%s' is not a constant", kiln_import_node_name(sn));
+    const float want_scale = divides ? (float)sqrt((double)blk->dim)
+                                     : (float)(1.0 / sqrt((double)blk->dim));
+    NEED((float)s.v[0] == want_scale, "the query is scaled by %s %.9g; kiln's MultiHeadAttention "
+         "scales by 1/sqrt(d) = 1/sqrt(%lld) only", divides ? "1 /" : "", s.v[0],
+         (long long)blk->dim);
+    m->mark[scale] = 1;
+    const size_t scores = main_reader(m, sn->output[0], "MatMul");
+    NEED(scores != SIZE_MAX && strcmp(g->node[scores]->input[0], sn->output[0]) == 0 &&
+         strcmp(g->node[scores]->input[1], g->node[by_head[1]]->output[0]) == 0,
+         "the scaled query does not multiply the keys");
+    m->mark[scores] = 1;
+    /* An attn_mask: baddbmm(mask, q, k) is Mul(scores, 1) + Mul(mask, 1). */
+    const char *logits = g->node[scores]->output[0];
+    size_t soft = main_reader(m, logits, "Softmax");
+    if (soft == SIZE_MAX) {
+        size_t one = main_reader(m, logits, "Mul"), sum;
+        att_value a;
+        m->batch = 2;
+        if (one != SIZE_MAX) {
+            const KilnOnnx__NodeProto *on = g->node[one];
+            NEED(on->n_input == 2 && eval(m, strcmp(on->input[0], logits) == 0 ? on->input[1]
+                                                                               : on->input[0],
+                                          0, &a) && a.count == 1 && a.v[0] == 1.0,
+                 "the scores are multiplied by '%s', not 1", kiln_import_node_name(on));
+            m->mark[one] = 1;
+            logits = on->output[0];
+        }
+        sum = main_reader(m, logits, "Add");
+        NEED(sum != SIZE_MAX && g->node[sum]->n_input == 2, "the scores '%s' are read by "
+             "something other than a Softmax or an attention mask's Add", logits);
+        const KilnOnnx__NodeProto *mn = g->node[sum];
+        const char *term = strcmp(mn->input[0], logits) == 0 ? mn->input[1] : mn->input[0];
+        NEED(causal_mask(m, term, t), "attention mask '%s' is not a causal mask (0 on and "
+             "below the diagonal, -inf above, as nn.Transformer.generate_square_subsequent_"
+             "mask), the only mask kiln's MultiHeadAttention takes", term);
+        blk->causal = 1;
+        m->mark[sum] = 1;
+        soft = main_reader(m, mn->output[0], "Softmax");
+    }
+    NEED(soft != SIZE_MAX && (attr_int(g->node[soft], "axis", -1) == -1 ||
+                              attr_int(g->node[soft], "axis", -1) == 2),
+         "the scores' Softmax is not over the last axis");
+    m->mark[soft] = 1;
+    const size_t weigh = main_reader(m, g->node[soft]->output[0], "MatMul");
+    NEED(weigh != SIZE_MAX && strcmp(g->node[weigh]->input[0], g->node[soft]->output[0]) == 0 &&
+         strcmp(g->node[weigh]->input[1], g->node[by_head[2]]->output[0]) == 0,
+         "the probabilities do not multiply the values (a Dropout between them is not imported)");
+    m->mark[weigh] = 1;
+    const size_t back = main_reader(m, g->node[weigh]->output[0], "Transpose");
+    NEED(back != SIZE_MAX && transpose_is(g->node[back], 1, 0, 2), "the heads' results are not "
+         "transposed back to (T, N * heads, d)");
+    m->mark[back] = 1;
+    const size_t flat = main_reader(m, g->node[back]->output[0], "Reshape");
+    const int64_t flat_shape[2] = {t, e};
+    NEED(flat != SIZE_MAX && g->node[flat]->n_input == 2 &&
+         attr_int(g->node[flat], "allowzero", 0) == 0 &&
+         shape_is(m, g->node[flat]->input[1], 2, flat_shape, 0), "the heads' results are not "
+         "reshaped to (T * N, E)");
+    m->mark[flat] = 1;
+    /* The output projection. */
+    const size_t gemm = main_reader(m, g->node[flat]->output[0], "Gemm");
+    NEED(gemm != SIZE_MAX && g->node[gemm]->n_input == 3 &&
+         attr_int(g->node[gemm], "transB", 0) == 1 && attr_int(g->node[gemm], "transA", 0) == 0,
+         "the out_proj is not a Gemm with transB and a bias");
+    const KilnOnnx__NodeProto *gn = g->node[gemm];
+    const KilnOnnx__AttributeProto *alpha = attribute(gn, "alpha"), *beta = attribute(gn, "beta");
+    NEED((!alpha || alpha->f == 1.0f) && (!beta || beta->f == 1.0f) &&
+         (blk->wo = weight(m, gn->input[1], 2, e, e)) &&
+         (blk->bo = weight(m, gn->input[2], 1, e, 0)), "the out_proj Gemm '%s' is not x W^T + b "
+         "of a (%lld, %lld) initializer and a (%lld) one", kiln_import_node_name(gn),
+         (long long)e, (long long)e, (long long)e);
+    m->mark[gemm] = 1;
+    internal(m, gn->output[0], 2, t, e, 0, 0);
+    const size_t unflat = main_reader(m, gn->output[0], "Reshape");
+    const int64_t unflat_shape[3] = {t, 1, e};
+    NEED(unflat != SIZE_MAX && g->node[unflat]->n_input == 2 &&
+         attr_int(g->node[unflat], "allowzero", 0) == 0 &&
+         shape_is(m, g->node[unflat]->input[1], 3, unflat_shape, 1), "the out_proj's result "
+         "is not reshaped to (T, N, E)");
+    m->mark[unflat] = 1;
+    const size_t last = main_reader(m, g->node[unflat]->output[0], "Transpose");
+    NEED(last != SIZE_MAX && transpose_is(g->node[last], 1, 0, 2), "the result is not "
+         "transposed back to (N, T, E)");
+    m->mark[last] = 1;
+    blk->last = last;
+    return 1;
+}
+
+/* Every value the block makes is read inside it, the last alone leaving;
+ * a piece of the shape arithmetic read elsewhere, of constants only, is
+ * recorded as the constant it is (nonzero: the block may be taken). */
+static int closed(att_match *m, const att_block *blk)
+{
+    const KilnOnnx__GraphProto *g = m->g;
+    for (size_t k = 0; k < g->n_node; k++) {
+        if (!m->mark[k] || k == blk->last)
+            continue;
+        const char *out = g->node[k]->output[0];
+        int outside = 0;
+        for (size_t j = 0; j < g->n_node && !outside; j++)
+            for (size_t i = 0; i < g->node[j]->n_input && !m->mark[j]; i++)
+                outside |= strcmp(g->node[j]->input[i], out) == 0;
+        for (size_t j = 0; j < g->n_output; j++)
+            outside |= strcmp(g->output[j]->name, out) == 0;
+        if (!outside)
+            continue;
+        NEED(m->mark[k] == 2 && !m->varies[k], "its value '%s' is read outside the block", out);
+        att_value v;
+        m->batch = 2;
+        if (kiln_import_find(m->im, out))
+            continue;   /* a Constant, recorded as it was evaluated */
+        kiln_import_value *c = eval(m, out, 0, &v) ? kiln_import_add_value(m->im, out) : NULL;
+        float *f = c && v.real ? kiln_onnx_alloc(&m->im->mem, (size_t)(v.count + 1) * sizeof *f)
+                               : NULL;
+        int64_t *ints = c && !v.real ? kiln_onnx_alloc(&m->im->mem,
+                                                      (size_t)(v.count + 1) * sizeof *ints)
+                                     : NULL;
+        NEED(f || ints, "out of memory recording '%s'", out);
+        for (int64_t i = 0; i < v.count; i++) {
+            if (f)
+                f[i] = (float)v.v[i];
+            else
+                ints[i] = (int64_t)v.v[i];
+        }
+        c->rank = v.rank;
+        memcpy(c->dims, v.dims, sizeof c->dims);
+        c->f = f;
+        c->ints = ints;
+        c->constant_node = 1;
+    }
+    return 1;
+}
+
+/* Parameter `kind` exists, `name` fits, `source` is no other layer's. */
+static kiln_status check_param(kiln_importer *im, const kiln_node_rec *rec, const char *layer,
+                               const char *kind, const char *name,
+                               const kiln_import_value *source)
+{
+    int p = 0;
+    while (p < rec->n_params && strcmp(rec->params[p].name, kind) != 0)
+        p++;
+    if (p == rec->n_params)
+        return kiln_error(im->ctx, KILN_ERROR_STATE, KILN_IMPORT_CALL ": layer '%s' has no "
+                          "parameter '%s'", layer, kind);
+    if (strlen(name) >= sizeof ((kiln_parameter_info *)0)->name)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": layer '%s': "
+                          "parameter name '%s' has %zu bytes; kiln keeps names of up to %zu",
+                          layer, name, strlen(name),
+                          sizeof ((kiln_parameter_info *)0)->name - 1);
+    if (source->param_of && strcmp(source->param_of, layer) != 0)
+        return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, KILN_IMPORT_CALL ": initializer '%s' "
+                          "is used by node '%s' and layer '%s'; kiln cannot tie parameters "
+                          "(give each node its own copy, an Identity)", source->name,
+                          source->param_of, layer);
+    return KILN_OK;
+}
+
+/* Parameter p of the layer under `name`, from `values` (already in
+ * kiln's layout), its source initializer marked as taken. */
+static kiln_status set_param(kiln_importer *im, kiln_node node, const char *layer,
+                             const char *kind,
+                             const char *name, const kiln_import_value *source, float *values,
+                             int transposed)
+{
+    kiln_node_rec *rec = &im->m->graph.nodes[node];
+    const kiln_status st = check_param(im, rec, layer, kind, name, source);
+    if (st != KILN_OK) {
+        kiln_free(im->ctx, values);
+        return st;
+    }
+    int p = 0;
+    while (strcmp(rec->params[p].name, kind) != 0)
+        p++;
+    ((kiln_import_value *)source)->param_of = layer;
+    rec->param_name[p] = kiln_strdup(im->ctx, name);
+    rec->param_init[p] = values;
+    rec->param_transposed[p] = (unsigned char)transposed;
+    if (!rec->param_name[p])
+        return kiln_error_oom(im->ctx, "a parameter", strlen(name) + 1);
+    return KILN_OK;
+}
+
+/* The packed in_proj split into Keras's query, key and value kernels (E,
+ * heads, d) and biases (heads, d); out_proj's weight as (heads, d, E). */
+static kiln_status take_params(kiln_importer *im, kiln_node node, const char *layer,
+                               const att_block *blk)
+{
+    static const char *const part[3] = {"query", "key", "value"};
+    const int64_t e = blk->e;
+    kiln_status st = KILN_OK;
+    for (int p = 0; p < 3 && st == KILN_OK; p++) {
+        float *kernel = kiln_alloc(im->ctx, (size_t)(e * e) * sizeof *kernel);
+        float *bias = kiln_alloc(im->ctx, (size_t)e * sizeof *bias);
+        if (!kernel || !bias) {
+            kiln_free(im->ctx, kernel);
+            kiln_free(im->ctx, bias);
+            return kiln_error_oom(im->ctx, "a parameter", (size_t)(e * e) * sizeof *kernel);
+        }
+        for (int64_t i = 0; i < e; i++)        /* kernel[i][j] = W[p E + j][i] */
+            for (int64_t j = 0; j < e; j++)
+                kernel[i * e + j] = blk->w->f[(p * e + j) * e + i];
+        memcpy(bias, blk->b->f + p * e, (size_t)e * sizeof *bias);
+        char kind[32], name[256];
+        snprintf(kind, sizeof kind, "%s/kernel", part[p]);
+        snprintf(name, sizeof name, "%s/%s", blk->w->name, part[p]);
+        st = set_param(im, node, layer, kind, name, blk->w, kernel, 1);
+        if (st != KILN_OK) {
+            kiln_free(im->ctx, bias);
+            return st;
+        }
+        snprintf(kind, sizeof kind, "%s/bias", part[p]);
+        snprintf(name, sizeof name, "%s/%s", blk->b->name, part[p]);
+        st = set_param(im, node, layer, kind, name, blk->b, bias, 0);
+    }
+    float *kernel = st == KILN_OK ? kiln_alloc(im->ctx, (size_t)(e * e) * sizeof *kernel) : NULL;
+    float *bias = st == KILN_OK ? kiln_alloc(im->ctx, (size_t)e * sizeof *bias) : NULL;
+    if (st == KILN_OK && (!kernel || !bias)) {
+        kiln_free(im->ctx, kernel);
+        kiln_free(im->ctx, bias);
+        return kiln_error_oom(im->ctx, "a parameter", (size_t)(e * e) * sizeof *kernel);
+    }
+    if (st != KILN_OK)
+        return st;
+    for (int64_t i = 0; i < e; i++)   /* (heads * d, E) = Wo^T */
+        for (int64_t j = 0; j < e; j++)
+            kernel[i * e + j] = blk->wo->f[j * e + i];
+    memcpy(bias, blk->bo->f, (size_t)e * sizeof *bias);
+    st = set_param(im, node, layer, "attention_output/kernel", blk->wo->name, blk->wo, kernel, 1);
+    if (st != KILN_OK) {
+        kiln_free(im->ctx, bias);
+        return st;
+    }
+    return set_param(im, node, layer, "attention_output/bias", blk->bo->name, blk->bo, bias, 0);
+}
+
+kiln_status kiln_import_attention(kiln_importer *im, size_t k, int *found)
+{
+    *found = 0;
+    im->attention_miss = NULL;
+    const KilnOnnx__GraphProto *g = im->g;
+    att_match *m = kiln_onnx_alloc(&im->mem, sizeof *m);
+    char *marks = kiln_onnx_alloc(&im->mem, 2 * g->n_node + 2);
+    if (!m || !marks)
+        return kiln_error_oom(im->ctx, "the attention pattern", im->mem.oom_bytes);
+    *m = (att_match){.im = im, .g = g, .mark = marks, .varies = marks + g->n_node + 1};
+    att_block blk = {0};
+    if (!match(m, k, &blk) || !closed(m, &blk)) {
+        if (m->why[0])
+            im->attention_miss = kiln_onnx_printf(&im->mem, "%s", m->why);
+        return KILN_OK;
+    }
+    const KilnOnnx__NodeProto *last = g->node[blk.last];
+    const char *name = kiln_import_layer_name(im, kiln_import_node_name(last));
+    if (!name)
+        return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
+    kiln_import_value *x;
+    kiln_node in;
+    kiln_status st = kiln_import_computed(im, g->node[k], 0, &x);
+    if (st == KILN_OK)
+        st = kiln_import_in_layout(im, x, 0, &in);
+    if (st != KILN_OK)
+        return st;
+    const kiln_multi_head_attention_options o = {
+        .struct_size = sizeof o, .name = name, .num_heads = (int32_t)blk.heads,
+        .key_dim = (int32_t)blk.dim, .use_causal_mask = blk.causal};
+    const kiln_node node = kiln_multi_head_attention(im->m, in, in, &o);
+    if (node != KILN_NODE_INVALID && im->m->graph.nodes[node].n_params == 8)
+        st = take_params(im, node, name, &blk);
+    if (st == KILN_OK)
+        st = kiln_import_made(im, last, node, 0);
+    for (size_t j = 0; j < g->n_node && st == KILN_OK; j++)
+        if (m->mark[j])
+            im->skip[j] = 1;
+    *found = st == KILN_OK;
+    return st;
+}
