@@ -573,6 +573,60 @@ def randomise_statistics(model):
             m.bias.data.uniform_(-0.5, 0.5)
 
 
+class Attention(nn.Module):
+    """nn.MultiheadAttention(batch_first=True) on itself, as PyTorch 1.13
+    exports it: (T, N, E) order, the batch folded into the heads; kiln
+    imports the block as one MultiHeadAttention layer."""
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        with torch.no_grad():   # biases away from PyTorch's zeros
+            self.attn.in_proj_bias.normal_(0, 0.3)
+            self.attn.out_proj.bias.normal_(0, 0.3)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+class EncoderLayer(nn.Module):
+    """nn.TransformerEncoderLayer(batch_first=True): attention, residual,
+    LayerNorm, a ReLU MLP (no dropout, so that training compares)."""
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.enc(x)
+
+
+class CharLm(nn.Module):
+    """A character language model: int64 ids -> Embedding -> 2 causal
+    nn.TransformerEncoder layers (generate_square_subsequent_mask: an Add
+    of a 0/-inf matrix before the Softmax, kiln's causal attention) ->
+    Linear to the vocabulary."""
+    vocab = 11
+
+    def __init__(self, length=6):
+        super().__init__()
+        self.emb = nn.Embedding(self.vocab, 8)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(8, self.vocab)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(length))
+        with torch.no_grad():   # layers of their own (the exporter writes equal ones once)
+            for p in self.enc.layers[1].parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+
+    def forward(self, ids):
+        return self.head(self.enc(self.emb(ids), mask=self.mask))
+
+
+# nn.MultiheadAttention's packed in_proj is three kiln kernels and biases,
+# named "<in_proj_weight>/query" etc. (docs/importing.md): train_steps writes
+# the three parts under those names.
+PACKED = ("in_proj_weight", "in_proj_bias")
+
+
 def write(path, tensor):
     """float32, or int32 for integer tensors (ids), little-endian, raw."""
     kind = "<i4" if not tensor.is_floating_point() else "<f4"
@@ -632,6 +686,17 @@ TRAINED = {
     "layerscale": ("gamma", "conv.weight", "conv.bias"),
     "broadcasts": ("bias", "to_t.weight", "to_t.bias"),
     "unary": ("conv.weight", "conv.bias", "conv2.weight", "fc.weight"),
+    "attention": ("attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight",
+                  "attn.out_proj.bias"),
+    "attention13": ("attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight"),
+    "encoder_layer": ("enc.self_attn.in_proj_weight", "enc.self_attn.out_proj.weight",
+                      "enc.linear1.weight", "enc.norm2.weight"),
+    "encoder_layer13": ("enc.self_attn.in_proj_weight", "enc.self_attn.in_proj_bias",
+                        "enc.linear2.weight"),
+    "ids_char_lm": ("emb.weight", "enc.layers.0.self_attn.in_proj_weight",
+                    "enc.layers.1.self_attn.out_proj.weight", "head.weight"),
+    "ids_char_lm13": ("enc.layers.1.self_attn.in_proj_weight",
+                      "enc.layers.0.self_attn.in_proj_bias", "head.bias"),
 }
 
 
@@ -661,7 +726,15 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
             if isinstance(mod, nn.LayerNorm) for p in ("weight", "bias")}
     with open(os.path.join(outdir, name + ".trained"), "w") as f:
         for pname, value in model.state_dict().items():
-            if pname in TRAINED[name]:
+            if pname in TRAINED[name] and pname.endswith(PACKED):
+                for part, rows in zip(("query", "key", "value"), value.chunk(3)):
+                    if part == "key" and pname.endswith("bias"):
+                        continue   # no gradient: it adds one number to a row of scores
+                    os.makedirs(os.path.join(outdir, "%s.trained.%s" % (name, pname)),
+                                exist_ok=True)
+                    write(os.path.join(outdir, "%s.trained.%s/%s" % (name, pname, part)), rows)
+                    f.write("%s/%s %s\n" % (pname, part, " ".join(str(d) for d in rows.shape)))
+            elif pname in TRAINED[name]:
                 write(os.path.join(outdir, "%s.trained.%s" % (name, pname)), value)
                 shape = (value.numel(),) if pname in flat else value.shape
                 f.write("%s %s\n" % (pname, " ".join(str(d) for d in shape)))
@@ -857,6 +930,12 @@ def main():
         ("broadcasts", Broadcasts, (3, 1, 6), preserve),
         ("unary", Unary, (2, 3, 5, 4), preserve),
         ("self_attention", SelfAttention, (2, 5, 8), preserve),
+        ("attention", Attention, (2, 5, 8), preserve),
+        ("attention13", Attention, (2, 5, 8), dict(preserve, opset_version=13)),
+        ("encoder_layer", EncoderLayer, (3, 4, 8), preserve),
+        ("encoder_layer13", EncoderLayer, (3, 4, 8), dict(preserve, opset_version=13)),
+        ("ids_char_lm", CharLm, (3, 6), preserve),
+        ("ids_char_lm13", CharLm, (3, 6), dict(preserve, opset_version=13)),
         ("tokens", TokenShapes, (3, 4, 5), preserve),
         ("repeat", Repeat, (3, 6), preserve),
         ("channel_slices", ChannelSlices, (2, 3, 7, 8), preserve),

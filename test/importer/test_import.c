@@ -458,6 +458,11 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     if (strcmp(name, "cnn") == 0)
         check_parameters(ctx, m, name);
     check_structure(ctx, m, name);
+    /* nn.MultiheadAttention's exported block: one MultiHeadAttention a block. */
+    if (strncmp(name, "attention", 9) == 0 || strncmp(name, "encoder_layer", 13) == 0)
+        CHECK(layers_of(ctx, m, "multi_head_attention") == 1);
+    if (strncmp(name, "ids_char_lm", 11) == 0)
+        CHECK(layers_of(ctx, m, "multi_head_attention") == 2);
     if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
         check_layer_kind(ctx, m, "/relu/Relu",
                          name[8] ? "conv2d" : "batch_normalization");
