@@ -700,9 +700,16 @@ TRAINED = {
 }
 
 
+# Trained with SGD's momentum (written to NAME.momentum, which test_import
+# reads): the attention models, whose steps then depend on the earlier ones'.
+MOMENTUM = {"attention": 0.9, "attention13": 0.9, "encoder_layer": 0.9,
+            "encoder_layer13": 0.9, "ids_char_lm": 0.9, "ids_char_lm13": 0.9}
+
+
 def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     """PyTorch's SGD steps on one fixed batch in train mode (batch norm on
-    batch statistics), MSE against fixed targets, from the exported
+    batch statistics), MSE against fixed targets (3 steps; 5 with the
+    momentum MOMENTUM gives), from the exported
     weights: NAME.target, and after the steps NAME.trained.PARAMETER for
     the parameters and statistics TRAINED lists, which NAME.trained lists
     with their shapes ("PARAMETER D1 D2 ..." lines)."""
@@ -713,7 +720,12 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     write(os.path.join(outdir, name + ".train_in"), x)
     write(os.path.join(outdir, name + ".target"), target)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    momentum = MOMENTUM.get(name, 0.0)
+    if momentum:
+        with open(os.path.join(outdir, name + ".momentum"), "w") as f:
+            f.write("%r\n" % momentum)
+        steps = 5
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     for _ in range(steps):
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), target)

@@ -226,8 +226,9 @@ static void to_kiln_layout(const float *onnx, int rank, const int64_t *d, float 
 }
 
 /* Training from the imported weights: 3 SGD steps (learning rate 0.1, no
- * shuffling) on one batch with MSE, batch norm on batch statistics, against
- * PyTorch's steps on the same batch (make_models.py's train_steps); the
+ * shuffling; 5 with the momentum NAME.momentum gives, where it exists) on
+ * one batch with MSE, batch norm on batch statistics, against PyTorch's
+ * steps on the same batch (make_models.py's train_steps); the
  * parameters and moving statistics NAME.trained lists compared by name. */
 static void check_training(kiln_context *ctx, const char *name, int rank, const int64_t *dims,
                            int64_t n_out)
@@ -244,8 +245,17 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
         fclose(list);
         return;
     }
+    /* NAME.momentum: SGD's momentum (PyTorch's buffer b = m b + g, w -= lr b
+     * is Keras's, for a constant learning rate), and 5 steps. */
+    float momentum = 0.0f;
+    snprintf(path, sizeof path, "%s/%s.momentum", dir, name);
+    FILE *mf = fopen(path, "r");
+    if (mf) {
+        CHECK(fscanf(mf, "%f", &momentum) == 1);
+        fclose(mf);
+    }
     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
-                                        .learning_rate = 0.1f};
+                                        .learning_rate = 0.1f, .momentum = momentum};
     /* One device: PyTorch's batch norm takes the whole batch's statistics,
      * as one replica does (mirrored replicas would take their halves'). */
     const kiln_compile_options co = {.struct_size = sizeof co,
@@ -269,7 +279,7 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
     kiln_dataset *ds = NULL;
     if (x && y)
         CHECK_OK(ctx, kiln_dataset_from_arrays(ctx, &d, &ds));
-    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 3,
+    const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = momentum > 0.0f ? 5 : 3,
                                  .batch_size = (int32_t)dims[0], .no_shuffle = 1,
                                  .verbosity = KILN_VERBOSE_SILENT};
     enum { MOST = 8, MOST_FLOATS = 4096 };
