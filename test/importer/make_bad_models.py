@@ -1,5 +1,6 @@
 """ONNX files for test_import.c's refusals and name checks, written with
-ONNX's own helpers (Debian's python3-onnx, no PyTorch):
+ONNX's own helpers (Debian's python3-onnx; PyTorch for the attention
+models alone):
 
     make_bad_models.py OUTDIR
 
@@ -368,6 +369,45 @@ def main():
               helper.make_node("Gemm", ["h", "second.weight", "bias2"], ["y"], name="second",
                                transB=1)]
     save(out, "copies", helper.make_graph(copies, "g", [x], [y], inits))
+    attention_near_misses(out)
+
+
+def attention_near_misses(out):
+    """nn.MultiheadAttention's exported block changed so that kiln's
+    MultiHeadAttention cannot compute it (PyTorch exports these; where torch
+    is missing they are not written, and test_import_errors says so):
+    attention_scale, the query scaled by 1/3 where d = 4 asks 1/2;
+    attention_mask, an attn_mask of random floats (kiln takes a causal one)."""
+    try:
+        import torch
+    except ImportError:
+        return
+
+    class Attention(torch.nn.Module):
+        def __init__(self, mask=None):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            self.mask = mask
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False, attn_mask=self.mask)[0]
+
+    torch.manual_seed(3)
+    for name, model in (("attention_scale", Attention()),
+                        ("attention_mask", Attention(torch.randn(5, 5)))):
+        path = os.path.join(out, name + ".onnx")
+        torch.onnx.export(model.eval(), torch.randn(2, 5, 8), path, opset_version=17,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                          training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+        if name == "attention_scale":   # the Constant 2.0 = sqrt(4) the query is divided by
+            m = onnx.load(path)
+            for n in m.graph.node:
+                if n.op_type == "Constant" and n.attribute[0].t.data_type == TensorProto.FLOAT:
+                    if numpy_helper.to_array(n.attribute[0].t).tolist() == 2.0:
+                        n.attribute[0].t.CopyFrom(numpy_helper.from_array(
+                            np.array(3.0, np.float32)))
+            onnx.save(m, path)
 
 
 if __name__ == "__main__":

@@ -285,6 +285,18 @@ int main(void)
     refused(ctx, "transpose_batch", KILN_ERROR_UNSUPPORTED, "'swap_batch'", "perm",
             "keeps the batch");
     refused(ctx, "tied", KILN_ERROR_UNSUPPORTED, "'shared'", "'first'", "'second'");
+    /* nn.MultiheadAttention's block, near misses: refused at its first
+     * Transpose, saying why the block is not kiln's MultiHeadAttention. */
+    if (access(file("attention_scale"), R_OK) == 0) {
+        refused(ctx, "attention_scale", KILN_ERROR_UNSUPPORTED, "'/attn/Transpose' (Transpose)",
+                "nn.MultiheadAttention", "scaled by 1 / 3; kiln's MultiHeadAttention scales by "
+                "1/sqrt(d) = 1/sqrt(4) only");
+        refused(ctx, "attention_mask", KILN_ERROR_UNSUPPORTED, "'/attn/Transpose' (Transpose)",
+                "nn.MultiheadAttention", "is not a causal mask");
+    } else {
+        test_missing_part("PyTorch for " PYTHON " (Debian: python3-torch): the attention near "
+                          "misses");
+    }
     refused(ctx, "dropout_one", KILN_ERROR_UNSUPPORTED, "'drop'", "ratio 1", "[0, 1)");
     refused(ctx, "leaky_slope", KILN_ERROR_UNSUPPORTED, "'leaky'", "'alpha' is inf", "finite");
     refused(ctx, "reduce_axes", KILN_ERROR_UNSUPPORTED, "'mean'", "axis 0 is the batch",
