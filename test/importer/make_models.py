@@ -621,6 +621,21 @@ class CharLm(nn.Module):
         return self.head(self.enc(self.emb(ids), mask=self.mask))
 
 
+class VitBlocks(nn.Module):
+    """Two of torchvision's own ViT EncoderBlocks (LayerNorm,
+    nn.MultiheadAttention, GELU MLP) and its final LayerNorm, on (N, T, D)
+    tokens: torchvision's VisionTransformer without its patch projection and
+    class token."""
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.vision_transformer import EncoderBlock
+        self.blocks = nn.Sequential(*[EncoderBlock(2, 8, 16, 0.0, 0.0) for _ in range(2)])
+        self.ln = nn.LayerNorm(8, eps=1e-6)
+
+    def forward(self, x):
+        return self.ln(self.blocks(x))
+
+
 # nn.MultiheadAttention's packed in_proj is three kiln kernels and biases,
 # named "<in_proj_weight>/query" etc. (docs/importing.md): train_steps writes
 # the three parts under those names.
@@ -693,6 +708,9 @@ TRAINED = {
                       "enc.linear1.weight", "enc.norm2.weight"),
     "encoder_layer13": ("enc.self_attn.in_proj_weight", "enc.self_attn.in_proj_bias",
                         "enc.linear2.weight"),
+    "vit_blocks": ("blocks.0.self_attention.in_proj_weight", "blocks.1.mlp.0.weight",
+                   "blocks.1.self_attention.out_proj.bias", "ln.weight"),
+    "vit_blocks13": ("blocks.1.self_attention.in_proj_weight", "blocks.0.ln_1.bias"),
     "ids_char_lm": ("emb.weight", "enc.layers.0.self_attn.in_proj_weight",
                     "enc.layers.1.self_attn.out_proj.weight", "head.weight"),
     "ids_char_lm13": ("enc.layers.1.self_attn.in_proj_weight",
@@ -703,7 +721,8 @@ TRAINED = {
 # Trained with SGD's momentum (written to NAME.momentum, which test_import
 # reads): the attention models, whose steps then depend on the earlier ones'.
 MOMENTUM = {"attention": 0.9, "attention13": 0.9, "encoder_layer": 0.9,
-            "encoder_layer13": 0.9, "ids_char_lm": 0.9, "ids_char_lm13": 0.9}
+            "encoder_layer13": 0.9, "vit_blocks": 0.9, "vit_blocks13": 0.9,
+            "ids_char_lm": 0.9, "ids_char_lm13": 0.9}
 
 
 def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
@@ -946,6 +965,8 @@ def main():
         ("attention13", Attention, (2, 5, 8), dict(preserve, opset_version=13)),
         ("encoder_layer", EncoderLayer, (3, 4, 8), preserve),
         ("encoder_layer13", EncoderLayer, (3, 4, 8), dict(preserve, opset_version=13)),
+        ("vit_blocks", VitBlocks, (2, 5, 8), preserve),
+        ("vit_blocks13", VitBlocks, (2, 5, 8), dict(preserve, opset_version=13)),
         ("ids_char_lm", CharLm, (3, 6), preserve),
         ("ids_char_lm13", CharLm, (3, 6), dict(preserve, opset_version=13)),
         ("tokens", TokenShapes, (3, 4, 5), preserve),

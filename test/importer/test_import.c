@@ -471,7 +471,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     /* nn.MultiheadAttention's exported block: one MultiHeadAttention a block. */
     if (strncmp(name, "attention", 9) == 0 || strncmp(name, "encoder_layer", 13) == 0)
         CHECK(layers_of(ctx, m, "multi_head_attention") == 1);
-    if (strncmp(name, "ids_char_lm", 11) == 0)
+    if (strncmp(name, "ids_char_lm", 11) == 0 || strncmp(name, "vit_blocks", 10) == 0)
         CHECK(layers_of(ctx, m, "multi_head_attention") == 2);
     if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18_folded") == 0) {
         check_layer_kind(ctx, m, "/relu/Relu",
