@@ -200,6 +200,26 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
         CHECK_OK(ctx, kiln_model_export_onnx(back, path));
         check_initializer_shapes(path, name);
     }
+    if (strcmp(name, "attention") == 0) {   /* the packed in_proj's parts, by name */
+        float before[64], after[64];
+        CHECK_OK(ctx, kiln_model_get_tensor(m, "attn.in_proj_weight/key", before, 64));
+        CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.in_proj_weight/key", after, 64));
+        CHECK(memcmp(before, after, sizeof before) == 0);
+        snprintf(path, sizeof path, "%s/%s.loaded.onnx", dir, name);
+        CHECK_OK(ctx, kiln_model_export_onnx(back, path));
+        char loaded[128];
+        snprintf(loaded, sizeof loaded, "%s.loaded", name);
+        char in_from[256], in_to[256];
+        snprintf(in_from, sizeof in_from, "%s/%s.in", dir, name);
+        snprintf(in_to, sizeof in_to, "%s/%s.loaded.in", dir, name);
+        CHECK(link(in_from, in_to) == 0);
+        const int64_t shape[3] = {count, 5, 8};
+        float *ort = run_ort(loaded, "", 3, shape, n_out);
+        if (ort)
+            test_close("attention: loaded, exported, in ONNX Runtime", 40, ort, got,
+                       sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+        free(ort);
+    }
     free(again);
     kiln_model_destroy(back);
 }
@@ -502,8 +522,11 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
     }
     /* channels: leaky_relu's slopes and log_softmax kept in the file;
      * unary: kiln_math's ops and constants, the hard activations. */
+    /* attention, ids_char_lm: the MultiHeadAttention's parameter names
+     * (in_proj split) and which kernels are PyTorch's (out, in). */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
-        strcmp(name, "unary") == 0)
+        strcmp(name, "unary") == 0 || strcmp(name, "attention") == 0 ||
+        strcmp(name, "ids_char_lm") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);
