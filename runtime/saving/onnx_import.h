@@ -3,6 +3,7 @@
  * onnx_import_tensor.c decodes initializers (inline and external data);
  * onnx_import_fold.c folds integer constants (a Pad's computed pads);
  * onnx_import_patterns.c finds the chains of ops that are one layer;
+ * onnx_import_attention.c imports nn.MultiheadAttention's exported block;
  * onnx_import_ops.c maps each op onto layers, through the layer kinds'
  * import_onnx ops where an op is one kind, and keeps track of layouts. */
 #ifndef KILN_RUNTIME_SAVING_ONNX_IMPORT_H

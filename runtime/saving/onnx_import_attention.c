@@ -744,6 +744,10 @@ kiln_status kiln_import_attention(kiln_importer *im, size_t k, int *found)
     *found = 0;
     im->attention_miss = NULL;
     const KilnOnnx__GraphProto *g = im->g;
+    const kiln_import_value *input = g->node[k]->n_input == 1
+                                         ? kiln_import_find(im, g->node[k]->input[0]) : NULL;
+    if (!input || !input->computed || input->rank != 3 || !transpose_is(g->node[k], 1, 0, 2))
+        return KILN_OK;   /* not the block's first node: nothing to look at */
     att_match *m = kiln_onnx_alloc(&im->mem, sizeof *m);
     char *marks = kiln_onnx_alloc(&im->mem, 2 * g->n_node + 2);
     if (!m || !marks)
@@ -770,7 +774,11 @@ kiln_status kiln_import_attention(kiln_importer *im, size_t k, int *found)
         .struct_size = sizeof o, .name = name, .num_heads = (int32_t)blk.heads,
         .key_dim = (int32_t)blk.dim, .use_causal_mask = blk.causal};
     const kiln_node node = kiln_multi_head_attention(im->m, in, in, &o);
-    if (node != KILN_NODE_INVALID && im->m->graph.nodes[node].n_params == 8)
+    if (node != KILN_NODE_INVALID && im->m->graph.nodes[node].n_params != 8)
+        return kiln_error(im->ctx, KILN_ERROR_STATE, KILN_IMPORT_CALL ": layer '%s' has %d "
+                          "parameters; a MultiHeadAttention with biases has 8", name,
+                          im->m->graph.nodes[node].n_params);
+    if (node != KILN_NODE_INVALID)
         st = take_params(im, node, name, &blk);
     if (st == KILN_OK)
         st = kiln_import_made(im, last, node, 0);

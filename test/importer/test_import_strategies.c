@@ -1,16 +1,16 @@
 /* Imported networks train under kiln's strategies as on one device:
  * torchvision's resnet18 and mobilenet_v2 (export_torchvision.py, 64 x 64,
  * random weights), and a character LM of PyTorch's nn.TransformerEncoder
- * (make_models.py's ids_char_lm: mirrored only), with a softmax head, 3 steps of SGD with momentum on
- * fixed batches of 8, on one device, mirrored on two (batch norm
- * synchronised: kiln_import_options.synchronized_batch_norm, so the
- * replicas normalise with the global batch as one device does), and as a
- * pipeline of two stages. The pipeline runs one micro-batch: batch norm
- * normalises each micro-batch by its own statistics (as GPipe), so more
- * micro-batches train another function than one device's. Each run's
- * losses and every parameter and moving statistic after the last step are
- * compared with one device's. Needs two devices (meson sets
- * POCL_DEVICES="basic basic"). */
+ * (make_models.py's ids_char_lm; mirrored only), with a softmax head, 3
+ * steps of SGD with momentum on fixed batches of 8, on one device,
+ * mirrored on two (batch norm synchronised:
+ * kiln_import_options.synchronized_batch_norm, so the replicas normalise
+ * with the global batch as one device does), and as a pipeline of two
+ * stages. The pipeline runs one micro-batch: batch norm normalises each
+ * micro-batch by its own statistics (as GPipe), so more micro-batches
+ * train another function than one device's. Each run's losses and every
+ * parameter and moving statistic after the last step are compared with one
+ * device's. Needs two devices (meson sets POCL_DEVICES="basic basic"). */
 #include "harness.h"
 
 #include <math.h>
