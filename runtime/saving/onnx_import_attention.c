@@ -170,7 +170,7 @@ static int arithmetic(att_match *m, const KilnOnnx__NodeProto *n, int depth, att
 /* Shape of one of the block's values, or of the computed input. */
 static int shape_of(att_match *m, const KilnOnnx__NodeProto *n, att_value *out)
 {
-    if (n->n_attribute)   /* opset 15's start and end */
+    if (n->n_attribute || n->n_input != 1)   /* opset 15's start and end */
         return 0;
     for (int k = 0; k < m->n_internal; k++)
         if (strcmp(m->internal[k].name, n->input[0]) == 0) {
@@ -403,7 +403,8 @@ static int match(att_match *m, size_t k, att_block *blk)
     internal(m, t0->output[0], 3, t, 1, e, 1);
     /* The packed projection. */
     const size_t mm = main_reader(m, t0->output[0], "MatMul");
-    if (mm == SIZE_MAX || strcmp(g->node[mm]->input[0], t0->output[0]) != 0)
+    if (mm == SIZE_MAX || g->node[mm]->n_input != 2 ||
+        strcmp(g->node[mm]->input[0], t0->output[0]) != 0)
         return 0;
     const char *wt = g->node[mm]->input[1];
     const kiln_import_value *folded = kiln_import_find(m->im, wt);
@@ -420,12 +421,12 @@ static int match(att_match *m, size_t k, att_block *blk)
     m->mark[mm] = 1;
     internal(m, g->node[mm]->output[0], 3, t, 1, 3 * e, 1);
     const size_t add = main_reader(m, g->node[mm]->output[0], "Add");
-    NEED(add != SIZE_MAX, "the packed in_proj MatMul '%s' is not followed by an Add of its "
-         "bias alone", kiln_import_node_name(g->node[mm]));
+    NEED(add != SIZE_MAX && g->node[add]->n_input == 2, "the packed in_proj MatMul '%s' is not "
+         "followed by an Add of its bias alone", kiln_import_node_name(g->node[mm]));
     const KilnOnnx__NodeProto *an = g->node[add];
     const char *bias = strcmp(an->input[0], g->node[mm]->output[0]) == 0 ? an->input[1]
                                                                            : an->input[0];
-    NEED(an->n_input == 2 && (blk->b = weight(m, bias, 1, 3 * e, 0)), "the in_proj bias '%s' "
+    NEED((blk->b = weight(m, bias, 1, 3 * e, 0)) != NULL, "the in_proj bias '%s' "
          "is not a (%lld) initializer", bias, (long long)(3 * e));
     m->mark[add] = 1;
     const char *packed = an->output[0];
@@ -511,7 +512,8 @@ static int match(att_match *m, size_t k, att_block *blk)
          (long long)blk->dim);
     m->mark[scale] = 1;
     const size_t scores = main_reader(m, sn->output[0], "MatMul");
-    NEED(scores != SIZE_MAX && strcmp(g->node[scores]->input[0], sn->output[0]) == 0 &&
+    NEED(scores != SIZE_MAX && g->node[scores]->n_input == 2 &&
+         strcmp(g->node[scores]->input[0], sn->output[0]) == 0 &&
          strcmp(g->node[scores]->input[1], g->node[by_head[1]]->output[0]) == 0,
          "the scaled query does not multiply the keys");
     m->mark[scores] = 1;
@@ -548,7 +550,8 @@ static int match(att_match *m, size_t k, att_block *blk)
          "the scores' Softmax is not over the last axis");
     m->mark[soft] = 1;
     const size_t weigh = main_reader(m, g->node[soft]->output[0], "MatMul");
-    NEED(weigh != SIZE_MAX && strcmp(g->node[weigh]->input[0], g->node[soft]->output[0]) == 0 &&
+    NEED(weigh != SIZE_MAX && g->node[weigh]->n_input == 2 &&
+         strcmp(g->node[weigh]->input[0], g->node[soft]->output[0]) == 0 &&
          strcmp(g->node[weigh]->input[1], g->node[by_head[2]]->output[0]) == 0,
          "the probabilities do not multiply the values (a Dropout between them is not imported)");
     m->mark[weigh] = 1;
