@@ -41,8 +41,10 @@ static kiln_model *build(kiln_context *ctx, const char *net, const run *r)
     CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, &io, &m));
     if (!m)
         return NULL;
+    /* The head is the output: the import made the graph's output the model's. */
     const kiln_activation_layer_options so = {.struct_size = sizeof so, .name = "probabilities"};
-    kiln_activation_layer(m, KILN_NODE_PREVIOUS, KILN_ACTIVATION_SOFTMAX, &so);
+    CHECK_OK(ctx, kiln_model_set_output(m, kiln_activation_layer(m, KILN_NODE_PREVIOUS,
+                                                                 KILN_ACTIVATION_SOFTMAX, &so)));
     const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
                                         .learning_rate = 5e-4f, .momentum = 0.9f};
     const kiln_compile_options co = {.struct_size = sizeof co,
@@ -136,7 +138,7 @@ static void compare(kiln_context *ctx, const char *net, const batches *d, const 
      * network's own sensitivity to round-off, which a strategy's other
      * summation order cannot be held below. mobilenet_v2 at random
      * initialisation is ill-conditioned (channels of near-zero batch
-     * variance amplify round-off: its losses move by a fifth), so the
+     * variance amplify round-off: its losses move by 5e-3), so the
      * first loss, a forward pass before any update, is held to 1e-5 on
      * its own: it shows batch norm normalising with the wrong batch. */
     static const run one = {.what = "one device", .strategy = KILN_STRATEGY_ONE_DEVICE};
