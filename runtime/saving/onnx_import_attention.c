@@ -67,7 +67,7 @@ static size_t maker(const att_match *m, const char *name)
 }
 
 /* The one reader of `name` that is not a Shape node, if it is an `op`
- * (SIZE_MAX otherwise); the closure check in take_block sees the rest. */
+ * (SIZE_MAX otherwise); closed() checks the others. */
 static size_t main_reader(const att_match *m, const char *name, const char *op)
 {
     size_t found = SIZE_MAX;
