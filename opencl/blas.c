@@ -100,9 +100,9 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
                                kiln_arg_int((int64_t)a_stride), kiln_arg_int((int64_t)b_stride),
                                kiln_arg_int((int64_t)c_stride), kiln_arg_int((int64_t)chunk_k),
                                kiln_arg_int((int64_t)chunks), kiln_arg_buffer(partials));
-    /* An 8 x 16 tile a work-item over (column tiles, row tiles, products x
+    /* An 8 x 32 tile a work-item over (column tiles, row tiles, products x
      * chunks), or 16 x 16 items per 64 x 64 block of C (gemm.cl). */
-    const kiln_range cpu = {.dims = 3, .size = {(n + 15) / 16, (m + 7) / 8, count * chunks}};
+    const kiln_range cpu = {.dims = 3, .size = {(n + 31) / 32, (m + 7) / 8, count * chunks}};
     const kiln_range gpu = {.dims = 3, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16, count},
                             .local = {16, 16, 1}};
     if (st == KILN_OK)

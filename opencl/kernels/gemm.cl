@@ -1,9 +1,9 @@
 /* kiln's own GEMM, C = alpha op(A) B + beta C, row-major (blas.c decides
  * which GEMMs run here). The CPU variant (_cpu): a work-item computes an
- * 8-row by 16-column tile of C, two float8 accumulators a row
- * (kiln_load8, prelude.cl), over one chunk of `chunk_k` steps of k. Each
- * step reads two float8 of a row of B and broadcasts 8 values of op(A),
- * each into two multiply-adds. The range is (column tiles, row tiles,
+ * 8-row by 32-column tile of C, two float16 accumulators a row, over one
+ * chunk of `chunk_k` steps of k. Each step reads two float16 of a row of
+ * B and broadcasts 8 values of op(A), each into two multiply-adds: 16
+ * accumulators, which an AVX-512 CPU holds in registers. The range is (column tiles, row tiles,
  * products x chunks): the tiles of a chunk run one after another and find
  * its rows of A and B in the core's cache, where a tile over the whole of
  * a long k (a weight gradient's pixels, up to 10^5) streamed them from
@@ -11,12 +11,36 @@
  * applied); otherwise its chunk's block of `partials` (m x n a chunk, a
  * product's chunks in order), which kiln_gemm_sum_chunks adds up.
  * (4 x 16 tiles over the whole of k ran the seed ResNet's 576 x 64 x 25088
- * TN weight gradient at a quarter of this speed; one float16 accumulator
- * a row took twice as long as two float8: PoCL splits it badly.) No local
- * memory: a CPU driver keeps it in ordinary memory, where staging only
- * adds copies. */
+ * TN weight gradient at a quarter of this speed; 8 x 16 tiles of float8s
+ * ran its 3 x 3 convolutions' NN products at 55 to 65% of this speed on
+ * this project's machine.) No local memory: a CPU driver keeps it in
+ * ordinary memory, where staging only adds copies. */
+/* 16 floats from p, the first `count` of them (the rest zeros). */
+inline float16 gemm_load16(__global const float *p, int count)
+{
+    if (count >= 16)
+        return vload16(0, p);
+    float v[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < count; j++)
+        v[j] = p[j];
+    return vload16(0, v);
+}
+
+/* The first `count` lanes of x to p. */
+inline void gemm_store16(__global float *p, float16 x, int count)
+{
+    if (count >= 16) {
+        vstore16(x, 0, p);
+        return;
+    }
+    float v[16];
+    vstore16(x, 0, v);
+    for (int j = 0; j < count; j++)
+        p[j] = v[j];
+}
+
 #define GEMM_ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
-#define GEMM_DECLARE(r) float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
+#define GEMM_DECLARE(r) float16 lo##r = (float16)(0.0f), hi##r = (float16)(0.0f);
 /* Row r of the tile at step l: x, the step's first value, plus row r's
  * offset, `offset(r)`. */
 #define GEMM_ADD(r)                                                                            \
@@ -28,15 +52,15 @@
 #define GEMM_STORE(r)                                                                          \
     if (r < rows) {                                                                            \
         __global float *dst = out + (size_t)(i0 + r) * ld_out + j0;                           \
-        float8 o = scale * lo##r;                                                              \
+        float16 o = scale * lo##r;                                                             \
         if (keep != 0.0f)                                                                      \
-            o += keep * kiln_load8(dst, cols);                                                 \
-        kiln_store8(dst, o, cols);                                                             \
-        if (cols > 8) {                                                                        \
+            o += keep * gemm_load16(dst, cols);                                                \
+        gemm_store16(dst, o, cols);                                                            \
+        if (cols > 16) {                                                                       \
             o = scale * hi##r;                                                                 \
             if (keep != 0.0f)                                                                  \
-                o += keep * kiln_load8(dst + 8, cols - 8);                                     \
-            kiln_store8(dst + 8, o, cols - 8);                                                 \
+                o += keep * gemm_load16(dst + 16, cols - 16);                                  \
+            gemm_store16(dst + 16, o, cols - 16);                                              \
         }                                                                                      \
     }
 /* The steps of one chunk: op(A)'s element (i0 + r, l) lies at
@@ -45,11 +69,11 @@
  * loop. Rows past m read row i0 again and columns past n zeros; neither
  * is stored. */
 #define GEMM_CHUNK(k_step, row_step)                                                           \
-    if (rows == 8 && cols >= 16) {                                                             \
+    if (rows == 8 && cols >= 32) {                                                             \
         for (int l = l0; l < l1; l++) {                                                        \
             __global const float *x = a + (size_t)l * (k_step);                                \
             __global const float *y = b + (size_t)l * ldb;                                     \
-            const float8 v = vload8(0, y), w = vload8(1, y);                                   \
+            const float16 v = vload16(0, y), w = vload16(1, y);                                \
             GEMM_ROWS(GEMM_ADD)                                                                \
         }                                                                                      \
     } else {                                                                                   \
@@ -60,8 +84,8 @@
         for (int l = l0; l < l1; l++) {                                                        \
             __global const float *x = a + (size_t)l * (k_step);                                \
             __global const float *y = b + (size_t)l * ldb;                                     \
-            const float8 v = kiln_load8(y, cols);                                              \
-            const float8 w = cols > 8 ? kiln_load8(y + 8, cols - 8) : (float8)(0.0f);          \
+            const float16 v = gemm_load16(y, cols);                                            \
+            const float16 w = cols > 16 ? gemm_load16(y + 16, cols - 16) : (float16)(0.0f);    \
             GEMM_ROWS(GEMM_ADD_EDGE)                                                           \
         }                                                                                      \
     }
@@ -82,7 +106,7 @@
         int chunks, __global float *partials
 
 #define GEMM_CPU_KERNEL(k_step, row_step)                                                      \
-    const int j0 = get_global_id(0) * 16, i0 = get_global_id(1) * 8;                           \
+    const int j0 = get_global_id(0) * 32, i0 = get_global_id(1) * 8;                           \
     const int product = get_global_id(2) / chunks, chunk = get_global_id(2) % chunks;          \
     if (j0 >= n || i0 >= m)                                                                    \
         return;                                                                                \
