@@ -73,7 +73,8 @@ static kiln_status convolve(const conv2d_config *c, conv2d_replica *r, const kil
                             int accumulate)
 {
     const size_t n = tiles(c, s->batch);
-    const size_t in_range[2] = {cin, n}, out_range[2] = {cout, n};
+    /* Eight channels a work-item (conv2d_winograd.cl). */
+    const size_t in_range[2] = {(cin + 7) / 8, n}, out_range[2] = {(cout + 7) / 8, n};
     kiln_args a = KILN_ARGS(kiln_arg_buffer(in), kiln_arg_int(c->h), kiln_arg_int(c->w),
                             kiln_arg_int((int64_t)cin), kiln_arg_int((int64_t)n),
                             kiln_arg_buffer(r->wino_v));

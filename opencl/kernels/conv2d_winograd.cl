@@ -76,26 +76,29 @@ __kernel void kiln_conv2d_winograd_filter_flipped(__global const float *w, int w
         kiln_store8(u + ((size_t)xi * F + f) * C + c0, v[xi], nc);
 }
 
-/* V from the (batch, H, W, C) input, over a (C, tiles) range: neighbouring
- * work-items read neighbouring channels. Patch pixels outside the image
- * are the 'same' padding's zeros. */
+/* V from the (batch, H, W, C) input, eight channels a work-item over a
+ * (C / 8, tiles) range: a pixel's channels are neighbours, so each load
+ * and store is a float8. Patch pixels outside the image are the 'same'
+ * padding's zeros. (A work-item a channel took four times as long.) */
 __kernel void kiln_conv2d_winograd_input(__global const float *x, int H, int W, int C, int tiles,
                                          __global float *v)
 {
-    const int c = get_global_id(0), p = get_global_id(1);
+    const int c = get_global_id(0) * 8, p = get_global_id(1);
     if (c >= C || p >= tiles)
         return;
+    const int nc = C - c;
     const int tw = (W + 1) / 2, th = (H + 1) / 2;
     const int tx = p % tw, ty = (p / tw) % th, n = p / (tw * th);
     __global const float *sample = x + (size_t)n * H * W * C + c;
-    float d[4][4];
+    float8 d[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
             const int y = 2 * ty - 1 + i, xx = 2 * tx - 1 + j;
-            d[i][j] = y >= 0 && y < H && xx >= 0 && xx < W ? sample[((size_t)y * W + xx) * C]
-                                                            : 0.0f;
+            d[i][j] = y >= 0 && y < H && xx >= 0 && xx < W
+                          ? kiln_load8(sample + ((size_t)y * W + xx) * C, nc)
+                          : (float8)(0.0f);
         }
-    float t[4][4];
+    float8 t[4][4];
     for (int j = 0; j < 4; j++) {
         t[0][j] = d[0][j] - d[2][j];
         t[1][j] = d[1][j] + d[2][j];
@@ -103,42 +106,43 @@ __kernel void kiln_conv2d_winograd_input(__global const float *x, int H, int W, 
         t[3][j] = d[1][j] - d[3][j];
     }
     for (int i = 0; i < 4; i++) {
-        const float r[4] = {t[i][0] - t[i][2], t[i][1] + t[i][2], t[i][2] - t[i][1],
-                            t[i][1] - t[i][3]};
+        const float8 r[4] = {t[i][0] - t[i][2], t[i][1] + t[i][2], t[i][2] - t[i][1],
+                             t[i][1] - t[i][3]};
         for (int j = 0; j < 4; j++)
-            v[((size_t)(i * 4 + j) * tiles + p) * C + c] = r[j];
+            kiln_store8(v + ((size_t)(i * 4 + j) * tiles + p) * C + c, r[j], nc);
     }
 }
 
-/* Y = A^T M A into the (batch, H, W, F) output, over a (F, tiles) range;
- * accumulate adds to what the output holds (an input gradient that
- * another layer's backward wrote first). */
+/* Y = A^T M A into the (batch, H, W, F) output, eight channels a work-item
+ * over a (F / 8, tiles) range; accumulate adds to what the output holds
+ * (an input gradient that another layer's backward wrote first). */
 __kernel void kiln_conv2d_winograd_output(__global const float *m, int H, int W, int F, int tiles,
                                           int accumulate, __global float *y)
 {
-    const int f = get_global_id(0), p = get_global_id(1);
+    const int f = get_global_id(0) * 8, p = get_global_id(1);
     if (f >= F || p >= tiles)
         return;
+    const int nf = F - f;
     const int tw = (W + 1) / 2, th = (H + 1) / 2;
     const int tx = p % tw, ty = (p / tw) % th, n = p / (tw * th);
-    float a[4][4];
+    float8 a[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
-            a[i][j] = m[((size_t)(i * 4 + j) * tiles + p) * F + f];
-    float t[2][4];
+            a[i][j] = kiln_load8(m + ((size_t)(i * 4 + j) * tiles + p) * F + f, nf);
+    float8 t[2][4];
     for (int j = 0; j < 4; j++) {
         t[0][j] = a[0][j] + a[1][j] + a[2][j];
         t[1][j] = a[1][j] - a[2][j] - a[3][j];
     }
     __global float *sample = y + (size_t)n * H * W * F + f;
     for (int i = 0; i < 2; i++) {
-        const float r[2] = {t[i][0] + t[i][1] + t[i][2], t[i][1] - t[i][2] - t[i][3]};
+        const float8 r[2] = {t[i][0] + t[i][1] + t[i][2], t[i][1] - t[i][2] - t[i][3]};
         const int oy = 2 * ty + i;
         for (int j = 0; j < 2; j++) {
             const int ox = 2 * tx + j;
             if (oy < H && ox < W) {
                 __global float *dst = sample + ((size_t)oy * W + ox) * F;
-                *dst = accumulate ? *dst + r[j] : r[j];
+                kiln_store8(dst, accumulate ? kiln_load8(dst, nf) + r[j] : r[j], nf);
             }
         }
     }
