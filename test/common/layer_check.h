@@ -32,6 +32,11 @@ static uint64_t check_rng_state = 88172645463325252ULL;
 static int check_training = 1;
 /* 1: the layer feeds a "post" node instead of being the output. */
 static int check_inner = 0;
+/* 1: the model's output is Add(layer (or "post"), "pre"), so that two
+ * layers write "pre"'s gradient and the layer's backward adds to what the
+ * Add wrote first (the add to an input gradient every residual block
+ * makes). The layer's output must have "pre"'s shape. */
+static int check_residual = 0;
 /* The inputs are uniform in [-check_input_scale, check_input_scale). */
 static double check_input_scale = 1.0;
 /* ... plus check_input_offset (large: rounding that a shift must avoid). */
@@ -89,8 +94,12 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
                                                      .name = "post"};
     kiln_node pre = kiln_activation_layer(m, in, KILN_ACTIVATION_LINEAR, &pre_name);
     kiln_node node = build(m, pre, arg);
-    const kiln_node last =
+    kiln_node last =
         check_inner ? kiln_activation_layer(m, node, KILN_ACTIVATION_LINEAR, &post_name) : node;
+    if (check_residual) {
+        const kiln_node both[2] = {last, pre};
+        last = kiln_add(m, both, 2, NULL);
+    }
     const kiln_optimizer_options optimizer = {.struct_size = sizeof optimizer,
                                               .kind = KILN_OPTIMIZER_SGD};
     kiln_compile_options co = {.struct_size = sizeof co};

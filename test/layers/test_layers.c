@@ -178,9 +178,11 @@ static void test_conv(kiln_context *ctx, const int32_t *dims, int batch, const c
         if (!c->no_bias)
             test_close(what, 0, r.dparams[1], db, sizeof(double), g.f, TEST_OF_ARRAY, TOL);
     }
+    for (int64_t i = 0; check_residual && i < nx; i++)   /* the Add's share */
+        dx[i] += r.dy[i];
     test_close(what, 0, r.y, y, sizeof(double), ny, TEST_OF_ARRAY, TOL);
     test_close(what, 0, r.dx, dx, sizeof(double), nx, TEST_OF_ARRAY, TOL);
-    printf("%s: largest error %.2g\n", what, test_worst);
+    printf("%s%s: largest error %.2g\n", what, check_residual ? ", residual" : "", test_worst);
     free(z), free(y), free(dz), free(dx), free(dw), free(db);
     layer_run_free(&r);
 }
@@ -1247,6 +1249,18 @@ int main(void)
         test_conv(ctx, deep, 1, &wino[i]);
         test_conv(ctx, deeper, 3, &wino[i]);
     }
+    /* In a residual block, whose input gradient the convolution adds to
+     * what the block's Add wrote first. */
+    const conv_case wino_residual[] = {
+        {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 130, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .act = KILN_ACTIVATION_LINEAR},
+    };
+    check_residual = 1;
+    test_conv(ctx, deep, 2, &wino_residual[0]);
+    test_conv(ctx, deeper, 2, &wino_residual[1]);
+    check_residual = 0;
     /* Grouped: two groups through the grouped GEMM; depthwise (groups ==
      * channels == filters) through its own kernels here and the grouped
      * GEMM in test_layers_clblast, strided, dilated, with asymmetric pads;
