@@ -79,10 +79,11 @@ static kiln_status convolve(const conv2d_config *c, conv2d_replica *r, const kil
                             kiln_arg_int((int64_t)cin), kiln_arg_int((int64_t)n),
                             kiln_arg_buffer(r->wino_v));
     kiln_status st = kiln_kernel_run(s->dev, r->kernels.wino_input, 2, in_range, a);
-    for (size_t xi = 0; xi < POSITIONS && st == KILN_OK; xi++)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, n, cout, cin, 1.0f, r->wino_v,
-                       xi * n * cin, cin, r->wino_u, xi * cin * cout, cout, 0.0f, r->wino_m,
-                       xi * n * cout, cout);
+    /* The 16 products M[xi] = V[xi] U[xi] in one batched launch. */
+    if (st == KILN_OK)
+        st = kiln_gemm_batched(s->dev, KILN_GEMM_N, KILN_GEMM_N, n, cout, cin, 1.0f, r->wino_v,
+                               0, cin, n * cin, r->wino_u, 0, cout, cin * cout, 0.0f, r->wino_m,
+                               0, cout, n * cout, POSITIONS);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->wino_m), kiln_arg_int(c->h), kiln_arg_int(c->w),
