@@ -85,6 +85,7 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
 {
     size_t chunk_k;
     const size_t chunks = chunk_count(dev, trans_a, m, n, k, count, &chunk_k);
+    const int rows_first = !dev->gpu_kernels && kiln_gemm_rows_first(m, n, k);
     kiln_status st = KILN_OK;
     if (chunks > 1)
         st = reserve(dev, &dev->gemm_partials, chunks * m * n * count * sizeof(float),
@@ -99,10 +100,14 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
                                kiln_arg_int((int64_t)c_offset), kiln_arg_int((int64_t)ldc),
                                kiln_arg_int((int64_t)a_stride), kiln_arg_int((int64_t)b_stride),
                                kiln_arg_int((int64_t)c_stride), kiln_arg_int((int64_t)chunk_k),
-                               kiln_arg_int((int64_t)chunks), kiln_arg_buffer(partials));
+                               kiln_arg_int((int64_t)chunks), kiln_arg_int(rows_first),
+                               kiln_arg_buffer(partials));
     /* An 8 x 32 tile a work-item over (column tiles, row tiles, products x
      * chunks), or 16 x 16 items per 64 x 64 block of C (gemm.cl). */
-    const kiln_range cpu = {.dims = 3, .size = {(n + 31) / 32, (m + 7) / 8, count * chunks}};
+    const size_t column_tiles = (n + 31) / 32, row_tiles = (m + 7) / 8;
+    const kiln_range cpu = {.dims = 3,
+                            .size = {rows_first ? row_tiles : column_tiles,
+                                     rows_first ? column_tiles : row_tiles, count * chunks}};
     const kiln_range gpu = {.dims = 3, .size = {(n + 63) / 64 * 16, (m + 63) / 64 * 16, count},
                             .local = {16, 16, 1}};
     if (st == KILN_OK)

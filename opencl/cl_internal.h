@@ -138,6 +138,9 @@ int kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans
 /* How many steps of k a chunk of the CPU variant's GEMM (gemm.cl) takes:
  * all k, or fewer so that a chunk's rows stay in cache. */
 size_t kiln_gemm_chunk_steps(kiln_gemm_op trans_a, size_t m, size_t n, size_t k);
+/* Whether the CPU variant runs a column's tiles one after another, rather
+ * than a row's (gemm.cl): B too large to stay in cache, A not. */
+int kiln_gemm_rows_first(size_t m, size_t n, size_t k);
 /* How many of the `available` parameter sets a tuning search tries: all. */
 int kiln_gemm_tuning_candidates(int available);
 

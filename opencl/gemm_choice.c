@@ -35,7 +35,12 @@ int kiln_gemm_tuning_candidates(int available)
     return available;
 }
 
-/* The CPU variant's GEMMs run in chunks of k (gemm.cl) so that the rows of
+/* The CPU variant's column tiles of one row tile run one after another,
+ * reading that row tile's rows of A again and B once each: where B is too
+ * large to stay in cache and A is not, the tiles of one column run one
+ * after another instead (rows_first), reading the column's rows of B
+ * again and A once each. Where neither fits, the GEMM runs in chunks of k.
+ * The CPU variant's GEMMs run in chunks of k (gemm.cl) so that the rows of
  * A and B a chunk's tiles share stay in the core's cache between tiles:
  * about CHUNK_CACHE_BYTES of them (half an L2 of this project's machine).
  * An NN tile reads 8 rows of A along k, used again by the next tile, while
@@ -46,8 +51,15 @@ int kiln_gemm_tuning_candidates(int available)
 #define CHUNK_CACHE_BYTES ((size_t)1 << 20)
 #define MIN_CHUNK 128
 
+int kiln_gemm_rows_first(size_t m, size_t n, size_t k)
+{
+    return k * n * sizeof(float) > CHUNK_CACHE_BYTES && m * k * sizeof(float) <= CHUNK_CACHE_BYTES;
+}
+
 size_t kiln_gemm_chunk_steps(kiln_gemm_op trans_a, size_t m, size_t n, size_t k)
 {
+    if (kiln_gemm_rows_first(m, n, k))
+        return k;
     const size_t row_bytes = (trans_a == KILN_GEMM_T ? m + n : n) * sizeof(float);
     if (k * row_bytes <= CHUNK_CACHE_BYTES)
         return k;

@@ -98,15 +98,18 @@ inline void gemm_store16(__global float *p, float16 x, int count)
 
 /* Every kernel of this file takes these arguments: a batch of `count`
  * products (kiln_gemm_batched), each operand `stride` floats after the one
- * before, in chunks of k (the GPU variant runs one chunk). */
+ * before, in chunks of k (the GPU variant runs one chunk). With rows_first
+ * the CPU variant's range is (row tiles, column tiles, ...): the tiles of
+ * one column run one after another, each reading the same rows of B, and
+ * A is what they read again for the next column (blas.c chooses). */
 #define GEMM_ARGUMENTS                                                                         \
     int m, int n, int k, float alpha, __global const float *a, int a_offset, int lda,          \
         __global const float *b, int b_offset, int ldb, float beta, __global float *c,         \
         int c_offset, int ldc, int a_stride, int b_stride, int c_stride, int chunk_k,          \
-        int chunks, __global float *partials
+        int chunks, int rows_first, __global float *partials
 
 #define GEMM_CPU_KERNEL(k_step, row_step)                                                      \
-    const int j0 = get_global_id(0) * 32, i0 = get_global_id(1) * 8;                           \
+    const int j0 = get_global_id(rows_first) * 32, i0 = get_global_id(1 - rows_first) * 8;     \
     const int product = get_global_id(2) / chunks, chunk = get_global_id(2) % chunks;          \
     if (j0 >= n || i0 >= m)                                                                    \
         return;                                                                                \

@@ -232,7 +232,7 @@ int main(void)
      * and TN in chunks of unequal length, several products each in its
      * own chunks, and a C so large that its chunk sums would pass the cap
      * (fewer chunks, then). Each keeps its sums on the device. */
-    const int chunked[][4] = {{37, 600, 1501, 1}, {300, 100, 3001, 2}, {60, 40, 6001, 2},
+    const int chunked[][4] = {{300, 600, 1501, 1}, {300, 100, 3001, 2}, {60, 40, 6001, 2},
                               {1100, 1000, 600, 2}};
     const int counts[] = {1, 1, 3, 1};
     for (int i = 0; i < 4 && ctx; i++) {
@@ -241,8 +241,12 @@ int main(void)
         check_gemm_batched(ctx, chunked[i][0], chunked[i][1], chunked[i][2], ops[chunked[i][3] - 1][0],
                            ops[chunked[i][3] - 1][1], counts[i]);
         kiln_device_memory(ctx->devices[0], &after, &peak);
-        CHECK(i > 0 || after >= before + 2 * 37 * 600 * sizeof(float));
+        CHECK(i > 0 || after >= before + 2 * 300 * 600 * sizeof(float));
     }
+    /* A small enough to read again, B not: a column's tiles one after
+     * another (kiln_gemm_rows_first), NN and NT. */
+    check_gemm(ctx, 37, 600, 1501, KILN_GEMM_N, KILN_GEMM_N);
+    check_gemm(ctx, 45, 700, 1301, KILN_GEMM_N, KILN_GEMM_T);
     kiln_context_destroy(ctx);
 
     /* The same through the GPU variant (64 x 64 blocks in local memory;
