@@ -715,6 +715,9 @@ TRAINED = {
                     "enc.layers.1.self_attn.out_proj.weight", "head.weight"),
     "ids_char_lm13": ("enc.layers.1.self_attn.in_proj_weight",
                       "enc.layers.0.self_attn.in_proj_bias", "head.bias"),
+    "gemm_scaled": ("weight", "bias"),
+    "gemm_beta0": ("weight",),
+    "gemm_transb0": ("weight", "bias"),
 }
 
 
@@ -722,7 +725,8 @@ TRAINED = {
 # reads): the attention models, whose steps then depend on the earlier ones'.
 MOMENTUM = {"attention": 0.9, "attention13": 0.9, "encoder_layer": 0.9,
             "encoder_layer13": 0.9, "vit_blocks": 0.9, "vit_blocks13": 0.9,
-            "ids_char_lm": 0.9, "ids_char_lm13": 0.9}
+            "ids_char_lm": 0.9, "ids_char_lm13": 0.9, "gemm_scaled": 0.9, "gemm_beta0": 0.9,
+            "gemm_transb0": 0.9}
 
 
 def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
@@ -755,6 +759,7 @@ def train_steps(outdir, name, model, shape, steps=3, lr=0.1):
     # test_import does not take a 2-D one for a Linear's weight.
     flat = {"%s.%s" % (mname, p) for mname, mod in model.named_modules()
             if isinstance(mod, nn.LayerNorm) for p in ("weight", "bias")}
+    flat |= set(getattr(model, "as_is", ()))   # 2-D, but in kiln's layout already
     with open(os.path.join(outdir, name + ".trained"), "w") as f:
         for pname, value in model.state_dict().items():
             if pname in TRAINED[name] and pname.endswith(PACKED):
@@ -807,6 +812,49 @@ class TwoTowers(nn.Module):
 
 
 TOWERS_TRAINED = ("user.weight", "item.weight", "mlp.0.weight", "mlp.2.bias")
+
+
+class ScaledGemm(nn.Module):
+    """ONNX Gemm's Y = alpha A B' + beta C written by hand: a Linear whose
+    product is scaled by alpha and bias by beta (none when beta is 0), its
+    weight (out, in) under transB 1, else (in, out), which kiln keeps as it
+    is (as_is: compared unchanged)."""
+    def __init__(self, alpha, beta, trans_b, n_in=5, n_out=3):
+        super().__init__()
+        self.alpha, self.beta, self.trans_b = alpha, beta, trans_b
+        shape = (n_out, n_in) if trans_b else (n_in, n_out)
+        self.weight = nn.Parameter(torch.randn(*shape) * 0.4)
+        self.bias = nn.Parameter(torch.randn(n_out) * 0.3) if beta else None
+        self.as_is = () if trans_b else ("weight",)
+
+    def forward(self, x):
+        y = self.alpha * (x @ (self.weight.t() if self.trans_b else self.weight))
+        return y + self.beta * self.bias if self.bias is not None else y
+
+    def onnx(self, outdir, name, x):
+        """The Gemm as one node (with a C of its own when beta is 0, which
+        Gemm then ignores)."""
+        from onnx import helper
+        bias = self.bias if self.bias is not None else torch.full((3,), 7.0)
+        node = helper.make_node("Gemm", ["input", "weight", "bias"], ["output"], name="gemm",
+                                alpha=self.alpha, beta=self.beta, transB=self.trans_b)
+        with torch.no_grad():
+            return export_graph(outdir, name, [node], {"weight": self.weight, "bias": bias}, x,
+                                self(x))
+
+
+def gemms(outdir):
+    """gemm_scaled (alpha 0.5, beta 2), gemm_beta0 (alpha 0.5, beta 0: C
+    ignored), gemm_transb0 (alpha 2, beta 0.5, B (in, out)): each imported,
+    trained (5 SGD steps with momentum 0.9) and exported by test_import."""
+    lines = []
+    for name, alpha, beta, trans_b in (("gemm_scaled", 0.5, 2.0, 1), ("gemm_beta0", 0.5, 0.0, 1),
+                                       ("gemm_transb0", 2.0, 0.5, 0)):
+        torch.manual_seed(3)
+        model = ScaledGemm(alpha, beta, trans_b)
+        lines.append(model.onnx(outdir, name, torch.randn(4, 5)))
+        train_steps(outdir, name, model, (4, 5))
+    return lines
 
 
 def two_towers(outdir, batch=6, steps=3, lr=0.1):
@@ -991,7 +1039,7 @@ def main():
             train_steps(outdir, name, model, shape)
     if len(sys.argv) < 3 or "two_towers" in sys.argv[2:]:
         two_towers(outdir)
-    lines += [line for line in graphs(outdir)
+    lines += [line for line in graphs(outdir) + gemms(outdir)
               if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:
         f.writelines(lines)

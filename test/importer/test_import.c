@@ -15,6 +15,14 @@
 
 #define PYTHON "/usr/bin/python3"
 #define TOLERANCE 1e-4
+/* make_models.py's gemm_* (one Gemm with alpha and beta) are held to
+ * 1e-5: nothing but one product and a bias to differ by. */
+#define GEMM_TOLERANCE 1e-5
+
+static double tolerance_of(const char *name)
+{
+    return strncmp(name, "gemm_", 5) == 0 ? GEMM_TOLERANCE : TOLERANCE;
+}
 
 static float *run_ort(const char *name, const char *type, int rank, const int64_t *dims,
                       int64_t n_out);
@@ -169,7 +177,8 @@ static void check_export(kiln_context *ctx, kiln_model *m, const char *name, int
     if (ort) {
         char what[128];
         snprintf(what, sizeof what, "%s: its export in ONNX Runtime", name);
-        test_close(what, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+        test_close(what, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE,
+                   tolerance_of(name));
     }
     free(ort);
 }
@@ -242,6 +251,56 @@ static void to_kiln_layout(const float *onnx, int rank, const int64_t *d, float 
                 out[i * d[0] + o] = onnx[o * d[1] + i];
     } else {
         memcpy(out, onnx, (size_t)size * sizeof *out);
+    }
+}
+
+/* A trained model exported: ONNX Runtime on the export gives kiln's
+ * predictions, and its initializers of the trained parameters' names hold
+ * PyTorch's trained values (NAME.trained.PARAMETER, in ONNX's layout), so
+ * the scales kept their meaning (Gemm's alpha and beta). */
+static void check_trained_export(kiln_context *ctx, kiln_model *m, const char *name, int rank,
+                                 const int64_t *dims, int64_t n_out, char (*params)[96], int n)
+{
+    char path[256], link_to[256], export_name[128];
+    snprintf(export_name, sizeof export_name, "%s.fit", name);
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, export_name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    int64_t n_in = 1;
+    for (int d = 0; d < rank; d++)
+        n_in *= dims[d];
+    snprintf(link_to, sizeof link_to, "%s/%s.in", dir, name);
+    float *x = read_floats(link_to, n_in);
+    float *got = calloc((size_t)n_out, sizeof *got);
+    const kiln_batch_arrays in = inputs_of(name, x, dims[0]);
+    if (x && got)
+        CHECK_OK(ctx, kiln_model_predict(m, &in, got, 0));
+    snprintf(path, sizeof path, "%s/%s.in", dir, export_name);
+    CHECK(link(link_to, path) == 0);
+    float *ort = run_ort(export_name, "", rank, dims, n_out);
+    if (ort && got) {
+        char what[128];
+        snprintf(what, sizeof what, "%s: trained, exported, in ORT", name);
+        test_close(what, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE,
+                   tolerance_of(name));
+    }
+    free(ort);
+    free(got);
+    free(x);
+    char cmd[2048];
+    int at = snprintf(cmd, sizeof cmd, PYTHON " -c 'import onnx, sys, numpy as np; "
+                      "from onnx import numpy_helper as h; m = onnx.load(sys.argv[1]); "
+                      "d = {i.name: h.to_array(i).ravel() for i in m.graph.initializer}; "
+                      "e = [abs(d[p] - w).max() / max(abs(w).max(), 1e-30) if p in d else 1 "
+                      "for p in sys.argv[3:] for w in [np.fromfile(sys.argv[2] + p, \"<f4\")]]; "
+                      "print(\"%s: the export against PyTorch trained, worst relative\", "
+                      "max(e)); sys.exit(1 if max(e) > %g else 0)' '%s/%s.onnx' "
+                      "'%s/%s.trained.'", name, GEMM_TOLERANCE, dir, export_name, dir, name);
+    for (int p = 0; p < n; p++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " '%s'", params[p]);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "%s: the trained export's initializers are not PyTorch's trained "
+                "values under their names\n", name);
+        test_failures++;
     }
 }
 
@@ -344,9 +403,11 @@ static void check_training(kiln_context *ctx, const char *name, int rank, const 
         char what[128];
         snprintf(what, sizeof what, "%.40s trained: %.60s", name, params[p]);
         test_close(what, 40, got, want ? fixed : NULL, sizeof(float), sizes[p], TEST_PER_VALUE,
-                   TOLERANCE);
+                   tolerance_of(name));
         free(want);
     }
+    if (strncmp(name, "gemm_", 5) == 0)
+        check_trained_export(ctx, m, name, rank, dims, n_out, params, n);
     kiln_dataset_destroy(ds);
     free(x);
     free(y);
@@ -474,7 +535,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
         CHECK_OK(ctx, kiln_model_predict(m, &in, got, 0));
     char what[128];
     snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
-    test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+    test_close(what, 40, got, want, sizeof(float), n_out, TEST_PER_VALUE, tolerance_of(name));
     /* A training-form graph (train_*) ONNX Runtime normalises with the
      * batch's statistics; kiln's predict, as PyTorch's eval, with the
      * moving ones. */
@@ -482,7 +543,8 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
                      ? run_ort(name, of_ids(name) ? "--int64" : "", rank, dims, n_out) : NULL;
     if (ort) {
         snprintf(what, sizeof what, "%s: kiln against ONNX Runtime", name);
-        test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+        test_close(what, 40, got, ort, sizeof(float), n_out, TEST_PER_VALUE,
+                   tolerance_of(name));
     }
     free(ort);
     if (strcmp(name, "cnn") == 0)
