@@ -161,8 +161,13 @@ def between(out):
     # GlobalMaxPool of a 2-D value.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    for name, gemm in (("gemm_trans_a", dict(transA=1)), ("gemm_alpha", dict(alpha=0.5))):
-        nodes = [helper.make_node("Gemm", ["x", "gw", "gb"], ["y"], name="gemm", **gemm)]
+    # Gemm's transA 1 (A's batch axis read as features), alpha 0 (B would
+    # not count; alpha and beta otherwise import, test_import), and A an
+    # initializer with B the graph's value (a product over the batch).
+    for name, gemm, ins in (("gemm_trans_a", dict(transA=1), ["x", "gw", "gb"]),
+                            ("gemm_alpha_zero", dict(alpha=0.0), ["x", "gw", "gb"]),
+                            ("gemm_const_a", dict(transB=1), ["gw", "x", "gb"])):
+        nodes = [helper.make_node("Gemm", ins, ["y"], name="gemm", **gemm)]
         save(out, name, helper.make_graph(nodes, "g", [x], [y], [init("gw", (4, 4), 8),
                                                               init("gb", (4,), 9)]))
     # Gemm's C as one row (1, 4), which imports, and as one value, which a

@@ -360,8 +360,12 @@ int main(void)
             NULL);
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");
-    refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1", NULL);
-    refused(ctx, "gemm_alpha", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0.5", NULL);
+    refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1",
+            "mixing the batch into the features");
+    refused(ctx, "gemm_alpha_zero", KILN_ERROR_UNSUPPORTED, "'gemm'", "'alpha' 0",
+            "alpha not 0");
+    refused(ctx, "gemm_const_a", KILN_ERROR_UNSUPPORTED, "'gemm'",
+            "A 'gw' is an initializer and B 'x' the graph's value", "mix the batch");
     refused(ctx, "gemm_scalar_bias", KILN_ERROR_UNSUPPORTED, "'gemm'", "bias 'gb'",
             "one value per output (4)");
     m = NULL;
