@@ -101,7 +101,7 @@ static const conformance_limit conformance_limits[] = {
     {.op = "BatchNormalization", .needle = "kiln supports 2-D (N, C) and 4-D",
      .reason = "3-D or 5-D input (2-D and 4-D only)"},
     {.op = "Gemm", .needle = "attribute 'transA' is", .reason = "transA 1"},
-    {.op = "Gemm", .needle = "attributes 'alpha'", .reason = "alpha or beta not 1"},
+    {.op = "Gemm", .needle = "attributes 'alpha'", .reason = "alpha 0, or alpha or beta not finite"},
     {.op = "Gemm", .needle = "kiln supports a bias of one value per output",
      .reason = "C not one value per output (a matrix or a broadcast scalar)"},
     {.op = "MatMul", .needle = "kiln supports a 2-D weight", .reason = "B of 3 or more dimensions"},

@@ -583,12 +583,13 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
             check_layer_kind(ctx, m, math[k], "math");
     }
     /* channels: leaky_relu's slopes and log_softmax kept in the file;
+     * gemm_scaled: the Dense's alpha and beta;
      * unary: kiln_math's ops and constants, the hard activations. */
     /* attention, ids_char_lm: the MultiHeadAttention's parameter names
      * (in_proj split) and which kernels are PyTorch's (out, in). */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
         strcmp(name, "unary") == 0 || strcmp(name, "attention") == 0 ||
-        strcmp(name, "ids_char_lm") == 0)
+        strcmp(name, "ids_char_lm") == 0 || strcmp(name, "gemm_scaled") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);
     free(x);

@@ -23,8 +23,10 @@ static kiln_model *branchy(kiln_context *ctx)
     kiln_node x = kiln_input(m, 1, dims, NULL);
     kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 5,
                             .activation = KILN_ACTIVATION_TANH};
+    /* ONNX Gemm's scales: alpha x W + beta b. */
     kiln_dense_options b1 = {.struct_size = sizeof b1, .name = "b1", .units = 4,
-                             .activation = KILN_ACTIVATION_SIGMOID};
+                             .activation = KILN_ACTIVATION_SIGMOID, .alpha = 0.5f,
+                             .beta = -2.0f};
     kiln_dense_options b2 = {.struct_size = sizeof b2, .name = "b2", .units = 4,
                              .activation = KILN_ACTIVATION_TANH, .no_bias = 1};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,

@@ -404,9 +404,13 @@ static void importer_layers(kiln_context *ctx)
                                       .kernel_size = {3, 3}};
     const kiln_activation_layer_options leaky = {.struct_size = sizeof leaky,
                                                  .negative_slope = -0.1f};
-    const kiln_dense_options mix = {.struct_size = sizeof mix, .units = 5};
+    /* Scaled (ONNX Gemm's alpha and beta): on 3-D values the export's
+     * MatMul, Mul and Add; on vectors a Gemm with the two attributes. */
+    const kiln_dense_options mix = {.struct_size = sizeof mix, .units = 5, .alpha = 0.7f,
+                                    .beta = -1.5f};
     const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
-                                     .activation = KILN_ACTIVATION_SOFTMAX};
+                                     .activation = KILN_ACTIVATION_SOFTMAX, .alpha = 1.25f,
+                                     .beta = 0.5f};
     kiln_node x = kiln_zero_padding2d(m, kiln_input(m, 3, dims, NULL), &pad);   /* (7, 8, 3) */
     x = kiln_activation_layer(m, kiln_conv2d(m, x, &conv), KILN_ACTIVATION_LEAKY_RELU,
                               &leaky);                                          /* (5, 6, 4) */
