@@ -502,8 +502,9 @@ static kiln_model *lora(kiln_context *ctx)
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {3, 5};
+    /* a scaled as ONNX Gemm's alpha and beta: the adapters' term too. */
     kiln_dense_options a = {.struct_size = sizeof a, .name = "a", .units = 4,
-                            .activation = KILN_ACTIVATION_TANH};
+                            .activation = KILN_ACTIVATION_TANH, .alpha = 0.5f, .beta = 1.5f};
     kiln_dense_options b = {.struct_size = sizeof b, .name = "b", .units = 6,
                             .activation = KILN_ACTIVATION_SIGMOID, .no_bias = 1};
     kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,

@@ -512,8 +512,11 @@ static void lora(kiln_context *ctx)
     const int32_t dims[] = {4, 6};
     const kiln_dense_options rows = {.struct_size = sizeof rows, .name = "rows", .units = 5,
                                      .activation = KILN_ACTIVATION_RELU};
+    /* head scaled as ONNX Gemm's alpha and beta: the merged kernel keeps
+     * the adapters' term under alpha. */
     const kiln_dense_options head = {.struct_size = sizeof head, .name = "head", .units = 3,
-                                     .activation = KILN_ACTIVATION_SOFTMAX};
+                                     .activation = KILN_ACTIVATION_SOFTMAX, .alpha = 0.75f,
+                                     .beta = 2.0f};
     kiln_node x = kiln_dense(m, kiln_input(m, 2, dims, NULL), &rows);
     kiln_dense(m, kiln_flatten(m, x, NULL), &head);
     CHECK_OK(ctx, kiln_model_enable_lora(m, "rows", 3, 0.0f));
