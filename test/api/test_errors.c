@@ -3,6 +3,8 @@
 #include "counting_alloc.h"
 #include "harness.h"
 
+#include <math.h>
+
 #include <stdint.h>
 #include <unistd.h>
 
@@ -134,6 +136,16 @@ static void test_build_errors(kiln_context *ctx)
                                .activation = KILN_ACTIVATION_LINEAR};
     kiln_dense(m, KILN_NODE_PREVIOUS, &zero);
     CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT, "layer 'empty' (dense): units must be > 0",
+                kiln_model_compile(m, &co));
+    kiln_model_destroy(m);
+
+    m = new_model(ctx);
+    kiln_input(m, 1, a_dims, NULL);
+    kiln_dense_options nan_scale = {.struct_size = sizeof nan_scale, .name = "scaled",
+                                    .units = 2, .alpha = 0.5f, .beta = NAN};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &nan_scale);
+    CHECK_FAILS(ctx, KILN_ERROR_INVALID_ARGUMENT,
+                "layer 'scaled' (dense): alpha 0.5 and beta nan must be finite",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
 
