@@ -1040,6 +1040,27 @@ typedef struct kiln_expand_options {
 KILN_API kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank,
                                const int32_t *dims, const kiln_expand_options *options);
 
+/** Options of kiln_learned_tokens(). */
+typedef struct kiln_learned_tokens_options {
+    size_t struct_size;          /**< sizeof(kiln_learned_tokens_options) */
+    const char *name;            /**< layer name, or NULL for "learned_tokens", ... */
+} kiln_learned_tokens_options;
+
+/** A trainable tensor "tokens" of shape `dims` (rank 1..KILN_MAX_RANK,
+ *  batch not counted), zeros at first, emitted for every sample: a Vision
+ *  Transformer's class token (torchvision's class_token.expand(n, -1, -1)),
+ *  typically followed by kiln_concatenate() with the patch tokens. `like`
+ *  only gives the batch: its values are not read and get a zero gradient;
+ *  the parameter's gradient is the sum over the batch. dims NULL, a rank
+ *  out of range, a dimension < 1 or a shape over 2^31 - 1 floats is
+ *  KILN_ERROR_INVALID_ARGUMENT at kiln_model_compile, naming the layer.
+ *  `dims` is copied. Model files record it; ONNX export writes the
+ *  parameter as an initializer and an Expand of it to the batch, which
+ *  kiln_model_import_onnx reads back as this layer. */
+KILN_API kiln_node kiln_learned_tokens(kiln_model *model, kiln_node like, int32_t rank,
+                                       const int32_t *dims,
+                                       const kiln_learned_tokens_options *options);
+
 /** Options of kiln_matmul(). */
 typedef struct kiln_matmul_options {
     size_t struct_size;          /**< sizeof(kiln_matmul_options) */

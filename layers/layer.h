@@ -260,6 +260,10 @@ typedef kiln_input_args kiln_reshape_args;
  * Input's. */
 typedef kiln_input_args kiln_expand_args;
 
+/* What the LearnedTokens builder hands its configure op: the per-sample
+ * shape, as Input's. */
+typedef kiln_input_args kiln_learned_tokens_args;
+
 /* What the Permute builder hands its configure op: the permutation, as
  * Input's shape (axes counted from 1). */
 typedef kiln_input_args kiln_permute_args;

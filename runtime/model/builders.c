@@ -356,6 +356,17 @@ kiln_node kiln_expand(kiln_model *model, kiln_node input, int32_t rank, const in
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_learned_tokens(kiln_model *model, kiln_node like, int32_t rank,
+                              const int32_t *dims, const kiln_learned_tokens_options *options)
+{
+    const kiln_learned_tokens_args args = {.rank = rank, .dims = dims};
+    const char *name;
+    if (!take_name(model, options, "kiln_learned_tokens", "kiln_learned_tokens_options", &name))
+        return KILN_NODE_INVALID;
+    return kiln_model_add_layer(model, &kiln_layer_learned_tokens, &args, &like, 1, name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_matmul(kiln_model *model, kiln_node a, kiln_node b,
                       const kiln_matmul_options *options)
 {

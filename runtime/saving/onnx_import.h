@@ -149,6 +149,13 @@ kiln_status kiln_import_kind(kiln_importer *im, const KilnOnnx__NodeProto *n,
 kiln_status kiln_import_binary(kiln_importer *im, const KilnOnnx__NodeProto *n);
 kiln_status kiln_import_sigmoid(kiln_importer *im, const KilnOnnx__NodeProto *n);
 
+/* Constant `name`'s values src, of ONNX shape (rank, dims), as layer
+ * node's first parameter: trained and named after the initializer (a
+ * Constant node's: not trained), in kiln's layout when `cl` (onnx_import_binary.c). */
+kiln_status kiln_import_take_constant(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                      kiln_node node, const char *name, const float *src,
+                                      int rank, const int64_t *dims, int cl);
+
 /* A computed value as the model's output: in ONNX's order. */
 kiln_status kiln_import_output(kiln_importer *im, kiln_import_value *v, kiln_node *node);
 

@@ -50,9 +50,9 @@ static const float *constant_floats(kiln_importer *im, const kiln_import_value *
  * (C, H, W) sample as (H, W, C) when `cl`), trained and named after the
  * initializer, or (a Constant node's) not trained. An initializer one
  * node already trains is refused: kiln does not tie parameters. */
-static kiln_status take_constant(kiln_importer *im, const KilnOnnx__NodeProto *n,
-                                 kiln_node node, const char *name, const float *src, int rank,
-                                 const int64_t *dims, int cl)
+kiln_status kiln_import_take_constant(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                      kiln_node node, const char *name, const float *src,
+                                      int rank, const int64_t *dims, int cl)
 {
     kiln_context *ctx = im->ctx;
     kiln_import_value *v = kiln_import_find(im, name);
@@ -213,8 +213,8 @@ static kiln_status binary_node(kiln_importer *im, const KilnOnnx__NodeProto *n,
         return kiln_error(im->ctx, im->m->graph.build_status, CALL ": node '%s' (%s): %s",
                           node_name, n->op_type, im->m->graph.build_error);
     if (constant >= 0) {
-        const kiln_status st = take_constant(im, n, node, in[constant]->name, data, prank,
-                                             pdims, cl);
+        const kiln_status st = kiln_import_take_constant(im, n, node, in[constant]->name, data,
+                                                         prank, pdims, cl);
         if (st != KILN_OK)
             return st;
     }

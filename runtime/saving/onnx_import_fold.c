@@ -112,8 +112,12 @@ int kiln_import_all_ints(kiln_importer *im, const KilnOnnx__NodeProto *n)
     return n->n_input > 0;
 }
 
-/* Add, Sub and Mul of two integer constants of one shape, or one a single
- * value (PyTorch computes nn.ZeroPad2d's pad count as 4 * 2 - rank). */
+/* Add, Sub, Mul and Div of two integer constants of one shape, or one a
+ * single value (PyTorch computes nn.ZeroPad2d's pad count as 4 * 2 - rank,
+ * and torchvision's ViT its patch count as h // p, a Div). Div truncates
+ * toward zero, as the ONNX spec says of integers and ONNX Runtime does;
+ * a zero divisor, or the batch (which has no value here) in a Div, is
+ * refused. */
 kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     kiln_status st = KILN_OK;
@@ -131,7 +135,16 @@ kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto 
     const kiln_import_value *big = na > nb || (na == nb && a->rank >= b->rank) ? a : b;
     int64_t dims[KILN_MAX_RANK + 1] = {0};
     memcpy(dims, big->dims, (size_t)big->rank * sizeof *dims);
-    const int rank = big->rank, op = n->op_type[0];   /* A, S or M */
+    const int rank = big->rank, op = n->op_type[0];   /* A, S, M or D */
+    for (int64_t i = 0; op == 'D' && i < count(rank, dims); i++) {
+        const int64_t x = a->ints[na == 1 ? 0 : i], y = b->ints[nb == 1 ? 0 : i];
+        if (y == 0 || x == INT64_MIN || y == INT64_MIN)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (Div): "
+                              "element %lld divides %s by %s; kiln folds a Div of sizes by "
+                              "nonzero sizes", kiln_import_node_name(n), (long long)i,
+                              x == INT64_MIN ? "the batch" : "a size",
+                              y == 0 ? "zero" : y == INT64_MIN ? "the batch" : "a size");
+    }
     int64_t *out;
     if ((st = new_ints(im, n, rank, dims, &out)) != KILN_OK)
         return st;
@@ -141,7 +154,8 @@ kiln_status kiln_import_arithmetic(kiln_importer *im, const KilnOnnx__NodeProto 
         const int64_t x = a->ints[na == 1 ? 0 : i], y = b->ints[nb == 1 ? 0 : i];
         /* Wrapping as two's complement, as ONNX Runtime's int64 does. */
         const uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
-        out[i] = (int64_t)(op == 'A' ? ux + uy : op == 'S' ? ux - uy : ux * uy);
+        out[i] = op == 'D' ? x / y
+                           : (int64_t)(op == 'A' ? ux + uy : op == 'S' ? ux - uy : ux * uy);
     }
     return KILN_OK;
 }

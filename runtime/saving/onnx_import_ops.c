@@ -1224,7 +1224,7 @@ static kiln_status import_add(kiln_importer *im, const KilnOnnx__NodeProto *n)
     return same ? import_kind(im, n, &kiln_layer_add, NULL) : kiln_import_binary(im, n);
 }
 
-/* Sub and Mul of integer constants fold; else the binary kind's. */
+/* Sub, Mul and Div of integer constants fold; else the binary kind's. */
 static kiln_status import_sub_mul(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
     return kiln_import_all_ints(im, n) ? kiln_import_arithmetic(im, n)
@@ -1326,7 +1326,7 @@ static const struct {
     {.op = "Add", .handler = import_add},
     {.op = "Sub", .handler = import_sub_mul},
     {.op = "Mul", .handler = import_sub_mul},
-    {.op = "Div", .handler = kiln_import_binary},
+    {.op = "Div", .handler = import_sub_mul},
     {.op = "Max", .handler = kiln_import_binary},
     {.op = "Min", .handler = kiln_import_binary},
     {.op = "Concat", .handler = import_concat},

@@ -401,11 +401,72 @@ kiln_status kiln_import_split(kiln_importer *im, const KilnOnnx__NodeProto *n)
     return KILN_OK;
 }
 
+/* Expand of a float initializer to the batch (the first entry of the
+ * shape is the batch, as Shape of a computed value folds it) and to its
+ * own sample shape (1s or its dimensions elsewhere): a LearnedTokens
+ * layer whose parameter keeps the initializer's name, ViT's
+ * class_token.expand(n, -1, -1). Its `like` is the graph's first computed
+ * input, which only gives the batch. */
+static kiln_status import_learned_tokens(kiln_importer *im, const KilnOnnx__NodeProto *n,
+                                         const kiln_import_value *c,
+                                         const kiln_import_value *shape)
+{
+    if (!c->f || c->constant_node)
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "input 0 '%s' is %s; kiln expands a float "
+                      "initializer (a parameter repeated for every sample) or a computed "
+                      "value", c->name, c->constant_node ? "a Constant node's value"
+                                                         : "not floats");
+    const int64_t m = shape->dims[0];
+    if (m < 2 || shape->ints[0] != INT64_MIN)
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "it expands initializer '%s' to a shape "
+                      "whose first entry is %s; kiln repeats an initializer over the batch "
+                      "only (the first entry taken from Shape of a computed value)", c->name,
+                      m < 1 ? "missing" : m < 2 ? "all there is" : "not the batch");
+    if (c->rank > m || (c->rank == m && c->dims[0] != 1) || m > KILN_MAX_RANK + 1 || m == 4)
+        return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "initializer '%s' of %d dimensions "
+                      "expanded to %lld; kiln repeats a (1, ...) initializer over the batch, "
+                      "2, 3 or 5 dimensions in all", c->name, c->rank, (long long)m);
+    int32_t dims[KILN_MAX_RANK];
+    int64_t pdims[KILN_MAX_RANK];
+    for (int64_t d = 1; d < m; d++) {
+        const int64_t at = d - (m - c->rank);
+        const int64_t have = at >= 0 ? c->dims[at] : 1, s = shape->ints[d];
+        if (s != 1 && s != have)
+            return REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "it expands axis %lld of initializer "
+                          "'%s' from %lld to %lld; kiln repeats an initializer over the batch "
+                          "only", (long long)d, c->name, (long long)have, (long long)s);
+        dims[d - 1] = (int32_t)have;
+        pdims[d - 1] = have;
+    }
+    kiln_import_value *like = NULL;
+    for (size_t k = 0; !like && k < im->g->n_input; k++) {
+        kiln_import_value *v = kiln_import_find(im, im->g->input[k]->name);
+        like = v && v->computed ? v : NULL;
+    }
+    kiln_node in;
+    kiln_status st = like ? kiln_import_in_layout(im, like, like->cl, &in)
+                          : REFUSE(im, n, KILN_ERROR_UNSUPPORTED, "%s", "the graph has no "
+                                   "input to take the batch from");
+    if (st != KILN_OK)
+        return st;
+    const kiln_learned_tokens_options o = {.struct_size = sizeof o,
+                                           .name = kiln_import_node_name(n)};
+    const kiln_node node = kiln_learned_tokens(im->m, in, (int32_t)m - 1, dims, &o);
+    if ((st = kiln_import_made(im, n, node, 0)) != KILN_OK)
+        return st;
+    return kiln_import_take_constant(im, n, node, c->name, c->f, (int)m - 1, pdims, 0);
+}
+
 /* Expand of a computed value to a constant shape, ONNX's broadcast both
  * ways (a 1 in the shape keeps the input's axis), the batch kept: an
- * Expand layer. */
+ * Expand layer. Of an initializer: a LearnedTokens layer (above). */
 kiln_status kiln_import_expand(kiln_importer *im, const KilnOnnx__NodeProto *n)
 {
+    const kiln_import_value *c = n->n_input == 2 ? kiln_import_find(im, n->input[0]) : NULL;
+    const kiln_import_value *target = c ? kiln_import_find(im, n->input[1]) : NULL;
+    if (c && !c->computed && target && !target->computed && target->ints &&
+        target->rank == 1 && n->n_attribute == 0)
+        return import_learned_tokens(im, n, c, target);
     kiln_import_value *v;
     kiln_status st = kiln_import_computed(im, n, 0, &v);
     if (st == KILN_OK)
