@@ -462,6 +462,26 @@ static kiln_model *windows_and_repeats(kiln_context *ctx)
     return m;
 }
 
+/* ViT's class token: a LearnedTokens row prepended to the tokens (its
+ * gradient the sum over the batch; its input, the tokens, given none
+ * through it), then the tokens mixed and read out. */
+static kiln_model *class_token(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 6}, token[] = {1, 5};
+    kiln_dense_options mix = {.struct_size = sizeof mix, .units = 5,
+                              .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node h = kiln_dense(m, kiln_input(m, 2, dims, NULL), &mix);   /* (4, 5) */
+    const kiln_node both[] = {kiln_learned_tokens(m, h, 2, token, NULL), h};
+    const kiln_concatenate_options rows = {.struct_size = sizeof rows, .axis = 1};
+    const kiln_node all = kiln_dense(m, kiln_concatenate(m, both, 2, &rows), &mix);  /* (5, 5) */
+    kiln_dense(m, kiln_flatten(m, all, NULL), &head);
+    return m;
+}
+
 /* A decoder of transposed convolutions: PyTorch's (padding 1,
  * output_padding 1) and Keras's ('same') upsampling of one value, added
  * (its input gradient summed from both), then a grouped, dilated one with
@@ -664,6 +684,7 @@ int main(void)
     /* Last: the models before it draw the random values they drew before. */
     gradcheck(ctx, "softmax along inner axes, reductions", reductions);
     gradcheck(ctx, "LoRA on cross- and self-attention", lora_attention);
+    gradcheck(ctx, "a learned class token prepended", class_token);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

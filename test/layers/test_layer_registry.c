@@ -249,6 +249,13 @@ static void ex_expand(kiln_model *m)
     kiln_expand(m, sequence(m), 3, to, NULL);
 }
 
+/* Two learned tokens of width 4, repeated over the batch of the (5, 4) tokens. */
+static void ex_learned_tokens(kiln_model *m)
+{
+    const int32_t tokens[] = {2, 4};
+    kiln_learned_tokens(m, sequence(m), 2, tokens, NULL);
+}
+
 static void ex_layer_norm(kiln_model *m)
 {
     const kiln_layer_norm_options o = {.struct_size = sizeof o, .epsilon = 2e-2f,
@@ -389,6 +396,7 @@ static const struct example {
     {.kind = "matmul", .build = ex_matmul},
     {.kind = "slice", .build = ex_slice},
     {.kind = "expand", .build = ex_expand},
+    {.kind = "learned_tokens", .build = ex_learned_tokens},
     {.kind = "layer_normalization", .build = ex_layer_norm},
     {.kind = "reshape", .build = ex_reshape},
     {.kind = "concatenate", .build = ex_concatenate},

@@ -734,6 +734,54 @@ static void matmuls(kiln_context *ctx)
     kiln_model_destroy(m);
 }
 
+/* A learned class token prepended to the tokens (ViT's): exported as an
+ * initializer and an Expand of it to Shape(x)[0:1], run in ONNX Runtime,
+ * then imported back into a LearnedTokens layer whose parameter keeps the
+ * initializer's name and values, and which predicts the same. */
+static void class_token(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {4, 6}, token[] = {1, 5};
+    const kiln_dense_options rows = {.struct_size = sizeof rows, .units = 5,
+                                     .activation = KILN_ACTIVATION_TANH};
+    const kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                                     .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_node x = kiln_dense(m, kiln_input(m, 2, dims, NULL), &rows);   /* (4, 5) */
+    const kiln_learned_tokens_options to = {.struct_size = sizeof to, .name = "cls"};
+    const kiln_node both[] = {kiln_learned_tokens(m, x, 2, token, &to), x};
+    const kiln_concatenate_options axis1 = {.struct_size = sizeof axis1, .axis = 1};
+    kiln_dense(m, kiln_flatten(m, kiln_concatenate(m, both, 2, &axis1), NULL), &head);
+    compile_and_train(ctx, m, 2, dims, 3, 48, 3);
+    float trained[5] = {0}, back[5] = {0};
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "cls/tokens", trained, 5));
+    CHECK(fabs(trained[0]) + fabs(trained[4]) > 1e-6);   /* it trained away from zeros */
+    check_agreement(ctx, m, "class_token", 2, dims, 5);
+
+    char path[128];
+    snprintf(path, sizeof path, "%s/class_token.onnx", dir);
+    kiln_model *imported = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &imported));
+    if (!imported) {
+        kiln_model_destroy(m);
+        return;
+    }
+    int32_t n = 0, found = 0;
+    CHECK_OK(ctx, kiln_model_layer_count(imported, &n));
+    for (int32_t i = 0; i < n; i++) {
+        kiln_layer_info info = {.struct_size = sizeof info};
+        CHECK_OK(ctx, kiln_model_layer_info(imported, i, &info));
+        found += strcmp(info.kind, "learned_tokens") == 0;
+    }
+    CHECK(found == 1);
+    CHECK_OK(ctx, kiln_model_get_tensor(imported, "cls/tokens", back, 5));
+    CHECK(memcmp(trained, back, sizeof back) == 0);
+    compile_and_train(ctx, imported, 2, dims, 3, 0, 0);
+    check_agreement(ctx, imported, "class_token_imported", 2, dims, 5);
+    kiln_model_destroy(imported);
+    kiln_model_destroy(m);
+}
+
 /* Ids (an int32 graph input): Embedding as Gather, PositionEmbedding as
  * Add of the whole table and, shorter than max_length, of a Slice of it. */
 static void ids(kiln_context *ctx)
@@ -1055,6 +1103,7 @@ int main(void)
     pytorch_windows(ctx);
     attention(ctx);
     matmuls(ctx);
+    class_token(ctx);
     ids(ctx);
     several_inputs(ctx);
     conv_output(ctx);
