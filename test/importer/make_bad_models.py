@@ -119,6 +119,45 @@ def between(out):
         consts=[ints("shape", [2, 3, 2, 2])])
     one("expand_axis", node("Expand", ["c", "shape"], ["r"], name="ex"),
         consts=[ints("shape", [1, 4, 2, 2])])
+    # Integer Div folded on constants: by zero, and of the batch (Shape of
+    # a computed value), which has no value at import.
+    one("div_zero", node("Div", ["s", "z"], ["q"], name="div"),
+        node("Reshape", ["c", "q"], ["r"], name="rs"), consts=[ints("s", [0, 12]),
+                                                              ints("z", [1, 0])])
+    one("div_batch", node("Shape", ["c"], ["sh"], name="shape"),
+        node("Div", ["sh", "two"], ["q"], name="div"),
+        node("Reshape", ["c", "q"], ["r"], name="rs"), consts=[ints("two", [2])])
+    # Expand of an initializer, which kiln imports as LearnedTokens only
+    # when it repeats a (1, ...) initializer over the batch: to a fixed
+    # first entry; repeating axis 1 too; a Constant node's value; 4-D.
+    token = lambda shape: ("k", np.linspace(-1, 1, int(np.prod(shape)),
+                                            dtype=np.float32).reshape(shape))
+    one("tokens_not_batch", node("Expand", ["k", "shape"], ["e"], name="ex"),
+        node("Reshape", ["e", "rows"], ["e2"], name="rows"),
+        node("Add", ["c", "e2"], ["r"], name="add"),
+        consts=[token((1, 3, 4)), ints("shape", [2, 3, 4]), ints("rows", [2, 3, 2, 2])])
+    one("tokens_axis", node("Shape", ["c"], ["sh"], name="shape"),
+        node("Slice", ["sh", "zero", "two"], ["sh2"], name="first2"),
+        node("Concat", ["sh2", "four"], ["to"], name="to", axis=0),
+        node("Expand", ["k", "to"], ["e"], name="ex"),
+        node("Reshape", ["e", "back"], ["e2"], name="back"),
+        node("Add", ["c", "e2"], ["r"], name="add"),
+        consts=[token((1, 1, 4)), ints("zero", [0]), ints("two", [2]), ints("four", [4]),
+                ints("back", [0, 3, 2, 2])])
+    one("tokens_constant_node",
+        node("Constant", [], ["k"], name="const",
+             value=numpy_helper.from_array(np.ones((1, 12), np.float32))),
+        node("Shape", ["c"], ["sh"], name="shape"),
+        node("Slice", ["sh", "zero", "one"], ["n"], name="batch"),
+        node("Concat", ["n", "twelve"], ["to"], name="to", axis=0),
+        node("Expand", ["k", "to"], ["e"], name="ex"),
+        node("Reshape", ["e", "back"], ["e2"], name="back"),
+        node("Add", ["c", "e2"], ["r"], name="add"),
+        consts=[ints("zero", [0]), ints("one", [1]), ints("twelve", [12]),
+                ints("back", [0, 3, 2, 2])])
+    one("tokens_4d", node("Shape", ["c"], ["sh"], name="shape"),
+        node("Expand", ["k", "sh"], ["e"], name="ex"),
+        node("Add", ["c", "e"], ["r"], name="add"), consts=[token((1, 3, 2, 2))])
     one("where_shapes", node("Where", ["cond", "s", "e"], ["w"], name="where"),
         node("Reshape", ["c", "w"], ["r"], name="rs"),
         consts=[ints("cond", [1, 0]), ints("s", [0, 12, 1]), ints("e", [0, 12])])

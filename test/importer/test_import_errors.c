@@ -344,6 +344,18 @@ int main(void)
             "keeps the batch");
     refused(ctx, "expand_axis", KILN_ERROR_FORMAT, "'ex' (Expand)", "axis 1 of length 3 "
             "cannot expand to 4", NULL);
+    refused(ctx, "div_zero", KILN_ERROR_UNSUPPORTED, "'div' (Div)", "element 1 divides a size "
+            "by zero", "nonzero sizes");
+    refused(ctx, "div_batch", KILN_ERROR_UNSUPPORTED, "'div' (Div)", "element 0 divides the "
+            "batch by a size", NULL);
+    refused(ctx, "tokens_not_batch", KILN_ERROR_UNSUPPORTED, "'ex' (Expand)", "initializer 'k' "
+            "to a shape whose first entry is not the batch", "over the batch only");
+    refused(ctx, "tokens_axis", KILN_ERROR_UNSUPPORTED, "'ex' (Expand)", "expands axis 1 of "
+            "initializer 'k' from 1 to 3", NULL);
+    refused(ctx, "tokens_constant_node", KILN_ERROR_UNSUPPORTED, "'ex' (Expand)", "input 0 'k' "
+            "is a Constant node's value", NULL);
+    refused(ctx, "tokens_4d", KILN_ERROR_UNSUPPORTED, "'ex' (Expand)", "initializer 'k' of 4 "
+            "dimensions expanded to 4", "2, 3 or 5 dimensions");
     refused(ctx, "where_shapes", KILN_ERROR_UNSUPPORTED, "'where' (Where)", "integer constants "
             "of one shape", NULL);
     refused(ctx, "mul_no_broadcast", KILN_ERROR_SHAPE, "'mul' (Mul)", "'c' and 'k'",

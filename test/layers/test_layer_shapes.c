@@ -461,7 +461,7 @@ static void shape_refused(kiln_context *ctx, int32_t rank, const int32_t *in,
 static kiln_node bad_shape_op(kiln_model *m, kiln_node x, int which)
 {
     const int32_t rows[] = {3, 5, 2}, zero[] = {0, 5};
-    const int32_t lower[] = {7}, wider[] = {2, 4, 3, 5};
+    const int32_t lower[] = {7}, wider[] = {2, 4, 3, 5, 1}, huge[] = {65536, 32768};
     switch (which) {
     case 0:   /* a vector */
         return kiln_matmul(m, kiln_flatten(m, x, NULL), kiln_flatten(m, x, NULL), NULL);
@@ -484,8 +484,17 @@ static kiln_node bad_shape_op(kiln_model *m, kiln_node x, int which)
         return kiln_expand(m, x, 4, wider, &(kiln_expand_options){.name = "ex"});
     case 9:   /* no dims */
         return kiln_expand(m, x, 2, NULL, NULL);
-    default:  /* a dimension of 0 */
+    case 10:  /* a dimension of 0 */
         return kiln_expand(m, x, 2, zero, NULL);
+    case 11:  /* learned tokens without dims */
+        return kiln_learned_tokens(m, x, 2, NULL, NULL);
+    case 12:  /* a rank past KILN_MAX_RANK */
+        return kiln_learned_tokens(m, x, 5, wider, &(kiln_learned_tokens_options){
+                                                         .name = "cls"});
+    case 13:  /* a dimension of 0 */
+        return kiln_learned_tokens(m, x, 2, zero, NULL);
+    default:  /* 2^31 floats */
+        return kiln_learned_tokens(m, x, 2, huge, NULL);
     }
 }
 
@@ -538,6 +547,14 @@ static void test_shape_ops(kiln_context *ctx)
                   "NULL of rank 2");
     shape_refused(ctx, 3, in, bad_shape_op, 10, KILN_ERROR_INVALID_ARGUMENT, "target shape "
                   "(0, 5): dimension 0 is 0; each must be > 0");
+    shape_refused(ctx, 3, in, bad_shape_op, 11, KILN_ERROR_INVALID_ARGUMENT, "layer "
+                  "'learned_tokens' (learned_tokens): shape dims NULL of rank 2");
+    shape_refused(ctx, 3, in, bad_shape_op, 12, KILN_ERROR_INVALID_ARGUMENT, "layer 'cls' "
+                  "(learned_tokens): shape given of rank 5; it must be given, of rank 1..4");
+    shape_refused(ctx, 3, in, bad_shape_op, 13, KILN_ERROR_INVALID_ARGUMENT, "shape (0, 5): "
+                  "dimension 0 is 0; each must be > 0");
+    shape_refused(ctx, 3, in, bad_shape_op, 14, KILN_ERROR_INVALID_ARGUMENT, "shape (65536, "
+                  "32768) holds more than 2147483647 floats");
 }
 
 int main(void)
