@@ -942,6 +942,44 @@ static void test_expand(kiln_context *ctx, int32_t rank, const int32_t *dims, in
     layer_run_free(&r);
 }
 
+/* LearnedTokens beside pre (the tokens' shape in a shape_case's rank and
+ * dims): every sample's output the parameter, its gradient the sum of dy
+ * over the batch, pre's gradient zero. */
+static kiln_node build_learned_tokens(kiln_model *m, kiln_node pre, const void *arg)
+{
+    const shape_case *c = arg;
+    return kiln_learned_tokens(m, pre, c->rank, c->dims, NULL);
+}
+
+static void test_learned_tokens(kiln_context *ctx, int32_t rank, const int32_t *dims,
+                                int batch, const shape_case *c)
+{
+    layer_run r;
+    if (!layer_run_once(ctx, rank, dims, batch, build_learned_tokens, c, &r))
+        return;
+    int64_t size = 1;
+    for (int a = 0; a < c->rank; a++)
+        size *= c->dims[a];
+    CHECK(r.out_size == size);
+    double *y = calloc((size_t)(batch * size), 8), *dt = calloc((size_t)size, 8);
+    double *dx = calloc((size_t)(batch * r.in_size), 8);
+    for (int n = 0; n < batch; n++)
+        for (int64_t i = 0; i < size; i++) {
+            y[n * size + i] = r.params[0][i];
+            dt[i] += r.dy[n * size + i];
+        }
+    char what[160];
+    snprintf(what, sizeof what, "learned_tokens of %lld values, batch %d", (long long)size,
+             batch);
+    test_worst = 0;
+    test_close(what, 0, r.y, y, sizeof(double), batch * size, TEST_OF_ARRAY, 0);
+    test_close(what, 0, r.dparams[0], dt, sizeof(double), size, TEST_OF_ARRAY, TOL);
+    test_close(what, 0, r.dx, dx, sizeof(double), batch * r.in_size, TEST_OF_ARRAY, 0);
+    printf("%s: largest error %.2g\n", what, test_worst);
+    free(y), free(dt), free(dx);
+    layer_run_free(&r);
+}
+
 /* How check_embedding picks its ids. */
 typedef enum id_pattern {
     IDS_RANDOM,     /* sample 0 repeats one id; the rest repeat by chance */
@@ -1543,6 +1581,13 @@ int main(void)
     test_expand(ctx, 2, column, 2, &to_four);
     test_expand(ctx, 1, dot1, 3, &to_cube);
     test_expand(ctx, 3, box, 1, &to_same);
+    /* LearnedTokens: ViT's class token (1, 8) beside (5, 8) tokens, and a
+     * (3, 2, 4) block beside a vector, over batches of 3 and 1. */
+    const shape_case one_token = {.rank = 2, .dims = {1, 8}};
+    const shape_case block = {.rank = 3, .dims = {3, 2, 4}};
+    const int32_t rows[] = {5, 8};
+    test_learned_tokens(ctx, 2, rows, 3, &one_token);
+    test_learned_tokens(ctx, 1, dot1, 1, &block);
     kiln_context_destroy(ctx);
     return test_finish("test_layers");
 }
