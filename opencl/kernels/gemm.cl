@@ -15,30 +15,6 @@
  * ran its 3 x 3 convolutions' NN products at 55 to 65% of this speed on
  * this project's machine.) No local memory: a CPU driver keeps it in
  * ordinary memory, where staging only adds copies. */
-/* 16 floats from p, the first `count` of them (the rest zeros). */
-inline float16 gemm_load16(__global const float *p, int count)
-{
-    if (count >= 16)
-        return vload16(0, p);
-    float v[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < count; j++)
-        v[j] = p[j];
-    return vload16(0, v);
-}
-
-/* The first `count` lanes of x to p. */
-inline void gemm_store16(__global float *p, float16 x, int count)
-{
-    if (count >= 16) {
-        vstore16(x, 0, p);
-        return;
-    }
-    float v[16];
-    vstore16(x, 0, v);
-    for (int j = 0; j < count; j++)
-        p[j] = v[j];
-}
-
 #define GEMM_ROWS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
 #define GEMM_DECLARE(r) float16 lo##r = (float16)(0.0f), hi##r = (float16)(0.0f);
 /* Row r of the tile at step l: x, the step's first value, plus row r's
@@ -54,13 +30,13 @@ inline void gemm_store16(__global float *p, float16 x, int count)
         __global float *dst = out + (size_t)(i0 + r) * ld_out + j0;                           \
         float16 o = scale * lo##r;                                                             \
         if (keep != 0.0f)                                                                      \
-            o += keep * gemm_load16(dst, cols);                                                \
-        gemm_store16(dst, o, cols);                                                            \
+            o += keep * kiln_load16(dst, cols);                                                \
+        kiln_store16(dst, o, cols);                                                            \
         if (cols > 16) {                                                                       \
             o = scale * hi##r;                                                                 \
             if (keep != 0.0f)                                                                  \
-                o += keep * gemm_load16(dst + 16, cols - 16);                                  \
-            gemm_store16(dst + 16, o, cols - 16);                                              \
+                o += keep * kiln_load16(dst + 16, cols - 16);                                  \
+            kiln_store16(dst + 16, o, cols - 16);                                              \
         }                                                                                      \
     }
 /* The steps of one chunk: op(A)'s element (i0 + r, l) lies at
@@ -84,8 +60,8 @@ inline void gemm_store16(__global float *p, float16 x, int count)
         for (int l = l0; l < l1; l++) {                                                        \
             __global const float *x = a + (size_t)l * (k_step);                                \
             __global const float *y = b + (size_t)l * ldb;                                     \
-            const float16 v = gemm_load16(y, cols);                                            \
-            const float16 w = cols > 16 ? gemm_load16(y + 16, cols - 16) : (float16)(0.0f);    \
+            const float16 v = kiln_load16(y, cols);                                            \
+            const float16 w = cols > 16 ? kiln_load16(y + 16, cols - 16) : (float16)(0.0f);    \
             GEMM_ROWS(GEMM_ADD_EDGE)                                                           \
         }                                                                                      \
     }

@@ -117,31 +117,34 @@ inline float8 kiln_activate8(float8 v, int act)
     return v;
 }
 
-/* Up to eight consecutive values (the rest zero) as one vector, and their
+/* Up to N consecutive values (the rest zero) as one vector, and their
  * store: kernels that work on channels or filters in blocks of eight reach a
  * CPU device's SIMD units this way (PoCL does not vectorise such loops across
- * work-items), at no cost on a GPU. */
-inline float8 kiln_load8(__global const float *p, int count)
-{
-    if (count >= 8)
-        return vload8(0, p);
-    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < count; j++)
-        v[j] = p[j];
-    return vload8(0, v);
-}
-
-inline void kiln_store8(__global float *p, float8 x, int count)
-{
-    if (count >= 8) {
-        vstore8(x, 0, p);
-        return;
+ * work-items), at no cost on a GPU; the GEMM's tiles use 16. */
+#define KILN_LOAD_STORE(N)                                                                     \
+    inline float##N kiln_load##N(__global const float *p, int count)                           \
+    {                                                                                          \
+        if (count >= N)                                                                        \
+            return vload##N(0, p);                                                             \
+        float v[N];                                                                            \
+        for (int j = 0; j < N; j++)                                                            \
+            v[j] = j < count ? p[j] : 0.0f;                                                    \
+        return vload##N(0, v);                                                                 \
+    }                                                                                          \
+                                                                                               \
+    inline void kiln_store##N(__global float *p, float##N x, int count)                        \
+    {                                                                                          \
+        if (count >= N) {                                                                      \
+            vstore##N(x, 0, p);                                                                \
+            return;                                                                            \
+        }                                                                                      \
+        float v[N];                                                                            \
+        vstore##N(x, 0, v);                                                                    \
+        for (int j = 0; j < count; j++)                                                        \
+            p[j] = v[j];                                                                       \
     }
-    float v[8];
-    vstore8(x, 0, v);
-    for (int j = 0; j < count; j++)
-        p[j] = v[j];
-}
+KILN_LOAD_STORE(8)
+KILN_LOAD_STORE(16)
 
 /* The sum of a vector's eight lanes, pairwise. */
 inline float kiln_sum8(float8 v)
