@@ -435,10 +435,12 @@ typedef struct kiln_dense_options {
     int32_t units;               /**< required, > 0 */
     kiln_activation activation;  /**< default linear */
     int32_t no_bias;             /**< nonzero: no bias vector */
-    /** ONNX Gemm's scales: y = alpha x W + beta b, each trained as written
-     * (the kernel's gradient is alpha x^T dy, the bias's beta sum(dy)).
-     * 0 (the default) reads as 1; beta is ignored without a bias. */
+    /** ONNX Gemm's scale of the product: y = alpha x W + beta b, each
+     * trained as written (the kernel's gradient is alpha x^T dy). 0 (the
+     * default) reads as 1. */
     float alpha;
+    /** The bias's scale in y = alpha x W + beta b (its gradient is
+     * beta sum(dy)). 0 (the default) reads as 1; ignored without a bias. */
     float beta;
 } kiln_dense_options;
 
