@@ -329,6 +329,17 @@ static int eval(att_match *m, const char *name, int depth, att_value *out)
     return 1;
 }
 
+/* main_reader's Reshape of `name`, if it is a plain one (a shape input,
+ * allowzero 0); SIZE_MAX otherwise. */
+static size_t plain_reshape(const att_match *m, const char *name)
+{
+    const size_t r = main_reader(m, name, "Reshape");
+    if (r == SIZE_MAX || m->g->node[r]->n_input != 2 ||
+        attr_int(m->g->node[r], "allowzero", 0) != 0)
+        return SIZE_MAX;
+    return r;
+}
+
 /* `name` evaluated at batch sizes 2 and 5 equals `want` with `batch_axis`
  * multiplied by the batch (-1: none). */
 static int shape_is(att_match *m, const char *name, int rank, const int64_t *want,
@@ -465,9 +476,8 @@ static int match(att_match *m, size_t k, att_block *blk)
     size_t by_head[3];
     static const int perms[3][3] = {{1, 0, 2}, {1, 2, 0}, {1, 0, 2}};
     for (int p = 0; p < 3; p++) {
-        const size_t r = main_reader(m, g->node[slice[p]]->output[0], "Reshape");
-        NEED(r != SIZE_MAX && attr_int(g->node[r], "allowzero", 0) == 0 &&
-             g->node[r]->n_input == 2, "the %s slice is not reshaped to (T, N * heads, d)",
+        const size_t r = plain_reshape(m, g->node[slice[p]]->output[0]);
+        NEED(r != SIZE_MAX, "the %s slice is not reshaped to (T, N * heads, d)",
              p == 0 ? "query" : p == 1 ? "key" : "value");
         att_value v;
         m->batch = 2;
@@ -559,12 +569,10 @@ static int match(att_match *m, size_t k, att_block *blk)
     NEED(back != SIZE_MAX && transpose_is(g->node[back], 1, 0, 2), "the heads' results are not "
          "transposed back to (T, N * heads, d)");
     m->mark[back] = 1;
-    const size_t flat = main_reader(m, g->node[back]->output[0], "Reshape");
+    const size_t flat = plain_reshape(m, g->node[back]->output[0]);
     const int64_t flat_shape[2] = {t, e};
-    NEED(flat != SIZE_MAX && g->node[flat]->n_input == 2 &&
-         attr_int(g->node[flat], "allowzero", 0) == 0 &&
-         shape_is(m, g->node[flat]->input[1], 2, flat_shape, 0), "the heads' results are not "
-         "reshaped to (T * N, E)");
+    NEED(flat != SIZE_MAX && shape_is(m, g->node[flat]->input[1], 2, flat_shape, 0),
+         "the heads' results are not reshaped to (T * N, E)");
     m->mark[flat] = 1;
     /* The output projection. */
     const size_t gemm = main_reader(m, g->node[flat]->output[0], "Gemm");
@@ -580,12 +588,10 @@ static int match(att_match *m, size_t k, att_block *blk)
          (long long)e, (long long)e, (long long)e);
     m->mark[gemm] = 1;
     internal(m, gn->output[0], 2, t, e, 0, 0);
-    const size_t unflat = main_reader(m, gn->output[0], "Reshape");
+    const size_t unflat = plain_reshape(m, gn->output[0]);
     const int64_t unflat_shape[3] = {t, 1, e};
-    NEED(unflat != SIZE_MAX && g->node[unflat]->n_input == 2 &&
-         attr_int(g->node[unflat], "allowzero", 0) == 0 &&
-         shape_is(m, g->node[unflat]->input[1], 3, unflat_shape, 1), "the out_proj's result "
-         "is not reshaped to (T, N, E)");
+    NEED(unflat != SIZE_MAX && shape_is(m, g->node[unflat]->input[1], 3, unflat_shape, 1),
+         "the out_proj's result is not reshaped to (T, N, E)");
     m->mark[unflat] = 1;
     const size_t last = main_reader(m, g->node[unflat]->output[0], "Transpose");
     NEED(last != SIZE_MAX && transpose_is(g->node[last], 1, 0, 2), "the result is not "
