@@ -12,6 +12,7 @@
  *                [--text DIR] [--val-windows N] [--warmup N] [--generate N]
  *                [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]
  *                [--save FILE] [--init FILE] [--lora RANK] [--ema M]
+ *                [--activations float32|float16]
  * --steps are training steps per epoch; --devices takes what KILN_DEVICES
  * takes; KILN_STRATEGY picks the strategy (one_device, mirrored, pipeline,
  * multi_worker under mpirun, where rank 0 prints and dumps). --warmup N
@@ -25,7 +26,10 @@
  * fine-tunes it as KerasHub's enable_lora does: LoRA of rank RANK (alpha
  * RANK) on every block's attention (its query and value projections),
  * every other weight frozen. --ema M keeps Keras's moving average of the
- * weights (use_ema, momentum M), which validation and generation use. */
+ * weights (use_ema, momentum M), which validation and generation use.
+ * --activations float16 keeps the layers' outputs in half precision
+ * between forward and backward (activation_storage; test/bench/memory.sh
+ * shows what it saves). */
 #include "kiln.h"
 
 #include <dirent.h>
@@ -49,6 +53,7 @@ typedef struct args {
     int blocks, width, heads, context, batch, steps, epochs, val_windows, warmup, generate;
     int lora;   /* rank; 0: none */
     float lr, temperature, ema;
+    kiln_storage storage;
     kiln_activation gelu;   /* exact (erf) or the tanh approximation */
     uint64_t seed;
     const char *devices, *text, *prompt, *dump, *save, *init;
@@ -99,6 +104,7 @@ static const char usage[] =
     "               [--text DIR] [--val-windows N] [--warmup N] [--generate N]\n"
     "               [--prompt S] [--temperature X] [--gelu tanh|exact] [--dump DIR]\n"
     "               [--save FILE] [--init FILE] [--lora RANK] [--ema M]\n"
+    "               [--activations float32|float16]\n"
     "Trains a character language model on the *.py files under --text, prints the\n"
     "validation bits per character after every epoch, then generated text. --steps\n"
     "are training steps per epoch; --devices takes what KILN_DEVICES takes;\n"
@@ -106,7 +112,9 @@ static const char usage[] =
     "test/bench/torch_char_lm.py needs to train the same model in PyTorch.\n"
     "--save FILE writes the trained model; --init FILE starts from one (same sizes);\n"
     "--lora RANK (with --init) fine-tunes it with LoRA on the attention layers, every\n"
-    "other weight frozen; --ema M keeps a moving average of the weights.\n";
+    "other weight frozen; --ema M keeps a moving average of the weights.\n"
+    "--activations float16 keeps the layers' outputs in half precision between\n"
+    "forward and backward (kiln_compile_options.activation_storage).\n";
 
 /* 1: parsed; 0: a usage error (said on stderr); -1: --help (the usage on
  * stdout). */
@@ -170,6 +178,10 @@ static int parse_args(int argc, char **argv, args *a)
             a->lora = atoi(v);
         else if (strcmp(o, "--ema") == 0)
             a->ema = (float)atof(v);
+        else if (strcmp(o, "--activations") == 0 && strcmp(v, "float32") == 0)
+            a->storage = KILN_STORAGE_FLOAT32;
+        else if (strcmp(o, "--activations") == 0 && strcmp(v, "float16") == 0)
+            a->storage = KILN_STORAGE_FLOAT16;
         else
             return fprintf(stderr, "unknown option %s\n", o), 0;
     }
@@ -747,7 +759,7 @@ int main(int argc, char **argv)
                                          .ema_momentum = a.ema};
     const kiln_compile_options opts = {.struct_size = sizeof opts,
                                        .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                                       .optimizer = &adam};
+                                       .optimizer = &adam, .activation_storage = a.storage};
     kiln_status st = m ? kiln_model_compile(m, &opts) : KILN_ERROR_OUT_OF_MEMORY;
     if (st == KILN_OK && a.init)
         st = init_from(m, ctx, &a, &opts);

@@ -1497,6 +1497,30 @@ typedef struct kiln_output_loss {
 } kiln_output_loss;
 
 /** Options of kiln_model_compile(). */
+/** Where the activations of kiln_compile_options.activation_storage live.
+ *  KILN_STORAGE_FLOAT16: every layer's output, as soon as it is computed,
+ *  is rounded to IEEE half precision (to nearest, ties to even; both
+ *  before and after its activation when the activation is not fused into
+ *  the layer) and kept as half until the layer's last reader has gone
+ *  backward; the layers compute in float32 from those rounded values,
+ *  forward and backward (as PyTorch computes a network whose every layer
+ *  output is rounded with .half().float()). The gradients of the outputs
+ *  stay float32 (so no loss scaling is needed), but live only from their
+ *  first consumer's backward pass to their own layer's, in a pool of
+ *  float32 buffers that also holds each output while a layer reads it;
+ *  kiln_model_memory's activation_bytes counts the half copies and that
+ *  pool. The model's Inputs and outputs, what the loss reads and predict
+ *  returns, stay float32, and so do the values a pipeline stage sends to
+ *  the next, and the layers' own workspace (attention's probabilities,
+ *  batch normalization's statistics). An output beyond half's range (a
+ *  magnitude of 65520 or more rounds to infinity) fails the step, the
+ *  evaluation or the prediction with KILN_ERROR_NUMERIC naming the layer.
+ *  Parameters stay float32. */
+typedef enum kiln_storage {
+    KILN_STORAGE_FLOAT32 = 0,
+    KILN_STORAGE_FLOAT16 = 1,
+} kiln_storage;
+
 typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
     kiln_loss loss;              /**< required */
@@ -1633,6 +1657,11 @@ typedef struct kiln_compile_options {
      *  read the labels as given. Mean squared error: must be 0. NaN,
      *  infinite or outside [0, 1]: KILN_ERROR_INVALID_ARGUMENT. */
     float label_smoothing;
+    /** How a layer's output is kept between its forward pass and its
+     *  backward pass; 0: KILN_STORAGE_FLOAT32. KILN_STORAGE_FLOAT16 keeps
+     *  it in IEEE half precision (see kiln_storage), on any device. Another
+     *  value: KILN_ERROR_INVALID_ARGUMENT. */
+    kiln_storage activation_storage;
 } kiln_compile_options;
 
 /**
@@ -1754,7 +1783,8 @@ KILN_API kiln_status kiln_model_stage_plan(const kiln_model *model, char *text, 
  *  order), either followed by " (with accuracy)" when accuracy is reported,
  *  and "Optimizer: adam|sgd, learning rate <rate>" with SGD's ", momentum
  *  <m>" (and " (Nesterov)") and ", gradients accumulated over <n> steps"
- *  when n > 1. Works before compile, without those lines (on a model whose
+ *  when n > 1, then "Activations: half precision between forward and
+ *  backward" under KILN_STORAGE_FLOAT16. Works before compile, without those lines (on a model whose
  *  building failed it reports that error). At most `size` bytes including
  *  the terminating NUL go to `text` (which may be NULL when size is 0);
  *  `length`, when not NULL, receives the full length, so a first call with

@@ -42,7 +42,7 @@ tests=${*:-"test_layers test_layers_gpu_kernels test_conv2d_transpose test_gradc
     test_multi_output test_layers_small_groups test_conv2d_transpose_small_groups
     test_train_gpu_kernels test_attention_gpu_kernels test_attention_small_groups
     test_gradcheck_small_groups test_train_small_groups test_layers_clblast
-    test_binary test_binary_gpu_kernels"}
+    test_binary test_binary_gpu_kernels test_half_storage"}
 dir=build/oclgrind
 mkdir -p "$dir"
 # The program meson runs for test $1: the tests' folders (test/layers/, ...)

@@ -76,6 +76,7 @@ typedef struct kiln_plan {
     int64_t n_trainable_weights;
     int64_t n_weights;           /* parameters without padding */
     int32_t accumulation_steps;  /* micro-steps per optimizer update (>= 1) */
+    int half_activations;        /* activation_storage KILN_STORAGE_FLOAT16 */
 } kiln_plan;
 
 /* What a batch's loss is a mean over: the positions of the model's only

@@ -58,6 +58,8 @@ static void compile_settings(const kiln_model *m, kiln_text *t)
         kiln_text_printf(t, ", gradients accumulated over %d steps",
                          (int)m->plan.accumulation_steps);
     kiln_text_printf(t, "\n");
+    if (m->plan.half_activations)
+        kiln_text_printf(t, "Activations: half precision between forward and backward\n");
 }
 
 static kiln_status summary(const kiln_model *m, char *text, size_t size, size_t *length)

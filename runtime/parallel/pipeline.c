@@ -26,6 +26,7 @@
 #include "runtime/model/optimizer.h"
 #include "runtime/context/text.h"
 #include "runtime/parallel/crew.h"
+#include "runtime/parallel/half_storage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -212,6 +213,9 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
                                   edge->act + (size_t)start * edge->width,
                                   (size_t)n * edge->width * sizeof(float));
     }
+    /* A stage before the last reads no sums: its outputs beyond half's range here. */
+    if (st == KILN_OK && !is_last(stage))
+        st = kiln_half_check(v);
     leave(p);
     for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++)
         if (p->edges[e].from == stage->index)

@@ -1,6 +1,7 @@
 #include "runtime/parallel/replica.h"
 
 #include "comm/collective.h"
+#include "runtime/parallel/half_storage.h"
 
 #include "runtime/model/clip.h"
 #include "runtime/model/loss.h"
@@ -12,6 +13,7 @@
 static void release_activations(kiln_replica *r)
 {
     const kiln_model *m = r->model;
+    kiln_half_release(r);
     for (int32_t i = 0; i < m->graph.n_nodes; i++) {
         if (r->act[i] != r->out[i])
             kiln_buffer_destroy(r->act[i]);
@@ -61,9 +63,11 @@ void kiln_replica_memory(const kiln_replica *r, kiln_memory_report *o)
         o->activation_bytes += bytes_of(out->labels) + bytes_of(out->loss) +
                                bytes_of(out->correct) + bytes_of(out->metric);
     }
+    o->activation_bytes += kiln_half_bytes(r);
     for (int32_t i = 0; i < m->graph.n_nodes; i++)
-        o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
-                               (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
+        if (kiln_half_pinned(r, i))   /* the others' buffers are the pool's */
+            o->activation_bytes += bytes_of(r->out[i]) + bytes_of(r->grad[i]) +
+                                   (r->act[i] != r->out[i] ? bytes_of(r->act[i]) : 0);
     o->workspace_bytes = r->workspace_bytes;
     size_t now, peak;
     kiln_device_memory(r->dev, &now, &peak);
@@ -281,31 +285,38 @@ static kiln_status reserve_outputs(kiln_replica *r, int32_t n)
     return st;
 }
 
+/* Node i's own float32 buffers: its output, its post-activation values
+ * where they are a buffer of their own, and its gradient. */
+static kiln_status create_node_buffers(kiln_replica *r, kiln_node i, int32_t n)
+{
+    const kiln_model *m = r->model;
+    const kiln_node_rec *node = &m->graph.nodes[i];
+    const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
+    kiln_status st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
+    r->act[i] = r->out[i];
+    if (st == KILN_OK && in_span(r, i) && node->activation != KILN_ACTIVATION_LINEAR &&
+        !kiln_node_fuses_activation(m, i))
+        st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
+    /* Another stage's output too: its gradient goes back there. */
+    if (st == KILN_OK && !kiln_node_is_input(m, i))
+        st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
+    return st;
+}
+
 kiln_status kiln_replica_reserve(kiln_replica *r, int32_t n)
 {
     if (n <= r->capacity)
         return KILN_OK;
     const kiln_model *m = r->model;
     release_activations(r);
-    kiln_status st = KILN_OK;
+    kiln_status st = kiln_half_reserve(r, n);
     for (int32_t i = 0; i < m->graph.n_nodes && st == KILN_OK; i++) {
         const kiln_node_rec *node = &m->graph.nodes[i];
         if (!r->present[i])
             continue;
-        const size_t bytes = (size_t)n * (size_t)kiln_shape_size(&node->shape) * sizeof(float);
-        st = kiln_buffer_create(r->dev, bytes, node->name, &r->out[i]);
-        r->act[i] = r->out[i];
-        if (!in_span(r, i)) {  /* another stage's output: its activation, its gradient */
-            if (st == KILN_OK && !kiln_node_is_input(m, i))
-                st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
-            continue;
-        }
-        if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR &&
-            !kiln_node_fuses_activation(m, i))
-            st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
-        if (st == KILN_OK && !kiln_node_is_input(m, i))
-            st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
-        if (st == KILN_OK && node->ops->prepare) {
+        if (kiln_half_pinned(r, i))   /* else its buffers are the half storage pool's */
+            st = create_node_buffers(r, i, n);
+        if (st == KILN_OK && in_span(r, i) && node->ops->prepare) {
             size_t before, after;
             kiln_device_memory(r->dev, &before, NULL);
             st = node->ops->prepare(node->config, r->state[i], r->dev,
@@ -457,6 +468,7 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
         if (!node->on_path || kiln_node_is_input(m, i))
             continue;
         set_stage(r, i, KILN_PHASE_FORWARD);
+        kiln_half_before_forward(r, i);
         kiln_step s;
         make_step(r, i, n, training, &s, in, in_shape, d_in, acc);
         kiln_status st = node->ops->forward(node->config, r->state[i], &s);
@@ -467,6 +479,8 @@ kiln_status kiln_replica_forward(kiln_replica *r, int32_t n, int training)
             st = kiln_activation_forward(r->dev, node->activation, r->out[i], r->act[i], rows,
                                          cols);
         }
+        if (st == KILN_OK)
+            st = kiln_half_after_forward(r, i, n);
         if (st != KILN_OK)
             return st;
     }
@@ -514,6 +528,7 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
             set_stage(r, i, KILN_PHASE_BACKWARD);
             const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
             const int fused = plan && plan->fused;
+            st = kiln_half_before_backward(r, i, n);
             if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
                 const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
                 const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
@@ -557,7 +572,9 @@ kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, in
 kiln_status kiln_replica_read_sums(kiln_replica *r, double *sums)
 {
     float host[KILN_N_SUMS];
-    const kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    kiln_status st = kiln_buffer_read(r->dev, r->sums, 0, host, sizeof host);
+    if (st == KILN_OK)
+        st = kiln_half_check(r);
     if (st != KILN_OK)
         return st;
     for (int k = 0; k < KILN_N_SUMS; k++)
@@ -578,7 +595,7 @@ kiln_status kiln_replica_read_output(kiln_replica *r, int32_t n, float *host)
                                    (size_t)m->plan.output_size * sizeof(float));
         at += size;
     }
-    return st;
+    return st == KILN_OK ? kiln_half_check(r) : st;
 }
 
 kiln_status kiln_replica_read_params(kiln_replica *r, float *flat)

@@ -35,6 +35,9 @@ typedef enum kiln_replica_phase {
     KILN_PHASE_AFTER_BACKWARD,   /* backward done: reducing, waiting for others */
 } kiln_replica_phase;
 
+/* Activations kept in half precision: runtime/parallel/half_storage.h. */
+typedef struct kiln_half_storage kiln_half_storage;
+
 typedef struct kiln_replica {
     const kiln_model *model;
     kiln_device *dev;
@@ -53,6 +56,7 @@ typedef struct kiln_replica {
     kiln_buffer **grad;          /* per node: gradient w.r.t. act (NULL: not needed) */
     void **state;                /* per node: the layer's replica state */
     unsigned char *written;      /* per node: grad written this backward pass */
+    kiln_half_storage *half;     /* NULL: every activation in float32 buffers of its own */
     kiln_buffer *sums;           /* KILN_N_SUMS floats */
     /* Each output's labels, per-row losses and correct counts, and its
      * per-row metrics (KILN_METRIC_COLUMNS; NULL when none is asked); NULL

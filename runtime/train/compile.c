@@ -170,7 +170,7 @@ static kiln_status pick_strategy(kiln_model *m, kiln_strategy requested)
     }
 }
 
-/* Accumulation, replicas, watchdog and reducer settings. */
+/* Accumulation, replicas, watchdog and reducer settings, activation storage. */
 static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_options *o)
 {
     if (o->gradient_accumulation_steps < 0 || o->replicas < 0 || o->step_timeout_seconds < 0 ||
@@ -180,6 +180,12 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "step_timeout_seconds (%g), bucket sizes and reducer_threads (%d) "
                           "must be >= 0", (int)o->gradient_accumulation_steps,
                           (int)o->replicas, o->step_timeout_seconds, (int)o->reducer_threads);
+    if (o->activation_storage != KILN_STORAGE_FLOAT32 &&
+        o->activation_storage != KILN_STORAGE_FLOAT16)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
+                          "kiln_model_compile: activation_storage %d is not a kiln_storage "
+                          "(KILN_STORAGE_FLOAT32 or KILN_STORAGE_FLOAT16)",
+                          (int)o->activation_storage);
     if (!isfinite(o->step_timeout_seconds))
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT,
                           "kiln_model_compile: step_timeout_seconds (%g) must be a finite number "
@@ -191,6 +197,7 @@ static kiln_status take_distribution_options(kiln_model *m, const kiln_compile_o
                           "device(s)", (int)o->replicas, (int)m->ctx->n_devices);
     m->plan.accumulation_steps = o->gradient_accumulation_steps > 1 ? o->gradient_accumulation_steps
                                                                : 1;
+    m->plan.half_activations = o->activation_storage == KILN_STORAGE_FLOAT16;
     m->placement.n_replicas = o->replicas;
     m->placement.step_timeout = o->step_timeout_seconds > 0 ? o->step_timeout_seconds
                                                   : KILN_DEFAULT_STEP_TIMEOUT;

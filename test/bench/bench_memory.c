@@ -2,8 +2,9 @@
  * full, with LoRA, or with a moving average of the weights (test/bench/
  * memory.sh prints the table): 784 -> Dense(1024, relu) -> Dense(1024,
  * relu) -> Dense(10, softmax), Adam, batch 128, one step on random data
- * (so that every buffer a step needs is there).
- * Usage: bench_memory full|lora RANK|ema M
+ * (so that every buffer a step needs is there); `half` keeps activations
+ * in half precision (activation_storage).
+ * Usage: bench_memory full|half|lora RANK|ema M
  * Prints one line:
  *   dense_stack KIND: trainable T, parameters P, gradients G, optimizer O,
  *   activations A, workspace W, peak K   (bytes; T in floats) */
@@ -25,8 +26,9 @@ int main(int argc, char **argv)
 {
     const int lora = argc == 3 && strcmp(argv[1], "lora") == 0;
     const int ema = argc == 3 && strcmp(argv[1], "ema") == 0;
-    if (!(argc == 2 && strcmp(argv[1], "full") == 0) && !lora && !ema) {
-        fprintf(stderr, "usage: bench_memory full|lora RANK|ema M\n");
+    const int half = argc == 2 && strcmp(argv[1], "half") == 0;
+    if (!(argc == 2 && strcmp(argv[1], "full") == 0) && !half && !lora && !ema) {
+        fprintf(stderr, "usage: bench_memory full|half|lora RANK|ema M\n");
         return 2;
     }
     kiln_context *ctx = NULL;
@@ -53,7 +55,9 @@ int main(int argc, char **argv)
                                          .ema_momentum = ema ? (float)atof(argv[2]) : 0.0f};
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                                     .optimizer = &adam};
+                                     .optimizer = &adam,
+                                     .activation_storage = half ? KILN_STORAGE_FLOAT16
+                                                                : KILN_STORAGE_FLOAT32};
     if ((st = kiln_model_compile(m, &co)) != KILN_OK)
         return fail(ctx, st);
     float *x = malloc(sizeof(float) * BATCH * 784);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Device memory (kiln_model_memory of replica 0, in bytes) of two models
-# trained three ways: in full, with LoRA of rank 8, and with a moving
-# average of the weights (Keras's use_ema, momentum 0.99); Adam throughout.
+# trained four ways: in full, with LoRA of rank 8, with a moving average of
+# the weights (Keras's use_ema, momentum 0.99), and with activations kept in
+# half precision (activation_storage float16); Adam throughout.
 #   char LM: examples/char_lm at its default size (4 blocks, width 128, 4
 #     heads, context 64, batch 32), one step; LoRA on every attention
 #     layer's query and value projections, every other weight frozen,
@@ -59,8 +60,10 @@ echo "|---|---|---|---|---|---|---|---|---|"
 row "char LM" full $(lm_row full --save "$tmp/base.kiln")
 row "char LM" "LoRA rank 8" $(lm_row lora --init "$tmp/base.kiln" --lora 8)
 row "char LM" "EMA 0.99" $(lm_row ema --ema 0.99)
+row "char LM" "half activations" $(lm_row half --activations float16)
 row "Dense stack" full $(dense_row full)
 row "Dense stack" "LoRA rank 8" $(dense_row lora 8)
 row "Dense stack" "EMA 0.99" $(dense_row ema 0.99)
+row "Dense stack" "half activations" $(dense_row half)
 echo
 echo "device: $POCL_DEVICES (PoCL); bytes held on replica 0's device after one training step"
