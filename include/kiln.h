@@ -1507,9 +1507,12 @@ typedef struct kiln_output_loss {
  *  output is rounded with .half().float()). The gradients of the outputs
  *  stay float32 (so no loss scaling is needed), but live only from their
  *  first consumer's backward pass to their own layer's, in a pool of
- *  float32 buffers that also holds each output while a layer reads it;
- *  kiln_model_memory's activation_bytes counts the half copies and that
- *  pool. The model's Inputs and outputs, what the loss reads and predict
+ *  float32 buffers that also holds each output while a layer reads it
+ *  (where that pool would hold no less than the layers' own buffers, as
+ *  in a network of one or two hidden layers, they keep those, rounded in
+ *  place: the same numbers, never more memory than float32 but for a
+ *  4-byte flag); kiln_model_memory's activation_bytes counts the half
+ *  copies and that pool. The model's Inputs and outputs, what the loss reads and predict
  *  returns, stay float32, and so do the values a pipeline stage sends to
  *  the next, and the layers' own workspace (attention's probabilities,
  *  batch normalization's statistics). An output beyond half's range (a

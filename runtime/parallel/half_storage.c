@@ -130,6 +130,29 @@ static int32_t list_requests(const kiln_replica *r, half_node *nodes, int32_t n,
     return q;
 }
 
+/* Whether the plan holds less than the covered nodes' own float32 buffers
+ * would (their outputs, post-activation values and gradients). A shallow
+ * network whose few covered layers' lifetimes all overlap in backward
+ * (two hidden Dense layers: four float32 buffers live at once against four
+ * of their own) gains nothing: its nodes are then all pinned, and rounded
+ * in place. */
+static int saves_memory(const kiln_replica *r, int32_t n, const half_node *nodes,
+                        const size_t *slot_bytes, int32_t n_slots)
+{
+    uint64_t plan = 0, own = 0;
+    for (int32_t s = 0; s < n_slots; s++)
+        plan += slot_bytes[s];
+    for (kiln_node i = 0; i < r->model->graph.n_nodes; i++) {
+        if (!nodes[i].covered)
+            continue;
+        const uint64_t values = (uint64_t)n * (uint64_t)kiln_node_size(r->model, i);
+        const uint64_t copies = nodes[i].separate_act ? 2 : 1;
+        plan += copies * values * 2;
+        own += (copies + 1) * values * sizeof(float);
+    }
+    return plan < own;
+}
+
 int kiln_half_pinned(const kiln_replica *r, kiln_node i)
 {
     return !r->half || !r->half->nodes[i].covered;
@@ -150,6 +173,11 @@ static kiln_status plan(kiln_replica *r, int32_t n, kiln_half_storage *hs)
         st = kiln_error_oom(ctx, "the half storage plan", most * sizeof *req);
     if (st == KILN_OK) {
         hs->n_slots = pack(req, list_requests(r, hs->nodes, n, req), bytes, busy);
+        if (!saves_memory(r, n, hs->nodes, bytes, hs->n_slots)) {
+            for (kiln_node i = 0; i < N; i++)
+                hs->nodes[i].covered = 0;
+            hs->n_slots = 0;
+        }
         hs->slots = kiln_calloc(ctx, (size_t)hs->n_slots + 1, sizeof *hs->slots);
         if (!hs->slots)
             st = kiln_error_oom(ctx, "the half storage pool", (size_t)hs->n_slots);
@@ -159,7 +187,7 @@ static kiln_status plan(kiln_replica *r, int32_t n, kiln_half_storage *hs)
     for (kiln_node i = 0; st == KILN_OK && i < N; i++) {
         half_node *h = &hs->nodes[i];
         const size_t half_bytes = (size_t)n * (size_t)kiln_node_size(m, i) * 2;
-        if (!h->rounded)
+        if (!h->covered)   /* a pinned node is rounded in place */
             continue;
         const char *name = m->graph.nodes[i].name;
         st = kiln_buffer_create(r->dev, half_bytes, name, &h->h_out);
@@ -230,9 +258,16 @@ void kiln_half_before_forward(kiln_replica *r, kiln_node i)
         point(r, i, FWD_OUT, FWD_ACT);
 }
 
+/* Rounds x to half, into h (kept) or, h NULL, in place only. */
 static kiln_status round_to_half(kiln_replica *r, kiln_node i, kiln_buffer *x, kiln_buffer *h,
                                  int64_t n)
 {
+    if (!h) {
+        kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_int(n),
+                                kiln_arg_buffer(r->half->overflow), kiln_arg_int(i));
+        return kiln_run1(r->dev, "half_storage", "kiln_half_storage_round_in_place", (size_t)n,
+                         a);
+    }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(h), kiln_arg_int(n),
                             kiln_arg_buffer(r->half->overflow), kiln_arg_int(i));
     return kiln_run1(r->dev, "half_storage", "kiln_half_storage_round", (size_t)n, a);

@@ -1,7 +1,11 @@
 /* Activations kept in half precision (kiln_compile_options.activation_storage
  * = KILN_STORAGE_FLOAT16; runtime/parallel/half_storage.c):
  *   - a value that is not a kiln_storage is refused;
- *   - the memory it saves, from kiln_model_memory, on a deep Dense stack;
+ *   - the two rounding kernels (into a half buffer, and in place without
+ *     one) agree bit for bit over every sign, exponent and leading
+ *     fraction bits, ties included;
+ *   - the memory it saves, from kiln_model_memory, on a deep Dense stack,
+ *     and none lost on a shallow one (whose plan would save nothing);
  *   - an output beyond half's range fails predict, evaluation and training
  *     with KILN_ERROR_NUMERIC naming the layer, and the model stays usable;
  *   - training with half storage stays near float32 training, but not at
@@ -18,6 +22,8 @@
  * a Dense with a fused tanh and a Dense whose softmax is a buffer of its
  * own (rounded before and after). */
 #include "harness.h"
+#include "opencl/device.h"
+#include "runtime/context/context.h"
 
 #include <unistd.h>
 
@@ -124,14 +130,14 @@ static void test_refusal(kiln_context *ctx)
 /* A stack of 12 Dense layers of 256 (relu), batch 64: float32 keeps each
  * layer's output and gradient (8 bytes a value); half storage keeps 2
  * bytes a value for the step and float32 only around the layer at work. */
-static uint64_t stack_activation_bytes(kiln_context *ctx, kiln_storage storage)
+static uint64_t stack_activation_bytes(kiln_context *ctx, kiln_storage storage, int depth)
 {
-    enum { WIDTH = 256, DEPTH = 12, ROWS = 64 };
+    enum { WIDTH = 256, ROWS = 64 };
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {WIDTH};
     kiln_node h = kiln_input(m, 1, dims, NULL);
-    for (int k = 0; k < DEPTH; k++) {
+    for (int k = 0; k < depth; k++) {
         const kiln_dense_options d = {.struct_size = sizeof d, .units = WIDTH,
                                       .activation = KILN_ACTIVATION_RELU};
         h = kiln_dense(m, h, &d);
@@ -163,13 +169,70 @@ static uint64_t stack_activation_bytes(kiln_context *ctx, kiln_storage storage)
 
 static void test_memory(kiln_context *ctx)
 {
-    const uint64_t full = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT32);
-    const uint64_t half = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT16);
-    printf("Dense stack activations: float32 %llu bytes, half storage %llu (%.2f)\n",
+    const uint64_t full = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT32, 12);
+    const uint64_t half = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT16, 12);
+    printf("12 Dense layers' activations: float32 %llu bytes, half storage %llu (%.2f)\n",
            (unsigned long long)full, (unsigned long long)half, (double)half / (double)full);
     /* The half copies alone are a quarter of float32's outputs and
      * gradients; the pool adds a few layers' worth. */
     CHECK(half > full / 4 && half < full / 2);
+    /* Two hidden layers: four float32 buffers live at once in backward
+     * against their four own; the plan keeps them (only the overflow flag
+     * is added). */
+    const uint64_t full2 = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT32, 2);
+    const uint64_t half2 = stack_activation_bytes(ctx, KILN_STORAGE_FLOAT16, 2);
+    printf("2 Dense layers' activations: float32 %llu bytes, half storage %llu\n",
+           (unsigned long long)full2, (unsigned long long)half2);
+    CHECK(half2 <= full2 + sizeof(int32_t));
+}
+
+/* Every sign and exponent and the 6 leading fraction bits of float, the
+ * others drawn, and every 16th value an exact tie between two halves. */
+static void test_rounding_kernels(kiln_context *ctx)
+{
+    enum { COUNT = 1 << 15 };
+    kiln_device *dev = ctx->devices[0];
+    uint32_t *bits = malloc(COUNT * sizeof *bits);
+    float *kept = malloc(COUNT * sizeof *kept), *in_place = malloc(COUNT * sizeof *in_place);
+    for (uint32_t i = 0; i < COUNT; i++) {
+        bits[i] = i << 17 | ((i * 2654435761u) >> 15);
+        if (i % 16 == 0)
+            bits[i] = (bits[i] & ~0x1fffu) | 0x1000u;
+    }
+    kiln_buffer *x = NULL, *y = NULL, *h = NULL, *flag = NULL;
+    CHECK_OK(ctx, kiln_buffer_create(dev, COUNT * sizeof(float), "x", &x));
+    CHECK_OK(ctx, kiln_buffer_create(dev, COUNT * sizeof(float), "y", &y));
+    CHECK_OK(ctx, kiln_buffer_create(dev, COUNT * 2, "h", &h));
+    CHECK_OK(ctx, kiln_buffer_create(dev, sizeof(int32_t), "flag", &flag));
+    CHECK_OK(ctx, kiln_buffer_write(dev, x, 0, bits, COUNT * sizeof(float), 1));
+    CHECK_OK(ctx, kiln_buffer_write(dev, y, 0, bits, COUNT * sizeof(float), 1));
+    CHECK_OK(ctx, kiln_buffer_zero(dev, flag, 0, sizeof(int32_t)));
+    kiln_args a = KILN_ARGS(kiln_arg_buffer(x), kiln_arg_buffer(h), kiln_arg_int(COUNT),
+                            kiln_arg_buffer(flag), kiln_arg_int(0));
+    CHECK_OK(ctx, kiln_run1(dev, "half_storage", "kiln_half_storage_round", COUNT, a));
+    kiln_args b = KILN_ARGS(kiln_arg_buffer(y), kiln_arg_int(COUNT), kiln_arg_buffer(flag),
+                            kiln_arg_int(0));
+    CHECK_OK(ctx, kiln_run1(dev, "half_storage", "kiln_half_storage_round_in_place", COUNT, b));
+    CHECK_OK(ctx, kiln_buffer_read(dev, x, 0, kept, COUNT * sizeof(float)));
+    CHECK_OK(ctx, kiln_buffer_read(dev, y, 0, in_place, COUNT * sizeof(float)));
+    int differ = 0, ties_up = 0;
+    for (int i = 0; i < COUNT; i++) {
+        const int both_nan = isnan(kept[i]) && isnan(in_place[i]);
+        differ += !both_nan && memcmp(&kept[i], &in_place[i], sizeof(float)) != 0;
+        float v;
+        memcpy(&v, &bits[i], sizeof v);
+        ties_up += i % 16 == 0 && isfinite(v) && fabsf(kept[i]) > fabsf(v);
+    }
+    printf("rounding kernels: %d of %d values differ; %d of the ties rounded away from 0\n",
+           differ, COUNT, ties_up);
+    CHECK(differ == 0 && ties_up > COUNT / 16 / 8);
+    kiln_buffer_destroy(x);
+    kiln_buffer_destroy(y);
+    kiln_buffer_destroy(h);
+    kiln_buffer_destroy(flag);
+    free(bits);
+    free(kept);
+    free(in_place);
 }
 
 /* Input 1 -> Dense "big" (x 1e5 each) -> Dense "out": 1e5 > 65504. */
@@ -345,6 +408,7 @@ int main(int argc, char **argv)
         return test_finish("test_half_storage --dump");
     }
     test_refusal(ctx);
+    test_rounding_kernels(ctx);
     test_memory(ctx);
     test_overflow(ctx);
     test_near_float32(ctx);
