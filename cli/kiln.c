@@ -6,6 +6,7 @@
  *   kiln fit MODEL FEATURES.npy LABELS.npy --save OUT [options] (cli/fit.c)
  *   kiln export-onnx MODEL OUT.onnx
  *   kiln devices
+ *   kiln tune
  * Every option is in cli/args.c's usage text. Exit status: 0 done, 1 kiln
  * refused or failed (its message on stderr), 2 usage.
  * It is written on include/kiln.h alone, as any application could be: the
@@ -348,6 +349,15 @@ static int devices(kiln_context *ctx, const cli_args *a)
     return st == KILN_OK ? 0 : cli_failed(ctx, a->command, st);
 }
 
+/* The GEMM parameter searches (KILN_GEMM_TUNING=search: CLBlast's
+ * parameters and kiln's own GEMM's cache budget), run by the context this
+ * command opens, stored in kiln's cache folder for every later context;
+ * then what `devices` prints. */
+static int tune(kiln_context *ctx, const cli_args *a)
+{
+    return devices(ctx, a);
+}
+
 int main(int argc, char **argv)
 {
     enum { IO = CLI_BATCH | CLI_SCALE };
@@ -364,6 +374,7 @@ int main(int argc, char **argv)
         {.name = "fit", .paths = 3, .options = ~0u, .run = cli_fit},
         {.name = "export-onnx", .paths = 2, .run = export_onnx},
         {.name = "devices", .paths = 0, .run = devices},
+        {.name = "tune", .paths = 0, .run = tune},
     };
     if (argc < 2)
         return cli_usage(NULL);
@@ -396,8 +407,13 @@ int main(int argc, char **argv)
                          "and frozen layers it was compiled with",
                          cli_option_name(a.given & CLI_BUILD_OPTIONS), a.paths[0]);
     char err[1024] = "";
-    const kiln_context_options co = {.struct_size = sizeof co, .error_buffer = err,
-                                     .error_buffer_size = sizeof err, .seed = a.seed};
+    const kiln_gemm_tuning tuning =
+        commands[c].run == tune ? KILN_GEMM_TUNING_SEARCH : KILN_GEMM_TUNING_STORED;
+    /* tune shows each candidate's time as it searches. */
+    const kiln_context_options co = {
+        .struct_size = sizeof co, .error_buffer = err, .error_buffer_size = sizeof err,
+        .seed = a.seed, .gemm_tuning = tuning,
+        .log_level = commands[c].run == tune ? KILN_LOG_INFO : KILN_LOG_ERROR};
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK) {
         fprintf(stderr, "kiln %s: %s\n", a.command, err);

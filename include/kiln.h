@@ -170,7 +170,14 @@ typedef enum kiln_gemm_tuning {
      *  candidate parameter sets are compiled and timed on GEMM shapes of
      *  dense and convolution layers, and the fastest (or CLBlast's defaults,
      *  if none beats them) is stored. Once per device: tens of seconds to a
-     *  few minutes, mostly kernel compilation. */
+     *  few minutes, mostly kernel compilation. On a device running the CPU
+     *  kernel variant, kiln's own GEMM's cache budget (how many bytes of
+     *  operand rows its tiles count on finding in cache, which sets its
+     *  chunks of k) is searched and stored the same way: 256 KiB to 8 MiB
+     *  timed on four GEMMs of the seed ResNet's shapes, the default 1 MiB
+     *  kept unless another is 3% faster; a second or two. A search changes
+     *  the order of a GEMM's sums, so results stay the same from run to run
+     *  only between searches. `kiln tune` runs both ahead of time. */
     KILN_GEMM_TUNING_SEARCH,
     /** CLBlast's own parameters, nothing read or stored. */
     KILN_GEMM_TUNING_OFF
@@ -263,7 +270,9 @@ typedef struct kiln_device_info {
     uint32_t compute_units;      /**< CL_DEVICE_MAX_COMPUTE_UNITS */
     uint32_t max_clock_mhz;      /**< CL_DEVICE_MAX_CLOCK_FREQUENCY */
     /** The GEMM parameters in use: "CLBlast defaults", or the tuned
-     *  XgemmDirect parameters ("WGD=64 MDIMCD=8 ..."). */
+     *  XgemmDirect parameters ("WGD=64 MDIMCD=8 ..."); on a device running
+     *  the CPU kernel variant followed by kiln's own GEMM's cache budget,
+     *  "; kiln GEMM cache 1024 KiB (default)" or "(searched)". */
     char gemm_parameters[128];
     /** Nonzero: the device runs the kernels' GPU variants (work-groups
      *  tiled in local memory), chosen for a GPU with dedicated local

@@ -51,7 +51,7 @@ static size_t chunk_count(const kiln_device *dev, kiln_gemm_op trans_a, size_t m
     *chunk_k = k;
     if (dev->gpu_kernels || k == 0)
         return 1;
-    size_t chunks = k / kiln_gemm_chunk_steps(trans_a, m, n, k);
+    size_t chunks = k / kiln_gemm_chunk_steps(dev->gemm_cache_bytes, trans_a, m, n, k);
     const size_t chunk_bytes = m * n * count * sizeof(float);
     if (chunks * chunk_bytes > PARTIALS_MAX_BYTES)
         chunks = PARTIALS_MAX_BYTES / chunk_bytes;
@@ -85,7 +85,8 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
 {
     size_t chunk_k;
     const size_t chunks = chunk_count(dev, trans_a, m, n, k, count, &chunk_k);
-    const int rows_first = !dev->gpu_kernels && kiln_gemm_rows_first(m, n, k);
+    const int rows_first =
+        !dev->gpu_kernels && kiln_gemm_rows_first(dev->gemm_cache_bytes, m, n, k);
     kiln_status st = KILN_OK;
     if (chunks > 1)
         st = reserve(dev, &dev->gemm_partials, chunks * m * n * count * sizeof(float),

@@ -63,6 +63,10 @@ struct kiln_device {
     int gpu_kernels;
     /* CLBlast's GEMM runs parameters searched for this device (gemm_tuning.c). */
     int gemm_tuned;
+    /* The CPU variant's GEMM keeps about this many bytes of operand rows in
+     * the core's cache (gemm_choice.c): KILN_GEMM_CACHE_BYTES, or searched
+     * for the device (gemm_cache_search.c). */
+    size_t gemm_cache_bytes;
     kiln_program_slot programs[KILN_MAX_PROGRAMS];
     int n_programs;
     kiln_kernel kernels[KILN_MAX_KERNELS];
@@ -135,23 +139,33 @@ void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *ke
  * CLBlast runs searched parameters or its defaults. */
 int kiln_gemm_use_own_kernel(int gpu_kernels, int gemm_tuned, kiln_gemm_op trans_a,
                              kiln_gemm_op trans_b, size_t m, size_t n, size_t k);
+/* The CPU variant's cache budget where nothing was searched: half an L2
+ * of this project's machine (docs/performance.md). */
+#define KILN_GEMM_CACHE_BYTES ((size_t)1 << 20)
 /* How many steps of k a chunk of the CPU variant's GEMM (gemm.cl) takes:
- * all k, or fewer so that a chunk's rows stay in cache. */
-size_t kiln_gemm_chunk_steps(kiln_gemm_op trans_a, size_t m, size_t n, size_t k);
+ * all k, or fewer so that a chunk's rows stay within `cache_bytes`. */
+size_t kiln_gemm_chunk_steps(size_t cache_bytes, kiln_gemm_op trans_a, size_t m, size_t n,
+                             size_t k);
 /* Whether the CPU variant runs a column's tiles one after another, rather
- * than a row's (gemm.cl): B too large to stay in cache, A not. */
-int kiln_gemm_rows_first(size_t m, size_t n, size_t k);
+ * than a row's (gemm.cl): B larger than `cache_bytes`, A not. */
+int kiln_gemm_rows_first(size_t cache_bytes, size_t m, size_t n, size_t k);
 /* How many of the `available` parameter sets a tuning search tries: all. */
 int kiln_gemm_tuning_candidates(int available);
 
-/* Applies stored GEMM parameters to the devices, searching first where
- * `mode` asks (gemm_tuning.c). */
 /* Chooses each device's kernel variant (kiln_device.gpu_kernels) from what
  * it reports, or as KILN_KERNEL_VARIANT says; a bad value of it is
  * KILN_ERROR_INVALID_ARGUMENT. */
 kiln_status kiln_kernel_variant_setup(kiln_host *host, kiln_device *const *devices, int32_t n);
 
+/* Applies stored GEMM parameters to the devices, searching first where
+ * `mode` asks (gemm_tuning.c). */
 kiln_status kiln_gemm_tuning_setup(kiln_host *host, kiln_device *const *devices,
                                    int32_t n_devices, kiln_gemm_tuning mode);
+
+/* The same for the CPU variant's own GEMM cache budget
+ * (gemm_cache_search.c): stored, searched where `mode` asks, or the
+ * default; each CPU-variant device's gemm_parameters then names it. */
+kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
+                                  int32_t n_devices, kiln_gemm_tuning mode);
 
 #endif

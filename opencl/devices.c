@@ -107,6 +107,7 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->host = host;
     dev->cache_dir = cache_dir;
     dev->index = index;
+    dev->gemm_cache_bytes = KILN_GEMM_CACHE_BYTES;
     pthread_mutex_init(&dev->memory_lock, NULL);
     pthread_mutex_init(&dev->lock, NULL);
     pthread_mutex_init(&dev->gemm_lock, NULL);
@@ -263,6 +264,8 @@ static kiln_status open_chosen(kiln_host *host, const char *cache_dir, const fou
         st = kiln_kernel_variant_setup(host, opened, n_chosen);
     if (st == KILN_OK)
         st = kiln_gemm_tuning_setup(host, opened, n_chosen, tuning);
+    if (st == KILN_OK)
+        st = kiln_gemm_cache_setup(host, opened, n_chosen, tuning);
     if (st != KILN_OK) {
         kiln_devices_close(host, opened, n_chosen);
         return st;

@@ -42,27 +42,28 @@ int kiln_gemm_tuning_candidates(int available)
  * again and A once each. Where neither fits, the GEMM runs in chunks of k.
  * The CPU variant's GEMMs run in chunks of k (gemm.cl) so that the rows of
  * A and B a chunk's tiles share stay in the core's cache between tiles:
- * about CHUNK_CACHE_BYTES of them (half an L2 of this project's machine).
- * An NN tile reads 8 rows of A along k, used again by the next tile, while
- * every row tile reads the chunk's rows of B again: those are what must
- * fit. A TN tile reads 8 values of each row of A, a part of a cache line
- * whose rest the next row tile reads: the chunk's rows of both. Chunks
- * shorter than MIN_CHUNK steps cost more in sums than they save. */
-#define CHUNK_CACHE_BYTES ((size_t)1 << 20)
+ * about cache_bytes of them (KILN_GEMM_CACHE_BYTES, or what the device's
+ * search found: gemm_cache_search.c). An NN tile reads 8 rows of A along
+ * k, used again by the next tile, while every row tile reads the chunk's
+ * rows of B again: those are what must fit. A TN tile reads 8 values of
+ * each row of A, a part of a cache line whose rest the next row tile
+ * reads: the chunk's rows of both. Chunks shorter than MIN_CHUNK steps
+ * cost more in sums than they save. */
 #define MIN_CHUNK 128
 
-int kiln_gemm_rows_first(size_t m, size_t n, size_t k)
+int kiln_gemm_rows_first(size_t cache_bytes, size_t m, size_t n, size_t k)
 {
-    return k * n * sizeof(float) > CHUNK_CACHE_BYTES && m * k * sizeof(float) <= CHUNK_CACHE_BYTES;
+    return k * n * sizeof(float) > cache_bytes && m * k * sizeof(float) <= cache_bytes;
 }
 
-size_t kiln_gemm_chunk_steps(kiln_gemm_op trans_a, size_t m, size_t n, size_t k)
+size_t kiln_gemm_chunk_steps(size_t cache_bytes, kiln_gemm_op trans_a, size_t m, size_t n,
+                             size_t k)
 {
-    if (kiln_gemm_rows_first(m, n, k))
+    if (kiln_gemm_rows_first(cache_bytes, m, n, k))
         return k;
     const size_t row_bytes = (trans_a == KILN_GEMM_T ? m + n : n) * sizeof(float);
-    if (k * row_bytes <= CHUNK_CACHE_BYTES)
+    if (k * row_bytes <= cache_bytes)
         return k;
-    const size_t steps = CHUNK_CACHE_BYTES / row_bytes;
+    const size_t steps = cache_bytes / row_bytes;
     return steps > MIN_CHUNK ? steps : MIN_CHUNK;
 }

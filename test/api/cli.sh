@@ -40,7 +40,7 @@ helps() {   # helps NEEDLE COMMAND...
     grep -qF -- "$needle" "$work/help.txt" ||
         { cat "$work/help.txt" "$work/help.err"; fail "$*: no '$needle' on stdout"; }
 }
-for command in "" summary predict evaluate fit export-onnx devices; do
+for command in "" summary predict evaluate fit export-onnx devices tune; do
     # shellcheck disable=SC2086   # no command: kiln --help itself
     helps "usage: kiln summary MODEL" "$kiln" $command --help
 done
@@ -56,6 +56,21 @@ echo "cli.sh: --help of kiln, its commands and $((1 + $#)) examples: usage, exit
 cat "$work/devices.txt"
 grep -q "^device 0: .* kernels, GEMM: " "$work/devices.txt" || fail "kiln devices: no device 0 line"
 expect 2 "devices takes 0 file names, got 1" "$kiln" devices m.kiln
+
+# tune: the searches, into a cache folder of its own, each candidate
+# logged; then what devices prints, which a later run reads back.
+KILN_CACHE_DIR="$work/tune-cache" "$kiln" tune > "$work/tune.txt" 2> "$work/tune.err"
+grep -q "^device 0: .* kernels, GEMM: " "$work/tune.txt" || fail "kiln tune: no device 0 line"
+if grep -q "CPU kernels" "$work/tune.txt"; then
+    grep -q "kiln GEMM cache [0-9]* KiB (searched)" "$work/tune.txt" ||
+        fail "kiln tune: no searched cache budget"
+    [ "$(grep -c "searching kiln's GEMM cache budget" "$work/tune.err")" -ge 6 ] ||
+        { cat "$work/tune.err"; fail "kiln tune: the candidates were not logged"; }
+    KILN_CACHE_DIR="$work/tune-cache" "$kiln" devices > "$work/tuned.txt"
+    cmp -s "$work/tune.txt" "$work/tuned.txt" ||
+        { cat "$work/tune.txt" "$work/tuned.txt"; fail "kiln devices did not read tune's record"; }
+fi
+expect 2 "tune takes 0 file names, got 1" "$kiln" tune m.kiln
 
 # A model of two outputs: summary, and predict's file per output.
 two=$work/two

@@ -8,6 +8,7 @@
  * CLBlast's defaults are faster, and clblast_only keeps kiln's own kernels
  * out until they are checked. */
 #include "harness.h"
+#include "opencl/cl_internal.h"
 #include "opencl/device.h"
 #include "runtime/context/context.h"
 
@@ -38,7 +39,8 @@ int __wrap_kiln_gemm_tuning_candidates(int available)
     (void)available;
     return 1;
 }
-static int searches;  /* "tuning GEMM" log lines seen */
+static int searches;         /* "tuning GEMM" log lines seen */
+static int budget_searches;  /* kiln's own GEMM's cache budget searched */
 
 static void count_search(void *user, kiln_log_level level, const char *message)
 {
@@ -46,6 +48,8 @@ static void count_search(void *user, kiln_log_level level, const char *message)
     (void)level;
     if (strstr(message, "tuning GEMM"))
         searches++;
+    if (strstr(message, "searching kiln's GEMM cache budget"))
+        budget_searches++;
 }
 
 static kiln_context *open_ctx(kiln_gemm_tuning mode, kiln_status *st, char *err, size_t size)
@@ -185,6 +189,15 @@ int main(void)
     parameters(ctx, first, sizeof first);
     printf("searched: %s\n", first);
     CHECK(strncmp(first, "WGD=32 MDIMCD=8", 15) == 0);  /* the first candidate */
+    /* On the CPU variant, kiln's own GEMM's cache budget too: one of the
+     * six candidates, 256 KiB to 8 MiB. */
+    kiln_device_info info0 = {.struct_size = sizeof info0};
+    CHECK_OK(ctx, kiln_context_device_info(ctx, 0, &info0));
+    const int own_budget = !info0.gpu_kernels;
+    const size_t budget = ctx->devices[0]->gemm_cache_bytes;
+    CHECK(!own_budget || (budget_searches == 6 && strstr(first, "(searched)") &&
+                          budget >= (256u << 10) && budget <= (8u << 20) &&
+                          (budget & (budget - 1)) == 0));
     const int shapes[][3] = {{37, 13, 101}, {128, 64, 300}, {5, 70, 9}};
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < 3; t++)
@@ -192,24 +205,28 @@ int main(void)
     kiln_context_destroy(ctx);
 
     /* Stored: applied again, no search. */
-    searches = 0;
+    searches = budget_searches = 0;
     ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
-    CHECK(st == KILN_OK && searches == 0);
+    CHECK(st == KILN_OK && searches == 0 && budget_searches == 0);
     parameters(ctx, again, sizeof again);
-    CHECK(strcmp(first, again) == 0);
+    CHECK(strcmp(first, again) == 0 && ctx->devices[0]->gemm_cache_bytes == budget);
     kiln_context_destroy(ctx);
 
+    /* Off: CLBlast's defaults and kiln's default budget, whatever is stored. */
+    const char *defaults = own_budget ? "CLBlast defaults; kiln GEMM cache 1024 KiB (default)"
+                                      : "CLBlast defaults";
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     parameters(ctx, again, sizeof again);
-    CHECK(strcmp(again, "CLBlast defaults") == 0);
+    CHECK(strcmp(again, defaults) == 0);
     kiln_context_destroy(ctx);
 
-    /* A damaged record is not applied (nor an error). */
-    CHECK(damage_records() == 1);
+    /* A damaged record is not applied (nor an error): CLBlast's, and the
+     * budget's. */
+    CHECK(damage_records() == 1 + own_budget);
     ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
-    CHECK(st == KILN_OK && searches == 0);
+    CHECK(st == KILN_OK && searches == 0 && budget_searches == 0);
     parameters(ctx, again, sizeof again);
-    CHECK(strcmp(again, "CLBlast defaults") == 0);
+    CHECK(strcmp(again, defaults) == 0);
     kiln_context_destroy(ctx);
 
     ctx = open_ctx((kiln_gemm_tuning)7, &st, err, sizeof err);
@@ -247,6 +264,16 @@ int main(void)
      * another (kiln_gemm_rows_first), NN and NT. */
     check_gemm(ctx, 37, 600, 1501, KILN_GEMM_N, KILN_GEMM_N);
     check_gemm(ctx, 45, 700, 1301, KILN_GEMM_N, KILN_GEMM_T);
+    /* The smallest and largest budgets a search may choose: other chunks,
+     * and rows first or not. */
+    const size_t budgets[] = {256u << 10, 8u << 20};
+    for (int i = 0; i < 2 && ctx; i++) {
+        ctx->devices[0]->gemm_cache_bytes = budgets[i];
+        check_gemm(ctx, 300, 600, 1501, KILN_GEMM_N, KILN_GEMM_N);
+        check_gemm(ctx, 300, 100, 3001, KILN_GEMM_T, KILN_GEMM_N);
+        check_gemm(ctx, 37, 600, 1501, KILN_GEMM_N, KILN_GEMM_N);
+        check_gemm(ctx, 128, 1000, 64, KILN_GEMM_N, KILN_GEMM_T);
+    }
     kiln_context_destroy(ctx);
 
     /* The same through the GPU variant (64 x 64 blocks in local memory;
