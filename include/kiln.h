@@ -1136,6 +1136,29 @@ KILN_API kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query,
                                              kiln_node value,
                                              const kiln_multi_head_attention_options *options);
 
+/** kiln_multi_head_attention() with a key padding mask: `padding_mask`
+ *  holds a float per value position, shape (Tv) (batch not counted), and
+ *  where it is nonzero (NaN included) that position of that sample is
+ *  padding, seen by no query position. This is PyTorch's
+ *  `key_padding_mask` (True = ignore), the opposite of Keras's
+ *  `attention_mask` (1 = attend), which is also per query position; a
+ *  Keras mask m of one row for every query is the padding mask 1 - m. It
+ *  combines with use_causal_mask (a position must pass both). A query row
+ *  that sees no position at all (every one padding) gets probabilities of
+ *  0, so its context is 0 and its output the output projection's bias;
+ *  gradients through that row are 0. (PyTorch gives NaN there, Keras's
+ *  additive mask an average over all positions.) The mask gets a gradient
+ *  of 0. Ids (kiln_input_ints) are refused as the mask, as anywhere but an
+ *  Embedding: give the flags as floats. A mask not of shape (Tv) is
+ *  KILN_ERROR_SHAPE at kiln_model_compile, naming the layer and both
+ *  shapes; the other refusals are kiln_multi_head_attention()'s. Model
+ *  files record the third input; ONNX export adds the mask to the scores
+ *  (-1e30 where nonzero) and multiplies the probabilities by where it is
+ *  zero, so a row of padding gives 0 there too. */
+KILN_API kiln_node kiln_multi_head_attention_masked(
+    kiln_model *model, kiln_node query, kiln_node value, kiln_node padding_mask,
+    const kiln_multi_head_attention_options *options);
+
 /** Options of kiln_embedding(). */
 typedef struct kiln_embedding_options {
     size_t struct_size;          /**< sizeof(kiln_embedding_options) */

@@ -4,6 +4,8 @@
  * out row-major; what lies between them, per head, is attention.cl's:
  * scores, mask and softmax (one kernel on the CPU variant, a product and a
  * pass over rows on the GPU's), then the probabilities times the values.
+ * An optional third input, the padding mask (Tv), reaches the softmax alone
+ * (kiln_multi_head_attention_masked).
  * Backward keeps q, k, v, the probabilities and the context from forward
  * (per replica, sized by prepare's batch). With LoRA (kiln_model_enable_lora)
  * the query and value kernels freeze and each gains Keras 3's EinsumDense
@@ -35,6 +37,7 @@ typedef struct mha_config {
     int32_t causal, use_bias;
     /* Inferred. */
     int32_t tq, d, tv, dv;   /* query and value lengths and features */
+    int32_t masked;          /* a third input: the padding mask (Tv) */
     int32_t vdim, out;       /* value_dim and output_shape with their defaults */
     /* LoRA: rank 0 none; lora_on, a bit per projection (1 << PROJ_*). */
     int32_t lora_rank, lora_on;
@@ -171,6 +174,14 @@ static kiln_status mha_infer(void *config, kiln_layer_build *b)
     c->d = b->in[0].dims[1];
     c->tv = b->in[1].dims[0];
     c->dv = b->in[1].dims[1];
+    c->masked = b->n_in == 3;
+    if (c->masked && (b->in[2].rank != 1 || b->in[2].dims[0] != c->tv)) {
+        snprintf(b->error, sizeof b->error, "the padding mask is %s: it must be (%d,), a flag "
+                 "per value position (the value is %s)",
+                 kiln_shape_str(&b->in[2], s0, sizeof s0), (int)c->tv,
+                 kiln_shape_str(&b->in[1], s1, sizeof s1));
+        return KILN_ERROR_SHAPE;
+    }
     c->vdim = c->value_dim ? c->value_dim : c->key_dim;
     c->out = c->output_shape ? c->output_shape : c->d;
     const int64_t most = largest_per_sample(c);
@@ -473,6 +484,11 @@ static kiln_status weigh(const mha_config *c, const mha_replica *r, const kiln_s
     return kiln_kernel_run_variant(s->dev, kernel, &cpu, &gpu, a);
 }
 
+/* The padding mask the softmax reads: the third input, or (none, never
+ * read) the queries, which stand in for a buffer the kernel must be given. */
+#define MASK_ARGS(c, r, s)                                                                    \
+    kiln_arg_buffer((c)->masked ? (s)->in[2] : (r)->q), kiln_arg_int((c)->masked)
+
 /* The probabilities: p = softmax over j of scale q_i . k_j, masked. */
 static kiln_status probabilities(const mha_config *c, const mha_replica *r, const kiln_step *s)
 {
@@ -481,7 +497,8 @@ static kiln_status probabilities(const mha_config *c, const mha_replica *r, cons
                                 kiln_arg_buffer(r->probs), kiln_arg_int(s->batch),
                                 kiln_arg_int(c->heads), kiln_arg_int(c->tq),
                                 kiln_arg_int(c->tv), kiln_arg_int(c->key_dim),
-                                kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal));
+                                kiln_arg_float(score_scale(c)), kiln_arg_int(c->causal),
+                                MASK_ARGS(c, r, s));
         return run_tiled_rows(c, s, r->kernels.probs, a);
     }
     kiln_args a = KILN_ARGS(kiln_arg_buffer(r->q), kiln_arg_buffer(r->k),
@@ -492,8 +509,9 @@ static kiln_status probabilities(const mha_config *c, const mha_replica *r, cons
     kiln_status st = run_blocks(c, s, r->kernels.probs, (size_t)c->tq, (size_t)c->tv, a);
     const int64_t rows = (int64_t)s->batch * c->heads * c->tq;
     kiln_args each = KILN_ARGS(kiln_arg_buffer(r->probs), kiln_arg_int(rows),
-                               kiln_arg_int(c->tq), kiln_arg_int(c->tv), kiln_arg_int(c->causal),
-                               kiln_arg_int(row_width(c)));
+                               kiln_arg_int(c->heads), kiln_arg_int(c->tq), kiln_arg_int(c->tv),
+                               kiln_arg_int(c->causal), kiln_arg_int(row_width(c)),
+                               MASK_ARGS(c, r, s));
     if (st == KILN_OK)
         st = run_each_row(c, s, r->kernels.softmax, each);
     return st;
@@ -614,6 +632,10 @@ static kiln_status mha_backward(const void *config, void *replica, const kiln_st
     if (st == KILN_OK)
         st = project_backward(c, r, s, PROJ_VALUE, s->in[1], bv, (size_t)c->dv, hv, r->dv,
                               s->d_in[1], 1);
+    /* The mask only chooses what is seen: its gradient is 0. */
+    if (st == KILN_OK && c->masked && s->d_in[2] && !s->d_in_accumulate[2])
+        st = kiln_buffer_zero(s->dev, s->d_in[2], 0, (size_t)s->batch * (size_t)c->tv *
+                                                         sizeof(float));
     return st;
 }
 
@@ -752,8 +774,8 @@ static const char *projection(kiln_onnx_graph *g, int32_t i, const char *x, cons
 
 /* MatMul per head, in kiln's order of arithmetic: the scores times the
  * scale, the causal mask added as a constant (a large negative where
- * j > i, which the softmax turns into 0, as Keras's), Softmax over the
- * values. Dropout is fit's only. */
+ * j > i, which the softmax turns into 0, as Keras's), the padding mask's
+ * (below), Softmax over the values. Dropout is fit's only. */
 static void mha_export_onnx(kiln_onnx_graph *g, int32_t i)
 {
     const char *name = g->layers[i].name;
@@ -798,8 +820,32 @@ static void mha_export_onnx(kiln_onnx_graph *g, int32_t i)
                                                  2, dims, mask);
         scores = kiln_onnx_step(g, i, "Add", scores, masks, "masked_scores");
     }
+    const char *keep = NULL;
+    if (g->layers[i].n_inputs == 3) {
+        /* keep (N, 1, 1, Tv) where the padding mask is 0; -1e30 added
+         * elsewhere, which the softmax turns into 0, and a row of padding
+         * (uniform there) multiplied by keep to 0, as the layer gives. */
+        const int64_t shape[4] = {0, 1, 1, tv};
+        const char *flags = kiln_onnx_input_value(g, i, 2, KILN_ONNX_CL);
+        const char *pad = kiln_onnx_step(g, i, "Reshape", flags,
+                                         kiln_onnx_int64s(g, i, "padding_shape", shape, 4),
+                                         "padding");
+        const char *open = kiln_onnx_step(g, i, "Equal", pad, kiln_onnx_constant(g, "zero", 0.0f),
+                                          "unpadded");
+        keep = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/keep", name));
+        kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Cast", &open, 1, keep), "to",
+                           KILN_ONNX_FLOAT);
+        const char *off = kiln_onnx_step(g, i, "Sub", keep, kiln_onnx_constant(g, "one", 1.0f),
+                                         "padded");
+        const char *bias = kiln_onnx_step(g, i, "Mul", off,
+                                          kiln_onnx_constant(g, "padding_size", 1e30f),
+                                          "padding_bias");
+        scores = kiln_onnx_step(g, i, "Add", scores, bias, "unpadded_scores");
+    }
     const char *probs = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/probabilities", name));
     kiln_onnx_attr_int(g, kiln_onnx_add_node(g, "Softmax", &scores, 1, probs), "axis", -1);
+    if (keep)
+        probs = kiln_onnx_step(g, i, "Mul", probs, keep, "kept_probabilities");
     const char *by_head = kiln_onnx_step(g, i, "MatMul", probs, v, "context_by_head");
     const int64_t perm[4] = {0, 2, 1, 3}, merged[3] = {0, tq, heads * vd};
     const char *context = kiln_onnx_unique_name(g, kiln_onnx_printf(g, "%s/context_heads", name));
@@ -815,7 +861,7 @@ static void mha_export_onnx(kiln_onnx_graph *g, int32_t i)
 
 const kiln_layer_ops kiln_layer_multi_head_attention = {
     .kind = "multi_head_attention", .config_size = sizeof(mha_config),
-    .replica_size = sizeof(mha_replica), .min_inputs = 2, .max_inputs = 2,
+    .replica_size = sizeof(mha_replica), .min_inputs = 2, .max_inputs = 3,
     .configure = mha_configure, .describe = mha_describe, .infer = mha_infer,
     .kernels = mha_kernels, .prepare = mha_prepare, .forward = mha_forward,
     .backward = mha_backward, .release = mha_release, .flops = mha_flops,

@@ -7,6 +7,11 @@
  * Query position i sees value positions j < visible(i): all of them, or
  * j <= i under the causal mask (Keras's lower triangle, from the first
  * position, whatever Tq and Tv); unseen probabilities are exactly 0.
+ * A padding mask (B, Tv), where the layer has one (`masked`), hides value
+ * position j of sample b from every query where mask[b, j] is nonzero;
+ * only the softmax reads it (the scores of a hidden position become
+ * probabilities of 0, which every later product and backward pass then
+ * carries). A row that sees nothing is all zeros, not 0 / 0.
  *
  * Dropout on p (rate > 0) is a kiln_keep_scale draw per element of a
  * sample's (H, Tq, Tv) probabilities, recomputed wherever it is needed,
@@ -45,6 +50,12 @@
 inline int att_visible(int i, int Tv, int causal)
 {
     return causal ? min(i + 1, Tv) : Tv;
+}
+
+/* Value position j of sample b is padding (hidden). */
+inline int att_padded(__global const float *mask, int masked, int b, int Tv, int j)
+{
+    return masked && mask[(size_t)b * Tv + j] != 0.0f;
 }
 
 /* The dropout factor of probability (h, i, j) of global sample `sample`. */
@@ -213,33 +224,39 @@ inline float att_row_merge(__local float *merge, float v, int largest, int width
 
 /* The softmax over each of the `rows` rows of p (B * H * Tq), in place:
  * the scores kiln_attention_scores_gpu wrote become probabilities, 0 where
- * not seen. Lane l of a row takes values l, l + width, ... Every lane of
+ * not seen or padding (mask, when masked), and 0 across a row that sees
+ * nothing. Lane l of a row takes values l, l + width, ... Every lane of
  * a row runs the same number of turns (j0) and tests its own j: with
  * loops from j = l, PoCL 5 computed the trip count of a lane past the
  * row's end as a huge one and stored far past it. A lane past the last
  * row still takes part in the merges (the group's barriers). */
-__kernel void kiln_attention_softmax_gpu(__global float *p, int rows, int Tq, int Tv,
-                                         int causal, int width)
+__kernel void kiln_attention_softmax_gpu(__global float *p, int rows, int H, int Tq, int Tv,
+                                         int causal, int width, __global const float *mask,
+                                         int masked)
 {
     __local float merge[KILN_ROW_LANES];
     const int lane = get_local_id(0) & (width - 1);
     const int row = get_group_id(0) * (KILN_ROW_LANES / width) + get_local_id(0) / width;
     const int n = row < rows ? att_visible(row % Tq, Tv, causal) : 0;
     const int end = row < rows ? Tv : 0;
+    const int b = min(row, rows - 1) / (H * Tq);
     __global float *pr = p + (size_t)min(row, rows - 1) * Tv;
     float most = -INFINITY;
     for (int j0 = 0; j0 < n; j0 += width)
-        if (j0 + lane < n)
+        if (j0 + lane < n && !att_padded(mask, masked, b, Tv, j0 + lane))
             most = fmax(most, pr[j0 + lane]);
     most = att_row_merge(merge, most, 1, width);
     float total = 0.0f;
     for (int j0 = 0; j0 < n; j0 += width)
         if (j0 + lane < n) {
-            const float e = exp(pr[j0 + lane] - most);
-            pr[j0 + lane] = e;
+            const int j = j0 + lane;
+            const float e = att_padded(mask, masked, b, Tv, j) ? 0.0f : exp(pr[j] - most);
+            pr[j] = e;
             total += e;
         }
-    const float inv = 1.0f / att_row_merge(merge, total, 0, width);
+    total = att_row_merge(merge, total, 0, width);
+    /* Every position padding: most stayed -inf and total 0. */
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     for (int j0 = 0; j0 < end; j0 += width) {
         const int j = j0 + lane;
         if (j < n)
@@ -404,11 +421,13 @@ inline __global const float *att_tile_row(__global const float *first, int r, in
 /* The probabilities (kiln_attention_scores_gpu, then
  * kiln_attention_softmax_gpu) as tiles: a work-item per 4 query rows of one
  * (sample, head); range (ceil(Tq / 4), B * H). The scaled, masked scores
- * go to p first; the softmax then runs over each row in place (in cache),
- * eight values at a time. */
+ * go to p first (-inf where not seen or padding); the softmax then runs
+ * over each row in place (in cache), eight values at a time; a row that
+ * sees nothing (its largest score -inf) is zeros. */
 __kernel void kiln_attention_probs_cpu(__global const float *q, __global const float *k,
                                        __global float *p, int B, int H, int Tq, int Tv,
-                                       int K, float scale, int causal)
+                                       int K, float scale, int causal,
+                                       __global const float *mask, int masked)
 {
     const int i0 = get_global_id(0) * 4, bh = get_global_id(1);
     if (i0 >= Tq || bh >= B * H)
@@ -430,22 +449,24 @@ __kernel void kiln_attention_probs_cpu(__global const float *q, __global const f
         for (int r = 0; r < rows; r++) {
             const int n = att_visible(i0 + r, Tv, causal);
             for (int c = 0; c < cols; c++) {
-                const float v = j0 + c < n ? scale * s[r][c] : -INFINITY;
-                p0[(size_t)r * Tv + j0 + c] = v;
+                const int j = j0 + c;
+                const float v = j < n && !att_padded(mask, masked, b, Tv, j) ? scale * s[r][c]
+                                                                             : -INFINITY;
+                p0[(size_t)r * Tv + j] = v;
                 most[r] = fmax(most[r], v);
             }
         }
     }
     for (int r = 0; r < rows; r++) {
         __global float *pr = p0 + (size_t)r * Tv;
-        const int n = att_visible(i0 + r, Tv, causal);
+        const int n = most[r] == -INFINITY ? 0 : att_visible(i0 + r, Tv, causal);
         float8 total = (float8)(0.0f);
         for (int j = 0; j < n; j += 8) {
             const float8 e = exp(kiln_load8(pr + j, n - j) - most[r]);
             total += select((float8)(0.0f), e, att_lanes_below(n - j));
             kiln_store8(pr + j, e, n - j);
         }
-        const float inv = 1.0f / kiln_sum8(total);
+        const float inv = n ? 1.0f / kiln_sum8(total) : 0.0f;
         for (int j = 0; j < n; j += 8)
             kiln_store8(pr + j, kiln_load8(pr + j, n - j) * inv, n - j);
         for (int j = n; j < Tv; j++)

@@ -391,6 +391,20 @@ kiln_node kiln_multi_head_attention(kiln_model *model, kiln_node query, kiln_nod
                                 KILN_ACTIVATION_LINEAR);
 }
 
+kiln_node kiln_multi_head_attention_masked(kiln_model *model, kiln_node query, kiln_node value,
+                                           kiln_node padding_mask,
+                                           const kiln_multi_head_attention_options *options)
+{
+    kiln_multi_head_attention_options o;
+    if (!take_options(model, &o, sizeof o, options,
+                      offsetof(kiln_multi_head_attention_options, value_dim),
+                      "kiln_multi_head_attention_masked", "kiln_multi_head_attention_options"))
+        return KILN_NODE_INVALID;
+    const kiln_node inputs[3] = {query, value, padding_mask};
+    return kiln_model_add_layer(model, &kiln_layer_multi_head_attention, &o, inputs, 3, o.name,
+                                KILN_ACTIVATION_LINEAR);
+}
+
 kiln_node kiln_embedding(kiln_model *model, kiln_node input,
                          const kiln_embedding_options *options)
 {

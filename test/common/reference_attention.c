@@ -47,9 +47,9 @@ typedef struct inner {
     double *q, *k, *v, *p, *c;   /* (B,Tq,HK) (B,Tv,HK) (B,Tv,HV) (B,H,Tq,Tv) (B,Tq,HV) */
 } inner;
 
-static int visible(const ref_mha *g, int i, int j)
+static int visible(const ref_mha *g, int b, int i, int j)
 {
-    return !g->causal || j <= i;
+    return (!g->causal || j <= i) && !(g->mask && g->mask[(size_t)b * g->tv + j] != 0.0);
 }
 
 static double keep_of(const double *keep, size_t at)
@@ -75,7 +75,7 @@ static void forward_inner(const ref_mha *g, const double *xq, const double *xv,
             for (int i = 0; i < g->tq; i++) {
                 double *p = t->p + (((size_t)b * H + h) * g->tq + i) * g->tv, most = -INFINITY;
                 for (int j = 0; j < g->tv; j++) {
-                    if (!visible(g, i, j))
+                    if (!visible(g, b, i, j))
                         continue;
                     double s = 0.0;
                     for (int x = 0; x < K; x++)
@@ -84,12 +84,12 @@ static void forward_inner(const ref_mha *g, const double *xq, const double *xv,
                     p[j] = s * scale;
                     most = p[j] > most ? p[j] : most;
                 }
-                double sum = 0.0;
+                double sum = 0.0;   /* a row that sees nothing: 0 / 0 never taken */
                 for (int j = 0; j < g->tv; j++)
-                    if (visible(g, i, j))
+                    if (visible(g, b, i, j))
                         sum += (p[j] = exp(p[j] - most));
                 for (int j = 0; j < g->tv; j++)
-                    p[j] = visible(g, i, j) ? p[j] / sum : 0.0;
+                    p[j] = visible(g, b, i, j) ? p[j] / sum : 0.0;
                 for (int x = 0; x < V; x++) {
                     double s = 0.0;
                     for (int j = 0; j < g->tv; j++)

@@ -5,6 +5,9 @@
 
 typedef struct ref_mha {
     int batch, tq, d, tv, dv, heads, key_dim, value_dim, out, causal;
+    /* (batch, tv): nonzero hides that value position (a padding mask), or
+     * NULL; a row that sees nothing has probabilities 0. */
+    const double *mask;
 } ref_mha;
 
 /* The parameters in Keras's order: query, key, value, attention_output,

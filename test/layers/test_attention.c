@@ -14,6 +14,9 @@ typedef struct mha_case {
     int32_t heads, key_dim, value_dim, output_shape;
     int causal, no_bias;
     float dropout;
+    /* A padding mask: ReLU of the value's first feature, so position j is
+     * padding where that feature is > 0 (about half of them). */
+    int mask;
 } mha_case;
 
 static kiln_node build_mha(kiln_model *m, kiln_node pre, const void *arg)
@@ -26,7 +29,31 @@ static kiln_node build_mha(kiln_model *m, kiln_node pre, const void *arg)
         .struct_size = sizeof o, .num_heads = c->heads, .key_dim = c->key_dim,
         .value_dim = c->value_dim, .output_shape = c->output_shape,
         .use_causal_mask = c->causal, .no_bias = c->no_bias, .dropout = c->dropout, .seed = 7};
-    return kiln_multi_head_attention(m, pre, value, &o);
+    if (!c->mask)
+        return kiln_multi_head_attention(m, pre, value, &o);
+    const kiln_slice_options first = {.struct_size = sizeof first, .size = {0, 1}};
+    const kiln_node flags = kiln_activation_layer(m, kiln_slice(m, value, &first),
+                                                  KILN_ACTIVATION_RELU, NULL);
+    const int32_t tv = c->tv ? c->tv : c->tq;
+    return kiln_multi_head_attention_masked(m, pre, value, kiln_reshape(m, flags, 1, &tv, NULL),
+                                            &o);
+}
+
+/* The mask build_mha makes, (batch, Tv), from the value's values; how many
+ * samples it pads whole. */
+static int padding_of(const mha_case *c, const double *xv, int batch, double *mask)
+{
+    const int32_t tv = c->tv ? c->tv : c->tq, dv = c->tv ? c->dv : c->d;
+    int whole = 0;
+    for (int b = 0; b < batch; b++) {
+        int padded = 0;
+        for (int j = 0; j < tv; j++) {
+            mask[b * tv + j] = xv[((size_t)b * tv + j) * dv] > 0.0 ? 1.0 : 0.0;
+            padded += mask[b * tv + j] != 0.0;
+        }
+        whole += padded == tv;
+    }
+    return whole;
 }
 
 /* The host's copy of kiln_keep_scale (opencl/kernels/prelude.cl), so the
@@ -46,6 +73,9 @@ static double keep_scale(uint64_t seed, uint32_t step, int sample, int element, 
     return u < rate ? 0.0 : (double)(1.0f / (1.0f - rate));
 }
 
+/* Samples whose every value position the masked cases pad. */
+static int whole_padding;
+
 static void test_case(kiln_context *ctx, const char *what, int batch, const mha_case *c)
 {
     const int32_t dims[] = {c->tq, c->d};
@@ -57,6 +87,12 @@ static void test_case(kiln_context *ctx, const char *what, int batch, const mha_
                  .dv = self ? c->d : c->dv, .heads = c->heads, .key_dim = c->key_dim,
                  .value_dim = c->value_dim ? c->value_dim : c->key_dim,
                  .out = c->output_shape ? c->output_shape : c->d, .causal = c->causal};
+    double *mask = NULL;
+    if (c->mask) {
+        mask = malloc(sizeof(double) * (size_t)batch * (size_t)g.tv);
+        whole_padding += padding_of(c, run.x, batch, mask);
+        g.mask = mask;
+    }
     CHECK(run.n_params == (c->no_bias ? 4 : 8));
     ref_mha_params w = {{0}, {0}};
     double *dkernel[4], *dbias[4] = {0};
@@ -123,6 +159,7 @@ static void test_case(kiln_context *ctx, const char *what, int batch, const mha_
         free(dbias[p]);
     }
     free(keep);
+    free(mask);
     free(y);
     free(dxq);
     free(dxv);
@@ -289,6 +326,24 @@ static void test_bad_input(kiln_context *ctx)
     CHECK_FAILS(ctx, KILN_ERROR_SHAPE, "layer 'mha' (multi_head_attention): value is (5, 3, 2)",
                 kiln_model_compile(m, &co));
     kiln_model_destroy(m);
+    /* A padding mask not (Tv): of the query's length (5 is not the value's
+     * 15), and of rank 2. */
+    for (int k = 0; k < 2; k++) {
+        m = new_model(ctx);
+        x = kiln_input(m, 3, image, NULL);
+        const int32_t five[] = {5}, grid[] = {15, 2};
+        kiln_node v = kiln_reshape(m, x, 2, grid, NULL);
+        kiln_node pad = k ? v : kiln_input(m, 1, five, NULL);
+        CHECK(kiln_multi_head_attention_masked(m, kiln_reshape(m, x, 2, (const int32_t[]){5, 6},
+                                                               NULL), v, pad, &o)
+              == KILN_NODE_INVALID);
+        CHECK_FAILS(ctx, KILN_ERROR_SHAPE, k ? "layer 'mha' (multi_head_attention): the padding "
+                    "mask is (15, 2): it must be (15,), a flag per value position (the value is "
+                    "(15, 2))" : "layer 'mha' (multi_head_attention): the padding mask is (5,): "
+                    "it must be (15,), a flag per value position (the value is (15, 2))",
+                    kiln_model_compile(m, &co));
+        kiln_model_destroy(m);
+    }
     /* An unknown node as the value, and options too short to hold num_heads. */
     m = new_model(ctx);
     x = kiln_input(m, 2, dims, NULL);
@@ -370,8 +425,24 @@ int main(void)
               "dropout", 2, &blocks);
     test_case(ctx, "causal cross-attention Tq 70 < Tv 84, dropout", 2, &blocks_cross);
     test_case(ctx, "causal cross-attention Tq 90 > Tv 36, key_dim 17", 2, &blocks_shorter);
+    /* Padding masks: self-attention; causal cross-attention over 2 value
+     * positions (a sample of padding alone, whose rows see nothing:
+     * probabilities 0, not NaN); past the GPU variant's blocks with dropout. */
+    mha_case masked = self;
+    masked.mask = 1;
+    const mha_case masked_short = {.tq = 6, .d = 4, .tv = 2, .dv = 12, .heads = 2, .key_dim = 3,
+                                   .value_dim = 2, .causal = 1, .mask = 1};
+    mha_case masked_blocks = blocks_cross;
+    masked_blocks.mask = 1;
+    test_case(ctx, "padding mask, self-attention", 4, &masked);
+    test_case(ctx, "padding mask, causal cross-attention over 2 positions", 6, &masked_short);
+    test_case(ctx, "padding mask, causal cross-attention Tq 70 < Tv 84, dropout", 2,
+              &masked_blocks);
+    printf("padding masks: %d samples all padding\n", whole_padding);
+    CHECK(whole_padding > 0);   /* the row that sees nothing was tested */
     check_training = 0;   /* evaluate: no dropout */
     test_case(ctx, "dropout 0.3 in evaluate", 3, &dropout);
+    test_case(ctx, "padding mask in evaluate", 6, &masked_short);
     check_training = 1;
     test_weights(ctx);
     test_bad_input(ctx);

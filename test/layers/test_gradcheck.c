@@ -482,6 +482,35 @@ static kiln_model *class_token(kiln_context *ctx)
     return m;
 }
 
+/* A padding mask: ReLU of the input's first feature flags the value
+ * positions (those > 0) that a causal cross-attention from a dense
+ * projection does not see; then self-attention under the same mask. The
+ * mask's own gradient is 0 (it only chooses), so the input's comes
+ * through the projections alone. */
+static kiln_model *padded_attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {5, 3}, rows[] = {5};
+    kiln_node x = kiln_input(m, 2, dims, NULL);
+    kiln_dense_options a = {.struct_size = sizeof a, .units = 4,
+                            .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_multi_head_attention_options cross = {
+        .struct_size = sizeof cross, .num_heads = 2, .key_dim = 3, .use_causal_mask = 1};
+    const kiln_multi_head_attention_options self = {.struct_size = sizeof self,
+                                                    .num_heads = 2, .key_dim = 2};
+    const kiln_slice_options first = {.struct_size = sizeof first, .size = {0, 1}};
+    const kiln_node flags = kiln_activation_layer(m, kiln_slice(m, x, &first),
+                                                  KILN_ACTIVATION_RELU, NULL);
+    const kiln_node pad = kiln_reshape(m, flags, 1, rows, NULL);
+    kiln_node c = kiln_multi_head_attention_masked(m, kiln_dense(m, x, &a), x, pad, &cross);
+    kiln_node s = kiln_multi_head_attention_masked(m, c, c, pad, &self);
+    kiln_dense(m, kiln_flatten(m, s, NULL), &head);
+    return m;
+}
+
 /* A decoder of transposed convolutions: PyTorch's (padding 1,
  * output_padding 1) and Keras's ('same') upsampling of one value, added
  * (its input gradient summed from both), then a grouped, dilated one with
@@ -685,6 +714,7 @@ int main(void)
     gradcheck(ctx, "softmax along inner axes, reductions", reductions);
     gradcheck(ctx, "LoRA on cross- and self-attention", lora_attention);
     gradcheck(ctx, "a learned class token prepended", class_token);
+    gradcheck(ctx, "attention under a padding mask", padded_attention);
     kiln_context_destroy(ctx);
     return test_finish("test_gradcheck");
 }

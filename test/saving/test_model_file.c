@@ -385,6 +385,45 @@ static void test_attention(kiln_context *ctx)
     kiln_dataset_destroy(ds);
 }
 
+/* MultiHeadAttention under a padding mask (ReLU of the first feature):
+ * the file keeps its third input, so the loaded model masks the same
+ * positions and predicts the same, before and after training. */
+static void test_padded_attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 4, 1}, seq[] = {6, 4}, six[] = {6};
+    kiln_input(m, 3, dims, NULL);
+    const kiln_node x = kiln_reshape(m, KILN_NODE_PREVIOUS, 2, seq, NULL);
+    const kiln_slice_options first = {.struct_size = sizeof first, .size = {0, 1}};
+    const kiln_node pad = kiln_reshape(m, kiln_activation_layer(m, kiln_slice(m, x, &first),
+                                                                KILN_ACTIVATION_RELU, NULL),
+                                       1, six, NULL);
+    const kiln_multi_head_attention_options o = {.struct_size = sizeof o, .name = "padded",
+                                                 .num_heads = 2, .key_dim = 3,
+                                                 .use_causal_mask = 1};
+    kiln_multi_head_attention_masked(m, x, x, pad, &o);
+    kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    kiln_dense(m, KILN_NODE_PREVIOUS, &head);
+    kiln_compile_options co = {.struct_size = sizeof co,
+                               .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    kiln_model *l = round_trip(ctx, m, "padded_untrained.safetensors", 5, NULL);
+    kiln_node at = KILN_NODE_INVALID;
+    if (l)
+        CHECK_OK(ctx, kiln_model_find_layer(l, "padded", &at));
+    CHECK(l && at != KILN_NODE_INVALID && l->graph.nodes[at].n_inputs == 3);
+    kiln_model_destroy(l);
+    kiln_dataset *ds = dataset(ctx, 24, dims, 3);
+    kiln_fit_options fo = fit_options(1, 8);
+    CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
+    kiln_model_destroy(round_trip(ctx, m, "padded.safetensors", 7, NULL));
+    kiln_model_destroy(m);
+    kiln_dataset_destroy(ds);
+}
+
 static void test_resnet(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -1017,6 +1056,7 @@ int main(void)
     test_every_kind(ctx);
     test_decoder(ctx);
     test_attention(ctx);
+    test_padded_attention(ctx);
     test_ids(ctx);
     test_checkpoints(ctx);
     test_resnet(ctx);

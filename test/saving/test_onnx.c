@@ -698,6 +698,43 @@ static void attention(kiln_context *ctx)
     attention_model(ctx, 0);
 }
 
+/* Padding masks (ReLU of a first feature: > 0 is padding): a causal
+ * cross-attention over 2 value positions, a Reshape of the input, whose
+ * mask pads some of the 16 samples whole (their rows see nothing: 0 in
+ * kiln, and in the export's Softmax times its keep), then self-attention
+ * under a mask of its own; trained a little. */
+static void padded_attention(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {6, 5}, rows[] = {2, 15}, two[] = {2}, six[] = {6};
+    kiln_dense_options proj = {.struct_size = sizeof proj, .units = 8,
+                               .activation = KILN_ACTIVATION_TANH};
+    kiln_dense_options head = {.struct_size = sizeof head, .units = 3,
+                               .activation = KILN_ACTIVATION_SOFTMAX};
+    const kiln_multi_head_attention_options cross = {
+        .struct_size = sizeof cross, .num_heads = 2, .key_dim = 3, .value_dim = 4,
+        .use_causal_mask = 1};
+    const kiln_multi_head_attention_options self = {.struct_size = sizeof self,
+                                                    .num_heads = 2, .key_dim = 4};
+    const kiln_slice_options first = {.struct_size = sizeof first, .size = {0, 1}};
+    const kiln_node x = kiln_input(m, 2, dims, NULL);
+    const kiln_node v = kiln_reshape(m, x, 2, rows, NULL);                  /* (2, 15) */
+    const kiln_node pad_v = kiln_reshape(m, kiln_activation_layer(m, kiln_slice(m, v, &first),
+                                                                  KILN_ACTIVATION_RELU, NULL),
+                                         1, two, NULL);
+    const kiln_node pad_x = kiln_reshape(m, kiln_activation_layer(m, kiln_slice(m, x, &first),
+                                                                  KILN_ACTIVATION_RELU, NULL),
+                                         1, six, NULL);
+    const kiln_node c = kiln_multi_head_attention_masked(m, kiln_dense(m, x, &proj), v, pad_v,
+                                                         &cross);             /* (6, 8) */
+    const kiln_node a = kiln_multi_head_attention_masked(m, c, c, pad_x, &self);
+    kiln_dense(m, kiln_flatten(m, a, NULL), &head);
+    compile_and_train(ctx, m, 2, dims, 3, 32, 2);
+    check_agreement(ctx, m, "padded_attention", 2, dims, 16);
+    kiln_model_destroy(m);
+}
+
 /* MatMul of computed values: attention's scores and weighted sum by
  * hand (a 3-D value a sample, which ONNX must read in kiln's order), and
  * a product broadcast over the leading axis; Slice and Expand of it. */
@@ -1102,6 +1139,7 @@ int main(void)
     math_layers(ctx);
     pytorch_windows(ctx);
     attention(ctx);
+    padded_attention(ctx);
     matmuls(ctx);
     class_token(ctx);
     ids(ctx);
