@@ -82,10 +82,12 @@ static kiln_status declare_input(kiln_importer *im, const KilnOnnx__ValueInfoPro
                           "of known rank", vi->name);
     const int ints = tensor->has_elem_type && (tensor->elem_type == KILN_ONNX_INT64 ||
                                                tensor->elem_type == KILN_ONNX_INT32);
-    if (!tensor->has_elem_type || (tensor->elem_type != KILN_ONNX_FLOAT && !ints))
+    if (!tensor->has_elem_type || (tensor->elem_type != KILN_ONNX_FLOAT &&
+                                   tensor->elem_type != KILN_ONNX_BOOL && !ints))
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": graph input '%s' has element "
-                          "type %d; kiln imports float (1) inputs, and int64 (7) or int32 (6) "
-                          "ids, which it takes as int32", vi->name, (int)tensor->elem_type);
+                          "type %d; kiln imports float (1) inputs, bool (9) ones as floats 0 "
+                          "and 1, and int64 (7) or int32 (6) ids, which it takes as int32",
+                          vi->name, (int)tensor->elem_type);
     const size_t rank = tensor->shape->n_dim;
     if (rank < 2 || rank > KILN_MAX_RANK + 1)
         return kiln_error(ctx, KILN_ERROR_UNSUPPORTED, CALL ": graph input '%s' has %zu "
@@ -121,6 +123,7 @@ static kiln_status declare_input(kiln_importer *im, const KilnOnnx__ValueInfoPro
     }
     v->computed = 1;
     v->rank = (int)rank;
+    v->boolean = tensor->elem_type == KILN_ONNX_BOOL;   /* fed as floats 0 and 1 */
     const kiln_input_options io = {.struct_size = sizeof io, .name = vi->name};
     v->node = ints ? kiln_input_ints(im->m, (int32_t)rank - 1, dims, &io)
                    : kiln_input(im->m, (int32_t)rank - 1, dims, &io);

@@ -47,6 +47,9 @@ typedef struct kiln_import_value {
      * parameter of it is not trained. */
     int constant_node;
     int uses;                  /* nodes (and graph outputs) that read it */
+    /* A bool graph input, held as floats 0 and 1: only nn.MultiheadAttention's
+     * key_padding_mask may read it (onnx_import_attention.c). */
+    int boolean;
     /* A Pad's output folded into its one reader (a Conv or AveragePool):
      * `node`'s value, and the zeros (top, left, bottom, right) the reader
      * adds to its own pads. */

@@ -1399,10 +1399,17 @@ kiln_status kiln_import_node(kiln_importer *im, size_t k)
     if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !*n->input[0]))
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) has no input",
                           name, op);
-    for (size_t k = 0; k < n->n_input; k++)
-        if (*n->input[k] && !kiln_import_find(im, n->input[k]))
+    for (size_t k = 0; k < n->n_input; k++) {
+        const kiln_import_value *v = *n->input[k] ? kiln_import_find(im, n->input[k]) : NULL;
+        if (*n->input[k] && !v)
             return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s) reads '%s', "
                               "which no node kiln imported makes", name, op, n->input[k]);
+        if (v && v->boolean)
+            return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s) reads "
+                              "graph input '%s' of element type 9 (bool); kiln imports float "
+                              "(1) inputs, and bool ones only as nn.MultiheadAttention's "
+                              "key_padding_mask", name, op, n->input[k]);
+    }
     if (strcmp(op, "Identity") == 0 && n->n_input != 1)
         return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (Identity) has %zu "
                           "inputs", name, n->n_input);

@@ -588,6 +588,25 @@ class Attention(nn.Module):
         return self.attn(x, x, x, need_weights=False)[0]
 
 
+class CrossAttention(nn.Module):
+    """nn.MultiheadAttention(batch_first=True) of x (N, 5, E) over a memory
+    (N, 3, E) computed from it (an encoder: a Linear, tanh, positions 1..3),
+    as a decoder attends over an encoder's output: PyTorch 1.13 exports the
+    packed in_proj split into the query's rows and the key and value's, a
+    projection each; kiln imports one MultiHeadAttention of two inputs."""
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.enc = nn.Linear(dim, dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        with torch.no_grad():   # biases away from PyTorch's zeros
+            self.attn.in_proj_bias.normal_(0, 0.3)
+            self.attn.out_proj.bias.normal_(0, 0.3)
+
+    def forward(self, x):
+        memory = torch.tanh(self.enc(x))[:, 1:4]
+        return self.attn(x, memory, memory, need_weights=False)[0]
+
+
 class EncoderLayer(nn.Module):
     """nn.TransformerEncoderLayer(batch_first=True): attention, residual,
     LayerNorm, a ReLU MLP (no dropout, so that training compares)."""
@@ -704,6 +723,9 @@ TRAINED = {
     "attention": ("attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight",
                   "attn.out_proj.bias"),
     "attention13": ("attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight"),
+    "attention_cross": ("enc.weight", "attn.in_proj_weight", "attn.in_proj_bias",
+                        "attn.out_proj.weight", "attn.out_proj.bias"),
+    "attention_cross13": ("enc.bias", "attn.in_proj_weight", "attn.out_proj.weight"),
     "encoder_layer": ("enc.self_attn.in_proj_weight", "enc.self_attn.out_proj.weight",
                       "enc.linear1.weight", "enc.norm2.weight"),
     "encoder_layer13": ("enc.self_attn.in_proj_weight", "enc.self_attn.in_proj_bias",
@@ -723,7 +745,8 @@ TRAINED = {
 
 # Trained with SGD's momentum (written to NAME.momentum, which test_import
 # reads): the attention models, whose steps then depend on the earlier ones'.
-MOMENTUM = {"attention": 0.9, "attention13": 0.9, "encoder_layer": 0.9,
+MOMENTUM = {"attention": 0.9, "attention13": 0.9, "attention_cross": 0.9,
+            "attention_cross13": 0.9, "encoder_layer": 0.9,
             "encoder_layer13": 0.9, "vit_blocks": 0.9, "vit_blocks13": 0.9,
             "ids_char_lm": 0.9, "ids_char_lm13": 0.9, "gemm_scaled": 0.9, "gemm_beta0": 0.9,
             "gemm_transb0": 0.9}
@@ -885,6 +908,59 @@ def two_towers(outdir, batch=6, steps=3, lr=0.1):
             write("%s.trained.%s" % (base, name), value)
 
 
+class PaddedAttention(Attention):
+    """Attention's block with a key_padding_mask: a (N, 5) bool graph input,
+    True where a position is padding, which kiln imports as the
+    MultiHeadAttention's padding mask (an Input of floats 0 and 1)."""
+    def forward(self, x, pad):
+        return self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+
+
+# Each sample keeps a position: PyTorch gives NaN for a row of padding alone
+# (kiln 0 there, which test_import checks on its own).
+PADS = ((0, 0, 0, 1, 1), (0, 1, 0, 1, 0), (0, 0, 0, 0, 0), (1, 1, 1, 1, 0))
+
+
+def padded_attention(outdir, name, opset, steps=5, lr=0.1, momentum=0.9):
+    """NAME.onnx of PaddedAttention (inputs "input" (N, 5, 8) and "pad"),
+    and for test_import's check_padded: .in, .pad (int32 0 or 1), .out,
+    .target, and after `steps` SGD steps with momentum (MSE) on them,
+    .trained.PARAMETER for the parameters .trained lists, as train_steps
+    writes them."""
+    torch.manual_seed(7)
+    model = PaddedAttention().eval()
+    x, pad = torch.randn(len(PADS), 5, 8), torch.tensor(PADS, dtype=torch.bool)
+    base = os.path.join(outdir, name)
+    torch.onnx.export(model, (x, pad), base + ".onnx", opset_version=opset,
+                      input_names=["input", "pad"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "pad": {0: "batch"},
+                                    "output": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    with torch.no_grad():
+        y = model(x, pad)
+        target = torch.randn_like(y)
+    for suffix, t in ((".in", x), (".pad", pad.int()), (".out", y), (".target", target)):
+        write(base + suffix, t)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x, pad), target).backward()
+        opt.step()
+    with open(base + ".trained", "w") as f:
+        for pname, value in model.state_dict().items():
+            if pname.endswith(PACKED):
+                for part, rows in zip(("query", "key", "value"), value.chunk(3)):
+                    if part == "key" and pname.endswith("bias"):
+                        continue   # no gradient (train_steps says why)
+                    os.makedirs("%s.trained.%s" % (base, pname), exist_ok=True)
+                    write("%s.trained.%s/%s" % (base, pname, part), rows)
+                    f.write("%s/%s %s\n" % (pname, part, " ".join(str(d) for d in rows.shape)))
+            else:
+                write("%s.trained.%s" % (base, pname), value)
+                f.write("%s %s\n" % (pname, " ".join(str(d) for d in value.shape)))
+
+
 def graphs(outdir):
     """pad_conv: Pad (asymmetric) -> Conv (padded 1) -> GlobalMaxPool ->
     Flatten -> Gemm; reduce18: Conv -> ReduceMean (axes an input, opset 18,
@@ -1011,6 +1087,8 @@ def main():
         ("self_attention", SelfAttention, (2, 5, 8), preserve),
         ("attention", Attention, (2, 5, 8), preserve),
         ("attention13", Attention, (2, 5, 8), dict(preserve, opset_version=13)),
+        ("attention_cross", CrossAttention, (2, 5, 8), preserve),
+        ("attention_cross13", CrossAttention, (2, 5, 8), dict(preserve, opset_version=13)),
         ("encoder_layer", EncoderLayer, (3, 4, 8), preserve),
         ("encoder_layer13", EncoderLayer, (3, 4, 8), dict(preserve, opset_version=13)),
         ("vit_blocks", VitBlocks, (2, 5, 8), preserve),
@@ -1039,6 +1117,9 @@ def main():
             train_steps(outdir, name, model, shape)
     if len(sys.argv) < 3 or "two_towers" in sys.argv[2:]:
         two_towers(outdir)
+    for name, opset in (("attention_padded", 17), ("attention_padded13", 13)):
+        if len(sys.argv) < 3 or name in sys.argv[2:]:
+            padded_attention(outdir, name, opset)
     lines += [line for line in graphs(outdir) + gemms(outdir)
               if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:

@@ -209,7 +209,8 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
         CHECK_OK(ctx, kiln_model_export_onnx(back, path));
         check_initializer_shapes(path, name);
     }
-    if (strcmp(name, "attention") == 0) {   /* the packed in_proj's parts, by name */
+    /* The packed in_proj's parts, by name (cross-attention's too). */
+    if (strcmp(name, "attention") == 0 || strcmp(name, "attention_cross") == 0) {
         float before[64], after[64];
         CHECK_OK(ctx, kiln_model_get_tensor(m, "attn.in_proj_weight/key", before, 64));
         CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.in_proj_weight/key", after, 64));
@@ -225,8 +226,7 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
         const int64_t shape[3] = {count, 5, 8};
         float *ort = run_ort(loaded, "", 3, shape, n_out);
         if (ort)
-            test_close("attention: loaded, exported, in ONNX Runtime", 40, ort, got,
-                       sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
+            test_close(loaded, 40, ort, got, sizeof(float), n_out, TEST_PER_VALUE, TOLERANCE);
         free(ort);
     }
     free(again);
@@ -589,6 +589,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
      * (in_proj split) and which kernels are PyTorch's (out, in). */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
         strcmp(name, "unary") == 0 || strcmp(name, "attention") == 0 ||
+        strcmp(name, "attention_cross") == 0 ||
         strcmp(name, "ids_char_lm") == 0 || strcmp(name, "gemm_scaled") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);
@@ -690,6 +691,141 @@ done:
     kiln_model_destroy(m);
 }
 
+/* make_models.py's attention_padded*: nn.MultiheadAttention with a
+ * key_padding_mask, a bool graph input, imported as one MultiHeadAttention
+ * whose padding mask is that input (floats 0 and 1): predict against
+ * PyTorch and ONNX Runtime; kiln's export (the mask a float input) in ONNX
+ * Runtime; a sample of padding alone gives the out_proj's bias (PyTorch
+ * NaN), there too; then 5 SGD steps with momentum against PyTorch's. */
+static void check_padded(kiln_context *ctx, const char *name)
+{
+    enum { N = 4, T = 5, E = 8 };
+    char path[256], cmd[2048];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    if (access(path, R_OK) != 0)
+        return;   /* not asked for (KILN_IMPORT_ONLY) */
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_import_onnx(ctx, path, NULL, &m));
+    if (!m)
+        return;
+    CHECK(layers_of(ctx, m, "multi_head_attention") == 1);
+    const kiln_optimizer_options sgd = {.struct_size = sizeof sgd, .kind = KILN_OPTIMIZER_SGD,
+                                        .learning_rate = 0.1f, .momentum = 0.9f};
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR, .optimizer = &sgd,
+                                     .strategy = KILN_STRATEGY_ONE_DEVICE};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    snprintf(path, sizeof path, "%s/%s.in", dir, name);
+    float *x = read_floats(path, N * T * E);
+    snprintf(path, sizeof path, "%s/%s.pad", dir, name);
+    int32_t *flags = (int32_t *)read_floats(path, N * T);   /* int32, 4 bytes each */
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    float *want = read_floats(path, N * T * E);
+    snprintf(path, sizeof path, "%s/%s.target", dir, name);
+    float *target = read_floats(path, N * T * E);
+    float pad[N * T], got[N * T * E];
+    if (!x || !flags || !want || !target)
+        goto done;
+    for (int i = 0; i < N * T; i++)
+        pad[i] = (float)flags[i];
+    kiln_input_array in[2] = {
+        {.struct_size = sizeof in[0], .rank = 2, .dims = {T, E}, .features = x},
+        {.struct_size = sizeof in[1], .rank = 1, .dims = {T}, .features = pad}};
+    const kiln_batch_arrays both = {.struct_size = sizeof both, .count = N, .n_inputs = 2,
+                                    .inputs = in};
+    CHECK_OK(ctx, kiln_model_predict(m, &both, got, 0));
+    char what[160];
+    snprintf(what, sizeof what, "%s: kiln against PyTorch", name);
+    test_close(what, 40, got, want, sizeof(float), N * T * E, TEST_PER_VALUE, TOLERANCE);
+    /* The file in ONNX Runtime (the mask bool), then kiln's export (float). */
+    char pad_file[256];
+    snprintf(pad_file, sizeof pad_file, "%s/%s.padf", dir, name);
+    FILE *pf = fopen(pad_file, "wb");
+    CHECK(pf && fwrite(pad, sizeof pad, 1, pf) == 1);
+    if (pf)
+        fclose(pf);
+    snprintf(path, sizeof path, "%s/%s.kiln.onnx", dir, name);
+    CHECK_OK(ctx, kiln_model_export_onnx(m, path));
+    for (int k = 0; k < 2 && have_runtime; k++) {
+        char spec[320];
+        if (k)
+            snprintf(spec, sizeof spec, "float32:'%s':%d,%d", pad_file, N, T);
+        else
+            snprintf(spec, sizeof spec, "bool:'%s/%s.pad':%d,%d", dir, name, N, T);
+        snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node "
+                 "'%s/test/saving/onnx_run.js' --inputs '%s/%s%s.onnx' '%s/%s.ort' "
+                 "float32:'%s/%s.in':%d,%d,%d %s > /dev/null", ort_dir, root, dir, name,
+                 k ? ".kiln" : "", dir, name, dir, name, N, T, E, spec);
+        CHECK(system(cmd) == 0);
+        snprintf(path, sizeof path, "%s/%s.ort", dir, name);
+        float *ort = read_floats(path, N * T * E);
+        snprintf(what, sizeof what, k ? "%s: its export in ONNX Runtime"
+                                      : "%s: kiln against ONNX Runtime", name);
+        test_close(what, 40, ort, got, sizeof(float), N * T * E, TEST_PER_VALUE, TOLERANCE);
+        free(ort);
+    }
+    if (!have_runtime)
+        test_missing_part(no_runtime);
+    /* A sample of padding alone: every query row sees nothing, so the
+     * context is 0 and the output the out_proj's bias at each position. */
+    float bias[E], alone[T * E], all_pad[T] = {1, 1, 1, 1, 1};
+    in[1].features = all_pad;
+    const kiln_batch_arrays one = {.struct_size = sizeof one, .count = 1, .n_inputs = 2,
+                                   .inputs = in};
+    CHECK_OK(ctx, kiln_model_predict(m, &one, alone, 0));
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "attn.out_proj.bias", bias, E));
+    float repeated[T * E];
+    for (int i = 0; i < T * E; i++)
+        repeated[i] = bias[i % E];
+    snprintf(what, sizeof what, "%s: a sample of padding alone", name);
+    test_close(what, 40, alone, repeated, sizeof(float), T * E, TEST_PER_VALUE, 1e-6);
+    in[1].features = pad;
+    /* Training: 5 steps on the batch, against PyTorch's. */
+    const kiln_batch_arrays step = {.struct_size = sizeof step, .count = N, .n_inputs = 2,
+                                    .inputs = in, .dense_labels = target};
+    for (int k = 0; k < 5; k++) {
+        kiln_metrics mt = {.struct_size = sizeof mt};
+        CHECK_OK(ctx, kiln_model_train_on_batch(m, &step, &mt));
+    }
+    snprintf(path, sizeof path, "%s/%s.trained", dir, name);
+    FILE *list = fopen(path, "r");
+    CHECK(list != NULL);
+    char line[256], param[96];
+    int compared = 0;
+    while (list && fgets(line, sizeof line, list)) {
+        int64_t pdims[2] = {1, 1}, size = 1;
+        int rank = sscanf(line, "%95s %lld %lld", param, (long long *)&pdims[0],
+                          (long long *)&pdims[1]) - 1;
+        if (rank < 1)
+            continue;
+        for (int d = 0; d < rank; d++)
+            size *= pdims[d];
+        static float after[E * 3 * E], fixed[E * 3 * E];
+        CHECK(size <= E * 3 * E);
+        if (size > E * 3 * E)
+            continue;
+        snprintf(path, sizeof path, "%s/%s.trained.%s", dir, name, param);
+        float *ref = read_floats(path, size);
+        CHECK_OK(ctx, kiln_model_get_tensor(m, param, after, size));
+        if (ref)
+            to_kiln_layout(ref, rank, pdims, fixed);
+        snprintf(what, sizeof what, "%s trained: %s", name, param);
+        test_close(what, 40, after, ref ? fixed : NULL, sizeof(float), size, TEST_PER_VALUE,
+                   TOLERANCE);
+        free(ref);
+        compared++;
+    }
+    if (list)
+        fclose(list);
+    CHECK(compared == 7);
+done:
+    free(x);
+    free(flags);
+    free(want);
+    free(target);
+    kiln_model_destroy(m);
+}
+
 int main(void)
 {
     root = getenv("KILN_SOURCE_ROOT");
@@ -738,6 +874,8 @@ int main(void)
     if (f)
         fclose(f);
     check_two_towers(ctx);
+    check_padded(ctx, "attention_padded");
+    check_padded(ctx, "attention_padded13");
     kiln_context_destroy(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -8,7 +8,8 @@
 // onnxruntime-node (tools/install_onnxruntime.sh).
 // A model of several inputs (or outputs):
 //   node onnx_run.js --inputs MODEL OUTPUT TYPE:FILE:D0,D1,... ...
-// one TYPE (float32, int32, or int64: int32 ids in FILE given as int64):FILE:shape
+// one TYPE (float32, int32, or int64: int32 ids in FILE given as int64; bool: int32
+// 0 or 1 in FILE given as bool, PyTorch's key_padding_mask):FILE:shape
 // per graph input, in its order;
 // OUTPUT gets each sample's outputs one after another in the graph's
 // output order, as kiln_model_predict writes them.
@@ -21,11 +22,12 @@ function tensor(type, file, shape) {
     const count = shape.reduce((a, b) => a * b, 1);
     if (bytes.length !== 4 * count)
         throw new Error(`${file} holds ${bytes.length} bytes, not ${4 * count}`);
-    const ints = type === 'int32' || type === 'int64';
+    const ints = type === 'int32' || type === 'int64' || type === 'bool';
     const data = ints ? new Int32Array(count) : new Float32Array(count);
     for (let i = 0; i < count; i++)
         data[i] = ints ? bytes.readInt32LE(4 * i) : bytes.readFloatLE(4 * i);
-    const values = type === 'int64' ? BigInt64Array.from(data, (v) => BigInt(v)) : data;
+    const values = type === 'int64' ? BigInt64Array.from(data, (v) => BigInt(v))
+        : type === 'bool' ? Uint8Array.from(data, (v) => (v ? 1 : 0)) : data;
     return new ort.Tensor(type, values, shape);
 }
 
