@@ -340,6 +340,12 @@ def main():
     lookup("ids_table_3d", gather, table_shape=(10, 4, 2))
     lookup("ids_computed", helper.make_node("Gather", ["table", "r"], ["y"], name="lookup"),
            after=helper.make_node("Identity", ["ids"], ["r"], name="copy"))
+    # A bool input read by anything but nn.MultiheadAttention's key_padding_mask.
+    flags = helper.make_tensor_value_info("flags", TensorProto.BOOL, ["N", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    save(out, "bool_input", helper.make_graph(
+        [helper.make_node("Cast", ["flags"], ["y"], name="as_float", to=TensorProto.FLOAT)],
+        "g", [flags], [y]))
     # What the importer's fuzz target found: a node without inputs, an
     # attribute without a name, an initializer without a name.
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
@@ -421,7 +427,8 @@ def attention_near_misses(out):
     MultiHeadAttention cannot compute it (PyTorch exports these; where torch
     is missing they are not written, and test_import_errors says so):
     attention_scale, the query scaled by 1/3 where d = 4 asks 1/2;
-    attention_mask, an attn_mask of random floats (kiln takes a causal one)."""
+    attention_mask, an attn_mask of random floats (kiln takes a causal one);
+    attention_padded_mask, a key_padding_mask with an attn_mask beside it."""
     try:
         import torch
     except ImportError:
@@ -435,6 +442,11 @@ def attention_near_misses(out):
 
         def forward(self, x):
             return self.attn(x, x, x, need_weights=False, attn_mask=self.mask)[0]
+
+    class Padded(Attention):
+        def forward(self, x, pad):
+            return self.attn(x, x, x, need_weights=False, attn_mask=self.mask,
+                             key_padding_mask=pad)[0]
 
     torch.manual_seed(3)
     for name, model in (("attention_scale", Attention()),
@@ -452,6 +464,12 @@ def attention_near_misses(out):
                         n.attribute[0].t.CopyFrom(numpy_helper.from_array(
                             np.array(3.0, np.float32)))
             onnx.save(m, path)
+    pad = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 0, 0, 0]], dtype=torch.bool)
+    torch.onnx.export(Padded(torch.randn(5, 5)).eval(), (torch.randn(2, 5, 8), pad),
+                      os.path.join(out, "attention_padded_mask.onnx"), opset_version=17,
+                      input_names=["x", "pad"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "pad": {0: "batch"}, "y": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
 
 
 if __name__ == "__main__":

@@ -277,6 +277,9 @@ int main(void)
             "alpha and beta are 0", NULL);
     refused(ctx, "ids_double", KILN_ERROR_UNSUPPORTED, "'ids'", "element type 11",
             "int64 (7) or int32 (6) ids");
+    refused(ctx, "bool_input", KILN_ERROR_UNSUPPORTED, "'as_float' (Cast)",
+            "graph input 'flags' of element type 9 (bool)",
+            "bool ones only as nn.MultiheadAttention's key_padding_mask");
     refused(ctx, "ids_axis", KILN_ERROR_UNSUPPORTED, "'lookup'", "'axis' is 1", "rows");
     refused(ctx, "ids_table_3d", KILN_ERROR_UNSUPPORTED, "'lookup'", "'table'",
             "2-D float initializer");
@@ -292,7 +295,10 @@ int main(void)
                 "nn.MultiheadAttention", "scaled by 1 / 3; kiln's MultiHeadAttention scales by "
                 "1/sqrt(d) = 1/sqrt(4) only");
         refused(ctx, "attention_mask", KILN_ERROR_UNSUPPORTED, "'/attn/Transpose' (Transpose)",
-                "nn.MultiheadAttention", "is not a causal mask");
+                "nn.MultiheadAttention", "is neither a causal mask");
+        refused(ctx, "attention_padded_mask", KILN_ERROR_UNSUPPORTED,
+                "'/attn/Transpose' (Transpose)", "is neither a causal mask",
+                "nor a key_padding_mask of a bool graph input");
     } else {
         test_missing_part("PyTorch for " PYTHON " (Debian: python3-torch): the attention near "
                           "misses");
