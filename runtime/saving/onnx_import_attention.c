@@ -21,6 +21,7 @@
  * A key_padding_mask, a bool graph input pad (N, S), is the Add's other term:
  *   Reshape(pad, (N, 1, 1, S)) -> Expand (N, heads, 1, S) -> Reshape (N*heads, 1, S)
  *   -> Where(., -inf, zeros of its shape) [-> Mul(., 1)]
+ *   (with a causal attn_mask beside it, Where(., -inf, that mask), as causal)
  * and becomes the layer's padding mask (kiln_multi_head_attention_masked), pad
  * an Input of floats 0 and 1.
  * The Slice bounds and Reshape shapes are Shape arithmetic of the block's
@@ -590,9 +591,10 @@ static int expands_to(att_match *m, const char *name, const int64_t *in, const i
 /* The key_padding_mask term of Add(scores, term) as PyTorch 1.13 writes
  * it: [Mul(., 1) of] Where(c, -inf, zeros) (zeros_like, then masked_fill),
  * c [a Cast of] Reshape (N * heads, 1, S) of Expand (N, heads, 1, S) of
- * Reshape (N, 1, 1, S) of a bool graph input (N, S). That Reshape's node
- * (its input the mask), or SIZE_MAX. */
-static size_t padding_mask(att_match *m, const char *term, const att_block *blk)
+ * Reshape (N, 1, 1, S) of a bool graph input (N, S); *causal when the
+ * zeros are a causal attn_mask instead. That Reshape's node (its input the
+ * mask), or SIZE_MAX. */
+static size_t padding_mask(att_match *m, const char *term, const att_block *blk, int *causal)
 {
     const KilnOnnx__GraphProto *g = m->g;
     const int64_t s = blk->s, h = blk->heads;
@@ -652,14 +654,16 @@ static size_t padding_mask(att_match *m, const char *term, const att_block *blk)
         return SIZE_MAX;
     m->mark[r1] = 1;
     internal4(m, g->node[r1]->output[0], one, 0);
-    /* The zeros the mask fills: ConstantOfShape of the condition's shape. */
+    /* What the mask fills: zeros of the condition's shape (ConstantOfShape),
+     * or with an attn_mask beside it that mask, which must be causal. */
     m->batch = 2;
-    if (!eval(m, w->input[2], 0, &v) || v.count != 2 * h * s)
+    if (!eval(m, w->input[2], 0, &v))
         return SIZE_MAX;
-    for (int64_t i = 0; i < v.count; i++)
-        if (v.v[i] != 0.0)
-            return SIZE_MAX;
-    return r1;
+    int zeros = v.count == 2 * h * s;
+    for (int64_t i = 0; zeros && i < v.count; i++)
+        zeros = v.v[i] == 0.0;
+    *causal = !zeros && causal_mask(m, w->input[2], blk->t, s);
+    return zeros || *causal ? r1 : SIZE_MAX;
 }
 
 /* The rows of the packed in_proj a projection reads (PyTorch's
@@ -999,11 +1003,11 @@ static int match(att_match *m, size_t k, att_block *blk)
         const KilnOnnx__NodeProto *mn = g->node[sum];
         const char *term = strcmp(mn->input[0], logits) == 0 ? mn->input[1] : mn->input[0];
         blk->causal = causal_mask(m, term, t, s);
-        blk->padding = blk->causal ? SIZE_MAX : padding_mask(m, term, blk);
+        blk->padding = blk->causal ? SIZE_MAX : padding_mask(m, term, blk, &blk->causal);
         NEED(blk->causal || blk->padding != SIZE_MAX, "attention mask '%s' is neither a causal "
              "mask (0 on and below the diagonal, -inf above, as nn.Transformer.generate_square_"
-             "subsequent_mask) nor a key_padding_mask of a bool graph input (N, S), the masks "
-             "kiln's MultiHeadAttention takes", term);
+             "subsequent_mask) nor a key_padding_mask of a bool graph input (N, S), alone or "
+             "with a causal mask, the masks kiln's MultiHeadAttention takes", term);
         m->mark[sum] = 1;
         soft = main_reader(m, mn->output[0], "Softmax");
     }

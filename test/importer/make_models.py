@@ -911,25 +911,34 @@ def two_towers(outdir, batch=6, steps=3, lr=0.1):
 class PaddedAttention(Attention):
     """Attention's block with a key_padding_mask: a (N, 5) bool graph input,
     True where a position is padding, which kiln imports as the
-    MultiHeadAttention's padding mask (an Input of floats 0 and 1)."""
+    MultiHeadAttention's padding mask (an Input of floats 0 and 1); with
+    `causal`, generate_square_subsequent_mask's attn_mask beside it."""
+    def __init__(self, causal=False):
+        super().__init__()
+        self.mask = nn.Transformer.generate_square_subsequent_mask(5) if causal else None
+
     def forward(self, x, pad):
-        return self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+        return self.attn(x, x, x, attn_mask=self.mask, key_padding_mask=pad,
+                         need_weights=False)[0]
 
 
-# Each sample keeps a position: PyTorch gives NaN for a row of padding alone
-# (kiln 0 there, which test_import checks on its own).
+# Each row keeps a position it sees: PyTorch gives NaN for a row that sees
+# nothing (kiln 0 there, which test_import checks on its own); under the
+# causal mask row 0 sees position 0 alone.
 PADS = ((0, 0, 0, 1, 1), (0, 1, 0, 1, 0), (0, 0, 0, 0, 0), (1, 1, 1, 1, 0))
+CAUSAL_PADS = ((0, 0, 0, 1, 1), (0, 1, 0, 1, 0), (0, 0, 0, 0, 0), (0, 1, 1, 1, 1))
 
 
-def padded_attention(outdir, name, opset, steps=5, lr=0.1, momentum=0.9):
+def padded_attention(outdir, name, opset, causal=False, steps=5, lr=0.1, momentum=0.9):
     """NAME.onnx of PaddedAttention (inputs "input" (N, 5, 8) and "pad"),
     and for test_import's check_padded: .in, .pad (int32 0 or 1), .out,
     .target, and after `steps` SGD steps with momentum (MSE) on them,
     .trained.PARAMETER for the parameters .trained lists, as train_steps
     writes them."""
     torch.manual_seed(7)
-    model = PaddedAttention().eval()
-    x, pad = torch.randn(len(PADS), 5, 8), torch.tensor(PADS, dtype=torch.bool)
+    model = PaddedAttention(causal).eval()
+    pads = CAUSAL_PADS if causal else PADS
+    x, pad = torch.randn(len(pads), 5, 8), torch.tensor(pads, dtype=torch.bool)
     base = os.path.join(outdir, name)
     torch.onnx.export(model, (x, pad), base + ".onnx", opset_version=opset,
                       input_names=["input", "pad"], output_names=["output"],
@@ -1117,9 +1126,10 @@ def main():
             train_steps(outdir, name, model, shape)
     if len(sys.argv) < 3 or "two_towers" in sys.argv[2:]:
         two_towers(outdir)
-    for name, opset in (("attention_padded", 17), ("attention_padded13", 13)):
+    for name, opset, causal in (("attention_padded", 17, False), ("attention_padded13", 13, False),
+                                ("attention_padded_causal", 17, True)):
         if len(sys.argv) < 3 or name in sys.argv[2:]:
-            padded_attention(outdir, name, opset)
+            padded_attention(outdir, name, opset, causal)
     lines += [line for line in graphs(outdir) + gemms(outdir)
               if len(sys.argv) < 3 or line.split()[0] in sys.argv[2:]]
     with open(os.path.join(outdir, "models.txt"), "w") as f:
