@@ -50,13 +50,14 @@ size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *
 kiln_status kiln_conv2d_depthwise_forward(const conv2d_config *c, conv2d_replica *r,
                                           const kiln_step *s)
 {
-    const size_t count = kiln_conv2d_out_pixels(c, s->batch) * (size_t)c->c;
+    const size_t rows = (size_t)s->batch * (size_t)c->oh;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->in[0]), kiln_arg_buffer(s->out),
                             kiln_arg_buffer(s->params), kiln_arg_int((int64_t)s->param_offset[0]),
                             kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
-                            kiln_arg_int((int64_t)count), KILN_CONV2D_WINDOW_ARGS(c));
-    return kiln_kernel_run(s->dev, r->kernels.forward, 1, &count, a);
+                            kiln_arg_int((int64_t)rows), KILN_CONV2D_WINDOW_ARGS(c));
+    const size_t range[3] = {(size_t)c->c, (size_t)c->ow, rows};
+    return kiln_kernel_run(s->dev, r->kernels.forward, 3, range, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
@@ -87,10 +88,11 @@ kiln_status kiln_conv2d_depthwise_backward(const conv2d_config *c, conv2d_replic
     kiln_status st = weight_grad(c, r, s);
     if (st != KILN_OK || !s->d_in[0])
         return st;
-    const size_t count = (size_t)s->batch * (size_t)c->h * (size_t)c->w * (size_t)c->c;
+    const size_t rows = (size_t)s->batch * (size_t)c->h;
     kiln_args a = KILN_ARGS(kiln_arg_buffer(s->d_out), kiln_arg_buffer(s->params),
                             kiln_arg_int((int64_t)s->param_offset[0]),
                             kiln_arg_buffer(s->d_in[0]), kiln_arg_int(s->d_in_accumulate[0]),
-                            kiln_arg_int((int64_t)count), KILN_CONV2D_WINDOW_ARGS(c));
-    return kiln_kernel_run(s->dev, r->kernels.input_grad, 1, &count, a);
+                            kiln_arg_int((int64_t)rows), KILN_CONV2D_WINDOW_ARGS(c));
+    const size_t range[3] = {(size_t)c->c, (size_t)c->w, rows};
+    return kiln_kernel_run(s->dev, r->kernels.input_grad, 3, range, a);
 }

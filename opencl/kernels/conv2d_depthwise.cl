@@ -6,20 +6,25 @@
  * both a CPU device (vectors across work-items) and a GPU run well, so
  * there is one variant. NHWC; the window as KILN_CONV2D_WINDOW_ARGS. */
 
+/* Both kernels below run over a (C, width, rows x batch) range: the channel
+ * varies fastest, and a CPU device's vectors of work-items (PoCL) share
+ * one pixel, whose coordinates, bounds and stride tests are then worked
+ * out once a vector, not once a lane (a range of pixels x C cost a
+ * division by C and several by the image's sizes per value). */
+
 /* out[p, c] = act(bias[c] + sum over the window of in * kernel[ky, kx, c]),
- * over `count` = output pixels x C work-items. */
+ * over (C, OW, OH x batch). */
 __kernel void kiln_conv2d_depthwise_forward(__global const float *in, __global float *out,
                                             __global const float *params, int kernel_offset,
-                                            int bias_offset, int use_bias, int act, int count,
+                                            int bias_offset, int use_bias, int act, int rows,
                                             int H, int W, int C, int OH, int OW, int KH, int KW,
                                             int stride_h, int stride_w, int pad_top,
                                             int pad_left, int dil_h, int dil_w)
 {
-    const int id = get_global_id(0);
-    if (id >= count)
+    const int c = get_global_id(0), ox = get_global_id(1), row = get_global_id(2);
+    if (c >= C || ox >= OW || row >= rows)
         return;
-    const int c = id % C, p = id / C;
-    const int ox = p % OW, oy = (p / OW) % OH, n = p / (OW * OH);
+    const int oy = row % OH, n = row / OH;
     __global const float *sample = in + (size_t)n * H * W * C + c;
     __global const float *w = params + kernel_offset + c;
     float acc = use_bias ? params[bias_offset + c] : 0.0f;
@@ -33,27 +38,39 @@ __kernel void kiln_conv2d_depthwise_forward(__global const float *in, __global f
                 acc += sample[((size_t)y * W + x) * C] * w[(ky * KW + kx) * C];
         }
     }
-    out[id] = kiln_activate(acc, act);
+    out[((size_t)row * OW + ox) * C + c] = kiln_activate(acc, act);
 }
 
 /* d_in[q, c] (+)= sum over the outputs whose window holds input pixel q of
- * dy[p, c] * kernel[ky, kx, c], over `count` = input pixels x C
- * work-items: a gather, so no atomics and a fixed summation order. */
+ * dy[p, c] * kernel[ky, kx, c], over (C, W, H x batch): a gather, so no
+ * atomics and a fixed summation order. */
 __kernel void kiln_conv2d_depthwise_input_grad(__global const float *dy,
                                                __global const float *params, int kernel_offset,
-                                               __global float *d_in, int accumulate, int count,
+                                               __global float *d_in, int accumulate, int rows,
                                                int H, int W, int C, int OH, int OW, int KH,
                                                int KW, int stride_h, int stride_w, int pad_top,
                                                int pad_left, int dil_h, int dil_w)
 {
-    const int id = get_global_id(0);
-    if (id >= count)
+    const int c = get_global_id(0), x = get_global_id(1), row = get_global_id(2);
+    if (c >= C || x >= W || row >= rows)
         return;
-    const int c = id % C, q = id / C;
-    const int x = q % W, y = (q / W) % H, n = q / (W * H);
+    const int y = row % H, n = row / H;
     __global const float *g = dy + (size_t)n * OH * OW * C + c;
     __global const float *w = params + kernel_offset + c;
     float acc = 0.0f;
+    if (stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1) {
+        /* The common case (mobilenet's 3x3 and 5x5 of stride 1): the taps
+         * that reach an output, as loop bounds. */
+        const int ky0 = max(0, y + pad_top - OH + 1), ky1 = min(KH - 1, y + pad_top);
+        const int kx0 = max(0, x + pad_left - OW + 1), kx1 = min(KW - 1, x + pad_left);
+        for (int ky = ky0; ky <= ky1; ky++)
+            for (int kx = kx0; kx <= kx1; kx++)
+                acc += g[((size_t)(y + pad_top - ky) * OW + x + pad_left - kx) * C] *
+                       w[(ky * KW + kx) * C];
+        const size_t at = ((size_t)row * W + x) * C + c;
+        d_in[at] = accumulate ? d_in[at] + acc : acc;
+        return;
+    }
     for (int ky = 0; ky < KH; ky++) {
         const int ty = y + pad_top - ky * dil_h;
         if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
@@ -66,7 +83,8 @@ __kernel void kiln_conv2d_depthwise_input_grad(__global const float *dy,
                    w[(ky * KW + kx) * C];
         }
     }
-    d_in[id] = accumulate ? d_in[id] + acc : acc;
+    const size_t at = ((size_t)row * W + x) * C + c;
+    d_in[at] = accumulate ? d_in[at] + acc : acc;
 }
 
 /* Partial weight and bias gradients over a (C, K + 1, chunks) range, K =

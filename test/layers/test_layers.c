@@ -1322,6 +1322,10 @@ int main(void)
          .pads = {1, 0, 2, 1}, .groups = 6, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
         {.filters = 6, .kh = 3, .kw = 2, .sh = 1, .sw = 2, .padding = KILN_PADDING_VALID,
          .dil = {2, 2}, .groups = 6, .act = KILN_ACTIVATION_TANH},
+        /* Stride 1 with uneven explicit padding: the input gradient's taps
+         * as loop bounds (conv2d_depthwise.cl), clipped on every side. */
+        {.filters = 6, .kh = 5, .kw = 3, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .pads = {2, 0, 1, 2}, .groups = 6, .act = KILN_ACTIVATION_LINEAR},
     };
     for (size_t i = 0; i < sizeof depthwise / sizeof depthwise[0]; i++)
         test_conv(ctx, six, 3, &depthwise[i]);
