@@ -20,6 +20,10 @@ typedef struct kiln_node_rec {
     int n_params;
     size_t param_offset[KILN_MAX_PARAMS];  /* floats into the flat buffer */
     int on_path;                  /* the output depends on it */
+    /* A trainable parameter at or before it (compile): backward runs it and
+     * its gradient is kept; a frozen or parameterless prefix (a frozen
+     * backbone, an imported model's input permute) runs no backward. */
+    int needs_gradient;
     int32_t device;               /* kiln_model_place: its device, or -1 */
     int frozen;                   /* kiln_model_set_trainable(.., 0): no updates */
     int ints;                     /* its output holds int32 ids (an int Input) */

@@ -121,6 +121,8 @@ static int32_t list_requests(const kiln_replica *r, half_node *nodes, int32_t n,
         for (int u = 0; u < HALF_USES; u++) {
             if ((u == FWD_ACT || u == BWD_ACT) && !h->separate_act)
                 continue;
+            if (u == GRAD && !m->graph.nodes[i].needs_gradient)
+                continue;   /* backward does not reach it */
             const int forward = u == FWD_OUT || u == FWD_ACT;
             req[q++] = (half_request){.start = forward ? i : backward_start,
                                       .end = forward ? forward_end : backward_end,
@@ -147,8 +149,9 @@ static int saves_memory(const kiln_replica *r, int32_t n, const half_node *nodes
             continue;
         const uint64_t values = (uint64_t)n * (uint64_t)kiln_node_size(r->model, i);
         const uint64_t copies = nodes[i].separate_act ? 2 : 1;
+        const uint64_t gradients = r->model->graph.nodes[i].needs_gradient ? 1 : 0;
         plan += copies * values * 2;
-        own += (copies + 1) * values * sizeof(float);
+        own += (copies + gradients) * values * sizeof(float);
     }
     return plan < own;
 }
@@ -306,7 +309,7 @@ kiln_status kiln_half_before_backward(kiln_replica *r, kiln_node i, int32_t n)
         if (!h->covered || h->last_reader != i || again)
             continue;
         point(r, j, BWD_OUT, BWD_ACT);
-        r->grad[j] = r->half->slots[h->slot[GRAD]];
+        r->grad[j] = h->slot[GRAD] >= 0 ? r->half->slots[h->slot[GRAD]] : NULL;
         const int64_t count = (int64_t)n * kiln_node_size(r->model, j);
         st = expand(r, h->h_out, r->out[j], count);
         if (st == KILN_OK && h->separate_act)

@@ -228,6 +228,8 @@ static kiln_status forward_micro(pp_stage *stage, int32_t mb)
 static kiln_status receive_gradient(pp_stage *stage, kiln_replica *v, kiln_node j, int32_t mb)
 {
     pp *p = stage->owner;
+    if (!p->m->graph.nodes[j].needs_gradient)   /* nothing trainable at or before it */
+        return KILN_OK;
     const int32_t start = p->start[mb], n = p->count[mb];
     const float *src = NULL;
     size_t width = 0;
@@ -282,7 +284,7 @@ static kiln_status backward_micro(pp_stage *stage, int32_t mb, int last_backward
     }
     for (int32_t e = 0; e < p->n_edges && st == KILN_OK; e++) {
         pp_edge *edge = &p->edges[e];
-        if (edge->to == stage->index)
+        if (edge->to == stage->index && m->graph.nodes[edge->node].needs_gradient)
             st = kiln_buffer_read(v->dev, v->grad[edge->node], 0,
                                   edge->grad + (size_t)start * edge->width,
                                   (size_t)n * edge->width * sizeof(float));

@@ -297,8 +297,10 @@ static kiln_status create_node_buffers(kiln_replica *r, kiln_node i, int32_t n)
     if (st == KILN_OK && in_span(r, i) && node->activation != KILN_ACTIVATION_LINEAR &&
         !kiln_node_fuses_activation(m, i))
         st = kiln_buffer_create(r->dev, bytes, node->name, &r->act[i]);
-    /* Another stage's output too: its gradient goes back there. */
-    if (st == KILN_OK && !kiln_node_is_input(m, i))
+    /* Another stage's output too: its gradient goes back there. An output
+     * always has one (the loss writes it). */
+    if (st == KILN_OK && !kiln_node_is_input(m, i) &&
+        (node->needs_gradient || kiln_model_output_index(m, i) >= 0))
         st = kiln_buffer_create(r->dev, bytes, node->name, &r->grad[i]);
     return st;
 }
@@ -420,7 +422,7 @@ static void make_step(kiln_replica *r, int32_t i, int32_t n, int training, kiln_
         const kiln_node j = node->inputs[k];
         in[k] = r->act[j];
         in_shape[k] = m->graph.nodes[j].shape;
-        d_in[k] = r->grad[j];
+        d_in[k] = m->graph.nodes[j].needs_gradient ? r->grad[j] : NULL;
         acc[k] = 0;
     }
     memset(s, 0, sizeof *s);
@@ -514,37 +516,50 @@ kiln_status kiln_replica_loss(kiln_replica *r, int32_t n, float scale)
     return st;
 }
 
+/* Node i's backward pass: its activation's, then its layer's. */
+static kiln_status backward_node(kiln_replica *r, kiln_node i, int32_t n)
+{
+    const kiln_model *m = r->model;
+    const kiln_node_rec *node = &m->graph.nodes[i];
+    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
+    kiln_shape in_shape[KILN_MAX_INPUTS];
+    int acc[KILN_MAX_INPUTS];
+    const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
+    kiln_status st = KILN_OK;
+    if (node->activation != KILN_ACTIVATION_LINEAR && !(plan && plan->fused)) {
+        const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
+        const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
+        st = kiln_activation_backward(r->dev, node->activation, r->out[i], r->act[i],
+                                      r->grad[i], rows, cols);
+    }
+    kiln_step s;
+    make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
+    /* The first consumer to reach a node writes its gradient; later ones add. */
+    for (int k = 0; k < node->n_inputs; k++) {
+        const kiln_node j = node->inputs[k];
+        acc[k] = r->written[j];
+        r->written[j] = 1;
+    }
+    if (st == KILN_OK)
+        st = node->ops->backward(node->config, r->state[i], &s);
+    return st;
+}
+
 kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook hook,
                                   void *user)
 {
     const kiln_model *m = r->model;
-    kiln_buffer *in[KILN_MAX_INPUTS], *d_in[KILN_MAX_INPUTS];
-    kiln_shape in_shape[KILN_MAX_INPUTS];
-    int acc[KILN_MAX_INPUTS];
     kiln_status st = KILN_OK;
     for (int32_t i = r->span.last; i >= r->span.first && st == KILN_OK; i--) {
         const kiln_node_rec *node = &m->graph.nodes[i];
         if (node->on_path && !kiln_node_is_input(m, i)) {
             set_stage(r, i, KILN_PHASE_BACKWARD);
-            const kiln_loss_plan *plan = kiln_model_output_plan(m, i);
-            const int fused = plan && plan->fused;
+            /* Even where i runs no backward: another reader of its inputs
+             * may need them back from half. */
             st = kiln_half_before_backward(r, i, n);
-            if (st == KILN_OK && node->activation != KILN_ACTIVATION_LINEAR && !fused) {
-                const size_t cols = (size_t)node->shape.dims[node->shape.rank - 1];
-                const size_t rows = (size_t)n * (size_t)kiln_shape_size(&node->shape) / cols;
-                st = kiln_activation_backward(r->dev, node->activation, r->out[i], r->act[i],
-                                              r->grad[i], rows, cols);
-            }
-            kiln_step s;
-            make_step(r, i, n, 1, &s, in, in_shape, d_in, acc);
-            /* The first consumer to reach a node writes its gradient; later ones add. */
-            for (int k = 0; k < node->n_inputs; k++) {
-                const kiln_node j = node->inputs[k];
-                acc[k] = r->written[j];
-                r->written[j] = 1;
-            }
-            if (st == KILN_OK)
-                st = node->ops->backward(node->config, r->state[i], &s);
+            /* Nothing trainable at or before i: no backward at all. */
+            if (st == KILN_OK && node->needs_gradient)
+                st = backward_node(r, i, n);
         }
         if (st == KILN_OK && hook)
             st = hook(user, i);

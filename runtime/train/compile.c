@@ -81,6 +81,20 @@ static kiln_status lay_out_params(kiln_model *m)
     return KILN_OK;
 }
 
+/* Which nodes backward must reach: those with a trainable parameter, and
+ * every node after one (nodes come after their inputs). */
+static void find_gradients(kiln_model *m)
+{
+    for (int32_t i = 0; i < m->graph.n_nodes; i++) {
+        kiln_node_rec *node = &m->graph.nodes[i];
+        node->needs_gradient = 0;
+        for (int p = 0; p < node->n_params; p++)
+            node->needs_gradient |= region_of(node, p) == 0;
+        for (int k = 0; k < node->n_inputs; k++)
+            node->needs_gradient |= m->graph.nodes[node->inputs[k]].needs_gradient;
+    }
+}
+
 void kiln_model_init_params(const kiln_model *m, float *flat)
 {
     kiln_rng rng;
@@ -257,6 +271,8 @@ static kiln_status compile_entered(kiln_model *m, const kiln_compile_options *op
     kiln_status st = find_input_and_path(m);
     if (st == KILN_OK)
         st = lay_out_params(m);
+    if (st == KILN_OK)
+        find_gradients(m);
     if (st == KILN_OK)
         st = kiln_model_plan_outputs(m, &o);
     if (st == KILN_OK)

@@ -112,6 +112,12 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
         kiln_model_destroy(m);
         return 0;
     }
+    /* The runtime computes a node's gradient only where something trainable
+     * lies at or before it (compile's find_gradients); "pre" has nothing
+     * before it but the Input, and its gradient is the layer's input
+     * gradient checked here. */
+    for (int32_t i = 0; i < m->graph.n_nodes; i++)
+        m->graph.nodes[i].needs_gradient = 1;
     kiln_replica *r = m->placement.strategy->replica(m->placement.strategy_impl, 0);
     const kiln_node_rec *rec = &m->graph.nodes[node];
     if (check_inner)   /* the layers checked this way apply any element-wise activation */
