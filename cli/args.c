@@ -155,6 +155,7 @@ static const option_spec options[] = {
     {.name = "--lora", .bit = CLI_LORA, .takes_value = 1},
     {.name = "--lora-alpha", .bit = CLI_LORA, .takes_value = 1},
     {.name = "--lora-layers", .bit = CLI_LORA, .takes_value = 1},
+    {.name = "--lora-targets", .bit = CLI_LORA, .takes_value = 1},
 };
 
 /* A whole number in [lo, hi]; 0 if `v` is not one. */

@@ -22,7 +22,7 @@ enum {
     CLI_CLIPNORM = 1 << 26, CLI_CLIPVALUE = 1 << 27, CLI_GLOBAL_CLIPNORM = 1 << 28,
     CLI_WEIGHT_DECAY = 1 << 29, CLI_EMA = 1u << 30
 };
-/* --lora, --lora-alpha and --lora-layers share the last bit (an enum
+/* --lora, --lora-alpha, --lora-layers and --lora-targets share the last bit (an enum
  * constant must fit an int); lora_args.c tells them apart by name. */
 #define CLI_LORA (1u << 31)
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
@@ -70,6 +70,7 @@ typedef struct cli_args {
     float lora_alpha;            /* --lora-alpha A; 0: RANK (Keras's default) */
     const char *lora_layers[CLI_MAX_FREEZE];
     int n_lora_layers;
+    const char *lora_targets;    /* --lora-targets LIST; NULL: the default */
 } cli_args;
 
 /* Fills `a` from argv[1..]; `allowed` is the CLI_* bits the command takes.

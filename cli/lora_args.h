@@ -1,5 +1,6 @@
-/* fit's LoRA options (issue 30): --lora RANK, --lora-alpha A and
- * --lora-layers PREFIX, parsed here and applied before compile. */
+/* fit's LoRA options (issue 30): --lora RANK, --lora-alpha A,
+ * --lora-layers PREFIX and --lora-targets LIST, parsed here and applied
+ * before compile. */
 #ifndef KILN_CLI_LORA_ARGS_H
 #define KILN_CLI_LORA_ARGS_H
 
@@ -14,9 +15,10 @@ int cli_lora_take(const char *name, const char *v, cli_args *a);
 /* What the options say together, once all are read; 0 (said) when wrong. */
 int cli_lora_check(const cli_args *a);
 
-/* kiln_model_enable_lora on every Dense layer whose name starts with one of
- * the prefixes; 0, or the exit status (said) when a prefix matches no Dense
- * layer or kiln refuses. */
+/* kiln_model_enable_lora_with on every Dense and MultiHeadAttention layer
+ * whose name starts with one of the prefixes (the targets on the
+ * attention layers); 0, or the exit status (said) when a prefix matches no
+ * such layer, the targets no attention layer, or kiln refuses. */
 int cli_lora_apply(kiln_context *ctx, kiln_model *m, const cli_args *a);
 
 #endif

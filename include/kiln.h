@@ -1975,9 +1975,10 @@ KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *lay
  *  and `<layer>/lora_kernel_b` B (rank x units, zeros), so that the layer
  *  computes x·W + (alpha/rank)·(x·A)·B + bias. The bias keeps training, as
  *  in Keras. On a MultiHeadAttention: what KerasHub's `enable_lora` does to
- *  a transformer's attention (its default targets, "query" and "value"):
- *  the key and output projections are frozen whole, and the query and value
- *  projections adapted, each as Keras 3's
+ *  a transformer's attention (its default targets, "query" and "value";
+ *  kiln_model_enable_lora_with chooses others): the key and output
+ *  projections are frozen whole, and the query and value projections
+ *  adapted, each as Keras 3's
  *  `EinsumDense.enable_lora` does it: `<layer>/query/kernel` (features,
  *  heads, key_dim) frozen, `<layer>/query/lora_kernel_a` A (features, heads,
  *  rank, HeUniform over fans features x heads) and
@@ -1998,6 +1999,37 @@ KILN_API kiln_status kiln_model_set_trainable(kiln_model *model, const char *lay
  *  with LoRA already. Each names what it refused. */
 KILN_API kiln_status kiln_model_enable_lora(kiln_model *model, const char *layer, int32_t rank,
                                             float alpha);
+
+/** Options of kiln_model_enable_lora_with(). */
+typedef struct kiln_lora_options {
+    size_t struct_size;    /**< sizeof(kiln_lora_options) */
+    int32_t rank;          /**< the adapters' rank, > 0 (no default, as in Keras) */
+    float alpha;           /**< the adapters' scale is alpha / rank; 0: rank (Keras's default) */
+    /** What a MultiHeadAttention adapts: its projections by Keras's sublayer
+     *  names, comma-separated without spaces, each at most once, in any
+     *  order: "query", "key", "value", "attention_output" (e.g.
+     *  "query,key,value,attention_output"; PEFT's target_modules). Each is
+     *  adapted as kiln_model_enable_lora adapts query and value
+     *  (`<layer>/<target>/lora_kernel_a` and `lora_kernel_b`, the same
+     *  initialisers, merged by kiln_model_save and ONNX export); the
+     *  projections not named are frozen whole, kernel and bias. NULL:
+     *  "query,value", KerasHub's default. Must be NULL on a Dense, which
+     *  has one kernel. */
+    const char *targets;
+} kiln_lora_options;
+
+/** kiln_model_enable_lora with options: the same LoRA, and on a
+ *  MultiHeadAttention the projections `options->targets` names. A model
+ *  file that keeps the adapters (kiln_save_options.keep_lora_adapters)
+ *  describes the targets too ("lora": {"rank", "alpha", "targets"}), so
+ *  kiln_model_load rebuilds the same adapters. Its errors, and
+ *  KILN_ERROR_INVALID_ARGUMENT for `options` NULL or with a struct_size
+ *  that is nonzero and too small to hold rank, and for targets on a Dense,
+ *  empty (""), with an empty or unknown name or a name given twice (each
+ *  naming the targets and what is wrong). The model and the layer are
+ *  unchanged after any refusal. */
+KILN_API kiln_status kiln_model_enable_lora_with(kiln_model *model, const char *layer,
+                                                 const kiln_lora_options *options);
 
 /* ------------------------------------------------------------------------ */
 /* Datasets                                                                 */
@@ -3105,9 +3137,10 @@ typedef struct kiln_save_options {
     size_t struct_size;          /**< sizeof(kiln_save_options) */
     /** Nonzero: LoRA's adapters (kiln_model_enable_lora) stay apart in the
      *  file, as checkpoints keep them: the base kernels as they were, A and B
-     *  under their names, and each LoRA layer's rank and alpha in the
-     *  description ("lora": {"rank", "alpha"}), so that kiln_model_load
-     *  rebuilds the LoRA model (base kernels frozen, adapters trainable) and
+     *  under their names, and each LoRA layer's rank, alpha and chosen
+     *  targets in the description ("lora": {"rank", "alpha", "targets"},
+     *  targets only where kiln_model_enable_lora_with chose them), so that
+     *  kiln_model_load rebuilds the LoRA model (base kernels frozen, adapters trainable) and
      *  training continues where it stopped (an optimizer's state is a
      *  checkpoint's, not a model file's). 0 (the default): the kernels hold
      *  W + (alpha/rank)·A·B and the layers load as plain ones. A model

@@ -103,11 +103,20 @@ static kiln_status dense_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
-static void dense_enable_lora(void *config, int32_t rank, float alpha)
+/* A Dense has one kernel to adapt, so nothing to choose among. */
+static kiln_status dense_enable_lora(void *config, int32_t rank, float alpha,
+                                     const char *targets, char *error, size_t size)
 {
     dense_config *c = config;
+    if (targets) {
+        snprintf(error, size, "targets '%s' are given, but a Dense has one kernel to adapt "
+                 "(targets choose among a MultiHeadAttention's projections); leave them NULL",
+                 targets);
+        return KILN_ERROR_INVALID_ARGUMENT;
+    }
     c->lora_rank = rank;
     c->lora_alpha = alpha;
+    return KILN_OK;
 }
 
 /* The adapters' shapes and, with a step, where they lie. In a step their

@@ -226,10 +226,15 @@ typedef struct kiln_layer_ops {
      * and where each parameter comes from; KILN_ERROR_UNSUPPORTED with
      * imp->error naming what is not supported. NULL: no op imports as it. */
     kiln_status (*import_onnx)(struct kiln_onnx_import *imp);
-    /* Turns on LoRA (kiln_model_enable_lora) before compile: the layer's
-     * next infer freezes its kernel and adds the adapters. NULL: the kind
-     * has none. */
-    void (*enable_lora)(void *config, int32_t rank, float alpha);
+    /* Turns on LoRA (kiln_model_enable_lora_with) before compile: the
+     * layer's next infer freezes its kernels and adds the adapters.
+     * `targets`: what to adapt, a comma-separated list of the kind's own
+     * names (NULL: the kind's default). A list the kind does not take is
+     * refused with KILN_ERROR_INVALID_ARGUMENT and `error` saying why
+     * (without the layer's name), the config unchanged. NULL: the kind has
+     * no LoRA. */
+    kiln_status (*enable_lora)(void *config, int32_t rank, float alpha, const char *targets,
+                               char *error, size_t size);
     /* Adds the adapters' product into the weights they adapt, in a host
      * copy of the parameters (params[p]: parameter p's values), for the
      * files and graphs that carry merged weights. NULL: no adapters. */

@@ -8,8 +8,8 @@
  * (kiln_multi_head_attention_masked).
  * Backward keeps q, k, v, the probabilities and the context from forward
  * (per replica, sized by prepare's batch). With LoRA (kiln_model_enable_lora)
- * the query and value kernels freeze and each gains Keras 3's EinsumDense
- * adapters (layers/lora.h). */
+ * every kernel freezes, and the targets (query and value unless chosen)
+ * each gain Keras 3's EinsumDense adapters (layers/lora.h). */
 #include "layers/layer.h"
 #include "layers/lora.h"
 #include "layers/onnx_graph.h"
@@ -232,14 +232,59 @@ static kiln_status mha_infer(void *config, kiln_layer_build *b)
     return KILN_OK;
 }
 
+/* Which projections `targets` names, a bit each (1 << PROJ_*), or -1 with
+ * `error` saying why: Keras's sublayer names, comma-separated, each once. */
+static int32_t parse_targets(const char *targets, char *error, size_t size)
+{
+    static const char *const names[N_PROJ] = {"query", "key", "value", "attention_output"};
+    const char *known = "query, key, value and attention_output";
+    if (!targets[0]) {
+        snprintf(error, size, "targets is empty; name one or more of %s, comma-separated",
+                 known);
+        return -1;
+    }
+    int32_t on = 0;
+    for (const char *at = targets;; at++) {
+        const size_t len = strcspn(at, ",");
+        int p = 0;
+        while (p < N_PROJ && !(strlen(names[p]) == len && strncmp(at, names[p], len) == 0))
+            p++;
+        if (len == 0) {
+            snprintf(error, size, "targets '%s' has an empty name; name one or more of %s, "
+                     "comma-separated", targets, known);
+            return -1;
+        }
+        if (p == N_PROJ) {
+            snprintf(error, size, "targets '%s' names '%.*s', which is no projection of a "
+                     "MultiHeadAttention (%s)", targets, (int)(len < 64 ? len : 64), at, known);
+            return -1;
+        }
+        if (on >> p & 1) {
+            snprintf(error, size, "targets '%s' names '%s' twice", targets, names[p]);
+            return -1;
+        }
+        on |= 1 << p;
+        at += len;
+        if (!*at)
+            return on;
+    }
+}
+
 /* Keras has no MultiHeadAttention.enable_lora of its own; KerasHub's
- * backbones adapt its "query" and "value" EinsumDense layers, as here. */
-static void mha_enable_lora(void *config, int32_t rank, float alpha)
+ * backbones adapt its "query" and "value" EinsumDense layers, the default
+ * here; `targets` chooses others, as PEFT's target_modules do. */
+static kiln_status mha_enable_lora(void *config, int32_t rank, float alpha, const char *targets,
+                                   char *error, size_t size)
 {
     mha_config *c = config;
+    const int32_t on = targets ? parse_targets(targets, error, size)
+                               : 1 << PROJ_QUERY | 1 << PROJ_VALUE;
+    if (on < 0)
+        return KILN_ERROR_INVALID_ARGUMENT;
     c->lora_rank = rank;
     c->lora_alpha = alpha;
-    c->lora_on = 1 << PROJ_QUERY | 1 << PROJ_VALUE;
+    c->lora_on = on;
+    return KILN_OK;
 }
 
 static void mha_merge_adapters(const void *config, float *const *params)
@@ -583,7 +628,8 @@ static kiln_status project_backward(const mha_config *c, mha_replica *r, const k
     kiln_status st = KILN_OK;
     if (lora)   /* also dy B^T, which dx needs */
         st = kiln_lora_backward(s, &l, x, rows, dy, r->lora_t, r->lora_dt);
-    if (st == KILN_OK && !s->frozen) {
+    /* Under LoRA a projection left unadapted is frozen whole: no gradient. */
+    if (st == KILN_OK && !s->frozen && (lora || c->lora_rank == 0)) {
         if (!lora)
             st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, out, rows, 1.0f, x, 0, in, dy,
                            0, out, 0.0f, s->grads, w, out);

@@ -36,10 +36,12 @@ typedef struct kiln_node_rec {
     /* Nonzero: the ONNX file held it transposed ((out, in), Gemm's transB):
      * export writes it back so, under the same name. */
     unsigned char param_transposed[KILN_MAX_PARAMS];
-    /* kiln_model_enable_lora's rank (0: no LoRA) and alpha, which model
-     * files that keep the adapters describe. */
+    /* kiln_model_enable_lora's rank (0: no LoRA), alpha and targets ("":
+     * the kind's default), which model files that keep the adapters
+     * describe. */
     int32_t lora_rank;
     float lora_alpha;
+    char lora_targets[64];
 } kiln_node_rec;
 
 typedef struct kiln_graph {

@@ -2,14 +2,18 @@
  * plus trained low-rank adapters (the layer's infer lays them out), and the
  * merge that files and exports use. */
 #include "runtime/model/lora.h"
+#include "base/options.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank, float alpha)
+static kiln_status enable_entered(kiln_model *m, const char *call, const char *layer,
+                                  const kiln_lora_options *o)
 {
-    const char *call = "kiln_model_enable_lora";
+    const int32_t rank = o->rank;
+    const float alpha = o->alpha;
     if (!layer)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: layer is NULL", call);
     if (m->plan.compiled)
@@ -36,6 +40,12 @@ static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank
         if (node->params[p].adapter)
             return kiln_error(m->ctx, KILN_ERROR_STATE, "%s: layer '%s' has LoRA already "
                               "(as in Keras, once per layer)", call, layer);
+    /* Kept for model files, which name the targets again on load. */
+    if (o->targets && strlen(o->targets) >= sizeof node->lora_targets)
+        return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: layer '%s': targets "
+                          "'%.40s...' is %zu characters; a list of %s's targets is shorter "
+                          "than %zu", call, layer, o->targets, strlen(o->targets),
+                          node->ops->kind, sizeof node->lora_targets);
     /* Infer again on the same inputs: the kernel freezes, the adapters
      * join the parameters after the layer's own (imported initial values,
      * by index, keep theirs). */
@@ -46,14 +56,18 @@ static kiln_status enable_entered(kiln_model *m, const char *layer, int32_t rank
         in[k] = m->graph.nodes[node->inputs[k]].shape;
     b.in = in;
     b.n_in = node->n_inputs;
-    node->ops->enable_lora(node->config, rank, alpha > 0.0f ? alpha : (float)rank);
-    const kiln_status st = node->ops->infer(node->config, &b);
+    const float scale_alpha = alpha > 0.0f ? alpha : (float)rank;
+    kiln_status st = node->ops->enable_lora(node->config, rank, scale_alpha, o->targets, b.error,
+                                            sizeof b.error);
+    if (st == KILN_OK)
+        st = node->ops->infer(node->config, &b);
     if (st != KILN_OK)
         return kiln_error(m->ctx, st, "%s: layer '%s': %s", call, layer, b.error);
     memcpy(node->params, b.params, sizeof node->params);
     node->n_params = b.n_params;
     node->lora_rank = rank;
-    node->lora_alpha = alpha > 0.0f ? alpha : (float)rank;
+    node->lora_alpha = scale_alpha;
+    snprintf(node->lora_targets, sizeof node->lora_targets, "%s", o->targets ? o->targets : "");
     return KILN_OK;
 }
 
@@ -61,9 +75,33 @@ kiln_status kiln_model_enable_lora(kiln_model *m, const char *layer, int32_t ran
 {
     kiln_status st = kiln_model_enter(m, "kiln_model_enable_lora");
     if (st == KILN_OK) {
-        st = enable_entered(m, layer, rank, alpha);
+        const kiln_lora_options o = {.struct_size = sizeof o, .rank = rank, .alpha = alpha};
+        st = enable_entered(m, "kiln_model_enable_lora", layer, &o);
         kiln_model_leave(m);
     }
+    return st;
+}
+
+kiln_status kiln_model_enable_lora_with(kiln_model *m, const char *layer,
+                                        const kiln_lora_options *options)
+{
+    const char *call = "kiln_model_enable_lora_with";
+    kiln_lora_options o;
+    kiln_diag why;
+    kiln_status st = kiln_model_enter(m, call);
+    if (st != KILN_OK)
+        return st;
+    /* No default rank (Keras's enable_lora has none either): NULL or a
+     * struct too short to hold it is refused. */
+    if (!options)
+        st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: options is NULL; LoRA needs "
+                        "at least a rank", call);
+    else if ((st = kiln_options_take(&o, sizeof o, options, offsetof(kiln_lora_options, rank) +
+                                     sizeof o.rank, "kiln_lora_options", &why)) != KILN_OK)
+        st = kiln_error(m->ctx, why.status, "%s: %s", call, why.message);
+    else
+        st = enable_entered(m, call, layer, &o);
+    kiln_model_leave(m);
     return st;
 }
 

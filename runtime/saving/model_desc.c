@@ -339,6 +339,10 @@ kiln_status kiln_model_describe(const kiln_model *m, const char *call, int adapt
             kiln_jw_int(&w, node->lora_rank);
             kiln_jw_key(&w, "alpha");
             kiln_jw_float(&w, node->lora_alpha);
+            if (node->lora_targets[0]) {   /* chosen; absent: the kind's default */
+                kiln_jw_key(&w, "targets");
+                kiln_jw_string(&w, node->lora_targets);
+            }
             kiln_jw_end_object(&w);
         }
         /* Merged, the adapters are gone: a plain layer's parameters. */
@@ -668,11 +672,12 @@ static kiln_status read_fields(reader *r, const kiln_json *o, const kiln_layer_f
     return st;
 }
 
-/* "lora": {"rank": r, "alpha": a}, on a kind that has LoRA. */
+/* "lora": {"rank": r, "alpha": a} and optionally "targets": "query,key",
+ * on a kind that has LoRA; the layer checks the targets when applied. */
 static kiln_status read_lora(reader *r, const kiln_json *lora, const kiln_layer_ops *ops,
                              kiln_layer_desc *d)
 {
-    static const char *const keys[] = {"rank", "alpha"};
+    static const char *const keys[] = {"rank", "alpha", "targets"};
     if (lora->type != KILN_JSON_OBJECT)
         return malformed(r, "'lora' must be an object, not %s", type_name(lora->type));
     if (!ops->enable_lora)
@@ -685,6 +690,10 @@ static kiln_status read_lora(reader *r, const kiln_json *lora, const kiln_layer_
         st = get_float(r, lora, "alpha", &d->lora_alpha);
     if (st == KILN_OK && !(d->lora_alpha > 0.0f))
         st = malformed(r, "LoRA's 'alpha' is %g; it must be > 0", (double)d->lora_alpha);
+    const kiln_json *targets = kiln_json_get(lora, "targets");
+    if (st == KILN_OK && targets && targets->type != KILN_JSON_STRING)
+        st = malformed(r, "LoRA's 'targets' must be a string, not %s", type_name(targets->type));
+    d->lora_targets = st == KILN_OK && targets ? targets->text : NULL;
     d->lora_rank = (int32_t)rank;
     return st;
 }
@@ -1089,8 +1098,9 @@ kiln_status kiln_model_desc_build(const kiln_model_desc *d, const char *what, in
         /* LoRA before the next layer: its adapters join this layer's
          * parameters, which "weights" below counts. */
         const kiln_layer_desc *l = &d->layers[i];
-        if (l->lora_rank > 0 &&
-            kiln_model_enable_lora(m, l->name, l->lora_rank, l->lora_alpha) != KILN_OK) {
+        const kiln_lora_options lora = {.struct_size = sizeof lora, .rank = l->lora_rank,
+                                        .alpha = l->lora_alpha, .targets = l->lora_targets};
+        if (l->lora_rank > 0 && kiln_model_enable_lora_with(m, l->name, &lora) != KILN_OK) {
             char why[512];
             snprintf(why, sizeof why, "%s", kiln_context_last_error(m->ctx));
             return kiln_error(m->ctx, KILN_ERROR_FORMAT, "%s: the model description's LoRA on "

@@ -63,9 +63,11 @@ typedef struct kiln_layer_desc {
     /* "transposed_weights": per parameter, whether ONNX export writes it
      * transposed (an imported Gemm's transB weight); NULL: none. */
     const kiln_json *transposed;
-    /* "lora": kiln_model_enable_lora's rank (0: none) and alpha. */
+    /* "lora": kiln_model_enable_lora's rank (0: none) and alpha, and the
+     * targets (in the parsed document; NULL: the kind's default). */
     int32_t lora_rank;
     float lora_alpha;
+    const char *lora_targets;
 } kiln_layer_desc;
 
 typedef struct kiln_model_desc {

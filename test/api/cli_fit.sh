@@ -51,7 +51,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--decay-rate R" "--alpha A" "--boundaries B1,B2,..." "--values V0,V1,..." \
     "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)" \
     "--ema M            keep a moving average of the weights" "--lora RANK" \
-    "--lora-alpha A     the adapters' scale is A / RANK" "--lora-layers PREFIX"; do
+    "--lora-alpha A     the adapters' scale is A / RANK" "--lora-layers PREFIX" \
+    "--lora-targets LIST  the attention projections adapted"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -474,9 +475,9 @@ expect 2 "--lora-alpha needs a finite number > 0, not '-1'" $f --save "$work/o.k
 expect 2 "--lora-alpha needs a finite number > 0, not 'nan'" $f --save "$work/o.kiln" --lora 2 \
     --lora-alpha nan --lora-layers /fc
 expect 2 "--lora needs --lora-layers PREFIX" $f --save "$work/o.kiln" --lora 2
-expect 2 "--lora-alpha and --lora-layers need --lora RANK" $f --save "$work/o.kiln" \
-    --lora-layers /fc
-expect 1 "--lora-layers /features matches no Dense layer" $f --save "$work/o.kiln" --lora 2 \
+expect 2 "--lora-alpha, --lora-layers and --lora-targets need --lora RANK" $f \
+    --save "$work/o.kiln" --lora-layers /fc
+expect 1 "--lora-layers /features matches no Dense or MultiHeadAttention layer" $f --save "$work/o.kiln" --lora 2 \
     --lora-layers /features
 expect 2 "--lora is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
     "$work/y.npy" --save "$work/o.kiln" --lora 2 --lora-layers head

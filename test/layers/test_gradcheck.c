@@ -566,10 +566,11 @@ static kiln_model *lora(kiln_context *ctx)
 }
 
 /* LoRA on attention: cross-attention (query from a Dense, key and value
- * from the input: other widths, value_dim 2, biases) and self-attention
- * without biases, each with its query and value adapters (A of 3 axes, a
- * slice per head); the Dense before them sees the input gradient through
- * the adapters. */
+ * from the input: other widths, value_dim 2, biases) with its key and
+ * output adapters (kiln_model_enable_lora_with's targets; query and value
+ * frozen whole), and self-attention without biases with all four (A of 3
+ * axes, a slice per head; the output's a slice per head of value_dim);
+ * the Dense before them sees the input gradient through the adapters. */
 static kiln_model *lora_attention(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -589,8 +590,12 @@ static kiln_model *lora_attention(kiln_context *ctx)
     kiln_multi_head_attention(m, c, c, &self);
     kiln_flatten(m, KILN_NODE_PREVIOUS, NULL);
     kiln_dense(m, KILN_NODE_PREVIOUS, &head);
-    CHECK_OK(ctx, kiln_model_enable_lora(m, "cross", 2, 3.0f));
-    CHECK_OK(ctx, kiln_model_enable_lora(m, "self", 3, 0.0f));
+    const kiln_lora_options cross_lora = {.struct_size = sizeof cross_lora, .rank = 2,
+                                          .alpha = 3.0f, .targets = "key,attention_output"};
+    const kiln_lora_options self_lora = {.struct_size = sizeof self_lora, .rank = 3,
+                                         .targets = "attention_output,value,key,query"};
+    CHECK_OK(ctx, kiln_model_enable_lora_with(m, "cross", &cross_lora));
+    CHECK_OK(ctx, kiln_model_enable_lora_with(m, "self", &self_lora));
     return m;
 }
 

@@ -656,8 +656,9 @@ static void pytorch_windows(kiln_context *ctx)
 /* MultiHeadAttention: causal cross-attention from a Dense projection over
  * a Reshape of the input (Tq 6, Tv 10, other widths, value_dim and
  * output_shape of its own), then self-attention without biases on its
- * output; trained a little. With `lora`, LoRA on both attention layers:
- * the export holds the merged query and value kernels. */
+ * output; trained a little. With `lora`, LoRA on both attention layers,
+ * one on the default query and value, the other on all four projections
+ * (kiln_model_enable_lora_with): the export holds the merged kernels. */
 static void attention_model(kiln_context *ctx, int lora)
 {
     kiln_model *m = NULL;
@@ -684,8 +685,12 @@ static void attention_model(kiln_context *ctx, int lora)
         for (int32_t i = 0; i < n; i++) {
             kiln_layer_info info = {.struct_size = sizeof info};
             CHECK_OK(ctx, kiln_model_layer_info(m, i, &info));
-            if (strcmp(info.kind, "multi_head_attention") == 0)
-                CHECK_OK(ctx, kiln_model_enable_lora(m, info.name, 2, i % 2 ? 6.0f : 0.0f));
+            const kiln_lora_options all = {.struct_size = sizeof all, .rank = 2,
+                                           .targets = "query,key,value,attention_output"};
+            if (strcmp(info.kind, "multi_head_attention") == 0 && i % 2)
+                CHECK_OK(ctx, kiln_model_enable_lora(m, info.name, 2, 6.0f));
+            else if (strcmp(info.kind, "multi_head_attention") == 0)
+                CHECK_OK(ctx, kiln_model_enable_lora_with(m, info.name, &all));
         }
     }
     compile_and_train(ctx, m, 2, dims, 3, 32, 2);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # LoRA on MultiHeadAttention beside PyTorch (test/train/torch_lora_attention.py):
 # kiln trains 5 SGD steps (test_lora_attention --dump), PyTorch the same
-# from kiln's initial weights with the adapted kernels written by hand.
+# from kiln's initial weights with the adapted kernels written by hand:
+# LoRA's default targets (query, value), then key and attention_output.
 # Exits 77 (SKIP) without PyTorch, 1 under CI=true.
 # Usage: lora_attention_parity.sh SOURCE_ROOT TEST_LORA_ATTENTION
 set -eu
@@ -12,4 +13,7 @@ root=$1 exe=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$exe" --dump "$tmp"
-/usr/bin/python3 "$root/test/train/torch_lora_attention.py" "$tmp"
+/usr/bin/python3 "$root/test/train/torch_lora_attention.py" "$tmp" query,value
+rm -f "$tmp"/*
+"$exe" --dump "$tmp" key,attention_output
+/usr/bin/python3 "$root/test/train/torch_lora_attention.py" "$tmp" key,attention_output

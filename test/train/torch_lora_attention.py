@@ -1,11 +1,14 @@
 """PyTorch's side of lora_attention_parity.sh: test_lora_attention --dump's
 model (in (5, 4) -> Dense(6, tanh) -> causal self-attention, 2 heads,
-key_dim 3, value_dim 2, LoRA rank 2 alpha 4 on the query and value
-projections) written by hand: each adapted kernel used as
-W + (alpha/r) * einsum('dhr,rk->dhk', A, B) (Keras 3's EinsumDense LoRA),
-trained 5 SGD steps from kiln's initial weights (B away from zeros) on the same batches, in
-float64 with autograd. kiln's trained weights must match to 1e-5 relative
-to max(1, |w|); the frozen kernels must not move at all."""
+key_dim 3, value_dim 2, LoRA rank 2 alpha 4 on the projections the second
+argument names, "query,value" or "key,attention_output") written by hand:
+each adapted kernel used as W + (alpha/r) * einsum('dhr,rk->dhk', A, B)
+(Keras 3's EinsumDense LoRA; the output's A is (heads, value_dim, rank)),
+the projections not adapted frozen whole, trained 5 SGD steps from kiln's
+initial weights (B away from zeros) on the same batches, in float64 with
+autograd. kiln's tensors must be exactly the targets' adapters, its
+trained weights must match to 1e-5 relative to max(1, |w|), and the frozen
+tensors must not move at all."""
 import sys
 
 import numpy as np
@@ -51,8 +54,20 @@ def forward(w, x):
 
 
 def main():
-    folder = sys.argv[1]
+    folder, targets = sys.argv[1], sys.argv[2].split(",")
     tensors = read_tensors(folder)
+    adapters = sorted(name for name, *_ in tensors if "lora" in name)
+    want = sorted(f"attn/{t}/lora_kernel_{ab}" for t in targets for ab in "ab")
+    if adapters != want:
+        print(f"FAIL: kiln's adapters are {adapters}, not {want}")
+        sys.exit(1)
+    # What trains: the Dense, the targets' biases and adapters; nothing else.
+    for name, trainable_flag, *_ in tensors:
+        proj = name.split("/")[1] if name.startswith("attn/") else None
+        trains = proj is None or (proj in targets and not name.endswith("/kernel"))
+        if bool(trainable_flag) != trains:
+            print(f"FAIL: {name} is {'trainable' if trainable_flag else 'frozen'} in kiln")
+            sys.exit(1)
     x = np.fromfile(f"{folder}/x.f32", dtype=np.float32).reshape(STEPS, BATCH, T, IN)
     y = np.fromfile(f"{folder}/y.f32", dtype=np.float32).reshape(STEPS, BATCH, T, WIDTH)
     init = np.fromfile(f"{folder}/init.f32", dtype=np.float32)
@@ -84,9 +99,9 @@ def main():
     moved = min(float(np.max(np.abs(w[name].detach().numpy().ravel() -
                                     init[offset:offset + int(np.prod(dims))])))
                 for name, _, offset, dims in tensors if "lora" in name)
-    print(f"5 SGD steps, LoRA on attention vs PyTorch (float64, W + (alpha/r) A B by hand): "
-          f"max difference {worst:.2e} over {len(tensors)} tensors; each adapter moved by at "
-          f"least {moved:.3g}")
+    print(f"5 SGD steps, LoRA on attention's {','.join(targets)} vs PyTorch (float64, "
+          f"W + (alpha/r) A B by hand): max difference {worst:.2e} over {len(tensors)} tensors; "
+          f"each adapter moved by at least {moved:.3g}")
     if moved < 1e-3:
         print("FAIL: an adapter did not train")
         failures += 1
