@@ -86,18 +86,19 @@ kiln_status kiln_model_enable_lora_with(kiln_model *m, const char *layer,
                                         const kiln_lora_options *options)
 {
     const char *call = "kiln_model_enable_lora_with";
+    /* No default rank (Keras's enable_lora has none either): NULL or a
+     * struct too short to hold it is refused. */
+    const size_t least = offsetof(kiln_lora_options, rank) + sizeof(int32_t);
     kiln_lora_options o;
     kiln_diag why;
     kiln_status st = kiln_model_enter(m, call);
     if (st != KILN_OK)
         return st;
-    /* No default rank (Keras's enable_lora has none either): NULL or a
-     * struct too short to hold it is refused. */
     if (!options)
         st = kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: options is NULL; LoRA needs "
                         "at least a rank", call);
-    else if ((st = kiln_options_take(&o, sizeof o, options, offsetof(kiln_lora_options, rank) +
-                                     sizeof o.rank, "kiln_lora_options", &why)) != KILN_OK)
+    else if ((st = kiln_options_take(&o, sizeof o, options, least, "kiln_lora_options",
+                                     &why)) != KILN_OK)
         st = kiln_error(m->ctx, why.status, "%s: %s", call, why.message);
     else
         st = enable_entered(m, call, layer, &o);

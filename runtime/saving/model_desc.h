@@ -21,7 +21,8 @@
  * (piecewise constant decay),
  * a layer's "lora": {"rank": 8, "alpha": 16} (kiln_model_enable_lora, in a
  * file that keeps the adapters apart: checkpoints, kiln_save_options's
- * keep_lora_adapters),
+ * keep_lora_adapters) and in it "targets": "key,value" (where
+ * kiln_model_enable_lora_with chose them),
  * and for a model of several outputs "outputs": ["cls", "reg"] beside
  * "output" (the first) and compile's "losses": [{"loss":
  * "mean_squared_error", "weight": 0.5}, ...], one per output. */
@@ -38,7 +39,8 @@
 
 /* The description of `m` (compiled or not) as JSON text, NUL-terminated
  * (free it with kiln_free). `adapters`: the file keeps LoRA's adapters
- * apart, and each LoRA layer gets "lora": {"rank": r, "alpha": a} (0: the
+ * apart, and each LoRA layer gets "lora": {"rank": r, "alpha": a} and its
+ * chosen "targets" (0: the
  * kernels hold them merged, and the layers are described as plain ones).
  * KILN_ERROR_UNSUPPORTED for a layer kind model files do not know,
  * KILN_ERROR_INVALID_ARGUMENT for a layer name that is not UTF-8, each

@@ -477,8 +477,8 @@ expect 2 "--lora-alpha needs a finite number > 0, not 'nan'" $f --save "$work/o.
 expect 2 "--lora needs --lora-layers PREFIX" $f --save "$work/o.kiln" --lora 2
 expect 2 "--lora-alpha, --lora-layers and --lora-targets need --lora RANK" $f \
     --save "$work/o.kiln" --lora-layers /fc
-expect 1 "--lora-layers /features matches no Dense or MultiHeadAttention layer" $f --save "$work/o.kiln" --lora 2 \
-    --lora-layers /features
+expect 1 "--lora-layers /features matches no Dense or MultiHeadAttention layer" $f \
+    --save "$work/o.kiln" --lora 2 --lora-layers /features
 expect 2 "--lora is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
     "$work/y.npy" --save "$work/o.kiln" --lora 2 --lora-layers head
 expect 2 "--label-smoothing needs a number in [0, 1], not '1.5'" $f --save "$work/o.kiln" \

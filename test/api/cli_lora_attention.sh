@@ -6,8 +6,8 @@
 # holds merged kernels and no adapters: the Dense's kernel moved by a
 # matrix of rank 2; the query and value weights and biases (frozen whole)
 # exactly PyTorch's; the key and output kernels moved by rank-2 changes
-# (the key's per head, its (features x heads, key_dim) view), their biases
-# trained; the file predicts. Then each refusal of --lora-targets, exit 2
+# (the key's per head, its (features x heads, key_dim) view), the output's
+# bias trained; the file predicts. Then each refusal of --lora-targets, exit 2
 # or 1 naming it. SKIP without PyTorch.
 # Usage: cli_lora_attention.sh SOURCE_DIR KILN
 set -eu
@@ -55,18 +55,21 @@ class Net(nn.Module):
 torch.manual_seed(3)
 net = Net().eval()
 x = torch.randn(16, 5, 4)
+# As test/importer/make_models.py exports: constant folding would rewrite the
+# attention block into a form kiln does not recognise as one layer.
 torch.onnx.export(net, x, d + "/attn.onnx", opset_version=17, input_names=["input"],
                   output_names=["output"],
-                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                  training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
 rng = np.random.default_rng(7)
 np.save(d + "/x.npy", x.numpy())
-np.save(d + "/y.npy", rng.normal(0, 1, (16, 5, 8)).astype(np.float32))
+np.save(d + "/y.npy", rng.normal(0, 1, (16, 5 * 8)).astype(np.float32))   # 2-D, as fit reads
 PY
 
 "$kiln" fit "$work/attn.onnx" "$work/x.npy" "$work/y.npy" --save "$work/lora.kiln" --loss mse \
     --optimizer sgd --learning-rate 0.1 --batch 4 --epochs 2 --no-shuffle --lora 2 \
     --lora-alpha 4 --lora-layers / --lora-targets key,attention_output > "$work/lora.txt" 2>&1 ||
-    { cat "$work/lora.txt"; fail "fit --lora on attention exited $?"; }
+    { rc=$?; cat "$work/lora.txt"; fail "fit --lora on attention exited $rc"; }
 grep -q "^LoRA rank 2 on 1 Dense layer(s) named /\.\.\.$" "$work/lora.txt" ||
     { cat "$work/lora.txt"; fail "fit --lora: no report of the Dense"; }
 grep -q "^LoRA rank 2 on 1 MultiHeadAttention layer(s) named /\.\.\. (key,attention_output)$" \
@@ -119,10 +122,11 @@ for p in ("query", "value"):
 dk = (as_torch(t[f"{in_w}/key"]) - parts["key"][0]).T.reshape(E * H, D)
 sk = np.linalg.svd(dk, compute_uv=False)
 so = np.linalg.svd(as_torch(t[out_w]) - w[out_w], compute_uv=False)
-moved_b = min(float(np.abs(t[f"{in_b}/key"].ravel() - parts["key"][1]).max()),
-              float(np.abs(t[out_b].ravel() - w[out_b]).max()))
+# The key's bias trains but never moves: it adds q . b to a whole row of
+# scores, which the softmax cancels, so its gradient is 0.
+moved_b = float(np.abs(t[out_b].ravel() - w[out_b]).max())
 print("key's change per head, singular values", sk, "; the output's", so,
-      "; key and output biases moved by at least", moved_b)
+      "; the output's bias moved by", moved_b)
 ok &= sk[0] > 1e-4 and sk[2] < 1e-6 * sk[0] + 1e-7
 ok &= so[0] > 1e-4 and so[2] < 1e-6 * so[0] + 1e-7 and moved_b > 1e-4
 kd = t[dense] if t[dense].shape == w[dense].shape else t[dense].T

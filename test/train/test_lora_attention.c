@@ -13,8 +13,8 @@
  * with either targets. With --dump DIR [TARGETS] it writes the data, the
  * initial and the trained tensors for torch_lora_attention.py
  * (lora_attention_parity.sh; B set away from zeros first), which trains
- * the same in PyTorch with the kernels W + (alpha/r)·A·B written by hand. The adapters' gradients against finite
- * differences are test_gradcheck's. */
+ * the same in PyTorch with the kernels W + (alpha/r)·A·B written by hand.
+ * The adapters' gradients against finite differences are test_gradcheck's. */
 #include "harness.h"
 
 #include <unistd.h>
@@ -230,7 +230,7 @@ static void test_memory(kiln_context *ctx)
     printf("Adam's slots: %llu bytes, with LoRA %llu, on all four projections %llu\n",
            (unsigned long long)optimizer[0], (unsigned long long)optimizer[1],
            (unsigned long long)optimizer[2]);
-    CHECK(optimizer[1] < optimizer[2] && optimizer[2] < optimizer[0]);
+    CHECK(optimizer[1] < optimizer[2]);   /* this small a layer: more than full training */
 }
 
 static void test_refusals(kiln_context *ctx)
@@ -375,7 +375,7 @@ static void test_targets(kiln_context *ctx, const char *dir)
     }
     int32_t count = 0;
     CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
-    CHECK(count == 16);
+    CHECK(count == 14);   /* the Dense's 2, the attention's 8, 4 adapters */
     for (int32_t t = 0; t < count; t++) {
         kiln_parameter_info info = {.struct_size = sizeof info};
         CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
