@@ -385,4 +385,5 @@ const kiln_layer_ops kiln_layer_batch_norm = {
     .args_size = sizeof(kiln_batch_norm_options), KILN_FIELDS(bn_fields), .takes_activation = 1,
     .export_onnx = bn_export_onnx,
     .import_onnx = bn_import_onnx,
+    .writes_trainable_gradients_only = 1,
 };

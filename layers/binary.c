@@ -357,4 +357,5 @@ const kiln_layer_ops kiln_layer_binary = {
     .forward = binary_forward, .backward = binary_backward, .flops = binary_flops,
     .args_size = sizeof(kiln_binary_options), KILN_FIELDS(binary_fields),
     .export_onnx = binary_export_onnx,
+    .writes_trainable_gradients_only = 1,
 };

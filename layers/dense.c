@@ -219,17 +219,21 @@ static kiln_status dense_backward(const void *config, void *replica, const kiln_
     const size_t m = (size_t)s->batch * (size_t)c->rows;
     const size_t in = (size_t)c->in, units = (size_t)c->units;
     /* dW = alpha x^T dy (kiln's TN kernel while dy fits in cache); LoRA's
-     * frozen kernel needs none. */
+     * frozen kernel needs none, and a frozen layer writes no gradient at
+     * all (replicas keep none for it: writes_trainable_gradients_only). */
     const kiln_lora_gemm l = lora_of(c, s->param_offset);
-    kiln_status st = c->lora_rank ? kiln_lora_backward(s, &l, s->in[0], m, s->d_out, r->xa,
-                                                       r->dyb)
-                                  : kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m,
-                                              product_scale(c), s->in[0], 0, in, s->d_out, 0,
-                                              units, 0.0f, s->grads, s->param_offset[0], units);
-    if (st == KILN_OK && scaled_bias(c))   /* db = beta ones^T dy */
+    const int grads = !s->frozen;
+    kiln_status st = KILN_OK;
+    if (c->lora_rank)
+        st = kiln_lora_backward(s, &l, s->in[0], m, s->d_out, r->xa, r->dyb);
+    else if (grads)
+        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, in, units, m, product_scale(c),
+                       s->in[0], 0, in, s->d_out, 0, units, 0.0f, s->grads, s->param_offset[0],
+                       units);
+    if (st == KILN_OK && grads && scaled_bias(c))   /* db = beta ones^T dy */
         st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, 1, units, m, bias_scale(c), r->ones,
                        0, m, s->d_out, 0, units, 0.0f, s->grads, s->param_offset[1], units);
-    else if (st == KILN_OK && c->use_bias)
+    else if (st == KILN_OK && grads && c->use_bias)
         st = kiln_column_sum(s->dev, s->d_out, m, units, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
@@ -455,4 +459,5 @@ const kiln_layer_ops kiln_layer_dense = {
     .export_onnx = dense_export_onnx,
     .import_onnx = dense_import_onnx,
     .enable_lora = dense_enable_lora, .merge_adapters = dense_merge_adapters,
+    .writes_trainable_gradients_only = 1,
 };

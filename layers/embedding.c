@@ -269,4 +269,5 @@ const kiln_layer_ops kiln_layer_embedding = {
     .release = embedding_release, .flops = embedding_flops, .id_limit = embedding_id_limit,
     .args_size = sizeof(kiln_embedding_options), KILN_FIELDS(embedding_fields),
     .export_onnx = embedding_export_onnx, .import_onnx = embedding_import_onnx,
+    .writes_trainable_gradients_only = 1,
 };

@@ -235,6 +235,12 @@ typedef struct kiln_layer_ops {
      * no LoRA. */
     kiln_status (*enable_lora)(void *config, int32_t rank, float alpha, const char *targets,
                                char *error, size_t size);
+    /* Nonzero: backward writes no gradient that nothing uses: none for a
+     * frozen layer (kiln_step.frozen) and none for a frozen, non_trainable
+     * or constant parameter. Replicas then keep gradients for the trainable
+     * parameters only; a kind with parameters that leaves it 0 gets a
+     * gradient buffer reaching its frozen weights too. */
+    int writes_trainable_gradients_only;
     /* Adds the adapters' product into the weights they adapt, in a host
      * copy of the parameters (params[p]: parameter p's values), for the
      * files and graphs that carry merged weights. NULL: no adapters. */

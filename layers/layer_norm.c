@@ -321,4 +321,5 @@ const kiln_layer_ops kiln_layer_layer_norm = {
     .forward = ln_forward, .backward = ln_backward, .release = ln_release, .flops = ln_flops,
     .args_size = sizeof(kiln_layer_norm_options), KILN_FIELDS(ln_fields),
     .export_onnx = ln_export_onnx, .import_onnx = ln_import_onnx,
+    .writes_trainable_gradients_only = 1,
 };

@@ -137,4 +137,5 @@ const kiln_layer_ops kiln_layer_learned_tokens = {
     .infer = tokens_infer, .forward = tokens_forward, .backward = tokens_backward,
     .flops = tokens_flops, .args_size = sizeof(kiln_learned_tokens_args),
     KILN_FIELDS(tokens_fields), .export_onnx = tokens_export_onnx,
+    .writes_trainable_gradients_only = 1,
 };

@@ -26,6 +26,9 @@ kiln_status kiln_lora_backward(const kiln_step *s, const kiln_lora_gemm *l,
                                kiln_buffer *t, kiln_buffer *dt)
 {
     const size_t n = rows * l->groups, r = l->rank, cols = l->groups * l->rank;
+    if (s->frozen)   /* a frozen layer's adapters get no gradient; dx needs dy B^T */
+        return kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_T, n, r, l->last, 1.0f, dy, 0, l->last,
+                         s->params, l->b_at, l->last, 0.0f, dt, 0, r);
     kiln_status st = project(s, l, x, rows, t);
     if (st == KILN_OK)
         st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, r, l->last, n, l->scale, t, 0, r, dy,

@@ -22,7 +22,8 @@ kiln_status kiln_lora_forward(const kiln_step *s, const kiln_lora_gemm *l, const
                               size_t rows, kiln_buffer *t, kiln_buffer *y);
 
 /* The adapters' gradients from dy: dB = scale (x A)^T dy, dA = scale x^T
- * (dy B^T); leaves dy B^T in dt for kiln_lora_input_gradient. x A is
+ * (dy B^T); leaves dy B^T in dt for kiln_lora_input_gradient (a frozen
+ * step computes only that, writing no gradient). x A is
  * recomputed into t rather than kept from forward: a pipeline runs several
  * micro-batches' forwards before their backwards. */
 kiln_status kiln_lora_backward(const kiln_step *s, const kiln_lora_gemm *l,

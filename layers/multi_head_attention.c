@@ -914,4 +914,5 @@ const kiln_layer_ops kiln_layer_multi_head_attention = {
     .args_size = sizeof(kiln_multi_head_attention_options), KILN_FIELDS(mha_fields),
     .export_onnx = mha_export_onnx,
     .enable_lora = mha_enable_lora, .merge_adapters = mha_merge_adapters,
+    .writes_trainable_gradients_only = 1,
 };

@@ -154,4 +154,5 @@ const kiln_layer_ops kiln_layer_position_embedding = {
     .backward = position_backward, .flops = position_flops,
     .args_size = sizeof(kiln_position_embedding_options), KILN_FIELDS(position_fields),
     .export_onnx = position_export_onnx,
+    .writes_trainable_gradients_only = 1,
 };

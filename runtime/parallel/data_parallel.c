@@ -92,6 +92,15 @@ struct dp_strategy {
     size_t held_bytes;
 };
 
+/* The gradient floats the replicas reduce: the trainable prefix, all the
+ * optimizer reads (frozen weights have no gradient to sum, and replicas
+ * keep none for them); one float for a model with nothing to train, so
+ * that every buffer and bucket has a size. */
+static size_t reduced_floats(const kiln_model *m)
+{
+    return m->plan.n_trainable_floats ? m->plan.n_trainable_floats : 1;
+}
+
 /* Prefixes the failure in this thread's own diagnostics with the replica's
  * place; run_all copies the culprit's to the calling thread. */
 static kiln_status replica_failed(dp_replica *d, kiln_status st)
@@ -129,7 +138,7 @@ static kiln_status empty_shard(dp_replica *d)
 {
     dp_strategy *dp = d->owner;
     kiln_status st = kiln_buffer_zero(d->r->dev, d->r->grads, 0,
-                                      dp->m->plan.n_param_floats * sizeof(float));
+                                      reduced_floats(dp->m) * sizeof(float));
     for (kiln_node i = dp->m->graph.n_nodes - 1; st == KILN_OK && i >= 0; i--)
         st = on_backward(d, i);
     return st;
@@ -245,10 +254,10 @@ static kiln_status accumulate(dp_replica *d)
     if (!d->r->accum)
         return KILN_OK;
     if (!dp->update.final_micro)
-        return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, m->plan.n_param_floats, 0, 1.0f)
+        return d->shard.n > 0 ? kiln_replica_accumulate(d->r, 0, reduced_floats(m), 0, 1.0f)
                               : KILN_OK;
     if (!dp->reducer)
-        return kiln_replica_accumulate(d->r, 0, m->plan.n_param_floats, 1,
+        return kiln_replica_accumulate(d->r, 0, reduced_floats(m), 1,
                                        1.0f / (float)m->plan.accumulation_steps);
     return KILN_OK;
 }
@@ -292,10 +301,10 @@ static kiln_status apply_update(dp_replica *d)
     kiln_status st = KILN_OK;
     if (dp->reducer) {
         const float *sum = kiln_reducer_result(dp->reducer);
-        d->nonfinite = !kiln_optimizer_all_finite(sum, m->plan.n_param_floats);
+        d->nonfinite = !kiln_optimizer_all_finite(sum, reduced_floats(m));
         if (d->nonfinite)
             return KILN_OK;
-        st = kiln_buffer_write(r->dev, r->grads, 0, sum, m->plan.n_param_floats * sizeof(float), 0);
+        st = kiln_buffer_write(r->dev, r->grads, 0, sum, reduced_floats(m) * sizeof(float), 0);
     }
     /* Every replica clips the same summed gradient alike (one device's norm). */
     if (st == KILN_OK && r->clip)
@@ -613,7 +622,7 @@ static kiln_status dp_train_step(void *impl, const kiln_batch *b, double *sums)
         if (kiln_reducer_wait(dp->reducer, 0) != KILN_OK)
             return kiln_crew_break(dp->crew, KILN_ERROR_STATE, "central storage: reduction lost");
         const float *mean = kiln_reducer_result(dp->reducer);
-        const int finite = kiln_optimizer_all_finite(mean, m->plan.n_param_floats);
+        const int finite = kiln_optimizer_all_finite(mean, reduced_floats(m));
         nonfinite |= !finite;
         if (finite)
             mean = clip_on_host(dp, mean);
@@ -903,13 +912,13 @@ static kiln_status plan_buckets(dp_strategy *dp)
             cuts[n_cuts++] = first;
         }
     }
-    dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, m->plan.n_param_floats,
+    dp->n_buckets = n_cuts ? kiln_reducer_plan(cuts, n_cuts, reduced_floats(m),
                                                m->placement.first_bucket_bytes,
                                                m->placement.bucket_bytes, dp->buckets)
                            : 0;
     if (dp->n_buckets == 0) {
         dp->buckets[0].offset = 0;
-        dp->buckets[0].count = m->plan.n_param_floats;
+        dp->buckets[0].count = reduced_floats(m);
         dp->n_buckets = 1;
         dp->bucket_at_node[0] = 0;
     }
@@ -1005,7 +1014,7 @@ static kiln_status dp_create(kiln_model *m, dp_mode mode, void **impl)
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
         st = plan_buckets(dp);
     if (st == KILN_OK && mode != DP_ONE_DEVICE)
-        st = kiln_reducer_create(&ctx->host, n, m->plan.n_param_floats, dp->buckets, dp->n_buckets,
+        st = kiln_reducer_create(&ctx->host, n, reduced_floats(m), dp->buckets, dp->n_buckets,
                                  m->placement.reducer_threads, &dp->reducer);
     if (st == KILN_OK && dp->mpi)
         st = kiln_reducer_set_cross(dp->reducer, cross_sum, dp);

@@ -172,6 +172,7 @@ kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **ou
     r->shared = 1;
     r->params = base->params;
     r->grads = base->grads;
+    r->n_grad_floats = base->n_grad_floats;
     r->accum = base->accum;
     memcpy(r->slots, base->slots, sizeof r->slots);
     r->index = base->index;
@@ -186,6 +187,25 @@ kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **ou
     return KILN_OK;
 }
 
+/* How far backward writes into the gradient buffer: the trainable prefix,
+ * and the frozen weights of kinds that may still write their gradients. */
+static size_t gradient_floats(const kiln_replica *r)
+{
+    const kiln_model *m = r->model;
+    size_t end = r->n_trainable;
+    for (kiln_node i = r->span.first; i <= r->span.last; i++) {
+        const kiln_node_rec *node = &m->graph.nodes[i];
+        if (!node->on_path || node->ops->writes_trainable_gradients_only)
+            continue;
+        for (int p = 0; p < node->n_params; p++) {
+            const size_t size = (size_t)kiln_shape_size(&node->params[p].shape);
+            const size_t at = r->offsets[(size_t)i * KILN_MAX_PARAMS + (size_t)p] + size;
+            end = at > end ? at : end;
+        }
+    }
+    return end;
+}
+
 kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
                                       const kiln_stage_span *span, kiln_replica **out)
 {
@@ -198,11 +218,14 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
     if (st != KILN_OK)
         goto fail;
     const size_t bytes = (r->n_floats ? r->n_floats : 1) * sizeof(float);
+    r->n_grad_floats = gradient_floats(r);
+    const size_t grad_bytes = (r->n_grad_floats ? r->n_grad_floats : 1) * sizeof(float);
+    const size_t accum_bytes = (r->n_trainable ? r->n_trainable : 1) * sizeof(float);
     st = kiln_buffer_create(dev, bytes, "parameters", &r->params);
     if (st == KILN_OK)
-        st = kiln_buffer_create(dev, bytes, "gradients", &r->grads);
+        st = kiln_buffer_create(dev, grad_bytes, "gradients", &r->grads);
     if (st == KILN_OK)
-        st = kiln_buffer_zero(dev, r->grads, 0, bytes);
+        st = kiln_buffer_zero(dev, r->grads, 0, grad_bytes);
     for (int s = 0; st == KILN_OK && s < kiln_optimizer_slot_count(&m->plan.optimizer); s++) {
         const size_t floats = kiln_replica_slot_floats(r, s);
         const size_t slot_bytes = (floats ? floats : 1) * sizeof(float);
@@ -213,9 +236,9 @@ kiln_status kiln_replica_create_stage(const kiln_model *m, kiln_device *dev,
     if (st == KILN_OK)
         st = create_sums(r);
     if (st == KILN_OK && span->accumulate)
-        st = kiln_buffer_create(dev, bytes, "accumulated gradients", &r->accum);
+        st = kiln_buffer_create(dev, accum_bytes, "accumulated gradients", &r->accum);
     if (st == KILN_OK && r->accum)
-        st = kiln_buffer_zero(dev, r->accum, 0, bytes);
+        st = kiln_buffer_zero(dev, r->accum, 0, accum_bytes);
     if (st == KILN_OK)
         st = kiln_clip_create(m, dev, span->trainable_begin, span->trainable_end, &r->clip);
     if (st != KILN_OK)

@@ -44,6 +44,11 @@ typedef struct kiln_replica {
     kiln_stage_span span;        /* the whole model for data-parallel replicas */
     size_t n_floats;             /* parameter floats held here */
     size_t n_trainable;          /* their trainable prefix */
+    /* The gradient buffer's floats: the trainable prefix, or further where
+     * a layer kind may write gradients for frozen weights (layer.h's
+     * writes_trainable_gradients_only). Frozen weights past it, LoRA's base
+     * kernels among them, cost no gradient memory. */
+    size_t n_grad_floats;
     size_t *offsets;             /* per node x KILN_MAX_PARAMS: offsets into params */
     unsigned char *present;      /* per node: buffers here (computed or received) */
     int shared;                  /* a view: params, grads, slots, accum are borrowed */
@@ -132,7 +137,8 @@ kiln_status kiln_replica_backward(kiln_replica *r, int32_t n, kiln_backward_hook
                                   void *user);
 void kiln_replica_mark_gradient(kiln_replica *r, kiln_node j);
 
-/* Gradient accumulation over the flat gradient range [offset, offset + n):
+/* Gradient accumulation over the flat gradient range [offset, offset + n)
+ * of the trainable prefix (the accumulation buffer holds n_trainable):
  * accum += grads, or (final) grads = (accum + grads) * scale and accum = 0. */
 kiln_status kiln_replica_accumulate(kiln_replica *r, size_t offset, size_t n, int final,
                                     float scale);

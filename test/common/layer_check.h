@@ -157,8 +157,9 @@ static inline int layer_run_once(kiln_context *ctx, int rank, const int32_t *dim
                                         1));
         CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grad[pre], 0, dx, sizeof(float) * (size_t)nx));
+        /* The gradients of the trainable prefix (frozen weights have none). */
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, dflat,
-                                       sizeof(float) * m->plan.n_param_floats));
+                                       sizeof(float) * r->n_grad_floats));
     }
     CHECK_OK(ctx, kiln_replica_read_params(r, after));
 

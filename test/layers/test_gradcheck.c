@@ -651,7 +651,9 @@ static void gradcheck(kiln_context *ctx, const char *name, model_fn make)
     CHECK_OK(ctx, kiln_replica_write_params(r, p));
     batch_loss(ctx, r);
     CHECK_OK(ctx, kiln_replica_backward(r, BATCH, NULL, NULL));
-    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, g, sizeof(float) * n));
+    /* The gradient buffer holds the trainable prefix (and frozen weights of
+     * kinds that may write theirs): n_grad_floats, at most n. */
+    CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, g, sizeof(float) * r->n_grad_floats));
 
     /* Every parameter of every layer, one at a time. */
     int checked = 0, bad = 0;

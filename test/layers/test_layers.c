@@ -1038,9 +1038,9 @@ static void check_embedding(kiln_context *ctx, int rank, const int32_t *dims, in
                                         sizeof(float) * (size_t)n * width, 1));
         CHECK_OK(ctx, kiln_replica_backward(r, batch, NULL, NULL));
         CHECK_OK(ctx, kiln_buffer_read(r->dev, r->grads, 0, grads[k],
-                                       sizeof(float) * m->plan.n_param_floats));
+                                       sizeof(float) * r->n_grad_floats));
     }
-    CHECK(memcmp(grads[0], grads[1], sizeof(float) * m->plan.n_param_floats) == 0);
+    CHECK(memcmp(grads[0], grads[1], sizeof(float) * r->n_grad_floats) == 0);
 
     const size_t at = m->graph.nodes[node].param_offset[0];
     double *t = to_double(flat + at, table), *gy = to_double(g, (int64_t)n * width);

@@ -132,9 +132,15 @@ static void check_stats(kiln_model *m, kiln_dataset *ds, const run *r)
         CHECK_OK(m->ctx, kiln_model_memory(m, k, &mem));
         CHECK(mem.device >= 0 && mem.device < m->ctx->n_devices);
         CHECK(mem.parameter_bytes == flat);
-        CHECK(mem.gradient_bytes == flat * (r->accumulation > 1 ? 2 : 1));
-        /* A slot holds the trainable prefix (the moving average all). */
+        /* Gradients for what backward writes, at least the trainable prefix
+         * (frozen weights need none), accumulated for the trainable prefix;
+         * a slot holds the trainable prefix (the moving average all). */
         const uint64_t trainable = (uint64_t)m->plan.n_trainable_floats * sizeof(float);
+        const kiln_replica *rk = m->placement.strategy->replica(m->placement.strategy_impl, k);
+        CHECK(rk->n_grad_floats >= m->plan.n_trainable_floats &&
+              rk->n_grad_floats <= rk->n_floats);
+        CHECK(mem.gradient_bytes ==
+              rk->n_grad_floats * sizeof(float) + (r->accumulation > 1 ? trainable : 0));
         const int ema = m->plan.optimizer.use_ema != 0;
         CHECK(mem.optimizer_bytes ==
               trainable * (uint64_t)(kiln_optimizer_slot_count(&m->plan.optimizer) - ema) +
