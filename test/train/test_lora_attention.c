@@ -9,7 +9,8 @@
  * keep_lora_adapters's round trip, training on identically; the same with
  * kiln_model_enable_lora_with's targets "key,attention_output" (the query
  * and value projections then frozen whole), and the default named; the
- * refusals; mirrored and the pipeline on two devices equal to one device,
+ * refusals; an older caller's kiln_lora_options (no targets: the
+ * default); mirrored and the pipeline on two devices equal to one device,
  * with either targets. With --dump DIR [TARGETS] it writes the data, the
  * initial and the trained tensors for torch_lora_attention.py
  * (lora_attention_parity.sh; B set away from zeros first), which trains
@@ -17,6 +18,7 @@
  * The adapters' gradients against finite differences are test_gradcheck's. */
 #include "harness.h"
 
+#include <stddef.h>
 #include <unistd.h>
 
 #define BATCH 4
@@ -301,6 +303,31 @@ static void test_refusals(kiln_context *ctx)
     CHECK(kiln_model_get_tensor(m, "attn/query/lora_kernel_a", a_values, IN * 2 * 2) ==
           KILN_ERROR_INVALID_ARGUMENT);
     CHECK(kiln_model_get_tensor(m, "fc/lora_kernel_a", a_values, 4) ==
+          KILN_ERROR_INVALID_ARGUMENT);
+    kiln_model_destroy(m);
+}
+
+/* A caller built before kiln_lora_options had targets: its struct_size
+ * ends at alpha, and whatever lies past it is not read (the default). */
+static void test_older_caller(kiln_context *ctx)
+{
+    kiln_model *m = NULL;
+    CHECK_OK(ctx, kiln_model_create(ctx, &m));
+    const int32_t dims[] = {T, IN};
+    const kiln_node x = kiln_input(m, 2, dims, NULL);
+    const kiln_multi_head_attention_options a = {.struct_size = sizeof a, .name = "attn",
+                                                 .num_heads = 2, .key_dim = 3};
+    kiln_multi_head_attention(m, x, x, &a);
+    const kiln_lora_options older = {.struct_size = offsetof(kiln_lora_options, targets),
+                                     .rank = 2, .targets = "not read"};
+    CHECK_OK(ctx, kiln_model_enable_lora_with(m, "attn", &older));
+    const kiln_compile_options co = {.struct_size = sizeof co,
+                                     .loss = KILN_LOSS_MEAN_SQUARED_ERROR};
+    CHECK_OK(ctx, kiln_model_compile(m, &co));
+    float v[IN * 2 * 2];
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "attn/query/lora_kernel_a", v, IN * 2 * 2));
+    CHECK_OK(ctx, kiln_model_get_tensor(m, "attn/value/lora_kernel_a", v, IN * 2 * 2));
+    CHECK(kiln_model_get_tensor(m, "attn/key/lora_kernel_a", v, IN * 2 * 2) ==
           KILN_ERROR_INVALID_ARGUMENT);
     kiln_model_destroy(m);
 }
@@ -673,6 +700,7 @@ int main(int argc, char **argv)
         return 1;
     }
     test_refusals(ctx);
+    test_older_caller(ctx);
     test_memory(ctx);
     test_training(ctx, dir);
     test_targets(ctx, dir);
