@@ -188,14 +188,16 @@ kiln_status kiln_replica_create_view(const kiln_replica *base, kiln_replica **ou
 }
 
 /* How far backward writes into the gradient buffer: the trainable prefix,
- * and the frozen weights of kinds that may still write their gradients. */
+ * and the frozen weights of kinds that may still write their gradients
+ * where their backward runs (not in a frozen prefix: needs_gradient). */
 static size_t gradient_floats(const kiln_replica *r)
 {
     const kiln_model *m = r->model;
     size_t end = r->n_trainable;
     for (kiln_node i = r->span.first; i <= r->span.last; i++) {
         const kiln_node_rec *node = &m->graph.nodes[i];
-        if (!node->on_path || node->ops->writes_trainable_gradients_only)
+        if (!node->on_path || !node->needs_gradient ||
+            node->ops->writes_trainable_gradients_only)
             continue;
         for (int p = 0; p < node->n_params; p++) {
             const size_t size = (size_t)kiln_shape_size(&node->params[p].shape);

@@ -14,10 +14,13 @@
  *     concatenated, LayerNormalization, a trained scale (binary param),
  *     MultiHeadAttention with LoRA, Dense with LoRA, a Dense, all frozen
  *     whole -> Flatten -> Dense;
- *   conv: Conv2D frozen -> BatchNormalization frozen -> Flatten -> Dense:
- *     convolution's kind may still write its frozen weights' gradients
- *     (it does not promise otherwise), so the buffer reaches them, and
- *     only what lies past (the batch norm's gamma and beta) is saved. */
+ *   conv: Conv2D (trained) -> Conv2D frozen -> BatchNormalization
+ *     frozen -> Flatten -> Dense: convolution's kind may still write its
+ *     frozen weights' gradients (it does not promise otherwise), so the
+ *     buffer reaches them, and only what lies past (the batch norm's gamma
+ *     and beta) is saved;
+ *   frozen stem: the same without the trained Conv2D: a frozen prefix runs
+ *     no backward at all, so the buffer holds the trainable prefix only. */
 #include "harness.h"
 #include "runtime/model/model.h"
 #include "runtime/parallel/replica.h"
@@ -93,12 +96,18 @@ static kiln_model *tokens_model(kiln_context *ctx)
     return m;
 }
 
-static kiln_model *conv_model(kiln_context *ctx)
+/* `stem`: a trained 1x1 convolution first, so that backward reaches the
+ * frozen one. */
+static kiln_model *conv_model(kiln_context *ctx, int stem)
 {
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     const int32_t dims[] = {6, 6, 2};
     kiln_input(m, 3, dims, NULL);
+    const kiln_conv2d_options s = {.struct_size = sizeof s, .name = "stem", .filters = 2,
+                                   .kernel_size = {1, 1}};
+    if (stem)
+        kiln_conv2d(m, KILN_NODE_PREVIOUS, &s);
     const kiln_conv2d_options c = {.struct_size = sizeof c, .name = "conv", .filters = 4,
                                    .kernel_size = {3, 3}};
     const kiln_batch_norm_options b = {.struct_size = sizeof b, .name = "bn"};
@@ -110,8 +119,9 @@ static kiln_model *conv_model(kiln_context *ctx)
 
 /* Compiles, checks the memory report, and runs one backward into a
  * full-length gradient buffer whose tail past n_grad_floats holds MARKER,
- * which must stay. `saves`: the model has frozen weights past the buffer. */
-static void check(kiln_context *ctx, const char *name, kiln_model *m, int saves)
+ * which must stay. `beyond`: the buffer reaches past the trainable
+ * prefix (to a convolution's frozen weights). */
+static void check(kiln_context *ctx, const char *name, kiln_model *m, int beyond)
 {
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
@@ -123,7 +133,7 @@ static void check(kiln_context *ctx, const char *name, kiln_model *m, int saves)
     kiln_memory_report mem = {.struct_size = sizeof mem};
     CHECK_OK(ctx, kiln_model_memory(m, 0, &mem));
     CHECK(mem.gradient_bytes == kept * sizeof(float));
-    CHECK(kept >= r->n_trainable && kept <= all && (kept < all) == saves);
+    CHECK(kept < all && (kept > r->n_trainable) == beyond && kept >= r->n_trainable);
     /* A buffer of every parameter's length in place of the replica's. */
     uint32_t *probe = malloc(all * sizeof *probe);
     for (size_t i = 0; i < all; i++)
@@ -167,9 +177,10 @@ int main(void)
     kiln_context *ctx = test_context(5);
     if (!ctx)
         SKIP_MISSING("no OpenCL device");
-    check(ctx, "lora", lora_model(ctx), 1);
-    check(ctx, "tokens", tokens_model(ctx), 1);
-    check(ctx, "conv", conv_model(ctx), 1);
+    check(ctx, "lora", lora_model(ctx), 0);
+    check(ctx, "tokens", tokens_model(ctx), 0);
+    check(ctx, "conv", conv_model(ctx, 1), 1);
+    check(ctx, "frozen stem", conv_model(ctx, 0), 0);
     kiln_context_destroy(ctx);
     return test_finish("test_gradient_memory");
 }
