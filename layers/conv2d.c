@@ -234,12 +234,13 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
     /* dW = col^T dy per group, while col still holds the forward patches
-     * (Winograd's forward made none: they are made here). */
-    kiln_status st = c->winograd ? im2col(c, r, s) : KILN_OK;
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+     * (Winograd's forward made none: they are made here); none for a frozen
+     * layer, whose weights replicas keep no gradient for. */
+    kiln_status st = c->winograd && !s->frozen ? im2col(c, r, s) : KILN_OK;
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK && !s->frozen; g++)
         st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, fg, m, 1.0f, r->scratch, g * m * k,
                        k, s->d_out, g * fg, f, 0.0f, s->grads, s->param_offset[0] + g * fg, f);
-    if (st == KILN_OK && c->use_bias)
+    if (st == KILN_OK && c->use_bias && !s->frozen)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
         return st;
@@ -416,4 +417,5 @@ const kiln_layer_ops kiln_layer_conv2d = {
     .args_size = sizeof(kiln_conv2d_options), KILN_FIELDS(conv2d_fields), .takes_activation = 1,
     .export_onnx = conv2d_export_onnx,
     .import_onnx = conv2d_import_onnx,
+    .writes_trainable_gradients_only = 1,
 };

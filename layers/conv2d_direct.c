@@ -95,7 +95,7 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
 kiln_status kiln_conv2d_direct_backward(const conv2d_config *c, conv2d_replica *r,
                                         const kiln_step *s)
 {
-    kiln_status st = weight_grad(c, r, s);
+    kiln_status st = s->frozen ? KILN_OK : weight_grad(c, r, s);   /* frozen: no gradient kept */
     if (st != KILN_OK || !s->d_in[0])
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;

@@ -233,11 +233,12 @@ static kiln_status convt_backward(const void *config, void *replica, const kiln_
     const kiln_range cpu = {.dims = 1, .size = {m}};
     const kiln_range gpu = {.dims = 2, .size = {k * (size_t)c->groups, m}};
     kiln_status st = kiln_kernel_run_variant(s->dev, r->im2col, &cpu, &gpu, a);
-    /* dK = cols^T x per group: group g's columns against its channels. */
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
+    /* dK = cols^T x per group: group g's columns against its channels (a
+     * frozen layer's weights get none: replicas keep no gradient for them). */
+    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK && !s->frozen; g++)
         st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, cg, m, 1.0f, r->cols, g * m * k, k,
                        s->in[0], g * cg, ch, 0.0f, s->grads, s->param_offset[0] + g * cg, ch);
-    if (st == KILN_OK && c->use_bias)
+    if (st == KILN_OK && c->use_bias && !s->frozen)
         st = kiln_column_sum(s->dev, s->d_out, pixels, (size_t)c->filters, s->grads,
                              s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -506,6 +507,7 @@ const kiln_layer_ops kiln_layer_conv2d_transpose = {
     .configure = convt_configure, .describe = convt_describe, .infer = convt_infer,
     .kernels = convt_kernels, .prepare = convt_prepare, .forward = convt_forward,
     .backward = convt_backward, .release = convt_release, .flops = convt_flops,
+    .writes_trainable_gradients_only = 1,
     .fuses_activation = kiln_layer_fuses_activation,
     .args_size = sizeof(kiln_conv2d_transpose_options), KILN_FIELDS(convt_fields),
     .takes_activation = 1, .export_onnx = convt_export_onnx, .import_onnx = convt_import_onnx,
