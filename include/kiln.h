@@ -1552,8 +1552,8 @@ typedef struct kiln_output_loss {
  *  evaluation or the prediction with KILN_ERROR_NUMERIC naming the layer.
  *  Parameters stay float32. */
 typedef enum kiln_storage {
-    KILN_STORAGE_FLOAT32 = 0,
-    KILN_STORAGE_FLOAT16 = 1,
+    KILN_STORAGE_FLOAT32 = 0,   /**< float32 buffers of every layer's own, for the whole step */
+    KILN_STORAGE_FLOAT16 = 1,   /**< IEEE half between forward and backward, as above */
 } kiln_storage;
 
 typedef struct kiln_compile_options {
