@@ -132,6 +132,11 @@ void kiln_cache_load(kiln_host *host, const char *dir, const kiln_cache_key *key
                      unsigned char **binary, size_t *size);
 void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size);
+/* A record of exactly `size` bytes into `out` (a struct of the caller's
+ * version): 1 when the entry exists, is intact and is that long, else 0
+ * with `out` unspecified. */
+int kiln_cache_load_record(kiln_host *host, const char *dir, const kiln_cache_key *key,
+                           void *out, size_t size);
 
 /* The GEMM choices (gemm_choice.c), apart so that tests can wrap them.
  * Whether kiln's own kernel (gemm.cl) runs a GEMM of this shape rather

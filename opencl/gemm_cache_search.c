@@ -150,16 +150,8 @@ static int candidate(uint64_t bytes)
 
 static int load(kiln_host *host, const char *dir, const kiln_cache_key *key, stored_budget *out)
 {
-    unsigned char *data = NULL;
-    size_t size = 0;
-    kiln_cache_load(host, dir, key, &data, &size);
-    if (!data)
-        return 0;
-    const int ok = size == sizeof *out;
-    if (ok)
-        memcpy(out, data, sizeof *out);
-    kiln_host_free(host, data);
-    return ok && out->version == STORE_VERSION && candidate(out->bytes);
+    return kiln_cache_load_record(host, dir, key, out, sizeof *out) &&
+           out->version == STORE_VERSION && candidate(out->bytes);
 }
 
 /* "...; kiln GEMM cache 1024 KiB (searched)" after CLBlast's parameters. */

@@ -212,16 +212,8 @@ done:
 
 static int load(kiln_host *host, const char *dir, const kiln_cache_key *key, stored_tuning *out)
 {
-    unsigned char *data = NULL;
-    size_t size = 0;
-    kiln_cache_load(host, dir, key, &data, &size);
-    if (!data)
-        return 0;
-    const int ok = size == sizeof *out;
-    if (ok)
-        memcpy(out, data, sizeof *out);
-    kiln_host_free(host, data);
-    if (!ok || out->version != STORE_VERSION || out->tuned > 1)
+    if (!kiln_cache_load_record(host, dir, key, out, sizeof *out) ||
+        out->version != STORE_VERSION || out->tuned > 1)
         return 0;
     for (int i = 0; i < N_PARAMS && out->tuned; i++)
         if (out->values[i] == 0 || out->values[i] > 1024)

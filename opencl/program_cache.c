@@ -72,6 +72,21 @@ fail:
     fclose(f);
 }
 
+int kiln_cache_load_record(kiln_host *host, const char *dir, const kiln_cache_key *key,
+                           void *out, size_t size)
+{
+    unsigned char *data = NULL;
+    size_t got = 0;
+    kiln_cache_load(host, dir, key, &data, &got);
+    if (!data)
+        return 0;
+    const int ok = got == size;
+    if (ok)
+        memcpy(out, data, size);
+    kiln_host_free(host, data);
+    return ok;
+}
+
 void kiln_cache_store(kiln_host *host, const char *dir, const kiln_cache_key *key,
                       const unsigned char *binary, size_t size)
 {

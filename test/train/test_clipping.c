@@ -6,6 +6,7 @@
  * weights and the batches for test/train/torch_clipping.py, which trains
  * the same in PyTorch (clipping_parity.sh runs both). */
 #include "harness.h"
+#include "parity_dump.h"
 #include "runtime/model/clip.h"
 #include "runtime/model/model.h"
 #include "runtime/parallel/replica.h"
@@ -283,16 +284,6 @@ static void test_model_file(kiln_context *ctx)
 
 /* --dump DIR: 20 steps of each case on the same batches from the same
  * initial weights; DIR/cases.txt lists them for torch_clipping.py. */
-static void write_floats(const char *dir, const char *name, const float *x, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(x, sizeof(float), n, f) == n);
-    if (f)
-        fclose(f);
-}
-
 static void dump(kiln_context *ctx, const char *dir)
 {
     enum { n = STEPS * BATCH };
@@ -305,8 +296,8 @@ static void dump(kiln_context *ctx, const char *dir)
     for (size_t i = 0; i < n; i++)   /* large targets: large gradients */
         for (int j = 0; j < 3; j++)
             y[i * 3 + j] = 8.0f * sinf(x[i * IN + j] + 2.0f * x[i * IN + j + 3]) + 4.0f * (float)j;
-    write_floats(dir, "x.f32", x, n * IN);
-    write_floats(dir, "y.f32", y, n * 3);
+    dump_floats(dir, "x.f32", x, n * IN);
+    dump_floats(dir, "y.f32", y, n * 3);
     char path[512];
     snprintf(path, sizeof path, "%s/cases.txt", dir);
     FILE *list = fopen(path, "w");
@@ -348,13 +339,13 @@ static void dump(kiln_context *ctx, const char *dir)
         char name[96];
         CHECK_OK(ctx, kiln_model_get_weights(m, w, count));
         snprintf(name, sizeof name, "%s.init.f32", cases[k].name);
-        write_floats(dir, name, w, (size_t)count);
+        dump_floats(dir, name, w, (size_t)count);
         const kiln_fit_options fo = {.struct_size = sizeof fo, .epochs = 1, .batch_size = BATCH,
                                      .no_shuffle = 1, .verbosity = KILN_VERBOSE_SILENT};
         CHECK_OK(ctx, kiln_model_fit(m, ds, &fo));
         CHECK_OK(ctx, kiln_model_get_weights(m, w, count));
         snprintf(name, sizeof name, "%s.final.f32", cases[k].name);
-        write_floats(dir, name, w, (size_t)count);
+        dump_floats(dir, name, w, (size_t)count);
         const kiln_optimizer_options *o = &m->plan.optimizer;
         fprintf(list, "%s %s %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %s\n", cases[k].name,
                 o->kind == KILN_OPTIMIZER_ADAM ? "adam" : "sgd", o->learning_rate, o->momentum,

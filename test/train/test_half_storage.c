@@ -22,6 +22,7 @@
  * a Dense with a fused tanh and a Dense whose softmax is a buffer of its
  * own (rounded before and after). */
 #include "harness.h"
+#include "parity_dump.h"
 #include "opencl/device.h"
 #include "runtime/context/context.h"
 
@@ -343,16 +344,6 @@ static void test_strategies(kiln_context *ctx)
     free(w32);
 }
 
-static void write_floats(const char *dir, const char *name, const float *x, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(x, sizeof(float), n, f) == n);
-    if (f)
-        fclose(f);
-}
-
 /* --dump DIR: x.f32, y.f32 (the 5 batches), tensors.txt (each tensor's
  * name, trainability, offset and shape, in kiln_model_get_weights's
  * order), init.f32, half.f32 and float.f32 (every weight before and after
@@ -361,35 +352,20 @@ static void dump(kiln_context *ctx, const char *dir)
 {
     kiln_model *half = build_on(ctx, KILN_STORAGE_FLOAT16, KILN_STRATEGY_ONE_DEVICE, 1);
     kiln_model *full = build_on(ctx, KILN_STORAGE_FLOAT32, KILN_STRATEGY_ONE_DEVICE, 1);
-    write_floats(dir, "x.f32", &xs[0][0], sizeof xs / sizeof(float));
-    write_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
-    char path[512];
-    snprintf(path, sizeof path, "%s/tensors.txt", dir);
-    FILE *list = fopen(path, "w");
-    CHECK(list != NULL);
-    int32_t count = 0;
-    CHECK_OK(ctx, kiln_model_tensor_count(half, &count));
-    for (int32_t t = 0; list && t < count; t++) {
-        kiln_parameter_info info = {.struct_size = sizeof info};
-        CHECK_OK(ctx, kiln_model_tensor_info(half, t, &info));
-        fprintf(list, "%s %d %lld", info.name, (int)info.trainable, (long long)info.offset);
-        for (int d = 0; d < info.rank; d++)
-            fprintf(list, " %d", (int)info.dims[d]);
-        fprintf(list, "\n");
-    }
-    if (list)
-        fclose(list);
+    dump_floats(dir, "x.f32", &xs[0][0], sizeof xs / sizeof(float));
+    dump_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
+    dump_tensor_list(ctx, half, dir);
     int64_t n = 0;
     CHECK_OK(ctx, kiln_model_parameter_count(half, &n));
     float *init = calloc((size_t)n, sizeof *init);
     CHECK_OK(ctx, kiln_model_get_weights(half, init, n));
     CHECK_OK(ctx, kiln_model_set_weights(full, init, n));
-    write_floats(dir, "init.f32", init, (size_t)n);
+    dump_floats(dir, "init.f32", init, (size_t)n);
     float *w = trained(ctx, half, &n);
-    write_floats(dir, "half.f32", w, (size_t)n);
+    dump_floats(dir, "half.f32", w, (size_t)n);
     free(w);
     w = trained(ctx, full, &n);
-    write_floats(dir, "float.f32", w, (size_t)n);
+    dump_floats(dir, "float.f32", w, (size_t)n);
     free(w);
     free(init);
     kiln_model_destroy(half);

@@ -17,6 +17,7 @@
  * the same in PyTorch with the kernels W + (alpha/r)·A·B written by hand.
  * The adapters' gradients against finite differences are test_gradcheck's. */
 #include "harness.h"
+#include "parity_dump.h"
 
 #include <stddef.h>
 #include <unistd.h>
@@ -617,16 +618,6 @@ static void test_strategies(kiln_context *ctx)
     }
 }
 
-static void write_floats(const char *dir, const char *name, const float *x, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(x, sizeof(float), n, f) == n);
-    if (f)
-        fclose(f);
-}
-
 /* --dump DIR: x.f32, y.f32 (the 5 batches), tensors.txt (each tensor's
  * name, trainability and shape, in kiln_model_get_weights's order),
  * init.f32 and final.f32 (every weight before and after the 5 steps). */
@@ -651,33 +642,18 @@ static void dump(kiln_context *ctx, const char *dir, const char *targets)
     for (int i = 0; i < 4; i++)
         set += kiln_model_set_tensor(m, bs[i].name, b, bs[i].size) == KILN_OK;
     CHECK(set == 2 || set == 4);
-    write_floats(dir, "x.f32", &xs[0][0], sizeof xs / sizeof(float));
-    write_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
-    char path[512];
-    snprintf(path, sizeof path, "%s/tensors.txt", dir);
-    FILE *list = fopen(path, "w");
-    CHECK(list != NULL);
-    int32_t count = 0;
-    CHECK_OK(ctx, kiln_model_tensor_count(m, &count));
-    for (int32_t t = 0; list && t < count; t++) {
-        kiln_parameter_info info = {.struct_size = sizeof info};
-        CHECK_OK(ctx, kiln_model_tensor_info(m, t, &info));
-        fprintf(list, "%s %d %lld", info.name, (int)info.trainable, (long long)info.offset);
-        for (int d = 0; d < info.rank; d++)
-            fprintf(list, " %d", (int)info.dims[d]);
-        fprintf(list, "\n");
-    }
-    if (list)
-        fclose(list);
+    dump_floats(dir, "x.f32", &xs[0][0], sizeof xs / sizeof(float));
+    dump_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
+    dump_tensor_list(ctx, m, dir);
     int64_t n = 0;
     CHECK_OK(ctx, kiln_model_parameter_count(m, &n));
     float *w = calloc((size_t)n, sizeof *w);
     CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
-    write_floats(dir, "init.f32", w, (size_t)n);
+    dump_floats(dir, "init.f32", w, (size_t)n);
     for (int s = 0; s < STEPS; s++)
         train(ctx, m, s);
     CHECK_OK(ctx, kiln_model_get_weights(m, w, n));
-    write_floats(dir, "final.f32", w, (size_t)n);
+    dump_floats(dir, "final.f32", w, (size_t)n);
     free(w);
     kiln_model_destroy(m);
 }

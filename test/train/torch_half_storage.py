@@ -22,6 +22,8 @@ import sys
 import numpy as np
 import torch
 
+from parity_dump import read_tensors, unpack
+
 BATCH, SIDE, CHANNELS, FILTERS, OUTPUTS, STEPS, LR, MOMENTUM = 4, 8, 2, 4, 3, 5, 0.05, 0.9
 BN_MOMENTUM, BN_EPSILON = 0.99, 1e-3
 
@@ -62,20 +64,6 @@ class RoundedSoftmax(torch.autograd.Function):
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         return y * (g - (g * y).sum(dim=-1, keepdim=True))
-
-
-def read_tensors(folder):
-    tensors = []
-    for line in open(f"{folder}/tensors.txt"):
-        name, trainable, offset, *dims = line.split()
-        tensors.append((name, int(trainable), int(offset), tuple(int(d) for d in dims)))
-    return tensors
-
-
-def unpack(flat, tensors):
-    return {name: torch.tensor(flat[offset:offset + int(np.prod(dims))].reshape(dims),
-                               dtype=torch.float64, requires_grad=bool(trainable))
-            for name, trainable, offset, dims in tensors}
 
 
 def conv(x, w, name):

@@ -14,21 +14,9 @@ import sys
 import numpy as np
 import torch
 
+from parity_dump import read_tensors, unpack
+
 BATCH, T, IN, WIDTH, HEADS, KEY, VALUE, RANK, ALPHA, STEPS, LR = 4, 5, 4, 6, 2, 3, 2, 2, 4.0, 5, 0.1
-
-
-def read_tensors(folder):
-    tensors = []
-    for line in open(f"{folder}/tensors.txt"):
-        name, trainable, offset, *dims = line.split()
-        tensors.append((name, int(trainable), int(offset), tuple(int(d) for d in dims)))
-    return tensors
-
-
-def unpack(flat, tensors):
-    return {name: torch.tensor(flat[offset:offset + int(np.prod(dims))].reshape(dims),
-                               dtype=torch.float64, requires_grad=bool(trainable))
-            for name, trainable, offset, dims in tensors}
 
 
 def forward(w, x):
