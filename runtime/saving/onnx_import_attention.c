@@ -1238,7 +1238,7 @@ kiln_status kiln_import_attention(kiln_importer *im, size_t k, int *found)
     if (!name)
         return kiln_error_oom(im->ctx, "a name", im->mem.oom_bytes);
     kiln_import_value *x, *mem;
-    kiln_node in, value;
+    kiln_node in = KILN_NODE_INVALID, value = KILN_NODE_INVALID;
     kiln_status st = kiln_import_computed(im, g->node[k], 0, &x);
     if (st == KILN_OK)
         st = kiln_import_in_layout(im, x, 0, &in);
