@@ -1528,7 +1528,6 @@ typedef struct kiln_output_loss {
     float label_smoothing;
 } kiln_output_loss;
 
-/** Options of kiln_model_compile(). */
 /** Where the activations of kiln_compile_options.activation_storage live.
  *  KILN_STORAGE_FLOAT16: every layer's output, as soon as it is computed,
  *  is rounded to IEEE half precision (to nearest, ties to even; both
@@ -1544,8 +1543,8 @@ typedef struct kiln_output_loss {
  *  in a network of one or two hidden layers, they keep those, rounded in
  *  place: the same numbers, never more memory than float32 but for a
  *  4-byte flag); kiln_model_memory's activation_bytes counts the half
- *  copies and that pool. The model's Inputs and outputs, what the loss reads and predict
- *  returns, stay float32, and so do the values a pipeline stage sends to
+ *  copies and that pool. The model's Inputs and outputs, what the loss
+ *  reads and predict returns, stay float32, and so do the values a pipeline stage sends to
  *  the next, and the layers' own workspace (attention's probabilities,
  *  batch normalization's statistics). An output beyond half's range (a
  *  magnitude of 65520 or more rounds to infinity) fails the step, the
@@ -1556,6 +1555,7 @@ typedef enum kiln_storage {
     KILN_STORAGE_FLOAT16 = 1,   /**< IEEE half between forward and backward, as above */
 } kiln_storage;
 
+/** Options of kiln_model_compile(). */
 typedef struct kiln_compile_options {
     size_t struct_size;          /**< sizeof(kiln_compile_options) */
     kiln_loss loss;              /**< required */
