@@ -113,6 +113,23 @@ static float *trained(kiln_context *ctx, kiln_model *m, int64_t *n)
     return w;
 }
 
+/* The same network with half and with float32 storage, from half's
+ * initial weights (returned, *n of them), 5 steps each: the trained
+ * weights in *w16 and *w32. Both models are destroyed. */
+static float *train_both(kiln_context *ctx, kiln_model *half, kiln_model *full, int64_t *n,
+                         float **w16, float **w32)
+{
+    CHECK_OK(ctx, kiln_model_parameter_count(half, n));
+    float *init = calloc((size_t)*n, sizeof *init);
+    CHECK_OK(ctx, kiln_model_get_weights(half, init, *n));
+    CHECK_OK(ctx, kiln_model_set_weights(full, init, *n));
+    *w16 = trained(ctx, half, n);
+    *w32 = trained(ctx, full, n);
+    kiln_model_destroy(half);
+    kiln_model_destroy(full);
+    return init;
+}
+
 static void test_refusal(kiln_context *ctx)
 {
     kiln_model *m = NULL;
@@ -284,22 +301,18 @@ static void test_overflow(kiln_context *ctx)
  * rounding, and only that much. */
 static void test_near_float32(kiln_context *ctx)
 {
-    kiln_model *full = build_on(ctx, KILN_STORAGE_FLOAT32, KILN_STRATEGY_ONE_DEVICE, 1);
-    kiln_model *half = build_on(ctx, KILN_STORAGE_FLOAT16, KILN_STRATEGY_ONE_DEVICE, 1);
     int64_t n = 0;
-    CHECK_OK(ctx, kiln_model_parameter_count(full, &n));
-    float *init = calloc((size_t)n, sizeof *init);
-    CHECK_OK(ctx, kiln_model_get_weights(full, init, n));
-    CHECK_OK(ctx, kiln_model_set_weights(half, init, n));
-    float *w32 = trained(ctx, full, &n), *w16 = trained(ctx, half, &n);
+    float *w16 = NULL, *w32 = NULL;
+    float *init =
+        train_both(ctx, build_on(ctx, KILN_STORAGE_FLOAT16, KILN_STRATEGY_ONE_DEVICE, 1),
+                   build_on(ctx, KILN_STORAGE_FLOAT32, KILN_STRATEGY_ONE_DEVICE, 1), &n, &w16,
+                   &w32);
     const double d = test_difference(w16, w32, sizeof(float), n, TEST_PER_VALUE, NULL);
     printf("half storage vs float32, 5 steps: max difference %.2e\n", d);
     CHECK(d > 1e-7 && d < 2e-2);
     free(init);
     free(w32);
     free(w16);
-    kiln_model_destroy(full);
-    kiln_model_destroy(half);
 }
 
 static void test_strategies(kiln_context *ctx)
@@ -316,16 +329,12 @@ static void test_strategies(kiln_context *ctx)
      * micro-batches) can round a value to the other half step, which moves
      * training by a part of that. */
     int64_t n = 0;
-    kiln_model *half = build_on(ctx, KILN_STORAGE_FLOAT16, KILN_STRATEGY_ONE_DEVICE, 0);
-    kiln_model *full = build_on(ctx, KILN_STORAGE_FLOAT32, KILN_STRATEGY_ONE_DEVICE, 0);
-    CHECK_OK(ctx, kiln_model_parameter_count(half, &n));
-    float *init = calloc((size_t)n, sizeof *init);
-    CHECK_OK(ctx, kiln_model_get_weights(half, init, n));
-    CHECK_OK(ctx, kiln_model_set_weights(full, init, n));
-    float *w16 = trained(ctx, half, &n), *w32 = trained(ctx, full, &n);
+    float *w16 = NULL, *w32 = NULL;
+    float *init =
+        train_both(ctx, build_on(ctx, KILN_STORAGE_FLOAT16, KILN_STRATEGY_ONE_DEVICE, 0),
+                   build_on(ctx, KILN_STORAGE_FLOAT32, KILN_STRATEGY_ONE_DEVICE, 0), &n, &w16,
+                   &w32);
     const double effect = test_difference(w16, w32, sizeof(float), n, TEST_PER_VALUE, NULL);
-    kiln_model_destroy(half);
-    kiln_model_destroy(full);
     const kiln_strategy strategies[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_PIPELINE};
     for (int k = 0; k < 2; k++) {
         kiln_model *two = build_on(ctx, KILN_STORAGE_FLOAT16, strategies[k], 0);
@@ -356,20 +365,14 @@ static void dump(kiln_context *ctx, const char *dir)
     dump_floats(dir, "y.f32", &ys[0][0], sizeof ys / sizeof(float));
     dump_tensor_list(ctx, half, dir);
     int64_t n = 0;
-    CHECK_OK(ctx, kiln_model_parameter_count(half, &n));
-    float *init = calloc((size_t)n, sizeof *init);
-    CHECK_OK(ctx, kiln_model_get_weights(half, init, n));
-    CHECK_OK(ctx, kiln_model_set_weights(full, init, n));
+    float *w16 = NULL, *w32 = NULL;
+    float *init = train_both(ctx, half, full, &n, &w16, &w32);
     dump_floats(dir, "init.f32", init, (size_t)n);
-    float *w = trained(ctx, half, &n);
-    dump_floats(dir, "half.f32", w, (size_t)n);
-    free(w);
-    w = trained(ctx, full, &n);
-    dump_floats(dir, "float.f32", w, (size_t)n);
-    free(w);
+    dump_floats(dir, "half.f32", w16, (size_t)n);
+    dump_floats(dir, "float.f32", w32, (size_t)n);
     free(init);
-    kiln_model_destroy(half);
-    kiln_model_destroy(full);
+    free(w16);
+    free(w32);
 }
 
 int main(int argc, char **argv)
