@@ -1,6 +1,7 @@
 /* Conv2D over NHWC, kernel (kh, kw, C / groups, F): im2col + one GEMM per
- * group and batch, direct kernels when the patch is small (conv2d_direct.c)
- * or the convolution depthwise (conv2d_depthwise.c), or for 3x3 stride-1
+ * group and batch; GEMMs on the input itself for 1x1 stride-1 ones
+ * (conv2d_pointwise.c); direct kernels when the patch is small
+ * (conv2d_direct.c) or the convolution depthwise (conv2d_depthwise.c), or for 3x3 stride-1
  * 'same' ones Winograd's transforms around 16 GEMMs (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 #include "layers/onnx_graph.h"
@@ -92,8 +93,9 @@ static kiln_status conv2d_infer(void *config, kiln_layer_build *b)
     c->pad_left = x.pad_before;
     c->pad_right = x.pad_after;
     c->depthwise = kiln_conv2d_use_depthwise(c);
-    c->direct = !c->depthwise && kiln_conv2d_use_direct(c);
-    c->winograd = !c->depthwise && !c->direct && kiln_conv2d_use_winograd(c);
+    c->pointwise = !c->depthwise && kiln_conv2d_use_pointwise(c);
+    c->direct = !c->depthwise && !c->pointwise && kiln_conv2d_use_direct(c);
+    c->winograd = !c->depthwise && !c->pointwise && !c->direct && kiln_conv2d_use_winograd(c);
     b->out.rank = 3;
     b->out.dims[0] = c->oh;
     b->out.dims[1] = c->ow;
@@ -131,6 +133,8 @@ static kiln_status conv2d_kernels(const void *config, void *replica, kiln_device
     conv2d_replica *r = replica;
     if (c->depthwise)
         return kiln_conv2d_depthwise_kernels(r, dev);
+    if (c->pointwise)
+        return KILN_OK;   /* GEMMs and the bias's kernels only */
     if (c->direct)
         return kiln_conv2d_direct_kernels(r, dev);
     /* The GPU variants take a work-item per float (see conv2d.cl). */
@@ -152,6 +156,8 @@ static kiln_status conv2d_prepare(const void *config, void *replica, kiln_device
     if (c->depthwise)
         return kiln_buffer_create(dev, kiln_conv2d_depthwise_scratch(c, dev, max_batch),
                                   "depthwise conv2d partial weight gradients", &r->scratch);
+    if (c->pointwise)
+        return kiln_conv2d_pointwise_prepare(c, r, dev);
     if (c->direct)
         return kiln_buffer_create(dev, kiln_conv2d_direct_scratch(c, dev, max_batch),
                                   "conv2d partial weight gradients", &r->scratch);
@@ -205,7 +211,9 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);
     const size_t f = (size_t)c->filters, fg = f / (size_t)c->groups;
     kiln_status st;
-    if (c->winograd) {
+    if (c->pointwise) {
+        st = kiln_conv2d_pointwise_forward(c, s);
+    } else if (c->winograd) {
         st = kiln_conv2d_winograd_forward(c, r, s);
     } else {
         /* Group g: its patches times its columns of the kernel, into its
@@ -229,6 +237,8 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
     conv2d_replica *r = replica;
     if (c->depthwise)
         return kiln_conv2d_depthwise_backward(c, r, s);
+    if (c->pointwise)
+        return kiln_conv2d_pointwise_backward(c, r, s);
     if (c->direct)
         return kiln_conv2d_direct_backward(c, r, s);
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), k = kiln_conv2d_patch(c);

@@ -22,6 +22,7 @@ typedef struct conv2d_config {
     int32_t h, w, c, oh, ow, pad_top, pad_left, pad_bottom, pad_right;
     int32_t direct;   /* direct kernels, not im2col + GEMM */
     int32_t depthwise; /* the depthwise kernels (groups == C == filters) */
+    int32_t pointwise; /* 1x1, stride 1, unpadded: GEMMs on the layer's own buffers */
     int32_t winograd; /* Winograd's F(2x2, 3x3) forward and input gradient */
 } conv2d_config;
 
@@ -82,6 +83,17 @@ size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *
 kiln_status kiln_conv2d_depthwise_forward(const conv2d_config *c, conv2d_replica *r,
                                           const kiln_step *s);
 kiln_status kiln_conv2d_depthwise_backward(const conv2d_config *c, conv2d_replica *r,
+                                           const kiln_step *s);
+
+/* Whether a convolution is 1x1, stride 1 and unpadded, which
+ * conv2d_pointwise.c computes as GEMMs on the input and output themselves
+ * (no im2col); its buffer (the transposed kernel), forward (before bias
+ * and activation), backward. */
+int32_t kiln_conv2d_use_pointwise(const conv2d_config *c);
+kiln_status kiln_conv2d_pointwise_prepare(const conv2d_config *c, conv2d_replica *r,
+                                          kiln_device *dev);
+kiln_status kiln_conv2d_pointwise_forward(const conv2d_config *c, const kiln_step *s);
+kiln_status kiln_conv2d_pointwise_backward(const conv2d_config *c, conv2d_replica *r,
                                            const kiln_step *s);
 
 /* Whether a convolution of one group takes the direct path (conv2d_direct.c). */

@@ -5,8 +5,8 @@
  * run alternately: LD_LIBRARY_PATH=OLD_BUILD and NEW_BUILD in turns.
  *   depthwise: two 3x3 depthwise convolutions (groups == channels, 'same',
  *     the given stride) of CHANNELS (conv2d_depthwise.cl);
- *   pointwise: 1x1 CHANNELS -> CHANNELS, then 1x1 CHANNELS -> FILTERS, on
- *     the direct path while CHANNELS <= 32 (conv2d_direct.cl; the second's
+ *   pointwise: 1x1 CHANNELS -> CHANNELS, then 1x1 CHANNELS -> FILTERS,
+ *     GEMMs on the layers' own buffers (conv2d_pointwise.c; the second's
  *     input gradient is computed, the first's not: nothing is before it).
  * Usage: bench_conv depthwise|pointwise [SIZE [CHANNELS [STRIDE [STEPS [FILTERS]]]]]
  *        (56 144 1 20 96)

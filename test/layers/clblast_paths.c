@@ -2,7 +2,9 @@
  * every convolution, small enough for the direct kernels, 3x3 enough for
  * Winograd's, depthwise, or none of these, goes through im2col + GEMM (a
  * GEMM per group), and every GEMM, even one kiln's own kernel would take,
- * through CLBlast. */
+ * through CLBlast. 1x1 stride-1 convolutions keep their own path
+ * (conv2d_pointwise.c), so its GEMMs, which read and write the layer's
+ * buffers at a column offset and a row stride, run through CLBlast here. */
 #include "layers/conv2d.h"
 
 int32_t __wrap_kiln_conv2d_use_direct(const conv2d_config *c);

@@ -1340,6 +1340,28 @@ int main(void)
                                     .padding = KILN_PADDING_SAME, .groups = 2,
                                     .act = KILN_ACTIVATION_LINEAR};
     test_conv(ctx, deep, 1, &deep_grouped);
+    /* 1x1 stride 1 unpadded: GEMMs on the input and output themselves
+     * (conv2d_pointwise.c), with more channels than the direct kernels
+     * take, grouped (each group's channels a column block of the rows),
+     * and 'same' (no padding at 1x1 either); in a residual block the input
+     * gradient is added to the Add's. */
+    const int32_t pointwise_in[] = {6, 5, 40};
+    const conv_case pointwise[] = {
+        {.filters = 24, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .padding = KILN_PADDING_VALID,
+         .act = KILN_ACTIVATION_RELU},
+        {.filters = 12, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .padding = KILN_PADDING_SAME,
+         .groups = 4, .act = KILN_ACTIVATION_LINEAR, .no_bias = 1},
+        {.filters = 35, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .padding = KILN_PADDING_EXPLICIT,
+         .groups = 5, .act = KILN_ACTIVATION_TANH},
+    };
+    for (size_t i = 0; i < sizeof pointwise / sizeof pointwise[0]; i++)
+        test_conv(ctx, pointwise_in, 3, &pointwise[i]);
+    const conv_case pointwise_residual = {.filters = 40, .kh = 1, .kw = 1, .sh = 1, .sw = 1,
+                                          .padding = KILN_PADDING_VALID,
+                                          .act = KILN_ACTIVATION_LINEAR};
+    check_residual = 1;
+    test_conv(ctx, pointwise_in, 2, &pointwise_residual);
+    check_residual = 0;
     /* 3x3 stride-1 'same' and deep, but dilated: not Winograd's. */
     const conv_case wide_taps = {.filters = 128, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
                                  .padding = KILN_PADDING_SAME, .dil = {2, 2},
