@@ -217,12 +217,12 @@ static kiln_status conv2d_forward(const void *config, void *replica, const kiln_
         st = kiln_conv2d_winograd_forward(c, r, s);
     } else {
         /* Group g: its patches times its columns of the kernel, into its
-         * columns of the output. */
+         * columns of the output; the groups in one launch. */
         st = im2col(c, r, s);
-        for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
-            st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, k, 1.0f, r->scratch,
-                           g * m * k, k, s->params, s->param_offset[0] + g * fg, f, 0.0f,
-                           s->out, g * fg, f);
+        if (st == KILN_OK)
+            st = kiln_gemm_batched(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, k, 1.0f, r->scratch,
+                                   0, k, m * k, s->params, s->param_offset[0], f, fg, 0.0f,
+                                   s->out, 0, f, fg, (size_t)c->groups);
     }
     if (st != KILN_OK)
         return st;
@@ -247,9 +247,10 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
      * (Winograd's forward made none: they are made here); none for a frozen
      * layer, whose weights replicas keep no gradient for. */
     kiln_status st = c->winograd && !s->frozen ? im2col(c, r, s) : KILN_OK;
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK && !s->frozen; g++)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, fg, m, 1.0f, r->scratch, g * m * k,
-                       k, s->d_out, g * fg, f, 0.0f, s->grads, s->param_offset[0] + g * fg, f);
+    if (st == KILN_OK && !s->frozen)
+        st = kiln_gemm_batched(s->dev, KILN_GEMM_T, KILN_GEMM_N, k, fg, m, 1.0f, r->scratch, 0,
+                               k, m * k, s->d_out, 0, f, fg, 0.0f, s->grads,
+                               s->param_offset[0], f, fg, (size_t)c->groups);
     if (st == KILN_OK && c->use_bias && !s->frozen)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -260,9 +261,10 @@ static kiln_status conv2d_backward(const void *config, void *replica, const kiln
      * input; a plain GEMM on W^T (kiln_transpose says why), whose rows
      * group g's filters are. */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], k, f, r->kernel_t);
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, fg, 1.0f, s->d_out, g * fg, f,
-                       r->kernel_t, g * fg * k, k, 0.0f, r->scratch, g * m * k, k);
+    if (st == KILN_OK)
+        st = kiln_gemm_batched(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, k, fg, 1.0f, s->d_out, 0, f,
+                               fg, r->kernel_t, 0, k, fg * k, 0.0f, r->scratch, 0, k, m * k,
+                               (size_t)c->groups);
     if (st != KILN_OK)
         return st;
     const size_t pixels = (size_t)s->batch * (size_t)c->h * (size_t)c->w;

@@ -17,17 +17,17 @@ int32_t kiln_conv2d_use_depthwise(const conv2d_config *c)
 
 kiln_status kiln_conv2d_depthwise_kernels(conv2d_replica *r, kiln_device *dev)
 {
-    kiln_status st = kiln_kernel_get(dev, "conv2d_depthwise", "kiln_conv2d_depthwise_forward",
-                                     &r->kernels.forward);
+    kiln_status st = kiln_kernel_get_variant(dev, "conv2d_depthwise",
+                                             "kiln_conv2d_depthwise_forward", &r->kernels.forward);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d_depthwise", "kiln_conv2d_depthwise_grad_partial",
-                             &r->kernels.grad_partial);
+        st = kiln_kernel_get_variant(dev, "conv2d_depthwise", "kiln_conv2d_depthwise_grad_partial",
+                                     &r->kernels.grad_partial);
     if (st == KILN_OK)
         st = kiln_kernel_get(dev, "conv2d_direct", "kiln_conv2d_direct_reduce",
                              &r->kernels.reduce);
     if (st == KILN_OK)
-        st = kiln_kernel_get(dev, "conv2d_depthwise", "kiln_conv2d_depthwise_input_grad",
-                             &r->kernels.input_grad);
+        st = kiln_kernel_get_variant(dev, "conv2d_depthwise", "kiln_conv2d_depthwise_input_grad",
+                                     &r->kernels.input_grad);
     return st;
 }
 
@@ -47,6 +47,16 @@ size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *
     return chunks * (taps(c) + 1) * (size_t)c->c * sizeof(float);
 }
 
+/* A pixel kernel's two ranges: a value a work-item over (C, width, rows)
+ * (GPU), or eight channels of a row over (rows, channel blocks) (CPU). */
+static kiln_status run_pixels(kiln_device *dev, kiln_kernel *kernel, size_t channels,
+                              size_t width, size_t rows, kiln_args a)
+{
+    const kiln_range cpu = {.dims = 2, .size = {rows, (channels + 7) / 8}};
+    const kiln_range gpu = {.dims = 3, .size = {channels, width, rows}};
+    return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, a);
+}
+
 kiln_status kiln_conv2d_depthwise_forward(const conv2d_config *c, conv2d_replica *r,
                                           const kiln_step *s)
 {
@@ -56,8 +66,7 @@ kiln_status kiln_conv2d_depthwise_forward(const conv2d_config *c, conv2d_replica
                             kiln_arg_int(c->use_bias ? (int64_t)s->param_offset[1] : 0),
                             kiln_arg_int(c->use_bias), kiln_arg_int(s->activation),
                             kiln_arg_int((int64_t)rows), KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[3] = {(size_t)c->c, (size_t)c->ow, rows};
-    return kiln_kernel_run(s->dev, r->kernels.forward, 3, range, a);
+    return run_pixels(s->dev, r->kernels.forward, (size_t)c->c, (size_t)c->ow, rows, a);
 }
 
 static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const kiln_step *s)
@@ -69,8 +78,9 @@ static kiln_status weight_grad(const conv2d_config *c, conv2d_replica *r, const 
                             kiln_arg_buffer(r->scratch), kiln_arg_int((int64_t)chunks),
                             kiln_arg_int((int64_t)per), kiln_arg_int((int64_t)pixels),
                             KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[3] = {(size_t)c->c, k + 1, chunks};
-    kiln_status st = kiln_kernel_run(s->dev, r->kernels.grad_partial, 3, range, a);
+    const kiln_range cpu = {.dims = 3, .size = {((size_t)c->c + 7) / 8, k + 1, chunks}};
+    const kiln_range gpu = {.dims = 3, .size = {(size_t)c->c, k + 1, chunks}};
+    kiln_status st = kiln_kernel_run_variant(s->dev, r->kernels.grad_partial, &cpu, &gpu, a);
     if (st != KILN_OK)
         return st;
     kiln_args b = KILN_ARGS(kiln_arg_buffer(r->scratch), kiln_arg_buffer(s->grads),
@@ -93,6 +103,5 @@ kiln_status kiln_conv2d_depthwise_backward(const conv2d_config *c, conv2d_replic
                             kiln_arg_int((int64_t)s->param_offset[0]),
                             kiln_arg_buffer(s->d_in[0]), kiln_arg_int(s->d_in_accumulate[0]),
                             kiln_arg_int((int64_t)rows), KILN_CONV2D_WINDOW_ARGS(c));
-    const size_t range[3] = {(size_t)c->c, (size_t)c->w, rows};
-    return kiln_kernel_run(s->dev, r->kernels.input_grad, 3, range, a);
+    return run_pixels(s->dev, r->kernels.input_grad, (size_t)c->c, (size_t)c->w, rows, a);
 }

@@ -26,11 +26,9 @@ kiln_status kiln_conv2d_pointwise_forward(const conv2d_config *c, const kiln_ste
 {
     const size_t m = kiln_conv2d_out_pixels(c, s->batch), f = (size_t)c->filters;
     const size_t ch = (size_t)c->c, cg = ch / (size_t)c->groups, fg = f / (size_t)c->groups;
-    kiln_status st = KILN_OK;
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, cg, 1.0f, s->in[0], g * cg, ch,
-                       s->params, s->param_offset[0] + g * fg, f, 0.0f, s->out, g * fg, f);
-    return st;
+    return kiln_gemm_batched(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, fg, cg, 1.0f, s->in[0], 0, ch,
+                             cg, s->params, s->param_offset[0], f, fg, 0.0f, s->out, 0, f, fg,
+                             (size_t)c->groups);
 }
 
 kiln_status kiln_conv2d_pointwise_backward(const conv2d_config *c, conv2d_replica *r,
@@ -40,9 +38,10 @@ kiln_status kiln_conv2d_pointwise_backward(const conv2d_config *c, conv2d_replic
     const size_t ch = (size_t)c->c, cg = ch / (size_t)c->groups, fg = f / (size_t)c->groups;
     kiln_status st = KILN_OK;
     /* dW = x^T dy per group; none for a frozen layer. */
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK && !s->frozen; g++)
-        st = kiln_gemm(s->dev, KILN_GEMM_T, KILN_GEMM_N, cg, fg, m, 1.0f, s->in[0], g * cg, ch,
-                       s->d_out, g * fg, f, 0.0f, s->grads, s->param_offset[0] + g * fg, f);
+    if (!s->frozen)
+        st = kiln_gemm_batched(s->dev, KILN_GEMM_T, KILN_GEMM_N, cg, fg, m, 1.0f, s->in[0], 0,
+                               ch, cg, s->d_out, 0, f, fg, 0.0f, s->grads, s->param_offset[0],
+                               f, fg, (size_t)c->groups);
     if (st == KILN_OK && c->use_bias && !s->frozen)
         st = kiln_column_sum(s->dev, s->d_out, m, f, s->grads, s->param_offset[1], 0);
     if (st != KILN_OK || !s->d_in[0])
@@ -52,8 +51,9 @@ kiln_status kiln_conv2d_pointwise_backward(const conv2d_config *c, conv2d_replic
      * (kiln_transpose says why), whose rows group g's filters are. */
     st = kiln_transpose(s->dev, s->params, s->param_offset[0], cg, f, r->kernel_t);
     const float beta = s->d_in_accumulate[0] ? 1.0f : 0.0f;
-    for (size_t g = 0; g < (size_t)c->groups && st == KILN_OK; g++)
-        st = kiln_gemm(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, cg, fg, 1.0f, s->d_out, g * fg, f,
-                       r->kernel_t, g * fg * cg, cg, beta, s->d_in[0], g * cg, ch);
+    if (st == KILN_OK)
+        st = kiln_gemm_batched(s->dev, KILN_GEMM_N, KILN_GEMM_N, m, cg, fg, 1.0f, s->d_out, 0, f,
+                               fg, r->kernel_t, 0, cg, fg * cg, beta, s->d_in[0], 0, ch, cg,
+                               (size_t)c->groups);
     return st;
 }

@@ -1,20 +1,18 @@
 /* Depthwise convolution (groups == channels == filters): each channel
  * convolved with its own kh x kw kernel, (KH, KW, 1, C) in kiln's layout.
  * A grouped GEMM would multiply matrices one column wide; these kernels
- * read the input where it lies instead. A work-item per value, channels
- * fastest: neighbouring items read and write neighbouring floats, which
- * both a CPU device (vectors across work-items) and a GPU run well, so
- * there is one variant. NHWC; the window as KILN_CONV2D_WINDOW_ARGS. */
+ * read the input where it lies instead. The GPU variants (_gpu) take a
+ * work-item per value, channels fastest, so that neighbouring items read
+ * and write neighbouring floats; the CPU variants (_cpu, at the end) eight
+ * channels of a row of pixels. NHWC; the window as KILN_CONV2D_WINDOW_ARGS. */
 
-/* Both kernels below run over a (C, width, rows x batch) range: the channel
- * varies fastest, and a CPU device's vectors of work-items (PoCL) share
- * one pixel, whose coordinates, bounds and stride tests are then worked
- * out once a vector, not once a lane (a range of pixels x C cost a
- * division by C and several by the image's sizes per value). */
+/* The GPU variants of the forward and input gradient run over a (C, width,
+ * rows x batch) range: the channel varies fastest, and neighbouring
+ * work-items share one pixel's coordinates and bounds. */
 
 /* out[p, c] = act(bias[c] + sum over the window of in * kernel[ky, kx, c]),
  * over (C, OW, OH x batch). */
-__kernel void kiln_conv2d_depthwise_forward(__global const float *in, __global float *out,
+__kernel void kiln_conv2d_depthwise_forward_gpu(__global const float *in, __global float *out,
                                             __global const float *params, int kernel_offset,
                                             int bias_offset, int use_bias, int act, int rows,
                                             int H, int W, int C, int OH, int OW, int KH, int KW,
@@ -44,7 +42,7 @@ __kernel void kiln_conv2d_depthwise_forward(__global const float *in, __global f
 /* d_in[q, c] (+)= sum over the outputs whose window holds input pixel q of
  * dy[p, c] * kernel[ky, kx, c], over (C, W, H x batch): a gather, so no
  * atomics and a fixed summation order. */
-__kernel void kiln_conv2d_depthwise_input_grad(__global const float *dy,
+__kernel void kiln_conv2d_depthwise_input_grad_gpu(__global const float *dy,
                                                __global const float *params, int kernel_offset,
                                                __global float *d_in, int accumulate, int rows,
                                                int H, int W, int C, int OH, int OW, int KH,
@@ -93,7 +91,7 @@ __kernel void kiln_conv2d_depthwise_input_grad(__global const float *dy,
  * The layout of the direct kernels' partial sums, so that
  * kiln_conv2d_direct_reduce (conv2d_direct.cl) sums the chunks, in a fixed
  * order, into the (KH, KW, 1, C) kernel's gradient. */
-__kernel void kiln_conv2d_depthwise_grad_partial(__global const float *in,
+__kernel void kiln_conv2d_depthwise_grad_partial_gpu(__global const float *in,
                                                  __global const float *dy,
                                                  __global float *partial, int chunks,
                                                  int chunk_pixels, int pixels, int H, int W,
@@ -128,4 +126,128 @@ __kernel void kiln_conv2d_depthwise_grad_partial(__global const float *in,
         }
     }
     partial[((size_t)chunk * (K + 1) + k) * C + c] = acc;
+}
+
+/* The CPU variants: eight channels a work-item as float8 values (kiln_load8,
+ * prelude.cl), because PoCL does not vectorise a kernel with loops across
+ * work-items. The loops and their summation order are the GPU variants',
+ * so both give the same floats. */
+
+/* The forward over (rows x batch, blocks of eight channels): a work-item
+ * computes its output row's pixels in turn. */
+__kernel void kiln_conv2d_depthwise_forward_cpu(__global const float *in, __global float *out,
+                                                __global const float *params, int kernel_offset,
+                                                int bias_offset, int use_bias, int act,
+                                                int rows, int H, int W, int C, int OH, int OW,
+                                                int KH, int KW, int stride_h, int stride_w,
+                                                int pad_top, int pad_left, int dil_h, int dil_w)
+{
+    const int row = get_global_id(0), c0 = 8 * get_global_id(1);
+    if (row >= rows || c0 >= C)
+        return;
+    const int oy = row % OH, n = row / OH, nc = C - c0;
+    __global const float *sample = in + (size_t)n * H * W * C + c0;
+    __global const float *w = params + kernel_offset + c0;
+    const float8 bias = use_bias ? kiln_load8(params + bias_offset + c0, nc) : (float8)(0.0f);
+    for (int ox = 0; ox < OW; ox++) {
+        float8 acc = bias;
+        for (int ky = 0; ky < KH; ky++) {
+            const int y = oy * stride_h - pad_top + ky * dil_h;
+            if (y < 0 || y >= H)
+                continue;
+            for (int kx = 0; kx < KW; kx++) {
+                const int x = ox * stride_w - pad_left + kx * dil_w;
+                if (x >= 0 && x < W)
+                    acc += kiln_load8(sample + ((size_t)y * W + x) * C, nc) *
+                           kiln_load8(w + (ky * KW + kx) * C, nc);
+            }
+        }
+        kiln_store8(out + ((size_t)row * OW + ox) * C + c0, kiln_activate8(acc, act), nc);
+    }
+}
+
+/* The input gradient over (input rows x batch, blocks of eight channels),
+ * a work-item's row pixel by pixel. */
+__kernel void kiln_conv2d_depthwise_input_grad_cpu(__global const float *dy,
+                                                   __global const float *params,
+                                                   int kernel_offset, __global float *d_in,
+                                                   int accumulate, int rows, int H, int W, int C,
+                                                   int OH, int OW, int KH, int KW, int stride_h,
+                                                   int stride_w, int pad_top, int pad_left,
+                                                   int dil_h, int dil_w)
+{
+    const int row = get_global_id(0), c0 = 8 * get_global_id(1);
+    if (row >= rows || c0 >= C)
+        return;
+    const int y = row % H, n = row / H, nc = C - c0;
+    __global const float *g = dy + (size_t)n * OH * OW * C + c0;
+    __global const float *w = params + kernel_offset + c0;
+    const int unit = stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1;
+    for (int x = 0; x < W; x++) {
+        float8 acc = (float8)(0.0f);
+        if (unit) {
+            const int ky0 = max(0, y + pad_top - OH + 1), ky1 = min(KH - 1, y + pad_top);
+            const int kx0 = max(0, x + pad_left - OW + 1), kx1 = min(KW - 1, x + pad_left);
+            for (int ky = ky0; ky <= ky1; ky++)
+                for (int kx = kx0; kx <= kx1; kx++)
+                    acc += kiln_load8(g + ((size_t)(y + pad_top - ky) * OW + x + pad_left - kx) *
+                                              C, nc) *
+                           kiln_load8(w + (ky * KW + kx) * C, nc);
+        } else {
+            for (int ky = 0; ky < KH; ky++) {
+                const int ty = y + pad_top - ky * dil_h;
+                if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
+                    continue;
+                for (int kx = 0; kx < KW; kx++) {
+                    const int tx = x + pad_left - kx * dil_w;
+                    if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
+                        continue;
+                    acc += kiln_load8(g + ((size_t)(ty / stride_h) * OW + tx / stride_w) * C,
+                                      nc) *
+                           kiln_load8(w + (ky * KW + kx) * C, nc);
+                }
+            }
+        }
+        __global float *at = d_in + ((size_t)row * W + x) * C + c0;
+        kiln_store8(at, accumulate ? kiln_load8(at, nc) + acc : acc, nc);
+    }
+}
+
+/* The partial weight and bias gradients over (blocks of eight channels,
+ * K + 1, chunks), as the GPU variant's. */
+__kernel void kiln_conv2d_depthwise_grad_partial_cpu(__global const float *in,
+                                                     __global const float *dy,
+                                                     __global float *partial, int chunks,
+                                                     int chunk_pixels, int pixels, int H, int W,
+                                                     int C, int OH, int OW, int KH, int KW,
+                                                     int stride_h, int stride_w, int pad_top,
+                                                     int pad_left, int dil_h, int dil_w)
+{
+    const int c0 = 8 * get_global_id(0), k = get_global_id(1), chunk = get_global_id(2);
+    const int K = KH * KW;
+    if (c0 >= C || k > K || chunk >= chunks)
+        return;
+    const int bias = k == K, nc = C - c0;
+    const int wy = bias ? 0 : k / KW * dil_h - pad_top, wx = bias ? 0 : k % KW * dil_w - pad_left;
+    const int first = chunk * chunk_pixels, last = min(first + chunk_pixels, pixels);
+    int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
+    float8 acc = (float8)(0.0f);
+    for (int p = first; p < last; p++) {
+        const float8 g = kiln_load8(dy + (size_t)p * C + c0, nc);
+        if (bias) {
+            acc += g;
+        } else {
+            const int y = oy * stride_h + wy, x = ox * stride_w + wx;
+            if (y >= 0 && y < H && x >= 0 && x < W)
+                acc += kiln_load8(in + (((size_t)n * H + y) * W + x) * C + c0, nc) * g;
+        }
+        if (++ox == OW) {
+            ox = 0;
+            if (++oy == OH) {
+                oy = 0;
+                ++n;
+            }
+        }
+    }
+    kiln_store8(partial + ((size_t)chunk * (K + 1) + k) * C + c0, acc, nc);
 }
