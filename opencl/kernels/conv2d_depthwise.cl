@@ -130,8 +130,8 @@ __kernel void kiln_conv2d_depthwise_grad_partial_gpu(__global const float *in,
 
 /* The CPU variants: eight channels a work-item as float8 values (kiln_load8,
  * prelude.cl), because PoCL does not vectorise a kernel with loops across
- * work-items. The loops and their summation order are the GPU variants',
- * so both give the same floats. */
+ * work-items. The loops and their order of summation are the GPU
+ * variants'. */
 
 /* The forward over (rows x batch, blocks of eight channels): a work-item
  * computes its output row's pixels in turn. */
