@@ -1,16 +1,17 @@
 /* Imported networks train under kiln's strategies as on one device:
  * torchvision's resnet18 and mobilenet_v2 (export_torchvision.py, 64 x 64,
  * random weights), and a character LM of PyTorch's nn.TransformerEncoder
- * (make_models.py's ids_char_lm; mirrored only), with a softmax head, 3
- * steps of SGD with momentum on fixed batches of 8, on one device,
- * mirrored on two (batch norm synchronised:
- * kiln_import_options.synchronized_batch_norm, so the replicas normalise
- * with the global batch as one device does), and as a pipeline of two
- * stages. The pipeline runs one micro-batch: batch norm normalises each
- * micro-batch by its own statistics (as GPipe), so more micro-batches
- * train another function than one device's. Each run's losses and every
- * parameter and moving statistic after the last step are compared with one
- * device's. Needs two devices (meson sets POCL_DEVICES="basic basic"). */
+ * (make_models.py's ids_char_lm), with a softmax head, 3 steps of SGD with
+ * momentum on fixed batches of 8, on one device, mirrored on two (batch
+ * norm synchronised: kiln_import_options.synchronized_batch_norm, so the
+ * replicas normalise with the global batch as one device does), and as a
+ * pipeline of two stages. The CNNs' pipeline runs one micro-batch: batch
+ * norm normalises each micro-batch by its own statistics (as GPipe), so
+ * more micro-batches train another function than one device's. The LM has
+ * no batch norm, so its pipeline also runs 4 micro-batches. Each run's
+ * losses and every parameter and moving statistic after the last step are
+ * compared with one device's. Needs two devices (meson sets
+ * POCL_DEVICES="basic basic"). */
 #include "harness.h"
 
 #include <math.h>
@@ -29,6 +30,7 @@ typedef struct run {
     kiln_strategy strategy;
     int sync_bn;
     int reversed;   /* each batch's samples in reverse order */
+    int32_t micro_batches;   /* the pipeline's */
 } run;
 
 /* The imported network with a softmax head, compiled for the run. */
@@ -52,7 +54,7 @@ static kiln_model *build(kiln_context *ctx, const char *net, const run *r)
                                      .optimizer = &sgd, .strategy = r->strategy,
                                      .replicas = r->strategy == KILN_STRATEGY_MIRRORED ? 2 : 0,
                                      .pipeline_stages = r->strategy == KILN_STRATEGY_PIPELINE ? 2 : 0,
-                                     .micro_batches = 1};
+                                     .micro_batches = r->micro_batches};
     if (kiln_model_compile(m, &co) != KILN_OK) {
         fprintf(stderr, "%s %s: %s\n", net, r->what, kiln_context_last_error(ctx));
         test_failures++;
@@ -196,7 +198,8 @@ static void check_net(kiln_context *ctx, const char *net)
         y[i] = i % CLASSES;
     static const run runs[] = {
         {.what = "mirrored on 2 devices", .strategy = KILN_STRATEGY_MIRRORED, .sync_bn = 1},
-        {.what = "pipeline of 2 stages", .strategy = KILN_STRATEGY_PIPELINE},
+        {.what = "pipeline of 2 stages", .strategy = KILN_STRATEGY_PIPELINE,
+         .micro_batches = 1},
     };
     const batches d = {.x = x, .sample = 3 * SIZE * SIZE, .y = y, .positions = 1};
     compare(ctx, net, &d, runs, sizeof runs / sizeof *runs);
@@ -206,7 +209,8 @@ static void check_net(kiln_context *ctx, const char *net)
 /* make_models.py's ids_char_lm (Embedding, two causal TransformerEncoder
  * layers imported as MultiHeadAttention, a Linear to the vocabulary of
  * CharLm.vocab) learning each next id of a cyclic text, mirrored on two
- * devices. */
+ * devices and as a pipeline of two stages (the split falls between the two
+ * encoder layers). */
 static void check_char_lm(kiln_context *ctx)
 {
     enum { LENGTH = 6, VOCAB = 11 };
@@ -218,6 +222,10 @@ static void check_char_lm(kiln_context *ctx)
         }
     static const run runs[] = {
         {.what = "mirrored on 2 devices", .strategy = KILN_STRATEGY_MIRRORED},
+        {.what = "pipeline of 2 stages", .strategy = KILN_STRATEGY_PIPELINE,
+         .micro_batches = 1},
+        {.what = "pipeline of 2 stages, 4 micro-batches", .strategy = KILN_STRATEGY_PIPELINE,
+         .micro_batches = 4},
     };
     const batches d = {.ids = ids, .sample = LENGTH, .y = next, .positions = LENGTH};
     compare(ctx, "ids_char_lm", &d, runs, sizeof runs / sizeof *runs);
