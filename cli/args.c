@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_head[] =
+/* Three literals (with recipe_args.c's and lora_args.c's lines between
+ * the last two): C99 caps a string literal at 4095 characters. */
+static const char usage_commands[] =
     "usage: kiln summary MODEL\n"
     "       kiln predict MODEL INPUT.npy OUTPUT.npy [--batch N] [--scale S]\n"
     "       kiln evaluate MODEL FEATURES.npy LABELS.npy [--batch N] [--scale S]\n"
@@ -28,16 +30,19 @@ static const char usage_head[] =
     "file per output, the output's layer name put before the extension\n"
     "(out.npy -> out.<layer>.npy), and each path written is printed. evaluate\n"
     "prints the loss and accuracy: a model file's own loss, an ONNX model's --loss.\n"
-    "fit trains MODEL on the samples (Keras's progress on stderr, then one history\n"
-    "line per epoch on stdout) and saves a model file to OUT (kiln export-onnx turns\n"
-    "it into ONNX). devices prints one line per device kiln uses (KILN_DEVICES\n"
-    "chooses them): type, name, driver, memory, kernel variant, GEMM parameters.\n"
+    "fit prints the compiled model's loss, optimizer and activations, trains MODEL\n"
+    "on the samples (Keras's progress on stderr, then one history line per epoch on\n"
+    "stdout) and saves a model file to OUT (kiln export-onnx turns it into ONNX).\n"
+    "devices prints one line per device kiln uses (KILN_DEVICES chooses them): type,\n"
+    "name, driver, memory, kernel variant, GEMM parameters.\n"
     "tune searches each device's GEMM parameters (CLBlast's, and on a CPU kiln's own\n"
     "GEMM's cache budget: KILN_GEMM_TUNING=search), stores them in kiln's cache\n"
     "folder for every later run, and prints what devices prints.\n"
     "Features are read as value * S (default 1; 0.00392156863 maps\n"
     "bytes to [0, 1] as the examples train); a model whose input takes int32 ids\n"
-    "reads an integer .npy as ids, without --scale.\n"
+    "reads an integer .npy as ids, without --scale.\n";
+
+static const char usage_options[] =
     "--batch N          samples per step (default 32)\n"
     "--scale S          features are read as value * S (default 1)\n"
     "--loss LOSS        an ONNX model's loss: sparse_categorical_crossentropy\n"
@@ -72,11 +77,13 @@ static const char usage_head[] =
     "                   categorical losses, sigmoid for binary_crossentropy,\n"
     "                   none for mse; it becomes the output (default: none)\n"
     "--strategy NAME    one_device (default) or mirrored (every device)\n"
+    "--activations TYPE  float32 (default) or float16: each layer's output kept\n"
+    "                   in IEEE half precision between forward and backward, the\n"
+    "                   arithmetic float32 (kiln_compile_options.activation_storage)\n"
     "--seed S           seed of the weights a new head starts from and of the\n"
     "                   shuffling (default 0: kiln's default seed)\n";
 
-/* After the schedule options (recipe_args.c), which C99 string literals of
- * at most 4095 characters leave apart. */
+/* After the schedule and LoRA options. */
 static const char usage_tail[] =
     "--loss, --from-logits, --optimizer, --learning-rate, --momentum, --nesterov,\n"
     "--weight-decay, --freeze, --head, the schedule, --label-smoothing, --ema, the\n"
@@ -87,7 +94,8 @@ static const char usage_tail[] =
 
 void cli_print_usage(FILE *f)
 {
-    fputs(usage_head, f);
+    fputs(usage_commands, f);
+    fputs(usage_options, f);
     fputs(cli_recipe_usage, f);
     fputs(cli_lora_usage, f);
     fputs(usage_tail, f);
@@ -116,7 +124,7 @@ static const char *const loss_names[] = {
 
 typedef struct option_spec {
     const char *name;
-    unsigned bit;
+    cli_options bit;
     int takes_value;
 } option_spec;
 
@@ -153,9 +161,10 @@ static const option_spec options[] = {
     {.name = "--label-smoothing", .bit = CLI_LABEL_SMOOTHING, .takes_value = 1},
     {.name = "--ema", .bit = CLI_EMA, .takes_value = 1},
     {.name = "--lora", .bit = CLI_LORA, .takes_value = 1},
-    {.name = "--lora-alpha", .bit = CLI_LORA, .takes_value = 1},
-    {.name = "--lora-layers", .bit = CLI_LORA, .takes_value = 1},
-    {.name = "--lora-targets", .bit = CLI_LORA, .takes_value = 1},
+    {.name = "--lora-alpha", .bit = CLI_LORA_ALPHA, .takes_value = 1},
+    {.name = "--lora-layers", .bit = CLI_LORA_LAYERS, .takes_value = 1},
+    {.name = "--lora-targets", .bit = CLI_LORA_TARGETS, .takes_value = 1},
+    {.name = "--activations", .bit = CLI_ACTIVATIONS, .takes_value = 1},
 };
 
 /* A whole number in [lo, hi]; 0 if `v` is not one. */
@@ -182,7 +191,7 @@ static int real(const char *v, double lo, double hi, int open_hi, float *out)
     return 1;
 }
 
-const char *cli_option_name(unsigned bit)
+const char *cli_option_name(cli_options bit)
 {
     for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
         if (bit & options[k].bit)
@@ -196,8 +205,8 @@ static int take(const option_spec *o, const char *v, cli_args *a)
     long long n = 0;
     if (cli_recipe_option(o->bit))
         return cli_recipe_take(o->bit, v, a);
-    if (o->bit == CLI_LORA)
-        return cli_lora_take(o->name, v, a);
+    if (o->bit & CLI_LORA_OPTIONS)
+        return cli_lora_take(o->bit, v, a);
     switch (o->bit) {
     case CLI_BATCH:
         if (!whole(v, 1, INT32_MAX, &n))
@@ -271,6 +280,12 @@ static int take(const option_spec *o, const char *v, cli_args *a)
             return a->strategy = v[0] == 'o' ? KILN_STRATEGY_ONE_DEVICE
                                              : KILN_STRATEGY_MIRRORED, 1;
         return cli_usage("unknown strategy '%s' (one_device, mirrored)", v), 0;
+    case CLI_ACTIVATIONS:
+        if (strcmp(v, "float32") == 0)
+            return a->activations = KILN_STORAGE_FLOAT32, 1;
+        if (strcmp(v, "float16") == 0)
+            return a->activations = KILN_STORAGE_FLOAT16, 1;
+        return cli_usage("unknown activation storage '%s' (float32, float16)", v), 0;
     case CLI_FREEZE:
         if (a->n_freeze == CLI_MAX_FREEZE)
             return cli_usage("--freeze is given more than %d times", CLI_MAX_FREEZE), 0;
@@ -308,18 +323,19 @@ static int check_together(const cli_args *a)
         return cli_usage("--nesterov is for --optimizer sgd"), 0;
     if ((a->given & CLI_NESTEROV) && !(a->momentum > 0.0f))
         return cli_usage("--nesterov needs --momentum > 0"), 0;
-    const unsigned clips = a->given & CLI_CLIPPING;
+    const cli_options clips = a->given & CLI_CLIPPING;
     if (clips & (clips - 1))   /* Keras takes one */
         return cli_usage("only one of --clipnorm, --clipvalue and --global-clipnorm can be "
                          "given"), 0;
     return cli_recipe_check(a) && cli_lora_check(a);
 }
 
-int cli_parse(int argc, char **argv, unsigned allowed, cli_args *a)
+int cli_parse(int argc, char **argv, cli_options allowed, cli_args *a)
 {
     *a = (cli_args){.command = argv[1], .batch = 32, .scale = 1.0f, .epochs = 1,
                     .loss = KILN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                    .optimizer = KILN_OPTIMIZER_ADAM, .strategy = KILN_STRATEGY_ONE_DEVICE};
+                    .optimizer = KILN_OPTIMIZER_ADAM, .strategy = KILN_STRATEGY_ONE_DEVICE,
+                    .activations = KILN_STORAGE_FLOAT32};
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {

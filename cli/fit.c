@@ -91,6 +91,26 @@ static int check_save_folder(const cli_args *a)
     return rc;
 }
 
+/* What the compiled model trains with, as kiln reports it: its summary's
+ * lines after the parameter counts (the loss, the optimizer and, under
+ * --activations float16, "Activations: half precision ..."). */
+static kiln_status print_settings(const kiln_model *m)
+{
+    size_t length = 0;
+    kiln_status st = kiln_model_summary(m, NULL, 0, &length);
+    char *text = st == KILN_OK ? malloc(length + 1) : NULL;
+    if (st == KILN_OK && !text)
+        st = KILN_ERROR_OUT_OF_MEMORY;
+    if (st == KILN_OK)
+        st = kiln_model_summary(m, text, length + 1, NULL);
+    const char *counts = st == KILN_OK ? strstr(text, "\nNon-trainable params:") : NULL;
+    const char *after = counts ? strchr(counts + 1, '\n') : NULL;
+    if (after)
+        fputs(after + 1, stdout);
+    free(text);
+    return st;
+}
+
 static void print_history(const kiln_model *m)
 {
     int32_t n = 0;
@@ -121,7 +141,7 @@ int cli_fit(kiln_context *ctx, const cli_args *a)
     kiln_model *m = NULL;
     kiln_dataset *ds = NULL;
     int rc = 0;
-    kiln_status st = cli_open(ctx, a->paths[0], a->strategy, &m);
+    kiln_status st = cli_open(ctx, a->paths[0], a->strategy, a->activations, &m);
     if (st == KILN_OK && onnx && a->head)
         st = add_head(m, a);
     if (st == KILN_OK && onnx && (a->given & CLI_FROM_LOGITS))
@@ -133,6 +153,8 @@ int cli_fit(kiln_context *ctx, const cli_args *a)
     if (onnx && (rc = cli_lora_apply(ctx, m, a)) != 0)
         goto done;
     if (onnx && (st = cli_compile(m, a)) != KILN_OK)
+        goto fail;
+    if ((st = print_settings(m)) != KILN_OK)
         goto fail;
     kiln_tensor_info input = {.struct_size = sizeof input};
     st = kiln_model_input_info(m, 0, &input);

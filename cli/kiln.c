@@ -29,7 +29,8 @@
  * every output). */
 static kiln_status load(kiln_context *ctx, const cli_args *a, int for_loss, kiln_model **m)
 {
-    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE, m);
+    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE,
+                              KILN_STORAGE_FLOAT32, m);
     if (st != KILN_OK || !cli_is_onnx(a->paths[0]))
         return st;
     if (for_loss && (a->given & CLI_FROM_LOGITS))
@@ -50,7 +51,8 @@ static int summary(kiln_context *ctx, const cli_args *a)
 {
     kiln_model *m = NULL;
     /* An imported model is shown as imported, before any compile. */
-    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE, &m);
+    kiln_status st = cli_open(ctx, a->paths[0], KILN_STRATEGY_ONE_DEVICE,
+                              KILN_STORAGE_FLOAT32, &m);
     if (st != KILN_OK)
         return cli_failed(ctx, a->command, st);
     size_t length = 0;
@@ -360,22 +362,23 @@ static int tune(kiln_context *ctx, const cli_args *a)
 
 int main(int argc, char **argv)
 {
-    enum { IO = CLI_BATCH | CLI_SCALE };
+#define IO (CLI_BATCH | CLI_SCALE)
     static const struct {
         const char *name;
         int paths;
-        unsigned options;   /* the CLI_* options it takes */
+        cli_options options;   /* the CLI_* options it takes */
         int (*run)(kiln_context *ctx, const cli_args *a);
     } commands[] = {
         {.name = "summary", .paths = 1, .run = summary},
         {.name = "predict", .paths = 3, .options = IO, .run = predict},
         {.name = "evaluate", .paths = 3, .options = IO | CLI_LOSS | CLI_FROM_LOGITS,
          .run = evaluate},
-        {.name = "fit", .paths = 3, .options = ~0u, .run = cli_fit},
+        {.name = "fit", .paths = 3, .options = CLI_ALL_OPTIONS, .run = cli_fit},
         {.name = "export-onnx", .paths = 2, .run = export_onnx},
         {.name = "devices", .paths = 0, .run = devices},
         {.name = "tune", .paths = 0, .run = tune},
     };
+#undef IO
     if (argc < 2)
         return cli_usage(NULL);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

@@ -24,25 +24,25 @@ const char cli_lora_usage[] =
     "                   query, key, value, attention_output (default\n"
     "                   query,value, KerasHub's); the others frozen whole\n";
 
-int cli_lora_take(const char *name, const char *v, cli_args *a)
+int cli_lora_take(cli_options bit, const char *v, cli_args *a)
 {
     char *end = NULL;
     errno = 0;
-    if (strcmp(name, "--lora") == 0) {
+    if (bit == CLI_LORA) {
         const long long n = strtoll(v, &end, 10);
         if (end == v || *end || errno || n < 1 || n > INT32_MAX)
             return cli_usage("--lora needs a whole number >= 1, not '%s'", v), 0;
         a->lora_rank = (int32_t)n;
         return 1;
     }
-    if (strcmp(name, "--lora-alpha") == 0) {
+    if (bit == CLI_LORA_ALPHA) {
         const double x = strtod(v, &end);
         if (end == v || *end || errno || !isfinite(x) || x <= 0.0 || x > 3.4e38)
             return cli_usage("--lora-alpha needs a finite number > 0, not '%s'", v), 0;
         a->lora_alpha = (float)x;
         return 1;
     }
-    if (strcmp(name, "--lora-targets") == 0) {
+    if (bit == CLI_LORA_TARGETS) {
         /* The names are the library's to check (the layer knows them). */
         if (a->lora_targets)
             return cli_usage("--lora-targets is given twice; name every target in one "
@@ -63,7 +63,7 @@ int cli_lora_take(const char *name, const char *v, cli_args *a)
 
 int cli_lora_check(const cli_args *a)
 {
-    if (!(a->given & CLI_LORA))
+    if (!(a->given & CLI_LORA_OPTIONS))
         return 1;
     if (a->lora_rank == 0)
         return cli_usage("--lora-alpha, --lora-layers and --lora-targets need --lora RANK"), 0;

@@ -9,8 +9,9 @@
 /* The options' lines of the usage text. */
 extern const char cli_lora_usage[];
 
-/* Option `name`'s value into `a`; 0 (said) when it is not one. */
-int cli_lora_take(const char *name, const char *v, cli_args *a);
+/* The value of the option of CLI_LORA_OPTIONS `bit` into `a`; 0 (said)
+ * when it is not one. */
+int cli_lora_take(cli_options bit, const char *v, cli_args *a);
 
 /* What the options say together, once all are read; 0 (said) when wrong. */
 int cli_lora_check(const cli_args *a);

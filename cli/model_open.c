@@ -9,13 +9,14 @@ int cli_is_onnx(const char *path)
 }
 
 kiln_status cli_open(kiln_context *ctx, const char *path, kiln_strategy strategy,
-                     kiln_model **m)
+                     kiln_storage activations, kiln_model **m)
 {
     if (cli_is_onnx(path))
         return kiln_model_import_onnx(ctx, path, NULL, m);
     /* A model-parallel file's placements are not applied off the pipeline:
      * the tool runs what it is asked to, where it is asked to. */
-    const kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy};
+    const kiln_compile_options co = {.struct_size = sizeof co, .strategy = strategy,
+                                     .activation_storage = activations};
     return kiln_model_load(ctx, path, &co, m);
 }
 
@@ -42,6 +43,7 @@ kiln_status cli_compile(kiln_model *m, const cli_args *a)
                                         .ema_momentum = a->ema_momentum};
     const kiln_compile_options co = {.struct_size = sizeof co, .loss = a->loss,
                                      .optimizer = &opt, .strategy = a->strategy,
-                                     .label_smoothing = a->label_smoothing};
+                                     .label_smoothing = a->label_smoothing,
+                                     .activation_storage = a->activations};
     return kiln_model_compile(m, &co);
 }

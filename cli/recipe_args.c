@@ -24,7 +24,7 @@ const char cli_recipe_usage[] =
     "                   (0, 1) (Keras's use_ema, ema_momentum; Keras's default is\n"
     "                   0.99); the saved model gets the averages (default: off)\n";
 
-int cli_recipe_option(unsigned bit)
+int cli_recipe_option(cli_options bit)
 {
     return (bit & CLI_RECIPE_OPTIONS) != 0;
 }
@@ -81,7 +81,7 @@ static int steps(const char *v, int64_t *out)
     return 1;
 }
 
-int cli_recipe_take(unsigned bit, const char *v, cli_args *a)
+int cli_recipe_take(cli_options bit, const char *v, cli_args *a)
 {
     kiln_lr_schedule *s = &a->schedule;
     s->struct_size = sizeof *s;
@@ -148,7 +148,7 @@ int cli_recipe_take(unsigned bit, const char *v, cli_args *a)
 int cli_recipe_check(const cli_args *a)
 {
     const int piecewise = a->schedule.kind == KILN_LR_PIECEWISE_CONSTANT_DECAY;
-    const unsigned decaying = CLI_DECAY_STEPS | CLI_DECAY_RATE | CLI_ALPHA;
+    const cli_options decaying = CLI_DECAY_STEPS | CLI_DECAY_RATE | CLI_ALPHA;
     if ((a->given & (decaying | CLI_BOUNDARIES | CLI_VALUES)) && !(a->given & CLI_DECAY))
         return cli_usage("%s needs --decay", cli_option_name(a->given & (decaying |
                                                                          CLI_BOUNDARIES |

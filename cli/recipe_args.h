@@ -9,10 +9,10 @@
 extern const char cli_recipe_usage[];
 
 /* Whether `bit` is one of the options below. */
-int cli_recipe_option(unsigned bit);
+int cli_recipe_option(cli_options bit);
 
 /* One option's value into `a`; 0 (said) when it is not one. */
-int cli_recipe_take(unsigned bit, const char *v, cli_args *a);
+int cli_recipe_take(cli_options bit, const char *v, cli_args *a);
 
 /* What the options say together, once all are read; 0 (said) when wrong. */
 int cli_recipe_check(const cli_args *a);

@@ -10,8 +10,9 @@
 # --no-shuffle, one epoch is exactly N/B SGD steps in order (a Gemm's
 # weights against NumPy's), and so with --decay piecewise and a warm-up
 # then cosine decay at each step's rate, and with each clipping option,
-# clipped as NumPy clips; --label-smoothing kept in the saved file; and each
-# bad option, exit 2 or 1 naming it.
+# clipped as NumPy clips; --label-smoothing kept in the saved file;
+# --activations float16 reported and moving the fit a little; and each bad
+# option, exit 2 or 1 naming it.
 # Usage: cli_fit.sh SOURCE_DIR KILN
 set -eu
 src=$1
@@ -52,7 +53,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--label-smoothing LS  Keras's label_smoothing, in [0, 1] (default 0)" \
     "--ema M            keep a moving average of the weights" "--lora RANK" \
     "--lora-alpha A     the adapters' scale is A / RANK" "--lora-layers PREFIX" \
-    "--lora-targets LIST  the attention projections adapted"; do
+    "--lora-targets LIST  the attention projections adapted" \
+    "--activations TYPE  float32 (default) or float16"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -135,6 +137,9 @@ for line in "froze 9 layer(s) named /features..." "saved $work/tuned.kiln"; do
 done
 grep -q "^epoch 2/2: loss [0-9.]*, accuracy [0-9.]*$" "$work/fit.txt" || fail "fit: no history"
 grep -q "Epoch 2/2" "$work/fit.err" || fail "fit: no Keras progress on stderr"
+grep -qxF "Optimizer: sgd, learning rate 0.1, momentum 0.9" "$work/fit.txt" ||
+    fail "fit on .onnx: no report of the optimizer it trains with"
+grep -q "^Activations:" "$work/fit.txt" && fail "fit without --activations: half activations"
 "$kiln" summary "$work/tuned.kiln" > "$work/summary2.txt"
 grep -q "^head (dense)  *(None, 5)  *645  */Flatten$" "$work/summary2.txt" &&
     grep -q "^Loss: sparse_categorical_crossentropy (with accuracy)$" "$work/summary2.txt" &&
@@ -314,6 +319,36 @@ print("--ema: the model file's optimizer has use_ema", o.get("use_ema"), "ema_mo
       o.get("ema_momentum"))
 sys.exit(0 if o.get("use_ema") is True and abs(o["ema_momentum"] - 0.9) < 1e-7 else 1)
 PY
+# --activations float16: the compiled model reports half activations, and
+# trains a head on the backbone's outputs rounded to half: the predictions
+# of the same fit in float32 move, by little. A model file takes it too (a
+# setting of the machine, not of the file).
+for t in float32 float16; do
+    "$kiln" fit "$net" "$work/x.npy" "$work/y.npy" --save "$work/$t.kiln" --batch 8 --head 5 \
+        --head-from /Flatten --freeze /features --no-shuffle --seed 3 --activations "$t" \
+        > "$work/$t.txt" 2>&1 ||
+        { rc=$?; cat "$work/$t.txt"; fail "fit --activations $t exited $rc"; }
+    "$kiln" predict "$work/$t.kiln" "$work/x.npy" "$work/$t.npy" > /dev/null
+done
+half="Activations: half precision between forward and backward"
+grep -qxF "$half" "$work/float16.txt" ||
+    { cat "$work/float16.txt"; fail "fit --activations float16: no '$half'"; }
+grep -q "^Activations:" "$work/float32.txt" && fail "fit --activations float32: half activations"
+"$python" - "$work" <<'PY' || fail "--activations float16: not float32's fit with rounded outputs"
+import sys
+import numpy as np
+d = sys.argv[1]
+a, b = np.load(d + "/float32.npy"), np.load(d + "/float16.npy")
+diff = float(np.abs(a - b).max() / np.abs(a).max())
+print("--activations float16: predictions %.2e from float32's fit (relative)" % diff)
+sys.exit(0 if 0 < diff < 1e-3 else 1)
+PY
+"$kiln" fit "$work/tuned.kiln" "$work/x.npy" "$work/y.npy" --save "$work/half.kiln" \
+    --activations float16 --strategy "$strategy" > "$work/half.txt" 2>&1 ||
+    { rc=$?; cat "$work/half.txt"; fail "fit --activations float16 on a model file exited $rc"; }
+grep -qxF "$half" "$work/half.txt" ||
+    { cat "$work/half.txt"; fail "fit --activations float16 of a model file: no '$half'"; }
+
 # --lora on the Gemm "fc": the saved model holds one merged kernel w + (alpha/r)·A·B and
 # no adapters; the kernel moved by a matrix of rank 1 (the adapters' rank) and the bias
 # trained, as Keras 3's enable_lora leaves it trainable.
@@ -487,6 +522,11 @@ expect 1 "label smoothing is for the cross-entropy losses, not mean_squared_erro
     --save "$work/o.kiln" --loss mse --label-smoothing 0.1
 expect 2 "--decay is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.npy" \
     "$work/y.npy" --save "$work/o.kiln" --decay cosine
+expect 2 "unknown activation storage 'half' (float32, float16)" $f --save "$work/o.kiln" \
+    --activations half
+expect 2 "--activations needs a value" $f --save "$work/o.kiln" --activations
+expect 2 "--activations is not an option of predict" "$kiln" predict "$net" "$work/x.npy" \
+    "$work/p.npy" --activations float16
 expect 2 "fit needs --save OUT" $f
 expect 2 "fit takes 3 file names, got 2" "$kiln" fit "$net" "$work/x.npy" --save "$work/o.kiln"
 expect 2 "--epochs is not an option of evaluate" "$kiln" evaluate "$net" "$work/x.npy" \
