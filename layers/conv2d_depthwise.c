@@ -52,7 +52,7 @@ size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *
 static kiln_status run_pixels(kiln_device *dev, kiln_kernel *kernel, size_t channels,
                               size_t width, size_t rows, kiln_args a)
 {
-    const kiln_range cpu = {.dims = 2, .size = {rows, (channels + 7) / 8}};
+    const kiln_range cpu = {.dims = 2, .size = {(channels + 7) / 8, rows}};
     const kiln_range gpu = {.dims = 3, .size = {channels, width, rows}};
     return kiln_kernel_run_variant(dev, kernel, &cpu, &gpu, a);
 }

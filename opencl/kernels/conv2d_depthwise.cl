@@ -133,8 +133,11 @@ __kernel void kiln_conv2d_depthwise_grad_partial_gpu(__global const float *in,
  * work-items. The loops and their order of summation are the GPU
  * variants'. */
 
-/* The forward over (rows x batch, blocks of eight channels): a work-item
- * computes its output row's pixels in turn. */
+/* The forward over (blocks of eight channels, rows x batch): a work-item
+ * writes its output row's bias, adds each tap over the pixels whose tap
+ * lies inside the image (bounds worked out once a tap, the tap's weights
+ * held), then applies the activation: the GPU variant's order of
+ * summation, the row in cache throughout. */
 __kernel void kiln_conv2d_depthwise_forward_cpu(__global const float *in, __global float *out,
                                                 __global const float *params, int kernel_offset,
                                                 int bias_offset, int use_bias, int act,
@@ -142,28 +145,35 @@ __kernel void kiln_conv2d_depthwise_forward_cpu(__global const float *in, __glob
                                                 int KH, int KW, int stride_h, int stride_w,
                                                 int pad_top, int pad_left, int dil_h, int dil_w)
 {
-    const int row = get_global_id(0), c0 = 8 * get_global_id(1);
+    const int c0 = 8 * get_global_id(0), row = get_global_id(1);
     if (row >= rows || c0 >= C)
         return;
     const int oy = row % OH, n = row / OH, nc = C - c0;
     __global const float *sample = in + (size_t)n * H * W * C + c0;
-    __global const float *w = params + kernel_offset + c0;
+    __global float *o = out + (size_t)row * OW * C + c0;
     const float8 bias = use_bias ? kiln_load8(params + bias_offset + c0, nc) : (float8)(0.0f);
-    for (int ox = 0; ox < OW; ox++) {
-        float8 acc = bias;
-        for (int ky = 0; ky < KH; ky++) {
-            const int y = oy * stride_h - pad_top + ky * dil_h;
-            if (y < 0 || y >= H)
-                continue;
-            for (int kx = 0; kx < KW; kx++) {
-                const int x = ox * stride_w - pad_left + kx * dil_w;
-                if (x >= 0 && x < W)
-                    acc += kiln_load8(sample + ((size_t)y * W + x) * C, nc) *
-                           kiln_load8(w + (ky * KW + kx) * C, nc);
-            }
+    for (int ox = 0; ox < OW; ox++)
+        kiln_store8(o + (size_t)ox * C, bias, nc);
+    for (int ky = 0; ky < KH; ky++) {
+        const int y = oy * stride_h - pad_top + ky * dil_h;
+        if (y < 0 || y >= H)
+            continue;
+        for (int kx = 0; kx < KW; kx++) {
+            const int wx = kx * dil_w - pad_left;
+            const int x0 = max(0, (-wx + stride_w - 1) / stride_w);
+            const int x1 = wx >= W ? 0 : min(OW, (W - 1 - wx) / stride_w + 1);
+            const float8 w = kiln_load8(params + kernel_offset + (ky * KW + kx) * C + c0, nc);
+            __global const float *line = sample + ((size_t)y * W + wx) * C;
+            for (int ox = x0; ox < x1; ox++)
+                kiln_store8(o + (size_t)ox * C,
+                            kiln_load8(o + (size_t)ox * C, nc) +
+                                kiln_load8(line + (size_t)ox * stride_w * C, nc) * w,
+                            nc);
         }
-        kiln_store8(out + ((size_t)row * OW + ox) * C + c0, kiln_activate8(acc, act), nc);
     }
+    for (int ox = 0; ox < OW; ox++)
+        kiln_store8(o + (size_t)ox * C, kiln_activate8(kiln_load8(o + (size_t)ox * C, nc), act),
+                    nc);
 }
 
 /* The input gradient over (input rows x batch, blocks of eight channels),
@@ -176,7 +186,7 @@ __kernel void kiln_conv2d_depthwise_input_grad_cpu(__global const float *dy,
                                                    int stride_w, int pad_top, int pad_left,
                                                    int dil_h, int dil_w)
 {
-    const int row = get_global_id(0), c0 = 8 * get_global_id(1);
+    const int c0 = 8 * get_global_id(0), row = get_global_id(1);
     if (row >= rows || c0 >= C)
         return;
     const int y = row % H, n = row / H, nc = C - c0;
@@ -214,7 +224,9 @@ __kernel void kiln_conv2d_depthwise_input_grad_cpu(__global const float *dy,
 }
 
 /* The partial weight and bias gradients over (blocks of eight channels,
- * K + 1, chunks), as the GPU variant's. */
+ * K + 1, chunks), as the GPU variant's, in the same order; the chunk's
+ * pixels go a row segment at a time, the tap's bounds worked out once a
+ * segment, so the inner loop is loads and multiply-adds only. */
 __kernel void kiln_conv2d_depthwise_grad_partial_cpu(__global const float *in,
                                                      __global const float *dy,
                                                      __global float *partial, int chunks,
@@ -229,25 +241,27 @@ __kernel void kiln_conv2d_depthwise_grad_partial_cpu(__global const float *in,
         return;
     const int bias = k == K, nc = C - c0;
     const int wy = bias ? 0 : k / KW * dil_h - pad_top, wx = bias ? 0 : k % KW * dil_w - pad_left;
+    /* The outputs whose tap lies inside the image's width: ox in [x0, x1). */
+    const int x0 = bias ? 0 : max(0, (-wx + stride_w - 1) / stride_w);
+    const int x1 = bias ? OW : wx >= W ? 0 : min(OW, (W - 1 - wx) / stride_w + 1);
     const int first = chunk * chunk_pixels, last = min(first + chunk_pixels, pixels);
-    int ox = first % OW, oy = (first / OW) % OH, n = first / (OW * OH);
     float8 acc = (float8)(0.0f);
-    for (int p = first; p < last; p++) {
-        const float8 g = kiln_load8(dy + (size_t)p * C + c0, nc);
+    for (int p = first; p < last;) {
+        /* The segment of the chunk in output row (n, oy): pixels p .. end. */
+        const int ox = p % OW, row = p / OW, end = min(last, p - ox + OW);
+        const int oy = row % OH, n = row / OH, y = oy * stride_h + wy;
         if (bias) {
-            acc += g;
-        } else {
-            const int y = oy * stride_h + wy, x = ox * stride_w + wx;
-            if (y >= 0 && y < H && x >= 0 && x < W)
-                acc += kiln_load8(in + (((size_t)n * H + y) * W + x) * C + c0, nc) * g;
+            for (int q = p; q < end; q++)
+                acc += kiln_load8(dy + (size_t)q * C + c0, nc);
+        } else if (y >= 0 && y < H) {
+            const int from = max(ox, x0), to = min(ox + end - p, x1);
+            __global const float *g = dy + ((size_t)row * OW) * C + c0;
+            __global const float *x_row = in + (((size_t)n * H + y) * W + wx) * C + c0;
+            for (int q = from; q < to; q++)
+                acc += kiln_load8(x_row + (size_t)q * stride_w * C, nc) *
+                       kiln_load8(g + (size_t)q * C, nc);
         }
-        if (++ox == OW) {
-            ox = 0;
-            if (++oy == OH) {
-                oy = 0;
-                ++n;
-            }
-        }
+        p = end;
     }
     kiln_store8(partial + ((size_t)chunk * (K + 1) + k) * C + c0, acc, nc);
 }

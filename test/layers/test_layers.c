@@ -1329,6 +1329,14 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof depthwise / sizeof depthwise[0]; i++)
         test_conv(ctx, six, 3, &depthwise[i]);
+    /* Two pixels wide, stride 2, padded after: the last column of taps
+     * lies wholly past the image (the weight gradient's bounds of a row
+     * segment must then be empty, not one pixel). */
+    const int32_t narrow[] = {5, 2, 8};
+    const conv_case past = {.filters = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+                            .padding = KILN_PADDING_EXPLICIT, .pads = {1, 0, 1, 1}, .groups = 8,
+                            .act = KILN_ACTIVATION_LINEAR};
+    test_conv(ctx, narrow, 3, &past);
     /* Enough output pixels that the depthwise weight gradient sums
      * several chunks, the last partial; channels past one vector of 32. */
     const int32_t many_channels[] = {19, 17, 37};
