@@ -214,7 +214,7 @@ static kiln_status bn_forward(const void *config, void *replica, const kiln_step
                             kiln_arg_int((int64_t)s->param_offset[BETA]),
                             kiln_arg_int((int64_t)s->param_offset[MOVING_MEAN]),
                             kiln_arg_int((int64_t)s->param_offset[MOVING_VARIANCE]),
-                            kiln_arg_float(c->epsilon));
+                            kiln_arg_float(c->epsilon), kiln_arg_int(s->activation));
     if (st == KILN_OK)
         st = run_channels(s->dev, r->kernels.normalize, C, rows, a);
     return st;
@@ -381,7 +381,7 @@ const kiln_layer_ops kiln_layer_batch_norm = {
     .replica_size = sizeof(bn_replica), .min_inputs = 1, .max_inputs = 1, .configure = bn_configure,
     .describe = bn_describe, .infer = bn_infer, .kernels = bn_kernels, .prepare = bn_prepare,
     .forward = bn_forward, .backward = bn_backward, .release = bn_release, .flops = bn_flops,
-    .synchronized = bn_synchronized,
+    .synchronized = bn_synchronized, .fuses_activation = kiln_layer_fuses_activation,
     .args_size = sizeof(kiln_batch_norm_options), KILN_FIELDS(bn_fields), .takes_activation = 1,
     .export_onnx = bn_export_onnx,
     .import_onnx = bn_import_onnx,

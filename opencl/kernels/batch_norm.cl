@@ -61,13 +61,14 @@ __kernel void kiln_batch_norm_finish(__global const float *sums, int C, float co
         params[variance_offset + c] * momentum + unbiased * (1.0f - momentum);
 }
 
-/* y = gamma (x - mean) inv_std + beta over a (C blocks, rows) range. In
- * training the batch's statistics (stats), else the moving ones. */
+/* y = act(gamma (x - mean) inv_std + beta) over a (C blocks, rows) range
+ * (act: the layer's fused activation, a kiln_activation). In training the
+ * batch's statistics (stats), else the moving ones. */
 __kernel void kiln_batch_norm_normalize_cpu(__global const float *x, __global float *y, int rows,
                                             int C, __global const float *stats, int training,
                                             __global const float *params, int gamma_offset,
                                             int beta_offset, int mean_offset, int variance_offset,
-                                            float epsilon)
+                                            float epsilon, int act)
 {
     const int c0 = get_global_id(0) * 8, r = get_global_id(1);
     if (c0 >= C || r >= rows)
@@ -83,7 +84,8 @@ __kernel void kiln_batch_norm_normalize_cpu(__global const float *x, __global fl
     }
     const float8 scale = kiln_load8(params + gamma_offset + c0, n) * inv_std;
     const float8 v = kiln_load8(x + (size_t)r * C + c0, n);
-    kiln_store8(y + (size_t)r * C + c0, (v - mean) * scale + kiln_load8(params + beta_offset + c0, n),
+    kiln_store8(y + (size_t)r * C + c0,
+                kiln_activate8((v - mean) * scale + kiln_load8(params + beta_offset + c0, n), act),
                 n);
 }
 
@@ -196,7 +198,7 @@ __kernel void kiln_batch_norm_normalize_gpu(__global const float *x, __global fl
                                             int training, __global const float *params,
                                             int gamma_offset, int beta_offset,
                                             int mean_offset, int variance_offset,
-                                            float epsilon)
+                                            float epsilon, int act)
 {
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= C || r >= rows)
@@ -204,7 +206,8 @@ __kernel void kiln_batch_norm_normalize_gpu(__global const float *x, __global fl
     const float mean = training ? stats[c] : params[mean_offset + c];
     const float inv_std = training ? stats[C + c] : rsqrt(params[variance_offset + c] + epsilon);
     const float scale = params[gamma_offset + c] * inv_std;
-    y[(size_t)r * C + c] = (x[(size_t)r * C + c] - mean) * scale + params[beta_offset + c];
+    y[(size_t)r * C + c] =
+        kiln_activate((x[(size_t)r * C + c] - mean) * scale + params[beta_offset + c], act);
 }
 
 __kernel void kiln_batch_norm_backward_partial_gpu(__global const float *x,

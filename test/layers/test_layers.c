@@ -453,13 +453,14 @@ static void test_elementwise(kiln_context *ctx, const char *name, build_fn build
 
 typedef struct bn_case {
     float momentum, epsilon;
+    kiln_activation act;   /* 0: linear */
 } bn_case;
 
 static kiln_node build_bn(kiln_model *m, kiln_node pre, const void *arg)
 {
     const bn_case *c = arg;
     kiln_batch_norm_options o = {.struct_size = sizeof o, .momentum = c->momentum,
-                                 .epsilon = c->epsilon, .activation = KILN_ACTIVATION_LINEAR};
+                                 .epsilon = c->epsilon, .activation = c->act};
     return kiln_batch_normalization(m, pre, &o);
 }
 
@@ -477,19 +478,22 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
     const int ch = dims[rank - 1];
     const int rows = (int)(batch * r.in_size / ch);
     char what[128];
-    snprintf(what, sizeof what, "batch_normalization %s, %d rows x %d channels, momentum %g",
-             training ? "training" : "inference", rows, ch, (double)c->momentum);
+    snprintf(what, sizeof what, "batch_normalization %s, %d rows x %d channels, momentum %g, %s%s",
+             training ? "training" : "inference", rows, ch, (double)c->momentum,
+             act_name(c->act), check_inner ? " (the layer's own)" : "");
     printf("%s\n", what);
     const int64_t n = batch * r.in_size;
     double *y = calloc((size_t)n, sizeof(double)), *dx = calloc((size_t)n, sizeof(double));
     double *mean = calloc((size_t)ch, sizeof(double)), *var = calloc((size_t)ch, sizeof(double));
     double *dg = calloc((size_t)ch, sizeof(double)), *db = calloc((size_t)ch, sizeof(double));
+    double *z = calloc((size_t)n, sizeof(double)), *dz = calloc((size_t)n, sizeof(double));
     const double momentum = c->momentum ? c->momentum : 0.99, eps = c->epsilon ? c->epsilon : 1e-3;
     ref_batch_norm_forward(rows, ch, r.x, r.params[0], r.params[1], r.params[2], r.params[3], eps,
-                           momentum, training, y, mean, var);
+                           momentum, training, z, mean, var);
+    apply_act(c->act, z, r.dy, rows, ch, y, dz);
     test_close(what, 0, r.y, y, sizeof(double), n, TEST_OF_ARRAY, TOL);
     if (training) {
-        ref_batch_norm_backward(rows, ch, r.x, r.params[0], eps, r.dy, dx, dg, db);
+        ref_batch_norm_backward(rows, ch, r.x, r.params[0], eps, dz, dx, dg, db);
         test_close(what, 0, r.dx, dx, sizeof(double), n, TEST_OF_ARRAY, TOL);
         test_close(what, 0, r.dparams[0], dg, sizeof(double), ch, TEST_OF_ARRAY, TOL);
         test_close(what, 0, r.dparams[1], db, sizeof(double), ch, TEST_OF_ARRAY, TOL);
@@ -500,7 +504,7 @@ static void test_bn(kiln_context *ctx, int rank, const int32_t *dims, int batch,
                    0);  /* untouched */
         test_close(what, 0, r.params_after[3], r.params[3], sizeof(double), ch, TEST_OF_ARRAY, 0);
     }
-    free(y), free(dx), free(mean), free(var), free(dg), free(db);
+    free(y), free(dx), free(mean), free(var), free(dg), free(db), free(z), free(dz);
     layer_run_free(&r);
 }
 
@@ -1404,6 +1408,19 @@ int main(void)
         test_bn(ctx, 1, feat, 1, training, &fast);
         test_bn(ctx, 3, big, 30, training, &keras);
     }
+    /* Not the output: the activation applied by the normalisation itself
+     * (imported Conv -> BatchNormalization -> Relu), each element-wise one
+     * but those whose gradient needs their input, which the runtime
+     * applies. */
+    check_inner = 1;
+    for (int act = KILN_ACTIVATION_RELU; act <= KILN_ACTIVATION_LAST; act++) {
+        if (act == KILN_ACTIVATION_SOFTMAX || act == KILN_ACTIVATION_LOG_SOFTMAX)
+            continue;
+        const bn_case with = {.momentum = 0.5f, .epsilon = 1e-2f, .act = (kiln_activation)act};
+        for (int training = 1; training >= 0; training--)
+            test_bn(ctx, 3, maps, 3, training, &with);
+    }
+    check_inner = 0;
 
     test_dropout(ctx, 0.3f);
     test_dropout(ctx, 0.75f);
