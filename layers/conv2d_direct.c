@@ -12,11 +12,15 @@
 #define GRAD_TAPS 5
 #define GRAD_FILTERS 32
 
-/* Small patches go direct. Here, not in conv2d.c, so that tests can wrap
- * the choice at link time and run both paths on every shape. */
+/* Small patches go direct, but 1x1 windows: strided (stride 1 is
+ * conv2d_pointwise.c's), the direct input gradient ran at a third of
+ * im2col + GEMM's speed (docs/performance.md). Here, not in conv2d.c, so
+ * that tests can wrap the choice at link time and run both paths on every
+ * shape. */
 int32_t kiln_conv2d_use_direct(const conv2d_config *c)
 {
-    return c->groups == 1 && kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
+    return c->groups == 1 && (c->kh > 1 || c->kw > 1) &&
+           kiln_conv2d_patch(c) <= KILN_CONV_DIRECT_MAX_PATCH;
 }
 
 kiln_status kiln_conv2d_direct_kernels(conv2d_replica *r, kiln_device *dev)

@@ -5,9 +5,10 @@
  * run alternately: LD_LIBRARY_PATH=OLD_BUILD and NEW_BUILD in turns.
  *   depthwise: two 3x3 depthwise convolutions (groups == channels, 'same',
  *     the given stride) of CHANNELS (conv2d_depthwise.cl);
- *   pointwise: 1x1 CHANNELS -> CHANNELS, then 1x1 CHANNELS -> FILTERS,
- *     GEMMs on the layers' own buffers (conv2d_pointwise.c; the second's
- *     input gradient is computed, the first's not: nothing is before it).
+ *   pointwise: 1x1 CHANNELS -> CHANNELS, then 1x1 CHANNELS -> FILTERS of
+ *     the given stride (the second's input gradient is computed, the
+ *     first's not: nothing is before it); at stride 1 GEMMs on the layers'
+ *     own buffers (conv2d_pointwise.c).
  * Usage: bench_conv depthwise|pointwise [SIZE [CHANNELS [STRIDE [STEPS [FILTERS]]]]]
  *        (56 144 1 20 96)
  * Prints "MODE SIZExSIZExCHANNELS stride S batch 8: T ms CPU/step". */
@@ -48,7 +49,8 @@ int main(int argc, char **argv)
     const int32_t dims[] = {size, size, channels};
     const int side = depthwise ? 3 : 1;
     kiln_conv2d_options conv = {.struct_size = sizeof conv, .filters = channels,
-                                .kernel_size = {side, side}, .strides = {stride, stride},
+                                .kernel_size = {side, side},
+                                .strides = {pointwise ? 1 : stride, pointwise ? 1 : stride},
                                 .padding = KILN_PADDING_SAME,
                                 .groups = depthwise ? channels : 1,
                                 .activation = KILN_ACTIVATION_RELU};
@@ -56,7 +58,7 @@ int main(int argc, char **argv)
     conv.activation = KILN_ACTIVATION_LINEAR;
     conv.filters = depthwise ? channels : filters;
     if (pointwise)
-        conv.strides[0] = conv.strides[1] = 1;
+        conv.strides[0] = conv.strides[1] = stride;
     kiln_conv2d(m, h, &conv);
     const kiln_compile_options co = {.struct_size = sizeof co,
                                      .loss = KILN_LOSS_MEAN_SQUARED_ERROR};

@@ -1368,6 +1368,11 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof pointwise / sizeof pointwise[0]; i++)
         test_conv(ctx, pointwise_in, 3, &pointwise[i]);
+    /* Strided 1x1 of few channels: im2col (a gather) + GEMM, not direct. */
+    const conv_case strided_1x1 = {.filters = 5, .kh = 1, .kw = 1, .sh = 2, .sw = 2,
+                                   .padding = KILN_PADDING_VALID, .act = KILN_ACTIVATION_RELU};
+    test_conv(ctx, img, 3, &strided_1x1);
+    test_conv(ctx, pointwise_in, 2, &strided_1x1);
     const conv_case pointwise_residual = {.filters = 40, .kh = 1, .kw = 1, .sh = 1, .sw = 1,
                                           .padding = KILN_PADDING_VALID,
                                           .act = KILN_ACTIVATION_LINEAR};
