@@ -8,4 +8,5 @@ dir=build-clang
 [ -f "$dir/build.ninja" ] || CC=clang CXX=clang++ meson setup "$dir" -Dwerror=true > /dev/null
 ninja -C "$dir"
 # The suite zoo (torchvision's heavy networks) runs once, on the gcc build.
-meson test -C "$dir" --num-processes 2 --print-errorlogs --no-suite zoo
+# Further arguments go to meson test (.ci/run: --no-suite consumer).
+meson test -C "$dir" --num-processes 2 --print-errorlogs --no-suite zoo "$@"
