@@ -1,8 +1,9 @@
 /* Conv2D's 1x1 stride-1 unpadded convolutions (MobileNet's and EfficientNet's
  * expansions and projections, ResNet's bottleneck ends): in NHWC the input
  * already is the GEMM's left operand, a row of C channels per pixel, so
- * forward, weight gradient and input gradient are each one GEMM per group
- * on the layer's own buffers, with no im2col matrix and no col2im. */
+ * forward, weight gradient and input gradient are each a GEMM per group,
+ * the groups in one batched launch, on the layer's own buffers, with no
+ * im2col matrix and no col2im. */
 #include "layers/conv2d.h"
 
 int32_t kiln_conv2d_use_pointwise(const conv2d_config *c)
