@@ -205,21 +205,18 @@ int main(void)
     kiln_context *probe = context(&c);
     if (!probe)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(probe, &devices);
+    const int32_t devices = test_device_count(probe);
     kiln_context_destroy(probe);
     char dir[] = "/tmp/kiln-faults-XXXXXX";
     if (!mkdtemp(dir))
         return 1;
     test_nan(KILN_STRATEGY_ONE_DEVICE, dir);
     test_failed_launch(KILN_STRATEGY_ONE_DEVICE, 0, dir);
-    if (devices >= 2) {
+    if (test_has_devices(devices, 2, "the faults under mirrored and central_storage")) {
         test_nan(KILN_STRATEGY_MIRRORED, dir);
         test_nan(KILN_STRATEGY_CENTRAL_STORAGE, dir);
         test_failed_launch(KILN_STRATEGY_MIRRORED, 1, dir);
         test_failed_launch(KILN_STRATEGY_CENTRAL_STORAGE, 1, dir);
-    } else {
-        printf("SKIP (one device): the faults under mirrored and central_storage need two\n");
     }
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -335,29 +335,27 @@ int main(void)
     kiln_context *ctx = test_context(5);
     if (!ctx)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     test_check_kernel(ctx);
     kiln_context_destroy(ctx);
     test_strategy(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
     test_strategy(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
     test_huge_features(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
     test_huge_features(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
-    if (devices >= 2) {
+    const int two = test_has_devices(devices, 2, "mirrored, central_storage and pipeline");
+    if (two) {
         test_strategy(KILN_STRATEGY_MIRRORED, "mirrored", 1);
         test_strategy(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
         test_strategy(KILN_STRATEGY_PIPELINE, "pipeline", 1);
         test_huge_features(KILN_STRATEGY_MIRRORED, "mirrored", 1);
         test_huge_features(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
         test_huge_features(KILN_STRATEGY_PIPELINE, "pipeline", 1);
-    } else {
-        printf("one device: mirrored, central_storage and pipeline not run\n");
     }
     clip = 0.5f;
     printf("again with global_clipnorm %g:\n", clip);
     test_strategy(KILN_STRATEGY_ONE_DEVICE, "one_device", 1);
     test_strategy(KILN_STRATEGY_PARAMETER_SERVER, "parameter_server", 0);
-    if (devices >= 2) {
+    if (two) {
         test_strategy(KILN_STRATEGY_MIRRORED, "mirrored", 1);
         test_strategy(KILN_STRATEGY_CENTRAL_STORAGE, "central_storage", 1);
         test_strategy(KILN_STRATEGY_PIPELINE, "pipeline", 1);

@@ -3,7 +3,9 @@
  * as a skipped test. SKIP_MISSING is the skip for something not installed
  * (a package, a data set, any OpenCL device): under CI=true, where
  * test/run.sh has installed everything, it fails instead. A skip because the
- * machine has one device where a test wants two stays a SKIP. */
+ * machine has one device where a test wants two stays a SKIP
+ * (test_has_devices for a part of a test, test_require_devices for all of
+ * it). */
 #ifndef KILN_TEST_HARNESS_H
 #define KILN_TEST_HARNESS_H
 
@@ -95,6 +97,51 @@ static inline void test_missing_part(const char *why)
     } else {
         printf("SKIP (part): %s\n", why);
     }
+}
+
+/* The context's device count (0, and a failed check, when it cannot be read). */
+static inline int32_t test_device_count(kiln_context *ctx)
+{
+    int32_t devices = 0;
+    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    return devices;
+}
+
+/* The POCL_DEVICES that gives `n` devices: "basic" n times (each a device
+ * of its own thread, as the multi-device tests run). */
+static inline const char *test_pocl_devices(int32_t n)
+{
+    static char list[64];
+    list[0] = '\0';
+    for (int32_t k = 0; k < n && strlen(list) + 7 < sizeof list; k++)
+        strcat(list, k ? " basic" : "basic");
+    return list;
+}
+
+/* Whether a part of a test that needs `n` devices runs on the context's
+ * `devices`: if not, it says which part it leaves out and why, and the
+ * rest of the test goes on. Too few devices is the machine, not a missing
+ * dependency: a skip under CI=true too. */
+static inline int test_has_devices(int32_t devices, int32_t n, const char *part)
+{
+    if (devices >= n)
+        return 1;
+    printf("SKIP (%d device%s, %d needed): %s; run with POCL_DEVICES=\"%s\"\n", (int)devices,
+           devices == 1 ? "" : "s", (int)n, part, test_pocl_devices(n));
+    return 0;
+}
+
+/* A test that needs `n` devices as a whole: on fewer, destroys ctx and
+ * skips (exit 77; 1 if a check has already failed), saying why. */
+static inline void test_require_devices(kiln_context *ctx, int32_t n, const char *test)
+{
+    const int32_t devices = test_device_count(ctx);
+    if (devices >= n)
+        return;
+    kiln_context_destroy(ctx);
+    printf("SKIP: %s: %d devices needed, the context has %d; run with POCL_DEVICES=\"%s\"\n",
+           test, (int)n, (int)devices, test_pocl_devices(n));
+    exit(test_failures ? 1 : 77);
 }
 
 /* A whole file in memory (the caller frees it), or NULL; *size its length. */

@@ -239,12 +239,7 @@ int main(void)
     kiln_context *ctx = test_context(3);
     if (!ctx)
         return 1;
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    if (devices < 2) {
-        kiln_context_destroy(ctx);
-        SKIP("needs two devices (POCL_DEVICES=\"basic basic\", as meson sets)");
-    }
+    test_require_devices(ctx, 2, "test_import_strategies");
     snprintf(dir, sizeof dir, "/tmp/kiln_import_strategies_XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     char cmd[512];

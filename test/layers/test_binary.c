@@ -324,19 +324,16 @@ static float *trained(kiln_context *ctx, kiln_strategy strategy, int replicas, i
  * kept there). */
 static void check_strategies(kiln_context *ctx)
 {
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    const int32_t devices = test_device_count(ctx);
     int64_t n = 0;
     float constant = 0;
     float *base = trained(ctx, KILN_STRATEGY_ONE_DEVICE, 1, &n, &constant);
     CHECK(constant == 1.7f);
-    if (devices < 2)
-        printf("SKIP (one device): mirrored and central storage need two; meson runs this "
-               "test on POCL_DEVICES=\"basic basic basic\"\n");
+    const int two = test_has_devices(devices, 2, "mirrored, central storage and the pipeline");
     const kiln_strategy others[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_CENTRAL_STORAGE,
                                     KILN_STRATEGY_PIPELINE};
     const char *const names[] = {"mirrored", "central_storage", "pipeline (2 stages)"};
-    for (int k = 0; devices >= 2 && base && k < 3; k++) {
+    for (int k = 0; two && base && k < 3; k++) {
         int64_t m = 0;
         float *w = trained(ctx, others[k], others[k] == KILN_STRATEGY_PIPELINE ? 2 : devices,
                            &m, &constant);

@@ -122,16 +122,14 @@ static void test_strategies(kiln_context *ctx, int devices)
         printf("%s: loss after 3 epochs %.4f (chance: %.4f)\n",
                position ? "embedding + positions" : "embedding", loss0, log(3.0));
         CHECK(loss0 < 0.9 * log(3.0));   /* it learned something */
-        if (devices < 2)
-            printf("SKIP (one device): the strategies on 2 devices need two; run with "
-                   "POCL_DEVICES=\"basic basic\"\n");
+        const int two = test_has_devices(devices, 2, "the strategies on 2 devices");
         static const struct {
             kiln_strategy strategy;
             const char *name;
         } others[] = {{KILN_STRATEGY_MIRRORED, "mirrored, 2 replicas"},
                       {KILN_STRATEGY_CENTRAL_STORAGE, "central_storage, 2 replicas"},
                       {KILN_STRATEGY_PIPELINE, "pipeline, 2 stages"}};
-        for (int k = 0; devices >= 2 && k < 3; k++) {
+        for (int k = 0; two && k < 3; k++) {
             const run r = {.strategy = others[k].strategy, .replicas = 2, .position = position};
             float *w = weights_after(ctx, ds, &r, &n, &loss);
             char what[96];
@@ -540,8 +538,7 @@ int main(int argc, char **argv)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     printf("%d device(s)\n", (int)devices);
     test_bad_graphs(ctx);
     test_bad_data(ctx);

@@ -155,9 +155,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
     float *base = weights_after(ctx, ds, &one, &n, &loss0);
     printf("one_device: loss %.4f before, %.4f after 3 epochs\n", before, loss0);
     CHECK(loss0 < 0.7 * before);   /* it learned something */
-    if (devices < 2)
-        printf("SKIP (one device): the strategies on 2 devices need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
+    const int two = test_has_devices(devices, 2, "the strategies on 2 devices");
     static const struct {
         run r;
         const char *name;
@@ -167,7 +165,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int devices)
         {{.strategy = KILN_STRATEGY_PIPELINE}, "pipeline, 2 stages (automatic)"},
         {{.strategy = KILN_STRATEGY_PIPELINE, .placed = 1},
          "pipeline, input 'side' on the second stage"}};
-    for (int k = 0; devices >= 2 && k < 4; k++) {
+    for (int k = 0; two && k < 4; k++) {
         float *w = weights_after(ctx, ds, &others[k].r, &n, &loss);
         compare(others[k].name, w, base, n, 1e-5);
         free(w);
@@ -479,8 +477,7 @@ int main(void)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     printf("%d device(s)\n", (int)devices);
     data d;
     make_data(&d);

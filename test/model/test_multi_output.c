@@ -235,10 +235,7 @@ static void test_strategies(kiln_context *ctx, const data *d, int32_t devices)
     test_close("predict: the reg output's place in a sample, against float64", 58, packed_reg,
                reg_out, sizeof(float), N * REG, TEST_PER_VALUE, 1e-5);
     kiln_model_destroy(m);
-    if (devices < 2) {
-        printf("SKIP mirrored and central storage: one device (run with POCL_DEVICES=\"basic "
-               "basic\")\n");
-    } else {
+    if (test_has_devices(devices, 2, "mirrored and central storage")) {
         const kiln_strategy strategies[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_CENTRAL_STORAGE};
         const char *names[] = {"mirrored (2 replicas)", "central_storage (2 replicas)"};
         for (int s = 0; s < 2; s++) {
@@ -303,10 +300,8 @@ static kiln_model *placed(kiln_context *ctx, kiln_node heads_from, kiln_status e
  * refused, naming it. */
 static void test_pipeline(kiln_context *ctx, const data *d, int32_t devices)
 {
-    if (devices < 2) {
-        printf("SKIP the pipeline: one device (run with POCL_DEVICES=\"basic basic\")\n");
+    if (!test_has_devices(devices, 2, "the pipeline"))
         return;
-    }
     kiln_dataset *train = dataset(ctx, d, 0, 9), *val = dataset(ctx, d, 9, 3);
     const model_spec one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .weights = {1.0f, 0.5f}};
     kiln_model *a = compiled(ctx, &one), *b = placed(ctx, 2, KILN_OK, NULL);
@@ -970,8 +965,7 @@ int main(void)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     printf("%d device(s)\n", (int)devices);
     data d;
     make_data(&d);

@@ -361,11 +361,8 @@ static void compare(const char *what, const float *a, const float *b, int64_t n,
 
 static void test_strategies(kiln_context *ctx, int32_t devices)
 {
-    if (devices < 2) {
-        printf("SKIP (one device): mirrored and the pipeline on 2 devices need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
+    if (!test_has_devices(devices, 2, "mirrored and the pipeline on 2 devices"))
         return;
-    }
     kiln_dataset *ds = arrays(ctx, T, labels, 0);
     int64_t n = 0;
     double l0, l1;
@@ -577,8 +574,7 @@ int main(void)
         fprintf(stderr, "no context\n");
         return 1;
     }
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     printf("%d device(s)\n", (int)devices);
     char dir[] = "/tmp/kiln-seq-XXXXXX";
     if (!mkdtemp(dir)) {

@@ -102,8 +102,7 @@ int main(void)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&o, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     kiln_dataset *ds = synthetic_images(ctx, SAMPLES, SIDE, 777, 4);
     int64_t n = 0;
     const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE};
@@ -113,10 +112,7 @@ int main(void)
     CHECK_OK(ctx, kiln_model_get_weights(fresh, start, n));
     kiln_model_destroy(fresh);
     float *base = weights_after(ctx, ds, &one, &n);
-    if (devices < 2) {
-        printf("SKIP (one device): mirrored, central storage and the pipeline on 2 devices "
-               "need two; run with POCL_DEVICES=\"basic basic\"\n");
-    } else {
+    if (test_has_devices(devices, 2, "mirrored, central storage and the pipeline on 2 devices")) {
         const struct {
             const char *what;
             run r;

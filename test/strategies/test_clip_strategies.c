@@ -129,11 +129,9 @@ static void test_mode(kiln_context *ctx, kiln_dataset *ds, int devices, run mode
          .name = "parameter_server, 1 worker"},
     };
     for (size_t k = 0; k < sizeof strategies / sizeof strategies[0]; k++) {
-        if (strategies[k].devices > devices) {
-            printf("SKIP (one device): %s %s needs two; run with POCL_DEVICES=\"basic basic\"\n",
-                   name, strategies[k].name);
+        snprintf(what, sizeof what, "%s: %s", name, strategies[k].name);
+        if (!test_has_devices(devices, strategies[k].devices, what))
             continue;
-        }
         r = mode;
         r.strategy = strategies[k].strategy;
         r.replicas = strategies[k].replicas;
@@ -187,8 +185,7 @@ int main(void)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     kiln_dataset *ds = data(ctx);
     test_mode(ctx, ds, devices, (run){.global_clipnorm = 1.0f}, "global_clipnorm 1");
     test_mode(ctx, ds, devices, (run){.global_clipnorm = 1.0f, .frozen = "d1"},

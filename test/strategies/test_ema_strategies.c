@@ -135,11 +135,10 @@ static void test_mode(kiln_context *ctx, kiln_dataset *ds, int devices, run mode
          .name = "parameter_server, 1 worker"},
     };
     for (size_t k = 0; k < sizeof strategies / sizeof strategies[0]; k++) {
-        if (strategies[k].devices > devices) {
-            printf("SKIP (one device): %s %s needs two; run with POCL_DEVICES=\"basic basic\"\n",
-                   name, strategies[k].name);
+        char what[200];
+        snprintf(what, sizeof what, "%s: %s", name, strategies[k].name);
+        if (!test_has_devices(devices, strategies[k].devices, what))
             continue;
-        }
         if (mode.accumulation && !strategies[k].accumulates)
             continue;
         r = mode;
@@ -147,7 +146,6 @@ static void test_mode(kiln_context *ctx, kiln_dataset *ds, int devices, run mode
         r.replicas = strategies[k].replicas;
         r.stages = strategies[k].stages;
         result got = train(ctx, ds, &r);
-        char what[200];
         snprintf(what, sizeof what, "%s: %s vs one_device, weights", name, strategies[k].name);
         compare(what, got.weights, base.weights, (int64_t)base.n);
         snprintf(what, sizeof what, "%s: %s vs one_device, averages", name, strategies[k].name);
@@ -169,8 +167,7 @@ int main(void)
     kiln_context *ctx = NULL;
     if (kiln_context_create(&co, &ctx) != KILN_OK)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     kiln_dataset *ds = data(ctx);
     test_mode(ctx, ds, devices, (run){0}, "use_ema, momentum 0.8");
     test_mode(ctx, ds, devices, (run){.overwrite = 3}, "use_ema, overwrite every 3");

@@ -525,13 +525,7 @@ int main(void)
     kiln_context *ctx = test_context(7);
     if (!ctx)
         return 1;
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
-    if (devices < 3) {
-        kiln_context_destroy(ctx);
-        SKIP("the pipeline tests need three devices; run with POCL_DEVICES=\"basic basic "
-             "basic\"");
-    }
+    test_require_devices(ctx, 3, "the pipeline tests");
     kiln_dataset *ds = data(ctx);
     test_partition(ctx);
     test_errors(ctx, ds);

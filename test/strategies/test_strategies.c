@@ -221,10 +221,7 @@ static void test_equivalence(kiln_context *ctx, kiln_dataset *ds, int devices)
     w = weights_after(ctx, ds, &r, &n);
     compare("central_storage, 1 replica vs one_device", w, base, n, TOL);
     free(w);
-    if (devices < 2) {
-        printf("SKIP (one device): mirrored and central_storage on 2 devices need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
-    } else {
+    if (test_has_devices(devices, 2, "mirrored and central_storage on 2 devices")) {
         r.replicas = 2;
         r.strategy = KILN_STRATEGY_MIRRORED;
         w = weights_after(ctx, ds, &r, &n);
@@ -280,9 +277,7 @@ static void test_per_replica_batch(kiln_context *ctx, kiln_dataset *ds, int devi
     float *w = weights_after(ctx, ds, &r, &n);
     compare("one_device, per-replica batch 8 == batch 8 (bit for bit)", w, base, n, 0.0);
     free(w);
-    if (devices < 2) {
-        printf("SKIP (one device): per-replica batches on 2 replicas need two devices\n");
-    } else {
+    if (test_has_devices(devices, 2, "per-replica batches on 2 replicas")) {
         static const kiln_strategy both[] = {KILN_STRATEGY_MIRRORED,
                                              KILN_STRATEGY_CENTRAL_STORAGE};
         for (int k = 0; k < 2; k++) {
@@ -350,9 +345,8 @@ static void test_batch_norm(kiln_context *ctx, kiln_dataset *ds, int devices)
     const run one = {.strategy = KILN_STRATEGY_ONE_DEVICE, .accumulation = 1, .batch = 7,
                      .epochs = 2, .optimizer = KILN_OPTIMIZER_ADAM, .bn = BN_SYNCHRONIZED};
     float *base = weights_after(ctx, ds, &one, &n);
-    if (devices < 2) {
+    if (!test_has_devices(devices, 2, "batch norm across 2 replicas")) {
         free(base);
-        printf("SKIP (one device): batch norm across 2 replicas needs two devices\n");
         return;
     }
     run r = one;
@@ -438,10 +432,8 @@ static void test_schedules(kiln_context *ctx)
 
 static void test_faults(int devices)
 {
-    if (devices < 2) {
-        printf("SKIP (one device): replica faults need two devices\n");
+    if (!test_has_devices(devices, 2, "replica faults"))
         return;
-    }
     counter c = {0};
     kiln_context *ctx = context(&c);
     kiln_dataset *ds = data(ctx);
@@ -483,10 +475,8 @@ static void test_faults(int devices)
  * reported a use after free here when the replicas read fit's arrays). */
 static void test_watchdog_during_upload(int devices)
 {
-    if (devices < 2) {
-        printf("SKIP (one device): the watchdog on replicas needs two devices\n");
+    if (!test_has_devices(devices, 2, "the watchdog on replicas"))
         return;
-    }
     enum { FEATURES = 1 << 21, BIG_SAMPLES = 4 };
     kiln_context *ctx = context(NULL);
     float *x = calloc((size_t)FEATURES * BIG_SAMPLES, sizeof(float));
@@ -523,8 +513,7 @@ int main(void)
     kiln_context *ctx = context(NULL);
     if (!ctx)
         SKIP_MISSING("no OpenCL device");
-    int32_t devices = 0;
-    kiln_context_device_count(ctx, &devices);
+    const int32_t devices = test_device_count(ctx);
     printf("%d device(s)\n", (int)devices);
     kiln_dataset *ds = data(ctx);
     test_equivalence(ctx, ds, devices);

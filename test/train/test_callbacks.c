@@ -499,10 +499,9 @@ static void test_scheduler(kiln_context *ctx, kiln_dataset *train, kiln_dataset 
     const kiln_callback_spec z = {.kind = KILN_CALLBACK_LEARNING_RATE_SCHEDULER,
                                   .schedule = zero};
     for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
-        if (strategies[i].needs_two && devices < 2) {
-            printf("pipeline skipped: it needs two devices, the context has %d\n", devices);
+        if (strategies[i].needs_two &&
+            !test_has_devices(devices, 2, "the learning-rate scheduler under the pipeline"))
             continue;
-        }
         const setup s = {.strategy = strategies[i].strategy, .replicas = strategies[i].replicas};
         int64_t n;
         kiln_model *m = model(ctx, &s);
@@ -1327,8 +1326,7 @@ int main(void)
         SKIP_MISSING("no OpenCL device");
     snprintf(dir, sizeof dir, "/tmp/kiln-callbacks-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    const int32_t devices = test_device_count(ctx);
     kiln_dataset *train = data(ctx, TRAIN, 0), *val = data(ctx, VAL, 1);
     test_rising_validation(ctx, train, val);
     test_early_stopping(ctx, train, val);
@@ -1345,13 +1343,12 @@ int main(void)
     test_refused(ctx, train, val);
     test_metrics(ctx, KILN_STRATEGY_ONE_DEVICE);
     test_metrics(ctx, KILN_STRATEGY_PARAMETER_SERVER);
-    if (devices >= 2) {
+    if (test_has_devices(devices, 2, "the metrics under mirrored, central storage and the "
+                         "pipeline, and mirrored's callbacks")) {
         test_metrics(ctx, KILN_STRATEGY_MIRRORED);
         test_metrics(ctx, KILN_STRATEGY_CENTRAL_STORAGE);
         test_metrics(ctx, KILN_STRATEGY_PIPELINE);
         test_mirrored(ctx, train, val);
-    } else {
-        printf("mirrored skipped: it needs two devices, the context has %d\n", (int)devices);
     }
     kiln_dataset_destroy(train);
     kiln_dataset_destroy(val);

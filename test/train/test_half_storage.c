@@ -317,13 +317,8 @@ static void test_near_float32(kiln_context *ctx)
 
 static void test_strategies(kiln_context *ctx)
 {
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    if (devices < 2) {
-        printf("SKIP (one device): the strategies need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
+    if (!test_has_devices(test_device_count(ctx), 2, "the strategies"))
         return;
-    }
     /* The yardstick: how far half storage moves this network's training
      * from float32's. A float32 sum in another order (the pipeline's
      * micro-batches) can round a value to the other half step, which moves

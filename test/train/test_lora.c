@@ -312,13 +312,8 @@ static void compare_strategy(kiln_context *ctx, kiln_strategy strategy, const ch
  * with one worker (asynchronous with more). */
 static void test_strategies(kiln_context *ctx)
 {
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    if (devices < 2) {
-        printf("SKIP (one device): the strategies need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
+    if (!test_has_devices(test_device_count(ctx), 2, "the strategies"))
         return;
-    }
     static const struct { kiln_strategy strategy; const char *name; } runs[] = {
         {.strategy = KILN_STRATEGY_MIRRORED, .name = "mirrored (2 devices)"},
         {.strategy = KILN_STRATEGY_CENTRAL_STORAGE, .name = "central storage (2 devices)"},

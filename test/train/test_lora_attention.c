@@ -583,13 +583,8 @@ static void test_keep_adapters(kiln_context *ctx, const char *dir)
  * stages of 2 micro-batches equal one device after 5 steps. */
 static void test_strategies(kiln_context *ctx)
 {
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
-    if (devices < 2) {
-        printf("SKIP (one device): the strategies need two; run with "
-               "POCL_DEVICES=\"basic basic\"\n");
+    if (!test_has_devices(test_device_count(ctx), 2, "the strategies"))
         return;
-    }
     const kiln_strategy strategies[] = {KILN_STRATEGY_MIRRORED, KILN_STRATEGY_PIPELINE};
     const char *const targets[] = {NULL, "key,attention_output"};
     for (int k = 0; k < 4; k++) {

@@ -451,16 +451,12 @@ int main(void)
      * and a checkpoint: AdamW without vectors, RMSprop's three slots,
      * Adagrad's first update. */
     const size_t through[] = {1, 11, 13};
-    int32_t devices = 0;
-    CHECK_OK(ctx, kiln_context_device_count(ctx, &devices));
+    const int two = test_has_devices(test_device_count(ctx), 2, "the strategies on two devices");
     for (size_t k = 0; k < sizeof through / sizeof through[0]; k++) {
-        if (devices >= 2)
+        if (two)
             check_strategies(ctx, &cases[through[k]]);
         check_resume(ctx, &cases[through[k]]);
     }
-    if (devices < 2)
-        printf("one device: the strategies on two are not compared "
-               "(POCL_DEVICES=\"basic basic\" runs them)\n");
     check_memory(ctx);
     check_refused(ctx);
     kiln_context_destroy(ctx);
