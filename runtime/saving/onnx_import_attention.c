@@ -542,8 +542,13 @@ static const kiln_import_value *weight(att_match *m, const char *name, int rank,
 
 /* What the block holds, once matched. */
 typedef struct att_block {
-    const kiln_import_value *w, *b, *wo, *bo;   /* in_proj (3E, E), (3E); out_proj (E, E), (E) */
-    int64_t t, s, e, heads, dim;                /* s: the key and value's length */
+    /* q, k and v's weights: the packed in_proj (3E, E) thrice, or, with
+     * kdim = vdim = K other than E, q_proj_weight (E, E), k_proj_weight and
+     * v_proj_weight (E, K); in_proj_bias (3E); out_proj (E, E), (E). */
+    const kiln_import_value *w[3], *b, *wo, *bo;
+    int64_t t, s, e, heads, dim;   /* s: the key and value's length */
+    int64_t kdim;                  /* the key and value's width: K, or E */
+    int separate;                  /* w[] are q/k/v_proj_weight */
     int causal;
     size_t memory;   /* cross-attention: the key and value's Transpose (SIZE_MAX: none) */
     size_t padding;  /* key_padding_mask: the Reshape of the bool input (SIZE_MAX: none) */
@@ -676,15 +681,24 @@ typedef struct att_part {
     const char *name;               /* the value read */
     int64_t first, rows;
     size_t cut;                     /* the Slice or Split, or SIZE_MAX */
+    int separate;                   /* src is a q/k/v_proj_weight (E, width) of its own */
 } att_part;
 
 /* `name`, a weight (rank 2, (rows, E)) or bias (rank 1) a projection reads,
- * as such a part; 0 when it is neither. */
-static int in_proj_part(att_match *m, const char *name, int rank, int64_t e, att_part *p)
+ * as such a part; 0 when it is neither. A weight may also be one of the
+ * separate (E, width) ones PyTorch keeps when kdim or vdim is not E, width
+ * the projected input's. */
+static int in_proj_part(att_match *m, const char *name, int rank, int64_t e, int64_t width,
+                        att_part *p)
 {
     *p = (att_part){.name = name, .cut = SIZE_MAX};
     if ((p->src = weight(m, name, rank, 3 * e, e)) != NULL) {
         p->rows = 3 * e;
+        return 1;
+    }
+    if (rank == 2 && (p->src = weight(m, name, 2, e, width)) != NULL) {
+        p->rows = e;
+        p->separate = 1;
         return 1;
     }
     const size_t k = kiln_import_find(m->im, name) ? SIZE_MAX : maker(m, name);
@@ -730,28 +744,34 @@ static int in_proj_part(att_match *m, const char *name, int rank, int64_t e, att
     return p->cut != SIZE_MAX;
 }
 
-/* The projection from Transpose node k of an input (N, L, E), L `len`:
- * MatMul(., Transpose(W)) + b, W and b the same part of the in_proj; *add
- * its Add, *b the bias' initializer. 0 when it is not (m->why set once it
- * clearly is a projection). */
-static int projection(att_match *m, size_t k, int64_t len, int64_t e, att_part *w,
-                      const kiln_import_value **b, size_t *add)
+/* The weight MatMul mm reads through its Transpose (or a Transpose the
+ * importer folded), by name; NULL when it reads none. */
+static const char *transposed_weight(const att_match *m, size_t mm, size_t *tw)
 {
     const KilnOnnx__GraphProto *g = m->g;
-    const KilnOnnx__NodeProto *t0 = g->node[k];
-    m->mark[k] = 1;
-    internal(m, t0->output[0], 3, len, 1, e, 1);
-    const size_t mm = main_reader(m, t0->output[0], "MatMul");
-    if (mm == SIZE_MAX || g->node[mm]->n_input != 2 ||
-        strcmp(g->node[mm]->input[0], t0->output[0]) != 0)
-        return 0;
     const char *wt = g->node[mm]->input[1];
     const kiln_import_value *folded = kiln_import_find(m->im, wt);
-    const size_t tw = maker(m, wt);
-    const char *w_name = folded && !folded->computed && folded->transpose_of ? folded->transpose_of
-                         : tw != SIZE_MAX && strcmp(g->node[tw]->op_type, "Transpose") == 0 &&
-                                 g->node[tw]->n_input == 1 ? g->node[tw]->input[0] : NULL;
-    if (!w_name || !in_proj_part(m, w_name, 2, e, w))
+    *tw = maker(m, wt);
+    return folded && !folded->computed && folded->transpose_of ? folded->transpose_of
+           : *tw != SIZE_MAX && strcmp(g->node[*tw]->op_type, "Transpose") == 0 &&
+                   g->node[*tw]->n_input == 1 ? g->node[*tw]->input[0] : NULL;
+}
+
+/* The projection MatMul mm (its input 0 an input (N, L, width) transposed
+ * to (L, N, width), L `len`): MatMul(., Transpose(W)) + b, W and b the same
+ * part of the in_proj, or W a separate q/k/v_proj_weight and b part `part`
+ * (0 q, 1 k, 2 v) of in_proj_bias; *add its Add, *b the bias'
+ * initializer. 0 when it is not (m->why set once it clearly is a
+ * projection). */
+static int projection_at(att_match *m, size_t mm, int64_t len, int64_t e, int64_t width,
+                         int part, att_part *w, const kiln_import_value **b, size_t *add)
+{
+    const KilnOnnx__GraphProto *g = m->g;
+    if (g->node[mm]->n_input != 2)
+        return 0;
+    size_t tw;
+    const char *w_name = transposed_weight(m, mm, &tw);
+    if (!w_name || !in_proj_part(m, w_name, 2, e, width, w))
         return 0;
     if (tw != SIZE_MAX) {
         m->mark[tw] = 2;
@@ -768,15 +788,31 @@ static int projection(att_match *m, size_t k, int64_t len, int64_t e, att_part *
     const char *bias = strcmp(an->input[0], g->node[mm]->output[0]) == 0 ? an->input[1]
                                                                            : an->input[0];
     att_part bp;
-    NEED(in_proj_part(m, bias, 1, e, &bp) && bp.first == w->first && bp.rows == w->rows,
+    const int64_t first = w->separate ? part * e : w->first;
+    NEED(in_proj_part(m, bias, 1, e, e, &bp) && bp.first == first && bp.rows == w->rows,
          "the in_proj bias '%s' is not rows [%lld, %lld) of a (%lld) initializer", bias,
-         (long long)w->first, (long long)(w->first + w->rows), (long long)(3 * e));
+         (long long)first, (long long)(first + w->rows), (long long)(3 * e));
     if (bp.cut != SIZE_MAX)
         m->mark[bp.cut] = 1;
     *b = bp.src;
     m->mark[*add] = 1;
     internal(m, an->output[0], 3, len, 1, w->rows, 1);
     return 1;
+}
+
+/* The projection from Transpose node k of an input (N, L, E), L `len`,
+ * that Transpose's single MatMul: as projection_at. */
+static int projection(att_match *m, size_t k, int64_t len, int64_t e, att_part *w,
+                      const kiln_import_value **b, size_t *add)
+{
+    const KilnOnnx__GraphProto *g = m->g;
+    const KilnOnnx__NodeProto *t0 = g->node[k];
+    m->mark[k] = 1;
+    internal(m, t0->output[0], 3, len, 1, e, 1);
+    const size_t mm = main_reader(m, t0->output[0], "MatMul");
+    if (mm == SIZE_MAX || strcmp(g->node[mm]->input[0], t0->output[0]) != 0)
+        return 0;
+    return projection_at(m, mm, len, e, e, 0, w, b, add);
 }
 
 /* Cross-attention: the key and value's weight, another part of the
@@ -808,6 +844,87 @@ static size_t memory_transpose(att_match *m, const att_part *q)
         }
     }
     return SIZE_MAX;
+}
+
+/* Cross-attention with kdim = vdim = K other than E, where PyTorch keeps
+ * separate weights (q_proj_weight (E, E), k_proj_weight and v_proj_weight
+ * (E, K)) beside one in_proj_bias (3E) and projects the key and value each
+ * on its own: Add(Slice(in_proj_bias, [E, 2E)), MatMul(Transpose(m, 1 0 2),
+ * Transpose(k_proj_weight))), and the same of [2E, 3E) and v_proj_weight.
+ * Both must read one Transpose of one memory m (N, S, K): kiln's layer
+ * projects key and value from one input. Their Adds in role[1], role[2]. */
+static int separate_key_value(att_match *m, size_t query, att_block *blk, const char **role)
+{
+    const KilnOnnx__GraphProto *g = m->g;
+    const int64_t e = blk->e;
+    size_t mm[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};   /* the key's and value's MatMuls */
+    for (size_t j = 0; j < g->n_node; j++) {
+        const KilnOnnx__NodeProto *n = g->node[j];
+        att_part bp;
+        if (m->mark[j] || m->im->skip[j] || strcmp(n->op_type, "Slice") != 0 ||
+            n->n_input < 1 || n->n_output != 1 || strcmp(n->input[0], blk->b->name) != 0)
+            continue;
+        const size_t add = main_reader(m, n->output[0], "Add");
+        if (add == SIZE_MAX || g->node[add]->n_input != 2 ||
+            !in_proj_part(m, n->output[0], 1, e, e, &bp) || bp.rows != e ||
+            (bp.first != e && bp.first != 2 * e))
+            continue;
+        const KilnOnnx__NodeProto *an = g->node[add];
+        const size_t prod = maker(m, strcmp(an->input[0], n->output[0]) == 0 ? an->input[1]
+                                                                              : an->input[0]);
+        if (prod != SIZE_MAX && strcmp(g->node[prod]->op_type, "MatMul") == 0 &&
+            g->node[prod]->n_input == 2 && !m->im->skip[prod])
+            mm[bp.first / e] = prod;
+    }
+    NEED(mm[1] != SIZE_MAX && mm[2] != SIZE_MAX, "the query's weight '%s' (E, E) is not beside "
+         "a key's and a value's projection, MatMuls plus rows [E, 2E) and [2E, 3E) of '%s'",
+         blk->w[0]->name, blk->b->name);
+    const kiln_import_value *kv[3] = {NULL, NULL, NULL};
+    size_t tw;
+    for (int p = 1; p < 3; p++) {
+        const char *name = transposed_weight(m, mm[p], &tw);
+        kv[p] = name ? kiln_import_find(m->im, name) : NULL;
+        NEED(kv[p] && !kv[p]->computed && kv[p]->f && kv[p]->rank == 2 && kv[p]->dims[0] == e,
+             "the %s's projection '%s' does not read an (E, %s) = (%lld, %s) initializer "
+             "through a Transpose", p == 1 ? "key" : "value", kiln_import_node_name(g->node[mm[p]]),
+             p == 1 ? "kdim" : "vdim", (long long)e, p == 1 ? "kdim" : "vdim");
+    }
+    NEED(kv[1]->dims[1] == kv[2]->dims[1], "kdim %lld is not vdim %lld ('%s' is (%lld, %lld), "
+         "'%s' (%lld, %lld)): the key and value are different tensors, and kiln's "
+         "MultiHeadAttention projects both from one input", (long long)kv[1]->dims[1],
+         (long long)kv[2]->dims[1], kv[1]->name, (long long)e, (long long)kv[1]->dims[1],
+         kv[2]->name, (long long)e, (long long)kv[2]->dims[1]);
+    const size_t from = maker(m, g->node[mm[1]]->input[0]);
+    NEED(from != SIZE_MAX && from == maker(m, g->node[mm[2]]->input[0]) && from != query,
+         "the key '%s' and value '%s' are projected from different tensors; kiln's "
+         "MultiHeadAttention projects both from one input", g->node[mm[1]]->input[0],
+         g->node[mm[2]]->input[0]);
+    const KilnOnnx__NodeProto *tm = g->node[from];
+    const kiln_import_value *memory = tm->n_input == 1 ? kiln_import_find(m->im, tm->input[0])
+                                                       : NULL;
+    NEED(strcmp(tm->op_type, "Transpose") == 0 && tm->n_output == 1 && !m->im->skip[from] &&
+         transpose_is(tm, 1, 0, 2) && memory && memory->computed && memory->rank == 3 &&
+         memory->dims[2] == kv[1]->dims[1], "the key and value are not a Transpose (1 0 2) of "
+         "a computed (N, S, %lld) value before the query's Transpose", (long long)kv[1]->dims[1]);
+    blk->memory = from;
+    blk->s = memory->dims[1];
+    blk->kdim = kv[1]->dims[1];
+    blk->separate = 1;
+    m->mark[from] = 1;
+    internal(m, tm->output[0], 3, blk->s, 1, blk->kdim, 1);
+    for (int p = 1; p < 3; p++) {
+        att_part w;
+        const kiln_import_value *bias;
+        size_t add;
+        NEED(projection_at(m, mm[p], blk->s, e, blk->kdim, p, &w, &bias, &add) && w.separate &&
+             bias == blk->b, "the %s's projection '%s' is not MatMul(., Transpose('%s')) plus "
+             "rows [%lld, %lld) of '%s'", p == 1 ? "key" : "value",
+             kiln_import_node_name(g->node[mm[p]]), kv[p]->name, (long long)(p * e),
+             (long long)((p + 1) * e), blk->b->name);
+        blk->w[p] = w.src;
+        role[p] = g->node[add]->output[0];
+    }
+    return 1;
 }
 
 /* The Slices of the last axis of a projection `packed` (L, N, parts E)
@@ -892,12 +1009,17 @@ static int match(att_match *m, size_t k, att_block *blk)
     size_t add, kv_add;
     if (!projection(m, k, t, e, &w, &blk->b, &add))
         return 0;
-    blk->w = w.src;
+    blk->w[0] = blk->w[1] = blk->w[2] = w.src;
     blk->s = t;
+    blk->kdim = e;
     blk->memory = blk->padding = SIZE_MAX;
     /* q, k and v (PyTorch's order). */
     const char *role[3] = {NULL, NULL, NULL};
-    if (w.rows == 3 * e) {
+    if (w.separate) {
+        role[0] = g->node[add]->output[0];
+        if (!separate_key_value(m, k, blk, role))
+            return 0;
+    } else if (w.rows == 3 * e) {
         if (!parts_of(m, g->node[add]->output[0], t, e, 3, 0, role))
             return 0;
     } else {
@@ -1161,7 +1283,9 @@ static kiln_status set_param(kiln_importer *im, kiln_node node, const char *laye
 }
 
 /* The packed in_proj split into Keras's query, key and value kernels (E,
- * heads, d) and biases (heads, d); out_proj's weight as (heads, d, E). */
+ * heads, d) and biases (heads, d), or the separate q/k/v_proj_weights
+ * (the key's and value's (K, heads, d)) under their own names, the bias
+ * split all the same; out_proj's weight as (heads, d, E). */
 static kiln_status take_params(kiln_importer *im, kiln_node node, const char *layer,
                                const att_block *blk)
 {
@@ -1169,21 +1293,26 @@ static kiln_status take_params(kiln_importer *im, kiln_node node, const char *la
     const int64_t e = blk->e;
     kiln_status st = KILN_OK;
     for (int p = 0; p < 3 && st == KILN_OK; p++) {
-        float *kernel = kiln_alloc(im->ctx, (size_t)(e * e) * sizeof *kernel);
+        const kiln_import_value *w = blk->w[p];
+        const int64_t width = p == 0 ? e : blk->kdim, row0 = blk->separate ? 0 : p * e;
+        float *kernel = kiln_alloc(im->ctx, (size_t)(width * e) * sizeof *kernel);
         float *bias = kiln_alloc(im->ctx, (size_t)e * sizeof *bias);
         if (!kernel || !bias) {
             kiln_free(im->ctx, kernel);
             kiln_free(im->ctx, bias);
-            return kiln_error_oom(im->ctx, "a parameter", (size_t)(e * e) * sizeof *kernel);
+            return kiln_error_oom(im->ctx, "a parameter", (size_t)(width * e) * sizeof *kernel);
         }
-        for (int64_t i = 0; i < e; i++)        /* kernel[i][j] = W[p E + j][i] */
+        for (int64_t i = 0; i < width; i++)    /* kernel[i][j] = W[row0 + j][i] */
             for (int64_t j = 0; j < e; j++)
-                kernel[i * e + j] = blk->w->f[(p * e + j) * e + i];
+                kernel[i * e + j] = w->f[(row0 + j) * width + i];
         memcpy(bias, blk->b->f + p * e, (size_t)e * sizeof *bias);
         char kind[32], name[256];
         snprintf(kind, sizeof kind, "%s/kernel", part[p]);
-        snprintf(name, sizeof name, "%s/%s", blk->w->name, part[p]);
-        st = set_param(im, node, layer, kind, name, blk->w, kernel, 1);
+        if (blk->separate)
+            snprintf(name, sizeof name, "%s", w->name);
+        else
+            snprintf(name, sizeof name, "%s/%s", w->name, part[p]);
+        st = set_param(im, node, layer, kind, name, w, kernel, 1);
         if (st != KILN_OK) {
             kiln_free(im->ctx, bias);
             return st;

@@ -593,11 +593,14 @@ class CrossAttention(nn.Module):
     (N, 3, E) computed from it (an encoder: a Linear, tanh, positions 1..3),
     as a decoder attends over an encoder's output: PyTorch 1.13 exports the
     packed in_proj split into the query's rows and the key and value's, a
-    projection each; kiln imports one MultiHeadAttention of two inputs."""
-    def __init__(self, dim=8, heads=2):
+    projection each; kiln imports one MultiHeadAttention of two inputs.
+    kdim: the memory (N, 3, kdim) and kdim = vdim, which PyTorch holds as
+    separate q_proj_weight (E, E), k_proj_weight and v_proj_weight (E,
+    kdim) beside the one in_proj_bias (3E)."""
+    def __init__(self, dim=8, heads=2, kdim=None):
         super().__init__()
-        self.enc = nn.Linear(dim, dim)
-        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.enc = nn.Linear(dim, kdim or dim)
+        self.attn = nn.MultiheadAttention(dim, heads, kdim=kdim, vdim=kdim, batch_first=True)
         with torch.no_grad():   # biases away from PyTorch's zeros
             self.attn.in_proj_bias.normal_(0, 0.3)
             self.attn.out_proj.bias.normal_(0, 0.3)
@@ -726,6 +729,10 @@ TRAINED = {
     "attention_cross": ("enc.weight", "attn.in_proj_weight", "attn.in_proj_bias",
                         "attn.out_proj.weight", "attn.out_proj.bias"),
     "attention_cross13": ("enc.bias", "attn.in_proj_weight", "attn.out_proj.weight"),
+    "attention_kdim": ("enc.weight", "attn.q_proj_weight", "attn.k_proj_weight",
+                       "attn.v_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight"),
+    "attention_kdim13": ("attn.q_proj_weight", "attn.k_proj_weight", "attn.v_proj_weight",
+                         "attn.in_proj_bias", "attn.out_proj.bias"),
     "encoder_layer": ("enc.self_attn.in_proj_weight", "enc.self_attn.out_proj.weight",
                       "enc.linear1.weight", "enc.norm2.weight"),
     "encoder_layer13": ("enc.self_attn.in_proj_weight", "enc.self_attn.in_proj_bias",
@@ -746,7 +753,8 @@ TRAINED = {
 # Trained with SGD's momentum (written to NAME.momentum, which test_import
 # reads): the attention models, whose steps then depend on the earlier ones'.
 MOMENTUM = {"attention": 0.9, "attention13": 0.9, "attention_cross": 0.9,
-            "attention_cross13": 0.9, "encoder_layer": 0.9,
+            "attention_cross13": 0.9, "attention_kdim": 0.9, "attention_kdim13": 0.9,
+            "encoder_layer": 0.9,
             "encoder_layer13": 0.9, "vit_blocks": 0.9, "vit_blocks13": 0.9,
             "ids_char_lm": 0.9, "ids_char_lm13": 0.9, "gemm_scaled": 0.9, "gemm_beta0": 0.9,
             "gemm_transb0": 0.9}
@@ -1098,6 +1106,9 @@ def main():
         ("attention13", Attention, (2, 5, 8), dict(preserve, opset_version=13)),
         ("attention_cross", CrossAttention, (2, 5, 8), preserve),
         ("attention_cross13", CrossAttention, (2, 5, 8), dict(preserve, opset_version=13)),
+        ("attention_kdim", lambda: CrossAttention(kdim=6), (2, 5, 8), preserve),
+        ("attention_kdim13", lambda: CrossAttention(kdim=6), (2, 5, 8),
+         dict(preserve, opset_version=13)),
         ("encoder_layer", EncoderLayer, (3, 4, 8), preserve),
         ("encoder_layer13", EncoderLayer, (3, 4, 8), dict(preserve, opset_version=13)),
         ("vit_blocks", VitBlocks, (2, 5, 8), preserve),
