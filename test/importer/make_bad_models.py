@@ -428,7 +428,10 @@ def attention_near_misses(out):
     is missing they are not written, and test_import_errors says so):
     attention_scale, the query scaled by 1/3 where d = 4 asks 1/2;
     attention_mask, an attn_mask of random floats (kiln takes a causal one);
-    attention_padded_mask, a key_padding_mask with an attn_mask beside it."""
+    attention_padded_mask, a key_padding_mask with an attn_mask beside it;
+    attention_kdim_vdim, cross-attention with kdim 6 and vdim 4 (key and
+    value different tensors, which kiln's layer projects from one input);
+    attention_kv_apart, kdim = vdim = 6, key and value different tensors."""
     try:
         import torch
     except ImportError:
@@ -464,6 +467,25 @@ def attention_near_misses(out):
                         n.attribute[0].t.CopyFrom(numpy_helper.from_array(
                             np.array(3.0, np.float32)))
             onnx.save(m, path)
+    class Separate(torch.nn.Module):
+        def __init__(self, kdim, vdim):
+            super().__init__()
+            self.to_k = torch.nn.Linear(8, kdim)
+            self.to_v = torch.nn.Linear(8, vdim)
+            self.attn = torch.nn.MultiheadAttention(8, 2, kdim=kdim, vdim=vdim,
+                                                    batch_first=True)
+
+        def forward(self, x):
+            k = torch.tanh(self.to_k(x))[:, 1:4]
+            v = torch.tanh(self.to_v(x))[:, 1:4]
+            return self.attn(x, k, v, need_weights=False)[0]
+
+    for name, model in (("attention_kdim_vdim", Separate(6, 4)),
+                        ("attention_kv_apart", Separate(6, 6))):
+        torch.onnx.export(model.eval(), torch.randn(2, 5, 8), os.path.join(out, name + ".onnx"),
+                          opset_version=17, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                          training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
     pad = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 0, 0, 0]], dtype=torch.bool)
     torch.onnx.export(Padded(torch.randn(5, 5)).eval(), (torch.randn(2, 5, 8), pad),
                       os.path.join(out, "attention_padded_mask.onnx"), opset_version=17,

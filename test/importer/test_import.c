@@ -209,12 +209,24 @@ static void check_model_file(kiln_context *ctx, kiln_model *m, const char *name,
         CHECK_OK(ctx, kiln_model_export_onnx(back, path));
         check_initializer_shapes(path, name);
     }
-    /* The packed in_proj's parts, by name (cross-attention's too). */
-    if (strcmp(name, "attention") == 0 || strcmp(name, "attention_cross") == 0) {
+    /* The packed in_proj's parts, by name (cross-attention's too); with
+     * kdim = 6 the separate weights under their own names, the key's (6, 8)
+     * in kiln's layout, and no packed name. */
+    const int kdim = strcmp(name, "attention_kdim") == 0;
+    if (strcmp(name, "attention") == 0 || strcmp(name, "attention_cross") == 0 || kdim) {
         float before[64], after[64];
-        CHECK_OK(ctx, kiln_model_get_tensor(m, "attn.in_proj_weight/key", before, 64));
-        CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.in_proj_weight/key", after, 64));
-        CHECK(memcmp(before, after, sizeof before) == 0);
+        const char *key = kdim ? "attn.k_proj_weight" : "attn.in_proj_weight/key";
+        const int64_t size = kdim ? 48 : 64;
+        CHECK_OK(ctx, kiln_model_get_tensor(m, key, before, size));
+        CHECK_OK(ctx, kiln_model_get_tensor(back, key, after, size));
+        CHECK(memcmp(before, after, (size_t)size * sizeof *before) == 0);
+        CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.in_proj_bias/key", after, 8));
+        if (kdim) {
+            CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.q_proj_weight", after, 64));
+            CHECK_OK(ctx, kiln_model_get_tensor(back, "attn.v_proj_weight", after, 48));
+            CHECK(kiln_model_get_tensor(back, "attn.in_proj_weight/key", after, 64) ==
+                  KILN_ERROR_INVALID_ARGUMENT);
+        }
         snprintf(path, sizeof path, "%s/%s.loaded.onnx", dir, name);
         CHECK_OK(ctx, kiln_model_export_onnx(back, path));
         char loaded[128];
@@ -589,7 +601,7 @@ static void check_network(kiln_context *ctx, const char *name, int rank, const i
      * (in_proj split) and which kernels are PyTorch's (out, in). */
     if (strcmp(name, "cnn") == 0 || strcmp(name, "channels") == 0 ||
         strcmp(name, "unary") == 0 || strcmp(name, "attention") == 0 ||
-        strcmp(name, "attention_cross") == 0 ||
+        strcmp(name, "attention_cross") == 0 || strcmp(name, "attention_kdim") == 0 ||
         strcmp(name, "ids_char_lm") == 0 || strcmp(name, "gemm_scaled") == 0)
         check_model_file(ctx, m, name, x, dims[0], got, n_out);
     check_export(ctx, m, name, rank, dims, got, n_out);

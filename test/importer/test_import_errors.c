@@ -299,6 +299,12 @@ int main(void)
         refused(ctx, "attention_padded_mask", KILN_ERROR_UNSUPPORTED,
                 "'/attn/Transpose' (Transpose)", "is neither a causal mask",
                 "nor a key_padding_mask of a bool graph input");
+        refused(ctx, "attention_kdim_vdim", KILN_ERROR_UNSUPPORTED,
+                "'/attn/Transpose' (Transpose)", "kdim 6 is not vdim 4 ('attn.k_proj_weight' "
+                "is (8, 6), 'attn.v_proj_weight' (8, 4))", "projects both from one input");
+        refused(ctx, "attention_kv_apart", KILN_ERROR_UNSUPPORTED,
+                "'/attn/Transpose' (Transpose)", "are projected from different tensors",
+                "projects both from one input");
     } else {
         test_missing_part("PyTorch for " PYTHON " (Debian: python3-torch): the attention near "
                           "misses");
