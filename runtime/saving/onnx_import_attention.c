@@ -16,8 +16,13 @@
  * Split(in_proj_bias) into rows [0, E) and [E, 3E); Transpose(x, 1 0 2) ->
  * MatMul(., Transpose(the first)) -> Add(its bias) is q; Transpose(m, 1 0 2)
  * -> MatMul, Add of the second, then two Slices, k and v, of length S; the
- * rest as above. The block is matched from the query's Transpose, which
- * PyTorch writes first; the memory must be imported by then.
+ * rest as above. With kdim = vdim = K other than E the weights are
+ * separate, q_proj_weight (E, E), k_proj_weight and v_proj_weight (E, K),
+ * the bias still one in_proj_bias (3E): three projections of their own,
+ * MatMul(Transpose(.), Transpose(W)) + Slice(in_proj_bias), the key's and
+ * value's of one Transpose(m, 1 0 2), m (N, S, K). The block is matched
+ * from the query's Transpose, which PyTorch writes first; the memory must
+ * be imported by then.
  * A key_padding_mask, a bool graph input pad (N, S), is the Add's other term:
  *   Reshape(pad, (N, 1, 1, S)) -> Expand (N, heads, 1, S) -> Reshape (N*heads, 1, S)
  *   -> Where(., -inf, zeros of its shape) [-> Mul(., 1)]
