@@ -55,18 +55,12 @@ __kernel void kiln_conv2d_col2im_cpu(__global const float *dcol, __global float 
         if (!accumulate)
             dst[c] = 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky * dil_h;
-        if (ty < 0 || ty % stride_h)
-            continue;
-        const int oy = ty / stride_h;
-        if (oy >= OH)
+        const int oy = kiln_tap_output(y, ky, pad_top, dil_h, stride_h, OH);
+        if (oy < 0)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx * dil_w;
-            if (tx < 0 || tx % stride_w)
-                continue;
-            const int ox = tx / stride_w;
-            if (ox >= OW)
+            const int ox = kiln_tap_output(x, kx, pad_left, dil_w, stride_w, OW);
+            if (ox < 0)
                 continue;
             const size_t row = ((size_t)n * OH + oy) * OW + ox;
             for (int g = 0; g < groups; g++) {
@@ -119,14 +113,14 @@ __kernel void kiln_conv2d_col2im_gpu(__global const float *dcol, __global float 
     __global const float *group = dcol + g * rows * Kg + c % Cg;
     float sum = accumulate ? d_in[(size_t)p * C + c] : 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky * dil_h;
-        if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
+        const int oy = kiln_tap_output(y, ky, pad_top, dil_h, stride_h, OH);
+        if (oy < 0)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx * dil_w;
-            if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
+            const int ox = kiln_tap_output(x, kx, pad_left, dil_w, stride_w, OW);
+            if (ox < 0)
                 continue;
-            sum += group[(((size_t)n * OH + ty / stride_h) * OW + tx / stride_w) * Kg +
+            sum += group[(((size_t)n * OH + oy) * OW + ox) * Kg +
                          (ky * KW + kx) * Cg];
         }
     }

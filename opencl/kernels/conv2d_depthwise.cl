@@ -70,14 +70,14 @@ __kernel void kiln_conv2d_depthwise_input_grad_gpu(__global const float *dy,
         return;
     }
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky * dil_h;
-        if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
+        const int oy = kiln_tap_output(y, ky, pad_top, dil_h, stride_h, OH);
+        if (oy < 0)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx * dil_w;
-            if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
+            const int ox = kiln_tap_output(x, kx, pad_left, dil_w, stride_w, OW);
+            if (ox < 0)
                 continue;
-            acc += g[((size_t)(ty / stride_h) * OW + tx / stride_w) * C] *
+            acc += g[((size_t)oy * OW + ox) * C] *
                    w[(ky * KW + kx) * C];
         }
     }
@@ -205,14 +205,14 @@ __kernel void kiln_conv2d_depthwise_input_grad_cpu(__global const float *dy,
                            kiln_load8(w + (ky * KW + kx) * C, nc);
         } else {
             for (int ky = 0; ky < KH; ky++) {
-                const int ty = y + pad_top - ky * dil_h;
-                if (ty < 0 || ty % stride_h || ty / stride_h >= OH)
+                const int oy = kiln_tap_output(y, ky, pad_top, dil_h, stride_h, OH);
+                if (oy < 0)
                     continue;
                 for (int kx = 0; kx < KW; kx++) {
-                    const int tx = x + pad_left - kx * dil_w;
-                    if (tx < 0 || tx % stride_w || tx / stride_w >= OW)
+                    const int ox = kiln_tap_output(x, kx, pad_left, dil_w, stride_w, OW);
+                    if (ox < 0)
                         continue;
-                    acc += kiln_load8(g + ((size_t)(ty / stride_h) * OW + tx / stride_w) * C,
+                    acc += kiln_load8(g + ((size_t)oy * OW + ox) * C,
                                       nc) *
                            kiln_load8(w + (ky * KW + kx) * C, nc);
                 }

@@ -361,18 +361,12 @@ __kernel void kiln_conv2d_direct_input_grad(__global const float *dy,
     const int n = q / (W * H);
     float acc = 0.0f;
     for (int ky = 0; ky < KH; ky++) {
-        const int ty = y + pad_top - ky * dil_h;
-        if (ty < 0 || ty % stride_h)
-            continue;
-        const int oy = ty / stride_h;
-        if (oy >= OH)
+        const int oy = kiln_tap_output(y, ky, pad_top, dil_h, stride_h, OH);
+        if (oy < 0)
             continue;
         for (int kx = 0; kx < KW; kx++) {
-            const int tx = x + pad_left - kx * dil_w;
-            if (tx < 0 || tx % stride_w)
-                continue;
-            const int ox = tx / stride_w;
-            if (ox >= OW)
+            const int ox = kiln_tap_output(x, kx, pad_left, dil_w, stride_w, OW);
+            if (ox < 0)
                 continue;
             __global const float *g = dy + (((size_t)n * OH + oy) * OW + ox) * F;
             __global const float *w = params + kernel_offset + (size_t)((ky * KW + kx) * C + c) * F;

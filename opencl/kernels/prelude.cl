@@ -64,6 +64,17 @@ inline float8 kiln_erfc8(float8 x)
     return select(2.0f - r, r, isgreaterequal(x, (float8)(0.0f)));
 }
 
+/* The output a window's tap reaches from an input coordinate: tap k
+ * (dilation dil) of output o's window covers input o * stride - pad +
+ * k * dil, so input x is read by tap k of output (x + pad - k * dil) /
+ * stride when that divides evenly and lies in [0, O). That output, or -1
+ * (the adjoint kernels: col2im, the input gradients). */
+inline int kiln_tap_output(int x, int k, int pad, int dil, int stride, int O)
+{
+    const int t = x + pad - k * dil;
+    return t < 0 || t % stride || t / stride >= O ? -1 : t / stride;
+}
+
 /* An element-wise activation (not softmax) of one value, and of eight:
  * layers that apply their activation in their own forward pass call these
  * (the same arithmetic as kiln_activation_forward, lane by lane). */
