@@ -1,8 +1,17 @@
 #include "opencl/cl_internal.h"
 #include "opencl/kernel_sources.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+/* Builds from source go one at a time in the process: PoCL 3.1 compiles
+ * with LLVM 15, whose option tables are not safe to parse from two threads
+ * at once, and two devices' workers building their first programs together
+ * (mirrored replicas on a cold kernel cache) raced there under
+ * ThreadSanitizer (tools/tsan.sh, test_dataset_zip). A build is rare: the
+ * cache serves every later context. */
+static pthread_mutex_t source_builds = PTHREAD_MUTEX_INITIALIZER;
 
 /* Each device builds with its own KILN_DEVICE_SLOT (unused by the
  * kernels): PoCL 3.1's CPU drivers share one cache of loaded work-group
@@ -123,7 +132,9 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         program = clCreateProgramWithSource(dev->cl, 2, texts, lengths, &err);
         if (err != CL_SUCCESS)
             return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
+        pthread_mutex_lock(&source_builds);
         err = clBuildProgram(program, 1, &dev->id, options, NULL, NULL);
+        pthread_mutex_unlock(&source_builds);
         if (err != CL_SUCCESS) {
             const kiln_status st = build_log_error(dev, program, file, err);
             clReleaseProgram(program);

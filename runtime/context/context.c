@@ -135,16 +135,22 @@ void kiln_context_destroy(kiln_context *ctx)
         return;
     pthread_mutex_lock(&ctx->objects_lock);
     const int32_t live = ctx->live_objects;
-    ctx->closing = live > 0;
     pthread_mutex_unlock(&ctx->objects_lock);
-    if (live > 0) {
-        /* Freeing it now would leave them pointing at freed memory. */
+    /* Said before `closing` is set: from then on another thread's last
+     * kiln_context_release (a loader thread freeing its dataset) may free
+     * the context, this log included (a race ThreadSanitizer saw in
+     * test_strategies). Freeing it while objects are open would leave them
+     * pointing at freed memory. */
+    if (live > 0)
         kiln_log(ctx, KILN_LOG_ERROR, "kiln_context_destroy: %d model(s) or dataset(s) made "
                  "from this context are still open; it closes when the last is destroyed",
                  (int)live);
-        return;
-    }
-    close_context(ctx);
+    pthread_mutex_lock(&ctx->objects_lock);
+    const int close_now = ctx->live_objects == 0;
+    ctx->closing = !close_now;
+    pthread_mutex_unlock(&ctx->objects_lock);
+    if (close_now)
+        close_context(ctx);
 }
 
 const char *kiln_context_last_error(const kiln_context *ctx)
