@@ -1,8 +1,9 @@
-/* Conv2D over NHWC, kernel (kh, kw, C / groups, F): im2col + one GEMM per
- * group and batch; GEMMs on the input itself for 1x1 stride-1 ones
- * (conv2d_pointwise.c); direct kernels when the patch is small
- * (conv2d_direct.c) or the convolution depthwise (conv2d_depthwise.c), or for 3x3 stride-1
- * 'same' ones Winograd's transforms around 16 GEMMs (conv2d_winograd.c). */
+/* Conv2D over NHWC, kernel (kh, kw, C / groups, F): im2col + a GEMM per
+ * group (the groups in one batched launch); GEMMs on the input itself for
+ * 1x1 stride-1 ones (conv2d_pointwise.c); direct kernels when the patch is
+ * small (conv2d_direct.c) or the convolution depthwise
+ * (conv2d_depthwise.c), or for 3x3 stride-1 'same' ones Winograd's
+ * transforms around 16 GEMMs (conv2d_winograd.c). */
 #include "layers/conv2d.h"
 #include "layers/onnx_graph.h"
 #include "layers/onnx_import.h"

@@ -48,7 +48,7 @@ size_t kiln_conv2d_depthwise_scratch(const conv2d_config *c, const kiln_device *
 }
 
 /* A pixel kernel's two ranges: a value a work-item over (C, width, rows)
- * (GPU), or eight channels of a row over (rows, channel blocks) (CPU). */
+ * (GPU), or eight channels of a row over (channel blocks, rows) (CPU). */
 static kiln_status run_pixels(kiln_device *dev, kiln_kernel *kernel, size_t channels,
                               size_t width, size_t rows, kiln_args a)
 {

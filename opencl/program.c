@@ -5,13 +5,23 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Builds from source go one at a time in the process: PoCL 3.1 compiles
- * with LLVM 15, whose option tables are not safe to parse from two threads
- * at once, and two devices' workers building their first programs together
+/* Program builds go one at a time in the process: PoCL 3.1 compiles with
+ * LLVM 15, whose option tables are not safe to parse from two threads at
+ * once, and two devices' workers building their first programs together
  * (mirrored replicas on a cold kernel cache) raced there under
- * ThreadSanitizer (tools/tsan.sh, test_dataset_zip). A build is rare: the
- * cache serves every later context. */
-static pthread_mutex_t source_builds = PTHREAD_MUTEX_INITIALIZER;
+ * ThreadSanitizer (tools/tsan.sh, test_dataset_zip). Cached binaries take
+ * the same lock: a build of one is a driver call of the same kind. Builds
+ * are rare (once per program and context). */
+static pthread_mutex_t program_builds = PTHREAD_MUTEX_INITIALIZER;
+
+static cl_int build_one_at_a_time(cl_program program, const kiln_device *dev,
+                                  const char *options)
+{
+    pthread_mutex_lock(&program_builds);
+    const cl_int err = clBuildProgram(program, 1, &dev->id, options, NULL, NULL);
+    pthread_mutex_unlock(&program_builds);
+    return err;
+}
 
 /* Each device builds with its own KILN_DEVICE_SLOT (unused by the
  * kernels): PoCL 3.1's CPU drivers share one cache of loaded work-group
@@ -77,7 +87,7 @@ static void try_cached(kiln_device *dev, const kiln_cache_key *key, const char *
     cl_program p = clCreateProgramWithBinary(dev->cl, 1, &dev->id, &size, &bin, &status, &err);
     kiln_host_free(dev->host, binary);
     if (err == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(p, 1, &dev->id, options, NULL, NULL) == CL_SUCCESS) {
+        build_one_at_a_time(p, dev, options) == CL_SUCCESS) {
         *out = p;
         return;
     }
@@ -132,9 +142,7 @@ kiln_status kiln_program_build(kiln_device *dev, const char *file, cl_program *o
         program = clCreateProgramWithSource(dev->cl, 2, texts, lengths, &err);
         if (err != CL_SUCCESS)
             return kiln_cl_fail(dev, "clCreateProgramWithSource", err);
-        pthread_mutex_lock(&source_builds);
-        err = clBuildProgram(program, 1, &dev->id, options, NULL, NULL);
-        pthread_mutex_unlock(&source_builds);
+        err = build_one_at_a_time(program, dev, options);
         if (err != CL_SUCCESS) {
             const kiln_status st = build_log_error(dev, program, file, err);
             clReleaseProgram(program);
