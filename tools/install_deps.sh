@@ -31,10 +31,12 @@ dataset-fashion-mnist"
 # (test_onnx_conformance), and OpenBLAS: Debian's PyTorch calls the system
 # BLAS, whose reference implementation ran the float64 references of the
 # parity and zoo tests (PyTorch's float64 convolutions are GEMMs) one slow
-# loop at a time.
+# loop at a time; its -dev package builds bench_gemm's peer column
+# (cblas_sgemm beside kiln's GEMM on the same threads).
 if [ "$with_tests" -eq 1 ]; then
     packages="$packages g++ oclgrind python3-pil python3-numpy python3-torch \
-python3-torchvision chromium nodejs npm libonnx-testdata libopenblas0-pthread"
+python3-torchvision chromium nodejs npm libonnx-testdata libopenblas0-pthread \
+libopenblas-dev"
 fi
 packages="$packages $*"
 
