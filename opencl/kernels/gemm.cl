@@ -124,6 +124,74 @@ __kernel void kiln_gemm_tn_cpu(GEMM_ARGUMENTS)
 #undef GEMM_OFFSET
 }
 
+/* C = alpha A B^T + beta C where A (m x k) is the smaller operand, as
+ * its transpose C^T = B A^T (blas.c): the NN tile above, with `a` the
+ * caller's B (n x k as stored, 8 of its rows a tile) and `b` the caller's A
+ * transposed (a k x m copy), so that only A is ever copied; the range's
+ * m and n are C^T's (the caller's n and m). The 8 x 32 tile of C^T is
+ * transposed in registers, 8 x 16 at a time in three rounds of two-vector
+ * interleaves (each a single permute; built lane by lane from eight
+ * vectors, LLVM spent about as many instructions on it as on the
+ * product), and stored as 32 rows of 8 neighbouring values of C. One
+ * product in one chunk (blas.c). */
+#define GEMM_ZIP1(x, y, h)                                                                     \
+    (h ? (float16)(x.s8, y.s8, x.s9, y.s9, x.sa, y.sa, x.sb, y.sb, x.sc, y.sc, x.sd, y.sd,     \
+                   x.se, y.se, x.sf, y.sf)                                                     \
+       : (float16)(x.s0, y.s0, x.s1, y.s1, x.s2, y.s2, x.s3, y.s3, x.s4, y.s4, x.s5, y.s5,     \
+                   x.s6, y.s6, x.s7, y.s7))
+#define GEMM_ZIP2(x, y, h)                                                                     \
+    (h ? (float16)(x.s89, y.s89, x.sab, y.sab, x.scd, y.scd, x.sef, y.sef)                     \
+       : (float16)(x.s01, y.s01, x.s23, y.s23, x.s45, y.s45, x.s67, y.s67))
+#define GEMM_ZIP4(x, y, h)                                                                     \
+    (h ? (float16)(x.s89ab, y.s89ab, x.scdef, y.scdef)                                         \
+       : (float16)(x.s0123, y.s0123, x.s4567, y.s4567))
+/* Rows q and q + 1 of C from `pair` (C^T's columns q and q + 1, from the
+ * tile's first column). */
+#define GEMM_STORE_PAIR(q, pair)                                                               \
+    {                                                                                          \
+        const float16 o = alpha * (pair);                                                      \
+        __global float *dst = c + (size_t)(j0 + (q)) * ldc + i0;                               \
+        if ((q) < cols)                                                                        \
+            kiln_store8(dst, o.lo + (beta != 0.0f ? beta * kiln_load8(dst, rows) : 0.0f),     \
+                        rows);                                                                 \
+        if ((q) + 1 < cols)                                                                    \
+            kiln_store8(dst + ldc,                                                             \
+                        o.hi + (beta != 0.0f ? beta * kiln_load8(dst + ldc, rows) : 0.0f),     \
+                        rows);                                                                 \
+    }
+/* The eight accumulators r0 .. r7 (float16: C^T's columns first to
+ * first + 15), transposed and stored. */
+#define GEMM_STORE_TRANSPOSED(first, r0, r1, r2, r3, r4, r5, r6, r7)                           \
+    for (int h1 = 0; h1 < 2; h1++) {                                                           \
+        const float16 p01 = GEMM_ZIP1(r0, r1, h1), p23 = GEMM_ZIP1(r2, r3, h1);                \
+        const float16 p45 = GEMM_ZIP1(r4, r5, h1), p67 = GEMM_ZIP1(r6, r7, h1);                \
+        for (int h2 = 0; h2 < 2; h2++) {                                                       \
+            const float16 q03 = GEMM_ZIP2(p01, p23, h2), q47 = GEMM_ZIP2(p45, p67, h2);        \
+            const int q = (first) + h1 * 8 + h2 * 4;                                           \
+            GEMM_STORE_PAIR(q, GEMM_ZIP4(q03, q47, 0))                                         \
+            GEMM_STORE_PAIR(q + 2, GEMM_ZIP4(q03, q47, 1))                                     \
+        }                                                                                      \
+    }
+
+__kernel void kiln_gemm_nt_cpu(GEMM_ARGUMENTS)
+{
+    const int j0 = get_global_id(rows_first) * 32, i0 = get_global_id(1 - rows_first) * 8;
+    if (j0 >= n || i0 >= m)
+        return;
+    const int cols = n - j0, rows = min(8, m - i0);
+    const int l0 = 0, l1 = k;
+    a += a_offset + (size_t)i0 * lda;
+    b += b_offset + j0;
+    c += c_offset;
+    GEMM_ROWS(GEMM_DECLARE)
+#define GEMM_OFFSET(r) ((r) * lda)
+    GEMM_CHUNK(1, lda)
+#undef GEMM_OFFSET
+    GEMM_STORE_TRANSPOSED(0, lo0, lo1, lo2, lo3, lo4, lo5, lo6, lo7)
+    if (cols > 16)
+        GEMM_STORE_TRANSPOSED(16, hi0, hi1, hi2, hi3, hi4, hi5, hi6, hi7)
+}
+
 /* C = alpha (the sum of a product's chunks, in chunk order, so that every
  * run adds the same way) + beta C, eight columns a work-item over (column
  * blocks, rows, products). */

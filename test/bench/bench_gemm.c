@@ -20,8 +20,11 @@
  * double-precision host loop on the smaller shapes only: max relative error
  * = max |kiln - reference| / max |reference|.
  *
- * Usage: bench_gemm [--json PATH] [--rounds R]
- * --json appends one JSON object a line per shape to PATH.
+ * Usage: bench_gemm [--json PATH] [--rounds R] [--only TEXT]
+ *                   [--shape MxNxK,OP]
+ * --json appends one JSON object a line per shape to PATH; --only runs the
+ * shapes whose name contains TEXT (none: a usage error); --shape MxNxK,OP
+ * (OP one of NN, TN, NT) runs that one shape instead, named "custom".
  * Exits 0, 1 on a kiln error, 2 on bad usage, 77 (skip) without an OpenCL
  * device. OpenBLAS takes its thread count from OPENBLAS_NUM_THREADS. */
 /* The private header, and with it CL/cl.h: the peak needs the device's
@@ -93,6 +96,8 @@ static const gemm_shape shapes[] = {
 
 typedef struct bench_args {
     const char *json;
+    const char *only;   /* NULL: every shape */
+    gemm_shape custom;  /* custom.what non-NULL: this shape alone */
     int rounds;
 } bench_args;
 
@@ -127,9 +132,35 @@ typedef struct host_job {
     float *c;
 } host_job;
 
+static int any_shape_named(const char *text)
+{
+    for (size_t i = 0; i < N_SHAPES; i++)
+        if (strstr(shapes[i].what, text))
+            return 1;
+    return 0;
+}
+
+/* "MxNxK,OP", each size positive, OP one of NN, TN, NT. */
+static int parse_shape(const char *text, gemm_shape *s)
+{
+    long m = 0, n = 0, k = 0;
+    char op[3] = "";
+    int used = 0;
+    if (sscanf(text, "%ldx%ldx%ld,%2[NT]%n", &m, &n, &k, op, &used) != 4 ||
+        text[used] != '\0' || m <= 0 || n <= 0 || k <= 0 || strlen(op) != 2 ||
+        strcmp(op, "TT") == 0)
+        return 0;
+    *s = (gemm_shape){.what = "custom", .m = (size_t)m, .n = (size_t)n, .k = (size_t)k,
+                      .ta = op[0] == 'T' ? KILN_GEMM_T : KILN_GEMM_N,
+                      .tb = op[1] == 'T' ? KILN_GEMM_T : KILN_GEMM_N};
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     a->json = NULL;
+    a->only = NULL;
+    memset(&a->custom, 0, sizeof a->custom);
     a->rounds = 3;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -137,8 +168,13 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->json = v;
         else if (strcmp(argv[i], "--rounds") == 0 && v && atoi(v) > 0)
             a->rounds = atoi(v);
+        else if (strcmp(argv[i], "--only") == 0 && v && any_shape_named(v))
+            a->only = v;
+        else if (strcmp(argv[i], "--shape") == 0 && v && parse_shape(v, &a->custom))
+            continue;
         else {
-            fprintf(stderr, "usage: bench_gemm [--json PATH] [--rounds R]\n");
+            fprintf(stderr, "usage: bench_gemm [--json PATH] [--rounds R] [--only TEXT] "
+                            "[--shape MxNxK,OP]\n");
             return 0;
         }
     }
@@ -493,14 +529,18 @@ static kiln_status run_all(kiln_context *ctx, const bench_args *a, FILE *json)
         return st;
     const peak_info peak = device_peak(ctx->devices[0]);
     print_header(&info, &peak, a->rounds);
-    for (size_t i = 0; i < N_SHAPES && st == KILN_OK; i++) {
+    const int custom = a->custom.what != NULL;
+    for (size_t i = 0; i < (custom ? 1 : N_SHAPES) && st == KILN_OK; i++) {
+        const gemm_shape *s = custom ? &a->custom : &shapes[i];
+        if (a->only && !strstr(s->what, a->only))
+            continue;
         result r;
-        st = bench_shape(ctx->devices[0], &shapes[i], a->rounds, &r);
+        st = bench_shape(ctx->devices[0], s, a->rounds, &r);
         if (st != KILN_OK)
             break;
-        print_row(&shapes[i], &r, &peak);
+        print_row(s, &r, &peak);
         if (json)
-            json_row(json, &shapes[i], &r, &peak, info.name);
+            json_row(json, s, &r, &peak, info.name);
     }
     return st;
 }

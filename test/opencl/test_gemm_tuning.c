@@ -240,9 +240,13 @@ int main(void)
      * no tile divides. */
     clblast_only = 0;
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
+    /* NT with A the smaller (m < n: 3x70x9, 32x5408x64, 20x301x33) runs as
+     * C^T = B A^T, its tiles stored transposed, 20 columns of C^T filling
+     * one vector of a tile and part of the next. */
     const int own[][3] = {{1, 1, 1}, {3, 70, 9}, {37, 13, 101}, {64, 64, 5408}, {32, 5408, 64},
-                          {61, 9, 300}, {301, 99, 577}};
-    for (int i = 0; i < 7 && ctx; i++)
+                          {61, 9, 300}, {301, 99, 577}, {20, 301, 33}};
+    const int n_own = (int)(sizeof own / sizeof own[0]);
+    for (int i = 0; i < n_own && ctx; i++)
         for (int t = 0; t < 3; t++)
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     /* The CPU variant in chunks of k (opencl/blas.c, gemm_choice.c): NN
@@ -283,7 +287,7 @@ int main(void)
     ctx = open_ctx(KILN_GEMM_TUNING_OFF, &st, err, sizeof err);
     kiln_device_info info = {.struct_size = sizeof info};
     CHECK(ctx && kiln_context_device_info(ctx, 0, &info) == KILN_OK && info.gpu_kernels);
-    for (int i = 0; i < 7 && ctx; i++)
+    for (int i = 0; i < n_own && ctx; i++)
         for (int t = 0; t < 3; t++)
             check_gemm(ctx, own[i][0], own[i][1], own[i][2], ops[t][0], ops[t][1]);
     kiln_context_destroy(ctx);
