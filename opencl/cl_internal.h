@@ -84,10 +84,10 @@ struct kiln_device {
     pthread_mutex_t lock;
     size_t bytes_in_use, peak_bytes;
     /* kiln's own GEMMs' device buffers (blas.c), grown to the largest
-     * asked for: the chunks' sums of the CPU variant, and a transposed B.
-     * The lock holds them from a GEMM's first launch to its last, so two
-     * threads' GEMMs never interleave in them. */
-    kiln_buffer *gemm_partials, *gemm_transposed;
+     * asked for: the chunks' sums of the CPU variant, a transposed operand
+     * and B packed in panels. The lock holds them from a GEMM's first
+     * launch to its last, so two threads' GEMMs never interleave in them. */
+    kiln_buffer *gemm_partials, *gemm_transposed, *gemm_packed;
     pthread_mutex_t gemm_lock;
 };
 

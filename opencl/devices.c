@@ -332,6 +332,7 @@ void kiln_device_destroy(kiln_device *dev)
     }
     kiln_buffer_destroy(dev->gemm_partials);
     kiln_buffer_destroy(dev->gemm_transposed);
+    kiln_buffer_destroy(dev->gemm_packed);
     for (int i = 0; i < dev->n_kernels; i++)
         clReleaseKernel(dev->kernels[i].kernel);
     for (int i = 0; i < dev->n_programs; i++)

@@ -45,7 +45,7 @@
  * loop. Rows past m read row i0 again and columns past n zeros; neither
  * is stored. */
 #define GEMM_CHUNK(k_step, row_step)                                                           \
-    if (rows == 8 && cols >= 32) {                                                             \
+    if (rows == 8 && (cols >= 32 || b_panel)) {                                                \
         for (int l = l0; l < l1; l++) {                                                        \
             __global const float *x = a + (size_t)l * (k_step);                                \
             __global const float *y = b + (size_t)l * ldb;                                     \
@@ -82,7 +82,7 @@
     int m, int n, int k, float alpha, __global const float *a, int a_offset, int lda,          \
         __global const float *b, int b_offset, int ldb, float beta, __global float *c,         \
         int c_offset, int ldc, int a_stride, int b_stride, int c_stride, int chunk_k,          \
-        int chunks, int rows_first, __global float *partials
+        int chunks, int rows_first, __global float *partials, int b_panel
 
 #define GEMM_CPU_KERNEL(k_step, row_step)                                                      \
     const int j0 = get_global_id(rows_first) * 32, i0 = get_global_id(1 - rows_first) * 8;     \
@@ -92,7 +92,7 @@
     const int cols = n - j0, rows = min(8, m - i0);                                            \
     const int l0 = chunk * chunk_k, l1 = min(k, l0 + chunk_k);                                 \
     a += a_offset + (size_t)product * a_stride + (size_t)i0 * (row_step);                      \
-    b += b_offset + (size_t)product * b_stride + j0;                                           \
+    b += b_offset + (size_t)product * b_stride + (size_t)j0 * (b_panel ? b_panel : 1);         \
     GEMM_ROWS(GEMM_DECLARE)                                                                    \
     GEMM_CHUNK(k_step, row_step)                                                               \
     __global float *out = partials + ((size_t)product * chunks + chunk) * (size_t)m * n;       \
@@ -105,6 +105,21 @@
         keep = beta;                                                                           \
     }                                                                                          \
     GEMM_ROWS(GEMM_STORE)
+
+/* B (k x n, rows ldb apart) packed for the CPU variant's tiles: panel t
+ * holds columns 32t to 32t + 31 of every row, 32 floats a row (zeros past
+ * n), so that a tile's steps read consecutive addresses, where B's own
+ * rows, 4 KiB apart in a 1024-column B, put each step on a page of its own
+ * (blas.c chooses). Over (panels, rows of B). */
+__kernel void kiln_gemm_pack_b_cpu(int k, int n, __global const float *b, int b_offset,
+                                   int ldb, __global float *packed)
+{
+    const int t = get_global_id(0), l = get_global_id(1), cols = n - t * 32;
+    __global const float *src = b + b_offset + (size_t)l * ldb + t * 32;
+    __global float *dst = packed + ((size_t)t * k + l) * 32;
+    vstore16(kiln_load16(src, cols), 0, dst);
+    vstore16(cols > 16 ? kiln_load16(src + 16, cols - 16) : (float16)(0.0f), 0, dst + 16);
+}
 
 /* A is m x k. */
 __kernel void kiln_gemm_nn_cpu(GEMM_ARGUMENTS)
