@@ -51,6 +51,7 @@ typedef uint64_t cli_options;
 #define CLI_LORA_LAYERS CLI_BIT(33)
 #define CLI_LORA_TARGETS CLI_BIT(34)
 #define CLI_ACTIVATIONS CLI_BIT(35)
+#define CLI_HALF CLI_BIT(36)
 #define CLI_ALL_OPTIONS (~(cli_options)0)
 #define CLI_LORA_OPTIONS (CLI_LORA | CLI_LORA_ALPHA | CLI_LORA_LAYERS | CLI_LORA_TARGETS)
 #define CLI_RECIPE_OPTIONS (CLI_WARMUP_STEPS | CLI_WARMUP_TARGET | CLI_DECAY | CLI_DECAY_STEPS | \
@@ -86,7 +87,7 @@ typedef struct cli_args {
     int32_t head;                /* units; 0: no new head */
     const char *head_from;
     kiln_strategy strategy;      /* one_device */
-    kiln_storage activations;    /* float32 */
+    kiln_storage activations;    /* float32; float16 by --activations or --half */
     uint64_t seed;               /* 0: kiln's default seed */
     const char *save;
     /* The schedule (a zeroed one: constant) and label smoothing, with the

@@ -11,7 +11,8 @@
 # weights against NumPy's), and so with --decay piecewise and a warm-up
 # then cosine decay at each step's rate, and with each clipping option,
 # clipped as NumPy clips; --label-smoothing kept in the saved file;
-# --activations float16 reported and moving the fit a little; and each bad
+# --activations float16 reported and moving the fit a little, --half
+# activations the same fit bit for bit, --half weights refused; and each bad
 # option, exit 2 or 1 naming it.
 # Usage: cli_fit.sh SOURCE_DIR KILN
 set -eu
@@ -54,7 +55,8 @@ for needle in "kiln fit MODEL FEATURES.npy LABELS.npy --save OUT" "--epochs N   
     "--ema M            keep a moving average of the weights" "--lora RANK" \
     "--lora-alpha A     the adapters' scale is A / RANK" "--lora-layers PREFIX" \
     "--lora-targets LIST  the attention projections adapted" \
-    "--activations TYPE  float32 (default) or float16"; do
+    "--activations TYPE  float32 (default) or float16" \
+    "--half WHAT        activations: the same as --activations float16; weights are"; do
     grep -qF -- "$needle" "$work/help.txt" || fail "kiln fit --help: no '$needle'"
 done
 
@@ -343,6 +345,17 @@ diff = float(np.abs(a - b).max() / np.abs(a).max())
 print("--activations float16: predictions %.2e from float32's fit (relative)" % diff)
 sys.exit(0 if 0 < diff < 1e-3 else 1)
 PY
+# The issue's spelling, --half activations, is --activations float16: the
+# same fit, the same predictions bit for bit.
+"$kiln" fit "$net" "$work/x.npy" "$work/y.npy" --save "$work/halfflag.kiln" --batch 8 --head 5 \
+    --head-from /Flatten --freeze /features --no-shuffle --seed 3 --half activations \
+    > "$work/halfflag.txt" 2>&1 ||
+    { rc=$?; cat "$work/halfflag.txt"; fail "fit --half activations exited $rc"; }
+grep -qxF "$half" "$work/halfflag.txt" ||
+    { cat "$work/halfflag.txt"; fail "fit --half activations: no '$half'"; }
+"$kiln" predict "$work/halfflag.kiln" "$work/x.npy" "$work/halfflag.npy" > /dev/null
+cmp -s "$work/halfflag.npy" "$work/float16.npy" ||
+    fail "fit --half activations predicts otherwise than --activations float16"
 "$kiln" fit "$work/tuned.kiln" "$work/x.npy" "$work/y.npy" --save "$work/half.kiln" \
     --activations float16 --strategy "$strategy" > "$work/half.txt" 2>&1 ||
     { rc=$?; cat "$work/half.txt"; fail "fit --activations float16 on a model file exited $rc"; }
@@ -525,6 +538,15 @@ expect 2 "--decay is for ONNX models" "$kiln" fit "$work/tuned.kiln" "$work/x.np
 expect 2 "unknown activation storage 'half' (float32, float16)" $f --save "$work/o.kiln" \
     --activations half
 expect 2 "--activations needs a value" $f --save "$work/o.kiln" --activations
+expect 2 "--half weights is not offered: weights stay float32, since a half copy beside the \
+optimizer's float32 master adds memory and saves none" $f --save "$work/o.kiln" --half weights
+expect 2 "unknown --half 'float16' (activations; weights are not offered)" $f \
+    --save "$work/o.kiln" --half float16
+expect 2 "--half needs a value" $f --save "$work/o.kiln" --half
+expect 2 "--half activations is --activations float16: give one of them" $f \
+    --save "$work/o.kiln" --half activations --activations float32
+expect 2 "--half is not an option of predict" "$kiln" predict "$net" "$work/x.npy" \
+    "$work/p.npy" --half activations
 expect 2 "--activations is not an option of predict" "$kiln" predict "$net" "$work/x.npy" \
     "$work/p.npy" --activations float16
 expect 2 "fit needs --save OUT" $f
