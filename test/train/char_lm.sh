@@ -8,7 +8,8 @@
 # which PyTorch's float32 and float64 runs of this very model and batches
 # part by step 80: torch_char_lm.py --dump, docs/examples.md). Its saved
 # model fine-tuned with --lora 4 (--init): a few trainable parameters, and
-# validation still below the unigram baseline.
+# validation still below the unigram baseline. --half trains as --activations
+# float16, and --half weights is refused.
 # Text: the Python standard library of the interpreter meson found.
 # Usage: char_lm.sh SOURCE_ROOT CHAR_LM
 set -eu
@@ -48,6 +49,30 @@ awk '/^model:/ { exit !($(NF-3) + 0 > 0 && $(NF-1) + 0 > 0 && $(NF-1) * 10 < $(N
 tuned=$(sed -n 's/.*validation \([0-9.]*\) bits\/char.*/\1/p' "$tmp/lora" | tail -n 1)
 awk -v b="$baseline" -v l="$tuned" 'BEGIN { exit !(l != "" && l < b) }' ||
     { echo "char_lm.sh: LoRA's validation $tuned bits/char is not below $baseline"; exit 1; }
+
+# --half is --activations float16 (the same loss and bytes); --half weights is
+# refused (exit 2), as is --half beside --activations.
+small="--steps 2 --epochs 1 --val-windows 16 --generate 0 --text $text/unittest"
+run half pthread one_device $small --half
+run float16 pthread one_device $small --activations float16
+same() { sed -n '/^epoch/s/, [0-9.]* s, .*//p; /^device memory bytes/p' "$tmp/$1"; }
+[ -n "$(same half)" ] && [ "$(same half)" = "$(same float16)" ] ||
+    { same half; same float16; echo "char_lm.sh: --half differs from --activations float16"; exit 1; }
+act() { sed -n 's/^device memory bytes: .*, activations \([0-9]*\),.*/\1/p' "$tmp/$1"; }
+awk -v h="$(act half)" -v f="$(act one)" 'BEGIN { exit !(h != "" && f != "" && h < f) }' ||
+    { echo "char_lm.sh: --half's activations $(act half) bytes, float32's $(act one)"; exit 1; }
+refused() {  # needle options...
+    needle=$1
+    shift
+    if $exe "$@" >"$tmp/refused" 2>&1; then rc=0; else rc=$?; fi
+    [ "$rc" = 2 ] && grep -qF -- "$needle" "$tmp/refused" ||
+        { cat "$tmp/refused"; echo "char_lm.sh: $* exited $rc, not 2 with '$needle'"; exit 1; }
+}
+refused "--half weights is not offered: weights stay float32, since a half copy beside the \
+optimizer's float32 master adds memory and saves none" --half weights
+refused "--half is --activations float16: give one of them" --half --activations float32
+refused "--half is --activations float16: give one of them" --activations float16 --half
+echo "--half: as --activations float16; --half weights refused"
 
 # Two devices where PoCL gives them; else one device's check is all.
 run two_one "basic basic" one_device --generate 0
