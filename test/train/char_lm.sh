@@ -57,7 +57,7 @@ run half pthread one_device $small --half
 run float16 pthread one_device $small --activations float16
 same() { sed -n '/^epoch/s/, [0-9.]* s, .*//p; /^device memory bytes/p' "$tmp/$1"; }
 [ -n "$(same half)" ] && [ "$(same half)" = "$(same float16)" ] ||
-    { same half; same float16; echo "char_lm.sh: --half differs from --activations float16"; exit 1; }
+    { same half; same float16; echo "char_lm.sh: --half is not --activations float16"; exit 1; }
 act() { sed -n 's/^device memory bytes: .*, activations \([0-9]*\),.*/\1/p' "$tmp/$1"; }
 awk -v h="$(act half)" -v f="$(act one)" 'BEGIN { exit !(h != "" && f != "" && h < f) }' ||
     { echo "char_lm.sh: --half's activations $(act half) bytes, float32's $(act one)"; exit 1; }

@@ -54,8 +54,9 @@ int main(int argc, char **argv)
     const double full = f.accuracy, half = h.accuracy, other = o.accuracy;
     printf("seed CNN, %ld training images x %d epochs, test accuracy on %ld: float32 %.2f%%, "
            "half activations %.2f%% (%+.2f points), float32 from another seed %.2f%% "
-           "(%+.2f points); test loss %.5f, %.5f, %.5f\n", n_train, epochs, n_test, 100.0 * full, 100.0 * half,
-           100.0 * (half - full), 100.0 * other, 100.0 * (other - full), f.loss, h.loss, o.loss);
+           "(%+.2f points); test loss %.5f, %.5f, %.5f\n", n_train, epochs, n_test,
+           100.0 * full, 100.0 * half, 100.0 * (half - full), 100.0 * other,
+           100.0 * (other - full), f.loss, h.loss, o.loss);
     CHECK(full >= 0.80);   /* it learned: the 0.5 points compare two trained models */
     CHECK(fabs(half - full) <= 0.005);
     CHECK(h.loss != f.loss);   /* the rounding took place: not float32's run again */
