@@ -10,11 +10,15 @@
 
 #include <unistd.h>
 
-/* The test metrics of the seed CNN trained from context seed `seed`. */
-static kiln_metrics train_once(uint64_t seed, kiln_storage storage, const kiln_dataset *train,
-                               const kiln_dataset *test, int epochs)
+/* The test metrics of the seed CNN trained from context seed `seed` (a
+ * context of its own, so that each run draws the same initial weights and
+ * sample order from its seed; the datasets belong to it too). */
+static kiln_metrics train_once(uint64_t seed, kiln_storage storage, long n_train, long n_test,
+                               int epochs)
 {
     kiln_context *ctx = test_context(seed);
+    kiln_dataset *train = fashion_subset(ctx, "train", n_train);
+    kiln_dataset *test = fashion_subset(ctx, "t10k", n_test);
     kiln_model *m = NULL;
     CHECK_OK(ctx, kiln_model_create(ctx, &m));
     seed_cnn_layers(m);
@@ -28,6 +32,8 @@ static kiln_metrics train_once(uint64_t seed, kiln_storage storage, const kiln_d
     kiln_metrics met = {.struct_size = sizeof met};
     CHECK_OK(ctx, kiln_model_evaluate(m, test, 250, &met));
     kiln_model_destroy(m);
+    kiln_dataset_destroy(train);
+    kiln_dataset_destroy(test);
     kiln_context_destroy(ctx);
     return met;
 }
@@ -41,16 +47,19 @@ int main(int argc, char **argv)
     const long n_train = argc == 4 ? atol(argv[1]) : 12000;
     const long n_test = argc == 4 ? atol(argv[2]) : 5000;
     const int epochs = argc == 4 ? atoi(argv[3]) : 2;
+    if (n_train < 1 || n_test < 1 || epochs < 1) {
+        fprintf(stderr, "test_half_accuracy: TRAIN, TEST and EPOCHS must be >= 1\n");
+        return 2;
+    }
     if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
         SKIP_MISSING("%s is missing: install dataset-fashion-mnist", FASHION_DIR);
-    kiln_context *ctx = test_context(1);
-    if (!ctx)
+    kiln_context *probe = test_context(1);
+    if (!probe)
         SKIP_MISSING("no OpenCL device");
-    kiln_dataset *train = fashion_subset(ctx, "train", n_train);
-    kiln_dataset *test = fashion_subset(ctx, "t10k", n_test);
-    const kiln_metrics f = train_once(2024, KILN_STORAGE_FLOAT32, train, test, epochs);
-    const kiln_metrics h = train_once(2024, KILN_STORAGE_FLOAT16, train, test, epochs);
-    const kiln_metrics o = train_once(7, KILN_STORAGE_FLOAT32, train, test, epochs);
+    kiln_context_destroy(probe);
+    const kiln_metrics f = train_once(2024, KILN_STORAGE_FLOAT32, n_train, n_test, epochs);
+    const kiln_metrics h = train_once(2024, KILN_STORAGE_FLOAT16, n_train, n_test, epochs);
+    const kiln_metrics o = train_once(7, KILN_STORAGE_FLOAT32, n_train, n_test, epochs);
     const double full = f.accuracy, half = h.accuracy, other = o.accuracy;
     printf("seed CNN, %ld training images x %d epochs, test accuracy on %ld: float32 %.2f%%, "
            "half activations %.2f%% (%+.2f points), float32 from another seed %.2f%% "
@@ -60,8 +69,5 @@ int main(int argc, char **argv)
     CHECK(full >= 0.80);   /* it learned: the 0.5 points compare two trained models */
     CHECK(fabs(half - full) <= 0.005);
     CHECK(h.loss != f.loss);   /* the rounding took place: not float32's run again */
-    kiln_dataset_destroy(train);
-    kiln_dataset_destroy(test);
-    kiln_context_destroy(ctx);
     return test_finish("test_half_accuracy");
 }
