@@ -42,19 +42,24 @@ static int seen(const kiln_device *dev, uint64_t key)
 }
 
 /* The CPU variant packs B in panels of a tile's 32 columns (gemm.cl's
- * kiln_gemm_pack_b_cpu) where B is read by PACK_MIN_ROW_TILES row tiles or
- * more and does not stay in the core's cache (dev->gemm_cache_bytes), up
- * to PACK_MAX_BYTES of copy. Measured with bench_gemm on a 2-core AVX-512
- * machine: 1024^3 (128 row tiles) 10 to 15% faster packed, 392x512x4608
- * (49) no faster, the copy eating what the tiles gained. */
+ * kiln_gemm_pack_b_cpu) where B's rows lie a page or more apart (each step
+ * of a tile on a page of its own, out of the prefetchers' reach), B does
+ * not stay in the core's cache (dev->gemm_cache_bytes), PACK_MIN_ROW_TILES
+ * row tiles or more read it, and the copy is at most PACK_MAX_BYTES.
+ * Measured with bench_gemm on a 2-core AVX-512 machine: 1024^3 (rows 4 KiB
+ * apart, 128 row tiles) 10 to 15% faster packed; 392x512x4608 (2 KiB, 49
+ * row tiles) no faster, the copy eating what the tiles gained. */
+#define PACK_MIN_ROW_BYTES 4096
 #define PACK_MIN_ROW_TILES 64
 #define PACK_MAX_BYTES ((size_t)64 << 20)
 
-static int packs_b(const kiln_device *dev, size_t m, size_t n, size_t k, size_t count)
+static int packs_b(const kiln_device *dev, size_t m, size_t n, size_t k, size_t ldb,
+                   size_t count)
 {
     const size_t bytes = k * ((n + 31) / 32 * 32) * sizeof(float);
-    return !dev->gpu_kernels && count == 1 && (m + 7) / 8 >= PACK_MIN_ROW_TILES &&
-           k * n * sizeof(float) > dev->gemm_cache_bytes && bytes <= PACK_MAX_BYTES;
+    return !dev->gpu_kernels && count == 1 && ldb * sizeof(float) >= PACK_MIN_ROW_BYTES &&
+           (m + 7) / 8 >= PACK_MIN_ROW_TILES && k * n * sizeof(float) > dev->gemm_cache_bytes &&
+           bytes <= PACK_MAX_BYTES;
 }
 
 /* The sums of a GEMM's chunks (gemm.cl) take at most this much device
@@ -106,7 +111,7 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
                                    size_t count)
 {
     size_t chunk_k;
-    const int packed = packs_b(dev, m, n, k, count);
+    const int packed = packs_b(dev, m, n, k, ldb, count);
     const size_t chunks = chunk_count(dev, packed, trans_a, m, n, k, count, &chunk_k);
     const int rows_first =
         !dev->gpu_kernels && kiln_gemm_rows_first(dev->gemm_cache_bytes, m, n, k);

@@ -115,6 +115,8 @@ __kernel void kiln_gemm_pack_b_cpu(int k, int n, __global const float *b, int b_
                                    int ldb, __global float *packed)
 {
     const int t = get_global_id(0), l = get_global_id(1), cols = n - t * 32;
+    if (cols <= 0 || l >= k)
+        return;
     __global const float *src = b + b_offset + (size_t)l * ldb + t * 32;
     __global float *dst = packed + ((size_t)t * k + l) * 32;
     vstore16(kiln_load16(src, cols), 0, dst);

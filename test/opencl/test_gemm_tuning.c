@@ -264,10 +264,11 @@ int main(void)
         kiln_device_memory(ctx->devices[0], &after, &peak);
         CHECK(i > 0 || after >= before + 2 * 300 * 600 * sizeof(float));
     }
-    /* B packed in panels of 32 columns (65 row tiles read a B of 2.8 MB;
-     * 1001 columns leave the last panel 9 wide), NN and TN, in chunks. */
-    check_gemm(ctx, 520, 1001, 700, KILN_GEMM_N, KILN_GEMM_N);
-    check_gemm(ctx, 520, 1001, 700, KILN_GEMM_T, KILN_GEMM_N);
+    /* B packed in panels of 32 columns (65 row tiles read a B of 2.9 MB
+     * whose rows lie 4120 bytes apart; 1030 columns leave the last panel 6
+     * wide), NN and TN, in chunks. */
+    check_gemm(ctx, 520, 1030, 700, KILN_GEMM_N, KILN_GEMM_N);
+    check_gemm(ctx, 520, 1030, 700, KILN_GEMM_T, KILN_GEMM_N);
     /* A small enough to read again, B not: a column's tiles one after
      * another (kiln_gemm_rows_first), NN and NT. */
     check_gemm(ctx, 37, 600, 1501, KILN_GEMM_N, KILN_GEMM_N);
