@@ -45,7 +45,8 @@ static int seen(const kiln_device *dev, uint64_t key)
  * kiln_gemm_pack_b_cpu) where B's rows lie a page or more apart (each step
  * of a tile on a page of its own, out of the prefetchers' reach), B does
  * not stay in the core's cache (dev->gemm_cache_bytes), PACK_MIN_ROW_TILES
- * row tiles or more read it, and the copy is at most PACK_MAX_BYTES.
+ * row tiles or more read it, and the copy is at most PACK_MAX_BYTES; not
+ * at all where the device's search found it slower (dev->gemm_pack).
  * Measured with bench_gemm on a 2-core AVX-512 machine: 1024^3 (rows 4 KiB
  * apart, 128 row tiles) 10 to 15% faster packed; 392x512x4608 (2 KiB, 49
  * row tiles) no faster, the copy eating what the tiles gained. */
@@ -57,7 +58,8 @@ static int packs_b(const kiln_device *dev, size_t m, size_t n, size_t k, size_t 
                    size_t count)
 {
     const size_t bytes = k * ((n + 31) / 32 * 32) * sizeof(float);
-    return !dev->gpu_kernels && count == 1 && ldb * sizeof(float) >= PACK_MIN_ROW_BYTES &&
+    return !dev->gpu_kernels && dev->gemm_pack && count == 1 &&
+           ldb * sizeof(float) >= PACK_MIN_ROW_BYTES &&
            (m + 7) / 8 >= PACK_MIN_ROW_TILES && k * n * sizeof(float) > dev->gemm_cache_bytes &&
            bytes <= PACK_MAX_BYTES;
 }

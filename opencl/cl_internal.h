@@ -67,6 +67,9 @@ struct kiln_device {
      * the core's cache (gemm_choice.c): KILN_GEMM_CACHE_BYTES, or searched
      * for the device (gemm_cache_search.c). */
     size_t gemm_cache_bytes;
+    /* Nonzero: it packs B where that pays (blas.c's packs_b); 1 unless the
+     * same search found packing slower on the device. */
+    int gemm_pack;
     kiln_program_slot programs[KILN_MAX_PROGRAMS];
     int n_programs;
     kiln_kernel kernels[KILN_MAX_KERNELS];

@@ -108,6 +108,7 @@ static kiln_status open_device(kiln_host *host, const char *cache_dir, const fou
     dev->cache_dir = cache_dir;
     dev->index = index;
     dev->gemm_cache_bytes = KILN_GEMM_CACHE_BYTES;
+    dev->gemm_pack = 1;
     pthread_mutex_init(&dev->memory_lock, NULL);
     pthread_mutex_init(&dev->lock, NULL);
     pthread_mutex_init(&dev->gemm_lock, NULL);

@@ -1,7 +1,9 @@
 /* The CPU variant's own GEMM (gemm.cl) per device: how many bytes of
  * operand rows its tiles may count on finding in the core's cache, which
  * decides its chunks of k and when a column's tiles run one after another
- * (gemm_choice.c). The best value follows the cache of the CPU at hand, so
+ * (gemm_choice.c), and whether B is packed in panels where its rows lie a
+ * page apart (blas.c's packs_b). The best values follow the cache and
+ * prefetchers of the CPU at hand, so
  * it is searched there, as CLBlast's parameters are (gemm_tuning.c), under
  * the same mode: KILN_GEMM_TUNING=search (or `kiln tune`) times each
  * candidate on GEMMs of the seed ResNet's shapes, in turns, and stores the fastest in
@@ -15,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define STORE_VERSION 1u
+#define STORE_VERSION 2u
 
 /* Candidates: a quarter of the default to eight times it. */
 static const size_t budgets[] = {
@@ -23,6 +25,8 @@ static const size_t budgets[] = {
     (size_t)2 << 20,   (size_t)4 << 20,   (size_t)8 << 20,
 };
 #define N_BUDGETS ((int)(sizeof budgets / sizeof budgets[0]))
+/* Each budget with B packed where that pays, then never packed. */
+#define N_CANDIDATES (2 * N_BUDGETS)
 
 typedef struct probe {
     size_t m, n, k;
@@ -48,15 +52,15 @@ static const probe probes[] = {
 
 typedef struct stored_budget {
     uint32_t version;
-    uint32_t reserved;
+    uint32_t pack;               /* dev->gemm_pack */
     uint64_t bytes;
-    double seconds[N_BUDGETS];   /* each candidate's, for the log and docs */
+    double seconds[N_CANDIDATES];   /* each candidate's, for the log and docs */
 } stored_budget;
 
 static kiln_cache_key device_key(const kiln_device *dev)
 {
     const kiln_device_info *i = &dev->info;
-    const char *parts[] = {"kiln-gemm-cache-budget-1", i->name, i->vendor, i->platform,
+    const char *parts[] = {"kiln-gemm-cache-budget-2", i->name, i->vendor, i->platform,
                            i->driver_version};
     size_t lengths[5];
     for (int j = 0; j < 5; j++)
@@ -111,30 +115,39 @@ static kiln_status search(kiln_device *dev, stored_budget *out)
     memset(out, 0, sizeof *out);
     out->version = STORE_VERSION;
     out->bytes = KILN_GEMM_CACHE_BYTES;
-    for (int c = 0; c < N_BUDGETS; c++)
+    out->pack = 1;
+    for (int c = 0; c < N_CANDIDATES; c++)
         out->seconds[c] = 1e30;
     for (int round = -1; round < ROUNDS && st == KILN_OK; round++)
-        for (int c = 0; c < N_BUDGETS && st == KILN_OK; c++) {
+        for (int c = 0; c < N_CANDIDATES && st == KILN_OK; c++) {
             double t = 0;
-            dev->gemm_cache_bytes = budgets[c];
+            dev->gemm_cache_bytes = budgets[c % N_BUDGETS];
+            dev->gemm_pack = c < N_BUDGETS;
             st = time_probes(dev, buf, &t);
             if (round >= 0 && t < out->seconds[c])
                 out->seconds[c] = t;
         }
     double fallback = 0, best = 1e30;
-    for (int c = 0; c < N_BUDGETS && st == KILN_OK; c++) {
+    for (int c = 0; c < N_CANDIDATES && st == KILN_OK; c++) {
+        const size_t bytes = budgets[c % N_BUDGETS];
+        const int pack = c < N_BUDGETS;
         kiln_host_log(dev->host, KILN_LOG_INFO, "searching kiln's GEMM cache budget on %s: "
-                      "%zu KiB: %.1f ms", dev->label, budgets[c] >> 10, 1e3 * out->seconds[c]);
-        if (budgets[c] == KILN_GEMM_CACHE_BYTES)
+                      "%zu KiB, B %s: %.1f ms", dev->label, bytes >> 10,
+                      pack ? "packed where it pays" : "never packed", 1e3 * out->seconds[c]);
+        if (bytes == KILN_GEMM_CACHE_BYTES && pack)
             fallback = out->seconds[c];
         if (out->seconds[c] < best) {
             best = out->seconds[c];
-            out->bytes = budgets[c];
+            out->bytes = bytes;
+            out->pack = (uint32_t)pack;
         }
     }
-    if (best > (1.0 - MARGIN) * fallback)
+    if (best > (1.0 - MARGIN) * fallback) {
         out->bytes = KILN_GEMM_CACHE_BYTES;
+        out->pack = 1;
+    }
     dev->gemm_cache_bytes = KILN_GEMM_CACHE_BYTES;
+    dev->gemm_pack = 1;
     for (int i = 0; i < 3; i++)
         kiln_buffer_destroy(buf[i]);
     return st;
@@ -151,17 +164,20 @@ static int candidate(uint64_t bytes)
 static int load(kiln_host *host, const char *dir, const kiln_cache_key *key, stored_budget *out)
 {
     return kiln_cache_load_record(host, dir, key, out, sizeof *out) &&
-           out->version == STORE_VERSION && candidate(out->bytes);
+           out->version == STORE_VERSION && candidate(out->bytes) && out->pack <= 1;
 }
 
-/* "...; kiln GEMM cache 1024 KiB (searched)" after CLBlast's parameters. */
+/* "...; kiln GEMM cache 1024 KiB (searched)" after CLBlast's parameters,
+ * ", unpacked" before the parenthesis where the search chose never to pack
+ * B (the field holds 127 characters). */
 static void describe(kiln_device *dev, int searched)
 {
     char *text = dev->info.gemm_parameters;
     const size_t size = sizeof dev->info.gemm_parameters, used = strlen(text);
     if (used < size)
-        snprintf(text + used, size - used, "; kiln GEMM cache %zu KiB (%s)",
-                 dev->gemm_cache_bytes >> 10, searched ? "searched" : "default");
+        snprintf(text + used, size - used, "; kiln GEMM cache %zu KiB%s (%s)",
+                 dev->gemm_cache_bytes >> 10, dev->gemm_pack ? "" : ", unpacked",
+                 searched ? "searched" : "default");
 }
 
 kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
@@ -171,6 +187,7 @@ kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
     for (int32_t d = 0; d < n_devices && st == KILN_OK; d++) {
         kiln_device *dev = devices[d];
         dev->gemm_cache_bytes = KILN_GEMM_CACHE_BYTES;
+        dev->gemm_pack = 1;
         if (dev->gpu_kernels)   /* the GPU variant's GEMM has no chunks */
             continue;
         stored_budget t;
@@ -181,6 +198,7 @@ kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
             const kiln_cache_key other = device_key(devices[e]);
             if (!devices[e]->gpu_kernels && !memcmp(&other, &key, sizeof key)) {
                 dev->gemm_cache_bytes = devices[e]->gemm_cache_bytes;
+                dev->gemm_pack = devices[e]->gemm_pack;
                 found = strstr(devices[e]->info.gemm_parameters, "(searched)") != NULL;
                 if (!found)
                     break;
@@ -188,6 +206,7 @@ kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
         }
         if (!found && mode != KILN_GEMM_TUNING_OFF && load(host, dev->cache_dir, &key, &t)) {
             dev->gemm_cache_bytes = (size_t)t.bytes;
+            dev->gemm_pack = (int)t.pack;
             found = 1;
         } else if (!found && mode == KILN_GEMM_TUNING_SEARCH) {
             st = search(dev, &t);
@@ -195,6 +214,7 @@ kiln_status kiln_gemm_cache_setup(kiln_host *host, kiln_device *const *devices,
                 kiln_cache_store(host, dev->cache_dir, &key, (const unsigned char *)&t,
                                  sizeof t);
                 dev->gemm_cache_bytes = (size_t)t.bytes;
+                dev->gemm_pack = (int)t.pack;
                 found = 1;
             }
         }

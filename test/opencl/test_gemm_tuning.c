@@ -190,14 +190,18 @@ int main(void)
     printf("searched: %s\n", first);
     CHECK(strncmp(first, "WGD=32 MDIMCD=8", 15) == 0);  /* the first candidate */
     /* On the CPU variant, kiln's own GEMM's cache budget too: one of the
-     * six candidates, 256 KiB to 8 MiB. */
+     * six candidates, 256 KiB to 8 MiB, each with B packed where it pays
+     * and never packed (said in the description where the search chose
+     * never). */
     kiln_device_info info0 = {.struct_size = sizeof info0};
     CHECK_OK(ctx, kiln_context_device_info(ctx, 0, &info0));
     const int own_budget = !info0.gpu_kernels;
     const size_t budget = ctx->devices[0]->gemm_cache_bytes;
-    CHECK(!own_budget || (budget_searches == 6 && strstr(first, "(searched)") &&
+    const int pack = ctx->devices[0]->gemm_pack;
+    CHECK(!own_budget || (budget_searches == 12 && strstr(first, "(searched)") &&
                           budget >= (256u << 10) && budget <= (8u << 20) &&
-                          (budget & (budget - 1)) == 0));
+                          (budget & (budget - 1)) == 0 && (pack == 0 || pack == 1) &&
+                          (strstr(first, ", unpacked (searched)") != NULL) == !pack));
     const int shapes[][3] = {{37, 13, 101}, {128, 64, 300}, {5, 70, 9}};
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < 3; t++)
@@ -209,7 +213,8 @@ int main(void)
     ctx = open_ctx(KILN_GEMM_TUNING_STORED, &st, err, sizeof err);
     CHECK(st == KILN_OK && searches == 0 && budget_searches == 0);
     parameters(ctx, again, sizeof again);
-    CHECK(strcmp(first, again) == 0 && ctx->devices[0]->gemm_cache_bytes == budget);
+    CHECK(strcmp(first, again) == 0 && ctx->devices[0]->gemm_cache_bytes == budget &&
+          ctx->devices[0]->gemm_pack == pack);
     kiln_context_destroy(ctx);
 
     /* Off: CLBlast's defaults and kiln's default budget, whatever is stored. */
