@@ -69,7 +69,7 @@ run_one() {  # name
     echo "$name $rate" >> "$rows"
     if [ ! -f "$tmp/params-$name" ]; then
         if [ "$name" = kiln ]; then
-            sed -n 's/^model: .*: \([0-9]*\) parameters$/\1/p' "$tmp/out" > "$tmp/params-$name"
+            sed -n 's/^model: .*: \([0-9]*\) parameters.*$/\1/p' "$tmp/out" > "$tmp/params-$name"
         else
             sed -n 's/^pytorch params: \([0-9]*\)$/\1/p' "$tmp/out" > "$tmp/params-$name"
         fi
