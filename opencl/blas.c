@@ -219,10 +219,11 @@ static kiln_status own_gemm_transposed_locked(kiln_device *dev, size_t m, size_t
                   kiln_arg_buffer(c), kiln_arg_int(0)));
 }
 
-/* C = alpha A B^T + beta C with B (n x k) stored whole: the smaller of A and
- * B transposed into the device's buffer (A: transposed_product), else B and
- * then kiln's NN kernel, which on a CPU runs several times as fast as
- * CLBlast's NT (docs/performance.md). */
+/* C = alpha A B^T + beta C with B (n x k) stored whole: A transposed into
+ * the device's buffer where transposed_product says so, then
+ * kiln_gemm_nt_cpu; otherwise B transposed, then kiln's NN kernel, which
+ * on a CPU runs several times as fast as CLBlast's NT
+ * (docs/performance.md). */
 static kiln_status own_gemm_nt(kiln_device *dev, size_t m, size_t n, size_t k, float alpha,
                                const kiln_buffer *a, size_t a_offset, size_t lda,
                                const kiln_buffer *b, size_t b_offset, float beta, kiln_buffer *c,

@@ -77,7 +77,9 @@
  * before, in chunks of k (the GPU variant runs one chunk). With rows_first
  * the CPU variant's range is (row tiles, column tiles, ...): the tiles of
  * one column run one after another, each reading the same rows of B, and
- * A is what they read again for the next column (blas.c chooses). */
+ * A is what they read again for the next column (blas.c chooses). A
+ * nonzero b_panel says B is packed (kiln_gemm_pack_b_cpu): panels of
+ * b_panel rows of 32 floats, ldb 32; the GPU variant never sees one. */
 #define GEMM_ARGUMENTS                                                                         \
     int m, int n, int k, float alpha, __global const float *a, int a_offset, int lda,          \
         __global const float *b, int b_offset, int ldb, float beta, __global float *c,         \
