@@ -96,6 +96,12 @@ static kiln_status binary_node(kiln_importer *im, const KilnOnnx__NodeProto *n,
 {
     const char *node_name = kiln_import_node_name(n);
     kiln_import_value *in[2] = {kiln_import_find(im, a_name), kiln_import_find(im, b_name)};
+    /* An empty name (ONNX's absent optional input) finds nothing. */
+    for (int k = 0; k < 2; k++)
+        if (!in[k])
+            return kiln_error(im->ctx, KILN_ERROR_FORMAT, CALL ": node '%s' (%s): input '%s' "
+                              "is no value of the graph; %s takes two", node_name, n->op_type,
+                              k ? b_name : a_name, n->op_type);
     if (!in[0]->computed && !in[1]->computed)
         return kiln_error(im->ctx, KILN_ERROR_UNSUPPORTED, CALL ": node '%s' (%s): both inputs "
                           "'%s' and '%s' are constants; kiln imports %s of a computed value",

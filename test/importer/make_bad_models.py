@@ -164,7 +164,7 @@ def between(out):
     # Broadcasts kiln refuses: shapes that do not broadcast; a constant
     # with a batch axis of 2; a computed value of a lower rank (its batch
     # would meet H); two constants; an initializer two nodes would train;
-    # an attribute (opset 6's broadcast).
+    # an attribute (opset 6's broadcast); an empty input.
     one("mul_no_broadcast", node("Mul", ["c", "k"], ["r"], name="mul"),
         consts=[("k", np.ones((3, 1, 5), np.float32))])
     one("add_batch_constant", node("Add", ["c", "k"], ["r"], name="add"),
@@ -178,6 +178,9 @@ def between(out):
         node("Add", ["m", "k"], ["r"], name="add"),
         consts=[("k", np.ones((3, 1, 1), np.float32))])
     one("max_attribute", node("Max", ["c", "c"], ["r"], name="max", broadcast=1))
+    # An Add whose second input is empty (ONNX's absent optional input; the
+    # fuzzer's mutation that crashed the importer).
+    one("add_empty_input", node("Add", ["c", ""], ["r"], name="add"))
     # Pow by a computed exponent, and by one of 3 values (broadcast over
     # the channels); Clip of a computed bound, of bounds of 2 values and of
     # a NaN bound; HardSigmoid of alpha 0 and beta 0.

@@ -382,6 +382,8 @@ int main(void)
             "cannot tie parameters");
     refused(ctx, "max_attribute", KILN_ERROR_UNSUPPORTED, "'max' (Max)", "attribute 'broadcast'",
             NULL);
+    refused(ctx, "add_empty_input", KILN_ERROR_FORMAT, "'add' (Add)", "input '' is no value",
+            "Add takes two");
     refused(ctx, "bn_stats_read", KILN_ERROR_UNSUPPORTED, "'bn'", "output 1 'running_mean'",
             "first output only");
     refused(ctx, "gemm_trans_a", KILN_ERROR_UNSUPPORTED, "'gemm'", "'transA' is 1",
