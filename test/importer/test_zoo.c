@@ -11,6 +11,8 @@
  *      times the larger of PyTorch float32's distance from float64 and
  *      kiln's from itself reversed, plus 1e-6 of the value's size (for a
  *      loss, the largest of those two at that step or any before it);
+ *      PyTorch float32's distance is the farther of its two runs (as set
+ *      up, and on one thread with the batches reversed);
  *   3. exports the trained model and compares ONNX Runtime on the export
  *      with kiln's predictions (1e-4 of the largest output).
  * Why kiln reversed: a value within rounding of a ReLU's kink falls on one
@@ -22,6 +24,11 @@
  * with its sums in another order is a second, measured on each run. The
  * issue's own bound (4 times PyTorch float32's alone) is counted and
  * printed, not asserted.
+ * Why two PyTorch float32 runs: one run's distance is one draw of
+ * float32's. efficientnet_b0's fourth loss was 1.45e-4 of itself from
+ * float64's in PyTorch float32 on two threads, 7.15e-4 on one thread, and
+ * 7.14e-4 in kiln (2-core AMD EPYC, 2026-11-28): one draw failed kiln
+ * where PyTorch itself, summing in another order, lands as far.
  * Why the losses' bound is the largest distance so far: in the batch norm
  * networks the forward pass alone is sensitive to the order of sums (the
  * first loss, before any update, moved by 6.3e-6 of itself in resnet50
@@ -306,18 +313,21 @@ static void check_tensors(const char *name, const tensor_list *t, const float *f
                           const float *reversed, distances *d)
 {
     float *p32 = read_values(name, "final32", t->total, sizeof(float));
+    float *p32b = read_values(name, "final32b", t->total, sizeof(float));
     double *p64 = read_values(name, "final64", t->total, sizeof(double));
     int64_t at = 0;
-    for (int i = 0; p32 && p64 && final && reversed && i < t->count; i++) {
-        double kiln64 = 0, torch32 = 0, self = 0, size = 0;
+    for (int i = 0; p32 && p32b && p64 && final && reversed && i < t->count; i++) {
+        double kiln64 = 0, torch32 = 0, torch32b = 0, self = 0, size = 0;
         for (int64_t j = at; j < at + t->sizes[i]; j++) {
             const double w = p64[j];
             kiln64 += (final[j] - w) * (final[j] - w);
             torch32 += (p32[j] - w) * (p32[j] - w);
+            torch32b += (p32b[j] - w) * (p32b[j] - w);
             self += ((double)final[j] - reversed[j]) * ((double)final[j] - reversed[j]);
             size += w * w;
         }
-        judge(d, t->names[i], sqrt(kiln64), sqrt(torch32), sqrt(self), sqrt(size));
+        judge(d, t->names[i], sqrt(kiln64), sqrt(fmax(torch32, torch32b)), sqrt(self),
+              sqrt(size));
         at += t->sizes[i];
     }
     /* KILN_ZOO_KEEP: kiln's tensors beside PyTorch's for a closer look. */
@@ -329,6 +339,7 @@ static void check_tensors(const char *name, const tensor_list *t, const float *f
         fclose(keep);
     }
     free(p32);
+    free(p32b);
     free(p64);
 }
 
@@ -459,7 +470,7 @@ int main(int argc, char **argv)
     /* 2. training beside PyTorch, and again on reversed batches */
     float *batches = read_values(name, "batches", r.steps * r.n_in, sizeof(float));
     float *targets = read_values(name, "targets", r.steps * r.n_out, sizeof(float));
-    double *torch_losses = read_values(name, "loss", 2 * r.steps, sizeof(double));
+    double *torch_losses = read_values(name, "loss", 3 * r.steps, sizeof(double));
     r.batches = batches;
     r.targets = targets;
     distances loss = {.so_far = 1}, params = {.ratio = 0};
@@ -492,11 +503,13 @@ int main(int argc, char **argv)
         kiln_model_destroy(again);
     }
     for (int s = 0; torch_losses && s < r.steps; s++) {
-        const double l32 = torch_losses[s], l64 = torch_losses[r.steps + s];
+        const double l32 = torch_losses[s], l64 = torch_losses[r.steps + s],
+                     l32b = torch_losses[2 * r.steps + s];
         snprintf(what, sizeof what, "%s: loss of step %d", name, s + 1);
-        printf("%-48s kiln %.9g (reversed %.9g), PyTorch float32 %.9g, float64 %.9g\n", what,
-               losses[s], reversed_losses[s], l32, l64);
-        judge(&loss, what, fabs(losses[s] - l64), fabs(l32 - l64),
+        printf("%-48s kiln %.9g (reversed %.9g), PyTorch float32 %.9g (one thread, "
+               "reversed %.9g), float64 %.9g\n", what, losses[s], reversed_losses[s], l32, l32b,
+               l64);
+        judge(&loss, what, fabs(losses[s] - l64), fmax(fabs(l32 - l64), fabs(l32b - l64)),
               fabs(losses[s] - reversed_losses[s]), fabs(l64));
     }
     check_tensors(name, &list, final, reversed, &params);
