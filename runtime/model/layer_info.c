@@ -141,10 +141,14 @@ static kiln_status tensor_io(kiln_model *m, const char *call, const char *name, 
     if (count != size)
         return kiln_error(m->ctx, KILN_ERROR_INVALID_ARGUMENT, "%s: '%s' holds %lld floats; "
                           "%lld given", call, name, (long long)size, (long long)count);
+    const int64_t at_offset = m->graph.nodes[i].param_offset[p];
+    if (get && m->placement.strategy->get_param_range)
+        return m->placement.strategy->get_param_range(m->placement.strategy_impl, at_offset,
+                                                      size, data);
     float *flat = kiln_calloc(m->ctx, m->plan.n_param_floats, sizeof(float));
     if (!flat)
         return kiln_error_oom(m->ctx, "a parameter copy", m->plan.n_param_floats * sizeof(float));
-    float *at = flat + m->graph.nodes[i].param_offset[p];
+    float *at = flat + at_offset;
     st = m->placement.strategy->get_params(m->placement.strategy_impl, flat);
     if (st == KILN_OK && get)
         memcpy(data, at, (size_t)size * sizeof(float));

@@ -86,6 +86,10 @@ typedef struct kiln_strategy_ops {
     kiln_status (*eval_step)(void *impl, const kiln_batch *batch, double *sums);
     kiln_status (*predict_step)(void *impl, const kiln_batch *batch, float *outputs);
     kiln_status (*get_params)(void *impl, float *flat);
+    /* Floats [offset, offset + count) of what get_params gives, without
+     * the whole copy (kiln_model_get_tensor on a model of 10^7 floats and
+     * hundreds of tensors). NULL: the caller takes get_params's. */
+    kiln_status (*get_param_range)(void *impl, int64_t offset, int64_t count, float *out);
     kiln_status (*set_params)(void *impl, const float *flat);
     /* The replicas, for tests and for strategies built on others. */
     int32_t (*replica_count)(void *impl);

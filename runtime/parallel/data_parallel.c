@@ -735,6 +735,27 @@ static kiln_status dp_get_params(void *impl, float *flat)
     return st;
 }
 
+static kiln_status dp_get_param_range(void *impl, int64_t offset, int64_t count, float *out)
+{
+    dp_strategy *dp = impl;
+    if (dp->mode == DP_CENTRAL) {
+        memcpy(out, dp->host_params + offset, (size_t)count * sizeof(float));
+        return KILN_OK;
+    }
+    kiln_replica *r = dp->reps[0].r;
+    kiln_status st = kiln_buffer_read(r->dev, r->params,
+                                      (size_t)offset * sizeof(float), out,
+                                      (size_t)count * sizeof(float));
+    /* The moving statistics not yet written back: their mean, as get_params. */
+    const int64_t state = dp->m->plan.n_trainable_floats;
+    if (st == KILN_OK && dp->state_pending && offset + count > state) {
+        const int64_t from = offset > state ? offset : state;
+        memcpy(out + (from - offset), dp->state_mean + (from - state),
+               (size_t)(offset + count - from) * sizeof(float));
+    }
+    return st;
+}
+
 static kiln_status dp_set_params(void *impl, const float *flat)
 {
     dp_strategy *dp = impl;
@@ -1065,7 +1086,8 @@ static kiln_status multi_worker_create(kiln_model *m, void **impl)
 #define DP_STRATEGY_OPS(strategy_name, make)                                                     \
     .name = strategy_name, .create = make, .destroy = dp_destroy, .train_step = dp_train_step,  \
     .eval_step = dp_eval_step, .predict_step = dp_predict_step, .get_params = dp_get_params,    \
-    .set_params = dp_set_params, .replica_count = dp_replica_count,                             \
+    .get_param_range = dp_get_param_range, .set_params = dp_set_params,                         \
+    .replica_count = dp_replica_count,                                                          \
     .replicas_in_sync = dp_replicas_in_sync, .replica = dp_replica_at, .stats = dp_stats,       \
     .get_slots = dp_get_slots, .set_slots = dp_set_slots, .micro_step = dp_micro_step
 
