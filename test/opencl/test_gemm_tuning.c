@@ -258,7 +258,7 @@ int main(void)
      * and TN in chunks of unequal length, several products each in its
      * own chunks, and a C so large that its chunk sums would pass the cap
      * (fewer chunks, then). Each keeps its sums on the device. */
-    const int chunked[][4] = {{300, 600, 1501, 1}, {300, 100, 3001, 2}, {60, 40, 6001, 2},
+    const int chunked[][4] = {{200, 600, 1501, 1}, {300, 100, 3001, 2}, {60, 40, 6001, 2},
                               {1100, 1000, 600, 2}};
     const int counts[] = {1, 1, 3, 1};
     for (int i = 0; i < 4 && ctx; i++) {
@@ -267,12 +267,15 @@ int main(void)
         check_gemm_batched(ctx, chunked[i][0], chunked[i][1], chunked[i][2], ops[chunked[i][3] - 1][0],
                            ops[chunked[i][3] - 1][1], counts[i]);
         kiln_device_memory(ctx->devices[0], &after, &peak);
-        CHECK(i > 0 || after >= before + 2 * 300 * 600 * sizeof(float));
+        CHECK(i > 0 || after >= before + 2 * 200 * 600 * sizeof(float));
     }
     /* B packed in panels of 32 columns (65 row tiles read a B of 2.9 MB
      * whose rows lie 4120 bytes apart; 1030 columns leave the last panel 6
-     * wide), NN and TN, in chunks. */
+     * wide): NN a panel's tiles one after another over the whole of k
+     * (blas.c's panels_first; 261 rows leave the last tile 5 high), TN in
+     * chunks. */
     check_gemm(ctx, 520, 1030, 700, KILN_GEMM_N, KILN_GEMM_N);
+    check_gemm(ctx, 261, 1030, 1100, KILN_GEMM_N, KILN_GEMM_N);
     check_gemm(ctx, 520, 1030, 700, KILN_GEMM_T, KILN_GEMM_N);
     /* A small enough to read again, B not: a column's tiles one after
      * another (kiln_gemm_rows_first), NN and NT. */
