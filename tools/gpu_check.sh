@@ -4,10 +4,11 @@
 # libraries a bare machine lacks and Fashion-MNIST into .gpu/), on a machine
 # with a GPU driver and no network. Within a total budget, each step under
 # its own time limit (so that one hang cannot eat the rest):
-#   setup     unpack .gpu/build.tar.xz (into a temporary folder); find the
-#             vendor's OpenCL driver (NVIDIA's libnvidia-opencl.so) and write
-#             an .icd file for it into a folder named by OCL_ICD_VENDORS;
-#             LD_LIBRARY_PATH to .gpu/root; `kiln devices` (what kiln sees;
+#   setup     unpack .gpu/build.tar.xz and .gpu/libs.tar.xz (into a
+#             temporary folder); find the vendor's OpenCL driver (NVIDIA's
+#             libnvidia-opencl.so) and write an .icd file for it into a
+#             folder named by OCL_ICD_VENDORS; LD_LIBRARY_PATH to the
+#             unpacked libraries; `kiln devices` (what kiln sees;
 #             with no GPU the tests and benchmarks are left out, saying why)
 #   tests     the test suite on the GPU (tools/gpu_tests.py: no meson needed;
 #             KILN_DEVICES=gpu; layers, train and strategies first; the
@@ -52,19 +53,21 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd -P)
 
-# --unpack DIR (the setup step, under its time limit): .gpu/build.tar.xz into DIR.
+# --unpack DIR LIBS (the setup step, under its time limit): .gpu/build.tar.xz
+# into DIR, .gpu/libs.tar.xz into LIBS.
 if [ "${1:-}" = --unpack ]; then
-    build=$2
-    [ -f .gpu/build.tar.xz ] ||
-        { echo "no .gpu/build.tar.xz: run tools/gpu_deps.sh first"; exit 1; }
-    mkdir -p "$build.part"
-    if ! tar -C "$build.part" -xJf .gpu/build.tar.xz; then
-        echo "tar -xJ failed; unpacking with Python's tarfile"
-        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-            .gpu/build.tar.xz "$build.part" || exit 1
-    fi
-    mv "$build.part" "$build"
-    echo "build: $build ($(du -sm "$build" | cut -f1) MiB unpacked)"
+    for pair in "build.tar.xz $2" "libs.tar.xz $3"; do
+        pack=.gpu/${pair%% *} into=${pair#* }
+        [ -f "$pack" ] || { echo "no $pack: run tools/gpu_deps.sh first"; exit 1; }
+        mkdir -p "$into.part"
+        if ! tar -C "$into.part" -xJf "$pack"; then
+            echo "tar -xJ failed; unpacking with Python's tarfile"
+            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                "$pack" "$into.part" || exit 1
+        fi
+        mv "$into.part" "$into"
+        echo "$pack: $into ($(du -sm "$into" | cut -f1) MiB unpacked)"
+    done
     exit 0
 fi
 OUT=${OUT:-$root/gpu-check-out}
@@ -85,7 +88,7 @@ devices=${GPU_CHECK_DEVICES-gpu}
 work=$(mktemp -d)
 # Unpacked outside the tree, so that nothing new lies in .gpu (what the device
 # tool carries) after a run.
-build=$work/build
+build=$work/build libs=$work/libs
 trap 'rm -rf "$work"' EXIT
 
 say() { printf '%s\n' "$*" | tee -a "$log"; }
@@ -144,11 +147,14 @@ report() {
 }
 
 # ---- setup: the build, the ICD, the libraries, the devices ----
-step setup_build "${GPU_CHECK_SETUP_S:-60}" sh "$root/tools/gpu_check.sh" --unpack "$build"
+step setup_build "${GPU_CHECK_SETUP_S:-60}" sh "$root/tools/gpu_check.sh" --unpack "$build" \
+    "$libs"
 line "$step_line"
 
 arch=x86_64-linux-gnu
-libpath=$root/.gpu/root/usr/lib/$arch:$root/.gpu/root/lib/$arch
+# OpenBLAS (bench_gemm's peer) lies in a folder of its own, which Debian
+# names in ld.so.conf.d where it installs the package.
+libpath=$libs/usr/lib/$arch:$libs/lib/$arch:$libs/usr/lib/$arch/openblas-pthread
 if [ "${GPU_CHECK_NO_ICD:-0}" != 1 ]; then
     lib=${GPU_CHECK_OPENCL_LIB:-}
     if [ -z "$lib" ]; then

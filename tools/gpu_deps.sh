@@ -5,8 +5,11 @@
 #   .gpu/root/      the .deb files of the libraries kiln's binaries link that
 #                   a bare machine lacks (found with ldd, mapped to their
 #                   packages with dpkg -S), and dataset-fashion-mnist,
-#                   extracted with dpkg -x (never into /); gpu_check.sh puts
-#                   .gpu/root/usr/lib/x86_64-linux-gnu on LD_LIBRARY_PATH
+#                   extracted with dpkg -x (never into /)
+#   .gpu/libs.tar.xz  their lib folders, packed (OpenBLAS, which bench_gemm
+#                   links, is 37 MB as it lies and 4 MB packed); gpu_check.sh
+#                   unpacks them beside the build and puts their
+#                   x86_64-linux-gnu folders on LD_LIBRARY_PATH
 #   .gpu/fallback/  libstdc++6, libgcc-s1 and zlib1g, which every Debian or
 #                   Ubuntu has: used there only if ldd finds one missing
 #   .gpu/build.tar.xz  BUILD_DIR's programs, libraries, test data and test
@@ -114,14 +117,23 @@ printf 'source %s\nbuild %s\ncommit %s\n' "$(pwd)" "$(cd "$build" && pwd)" "$com
     > "$dest/origin"
 
 # Every library the programs need resolves inside .gpu or to glibc's.
-missing=$(LD_LIBRARY_PATH="$here/$dest/root/usr/lib/$arch:$here/$dest/root/lib/$arch" \
-    ldd "$build/examples/resnet" "$build/test/layers/test_layers" 2>&1 |
+carried=$here/$dest/root/usr/lib/$arch
+missing=$(LD_LIBRARY_PATH="$carried:$here/$dest/root/lib/$arch:$carried/openblas-pthread" \
+    ldd "$build/examples/resnet" "$build/test/layers/test_layers" \
+    "$build/test/bench/bench_gemm" 2>&1 |
     sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) .*/\1 \2/p' |
     grep -Ev " $here/|$base" || true)
 if [ -n "$missing" ]; then
     echo "gpu_deps.sh: found outside .gpu (not on a bare machine?):" >&2
     printf '%s\n' "$missing" >&2
 fi
+# The libraries travel packed; the data (already gzipped) as it is.
+rm -f "$dest/libs.tar.xz"
+libdirs=$(cd "$dest/root" && for d in usr/lib lib; do [ ! -d "$d" ] || echo "$d"; done)
+# shellcheck disable=SC2086   # a word list
+tar -C "$dest/root" -cf - $libdirs | nice -n 10 xz -6 -T2 > "$dest/libs.tar.xz"
+# shellcheck disable=SC2086
+(cd "$dest/root" && rm -rf $libdirs)
 size=$(du -sm "$dest" | cut -f1)
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
 echo "gpu_deps.sh: .gpu is $size MiB; tracked files $((tree / 1048576)) MiB;" \
