@@ -68,15 +68,15 @@ static int packs_b(const kiln_device *dev, size_t m, size_t n, size_t k, size_t 
  * neither operand stays in the core's cache but a panel of B (k rows of 32
  * columns) does, B is packed and the tiles of one panel run one after
  * another (rows first), the panel staying in cache while A streams past
- * it. The chunks of k stay those of the unpacked budget, and so do the
- * sums: one sum over the whole of k ran as fast but moved the rounding
- * (392x512x4608 2.6e-6 of the largest value from OpenBLAS, against
- * 5.9e-7 in chunks), which vgg16's parity against PyTorch (test_zoo)
- * failed. With fewer than PANEL_MIN_ROWS rows of A the copy of B costs
+ * it. The chunks of k stay those packs_b alone gives (B packed where its
+ * rows lie pages apart, else the budget's), and so do the sums: one sum
+ * over the whole of k ran as fast but moved the rounding (392x512x4608
+ * 2.6e-6 of the largest value from OpenBLAS, against 5.9e-7 in chunks),
+ * which vgg16's parity against PyTorch (test_zoo) failed. With fewer than PANEL_MIN_ROWS rows of A the copy of B costs
  * more than the order saves. Measured with bench_gemm on a 2-core AVX-512
  * machine, against the chunks as packs_b left them: 392x512x4608 0.93 to
  * 1.02 of OpenBLAS, 1568x256x2304 0.95 to 1.06, 3136x512x4608 0.73 to
- * 1.02, 1024^3 0.89 to 0.95 (its one packed chunk had run 1.08); slower
+ * 1.02, 1024^3 (one chunk, packed as before) 0.95-1.00 to 1.08; slower
  * where B fits the cache (6272x128x1152 in one chunk: 1.42 to 1.18), with
  * few rows (128x64x5408: 1.8 to 1.3) and for TN (576x64x25088: 1.65 to
  * 0.57), which keep their order. */
@@ -142,9 +142,10 @@ static kiln_status own_gemm_locked(kiln_device *dev, kiln_gemm_op trans_a, size_
 {
     size_t chunk_k;
     const int panel_order = panels_first(dev, trans_a, m, n, k, count);
-    const int packed = panel_order || packs_b(dev, m, n, k, ldb, count);
-    const size_t chunks =
-        chunk_count(dev, packed && !panel_order, trans_a, m, n, k, count, &chunk_k);
+    const int pages_apart = packs_b(dev, m, n, k, ldb, count);
+    const int packed = panel_order || pages_apart;
+    /* The chunks, and so the sums, packs_b alone gives (panels_first). */
+    const size_t chunks = chunk_count(dev, pages_apart, trans_a, m, n, k, count, &chunk_k);
     const int rows_first = panel_order || (!dev->gpu_kernels &&
                                            kiln_gemm_rows_first(dev->gemm_cache_bytes, m, n, k));
     kiln_status st = KILN_OK;
