@@ -746,12 +746,15 @@ static kiln_status dp_get_param_range(void *impl, int64_t offset, int64_t count,
     kiln_status st = kiln_buffer_read(r->dev, r->params,
                                       (size_t)offset * sizeof(float), out,
                                       (size_t)count * sizeof(float));
-    /* The moving statistics not yet written back: their mean, as get_params. */
-    const int64_t state = dp->m->plan.n_trainable_floats;
-    if (st == KILN_OK && dp->state_pending && offset + count > state) {
+    /* The moving statistics not yet written back (n_state floats after the
+     * trainable ones; frozen weights may follow them): their mean, as
+     * get_params. */
+    const int64_t state = dp->m->plan.n_trainable_floats, state_end = state + dp->n_state;
+    if (st == KILN_OK && dp->state_pending && offset < state_end && offset + count > state) {
         const int64_t from = offset > state ? offset : state;
+        const int64_t to = offset + count < state_end ? offset + count : state_end;
         memcpy(out + (from - offset), dp->state_mean + (from - state),
-               (size_t)(offset + count - from) * sizeof(float));
+               (size_t)(to - from) * sizeof(float));
     }
     return st;
 }

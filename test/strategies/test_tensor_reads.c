@@ -4,7 +4,9 @@
  * mirrored and central storage (two replicas: the moving statistics are
  * the mean of the replicas', held apart until the next step writes them
  * back), the pipeline (two stages) and the parameter server, after
- * training a model with batch normalisation, and after set_tensor.
+ * training a model with batch normalisation and a frozen first layer
+ * (whose weights follow the moving statistics in the parameters), and
+ * after set_tensor.
  * Meson runs this with POCL_DEVICES="basic basic"; on one device what
  * needs two is skipped. */
 #include "harness.h"
@@ -85,6 +87,7 @@ static void run_strategy(kiln_context *ctx, kiln_dataset *ds, kiln_strategy stra
     kiln_batch_normalization(m, KILN_NODE_PREVIOUS, &bn);
     const kiln_dense_options d1 = {.struct_size = sizeof d1, .name = "d1", .units = 2};
     kiln_dense(m, KILN_NODE_PREVIOUS, &d1);
+    CHECK_OK(ctx, kiln_model_set_trainable(m, "d0", 0));
     const kiln_optimizer_options o = {.struct_size = sizeof o, .kind = KILN_OPTIMIZER_ADAM,
                                       .learning_rate = 0.01f};
     const kiln_compile_options co = {.struct_size = sizeof co,
