@@ -72,9 +72,10 @@ static int packs_b(const kiln_device *dev, size_t m, size_t n, size_t k, size_t 
  * rows lie pages apart, else the budget's), and so do the sums: one sum
  * over the whole of k ran as fast but moved the rounding (392x512x4608
  * 2.6e-6 of the largest value from OpenBLAS, against 5.9e-7 in chunks),
- * which vgg16's parity against PyTorch (test_zoo) failed. With fewer than PANEL_MIN_ROWS rows of A the copy of B costs
- * more than the order saves. Measured with bench_gemm on a 2-core AVX-512
- * machine, against the chunks as packs_b left them: 392x512x4608 0.93 to
+ * which vgg16's parity against PyTorch (test_zoo) failed. With fewer than
+ * PANEL_MIN_ROWS rows of A the copy of B costs more than the order saves.
+ * Measured with bench_gemm on a 2-core AVX-512 machine, against the
+ * chunks as packs_b left them: 392x512x4608 0.93 to
  * 1.02 of OpenBLAS, 1568x256x2304 0.95 to 1.06, 3136x512x4608 0.73 to
  * 1.02, 1024^3 (one chunk, packed as before) 0.95-1.00 to 1.08; slower
  * where B fits the cache (6272x128x1152 in one chunk: 1.42 to 1.18), with
