@@ -722,19 +722,10 @@ static kiln_status dp_predict_step(void *impl, const kiln_batch *b, float *outpu
     return st;
 }
 
-static kiln_status dp_get_params(void *impl, float *flat)
-{
-    dp_strategy *dp = impl;
-    if (dp->mode == DP_CENTRAL) {
-        memcpy(flat, dp->host_params, dp->m->plan.n_param_floats * sizeof(float));
-        return KILN_OK;
-    }
-    kiln_status st = kiln_replica_read_params(dp->reps[0].r, flat);
-    if (st == KILN_OK && dp->state_pending)
-        memcpy(flat + dp->m->plan.n_trainable_floats, dp->state_mean, dp->n_state * sizeof(float));
-    return st;
-}
-
+/* Floats [offset, offset + count) of the parameters: central storage's
+ * host copy, or the first replica's, with the moving statistics not yet
+ * written back (n_state floats after the trainable ones; frozen weights
+ * may follow them) taken from their mean. */
 static kiln_status dp_get_param_range(void *impl, int64_t offset, int64_t count, float *out)
 {
     dp_strategy *dp = impl;
@@ -746,9 +737,6 @@ static kiln_status dp_get_param_range(void *impl, int64_t offset, int64_t count,
     kiln_status st = kiln_buffer_read(r->dev, r->params,
                                       (size_t)offset * sizeof(float), out,
                                       (size_t)count * sizeof(float));
-    /* The moving statistics not yet written back (n_state floats after the
-     * trainable ones; frozen weights may follow them): their mean, as
-     * get_params. */
     const int64_t state = dp->m->plan.n_trainable_floats, state_end = state + dp->n_state;
     if (st == KILN_OK && dp->state_pending && offset < state_end && offset + count > state) {
         const int64_t from = offset > state ? offset : state;
@@ -757,6 +745,12 @@ static kiln_status dp_get_param_range(void *impl, int64_t offset, int64_t count,
                (size_t)(to - from) * sizeof(float));
     }
     return st;
+}
+
+static kiln_status dp_get_params(void *impl, float *flat)
+{
+    const dp_strategy *dp = impl;
+    return dp_get_param_range(impl, 0, (int64_t)dp->m->plan.n_param_floats, flat);
 }
 
 static kiln_status dp_set_params(void *impl, const float *flat)
